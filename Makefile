@@ -1,0 +1,30 @@
+# `make demo` and `make test` create the virtual environment when it is missing.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lit pytest bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/mnist_pipeline.py
+
+test: pytest lit
+
+pytest: $(STAMP)
+	$(PY) -m pytest -q -n 2 tests
+
+lit: $(STAMP)
+	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/lit -q tests/lit
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_cnn.py
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,148 @@
+"""The model zoo the tests compare against PyTorch: an MLP, the pipelining
+tutorial's CNN, a CNN with AvgPool2d/BatchNorm2d and a small transformer
+encoder. Each training wrapper returns (output, loss)."""
+
+import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    def __init__(self, d_in=12, d_hidden=16, d_out=5, dropout=0.0):
+        super().__init__()
+        self.fc1 = nn.Linear(d_in, d_hidden)
+        self.bn = nn.BatchNorm1d(d_hidden)
+        self.act1 = nn.ReLU()
+        self.fc2 = nn.Linear(d_hidden, d_hidden)
+        self.ln = nn.LayerNorm(d_hidden)
+        self.act2 = nn.GELU()
+        self.drop = nn.Dropout(dropout)
+        self.fc3 = nn.Linear(d_hidden, d_hidden)
+        self.fc4 = nn.Linear(d_hidden, d_out)
+
+    def forward(self, x):
+        x = self.act1(self.bn(self.fc1(x)))
+        x = self.drop(self.act2(self.ln(self.fc2(x))))
+        x = torch.tanh(self.fc3(x)) + torch.sigmoid(x)
+        return self.fc4(x)
+
+
+class ConvLayer(nn.Module):
+    def __init__(self, in_channels, num_filters, kernel_size, pool_size):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, num_filters, kernel_size=kernel_size)
+        self.pool = nn.MaxPool2d(kernel_size=pool_size)
+        self.relu = nn.ReLU()
+
+    def forward(self, x):
+        return self.relu(self.pool(self.conv(x)))
+
+
+class TutorialCNN(nn.Module):
+    """The network of the PopTorch pipelining tutorial (seeds/003)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer1 = ConvLayer(1, 10, 5, 2)
+        self.layer2 = ConvLayer(10, 20, 5, 2)
+        self.layer3 = nn.Linear(320, 256)
+        self.layer3_act = nn.ReLU()
+        self.layer4 = nn.Linear(256, 10)
+
+    def forward(self, x):
+        x = self.layer1(x)
+        x = self.layer2(x)
+        x = x.view(-1, 320)
+        x = self.layer3_act(self.layer3(x))
+        return self.layer4(x)
+
+
+class PoolNormCNN(nn.Module):
+    """AvgPool2d and BatchNorm2d, with padding and stride."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.pool1 = nn.AvgPool2d(2)
+        self.conv2 = nn.Conv2d(8, 8, 3, stride=2, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8 * 2 * 2, 4)
+
+    def forward(self, x):
+        x = self.pool1(torch.relu(self.bn1(self.conv1(x))))
+        x = torch.relu(self.bn2(self.conv2(x)))
+        return self.fc(torch.flatten(x, 1))
+
+
+class Attention(nn.Module):
+    """Hand-written multi-head self-attention with softmax."""
+
+    def __init__(self, d, heads, dropout):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q = q.reshape(b, s, self.heads, d // self.heads).transpose(1, 2)
+        k = k.reshape(b, s, self.heads, d // self.heads).transpose(1, 2)
+        v = v.reshape(b, s, self.heads, d // self.heads).transpose(1, 2)
+        att = torch.softmax(q @ k.transpose(-2, -1) / (d // self.heads) ** 0.5, dim=-1)
+        y = (self.drop(att) @ v).transpose(1, 2).reshape(b, s, d)
+        return self.proj(y)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, d, heads, dropout, torch_mha=False):
+        super().__init__()
+        self.torch_mha = torch_mha
+        if torch_mha:
+            self.attn = nn.MultiheadAttention(d, heads, dropout=dropout, batch_first=True)
+        else:
+            self.attn = Attention(d, heads, dropout)
+        self.ln1 = nn.LayerNorm(d)
+        self.ff1 = nn.Linear(d, 2 * d)
+        self.ff2 = nn.Linear(2 * d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        h = self.ln1(x)
+        a = self.attn(h, h, h, need_weights=False)[0] if self.torch_mha else self.attn(h)
+        x = x + self.drop(a)
+        return x + self.drop(self.ff2(nn.functional.gelu(self.ff1(self.ln2(x)))))
+
+
+class Transformer(nn.Module):
+    def __init__(self, vocab=20, d=16, heads=2, layers=2, seq=6, dropout=0.0, torch_mha=False):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(seq, d) * 0.1)
+        self.layers = nn.ModuleList(
+            [EncoderLayer(d, heads, dropout, torch_mha) for _ in range(layers)])
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, tokens):
+        x = self.embed(tokens) + self.pos
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.ln(x))
+
+
+class WithLoss(nn.Module):
+    """Training wrapper: returns (output, loss)."""
+
+    def __init__(self, model, loss):
+        super().__init__()
+        self.model = model
+        self.loss = loss
+
+    def forward(self, x, target):
+        out = self.model(x)
+        if out.dim() == 3 and isinstance(self.loss, nn.CrossEntropyLoss):
+            return out, self.loss(out.flatten(0, 1), target.flatten())
+        return out, self.loss(out, target)

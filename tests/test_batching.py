@@ -1,0 +1,130 @@
+"""deviceIterations x replicationFactor x gradientAccumulation and the output
+modes (REFERENCE.md section 2)."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import tilefx
+from models import MLP, WithLoss
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return MLP().eval()
+
+
+def test_output_mode_all_returns_every_micro_batch_in_input_order():
+    model = _mlp()
+    opts = tilefx.Options().deviceIterations(3).replicationFactor(2)
+    x = torch.randn(3 * 2 * 4, 12)
+    out = tilefx.inferenceModel(model, opts)(x)
+    assert out.shape == (24, 5)
+    torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_output_mode_final_sum_everyn_inference():
+    model = _mlp()
+    D, R, mb = 4, 2, 3
+    x = torch.randn(D * R * mb, 12)
+    full = model(x).reshape(D, R, mb, 5)
+    for mode, expected in [
+        (tilefx.OutputMode.Final, full[-1].reshape(R * mb, 5)),
+        (tilefx.OutputMode.Sum, full.sum(0).reshape(R * mb, 5)),
+        (tilefx.OutputMode.EveryN, full[1::2].reshape(-1, 5)),
+        (tilefx.OutputMode.Default, full.reshape(-1, 5)),
+    ]:
+        opts = tilefx.Options().deviceIterations(D).replicationFactor(R)
+        if mode == tilefx.OutputMode.EveryN:
+            opts.outputMode(mode, output_return_period=2)
+        else:
+            opts.outputMode(mode)
+        out = tilefx.inferenceModel(model, opts)(x)
+        assert out.shape == expected.shape, mode
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5, msg=str(mode))
+
+
+def test_training_output_modes_and_scalar_loss_shapes():
+    torch.manual_seed(0)
+    base = WithLoss(nn.Linear(4, 3), nn.MSELoss())
+    D, G, mb = 2, 3, 2
+    x, y = torch.randn(D * G * mb, 4), torch.randn(D * G * mb, 3)
+    shapes = {}
+    for mode in (tilefx.OutputMode.All, tilefx.OutputMode.Final, tilefx.OutputMode.Sum,
+                 tilefx.OutputMode.Default):
+        opts = tilefx.Options().deviceIterations(D).outputMode(mode)
+        opts.Training.gradientAccumulation(G)
+        out, loss = tilefx.trainingModel(copy.deepcopy(base), opts)(x, y)
+        shapes[mode] = (tuple(out.shape), tuple(loss.shape))
+    assert shapes[tilefx.OutputMode.All] == ((D * G * mb, 3), (D * G,))
+    assert shapes[tilefx.OutputMode.Final] == ((mb, 3), ())
+    assert shapes[tilefx.OutputMode.Sum] == ((mb, 3), ())
+    assert shapes[tilefx.OutputMode.Default] == shapes[tilefx.OutputMode.Final]
+
+
+def test_training_all_mode_losses_equal_per_micro_batch_losses():
+    torch.manual_seed(0)
+    ref = WithLoss(nn.Linear(4, 3), nn.MSELoss())
+    ours = copy.deepcopy(ref)
+    G, mb = 4, 2
+    opts = tilefx.Options().outputMode(tilefx.OutputMode.All)
+    opts.Training.gradientAccumulation(G)
+    x, y = torch.randn(G * mb, 4), torch.randn(G * mb, 3)
+    out, loss = tilefx.trainingModel(ours, opts)(x, y)
+    expected = torch.stack([ref(x[i * mb:(i + 1) * mb], y[i * mb:(i + 1) * mb])[1] for i in range(G)])
+    torch.testing.assert_close(loss, expected.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out, ref.model(x).detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_batch_not_a_multiple_names_the_four_numbers():
+    opts = tilefx.Options().deviceIterations(3).replicationFactor(2)
+    opts.Training.gradientAccumulation(2)
+    model = tilefx.trainingModel(WithLoss(nn.Linear(4, 3), nn.MSELoss()), opts)
+    with pytest.raises(AssertionError) as e:
+        model(torch.randn(10, 4), torch.randn(10, 3))
+    msg = str(e.value)
+    for piece in ("deviceIterations(3)", "replicationFactor(2)", "gradientAccumulation(2)", "10"):
+        assert piece in msg
+
+
+def test_later_calls_with_other_shapes_or_dtypes_are_errors():
+    model = tilefx.inferenceModel(_mlp())
+    model(torch.randn(4, 12))
+    with pytest.raises(tilefx.Error, match=r"shape \(5, 12\)"):
+        model(torch.randn(5, 12))
+    with pytest.raises(tilefx.Error, match="dtype"):
+        model(torch.randn(4, 12, dtype=torch.float64))
+
+
+def test_inference_with_gradient_accumulation_is_an_error():
+    opts = tilefx.Options()
+    opts.Training.gradientAccumulation(2)
+    with pytest.raises(tilefx.Error, match="gradientAccumulation"):
+        tilefx.inferenceModel(_mlp(), opts)
+
+
+def test_options_are_frozen_once_used():
+    opts = tilefx.Options()
+    tilefx.inferenceModel(_mlp(), opts)
+    with pytest.raises(AttributeError):
+        opts.deviceIterations(2)
+
+
+def test_unsupported_op_names_the_aten_op_and_module():
+    class Cum(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return torch.cumsum(self.fc(x), 0)
+
+    with pytest.raises(tilefx.Error, match=r"aten::cumsum"):
+        tilefx.inferenceModel(Cum())(torch.randn(2, 3))
+
+
+def test_training_model_without_loss_is_an_error():
+    with pytest.raises(tilefx.Error, match="loss"):
+        tilefx.trainingModel(nn.Linear(3, 3))(torch.randn(2, 3))

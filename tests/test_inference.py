@@ -1,0 +1,66 @@
+"""Inference outputs of the model zoo equal PyTorch on the CPU (rtol 1e-5)."""
+
+import pytest
+import torch
+from torch import nn
+
+import tilefx
+from models import MLP, PoolNormCNN, Transformer, TutorialCNN
+
+CASES = {
+    "mlp": (lambda: MLP(), lambda: (torch.randn(6, 12),)),
+    "tutorial_cnn": (lambda: TutorialCNN(), lambda: (torch.randn(4, 1, 28, 28),)),
+    "pool_norm_cnn": (lambda: PoolNormCNN(), lambda: (torch.randn(4, 3, 8, 8),)),
+    "transformer": (lambda: Transformer(), lambda: (torch.randint(0, 20, (3, 6)),)),
+    "transformer_mha": (lambda: Transformer(torch_mha=True), lambda: (torch.randint(0, 20, (3, 6)),)),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_inference_matches_pytorch(name):
+    torch.manual_seed(0)
+    make_model, make_inputs = CASES[name]
+    model = make_model()
+    # non-trivial running statistics for the BatchNorm layers
+    model.train()
+    with torch.no_grad():
+        for _ in range(2):
+            model(*make_inputs())
+    model.eval()
+    inputs = make_inputs()
+    expected = model(*inputs)
+    out = tilefx.inferenceModel(model)(*inputs)
+    assert out.shape == expected.shape and out.dtype == expected.dtype
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_compile_api_shows_ir():
+    torch.manual_seed(0)
+    model = TutorialCNN().eval()
+    x = torch.randn(2, 1, 28, 28)
+    compiled = tilefx.compile(model, x)
+    assert "aten.convolution" in compiled.ir("import")
+    assert "aten.max_pool2d_with_indices" in compiled.ir("graph")
+    torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+    with pytest.raises(tilefx.Error, match="unknown IR level"):
+        compiled.ir("nonsense")
+
+
+def test_buffers_persist_across_calls():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("i", torch.tensor([0.0]))
+
+        def forward(self, x):
+            self.i += 1
+            return x + self.i
+
+    m = Counter()
+    model = tilefx.inferenceModel(m)
+    x = torch.zeros(1)
+    assert model(x).item() == 1.0
+    assert model(x).item() == 2.0
+    assert m.i.item() == 0.0  # inference buffers are not written back implicitly
+    model.copyWeightsToHost()
+    assert m.i.item() == 2.0

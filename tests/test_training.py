@@ -1,0 +1,196 @@
+"""Training against torch.optim: 20 steps with the same losses and weights."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import tilefx
+from models import MLP, Transformer, TutorialCNN, WithLoss
+
+
+# Adam divides by sqrt(v) + eps: for a gradient that is zero by construction
+# (a bias before BatchNorm, a dead ReLU unit) float rounding noise of 1e-9
+# would be amplified to +-lr with the default eps=1e-8, in PyTorch as here.
+# eps=1e-3 keeps such noise negligible so the comparison tests the maths.
+EPS = 1e-3
+
+
+def _torch_opt(kind, params):
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=0.05, momentum=0.9, dampening=0.1, weight_decay=1e-3,
+                               nesterov=False)
+    if kind == "sgd_nesterov":
+        return torch.optim.SGD(params, lr=0.05, momentum=0.9, nesterov=True)
+    if kind == "adam":
+        return torch.optim.Adam(params, lr=1e-2, weight_decay=1e-3, eps=EPS)
+    return torch.optim.AdamW(params, lr=1e-2, weight_decay=0.05, eps=EPS)
+
+
+def _tilefx_opt(kind, params):
+    if kind == "sgd":
+        return tilefx.optim.SGD(params, lr=0.05, momentum=0.9, dampening=0.1, weight_decay=1e-3)
+    if kind == "sgd_nesterov":
+        return tilefx.optim.SGD(params, lr=0.05, momentum=0.9, nesterov=True)
+    if kind == "adam":
+        return tilefx.optim.Adam(params, lr=1e-2, weight_decay=1e-3, eps=EPS)
+    return tilefx.optim.AdamW(params, lr=1e-2, weight_decay=0.05, eps=EPS)
+
+
+def _data(name, steps, batch):
+    g = torch.Generator().manual_seed(1)
+    if name == "mlp":
+        return [(torch.randn(batch, 12, generator=g), torch.randint(0, 5, (batch,), generator=g))
+                for _ in range(steps)]
+    if name == "cnn":
+        return [(torch.randn(batch, 1, 28, 28, generator=g), torch.randint(0, 10, (batch,), generator=g))
+                for _ in range(steps)]
+    return [(torch.randint(0, 20, (batch, 6), generator=g), torch.randint(0, 20, (batch, 6), generator=g))
+            for _ in range(steps)]
+
+
+def _model(name):
+    torch.manual_seed(0)
+    if name == "mlp":
+        return WithLoss(MLP(), nn.CrossEntropyLoss())
+    if name == "cnn":
+        return WithLoss(TutorialCNN(), nn.CrossEntropyLoss())
+    return WithLoss(Transformer(), nn.CrossEntropyLoss())
+
+
+@pytest.mark.parametrize("model_name,kind", [
+    ("mlp", "sgd"), ("mlp", "sgd_nesterov"), ("mlp", "adam"), ("mlp", "adamw"),
+    ("cnn", "sgd"), ("cnn", "adamw"), ("transformer", "adam")])
+def test_twenty_steps_match_torch_optim(model_name, kind):
+    ref = _model(model_name)
+    ours = copy.deepcopy(ref)
+    torch_opt = _torch_opt(kind, ref.parameters())
+    trainer = tilefx.trainingModel(ours, optimizer=_tilefx_opt(kind, ours.parameters()))
+    for x, y in _data(model_name, 20, 4):
+        torch_opt.zero_grad()
+        _, ref_loss = ref(x, y)
+        ref_loss.backward()
+        torch_opt.step()
+        _, loss = trainer(x, y)
+        torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-4, atol=1e-5)
+    for (n, p), (_, q) in zip(ref.state_dict().items(), ours.state_dict().items()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5, msg=lambda m, n=n: f"{n}: {m}")
+
+
+def test_torch_optim_optimizer_is_accepted():
+    ref = _model("mlp")
+    ours = copy.deepcopy(ref)
+    torch_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.5)
+    trainer = tilefx.trainingModel(ours, optimizer=torch.optim.SGD(ours.parameters(), lr=0.1, momentum=0.5))
+    for x, y in _data("mlp", 5, 4):
+        torch_opt.zero_grad()
+        ref(x, y)[1].backward()
+        torch_opt.step()
+        trainer(x, y)
+    for p, q in zip(ref.parameters(), ours.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+
+
+def test_default_optimizer_is_sgd_lr_0_01():
+    ref = _model("mlp")
+    ours = copy.deepcopy(ref)
+    trainer = tilefx.trainingModel(ours)
+    x, y = _data("mlp", 1, 4)[0]
+    ref(x, y)[1].backward()
+    trainer(x, y)
+    for p, q in zip(ref.parameters(), ours.parameters()):
+        torch.testing.assert_close(q, p.detach() - 0.01 * p.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_parameter_groups_and_frozen_parameters():
+    ref = _model("mlp")
+    ref.model.fc1.weight.requires_grad_(False)
+    ours = copy.deepcopy(ref)
+
+    def groups(m):
+        return [{"params": [m.model.fc2.weight, m.model.fc2.bias], "lr": 0.5},
+                {"params": [p for n, p in m.named_parameters()
+                            if p.requires_grad and not n.startswith("model.fc2.")]}]
+
+    torch_opt = torch.optim.SGD(groups(ref), lr=0.05)
+    trainer = tilefx.trainingModel(ours, optimizer=tilefx.optim.SGD(groups(ours), lr=0.05))
+    frozen = ours.model.fc1.weight.detach().clone()
+    for x, y in _data("mlp", 3, 4):
+        torch_opt.zero_grad()
+        ref(x, y)[1].backward()
+        torch_opt.step()
+        trainer(x, y)
+    torch.testing.assert_close(ours.model.fc1.weight, frozen, rtol=0, atol=0)
+    for p, q in zip(ref.parameters(), ours.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("accum,replicas", [(4, 1), (1, 2), (4, 2)])
+def test_accumulation_and_replication_equal_one_big_batch(accum, replicas):
+    ref = _model("cnn")
+    ours = copy.deepcopy(ref)
+    torch_opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
+    opts = tilefx.Options().replicationFactor(replicas)
+    opts.Training.gradientAccumulation(accum)
+    trainer = tilefx.trainingModel(ours, opts, optimizer=tilefx.optim.SGD(ours.parameters(), lr=0.05, momentum=0.9))
+    for x, y in _data("cnn", 3, 2 * accum * replicas):
+        torch_opt.zero_grad()
+        ref(x, y)[1].backward()
+        torch_opt.step()
+        trainer(x, y)
+    for p, q in zip(ref.parameters(), ours.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+
+
+def test_sum_reduction_scales_the_gradient():
+    ref = _model("mlp")
+    ours = copy.deepcopy(ref)
+    opts = tilefx.Options()
+    opts.Training.gradientAccumulation(2).accumulationAndReplicationReductionType(tilefx.ReductionType.Sum)
+    trainer = tilefx.trainingModel(ours, opts, optimizer=tilefx.optim.SGD(ours.parameters(), lr=0.01))
+    x, y = _data("mlp", 1, 4)[0]
+    # Sum: the update uses the sum of the two micro-batches' mean-loss gradients
+    loss = ref(x[:2], y[:2])[1] + ref(x[2:], y[2:])[1]
+    loss.backward()
+    trainer(x, y)
+    for p, q in zip(ref.parameters(), ours.parameters()):
+        torch.testing.assert_close(q, p.detach() - 0.01 * p.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_training_then_inference_share_weights_implicitly():
+    torch.manual_seed(0)
+    model = TutorialCNN()
+    trainer = tilefx.trainingModel(WithLoss(model, nn.CrossEntropyLoss()),
+                                   optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+    inference = tilefx.inferenceModel(model)
+    x, y = _data("cnn", 1, 4)[0]
+    before = inference(x)
+    trainer(x, y)
+    after = inference(x)
+    assert not torch.allclose(before, after)
+    torch.testing.assert_close(after, model.eval()(x), rtol=1e-5, atol=1e-5)
+
+
+def test_identity_loss_custom_loss():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x, t):
+            out = self.fc(x)
+            return out, tilefx.identity_loss((out - t) ** 2 * 5, reduction="mean")
+
+    torch.manual_seed(0)
+    ref = M()
+    ours = copy.deepcopy(ref)
+    trainer = tilefx.trainingModel(ours, optimizer=tilefx.optim.SGD(ours.parameters(), lr=0.01))
+    x, t = torch.randn(4, 3), torch.randn(4, 3)
+    loss = ((ref.fc(x) - t) ** 2 * 5).mean()
+    loss.backward()
+    _, our_loss = trainer(x, t)
+    torch.testing.assert_close(our_loss, loss.detach(), rtol=1e-5, atol=1e-6)
+    assert "ipu.identity_loss" in trainer.ir("graph")
+    for p, q in zip(ref.parameters(), ours.parameters()):
+        torch.testing.assert_close(q, p.detach() - 0.01 * p.grad, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,118 @@
+"""Block annotations: `Block`, `BeginBlock`, `BlockFunction` (seeds/000 4.4.1).
+
+All three stamp `node.meta["custom"]` through `torch.fx.traceback.annotate`,
+so every traced node, backward included, knows its block and IPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import torch
+
+from tilefx.api.errors import Error
+
+BLOCK_KEY = "tilefx.block"
+IPU_KEY = "tilefx.ipu"
+
+
+class Block(contextlib.ContextDecorator):
+    """`with poptorch.Block("B1", ipu_id=0): ...` puts the ops inside in one block."""
+
+    _auto_id = False
+    _counter = 0
+
+    def __init__(self, user_id: str | None = None, ipu_id: int | None = None):
+        if user_id is None and Block._auto_id:
+            user_id = str(Block._counter)
+            Block._counter += 1
+        if user_id is not None and not isinstance(user_id, str):
+            user_id = str(user_id)
+        if ipu_id is not None and (not isinstance(ipu_id, int) or ipu_id < 0):
+            raise Error(f"Block: ipu_id must be a non-negative int, got {ipu_id!r}")
+        self.user_id = user_id
+        self.ipu_id = ipu_id
+        self._cm = None
+
+    @staticmethod
+    def useAutoId() -> None:
+        """Blocks without a user_id get 0, 1, 2, ... in order."""
+        Block._auto_id = True
+        Block._counter = 0
+
+    @staticmethod
+    def start(user_id: str | None = None, ipu_id: int | None = None) -> None:
+        raise Error("Block.start is only valid inside a model traced by tilefx "
+                    "(use `with Block(...)` or BeginBlock)")
+
+    def _meta(self) -> dict:
+        meta: dict = {}
+        if self.user_id is not None:
+            meta[BLOCK_KEY] = self.user_id
+        if self.ipu_id is not None:
+            meta[IPU_KEY] = self.ipu_id
+        return meta
+
+    def __enter__(self):
+        self._cm = torch.fx.traceback.annotate(self._meta())
+        self._cm.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        cm, self._cm = self._cm, None
+        return cm.__exit__(*exc)
+
+
+def BlockFunction(user_id: str | None = None, ipu_id: int | None = None):
+    """Decorator: the whole function runs in one block."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            with Block(user_id, ipu_id):
+                return fn(*args, **kwargs)
+
+        return inner
+
+    return wrap
+
+
+class _BeginBlockState:
+    """The annotation set by the last BeginBlock hook, until the next one."""
+
+    current: contextlib.AbstractContextManager | None = None
+
+
+def _begin_block_hook(user_id, ipu_id):
+    def hook(module, args):
+        if _BeginBlockState.current is not None:
+            _BeginBlockState.current.__exit__(None, None, None)
+        block = Block(user_id, ipu_id)
+        _BeginBlockState.current = torch.fx.traceback.annotate(block._meta())
+        _BeginBlockState.current.__enter__()
+
+    return hook
+
+
+def end_begin_blocks() -> None:
+    """Close the annotation left open by the last BeginBlock (after tracing)."""
+    if _BeginBlockState.current is not None:
+        _BeginBlockState.current.__exit__(None, None, None)
+        _BeginBlockState.current = None
+
+
+def BeginBlock(layer: torch.nn.Module, user_id: str | None = None, ipu_id: int | None = None):
+    """Start a new block at `layer`; it lasts until the next BeginBlock."""
+    if not isinstance(layer, torch.nn.Module):
+        raise Error(f"BeginBlock expects a torch.nn.Module, got {type(layer).__name__}")
+    if getattr(layer, "_tilefx_begin_block", None) is not None:
+        raise Error(f"BeginBlock: module {type(layer).__name__} is already assigned to a block")
+    if user_id is not None and not isinstance(user_id, str):
+        user_id = str(user_id)
+    if user_id is None and Block._auto_id:
+        user_id = str(Block._counter)
+        Block._counter += 1
+    layer._tilefx_begin_block = (user_id, ipu_id)
+    layer._tilefx_begin_block_handle = layer.register_forward_pre_hook(_begin_block_hook(user_id, ipu_id))
+    return layer

@@ -1,0 +1,486 @@
+"""trainingModel / inferenceModel / PoplarExecutor / compile.
+
+A PoplarExecutor traces the model at its first call (micro-batch shaped),
+runs the graph passes, compiles `@main` (and `@update` when training) with
+the numpy executor, and then runs PopTorch's host loop for every call:
+
+    for each device iteration d:
+        for each accumulation step g:
+            for each replica r:  @main on micro-batch [d, g, r]   (accumulates)
+        sum the replicas' accumulators; @update                   (one weight update)
+
+Host tensors are read as [deviceIterations, gradientAccumulation, replicas,
+micro-batch, ...] flattened into dim 0 (REFERENCE.md section 2), and
+outputs are returned in the same order, reduced as the output mode says.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, BoolAttr, DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr, f64, i64
+
+from tilefx.api.enums import CommGroupType, OutputMode, ReductionType
+from tilefx.api.errors import Error
+from tilefx.api.options import Options
+from tilefx.api.optim import SGD, optimizer_config
+from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
+from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
+from tilefx.passes.pipelines import graph_context, run_graph_passes
+from tilefx.passes.training_step import TrainingStepPass, find_func
+
+
+class _HostVersion:
+    """Counts writes of executors into the torch parameters and buffers, so
+    every other executor sharing a tensor reloads it before its next run
+    (the implicit weight sync between a training and an inference model)."""
+
+    counter = 0
+
+    @classmethod
+    def latest(cls, tensors) -> int:
+        return max((getattr(t, "_tilefx_written", 0) for t in tensors), default=0)
+
+    @classmethod
+    def mark(cls, tensors) -> int:
+        cls.counter += 1
+        for t in tensors:
+            t._tilefx_written = cls.counter
+        return cls.counter
+
+
+def _attr_of(v: Any):
+    if isinstance(v, bool):
+        return BoolAttr.from_bool(v)
+    if isinstance(v, int):
+        return IntegerAttr(v, i64)
+    if isinstance(v, float):
+        return FloatAttr(v, f64)
+    if isinstance(v, str):
+        return StringAttr(v)
+    if isinstance(v, dict):
+        return DictionaryAttr({k: _attr_of(x) for k, x in v.items()})
+    if isinstance(v, (list, tuple)):
+        return ArrayAttr([_attr_of(x) for x in v])
+    raise TypeError(f"cannot store {v!r} in the IR")
+
+
+@dataclass
+class _Program:
+    """What one compilation produced: IR at each level and compiled functions."""
+
+    traced: TracedGraph
+    import_module: ModuleOp
+    module: ModuleOp
+    main: CompiledFunction
+    update: CompiledFunction | None
+    main_args: list[tuple[str, Any]]
+    main_results: list[tuple[str, Any]]
+    update_args: list[tuple[str, Any]] = field(default_factory=list)
+    update_results: list[tuple[str, Any]] = field(default_factory=list)
+    input_shapes: list[tuple] = field(default_factory=list)
+    input_dtypes: list[np.dtype] = field(default_factory=list)
+    compile_seconds: float = 0.0
+
+
+def _role_list(roles: list[dict]) -> list[tuple[str, Any]]:
+    out = []
+    for r in roles:
+        for key in ("param", "buffer", "input", "const", "accum", "output", "grad", "state", "hyper"):
+            if key in r:
+                out.append((key, r[key]))
+                break
+        else:
+            if r.get("step"):
+                out.append(("step", None))
+            else:
+                raise Error(f"function argument/result without a tilefx role: {r}")
+    return out
+
+
+class PoplarExecutor:
+    """A model wrapped for the simulated IPU (seeds/000 4.2.3)."""
+
+    def __init__(self, model: torch.nn.Module, options: Options | None = None,
+                 training: bool = False, optimizer: torch.optim.Optimizer | None = None):
+        if not isinstance(model, torch.nn.Module):
+            raise Error(f"expected a torch.nn.Module, got {type(model).__name__}")
+        self._user_model = model
+        self._options = options if options is not None else Options()
+        self._options._freeze()
+        self._training = training
+        if training and optimizer is None:
+            optimizer = SGD(model.parameters(), lr=0.01)
+        self._optimizer = optimizer
+        self._program: _Program | None = None
+        self._weights: dict[str, np.ndarray] = {}
+        self._buffers: dict[str, np.ndarray] = {}
+        self._opt_state: dict[str, np.ndarray] = {}
+        self._step = 0
+        self._host_version = -1
+        self._destroyed = False
+        seed = self._options.random_seed
+        self._rng = np.random.default_rng(seed)
+        if not training and self._options.Training.gradient_accumulation != 1:
+            raise Error("inferenceModel: gradientAccumulation must be 1 for inference models "
+                        f"(got {self._options.Training.gradient_accumulation})")
+
+    # -- PopTorch API ----------------------------------------------------
+    @property
+    def options(self) -> Options:
+        return self._options
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self._user_model
+
+    def isCompiled(self) -> bool:
+        return self._program is not None
+
+    def compile(self, *args, **kwargs) -> None:
+        """Compile for these inputs without running."""
+        self._check_alive()
+        inputs = self._flatten_inputs(args, kwargs)
+        self._compile(inputs)
+
+    def __call__(self, *args, **kwargs):
+        self._check_alive()
+        inputs = self._flatten_inputs(args, kwargs)
+        if self._program is None:
+            self._compile(inputs)
+        else:
+            self._check_inputs(inputs)
+        if _HostVersion.latest(self._host_tensors()) > self._host_version:
+            self.copyWeightsToDevice()
+        out = self._run(inputs)
+        if self._training:
+            self._write_back()
+        return out
+
+    def copyWeightsToDevice(self) -> None:
+        """Read the torch module's parameters and buffers into the executor."""
+        self._check_alive()
+        named_p = dict(self._user_model.named_parameters())
+        named_b = dict(self._user_model.named_buffers())
+        if self._program is not None:
+            for n in self._program.traced.params:
+                self._weights[n] = _to_np(named_p[n])
+            for n in self._program.traced.buffers:
+                self._buffers[n] = _to_np(named_b[n])
+        self._host_version = _HostVersion.latest(self._host_tensors())
+
+    def copyWeightsToHost(self) -> None:
+        """Write the executor's weights and buffers into the torch module."""
+        self._check_alive()
+        if self._program is None:
+            return
+        self._write_back()
+
+    def destroy(self) -> None:
+        """Release the (simulated) device; the wrapper can no longer run."""
+        if self._program is not None and self._training:
+            self._write_back()
+        self._program = None
+        self._destroyed = True
+
+    def setOptimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """Use new optimizer hyper-parameters from the next call on."""
+        if not self._training:
+            raise Error("setOptimizer: only training models have an optimizer")
+        old_kind = optimizer_config(self._optimizer, self._param_names())[0]["type"]
+        new_kind = optimizer_config(optimizer, self._param_names())[0]["type"]
+        if old_kind != new_kind:
+            raise Error(f"setOptimizer: cannot change the optimizer type from {old_kind} to {new_kind}")
+        self._optimizer = optimizer
+        if self._program is not None:
+            self._build_update(self._program)
+
+    def ir(self, level: str = "graph") -> str:
+        """The IR text: "import" (straight from the trace) or "graph" (after the graph passes)."""
+        if self._program is None:
+            raise Error("the model is not compiled yet: call it or compile() first")
+        if level == "import":
+            return str(self._program.import_module)
+        if level == "graph":
+            return str(self._program.module)
+        raise Error(f"unknown IR level {level!r}: expected 'import' or 'graph'")
+
+    @property
+    def compile_seconds(self) -> float:
+        return self._program.compile_seconds if self._program else 0.0
+
+    # -- batching ---------------------------------------------------------
+    def _factors(self) -> tuple[int, int, int, int]:
+        o = self._options
+        return (o.device_iterations, o.replication_factor, o.input_group_size,
+                o.Training.gradient_accumulation if self._training else 1)
+
+    def _flatten_inputs(self, args, kwargs) -> list[np.ndarray]:
+        if kwargs:
+            sig = inspect.signature(self._user_model.forward)
+            bound = sig.bind(*args, **kwargs)
+            args = tuple(bound.arguments.values())
+        while args and args[-1] is None:
+            args = args[:-1]
+        out = []
+        for i, a in enumerate(args):
+            if not isinstance(a, torch.Tensor):
+                raise Error(f"input {i} must be a torch.Tensor, got {type(a).__name__}")
+            out.append(a)
+        return out
+
+    def _micro_batch(self, inputs) -> int:
+        d, r, gsize, g = self._factors()
+        n = d * (r // gsize) * g
+        mb = None
+        for i, x in enumerate(inputs):
+            if x.dim() == 0 or x.shape[0] % n:
+                raise AssertionError(
+                    f"Invalid batch dimension: input {i} has batch size "
+                    f"{0 if x.dim() == 0 else x.shape[0]}, which is not a multiple of "
+                    f"deviceIterations({d}) * replicationFactor({r}) / inputReplicaGroupSize({gsize}) "
+                    f"* gradientAccumulation({g}) = {n}")
+            mb = x.shape[0] // n
+        return mb or 0
+
+    def _check_inputs(self, inputs) -> None:
+        p = self._program
+        if len(inputs) != len(p.input_shapes):
+            raise Error(f"the model was compiled for {len(p.input_shapes)} inputs, got {len(inputs)}")
+        for i, (x, shape, dt) in enumerate(zip(inputs, p.input_shapes, p.input_dtypes)):
+            if tuple(x.shape) != shape:
+                raise Error(f"input {i} has shape {tuple(x.shape)} but the model was compiled for "
+                            f"shape {shape}: recompile (destroy and wrap again) for new shapes")
+            if np_dtype_of(x.dtype) != dt:
+                raise Error(f"input {i} has dtype {x.dtype} but the model was compiled for {dt}")
+
+    # -- compilation -----------------------------------------------------
+    def _param_names(self) -> dict[int, str]:
+        return {id(p): n for n, p in self._user_model.named_parameters()}
+
+    def _compile(self, inputs: list[torch.Tensor]) -> None:
+        start = time.perf_counter()
+        mb = self._micro_batch(inputs)
+        model = self._user_model
+        was_training = model.training
+        model.train(self._training)
+        try:
+            traced = trace(model, tuple(x[:mb] for x in inputs), self._training)
+        finally:
+            model.train(was_training)
+        import_module = traced.module.clone()
+        module = traced.module
+        if self._training:
+            cfg, group_of = optimizer_config(self._optimizer, self._param_names())
+            cfg["grad_scale"] = self._grad_scale()
+            module.attributes["ipu.optimizer"] = _attr_of(cfg)
+            main_fn = find_func(module, "main")
+            attrs = [dict(a.data) for a in main_fn.arg_attrs.data]
+            for a in attrs:
+                if "tilefx.param" in a:
+                    a["tilefx.group"] = IntegerAttr(group_of.get(a["tilefx.param"].data, 0), i64)
+            main_fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
+        run_graph_passes(module, training=self._training)
+        main_fn = find_func(module, "main")
+        program = _Program(
+            traced=traced, import_module=import_module, module=module,
+            main=CompiledFunction(main_fn, self._rng), update=None,
+            main_args=_role_list(arg_roles(main_fn)), main_results=_role_list(result_roles(main_fn)),
+            input_shapes=[tuple(x.shape) for x in inputs],
+            input_dtypes=[np_dtype_of(x.dtype) for x in inputs])
+        if self._training:
+            self._build_update(program, compile_only=True)
+        self._program = program
+        self.copyWeightsToDevice()
+        self._consts = traced.consts
+        if self._training:
+            self._init_opt_state()
+        program.compile_seconds = time.perf_counter() - start
+
+    def _grad_scale(self) -> float:
+        _, r, _, g = self._factors()
+        mean = self._options.Training.reduction_type == ReductionType.Mean
+        return 1.0 / (g * r) if mean else 1.0
+
+    def _build_update(self, program: _Program, compile_only: bool = False) -> None:
+        """(Re)build @update from the current optimizer's hyper-parameters."""
+        cfg, _ = optimizer_config(self._optimizer, self._param_names())
+        cfg["grad_scale"] = self._grad_scale()
+        program.module.attributes["ipu.optimizer"] = _attr_of(cfg)
+        if not compile_only:
+            TrainingStepPass().build_update(program.module)
+        upd = find_func(program.module, "update")
+        program.update = CompiledFunction(upd)
+        program.update_args = _role_list(arg_roles(upd))
+        program.update_results = _role_list(result_roles(upd))
+        self._lrs = {f"lr/{i}": np.asarray(g["lr"], dtype=np.float32) for i, g in enumerate(cfg["groups"])}
+        if not compile_only:
+            self._init_opt_state()
+
+    def _init_opt_state(self) -> None:
+        for kind, name in self._program.update_args if self._program else []:
+            if kind == "state" and name not in self._opt_state:
+                pname = name.rsplit("/", 1)[0]
+                self._opt_state[name] = np.zeros_like(self._weights[pname])
+
+    # -- running ---------------------------------------------------------
+    def _replica_input(self, r: int, r_in: int) -> int:
+        _, R, gsize, _ = self._factors()
+        if gsize == 1:
+            return r
+        if self._options.input_group_type == CommGroupType.Orthogonal:
+            return r % r_in
+        return r // gsize
+
+    def _run(self, inputs: list[torch.Tensor]):
+        p = self._program
+        D, R, gsize, G = self._factors()
+        r_in = R // gsize
+        xs = [_to_np(x).reshape((D, G, r_in, -1) + tuple(x.shape[1:])) for x in inputs]
+        buffers = [dict(self._buffers) for _ in range(R)]
+        trained = [n for k, n in p.main_args if k == "accum"]
+        outputs: list[list[list[list[np.ndarray]]]] = []
+        out_index = [i for i, (k, _) in enumerate(p.main_results) if k == "output"]
+        for d in range(D):
+            accs = [{n: np.zeros_like(self._weights[n]) for n in trained} for _ in range(R)]
+            per_g = []
+            for g in range(G):
+                per_r = []
+                for r in range(R):
+                    ri = self._replica_input(r, r_in)
+                    args = []
+                    for kind, key in p.main_args:
+                        if kind == "param":
+                            args.append(self._weights[key])
+                        elif kind == "buffer":
+                            args.append(buffers[r][key])
+                        elif kind == "input":
+                            args.append(xs[key][d, g, ri])
+                        elif kind == "const":
+                            args.append(self._consts[key])
+                        else:
+                            args.append(accs[r][key])
+                    res = p.main(*args)
+                    for (kind, key), v in zip(p.main_results, res):
+                        if kind == "buffer":
+                            buffers[r][key] = v
+                        elif kind == "accum":
+                            accs[r][key] = v
+                    per_r.append([res[i] for i in out_index])
+                per_g.append(per_r)
+            outputs.append(per_g)
+            if self._training and p.update is not None:
+                total = accs[0]
+                for r in range(1, R):
+                    total = {n: total[n] + accs[r][n] for n in trained}
+                self._apply_update(total)
+        if self._options.broadcast_buffers or R == 1:
+            self._buffers = buffers[0]
+        else:
+            self._buffers = buffers[0]
+        return self._collect(outputs, [p.main_results[i][1] for i in out_index])
+
+    def _apply_update(self, accum: dict[str, np.ndarray]) -> None:
+        p = self._program
+        self._step += 1
+        args = []
+        for kind, key in p.update_args:
+            if kind == "param":
+                args.append(self._weights[key])
+            elif kind == "accum":
+                args.append(accum[key])
+            elif kind == "state":
+                args.append(self._opt_state[key])
+            elif kind == "hyper":
+                args.append(self._lrs[key])
+            elif kind == "step":
+                args.append(np.asarray(self._step, dtype=np.float32))
+        res = p.update(*args)
+        for (kind, key), v in zip(p.update_results, res):
+            if kind == "param":
+                self._weights[key] = v
+            elif kind == "state":
+                self._opt_state[key] = v
+
+    def _collect(self, outputs, out_ids: list[int]):
+        """Apply the output mode to outputs[d][g][r][k] (REFERENCE.md section 2)."""
+        D, R, _, G = self._factors()
+        mode = self._options.output_mode
+        if mode == OutputMode.Default:
+            mode = OutputMode.Final if self._training else OutputMode.All
+        results = []
+        for k in range(len(out_ids)):
+            if mode == OutputMode.All:
+                items = [outputs[d][g][r][k] for d in range(D) for g in range(G) for r in range(R)]
+            elif mode == OutputMode.EveryN:
+                period = self._options.output_return_period
+                items = [outputs[d][g][r][k] for d in range(period - 1, D, period)
+                         for g in range(G) for r in range(R)]
+            elif mode == OutputMode.Final:
+                items = [outputs[D - 1][G - 1][r][k] for r in range(R)]
+            elif mode == OutputMode.Sum:
+                items = [np.sum([outputs[d][g][r][k] for d in range(D) for g in range(G)], axis=0)
+                         .astype(outputs[0][0][r][k].dtype) for r in range(R)]
+            else:
+                raise Error(f"unsupported output mode {mode}")
+            results.append(torch.from_numpy(np.array(_join(items), order="C")))
+        order = sorted(range(len(out_ids)), key=lambda i: out_ids[i])
+        results = [results[i] for i in order]
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _write_back(self) -> None:
+        named_p = dict(self._user_model.named_parameters())
+        named_b = dict(self._user_model.named_buffers())
+        with torch.no_grad():
+            for n, w in self._weights.items():
+                named_p[n].copy_(torch.from_numpy(w))
+            for n, b in self._buffers.items():
+                named_b[n].copy_(torch.from_numpy(np.asarray(b)))
+        self._host_version = _HostVersion.mark(self._host_tensors())
+
+    def _host_tensors(self) -> list[torch.Tensor]:
+        if self._program is None:
+            return []
+        named_p = dict(self._user_model.named_parameters())
+        named_b = dict(self._user_model.named_buffers())
+        return [named_p[n] for n in self._program.traced.params] + \
+            [named_b[n] for n in self._program.traced.buffers]
+
+    def _check_alive(self) -> None:
+        if self._destroyed:
+            raise Error("this model was destroyed: wrap the module again")
+
+
+def _join(items: list[np.ndarray]) -> np.ndarray:
+    if len(items) == 1:
+        return items[0]
+    if items[0].ndim == 0:
+        return np.stack(items)
+    return np.concatenate(items, axis=0)
+
+
+def _to_np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().numpy().copy()
+
+
+def trainingModel(model, options=None, optimizer=None) -> PoplarExecutor:
+    """Wrap `model` for training on the simulated IPU (seeds/000 4.2.1)."""
+    return PoplarExecutor(model, options, training=True, optimizer=optimizer)
+
+
+def inferenceModel(model, options=None) -> PoplarExecutor:
+    """Wrap `model` for inference on the simulated IPU (seeds/000 4.2.2)."""
+    return PoplarExecutor(model, options, training=False)
+
+
+def compile(model, *example_inputs, options=None, optimizer=None, training=False) -> PoplarExecutor:
+    """Compile `model` for `example_inputs` now; the result runs and shows its IR."""
+    ex = PoplarExecutor(model, options, training=training, optimizer=optimizer)
+    ex.compile(*example_inputs)
+    return ex

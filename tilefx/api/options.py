@@ -1,0 +1,1706 @@
+"""``poptorch.Options`` and its option groups.
+
+The user-facing surface follows PopTorch: camelCase setters that validate
+their argument, store it in a plain attribute and return ``self`` so calls
+chain (``opts.deviceIterations(4).replicationFactor(2)``), with the groups
+``opts.Precision``, ``opts.Training``, ``opts.TensorLocations``, ``opts.Jit``,
+``opts.Distributed`` and ``opts._Popart``.
+
+Values are read back through snake_case attributes (``opts.device_iterations``,
+``opts.Training.gradient_accumulation`` ...): those are what the rest of
+tilefx consumes.
+
+Differences from PopTorch, on purpose:
+
+* ``loadFromFile`` never runs Python: each line is parsed with a lark grammar
+  that accepts only option calls whose arguments are literals, enum members,
+  torch dtypes and whitelisted constructors (``TensorLocationSettings`` and
+  the execution strategies registered in ``STRATEGY_FACTORIES``).
+* Setters validate types and ranges eagerly (PopTorch defers most checks to
+  its C++ backend).  Bad values raise ``OptionsError``, which is both a
+  ``tilefx`` ``Error`` (``poptorch.Error``) and a ``ValueError``; where
+  PopTorch itself asserts, ``OptionsAssertionError`` (an ``Error`` and an
+  ``AssertionError``) is raised instead.
+
+This module imports nothing from tilefx except ``tilefx.api.errors`` and
+``tilefx.api.enums``.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import enum
+import functools
+import json
+import logging
+import numbers
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, Callable, Optional
+
+import torch
+
+from tilefx.api import enums
+from tilefx.api.enums import (
+    CommGroupType,
+    ConnectionType,
+    HalfFloatCastingBehavior,
+    MeanReductionStrategy,
+    OutputMode,
+    ReductionType,
+    SyncPattern,
+)
+from tilefx.api.errors import Error
+
+__all__ = [
+    "Options",
+    "TensorLocationSettings",
+    "OptionsError",
+    "OptionsAssertionError",
+    "ConfigFileError",
+    "STRATEGY_FACTORIES",
+    "FROZEN_MESSAGE",
+    "DEFAULT_OPTIONS_ENV_VARS",
+    "CACHE_DIR_ENV_VARS",
+]
+
+logger = logging.getLogger("tilefx.options")
+
+#: PopTorch's exact message when a frozen Options object is modified.
+FROZEN_MESSAGE = "Can't modify frozen Options"
+
+#: Environment variables holding a JSON object of default option calls,
+#: applied (in this order) by every new ``Options``.
+DEFAULT_OPTIONS_ENV_VARS = ("POPTORCH_DEFAULT_OPTIONS", "TILEFX_DEFAULT_OPTIONS")
+
+#: Environment variables that enable executable caching at construction.
+CACHE_DIR_ENV_VARS = ("POPTORCH_CACHE_DIR", "TILEFX_CACHE_DIR")
+
+#: Constructors a config file may call inside ``setExecutionStrategy(...)``
+#: (or anywhere a value is expected), by name: ``ShardedExecution`` accepts
+#: ``poptorch.ShardedExecution(...)``, ``tilefx.ShardedExecution(...)`` and
+#: ``ShardedExecution(...)``.  Empty here; the strategies module fills it.
+#: A constructed object may be followed by chained method calls only when its
+#: class lists them in a ``_CONFIG_METHODS`` set of method names.
+STRATEGY_FACTORIES: dict[str, Callable[..., Any]] = {}
+
+
+# --------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------
+
+
+class OptionsError(Error, ValueError):
+    """An invalid option value (a ``poptorch.Error`` and a ``ValueError``)."""
+
+    def __init__(self, message: str, location: str = ""):
+        super().__init__(message, type="options", location=location)
+
+
+class OptionsAssertionError(Error, AssertionError):
+    """An invalid option value where PopTorch raises ``AssertionError``."""
+
+    def __init__(self, message: str, location: str = ""):
+        super().__init__(message, type="options", location=location)
+
+
+class ConfigFileError(Error):
+    """An invalid line in an options file (or in the JSON defaults).
+
+    Like ``poptorch.options.ConfigFileError`` its message names the file and
+    the line; ``filename``, ``lineno`` (1-based), ``column`` (1-based) and
+    ``text`` (the offending line) are also attributes.
+    """
+
+    def __init__(self, detail: str, filename: str, lineno: int, column: int,
+                 text: str, kind: str = "Error"):
+        self.detail = detail
+        self.filename = filename
+        self.lineno = lineno
+        self.column = column
+        self.text = text
+        message = (f"{kind} at line {lineno}, column {column} of {filename}: "
+                   f"{detail}\n> {text}")
+        super().__init__(message, type="config")
+
+
+# --------------------------------------------------------------------------
+# Validation helpers
+# --------------------------------------------------------------------------
+
+
+def _check_int(name: str, value: Any, minimum: Optional[int] = None,
+               maximum: Optional[int] = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise OptionsError(f"{name} must be an int, got {value!r} "
+                           f"({type(value).__name__})")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise OptionsError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise OptionsError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise OptionsError(f"{name} must be True or False, got {value!r} "
+                           f"({type(value).__name__})")
+    return value
+
+
+def _check_str(name: str, value: Any) -> str:
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise OptionsError(f"{name} must be a str, got {value!r} "
+                           f"({type(value).__name__})")
+    return value
+
+
+def _check_enum(name: str, value: Any, enum_type: type[enum.Enum],
+                exc: type[Exception] = OptionsError) -> Any:
+    if not isinstance(value, enum_type):
+        members = ", ".join(f"poptorch.{enum_type.__name__}.{m}"
+                            for m in enum_type.__members__)
+        raise exc(f"{name} must be one of {members}; got {value!r}")
+    return value
+
+
+def _assert(condition: bool, message: str) -> None:
+    if not condition:
+        raise OptionsAssertionError(message)
+
+
+def _setter(fn: Callable) -> Callable:
+    """Mark an option setter: refuse frozen objects, return ``self``."""
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        self._check_not_frozen()
+        fn(self, *args, **kwargs)
+        return self
+
+    wrapper._tilefx_setter = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+@functools.lru_cache(maxsize=None)
+def _setter_names(cls: type) -> frozenset[str]:
+    """Names of the option setters of ``cls`` (what config files may call)."""
+    names = set()
+    for name in dir(cls):
+        attr = getattr(cls, name, None)
+        if getattr(attr, "_tilefx_setter", False):
+            names.add(name)
+    return frozenset(names)
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, enum.Enum):
+        return str(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_format_value(k)}: {_format_value(v)}"
+                               for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_format_value(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        inner = ", ".join(_format_value(v) for v in value)
+        return "(" + inner + ("," if len(value) == 1 else "") + ")"
+    return repr(value)
+
+
+# --------------------------------------------------------------------------
+# Base class: plain attributes + freezing
+# --------------------------------------------------------------------------
+
+
+class _OptionsBase:
+    """Plain-attribute option storage that can be frozen.
+
+    Once frozen (``_freeze()``, done by the model wrappers and the
+    DataLoader) every setter and every attribute assignment raises
+    ``AttributeError("Can't modify frozen Options")``.  Freezing recurses
+    into nested option groups.  ``copy.deepcopy`` gives an unfrozen copy.
+    """
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_frozen", False)
+
+    # -- freezing -----------------------------------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get("_frozen", False):
+            raise AttributeError(FROZEN_MESSAGE)
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if self.__dict__.get("_frozen", False):
+            raise AttributeError(FROZEN_MESSAGE)
+        object.__delattr__(self, name)
+
+    def _check_not_frozen(self) -> None:
+        if self.__dict__.get("_frozen", False):
+            raise AttributeError(FROZEN_MESSAGE)
+
+    def _set_frozen(self, state: bool) -> None:
+        object.__setattr__(self, "_frozen", state)
+        for value in self.__dict__.values():
+            if isinstance(value, _OptionsBase):
+                value._set_frozen(state)
+
+    def _freeze(self):
+        """Make this object (and its groups) read-only.  Returns self."""
+        self._set_frozen(True)
+        return self
+
+    def _unfreeze(self):
+        self._set_frozen(False)
+        return self
+
+    @property
+    def frozen(self) -> bool:
+        """True once the options have been handed to a model or DataLoader."""
+        return self.__dict__.get("_frozen", False)
+
+    def __deepcopy__(self, memo):
+        cls = type(self)
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            object.__setattr__(new, key, copy.deepcopy(value, memo))
+        new._set_frozen(False)
+        return new
+
+    # -- introspection ------------------------------------------------------
+    def _public_items(self) -> list[tuple[str, Any]]:
+        return [(k, v) for k, v in self.__dict__.items()
+                if not k.startswith("_")]
+
+    def toDict(self) -> dict[str, Any]:
+        """The stored values, keyed by attribute name (a deep copy)."""
+        out = {}
+        for key, value in self._public_items():
+            if isinstance(value, _OptionsBase):
+                value = value.toDict()
+            else:
+                value = copy.deepcopy(value)
+            out[key] = value
+        return out
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={_format_value(v)}"
+                         for k, v in self._public_items())
+        return f"{type(self).__name__}({body})"
+
+
+# --------------------------------------------------------------------------
+# Tensor locations
+# --------------------------------------------------------------------------
+
+
+class TensorLocationSettings(_OptionsBase):
+    """Where a class of tensors is stored (``poptorch.TensorLocationSettings``).
+
+    Every setting starts undefined (``None``): the consumer picks its own
+    default (for example on-chip storage, and replicated tensor sharding
+    only for tensors of at least 8192 elements).
+
+    >>> opts.TensorLocations.setOptimizerLocation(
+    ...     poptorch.TensorLocationSettings().useOnChipStorage(False))
+    """
+
+    #: PopTorch's backend key for each attribute (used by ``toDict``).
+    _BACKEND_KEYS = {
+        "on_chip": "onChip",
+        "replicated_tensor_sharding": "useReplicatedTensorSharding",
+        "min_elements_for_off_chip": "minElementsForOffChip",
+        "min_elements_for_replicated_tensor_sharding":
+            "minElementsForReplicatedTensorSharding",
+        "io_tiles_to_load": "useIOTilesToLoad",
+        "io_tiles_to_store": "useIOTilesToStore",
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_chip: Optional[bool] = None
+        self.replicated_tensor_sharding: Optional[bool] = None
+        self.min_elements_for_off_chip: Optional[int] = None
+        self.min_elements_for_replicated_tensor_sharding: Optional[int] = None
+        self.io_tiles_to_load: Optional[bool] = None
+        self.io_tiles_to_store: Optional[bool] = None
+
+    @_setter
+    def useOnChipStorage(self, use: Optional[bool] = True):
+        """Permanent storage: True on-chip, False off-chip (streaming
+        memory), None leaves it undefined."""
+        if use is not None:
+            _assert(isinstance(use, bool),
+                    f"useOnChipStorage expects a bool or None, got {use!r}")
+        self.on_chip = use
+
+    @_setter
+    def useReplicatedTensorSharding(self, use: bool = True):
+        """Shard the tensors between replicas (weights and optimizer state)."""
+        _assert(isinstance(use, bool),
+                f"useReplicatedTensorSharding expects a bool, got {use!r}")
+        self.replicated_tensor_sharding = use
+
+    @_setter
+    def minElementsForOffChip(self, min_elements: int):
+        """Tensors with fewer elements than this are never moved off-chip."""
+        _assert(isinstance(min_elements, int)
+                and not isinstance(min_elements, bool) and min_elements >= 0,
+                f"minElementsForOffChip expects a non-negative int, got "
+                f"{min_elements!r}")
+        self.min_elements_for_off_chip = min_elements
+
+    @_setter
+    def minElementsForReplicatedTensorSharding(self, min_elements: int):
+        """Only shard tensors with at least this many elements."""
+        _assert(isinstance(min_elements, int)
+                and not isinstance(min_elements, bool) and min_elements >= 0,
+                f"minElementsForReplicatedTensorSharding expects a "
+                f"non-negative int, got {min_elements!r}")
+        self.min_elements_for_replicated_tensor_sharding = min_elements
+
+    @_setter
+    def useIOTilesToLoad(self, use: bool = True):
+        """Load the tensors through IO tiles (True) or compute tiles."""
+        _assert(isinstance(use, bool),
+                f"useIOTilesToLoad expects a bool, got {use!r}")
+        self.io_tiles_to_load = use
+
+    @_setter
+    def useIOTilesToStore(self, use: bool = True):
+        """Store the tensors through IO tiles (True) or compute tiles."""
+        _assert(isinstance(use, bool),
+                f"useIOTilesToStore expects a bool, got {use!r}")
+        self.io_tiles_to_store = use
+
+    def toDict(self) -> dict[str, int]:
+        """The defined settings with PopTorch's backend keys and int values
+        (``{"onChip": 0, "useReplicatedTensorSharding": 1}``)."""
+        out = {}
+        for attr, key in self._BACKEND_KEYS.items():
+            value = getattr(self, attr)
+            if value is not None:
+                out[key] = int(value)
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TensorLocationSettings):
+            return NotImplemented
+        return self._public_items() == other._public_items()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _TensorLocationOptions(_OptionsBase):
+    """Where tensors are stored (``opts.TensorLocations``).
+
+    ``optimizer``, ``weight``, ``activation`` and ``accumulator`` hold a copy
+    of the ``TensorLocationSettings`` given to the setter, or None.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.optimizer: Optional[TensorLocationSettings] = None
+        self.weight: Optional[TensorLocationSettings] = None
+        self.activation: Optional[TensorLocationSettings] = None
+        self.accumulator: Optional[TensorLocationSettings] = None
+        self.num_io_tiles: int = 0
+
+    @staticmethod
+    def _copy_location(method: str, location: Any) -> TensorLocationSettings:
+        _assert(isinstance(location, TensorLocationSettings),
+                f"{method} expects a poptorch.TensorLocationSettings, got "
+                f"{location!r}")
+        return copy.deepcopy(location)
+
+    @_setter
+    def setOptimizerLocation(self, location: TensorLocationSettings):
+        """Tensor location settings for the optimizer state."""
+        self.optimizer = self._copy_location("setOptimizerLocation", location)
+
+    @_setter
+    def setWeightLocation(self, location: TensorLocationSettings):
+        """Tensor location settings for the weights."""
+        self.weight = self._copy_location("setWeightLocation", location)
+
+    @_setter
+    def setActivationLocation(self, location: TensorLocationSettings):
+        """Tensor location settings for the activations."""
+        self.activation = self._copy_location("setActivationLocation",
+                                              location)
+
+    @_setter
+    def setAccumulatorLocation(self, location: TensorLocationSettings):
+        """Tensor location settings for the gradient accumulators."""
+        self.accumulator = self._copy_location("setAccumulatorLocation",
+                                               location)
+
+    @_setter
+    def numIOTiles(self, num_tiles: int):
+        """Number of tiles of each IPU reserved for IO (an even number
+        between 32 and 192)."""
+        message = "numIOTiles must be an even number between 32 and 192."
+        _assert(isinstance(num_tiles, int) and not isinstance(num_tiles, bool),
+                message)
+        _assert(32 <= num_tiles <= 192 and num_tiles % 2 == 0, message)
+        self.num_io_tiles = num_tiles
+
+    # PopTorch's names for the stored dictionaries.
+    @property
+    def location_optimizer(self) -> Optional[dict[str, int]]:
+        return None if self.optimizer is None else self.optimizer.toDict()
+
+    @property
+    def location_weight(self) -> Optional[dict[str, int]]:
+        return None if self.weight is None else self.weight.toDict()
+
+    @property
+    def location_activation(self) -> Optional[dict[str, int]]:
+        return None if self.activation is None else self.activation.toDict()
+
+    @property
+    def location_accumulator(self) -> Optional[dict[str, int]]:
+        return None if self.accumulator is None else self.accumulator.toDict()
+
+
+# --------------------------------------------------------------------------
+# Option groups
+# --------------------------------------------------------------------------
+
+
+class _JitOptions(_OptionsBase):
+    """Options of PyTorch's JIT (``opts.Jit``).
+
+    Note: tilefx always captures the model the same way, so ``traceModel``
+    is accepted for compatibility and otherwise ignored.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trace_model: bool = True
+
+    @_setter
+    def traceModel(self, trace_model: bool):
+        """Accepted and ignored: tilefx has a single capture path."""
+        self.trace_model = _check_bool("traceModel", trace_model)
+        logger.info("Options.Jit.traceModel(%s) has no effect in tilefx",
+                    trace_model)
+
+
+class _PrecisionOptions(_OptionsBase):
+    """Half-precision and casting options (``opts.Precision``).
+
+    Attributes: ``partials_type`` (torch.float32 or torch.float16),
+    ``floating_point_exceptions``, ``stochastic_rounding``,
+    ``half_float_casting``, ``running_statistics_always_float``,
+    ``autocast_enabled``, ``autocast_policy`` (None: the default policy).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.partials_type: torch.dtype = torch.float32
+        self.floating_point_exceptions: bool = False
+        self.stochastic_rounding: bool = False
+        self.half_float_casting: HalfFloatCastingBehavior = \
+            HalfFloatCastingBehavior.Default
+        self.running_statistics_always_float: bool = True
+        self.autocast_enabled: bool = True
+        self.autocast_policy: Any = None
+
+    @_setter
+    def setPartialsType(self, dtype: torch.dtype):
+        """Data type of matmul and convolution partials: ``torch.float``
+        (default) or ``torch.half``."""
+        if dtype in (torch.float, torch.float32):
+            self.partials_type = torch.float32
+        elif dtype in (torch.half, torch.float16):
+            self.partials_type = torch.float16
+        else:
+            raise OptionsError("parameter to setPartialsType should be either "
+                               f"torch.float or torch.half, got {dtype!r}")
+
+    @_setter
+    def enableFloatingPointExceptions(self, enabled: bool):
+        """Raise on IPU floating point exceptions (inf - inf, x / 0, ...)."""
+        _assert(isinstance(enabled, bool),
+                "enableFloatingPointExceptions needs to be set to a bool")
+        self.floating_point_exceptions = enabled
+
+    @_setter
+    def enableStochasticRounding(self, enabled: bool):
+        """Round to float16 stochastically (recommended for training)."""
+        self.stochastic_rounding = _check_bool("enableStochasticRounding",
+                                               enabled)
+
+    @_setter
+    def halfFloatCasting(self, half_float_casting: HalfFloatCastingBehavior):
+        """How ops mixing float16 and float32 operands are cast."""
+        _check_enum("halfFloatCasting", half_float_casting,
+                    HalfFloatCastingBehavior)
+        self.half_float_casting = half_float_casting
+
+    @_setter
+    def runningStatisticsAlwaysFloat(self, value: bool):
+        """Keep batch-norm running mean/variance in float32 (default True)."""
+        if not isinstance(value, bool):
+            raise OptionsError(
+                "runningStatisticsAlwaysFloat needs to be set to a bool")
+        self.running_statistics_always_float = value
+
+    @_setter
+    def autocastEnabled(self, autocast_enabled: bool):
+        """Turn automatic mixed-precision casting on (default) or off."""
+        if not isinstance(autocast_enabled, bool):
+            raise OptionsError(
+                "autocastEnabled must be set to either True or False")
+        self.autocast_enabled = autocast_enabled
+
+    @_setter
+    def autocastPolicy(self, autocast_policy: Any):
+        """Set the automatic casting policy object (stored as given)."""
+        if autocast_policy is None or isinstance(autocast_policy,
+                                                 (bool, int, float, str)):
+            raise OptionsError("autocastPolicy must be set to an instance of "
+                               f"poptorch.autocasting.Policy, got "
+                               f"{autocast_policy!r}")
+        self.autocast_policy = autocast_policy
+
+
+class _TrainingOptions(_OptionsBase):
+    """Training options (``opts.Training``).
+
+    Attributes: ``gradient_accumulation``, ``reduction_type`` (default
+    ``ReductionType.Mean``), ``mean_reduction_strategy`` (None = automatic:
+    ``Running`` when the optimizer accumulates in float16, else ``Post``),
+    ``automatic_loss_scaling``, ``convolution_dithering``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gradient_accumulation: int = 1
+        self.reduction_type: ReductionType = ReductionType.Mean
+        self.mean_reduction_strategy: Optional[MeanReductionStrategy] = None
+        self.automatic_loss_scaling: bool = False
+        self.convolution_dithering: bool = False
+
+    @_setter
+    def gradientAccumulation(self, gradient_accumulation: int):
+        """Number of micro-batches whose gradients are accumulated before
+        each weight update (default 1)."""
+        self.gradient_accumulation = _check_int("gradientAccumulation",
+                                                gradient_accumulation, 1)
+
+    @_setter
+    def accumulationAndReplicationReductionType(
+            self, reduction_type: ReductionType):
+        """Reduce accumulated and replicated gradients with ``Mean``
+        (default) or ``Sum``."""
+        if (not isinstance(reduction_type, ReductionType)
+                or reduction_type == ReductionType.NoReduction):
+            raise OptionsError(
+                "accumulationAndReplicationReductionType must be set to "
+                "poptorch.ReductionType.Mean or poptorch.ReductionType.Sum, "
+                f"got {reduction_type!r}")
+        self.reduction_type = reduction_type
+
+    @_setter
+    def setMeanAccumulationAndReplicationReductionStrategy(
+            self, mean_reduction_strategy: MeanReductionStrategy):
+        """When to divide for a ``Mean`` reduction: ``Running``, ``Post`` or
+        (deprecated) ``PostAndLoss``."""
+        _check_enum("setMeanAccumulationAndReplicationReductionStrategy",
+                    mean_reduction_strategy, MeanReductionStrategy)
+        self.mean_reduction_strategy = mean_reduction_strategy
+
+    @_setter
+    def setAutomaticLossScaling(self, enabled: bool):
+        """Enable automatic loss scaling (for float16 gradients)."""
+        self.automatic_loss_scaling = _check_bool("setAutomaticLossScaling",
+                                                  enabled)
+
+    @_setter
+    def setConvolutionDithering(self, enabled: bool):
+        """Lay convolutions out from different tiles to balance tile use."""
+        self.convolution_dithering = _check_bool("setConvolutionDithering",
+                                                 enabled)
+
+    # PopTorch's attribute names.
+    @property
+    def accumulation_and_replication_reduction_type(self) -> ReductionType:
+        return self.reduction_type
+
+    @property
+    def meanAccumulationAndReplicationReductionStrategy(
+            self) -> Optional[MeanReductionStrategy]:
+        return self.mean_reduction_strategy
+
+
+class _DistributedOptions(_OptionsBase):
+    """Distributed execution without PopRun (``opts.Distributed``).
+
+    The process id and count are read at construction from
+    ``OMPI_COMM_WORLD_RANK`` / ``OMPI_COMM_WORLD_SIZE`` (defaults 0 and 1).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.process_id: int = 0
+        self.num_processes: int = 1
+        self.setup_process_groups: bool = True
+        self.setEnvVarNames("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")
+
+    @_setter
+    def disable(self):
+        """Ignore the environment: a single process with id 0."""
+        self.process_id = 0
+        self.num_processes = 1
+
+    @_setter
+    def disableProcessGroupsSetup(self):
+        """Do not set up torch process groups automatically."""
+        self.setup_process_groups = False
+
+    @_setter
+    def setEnvVarNames(self, var_num_processes: str, var_process_id: str):
+        """Read the process count and id from these environment variables."""
+        values = {}
+        for var, default in ((var_num_processes, "1"), (var_process_id, "0")):
+            _check_str("setEnvVarNames", var)
+            text = os.environ.get(var, default)
+            try:
+                values[var] = int(text)
+            except ValueError:
+                raise OptionsError(f"Environment variable {var}={text!r} is "
+                                   "not an integer") from None
+        self.configureProcessId(values[var_process_id],
+                                values[var_num_processes])
+
+    @_setter
+    def configureProcessId(self, process_id: int, num_processes: int):
+        """Set this process's id and the total number of processes."""
+        num_processes = _check_int("num_processes", num_processes, 1)
+        process_id = _check_int("process_id", process_id, 0)
+        if process_id >= num_processes:
+            raise OptionsError(f"process_id ({process_id}) must be smaller "
+                               f"than num_processes ({num_processes})")
+        self.process_id = process_id
+        self.num_processes = num_processes
+
+    @property
+    def processId(self) -> int:
+        """Id of the current process."""
+        return self.process_id
+
+    @property
+    def numProcesses(self) -> int:
+        """Total number of processes."""
+        return self.num_processes
+
+    # PopTorch's attribute names.
+    @property
+    def distributed_process_id(self) -> int:
+        return self.process_id
+
+    @property
+    def num_distributed_processes(self) -> int:
+        return self.num_processes
+
+
+class _PopartOptions(_OptionsBase):
+    """Raw backend options (``opts._Popart``), stored in ``options``.
+
+    tilefx keeps them for inspection; only the keys tilefx understands have
+    an effect.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.options: dict[str, Any] = {}
+
+    @_setter
+    def set(self, key: str, value: Any):
+        """Set the backend option ``key`` to ``value``."""
+        if not isinstance(key, str) or not key:
+            raise OptionsError(f"_Popart.set expects a non-empty str key, got "
+                               f"{key!r}")
+        self.options[key] = copy.deepcopy(value)
+
+    @_setter
+    def setEngineOptions(self, engine_options: dict[str, str]):
+        """Set the ``engineOptions`` dictionary."""
+        if not isinstance(engine_options, Mapping):
+            raise OptionsError("setEngineOptions expects a dict, got "
+                               f"{engine_options!r}")
+        self.options["engineOptions"] = dict(engine_options)
+
+    @_setter
+    def setPatterns(self, patterns: dict[str, bool], level: int = 2):
+        """Enable/disable backend patterns by name, on top of ``level``."""
+        _assert(isinstance(level, int) and not isinstance(level, bool),
+                f"setPatterns level must be an int, got {level!r}")
+        _assert(isinstance(patterns, dict),
+                f"setPatterns expects a dict of pattern names, got "
+                f"{patterns!r}")
+        self.options["patterns_level"] = level
+        self.options["patterns"] = dict(patterns)
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={_format_value(v)}"
+                         for k, v in self.options.items())
+        return f"{type(self).__name__}({body})"
+
+
+# --------------------------------------------------------------------------
+# Options
+# --------------------------------------------------------------------------
+
+_IPU_KEY = re.compile(r"IPU(\d+)\Z")
+
+_DEFAULT_SOURCE_LOCATION_EXCLUDES = [
+    "install/poptorch", "site-packages/torch", "site-packages/poptorch",
+    "site-packages/tilefx"
+]
+
+
+class Options(_OptionsBase):
+    """Everything that controls how a model is compiled and executed.
+
+    >>> opts = poptorch.Options()
+    >>> opts.deviceIterations(10).replicationFactor(2)
+    >>> opts.Training.gradientAccumulation(4)
+
+    A new object starts from the defaults, then enables executable caching
+    if ``POPTORCH_CACHE_DIR`` (or ``TILEFX_CACHE_DIR``) is set, then applies
+    the JSON object in ``POPTORCH_DEFAULT_OPTIONS`` / ``TILEFX_DEFAULT_OPTIONS``
+    (``{"deviceIterations": 4, "Training.gradientAccumulation": 2}``; a list
+    value is the positional arguments, strings such as ``"OutputMode.All"``
+    or ``"torch.half"`` name enum members and dtypes).
+
+    Model wrappers and the DataLoader freeze the object they receive;
+    ``clone()`` returns an unfrozen deep copy.
+    """
+
+    #: The option groups reachable from an Options object (property name ->
+    #: group class); config files and JSON defaults may go through them.
+    _GROUP_CLASSES: dict[str, type] = {}  # filled after the class body
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._jit = _JitOptions()
+        self._popart = _PopartOptions()
+        self._precision = _PrecisionOptions()
+        self._training = _TrainingOptions()
+        self._distributed = _DistributedOptions()
+        self._tensor_locations = _TensorLocationOptions()
+        self._source_location_excludes = list(
+            _DEFAULT_SOURCE_LOCATION_EXCLUDES)
+        self._module_namescope_enabled = True
+
+        # Batching.
+        self.device_iterations: int = 1
+        self.replication_factor: int = 1
+        self.input_group_size: int = 1
+        self.input_group_type: CommGroupType = CommGroupType.Consecutive
+        # Outputs.
+        self.output_mode: OutputMode = OutputMode.Default
+        self.output_return_period: int = 1
+        self.anchored_tensors: dict[str, dict[str, Any]] = {}
+        # Execution.
+        self.execution_strategy: Any = None
+        self.available_memory_proportion: dict[str, float] = {}
+        self.auto_round_num_ipus: bool = False
+        self.broadcast_buffers: bool = True
+        self.random_seed: Optional[int] = None
+        self.synthetic_data: bool = False
+        self.stable_norm: bool = False
+        self.updatable_named_buffers: list[str] = []
+        # Device selection.
+        self.use_ipu_model: Optional[bool] = None
+        self.ipu_id: Optional[int] = None
+        self.offline_ipu_target: bool = False
+        self.ipu_version: Optional[int] = None
+        self.connection_type: ConnectionType = ConnectionType.Always
+        self.sync_pattern: SyncPattern = SyncPattern.Full
+        # Diagnostics and files.
+        self.log_cycle_count: bool = False
+        self.log_dir: str = "."
+        self.max_repeat_logs: Optional[int] = 4
+        self.model_name: Optional[str] = None
+        self.profile_dir: Optional[str] = None
+        self.executable_cache_dir: Optional[str] = None
+        self.relax_optimizer_attributes_checks: bool = False
+        self.show_compilation_progress_bar: bool = True
+
+        for var in CACHE_DIR_ENV_VARS:
+            path = os.environ.get(var, "")
+            if path:
+                logger.info("%s is set: setting cache path to %s", var, path)
+                self.enableExecutableCaching(path)
+        for var in DEFAULT_OPTIONS_ENV_VARS:
+            text = os.environ.get(var, "")
+            if text.strip():
+                self._apply_json_defaults(var, text)
+
+    # -- groups -------------------------------------------------------------
+    @property
+    def Precision(self) -> _PrecisionOptions:
+        """Half-precision and casting options."""
+        return self._precision
+
+    @property
+    def Training(self) -> _TrainingOptions:
+        """Training options."""
+        return self._training
+
+    @property
+    def TensorLocations(self) -> _TensorLocationOptions:
+        """Tensor location options."""
+        return self._tensor_locations
+
+    @property
+    def Jit(self) -> _JitOptions:
+        """JIT options (accepted for compatibility)."""
+        return self._jit
+
+    @property
+    def Distributed(self) -> _DistributedOptions:
+        """Distributed execution options."""
+        return self._distributed
+
+    @property
+    def _Popart(self) -> _PopartOptions:
+        """Raw backend options (advanced users only)."""
+        return self._popart
+
+    # -- batching -----------------------------------------------------------
+    @_setter
+    def deviceIterations(self, device_iterations: int):
+        """Number of iterations the device runs over the data before
+        returning to the host (default 1)."""
+        self.device_iterations = _check_int("deviceIterations",
+                                            device_iterations, 1)
+
+    @_setter
+    def replicationFactor(self, replication_factor: int):
+        """Number of model replicas (default 1)."""
+        self.replication_factor = _check_int("replicationFactor",
+                                             replication_factor, 1)
+
+    @_setter
+    def inputReplicaGrouping(
+            self, input_group_size: int,
+            input_group_type: CommGroupType = CommGroupType.Consecutive):
+        """Let groups of ``input_group_size`` replicas share one input.
+
+        The replicas of a group (``Consecutive`` or ``Orthogonal``, as for
+        weight replica grouping) receive the same slice of each input, so
+        only ``replicationFactor / input_group_size`` distinct slices are
+        read per step.  ``NoGrouping`` gives every replica its own slice (a
+        group size of 1); ``All`` is not valid for inputs.
+        """
+        size = _check_int("inputReplicaGrouping input_group_size",
+                          input_group_size, 1)
+        _check_enum("inputReplicaGrouping input_group_type", input_group_type,
+                    CommGroupType)
+        if input_group_type == CommGroupType.All:
+            raise OptionsError("CommGroupType.All is not a valid input group "
+                               "type: use Consecutive, Orthogonal or "
+                               "NoGrouping")
+        if input_group_type == CommGroupType.NoGrouping:
+            size = 1
+        self.input_group_size = size
+        self.input_group_type = input_group_type
+
+    # -- outputs ------------------------------------------------------------
+    @_setter
+    def outputMode(self, output_mode: OutputMode,
+                   output_return_period: Optional[int] = None):
+        """Which results to return to the host: ``All``, ``EveryN`` (every
+        ``output_return_period`` iterations), ``Final``, ``Sum`` or
+        ``Default`` (``All`` for inference, ``Final`` for training)."""
+        _check_enum("outputMode", output_mode, OutputMode,
+                    OptionsAssertionError)
+        if output_mode == OutputMode.EveryN:
+            if (output_return_period is None
+                    or isinstance(output_return_period, bool)
+                    or not isinstance(output_return_period, numbers.Integral)
+                    or output_return_period <= 0):
+                raise OptionsAssertionError(
+                    "EveryN anchor must have output_return_period set to "
+                    f"valid positive integer, got {output_return_period!r}")
+            period = int(output_return_period)
+        else:
+            if output_return_period:
+                logger.info("output_return_period ignored with output_mode "
+                            "set to %s", output_mode)
+            period = 1
+        self.output_mode = output_mode
+        self.output_return_period = period
+
+    def defaultOutputMode(self) -> bool:
+        """True while ``outputMode`` is still ``OutputMode.Default``."""
+        return self.output_mode == OutputMode.Default
+
+    @_setter
+    def anchorTensor(self, short_name: str, long_name: str,
+                     output_mode: Optional[OutputMode] = None,
+                     output_return_period: Optional[int] = 1):
+        """Anchor the tensor ``long_name`` so it can be read back after a run
+        under ``short_name``.  ``output_mode`` None uses the model's
+        output mode; ``output_return_period`` only matters for ``EveryN``."""
+        _check_str("anchorTensor short_name", short_name)
+        _check_str("anchorTensor long_name", long_name)
+        if output_mode is not None:
+            _check_enum("anchorTensor output_mode", output_mode, OutputMode)
+        if output_mode == OutputMode.EveryN:
+            output_return_period = _check_int(
+                "anchorTensor output_return_period", output_return_period, 1)
+        else:
+            output_return_period = 1
+        anchored = dict(self.anchored_tensors)
+        anchored[short_name] = {
+            "long_name": long_name,
+            "output_mode": output_mode,
+            "output_return_period": output_return_period,
+        }
+        self.anchored_tensors = anchored
+
+    # -- execution ----------------------------------------------------------
+    @_setter
+    def setExecutionStrategy(self, strategy: Any):
+        """Set the multi-IPU execution strategy (``PipelinedExecution``,
+        ``ShardedExecution``, ``SerialPhasedExecution`` or
+        ``ParallelPhasedExecution`` instance).  None (default) means the
+        executor's default (pipelined, ``AutoStage.SameAsIpu``)."""
+        if strategy is None or isinstance(strategy, type):
+            raise OptionsError(
+                "setExecutionStrategy expects an execution strategy instance "
+                f"(for example poptorch.ShardedExecution()), got {strategy!r}")
+        self.execution_strategy = strategy
+
+    @_setter
+    def setAvailableMemoryProportion(
+            self, available_memory_proportion: dict[str, float]):
+        """Temporary memory available to matmuls/convolutions, per IPU:
+        ``{"IPU0": 0.3, "IPU1": 0.5}``; each value in (0, 1]."""
+        if not isinstance(available_memory_proportion, Mapping):
+            raise OptionsError(
+                "setAvailableMemoryProportion expects a dict such as "
+                f"{{\"IPU0\": 0.5}}, got {available_memory_proportion!r}")
+        result = {}
+        for key, value in available_memory_proportion.items():
+            match = _IPU_KEY.match(key) if isinstance(key, str) else None
+            if match is None:
+                raise OptionsError(
+                    "Available memory proportions are expected to be in a "
+                    "dictionary of {\"IPU0\": 0.5} where the 0 in IPU is the "
+                    f"index of the IPU. Invalid key: {key!r}")
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise OptionsError(
+                    f"Available memory proportion for {key} must be a number "
+                    f"in (0, 1], got {value!r}")
+            value = float(value)
+            if not 0.0 < value <= 1.0:
+                raise OptionsError(
+                    f"Available memory proportion for {key} must be in "
+                    f"(0, 1], got {value}")
+            if value < 0.05:
+                logger.warning(
+                    "Available memory proportion %s for %s is below 0.05: "
+                    "this is discouraged", value, key)
+            result[f"IPU{int(match.group(1))}"] = value
+        self.available_memory_proportion = result
+
+    @_setter
+    def autoRoundNumIPUs(self, auto_round_num_ipus: bool = True):
+        """Round the number of IPUs up to a power of two instead of failing."""
+        self.auto_round_num_ipus = _check_bool("autoRoundNumIPUs",
+                                               auto_round_num_ipus)
+
+    @_setter
+    def broadcastBuffers(self, broadcast_buffers: bool = True):
+        """Broadcast buffers to all replicas (default True)."""
+        self.broadcast_buffers = _check_bool("broadcastBuffers",
+                                             broadcast_buffers)
+
+    @_setter
+    def randomSeed(self, random_seed: int):
+        """Seed the IPU random number generator (also seeds torch, as
+        PopTorch does)."""
+        if isinstance(random_seed, bool) or not isinstance(
+                random_seed, numbers.Integral):
+            raise OptionsAssertionError(
+                f"randomSeed expects an int, got {random_seed!r}")
+        random_seed = _check_int("randomSeed", random_seed, 0, 2**64 - 1)
+        torch.manual_seed(random_seed)
+        self.random_seed = random_seed
+
+    @_setter
+    def enableSyntheticData(self, enabled: bool):
+        """Generate input data on the device instead of reading the host."""
+        self.synthetic_data = _check_bool("enableSyntheticData", enabled)
+
+    @_setter
+    def enableStableNorm(self, enabled: bool):
+        """Use the slower, more accurate norm implementations."""
+        self.stable_norm = _check_bool("enableStableNorm", enabled)
+
+    @_setter
+    def updatableNamedBuffers(self, buffers: list[str]):
+        """Names of the model buffers ``buffersFromHost()`` may update."""
+        if isinstance(buffers, str) or not isinstance(buffers,
+                                                      (list, tuple, set)):
+            raise OptionsError("updatableNamedBuffers expects a list of "
+                               f"buffer names, got {buffers!r}")
+        for name in buffers:
+            _check_str("updatableNamedBuffers entry", name)
+        self.updatable_named_buffers = list(buffers)
+
+    # -- device selection ---------------------------------------------------
+    @_setter
+    def useIpuModel(self, use_model: bool):
+        """Use the IPU Model (True) or IPU hardware (False).  tilefx always
+        simulates; the choice is recorded (it selects the simulated
+        device's behaviour where they differ)."""
+        self.use_ipu_model = _check_bool("useIpuModel", use_model)
+
+    @_setter
+    def useIpuId(self, ipu_id: int):
+        """Use the (simulated) device with this id."""
+        _assert(isinstance(ipu_id, int) and not isinstance(ipu_id, bool),
+                f"useIpuId expects an int, got {ipu_id!r}")
+        self.ipu_id = _check_int("useIpuId", ipu_id, 0)
+
+    @_setter
+    def useOfflineIpuTarget(self, ipu_version: int = 2):
+        """Compile for an offline target (1: Mk1, 2: Mk2); the result can be
+        exported but not run.  Implies ``ConnectionType.Never``."""
+        self.ipu_version = _check_int("useOfflineIpuTarget ipu_version",
+                                      ipu_version, 1)
+        self.offline_ipu_target = True
+        self.connection_type = ConnectionType.Never
+
+    @_setter
+    def connectionType(self, connection_type: ConnectionType):
+        """When to attach to the device: ``Always``, ``OnDemand``, ``Never``."""
+        _check_enum("connectionType", connection_type, ConnectionType,
+                    OptionsAssertionError)
+        self.connection_type = connection_type
+
+    @_setter
+    def syncPattern(self, sync_pattern: SyncPattern):
+        """IPU/host synchronisation: ``Full``, ``SinglePipeline`` or
+        ``ReplicaAndLadder``."""
+        _check_enum("syncPattern", sync_pattern, SyncPattern,
+                    OptionsAssertionError)
+        self.sync_pattern = sync_pattern
+
+    # -- diagnostics and files ---------------------------------------------
+    @_setter
+    def logCycleCount(self, log_cycle_count: bool):
+        """Record the number of (simulated) cycles of each run."""
+        self.log_cycle_count = _check_bool("logCycleCount", log_cycle_count)
+
+    @_setter
+    def logDir(self, log_dir: str):
+        """Directory for log files (default: the current directory)."""
+        self.log_dir = _check_str("logDir", log_dir)
+
+    @_setter
+    def maxRepeatLogs(self, number_repeated: Optional[int]):
+        """Log at most this many repeats of a message (None: no limit)."""
+        if number_repeated is not None:
+            number_repeated = _check_int("maxRepeatLogs", number_repeated, 1)
+        self.max_repeat_logs = number_repeated
+
+    @_setter
+    def modelName(self, name: str):
+        """Model name, used for the profiling sub-directory."""
+        self.model_name = _check_str("modelName", name)
+
+    @_setter
+    def enableProfiling(self, profile_dir: Optional[str] = None):
+        """Write profiling reports to ``profile_dir`` (default ``"."``)."""
+        if profile_dir is None:
+            profile_dir = "."
+        profile_dir = _check_str("enableProfiling", profile_dir)
+        if not profile_dir:
+            raise OptionsError("enableProfiling needs a non-empty directory")
+        self.profile_dir = profile_dir
+
+    @_setter
+    def enableExecutableCaching(self, path: Optional[str]):
+        """Cache compiled executables in the directory ``path``; None
+        disables caching."""
+        if path is not None:
+            path = _check_str("enableExecutableCaching", path)
+            if not path:
+                raise OptionsError(
+                    "enableExecutableCaching needs a non-empty path (use None "
+                    "to disable caching)")
+        self.executable_cache_dir = path
+
+    @_setter
+    def relaxOptimizerAttributesChecks(self, relax: bool = True):
+        """Report unexpected optimizer attributes as debug messages instead
+        of warnings."""
+        self.relax_optimizer_attributes_checks = _check_bool(
+            "relaxOptimizerAttributesChecks", relax)
+
+    @_setter
+    def showCompilationProgressBar(self, show: bool = True):
+        """Show a progress bar while compiling (default True)."""
+        self.show_compilation_progress_bar = _check_bool(
+            "showCompilationProgressBar", show)
+
+    @_setter
+    def sourceLocationExcludes(self, excludes: list[str]):
+        """Replace the list of path fragments skipped when attributing IR to
+        source lines."""
+        if isinstance(excludes, str) or not isinstance(excludes,
+                                                       (list, tuple)):
+            raise OptionsError("sourceLocationExcludes expects a list of str")
+        self._source_location_excludes = [
+            _check_str("sourceLocationExcludes entry", e) for e in excludes
+        ]
+
+    @_setter
+    def appendToLocationExcludes(self, *excludes: str):
+        """Append path fragments to the source-location exclusions."""
+        self._source_location_excludes = (
+            self._source_location_excludes +
+            [_check_str("appendToLocationExcludes entry", e)
+             for e in excludes])
+
+    @_setter
+    def disableModuleNamescope(self):
+        """Do not prefix op names with the module path."""
+        self._module_namescope_enabled = False
+
+    # -- whole object -------------------------------------------------------
+    def loadFromFile(self, filepath: str) -> "Options":
+        """Apply the option calls in a config file, one per line, written
+        as in Python without the ``options.`` prefix::
+
+            deviceIterations(1)
+            setExecutionStrategy(poptorch.ShardedExecution())
+            Training.gradientAccumulation(4)  # comments are allowed
+
+        Unlike PopTorch, nothing is executed: lines are parsed and only
+        option setters with literal, enum, dtype and whitelisted-constructor
+        arguments are accepted; anything else raises ``ConfigFileError``
+        (a ``poptorch.Error``) naming the file, line and column.  The file
+        is applied all-or-nothing.
+        """
+        self._check_not_frozen()
+        filename = os.fspath(filepath)
+        with open(filename, encoding="utf-8") as f:
+            text = f.read()
+        commands = _parse_config(text, filename)
+        # Dry run on a copy first so that a failing setter leaves self intact.
+        _apply_commands(self.clone(), commands)
+        _apply_commands(self, commands)
+        return self
+
+    def toDict(self) -> dict[str, Any]:
+        """Every option value: the general ones by attribute name and each
+        group as a nested dict under its property name."""
+        out = {}
+        for key, value in self._public_items():
+            # The strategy object is shared, not copied.
+            out[key] = (value if key == "execution_strategy" else
+                        copy.deepcopy(value))
+        for name in ("Precision", "Training", "Jit", "Distributed"):
+            out[name] = getattr(self, name).toDict()
+        out["TensorLocations"] = {
+            k: (v.toDict() if isinstance(v, TensorLocationSettings) else v)
+            for k, v in self.TensorLocations._public_items()
+        }
+        out["_Popart"] = copy.deepcopy(self._popart.options)
+        return out
+
+    def clone(self) -> "Options":
+        """An unfrozen deep copy of these options."""
+        return copy.deepcopy(self)
+
+    def __repr__(self) -> str:
+        body = [f"{k}={_format_value(v)}" for k, v in self._public_items()]
+        for name in ("Precision", "Training", "TensorLocations", "Jit",
+                     "Distributed", "_Popart"):
+            body.append(f"{name}={getattr(self, name)!r}")
+        return f"{type(self).__name__}({', '.join(body)})"
+
+    # -- JSON defaults --------------------------------------------------------
+    def _apply_json_defaults(self, var: str, text: str) -> None:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise Error(f"{var} is not valid JSON: {e}",
+                        type="options") from None
+        if not isinstance(data, dict):
+            raise Error(f"{var} must hold a JSON object such as "
+                        "{\"deviceIterations\": 4}, got "
+                        f"{type(data).__name__}", type="options")
+        for key, value in data.items():
+            path = key.split(".")
+            if not all(p.isidentifier() for p in path):
+                raise Error(f"{var}: invalid option name {key!r}",
+                            type="options")
+            try:
+                cls = Options
+                for group in path[:-1]:
+                    cls = _resolve_group(cls, group)
+                _resolve_setter(cls, path[-1])
+            except _ResolveError as e:
+                raise Error(f"{var}: {key!r}: {e}", type="options") from None
+            args = ([_json_value(v) for v in value] if isinstance(value, list)
+                    else [_json_value(value)])
+            target: Any = self
+            for group in path[:-1]:
+                target = getattr(target, group)
+            try:
+                getattr(target, path[-1])(*args)
+            except (ValueError, TypeError, AssertionError, Error) as e:
+                raise Error(f"{var}: {key!r}: {e}", type="options") from e
+
+
+Options._GROUP_CLASSES = {
+    "Precision": _PrecisionOptions,
+    "Training": _TrainingOptions,
+    "TensorLocations": _TensorLocationOptions,
+    "Jit": _JitOptions,
+    "Distributed": _DistributedOptions,
+    "_Popart": _PopartOptions,
+    "_popart": _PopartOptions,
+}
+
+
+# --------------------------------------------------------------------------
+# Name resolution shared by config files and JSON defaults
+# --------------------------------------------------------------------------
+
+
+class _ResolveError(Exception):
+    pass
+
+
+_NOT_FOUND = object()
+
+_TORCH_DTYPES = {
+    "float": torch.float32,
+    "float32": torch.float32,
+    "half": torch.float16,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "double": torch.float64,
+    "float64": torch.float64,
+    "int": torch.int32,
+    "int32": torch.int32,
+    "long": torch.int64,
+    "int64": torch.int64,
+    "bool": torch.bool,
+}
+
+_BUILTIN_CONSTRUCTORS: dict[str, Callable[..., Any]] = {
+    "TensorLocationSettings": TensorLocationSettings,
+}
+
+
+def _suggest(name: str, candidates) -> str:
+    close = difflib.get_close_matches(name, sorted(candidates), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _resolve_group(cls: type, name: str) -> type:
+    if cls is Options and name in Options._GROUP_CLASSES:
+        return Options._GROUP_CLASSES[name]
+    if cls is Options:
+        raise _ResolveError(
+            f"unknown option group {name!r}"
+            f"{_suggest(name, Options._GROUP_CLASSES)}; groups are "
+            + ", ".join(sorted(Options._GROUP_CLASSES)))
+    raise _ResolveError(f"{cls.__name__} has no option group {name!r}")
+
+
+def _resolve_setter(cls: type, name: str) -> None:
+    names = _setter_names(cls)
+    if name not in names:
+        where = "Options" if cls is Options else cls.__name__
+        raise _ResolveError(f"{name!r} is not an option setter of {where}"
+                            f"{_suggest(name, names)}")
+
+
+def _strip_module_prefix(parts: list[str]) -> list[str]:
+    if parts and parts[0] in ("poptorch", "tilefx"):
+        parts = parts[1:]
+        if parts[:2] == ["api", "enums"]:
+            parts = parts[2:]
+        elif parts[:1] == ["enums"]:
+            parts = parts[1:]
+    elif parts[:1] == ["enums"]:
+        parts = parts[1:]
+    return parts
+
+
+def _resolve_ref(parts: list[str]) -> Any:
+    """An enum member or torch dtype named by dotted ``parts``."""
+    if len(parts) == 2 and parts[0] == "torch":
+        return _TORCH_DTYPES.get(parts[1], _NOT_FOUND)
+    rest = _strip_module_prefix(parts)
+    if len(rest) == 2 and rest[0] in enums.ENUM_TYPES:
+        members = enums.ENUM_TYPES[rest[0]].__members__
+        if rest[1] in members:
+            return members[rest[1]]
+    return _NOT_FOUND
+
+
+def _resolve_constructor(parts: list[str]) -> Callable[..., Any]:
+    rest = _strip_module_prefix(parts) if len(parts) > 1 else parts
+    name = ".".join(parts)
+    if len(rest) == 1:
+        if rest[0] in _BUILTIN_CONSTRUCTORS:
+            return _BUILTIN_CONSTRUCTORS[rest[0]]
+        if rest[0] in STRATEGY_FACTORIES:
+            return STRATEGY_FACTORIES[rest[0]]
+    allowed = sorted(set(_BUILTIN_CONSTRUCTORS) | set(STRATEGY_FACTORIES))
+    raise _ResolveError(f"calling {name!r} is not allowed; allowed "
+                        f"constructors: {', '.join(allowed) or '(none)'}")
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, str):
+        parts = value.split(".")
+        if len(parts) >= 2 and all(p.isidentifier() for p in parts):
+            resolved = _resolve_ref(parts)
+            if resolved is not _NOT_FOUND:
+                return resolved
+        return value
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    return value
+
+
+# --------------------------------------------------------------------------
+# Config files: a lark grammar, no exec
+# --------------------------------------------------------------------------
+
+_CONFIG_GRAMMAR = r"""
+start: chain
+chain: step ("." step)*
+step: NAME                                  -> attr_step
+    | NAME call_args                        -> call_step
+call_args: "(" [arglist] ")"
+arglist: arg ("," arg)* [","]
+?arg: value
+    | NAME "=" value                        -> kwarg
+?value: SIGNED_INT                          -> int_lit
+      | SIGNED_FLOAT                        -> float_lit
+      | STRING                              -> str_lit
+      | "True"                              -> true
+      | "False"                             -> false
+      | "None"                              -> none
+      | "[" [value ("," value)* [","]] "]"  -> list_lit
+      | "(" ")"                             -> empty_tuple
+      | "(" value ")"                       -> paren
+      | "(" value "," ")"                   -> tuple_lit
+      | "(" value ("," value)+ [","] ")"    -> tuple_lit
+      | "{" [pair ("," pair)* [","]] "}"    -> dict_lit
+      | dotted                              -> ref
+      | dotted call_args ("." NAME call_args)*  -> ctor
+pair: value ":" value
+dotted: NAME ("." NAME)*
+STRING: /'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"/
+COMMENT: /#[^\n]*/
+%import common.CNAME -> NAME
+%import common.SIGNED_INT
+%import common.SIGNED_FLOAT
+%import common.WS_INLINE
+%ignore WS_INLINE
+%ignore COMMENT
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def _config_parser():
+    import lark  # only needed for config files
+
+    return lark.Lark(_CONFIG_GRAMMAR, parser="lalr", propagate_positions=True)
+
+
+_ESCAPES = {
+    "\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t", "r": "\r",
+    "0": "\0", "a": "\a", "b": "\b", "f": "\f", "v": "\v",
+}
+
+
+def _unescape(token: str) -> str:
+    body = token[1:-1]
+    out = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch != "\\":
+            out.append(ch)
+            i += 1
+            continue
+        nxt = body[i + 1]  # the grammar guarantees a character follows
+        if nxt in _ESCAPES:
+            out.append(_ESCAPES[nxt])
+            i += 2
+        elif nxt in "xuU":
+            width = {"x": 2, "u": 4, "U": 8}[nxt]
+            digits = body[i + 2:i + 2 + width]
+            if len(digits) != width or not all(
+                    c in "0123456789abcdefABCDEF" for c in digits):
+                raise ValueError(f"invalid \\{nxt} escape")
+            out.append(chr(int(digits, 16)))
+            i += 2 + width
+        else:
+            out.append("\\" + nxt)
+            i += 2
+    return "".join(out)
+
+
+class _LineError(Exception):
+    def __init__(self, column: int, detail: str):
+        super().__init__(detail)
+        self.column = column
+        self.detail = detail
+
+
+def _column(node: Any) -> int:
+    column = getattr(node, "column", None)
+    if column is None:
+        meta = getattr(node, "meta", None)
+        column = getattr(meta, "column", None) if meta is not None else None
+    return column or 1
+
+
+class _Call:
+    """One setter call of a config line: where it is and what it passes."""
+
+    def __init__(self, name: str, column: int, args: list, kwargs: dict):
+        self.name = name
+        self.column = column
+        self.args = args
+        self.kwargs = kwargs
+
+
+class _Command:
+    def __init__(self, filename: str, lineno: int, text: str, steps: list):
+        self.filename = filename
+        self.lineno = lineno
+        self.text = text
+        self.steps = steps  # ("group", name, column) or ("call", _Call)
+
+
+def _eval_call_args(node: Any) -> tuple[list, dict]:
+    args: list = []
+    kwargs: dict = {}
+    if node is None:
+        return args, kwargs
+    arglist = [c for c in node.children if c is not None]
+    if not arglist:
+        return args, kwargs
+    for arg in arglist[0].children:
+        if arg is None:
+            continue
+        if getattr(arg, "data", None) == "kwarg":
+            name_tok, value_node = arg.children
+            name = str(name_tok)
+            if name in kwargs:
+                raise _LineError(_column(name_tok),
+                                 f"keyword argument {name!r} repeated")
+            kwargs[name] = _eval_value(value_node)
+        else:
+            if kwargs:
+                raise _LineError(_column(arg), "positional argument follows "
+                                 "keyword argument")
+            args.append(_eval_value(arg))
+    return args, kwargs
+
+
+def _dotted_parts(node: Any) -> list[str]:
+    return [str(t) for t in node.children]
+
+
+def _eval_value(node: Any) -> Any:
+    kind = node.data
+    children = [c for c in node.children if c is not None]
+    if kind == "int_lit":
+        return int(str(children[0]))
+    if kind == "float_lit":
+        return float(str(children[0]))
+    if kind == "str_lit":
+        try:
+            return _unescape(str(children[0]))
+        except ValueError as e:
+            raise _LineError(_column(children[0]), str(e)) from None
+    if kind == "true":
+        return True
+    if kind == "false":
+        return False
+    if kind == "none":
+        return None
+    if kind == "list_lit":
+        return [_eval_value(c) for c in children]
+    if kind == "empty_tuple":
+        return ()
+    if kind == "paren":
+        return _eval_value(children[0])
+    if kind == "tuple_lit":
+        return tuple(_eval_value(c) for c in children)
+    if kind == "dict_lit":
+        out = {}
+        for pair in children:
+            key_node, value_node = pair.children
+            key = _eval_value(key_node)
+            try:
+                hash(key)
+            except TypeError:
+                raise _LineError(_column(key_node),
+                                 "dictionary keys must be hashable") from None
+            out[key] = _eval_value(value_node)
+        return out
+    if kind == "ref":
+        parts = _dotted_parts(children[0])
+        value = _resolve_ref(parts)
+        if value is _NOT_FOUND:
+            raise _LineError(
+                _column(children[0]),
+                f"{'.'.join(parts)!r} is not an allowed name: arguments may "
+                "only be literals, enum members (poptorch.OutputMode.All) and "
+                "torch dtypes (torch.float16)")
+        return value
+    if kind == "ctor":
+        return _eval_ctor(children)
+    raise _LineError(_column(node), f"unsupported construct {kind!r}")
+
+
+def _eval_ctor(children: list) -> Any:
+    dotted, call_args, *methods = children
+    parts = _dotted_parts(dotted)
+    try:
+        factory = _resolve_constructor(parts)
+    except _ResolveError as e:
+        raise _LineError(_column(dotted), str(e)) from None
+    args, kwargs = _eval_call_args(call_args)
+    try:
+        obj = factory(*args, **kwargs)
+    except (ValueError, TypeError, AssertionError, Error) as e:
+        raise _LineError(_column(dotted),
+                         f"{'.'.join(parts)}(...) failed: {e}") from e
+    # Chained method calls: NAME call_args pairs.
+    for i in range(0, len(methods), 2):
+        name_tok, method_args = methods[i], methods[i + 1]
+        name = str(name_tok)
+        if isinstance(obj, TensorLocationSettings):
+            allowed = _setter_names(TensorLocationSettings)
+        else:
+            allowed = frozenset(getattr(type(obj), "_CONFIG_METHODS", ()))
+        if name not in allowed:
+            raise _LineError(
+                _column(name_tok),
+                f"method {name!r} of {type(obj).__name__} may not be called "
+                f"from a config file{_suggest(name, allowed)}")
+        margs, mkwargs = _eval_call_args(method_args)
+        try:
+            result = getattr(obj, name)(*margs, **mkwargs)
+        except (ValueError, TypeError, AssertionError, Error) as e:
+            raise _LineError(_column(name_tok),
+                             f"{name}(...) failed: {e}") from e
+        obj = obj if result is None else result
+    return obj
+
+
+def _parse_line(text: str) -> list:
+    import lark
+
+    try:
+        tree = _config_parser().parse(text)
+    except lark.exceptions.UnexpectedCharacters as e:
+        raise _LineError(e.column, f"unexpected character "
+                         f"{text[e.pos_in_stream]!r}") from None
+    except lark.exceptions.UnexpectedEOF as e:
+        raise _LineError(len(text.rstrip()) + 1,
+                         "unexpected end of line") from None
+    except lark.exceptions.UnexpectedToken as e:
+        if e.token.type == "$END":
+            raise _LineError(len(text.rstrip()) + 1,
+                             "unexpected end of line") from None
+        raise _LineError(e.column, f"unexpected {str(e.token)!r}") from None
+    except lark.exceptions.UnexpectedInput as e:  # pragma: no cover
+        raise _LineError(getattr(e, "column", 1) or 1, "syntax error") from None
+
+    chain = tree.children[0]
+    steps = []
+    cls: type = Options
+    for step in chain.children:
+        name_tok = step.children[0]
+        name = str(name_tok)
+        column = _column(name_tok)
+        if step.data == "attr_step":
+            if name in _setter_names(cls):
+                raise _LineError(column, f"{name!r} must be called: a line "
+                                 "must call an option setter, for example "
+                                 "deviceIterations(4)")
+            try:
+                cls = _resolve_group(cls, name)
+            except _ResolveError as e:
+                raise _LineError(column, str(e)) from None
+            steps.append(("group", name, column))
+        else:
+            try:
+                _resolve_setter(cls, name)
+            except _ResolveError as e:
+                raise _LineError(column, str(e)) from None
+            args, kwargs = _eval_call_args(step.children[1])
+            steps.append(("call", _Call(name, column, args, kwargs)))
+    if not steps or steps[-1][0] != "call":
+        last_column = steps[-1][2] if steps else 1
+        raise _LineError(last_column, "a line must call an option setter, "
+                         "for example deviceIterations(4)")
+    return steps
+
+
+def _parse_config(text: str, filename: str) -> list[_Command]:
+    commands = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        try:
+            steps = _parse_line(raw)
+        except _LineError as e:
+            raise ConfigFileError(e.detail, filename, lineno, e.column,
+                                  stripped, kind="SyntaxError") from None
+        commands.append(_Command(filename, lineno, raw, steps))
+    return commands
+
+
+def _apply_commands(options: Options, commands: list[_Command]) -> None:
+    for command in commands:
+        target: Any = options
+        for step in command.steps:
+            if step[0] == "group":
+                target = getattr(target, step[1])
+                continue
+            call: _Call = step[1]
+            try:
+                result = getattr(target, call.name)(*call.args, **call.kwargs)
+            except (ValueError, TypeError, AssertionError, Error) as e:
+                raise ConfigFileError(
+                    f"{call.name}(...) failed: {e}",
+                    command.filename,
+                    command.lineno, call.column, command.text.strip(),
+                    kind=type(e).__name__) from e
+            if result is not None:
+                target = result

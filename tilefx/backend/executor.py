@@ -1,0 +1,161 @@
+"""Compile a `func.func` once into a flat list of numpy closures; run it many times.
+
+Like torch.fx's Interpreter, each step reads like the op it runs: fetch the
+operand slots, call the kernel from the one table, store the results. The
+executor knows nothing of torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.ir import Operation, SSAValue
+
+from tilefx.backend.ipu_kernels import IPU_KERNELS
+from tilefx.backend.kernels import KERNELS
+from tilefx.dialects.aten import ATEN_OPS, from_attr, op_props
+from tilefx.dialects.ipu import PLACE_KEY
+
+KERNEL_TABLE: dict[str, Callable[..., Any]] = {
+    **{cls.name: KERNELS[schema_name] for schema_name, cls in ATEN_OPS.items()},
+    **IPU_KERNELS,
+}
+RANDOM_OPS = {"aten.native_dropout"}
+
+
+class ExecutionError(RuntimeError):
+    pass
+
+
+def _props(op: Operation) -> dict[str, Any]:
+    if op.name.startswith("aten."):
+        return op_props(op)  # type: ignore[arg-type]
+    return {k: from_attr(v) if not hasattr(v, "data") or not isinstance(v.data, int) else v.data
+            for k, v in op.properties.items() if k != "operandSegmentSizes"}
+
+
+def _operand_layout(op: Operation, slot) -> list:
+    """Per operand group: a slot, None (absent optional) or a list of slots."""
+    defs = type(op).get_irdl_definition().operands if hasattr(type(op), "get_irdl_definition") else None
+    if defs is None:
+        return [slot(v) for v in op.operands]
+    from xdsl.irdl import OptOperandDef, VarOperandDef
+
+    layout = []
+    for (name, d) in defs:
+        vals = getattr(op, name)
+        if isinstance(d, OptOperandDef):
+            layout.append(None if vals is None else slot(vals))
+        elif isinstance(d, VarOperandDef):
+            layout.append([slot(v) for v in vals])
+        else:
+            layout.append(slot(vals))
+    return layout
+
+
+class CompiledFunction:
+    """A func.func as a list of steps over integer slots."""
+
+    def __init__(self, fn: func.FuncOp, rng: np.random.Generator | None = None):
+        self.name = fn.sym_name.data
+        self.rng = rng if rng is not None else np.random.default_rng(0)
+        slots: dict[SSAValue, int] = {}
+
+        def slot(v: SSAValue) -> int:
+            if v not in slots:
+                slots[v] = len(slots)
+            return slots[v]
+
+        self.arg_slots = [slot(a) for a in fn.body.block.args]
+        self.steps: list[Callable[[list], None]] = []
+        self.result_slots: list[int] = []
+        for op in fn.body.block.ops:
+            if isinstance(op, func.ReturnOp):
+                self.result_slots = [slot(v) for v in op.operands]
+                continue
+            kernel = KERNEL_TABLE.get(op.name)
+            if kernel is None:
+                raise ExecutionError(f"no kernel for {op.name}")
+            self.steps.append(self._step(op, kernel, _operand_layout(op, slot),
+                                         [slot(r) for r in op.results]))
+        self.num_slots = len(slots)
+
+    def _step(self, op: Operation, kernel, layout: list, outs: list[int]):
+        props = _props(op)
+        if op.name in RANDOM_OPS:
+            props["rng"] = self.rng
+        simple = all(type(x) is int for x in layout)
+        name, place = op.name, op.attributes.get(PLACE_KEY)
+        schema = getattr(op, "schema", None)
+        if schema is not None:
+            # aten kernels take the schema's arguments by name (tensors and
+            # properties interleave in ATen signatures)
+            names = [a.name for a in schema.operands]
+            base_kernel = kernel
+
+            def kernel(*vals, **kw):
+                return base_kernel(**dict(zip(names, vals)), **kw)
+
+        def fetch(env):
+            if simple:
+                return [env[i] for i in layout]
+            return [env[x] if type(x) is int else None if x is None else [env[j] for j in x]
+                    for x in layout]
+
+        if len(outs) == 1:
+            out = outs[0]
+
+            def step(env):
+                env[out] = kernel(*fetch(env), **props)
+        else:
+            def step(env):
+                res = kernel(*fetch(env), **props)
+                for o, r in zip(outs, res):
+                    env[o] = r
+
+        step.__qualname__ = f"{name} {place or ''}"
+        return step
+
+    def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
+        if len(args) != len(self.arg_slots):
+            raise ExecutionError(f"@{self.name} takes {len(self.arg_slots)} arguments, got {len(args)}")
+        env: list = [None] * self.num_slots
+        for s, a in zip(self.arg_slots, args):
+            env[s] = a
+        for step in self.steps:
+            step(env)
+        return [env[s] for s in self.result_slots]
+
+
+def compile_function(fn: func.FuncOp, rng: np.random.Generator | None = None) -> CompiledFunction:
+    return CompiledFunction(fn, rng)
+
+
+def arg_roles(fn: func.FuncOp) -> list[dict[str, Any]]:
+    """The `tilefx.*` attributes of each argument as Python values."""
+    return _roles(fn.arg_attrs, len(fn.body.block.args))
+
+
+def result_roles(fn: func.FuncOp) -> list[dict[str, Any]]:
+    return _roles(fn.res_attrs, len(fn.function_type.outputs))
+
+
+def _roles(attrs, n: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        d = attrs.data[i].data if attrs is not None else {}
+        row = {}
+        for k, v in d.items():
+            if not k.startswith("tilefx."):
+                continue
+            key = k.removeprefix("tilefx.")
+            row[key] = True if v.__class__.__name__ == "UnitAttr" else from_attr(v)
+        out.append(row)
+    return out
+
+
+__all__ = ["CompiledFunction", "compile_function", "arg_roles", "result_roles", "KERNEL_TABLE",
+           "Sequence"]

@@ -1,0 +1,316 @@
+"""The `aten` dialect: one op per core-ATen op, built from `aten_schema.SCHEMAS`.
+
+Tensor arguments become operands (optional ones are written with their
+argument name as a keyword, lists in parentheses), every other argument is a
+property kept in the attribute dictionary, e.g.
+
+    %y = aten.convolution %x, %w bias %b {stride = array<i64: 1, 1>, ...}
+           : tensor<4x1x28x28xf32>, tensor<10x1x5x5xf32> bias tensor<10xf32>
+           -> tensor<4x10x24x24xf32>
+
+Properties convert to and from plain Python values with `to_attr` /
+`from_attr`, which the frontend and the executor share.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    BoolAttr,
+    DenseArrayBase,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    BFloat16Type,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    StringAttr,
+    TensorType,
+    TypeAttribute,
+    f16,
+    f32,
+    f64,
+    bf16,
+    i1,
+    i8,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+
+from xdsl.traits import Pure
+
+from tilefx.dialects.aten_schema import ATEN_SCHEMAS, Arg, Schema
+
+# ---------------------------------------------------------------------------
+# element types <-> numpy dtypes
+
+_NP_OF_TYPE = {
+    "f32": np.dtype("float32"),
+    "f16": np.dtype("float16"),
+    "f64": np.dtype("float64"),
+    "i64": np.dtype("int64"),
+    "i32": np.dtype("int32"),
+    "i8": np.dtype("int8"),
+    "i1": np.dtype("bool"),
+}
+_TYPE_OF_NP = {v: k for k, v in _NP_OF_TYPE.items()}
+_XDSL_TYPES = {"f32": f32, "f16": f16, "f64": f64, "bf16": bf16, "i64": i64, "i32": i32, "i8": i8, "i1": i1}
+
+
+def type_key(t: Attribute) -> str:
+    """'f32', 'i64', ... for a builtin element type."""
+    if isinstance(t, Float32Type):
+        return "f32"
+    if isinstance(t, Float16Type):
+        return "f16"
+    if isinstance(t, Float64Type):
+        return "f64"
+    if isinstance(t, BFloat16Type):
+        return "bf16"
+    if isinstance(t, IntegerType):
+        return f"i{t.width.data}"
+    raise ValueError(f"unsupported element type {t}")
+
+
+def np_dtype(t: Attribute) -> np.dtype:
+    key = type_key(t)
+    if key == "bf16":
+        raise ValueError("bf16 tensors are not supported by the numpy executor")
+    return _NP_OF_TYPE[key]
+
+
+def element_type(dtype: np.dtype | str) -> Attribute:
+    return _XDSL_TYPES[_TYPE_OF_NP[np.dtype(dtype)]]
+
+
+def tensor_type(shape, dtype) -> TensorType:
+    return TensorType(element_type(dtype), list(shape))
+
+
+# ---------------------------------------------------------------------------
+# properties <-> Python values
+
+
+def to_attr(arg_base: str, value: Any) -> Attribute:
+    """Convert a Python value to the attribute kept for a schema argument."""
+    if arg_base == "int":
+        return IntegerAttr(int(value), i64)
+    if arg_base == "float":
+        return FloatAttr(float(value), f64)
+    if arg_base == "bool":
+        return BoolAttr.from_bool(bool(value))
+    if arg_base == "str":
+        return StringAttr(str(value))
+    if arg_base == "ScalarType":
+        return value if isinstance(value, TypeAttribute) else element_type(value)
+    if arg_base == "Scalar":
+        if isinstance(value, bool):
+            return BoolAttr.from_bool(value)
+        if isinstance(value, int):
+            return IntegerAttr(value, i64)
+        return FloatAttr(float(value), f64)
+    if arg_base == "int[]":
+        if isinstance(value, int):
+            value = [value]
+        return DenseArrayBase.from_list(i64, [int(v) for v in value])
+    if arg_base == "bool[]":
+        return DenseArrayBase.from_list(i1, [int(bool(v)) for v in value])
+    raise ValueError(f"unsupported property kind {arg_base}")
+
+
+def from_attr(attr: Attribute) -> Any:
+    """The plain Python value of a property attribute (numpy dtype for types)."""
+    if isinstance(attr, IntegerAttr):
+        if attr.type == i1:
+            return bool(attr.value.data)
+        return int(attr.value.data)
+    if isinstance(attr, FloatAttr):
+        return float(attr.value.data)
+    if isinstance(attr, StringAttr):
+        return attr.data
+    if isinstance(attr, DenseArrayBase):
+        vals = list(attr.get_values())
+        if attr.elt_type == i1:
+            return [bool(v) for v in vals]
+        return [v if isinstance(v, float) and not float(v).is_integer() else int(v) for v in vals]
+    if isinstance(attr, TypeAttribute):
+        return np_dtype(attr)
+    raise ValueError(f"unsupported property attribute {attr}")
+
+
+# ---------------------------------------------------------------------------
+# op classes from the table
+
+RANDOM_SCHEMAS = {"native_dropout.default"}  # not Pure: two dropouts must not be merged
+_RESERVED = set(dir(IRDLOperation)) | {"name", "result", "results"}
+
+
+def field_name(arg_name: str) -> str:
+    """Python field for a schema argument (`self` and reserved names get `_`)."""
+    if arg_name == "self" or keyword.iskeyword(arg_name) or arg_name in _RESERVED:
+        return arg_name + "_"
+    return arg_name
+
+
+def op_name(schema_name: str) -> str:
+    """`aten.mm` for `mm.default`, `aten.add.Tensor` for `add.Tensor`."""
+    return "aten." + schema_name.removesuffix(".default")
+
+
+def class_name(schema_name: str) -> str:
+    base, overload = schema_name.split(".")
+    words = "".join(w.capitalize() for w in base.strip("_").split("_"))
+    suffix = "" if overload == "default" else "_" + overload
+    return f"Aten{words}{suffix}Op"
+
+
+def _assembly_format(schema: Schema) -> str:
+    values, types, optional_values, optional_types = [], [], [], []
+    for a in schema.operands:
+        f = field_name(a.name)
+        if a.kind == "tensor":
+            values.append(f"${f}")
+            types.append(f"type(${f})")
+        elif a.kind == "variadic":
+            values.append(f"`(` ${f} `)`")
+            types.append(f"`(` type(${f}) `)`")
+        else:
+            optional_values.append(f"(`{a.name}` ${f}^)?")
+            optional_types.append(f"(`{a.name}` type(${f})^)?")
+    result = "type($results)" if schema.num_results == -1 else "type(results)"
+    head = " `,` ".join(values)
+    tail = " `,` ".join(types)
+    if optional_values:
+        head = " ".join([head, *optional_values]).strip()
+        tail = " ".join([tail, *optional_types]).strip()
+    if not head:
+        return f"attr-dict `:` {result}"
+    return f"{head} attr-dict `:` {tail} `->` {result}"
+
+
+def _make_op(schema: Schema) -> type[IRDLOperation]:
+    ns: dict[str, Any] = {"name": op_name(schema.name)}
+    n_var = 0
+    for a in schema.args:
+        f = field_name(a.name)
+        if a.kind == "tensor":
+            ns[f] = operand_def(TensorType)
+        elif a.kind == "optional":
+            ns[f] = opt_operand_def(TensorType)
+            n_var += 1
+        elif a.kind == "variadic":
+            ns[f] = var_operand_def(TensorType)
+            n_var += 1
+        elif a.optional or a.has_default:
+            ns[f] = opt_prop_def(Attribute, prop_name=a.name)
+        else:
+            ns[f] = prop_def(Attribute, prop_name=a.name)
+    if schema.num_results == -1:
+        ns["results_"] = var_result_def(TensorType)
+    elif schema.num_results == 1:
+        ns["result"] = result_def(TensorType)
+    else:
+        for i in range(schema.num_results):
+            ns[f"result{i}"] = result_def(TensorType)
+    if schema.name not in RANDOM_SCHEMAS:
+        ns["traits"] = traits_def(Pure())
+    options: list[Any] = [ParsePropInAttrDict()]
+    if n_var > 1:
+        options.append(AttrSizedOperandSegments(as_property=True))
+    ns["irdl_options"] = tuple(options)
+    ns["assembly_format"] = _assembly_format(schema).replace("$results", "$results_")
+    ns["__doc__"] = f"aten::{schema.name}: one node of the traced ATen graph."
+    cls = irdl_op_definition(type(class_name(schema.name), (IRDLOperation,), ns))
+    cls.schema = schema  # type: ignore[attr-defined]
+    return cls
+
+
+ATEN_OPS: dict[str, type[IRDLOperation]] = {name: _make_op(s) for name, s in ATEN_SCHEMAS.items()}
+
+
+def create_aten_op(
+    name: str,
+    operands: dict[str, Any],
+    props: dict[str, Any],
+    result_types: list[Attribute],
+    attributes: dict[str, Attribute] | None = None,
+) -> IRDLOperation:
+    """Build `aten.<name>` from operand values by argument name (a value, None
+    or a list) and properties as Python values (None: left out)."""
+    schema = ATEN_SCHEMAS[name]
+    cls = ATEN_OPS[name]
+    ops: list[Any] = []
+    for a in schema.operands:
+        v = operands.get(a.name)
+        if a.kind == "tensor":
+            if v is None:
+                raise ValueError(f"aten.{name}: missing operand {a.name}")
+            ops.append(v)
+        elif a.kind == "optional":
+            ops.append([] if v is None else [v])
+        else:
+            ops.append(list(v or []))
+    properties = {}
+    for a in schema.properties:
+        if a.name in props and props[a.name] is not None:
+            properties[a.name] = to_attr(a.base, props[a.name])
+    n_var = sum(a.kind != "tensor" for a in schema.operands)
+    if n_var > 1:
+        sizes = [1 if a.kind == "tensor" else len(x) for a, x in zip(schema.operands, ops)]
+        properties["operandSegmentSizes"] = DenseArrayBase.from_list(i32, sizes)
+    if schema.num_results == -1:
+        rtypes: list[Any] = [result_types]
+    else:
+        rtypes = list(result_types)
+    return cls.build(
+        operands=ops, properties=properties, result_types=rtypes, attributes=attributes or {}
+    )
+
+
+def op_props(op: IRDLOperation) -> dict[str, Any]:
+    """The properties of an aten op as Python values (absent ones left out)."""
+    return {
+        a.name: from_attr(op.properties[a.name])
+        for a in op.schema.properties  # type: ignore[attr-defined]
+        if a.name in op.properties
+    }
+
+
+def op_operands(op: IRDLOperation) -> list[Any]:
+    """Operands grouped like the schema: value, value-or-None, or list."""
+    out = []
+    for a in op.schema.operands:  # type: ignore[attr-defined]
+        v = getattr(op, field_name(a.name))
+        if a.kind == "optional":
+            out.append(v)
+        elif a.kind == "variadic":
+            out.append(list(v))
+        else:
+            out.append(v)
+    return out
+
+
+ATen = Dialect("aten", list(ATEN_OPS.values()), [])
+
+__all__ = ["ATen", "ATEN_OPS", "create_aten_op", "op_props", "op_operands", "to_attr", "from_attr",
+           "np_dtype", "element_type", "tensor_type", "Arg", "math"]

@@ -1,0 +1,210 @@
+"""The declarative table of ATen ops that tilefx knows.
+
+Each entry is the op's ATen schema (as printed by `torch.ops.aten.X.Y._schema`,
+minus the `aten::` prefix and minus layout/device/memory-format arguments,
+which mean nothing on the simulated IPU). The `aten` dialect builds one op
+class per entry; the frontend maps an fx node to the entry of the same name;
+the backend has one numpy kernel per entry. Adding an op is one line here and
+one kernel in `backend/kernels.py`.
+
+Argument kinds: `Tensor` (operand), `Tensor?` (optional operand), `Tensor[]`
+and `Tensor?[]` (variadic operand), everything else is a property:
+int/SymInt, float, bool, Scalar, str, ScalarType, int[]/SymInt[], bool[],
+float[], each optionally `?`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SCHEMAS = """
+abs(Tensor self) -> Tensor
+add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
+addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+alias(Tensor self) -> Tensor
+amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
+amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
+any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor
+arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None) -> Tensor
+argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor
+avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
+avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor
+bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor
+bitwise_not(Tensor self) -> Tensor
+bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor
+bmm(Tensor self, Tensor mat2) -> Tensor
+cat(Tensor[] tensors, int dim=0) -> Tensor
+clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor
+clone(Tensor self) -> Tensor
+constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor
+convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor
+convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
+cos(Tensor self) -> Tensor
+div.Tensor(Tensor self, Tensor other) -> Tensor
+div.Scalar(Tensor self, Scalar other) -> Tensor
+embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor
+embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor
+eq.Scalar(Tensor self, Scalar other) -> Tensor
+eq.Tensor(Tensor self, Tensor other) -> Tensor
+erf(Tensor self) -> Tensor
+exp(Tensor self) -> Tensor
+expand(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor
+full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None) -> Tensor
+full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None) -> Tensor
+gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor
+ge.Scalar(Tensor self, Scalar other) -> Tensor
+ge.Tensor(Tensor self, Tensor other) -> Tensor
+gelu(Tensor self, *, str approximate="none") -> Tensor
+gelu_backward(Tensor grad_output, Tensor self, *, str approximate="none") -> Tensor
+gt.Scalar(Tensor self, Scalar other) -> Tensor
+gt.Tensor(Tensor self, Tensor other) -> Tensor
+index.Tensor(Tensor self, Tensor?[] indices) -> Tensor
+index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor
+le.Scalar(Tensor self, Scalar other) -> Tensor
+le.Tensor(Tensor self, Tensor other) -> Tensor
+leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor
+log(Tensor self) -> Tensor
+logical_and(Tensor self, Tensor other) -> Tensor
+logical_not(Tensor self) -> Tensor
+lt.Scalar(Tensor self, Scalar other) -> Tensor
+lt.Tensor(Tensor self, Tensor other) -> Tensor
+max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
+max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor
+maximum(Tensor self, Tensor other) -> Tensor
+mean(Tensor self, *, ScalarType? dtype=None) -> Tensor
+mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+minimum(Tensor self, Tensor other) -> Tensor
+mm(Tensor self, Tensor mat2) -> Tensor
+mul.Tensor(Tensor self, Tensor other) -> Tensor
+mul.Scalar(Tensor self, Scalar other) -> Tensor
+native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)
+native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor
+native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)
+native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
+_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor)
+_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)
+ne.Scalar(Tensor self, Scalar other) -> Tensor
+ne.Tensor(Tensor self, Tensor other) -> Tensor
+neg(Tensor self) -> Tensor
+permute(Tensor self, int[] dims) -> Tensor
+pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor
+pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor
+reciprocal(Tensor self) -> Tensor
+relu(Tensor self) -> Tensor
+rsqrt(Tensor self) -> Tensor
+scalar_tensor(Scalar s, *, ScalarType? dtype=None) -> Tensor
+scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor
+scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
+scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
+select.int(Tensor self, int dim, SymInt index) -> Tensor
+sigmoid(Tensor self) -> Tensor
+sin(Tensor self) -> Tensor
+slice.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor
+slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor
+_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
+_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor
+_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
+_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor
+split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]
+sqrt(Tensor self) -> Tensor
+squeeze.dims(Tensor self, int[] dim) -> Tensor
+sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
+sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+sum.default(Tensor self, *, ScalarType? dtype=None) -> Tensor
+tanh(Tensor self) -> Tensor
+tanh_backward(Tensor grad_output, Tensor output) -> Tensor
+sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor
+threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor
+_to_copy(Tensor self, *, ScalarType? dtype=None) -> Tensor
+unsqueeze(Tensor self, int dim) -> Tensor
+var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)
+view(Tensor self, SymInt[] size) -> Tensor
+where.self(Tensor condition, Tensor self, Tensor other) -> Tensor
+"""
+
+_ARG = re.compile(r"^(?P<type>[\w\[\]\d?]+)\s+(?P<name>\w+)(?:=(?P<default>.+))?$")
+_TENSOR_KINDS = {"Tensor": "tensor", "Tensor?": "optional", "Tensor[]": "variadic", "Tensor?[]": "variadic"}
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str
+    type: str  # the schema type, e.g. "int[2]", "Scalar?"
+    kind: str  # tensor | optional | variadic | property
+    has_default: bool
+    default: str | None
+
+    @property
+    def base(self) -> str:
+        """The property type without size and `?`: int, float, bool, int[], ..."""
+        t = re.sub(r"\[\d+\]", "[]", self.type.rstrip("?"))
+        return t.replace("SymInt", "int")
+
+    @property
+    def optional(self) -> bool:
+        return self.type.endswith("?")
+
+
+@dataclass(frozen=True)
+class Schema:
+    name: str  # "add.Tensor"
+    args: tuple[Arg, ...]
+    num_results: int  # -1: a variadic list of tensors
+
+    @property
+    def operands(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.kind != "property")
+
+    @property
+    def properties(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.kind == "property")
+
+
+def _split_args(text: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+            continue
+        depth += ch in "[("
+        depth -= ch in "])"
+        cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def parse_schema(line: str) -> Schema:
+    m = re.match(r"^([\w.]+)\((.*)\)\s*->\s*(.+)$", line.strip())
+    if not m:
+        raise ValueError(f"bad schema line: {line!r}")
+    name, arg_text, ret = m.groups()
+    if "." not in name:
+        name += ".default"
+    args = []
+    for piece in _split_args(arg_text):
+        if piece == "*":
+            continue
+        am = _ARG.match(piece)
+        if not am:
+            raise ValueError(f"bad argument {piece!r} in {line!r}")
+        t = am["type"]
+        kind = _TENSOR_KINDS.get(t, "property")
+        args.append(Arg(am["name"], t, kind, am["default"] is not None, am["default"]))
+    ret = ret.strip()
+    if ret == "Tensor[]":
+        n = -1
+    elif ret.startswith("("):
+        n = len(_split_args(ret[1:-1]))
+    else:
+        n = 1
+    return Schema(name, tuple(args), n)
+
+
+ATEN_SCHEMAS: dict[str, Schema] = {
+    s.name: s for s in (parse_schema(x) for x in SCHEMAS.strip().splitlines())
+}

@@ -1,0 +1,376 @@
+"""torch.nn.Module -> graph IR (a `func.func @main` of aten.* and ipu.* ops).
+
+Training graphs come from `aot_export_joint_with_descriptors`: one functional
+ATen graph holding forward and backward, whose inputs and outputs carry
+descriptors (parameter, buffer, user input, tangent; user output, gradient,
+buffer mutation). Those descriptors become argument / result attributes:
+
+    {tilefx.param = "fc.weight"}  {tilefx.buffer = "bn.running_mean"}
+    {tilefx.input = 0}            {tilefx.const = "_tensor_constant0"}
+    {tilefx.output = 0}           {tilefx.grad = "fc.weight"}
+
+The loss output is marked `tilefx.loss`; the tangent fed to its backward is
+an `aten.full` of ones marked `tilefx.loss_seed` (the loss-scaling pass finds
+it there); tangents of other outputs are zeros.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    DictionaryAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    UnitAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Region, SSAValue
+
+from tilefx.api import ops as tilefx_ops
+from tilefx.api.annotations import BLOCK_KEY, IPU_KEY, end_begin_blocks
+from tilefx.api.errors import Error
+from tilefx.dialects import ipu
+from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
+from tilefx.dialects.aten_schema import Schema
+
+_TORCH_TO_NP = {
+    torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
+    torch.int64: np.int64, torch.int32: np.int32, torch.int8: np.int8, torch.bool: np.bool_,
+    torch.uint8: np.uint8,
+}
+
+
+def np_dtype_of(dtype: torch.dtype) -> np.dtype:
+    if dtype not in _TORCH_TO_NP:
+        raise Error(f"tensors of dtype {dtype} are not supported")
+    return np.dtype(_TORCH_TO_NP[dtype])
+
+
+def tensor_type_of(val) -> TensorType:
+    from tilefx.dialects.aten import tensor_type
+
+    if val is None:
+        return tensor_type([0], np.float32)
+    return tensor_type(list(val.shape), np_dtype_of(val.dtype))
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().numpy().copy() if t.dtype != torch.bfloat16 else t.float().numpy()
+
+
+@dataclass
+class TracedGraph:
+    """The graph IR of a model plus what binds it to the torch world."""
+
+    module: ModuleOp
+    params: list[str]  # in argument order
+    buffers: list[str]
+    num_inputs: int
+    num_outputs: int
+    loss_index: int | None
+    consts: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def _module_of(node) -> str:
+    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
+    if not stack:
+        return "<top level>"
+    path, cls = list(stack.values())[-1]
+    cls_name = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
+    return f"{path or '<root>'} ({cls_name.rsplit('.', 1)[-1]})"
+
+
+def _schema_args(node, schema: Schema) -> tuple[dict, dict]:
+    """Map an fx node's args/kwargs onto our schema's operand and property names."""
+    torch_args = node.target._schema.arguments
+    values = {}
+    for i, a in enumerate(torch_args):
+        if i < len(node.args):
+            values[a.name] = node.args[i]
+        elif a.name in node.kwargs:
+            values[a.name] = node.kwargs[a.name]
+    operands, props = {}, {}
+    for a in schema.args:
+        if a.name not in values:
+            continue
+        v = values[a.name]
+        if a.kind in ("tensor", "optional", "variadic"):
+            operands[a.name] = v
+        else:
+            if isinstance(v, torch.dtype):
+                v = np_dtype_of(v)
+            props[a.name] = v
+    return operands, props
+
+
+class _Builder:
+    def __init__(self, gm: torch.fx.GraphModule, descs: dict, loss_index: int | None,
+                 has_blocks: bool):
+        self.gm = gm
+        self.values: dict = {}  # fx node -> SSAValue or list of SSAValue
+        self.block = Block()
+        self.arg_attrs: list[DictionaryAttr] = []
+        self.loss_index = loss_index
+        self.has_blocks = has_blocks
+        self.last_place: dict = {}
+
+    # -- helpers -------------------------------------------------------
+    def value(self, x):
+        if isinstance(x, torch.fx.Node):
+            v = self.values[x]
+            return v
+        if isinstance(x, (list, tuple)):
+            return [self.value(e) for e in x]
+        return x
+
+    def operand(self, x, out_val):
+        """An SSA value for a tensor argument; Python numbers become 0-d tensors."""
+        if isinstance(x, (bool, int, float)) and not isinstance(x, torch.fx.Node):
+            if isinstance(x, bool):
+                dtype = np.dtype(np.bool_)
+            elif isinstance(x, int):
+                dtype = np.dtype(np.int64)
+            else:
+                out_dtype = getattr(out_val, "dtype", torch.float32)
+                dtype = np_dtype_of(out_dtype if out_dtype.is_floating_point else torch.float32)
+            from tilefx.dialects.aten import tensor_type
+
+            op = create_aten_op("scalar_tensor.default", {}, {"s": x, "dtype": dtype},
+                                [tensor_type([], dtype)], {})
+            self.emit(op)
+            return op.results[0]
+        return self.value(x)
+
+    def add_arg(self, node, attrs: dict[str, Attribute]) -> SSAValue:
+        arg = self.block.insert_arg(tensor_type_of(node.meta.get("val")), len(self.block.args))
+        self.arg_attrs.append(DictionaryAttr(attrs))
+        self.values[node] = arg
+        return arg
+
+    def place(self, node) -> ipu.PlacementAttr:
+        custom = node.meta.get("custom") or {}
+        direction = "bwd" if node.meta.get("partitioner_tag") == "is_backward" else "fwd"
+        block = custom.get(BLOCK_KEY)
+        ipu_id = custom.get(IPU_KEY)
+        if block is None and ipu_id is None and self.has_blocks:
+            # fill-in: inherit the block of the first annotated operand, else the previous op
+            for a in node.all_input_nodes:
+                p = self.last_place.get(a)
+                if p is not None and p.block.data:
+                    block, ipu_id = p.block.data, p.ipu.data
+                    break
+            else:
+                prev = self.last_place.get("prev")
+                if prev is not None:
+                    block, ipu_id = prev.block.data, prev.ipu.data
+        p = ipu.PlacementAttr(direction, block or "", -1 if ipu_id is None else ipu_id)
+        self.last_place[node] = p
+        if block:
+            self.last_place["prev"] = p
+        return p
+
+    def emit(self, op) -> None:
+        self.block.add_op(op)
+
+    # -- nodes ---------------------------------------------------------
+    def call(self, node) -> None:
+        target = node.target
+        if target is operator.getitem:
+            src, idx = node.args
+            self.values[node] = self.values[src][idx]
+            return
+        val = node.meta.get("val")
+        if isinstance(val, (list, tuple)):
+            rtypes = [tensor_type_of(v) for v in val]
+        else:
+            rtypes = [tensor_type_of(val)]
+        attrs = {ipu.PLACE_KEY: self.place(node)}
+        ns = getattr(target, "namespace", None)
+        if ns == "tilefx":
+            op = self.custom_op(node, rtypes, attrs)
+        elif ns == "aten":
+            name = str(target).removeprefix("aten.")
+            schema = ATEN_SCHEMAS.get(name)
+            if schema is None:
+                raise Error(f"unsupported operation aten::{name} (from module {_module_of(node)})",
+                            type="frontend")
+            operands, props = _schema_args(node, schema)
+            operands = {k: self.operand(v, val) for k, v in operands.items()}
+            try:
+                op = create_aten_op(name, operands, props, rtypes, attrs)
+            except (ValueError, TypeError) as e:
+                raise Error(f"cannot convert aten::{name} (from module {_module_of(node)}): {e}",
+                            type="frontend") from e
+        else:
+            raise Error(f"unsupported operation {target} (from module {_module_of(node)})",
+                        type="frontend")
+        self.emit(op)
+        results = list(op.results)
+        self.values[node] = results if isinstance(val, (list, tuple)) else results[0]
+
+    def custom_op(self, node, rtypes, attrs):
+        name = node.target._opname
+        a = [self.value(x) for x in node.args]
+        if name == "identity_loss":
+            return ipu.IdentityLossOp.build(operands=[a[0]], result_types=rtypes,
+                                            properties={"reduction": StringAttr(a[1])}, attributes=attrs)
+        if name == "nop":
+            return ipu.NopOp.build(operands=[a[0]], result_types=rtypes, attributes=attrs)
+        if name == "print_tensor":
+            return ipu.PrintTensorOp.build(operands=[a[0]], result_types=rtypes,
+                                           properties={"title": StringAttr(a[1])}, attributes=attrs)
+        if name == "set_available_memory":
+            from xdsl.dialects.builtin import FloatAttr, f64
+
+            return ipu.SetAvailableMemoryOp.build(operands=[a[0]], result_types=rtypes,
+                                                  properties={"proportion": FloatAttr(a[1], f64)},
+                                                  attributes=attrs)
+        if name == "serialized_matmul":
+            from xdsl.dialects.builtin import BoolAttr, IntAttr
+
+            return ipu.SerializedMatmulOp.build(
+                operands=[a[0], a[1]], result_types=rtypes, attributes=attrs,
+                properties={"mode": StringAttr(a[2]), "factor": IntAttr(a[3]),
+                            "keep_precision": BoolAttr.from_bool(a[4])})
+        raise Error(f"unsupported operation tilefx::{name}")
+
+    def tangent(self, node, output_idx: int | None) -> None:
+        val = node.meta["val"]
+        is_loss = output_idx is not None and output_idx == self.loss_index
+        attrs: dict[str, Attribute] = {ipu.PLACE_KEY: ipu.PlacementAttr("bwd")}
+        if is_loss:
+            attrs["tilefx.loss_seed"] = UnitAttr()
+        op = create_aten_op("full.default", {}, {"size": list(val.shape),
+                                                 "fill_value": 1.0 if is_loss else 0.0,
+                                                 "dtype": np_dtype_of(val.dtype)},
+                            [tensor_type_of(val)], attrs)
+        self.emit(op)
+        self.values[node] = op.results[0]
+
+
+def _find_loss(gm, out_descs, plain_outputs: list) -> int | None:
+    """The loss: the output made by identity_loss, else the last scalar float output."""
+    for idx, node in plain_outputs:
+        if isinstance(node, torch.fx.Node) and node.target is torch.ops.tilefx.identity_loss.default:
+            return idx
+    for idx, node in reversed(plain_outputs):
+        v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if v is not None and v.dim() == 0 and v.is_floating_point():
+            return idx
+    return None
+
+
+def trace(model: torch.nn.Module, args: tuple, training: bool) -> TracedGraph:
+    """Trace `model(*args)` (micro-batch shaped) into the graph IR."""
+    from torch._functorch._aot_autograd.descriptors import (
+        BufferAOTInput,
+        GradAOTOutput,
+        InputMutationAOTOutput,
+        ParamAOTInput,
+        PlainAOTInput,
+        PlainAOTOutput,
+        TangentAOTInput,
+    )
+
+    tilefx_ops._running_on_ipu = True
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch.fx.traceback.preserve_node_meta())
+            stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
+            if not training:
+                stack.enter_context(torch.no_grad())
+            try:
+                joint = aot_export_joint_with_descriptors(
+                    stack, model, tuple(args), decompositions=torch._decomp.core_aten_decompositions())
+            except Error:
+                raise
+            except Exception as e:  # torch's own tracing failures
+                raise Error(f"tracing the model failed: {type(e).__name__}: {e}", type="frontend") from e
+            finally:
+                end_begin_blocks()
+    finally:
+        tilefx_ops._running_on_ipu = False
+
+    gm = joint.graph_module
+    nodes = list(gm.graph.nodes)
+    out_node = nodes[-1]
+    out_descs = out_node.meta["desc"]
+    outs = out_node.args[0]
+    plain = [(d.idx, n) for d, n in zip(out_descs, outs) if isinstance(d, PlainAOTOutput)]
+    loss_index = _find_loss(gm, out_descs, plain) if training else None
+    if training and loss_index is None:
+        raise Error("trainingModel: the model must return a loss: a scalar float output "
+                    "(e.g. from a torch.nn loss) or the result of poptorch.identity_loss")
+    has_blocks = any(
+        BLOCK_KEY in (n.meta.get("custom") or {}) or IPU_KEY in (n.meta.get("custom") or {})
+        for n in nodes)
+
+    b = _Builder(gm, {}, loss_index, has_blocks)
+    params, buffers, consts = [], [], {}
+    num_inputs = 0
+    for node in nodes:
+        if node.op == "placeholder":
+            d = node.meta["desc"]
+            if isinstance(d, ParamAOTInput):
+                params.append(d.target)
+                b.add_arg(node, {"tilefx.param": StringAttr(d.target)})
+            elif isinstance(d, BufferAOTInput):
+                buffers.append(d.target)
+                b.add_arg(node, {"tilefx.buffer": StringAttr(d.target)})
+            elif isinstance(d, PlainAOTInput):
+                num_inputs = max(num_inputs, d.idx + 1)
+                b.add_arg(node, {"tilefx.input": IntegerAttr(d.idx, i64)})
+            elif isinstance(d, TangentAOTInput):
+                od = d.output
+                b.tangent(node, od.idx if isinstance(od, PlainAOTOutput) else None)
+            else:
+                raise Error(f"unsupported graph input {d}", type="frontend")
+        elif node.op == "get_attr":
+            name = str(node.target)
+            consts[name] = to_numpy(getattr(gm, name))
+            b.add_arg(node, {"tilefx.const": StringAttr(name)})
+        elif node.op == "call_function":
+            b.call(node)
+
+    results, res_attrs = [], []
+    num_outputs = 0
+    for d, n in zip(out_descs, outs):
+        if n is None:
+            continue
+        if isinstance(d, PlainAOTOutput):
+            num_outputs = max(num_outputs, d.idx + 1)
+            attrs: dict[str, Attribute] = {"tilefx.output": IntegerAttr(d.idx, i64)}
+            if d.idx == loss_index:
+                attrs["tilefx.loss"] = UnitAttr()
+        elif isinstance(d, GradAOTOutput) and isinstance(d.grad_of, ParamAOTInput):
+            attrs = {"tilefx.grad": StringAttr(d.grad_of.target)}
+        elif isinstance(d, InputMutationAOTOutput) and isinstance(d.mutated_input, BufferAOTInput):
+            attrs = {"tilefx.buffer": StringAttr(d.mutated_input.target)}
+        elif isinstance(d, GradAOTOutput):
+            continue  # gradient of a user input: not needed
+        else:
+            raise Error(f"unsupported graph output {d} (in-place update of a model input?)",
+                        type="frontend")
+        v = b.value(n)
+        if not isinstance(v, SSAValue):
+            raise Error(f"output {d} is not a tensor", type="frontend")
+        results.append(v)
+        res_attrs.append(DictionaryAttr(attrs))
+    b.emit(func.ReturnOp(*results))
+
+    ftype = func.FunctionType.from_lists([a.type for a in b.block.args], [r.type for r in results])
+    from xdsl.dialects.builtin import ArrayAttr
+
+    fn = func.FuncOp("main", ftype, Region(b.block), arg_attrs=ArrayAttr(b.arg_attrs),
+                     res_attrs=ArrayAttr(res_attrs))
+    return TracedGraph(ModuleOp([fn]), params, buffers, num_inputs, num_outputs, loss_index, consts)

@@ -1,0 +1,30 @@
+"""The graph-level pass pipeline the library API runs, and the context with
+every dialect tilefx knows (shared with tilefx-opt)."""
+
+from __future__ import annotations
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
+from tilefx.passes.training_step import TrainingStepPass
+
+
+def graph_context() -> Context:
+    from xdsl.dialects.builtin import Builtin
+    from xdsl.dialects.func import Func
+
+    from tilefx.dialects.aten import ATen
+    from tilefx.dialects.ipu import IPU
+
+    ctx = Context()
+    for d in (Builtin, Func, ATen, IPU):
+        ctx.load_dialect(d)
+    return ctx
+
+
+def run_graph_passes(module: ModuleOp, training: bool) -> None:
+    ctx = graph_context()
+    if training:
+        TrainingStepPass().apply(ctx, module)
+    DeadCodeElimination().apply(ctx, module)
