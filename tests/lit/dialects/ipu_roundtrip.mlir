@@ -1,0 +1,98 @@
+// RUN: tilefx-opt %s | filecheck %s
+// RUN: tilefx-opt %s | tilefx-opt | filecheck %s
+// RUN: tilefx-opt %s --print-op-generic | tilefx-opt | filecheck %s
+
+// Every op of the ipu dialect and every form of #ipu.place. Unset placement
+// fields (block "", -1) are omitted when printed; fields print in the order
+// block, ipu, stage, phase. tests/test_roundtrip.py fails when an op is missing.
+
+// CHECK-LABEL: func.func @placement(
+// CHECK-SAME:  %x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+// CHECK-NEXT:    %fwd = aten.relu %x {ipu.place = #ipu.place<fwd>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %bwd = aten.relu %x {ipu.place = #ipu.place<bwd>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %block = aten.relu %x {ipu.place = #ipu.place<fwd, block = "encoder.0">} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %block_ipu = aten.relu %x {ipu.place = #ipu.place<fwd, block = "B1", ipu = 1>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %block_stage = aten.relu %x {ipu.place = #ipu.place<fwd, block = "B1", ipu = 1, stage = 1>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %full = aten.relu %x {ipu.place = #ipu.place<fwd, block = "B1", ipu = 1, stage = 1, phase = 0>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %bwd_full = aten.relu %x {ipu.place = #ipu.place<bwd, block = "B1", ipu = 1, stage = 2, phase = 1>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %bwd_ipu = aten.relu %x {ipu.place = #ipu.place<bwd, ipu = 3>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %bwd_stage = aten.relu %x {ipu.place = #ipu.place<bwd, stage = 0>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %fwd_phase = aten.relu %x {ipu.place = #ipu.place<fwd, phase = 2>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %fwd_stage_phase = aten.relu %x {ipu.place = #ipu.place<fwd, stage = 1, phase = 1>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %bwd_block_stage = aten.relu %x {ipu.place = #ipu.place<bwd, block = "B0", stage = 3>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %reordered = aten.relu %x {ipu.place = #ipu.place<fwd, block = "B2", ipu = 0, stage = 0, phase = 1>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %unset = aten.relu %x {ipu.place = #ipu.place<fwd>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %with_props = aten.add.Tensor %x, %x {ipu.place = #ipu.place<fwd, block = "B0", ipu = 0>, alpha = 1 : i64} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    func.return %with_props : tensor<4x8xf32>
+// CHECK-NEXT:    }
+func.func @placement(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %fwd = aten.relu %x {ipu.place = #ipu.place<fwd>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %bwd = aten.relu %x {ipu.place = #ipu.place<bwd>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %block = aten.relu %x {ipu.place = #ipu.place<fwd, block = "encoder.0">} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %block_ipu = aten.relu %x {ipu.place = #ipu.place<fwd, block = "B1", ipu = 1>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %block_stage = aten.relu %x {ipu.place = #ipu.place<fwd, block = "B1", ipu = 1, stage = 1>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %full = aten.relu %x {ipu.place = #ipu.place<fwd, block = "B1", ipu = 1, stage = 1, phase = 0>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %bwd_full = aten.relu %x {ipu.place = #ipu.place<bwd, block = "B1", ipu = 1, stage = 2, phase = 1>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %bwd_ipu = aten.relu %x {ipu.place = #ipu.place<bwd, ipu = 3>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %bwd_stage = aten.relu %x {ipu.place = #ipu.place<bwd, stage = 0>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %fwd_phase = aten.relu %x {ipu.place = #ipu.place<fwd, phase = 2>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %fwd_stage_phase = aten.relu %x {ipu.place = #ipu.place<fwd, stage = 1, phase = 1>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %bwd_block_stage = aten.relu %x {ipu.place = #ipu.place<bwd, block = "B0", stage = 3>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %reordered = aten.relu %x {ipu.place = #ipu.place<fwd, phase = 1, ipu = 0, block = "B2", stage = 0>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %unset = aten.relu %x {ipu.place = #ipu.place<fwd, block = "", ipu = -1, stage = -1, phase = -1>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %with_props = aten.add.Tensor %x, %x {ipu.place = #ipu.place<fwd, block = "B0", ipu = 0>, alpha = 1 : i64} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  func.return %with_props : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @helpers(
+// CHECK-SAME:  %x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<f32> {
+// CHECK-NEXT:    %loss_sum = ipu.identity_loss %x {reduction = "sum"} : tensor<4x8xf32> -> tensor<f32>
+// CHECK-NEXT:    %loss_mean = ipu.identity_loss %x {ipu.place = #ipu.place<fwd, block = "B1", ipu = 1>, reduction = "mean"} : tensor<4x8xf32> -> tensor<f32>
+// CHECK-NEXT:    %loss_none = ipu.identity_loss %x {reduction = "none"} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %nop = ipu.nop %x : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %nop_placed = ipu.nop %x {ipu.place = #ipu.place<bwd>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %print = ipu.print_tensor %x : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %print_titled = ipu.print_tensor %x {title = "activations"} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %mem = ipu.set_available_memory %x {proportion = 5.000000e-01 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %mem_all = ipu.set_available_memory %x {proportion = 1.000000e+00 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %smm_in = ipu.serialized_matmul %x, %w {mode = "input_channels", factor = #builtin.int<2>} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK-NEXT:    %smm_red = ipu.serialized_matmul %x, %w {mode = "reducing_dim", factor = #builtin.int<4>, keep_precision = true} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK-NEXT:    %smm_out = ipu.serialized_matmul %x, %w {mode = "output_channels", factor = #builtin.int<4>, keep_precision = false} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK-NEXT:    func.return %loss_mean : tensor<f32>
+// CHECK-NEXT:    }
+func.func @helpers(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<f32> {
+  %loss_sum = ipu.identity_loss %x {reduction = "sum"} : tensor<4x8xf32> -> tensor<f32>
+  %loss_mean = ipu.identity_loss %x {ipu.place = #ipu.place<fwd, block = "B1", ipu = 1>, reduction = "mean"} : tensor<4x8xf32> -> tensor<f32>
+  %loss_none = ipu.identity_loss %x {reduction = "none"} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %nop = ipu.nop %x : tensor<4x8xf32> -> tensor<4x8xf32>
+  %nop_placed = ipu.nop %x {ipu.place = #ipu.place<bwd>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %print = ipu.print_tensor %x : tensor<4x8xf32> -> tensor<4x8xf32>
+  %print_titled = ipu.print_tensor %x {title = "activations"} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %mem = ipu.set_available_memory %x {proportion = 5.0e-01 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %mem_all = ipu.set_available_memory %x {proportion = 1.0 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %smm_in = ipu.serialized_matmul %x, %w {mode = "input_channels", factor = #builtin.int<2>} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %smm_red = ipu.serialized_matmul %x, %w {mode = "reducing_dim", factor = #builtin.int<4>, keep_precision = true} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %smm_out = ipu.serialized_matmul %x, %w {mode = "output_channels", factor = #builtin.int<4>, keep_precision = false} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  func.return %loss_mean : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @training(
+// CHECK-SAME:  %w: tensor<8x16xf32>, %g: tensor<8x16xf32>, %acc: tensor<8x16xf32>, %lr: tensor<f32>, %step: tensor<f32>, %v: tensor<8x16xf32>, %m: tensor<8x16xf32>, %m2: tensor<8x16xf32>) -> tensor<8x16xf32> {
+// CHECK-NEXT:    %acc_next = ipu.accumulate %acc, %g {ipu.place = #ipu.place<bwd, block = "B1", ipu = 1>} : tensor<8x16xf32>
+// CHECK-NEXT:    %acc_plain = ipu.accumulate %acc, %g : tensor<8x16xf32>
+// CHECK-NEXT:    %sgd = ipu.sgd %w, %acc_next lr %lr {ipu.place = #ipu.place<bwd>, momentum = 0.000000e+00 : f64, dampening = 0.000000e+00 : f64, weight_decay = 0.000000e+00 : f64, nesterov = false, grad_scale = 1.000000e+00 : f64} : tensor<8x16xf32>, tensor<8x16xf32>, tensor<f32> -> tensor<8x16xf32>
+// CHECK-NEXT:    %sgd_m, %sgd_m_1 = ipu.sgd %w, %acc_next lr %lr velocity %v step %step {momentum = 9.000000e-01 : f64, dampening = 0.000000e+00 : f64, weight_decay = 1.000000e-04 : f64, nesterov = true, grad_scale = 2.500000e-01 : f64} : tensor<8x16xf32>, tensor<8x16xf32>, tensor<f32> velocity tensor<8x16xf32> step tensor<f32> -> tensor<8x16xf32>, tensor<8x16xf32>
+// CHECK-NEXT:    %adam, %adam_1, %adam_2 = ipu.adam %w, %acc_next, %m, %m2 step %step lr %lr {ipu.place = #ipu.place<bwd>, beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, eps = 1.000000e-08 : f64, weight_decay = 0.000000e+00 : f64, decoupled = false, bias_correction = true, grad_scale = 1.000000e+00 : f64} : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<f32>, tensor<f32> -> tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
+// CHECK-NEXT:    %adamw, %adamw_1, %adamw_2 = ipu.adam %w, %acc_next, %m, %m2 step %step lr %lr {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, eps = 1.000000e-08 : f64, weight_decay = 1.000000e-02 : f64, decoupled = true, bias_correction = false, grad_scale = 1.000000e+00 : f64} : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<f32>, tensor<f32> -> tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
+// CHECK-NEXT:    func.return %adamw : tensor<8x16xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    }
+func.func @training(%w: tensor<8x16xf32>, %g: tensor<8x16xf32>, %acc: tensor<8x16xf32>, %lr: tensor<f32>, %step: tensor<f32>, %v: tensor<8x16xf32>, %m: tensor<8x16xf32>, %m2: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %acc_next = ipu.accumulate %acc, %g {ipu.place = #ipu.place<bwd, block = "B1", ipu = 1>} : tensor<8x16xf32>
+  %acc_plain = ipu.accumulate %acc, %g : tensor<8x16xf32>
+  %sgd = ipu.sgd %w, %acc_next lr %lr {ipu.place = #ipu.place<bwd>, momentum = 0.0 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false, grad_scale = 1.0 : f64} : tensor<8x16xf32>, tensor<8x16xf32>, tensor<f32> -> tensor<8x16xf32>
+  %sgd_m:2 = ipu.sgd %w, %acc_next lr %lr velocity %v step %step {momentum = 9.0e-01 : f64, dampening = 0.0 : f64, weight_decay = 1.0e-04 : f64, nesterov = true, grad_scale = 2.5e-01 : f64} : tensor<8x16xf32>, tensor<8x16xf32>, tensor<f32> velocity tensor<8x16xf32> step tensor<f32> -> tensor<8x16xf32>, tensor<8x16xf32>
+  %adam:3 = ipu.adam %w, %acc_next, %m, %m2 step %step lr %lr {ipu.place = #ipu.place<bwd>, beta1 = 9.0e-01 : f64, beta2 = 9.99e-01 : f64, eps = 1.0e-08 : f64, weight_decay = 0.0 : f64, decoupled = false, bias_correction = true, grad_scale = 1.0 : f64} : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<f32>, tensor<f32> -> tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
+  %adamw:3 = ipu.adam %w, %acc_next, %m, %m2 step %step lr %lr {beta1 = 9.0e-01 : f64, beta2 = 9.99e-01 : f64, eps = 1.0e-08 : f64, weight_decay = 1.0e-02 : f64, decoupled = true, bias_correction = false, grad_scale = 1.0 : f64} : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<f32>, tensor<f32> -> tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
+  func.return %adamw#0 : tensor<8x16xf32>
+}
