@@ -1044,7 +1044,7 @@ class _Geom:
         "dh", "dw", "OH", "OW", "full", "R", "rs",
     )  # fmt: skip
 
-    def __init__(self, xshape, wshape, stride, padding, dilation):
+    def __init__(self, xshape, wshape, stride, padding, dilation, col2im):
         self.N, self.C, self.H, self.W = xshape
         self.KH, self.KW = wshape[2], wshape[3]
         self.sh, self.sw = stride
@@ -1053,9 +1053,15 @@ class _Geom:
         self.Hp, self.Wp = self.H + 2 * self.ph, self.W + 2 * self.pw
         self.OH = (self.Hp - self.dh * (self.KH - 1) - 1) // self.sh + 1
         self.OW = (self.Wp - self.dw * (self.KW - 1) - 1) // self.sw + 1
-        # Full-width columns waste (Wp - OW) / OW of the matmul but copy in
-        # long runs; worth it unless the kernel is very wide.
-        self.full = self.sh == 1 and self.sw == 1 and self.Wp <= 2 * self.OW
+        # Full-width columns waste (Wp - OW) / OW of the matmuls but copy in
+        # long runs, where short output rows make the std copy slow; and
+        # their col2im adds long runs too.
+        self.full = (
+            self.sh == 1
+            and self.sw == 1
+            and self.Wp <= 2 * self.OW
+            and (col2im or self.OW < 16)
+        )
         if self.full:
             self.R, self.rs = (self.OH - 1) * self.Wp + self.OW, self.Wp
         else:
@@ -1063,11 +1069,11 @@ class _Geom:
 
 
 @lru_cache(maxsize=256)
-def _geom(xshape, wshape, stride, padding, dilation) -> _Geom:
-    return _Geom(xshape, wshape, stride, padding, dilation)
+def _geom(xshape, wshape, stride, padding, dilation, col2im) -> _Geom:
+    return _Geom(xshape, wshape, stride, padding, dilation, col2im)
 
 
-def _conv_args(input, weight, stride, padding, dilation, transposed):
+def _conv_args(input, weight, stride, padding, dilation, transposed, col2im=False):
     if transposed:
         raise NotImplementedError("transposed convolution")
     nd = input.ndim - 2
@@ -1080,7 +1086,7 @@ def _conv_args(input, weight, stride, padding, dilation, transposed):
         stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
     else:
         raise NotImplementedError(f"{nd}-d convolution")
-    g = _geom(input.shape, weight.shape, stride, padding, dilation)
+    g = _geom(input.shape, weight.shape, stride, padding, dilation, col2im)
     return input, weight, g, nd
 
 
@@ -1165,7 +1171,9 @@ def convolution_backward(
     groups,
     output_mask,
 ):
-    x, w, g, nd = _conv_args(input, weight, stride, padding, dilation, transposed)
+    x, w, g, nd = _conv_args(
+        input, weight, stride, padding, dilation, transposed, bool(output_mask[0])
+    )
     ct = _compute_dtype(_promote(_promote(input.dtype, weight.dtype), grad_output.dtype))
     go = _cast(grad_output, ct)
     O, G, N, R = w.shape[0], groups, g.N, g.R
@@ -1179,15 +1187,21 @@ def convolution_backward(
         else:
             go2 = np.ascontiguousarray(go.transpose(1, 0, 2, 3)).reshape(O, N * R)
     if output_mask[2]:
-        gb = _ret(np.sum(go, axis=(0, 2, 3), dtype=ct), grad_output.dtype)
+        if output_mask[0] or output_mask[1]:
+            gb = np.sum(go2, axis=1, dtype=ct)  # the padding columns are zeros
+        else:
+            gb = np.sum(go, axis=(0, 2, 3), dtype=ct)
+        gb = _ret(gb, grad_output.dtype)
     if output_mask[1]:
         cols = _im2col(_pad_input(_cast(x, ct), g), g)
+        # cols @ go2.T: the long axis contracted with both operands
+        # row-major is the fast orientation for these skinny products
         if G == 1:
-            gwm = np.matmul(go2, cols.T)
+            gwm = np.matmul(cols, go2.T).T
         else:
             gwm = np.matmul(
-                go2.reshape(G, O // G, N * R), cols.reshape(G, -1, N * R).transpose(0, 2, 1)
-            )
+                cols.reshape(G, -1, N * R), go2.reshape(G, O // G, N * R).transpose(0, 2, 1)
+            ).transpose(0, 2, 1)
         gw = _ret(gwm.reshape(weight.shape), weight.dtype)
     if output_mask[0]:
         wc = _cast(w, ct)
@@ -1248,16 +1262,16 @@ def _maxpool_plan(H, W, kh, kw, sh, sw, ph, pw, dh, dw, ceil):
     pad_r = max(0, (OW - 1) * sw + (kw - 1) * dw + 1 - W - pw)
     oh = np.arange(OH) * sh - ph
     ow = np.arange(OW) * sw - pw
-    base = oh[:, None] * W + ow[None, :]
-    # flat index of each kernel offset, per output position
-    offs = [
-        (base + (i * dh * W + j * dw)).astype(np.int64) for i in range(kh) for j in range(kw)
-    ]
-    # first in-bounds position of each window (torch's initial index)
-    fh = oh + ((np.maximum(-oh, 0) + dh - 1) // dh) * dh
-    fw = ow + ((np.maximum(-ow, 0) + dw - 1) // dw) * dw
-    first = (fh[:, None] * W + fw[None, :]).astype(np.int64)
-    return OH, OW, pad_b, pad_r, offs, first
+    # flat index of each window's top-left corner (may be in the padding)
+    base = (oh[:, None] * W + ow[None, :]).astype(np.int64)
+    # flat offset of kernel position k = i * kw + j from the corner
+    koff = np.array([i * dh * W + j * dw for i in range(kh) for j in range(kw)], np.int64)
+    # first in-bounds kernel position of each window: torch's initial index
+    i0 = (np.maximum(-oh, 0) + dh - 1) // dh
+    j0 = (np.maximum(-ow, 0) + dw - 1) // dw
+    kdt = np.int8 if kh * kw < 127 else np.int32
+    kfirst = (i0[:, None] * kw + j0[None, :]).astype(kdt)
+    return OH, OW, pad_b, pad_r, base, koff, kfirst
 
 
 @_kernel("max_pool2d_with_indices.default")
@@ -1267,7 +1281,7 @@ def max_pool2d_with_indices(
     x = self if self.ndim == 4 else self[None]
     N, C, H, W = x.shape
     kh, kw, sh, sw, ph, pw, dh, dw = _pool_params(kernel_size, stride, padding, dilation)
-    OH, OW, pad_b, pad_r, offs, first = _maxpool_plan(
+    OH, OW, pad_b, pad_r, base, koff, kfirst = _maxpool_plan(
         H, W, kh, kw, sh, sw, ph, pw, dh, dw, bool(ceil_mode)
     )
     is_float = x.dtype.kind == "f"
@@ -1282,27 +1296,36 @@ def max_pool2d_with_indices(
     if is_float:
         with np.errstate(all="ignore"):
             nan_aware = bool(np.isnan(np.add.reduce(x, axis=None)))
-    eh, ew = sh * (OH - 1) + 1, sw * (OW - 1) + 1
-    best = idx = m = None
+    # all windows at once, kernel position first: (kh*kw, N, C, OH, OW)
+    sN, sC, sH, sW = xp.strides
+    win = np.ascontiguousarray(
+        as_strided(xp, (kh, kw, N, C, OH, OW), (dh * sH, dw * sW, sN, sC, sh * sH, sw * sW))
+    ).reshape(kh * kw, N, C, OH, OW)
+    # running max and the kernel position that holds it; a later position
+    # wins only when strictly greater (or NaN), as in ATen's loop
+    shape = (N, C, OH, OW)
+    kid = np.empty(shape, dtype=kfirst.dtype)
     if padded:
-        best = np.full((N, C, OH, OW), lowest, dtype=x.dtype)
-        idx = np.empty((N, C, OH, OW), dtype=np.int64)
-        idx[...] = first
-    k = 0
-    for i in range(kh):
-        for j in range(kw):
-            v = xp[:, :, i * dh : i * dh + eh : sh, j * dw : j * dw + ew : sw]
-            if best is None:
-                best = v.copy()
-                idx = np.empty(best.shape, dtype=np.int64)
-                idx[...] = offs[k]
-            else:
-                m = np.greater(v, best, out=m)
-                if nan_aware:
-                    m |= np.isnan(v)
-                np.copyto(best, v, where=m)
-                np.copyto(idx, offs[k], where=m)
-            k += 1
+        best = np.full(shape, lowest, dtype=x.dtype)
+        kid[...] = kfirst
+        k0 = 0
+    else:
+        best = win[0].copy()
+        kid[...] = 0
+        k0 = 1
+    m = np.empty(shape, dtype=_BOOL)
+    tmp = np.empty(shape, dtype=kid.dtype)
+    for k in range(k0, kh * kw):
+        v = win[k]
+        np.greater(v, best, out=m)
+        if nan_aware:
+            m |= np.isnan(v)
+        np.maximum(best, v, out=best)
+        # positions only grow, so "last k where m" is a running maximum
+        np.multiply(m, kid.dtype.type(k), out=tmp)
+        np.maximum(kid, tmp, out=kid)
+    idx = np.take(koff, kid)
+    idx += base
     if self.ndim == 3:
         best, idx = best[0], idx[0]
     return best, idx

@@ -159,6 +159,7 @@ func.func @reductions(%x: tensor<4x8xf32>, %m: tensor<4x8xi1>) -> tensor<4x8xf32
 // CHECK-NEXT:    %expand = aten.expand %row {size = array<i64: 4, 8>} : tensor<1x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %gather = aten.gather %x, %idx {dim = 1 : i64, sparse_grad = false} : tensor<4x8xf32>, tensor<4x2xi64> -> tensor<4x2xf32>
 // CHECK-NEXT:    %index = aten.index.Tensor %x, (%rows) : tensor<4x8xf32>, (tensor<3xi64>) -> tensor<3x8xf32>
+// CHECK-NEXT:    %index2 = aten.index.Tensor %x, (%rows, %rows) : tensor<4x8xf32>, (tensor<3xi64>, tensor<3xi64>) -> tensor<3xf32>
 // CHECK-NEXT:    %index_put = aten.index_put %x, (%rows), %vals {accumulate = true} : tensor<4x8xf32>, (tensor<3xi64>), tensor<3x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %permute = aten.permute %x {dims = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>
 // CHECK-NEXT:    %scatter_v = aten.scatter.value %x, %idx {dim = 1 : i64, value = 0.000000e+00 : f64} : tensor<4x8xf32>, tensor<4x2xi64> -> tensor<4x8xf32>
@@ -181,6 +182,7 @@ func.func @shapes(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %row: tensor<1x8xf32
   %expand = aten.expand %row {size = array<i64: 4, 8>} : tensor<1x8xf32> -> tensor<4x8xf32>
   %gather = aten.gather %x, %idx {dim = 1 : i64, sparse_grad = false} : tensor<4x8xf32>, tensor<4x2xi64> -> tensor<4x2xf32>
   %index = aten.index.Tensor %x, (%rows) : tensor<4x8xf32>, (tensor<3xi64>) -> tensor<3x8xf32>
+  %index2 = aten.index.Tensor %x, (%rows, %rows) : tensor<4x8xf32>, (tensor<3xi64>, tensor<3xi64>) -> tensor<3xf32>
   %index_put = aten.index_put %x, (%rows), %vals {accumulate = true} : tensor<4x8xf32>, (tensor<3xi64>), tensor<3x8xf32> -> tensor<4x8xf32>
   %permute = aten.permute %x {dims = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>
   %scatter_v = aten.scatter.value %x, %idx {dim = 1 : i64, value = 0.0 : f64} : tensor<4x8xf32>, tensor<4x2xi64> -> tensor<4x8xf32>
