@@ -1,42 +1,45 @@
 """tilefx: PopTorch-style models compiled with xDSL and run on a simulated IPU.
 
-`import tilefx as poptorch` is enough for code written for PopTorch.
+`import tilefx as poptorch` is enough for code written for PopTorch. Names
+are imported lazily so that the IR tools (`tilefx-opt`, `tilefx-run`) start
+without importing torch.
 """
 
-from tilefx.api import optim
-from tilefx.api.annotations import BeginBlock, Block, BlockFunction
-from tilefx.api.enums import (
-    CommGroup,
-    CommGroupType,
-    DataLoaderMode,
-    HalfFloatCastingBehavior,
-    Liveness,
-    MatMulSerializationMode,
-    MeanReductionStrategy,
-    OutputMode,
-    ReductionType,
-    SyncPattern,
-    VariableRetrievalMode,
-)
+from __future__ import annotations
+
+import importlib
+
 from tilefx.api.errors import Error, RecoverableError, UnrecoverableError
-from tilefx.api.executor import PoplarExecutor, compile, inferenceModel, trainingModel
-from tilefx.api.ops import (
-    identity_loss,
-    ipu_print_tensor,
-    isRunningOnIpu,
-    nop,
-    serializedMatMul,
-    set_available_memory,
-)
-from tilefx.api.options import Options, TensorLocationSettings
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "BeginBlock", "Block", "BlockFunction", "CommGroup", "CommGroupType", "DataLoaderMode",
-    "Error", "HalfFloatCastingBehavior", "Liveness", "MatMulSerializationMode",
-    "MeanReductionStrategy", "Options", "OutputMode", "PoplarExecutor", "RecoverableError",
-    "ReductionType", "SyncPattern", "TensorLocationSettings", "UnrecoverableError",
-    "VariableRetrievalMode", "compile", "identity_loss", "inferenceModel", "ipu_print_tensor",
-    "isRunningOnIpu", "nop", "optim", "serializedMatMul", "set_available_memory", "trainingModel",
-]
+_LAZY = {
+    "optim": "tilefx.api.optim",
+    **{n: "tilefx.api.annotations" for n in ("BeginBlock", "Block", "BlockFunction")},
+    **{n: "tilefx.api.enums" for n in (
+        "CommGroup", "CommGroupType", "DataLoaderMode", "HalfFloatCastingBehavior", "Liveness",
+        "MatMulSerializationMode", "MeanReductionStrategy", "OutputMode", "ReductionType",
+        "SyncPattern", "VariableRetrievalMode", "AutoStage", "ConnectionType")},
+    **{n: "tilefx.api.executor" for n in ("PoplarExecutor", "compile", "inferenceModel",
+                                          "trainingModel")},
+    **{n: "tilefx.api.ops" for n in ("identity_loss", "ipu_print_tensor", "isRunningOnIpu", "nop",
+                                     "serializedMatMul", "set_available_memory")},
+    **{n: "tilefx.api.options" for n in ("Options", "TensorLocationSettings")},
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tilefx' has no attribute {name!r}")
+    mod = importlib.import_module(module)
+    value = mod if module.endswith("." + name) else getattr(mod, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = ["Error", "RecoverableError", "UnrecoverableError", *_LAZY]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import FloatAttr, IntAttr, StringAttr, TensorType, BoolAttr
+from xdsl.dialects.builtin import BoolAttr, FloatAttr, IntAttr, IntegerAttr, StringAttr, TensorType
 from xdsl.ir import Attribute, Dialect, ParametrizedAttribute
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -75,6 +75,10 @@ class PlacementAttr(ParametrizedAttribute):
     def verify(self) -> None:
         if self.direction.data not in ("fwd", "bwd"):
             raise VerifyException(f"placement direction must be fwd or bwd, got {self.direction.data!r}")
+        for key in _PLACE_INTS:
+            if getattr(self, key).data < -1:
+                raise VerifyException(f"placement {key} must be >= 0 (or -1: unset), "
+                                      f"got {getattr(self, key).data}")
 
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
@@ -90,14 +94,20 @@ class PlacementAttr(ParametrizedAttribute):
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         parser.parse_punctuation("<")
+        pos = parser.pos
         direction = parser.parse_identifier(" (fwd or bwd)")
         if direction not in ("fwd", "bwd"):
-            parser.raise_error(f"expected fwd or bwd, got {direction!r}")
+            parser.raise_error(f"expected fwd or bwd, got {direction!r}", pos, parser.pos)
         fields = {"block": "", "ipu": -1, "stage": -1, "phase": -1}
+        seen: set[str] = set()
         while parser.parse_optional_punctuation(",") is not None:
+            pos = parser.pos
             key = parser.parse_identifier(" (block, ipu, stage or phase)")
             if key not in fields:
-                parser.raise_error(f"unknown placement field {key!r}")
+                parser.raise_error(f"unknown placement field {key!r}", pos, parser.pos)
+            if key in seen:
+                parser.raise_error(f"placement field {key!r} given twice", pos, parser.pos)
+            seen.add(key)
             parser.parse_punctuation("=")
             fields[key] = parser.parse_str_literal() if key == "block" else parser.parse_integer()
         parser.parse_punctuation(">")
@@ -169,7 +179,7 @@ class SerializedMatmulOp(IRDLOperation):
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
     mode = prop_def(StringAttr)
-    factor = prop_def(IntAttr)
+    factor = prop_def(IntegerAttr)
     keep_precision = opt_prop_def(BoolAttr)
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
@@ -177,8 +187,8 @@ class SerializedMatmulOp(IRDLOperation):
     def verify_(self) -> None:
         if self.mode.data not in _SERIAL_MODES:
             raise VerifyException(f"mode must be one of {_SERIAL_MODES}, got {self.mode.data!r}")
-        if self.factor.data < 1:
-            raise VerifyException(f"factor must be >= 1, got {self.factor.data}")
+        if self.factor.value.data < 1:
+            raise VerifyException(f"factor must be >= 1, got {self.factor.value.data}")
 
 
 @irdl_op_definition

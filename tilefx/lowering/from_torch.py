@@ -236,11 +236,11 @@ class _Builder:
                                                   properties={"proportion": FloatAttr(a[1], f64)},
                                                   attributes=attrs)
         if name == "serialized_matmul":
-            from xdsl.dialects.builtin import BoolAttr, IntAttr
+            from xdsl.dialects.builtin import BoolAttr
 
             return ipu.SerializedMatmulOp.build(
                 operands=[a[0], a[1]], result_types=rtypes, attributes=attrs,
-                properties={"mode": StringAttr(a[2]), "factor": IntAttr(a[3]),
+                properties={"mode": StringAttr(a[2]), "factor": IntegerAttr(a[3], i64),
                             "keep_precision": BoolAttr.from_bool(a[4])})
         raise Error(f"unsupported operation tilefx::{name}")
 

@@ -37,9 +37,9 @@ func.func @unknown_placement_field(%x: tensor<4xf32>) -> tensor<4xf32> {
   %a = aten.relu %x {ipu.place = #ipu.place<fwd, color = 1>} : tensor<4xf32> -> tensor<4xf32>
   func.return %a : tensor<4xf32>
 }
-// CHECK: invalid.mlir:[[# @LINE - 3]]:56
+// CHECK: invalid.mlir:[[# @LINE - 3]]:50
 // CHECK-NEXT: %a = aten.relu %x {ipu.place = #ipu.place<fwd, color = 1>} : tensor<4xf32> -> tensor<4xf32>
-// CHECK-NEXT: ^
+// CHECK-NEXT: ^^^^^^
 // CHECK-NEXT: unknown placement field 'color'
 
 // -----
@@ -48,7 +48,7 @@ func.func @bad_direction(%x: tensor<4xf32>) -> tensor<4xf32> {
   %a = aten.relu %x {ipu.place = #ipu.place<sideways>} : tensor<4xf32> -> tensor<4xf32>
   func.return %a : tensor<4xf32>
 }
-// CHECK: invalid.mlir:[[# @LINE - 3]]:53
+// CHECK: invalid.mlir:[[# @LINE - 3]]:45
 // CHECK: expected fwd or bwd, got 'sideways'
 
 // -----
@@ -75,7 +75,7 @@ func.func @bad_proportion(%x: tensor<4xf32>) -> tensor<4xf32> {
 // -----
 
 func.func @bad_serial_mode(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) -> tensor<4x16xf32> {
-  %y = ipu.serialized_matmul %a, %b {mode = "rows", factor = #builtin.int<2>} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %y = ipu.serialized_matmul %a, %b {mode = "rows", factor = 2 : i64} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
   func.return %y : tensor<4x16xf32>
 }
 // CHECK: mode must be one of ('input_channels', 'reducing_dim', 'output_channels'), got 'rows'

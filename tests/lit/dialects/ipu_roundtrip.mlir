@@ -55,9 +55,9 @@ func.func @placement(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK-NEXT:    %print_titled = ipu.print_tensor %x {title = "activations"} : tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %mem = ipu.set_available_memory %x {proportion = 5.000000e-01 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %mem_all = ipu.set_available_memory %x {proportion = 1.000000e+00 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
-// CHECK-NEXT:    %smm_in = ipu.serialized_matmul %x, %w {mode = "input_channels", factor = #builtin.int<2>} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
-// CHECK-NEXT:    %smm_red = ipu.serialized_matmul %x, %w {mode = "reducing_dim", factor = #builtin.int<4>, keep_precision = true} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
-// CHECK-NEXT:    %smm_out = ipu.serialized_matmul %x, %w {mode = "output_channels", factor = #builtin.int<4>, keep_precision = false} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK-NEXT:    %smm_in = ipu.serialized_matmul %x, %w {mode = "input_channels", factor = 2 : i64} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK-NEXT:    %smm_red = ipu.serialized_matmul %x, %w {mode = "reducing_dim", factor = 4 : i64, keep_precision = true} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK-NEXT:    %smm_out = ipu.serialized_matmul %x, %w {mode = "output_channels", factor = 4 : i64, keep_precision = false} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
 // CHECK-NEXT:    func.return %loss_mean : tensor<f32>
 // CHECK-NEXT:    }
 func.func @helpers(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<f32> {
@@ -70,9 +70,9 @@ func.func @helpers(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<f32> {
   %print_titled = ipu.print_tensor %x {title = "activations"} : tensor<4x8xf32> -> tensor<4x8xf32>
   %mem = ipu.set_available_memory %x {proportion = 5.0e-01 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
   %mem_all = ipu.set_available_memory %x {proportion = 1.0 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
-  %smm_in = ipu.serialized_matmul %x, %w {mode = "input_channels", factor = #builtin.int<2>} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
-  %smm_red = ipu.serialized_matmul %x, %w {mode = "reducing_dim", factor = #builtin.int<4>, keep_precision = true} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
-  %smm_out = ipu.serialized_matmul %x, %w {mode = "output_channels", factor = #builtin.int<4>, keep_precision = false} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %smm_in = ipu.serialized_matmul %x, %w {mode = "input_channels", factor = 2 : i64} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %smm_red = ipu.serialized_matmul %x, %w {mode = "reducing_dim", factor = 4 : i64, keep_precision = true} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %smm_out = ipu.serialized_matmul %x, %w {mode = "output_channels", factor = 4 : i64, keep_precision = false} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
   func.return %loss_mean : tensor<f32>
 }
 
