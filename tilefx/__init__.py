@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "optim": "tilefx.api.optim",
-    **{n: "tilefx.api.annotations" for n in ("BeginBlock", "Block", "BlockFunction")},
+    **{n: "tilefx.api.annotations" for n in ("BeginBlock", "Block", "BlockFunction", "removeBlocks")},
     **{n: "tilefx.api.enums" for n in (
         "CommGroup", "CommGroupType", "DataLoaderMode", "HalfFloatCastingBehavior", "Liveness",
         "MatMulSerializationMode", "MeanReductionStrategy", "OutputMode", "ReductionType",
@@ -25,6 +25,9 @@ _LAZY = {
     **{n: "tilefx.api.ops" for n in ("identity_loss", "ipu_print_tensor", "isRunningOnIpu", "nop",
                                      "serializedMatMul", "set_available_memory")},
     **{n: "tilefx.api.options" for n in ("Options", "TensorLocationSettings")},
+    **{n: "tilefx.api.strategies" for n in (
+        "Stage", "Phase", "PipelinedExecution", "ShardedExecution", "SerialPhasedExecution",
+        "ParallelPhasedExecution")},
 }
 
 

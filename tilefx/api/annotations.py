@@ -43,8 +43,13 @@ class Block(contextlib.ContextDecorator):
 
     @staticmethod
     def start(user_id: str | None = None, ipu_id: int | None = None) -> None:
-        raise Error("Block.start is only valid inside a model traced by tilefx "
-                    "(use `with Block(...)` or BeginBlock)")
+        """Start a new block here, lasting until the next Block.start or
+        BeginBlock layer (outside tilefx tracing it does nothing)."""
+        from tilefx.api import ops
+
+        if not ops._running_on_ipu:
+            return
+        _open_block(Block(user_id, ipu_id))
 
     def _meta(self) -> dict:
         meta: dict = {}
@@ -79,20 +84,41 @@ def BlockFunction(user_id: str | None = None, ipu_id: int | None = None):
 
 
 class _BeginBlockState:
-    """The annotation set by the last BeginBlock hook, until the next one."""
+    """The annotation set by the last BeginBlock hook (or Block.start), until
+    the next one, and the declaration order of the BeginBlock layers."""
 
     current: contextlib.AbstractContextManager | None = None
+    declared = 0
+    last_fired = -1
+    last_layer = ""
 
 
-def _begin_block_hook(user_id, ipu_id):
+def _open_block(block: Block) -> None:
+    if _BeginBlockState.current is not None:
+        _BeginBlockState.current.__exit__(None, None, None)
+    _BeginBlockState.current = torch.fx.traceback.annotate(block._meta())
+    _BeginBlockState.current.__enter__()
+
+
+def _begin_block_hook(user_id, ipu_id, order: int, name: str):
     def hook(module, args):
-        if _BeginBlockState.current is not None:
-            _BeginBlockState.current.__exit__(None, None, None)
-        block = Block(user_id, ipu_id)
-        _BeginBlockState.current = torch.fx.traceback.annotate(block._meta())
-        _BeginBlockState.current.__enter__()
+        from tilefx.api import ops
+
+        if not ops._running_on_ipu:
+            return
+        if order < _BeginBlockState.last_fired:
+            raise Error(f"BeginBlock layers run in a different order than they were declared: "
+                        f"{name} (declared earlier) runs after {_BeginBlockState.last_layer}; "
+                        "declare BeginBlock for layer A before layer B when A runs first")
+        _BeginBlockState.last_fired, _BeginBlockState.last_layer = order, name
+        _open_block(Block(user_id, ipu_id))
 
     return hook
+
+
+def start_tracing() -> None:
+    _BeginBlockState.last_fired = -1
+    _BeginBlockState.last_layer = ""
 
 
 def end_begin_blocks() -> None:
@@ -100,6 +126,22 @@ def end_begin_blocks() -> None:
     if _BeginBlockState.current is not None:
         _BeginBlockState.current.__exit__(None, None, None)
         _BeginBlockState.current = None
+
+
+def uses_begin_block(model: torch.nn.Module) -> bool:
+    return any(getattr(m, "_tilefx_begin_block", None) is not None for m in model.modules())
+
+
+def removeBlocks(module: torch.nn.Module) -> torch.nn.Module:
+    """Remove every BeginBlock annotation from `module` and its children."""
+    for m in module.modules():
+        handle = getattr(m, "_tilefx_begin_block_handle", None)
+        if handle is not None:
+            handle.remove()
+            del m._tilefx_begin_block_handle
+        if hasattr(m, "_tilefx_begin_block"):
+            del m._tilefx_begin_block
+    return module
 
 
 def BeginBlock(layer: torch.nn.Module, user_id: str | None = None, ipu_id: int | None = None):
@@ -113,6 +155,10 @@ def BeginBlock(layer: torch.nn.Module, user_id: str | None = None, ipu_id: int |
     if user_id is None and Block._auto_id:
         user_id = str(Block._counter)
         Block._counter += 1
+    order = _BeginBlockState.declared
+    _BeginBlockState.declared += 1
     layer._tilefx_begin_block = (user_id, ipu_id)
-    layer._tilefx_begin_block_handle = layer.register_forward_pre_hook(_begin_block_hook(user_id, ipu_id))
+    name = f"{type(layer).__name__}(user_id={user_id!r})"
+    layer._tilefx_begin_block_handle = layer.register_forward_pre_hook(
+        _begin_block_hook(user_id, ipu_id, order, name))
     return layer

@@ -33,7 +33,11 @@ from tilefx.api.optim import SGD, optimizer_config
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
 from tilefx.passes.pipelines import graph_context, run_graph_passes
-from tilefx.passes.training_step import TrainingStepPass, find_func
+from tilefx.backend import schedule
+from tilefx.backend.schedule import Schedule
+from tilefx.dialects.ipu import StageOp
+from tilefx.passes.assign_stages import AssignStagesPass
+from tilefx.passes.training_step import TrainingStepPass, _py, find_func
 
 
 class _HostVersion:
@@ -286,7 +290,14 @@ class PoplarExecutor:
                 if "tilefx.param" in a:
                     a["tilefx.group"] = IntegerAttr(group_of.get(a["tilefx.param"].data, 0), i64)
             main_fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
-        run_graph_passes(module, training=self._training)
+        strategy = self._options.execution_strategy
+        module.attributes["ipu.strategy"] = _attr_of(
+            strategy.to_config() if strategy is not None
+            else {"kind": "pipelined", "stages": [], "auto_stage": "same_as_ipu"})
+        D, _, _, G = self._factors()
+        run_graph_passes(module, training=self._training, assign=AssignStagesPass(
+            gradient_accumulation=G, device_iterations=D,
+            auto_round_num_ipus=bool(self._options.auto_round_num_ipus)))
         main_fn = find_func(module, "main")
         program = _Program(
             traced=traced, import_module=import_module, module=module,
@@ -301,7 +312,34 @@ class PoplarExecutor:
         self._consts = traced.consts
         if self._training:
             self._init_opt_state()
+        self._schedule = self._make_schedule(module)
         program.compile_seconds = time.perf_counter() - start
+
+    def _make_schedule(self, module: ModuleOp) -> Schedule:
+        info = _py(module.attributes["ipu.stages"])
+        D, _, _, G = self._factors()
+        stage_ipu, stage_phase = {}, {}
+        for op in find_func(module, "main").body.block.ops:
+            if isinstance(op, StageOp):
+                stage_ipu[op.stage.value.data] = op.ipu.value.data
+                stage_phase[op.stage.value.data] = op.phase.value.data
+        kind, num_fwd = info["kind"], info["forward_stages"]
+        M, repeats = (G, D) if self._training else (D, 1)
+        if kind in ("pipelined", "single"):
+            return schedule.pipelined(stage_ipu, num_fwd, M, self._training, repeats)
+        if kind == "sharded":
+            return schedule.sharded(stage_ipu, num_fwd, M, self._training, repeats)
+        strategy = self._options.execution_strategy
+        return schedule.phased(stage_ipu, stage_phase, num_fwd, M, self._training, repeats,
+                               parallel=kind == "parallel_phased",
+                               liveness=strategy.liveness.name)
+
+    @property
+    def schedule(self) -> Schedule:
+        """Which IPU runs which stage and micro-batch when (see backend/schedule.py)."""
+        if self._program is None:
+            raise Error("the model is not compiled yet: call it or compile() first")
+        return self._schedule
 
     def _grad_scale(self) -> float:
         _, r, _, g = self._factors()

@@ -72,15 +72,29 @@ class CompiledFunction:
         self.arg_slots = [slot(a) for a in fn.body.block.args]
         self.steps: list[Callable[[list], None]] = []
         self.result_slots: list[int] = []
-        for op in fn.body.block.ops:
-            if isinstance(op, func.ReturnOp):
-                self.result_slots = [slot(v) for v in op.operands]
-                continue
-            kernel = KERNEL_TABLE.get(op.name)
-            if kernel is None:
-                raise ExecutionError(f"no kernel for {op.name}")
-            self.steps.append(self._step(op, kernel, _operand_layout(op, slot),
-                                         [slot(r) for r in op.results]))
+
+        def alias(new: SSAValue, old: SSAValue) -> None:
+            slots[new] = slot(old)
+
+        def compile_ops(ops) -> None:
+            for op in ops:
+                if isinstance(op, func.ReturnOp):
+                    self.result_slots = [slot(v) for v in op.operands]
+                elif op.name == "ipu.stage":  # an outlined stage: its body inline
+                    compile_ops(op.regions[0].block.ops)
+                elif op.name == "ipu.yield":  # stage results are the yielded values
+                    for r, v in zip(op.parent_op().results, op.operands):
+                        alias(r, v)
+                elif op.name == "ipu.copy":  # IPU-to-IPU copy: same numbers
+                    alias(op.results[0], op.operands[0])
+                else:
+                    kernel = KERNEL_TABLE.get(op.name)
+                    if kernel is None:
+                        raise ExecutionError(f"no kernel for {op.name}")
+                    self.steps.append(self._step(op, kernel, _operand_layout(op, slot),
+                                                 [slot(r) for r in op.results]))
+
+        compile_ops(fn.body.block.ops)
         self.num_slots = len(slots)
 
     def _step(self, op: Operation, kernel, layout: list, outs: list[int]):

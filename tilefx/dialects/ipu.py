@@ -31,13 +31,17 @@ from xdsl.irdl import (
     prop_def,
     result_def,
     traits_def,
+    var_operand_def,
+    var_result_def,
+    region_def,
 )
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
-from xdsl.traits import Pure
+from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 PLACE_KEY = "ipu.place"
+START_BLOCK = "__start__"  # the implicit block of the ops before the first annotated one (IPU 0)
 _PLACE_INTS = ("ipu", "stage", "phase")
 
 
@@ -270,6 +274,48 @@ class AdamOp(IRDLOperation):
     )
 
 
+@irdl_op_definition
+class CopyOp(IRDLOperation):
+    """An IPU-to-IPU copy of a tensor at a stage boundary."""
+
+    name = "ipu.copy"
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    input = operand_def(T)
+    result = result_def(T)
+    src = prop_def(IntegerAttr)
+    dst = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($result)"
+
+
+@irdl_op_definition
+class StageOp(IRDLOperation):
+    """One pipeline stage (or phase part) on one IPU, outlined by
+    `ipu-outline-stages`: its region runs the stage's ops, its results are
+    the values later stages use."""
+
+    name = "ipu.stage"
+    stage = prop_def(IntegerAttr)
+    ipu = prop_def(IntegerAttr)
+    phase = prop_def(IntegerAttr)
+    direction = prop_def(StringAttr)
+    outs = var_result_def(TensorType)
+    body = region_def("single_block")
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict (`->` type($outs)^)? $body"
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """The values a stage hands on to later stages."""
+
+    name = "ipu.yield"
+    values = var_operand_def(TensorType)
+    traits = traits_def(IsTerminator(), HasParent(StageOp))
+    assembly_format = "($values^ `:` type($values))? attr-dict"
+
+
 IPU_OPS = [IdentityLossOp, NopOp, PrintTensorOp, SetAvailableMemoryOp, SerializedMatmulOp,
-           AccumulateOp, SGDOp, AdamOp]
+           AccumulateOp, SGDOp, AdamOp, CopyOp, YieldOp, StageOp]
 IPU = Dialect("ipu", IPU_OPS, [PlacementAttr])

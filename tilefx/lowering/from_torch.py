@@ -37,7 +37,13 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Region, SSAValue
 
 from tilefx.api import ops as tilefx_ops
-from tilefx.api.annotations import BLOCK_KEY, IPU_KEY, end_begin_blocks
+from tilefx.api.annotations import (
+    BLOCK_KEY,
+    IPU_KEY,
+    end_begin_blocks,
+    start_tracing,
+    uses_begin_block,
+)
 from tilefx.api.errors import Error
 from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
@@ -81,6 +87,46 @@ class TracedGraph:
     consts: dict[str, np.ndarray] = field(default_factory=dict)
 
 
+START_BLOCK = ipu.START_BLOCK
+
+
+class _LayerWatch:
+    """Module hooks active while tracing: restart the BeginBlock state at each
+    forward of the root module (the tracer runs it more than once), and note
+    the layers (modules with parameters) that run outside every block after
+    the first block was seen (PopTorch: every layer must be inside a Block)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.names = {m: n or type(m).__name__ for n, m in model.named_modules()}
+        self.seen_block = False
+        self.outside: list[str] = []
+        self.handles = [
+            model.register_forward_pre_hook(lambda m, a: self.restart(), prepend=True),
+            # a BeginBlock annotation ends with the forward: backward nodes get
+            # their block from their forward node, not from the last BeginBlock
+            model.register_forward_hook(lambda m, a, out: end_begin_blocks()),
+            torch.nn.modules.module.register_module_forward_pre_hook(self.layer),
+        ]
+
+    def restart(self) -> None:
+        end_begin_blocks()
+        start_tracing()
+        self.seen_block = False
+        self.outside = []
+
+    def layer(self, module, args) -> None:
+        custom = torch.fx.traceback.current_meta.get("custom") or {}
+        if BLOCK_KEY in custom or IPU_KEY in custom:
+            self.seen_block = True
+        elif self.seen_block and module in self.names and \
+                any(True for _ in module.parameters(recurse=False)):
+            self.outside.append(f"{self.names[module]} ({type(module).__name__})")
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
 def _module_of(node) -> str:
     stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
     if not stack:
@@ -122,7 +168,8 @@ class _Builder:
         self.arg_attrs: list[DictionaryAttr] = []
         self.loss_index = loss_index
         self.has_blocks = has_blocks
-        self.last_place: dict = {}
+        self.seen_block = False
+        self.start_seqs: set[int] = set()
 
     # -- helpers -------------------------------------------------------
     def value(self, x):
@@ -162,22 +209,19 @@ class _Builder:
         direction = "bwd" if node.meta.get("partitioner_tag") == "is_backward" else "fwd"
         block = custom.get(BLOCK_KEY)
         ipu_id = custom.get(IPU_KEY)
-        if block is None and ipu_id is None and self.has_blocks:
-            # fill-in: inherit the block of the first annotated operand, else the previous op
-            for a in node.all_input_nodes:
-                p = self.last_place.get(a)
-                if p is not None and p.block.data:
-                    block, ipu_id = p.block.data, p.ipu.data
-                    break
-            else:
-                prev = self.last_place.get("prev")
-                if prev is not None:
-                    block, ipu_id = prev.block.data, prev.ipu.data
-        p = ipu.PlacementAttr(direction, block or "", -1 if ipu_id is None else ipu_id)
-        self.last_place[node] = p
-        if block:
-            self.last_place["prev"] = p
-        return p
+        if block is None and ipu_id is not None:
+            block = f"ipu{ipu_id}"
+        seq = node.meta.get("seq_nr")
+        if block is None and self.has_blocks and direction == "fwd" and not self.seen_block:
+            # ops before the first block run on IPU 0 (stage 0) ...
+            block, ipu_id = START_BLOCK, 0
+            self.start_seqs.add(seq)
+        elif block is None and direction == "bwd" and seq is not None and seq in self.start_seqs:
+            # ... and so does their backward (matched like torch matches custom meta)
+            block, ipu_id = START_BLOCK, 0
+        if block and block != START_BLOCK:
+            self.seen_block = True
+        return ipu.PlacementAttr(direction, block or "", -1 if ipu_id is None else ipu_id)
 
     def emit(self, op) -> None:
         self.block.add_op(op)
@@ -290,11 +334,20 @@ def trace(model: torch.nn.Module, args: tuple, training: bool) -> TracedGraph:
             if not training:
                 stack.enter_context(torch.no_grad())
             try:
-                joint = aot_export_joint_with_descriptors(
-                    stack, model, tuple(args), decompositions=torch._decomp.core_aten_decompositions())
+                watch = _LayerWatch(model)
+                try:
+                    joint = aot_export_joint_with_descriptors(
+                        stack, model, tuple(args), decompositions=torch._decomp.core_aten_decompositions())
+                finally:
+                    watch.remove()
             except Error:
                 raise
             except Exception as e:  # torch's own tracing failures
+                inner = e
+                while inner is not None and not isinstance(inner, Error):
+                    inner = inner.__cause__ or inner.__context__
+                if inner is not None:
+                    raise inner from None
                 raise Error(f"tracing the model failed: {type(e).__name__}: {e}", type="frontend") from e
             finally:
                 end_begin_blocks()
@@ -342,6 +395,10 @@ def trace(model: torch.nn.Module, args: tuple, training: bool) -> TracedGraph:
         elif node.op == "call_function":
             b.call(node)
 
+    if watch.outside and not uses_begin_block(model):
+        raise Error("once blocks are in use, every layer must be inside a Block: "
+                    f"{', '.join(dict.fromkeys(watch.outside))} ran outside every block",
+                    type="frontend")
     results, res_attrs = [], []
     num_outputs = 0
     for d, n in zip(out_descs, outs):

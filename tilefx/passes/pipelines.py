@@ -7,6 +7,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
+from tilefx.passes.assign_stages import AssignStagesPass
+from tilefx.passes.outline_stages import OutlineStagesPass
 from tilefx.passes.training_step import TrainingStepPass
 
 
@@ -23,8 +25,12 @@ def graph_context() -> Context:
     return ctx
 
 
-def run_graph_passes(module: ModuleOp, training: bool) -> None:
+def run_graph_passes(module: ModuleOp, training: bool,
+                     assign: AssignStagesPass | None = None) -> None:
+    """assign-stages, training-step (training), dce, outline-stages."""
     ctx = graph_context()
+    (assign or AssignStagesPass()).apply(ctx, module)
     if training:
         TrainingStepPass().apply(ctx, module)
     DeadCodeElimination().apply(ctx, module)
+    OutlineStagesPass().apply(ctx, module)

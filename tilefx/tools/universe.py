@@ -21,7 +21,23 @@ def _training_step():
     return TrainingStepPass
 
 
+def _assign_stages():
+    from tilefx.passes.assign_stages import AssignStagesPass
+
+    return AssignStagesPass
+
+
+def _outline_stages():
+    from tilefx.passes.outline_stages import OutlineStagesPass
+
+    return OutlineStagesPass
+
+
 DIALECTS = {"aten": _aten, "ipu": _ipu}
-PASSES = {"ipu-training-step": _training_step}
+PASSES = {
+    "ipu-training-step": _training_step,
+    "ipu-assign-stages": _assign_stages,
+    "ipu-outline-stages": _outline_stages,
+}
 
 TILEFX_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES)

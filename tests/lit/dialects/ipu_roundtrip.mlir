@@ -86,6 +86,17 @@ func.func @helpers(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<f32> {
 // CHECK-NEXT:    %adamw, %adamw_1, %adamw_2 = ipu.adam %w, %acc_next, %m, %m2 step %step lr %lr {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, eps = 1.000000e-08 : f64, weight_decay = 1.000000e-02 : f64, decoupled = true, bias_correction = false, grad_scale = 1.000000e+00 : f64} : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<f32>, tensor<f32> -> tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
 // CHECK-NEXT:    func.return %adamw : tensor<8x16xf32>
 // CHECK-NEXT:    }
+// CHECK-NEXT:    func.func @stages(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+// CHECK-NEXT:      %s0 = ipu.stage {stage = 0 : i64, ipu = 0 : i64, phase = 0 : i64, direction = "fwd"} -> tensor<4x8xf32> {
+// CHECK-NEXT:        %r = aten.relu %x : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:        ipu.yield %r : tensor<4x8xf32>
+// CHECK-NEXT:      }
+// CHECK-NEXT:      ipu.stage {stage = 1 : i64, ipu = 1 : i64, phase = 0 : i64, direction = "fwd+bwd"} {
+// CHECK-NEXT:        %c = ipu.copy %s0 {src = 0 : i64, dst = 1 : i64} : tensor<4x8xf32>
+// CHECK-NEXT:        ipu.yield
+// CHECK-NEXT:      }
+// CHECK-NEXT:      func.return %s0 : tensor<4x8xf32>
+// CHECK-NEXT:    }
 // CHECK-NEXT:    }
 func.func @training(%w: tensor<8x16xf32>, %g: tensor<8x16xf32>, %acc: tensor<8x16xf32>, %lr: tensor<f32>, %step: tensor<f32>, %v: tensor<8x16xf32>, %m: tensor<8x16xf32>, %m2: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %acc_next = ipu.accumulate %acc, %g {ipu.place = #ipu.place<bwd, block = "B1", ipu = 1>} : tensor<8x16xf32>
@@ -95,4 +106,16 @@ func.func @training(%w: tensor<8x16xf32>, %g: tensor<8x16xf32>, %acc: tensor<8x1
   %adam:3 = ipu.adam %w, %acc_next, %m, %m2 step %step lr %lr {ipu.place = #ipu.place<bwd>, beta1 = 9.0e-01 : f64, beta2 = 9.99e-01 : f64, eps = 1.0e-08 : f64, weight_decay = 0.0 : f64, decoupled = false, bias_correction = true, grad_scale = 1.0 : f64} : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<f32>, tensor<f32> -> tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
   %adamw:3 = ipu.adam %w, %acc_next, %m, %m2 step %step lr %lr {beta1 = 9.0e-01 : f64, beta2 = 9.99e-01 : f64, eps = 1.0e-08 : f64, weight_decay = 1.0e-02 : f64, decoupled = true, bias_correction = false, grad_scale = 1.0 : f64} : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<f32>, tensor<f32> -> tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
   func.return %adamw#0 : tensor<8x16xf32>
+}
+
+func.func @stages(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %s0 = ipu.stage {stage = 0 : i64, ipu = 0 : i64, phase = 0 : i64, direction = "fwd"} -> tensor<4x8xf32> {
+    %r = aten.relu %x : tensor<4x8xf32> -> tensor<4x8xf32>
+    ipu.yield %r : tensor<4x8xf32>
+  }
+  ipu.stage {stage = 1 : i64, ipu = 1 : i64, phase = 0 : i64, direction = "fwd+bwd"} {
+    %c = ipu.copy %s0 {src = 0 : i64, dst = 1 : i64} : tensor<4x8xf32>
+    ipu.yield
+  }
+  func.return %s0 : tensor<4x8xf32>
 }

@@ -1,0 +1,318 @@
+"""Multi-IPU strategies: every annotation and strategy form trains to the
+same numbers as plain PyTorch; the rules raise tilefx.Error with the numbers;
+the schedule has the documented shape."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import tilefx
+from tilefx.api.enums import AutoStage, Liveness
+from models import ConvLayer, Transformer, WithLoss
+
+
+class BlockCNN(nn.Module):
+    """The tutorial network with Block("B1".."B4"), optional IPU ids."""
+
+    def __init__(self, ipus=(None, None, None, None)):
+        super().__init__()
+        self.ipus = ipus
+        self.layer1 = ConvLayer(1, 4, 5, 2)
+        self.layer2 = ConvLayer(4, 8, 5, 2)
+        self.layer3 = nn.Linear(128, 32)
+        self.layer4 = nn.Linear(32, 10)
+        self.loss = nn.CrossEntropyLoss()
+
+    def forward(self, x, labels):
+        with tilefx.Block("B1", ipu_id=self.ipus[0]):
+            x = self.layer1(x)
+        with tilefx.Block("B2", ipu_id=self.ipus[1]):
+            x = self.layer2(x)
+        with tilefx.Block("B3", ipu_id=self.ipus[2]):
+            x = torch.relu(self.layer3(x.view(-1, 128)))
+        with tilefx.Block("B4", ipu_id=self.ipus[3]):
+            x = self.layer4(x)
+            loss = self.loss(x, labels)
+        return x, loss
+
+
+def _data(steps, n):
+    g = torch.Generator().manual_seed(3)
+    return [(torch.randn(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g))
+            for _ in range(steps)]
+
+
+def _train_and_compare(model, opts, steps=2, G=8, mb=2):
+    ref = copy.deepcopy(model)
+    ours = copy.deepcopy(model)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
+    trainer = tilefx.trainingModel(ours, opts, optimizer=tilefx.optim.SGD(ours.parameters(), lr=0.05,
+                                                                           momentum=0.9))
+    for x, y in _data(steps, G * mb):
+        opt.zero_grad()
+        ref(x, y)[1].backward()
+        opt.step()
+        trainer(x, y)
+    for (n, p), q in zip(ref.named_parameters(), ours.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5, msg=lambda m, n=n: f"{n}: {m}")
+    return trainer
+
+
+def _opts(strategy=None, G=8):
+    o = tilefx.Options()
+    if strategy is not None:
+        o.setExecutionStrategy(strategy)
+    o.Training.gradientAccumulation(G)
+    return o
+
+
+STAGES = [tilefx.Stage(f"B{i + 1}").ipu(i) for i in range(4)]
+
+STRATEGY_CASES = {
+    "pipelined_stage_objects": (lambda: BlockCNN(), lambda: tilefx.PipelinedExecution(
+        *[tilefx.Stage(f"B{i + 1}").ipu(i) for i in range(4)]), 4),
+    "pipelined_block_ids": (lambda: BlockCNN(), lambda: tilefx.PipelinedExecution("B1", "B2", "B3", "B4"), 4),
+    "pipelined_two_stages": (lambda: BlockCNN(), lambda: tilefx.PipelinedExecution(
+        tilefx.Stage("B1", "B2").ipu(0), tilefx.Stage("B3", "B4").ipu(1)), 2),
+    "pipelined_auto_increment": (lambda: BlockCNN(), lambda: tilefx.PipelinedExecution(
+        AutoStage.AutoIncrement), 4),
+    "default_same_as_ipu": (lambda: BlockCNN(ipus=(0, 1, 2, 3)), lambda: None, 4),
+    "sharded": (lambda: BlockCNN(), lambda: tilefx.ShardedExecution(
+        *[tilefx.Stage(f"B{i + 1}").ipu(i) for i in range(4)]), 4),
+    "parallel_phased": (lambda: BlockCNN(), lambda: _parallel_phased(), 4),
+}
+
+
+def _parallel_phased():
+    s = tilefx.ParallelPhasedExecution(
+        tilefx.Phase(tilefx.Stage("B1"), tilefx.Stage("B2")),
+        tilefx.Phase(tilefx.Stage("B3"), tilefx.Stage("B4")))
+    s.phase(0).ipus(0, 2)
+    s.phase(1).ipus(1, 3)
+    return s
+
+
+def _serial_phased():
+    s = tilefx.SerialPhasedExecution(
+        tilefx.Phase(tilefx.Stage("B1"), tilefx.Stage("B2")),
+        tilefx.Phase(tilefx.Stage("B3"), tilefx.Stage("B4")))
+    s.phase(0).ipus(0, 1)
+    s.phase(1).ipus(0, 1)
+    return s.useSeparateBackwardPhase().setTensorsLiveness(Liveness.OffChipAfterEachPhase)
+
+
+STRATEGY_CASES["serial_phased"] = (lambda: BlockCNN(), _serial_phased, 2)
+
+
+@pytest.mark.parametrize("case", STRATEGY_CASES)
+def test_strategy_trains_like_pytorch(case):
+    torch.manual_seed(0)
+    make_model, make_strategy, num_ipus = STRATEGY_CASES[case]
+    trainer = _train_and_compare(make_model(), _opts(make_strategy()))
+    ir = trainer.ir("graph")
+    assert ir.count("ipu.stage {") >= num_ipus
+    assert "ipu.copy" in ir
+    ipus = {s.ipu for s in trainer.schedule.steps}
+    assert ipus == set(range(num_ipus))
+
+
+def test_pipeline_schedule_fill_main_flush():
+    torch.manual_seed(0)
+    x, y = _data(1, 20)[0]
+    # two forward stages: 3 pipeline stages in training
+    two = tilefx.trainingModel(BlockCNN(), _opts(tilefx.PipelinedExecution(
+        tilefx.Stage("B1", "B2").ipu(0), tilefx.Stage("B3", "B4").ipu(1)), G=10))
+    two.compile(x, y)
+    s = two.schedule
+    assert s.num_stages == 3
+    assert s.phases() == {"fill": 2, "main": 8, "flush": 2, "total": 12}
+    # stage k runs micro-batch i at step i + k; backward of stage 0 on the IPU of forward stage 0
+    for st in s.steps:
+        assert st.time == st.micro_batch + st.stage
+    assert {st.ipu for st in s.steps if st.stage == 2} == {0}
+    assert {st.direction for st in s.steps if st.stage == 1} == {"fwd+bwd"}
+
+
+def test_four_stage_inference_pipeline_with_ten_micro_batches():
+    torch.manual_seed(0)
+    model = BlockCNN()
+    opts = tilefx.Options().deviceIterations(10).setExecutionStrategy(
+        tilefx.PipelinedExecution("B1", "B2", "B3", "B4"))
+
+    class Infer(nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            return self.m(x, torch.zeros(x.shape[0], dtype=torch.int64))[0]
+
+    inf = tilefx.inferenceModel(Infer(model), opts)
+    x = torch.randn(20, 1, 28, 28)
+    out = inf(x)
+    torch.testing.assert_close(out, model(x, torch.zeros(20, dtype=torch.int64))[0], rtol=1e-5, atol=1e-5)
+    assert inf.schedule.phases() == {"fill": 3, "main": 7, "flush": 3, "total": 13}
+    assert inf.schedule.utilisation() == {i: 10 / 13 for i in range(4)}
+
+
+def test_sharded_schedule_runs_one_ipu_at_a_time():
+    torch.manual_seed(0)
+    t = tilefx.trainingModel(BlockCNN(), _opts(tilefx.ShardedExecution("B1", "B2", "B3", "B4"), G=2))
+    t.compile(*_data(1, 4)[0])
+    times = [st.time for st in t.schedule.steps]
+    assert len(times) == len(set(times)) == 2 * 7
+
+
+def test_phased_schedule_has_loads_and_stores():
+    torch.manual_seed(0)
+    t = tilefx.trainingModel(BlockCNN(), _opts(_serial_phased(), G=2))
+    t.compile(*_data(1, 4)[0])
+    kinds = {st.kind for st in t.schedule.steps}
+    assert kinds == {"load", "compute", "store"}
+
+
+def test_gradient_accumulation_below_2p_minus_1_is_an_error():
+    with pytest.raises(tilefx.Error, match=r"4 forward stages has 7 pipeline stages.*gradientAccumulation >= 7, got 4"):
+        tilefx.trainingModel(BlockCNN(), _opts(tilefx.PipelinedExecution("B1", "B2", "B3", "B4"), G=4))(
+            *_data(1, 8)[0])
+
+
+def test_inference_needs_device_iterations_at_least_stages():
+    opts = tilefx.Options().deviceIterations(2).setExecutionStrategy(
+        tilefx.PipelinedExecution("B1", "B2", "B3", "B4"))
+    model = tilefx.inferenceModel(BlockCNN(), opts)
+    with pytest.raises(tilefx.Error, match=r"deviceIterations >= 4, got 2"):
+        model(torch.randn(4, 1, 28, 28), torch.zeros(4, dtype=torch.int64))
+
+
+def test_ipu_count_must_be_a_power_of_two_unless_auto_rounded():
+    strategy = lambda: tilefx.PipelinedExecution("B1", "B2", tilefx.Stage("B3", "B4").ipu(2))  # noqa: E731
+    with pytest.raises(tilefx.Error, match="3 IPUs, which is not a power of two"):
+        tilefx.trainingModel(BlockCNN(), _opts(strategy()))(*_data(1, 16)[0])
+    opts = _opts(strategy()).autoRoundNumIPUs(True)
+    _train_and_compare(BlockCNN(), opts, steps=1)
+
+
+def test_stage_ids_must_not_decrease_along_the_data_flow():
+    with pytest.raises(tilefx.Error, match="must not decrease"):
+        tilefx.trainingModel(BlockCNN(ipus=(1, 0, 2, 3)), _opts())(*_data(1, 16)[0])
+
+
+def test_parallel_phased_even_phases_on_even_ipus():
+    s = tilefx.ParallelPhasedExecution(tilefx.Phase(tilefx.Stage("B1", "B2")),
+                                       tilefx.Phase(tilefx.Stage("B3", "B4")))
+    s.phase(0).ipus(1)
+    s.phase(1).ipus(0)
+    with pytest.raises(tilefx.Error, match="phase 0 is even and must run on even IPUs"):
+        tilefx.trainingModel(BlockCNN(), _opts(s))(*_data(1, 16)[0])
+
+
+def test_same_as_ipu_needs_an_ipu_id():
+    with pytest.raises(tilefx.Error, match="has no ipu_id"):
+        tilefx.trainingModel(BlockCNN(), _opts())(*_data(1, 16)[0])
+
+
+def test_unknown_block_in_a_stage_is_an_error():
+    with pytest.raises(tilefx.Error, match="names block 'B9'"):
+        tilefx.trainingModel(BlockCNN(), _opts(tilefx.PipelinedExecution("B1", "B2", "B3", "B9")))(
+            *_data(1, 16)[0])
+
+
+def test_op_outside_every_block_is_an_error():
+    class Leaky(BlockCNN):
+        def forward(self, x, labels):
+            with tilefx.Block("B1", ipu_id=0):
+                x = self.layer1(x)
+            x = self.layer2(x)  # a layer outside every block
+            with tilefx.Block("B2", ipu_id=1):
+                x = self.layer4(torch.relu(self.layer3(x.view(-1, 128))))
+                return x, self.loss(x, labels)
+
+    with pytest.raises(tilefx.Error, match="outside every block"):
+        tilefx.trainingModel(Leaky(), _opts(G=4))(*_data(1, 8)[0])
+
+
+def test_begin_block_rules_and_remove_blocks():
+    m = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
+    tilefx.BeginBlock(m[0], "A", ipu_id=0)
+    with pytest.raises(tilefx.Error, match="already assigned"):
+        tilefx.BeginBlock(m[0], "A2", ipu_id=0)
+    # declared in the wrong order: the later layer's BeginBlock first
+    w = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    tilefx.BeginBlock(w[1], "second", ipu_id=1)
+    tilefx.BeginBlock(w[0], "first", ipu_id=0)
+    opts = tilefx.Options().deviceIterations(2)
+    with pytest.raises(tilefx.Error, match="different order"):
+        tilefx.inferenceModel(w, opts)(torch.randn(4, 4))
+    tilefx.removeBlocks(w)
+    out = tilefx.inferenceModel(w, tilefx.Options().deviceIterations(2))(torch.randn(4, 4))
+    assert out.shape == (4, 4)
+    assert "block" not in tilefx.compile(w, torch.randn(2, 4)).ir("graph")
+
+
+def test_block_function_and_auto_ids():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 4)
+            self.b = nn.Linear(4, 4)
+
+        @tilefx.BlockFunction("first", ipu_id=0)
+        def first(self, x):
+            return self.a(x)
+
+        def forward(self, x):
+            x = self.first(x)
+            tilefx.Block.start("second", ipu_id=1)
+            return self.b(x)
+
+    torch.manual_seed(0)
+    m = M()
+    inf = tilefx.inferenceModel(m, tilefx.Options().deviceIterations(2))
+    x = torch.randn(4, 4)
+    torch.testing.assert_close(inf(x), m(x), rtol=1e-5, atol=1e-6)
+    ir = inf.ir("graph")
+    assert 'block = "first", ipu = 0' in ir and 'block = "second", ipu = 1' in ir
+
+
+def test_transformer_with_begin_block_pipelined_over_four_ipus():
+    torch.manual_seed(0)
+    model = WithLoss(Transformer(layers=4), nn.CrossEntropyLoss())
+    for i, layer in enumerate(model.model.layers):
+        if i:
+            tilefx.BeginBlock(layer, f"layer{i}", ipu_id=i)
+    trainer = _train_and_compare_tokens(model, _opts(G=8))
+    assert trainer.schedule.num_stages == 7
+
+
+def _train_and_compare_tokens(model, opts, steps=2, mb=2):
+    ref = copy.deepcopy(model)
+    tilefx.removeBlocks(ref)
+    ours = model
+    G = opts.Training.gradient_accumulation
+    opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, eps=1e-3)
+    trainer = tilefx.trainingModel(ours, opts, optimizer=tilefx.optim.AdamW(ours.parameters(), lr=1e-2,
+                                                                             eps=1e-3))
+    g = torch.Generator().manual_seed(5)
+    for _ in range(steps):
+        x = torch.randint(0, 20, (G * mb, 6), generator=g)
+        y = torch.randint(0, 20, (G * mb, 6), generator=g)
+        opt.zero_grad()
+        ref(x, y)[1].backward()
+        opt.step()
+        trainer(x, y)
+    for (n, p), q in zip(ref.named_parameters(), ours.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5, msg=lambda m, n=n: f"{n}: {m}")
+    return trainer
+
+
+def test_strategy_from_a_config_file(tmp_path):
+    f = tmp_path / "opts.conf"
+    f.write_text('setExecutionStrategy(poptorch.PipelinedExecution("B1", "B2", "B3", "B4"))\n'
+                 "Training.gradientAccumulation(8)\n")
+    opts = tilefx.Options()
+    opts.loadFromFile(str(f))
+    assert isinstance(opts.execution_strategy, tilefx.PipelinedExecution)
+    _train_and_compare(BlockCNN(), opts, steps=1)

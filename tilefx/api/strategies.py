@@ -1,0 +1,175 @@
+"""Multi-IPU execution strategies (seeds/000 section 4.4.2): Stage, Phase and
+the four strategies. A strategy is only a description: `to_config()` turns it
+into the `ipu.strategy` module attribute that the `ipu-assign-stages` pass
+resolves against the blocks recorded on the ops."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilefx.api.enums import AutoStage, Liveness
+from tilefx.api.errors import Error
+from tilefx.api.options import STRATEGY_FACTORIES
+
+
+class Stage:
+    """One or more blocks (by user id) that run on one IPU."""
+
+    _CONFIG_METHODS = frozenset({"ipu"})
+
+    def __init__(self, *block_ids: str):
+        if not block_ids:
+            raise Error("Stage needs at least one block id")
+        self.blocks = [str(b) for b in block_ids]
+        self._ipu: int | None = None
+
+    def ipu(self, ipu: int) -> Stage:
+        if not isinstance(ipu, int) or ipu < 0:
+            raise Error(f"Stage.ipu: expected a non-negative int, got {ipu!r}")
+        self._ipu = ipu
+        return self
+
+    def to_config(self) -> dict:
+        cfg: dict[str, Any] = {"blocks": list(self.blocks)}
+        if self._ipu is not None:
+            cfg["ipu"] = self._ipu
+        return cfg
+
+    def __repr__(self) -> str:
+        ipu = "" if self._ipu is None else f".ipu({self._ipu})"
+        return f"Stage({', '.join(map(repr, self.blocks))}){ipu}"
+
+
+def _stage(x) -> Stage:
+    if isinstance(x, Stage):
+        return x
+    if isinstance(x, str):
+        return Stage(x)
+    if isinstance(x, (list, tuple)) and all(isinstance(b, str) for b in x):
+        return Stage(*x)
+    raise Error(f"expected a Stage, a block id or a list of block ids, got {x!r}")
+
+
+class Phase:
+    """Stages that run at the same time, each on its own IPU (phased execution)."""
+
+    _CONFIG_METHODS = frozenset({"ipus"})
+
+    def __init__(self, *stages):
+        if len(stages) == 1 and isinstance(stages[0], (list, tuple)) and \
+                not all(isinstance(s, str) for s in stages[0]):
+            stages = tuple(stages[0])
+        self.stages = [_stage(s) for s in stages]
+        if not self.stages:
+            raise Error("Phase needs at least one stage")
+
+    def ipus(self, *ipus: int) -> Phase:
+        if len(ipus) != len(self.stages):
+            raise Error(f"Phase.ipus: {len(ipus)} IPUs given for {len(self.stages)} stages")
+        for s, i in zip(self.stages, ipus):
+            s.ipu(i)
+        return self
+
+    def to_config(self) -> dict:
+        return {"stages": [s.to_config() for s in self.stages]}
+
+
+class _StagedExecution:
+    kind = ""
+    _CONFIG_METHODS = frozenset({"stage"})
+
+    def __init__(self, *args):
+        self.auto_stage = AutoStage.SameAsIpu
+        if args and isinstance(args[0], AutoStage):
+            self.auto_stage, args = args[0], args[1:]
+        if len(args) == 1 and isinstance(args[0], (list, tuple)):
+            args = tuple(args[0])
+        self.stages = [_stage(a) for a in args]
+        if args and all(isinstance(a, str) for a in args):
+            # PipelinedExecution("B1", "B2", ...): stage i on IPU i
+            for i, s in enumerate(self.stages):
+                s.ipu(i)
+
+    def stage(self, idx: int) -> Stage:
+        return self.stages[idx]
+
+    def to_config(self) -> dict:
+        return {"kind": self.kind, "stages": [s.to_config() for s in self.stages],
+                "auto_stage": "auto_increment" if self.auto_stage == AutoStage.AutoIncrement
+                else "same_as_ipu"}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(map(repr, self.stages))})"
+
+
+class PipelinedExecution(_StagedExecution):
+    """Stages on different IPUs process micro-batches in a pipeline (the default)."""
+
+    kind = "pipelined"
+
+
+class ShardedExecution(_StagedExecution):
+    """Stages run one after the other, one IPU active at a time (for debugging)."""
+
+    kind = "sharded"
+
+
+class _PhasedExecution:
+    kind = ""
+    _CONFIG_METHODS = frozenset({"phase", "useSeparateBackwardPhase", "setTensorsLiveness",
+                                 "sendTensorsOffChipAfterFwd"})
+
+    def __init__(self, *phases):
+        if len(phases) == 1 and isinstance(phases[0], (list, tuple)) and phases[0] and \
+                isinstance(phases[0][0], (Phase, list, tuple)):
+            phases = tuple(phases[0])
+        self.phases = [p if isinstance(p, Phase) else Phase(*p) if isinstance(p, (list, tuple))
+                       else Phase(p) for p in phases]
+        self.separate_backward = False
+        self.liveness = Liveness.AlwaysLive
+
+    def phase(self, idx: int) -> Phase:
+        return self.phases[idx]
+
+    def useSeparateBackwardPhase(self, use: bool = True):
+        self.separate_backward = bool(use)
+        return self
+
+    def setTensorsLiveness(self, liveness: Liveness):
+        if not isinstance(liveness, Liveness):
+            raise Error(f"setTensorsLiveness expects a poptorch.Liveness, got {liveness!r}")
+        self._check_liveness(liveness)
+        self.liveness = liveness
+        return self
+
+    def sendTensorsOffChipAfterFwd(self, off_chip: bool = True):
+        return self.setTensorsLiveness(Liveness.OffChipAfterFwd if off_chip else Liveness.AlwaysLive)
+
+    def _check_liveness(self, liveness: Liveness) -> None:
+        pass
+
+    def to_config(self) -> dict:
+        return {"kind": self.kind, "phases": [p.to_config() for p in self.phases],
+                "separate_backward": self.separate_backward, "liveness": self.liveness.name}
+
+
+class SerialPhasedExecution(_PhasedExecution):
+    """Phases run one after the other on one group of IPUs; weights and
+    activations move to and from streaming memory around each phase."""
+
+    kind = "serial_phased"
+
+
+class ParallelPhasedExecution(_PhasedExecution):
+    """Phases alternate between two groups of IPUs: even phases on even IPUs."""
+
+    kind = "parallel_phased"
+
+    def _check_liveness(self, liveness: Liveness) -> None:
+        if liveness in (Liveness.OffChipAfterFwdNoOverlap, Liveness.OffChipAfterEachPhase):
+            raise Error(f"Liveness.{liveness.name} is only valid for SerialPhasedExecution")
+
+
+for _cls in (Stage, Phase, PipelinedExecution, ShardedExecution, SerialPhasedExecution,
+             ParallelPhasedExecution):
+    STRATEGY_FACTORIES[_cls.__name__] = _cls

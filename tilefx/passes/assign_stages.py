@@ -1,0 +1,286 @@
+"""`ipu-assign-stages`: resolve blocks into pipeline stages, IPUs and phases.
+
+Every op's `#ipu.place` names its block (and the IPU given in the
+annotation). This pass reads the execution strategy (the module attribute
+`ipu.strategy`, set from `Options.setExecutionStrategy`, else the pass
+options) and writes `stage`, `ipu` and `phase` into every placement:
+
+- forward pipeline stages: P = 1 + the number of IPU changes along the
+  blocks in program order (consecutive blocks on one IPU merge);
+- training: the backward of forward stage k is stage 2P-2-k, on the IPU of
+  stage k (the last forward stage also runs the first backward step);
+- phased: forward phases as given; backward phases mirror them (forward
+  0,1,2 gives backward 4,3,2, or 5,4,3 with a separate backward phase).
+
+It checks PopTorch's rules and reports violations with the numbers:
+gradientAccumulation >= 2P-1 (pipelined training), deviceIterations >= P
+(pipelined inference), stage ids never decrease along the data flow, a
+power-of-two IPU count unless autoRoundNumIPUs, even phases on even IPUs
+(parallel phased).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException
+
+from tilefx.api.errors import Error
+from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr
+from tilefx.passes.training_step import _py, find_func
+
+
+class PlacementError(Error, DiagnosticException):
+    """A block/stage/strategy rule is violated (a tilefx.Error and an IR diagnostic)."""
+
+    def __init__(self, message: str):
+        Error.__init__(self, message, type="ipu-assign-stages")
+
+
+@dataclass
+class _Block:
+    name: str
+    ipu: int | None
+    first: int  # index of its first forward op
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+@dataclass(frozen=True)
+class AssignStagesPass(ModulePass):
+    name = "ipu-assign-stages"
+
+    strategy: str = "pipelined"
+    auto_stage: str = "same_as_ipu"
+    gradient_accumulation: int = 1
+    device_iterations: int = 1
+    auto_round_num_ipus: bool = False
+
+    def _config(self, module: ModuleOp) -> dict:
+        attr = module.attributes.get("ipu.strategy")
+        if attr is not None:
+            return _py(attr)
+        return {"kind": self.strategy, "stages": [], "auto_stage": self.auto_stage}
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        main = find_func(op, "main")
+        ops = [o for o in main.body.block.ops if not isinstance(o, func.ReturnOp)]
+        cfg = self._config(op)
+        kind = cfg.get("kind", "pipelined")
+        if kind not in ("pipelined", "sharded", "serial_phased", "parallel_phased"):
+            raise PlacementError(f"unknown execution strategy {kind!r}")
+        training = any(_place(o).is_backward for o in ops if _place(o) is not None)
+
+        blocks: dict[str, _Block] = {}
+        for i, o in enumerate(ops):
+            p = _place(o)
+            if p is None or p.is_backward or not p.block.data:
+                continue
+            b = p.block.data
+            ipu = p.ipu.data if p.ipu.data >= 0 else None
+            if b not in blocks:
+                blocks[b] = _Block(b, ipu, i)
+            elif ipu is not None and blocks[b].ipu is not None and ipu != blocks[b].ipu:
+                raise PlacementError(f"block {b!r} is placed on IPU {blocks[b].ipu} and on IPU {ipu}")
+            elif ipu is not None:
+                blocks[b].ipu = ipu
+        if not blocks:
+            self._single_ipu(op, ops)
+            return
+
+        # block -> (user stage id, ipu, phase)
+        where = self._resolve(cfg, kind, list(blocks.values()))
+        num_ipus = max(ipu for _, ipu, _ in where.values()) + 1
+        if not _is_pow2(num_ipus) and not self.auto_round_num_ipus:
+            raise PlacementError(
+                f"the model uses {num_ipus} IPUs, which is not a power of two: use a power of two "
+                f"or Options.autoRoundNumIPUs(True)")
+
+        # pipeline stages: merge consecutive user stages on the same IPU
+        user_stages = sorted({s for s, _, _ in where.values()})
+        stage_ipu = {}
+        for b, (s, ipu, _) in where.items():
+            if stage_ipu.setdefault(s, ipu) != ipu:
+                raise PlacementError(f"stage {s} has blocks on IPU {stage_ipu[s]} and IPU {ipu}")
+        pipe_of_user: dict[int, int] = {}
+        p_idx, prev_ipu = -1, None
+        for s in user_stages:
+            if kind in ("pipelined", "sharded"):
+                if stage_ipu[s] != prev_ipu:
+                    p_idx += 1
+                    prev_ipu = stage_ipu[s]
+            else:
+                p_idx += 1
+            pipe_of_user[s] = p_idx
+        num_fwd = p_idx + 1
+
+        self._check_data_flow(ops, where)
+        num_phases = max(ph for _, _, ph in where.values()) + 1
+        if kind == "pipelined" and num_fwd > 1:
+            if training and self.gradient_accumulation < 2 * num_fwd - 1:
+                raise PlacementError(
+                    f"pipelined training over {num_fwd} forward stages has {2 * num_fwd - 1} pipeline "
+                    f"stages and needs gradientAccumulation >= {2 * num_fwd - 1}, "
+                    f"got {self.gradient_accumulation}")
+            if not training and self.device_iterations < num_fwd:
+                raise PlacementError(
+                    f"pipelined inference over {num_fwd} stages needs deviceIterations >= {num_fwd}, "
+                    f"got {self.device_iterations}")
+
+        def bwd_phase(ph: int) -> int:
+            last = num_phases - 1
+            return 2 * last - ph + (1 if cfg.get("separate_backward") else 0)
+
+        # write placements; ops without a block follow their users / operands
+        resolved: dict[Operation, PlacementAttr] = {}
+        for o in ops:
+            p = _place(o)
+            if p is None or not p.block.data:
+                continue
+            s, ipu, ph = where[p.block.data]
+            ps = pipe_of_user[s]
+            if p.is_backward:
+                stage = 2 * num_fwd - 2 - ps if training else ps
+                ph = bwd_phase(ph) if kind.endswith("phased") else ph
+            else:
+                stage = ps
+            resolved[o] = p.with_(ipu=ipu, stage=stage, phase=ph)
+        # ops without a block (glue code, gradient-accumulation adds, constants):
+        # the latest stage among the ops they use; ops that use no placed op
+        # (constants, views of weights) float to the earliest stage using them
+        floating = []
+        for o in ops:
+            if o in resolved:
+                continue
+            known = [resolved[v.owner] for v in o.operands
+                     if isinstance(v.owner, Operation) and v.owner in resolved]
+            if known:
+                resolved[o] = max(known, key=lambda pl: pl.stage.data).with_(direction=_place_dir(o))
+            else:
+                floating.append(o)
+        first_block = next(iter(blocks))
+        s0, ipu0, ph0 = where[first_block]
+        for o in reversed(floating):
+            users = [resolved[u.operation] for r in o.results for u in r.uses
+                     if u.operation in resolved]
+            if users:
+                resolved[o] = min(users, key=lambda pl: pl.stage.data).with_(direction=_place_dir(o))
+            else:
+                resolved[o] = PlacementAttr(_place_dir(o), first_block, ipu0, pipe_of_user[s0], ph0)
+        for o, p in resolved.items():
+            o.attributes[PLACE_KEY] = p
+        op.attributes["ipu.stages"] = DictionaryAttr({
+            "kind": StringAttr(kind),
+            "num_ipus": IntegerAttr(num_ipus, i64),
+            "forward_stages": IntegerAttr(num_fwd, i64),
+            "pipeline_stages": IntegerAttr(2 * num_fwd - 1 if training and kind == "pipelined"
+                                           else (2 * num_fwd if training else num_fwd), i64),
+            "phases": IntegerAttr(num_phases, i64),
+            "training": IntegerAttr(int(training), i64),
+        })
+
+    def _single_ipu(self, module: ModuleOp, ops) -> None:
+        for o in ops:
+            p = _place(o) or PlacementAttr(_place_dir(o))
+            o.attributes[PLACE_KEY] = p.with_(ipu=0, stage=0, phase=0)
+        module.attributes["ipu.stages"] = DictionaryAttr({
+            "kind": StringAttr("single"), "num_ipus": IntegerAttr(1, i64),
+            "forward_stages": IntegerAttr(1, i64), "pipeline_stages": IntegerAttr(1, i64),
+            "phases": IntegerAttr(1, i64),
+            "training": IntegerAttr(int(any((_place(o) or PlacementAttr()).is_backward for o in ops)), i64),
+        })
+
+    def _resolve(self, cfg: dict, kind: str, blocks: list[_Block]) -> dict[str, tuple[int, int, int]]:
+        where: dict[str, tuple[int, int, int]] = {}
+        names = {b.name: b for b in blocks}
+        if kind.endswith("phased"):
+            phases = cfg.get("phases") or []
+            if not phases:
+                raise PlacementError(f"{kind} execution needs at least one Phase")
+            if START_BLOCK in names:  # ops before the first block join the first stage
+                first = phases[0]["stages"][0]
+                phases = [{"stages": [{**first, "blocks": [START_BLOCK, *first["blocks"]]},
+                                      *phases[0]["stages"][1:]]}, *phases[1:]]
+            stage_id = 0
+            for ph, phase in enumerate(phases):
+                for st in phase["stages"]:
+                    for b in st["blocks"]:
+                        if b not in names:
+                            raise PlacementError(f"Phase {ph} names block {b!r}, which the model "
+                                                 f"does not have (blocks: {sorted(names)})")
+                        ipu = st.get("ipu", names[b].ipu)
+                        if ipu is None:
+                            raise PlacementError(f"block {b!r} in phase {ph} has no IPU: use Phase.ipus(...)")
+                        where[b] = (stage_id, ipu, ph)
+                    stage_id += 1
+                if kind == "parallel_phased":
+                    for st in phase["stages"]:
+                        ipu = st.get("ipu", names[st["blocks"][0]].ipu)
+                        if ipu % 2 != ph % 2:
+                            raise PlacementError(
+                                f"parallel phased execution: phase {ph} is "
+                                f"{'even' if ph % 2 == 0 else 'odd'} and must run on "
+                                f"{'even' if ph % 2 == 0 else 'odd'} IPUs, but a stage is on IPU {ipu}")
+        else:
+            stages = cfg.get("stages") or []
+            if stages and START_BLOCK in names:  # ops before the first block join stage 0
+                stages = [{**stages[0], "blocks": [START_BLOCK, *stages[0]["blocks"]]}, *stages[1:]]
+            if stages:
+                for s, st in enumerate(stages):
+                    for b in st["blocks"]:
+                        if b not in names:
+                            raise PlacementError(f"Stage {s} names block {b!r}, which the model "
+                                                 f"does not have (blocks: {sorted(names)})")
+                        ipu = st.get("ipu", names[b].ipu)
+                        where[b] = (s, s if ipu is None else ipu, 0)
+            elif cfg.get("auto_stage") == "auto_increment":
+                for s, b in enumerate(sorted(blocks, key=lambda x: x.first)):
+                    where[b.name] = (s, s if b.ipu is None else b.ipu, 0)
+            else:
+                for b in blocks:
+                    if b.ipu is None:
+                        raise PlacementError(
+                            f"block {b.name!r} has no ipu_id: with AutoStage.SameAsIpu every block "
+                            "needs one (or list the blocks in Stage(...) objects)")
+                    where[b.name] = (b.ipu, b.ipu, 0)
+        missing = [b.name for b in blocks if b.name not in where]
+        if missing:
+            raise PlacementError(f"blocks {missing} are not in any Stage or Phase of the strategy")
+        return where
+
+    def _check_data_flow(self, ops, where) -> None:
+        for o in ops:
+            p = _place(o)
+            if p is None or p.is_backward or not p.block.data:
+                continue
+            s = where[p.block.data][0]
+            for v in o.operands:
+                src = v.owner
+                if not isinstance(src, Operation):
+                    continue
+                q = _place(src)
+                if q is None or q.is_backward or not q.block.data:
+                    continue
+                t = where[q.block.data][0]
+                if t > s:
+                    raise PlacementError(
+                        f"stage ids must not decrease along the data flow: {o.name} in block "
+                        f"{p.block.data!r} (stage {s}) uses a value of {src.name} in block "
+                        f"{q.block.data!r} (stage {t})")
+
+
+def _place(o: Operation) -> PlacementAttr | None:
+    p = o.attributes.get(PLACE_KEY)
+    return p if isinstance(p, PlacementAttr) else None
+
+
+def _place_dir(o: Operation) -> str:
+    p = _place(o)
+    return p.direction.data if p is not None else "fwd"
