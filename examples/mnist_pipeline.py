@@ -13,6 +13,9 @@ stage and micro-batch when) does, and is printed at the end.
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import os
 import time
 
 import numpy as np
@@ -86,28 +89,29 @@ def load_digits_28x28(seed: int = 0):
     return (x[train], y[train]), (x[test], y[test])
 
 
-def batches(x, y, n, shuffle, seed):
-    idx = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed)) if shuffle \
-        else torch.arange(len(y))
-    for i in range(0, len(y) - n + 1, n):
-        j = idx[i:i + n]
-        yield x[j], y[j]
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--device-iterations", type=int, default=2)
     ap.add_argument("--gradient-accumulation", type=int, default=8)
     ap.add_argument("--test-batch-size", type=int, default=80)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--learning-rate", type=float, default=0.001)
+    ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--learning-rate", type=float, default=0.002)
     ap.add_argument("--strategy", choices=["pipelined", "sharded"], default="pipelined")
-    ap.add_argument("--offload-optimiser", action="store_true")
+    ap.add_argument("--offload-optimiser", action="store_true",
+                    help="keep the optimiser state in streaming memory")
+    ap.add_argument("--profile", action="store_true",
+                    help="write the schedule as a Chrome/Perfetto trace and a JSON summary")
+    ap.add_argument("--profile-dir", default="profile")
+    ap.add_argument("--debug", action="store_true", help="print tilefx's debug logging")
+    ap.add_argument("--max-calls", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--dataset", choices=["digits", "mnist"], default="digits")
     ap.add_argument("--seed", type=int, default=42)
     args = ap.parse_args(argv)
 
+    if args.debug:
+        logging.basicConfig(level=logging.DEBUG, format="%(name)s: %(message)s")
+        logging.getLogger("tilefx").setLevel(logging.DEBUG)
     torch.manual_seed(args.seed)
     (xtr, ytr), (xte, yte) = load_digits_28x28(args.seed)
     model = Network()
@@ -120,22 +124,32 @@ def main(argv=None):
     opts.Training.gradientAccumulation(args.gradient_accumulation)
     opts.outputMode(poptorch.OutputMode.All)
     opts.randomSeed(args.seed)
+    if args.offload_optimiser:
+        opts.TensorLocations.setOptimizerLocation(
+            poptorch.TensorLocationSettings().useOnChipStorage(False))
     training = poptorch.trainingModel(
         TrainingModelWithLoss(model), opts,
         optimizer=poptorch.optim.AdamW(model.parameters(), lr=args.learning_rate))
 
-    combined = args.batch_size * args.device_iterations * args.gradient_accumulation
-    steps, t_run = 0, 0.0
+    train_data = poptorch.DataLoader(opts, torch.utils.data.TensorDataset(xtr, ytr),
+                                     batch_size=args.batch_size, shuffle=True, drop_last=True)
+    combined = train_data.combinedBatchSize
+    steps, t_run, losses = 0, 0.0, []
     for epoch in range(args.epochs):
         correct = total = 0
-        for x, y in batches(xtr, ytr, combined, True, args.seed + epoch):
+        for x, y in train_data:
+            if args.max_calls is not None and steps >= args.max_calls:
+                break
             t0 = time.perf_counter()
             out, loss = training(x, y)
             t_run += time.perf_counter() - t0
+            losses.append(loss)
             steps += 1
             correct += (out.argmax(1) == y).sum().item()
             total += len(y)
-        print(f"epoch {epoch + 1}: loss {loss.mean().item():.4f}, train accuracy {100 * correct / total:.2f}%")
+        if total:
+            print(f"epoch {epoch + 1}: loss {loss.mean().item():.4f}, "
+                  f"train accuracy {100 * correct / total:.2f}%")
 
     inf_opts = poptorch.Options().deviceIterations(args.test_batch_size // args.batch_size)
     inf_opts.setExecutionStrategy(
@@ -143,10 +157,12 @@ def main(argv=None):
         if args.strategy == "pipelined" else
         poptorch.ShardedExecution(*[poptorch.Stage(f"B{i + 1}").ipu(i) for i in range(4)]))
     inference = poptorch.inferenceModel(model.eval(), inf_opts)
-    correct = 0
-    n = (len(yte) // args.test_batch_size) * args.test_batch_size
-    for x, y in batches(xte[:n], yte[:n], args.test_batch_size, False, 0):
+    test_data = poptorch.DataLoader(inf_opts, torch.utils.data.TensorDataset(xte, yte),
+                                    batch_size=args.batch_size, drop_last=True)
+    correct = n = 0
+    for x, y in test_data:
         correct += (inference(x).argmax(1) == y).sum().item()
+        n += len(y)
     print(f"Accuracy on test set: {100 * correct / n:.2f}%")
     print("Profile summary:")
     print(f"  compile (trace to ready executor): training {training.compile_seconds:.2f} s, "
@@ -156,7 +172,14 @@ def main(argv=None):
           f"{1000 * t_run / max(steps, 1):.1f} ms per call on the host")
     print("  training " + training.schedule.summary().replace("\n", "\n  "))
     print("  inference " + inference.schedule.summary().replace("\n", "\n  "))
-    return 100 * correct / n
+    if args.profile:
+        os.makedirs(args.profile_dir, exist_ok=True)
+        for name, model_ in (("training", training), ("inference", inference)):
+            path = os.path.join(args.profile_dir, f"{name}_trace.json")
+            with open(path, "w") as f:
+                json.dump(model_.schedule.chrome_trace(), f)
+            print(f"  {name} timeline written to {path} (open it in ui.perfetto.dev)")
+    return {"accuracy": 100 * correct / n, "losses": losses, "model": model}
 
 
 if __name__ == "__main__":

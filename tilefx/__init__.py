@@ -19,7 +19,8 @@ _LAZY = {
     **{n: "tilefx.api.enums" for n in (
         "CommGroup", "CommGroupType", "DataLoaderMode", "HalfFloatCastingBehavior", "Liveness",
         "MatMulSerializationMode", "MeanReductionStrategy", "OutputMode", "ReductionType",
-        "SyncPattern", "VariableRetrievalMode", "AutoStage", "ConnectionType")},
+        "SyncPattern", "VariableRetrievalMode", "AutoStage", "ConnectionType", "SharingStrategy")},
+    **{n: "tilefx.api.data" for n in ("AsynchronousDataAccessor", "DataLoader")},
     **{n: "tilefx.api.executor" for n in ("PoplarExecutor", "compile", "inferenceModel",
                                           "trainingModel")},
     **{n: "tilefx.api.ops" for n in ("identity_loss", "ipu_print_tensor", "isRunningOnIpu", "nop",

@@ -60,6 +60,21 @@ class Schedule:
                 busy[s.ipu].add(s.time)
         return {ipu: len(ts) / self.length for ipu, ts in sorted(busy.items())}
 
+    def chrome_trace(self, step_us: float = 1.0) -> dict:
+        """The schedule as Chrome / Perfetto trace events: one track per IPU,
+        each step `step_us` microseconds long (until the machine model times them)."""
+        events = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": self.strategy}}]
+        for ipu in sorted({s.ipu for s in self.steps}):
+            events.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": ipu,
+                           "args": {"name": f"IPU{ipu}"}})
+        for s in self.steps:
+            what = f"micro-batch {s.micro_batch}" if s.micro_batch >= 0 else "phase"
+            events.append({"ph": "X", "pid": 0, "tid": s.ipu, "ts": s.time * step_us, "dur": step_us,
+                           "name": f"{s.kind} stage {s.stage} ({s.direction})",
+                           "cat": s.kind, "args": {"stage": s.stage, "micro_batch": s.micro_batch,
+                                                   "direction": s.direction, "what": what}})
+        return {"traceEvents": events, "displayTimeUnit": "ns"}
+
     def summary(self) -> str:
         ph = self.phases()
         lines = [f"{self.strategy} schedule: {self.num_stages} stages, {self.micro_batches} micro-batches, "

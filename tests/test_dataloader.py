@@ -1,0 +1,502 @@
+"""Tests for tilefx.api.data: poptorch.DataLoader and AsynchronousDataAccessor.
+
+Worker processes: the tests that show the default behaviour use the default
+``spawn`` start method (about 1.5 s each, torch is imported again); the
+others use ``SharingStrategy.Fork`` to stay fast.  An autouse fixture checks
+that no worker process survives a test.
+"""
+
+import logging
+import multiprocessing
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from tilefx.api.data import (
+    AsynchronousDataAccessor,
+    DataLoader,
+    DataLoaderError,
+)
+from tilefx.api.enums import CommGroupType, DataLoaderMode, SharingStrategy
+from tilefx.api.errors import Error
+from tilefx.api.options import FROZEN_MESSAGE, Options
+
+FORK = {"sharing_strategy": SharingStrategy.Fork}
+ENV_VARS = ("POPTORCH_DEFAULT_OPTIONS", "TILEFX_DEFAULT_OPTIONS",
+            "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env_and_no_leftover_workers(monkeypatch):
+    for var in ENV_VARS:
+        monkeypatch.delenv(var, raising=False)
+    yield
+    import gc
+    gc.collect()  # loaders / accessors dropped by the test terminate here
+    workers = [p for p in multiprocessing.active_children()
+               if p.name == "tilefx-AsynchronousDataAccessor"]
+    assert not workers, f"worker processes left behind: {workers}"
+
+
+# -- datasets (module level: picklable for the spawned worker) -------------
+
+
+def tensor_dataset(n, features=3):
+    x = torch.arange(n * features, dtype=torch.float32).reshape(n, features)
+    return torch.utils.data.TensorDataset(x, torch.arange(n))
+
+
+class PidDataset(torch.utils.data.Dataset):
+    """Each item records the id of the process that loaded it."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, index):
+        return torch.tensor([index]), torch.tensor([os.getpid()])
+
+
+class Stream(torch.utils.data.IterableDataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        for i in range(self.n):
+            yield torch.tensor([float(i)]), torch.tensor(i)
+
+    def __len__(self):
+        return self.n
+
+
+class Failing(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, index):
+        if index == 5:
+            raise ValueError("bad sample 5")
+        return torch.tensor([index])
+
+
+def labels(batches):
+    return [b[1].tolist() for b in batches]
+
+
+def assert_same_batches(got, expected):
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert len(g) == len(e)
+        for gt, et in zip(g, e):
+            assert torch.equal(gt, et)
+
+
+# -- combined batch size ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "batch_size, iterations, replicas, group, accumulation, combined",
+    [
+        (1, 1, 1, 1, 1, 1),
+        (4, 1, 1, 1, 1, 4),
+        (2, 3, 1, 1, 1, 6),
+        (2, 1, 4, 1, 1, 8),
+        (2, 1, 4, 2, 1, 4),      # replicas / input group size
+        (1, 2, 2, 1, 3, 12),
+        (3, 2, 4, 4, 2, 12),
+    ])
+def test_combined_batch_size(batch_size, iterations, replicas, group,
+                             accumulation, combined):
+    opts = Options().deviceIterations(iterations).replicationFactor(replicas)
+    opts.inputReplicaGrouping(group, CommGroupType.Consecutive)
+    opts.Training.gradientAccumulation(accumulation)
+    loader = DataLoader(opts, tensor_dataset(4 * combined - 1),
+                        batch_size=batch_size)
+    assert loader.combinedBatchSize == combined
+    assert loader.batch_size == combined
+    assert len(loader) == 3
+    batches = list(loader)
+    assert len(batches) == 3
+    assert all(x.shape == (combined, 3) and y.shape == (combined,)
+               for x, y in batches)
+    # No shuffling: the dataset order.
+    assert torch.cat([y for _, y in batches]).tolist() == \
+        list(range(3 * combined))
+
+
+def test_tutorial_style_loader():
+    opts = Options()
+    opts.deviceIterations(10)
+    opts.Training.gradientAccumulation(10)
+    loader = DataLoader(opts, tensor_dataset(1000), batch_size=4,
+                        shuffle=True)
+    assert loader.combinedBatchSize == 400
+    assert len(loader) == 2
+    assert all(x.shape[0] == 400 for x, _ in loader)
+
+
+def test_options_frozen_and_defaults():
+    opts = Options().deviceIterations(2)
+    assert not opts.frozen
+    loader = DataLoader(opts, tensor_dataset(8), batch_size=2)
+    assert opts.frozen and loader.options is opts
+    with pytest.raises(AttributeError, match=FROZEN_MESSAGE):
+        opts.deviceIterations(4)
+    with pytest.raises(AttributeError, match=FROZEN_MESSAGE):
+        opts.Training.gradientAccumulation(2)
+    assert not opts.clone().frozen
+
+    default = DataLoader(None, tensor_dataset(8), batch_size=2)
+    assert isinstance(default.options, Options) and default.options.frozen
+    assert default.combinedBatchSize == 2
+
+
+def test_bad_arguments():
+    with pytest.raises(DataLoaderError, match="poptorch.Options"):
+        DataLoader(object(), tensor_dataset(4))
+    with pytest.raises(DataLoaderError, match="DataLoaderMode"):
+        DataLoader(Options(), tensor_dataset(4), mode="async")
+    opts = Options().replicationFactor(2)
+    opts.inputReplicaGrouping(4)
+    with pytest.raises(DataLoaderError, match="divide the replication"):
+        DataLoader(opts, tensor_dataset(8))
+    with pytest.raises(DataLoaderError, match="rebatched_worker_size"):
+        DataLoader(Options(), tensor_dataset(8), batch_size=2,
+                   mode=DataLoaderMode.AsyncRebatched,
+                   rebatched_worker_size=3)
+    with pytest.raises(DataLoaderError, match="rebatched_size"):
+        DataLoader(Options(), tensor_dataset(8), batch_size=2,
+                   mode=DataLoaderMode.Async,
+                   async_options={"rebatched_size": 2})
+
+
+def test_kwargs_reach_torch():
+    def collate(samples):
+        return torch.stack([x for x, _ in samples]).sum()
+
+    loader = DataLoader(Options(), tensor_dataset(4, features=1),
+                        batch_size=2, collate_fn=collate)
+    assert [b.item() for b in loader] == [1.0, 5.0]
+
+
+# -- shuffling -------------------------------------------------------------
+
+
+def test_shuffle_is_deterministic():
+    ds = tensor_dataset(24)
+
+    def order(**kw):
+        loader = DataLoader(Options().deviceIterations(2), ds, batch_size=2,
+                            shuffle=True, **kw)
+        return [labels(loader) for _ in range(2)]  # two epochs
+
+    torch.manual_seed(0)
+    first = order()
+    torch.manual_seed(0)
+    assert order() == first
+    flat = sum(first[0], [])
+    assert sorted(flat) == list(range(24)) and flat != list(range(24))
+    assert first[0] != first[1]  # a new order each epoch
+
+    a = order(generator=torch.Generator().manual_seed(7))
+    b = order(generator=torch.Generator().manual_seed(7))
+    assert a == b
+
+
+# -- drop_last --------------------------------------------------------------
+
+
+def test_drop_last_true_drops_incomplete_batch():
+    loader = DataLoader(Options().deviceIterations(2), tensor_dataset(11),
+                        batch_size=2)
+    assert len(loader) == 2
+    assert labels(loader) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_drop_last_false_needs_whole_batches():
+    with pytest.raises(DataLoaderError, match=r"\(11\).*\(4 = combined") as e:
+        DataLoader(Options().deviceIterations(2), tensor_dataset(11),
+                   batch_size=2, drop_last=False)
+    assert isinstance(e.value, Error) and isinstance(e.value, AssertionError)
+    assert "drop_last=True" in str(e.value)
+    # A whole number of combined batches is fine.
+    loader = DataLoader(Options().deviceIterations(2), tensor_dataset(12),
+                        batch_size=2, drop_last=False)
+    assert labels(loader) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+def test_iterable_dataset_never_gives_incomplete_batches(caplog):
+    opts = Options().deviceIterations(2)
+    loader = DataLoader(opts, Stream(11), batch_size=2)
+    assert len(loader) == 2
+    assert labels(loader) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+    loader = DataLoader(Options().deviceIterations(2), Stream(11),
+                        batch_size=2, drop_last=False)
+    assert len(loader) == 2
+    with caplog.at_level(logging.WARNING, logger="tilefx.data"):
+        assert labels(loader) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert "dropped 3 element(s)" in caplog.text
+
+
+# -- distributed partitioning ----------------------------------------------
+
+
+def distributed_opts(process_id, num_processes=2, seed=None):
+    opts = Options().deviceIterations(2)
+    opts.Distributed.configureProcessId(process_id, num_processes)
+    if seed is not None:
+        opts.randomSeed(seed)
+    return opts
+
+
+def test_distributed_shards():
+    ds = tensor_dataset(21)
+    shards = [labels(DataLoader(distributed_opts(p), ds, batch_size=2))
+              for p in range(2)]
+    # 21 // (4 x 2) = 2 combined batches per process.
+    assert shards == [[[0, 1, 2, 3], [4, 5, 6, 7]],
+                      [[8, 9, 10, 11], [12, 13, 14, 15]]]
+
+    whole = DataLoader(distributed_opts(1), ds, batch_size=2,
+                       auto_distributed_partitioning=False)
+    assert len(whole) == 5
+
+    with pytest.raises(DataLoaderError, match="divisible"):
+        DataLoader(distributed_opts(0), tensor_dataset(20), batch_size=2,
+                   drop_last=False)
+    with pytest.raises(DataLoaderError, match="IterableDataset"):
+        DataLoader(distributed_opts(0), Stream(16), batch_size=2)
+
+
+def test_distributed_shuffle():
+    with pytest.raises(DataLoaderError, match="randomSeed"):
+        DataLoader(distributed_opts(0), tensor_dataset(16), batch_size=2,
+                   shuffle=True)
+    ds = tensor_dataset(16)
+    loaders = [DataLoader(distributed_opts(p, seed=3), ds, batch_size=2,
+                          shuffle=True) for p in range(2)]
+    epochs = [[sum(labels(loader), []) for loader in loaders]
+              for _ in range(2)]
+    for shard0, shard1 in epochs:
+        assert len(shard0) == len(shard1) == 8
+        # Disjoint shards of one permutation shared by the processes.
+        assert sorted(shard0 + shard1) == list(range(16))
+    assert epochs[0] != epochs[1]
+
+
+# -- Async modes -------------------------------------------------------------
+
+
+def test_async_mode_matches_sync():
+    # Default sharing strategy: a spawned worker process.
+    ds = tensor_dataset(26)
+
+    def loader(mode, **kw):
+        opts = Options().deviceIterations(3)
+        return DataLoader(opts, ds, batch_size=2, mode=mode, **kw)
+
+    sync = list(loader(DataLoaderMode.Sync))
+    async_loader = loader(DataLoaderMode.Async)
+    assert len(async_loader) == len(sync) == 4
+    assert async_loader.combinedBatchSize == 6
+    for _ in range(2):  # two epochs through the same worker
+        assert_same_batches(list(async_loader), sync)
+    async_loader.terminate()
+
+
+def test_async_rebatched_matches_sync():
+    ds = tensor_dataset(26)
+    sync = list(DataLoader(Options().deviceIterations(3), ds, batch_size=2))
+    for worker_size in (None, 1, 4):
+        loader = DataLoader(Options().deviceIterations(3), ds, batch_size=2,
+                            mode=DataLoaderMode.AsyncRebatched,
+                            rebatched_worker_size=worker_size,
+                            async_options=FORK)
+        assert len(loader) == 4
+        assert_same_batches(list(loader), sync)
+        assert_same_batches(list(loader), sync)
+        loader.terminate()
+
+
+def test_async_rebatched_iterable_with_workers():
+    # Two DataLoader workers each yield an incomplete last batch; the
+    # rebatching worker process joins them into whole combined batches.
+    class Sharded(Stream):
+        def __iter__(self):
+            info = torch.utils.data.get_worker_info()
+            for i in range(info.id, self.n, info.num_workers):
+                yield torch.tensor([float(i)]), torch.tensor(i)
+
+    loader = DataLoader(Options().deviceIterations(2), Sharded(14),
+                        batch_size=2, num_workers=2,
+                        mode=DataLoaderMode.AsyncRebatched,
+                        rebatched_worker_size=2, async_options=FORK)
+    batches = list(loader)
+    loader.terminate()
+    assert len(batches) == 3 and all(len(y) == 4 for _, y in batches)
+    got = sorted(sum(labels(batches), []))
+    assert len(set(got)) == 12 and set(got) <= set(range(14))
+
+
+def test_async_shuffle_reproducible():
+    ds = tensor_dataset(16)
+
+    def run():
+        loader = DataLoader(Options().deviceIterations(2), ds, batch_size=2,
+                            shuffle=True, mode=DataLoaderMode.Async,
+                            async_options=FORK)
+        order = sum(labels(loader), [])
+        loader.terminate()
+        return order
+
+    torch.manual_seed(11)
+    first = run()
+    torch.manual_seed(11)
+    assert run() == first
+    assert sorted(first) == list(range(16)) and first != list(range(16))
+
+
+def test_async_loader_cannot_be_wrapped_again():
+    loader = DataLoader(Options(), tensor_dataset(4),
+                        mode=DataLoaderMode.Async)
+    with pytest.raises(DataLoaderError, match="already uses"):
+        AsynchronousDataAccessor(loader)
+
+
+# -- AsynchronousDataAccessor ----------------------------------------------
+
+
+def test_accessor_loads_in_another_process_two_epochs():
+    # Default sharing strategy (spawn + dataset pickled to a file).
+    loader = DataLoader(Options().deviceIterations(2), PidDataset(10),
+                        batch_size=2)
+    with AsynchronousDataAccessor(loader, buffer_size=2) as accessor:
+        assert len(accessor) == len(loader) == 2
+        for _ in range(2):
+            batches = list(accessor)
+            assert [b[0].flatten().tolist() for b in batches] == \
+                [[0, 1, 2, 3], [4, 5, 6, 7]]
+            pids = {int(p) for b in batches for p in b[1]}
+            assert pids == {accessor.worker_pid}
+            assert os.getpid() not in pids
+    with pytest.raises(Error, match="terminated"):
+        iter(accessor)
+
+
+def test_accessor_over_plain_dataset_and_structures():
+    class DictData(torch.utils.data.Dataset):
+        def __len__(self):
+            return 5
+
+        def __getitem__(self, i):
+            return {"x": torch.full((2,), float(i)), "meta": (i, f"s{i}")}
+
+    with AsynchronousDataAccessor(DictData(), **FORK) as accessor:
+        items = list(accessor)
+    assert len(items) == 5
+    assert items[3]["meta"] == (3, "s3")
+    assert torch.equal(items[3]["x"], torch.full((2,), 3.0))
+
+
+def test_accessor_restart_mid_epoch_and_load_indefinitely_false():
+    for indefinitely in (True, False):
+        with AsynchronousDataAccessor(tensor_dataset(7), buffer_size=2,
+                                      load_indefinitely=indefinitely,
+                                      **FORK) as accessor:
+            it = iter(accessor)
+            assert next(it)[1].item() == 0
+            assert next(it)[1].item() == 1
+            # A new iterator starts again from the beginning.
+            assert [y.item() for _, y in accessor] == list(range(7))
+            assert [y.item() for _, y in accessor] == list(range(7))
+            with pytest.raises(StopIteration):
+                next(accessor)
+
+
+def test_accessor_early_preload_and_rebatch():
+    with AsynchronousDataAccessor(tensor_dataset(10), early_preload=True,
+                                  rebatched_size=4, **FORK) as accessor:
+        assert len(accessor) == 2
+        for _ in range(2):
+            assert [y.tolist() for _, y in accessor] == \
+                [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_accessor_reports_worker_errors():
+    with AsynchronousDataAccessor(Failing(), **FORK) as accessor:
+        it = iter(accessor)
+        assert [next(it).item() for _ in range(5)] == [0, 1, 2, 3, 4]
+        with pytest.raises(Error, match="bad sample 5"):
+            next(it)
+
+
+def test_accessor_unpicklable_dataset():
+    data = [torch.zeros(1)]
+    data.append(lambda: None)
+    with pytest.raises(Error, match="SharingStrategy.Fork"):
+        AsynchronousDataAccessor(data)
+    # Fork does not pickle the dataset: a local (unpicklable) class works.
+    class Local(torch.utils.data.Dataset):
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, i):
+            return torch.tensor([float(i)])
+
+    with AsynchronousDataAccessor(Local(), **FORK) as accessor:
+        assert [t.tolist() for t in accessor] == [[0.0], [1.0]]
+
+
+def test_terminate_stops_the_worker():
+    accessor = AsynchronousDataAccessor(PidDataset(6), **FORK)
+    assert next(iter(accessor))[0].item() == 0
+    pid = accessor.worker_pid
+    accessor.terminate()
+    accessor.terminate()  # idempotent
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    with pytest.raises(Error, match="terminated"):
+        next(accessor)
+
+    loader = DataLoader(Options(), PidDataset(6), batch_size=2,
+                        mode=DataLoaderMode.Async, async_options=FORK)
+    assert len(list(loader)) == 3
+    pid = loader._accessor.worker_pid
+    loader.terminate()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert len(list(loader)) == 3  # a new worker
+    loader.terminate()
+
+
+def test_no_hang_at_interpreter_exit(tmp_path):
+    script = tmp_path / "leave_worker.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys, torch
+        from tilefx.api.data import AsynchronousDataAccessor
+        from tilefx.api.enums import SharingStrategy
+
+        if __name__ == "__main__":
+            data = [torch.full((2,), float(i)) for i in range(100)]
+            accessor = AsynchronousDataAccessor(
+                data, sharing_strategy=SharingStrategy.Fork)
+            next(iter(accessor))  # the worker keeps prefetching
+            print(accessor.worker_pid, flush=True)
+            # exit without terminate()
+    """))
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    result = subprocess.run([sys.executable, str(script)], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    pid = int(result.stdout.split()[0])
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
