@@ -316,3 +316,48 @@ def test_strategy_from_a_config_file(tmp_path):
     opts.loadFromFile(str(f))
     assert isinstance(opts.execution_strategy, tilefx.PipelinedExecution)
     _train_and_compare(BlockCNN(), opts, steps=1)
+
+
+def test_pipelined_with_replicas_device_iterations_and_output_mode_all():
+    torch.manual_seed(0)
+    model = BlockCNN()
+    ref, ours = copy.deepcopy(model), copy.deepcopy(model)
+    D, R, G, mb = 2, 2, 8, 1
+    opts = tilefx.Options().deviceIterations(D).replicationFactor(R).outputMode(tilefx.OutputMode.All)
+    opts.setExecutionStrategy(tilefx.PipelinedExecution("B1", "B2", "B3", "B4"))
+    opts.Training.gradientAccumulation(G)
+    trainer = tilefx.trainingModel(ours, opts, optimizer=tilefx.optim.SGD(ours.parameters(), lr=0.05))
+    opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    x, y = _data(1, D * R * G * mb)[0]
+    out, loss = trainer(x, y)
+    assert out.shape == (D * G * R * mb, 10) and loss.shape == (D * G * R,)
+    xs, ys = x.reshape(D, G * R * mb, 1, 28, 28), y.reshape(D, G * R * mb)
+    expected_out = []
+    for d in range(D):
+        opt.zero_grad()
+        o, l = ref(xs[d], ys[d])
+        expected_out.append(o.detach())
+        l.backward()
+        opt.step()
+    torch.testing.assert_close(out, torch.cat(expected_out), rtol=1e-4, atol=1e-5)
+    for p, q in zip(ref.parameters(), ours.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+
+
+def test_input_replica_grouping_shares_inputs_within_a_group():
+    torch.manual_seed(0)
+    model = BlockCNN(ipus=(0, 0, 1, 1))
+    ref, ours = copy.deepcopy(model), copy.deepcopy(model)
+    R, G, mb = 4, 4, 2
+    opts = tilefx.Options().replicationFactor(R).inputReplicaGrouping(2, tilefx.CommGroupType.Consecutive)
+    opts.Training.gradientAccumulation(G)
+    trainer = tilefx.trainingModel(ours, opts, optimizer=tilefx.optim.SGD(ours.parameters(), lr=0.05))
+    # N = D x (R / group size) x G = 1 x 2 x 4 micro-batches of 2
+    x, y = _data(1, 2 * G * mb)[0]
+    trainer(x, y)
+    # replicas 0,1 and 2,3 see the same data: the mean over replicas is the mean over the 2 slices
+    opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    ref(x, y)[1].backward()
+    opt.step()
+    for p, q in zip(ref.parameters(), ours.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
