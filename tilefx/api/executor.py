@@ -318,11 +318,12 @@ class PoplarExecutor:
     def _make_schedule(self, module: ModuleOp) -> Schedule:
         info = _py(module.attributes["ipu.stages"])
         D, _, _, G = self._factors()
-        stage_ipu, stage_phase = {}, {}
+        stage_ipu, stage_phase, stage_dir = {}, {}, {}
         for op in find_func(module, "main").body.block.ops:
             if isinstance(op, StageOp):
                 stage_ipu[op.stage.value.data] = op.ipu.value.data
                 stage_phase[op.stage.value.data] = op.phase.value.data
+                stage_dir[op.stage.value.data] = op.direction.data
         kind, num_fwd = info["kind"], info["forward_stages"]
         M, repeats = (G, D) if self._training else (D, 1)
         if kind in ("pipelined", "single"):
@@ -332,7 +333,7 @@ class PoplarExecutor:
         strategy = self._options.execution_strategy
         return schedule.phased(stage_ipu, stage_phase, num_fwd, M, self._training, repeats,
                                parallel=kind == "parallel_phased",
-                               liveness=strategy.liveness.name)
+                               liveness=strategy.liveness.name, stage_dir=stage_dir)
 
     @property
     def schedule(self) -> Schedule:

@@ -87,7 +87,9 @@ class Schedule:
         return "\n".join(lines)
 
 
-def _direction(stage: int, num_fwd: int, training: bool) -> str:
+def _direction(stage: int, num_fwd: int, training: bool, known: dict | None = None) -> str:
+    if known and stage in known:
+        return known[stage]
     if not training:
         return "fwd"
     if stage < num_fwd - 1:
@@ -120,7 +122,8 @@ def sharded(stage_ipu: dict[int, int], num_fwd: int, micro_batches: int, trainin
 
 
 def phased(stage_ipu: dict[int, int], stage_phase: dict[int, int], num_fwd: int, micro_batches: int,
-           training: bool, repeats: int, parallel: bool, liveness: str) -> Schedule:
+           training: bool, repeats: int, parallel: bool, liveness: str,
+           stage_dir: dict[int, str] | None = None) -> Schedule:
     """Each phase loads its weights and activations from streaming memory,
     runs its stages (in parallel on their IPUs) over the micro-batches and
     stores what later phases need. Parallel phased overlaps a phase's loads
@@ -135,14 +138,16 @@ def phased(stage_ipu: dict[int, int], stage_phase: dict[int, int], num_fwd: int,
         stages = sorted(by_phase[ph])
         load_t = t - 1 if parallel and t > 0 else t
         for s in stages:
-            sched.steps.append(Step(load_t, stage_ipu[s], "load", s, -1, _direction(s, num_fwd, training)))
+            sched.steps.append(Step(load_t, stage_ipu[s], "load", s, -1, _direction(s, num_fwd, training, stage_dir)))
         t = load_t + 1
         for i in range(micro_batches):
             for s in stages:
-                sched.steps.append(Step(t, stage_ipu[s], "compute", s, i, _direction(s, num_fwd, training)))
+                sched.steps.append(Step(t, stage_ipu[s], "compute", s, i,
+                                        _direction(s, num_fwd, training, stage_dir)))
             t += 1
         if liveness != "AlwaysLive" or not parallel:
             for s in stages:
-                sched.steps.append(Step(t, stage_ipu[s], "store", s, -1, _direction(s, num_fwd, training)))
+                sched.steps.append(Step(t, stage_ipu[s], "store", s, -1,
+                                        _direction(s, num_fwd, training, stage_dir)))
             t += 1
     return sched

@@ -72,6 +72,8 @@ class AssignStagesPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         main = find_func(op, "main")
         ops = [o for o in main.body.block.ops if not isinstance(o, func.ReturnOp)]
+        if any(o.name == "ipu.stage" for o in ops):
+            return  # already outlined: the stages are assigned
         cfg = self._config(op)
         kind = cfg.get("kind", "pipelined")
         if kind not in ("pipelined", "sharded", "serial_phased", "parallel_phased"):
@@ -140,14 +142,19 @@ class AssignStagesPass(ModulePass):
 
         # write placements; ops without a block follow their users / operands
         resolved: dict[Operation, PlacementAttr] = {}
+        separate = bool(cfg.get("separate_backward")) and kind.endswith("phased")
         for o in ops:
             p = _place(o)
             if p is None or not p.block.data:
                 continue
+            if p.block.data not in where:
+                raise PlacementError(f"{o.name} is in block {p.block.data!r}, which has no forward op")
             s, ipu, ph = where[p.block.data]
             ps = pipe_of_user[s]
             if p.is_backward:
-                stage = 2 * num_fwd - 2 - ps if training else ps
+                # the last forward stage runs the first backward step, unless phased
+                # execution gives the backward its own phase
+                stage = (2 * num_fwd - (1 if separate else 2) - ps) if training else ps
                 ph = bwd_phase(ph) if kind.endswith("phased") else ph
             else:
                 stage = ps
@@ -176,13 +183,14 @@ class AssignStagesPass(ModulePass):
                 resolved[o] = PlacementAttr(_place_dir(o), first_block, ipu0, pipe_of_user[s0], ph0)
         for o, p in resolved.items():
             o.attributes[PLACE_KEY] = p
+        if self.auto_round_num_ipus:
+            num_ipus = 1 << (num_ipus - 1).bit_length()
         op.attributes["ipu.stages"] = DictionaryAttr({
             "kind": StringAttr(kind),
             "num_ipus": IntegerAttr(num_ipus, i64),
             "forward_stages": IntegerAttr(num_fwd, i64),
-            "pipeline_stages": IntegerAttr(2 * num_fwd - 1 if training and kind == "pipelined"
-                                           else (2 * num_fwd if training else num_fwd), i64),
-            "phases": IntegerAttr(num_phases, i64),
+            "pipeline_stages": IntegerAttr(1 + max(p.stage.data for p in resolved.values()), i64),
+            "phases": IntegerAttr(1 + max(p.phase.data for p in resolved.values()), i64),
             "training": IntegerAttr(int(training), i64),
         })
 
