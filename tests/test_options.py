@@ -1134,6 +1134,7 @@ def test_module_imports_only_errors_and_enums():
         "from tilefx.api import enums",
         "from tilefx.api.enums import (",
         "from tilefx.api.errors import Error",
+        "from tilefx.backend.machine import PRESETS, Machine",  # setMachine: a leaf module
     ]
     assert os.path.basename(options_module.__file__) == "options.py"
     assert isinstance(OptionsError("x"), ValueError)

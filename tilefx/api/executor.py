@@ -17,6 +17,9 @@ outputs are returned in the same order, reduced as the output mode says.
 from __future__ import annotations
 
 import inspect
+import json
+import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,10 +37,15 @@ from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
 from tilefx.passes.pipelines import graph_context, run_graph_passes
 from tilefx.backend import schedule
+from tilefx.backend.machine import machine
+from tilefx.backend.profile import Profile, build_profile
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import StageOp
 from tilefx.passes.assign_stages import AssignStagesPass
 from tilefx.passes.training_step import TrainingStepPass, _py, find_func
+
+
+log = logging.getLogger("tilefx")
 
 
 class _HostVersion:
@@ -129,6 +137,7 @@ class PoplarExecutor:
         self._step = 0
         self._host_version = -1
         self._destroyed = False
+        self._runs = 0
         seed = self._options.random_seed
         self._rng = np.random.default_rng(seed)
         if not training and self._options.Training.gradient_accumulation != 1:
@@ -163,6 +172,7 @@ class PoplarExecutor:
         if _HostVersion.latest(self._host_tensors()) > self._host_version:
             self.copyWeightsToDevice()
         out = self._run(inputs)
+        self._runs += 1
         if self._training:
             self._write_back()
         return out
@@ -294,6 +304,9 @@ class PoplarExecutor:
         module.attributes["ipu.strategy"] = _attr_of(
             strategy.to_config() if strategy is not None
             else {"kind": "pipelined", "stages": [], "auto_stage": "same_as_ipu"})
+        if self._options.available_memory_proportion:
+            module.attributes["ipu.available_memory_proportion"] = _attr_of(
+                {k: float(v) for k, v in self._options.available_memory_proportion.items()})
         D, _, _, G = self._factors()
         run_graph_passes(module, training=self._training, assign=AssignStagesPass(
             gradient_accumulation=G, device_iterations=D,
@@ -307,13 +320,48 @@ class PoplarExecutor:
             input_dtypes=[np_dtype_of(x.dtype) for x in inputs])
         if self._training:
             self._build_update(program, compile_only=True)
+        # the machine model first: a program that does not fit fails before any copy
+        self._schedule = self._make_schedule(module)
+        self._profile = self._make_profile(program)
         self._program = program
         self.copyWeightsToDevice()
         self._consts = traced.consts
         if self._training:
             self._init_opt_state()
-        self._schedule = self._make_schedule(module)
         program.compile_seconds = time.perf_counter() - start
+        log.debug("compiled in %.3f s: %s", program.compile_seconds, self._profile.table())
+        profile_dir = _profile_dir(self._options)
+        if profile_dir:
+            self._profile.write(profile_dir)
+
+    def _make_profile(self, program: _Program) -> Profile:
+        D, R, _, G = self._factors()
+        loc = self._options.TensorLocations.optimizer
+        update_fn = find_func(program.module, "update") if self._training else None
+        return build_profile(
+            program.module, find_func(program.module, "main"), update_fn, self._schedule,
+            machine(self._options.machine), training=self._training, device_iterations=D,
+            optimizer_off_chip=loc is not None and loc.on_chip is False,
+            accumulate=self._training and (G > 1 or R > 1))
+
+    @property
+    def profile(self) -> Profile:
+        """The machine model's view of this program: cycles, timeline, memory."""
+        if self._program is None:
+            raise Error("the model is not compiled yet: call it or compile() first")
+        return self._profile
+
+    def cycleCount(self) -> int:
+        """Cycles of the last run on the simulated IPUs (needs Options.logCycleCount(True))."""
+        if not self._options.log_cycle_count:
+            raise Error("cycle count logging is disabled: use Options.logCycleCount(True)")
+        if self._runs == 0:
+            raise Error("cycleCount: the model has not run yet")
+        return self._profile.total_cycles
+
+    def getComputeLatency(self) -> float:
+        """Seconds one call takes on the simulated IPUs (host excluded)."""
+        return self.profile.seconds
 
     def _make_schedule(self, module: ModuleOp) -> Schedule:
         info = _py(module.attributes["ipu.stages"])
@@ -494,6 +542,22 @@ class PoplarExecutor:
     def _check_alive(self) -> None:
         if self._destroyed:
             raise Error("this model was destroyed: wrap the module again")
+
+
+def _profile_dir(options: Options) -> str | None:
+    """Options.enableProfiling(dir), else POPLAR_ENGINE_OPTIONS' autoReport
+    settings (JSON, as the seeds use it), else TILEFX_PROFILE_DIR."""
+    if options.profile_dir:
+        return options.profile_dir
+    raw = os.environ.get("POPLAR_ENGINE_OPTIONS")
+    if raw:
+        try:
+            eng = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise Error(f"POPLAR_ENGINE_OPTIONS is not valid JSON: {e}") from None
+        if str(eng.get("autoReport.all", "")).lower() == "true" or eng.get("autoReport.directory"):
+            return eng.get("autoReport.directory", "./profile")
+    return os.environ.get("TILEFX_PROFILE_DIR") or None
 
 
 def _join(items: list[np.ndarray]) -> np.ndarray:

@@ -833,6 +833,7 @@ class Options(_OptionsBase):
         self.max_repeat_logs: Optional[int] = 4
         self.model_name: Optional[str] = None
         self.profile_dir: Optional[str] = None
+        self.machine: Any = "mk2"
         self.executable_cache_dir: Optional[str] = None
         self.relax_optimizer_attributes_checks: bool = False
         self.show_compilation_progress_bar: bool = True
@@ -1123,6 +1124,17 @@ class Options(_OptionsBase):
     def modelName(self, name: str):
         """Model name, used for the profiling sub-directory."""
         self.model_name = _check_str("modelName", name)
+
+    @_setter
+    def setMachine(self, machine: Any):
+        """tilefx: the simulated IPU, "mk1", "mk2" (default), "bow" or a
+        `tilefx.backend.machine.Machine` with your own figures."""
+        from tilefx.backend.machine import PRESETS, Machine
+
+        if not isinstance(machine, Machine) and str(machine).lower() not in PRESETS:
+            raise OptionsError(f"setMachine: expected one of {sorted(PRESETS)} or a Machine, "
+                               f"got {machine!r}")
+        self.machine = machine if isinstance(machine, Machine) else str(machine).lower()
 
     @_setter
     def enableProfiling(self, profile_dir: Optional[str] = None):

@@ -8,7 +8,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from tilefx.passes.assign_stages import AssignStagesPass
+from tilefx.passes.available_memory import AvailableMemoryPass
 from tilefx.passes.outline_stages import OutlineStagesPass
+from tilefx.passes.serialize_matmul import SerializeMatmulPass
 from tilefx.passes.training_step import TrainingStepPass
 
 
@@ -27,9 +29,12 @@ def graph_context() -> Context:
 
 def run_graph_passes(module: ModuleOp, training: bool,
                      assign: AssignStagesPass | None = None) -> None:
-    """assign-stages, training-step (training), dce, outline-stages."""
+    """assign-stages, available-memory, serialize-matmul, training-step
+    (training), dce, outline-stages."""
     ctx = graph_context()
     (assign or AssignStagesPass()).apply(ctx, module)
+    AvailableMemoryPass().apply(ctx, module)
+    SerializeMatmulPass().apply(ctx, module)
     if training:
         TrainingStepPass().apply(ctx, module)
     DeadCodeElimination().apply(ctx, module)

@@ -33,11 +33,25 @@ def _outline_stages():
     return OutlineStagesPass
 
 
+def _serialize_matmul():
+    from tilefx.passes.serialize_matmul import SerializeMatmulPass
+
+    return SerializeMatmulPass
+
+
+def _available_memory():
+    from tilefx.passes.available_memory import AvailableMemoryPass
+
+    return AvailableMemoryPass
+
+
 DIALECTS = {"aten": _aten, "ipu": _ipu}
 PASSES = {
     "ipu-training-step": _training_step,
     "ipu-assign-stages": _assign_stages,
     "ipu-outline-stages": _outline_stages,
+    "ipu-serialize-matmul": _serialize_matmul,
+    "ipu-available-memory": _available_memory,
 }
 
 TILEFX_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES)

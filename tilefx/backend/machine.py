@@ -1,0 +1,86 @@
+"""The simulated IPU: one parameter object with the Mk1, Mk2 and Bow presets
+(REFERENCE.md section 1). Every hardware constant of the cost and memory
+models lives here."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    tiles: int  # per IPU
+    bytes_per_tile: int
+    clock_hz: float
+    fp16_macs_per_cycle: int  # per tile, fp32 accumulation (AMP)
+    fp32_macs_per_cycle: int  # per tile
+    exchange_bytes_per_cycle: int  # per tile, receive side
+    ipu_link_bytes_per_s: float  # one direction, one IPU pair
+    host_link_bytes_per_s: float
+    streaming_bytes_per_s: float  # streaming (remote) memory, per IPU
+    sync_ns_per_hop: float = 15.0
+    # elementwise throughput per tile and cycle (vector width of the worker threads)
+    fp32_elems_per_cycle: int = 2
+    fp16_elems_per_cycle: int = 4
+    # fixed cost of one compute set: launching vertices on every tile (cycles)
+    compute_set_overhead_cycles: int = 100
+    # code and vertex state per op on each tile it runs on (bytes, a documented guess)
+    code_bytes_per_op_per_tile: int = 256
+    # the smallest piece of a tensor mapped to one tile (bytes)
+    grain_bytes: int = 64
+
+    def sync_cycles(self, num_ipus: int = 1) -> int:
+        """Global sync: ceil(15 ns x clock x hops x 2), hops = 1 + (IPUs//2)//2
+        (the PopLibs test model: ~40 cycles for 1-2 IPUs, 80 for 4 on Mk2)."""
+        hops = 1 + (max(num_ipus, 1) // 2) // 2
+        return math.ceil(self.sync_ns_per_hop * 1e-9 * self.clock_hz * hops * 2)
+
+    def macs_per_cycle(self, itemsize: int) -> int:
+        return self.fp16_macs_per_cycle if itemsize <= 2 else self.fp32_macs_per_cycle
+
+    def elems_per_cycle(self, itemsize: int) -> int:
+        return self.fp16_elems_per_cycle if itemsize <= 2 else self.fp32_elems_per_cycle
+
+    @property
+    def bytes_per_ipu(self) -> int:
+        return self.tiles * self.bytes_per_tile
+
+    def peak_flops(self, itemsize: int = 2) -> float:
+        return 2 * self.macs_per_cycle(itemsize) * self.tiles * self.clock_hz
+
+    def seconds(self, cycles: float) -> float:
+        return cycles / self.clock_hz
+
+    def link_cycles(self, nbytes: int, bytes_per_s: float) -> int:
+        return math.ceil(nbytes / bytes_per_s * self.clock_hz)
+
+    def with_(self, **kw) -> Machine:
+        return replace(self, **kw)
+
+
+KIB = 1024
+
+MK1 = Machine("mk1", tiles=1216, bytes_per_tile=256 * KIB, clock_hz=1.6e9, fp16_macs_per_cycle=32,
+              fp32_macs_per_cycle=8, exchange_bytes_per_cycle=4, ipu_link_bytes_per_s=16e9,
+              host_link_bytes_per_s=32e9, streaming_bytes_per_s=20e9)
+MK2 = Machine("mk2", tiles=1472, bytes_per_tile=624 * KIB, clock_hz=1.33e9, fp16_macs_per_cycle=64,
+              fp32_macs_per_cycle=16, exchange_bytes_per_cycle=4, ipu_link_bytes_per_s=16.5e9,
+              host_link_bytes_per_s=64e9, streaming_bytes_per_s=20e9)
+BOW = MK2.with_(name="bow", clock_hz=1.85e9)
+
+PRESETS = {m.name: m for m in (MK1, MK2, BOW)}
+
+
+def machine(name_or_machine: str | Machine | None) -> Machine:
+    if name_or_machine is None:
+        return MK2
+    if isinstance(name_or_machine, Machine):
+        return name_or_machine
+    key = str(name_or_machine).lower()
+    if key not in PRESETS:
+        from tilefx.api.errors import Error
+
+        raise Error(f"unknown IPU machine {name_or_machine!r}: expected one of {sorted(PRESETS)}")
+    return PRESETS[key]

@@ -1,0 +1,495 @@
+"""The machine model applied to a compiled program: per-op costs, a timed
+multi-IPU timeline, per-tile memory, out-of-memory errors and the profile
+users read (`executor.profile`).
+
+Everything is computed once at compile time from the outlined graph IR
+(`ipu.stage` regions), the schedule and the `Machine` parameters; running
+the program never changes it (shapes are static).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+
+from tilefx.api.errors import Error
+from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, op_cost
+from tilefx.backend.machine import Machine
+from tilefx.backend.schedule import Schedule
+from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, StageOp
+
+
+@dataclass
+class OpRecord:
+    name: str
+    stage: int
+    ipu: int
+    cost: OpCost
+    direction: str
+
+
+@dataclass
+class TimedStep:
+    ipu: int
+    start: int
+    end: int
+    kind: str  # compute | copy | host | load | store | update
+    stage: int
+    micro_batch: int
+    direction: str
+
+
+@dataclass
+class Tensor:
+    """A tensor that occupies tile memory: what it is and who made it."""
+
+    name: str
+    nbytes: int
+    made_by: str
+    kind: str  # weight | buffer | accumulator | optimizer | activation | stash
+
+
+@dataclass
+class IpuMemory:
+    ipu: int
+    always_live: np.ndarray  # bytes per tile
+    peak: np.ndarray  # bytes per tile: always live + peak activations + largest temporary
+    temp_bytes: int
+    tensors: list[Tensor]
+    tile_of_tensor: dict[int, tuple[int, int]]  # index -> (first tile, tiles used)
+
+    def largest_on_tile(self, tile: int, n: int = 5) -> list[tuple[Tensor, int]]:
+        """The n tensors with the most bytes on `tile`."""
+        out = []
+        T = len(self.peak)
+        for i, t in enumerate(self.tensors):
+            first, used = self.tile_of_tensor[i]
+            if (tile - first) % T < used:
+                out.append((t, math.ceil(t.nbytes / used)))
+        return sorted(out, key=lambda x: -x[1])[:n]
+
+
+@dataclass
+class Profile:
+    machine: Machine
+    strategy: str
+    num_ipus: int
+    ops: list[OpRecord]
+    stage_cycles: dict[int, int]
+    timeline: list[TimedStep]
+    cycles_per_update: int
+    updates_per_call: int
+    total_cycles: int
+    memory: dict[int, IpuMemory] = field(default_factory=dict)
+    exchange_bytes: int = 0
+    # per stage: the length of one of its steps (compute + host I/O + copy out)
+    step_cycles: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        return self.machine.seconds(self.total_cycles)
+
+    def ipu_busy_cycles(self) -> dict[int, int]:
+        busy: dict[int, int] = defaultdict(int)
+        for s in self.timeline:
+            if s.kind in ("compute", "update"):
+                busy[s.ipu] += s.end - s.start
+        return dict(sorted(busy.items()))
+
+    def utilisation(self) -> dict[int, float]:
+        length = max((s.end for s in self.timeline), default=0) or 1
+        return {ipu: c / length for ipu, c in self.ipu_busy_cycles().items()}
+
+    def cycles_by_op(self) -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        for r in self.ops:
+            out[r.name] += r.cost.cycles
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def summary(self) -> dict:
+        return {
+            "machine": self.machine.name,
+            "strategy": self.strategy,
+            "ipus": self.num_ipus,
+            "total_cycles": self.total_cycles,
+            "seconds": self.seconds,
+            "cycles_per_weight_update": self.cycles_per_update,
+            "weight_updates_per_call": self.updates_per_call,
+            "ipu_busy_cycles": self.ipu_busy_cycles(),
+            "utilisation": self.utilisation(),
+            "stage_cycles": self.stage_cycles,
+            "step_cycles": self.step_cycles,
+            "exchange_bytes": self.exchange_bytes,
+            "cycles_by_op": self.cycles_by_op(),
+            "memory": {
+                ipu: {"peak_tile_bytes": int(m.peak.max()), "peak_tile": int(m.peak.argmax()),
+                      "always_live_max_tile_bytes": int(m.always_live.max()),
+                      "total_bytes": int(m.peak.sum()), "largest_temporary": m.temp_bytes}
+                for ipu, m in self.memory.items()},
+        }
+
+    def table(self) -> str:
+        s = self.summary()
+        lines = [f"{s['machine']} x {s['ipus']} IPU(s), {s['strategy']}: {s['total_cycles']:,} cycles "
+                 f"= {1e3 * s['seconds']:.3f} ms per call ({s['weight_updates_per_call']} x "
+                 f"{s['cycles_per_weight_update']:,} cycles)"]
+        lines.append("  IPU   busy cycles   utilisation   peak tile memory   always-live (max tile)")
+        for ipu, busy in s["ipu_busy_cycles"].items():
+            mem = s["memory"].get(ipu, {})
+            lines.append(f"  {ipu:>3}   {busy:>11,}   {100 * s['utilisation'].get(ipu, 0):>10.1f}%   "
+                         f"{mem.get('peak_tile_bytes', 0):>12,} B   {mem.get('always_live_max_tile_bytes', 0):>12,} B")
+        lines.append("  top ops by cycles: " + ", ".join(
+            f"{k} {v:,}" for k, v in list(s["cycles_by_op"].items())[:5]))
+        return "\n".join(lines)
+
+    def chrome_trace(self) -> dict:
+        """The timed timeline as Chrome / Perfetto trace events (one track per IPU)."""
+        us = 1e6 / self.machine.clock_hz
+        events = [{"ph": "M", "name": "process_name", "pid": 0,
+                   "args": {"name": f"{self.machine.name} {self.strategy}"}}]
+        for ipu in range(self.num_ipus):
+            events.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": ipu,
+                           "args": {"name": f"IPU{ipu}"}})
+        for s in self.timeline:
+            label = s.kind if s.kind in ("update", "host", "load", "store") else f"stage {s.stage}"
+            events.append({"ph": "X", "pid": 0, "tid": s.ipu, "ts": s.start * us,
+                           "dur": max(s.end - s.start, 1) * us, "cat": s.kind,
+                           "name": f"{label} {s.direction}" + (f" mb {s.micro_batch}" if s.micro_batch >= 0 else ""),
+                           "args": {"cycles": s.end - s.start, "stage": s.stage,
+                                    "micro_batch": s.micro_batch}})
+        return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+    def write(self, directory: str) -> list[str]:
+        """Write trace.json, summary.json and the PNG plots into `directory`."""
+        import os
+
+        os.makedirs(directory, exist_ok=True)
+        paths = [os.path.join(directory, "trace.json"), os.path.join(directory, "summary.json"),
+                 os.path.join(directory, "memory.npz")]
+        with open(paths[0], "w") as f:
+            json.dump(self.chrome_trace(), f)
+        with open(paths[1], "w") as f:
+            json.dump(_jsonable(self.summary()), f, indent=1)
+        np.savez(paths[2], **{f"ipu{ipu}_peak": m.peak for ipu, m in self.memory.items()},
+                 **{f"ipu{ipu}_always_live": m.always_live for ipu, m in self.memory.items()})
+        from tilefx.backend.plots import write_plots
+
+        paths += write_plots(directory)
+        return paths
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    return x
+
+
+# ---------------------------------------------------------------------------
+
+
+def _place(op: Operation) -> PlacementAttr | None:
+    p = op.attributes.get(PLACE_KEY)
+    return p if isinstance(p, PlacementAttr) else None
+
+
+def _walk(block: Block):
+    for op in block.ops:
+        if isinstance(op, StageOp):
+            yield from _walk(op.body.block)
+        else:
+            yield op
+
+
+def _roles(fn: func.FuncOp, which: str) -> list[dict]:
+    from tilefx.backend.executor import arg_roles, result_roles
+
+    return arg_roles(fn) if which == "arg" else result_roles(fn)
+
+
+def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedule: Schedule,
+                  machine: Machine, *, training: bool, device_iterations: int,
+                  optimizer_off_chip: bool = False, accumulate: bool = False,
+                  check_memory: bool = True) -> Profile:
+    """Cost every op, time the schedule, and plan the memory of every IPU."""
+    stage_of: dict[int, tuple[int, str]] = {}
+    records: list[OpRecord] = []
+    stage_cycles: dict[int, int] = defaultdict(int)
+    copy_bytes: dict[int, int] = defaultdict(int)  # into each stage over IPU-links
+    exchange_bytes = 0
+    for top in main.body.block.ops:
+        if not isinstance(top, StageOp):
+            continue
+        s, ipu = top.stage.value.data, top.ipu.value.data
+        stage_of[s] = (ipu, top.direction.data)
+        for op in _walk(top.body.block):
+            if op.name == "ipu.copy":
+                copy_bytes[s] += _bytes(op.results[0])
+                continue
+            if op.name == "ipu.yield":
+                continue
+            c = op_cost(op, machine)
+            records.append(OpRecord(op.name, s, ipu, c, top.direction.data))
+            stage_cycles[s] += c.cycles
+            exchange_bytes += c.exchange_bytes
+    num_ipus = 1 + max((ipu for ipu, _ in stage_of.values()), default=0)
+
+    # host streams: inputs into the first stage that reads them, outputs out of the last
+    arg_roles = _roles(main, "arg")
+    in_bytes = sum(_bytes(a) for a, r in zip(main.body.block.args, arg_roles) if "input" in r)
+    ret = main.body.block.last_op
+    res_roles = _roles(main, "res")
+    out_bytes = sum(_bytes(v) for v, r in zip(ret.operands, res_roles) if "output" in r)
+    host_in = machine.link_cycles(in_bytes, machine.host_link_bytes_per_s) if in_bytes else 0
+    host_out = machine.link_cycles(out_bytes, machine.host_link_bytes_per_s) if out_bytes else 0
+
+    # weights and where they live
+    param_ipu = _param_ipus(main, arg_roles)
+
+    # the timeline of one weight update (training) or one call (inference)
+    timeline, step_cycles = _simulate(schedule, stage_of, stage_cycles, copy_bytes, machine, host_in,
+                                      host_out, num_ipus)
+    end = max((t.end for t in timeline), default=0)
+
+    update_records: list[OpRecord] = []
+    state_bytes: dict[int, int] = defaultdict(int)
+    if training and update is not None:
+        upd_roles = _roles(update, "arg")
+        per_ipu: dict[int, int] = defaultdict(int)
+        for op in update.body.block.ops:
+            if isinstance(op, func.ReturnOp):
+                continue
+            w = op.operands[0]
+            name = upd_roles[w.index]["param"] if isinstance(w, BlockArgument) else ""
+            ipu = param_ipu.get(name, 0)
+            c = op_cost(op, machine)
+            update_records.append(OpRecord(op.name, -1, ipu, c, "update"))
+            per_ipu[ipu] += c.cycles
+        for a, r in zip(update.body.block.args, upd_roles):
+            if "state" in r:
+                state_bytes[param_ipu.get(r["state"].rsplit("/", 1)[0], 0)] += _bytes(a)
+        sync = machine.sync_cycles(num_ipus)
+        for ipu, cyc in per_ipu.items():
+            if optimizer_off_chip:  # load and store the state from streaming memory
+                cyc += 2 * machine.link_cycles(state_bytes[ipu], machine.streaming_bytes_per_s)
+            timeline.append(TimedStep(ipu, end + sync, end + sync + cyc, "update", -1, -1, "update"))
+        end = max((t.end for t in timeline), default=end)
+    records += update_records
+
+    updates = device_iterations if training else 1
+    profile = Profile(machine, schedule.strategy, num_ipus, records, dict(stage_cycles), timeline,
+                      end, updates, end * updates, exchange_bytes=exchange_bytes,
+                      step_cycles=step_cycles)
+    profile.memory = _memory(main, update, arg_roles, param_ipu, stage_of, records, machine, schedule,
+                             training, optimizer_off_chip, accumulate, num_ipus)
+    if check_memory:
+        _check_memory(profile)
+    return profile
+
+
+def _param_ipus(main: func.FuncOp, roles: list[dict]) -> dict[str, int]:
+    """Each parameter/buffer lives on the IPU of its first user."""
+    where: dict[str, int] = {}
+    for a, r in zip(main.body.block.args, roles):
+        key = r.get("param") or r.get("buffer") or r.get("const") or r.get("accum")
+        if key is None:
+            continue
+        ipus = []
+        for use in a.uses:
+            p = _place(use.operation)
+            if p is not None and p.ipu.data >= 0:
+                ipus.append(p.ipu.data)
+        where.setdefault(key, min(ipus) if ipus else 0)
+    return where
+
+
+def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: Machine, host_in: int,
+              host_out: int, num_ipus: int) -> tuple[list[TimedStep], dict[int, int]]:
+    """Time the logical schedule. A step starts when its IPU is free and the
+    previous stage of its micro-batch has finished and been copied over; the
+    copy is an exchange, so it keeps the sending IPU busy too (BSP). Returns
+    the timed steps and each stage's step length (compute + host I/O + copy out)."""
+    ipu_free: dict[int, int] = defaultdict(int)
+    done: dict[tuple[int, int], int] = {}
+    out: list[TimedStep] = []
+    step_cycles: dict[int, int] = {}
+    last_stage = max(stage_of, default=0)
+    for st in sorted(schedule.steps, key=lambda s: (s.time, s.stage)):
+        ipu = st.ipu
+        if st.kind in ("load", "store"):
+            start = ipu_free[ipu]
+            cyc = machine.link_cycles(max(copy_bytes.get(st.stage, 0), 1), machine.streaming_bytes_per_s)
+            out.append(TimedStep(ipu, start, start + cyc, st.kind, st.stage, -1, st.direction))
+            ipu_free[ipu] = start + cyc
+            continue
+        start = max(ipu_free[ipu], done.get((st.stage - 1, st.micro_batch), 0))
+        begin = start
+        if st.stage == 0 and host_in:
+            out.append(TimedStep(ipu, start, start + host_in, "host", 0, st.micro_batch, "in"))
+            start += host_in
+        end = start + stage_cycles.get(st.stage, 0)
+        out.append(TimedStep(ipu, start, end, "compute", st.stage, st.micro_batch, st.direction))
+        nxt = stage_of.get(st.stage + 1)
+        if nxt is not None and nxt[0] != ipu and copy_bytes.get(st.stage + 1, 0):
+            cyc = machine.link_cycles(copy_bytes[st.stage + 1], machine.ipu_link_bytes_per_s)
+            out.append(TimedStep(ipu, end, end + cyc, "copy", st.stage, st.micro_batch, st.direction))
+            end += cyc
+        if st.stage == last_stage and host_out:
+            out.append(TimedStep(ipu, end, end + host_out, "host", st.stage, st.micro_batch, "out"))
+            end += host_out
+        ipu_free[ipu] = end
+        done[(st.stage, st.micro_batch)] = end
+        step_cycles[st.stage] = max(step_cycles.get(st.stage, 0), end - begin)
+    return out, step_cycles
+
+
+def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Machine,
+            schedule: Schedule, training: bool, optimizer_off_chip: bool, accumulate: bool,
+            num_ipus: int) -> dict[int, IpuMemory]:
+    T = machine.tiles
+    tensors: dict[int, list[Tensor]] = defaultdict(list)
+    always: dict[int, list[Tensor]] = defaultdict(list)
+    for a, r in zip(main.body.block.args, arg_roles):
+        if "param" in r:
+            always[param_ipu.get(r["param"], 0)].append(Tensor(r["param"], _bytes(a), "parameter", "weight"))
+        elif "buffer" in r:
+            always[param_ipu.get(r["buffer"], 0)].append(Tensor(r["buffer"], _bytes(a), "buffer", "buffer"))
+        elif "const" in r:
+            always[param_ipu.get(r["const"], 0)].append(Tensor(r["const"], _bytes(a), "constant", "buffer"))
+        elif "accum" in r and accumulate:
+            always[param_ipu.get(r["accum"], 0)].append(
+                Tensor(f"{r['accum']} (gradient accumulator)", _bytes(a), "ipu.accumulate", "accumulator"))
+    if training and update is not None and not optimizer_off_chip:
+        for a, r in zip(update.body.block.args, _roles(update, "arg")):
+            if "state" in r:
+                pname = r["state"].rsplit("/", 1)[0]
+                always[param_ipu.get(pname, 0)].append(
+                    Tensor(r["state"], _bytes(a), "optimizer state", "optimizer"))
+
+    # activations: the peak of live values per IPU in program order, with the
+    # pipeline's stash (forward values kept for the backward of later micro-batches)
+    peak_set = _activation_peaks(main, stage_of, schedule, training)
+    temp: dict[int, int] = defaultdict(int)
+    ops_on: dict[int, int] = defaultdict(int)
+    for r in records:
+        temp[r.ipu] = max(temp[r.ipu], r.cost.temp_bytes)
+        ops_on[r.ipu] += 1
+    result = {}
+    start_tile = 0
+    for ipu in range(num_ipus):
+        live = always.get(ipu, [])
+        acts = peak_set.get(ipu, [])
+        all_t = live + acts
+        always_arr = np.zeros(T + 1, dtype=np.int64)
+        peak_arr = np.zeros(T + 1, dtype=np.int64)
+        placement = {}
+        for i, t in enumerate(all_t):
+            used = max(1, min(T, math.ceil(t.nbytes / machine.grain_bytes)))
+            per = math.ceil(t.nbytes / used)
+            first = start_tile % T
+            placement[i] = (first, used)
+            for arr in ((always_arr, peak_arr) if i < len(live) else (peak_arr,)):
+                end = first + used
+                if end <= T:
+                    arr[first] += per
+                    arr[end] -= per
+                else:
+                    arr[first] += per
+                    arr[T] -= per
+                    arr[0] += per
+                    arr[end - T] -= per
+            start_tile = (start_tile + used) % T
+        code = machine.code_bytes_per_op_per_tile * ops_on.get(ipu, 0)
+        always_tiles = np.cumsum(always_arr[:T]) + code
+        peak_tiles = np.cumsum(peak_arr[:T]) + code + temp.get(ipu, 0)
+        result[ipu] = IpuMemory(ipu, always_tiles, peak_tiles, temp.get(ipu, 0), all_t, placement)
+    return result
+
+
+def _activation_peaks(main, stage_of, schedule: Schedule, training: bool) -> dict[int, list[Tensor]]:
+    """Per IPU, the activations live at its peak, stash copies included."""
+    order: list[tuple[Operation, int]] = []
+    for top in main.body.block.ops:
+        if isinstance(top, StageOp):
+            for op in _walk(top.body.block):
+                if op.name != "ipu.yield":
+                    order.append((op, top.ipu.value.data))
+    index = {op: i for i, (op, _) in enumerate(order)}
+    stage_index = {op: s for top in main.body.block.ops if isinstance(top, StageOp)
+                   for op in _walk(top.body.block) for s in [top.stage.value.data]}
+    last_use: dict[SSAValue, int] = {}
+    for op, _ in order:
+        for v in op.operands:
+            if isinstance(v.owner, Operation) and v.owner in index:
+                last_use[v] = max(last_use.get(v, 0), index[op])
+    # values defined on an IPU and alive across the stage boundary: stashed
+    depth: dict[SSAValue, int] = {}
+    if training and schedule.strategy == "pipelined":
+        for op, _ in order:
+            for r in op.results:
+                users = [u.operation for u in r.uses if u.operation in stage_index]
+                if not users:
+                    continue
+                s0 = stage_index[op]
+                s1 = max(stage_index[u] for u in users)
+                if s1 > s0:
+                    depth[r] = s1 - s0 + 1
+    peaks: dict[int, list[Tensor]] = {}
+    live_bytes: dict[int, int] = defaultdict(int)
+    best: dict[int, int] = defaultdict(int)
+    live: dict[int, dict[SSAValue, Tensor]] = defaultdict(dict)
+    ends: dict[int, list[SSAValue]] = defaultdict(list)
+    for v, i in last_use.items():
+        ends[i].append(v)
+    for i, (op, ipu) in enumerate(order):
+        if op.name == "ipu.copy":
+            ipu = op.dst.value.data
+        for r in op.results:
+            if r.uses and all(u.operation.name == "ipu.accumulate" and u.index == 1 for u in r.uses):
+                continue  # accumulated in place: the gradient is written into its accumulator
+            if op.name.removeprefix("aten.") in VIEW_OPS:
+                continue  # a view: no memory of its own
+            if r in last_use:
+                n = _bytes(r) * depth.get(r, 1)
+                kind = "stash" if r in depth else "activation"
+                p = _place(op)
+                block = f" in block {p.block.data!r}" if p is not None and p.block.data else ""
+                live[ipu][r] = Tensor(f"%{r.name_hint or r.index} ({op.name} result)", n,
+                                      f"{op.name}{block}", kind)
+                live_bytes[ipu] += n
+        if live_bytes[ipu] > best[ipu]:
+            best[ipu] = live_bytes[ipu]
+            peaks[ipu] = list(live[ipu].values())
+        for v in ends.get(i, []):
+            owner_ipu = next((k for k, d in live.items() if v in d), None)
+            if owner_ipu is not None:
+                t = live[owner_ipu].pop(v)
+                live_bytes[owner_ipu] -= t.nbytes
+    return peaks
+
+
+def _check_memory(profile: Profile) -> None:
+    m = profile.machine
+    for ipu, mem in profile.memory.items():
+        tile = int(mem.peak.argmax())
+        need = int(mem.peak[tile])
+        if need > m.bytes_per_tile:
+            top = mem.largest_on_tile(tile)
+            listing = "; ".join(f"{t.name} [{t.kind}, made by {t.made_by}]: {b:,} B" for t, b in top)
+            raise Error(
+                f"Out of memory on IPU {ipu}, tile {tile}: {need:,} bytes needed, "
+                f"{m.bytes_per_tile:,} available ({m.name}: {m.tiles} tiles x "
+                f"{m.bytes_per_tile // 1024} KiB). Largest tensors on that tile: {listing}. "
+                f"Use more IPUs (pipelining), off-chip optimizer state, or a lower available "
+                f"memory proportion", type="memory")

@@ -1,0 +1,130 @@
+"""`ipu-available-memory`: attach the available-memory proportion to the ops that plan temporaries.
+
+On the IPU, matmuls, convolutions, embeddings and gathers/index ops pick a
+plan whose temporary memory per tile stays under bytes_per_tile x
+proportion (REFERENCE.md section 4). This pass writes that proportion as
+`ipu.available_memory = <f64>` on each such op, so the machine model reads
+one attribute instead of re-deriving the user's settings:
+
+1. `ipu.set_available_memory(x, p)` gives `p` to the op producing `x`,
+   looking through the shape-only ops a traced linear or a lowered
+   serialized matmul puts after it (view, permute, cat, add.Tensor, ...);
+   the set op itself is an identity and is replaced by its input. A later
+   set on the same op wins.
+2. else the proportion of the op's IPU (`#ipu.place<..., ipu = N>`): the
+   module attribute `ipu.available_memory_proportion = {IPU0 = 0.3 : f64, ...}`
+   (from `Options.setAvailableMemoryProportion`) when present, else the
+   `per_ipu` option (index = IPU id);
+3. else `default_proportion`.
+
+An op that already carries the attribute keeps it (the pass is idempotent).
+Proportions outside (0, 1] and a set_available_memory whose input no such
+op produces are errors.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, f64
+from xdsl.ir import Operation, OpResult, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException
+
+from tilefx.api.errors import Error
+from tilefx.dialects import ipu
+
+MEMORY_KEY = "ipu.available_memory"
+MODULE_KEY = "ipu.available_memory_proportion"
+MEMORY_OPS = frozenset({
+    "aten.mm", "aten.bmm", "aten.addmm", "aten.convolution", "aten.convolution_backward",
+    "aten.embedding", "aten.embedding_dense_backward", "aten.index.Tensor", "aten.index_put",
+    "aten.gather", "ipu.serialized_matmul",
+})
+# ops between a memory op and the tensor the user sees: a traced linear
+# (view, addmm, view; mm + bias add) or a lowered serialized matmul (cat / add / view)
+_SEE_THROUGH = frozenset({
+    "aten.view", "aten.permute", "aten.alias", "aten.clone", "aten.squeeze.dims",
+    "aten.unsqueeze", "aten.expand", "aten._to_copy", "aten.add.Tensor", "aten.cat",
+    "ipu.nop",
+})
+_IPU_KEY = re.compile(r"^IPU(\d+)$")
+
+
+class AvailableMemoryError(Error, DiagnosticException):
+    """A bad available-memory proportion (a tilefx.Error and an IR diagnostic)."""
+
+    def __init__(self, message: str):
+        Error.__init__(self, message, type="ipu-available-memory")
+
+
+def _check(p: float, where: str) -> float:
+    if not 0.0 < p <= 1.0:
+        raise AvailableMemoryError(f"available memory proportion must be in (0, 1], got {p} ({where})")
+    return p
+
+
+def _producers(v: SSAValue) -> list[Operation]:
+    """The memory ops whose result reaches `v` through see-through ops only."""
+    found: list[Operation] = []
+    stack, seen = [v], set()
+    while stack:
+        x = stack.pop()
+        if not isinstance(x, OpResult) or x.op in seen:
+            continue
+        seen.add(x.op)
+        if x.op.name in MEMORY_OPS:
+            found.append(x.op)
+        elif x.op.name in _SEE_THROUGH:
+            stack.extend(x.op.operands)
+    return found
+
+
+@dataclass(frozen=True)
+class AvailableMemoryPass(ModulePass):
+    """Write `ipu.available_memory` on every memory-planning op."""
+
+    name = "ipu-available-memory"
+
+    default_proportion: float | int = 0.6
+    per_ipu: tuple[int | float, ...] = ()
+
+    def _per_ipu(self, module: ModuleOp) -> dict[int, float]:
+        attr = module.attributes.get(MODULE_KEY)
+        if attr is None:
+            return {i: _check(float(p), f"per_ipu[{i}]") for i, p in enumerate(self.per_ipu)}
+        if not isinstance(attr, DictionaryAttr):
+            raise AvailableMemoryError(f"{MODULE_KEY} must be a dictionary like {{IPU0 = 0.3 : f64}}")
+        out = {}
+        for key, val in attr.data.items():
+            m = _IPU_KEY.match(key)
+            if m is None or not isinstance(val, FloatAttr | IntegerAttr):
+                raise AvailableMemoryError(f"{MODULE_KEY}: expected IPU<n> = <float>, got {key} = {val}")
+            out[int(m.group(1))] = _check(float(val.value.data), f"{MODULE_KEY} {key}")
+        return out
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        default = _check(float(self.default_proportion), "default_proportion")
+        per_ipu = self._per_ipu(op)
+        explicit: dict[Operation, float] = {}
+        for sam in [o for o in op.walk() if isinstance(o, ipu.SetAvailableMemoryOp)]:
+            p = _check(sam.proportion.value.data, "set_available_memory")
+            targets = _producers(sam.input)
+            if not targets:
+                src = sam.input.op.name if isinstance(sam.input, OpResult) else "a function argument"
+                raise AvailableMemoryError(
+                    f"set_available_memory({p}) applies to a matmul, convolution, embedding or "
+                    f"gather/index op, but its input comes from {src}")
+            for t in targets:
+                explicit[t] = p
+            sam.result.replace_all_uses_with(sam.input)
+            sam.parent_block().erase_op(sam)
+        for o in op.walk():
+            if o.name not in MEMORY_OPS or MEMORY_KEY in o.attributes and o not in explicit:
+                continue
+            place = o.attributes.get(ipu.PLACE_KEY)
+            dev = place.ipu.data if isinstance(place, ipu.PlacementAttr) else -1
+            p = explicit.get(o, per_ipu.get(dev, default))
+            o.attributes[MEMORY_KEY] = FloatAttr(p, f64)
