@@ -5,10 +5,12 @@
 entry per schema, keyed by the same name, so the executor needs no per-op code:
 it looks the name up and calls it. Operands come positionally in schema order
 (np.ndarray, None for an absent `Tensor?`, a list for `Tensor[]`); properties
-come as keywords with the schema's names, and every schema default is the
-Python default of the keyword, so a property the IR did not record can simply
-be left out. Kernels return np.ndarray (0-d for scalars), a tuple for
-multi-result ops and a list for `split_with_sizes`.
+come as keywords. Every parameter has its schema name (operands may be passed
+by name too), and every schema default is the Python default of the keyword,
+so a property the IR did not record can simply be left out. Kernels return
+np.ndarray (0-d for scalars), a tuple for multi-result ops (None for outputs
+an output_mask leaves out) and a list for `split_with_sizes`; results may be
+views of inputs, never written to afterwards.
 
 The backend knows nothing of torch: this module must not import it. The
 semantics (values, result dtypes, type promotion of tensors with Python
@@ -17,13 +19,21 @@ scalars) are ATen's, which `tests/test_kernels.py` checks against
 way the IPU keeps fp32 partials.
 
 The convolution and pooling kernels are the hot path of the CNN benchmark:
-they work on whole batches with strided views and one BLAS matmul (im2col),
-never with Python loops over pixels or the batch (only over kernel offsets).
+they work on whole batches with strided views and BLAS matmuls (im2col; see
+the convolution section), never with Python loops over pixels or images
+(only over kernel offsets). Big convolutions can split the batch over two
+threads (CONV_THREADS).
+
+Importing this module tunes two process-wide settings for these kernels (see
+_tune_malloc and _single_threaded_blas): glibc keeps freed memory instead of
+page-faulting it back on every call, and numpy's OpenBLAS runs on one thread.
 """
 
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import Callable
 
@@ -32,6 +42,61 @@ from numpy.lib.stride_tricks import as_strided
 from scipy.special import erf as _erf
 
 __all__ = ["KERNELS"]
+
+
+def _tune_malloc() -> None:
+    """Keep freed memory in the heap instead of giving it back to the OS.
+
+    The kernels allocate and free megabyte-sized temporaries on every call
+    (im2col columns, outputs). glibc serves blocks above its mmap threshold
+    with fresh mmaps and trims the heap top when more than twice that is
+    free, so each call page-faults its temporaries in again: measured 2000
+    faults (~4 ms) per conv backward on the CNN benchmark, more than the
+    arithmetic. Raising both thresholds makes the heap reuse the memory.
+    Process-wide and glibc-only; a no-op elsewhere."""
+    try:
+        import ctypes
+        import sys
+
+        if not sys.platform.startswith("linux"):
+            return
+        libc = ctypes.CDLL("libc.so.6")
+        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+        libc.mallopt(M_MMAP_THRESHOLD, 256 << 20)
+        libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)
+    except (OSError, AttributeError):
+        pass
+
+
+def _single_threaded_blas() -> None:
+    """Run numpy's OpenBLAS on one thread.
+
+    The matmuls here are small (per-image im2col products, 40x320 linear
+    layers): threading gains little (mm 40x320x256: 74 -> 50 us) and OpenBLAS's
+    busy-waiting threads collapse when they share the 2 cores with torch's
+    OpenMP pool or another job: the CNN training step measured 144 ms instead
+    of 5 ms. Process-wide; a no-op when numpy's BLAS is not OpenBLAS."""
+    try:
+        import ctypes
+        import glob
+
+        libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+        for path in glob.glob(os.path.join(libdir, "*openblas*")):
+            lib = ctypes.CDLL(path)
+            for sym in (
+                "scipy_openblas_set_num_threads64_",
+                "openblas_set_num_threads64_",
+                "openblas_set_num_threads",
+            ):
+                if hasattr(lib, sym):
+                    getattr(lib, sym)(1)
+                    break
+    except OSError:
+        pass
+
+
+_tune_malloc()
+_single_threaded_blas()
 
 KERNELS: dict[str, Callable[..., np.ndarray | tuple[np.ndarray, ...] | list[np.ndarray]]] = {}
 
@@ -145,8 +210,9 @@ def _ret(r, dt: np.dtype | None = None) -> np.ndarray:
     return r
 
 
-def _dtype(d) -> np.dtype | None:
-    return None if d is None else np.dtype(d)
+def _dtype(d, default: np.dtype | None = None) -> np.dtype | None:
+    """A ScalarType property as np.dtype; `default` when absent."""
+    return default if d is None else np.dtype(d)
 
 
 def _binary(fn, a, b, float_result: bool = False) -> np.ndarray:
@@ -234,9 +300,9 @@ def neg(self):
 
 
 def _add(a, b, alpha, sub=False):
-    def fn(x, y):
+    def fn(x, y):  # x, y already in the compute dtype
         if alpha != 1:
-            y = y * x.dtype.type(alpha) if isinstance(x, np.ndarray) else y * y.dtype.type(alpha)
+            y = y * x.dtype.type(alpha)
         return np.subtract(x, y) if sub else np.add(x, y)
 
     return _binary(fn, a, b)
@@ -264,8 +330,6 @@ def sub_Scalar(self, other, alpha=1):
 
 @_kernel("mul.Tensor")
 def mul_Tensor(self, other):
-    if self.dtype == _BOOL and other.dtype == _BOOL:
-        return np.logical_and(self, other)
     return _binary(np.multiply, self, other)
 
 
@@ -334,6 +398,20 @@ def logical_not(self):
     return _ret(np.logical_not(self))
 
 
+def _make_compare(name: str, fn) -> None:
+    """name.Tensor and name.Scalar: compare in the promoted dtype, give bool."""
+
+    def cmp_Tensor(self, other):
+        return _compare(fn, self, other)
+
+    def cmp_Scalar(self, other):
+        return _compare(fn, self, other)
+
+    cmp_Tensor.__name__, cmp_Scalar.__name__ = f"{name}_Tensor", f"{name}_Scalar"
+    KERNELS[f"{name}.Tensor"] = cmp_Tensor
+    KERNELS[f"{name}.Scalar"] = cmp_Scalar
+
+
 for _name, _fn in {
     "eq": np.equal,
     "ne": np.not_equal,
@@ -342,20 +420,7 @@ for _name, _fn in {
     "gt": np.greater,
     "ge": np.greater_equal,
 }.items():
-
-    def _make(fn):
-        def cmp_Tensor(self, other):
-            return _compare(fn, self, other)
-
-        def cmp_Scalar(self, other):
-            return _compare(fn, self, other)
-
-        return cmp_Tensor, cmp_Scalar
-
-    _t, _s = _make(_fn)
-    _t.__name__, _s.__name__ = f"{_name}_Tensor", f"{_name}_Scalar"
-    KERNELS[f"{_name}.Tensor"] = _t
-    KERNELS[f"{_name}.Scalar"] = _s
+    _make_compare(_name, _fn)
 
 
 @_kernel("where.self")
@@ -483,25 +548,21 @@ def threshold_backward(grad_output, self, threshold):
 # ---------------------------------------------------------------------------
 
 
-def _infer_fill_dtype(v) -> np.dtype:
-    return _scalar_dtype(v)
-
-
 @_kernel("full.default")
 def full(size, fill_value, *, dtype=None):
-    dt = _dtype(dtype) or _infer_fill_dtype(fill_value)
+    dt = _dtype(dtype, _scalar_dtype(fill_value))
     return np.full(tuple(size), fill_value, dtype=dt)
 
 
 @_kernel("full_like.default")
 def full_like(self, fill_value, *, dtype=None):
-    dt = _dtype(dtype) or self.dtype
+    dt = _dtype(dtype, self.dtype)
     return np.full(self.shape, fill_value, dtype=dt)
 
 
 @_kernel("scalar_tensor.default")
 def scalar_tensor(s, *, dtype=None):
-    return np.asarray(s, dtype=_dtype(dtype) or _F32)
+    return np.asarray(s, dtype=_dtype(dtype, _F32))  # float32 even for ints, as ATen
 
 
 @_kernel("arange.start_step")
@@ -528,7 +589,7 @@ def alias(self):
 @_kernel("_to_copy.default")
 def _to_copy(self, *, dtype=None):
     with np.errstate(invalid="ignore", over="ignore"):
-        return np.array(self, dtype=_dtype(dtype) or self.dtype, copy=True)
+        return np.array(self, dtype=_dtype(dtype, self.dtype), copy=True)
 
 
 # ---------------------------------------------------------------------------
@@ -559,9 +620,9 @@ def permute(self, dims):
 @_kernel("squeeze.dims")
 def squeeze_dims(self, dim):
     if self.ndim == 0:
-        return self
+        return self.view()
     axes = tuple(d for d in {int(d) % self.ndim for d in dim} if self.shape[d] == 1)
-    return np.squeeze(self, axis=axes) if axes else self
+    return np.squeeze(self, axis=axes) if axes else self.view()
 
 
 @_kernel("unsqueeze.default")
@@ -754,7 +815,7 @@ def sum_default(self, *, dtype=None):
 
 
 def _mean(x, axes, keepdim, dtype):
-    dt = _dtype(dtype) or (x.dtype if x.dtype.kind == "f" else _F32)
+    dt = _dtype(dtype, x.dtype if x.dtype.kind == "f" else _F32)
     ct = _compute_dtype(dt)
     return _ret(np.mean(_cast(x, ct), axis=axes, keepdims=keepdim, dtype=ct), dt)
 
@@ -806,7 +867,8 @@ def var_mean_correction(self, dim=None, *, correction=None, keepdim=False):
     m = np.mean(x, axis=axes, keepdims=True, dtype=x.dtype)
     d = x - m
     with np.errstate(all="ignore"):
-        var = np.sum(d * d, axis=axes, keepdims=keepdim, dtype=x.dtype) / x.dtype.type(max(0, n - c))
+        var = np.sum(d * d, axis=axes, keepdims=keepdim, dtype=x.dtype)
+        var /= x.dtype.type(max(0, n - c))
     if not keepdim:
         m = m.reshape(var.shape)
     rt = self.dtype if self.dtype.kind == "f" else _F32
@@ -1003,13 +1065,17 @@ def _native_batch_norm_legit_no_training(
 
 @_kernel("native_dropout.default")
 def native_dropout(input, p, train, *, rng=None):
+    """train True or None: keep each element with probability 1 - p,
+    mask = rng.random(shape) >= p, scaled by 1 / (1 - p); train False:
+    identity and an all-True mask. `rng` (np.random.Generator) makes it
+    reproducible; None means a fresh default_rng(0)."""
     if rng is None:
         rng = np.random.default_rng(0)
     if train is False:
         return input.copy(), np.ones(input.shape, dtype=_BOOL)
     if p >= 1:
         return np.zeros_like(input), np.zeros(input.shape, dtype=_BOOL)
-    mask = rng.random(input.shape, dtype=np.float32) >= np.float32(p)
+    mask = rng.random(input.shape) >= p
     x = _f32(input)
     out = x * mask * x.dtype.type(1.0 / (1.0 - p))
     return _ret(out, input.dtype), _ret(mask)
@@ -1022,29 +1088,28 @@ def native_dropout_backward(grad_output, mask, scale):
 
 
 # ---------------------------------------------------------------------------
-# convolution (im2col + one matmul)
+# convolution (im2col + BLAS)
 # ---------------------------------------------------------------------------
 #
-# Column layout. The input is padded to (N, C, Hp, Wp), contiguous. The
-# "columns" matrix has one row per (c, kh, kw) and one column per output
-# position, ordered (n, r) with r < R. Two flavours:
-#   full: stride 1. r runs over the padded width, r = oh * Wp + ow, so each
-#         row of the column matrix is a contiguous run of the input plane
-#         (copied as one memcpy-sized element); the ow >= OW columns are
-#         garbage and skipped when reading the result (zeros when going back).
-#   std:  any stride. r = oh * OW + ow, copied as runs of OW when the width
-#         stride is 1, else element by element.
-# The result of W @ cols is (O, N, R) and is read back to (N, O, OH, OW)
-# through a strided view with row stride `rs` (Wp for full, OW for std).
+# Column matrix: the input padded to (N, C, Hp, Wp), contiguous, unrolled to
+# one row per (c, kh, kw) and one column per (n, oh, ow). When the width
+# stride is 1, each (c, kh, kw, n, oh) piece is a contiguous run of OW input
+# values, copied as one element of a void dtype (an order of magnitude faster
+# than numpy's strided float copy with short rows).
+# The matmuls are batched over images through strided views of the same
+# buffers (no copies): OpenBLAS is markedly faster on these per-image
+# products than on one very wide or very deep 2-D product.
+# The input gradient of stride-1 convolutions goes through
+# _conv_backward_rows instead, which works on flat padded planes.
 
 
 class _Geom:
     __slots__ = (
         "N", "C", "H", "W", "Hp", "Wp", "KH", "KW", "sh", "sw", "ph", "pw",
-        "dh", "dw", "OH", "OW", "full", "R", "rs",
+        "dh", "dw", "OH", "OW", "R", "rows",
     )  # fmt: skip
 
-    def __init__(self, xshape, wshape, stride, padding, dilation, col2im):
+    def __init__(self, xshape, wshape, stride, padding, dilation, grad_input):
         self.N, self.C, self.H, self.W = xshape
         self.KH, self.KW = wshape[2], wshape[3]
         self.sh, self.sw = stride
@@ -1053,27 +1118,26 @@ class _Geom:
         self.Hp, self.Wp = self.H + 2 * self.ph, self.W + 2 * self.pw
         self.OH = (self.Hp - self.dh * (self.KH - 1) - 1) // self.sh + 1
         self.OW = (self.Wp - self.dw * (self.KW - 1) - 1) // self.sw + 1
-        # Full-width columns waste (Wp - OW) / OW of the matmuls but copy in
-        # long runs, where short output rows make the std copy slow; and
-        # their col2im adds long runs too.
-        self.full = (
-            self.sh == 1
+        self.R = self.OH * self.OW
+        # The row-wise backward wastes (Wp - OW) / OW of its matmuls and
+        # copies O*KW rows of grad_output, but replaces KH*KW strided col2im
+        # adds over (N, C, OH, OW) by KH contiguous ones: measured better
+        # when C*KH >= O (CNN conv2: 1.2 ms vs 2.2 ms), worse otherwise.
+        self.rows = (
+            grad_input
+            and self.sh == 1
             and self.sw == 1
             and self.Wp <= 2 * self.OW
-            and (col2im or self.OW < 16)
+            and self.C * self.KH >= wshape[0]
         )
-        if self.full:
-            self.R, self.rs = (self.OH - 1) * self.Wp + self.OW, self.Wp
-        else:
-            self.R, self.rs = self.OH * self.OW, self.OW
 
 
 @lru_cache(maxsize=256)
-def _geom(xshape, wshape, stride, padding, dilation, col2im) -> _Geom:
-    return _Geom(xshape, wshape, stride, padding, dilation, col2im)
+def _geom(xshape, wshape, stride, padding, dilation, grad_input) -> _Geom:
+    return _Geom(xshape, wshape, stride, padding, dilation, grad_input)
 
 
-def _conv_args(input, weight, stride, padding, dilation, transposed, col2im=False):
+def _conv_args(input, weight, stride, padding, dilation, transposed, grad_input=False):
     if transposed:
         raise NotImplementedError("transposed convolution")
     nd = input.ndim - 2
@@ -1086,31 +1150,43 @@ def _conv_args(input, weight, stride, padding, dilation, transposed, col2im=Fals
         stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
     else:
         raise NotImplementedError(f"{nd}-d convolution")
-    g = _geom(input.shape, weight.shape, stride, padding, dilation, col2im)
+    g = _geom(input.shape, weight.shape, stride, padding, dilation, grad_input)
     return input, weight, g, nd
 
 
 def _pad_input(x: np.ndarray, g: _Geom) -> np.ndarray:
+    """The zero-padded input, contiguous (x may hold any number of images)."""
     if g.ph or g.pw:
-        xp = np.zeros((g.N, g.C, g.Hp, g.Wp), dtype=x.dtype)
+        xp = np.zeros((x.shape[0], g.C, g.Hp, g.Wp), dtype=x.dtype)
         xp[:, :, g.ph : g.ph + g.H, g.pw : g.pw + g.W] = x
         return xp
     return np.ascontiguousarray(x)
 
 
 def _im2col(xp: np.ndarray, g: _Geom) -> np.ndarray:
-    """(C*KH*KW, N*R) column matrix of the padded contiguous input."""
+    """(C*KH*KW, n*OH*OW) column matrix of the padded contiguous input."""
     isz = xp.itemsize
     sN, sC, sH, sW = xp.strides
-    C, KH, KW, N = g.C, g.KH, g.KW, g.N
-    if g.full or g.sw == 1:
-        run = g.R if g.full else g.OW
-        vt = np.dtype((np.void, run * isz))
-        if g.full:
-            shape, strides = (C, KH, KW, N), (sC, g.dh * sH, g.dw * sW, sN)
-        else:
-            shape = (C, KH, KW, N, g.OH)
-            strides = (sC, g.dh * sH, g.dw * sW, sN, g.sh * sH)
+    C, KH, KW, N = g.C, g.KH, g.KW, xp.shape[0]
+    if g.sw == 1 and g.sh == 1 and g.OW * isz < 64:
+        # short rows: unroll kw first, (c, kw, n, h) -> row of OW, then kh,
+        # (c, kh, kw, n) -> OH consecutive rows: fewer, longer copy elements
+        # (CNN conv2: 140 us instead of 227)
+        rs = g.OW * isz
+        s1 = np.ndarray(
+            (C, KW, N, g.Hp), dtype=np.dtype((np.void, rs)), buffer=xp,
+            strides=(sC, g.dw * sW, sN, sH),
+        )  # fmt: skip
+        s1 = np.ascontiguousarray(s1)
+        s2 = np.ndarray(
+            (C, KH, KW, N), dtype=np.dtype((np.void, g.OH * rs)), buffer=s1,
+            strides=(KW * N * g.Hp * rs, g.dh * rs, N * g.Hp * rs, g.Hp * rs),
+        )  # fmt: skip
+        cols = np.ascontiguousarray(s2).view(xp.dtype)
+    elif g.sw == 1:
+        vt = np.dtype((np.void, g.OW * isz))
+        shape = (C, KH, KW, N, g.OH)
+        strides = (sC, g.dh * sH, g.dw * sW, sN, g.sh * sH)
         src = np.ndarray(shape, dtype=vt, buffer=xp, strides=strides)
         cols = np.ascontiguousarray(src).view(xp.dtype)
     else:
@@ -1123,12 +1199,37 @@ def _im2col(xp: np.ndarray, g: _Geom) -> np.ndarray:
     return cols.reshape(C * KH * KW, N * g.R)
 
 
-def _result_view(res: np.ndarray, g: _Geom, O: int) -> np.ndarray:
-    """(N, O, OH, OW) view of the (O, N*R) matmul result."""
-    isz = res.itemsize
-    return as_strided(
-        res, (g.N, O, g.OH, g.OW), (g.R * isz, g.N * g.R * isz, g.rs * isz, isz)
-    )
+def _per_image(m: np.ndarray, G: int, N: int) -> np.ndarray:
+    """(G*rows, N*L) -> the (N, G, rows, L) view: one matrix per image."""
+    rows, L = m.shape[0] // G, m.shape[1] // N
+    return m.reshape(G, rows, N, L).transpose(2, 0, 1, 3)
+
+
+# CONV_THREADS = 2 runs big convolutions as two halves of the batch on two
+# threads (numpy and BLAS release the GIL in everything heavy here; with
+# single-threaded BLAS this is how the conv kernels would use the second
+# core, as PyTorch eager does). It pays only when the second core is idle:
+# CNN training step 4.0 ms instead of 4.5 ms then, but 0.3 ms slower when a
+# thread spins there, e.g. torch's OpenMP pool after the torch copy_ of the
+# weight write-back each step. Off by default.
+CONV_THREADS = 1
+_POOL: list = [None, 0]  # executor, pid that created it
+_NCPU = os.cpu_count() or 1
+_PARALLEL_MIN_FLOPS = 20_000_000  # CNN conv1 (11.5 MFLOP) measured no faster split
+
+
+def _batch_parallel(fn, N: int, flops: int) -> list:
+    """[fn(0, N)], or [fn(0, h), fn(h, N)] run on two threads when the work is
+    worth a thread hand-off (about 30 us)."""
+    if min(CONV_THREADS, _NCPU) < 2 or N < 2 or flops < _PARALLEL_MIN_FLOPS:
+        return [fn(0, N)]
+    if _POOL[0] is None or _POOL[1] != os.getpid():  # none yet, or forked
+        _POOL[0] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tilefx-kernels")
+        _POOL[1] = os.getpid()
+    h = N // 2
+    fut = _POOL[0].submit(fn, h, N)
+    first = fn(0, h)
+    return [first, fut.result()]
 
 
 @_kernel("convolution.default")
@@ -1139,21 +1240,21 @@ def convolution(
     ct = _compute_dtype(rt)
     x, w, g, nd = _conv_args(input, weight, stride, padding, dilation, transposed)
     x, w = _cast(x, ct), _cast(w, ct)
-    O, G = w.shape[0], groups
-    cols = _im2col(_pad_input(x, g), g)
-    if G == 1:
-        res = np.matmul(w.reshape(O, -1), cols)
-    else:
-        res = np.matmul(w.reshape(G, O // G, -1), cols.reshape(G, -1, g.N * g.R))
-        res = res.reshape(O, g.N * g.R)
-    out = np.empty((g.N, O, g.OH, g.OW), dtype=ct)
-    view = _result_view(res, g, O)
-    if bias is not None:
-        np.add(view, _cast(bias, ct)[:, None, None], out=out)
-    else:
-        np.copyto(out, view)
+    O, G, N, R = w.shape[0], groups, g.N, g.R
+    w3 = w.reshape(G, O // G, -1)
+    b = None if bias is None else _cast(bias, ct)[:, None, None]
+    out = np.empty((N, O, g.OH, g.OW), dtype=ct)
+
+    def part(n0, n1):
+        cols = _im2col(_pad_input(x[n0:n1], g), g)
+        o = out[n0:n1]
+        np.matmul(w3, _per_image(cols, G, n1 - n0), out=o.reshape(n1 - n0, G, O // G, R))
+        if b is not None:
+            o += b
+
+    _batch_parallel(part, N, 2 * N * R * w.size)
     if nd == 1:
-        out = out.reshape(g.N, O, g.OW)
+        out = out.reshape(N, O, g.OW)
     return _ret(out, rt)
 
 
@@ -1175,62 +1276,130 @@ def convolution_backward(
         input, weight, stride, padding, dilation, transposed, bool(output_mask[0])
     )
     ct = _compute_dtype(_promote(_promote(input.dtype, weight.dtype), grad_output.dtype))
-    go = _cast(grad_output, ct)
-    O, G, N, R = w.shape[0], groups, g.N, g.R
-    go = go.reshape(N, O, g.OH, g.OW)
-    gi = gw = gb = None
-    # grad_output as (O, N*R) in the column layout
-    if output_mask[0] or output_mask[1]:
-        if g.full:
-            go2 = np.zeros((O, N * R), dtype=ct)
-            np.copyto(_result_view(go2, g, O), go)
-        else:
-            go2 = np.ascontiguousarray(go.transpose(1, 0, 2, 3)).reshape(O, N * R)
-    if output_mask[2]:
-        if output_mask[0] or output_mask[1]:
-            gb = np.sum(go2, axis=1, dtype=ct)  # the padding columns are zeros
-        else:
-            gb = np.sum(go, axis=(0, 2, 3), dtype=ct)
-        gb = _ret(gb, grad_output.dtype)
+    O, G, N = w.shape[0], groups, g.N
+    go = _cast(grad_output, ct).reshape(N, O, g.OH, g.OW)
+    x = _cast(x, ct)
+    wc = _cast(w, ct)
+    gi = np.empty((N, g.C, g.H, g.W), dtype=ct) if output_mask[0] else None
+    part_fn = _conv_backward_rows if g.rows else _conv_backward_cols
+
+    def part(n0, n1):
+        return part_fn(go[n0:n1], x[n0:n1], wc, g, G, output_mask, ct, gi, n0)
+
+    parts = _batch_parallel(part, N, 2 * N * g.R * w.size * (bool(output_mask[0]) + 1))
+    gw = gb = None
     if output_mask[1]:
-        cols = _im2col(_pad_input(_cast(x, ct), g), g)
-        # cols @ go2.T: the long axis contracted with both operands
-        # row-major is the fast orientation for these skinny products
-        if G == 1:
-            gwm = np.matmul(cols, go2.T).T
-        else:
-            gwm = np.matmul(
-                cols.reshape(G, -1, N * R), go2.reshape(G, O // G, N * R).transpose(0, 2, 1)
-            ).transpose(0, 2, 1)
-        gw = _ret(gwm.reshape(weight.shape), weight.dtype)
+        gw = parts[0][0] if len(parts) == 1 else parts[0][0] + parts[1][0]
+    if output_mask[2]:
+        gb = parts[0][1] if len(parts) == 1 else parts[0][1] + parts[1][1]
+    return (
+        None if gi is None else _ret(gi.reshape(input.shape), input.dtype),
+        None if gw is None else _ret(gw.reshape(weight.shape), weight.dtype),
+        None if gb is None else _ret(gb, grad_output.dtype),
+    )
+
+
+def _conv_backward_cols(go, x, w, g: _Geom, G: int, output_mask, ct, gi_out, n0):
+    """Backward through the column matrix for the images of `go` / `x` (the
+    batch [n0, n0 + len)): returns (grad_weight, grad_bias) partials and
+    writes grad_input = col2im(W^T @ go) into gi_out."""
+    O, N, R = w.shape[0], go.shape[0], g.R
+    Og = O // G
+    go4 = go.reshape(N, G, Og, R)  # per image and group: (Og, OH*OW) matrices
+    gw = gb = None
+    if output_mask[2]:
+        gb = go.reshape(N, O, R).sum(axis=2, dtype=ct).sum(axis=0)
+    if output_mask[1]:
+        cols = _im2col(_pad_input(x, g), g)
+        # sum over images of cols_n @ go_n^T: OpenBLAS is ~3x faster on these
+        # per-image products than on one (CKK, N*OH*OW) x (N*OH*OW, O) product
+        gw = np.matmul(_per_image(cols, G, N), go4.transpose(0, 1, 3, 2)).sum(axis=0)
+        gw = gw.transpose(0, 2, 1)  # (G, Og, CgKK)
     if output_mask[0]:
-        wc = _cast(w, ct)
-        if G == 1:
-            dcols = np.matmul(wc.reshape(O, -1).T, go2)
-        else:
-            dcols = np.matmul(
-                wc.reshape(G, O // G, -1).transpose(0, 2, 1), go2.reshape(G, O // G, N * R)
-            )
+        wt = w.reshape(G, Og, -1).transpose(0, 2, 1)  # (G, CgKK, Og)
+        dcols = np.matmul(wt, go4)  # (N, G, CgKK, R)
+        # col2im: one strided add per kernel position
         C, KH, KW = g.C, g.KH, g.KW
-        if g.full:
-            dc = dcols.reshape(C, KH, KW, N, R)
-            gp = np.zeros((C, N, g.Hp * g.Wp), dtype=ct)
-            for i in range(KH):
-                for j in range(KW):
-                    off = i * g.dh * g.Wp + j * g.dw
-                    gp[:, :, off : off + R] += dc[:, i, j]
-            gp = gp.reshape(C, N, g.Hp, g.Wp)
+        dc = dcols.reshape(N, C, KH, KW, g.OH, g.OW)
+        target = gi_out[n0 : n0 + N]
+        padded = bool(g.ph or g.pw)
+        if padded:
+            gp = np.zeros((N, C, g.Hp, g.Wp), dtype=ct)
         else:
-            dc = dcols.reshape(C, KH, KW, N, g.OH, g.OW)
-            gp = np.zeros((C, N, g.Hp, g.Wp), dtype=ct)
-            eh, ew = g.sh * (g.OH - 1) + 1, g.sw * (g.OW - 1) + 1
-            for i in range(KH):
-                for j in range(KW):
-                    h0, w0 = i * g.dh, j * g.dw
-                    gp[:, :, h0 : h0 + eh : g.sh, w0 : w0 + ew : g.sw] += dc[:, i, j]
-        gp = gp[:, :, g.ph : g.ph + g.H, g.pw : g.pw + g.W].transpose(1, 0, 2, 3)
-        gi = _ret(np.ascontiguousarray(gp).reshape(input.shape), input.dtype)
-    return gi, gw, gb
+            gp = target
+            gp.fill(0)
+        eh, ew = g.sh * (g.OH - 1) + 1, g.sw * (g.OW - 1) + 1
+        for i in range(KH):
+            for j in range(KW):
+                h0, w0 = i * g.dh, j * g.dw
+                gp[:, :, h0 : h0 + eh : g.sh, w0 : w0 + ew : g.sw] += dc[:, :, i, j]
+        if padded:
+            target[...] = gp[:, :, g.ph : g.ph + g.H, g.pw : g.pw + g.W]
+    return gw, gb
+
+
+def _conv_backward_rows(go, x, w, g: _Geom, G: int, output_mask, ct, gi_out, n0):
+    """Stride-1 backward in flat padded planes, with only the kernel rows (kh)
+    unrolled on the input side and the kernel columns (kw) on the grad_output
+    side (s < S = R + (KW-1)*dw, R = (OH-1)*Wp + OW):
+
+        Xi[(c, i), n, s] = x[n, c, s + i*dh*Wp]
+        Gj[(o, j), n, s] = go_flat[o, n, s - j*dw]     (0 outside the outputs)
+        grad_weight[o, c, i, j] = sum_{n, s} Xi[(c, i), n, s] Gj[(o, j), n, s]
+        P[n, (c, i)] = W[(c, i), (o, j)] @ Gj[n]
+        grad_input[n, c, i*dh*Wp + s] += P[n, (c, i), s]
+
+    so col2im is KH shifted contiguous adds instead of KH*KW strided ones,
+    and neither operand is the KH*KW-times inflated column matrix. Same
+    interface as _conv_backward_cols."""
+    O, N, C, KH, KW = w.shape[0], go.shape[0], g.C, g.KH, g.KW
+    Og, Cg = O // G, C // G
+    isz = np.dtype(ct).itemsize
+    R = (g.OH - 1) * g.Wp + g.OW
+    pad = (KW - 1) * g.dw
+    S = R + pad
+    Lb = R + 2 * pad
+    # grad_output in the flat padded plane, `pad` zeros on both sides
+    gbuf = np.zeros((O, N, Lb), dtype=ct)
+    np.copyto(
+        as_strided(
+            gbuf[:, :, pad:], (N, O, g.OH, g.OW), (Lb * isz, N * Lb * isz, g.Wp * isz, isz)
+        ),
+        go,
+    )
+    gb = np.sum(gbuf.reshape(O, -1), axis=1, dtype=ct) if output_mask[2] else None
+    vt = np.dtype((np.void, S * isz))
+    gj = np.ndarray(
+        (O, KW, N), dtype=vt, buffer=gbuf, offset=pad * isz,
+        strides=(N * Lb * isz, -g.dw * isz, Lb * isz),
+    )  # fmt: skip
+    gj = np.ascontiguousarray(gj).view(ct).reshape(O * KW, N * S)
+    gw = None
+    if output_mask[1]:
+        xp = _pad_input(x, g)
+        sN, sC, sH, _ = xp.strides
+        xi = np.ndarray((C, KH, N), dtype=vt, buffer=xp, strides=(sC, g.dh * sH, sN))
+        xi = np.ascontiguousarray(xi).view(ct).reshape(G, Cg * KH, N * S)
+        gwm = np.matmul(xi, gj.reshape(G, Og * KW, N * S).transpose(0, 2, 1))
+        gw = gwm.reshape(G, Cg, KH, Og, KW).transpose(0, 3, 1, 2, 4)
+    if output_mask[0]:
+        wr = w.reshape(G, Og, Cg, KH, KW).transpose(0, 2, 3, 1, 4)
+        p = np.matmul(wr.reshape(G, Cg * KH, Og * KW), _per_image(gj, G, N))
+        p = p.reshape(N, C, KH, S)
+        target = gi_out[n0 : n0 + N]
+        padded = bool(g.ph or g.pw)
+        if padded:
+            gp = np.zeros((N, C, g.Hp * g.Wp), dtype=ct)
+        else:
+            gp = target.reshape(N, C, g.Hp * g.Wp)
+            gp.fill(0)
+        for i in range(KH):
+            off = i * g.dh * g.Wp
+            gp[:, :, off : off + S] += p[:, :, i]
+        if padded:
+            gp = gp.reshape(N, C, g.Hp, g.Wp)
+            target[...] = gp[:, :, g.ph : g.ph + g.H, g.pw : g.pw + g.W]
+    return gw, gb
 
 
 # ---------------------------------------------------------------------------
