@@ -35,6 +35,7 @@ from tilefx.api.options import Options
 from tilefx.api.optim import SGD, optimizer_config
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
+from tilefx.lowering.to_device import LowerToDevicePass
 from tilefx.passes.pipelines import graph_context, run_graph_passes
 from tilefx.backend import schedule
 from tilefx.backend.machine import machine
@@ -216,14 +217,23 @@ class PoplarExecutor:
             self._build_update(self._program)
 
     def ir(self, level: str = "graph") -> str:
-        """The IR text: "import" (straight from the trace) or "graph" (after the graph passes)."""
+        """The IR text: "import" (straight from the trace), "graph" (after the graph
+        passes) or "device" (lowered to the tile dialect, with mappings and costs)."""
         if self._program is None:
             raise Error("the model is not compiled yet: call it or compile() first")
         if level == "import":
             return str(self._program.import_module)
         if level == "graph":
             return str(self._program.module)
-        raise Error(f"unknown IR level {level!r}: expected 'import' or 'graph'")
+        if level == "device":
+            device = self._program.module.clone()
+            loc = self._options.TensorLocations.optimizer
+            m = self._options.machine
+            LowerToDevicePass(machine=m if isinstance(m, str) else m.name,
+                              optimizer_off_chip=loc is not None and loc.on_chip is False
+                              ).apply(graph_context(), device)
+            return str(device)
+        raise Error(f"unknown IR level {level!r}: expected 'import', 'graph' or 'device'")
 
     @property
     def compile_seconds(self) -> float:

@@ -24,6 +24,8 @@ KERNEL_TABLE: dict[str, Callable[..., Any]] = {
     **IPU_KERNELS,
 }
 RANDOM_OPS = {"aten.native_dropout"}
+MOVE_OPS = {"ipu.copy", "tile.exchange", "tile.ipu_copy", "tile.host_in", "tile.host_out",
+            "tile.remote_load", "tile.remote_store"}
 
 
 class ExecutionError(RuntimeError):
@@ -85,8 +87,10 @@ class CompiledFunction:
                 elif op.name == "ipu.yield":  # stage results are the yielded values
                     for r, v in zip(op.parent_op().results, op.operands):
                         alias(r, v)
-                elif op.name == "ipu.copy":  # IPU-to-IPU copy: same numbers
+                elif op.name in MOVE_OPS:  # copies, exchanges, streams: same numbers
                     alias(op.results[0], op.operands[0])
+                elif op.name == "tile.sync":
+                    continue
                 else:
                     kernel = KERNEL_TABLE.get(op.name)
                     if kernel is None:

@@ -20,9 +20,10 @@ def graph_context() -> Context:
 
     from tilefx.dialects.aten import ATen
     from tilefx.dialects.ipu import IPU
+    from tilefx.dialects.tile import Tile
 
     ctx = Context()
-    for d in (Builtin, Func, ATen, IPU):
+    for d in (Builtin, Func, ATen, IPU, Tile):
         ctx.load_dialect(d)
     return ctx
 

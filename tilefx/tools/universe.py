@@ -45,13 +45,26 @@ def _available_memory():
     return AvailableMemoryPass
 
 
-DIALECTS = {"aten": _aten, "ipu": _ipu}
+def _tile():
+    from tilefx.dialects.tile import Tile
+
+    return Tile
+
+
+def _lower_to_device():
+    from tilefx.lowering.to_device import LowerToDevicePass
+
+    return LowerToDevicePass
+
+
+DIALECTS = {"aten": _aten, "ipu": _ipu, "tile": _tile}
 PASSES = {
     "ipu-training-step": _training_step,
     "ipu-assign-stages": _assign_stages,
     "ipu-outline-stages": _outline_stages,
     "ipu-serialize-matmul": _serialize_matmul,
     "ipu-available-memory": _available_memory,
+    "lower-to-device": _lower_to_device,
 }
 
 TILEFX_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES)

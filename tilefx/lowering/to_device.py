@@ -1,0 +1,192 @@
+"""`lower-to-device`: the outlined graph IR -> the device IR (`tile` dialect).
+
+Runs after `ipu-outline-stages`. Every compute op gets the cost model's
+answer (`tile.cost`) and the tile mapping of its result (`tile.mapping`: a
+`#tile.grid` plan for matmuls and convolutions, a `#tile.linear` spread for
+the rest); matmul-like ops get a `tile.exchange` per operand (the operand
+is brought to the tiles of the plan) and every compute op is followed by
+its `tile.sync`; `ipu.copy` becomes `tile.ipu_copy` over the IPU-links;
+inputs arrive by `tile.host_in`, outputs leave by `tile.host_out`; with the
+optimizer state off chip, @update loads it with `tile.remote_load` and
+stores it back with `tile.remote_store`. The numbers do not change.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+
+from tilefx.backend.costs import (
+    VIEW_OPS,
+    _bytes,
+    _itemsize,
+    _shape,
+    op_cost,
+    plan_matmul,
+    proportion_of,
+)
+from tilefx.backend.machine import Machine, machine as machine_named
+from tilefx.backend.executor import arg_roles, result_roles
+from tilefx.dialects.ipu import PLACE_KEY, CopyOp, StageOp
+from tilefx.dialects.tile import (
+    CostAttr,
+    ExchangeOp,
+    GridMappingAttr,
+    HostInOp,
+    HostOutOp,
+    IpuCopyOp,
+    LinearMappingAttr,
+    RemoteLoadOp,
+    RemoteStoreOp,
+    SyncOp,
+)
+from tilefx.passes.training_step import find_func
+
+MATMUL_OPS = {"aten.mm", "aten.bmm", "aten.addmm", "aten.convolution", "aten.convolution_backward"}
+
+
+def _i(v: int) -> IntegerAttr:
+    return IntegerAttr(int(v), i64)
+
+
+def _matmul_dims(op: Operation) -> tuple[int, int, int, int] | None:
+    """(batch, M, K, N) of the main product of a matmul-like op."""
+    if op.name in ("aten.mm", "aten.bmm", "aten.addmm"):
+        a, b = (op.operands[1], op.operands[2]) if op.name == "aten.addmm" else op.operands[:2]
+        sa, sb = _shape(a), _shape(b)
+        return (sa[0] if op.name == "aten.bmm" else 1, sa[-2], sa[-1], sb[-1])
+    if op.name == "aten.convolution":
+        sw, sy = _shape(op.operands[1]), _shape(op.results[0])
+        return (1, sy[0] * math.prod(sy[2:]), sw[1] * math.prod(sw[2:]), sw[0])
+    if op.name == "aten.convolution_backward":
+        sgy, sw = _shape(op.operands[0]), _shape(op.operands[2])
+        return (1, sw[0], sgy[0] * math.prod(sgy[2:]), sw[1] * math.prod(sw[2:]))
+    return None
+
+
+@dataclass(frozen=True)
+class LowerToDevicePass(ModulePass):
+    name = "lower-to-device"
+
+    machine: str = "mk2"
+    optimizer_off_chip: bool = False
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        m = machine_named(self.machine)
+        main = find_func(op, "main")
+        self._main(main, m)
+        for o in op.ops:
+            if isinstance(o, func.FuncOp) and o.sym_name.data == "update":
+                self._update(o, m)
+
+    # -- @main ------------------------------------------------------------
+    def _main(self, main: func.FuncOp, m: Machine) -> None:
+        block = main.body.block
+        roles = arg_roles(main)
+        stages = [o for o in block.ops if isinstance(o, StageOp)]
+        regions = [s.body.block for s in stages] or [block]
+        order = {o: i for i, o in enumerate(main.walk())}
+        # inputs: streamed from the host just before their first use
+        for arg, role in zip(block.args, roles):
+            if "input" not in role or not arg.uses:
+                continue
+            first = min((u.operation for u in arg.uses), key=order.__getitem__)
+            host = HostInOp.build(operands=[arg], result_types=[arg.type], properties={
+                "cycles": _i(m.link_cycles(_bytes(arg), m.host_link_bytes_per_s))})
+            while first.parent_block() is not block:  # before the stage that first reads it,
+                first = first.parent_op()  # so that every later stage sees the streamed value
+            block.insert_op_before(host, first)
+            for use in list(arg.uses):
+                if use.operation is not host:
+                    use.operation.operands[use.index] = host.results[0]
+        start = 0
+        for region in regions:
+            for o in list(region.ops):
+                start = self._lower_op(o, m, start)
+        # outputs: streamed to the host
+        ret = block.last_op
+        for i, (v, role) in enumerate(zip(ret.operands, result_roles(main))):
+            if "output" in role:
+                out = HostOutOp.build(operands=[v], result_types=[v.type], properties={
+                    "cycles": _i(m.link_cycles(_bytes(v), m.host_link_bytes_per_s))})
+                block.insert_op_before(out, ret)
+                ret.operands[i] = out.results[0]
+
+    def _lower_op(self, o: Operation, m: Machine, start: int) -> int:
+        if isinstance(o, CopyOp):
+            new = IpuCopyOp.build(operands=[o.input], result_types=[o.result.type], properties={
+                "src": o.src, "dst": o.dst,
+                "cycles": _i(m.link_cycles(_bytes(o.result), m.ipu_link_bytes_per_s))},
+                attributes=dict(o.attributes))
+            o.parent_block().insert_op_before(new, o)
+            o.result.replace_all_uses_with(new.results[0])
+            o.parent_block().erase_op(o)
+            return start
+        if o.name in ("ipu.yield", "ipu.stage") or o.name.removeprefix("aten.") in VIEW_OPS or \
+                o.name.startswith("tile."):
+            return start
+        cost = op_cost(o, m)
+        o.attributes["tile.cost"] = CostAttr(cost.cycles, cost.compute_cycles, cost.exchange_cycles,
+                                             cost.sync_cycles, cost.temp_bytes)
+        dims = _matmul_dims(o) if o.name in MATMUL_OPS else None
+        if dims is not None:
+            p = plan_matmul(*dims, _itemsize(o.operands[0]), m, proportion_of(o))
+            o.attributes["tile.mapping"] = GridMappingAttr(p.pm, p.pn, p.pk, p.serial)
+            m_t, n_t, k_t = (-(-dims[1] // p.pm), -(-dims[3] // p.pn), -(-dims[2] // p.pk))
+            isz = _itemsize(o.operands[0])
+            per_operand = {0: m_t * k_t * isz, 1: k_t * n_t * isz}
+            idx = (1, 2) if o.name == "aten.addmm" else (0, 1)
+            if o.name == "aten.convolution_backward":
+                idx = (0, 1)
+            for j, which in zip(idx, (0, 1)):
+                v = o.operands[j]
+                ex = ExchangeOp.build(operands=[v], result_types=[v.type], properties={
+                    "bytes": _i(per_operand[which]),
+                    "cycles": _i(-(-per_operand[which] // m.exchange_bytes_per_cycle))},
+                    attributes={PLACE_KEY: o.attributes[PLACE_KEY]} if PLACE_KEY in o.attributes else {})
+                o.parent_block().insert_op_before(ex, o)
+                o.operands[j] = ex.results[0]
+        elif o.results:
+            nbytes = sum(_bytes(r) for r in o.results)
+            used = max(1, min(m.tiles, math.ceil(nbytes / m.grain_bytes)))
+            o.attributes["tile.mapping"] = LinearMappingAttr(start % m.tiles, used, m.grain_bytes)
+            start = (start + used) % m.tiles
+        o.parent_block().insert_op_after(SyncOp.build(properties={
+            "ipus": _i(1), "cycles": _i(m.sync_cycles(1))}), o)
+        return start
+
+    # -- @update ----------------------------------------------------------
+    def _update(self, update: func.FuncOp, m: Machine) -> None:
+        block = update.body.block
+        start = 0
+        for o in list(block.ops):
+            if not isinstance(o, func.ReturnOp):
+                start = self._lower_op(o, m, start)
+        if not self.optimizer_off_chip:
+            return
+        roles = arg_roles(update)
+        first = block.first_op
+        for arg, role in zip(block.args, roles):
+            if "state" not in role:
+                continue
+            ld = RemoteLoadOp.build(operands=[arg], result_types=[arg.type], properties={
+                "tensor": StringAttr(role["state"]),
+                "cycles": _i(m.link_cycles(_bytes(arg), m.streaming_bytes_per_s))})
+            block.insert_op_before(ld, first)
+            for use in list(arg.uses):
+                if use.operation is not ld:
+                    use.operation.operands[use.index] = ld.results[0]
+        ret = block.last_op
+        for i, (v, role) in enumerate(zip(ret.operands, result_roles(update))):
+            if "state" in role:
+                st = RemoteStoreOp.build(operands=[v], result_types=[v.type], properties={
+                    "tensor": StringAttr(role["state"]),
+                    "cycles": _i(m.link_cycles(_bytes(v), m.streaming_bytes_per_s))})
+                block.insert_op_before(st, ret)
+                ret.operands[i] = st.results[0]
