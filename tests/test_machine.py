@@ -217,3 +217,10 @@ def test_profiling_from_the_environment(tmp_path, monkeypatch):
                        json.dumps({"autoReport.all": "true", "autoReport.directory": str(tmp_path)}))
     tilefx.compile(Chain([32, 32], blocks=False), torch.randn(4, 32))
     assert (tmp_path / "summary.json").exists()
+
+
+def test_trace_splits_stage_steps_into_compute_exchange_and_sync(tmp_path):
+    opts = tilefx.Options().deviceIterations(4)
+    c = tilefx.compile(Chain([64, 64, 64]), torch.randn(16, 64), options=opts)
+    cats = {e["cat"] for e in c.profile.chrome_trace()["traceEvents"] if e.get("ph") == "X"}
+    assert {"compute", "exchange", "sync", "copy", "host"} <= cats

@@ -534,11 +534,12 @@ class PoplarExecutor:
     def _write_back(self) -> None:
         named_p = dict(self._user_model.named_parameters())
         named_b = dict(self._user_model.named_buffers())
-        with torch.no_grad():
-            for n, w in self._weights.items():
-                named_p[n].copy_(torch.from_numpy(w))
-            for n, b in self._buffers.items():
-                named_b[n].copy_(torch.from_numpy(np.asarray(b)))
+        # numpy copies into the tensors' memory: torch's own copy_ would wake its
+        # thread pool, which then spins next to the numpy kernels on 2 cores
+        for n, w in self._weights.items():
+            _copy_into(named_p[n], w)
+        for n, b in self._buffers.items():
+            _copy_into(named_b[n], np.asarray(b))
         self._host_version = _HostVersion.mark(self._host_tensors())
 
     def _host_tensors(self) -> list[torch.Tensor]:
@@ -568,6 +569,14 @@ def _profile_dir(options: Options) -> str | None:
         if str(eng.get("autoReport.all", "")).lower() == "true" or eng.get("autoReport.directory"):
             return eng.get("autoReport.directory", "./profile")
     return os.environ.get("TILEFX_PROFILE_DIR") or None
+
+
+def _copy_into(t: torch.Tensor, value: np.ndarray) -> None:
+    if t.is_contiguous() and t.device.type == "cpu" and t.dtype != torch.bfloat16:
+        np.copyto(t.detach().numpy(), value, casting="same_kind")
+    else:
+        with torch.no_grad():
+            t.copy_(torch.from_numpy(np.ascontiguousarray(value)))
 
 
 def _join(items: list[np.ndarray]) -> np.ndarray:

@@ -90,6 +90,7 @@ class Profile:
     exchange_bytes: int = 0
     # per stage: the length of one of its steps (compute + host I/O + copy out)
     step_cycles: dict[int, int] = field(default_factory=dict)
+    stage_parts: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -158,9 +159,20 @@ class Profile:
                            "args": {"name": f"IPU{ipu}"}})
         for s in self.timeline:
             label = s.kind if s.kind in ("update", "host", "load", "store") else f"stage {s.stage}"
+            name = f"{label} {s.direction}" + (f" mb {s.micro_batch}" if s.micro_batch >= 0 else "")
+            parts = self.stage_parts.get(s.stage) if s.kind == "compute" else None
+            if parts:  # a stage step is its ops' compute, exchange and sync phases
+                t = s.start
+                for kind, cyc in zip(("compute", "exchange", "sync"), parts):
+                    if cyc:
+                        events.append({"ph": "X", "pid": 0, "tid": s.ipu, "ts": t * us, "dur": cyc * us,
+                                       "cat": kind, "name": f"{name} {kind}",
+                                       "args": {"cycles": cyc, "stage": s.stage,
+                                                "micro_batch": s.micro_batch}})
+                        t += cyc
+                continue
             events.append({"ph": "X", "pid": 0, "tid": s.ipu, "ts": s.start * us,
-                           "dur": max(s.end - s.start, 1) * us, "cat": s.kind,
-                           "name": f"{label} {s.direction}" + (f" mb {s.micro_batch}" if s.micro_batch >= 0 else ""),
+                           "dur": max(s.end - s.start, 1) * us, "cat": s.kind, "name": name,
                            "args": {"cycles": s.end - s.start, "stage": s.stage,
                                     "micro_batch": s.micro_batch}})
         return {"traceEvents": events, "displayTimeUnit": "ns"}
@@ -227,6 +239,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     records: list[OpRecord] = []
     stage_cycles: dict[int, int] = defaultdict(int)
     copy_bytes: dict[int, int] = defaultdict(int)  # into each stage over IPU-links
+    stage_parts: dict[int, list[int]] = {}  # compute, exchange, sync cycles of a stage step
     exchange_bytes = 0
     for top in main.body.block.ops:
         if not isinstance(top, StageOp):
@@ -242,6 +255,10 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
             c = op_cost(op, machine)
             records.append(OpRecord(op.name, s, ipu, c, top.direction.data))
             stage_cycles[s] += c.cycles
+            parts = stage_parts.setdefault(s, [0, 0, 0])
+            parts[0] += c.compute_cycles
+            parts[1] += c.exchange_cycles
+            parts[2] += c.sync_cycles
             exchange_bytes += c.exchange_bytes
     num_ipus = 1 + max((ipu for ipu, _ in stage_of.values()), default=0)
 
@@ -290,7 +307,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     updates = device_iterations if training else 1
     profile = Profile(machine, schedule.strategy, num_ipus, records, dict(stage_cycles), timeline,
                       end, updates, end * updates, exchange_bytes=exchange_bytes,
-                      step_cycles=step_cycles)
+                      step_cycles=step_cycles, stage_parts=stage_parts)
     profile.memory = _memory(main, update, arg_roles, param_ipu, stage_of, records, machine, schedule,
                              training, optimizer_off_chip, accumulate, num_ipus)
     if check_memory:
