@@ -18,7 +18,6 @@ import logging
 import os
 import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 

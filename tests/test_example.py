@@ -2,7 +2,6 @@
 equal to a plain PyTorch run of the same schedule (gradient accumulation of
 mean losses, AdamW, the same data order)."""
 
-import copy
 import importlib.util
 import os
 

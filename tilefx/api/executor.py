@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, BoolAttr, DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr, f64, i64
 
 from tilefx.api.enums import CommGroupType, OutputMode, ReductionType
@@ -35,14 +34,15 @@ from tilefx.api.options import Options
 from tilefx.api.optim import SGD, optimizer_config
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
-from tilefx.lowering.to_device import LowerToDevicePass
-from tilefx.passes.pipelines import graph_context, run_graph_passes
+from tilefx.lowering.to_device import lower_to_device
+from tilefx.passes.pipelines import run_graph_passes
 from tilefx.backend import schedule
 from tilefx.backend.machine import machine
 from tilefx.backend.profile import Profile, build_profile
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import StageOp
 from tilefx.passes.assign_stages import AssignStagesPass
+from tilefx.passes.loss_scaling import LossScalingPass
 from tilefx.passes.training_step import TrainingStepPass, _py, find_func
 
 
@@ -105,7 +105,8 @@ class _Program:
 def _role_list(roles: list[dict]) -> list[tuple[str, Any]]:
     out = []
     for r in roles:
-        for key in ("param", "buffer", "input", "const", "accum", "output", "grad", "state", "hyper"):
+        for key in ("param", "buffer", "input", "const", "accum", "output", "grad", "state", "hyper",
+                    "als_upper"):
             if key in r:
                 out.append((key, r[key]))
                 break
@@ -228,10 +229,8 @@ class PoplarExecutor:
         if level == "device":
             device = self._program.module.clone()
             loc = self._options.TensorLocations.optimizer
-            m = self._options.machine
-            LowerToDevicePass(machine=m if isinstance(m, str) else m.name,
-                              optimizer_off_chip=loc is not None and loc.on_chip is False
-                              ).apply(graph_context(), device)
+            lower_to_device(device, machine(self._options.machine),
+                            optimizer_off_chip=loc is not None and loc.on_chip is False)
             return str(device)
         raise Error(f"unknown IR level {level!r}: expected 'import', 'graph' or 'device'")
 
@@ -318,9 +317,18 @@ class PoplarExecutor:
             module.attributes["ipu.available_memory_proportion"] = _attr_of(
                 {k: float(v) for k, v in self._options.available_memory_proportion.items()})
         D, _, _, G = self._factors()
+        als = self._training and bool(self._options.Training.automatic_loss_scaling)
+        scaled = self._training and (als or self._loss_scaling() != 1.0 or _is_variable(
+            self._optimizer, "loss_scaling"))
         run_graph_passes(module, training=self._training, assign=AssignStagesPass(
             gradient_accumulation=G, device_iterations=D,
-            auto_round_num_ipus=bool(self._options.auto_round_num_ipus)))
+            auto_round_num_ipus=bool(self._options.auto_round_num_ipus)),
+            loss_scaling=LossScalingPass(automatic=als) if scaled else None)
+        self._als_tracked = _py(module.attributes["ipu.als_tracked_elements"]) if als else 0
+        self._als_factor = 1.0
+        self._als_updates = 0
+        self._als_upper = 0
+        self._als_lower = 0
         main_fn = find_func(module, "main")
         program = _Program(
             traced=traced, import_module=import_module, module=module,
@@ -461,6 +469,8 @@ class PoplarExecutor:
                             args.append(xs[key][d, g, ri])
                         elif kind == "const":
                             args.append(self._consts[key])
+                        elif kind == "hyper":
+                            args.append(np.asarray(self.loss_scale, dtype=np.float32))
                         else:
                             args.append(accs[r][key])
                     res = p.main(*args)
@@ -469,6 +479,9 @@ class PoplarExecutor:
                             buffers[r][key] = v
                         elif kind == "accum":
                             accs[r][key] = v
+                        elif kind == "als_upper":
+                            self._als_upper += int(v)
+                            self._als_lower += self._als_tracked - int(v)
                     per_r.append([res[i] for i in out_index])
                 per_g.append(per_r)
             outputs.append(per_g)
@@ -476,7 +489,10 @@ class PoplarExecutor:
                 total = accs[0]
                 for r in range(1, R):
                     total = {n: total[n] + accs[r][n] for n in trained}
-                self._apply_update(total)
+                if self._als_tracked or self._loss_scaling() != 1.0:
+                    self._loss_scaled_update(total)
+                else:
+                    self._apply_update(total)
         if self._options.broadcast_buffers or R == 1:
             self._buffers = buffers[0]
         else:
@@ -504,6 +520,42 @@ class PoplarExecutor:
                 self._weights[key] = v
             elif kind == "state":
                 self._opt_state[key] = v
+
+    def _loss_scaled_update(self, total: dict[str, np.ndarray]) -> None:
+        """With loss scaling, a weight update whose gradients overflowed is
+        skipped (its accumulators are dropped); automatic loss scaling then
+        updates its factor from the histogram of the period (REFERENCE.md 4)."""
+        finite = all(np.isfinite(g).all() for g in total.values())
+        if finite:
+            self._apply_update(total)
+        else:
+            log.info("loss scaling: non-finite gradients at scale %g, update skipped", self.loss_scale)
+        if not self._als_tracked:
+            return
+        self._als_updates += 1
+        period = int(self._options._Popart.options.get("automaticLossScalingSettings.updatePeriod", 1))
+        if self._als_updates % max(period, 1):
+            return
+        t = 1e-7
+        f = t / (1 - t)
+        if self._als_upper > f * self._als_lower:
+            self._als_factor /= 2.0
+        else:
+            self._als_factor *= 2.0
+        self._als_upper = self._als_lower = 0
+
+    def _loss_scaling(self) -> float:
+        return float(getattr(self._optimizer, "loss_scaling", 1.0) or 1.0)
+
+    @property
+    def loss_scale(self) -> float:
+        """The loss scale in use: the optimizer's loss_scaling x the automatic factor."""
+        return self._loss_scaling() * getattr(self, "_als_factor", 1.0)
+
+    @property
+    def loss_scaling_factor(self) -> float:
+        """The automatic loss scaling factor (starts at 1; halves or doubles per period)."""
+        return getattr(self, "_als_factor", 1.0)
 
     def _collect(self, outputs, out_ids: list[int]):
         """Apply the output mode to outputs[d][g][r][k] (REFERENCE.md section 2)."""
@@ -569,6 +621,11 @@ def _profile_dir(options: Options) -> str | None:
         if str(eng.get("autoReport.all", "")).lower() == "true" or eng.get("autoReport.directory"):
             return eng.get("autoReport.directory", "./profile")
     return os.environ.get("TILEFX_PROFILE_DIR") or None
+
+
+def _is_variable(optimizer, attr: str) -> bool:
+    va = getattr(optimizer, "variable_attrs", None)
+    return va is not None and not va.isConstant(attr)
 
 
 def _copy_into(t: torch.Tensor, value: np.ndarray) -> None:

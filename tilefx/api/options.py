@@ -1641,7 +1641,7 @@ def _parse_line(text: str) -> list:
     except lark.exceptions.UnexpectedCharacters as e:
         raise _LineError(e.column, f"unexpected character "
                          f"{text[e.pos_in_stream]!r}") from None
-    except lark.exceptions.UnexpectedEOF as e:
+    except lark.exceptions.UnexpectedEOF:
         raise _LineError(len(text.rstrip()) + 1,
                          "unexpected end of line") from None
     except lark.exceptions.UnexpectedToken as e:

@@ -143,8 +143,10 @@ class CompiledFunction:
         env: list = [None] * self.num_slots
         for s, a in zip(self.arg_slots, args):
             env[s] = a
-        for step in self.steps:
-            step(env)
+        # overflow to inf/nan is data here (loss scaling looks for it), not an error
+        with np.errstate(all="ignore"):
+            for step in self.steps:
+                step(env)
         return [env[s] for s in self.result_slots]
 
 

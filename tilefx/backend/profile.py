@@ -375,7 +375,6 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
             schedule: Schedule, training: bool, optimizer_off_chip: bool, accumulate: bool,
             num_ipus: int) -> dict[int, IpuMemory]:
     T = machine.tiles
-    tensors: dict[int, list[Tensor]] = defaultdict(list)
     always: dict[int, list[Tensor]] = defaultdict(list)
     for a, r in zip(main.body.block.args, arg_roles):
         if "param" in r:

@@ -61,7 +61,7 @@ class _KeyValueAttr(ParametrizedAttribute):
             if key not in cls.KEYS or key in values:
                 parser.raise_error(f"unexpected or repeated field {key!r} in #{cls.name}", pos, parser.pos)
             parser.parse_punctuation("=")
-            values[key] = parser.parse_integer(allow_negative=False)
+            values[key] = parser.parse_integer(allow_boolean=False, allow_negative=False)
             if parser.parse_optional_punctuation(",") is None:
                 break
         parser.parse_punctuation(">")

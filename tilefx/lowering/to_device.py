@@ -78,15 +78,27 @@ class LowerToDevicePass(ModulePass):
     optimizer_off_chip: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        m = machine_named(self.machine)
-        main = find_func(op, "main")
-        self._main(main, m)
-        for o in op.ops:
-            if isinstance(o, func.FuncOp) and o.sym_name.data == "update":
-                self._update(o, m)
+        lower_to_device(op, machine_named(self.machine), self.optimizer_off_chip)
+
+
+def lower_to_device(module: ModuleOp, m: Machine, optimizer_off_chip: bool = False) -> None:
+    """The pass's work, for a Machine object (the API's custom machines)."""
+    main = find_func(module, "main")
+    if any(o.name.startswith("tile.") for o in main.walk()):
+        return  # already lowered
+    lowering = _Lowering(optimizer_off_chip)
+    lowering.main(main, m)
+    for o in module.ops:
+        if isinstance(o, func.FuncOp) and o.sym_name.data == "update":
+            lowering.update(o, m)
+
+
+class _Lowering:
+    def __init__(self, optimizer_off_chip: bool):
+        self.optimizer_off_chip = optimizer_off_chip
 
     # -- @main ------------------------------------------------------------
-    def _main(self, main: func.FuncOp, m: Machine) -> None:
+    def main(self, main: func.FuncOp, m: Machine) -> None:
         block = main.body.block
         roles = arg_roles(main)
         stages = [o for o in block.ops if isinstance(o, StageOp)]
@@ -108,7 +120,8 @@ class LowerToDevicePass(ModulePass):
         start = 0
         for region in regions:
             for o in list(region.ops):
-                start = self._lower_op(o, m, start)
+                if not isinstance(o, func.ReturnOp):
+                    start = self._lower_op(o, m, start)
         # outputs: streamed to the host
         ret = block.last_op
         for i, (v, role) in enumerate(zip(ret.operands, result_roles(main))):
@@ -162,7 +175,7 @@ class LowerToDevicePass(ModulePass):
         return start
 
     # -- @update ----------------------------------------------------------
-    def _update(self, update: func.FuncOp, m: Machine) -> None:
+    def update(self, update: func.FuncOp, m: Machine) -> None:
         block = update.body.block
         start = 0
         for o in list(block.ops):

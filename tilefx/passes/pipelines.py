@@ -9,6 +9,7 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from tilefx.passes.assign_stages import AssignStagesPass
 from tilefx.passes.available_memory import AvailableMemoryPass
+from tilefx.passes.loss_scaling import LossScalingPass
 from tilefx.passes.outline_stages import OutlineStagesPass
 from tilefx.passes.serialize_matmul import SerializeMatmulPass
 from tilefx.passes.training_step import TrainingStepPass
@@ -29,14 +30,17 @@ def graph_context() -> Context:
 
 
 def run_graph_passes(module: ModuleOp, training: bool,
-                     assign: AssignStagesPass | None = None) -> None:
-    """assign-stages, available-memory, serialize-matmul, training-step
-    (training), dce, outline-stages."""
+                     assign: AssignStagesPass | None = None,
+                     loss_scaling: LossScalingPass | None = None) -> None:
+    """assign-stages, available-memory, serialize-matmul, training-step and
+    loss-scaling (training), dce, outline-stages."""
     ctx = graph_context()
     (assign or AssignStagesPass()).apply(ctx, module)
     AvailableMemoryPass().apply(ctx, module)
     SerializeMatmulPass().apply(ctx, module)
     if training:
         TrainingStepPass().apply(ctx, module)
+        if loss_scaling is not None:
+            loss_scaling.apply(ctx, module)
     DeadCodeElimination().apply(ctx, module)
     OutlineStagesPass().apply(ctx, module)

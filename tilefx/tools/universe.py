@@ -57,6 +57,12 @@ def _lower_to_device():
     return LowerToDevicePass
 
 
+def _loss_scaling():
+    from tilefx.passes.loss_scaling import LossScalingPass
+
+    return LossScalingPass
+
+
 DIALECTS = {"aten": _aten, "ipu": _ipu, "tile": _tile}
 PASSES = {
     "ipu-training-step": _training_step,
@@ -65,6 +71,7 @@ PASSES = {
     "ipu-serialize-matmul": _serialize_matmul,
     "ipu-available-memory": _available_memory,
     "lower-to-device": _lower_to_device,
+    "ipu-loss-scaling": _loss_scaling,
 }
 
 TILEFX_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES)
