@@ -8,11 +8,13 @@ without importing torch.
 from __future__ import annotations
 
 import importlib
+import sys
 
 from tilefx.api.errors import Error, RecoverableError, UnrecoverableError
 
 __version__ = "0.1.0"
 
+_MODULES = {"optim"}  # names that are modules, not objects in them
 _LAZY = {
     "optim": "tilefx.api.optim",
     **{n: "tilefx.api.annotations" for n in ("BeginBlock", "Block", "BlockFunction", "removeBlocks")},
@@ -26,10 +28,15 @@ _LAZY = {
     **{n: "tilefx.api.ops" for n in ("identity_loss", "ipu_print_tensor", "isRunningOnIpu", "nop",
                                      "serializedMatMul", "set_available_memory")},
     **{n: "tilefx.api.options" for n in ("Options", "TensorLocationSettings")},
+    **{n: "tilefx.api.autocast" for n in ("autocast", "Policy")},
     **{n: "tilefx.api.strategies" for n in (
         "Stage", "Phase", "PipelinedExecution", "ShardedExecution", "SerialPhasedExecution",
         "ParallelPhasedExecution")},
 }
+
+
+if "torch" in sys.modules:  # `model.autocast()` as in PopTorch (torch already loaded: cheap)
+    importlib.import_module("tilefx.api.autocast")
 
 
 def __getattr__(name: str):
@@ -37,7 +44,7 @@ def __getattr__(name: str):
     if module is None:
         raise AttributeError(f"module 'tilefx' has no attribute {name!r}")
     mod = importlib.import_module(module)
-    value = mod if module.endswith("." + name) else getattr(mod, name)
+    value = mod if name in _MODULES else getattr(mod, name)
     globals()[name] = value
     return value
 

@@ -320,7 +320,14 @@ class PoplarExecutor:
         als = self._training and bool(self._options.Training.automatic_loss_scaling)
         scaled = self._training and (als or self._loss_scaling() != 1.0 or _is_variable(
             self._optimizer, "loss_scaling"))
-        run_graph_passes(module, training=self._training, assign=AssignStagesPass(
+        precision = self._options.Precision
+        if precision.autocast_policy is not None:
+            if not hasattr(precision.autocast_policy, "op_sets"):
+                raise Error(f"autocastPolicy expects a poptorch.Policy, got {precision.autocast_policy!r}")
+            module.attributes["ipu.autocast_policy"] = _attr_of(
+                {k: list(v) for k, v in precision.autocast_policy.op_sets().items()})
+        run_graph_passes(module, training=self._training, autocast=bool(precision.autocast_enabled),
+                         assign=AssignStagesPass(
             gradient_accumulation=G, device_iterations=D,
             auto_round_num_ipus=bool(self._options.auto_round_num_ipus)),
             loss_scaling=LossScalingPass(automatic=als) if scaled else None)

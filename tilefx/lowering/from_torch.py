@@ -239,6 +239,11 @@ class _Builder:
         else:
             rtypes = [tensor_type_of(val)]
         attrs = {ipu.PLACE_KEY: self.place(node)}
+        flag = (node.meta.get("custom") or {}).get("tilefx.autocast")
+        if flag is not None:
+            from xdsl.dialects.builtin import BoolAttr
+
+            attrs["ipu.autocast"] = BoolAttr.from_bool(bool(flag))
         ns = getattr(target, "namespace", None)
         if ns == "tilefx":
             op = self.custom_op(node, rtypes, attrs)

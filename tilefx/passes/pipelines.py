@@ -8,6 +8,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from tilefx.passes.assign_stages import AssignStagesPass
+from tilefx.passes.autocast import AutocastPass
 from tilefx.passes.available_memory import AvailableMemoryPass
 from tilefx.passes.loss_scaling import LossScalingPass
 from tilefx.passes.outline_stages import OutlineStagesPass
@@ -31,10 +32,13 @@ def graph_context() -> Context:
 
 def run_graph_passes(module: ModuleOp, training: bool,
                      assign: AssignStagesPass | None = None,
-                     loss_scaling: LossScalingPass | None = None) -> None:
-    """assign-stages, available-memory, serialize-matmul, training-step and
-    loss-scaling (training), dce, outline-stages."""
+                     loss_scaling: LossScalingPass | None = None,
+                     autocast: bool = True) -> None:
+    """autocast, assign-stages, available-memory, serialize-matmul,
+    training-step and loss-scaling (training), dce, outline-stages."""
     ctx = graph_context()
+    if autocast:
+        AutocastPass().apply(ctx, module)
     (assign or AssignStagesPass()).apply(ctx, module)
     AvailableMemoryPass().apply(ctx, module)
     SerializeMatmulPass().apply(ctx, module)

@@ -63,6 +63,12 @@ def _loss_scaling():
     return LossScalingPass
 
 
+def _autocast():
+    from tilefx.passes.autocast import AutocastPass
+
+    return AutocastPass
+
+
 DIALECTS = {"aten": _aten, "ipu": _ipu, "tile": _tile}
 PASSES = {
     "ipu-training-step": _training_step,
@@ -72,6 +78,7 @@ PASSES = {
     "ipu-available-memory": _available_memory,
     "lower-to-device": _lower_to_device,
     "ipu-loss-scaling": _loss_scaling,
+    "ipu-autocast": _autocast,
 }
 
 TILEFX_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES)
