@@ -64,19 +64,19 @@ def install_module_method() -> None:
 # What the policies name: torch functions or module classes, as aten ops.
 _LAYER_OPS = {
     "Linear": ("aten.addmm", "aten.mm", "aten.bmm"),
-    "Conv1d": ("aten.convolution",), "Conv2d": ("aten.convolution",), "Conv3d": ("aten.convolution",),
-    "ConvTranspose1d": ("aten.convolution",), "ConvTranspose2d": ("aten.convolution",),
-    "ConvTranspose3d": ("aten.convolution",),
+    "Conv1d": ("aten.convolution", "aten.convolution_backward"), "Conv2d": ("aten.convolution", "aten.convolution_backward"), "Conv3d": ("aten.convolution", "aten.convolution_backward"),
+    "ConvTranspose1d": ("aten.convolution", "aten.convolution_backward"), "ConvTranspose2d": ("aten.convolution", "aten.convolution_backward"),
+    "ConvTranspose3d": ("aten.convolution", "aten.convolution_backward"),
 }
 _FUNCTION_OPS = {
     "matmul": ("aten.mm", "aten.bmm", "aten.addmm"), "mm": ("aten.mm",), "bmm": ("aten.bmm",),
     "addmm": ("aten.addmm",), "addbmm": ("aten.bmm",), "baddbmm": ("aten.bmm",), "mv": ("aten.mm",),
     "addmv": ("aten.addmm",), "addr": ("aten.mm",), "chain_matmul": ("aten.mm",), "dot": ("aten.mm",),
     "linear": ("aten.addmm", "aten.mm"), "tensordot": ("aten.mm", "aten.bmm"),
-    "conv1d": ("aten.convolution",), "conv2d": ("aten.convolution",), "conv3d": ("aten.convolution",),
-    "conv_tbc": ("aten.convolution",), "conv_transpose1d": ("aten.convolution",),
-    "conv_transpose2d": ("aten.convolution",), "conv_transpose3d": ("aten.convolution",),
-    "convolution": ("aten.convolution",), "cat": ("aten.cat",), "stack": ("aten.cat",),
+    "conv1d": ("aten.convolution", "aten.convolution_backward"), "conv2d": ("aten.convolution", "aten.convolution_backward"), "conv3d": ("aten.convolution", "aten.convolution_backward"),
+    "conv_tbc": ("aten.convolution", "aten.convolution_backward"), "conv_transpose1d": ("aten.convolution", "aten.convolution_backward"),
+    "conv_transpose2d": ("aten.convolution", "aten.convolution_backward"), "conv_transpose3d": ("aten.convolution", "aten.convolution_backward"),
+    "convolution": ("aten.convolution", "aten.convolution_backward"), "cat": ("aten.cat",), "stack": ("aten.cat",),
     "index_put": ("aten.index_put",), "softmax": ("aten._softmax",),
     "log_softmax": ("aten._log_softmax",), "layer_norm": ("aten.native_layer_norm",),
 }

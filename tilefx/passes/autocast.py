@@ -32,7 +32,7 @@ from tilefx.passes.training_step import _py, find_func
 
 AUTOCAST_ATTR = "ipu.autocast"
 _DEFAULT = {
-    "fp16": "aten.addmm,aten.mm,aten.bmm,aten.convolution",
+    "fp16": "aten.addmm,aten.mm,aten.bmm,aten.convolution,aten.convolution_backward",
     "fp32": "",
     "promote": "aten.cat,aten.index_put",
     "demote": "",
