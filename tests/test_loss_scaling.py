@@ -101,3 +101,20 @@ def test_half_precision_inference_matches_pytorch():
     assert out.dtype == torch.float16
     torch.testing.assert_close(out, model(x), rtol=1e-3, atol=1e-3)
     assert np.isfinite(out.float().numpy()).all()
+
+
+def test_half_inputs_with_float_weights_are_promoted_like_pytorch():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 4), nn.ReLU())
+    x = torch.randn(3, 8).half()
+    c = tilefx.compile(model, x)
+    out = c(x)
+    expected = model(x.float())
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
+    ir = c.ir("graph")
+    assert "tensor<3x8xf16> {tilefx.input = 0 : i64}" in ir and "aten._to_copy" in ir
+    opts = tilefx.Options()
+    opts.Precision.halfFloatCasting(tilefx.HalfFloatCastingBehavior.FloatDowncastToHalf)
+    with pytest.raises(tilefx.Error, match="FloatDowncastToHalf"):
+        tilefx.compile(model, x, options=opts)

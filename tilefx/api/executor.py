@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from xdsl.dialects.builtin import ArrayAttr, BoolAttr, DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr, f64, i64
 
-from tilefx.api.enums import CommGroupType, OutputMode, ReductionType
+from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode, ReductionType
 from tilefx.api.errors import Error
 from tilefx.api.options import Options
 from tilefx.api.optim import SGD, optimizer_config
@@ -294,7 +294,8 @@ class PoplarExecutor:
         was_training = model.training
         model.train(self._training)
         try:
-            traced = trace(model, tuple(x[:mb] for x in inputs), self._training)
+            traced = trace(model, tuple(x[:mb] for x in inputs), self._training,
+                           upcast_inputs=self._upcast_inputs(inputs))
         finally:
             model.train(was_training)
         import_module = traced.module.clone()
@@ -414,6 +415,18 @@ class PoplarExecutor:
         if self._program is None:
             raise Error("the model is not compiled yet: call it or compile() first")
         return self._schedule
+
+    def _upcast_inputs(self, inputs: list[torch.Tensor]) -> frozenset[int]:
+        """fp16 inputs of a model with fp32 weights: promoted to fp32 as PyTorch
+        would (HalfUpcastToFloat, the default here)."""
+        half = frozenset(i for i, x in enumerate(inputs) if x.dtype == torch.float16)
+        weights = {p.dtype for p in self._user_model.parameters() if p.is_floating_point()}
+        if not half or torch.float32 not in weights:
+            return frozenset()
+        if self._options.Precision.half_float_casting == HalfFloatCastingBehavior.FloatDowncastToHalf:
+            raise Error("HalfFloatCastingBehavior.FloatDowncastToHalf is not supported: fp16 inputs "
+                        "meet fp32 weights; cast the model with .half() or use HalfUpcastToFloat")
+        return half
 
     def _grad_scale(self) -> float:
         _, r, _, g = self._factors()

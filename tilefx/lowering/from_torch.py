@@ -319,8 +319,26 @@ def _find_loss(gm, out_descs, plain_outputs: list) -> int | None:
     return None
 
 
-def trace(model: torch.nn.Module, args: tuple, training: bool) -> TracedGraph:
-    """Trace `model(*args)` (micro-batch shaped) into the graph IR."""
+class _UpcastInputs(torch.nn.Module):
+    """Runs the model on its float16 inputs cast to float32 (PyTorch's promotion
+    of fp16 inputs meeting fp32 weights); the casts are traced into the graph."""
+
+    def __init__(self, inner: torch.nn.Module, which: frozenset[int]):
+        super().__init__()
+        self.inner = inner
+        self.which = which
+
+    def forward(self, *args):
+        return self.inner(*[a.float() if i in self.which else a for i, a in enumerate(args)])
+
+
+def trace(model: torch.nn.Module, args: tuple, training: bool,
+          upcast_inputs: frozenset[int] = frozenset()) -> TracedGraph:
+    """Trace `model(*args)` (micro-batch shaped) into the graph IR; the inputs
+    in `upcast_inputs` are fp16 and cast to fp32 inside the graph."""
+    prefix = ""
+    if upcast_inputs:
+        model, prefix = _UpcastInputs(model, upcast_inputs), "inner."
     from torch._functorch._aot_autograd.descriptors import (
         BufferAOTInput,
         GradAOTOutput,
@@ -380,11 +398,11 @@ def trace(model: torch.nn.Module, args: tuple, training: bool) -> TracedGraph:
         if node.op == "placeholder":
             d = node.meta["desc"]
             if isinstance(d, ParamAOTInput):
-                params.append(d.target)
-                b.add_arg(node, {"tilefx.param": StringAttr(d.target)})
+                params.append(d.target.removeprefix(prefix))
+                b.add_arg(node, {"tilefx.param": StringAttr(params[-1])})
             elif isinstance(d, BufferAOTInput):
-                buffers.append(d.target)
-                b.add_arg(node, {"tilefx.buffer": StringAttr(d.target)})
+                buffers.append(d.target.removeprefix(prefix))
+                b.add_arg(node, {"tilefx.buffer": StringAttr(buffers[-1])})
             elif isinstance(d, PlainAOTInput):
                 num_inputs = max(num_inputs, d.idx + 1)
                 b.add_arg(node, {"tilefx.input": IntegerAttr(d.idx, i64)})
@@ -415,9 +433,9 @@ def trace(model: torch.nn.Module, args: tuple, training: bool) -> TracedGraph:
             if d.idx == loss_index:
                 attrs["tilefx.loss"] = UnitAttr()
         elif isinstance(d, GradAOTOutput) and isinstance(d.grad_of, ParamAOTInput):
-            attrs = {"tilefx.grad": StringAttr(d.grad_of.target)}
+            attrs = {"tilefx.grad": StringAttr(d.grad_of.target.removeprefix(prefix))}
         elif isinstance(d, InputMutationAOTOutput) and isinstance(d.mutated_input, BufferAOTInput):
-            attrs = {"tilefx.buffer": StringAttr(d.mutated_input.target)}
+            attrs = {"tilefx.buffer": StringAttr(d.mutated_input.target.removeprefix(prefix))}
         elif isinstance(d, GradAOTOutput):
             continue  # gradient of a user input: not needed
         else:
