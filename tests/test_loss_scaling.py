@@ -118,3 +118,26 @@ def test_half_inputs_with_float_weights_are_promoted_like_pytorch():
     opts.Precision.halfFloatCasting(tilefx.HalfFloatCastingBehavior.FloatDowncastToHalf)
     with pytest.raises(tilefx.Error, match="FloatDowncastToHalf"):
         tilefx.compile(model, x, options=opts)
+
+
+def test_stochastic_rounding_is_unbiased_and_seeded():
+    from tilefx.backend.executor import stochastic_round
+
+    x = np.full(20000, 1.0 + 2.0 ** -12, dtype=np.float32)  # a quarter of the way to the next fp16
+    r = stochastic_round(x, np.random.default_rng(0)).astype(np.float32)
+    assert set(np.unique(r)) == {1.0, 1.0 + 2.0 ** -10}
+    assert abs(r.mean() - x[0]) < 2e-5
+    assert np.array_equal(r, stochastic_round(x, np.random.default_rng(0)).astype(np.float32))
+
+    class AddTiny(nn.Module):
+        def forward(self, a):
+            return a + 2.0 ** -12
+
+    a = torch.ones(4096, dtype=torch.float16)
+    nearest = tilefx.inferenceModel(AddTiny())(a)
+    assert torch.equal(nearest, torch.ones_like(a))  # round to nearest loses the tiny addend
+    opts = tilefx.Options().randomSeed(7)
+    opts.Precision.enableStochasticRounding(True)
+    sr = tilefx.inferenceModel(AddTiny(), opts)(a)
+    assert sr.dtype == torch.float16
+    assert abs(sr.float().mean().item() - (1 + 2.0 ** -12)) < 1e-4

@@ -340,7 +340,9 @@ class PoplarExecutor:
         main_fn = find_func(module, "main")
         program = _Program(
             traced=traced, import_module=import_module, module=module,
-            main=CompiledFunction(main_fn, self._rng), update=None,
+            main=CompiledFunction(main_fn, self._rng,
+                                  stochastic_rounding=bool(self._options.Precision.stochastic_rounding)),
+            update=None,
             main_args=_role_list(arg_roles(main_fn)), main_results=_role_list(result_roles(main_fn)),
             input_shapes=[tuple(x.shape) for x in inputs],
             input_dtypes=[np_dtype_of(x.dtype) for x in inputs])

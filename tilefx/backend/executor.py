@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
+from xdsl.dialects.builtin import f16
 from xdsl.ir import Operation, SSAValue
 
 from tilefx.backend.ipu_kernels import IPU_KERNELS
@@ -61,9 +62,11 @@ def _operand_layout(op: Operation, slot) -> list:
 class CompiledFunction:
     """A func.func as a list of steps over integer slots."""
 
-    def __init__(self, fn: func.FuncOp, rng: np.random.Generator | None = None):
+    def __init__(self, fn: func.FuncOp, rng: np.random.Generator | None = None,
+                 stochastic_rounding: bool = False):
         self.name = fn.sym_name.data
         self.rng = rng if rng is not None else np.random.default_rng(0)
+        self.stochastic_rounding = stochastic_rounding
         slots: dict[SSAValue, int] = {}
 
         def slot(v: SSAValue) -> int:
@@ -117,6 +120,10 @@ class CompiledFunction:
             def kernel(*vals, **kw):
                 return base_kernel(**dict(zip(names, vals)), **kw)
 
+            if self.stochastic_rounding and any(
+                    getattr(r.type, "element_type", None) == f16 for r in op.results):
+                kernel = _stochastically_rounded(kernel, self.rng)
+
         def fetch(env):
             if simple:
                 return [env[i] for i in layout]
@@ -148,6 +155,52 @@ class CompiledFunction:
             for step in self.steps:
                 step(env)
         return [env[s] for s in self.result_slots]
+
+
+def stochastic_round(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """float32 -> float16 rounding up or down at random, with the probability
+    of each neighbour proportional to the distance to the other (unbiased)."""
+    x = np.asarray(x, dtype=np.float32)
+    near = x.astype(np.float16)
+    near32 = near.astype(np.float32)
+    other = np.where(near32 > x, np.nextafter(near, np.float16(-np.inf)),
+                     np.nextafter(near, np.float16(np.inf)))
+    other32 = other.astype(np.float32)
+    gap = np.abs(other32 - near32)
+    with np.errstate(all="ignore"):
+        p_other = np.where(gap > 0, np.abs(x - near32) / gap, 0.0)
+    pick = rng.random(x.shape) < p_other
+    out = np.where(pick & np.isfinite(other32) & np.isfinite(x), other, near)
+    return out.astype(np.float16)
+
+
+def _stochastically_rounded(kernel, rng):
+    """Run an fp16 op on fp32 copies of its fp16 operands and round its
+    results stochastically (Options.Precision.enableStochasticRounding)."""
+
+    def up(v):
+        if isinstance(v, np.ndarray) and v.dtype == np.float16:
+            return v.astype(np.float32)
+        if isinstance(v, list):
+            return [up(x) for x in v]
+        return v
+
+    def down(r):
+        if isinstance(r, np.ndarray) and r.dtype == np.float32:
+            return stochastic_round(r, rng)
+        return r
+
+    def run(*vals, **kw):
+        if "dtype" in kw and kw["dtype"] == np.float16:  # a cast to fp16: round it here
+            kw = {**kw, "dtype": np.dtype(np.float32)}
+        res = kernel(*[up(v) for v in vals], **kw)
+        if isinstance(res, tuple):
+            return tuple(down(r) for r in res)
+        if isinstance(res, list):
+            return [down(r) for r in res]
+        return down(res)
+
+    return run
 
 
 def compile_function(fn: func.FuncOp, rng: np.random.Generator | None = None) -> CompiledFunction:
