@@ -8,6 +8,8 @@ right proportion on each memory-planning op and reject values outside (0, 1].
 from __future__ import annotations
 
 import numpy as np
+import re
+
 import pytest
 import torch
 from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, f64
@@ -288,3 +290,14 @@ def test_set_available_memory_needs_a_memory_op():
     tg = trace(Relu(), (torch.randn(2, 2),), training=False)
     with pytest.raises(AvailableMemoryError, match="its input comes from aten.relu"):
         AvailableMemoryPass().apply(graph_context(), tg.module)
+
+
+def test_backward_is_serialized_like_the_forward():
+    """REFERENCE: InputChannels sums the weight gradient over its m-slices,
+    ReducingDim concatenates the input gradient, OutputChannels sums it."""
+    for mode, op, count in ((Mode.InputChannels, "aten.add.Tensor", 3),
+                            (Mode.ReducingDim, "aten.cat", 1),
+                            (Mode.OutputChannels, "aten.add.Tensor", 3)):
+        tg = trace(SMM(mode, 4), (torch.randn(M, N),), training=True)
+        bwd = [line for line in str(tg.module).splitlines() if "bwd" in line]
+        assert sum(bool(re.search(rf"= {re.escape(op)}[ (]", line)) for line in bwd) >= count, mode

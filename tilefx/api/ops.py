@@ -8,6 +8,9 @@ the CPU (outside tracing) they compute what the IPU would.
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import torch
 
 from tilefx.api.enums import MatMulSerializationMode
@@ -115,12 +118,28 @@ def _(lhs, rhs, mode, factor, keep_precision):
 
 def _smm_setup(ctx, inputs, output):
     ctx.save_for_backward(inputs[0], inputs[1])
+    ctx.mode, ctx.factor = inputs[2], inputs[3]
 
 
 def _smm_backward(ctx, grad):
+    """The backward serialized like the forward (REFERENCE.md section 4):
+    InputChannels sums the weight gradient over the m-slices, OutputChannels
+    sums the input gradient over the n-slices, ReducingDim concatenates the
+    input gradient over the k-slices."""
     lhs, rhs = ctx.saved_tensors
-    g_lhs = torch.matmul(grad, rhs.transpose(-1, -2))
-    g_rhs = torch.matmul(lhs.reshape(-1, lhs.shape[-1]).t(), grad.reshape(-1, grad.shape[-1]))
+    f = ctx.factor
+    a = lhs.reshape(-1, lhs.shape[-1])  # [M, K]
+    g = grad.reshape(-1, grad.shape[-1])  # [M, N]
+    if ctx.mode == "input_channels":
+        g_lhs = torch.matmul(grad, rhs.t())
+        g_rhs = functools.reduce(operator.add, [ai.t() @ gi for ai, gi in zip(a.chunk(f, 0), g.chunk(f, 0))])
+    elif ctx.mode == "output_channels":
+        g_lhs = functools.reduce(operator.add, [gi @ ri.t() for gi, ri in zip(g.chunk(f, 1), rhs.chunk(f, 1))]
+                                 ).reshape(lhs.shape)
+        g_rhs = a.t() @ g
+    else:  # reducing_dim
+        g_lhs = torch.cat([g @ ri.t() for ri in rhs.chunk(f, 0)], dim=1).reshape(lhs.shape)
+        g_rhs = a.t() @ g
     return g_lhs, g_rhs, None, None, None
 
 

@@ -130,7 +130,8 @@ class CompiledFunction:
             return [env[x] if type(x) is int else None if x is None else [env[j] for j in x]
                     for x in layout]
 
-        if len(outs) == 1:
+        variadic = schema is not None and schema.num_results == -1  # a list, even of one
+        if len(outs) == 1 and not variadic:
             out = outs[0]
 
             def step(env):
