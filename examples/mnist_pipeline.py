@@ -170,14 +170,15 @@ def main(argv=None):
           f"{args.epochs * 0 + steps * args.device_iterations} weight updates, "
           f"{1000 * t_run / max(steps, 1):.1f} ms per call on the host")
     print("  training " + training.schedule.summary().replace("\n", "\n  "))
+    print("  simulated " + training.profile.table().replace("\n", "\n  "))
     print("  inference " + inference.schedule.summary().replace("\n", "\n  "))
+    print("  simulated " + inference.profile.table().replace("\n", "\n  "))
     if args.profile:
         os.makedirs(args.profile_dir, exist_ok=True)
         for name, model_ in (("training", training), ("inference", inference)):
-            path = os.path.join(args.profile_dir, f"{name}_trace.json")
-            with open(path, "w") as f:
-                json.dump(model_.schedule.chrome_trace(), f)
-            print(f"  {name} timeline written to {path} (open it in ui.perfetto.dev)")
+            written = model_.profile.write(os.path.join(args.profile_dir, name))
+            print(f"  {name} profile written to {os.path.dirname(written[0])}: trace.json "
+                  "(open it in ui.perfetto.dev), summary.json, PNG plots")
     return {"accuracy": 100 * correct / n, "losses": losses, "model": model}
 
 

@@ -146,7 +146,7 @@ class Profile:
             lines.append(f"  {ipu:>3}   {busy:>11,}   {100 * s['utilisation'].get(ipu, 0):>10.1f}%   "
                          f"{mem.get('peak_tile_bytes', 0):>12,} B   {mem.get('always_live_max_tile_bytes', 0):>12,} B")
         lines.append("  top ops by cycles: " + ", ".join(
-            f"{k} {v:,}" for k, v in list(s["cycles_by_op"].items())[:5]))
+            f"{k} {v:,}" for k, v in list(s["cycles_by_op"].items())[:5] if v))
         return "\n".join(lines)
 
     def chrome_trace(self) -> dict:
