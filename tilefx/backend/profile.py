@@ -135,19 +135,10 @@ class Profile:
                 for ipu, m in self.memory.items()},
         }
 
-    def table(self) -> str:
-        s = self.summary()
-        lines = [f"{s['machine']} x {s['ipus']} IPU(s), {s['strategy']}: {s['total_cycles']:,} cycles "
-                 f"= {1e3 * s['seconds']:.3f} ms per call ({s['weight_updates_per_call']} x "
-                 f"{s['cycles_per_weight_update']:,} cycles)"]
-        lines.append("  IPU   busy cycles   utilisation   peak tile memory   always-live (max tile)")
-        for ipu, busy in s["ipu_busy_cycles"].items():
-            mem = s["memory"].get(ipu, {})
-            lines.append(f"  {ipu:>3}   {busy:>11,}   {100 * s['utilisation'].get(ipu, 0):>10.1f}%   "
-                         f"{mem.get('peak_tile_bytes', 0):>12,} B   {mem.get('always_live_max_tile_bytes', 0):>12,} B")
-        lines.append("  top ops by cycles: " + ", ".join(
-            f"{k} {v:,}" for k, v in list(s["cycles_by_op"].items())[:5] if v))
-        return "\n".join(lines)
+    def table(self, top_ops: int = 5) -> str:
+        from tilefx.tools.report import table
+
+        return table(_jsonable(self.summary()), top_ops)
 
     def chrome_trace(self) -> dict:
         """The timed timeline as Chrome / Perfetto trace events (one track per IPU)."""

@@ -9,7 +9,8 @@ import os
 import sys
 
 
-def table(summary: dict) -> str:
+def table(summary: dict, top_ops: int = 15) -> str:
+    """The summary (as summary.json holds it: string keys) as a table."""
     s = summary
     lines = [f"{s['machine']} x {s['ipus']} IPU(s), {s['strategy']}: {s['total_cycles']:,} cycles "
              f"= {1e3 * s['seconds']:.3f} ms per call ({s['weight_updates_per_call']} x "
@@ -20,7 +21,7 @@ def table(summary: dict) -> str:
         lines.append(f"  {ipu:>3}   {busy:>11,}   {100 * s['utilisation'].get(str(ipu), 0):>10.1f}%   "
                      f"{mem.get('peak_tile_bytes', 0):>12,} B   {mem.get('always_live_max_tile_bytes', 0):>12,} B")
     lines.append("  op                                   cycles")
-    for name, cyc in list(s["cycles_by_op"].items())[:15]:
+    for name, cyc in [kv for kv in s["cycles_by_op"].items() if kv[1]][:top_ops]:
         lines.append(f"  {name:<34} {cyc:>10,}")
     return "\n".join(lines)
 
