@@ -420,3 +420,11 @@ def test_device_ir_uses_a_custom_machine() -> None:
         if isinstance(grid, GridMappingAttr):
             g = grid.get()
             assert g["m"] * g["n"] * g["k"] <= small.tiles
+
+
+def test_weights_and_matmul_operands_get_tile_mappings():
+    c = tilefx.compile(nn.Sequential(nn.Linear(64, 64), nn.ReLU()), torch.randn(4, 64))
+    text = c.ir("device")
+    assert '{tilefx.param = "0.weight", tile.mapping = #tile.linear<' in text
+    exchanges = [line for line in text.splitlines() if "tile.exchange" in line]
+    assert exchanges and all("tile.mapping = #tile.grid<" in line for line in exchanges)

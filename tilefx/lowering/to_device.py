@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
@@ -104,6 +104,16 @@ class _Lowering:
         stages = [o for o in block.ops if isinstance(o, StageOp)]
         regions = [s.body.block for s in stages] or [block]
         order = {o: i for i, o in enumerate(main.walk())}
+        # weights, buffers and accumulators live spread linearly over the tiles
+        attrs = [dict(a.data) for a in main.arg_attrs.data] if main.arg_attrs else []
+        start = 0
+        for arg, a, role in zip(block.args, attrs, roles):
+            if any(k in role for k in ("param", "buffer", "const", "accum")):
+                used = max(1, min(m.tiles, math.ceil(_bytes(arg) / m.grain_bytes)))
+                a["tile.mapping"] = LinearMappingAttr(start % m.tiles, used, m.grain_bytes)
+                start = (start + used) % m.tiles
+        if attrs:
+            main.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
         # inputs: streamed from the host just before their first use
         for arg, role in zip(block.args, roles):
             if "input" not in role or not arg.uses:
@@ -159,10 +169,13 @@ class _Lowering:
                 idx = (0, 1)
             for j, which in zip(idx, (0, 1)):
                 v = o.operands[j]
+                attrs = {"tile.mapping": o.attributes["tile.mapping"]}  # the plan's blocks
+                if PLACE_KEY in o.attributes:
+                    attrs[PLACE_KEY] = o.attributes[PLACE_KEY]
                 ex = ExchangeOp.build(operands=[v], result_types=[v.type], properties={
                     "bytes": _i(per_operand[which]),
                     "cycles": _i(-(-per_operand[which] // m.exchange_bytes_per_cycle))},
-                    attributes={PLACE_KEY: o.attributes[PLACE_KEY]} if PLACE_KEY in o.attributes else {})
+                    attributes=attrs)
                 o.parent_block().insert_op_before(ex, o)
                 o.operands[j] = ex.results[0]
         elif o.results:

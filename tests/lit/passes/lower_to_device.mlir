@@ -20,8 +20,8 @@
 // CHECK-NEXT:    %[[X:[0-9]+]] = tile.host_in %x {cycles = 3 : i64} : tensor<4x8xf32>
 // CHECK-NEXT:    %s0 = ipu.stage {stage = 0 : i64, ipu = 0 : i64, phase = 0 : i64, direction = "fwd"} -> tensor<4x16xf32> {
 // 4x8 @ 8x16 on a 4 x 16 x 1 grid: each tile receives a row of %x and a column of %w1 (8 floats).
-// CHECK-NEXT:      %[[X_EX:[0-9]+]] = tile.exchange %[[X]] {ipu.place = #ipu.place<fwd, block = "B1", ipu = 0, stage = 0, phase = 0>, bytes = 32 : i64, cycles = 8 : i64} : tensor<4x8xf32>
-// CHECK-NEXT:      %[[W1_EX:[0-9]+]] = tile.exchange %w1 {ipu.place = #ipu.place<fwd, block = "B1", ipu = 0, stage = 0, phase = 0>, bytes = 32 : i64, cycles = 8 : i64} : tensor<8x16xf32>
+// CHECK-NEXT:      %[[X_EX:[0-9]+]] = tile.exchange %[[X]] {tile.mapping = #tile.grid<m = 4, n = 16, k = 1, serial = 1>, ipu.place = #ipu.place<fwd, block = "B1", ipu = 0, stage = 0, phase = 0>, bytes = 32 : i64, cycles = 8 : i64} : tensor<4x8xf32>
+// CHECK-NEXT:      %[[W1_EX:[0-9]+]] = tile.exchange %w1 {tile.mapping = #tile.grid<m = 4, n = 16, k = 1, serial = 1>, ipu.place = #ipu.place<fwd, block = "B1", ipu = 0, stage = 0, phase = 0>, bytes = 32 : i64, cycles = 8 : i64} : tensor<8x16xf32>
 // CHECK-NEXT:      %h1 = aten.mm %[[X_EX]], %[[W1_EX]] {ipu.place = #ipu.place<fwd, block = "B1", ipu = 0, stage = 0, phase = 0>, tile.cost = #tile.cost<cycles = 158, compute = 2, exchange = 16, sync = 140, temp = 64>, tile.mapping = #tile.grid<m = 4, n = 16, k = 1, serial = 1>} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
 // CHECK-NEXT:      tile.sync {ipus = 1 : i64, cycles = 40 : i64}
 // 256 bytes in grains of 64: 4 tiles from tile 0; the next linear mapping starts at tile 4.
