@@ -206,16 +206,32 @@ class PoplarExecutor:
         self._destroyed = True
 
     def setOptimizer(self, optimizer: torch.optim.Optimizer) -> None:
-        """Use new optimizer hyper-parameters from the next call on."""
+        """Use new optimizer hyper-parameters from the next call on.
+
+        After compile, the variable attributes (lr, the ones given explicitly
+        or marked variable) take effect at the next call without recompiling;
+        changing a constant one is an error naming it."""
+        from tilefx.api.optim import attach, check_unchanged_constants, hyper_values, take_pending_state
+
         if not self._training:
             raise Error("setOptimizer: only training models have an optimizer")
-        old_kind = optimizer_config(self._optimizer, self._param_names())[0]["type"]
-        new_kind = optimizer_config(optimizer, self._param_names())[0]["type"]
-        if old_kind != new_kind:
-            raise Error(f"setOptimizer: cannot change the optimizer type from {old_kind} to {new_kind}")
+        new_cfg, new_groups = optimizer_config(optimizer, self._param_names())
+        compiled = getattr(self, "_opt_cfg", None) if self._program is not None else None
+        if compiled is None:
+            old_kind = optimizer_config(self._optimizer, self._param_names())[0]["type"]
+            if old_kind != new_cfg["type"]:
+                raise Error(f"setOptimizer: cannot change the optimizer type from {old_kind} "
+                            f"to {new_cfg['type']}")
+            self._optimizer = optimizer
+            return
+        check_unchanged_constants(compiled, new_cfg, self._opt_groups, new_groups)
         self._optimizer = optimizer
-        if self._program is not None:
-            self._build_update(self._program)
+        new_cfg["grad_scale"] = compiled.get("grad_scale", 1.0)
+        self._hypers.update({k: v for k, v in hyper_values(new_cfg).items() if k in self._hypers})
+        attach(optimizer, self)
+        pending = take_pending_state(optimizer)
+        if pending is not None:
+            self._load_optimizer_state(pending)
 
     def ir(self, level: str = "graph") -> str:
         """The IR text: "import" (straight from the trace), "graph" (after the graph
@@ -437,7 +453,9 @@ class PoplarExecutor:
 
     def _build_update(self, program: _Program, compile_only: bool = False) -> None:
         """(Re)build @update from the current optimizer's hyper-parameters."""
-        cfg, _ = optimizer_config(self._optimizer, self._param_names())
+        from tilefx.api.optim import attach, hyper_values
+
+        cfg, group_of = optimizer_config(self._optimizer, self._param_names())
         cfg["grad_scale"] = self._grad_scale()
         program.module.attributes["ipu.optimizer"] = _attr_of(cfg)
         if not compile_only:
@@ -446,15 +464,71 @@ class PoplarExecutor:
         program.update = CompiledFunction(upd)
         program.update_args = _role_list(arg_roles(upd))
         program.update_results = _role_list(result_roles(upd))
-        self._lrs = {f"lr/{i}": np.asarray(g["lr"], dtype=np.float32) for i, g in enumerate(cfg["groups"])}
+        self._opt_cfg, self._opt_groups = cfg, group_of  # what setOptimizer checks constants against
+        # runtime operands of @update: lr and the variable hyper-parameters, per group
+        self._hypers = hyper_values(cfg)
+        attach(self._optimizer, self)
         if not compile_only:
             self._init_opt_state()
 
     def _init_opt_state(self) -> None:
-        for kind, name in self._program.update_args if self._program else []:
-            if kind == "state" and name not in self._opt_state:
-                pname = name.rsplit("/", 1)[0]
-                self._opt_state[name] = np.zeros_like(self._weights[pname])
+        """Create the optimizer state @update takes (zeros, or its `tilefx.init`,
+        in the state's accumulation type), then load a state the optimizer was
+        given by load_state_dict before compiling."""
+        from tilefx.api.optim import take_pending_state
+        from tilefx.dialects.aten import np_dtype
+
+        if self._program is None:
+            return
+        upd = find_func(self._program.module, "update")
+        for arg, role in zip(upd.body.block.args, arg_roles(upd)):
+            name = role.get("state")
+            if name is None:
+                continue
+            dtype = np_dtype(arg.type.element_type)
+            cur = self._opt_state.get(name)
+            if cur is None or cur.shape != tuple(arg.type.get_shape()):
+                self._opt_state[name] = np.full(arg.type.get_shape(), role.get("init", 0.0), dtype=dtype)
+            elif cur.dtype != dtype:
+                self._opt_state[name] = cur.astype(dtype)
+        self._opt_ready = True
+        pending = take_pending_state(self._optimizer)
+        if pending is not None:
+            self._load_optimizer_state(pending)
+
+    def _optimizer_state(self) -> dict | None:
+        """The optimizer state held here: {"step", "tensors": {param: {kind: Tensor}}},
+        None before the first compile (read by the optimizer's state_dict())."""
+        if not getattr(self, "_opt_ready", False):
+            return None
+        tensors: dict[str, dict[str, torch.Tensor]] = {}
+        for key, value in self._opt_state.items():
+            pname, kind = key.rsplit("/", 1)
+            tensors.setdefault(pname, {})[kind] = torch.from_numpy(np.array(value, copy=True))
+        return {"step": int(self._step), "tensors": tensors}
+
+    def _load_optimizer_state(self, state: dict) -> None:
+        """Write a state from the optimizer's load_state_dict() into this executor."""
+        known: dict[str, dict[str, str]] = {}
+        for key in self._opt_state:
+            pname, kind = key.rsplit("/", 1)
+            known.setdefault(pname, {})[kind] = key
+        for pname, kinds in state["tensors"].items():
+            if pname not in known:
+                raise Error(f"load_state_dict: the state has tensors for {pname!r}, which this model "
+                            f"does not train with state (known: {sorted(known)})")
+            for kind, value in kinds.items():
+                key = known[pname].get(kind)
+                if key is None:
+                    raise Error(f"load_state_dict: unknown state {kind!r} for {pname!r}; this optimizer "
+                                f"keeps {sorted(known[pname])}")
+                cur = self._opt_state[key]
+                arr = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+                if arr.shape != cur.shape:
+                    raise Error(f"load_state_dict: {key} has shape {tuple(arr.shape)}, the model "
+                                f"expects {tuple(cur.shape)}")
+                self._opt_state[key] = arr.astype(cur.dtype, copy=True)
+        self._step = int(state["step"])
 
     # -- running ---------------------------------------------------------
     def _replica_input(self, r: int, r_in: int) -> int:
@@ -533,7 +607,7 @@ class PoplarExecutor:
             elif kind == "state":
                 args.append(self._opt_state[key])
             elif kind == "hyper":
-                args.append(self._lrs[key])
+                args.append(self._hypers[key])
             elif kind == "step":
                 args.append(np.asarray(self._step, dtype=np.float32))
         res = p.update(*args)

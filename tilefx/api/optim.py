@@ -1,24 +1,69 @@
-"""PopTorch optimizers (seeds/000 section 4.5): torch.optim subclasses that
-remember which attributes were given explicitly (variable) and carry the
-IPU extras (loss_scaling, velocity_scaling, accumulation types).
+"""PopTorch optimizers (seeds/000 section 4.5): SGD, Adam, AdamW, RMSprop and
+LAMB as torch.optim subclasses with PopTorch's extras (loss_scaling,
+velocity_scaling, accumulation types, max_grad_norm, ...).
 
-The compiled program never calls `step()`: `optimizer_config` reads the
-hyper-parameters, and the `ipu-training-step` pass builds the update ops.
+The compiled program never calls `step()`: `optimizer_config` turns an
+optimizer (one of these, or a torch.optim SGD / Adam / AdamW / RMSprop) into
+the `ipu.optimizer` dictionary the `ipu-training-step` pass builds the update
+ops from:
+
+    {type, loss_scaling, variable: [names], groups: [{lr, momentum, ...}],
+     max_grad_norm?, accum_type?, velocity_accum_type? (SGD),
+     first_order_momentum_accum_type?, second_order_momentum_accum_type?,
+     use_combined_accum?, bias_correction?, use_tf_variant?}
+
+(accumulation types as "float16" / "float32"; absent for torch.optim
+optimizers: the state then has the weight's type).
+
+Constant versus variable (4.5.4): the hyper-parameters in `variable` become
+runtime operands of the update ops (`@update` arguments `<name>/<group>`, or
+`max_grad_norm`), the others are compiled in as properties. For tilefx
+optimizers the arguments given explicitly are variable (`variable_attrs`
+overrides); for torch.optim ones those left at their default are constant.
+`lr` is always variable.
+
+Optimizer state (4.5.5): `state_dict()` holds torch's part (`state`,
+`param_groups`) plus the executor's state:
+
+    ipu_optimizer: "adam"                       # which update the state belongs to
+    ipu_step: 5                                  # weight updates done so far
+    ipu_state: {"fc1.weight": {"exp_avg": Tensor, "exp_avg_sq": Tensor}, ...}
+
+(`ipu_state` is None before the model is compiled.) `load_state_dict` writes
+it into the attached, compiled trainingModel, or keeps it until a
+trainingModel using this optimizer compiles.
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
+import math
+from typing import Any
+
 import torch
 
 from tilefx.api.errors import Error
+from tilefx.passes.training_step import BOOL_HYPERS, HYPERS
+
+log = logging.getLogger("tilefx")
+
+_DTYPES = {torch.float16: "float16", torch.half: "float16", torch.float32: "float32"}
+
+# IR names of each optimizer's group hyper-parameters (lr aside), in operand order
+GROUP_HYPERS = HYPERS
+# attributes fixed at compile time whatever the variable marks say: they
+# change the program's structure (state tensors, their types, the variant)
+STRUCTURAL = ("use_combined_accum", "accum_type", "velocity_accum_type", "first_order_momentum_accum_type",
+              "second_order_momentum_accum_type", "bias_correction", "use_tf_variant")
 
 
 class VariableAttributes:
     """Which optimizer attributes are variable (changeable after compile)."""
 
     def __init__(self, variable: set[str], allowed: set[str]):
-        self._variable = set(variable) | {"lr"}
-        self._allowed = allowed
+        self._variable = (set(variable) & set(allowed)) | {"lr"}
+        self._allowed = set(allowed)
 
     def markAsConstant(self, attr: str) -> None:
         self._check(attr)
@@ -38,97 +83,385 @@ class VariableAttributes:
             raise Error(f"unknown optimizer attribute {attr!r}; expected one of {sorted(self._allowed)}")
 
 
-def _explicit(local: dict, names: list[str]) -> dict:
-    return {k: local[k] for k in names if local.get(k) is not None}
+def _accum_dtype(name: str, value) -> str | None:
+    if value is None:
+        return None
+    if value not in _DTYPES:
+        raise Error(f"{name} must be torch.float16 or torch.float32, got {value}")
+    return _DTYPES[value]
 
 
-class _Extras:
-    def _init_extras(self, explicit: dict, extras: dict, allowed: set[str]):
-        self.variable_attrs = VariableAttributes(set(explicit), allowed)
+class _Optimizer:
+    """What every tilefx optimizer adds to its torch.optim base."""
+
+    _kind = ""
+    _child_vars = ("loss_scaling", "max_grad_norm")  # optimizer-level attributes that may be variable
+
+    def _init_tilefx(self, local: dict, extras: dict) -> None:
+        for k in ("amsgrad", "maximize"):
+            if local.get(k):
+                raise Error(f"{type(self).__name__}: {k}=True is not supported")
+        explicit = {k for k, v in local.items() if v is not None and k not in ("self", "params", "__class__")}
+        self.variable_attrs = VariableAttributes(explicit, set(self.defaults) | set(self._child_vars))
         for k, v in extras.items():
             setattr(self, k, v)
+        self._tilefx_executor = None
+        self._tilefx_pending = None
+
+    # -- state ------------------------------------------------------------
+    def _executor(self):
+        return getattr(self, "_tilefx_executor", None)
+
+    def state_dict(self) -> dict[str, Any]:
+        """torch's state dict (hyper-parameters, for LR schedulers) plus the
+        IPU state held by the executor: see the module docstring."""
+        sd = torch.optim.Optimizer.state_dict(self)
+        ex = self._executor()
+        ipu = ex._optimizer_state() if ex is not None and ex._optimizer is self else None
+        if ipu is None:
+            ipu = self._tilefx_pending
+        sd["ipu_optimizer"] = self._kind
+        sd["ipu_step"] = None if ipu is None else int(ipu["step"])
+        sd["ipu_state"] = None if ipu is None else {
+            p: {k: t.clone() for k, t in kinds.items()} for p, kinds in ipu["tensors"].items()}
+        return sd
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a state from `state_dict()`: hyper-parameters into the groups,
+        the IPU state into the compiled trainingModel (now, or when one compiles)."""
+        if not isinstance(state_dict, dict) or "ipu_state" not in state_dict:
+            raise Error("load_state_dict: only tilefx optimizer states (from a tilefx.optim optimizer's "
+                        "state_dict()) can be loaded; torch.optim state dicts have another structure")
+        kind = state_dict.get("ipu_optimizer")
+        if kind is not None and kind != self._kind:
+            raise Error(f"load_state_dict: the state belongs to a {kind} optimizer, this is {self._kind}")
+        torch.optim.Optimizer.load_state_dict(
+            self, {"state": state_dict.get("state", {}), "param_groups": state_dict["param_groups"]})
+        if state_dict["ipu_state"] is None:
+            self._tilefx_pending = None
+            return
+        pending = {"step": int(state_dict.get("ipu_step") or 0),
+                   "tensors": {p: {k: torch.as_tensor(t).detach().clone() for k, t in kinds.items()}
+                               for p, kinds in state_dict["ipu_state"].items()}}
+        ex = self._executor()
+        if ex is not None and ex._optimizer is self and ex._optimizer_state() is not None \
+                and not ex._destroyed:
+            ex._load_optimizer_state(pending)
+            self._tilefx_pending = None
+        else:
+            self._tilefx_pending = pending
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_tilefx_executor"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
 
 
-class SGD(torch.optim.SGD, _Extras):
+class SGD(_Optimizer, torch.optim.SGD):
+    """torch.optim.SGD with PopTorch's separate (default) and combined variants.
+
+    Both equal torch.optim.SGD numerically in fp32. The separate variant keeps
+    the velocity in `velocity_accum_type`; the combined one keeps a single
+    tensor holding velocity x `velocity_scaling` (a group attribute)."""
+
+    _kind = "sgd"
+
     def __init__(self, params, lr=None, momentum=None, dampening=None, weight_decay=None,
                  nesterov=None, maximize=None, foreach=None, differentiable=None,
                  loss_scaling=None, velocity_scaling=None, use_combined_accum=None,
-                 max_grad_norm=None):
+                 accum_type=None, velocity_accum_type=None, max_grad_norm=None):
+        local = dict(locals())
         if maximize:
             raise Error("SGD: maximize=True is not supported")
-        explicit = _explicit(locals(), ["lr", "momentum", "dampening", "weight_decay", "nesterov",
-                                        "loss_scaling", "velocity_scaling"])
         super().__init__(params, lr=0.01 if lr is None else lr, momentum=momentum or 0.0,
                          dampening=dampening or 0.0, weight_decay=weight_decay or 0.0,
                          nesterov=bool(nesterov))
-        self._init_extras(explicit, {
+        combined = bool(use_combined_accum)
+        if velocity_scaling is not None and not combined:
+            log.warning("SGD: velocity_scaling is ignored by the separate variant (use_combined_accum=False)")
+        if combined:
+            vs = 1.0 if velocity_scaling is None else float(velocity_scaling)
+            self.defaults["velocity_scaling"] = vs
+            for g in self.param_groups:
+                g.setdefault("velocity_scaling", vs)
+        self._init_tilefx(local, {
             "loss_scaling": 1.0 if loss_scaling is None else float(loss_scaling),
-            "velocity_scaling": 1.0 if velocity_scaling is None else float(velocity_scaling),
-            "use_combined_accum": use_combined_accum, "max_grad_norm": max_grad_norm,
-        }, {"lr", "momentum", "dampening", "weight_decay", "nesterov", "loss_scaling",
-            "velocity_scaling"})
+            "use_combined_accum": combined,
+            "accum_type": accum_type,
+            "velocity_accum_type": velocity_accum_type,
+            "max_grad_norm": _max_norm(max_grad_norm),
+        })
 
 
-class Adam(torch.optim.Adam, _Extras):
-    _decoupled = False
+class Adam(_Optimizer, torch.optim.Adam):
+    """torch.optim.Adam (amsgrad is not supported)."""
+
+    _kind = "adam"
+    _default_wd = 0.0
 
     def __init__(self, params, lr=None, betas=None, eps=None, weight_decay=None, amsgrad=None,
                  foreach=None, maximize=None, capturable=None, differentiable=None, fused=None,
                  loss_scaling=None, accum_type=None, first_order_momentum_accum_type=None,
-                 second_order_momentum_accum_type=None, max_grad_norm=None,
-                 bias_correction=None):
+                 second_order_momentum_accum_type=None, max_grad_norm=None, bias_correction=None):
+        local = dict(locals())
+        self._adam_init(local, params, lr, betas, eps, weight_decay, amsgrad, maximize, loss_scaling,
+                        bias_correction, accum_type, first_order_momentum_accum_type,
+                        second_order_momentum_accum_type, max_grad_norm)
+
+    def _adam_init(self, local, params, lr, betas, eps, weight_decay, amsgrad, maximize, loss_scaling,
+                   bias_correction, accum_type, first, second, max_grad_norm):
         if amsgrad:
             raise Error(f"{type(self).__name__}: amsgrad=True is not supported")
         if maximize:
             raise Error(f"{type(self).__name__}: maximize=True is not supported")
-        explicit = _explicit(locals(), ["lr", "betas", "eps", "weight_decay", "loss_scaling"])
-        default_wd = 0.01 if self._decoupled else 0.0
-        super().__init__(params, lr=1e-3 if lr is None else lr,
-                         betas=(0.9, 0.999) if betas is None else betas,
-                         eps=1e-8 if eps is None else eps,
-                         weight_decay=default_wd if weight_decay is None else weight_decay)
-        self._init_extras(explicit, {
+        base = torch.optim.AdamW if self._kind == "adamw" else torch.optim.Adam
+        base.__init__(self, params, lr=1e-3 if lr is None else lr,
+                                  betas=(0.9, 0.999) if betas is None else betas,
+                                  eps=1e-8 if eps is None else eps,
+                                  weight_decay=self._default_wd if weight_decay is None else weight_decay)
+        self._init_tilefx(local, {
+            "loss_scaling": 1.0 if loss_scaling is None else float(loss_scaling),
+            "bias_correction": True if bias_correction is None else bool(bias_correction),
+            "accum_type": accum_type,
+            "first_order_momentum_accum_type": first,
+            "second_order_momentum_accum_type": second,
+            "max_grad_norm": _max_norm(max_grad_norm),
+        })
+
+
+class AdamW(Adam, torch.optim.AdamW):
+    """torch.optim.AdamW (decoupled weight decay, default 0.01), `bias_correction`."""
+
+    _kind = "adamw"
+    _default_wd = 0.01
+
+    def __init__(self, params, lr=None, betas=None, eps=None, weight_decay=None, amsgrad=None,
+                 maximize=None, foreach=None, capturable=None, differentiable=None, fused=None,
+                 loss_scaling=None, bias_correction=None, accum_type=None,
+                 first_order_momentum_accum_type=None, second_order_momentum_accum_type=None,
+                 max_grad_norm=None):
+        local = dict(locals())
+        self._adam_init(local, params, lr, betas, eps, weight_decay, amsgrad, maximize, loss_scaling,
+                        bias_correction, accum_type, first_order_momentum_accum_type,
+                        second_order_momentum_accum_type, max_grad_norm)
+
+
+class RMSprop(_Optimizer, torch.optim.RMSprop):
+    """torch.optim.RMSprop; `use_tf_variant=True` gives TensorFlow's RMSprop
+    (PopART's definition: square_avg starts at ones, eps inside the square
+    root, lr accumulated in the momentum buffer)."""
+
+    _kind = "rmsprop"
+
+    def __init__(self, params, lr=None, alpha=None, eps=None, weight_decay=None, momentum=None,
+                 centered=None, foreach=None, maximize=None, differentiable=None,
+                 loss_scaling=None, accum_type=None, first_order_momentum_accum_type=None,
+                 second_order_momentum_accum_type=None, use_tf_variant=None, max_grad_norm=None):
+        local = dict(locals())
+        if maximize:
+            raise Error("RMSprop: maximize=True is not supported")
+        super().__init__(params, lr=1e-2 if lr is None else lr, alpha=0.99 if alpha is None else alpha,
+                         eps=1e-8 if eps is None else eps, weight_decay=weight_decay or 0.0,
+                         momentum=momentum or 0.0, centered=bool(centered))
+        self._init_tilefx(local, {
             "loss_scaling": 1.0 if loss_scaling is None else float(loss_scaling),
             "accum_type": accum_type,
             "first_order_momentum_accum_type": first_order_momentum_accum_type,
             "second_order_momentum_accum_type": second_order_momentum_accum_type,
-            "max_grad_norm": max_grad_norm,
+            "use_tf_variant": bool(use_tf_variant),
+            "max_grad_norm": _max_norm(max_grad_norm),
+        })
+
+
+class LAMB(_Optimizer, torch.optim.Optimizer):
+    """Layer-wise Adaptive Moments (You et al. 2019, "Large Batch Optimization
+    for Deep Learning"), as PopTorch defines it:
+
+        m = b1 m + (1 - b1) g;   v = b2 v + (1 - b2) g^2
+        u = (m / (1 - b1^t)) / (sqrt(v) / sqrt(1 - b2^t) + eps) + weight_decay * w
+        r1 = min(|w|, max_weight_norm);  r2 = |u|
+        w -= lr * (r1 / r2 if r1 > 0 and r2 > 0 else 1) * u
+
+    (no bias correction terms with `bias_correction=False`)."""
+
+    _kind = "lamb"
+
+    def __init__(self, params, lr=None, betas=None, eps=None, weight_decay=None,
+                 bias_correction=None, loss_scaling=None, max_weight_norm=None, accum_type=None,
+                 first_order_momentum_accum_type=None, second_order_momentum_accum_type=None,
+                 max_grad_norm=None):
+        local = dict(locals())
+        defaults = dict(lr=1e-3 if lr is None else lr, betas=(0.9, 0.999) if betas is None else betas,
+                        eps=1e-8 if eps is None else eps,
+                        weight_decay=1e-2 if weight_decay is None else weight_decay,
+                        max_weight_norm=65500.0 if max_weight_norm is None else float(max_weight_norm))
+        torch.optim.Optimizer.__init__(self, params, defaults)
+        self._init_tilefx(local, {
+            "loss_scaling": 1.0 if loss_scaling is None else float(loss_scaling),
             "bias_correction": True if bias_correction is None else bool(bias_correction),
-        }, {"lr", "betas", "eps", "weight_decay", "loss_scaling"})
+            "accum_type": accum_type,
+            "first_order_momentum_accum_type": first_order_momentum_accum_type,
+            "second_order_momentum_accum_type": second_order_momentum_accum_type,
+            "max_grad_norm": _max_norm(max_grad_norm),
+        })
+
+    def step(self, closure=None):
+        raise Error("LAMB.step: tilefx optimizers run inside a trainingModel, not on the host")
 
 
-class AdamW(Adam):
-    _decoupled = True
+def _max_norm(value) -> float | None:
+    if value is None or math.isinf(float(value)):
+        return None
+    if float(value) <= 0:
+        raise Error(f"max_grad_norm must be > 0, got {value}")
+    return float(value)
+
+
+# -- optimizer -> ipu.optimizer ---------------------------------------------
+def _kind_of(opt: torch.optim.Optimizer) -> str:
+    if isinstance(opt, _Optimizer):
+        return opt._kind
+    if isinstance(opt, torch.optim.AdamW):
+        return "adamw"
+    if isinstance(opt, torch.optim.Adam):
+        return "adamw" if opt.defaults.get("decoupled_weight_decay") else "adam"
+    if isinstance(opt, torch.optim.SGD):
+        return "sgd"
+    if isinstance(opt, torch.optim.RMSprop):
+        return "rmsprop"
+    raise Error(f"unsupported optimizer {type(opt).__name__}: use tilefx.optim.SGD, Adam, AdamW, "
+                "RMSprop or LAMB (or torch.optim SGD, Adam, AdamW, RMSprop)")
+
+
+def _ir_names(attr: str) -> tuple[str, ...]:
+    """IR hyper-parameter names of an optimizer attribute (`betas` -> beta1, beta2)."""
+    return ("beta1", "beta2") if attr == "betas" else (attr,)
+
+
+def _group_values(kind: str, g: dict) -> dict[str, Any]:
+    hp: dict[str, Any] = {"lr": float(g["lr"])}
+    for k, v in g.items():
+        if k == "betas":
+            hp["beta1"], hp["beta2"] = float(v[0]), float(v[1])
+        elif k in GROUP_HYPERS[kind]:
+            hp[k] = bool(v) if k in BOOL_HYPERS else float(v)
+    return hp
+
+
+def _torch_variable(opt: torch.optim.Optimizer, kind: str) -> set[str]:
+    """torch.optim optimizers: attributes left at their constructor default are constant."""
+    sig = inspect.signature(type(opt).__init__).parameters
+    variable = set()
+    for attr, p in sig.items():
+        if p.default is inspect.Parameter.empty or attr not in opt.defaults:
+            continue
+        if not any(attr in g and g[attr] != p.default for g in opt.param_groups):
+            continue
+        variable.update(n for n in _ir_names(attr) if n in GROUP_HYPERS[kind])
+    return variable
 
 
 def optimizer_config(opt: torch.optim.Optimizer, param_names: dict[int, str]) -> tuple[dict, dict[str, int]]:
     """The optimizer as the `ipu.optimizer` dictionary and each parameter's group.
 
-    Accepts tilefx optimizers and torch.optim SGD / Adam / AdamW.
+    Accepts tilefx optimizers and torch.optim SGD / Adam / AdamW / RMSprop.
     """
-    if isinstance(opt, torch.optim.AdamW) or isinstance(opt, AdamW):
-        kind = "adamw"
-    elif isinstance(opt, torch.optim.Adam):
-        kind = "adam"
-    elif isinstance(opt, torch.optim.SGD):
-        kind = "sgd"
-    else:
-        raise Error(f"unsupported optimizer {type(opt).__name__}: use tilefx.optim.SGD, Adam or AdamW")
+    kind = _kind_of(opt)
     groups, group_of = [], {}
     for gi, g in enumerate(opt.param_groups):
-        if g.get("amsgrad"):
-            raise Error(f"{type(opt).__name__}: amsgrad=True is not supported")
-        if g.get("maximize"):
-            raise Error(f"{type(opt).__name__}: maximize=True is not supported")
-        if kind == "sgd":
-            hp = {"lr": g["lr"], "momentum": g["momentum"], "dampening": g["dampening"],
-                  "weight_decay": g["weight_decay"], "nesterov": bool(g["nesterov"])}
-        else:
-            hp = {"lr": g["lr"], "beta1": g["betas"][0], "beta2": g["betas"][1], "eps": g["eps"],
-                  "weight_decay": g["weight_decay"],
-                  "bias_correction": bool(getattr(opt, "bias_correction", True))}
-        groups.append(hp)
+        for k in ("amsgrad", "maximize"):
+            if g.get(k):
+                raise Error(f"{type(opt).__name__}: {k}=True is not supported")
+        groups.append(_group_values(kind, g))
         for p in g["params"]:
             if id(p) in param_names:
                 group_of[param_names[id(p)]] = gi
-    return {"type": kind, "groups": groups}, group_of
+    cfg: dict[str, Any] = {"type": kind, "loss_scaling": float(getattr(opt, "loss_scaling", 1.0) or 1.0)}
+    if isinstance(opt, _Optimizer):
+        va = opt.variable_attrs
+        variable = {"lr"} | {n for a in va._variable for n in _ir_names(a)}
+        combined = kind == "sgd" and bool(opt.use_combined_accum)
+        if kind == "sgd":
+            cfg["use_combined_accum"] = combined
+        if kind in ("adam", "adamw", "lamb"):
+            cfg["bias_correction"] = bool(opt.bias_correction)
+        if kind == "rmsprop":
+            cfg["use_tf_variant"] = bool(opt.use_tf_variant)
+        # accumulators: the gradient's type unless given; state: float32 unless given
+        names = ["accum_type"] + (["velocity_accum_type"] if kind == "sgd" else
+                                  ["first_order_momentum_accum_type", "second_order_momentum_accum_type"])
+        for name in names:
+            dtype = _accum_dtype(name, getattr(opt, name))
+            if dtype is not None or name != "accum_type":
+                cfg[name] = dtype or "float32"
+        if opt.max_grad_norm is not None:
+            cfg["max_grad_norm"] = float(opt.max_grad_norm)
+        if not combined:
+            variable.discard("velocity_scaling")
+            for g in groups:
+                g.pop("velocity_scaling", None)
+    else:
+        variable = {"lr"} | _torch_variable(opt, kind)
+    cfg["variable"] = sorted(v for v in variable
+                             if v in GROUP_HYPERS[kind] or v in ("lr", "loss_scaling", "max_grad_norm"))
+    cfg["groups"] = groups
+    return cfg, group_of
+
+
+def hyper_values(cfg: dict) -> dict[str, Any]:
+    """The runtime operands of @update (`tilefx.hyper` names) from a config."""
+    import numpy as np
+
+    variable = set(cfg.get("variable", ()))
+    out = {}
+    for gi, g in enumerate(cfg["groups"]):
+        for k, v in g.items():
+            if k == "lr" or k in variable:
+                out[f"{k}/{gi}"] = np.asarray(float(v), dtype=np.float32)
+    if "max_grad_norm" in variable:
+        out["max_grad_norm"] = np.asarray(cfg.get("max_grad_norm", math.inf), dtype=np.float32)
+    return out
+
+
+def check_unchanged_constants(compiled: dict, new: dict, compiled_groups: dict[str, int],
+                              new_groups: dict[str, int]) -> None:
+    """setOptimizer after compile: everything compiled in as a constant must be unchanged."""
+    if compiled["type"] != new["type"]:
+        raise Error(f"setOptimizer: cannot change the optimizer type from {compiled['type']} to {new['type']}")
+    if len(compiled["groups"]) != len(new["groups"]) or compiled_groups != new_groups:
+        raise Error("setOptimizer: the parameter groups differ from the compiled ones "
+                    f"({len(compiled['groups'])} groups at compile, {len(new['groups'])} now)")
+    for key in STRUCTURAL:
+        if compiled.get(key) != new.get(key):
+            raise Error(f"setOptimizer: {key} cannot change after compile "
+                        f"({compiled.get(key)} -> {new.get(key)}): wrap the model again")
+    variable = set(compiled.get("variable", ()))
+    for key in ("loss_scaling", "max_grad_norm"):
+        if key not in variable and compiled.get(key) != new.get(key):
+            raise Error(f"setOptimizer: {key} is a constant of the compiled model "
+                        f"({compiled.get(key)} -> {new.get(key)}); mark it variable with "
+                        f"optimizer.variable_attrs.markAsVariable({key!r}) before compiling")
+    for gi, (old, cur) in enumerate(zip(compiled["groups"], new["groups"])):
+        for key, value in old.items():
+            if key != "lr" and key not in variable and cur.get(key) != value:
+                attr = "betas" if key in ("beta1", "beta2") else key
+                raise Error(f"setOptimizer: {attr} is a constant of the compiled model "
+                            f"(group {gi}: {key} {value} -> {cur.get(key)}); mark it variable with "
+                            f"optimizer.variable_attrs.markAsVariable({attr!r}) before compiling")
+
+
+def attach(opt: torch.optim.Optimizer, executor) -> None:
+    """Let a tilefx optimizer's state_dict / load_state_dict reach `executor`."""
+    if isinstance(opt, _Optimizer):
+        opt._tilefx_executor = executor
+
+
+def take_pending_state(opt: torch.optim.Optimizer) -> dict | None:
+    """The state loaded into `opt` before it was compiled (consumed)."""
+    pending = getattr(opt, "_tilefx_pending", None)
+    if pending is not None:
+        opt._tilefx_pending = None
+    return pending

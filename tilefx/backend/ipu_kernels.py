@@ -45,48 +45,187 @@ def serialized_matmul(lhs, rhs, mode, factor, keep_precision=False):
 
 
 def accumulate(acc, grad):
-    return acc + grad
+    """acc + grad in the accumulator's type (the gradient is cast to it first)."""
+    return (acc + grad).astype(grad.dtype, copy=False)
 
 
-def sgd(weight, grad, lr, velocity, step, *, momentum, dampening, weight_decay, nesterov, grad_scale):
-    """torch.optim.SGD's update on the accumulated gradient times grad_scale."""
-    g = grad * np.float32(grad_scale) if grad_scale != 1.0 else grad
-    lr = np.float32(lr)
+# -- optimizers ---------------------------------------------------------------
+# Each update computes in float32 (float64 for float64 weights) and stores the
+# new weight in the weight's type and every state tensor in its own type (the
+# accumulation types: fp16 state is computed in fp32 and rounded). A
+# hyper-parameter arrives as an operand (`<name>_var`, variable) or as a
+# property (constant): the operand wins.
+
+def _ct(weight):
+    return np.float64 if weight.dtype == np.float64 else np.float32
+
+
+def _hp(var, const):
+    return const if var is None else float(var)
+
+
+def _grad(grad, grad_scale, ct):
+    g = grad.astype(ct, copy=False)
+    return g * ct(grad_scale) if grad_scale != 1.0 else g
+
+
+def _store(value, like):
+    """`value` stored in the state tensor's type, and read back as computed with."""
+    stored = value.astype(like.dtype, copy=False)
+    return stored, stored.astype(value.dtype, copy=False)
+
+
+def sgd(weight, grad, lr, velocity, step, momentum_var, dampening_var, weight_decay_var,
+        nesterov_var, velocity_scaling_var, *, momentum=None, dampening=None, weight_decay=None,
+        nesterov=None, grad_scale=1.0, velocity_scaling=None, combined=False):
+    """torch.optim.SGD's update on the accumulated gradient times grad_scale.
+
+    Separate variant: `velocity` is torch's momentum buffer. Combined variant:
+    `velocity` holds velocity x velocity_scaling (PopTorch's combined tensor)."""
+    ct = _ct(weight)
+    momentum = _hp(momentum_var, momentum)
+    dampening = _hp(dampening_var, dampening)
+    weight_decay = _hp(weight_decay_var, weight_decay)
+    nesterov = bool(_hp(nesterov_var, nesterov))
+    w = weight.astype(ct, copy=False)
+    g = _grad(grad, grad_scale, ct)
+    lr = ct(lr)
     if weight_decay:
-        g = g + np.float32(weight_decay) * weight
-    if velocity is not None:
-        if int(step) <= 1:
-            v = g.copy()
-        else:
-            v = np.float32(momentum) * velocity + np.float32(1.0 - dampening) * g
-        d = g + np.float32(momentum) * v if nesterov else v
-        return (weight - lr * d).astype(weight.dtype), v
-    return (weight - lr * g).astype(weight.dtype)
+        g = g + ct(weight_decay) * w
+    if velocity is None or momentum == 0.0:
+        new_w = (w - lr * g).astype(weight.dtype)
+        return new_w if velocity is None else (new_w, velocity)
+    first = int(step) <= 1
+    if combined:
+        vs = ct(_hp(velocity_scaling_var, velocity_scaling) or 1.0)
+        scaled = vs * g if first else \
+            ct(momentum) * velocity.astype(ct) + ct(1.0 - dampening) * (vs * g)
+        new_velocity, scaled = _store(scaled, velocity)
+        v = scaled / vs
+    else:
+        v = g.copy() if first else ct(momentum) * velocity.astype(ct) + ct(1.0 - dampening) * g
+        new_velocity, v = _store(v, velocity)
+    d = g + ct(momentum) * v if nesterov else v
+    return (w - lr * d).astype(weight.dtype), new_velocity
 
 
-def adam(weight, grad, exp_avg, exp_avg_sq, step, lr, *, beta1, beta2, eps, weight_decay,
+def adam(weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var, eps_var,
+         weight_decay_var, *, beta1=None, beta2=None, eps=None, weight_decay=None,
          decoupled, bias_correction, grad_scale):
-    """torch.optim.Adam / AdamW, in the same operation order (float32)."""
-    g = grad * np.float32(grad_scale) if grad_scale != 1.0 else grad
+    """torch.optim.Adam / AdamW, in the same operation order."""
+    ct = _ct(weight)
+    beta1, beta2 = _hp(beta1_var, beta1), _hp(beta2_var, beta2)
+    eps, weight_decay = _hp(eps_var, eps), _hp(weight_decay_var, weight_decay)
+    g = _grad(grad, grad_scale, ct)
     lr_f = float(lr)
     t = float(step)
-    w = weight
+    w = weight.astype(ct, copy=False)
     if weight_decay:
         if decoupled:
-            w = w * np.float32(1.0 - lr_f * weight_decay)
+            w = w * ct(1.0 - lr_f * weight_decay)
         else:
-            g = g + np.float32(weight_decay) * w
-    m = exp_avg + (g - exp_avg) * np.float32(1.0 - beta1)
-    v = exp_avg_sq * np.float32(beta2) + np.float32(1.0 - beta2) * g * g
+            g = g + ct(weight_decay) * w
+    m0, v0 = exp_avg.astype(ct, copy=False), exp_avg_sq.astype(ct, copy=False)
+    new_m, m = _store(m0 + (g - m0) * ct(1.0 - beta1), exp_avg)
+    new_v, v = _store(v0 * ct(beta2) + ct(1.0 - beta2) * g * g, exp_avg_sq)
     if bias_correction:
         bc1 = 1.0 - beta1 ** t
         bc2_sqrt = (1.0 - beta2 ** t) ** 0.5
     else:
         bc1 = bc2_sqrt = 1.0
     step_size = lr_f / bc1
-    denom = np.sqrt(v) / np.float32(bc2_sqrt) + np.float32(eps)
-    w = w - np.float32(step_size) * (m / denom)
-    return w.astype(weight.dtype), m, v
+    denom = np.sqrt(v) / ct(bc2_sqrt) + ct(eps)
+    w = w - ct(step_size) * (m / denom)
+    return w.astype(weight.dtype), new_m, new_v
+
+
+def rmsprop(weight, grad, square_avg, grad_avg, momentum_buffer, lr, alpha_var, eps_var,
+            weight_decay_var, momentum_var, centered_var, *, alpha=None, eps=None,
+            weight_decay=None, momentum=None, centered=None, tf_variant=False, grad_scale=1.0,
+            resultSegmentSizes=None):
+    """torch.optim.RMSprop, or TensorFlow's RMSprop (PopART's `rmsprop_tf_variant`):
+    eps inside the square root and lr accumulated in the momentum buffer
+    (its square_avg starts at ones: the state's initial value)."""
+    ct = _ct(weight)
+    alpha, eps = _hp(alpha_var, alpha), _hp(eps_var, eps)
+    weight_decay, momentum = _hp(weight_decay_var, weight_decay), _hp(momentum_var, momentum)
+    centered = bool(_hp(centered_var, centered))
+    w = weight.astype(ct, copy=False)
+    g = _grad(grad, grad_scale, ct)
+    lr = ct(lr)
+    if weight_decay:
+        g = g + ct(weight_decay) * w
+    sq0 = square_avg.astype(ct, copy=False)
+    new_sq, sq = _store(sq0 * ct(alpha) + ct(1.0 - alpha) * g * g, square_avg)
+    new_ga = grad_avg
+    if centered and grad_avg is not None:
+        ga0 = grad_avg.astype(ct, copy=False)
+        new_ga, ga = _store(ga0 + (g - ga0) * ct(1.0 - alpha), grad_avg)
+        avg = sq + ct(-1.0) * ga * ga
+    else:
+        avg = sq
+    denom = np.sqrt(avg + ct(eps)) if tf_variant else np.sqrt(avg) + ct(eps)
+    new_buf = momentum_buffer
+    if momentum > 0 and momentum_buffer is not None:
+        buf0 = momentum_buffer.astype(ct, copy=False)
+        if tf_variant:
+            new_buf, buf = _store(ct(momentum) * buf0 + lr * (g / denom), momentum_buffer)
+            w = w - buf
+        else:
+            new_buf, buf = _store(buf0 * ct(momentum) + g / denom, momentum_buffer)
+            w = w + (-lr) * buf
+    else:
+        w = w + (-lr) * (g / denom)
+    outs = [w.astype(weight.dtype), new_sq]
+    if grad_avg is not None:
+        outs.append(new_ga)
+    if momentum_buffer is not None:
+        outs.append(new_buf)
+    return tuple(outs)
+
+
+def lamb(weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var, eps_var,
+         weight_decay_var, max_weight_norm_var, *, beta1=None, beta2=None, eps=None,
+         weight_decay=None, max_weight_norm=None, bias_correction=True, grad_scale=1.0):
+    """LAMB as PopTorch defines it (see tilefx.optim.LAMB): Adam's direction
+    plus weight decay, times the trust ratio min(|w|, max_weight_norm) / |u|."""
+    ct = _ct(weight)
+    beta1, beta2 = _hp(beta1_var, beta1), _hp(beta2_var, beta2)
+    eps, weight_decay = _hp(eps_var, eps), _hp(weight_decay_var, weight_decay)
+    max_weight_norm = _hp(max_weight_norm_var, max_weight_norm)
+    w = weight.astype(ct, copy=False)
+    g = _grad(grad, grad_scale, ct)
+    t = float(step)
+    m0, v0 = exp_avg.astype(ct, copy=False), exp_avg_sq.astype(ct, copy=False)
+    new_m, m = _store(m0 * ct(beta1) + ct(1.0 - beta1) * g, exp_avg)
+    new_v, v = _store(v0 * ct(beta2) + ct(1.0 - beta2) * g * g, exp_avg_sq)
+    bc1, bc2 = (1.0 - beta1 ** t, 1.0 - beta2 ** t) if bias_correction else (1.0, 1.0)
+    denom = np.sqrt(v) / ct(bc2 ** 0.5) + ct(eps)
+    u = (m / ct(bc1)) / denom
+    if weight_decay:
+        u = u + ct(weight_decay) * w
+    r1 = min(float(np.sqrt(np.sum(w * w, dtype=ct))), max_weight_norm)
+    r2 = float(np.sqrt(np.sum(u * u, dtype=ct)))
+    trust = 1.0 if r1 == 0.0 or r2 == 0.0 else r1 / r2
+    w = w - ct(float(lr) * trust) * u
+    return w.astype(weight.dtype), new_m, new_v
+
+
+def clip_grad_norm(weights, grads, max_norm_var, *, max_norm=None, grad_scale=1.0):
+    """torch.nn.utils.clip_grad_norm_ over all the gradients (accumulated sums
+    times grad_scale): norm of the per-tensor L2 norms, coefficient
+    min(1, max_norm / (norm + 1e-6)) applied to every gradient."""
+    max_norm = _hp(max_norm_var, max_norm)
+    norms = []
+    for g in grads:
+        x = _grad(g, grad_scale, np.float32).ravel()
+        norms.append(np.sqrt(np.dot(x, x)))
+    norms = np.asarray(norms, dtype=np.float32)
+    total = np.float32(np.sqrt(np.dot(norms, norms)))
+    coef = min(np.float32(max_norm) / (total + np.float32(1e-6)), np.float32(1.0))
+    out = [(g.astype(np.float32, copy=False) * np.float32(coef)).astype(g.dtype, copy=False)
+           for g in grads]
+    return out[0] if len(out) == 1 else out
 
 
 IPU_KERNELS = {
@@ -98,4 +237,7 @@ IPU_KERNELS = {
     "ipu.accumulate": accumulate,
     "ipu.sgd": sgd,
     "ipu.adam": adam,
+    "ipu.rmsprop": rmsprop,
+    "ipu.lamb": lamb,
+    "ipu.clip_grad_norm": clip_grad_norm,
 }

@@ -279,7 +279,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
             if isinstance(op, func.ReturnOp):
                 continue
             w = op.operands[0]
-            name = upd_roles[w.index]["param"] if isinstance(w, BlockArgument) else ""
+            name = upd_roles[w.index].get("param", "") if isinstance(w, BlockArgument) else ""
             ipu = param_ipu.get(name, 0)
             c = op_cost(op, machine)
             update_records.append(OpRecord(op.name, -1, ipu, c, "update"))

@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import BoolAttr, FloatAttr, IntAttr, IntegerAttr, StringAttr, TensorType
+from xdsl.dialects.builtin import BoolAttr, FloatAttr, IntAttr, IntegerAttr, StringAttr, TensorType, f32
 from xdsl.ir import Attribute, Dialect, ParametrizedAttribute
 from xdsl.irdl import (
     AttrSizedOperandSegments,
+    AttrSizedResultSegments,
+    EqAttrConstraint,
     VarConstraint,
     base,
     IRDLOperation,
@@ -208,12 +210,52 @@ class AccumulateOp(IRDLOperation):
     assembly_format = "$accumulator `,` $grad attr-dict `:` type($result)"
 
 
+# Optimizer updates. Every hyper-parameter is either a property (constant:
+# compiled into the program) or, when the optimizer marks it variable, a
+# scalar `tensor<f32>` operand written after its keyword (`weight_decay %wd`)
+# whose value the executor supplies at every weight update. `lr` is always
+# an operand. The state tensors' element types are the accumulation types
+# (fp16 state is computed in fp32 and rounded when stored).
+
+SCALAR_F32 = TensorType(f32, [])
+
+
+def _hyper_operand():
+    return opt_operand_def(EqAttrConstraint(SCALAR_F32))
+
+
+def _hyper_format(names: Sequence[str]) -> str:
+    return " ".join(f"(`{n}` ${n}_var^)?" for n in names)
+
+
+def _check_hypers(op: IRDLOperation, names: Sequence[str]) -> None:
+    """Each hyper-parameter is a property (constant) or an operand (variable), never both."""
+    for n in names:
+        prop, var = op.properties.get(n), getattr(op, f"{n}_var")
+        if (prop is None) == (var is None):
+            what = "both a property and an operand" if prop is not None else "neither a property nor an operand"
+            raise VerifyException(f"{op.name}: hyper-parameter {n} is {what}")
+
+
+def _constant(op: IRDLOperation, name: str):
+    """The constant value of a hyper-parameter, None when it is variable."""
+    attr = op.properties.get(name)
+    if attr is None:
+        return None
+    return bool(attr.value.data) if isinstance(attr, IntegerAttr) else attr.value.data
+
+
+SGD_HYPERS = ("momentum", "dampening", "weight_decay", "nesterov", "velocity_scaling")
+
+
 @irdl_op_definition
 class SGDOp(IRDLOperation):
     """One SGD update of `weight` from its accumulated gradient, as torch.optim.SGD.
 
     `grad_scale` turns the accumulated sum into the gradient the update uses
-    (1/(G*R) for Mean reduction, divided by the loss scaling)."""
+    (1/(G*R) for Mean reduction). With momentum, `velocity` is the state: the
+    velocity of torch.optim.SGD (separate variant) or, with `combined = true`,
+    PopTorch's combined tensor holding velocity x `velocity_scaling`."""
 
     name = "ipu.sgd"
     weight = operand_def(TensorType)
@@ -221,28 +263,46 @@ class SGDOp(IRDLOperation):
     lr = operand_def(TensorType)
     velocity = opt_operand_def(TensorType)
     step = opt_operand_def(TensorType)
+    momentum_var = _hyper_operand()
+    dampening_var = _hyper_operand()
+    weight_decay_var = _hyper_operand()
+    nesterov_var = _hyper_operand()
+    velocity_scaling_var = _hyper_operand()
     new_weight = result_def(TensorType)
     new_velocity = opt_result_def(TensorType)
-    momentum = prop_def(FloatAttr)
-    dampening = prop_def(FloatAttr)
-    weight_decay = prop_def(FloatAttr)
-    nesterov = prop_def(BoolAttr)
+    momentum = opt_prop_def(FloatAttr)
+    dampening = opt_prop_def(FloatAttr)
+    weight_decay = opt_prop_def(FloatAttr)
+    nesterov = opt_prop_def(BoolAttr)
     grad_scale = prop_def(FloatAttr)
+    velocity_scaling = opt_prop_def(FloatAttr)
+    combined = opt_prop_def(BoolAttr)
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
     assembly_format = (
-        "$weight `,` $grad `lr` $lr (`velocity` $velocity^)? (`step` $step^)? attr-dict `:` "
+        "$weight `,` $grad `lr` $lr (`velocity` $velocity^)? (`step` $step^)? "
+        + _hyper_format(SGD_HYPERS) + " attr-dict `:` "
         "type($weight) `,` type($grad) `,` type($lr) (`velocity` type($velocity)^)? "
         "(`step` type($step)^)? `->` type(results)"
     )
 
     def verify_(self) -> None:
+        _check_hypers(self, SGD_HYPERS[:4])
         has_v = self.velocity is not None
         if has_v != (self.new_velocity is not None):
             raise VerifyException("sgd: velocity operand and result must come together")
-        if self.momentum.value.data != 0.0 and not has_v:
-            raise VerifyException("sgd: momentum != 0 needs a velocity operand")
+        momentum = _constant(self, "momentum")
+        if (momentum is None or momentum != 0.0) and not has_v:
+            raise VerifyException("sgd: momentum != 0 needs a velocity operand (a variable momentum too)")
         if has_v and self.step is None:
             raise VerifyException("sgd: velocity needs the step count operand")
+        if self.velocity_scaling is not None and self.velocity_scaling_var is not None:
+            raise VerifyException("sgd: velocity_scaling is both a property and an operand")
+        combined = self.combined is not None and self.combined.value.data
+        if not combined and (self.velocity_scaling is not None or self.velocity_scaling_var is not None):
+            raise VerifyException("sgd: velocity_scaling applies to the combined variant only")
+
+
+ADAM_HYPERS = ("beta1", "beta2", "eps", "weight_decay")
 
 
 @irdl_op_definition
@@ -256,22 +316,158 @@ class AdamOp(IRDLOperation):
     exp_avg_sq = operand_def(TensorType)
     step = operand_def(TensorType)
     lr = operand_def(TensorType)
+    beta1_var = _hyper_operand()
+    beta2_var = _hyper_operand()
+    eps_var = _hyper_operand()
+    weight_decay_var = _hyper_operand()
     new_weight = result_def(TensorType)
     new_exp_avg = result_def(TensorType)
     new_exp_avg_sq = result_def(TensorType)
-    beta1 = prop_def(FloatAttr)
-    beta2 = prop_def(FloatAttr)
-    eps = prop_def(FloatAttr)
-    weight_decay = prop_def(FloatAttr)
+    beta1 = opt_prop_def(FloatAttr)
+    beta2 = opt_prop_def(FloatAttr)
+    eps = opt_prop_def(FloatAttr)
+    weight_decay = opt_prop_def(FloatAttr)
     decoupled = prop_def(BoolAttr)
     bias_correction = prop_def(BoolAttr)
     grad_scale = prop_def(FloatAttr)
-    irdl_options = (ParsePropInAttrDict(),)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
     assembly_format = (
-        "$weight `,` $grad `,` $exp_avg `,` $exp_avg_sq `step` $step `lr` $lr attr-dict `:` "
+        "$weight `,` $grad `,` $exp_avg `,` $exp_avg_sq `step` $step `lr` $lr "
+        + _hyper_format(ADAM_HYPERS) + " attr-dict `:` "
         "type($weight) `,` type($grad) `,` type($exp_avg) `,` type($exp_avg_sq) `,` "
         "type($step) `,` type($lr) `->` type(results)"
     )
+
+    def verify_(self) -> None:
+        _check_hypers(self, ADAM_HYPERS)
+
+
+RMSPROP_HYPERS = ("alpha", "eps", "weight_decay", "momentum", "centered")
+
+
+@irdl_op_definition
+class RMSpropOp(IRDLOperation):
+    """One RMSprop update: torch.optim.RMSprop, or with `tf_variant = true`
+    TensorFlow's (square_avg starts at ones, eps inside the square root, lr
+    accumulated in the momentum buffer). `grad_avg` is the state of the
+    centered variant, `momentum_buffer` the state when momentum is used."""
+
+    name = "ipu.rmsprop"
+    weight = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    square_avg = operand_def(TensorType)
+    grad_avg = opt_operand_def(TensorType)
+    momentum_buffer = opt_operand_def(TensorType)
+    lr = operand_def(EqAttrConstraint(SCALAR_F32))
+    alpha_var = _hyper_operand()
+    eps_var = _hyper_operand()
+    weight_decay_var = _hyper_operand()
+    momentum_var = _hyper_operand()
+    centered_var = _hyper_operand()
+    new_weight = result_def(TensorType)
+    new_square_avg = result_def(TensorType)
+    new_grad_avg = opt_result_def(TensorType)
+    new_momentum_buffer = opt_result_def(TensorType)
+    alpha = opt_prop_def(FloatAttr)
+    eps = opt_prop_def(FloatAttr)
+    weight_decay = opt_prop_def(FloatAttr)
+    momentum = opt_prop_def(FloatAttr)
+    centered = opt_prop_def(BoolAttr)
+    tf_variant = prop_def(BoolAttr)
+    grad_scale = prop_def(FloatAttr)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True),
+                    AttrSizedResultSegments(as_property=True))
+    assembly_format = (
+        "$weight `,` $grad `,` $square_avg (`grad_avg` $grad_avg^)? "
+        "(`momentum_buffer` $momentum_buffer^)? `lr` $lr "
+        + _hyper_format(RMSPROP_HYPERS) + " attr-dict `:` "
+        "type($weight) `,` type($grad) `,` type($square_avg) (`grad_avg` type($grad_avg)^)? "
+        "(`momentum_buffer` type($momentum_buffer)^)? `->` type($new_weight) `,` type($new_square_avg) "
+        "(`grad_avg` type($new_grad_avg)^)? (`momentum_buffer` type($new_momentum_buffer)^)?"
+    )
+
+    def verify_(self) -> None:
+        _check_hypers(self, RMSPROP_HYPERS)
+        for state, new in (("grad_avg", "new_grad_avg"), ("momentum_buffer", "new_momentum_buffer")):
+            if (getattr(self, state) is None) != (getattr(self, new) is None):
+                raise VerifyException(f"rmsprop: {state} operand and result must come together")
+        centered, momentum = _constant(self, "centered"), _constant(self, "momentum")
+        if (centered is None or centered) and self.grad_avg is None:
+            raise VerifyException("rmsprop: centered (or variable centered) needs a grad_avg operand")
+        if (momentum is None or momentum != 0.0) and self.momentum_buffer is None:
+            raise VerifyException("rmsprop: momentum != 0 (or variable) needs a momentum_buffer operand")
+
+
+LAMB_HYPERS = ("beta1", "beta2", "eps", "weight_decay", "max_weight_norm")
+
+
+@irdl_op_definition
+class LambOp(IRDLOperation):
+    """One LAMB update (You et al. 2019, PopTorch's formulation): the Adam
+    direction plus decoupled weight decay, scaled by the trust ratio
+    min(|w|, max_weight_norm) / |update| (1 when either norm is zero)."""
+
+    name = "ipu.lamb"
+    weight = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    exp_avg = operand_def(TensorType)
+    exp_avg_sq = operand_def(TensorType)
+    step = operand_def(EqAttrConstraint(SCALAR_F32))
+    lr = operand_def(EqAttrConstraint(SCALAR_F32))
+    beta1_var = _hyper_operand()
+    beta2_var = _hyper_operand()
+    eps_var = _hyper_operand()
+    weight_decay_var = _hyper_operand()
+    max_weight_norm_var = _hyper_operand()
+    new_weight = result_def(TensorType)
+    new_exp_avg = result_def(TensorType)
+    new_exp_avg_sq = result_def(TensorType)
+    beta1 = opt_prop_def(FloatAttr)
+    beta2 = opt_prop_def(FloatAttr)
+    eps = opt_prop_def(FloatAttr)
+    weight_decay = opt_prop_def(FloatAttr)
+    max_weight_norm = opt_prop_def(FloatAttr)
+    bias_correction = prop_def(BoolAttr)
+    grad_scale = prop_def(FloatAttr)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+    assembly_format = (
+        "$weight `,` $grad `,` $exp_avg `,` $exp_avg_sq `step` $step `lr` $lr "
+        + _hyper_format(LAMB_HYPERS) + " attr-dict `:` "
+        "type($weight) `,` type($grad) `,` type($exp_avg) `,` type($exp_avg_sq) `->` type(results)"
+    )
+
+    def verify_(self) -> None:
+        _check_hypers(self, LAMB_HYPERS)
+
+
+@irdl_op_definition
+class ClipGradNormOp(IRDLOperation):
+    """`torch.nn.utils.clip_grad_norm_(parameters, max_norm)` over every trained
+    parameter at once: the global L2 norm of the gradients (each accumulated
+    gradient times `grad_scale`), then every gradient times
+    min(1, max_norm / (norm + 1e-6)). Like torch's, it names the parameters
+    whose gradients it clips; the results replace the gradients in the updates."""
+
+    name = "ipu.clip_grad_norm"
+    weights = var_operand_def(TensorType)
+    grads = var_operand_def(TensorType)
+    max_norm_var = _hyper_operand()
+    clipped = var_result_def(TensorType)
+    max_norm = opt_prop_def(FloatAttr)
+    grad_scale = prop_def(FloatAttr)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+    assembly_format = (
+        "`(` $weights `)` `grads` `(` $grads `)` (`max_norm` $max_norm_var^)? attr-dict `:` "
+        "`(` type($weights) `)` `,` `(` type($grads) `)` `->` `(` type($clipped) `)`"
+    )
+
+    def verify_(self) -> None:
+        _check_hypers(self, ("max_norm",))
+        if not len(self.weights) == len(self.grads) == len(self.clipped) > 0:
+            raise VerifyException("clip_grad_norm: one gradient and one result per weight (at least one)")
+        for g, c in zip(self.grads, self.clipped):
+            if g.type != c.type:
+                raise VerifyException(f"clip_grad_norm: result type {c.type} differs from gradient type {g.type}")
 
 
 @irdl_op_definition
@@ -317,5 +513,5 @@ class YieldOp(IRDLOperation):
 
 
 IPU_OPS = [IdentityLossOp, NopOp, PrintTensorOp, SetAvailableMemoryOp, SerializedMatmulOp,
-           AccumulateOp, SGDOp, AdamOp, CopyOp, YieldOp, StageOp]
+           AccumulateOp, SGDOp, AdamOp, RMSpropOp, LambOp, ClipGradNormOp, CopyOp, YieldOp, StageOp]
 IPU = Dialect("ipu", IPU_OPS, [PlacementAttr])

@@ -4,18 +4,27 @@ Before: `@main(params, buffers, inputs) -> (buffer updates, outputs, grads)`.
 After:
 - `@main` also takes one accumulator per trained parameter and returns
   `ipu.accumulate(acc, grad)` in place of each gradient: it runs once per
-  micro-batch and replica (gradient accumulation);
-- a new `@update(weights, accumulators, optimizer state, lr per group, step)
-  -> (new weights, new state)` holds one `ipu.sgd` / `ipu.adam` per weight:
-  it runs once per weight update, after the replicas' accumulators are summed.
+  micro-batch and replica (gradient accumulation). With an `accum_type`
+  other than the gradient's, the gradient is cast to it first;
+- a new `@update(weights, accumulators, hyper-parameters, step, optimizer
+  state) -> (new weights, new state)` runs once per weight update, after
+  the replicas' accumulators are summed: optionally one `ipu.clip_grad_norm`
+  over every gradient (`max_grad_norm`), then one `ipu.sgd` / `ipu.adam` /
+  `ipu.rmsprop` / `ipu.lamb` per weight.
 
 Hyper-parameters come from the module attribute `ipu.optimizer` (set by the
-API from the user's optimizer: `{type, grad_scale, groups = [{lr, ...}]}`)
-and each parameter's `tilefx.group`; without it, from this pass's options.
+API from the user's optimizer, see tilefx/api/optim.py: `{type, grad_scale,
+variable, groups = [{lr, ...}], ...}`) and each parameter's `tilefx.group`;
+without it, from this pass's options. `lr` and the names in `variable` are
+runtime arguments of @update (`tilefx.hyper = "<name>/<group>"`, or
+`"max_grad_norm"`), the others properties of the update ops. State
+arguments are `tilefx.state = "<param>/<kind>"` in their accumulation type,
+with `tilefx.init` when they do not start at zero.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -29,6 +38,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
     UnitAttr,
+    f16,
     f32,
     f64,
 )
@@ -39,8 +49,19 @@ from xdsl.utils.exceptions import DiagnosticException
 from tilefx.dialects import ipu
 
 _SCALAR = TensorType(f32, [])
-_ADAM_DEFAULTS = {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0, "bias_correction": True}
-_SGD_DEFAULTS = {"momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0, "nesterov": False}
+_FLOAT_TYPES = {"float16": f16, "float32": f32}
+# PopTorch's defaults of each optimizer's group hyper-parameters (lr aside)
+DEFAULTS = {
+    "sgd": {"momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0, "nesterov": False, "velocity_scaling": 1.0},
+    "adam": {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0},
+    "adamw": {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01},
+    "rmsprop": {"alpha": 0.99, "eps": 1e-8, "weight_decay": 0.0, "momentum": 0.0, "centered": False},
+    "lamb": {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01, "max_weight_norm": 65500.0},
+}
+# their names, in the update ops' operand order
+HYPERS = {"sgd": ipu.SGD_HYPERS, "adam": ipu.ADAM_HYPERS, "adamw": ipu.ADAM_HYPERS,
+           "rmsprop": ipu.RMSPROP_HYPERS, "lamb": ipu.LAMB_HYPERS}
+BOOL_HYPERS = {"nesterov", "centered"}
 
 
 def _py(attr: Attribute):
@@ -75,6 +96,7 @@ class TrainingStepPass(ModulePass):
     momentum: float = 0.0
     weight_decay: float = 0.0
     grad_scale: float = 1.0
+    max_grad_norm: float = 0.0  # > 0: clip the global gradient norm
 
     def _config(self, module: ModuleOp) -> dict:
         attr = module.attributes.get("ipu.optimizer")
@@ -82,11 +104,19 @@ class TrainingStepPass(ModulePass):
             cfg = _py(attr)
         else:
             group = {"lr": self.lr, "weight_decay": self.weight_decay}
-            if self.optimizer == "sgd":
+            if self.optimizer in ("sgd", "rmsprop"):
                 group["momentum"] = self.momentum
             cfg = {"type": self.optimizer, "grad_scale": self.grad_scale, "groups": [group]}
-        if cfg["type"] not in ("sgd", "adam", "adamw"):
-            raise DiagnosticException(f"ipu-training-step: unknown optimizer {cfg['type']!r}")
+            if self.max_grad_norm > 0:
+                cfg["max_grad_norm"] = self.max_grad_norm
+        if cfg["type"] not in DEFAULTS:
+            raise DiagnosticException(f"ipu-training-step: unknown optimizer {cfg['type']!r}; "
+                                      f"expected one of {sorted(DEFAULTS)}")
+        for key in ("accum_type", "velocity_accum_type", "first_order_momentum_accum_type",
+                    "second_order_momentum_accum_type"):
+            if cfg.get(key, "float32") not in _FLOAT_TYPES:
+                raise DiagnosticException(f"ipu-training-step: {key} must be float16 or float32, "
+                                          f"got {cfg[key]!r}")
         return cfg
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -95,35 +125,40 @@ class TrainingStepPass(ModulePass):
             if isinstance(o, func.FuncOp) and o.sym_name.data == "update":
                 raise DiagnosticException("ipu-training-step: the module already has an @update")
         cfg = self._config(op)
+        accum_type = _FLOAT_TYPES.get(cfg.get("accum_type", ""))
         arg_attrs, res_attrs = _attrs_of(main, "arg"), _attrs_of(main, "res")
         block = main.body.block
         ret = block.last_op
         assert isinstance(ret, func.ReturnOp)
-        weights = {}
-        for arg, a in zip(block.args, arg_attrs):
-            if "tilefx.param" in a:
-                weights[a["tilefx.param"].data] = (arg.type, a)
 
-        # 1. gradients -> accumulators
+        # 1. gradients -> accumulators (of accum_type when given)
         new_results = list(ret.operands)
-        trained: list[str] = []
         for i, a in enumerate(res_attrs):
             if "tilefx.grad" not in a:
                 continue
             name = a["tilefx.grad"].data
-            acc = block.insert_arg(new_results[i].type, len(block.args))
-            arg_attrs.append({"tilefx.accum": StringAttr(name)})
+            grad = new_results[i]
             place = ipu.PlacementAttr("bwd")
-            owner = new_results[i].owner
+            owner = grad.owner
             if isinstance(owner, Operation) and ipu.PLACE_KEY in owner.attributes:
                 place = owner.attributes[ipu.PLACE_KEY]
-            acc_op = ipu.AccumulateOp.build(operands=[acc, new_results[i]],
-                                            result_types=[new_results[i].type],
+            gtype = grad.type
+            assert isinstance(gtype, TensorType)
+            if accum_type is not None and gtype.element_type != accum_type:
+                from tilefx.dialects.aten import create_aten_op, np_dtype
+
+                gtype = TensorType(accum_type, gtype.get_shape())
+                cast = create_aten_op("_to_copy.default", {"self": grad}, {"dtype": np_dtype(accum_type)},
+                                      [gtype], {ipu.PLACE_KEY: place})
+                block.insert_op_before(cast, ret)
+                grad = cast.results[0]
+            acc = block.insert_arg(gtype, len(block.args))
+            arg_attrs.append({"tilefx.accum": StringAttr(name)})
+            acc_op = ipu.AccumulateOp.build(operands=[acc, grad], result_types=[gtype],
                                             attributes={ipu.PLACE_KEY: place})
             block.insert_op_before(acc_op, ret)
             new_results[i] = acc_op.results[0]
             res_attrs[i] = {"tilefx.accum": StringAttr(name)}
-            trained.append(name)
         new_ret = func.ReturnOp(*new_results)
         block.insert_op_before(new_ret, ret)
         block.erase_op(ret)
@@ -141,17 +176,21 @@ class TrainingStepPass(ModulePass):
             if isinstance(o, func.FuncOp) and o.sym_name.data == "update":
                 module.body.block.erase_op(o)
         main = find_func(module, "main")
-        weights, trained = {}, []
+        weights, trained, accums = {}, [], {}
         for arg, a in zip(main.body.block.args, _attrs_of(main, "arg")):
             if "tilefx.param" in a:
                 weights[a["tilefx.param"].data] = (arg.type, a)
             if "tilefx.accum" in a:
                 trained.append(a["tilefx.accum"].data)
-        module.body.block.add_op(self._update_func(self._config(module), trained, weights))
+                accums[a["tilefx.accum"].data] = arg.type
+        module.body.block.add_op(self._update_func(self._config(module), trained, weights, accums))
 
-    def _update_func(self, cfg: dict, trained: list[str], weights: dict) -> func.FuncOp:
+    def _update_func(self, cfg: dict, trained: list[str], weights: dict,
+                     accums: dict | None = None) -> func.FuncOp:
         kind = cfg["type"]
         groups = cfg["groups"]
+        variable = set(cfg.get("variable", ()))
+        accums = accums or {n: weights[n][0] for n in trained}
         block = Block()
         arg_attrs: list[dict[str, Attribute]] = []
         res_vals, res_attrs = [], []
@@ -161,67 +200,135 @@ class TrainingStepPass(ModulePass):
             arg_attrs.append(attrs)
             return v
 
-        step = None
-        lrs = {}
+        scale = FloatAttr(float(cfg.get("grad_scale", 1.0)), f64)
+        place = {ipu.PLACE_KEY: ipu.PlacementAttr("bwd")}
         w_args = {n: arg(weights[n][0], {"tilefx.param": StringAttr(n)}) for n in trained}
-        acc_args = {n: arg(weights[n][0], {"tilefx.accum": StringAttr(n)}) for n in trained}
+        grads = {n: arg(accums[n], {"tilefx.accum": StringAttr(n)}) for n in trained}
+
+        # max_grad_norm: one global clip of every gradient, before any update
+        max_norm = cfg.get("max_grad_norm")
+        if trained and ("max_grad_norm" in variable or (max_norm is not None and math.isfinite(max_norm))):
+            props = {"grad_scale": scale}
+            norm_var = []
+            if "max_grad_norm" in variable:
+                norm_var = [arg(_SCALAR, {"tilefx.hyper": StringAttr("max_grad_norm")})]
+            else:
+                props["max_norm"] = FloatAttr(float(max_norm), f64)
+            clip = ipu.ClipGradNormOp.build(
+                operands=[[w_args[n] for n in trained], [grads[n] for n in trained], norm_var],
+                result_types=[[accums[n] for n in trained]], attributes=place,
+                properties={**props, "operandSegmentSizes": _segments([len(trained), len(trained),
+                                                                       len(norm_var)])})
+            block.add_op(clip)
+            grads = dict(zip(trained, clip.results))
+
+        combined = kind == "sgd" and bool(cfg.get("use_combined_accum"))
+        hypers = [h for h in HYPERS[kind] if h != "velocity_scaling" or combined]
+        group_args: dict[int, dict] = {}
+        step = None
+
+        def group_operands(g: int) -> dict:
+            if g not in group_args:
+                vals = {"lr": arg(_SCALAR, {"tilefx.hyper": StringAttr(f"lr/{g}")})}
+                for h in hypers:
+                    if h in variable:
+                        vals[h] = arg(_SCALAR, {"tilefx.hyper": StringAttr(f"{h}/{g}")})
+                group_args[g] = vals
+            return group_args[g]
+
+        def step_arg():
+            nonlocal step
+            if step is None:
+                step = arg(_SCALAR, {"tilefx.step": UnitAttr()})
+            return step
+
+        def state(n: str, what: str, dtype_key: str | None, init: float = 0.0):
+            wt = weights[n][0]
+            t = wt
+            if dtype_key is not None and dtype_key in cfg:
+                t = TensorType(_FLOAT_TYPES[cfg[dtype_key]], wt.get_shape())
+            attrs = {"tilefx.state": StringAttr(f"{n}/{what}")}
+            if init != 0.0:
+                attrs["tilefx.init"] = FloatAttr(init, f64)
+            return arg(t, attrs), t, f"{n}/{what}"
+
         for n in trained:
             g = int(_py(weights[n][1].get("tilefx.group", _int0())))
-            hp = dict(_SGD_DEFAULTS if kind == "sgd" else _ADAM_DEFAULTS)
-            if kind == "adamw":
-                hp["weight_decay"] = 0.01
+            if g >= len(groups):
+                raise DiagnosticException(f"ipu-training-step: {n} is in group {g} but the optimizer "
+                                          f"has {len(groups)} groups")
+            hp = dict(DEFAULTS[kind])
             hp.update({k: v for k, v in groups[g].items() if k != "lr"})
-            if g not in lrs:
-                lrs[g] = arg(_SCALAR, {"tilefx.hyper": StringAttr(f"lr/{g}")})
+            ops = group_operands(g)
             wt = weights[n][0]
-            place = {ipu.PLACE_KEY: ipu.PlacementAttr("bwd")}
-            scale = FloatAttr(float(cfg.get("grad_scale", 1.0)), f64)
+            props: dict[str, Attribute] = {}
+            for h in hypers:
+                if h not in variable:
+                    props[h] = BoolAttr.from_bool(bool(hp[h])) if h in BOOL_HYPERS else FloatAttr(float(hp[h]), f64)
+            var_ops = [[ops[h]] if h in ops else [] for h in HYPERS[kind]]
+            states = []  # (value, type, name) in result order
             if kind == "sgd":
-                has_v = float(hp["momentum"]) != 0.0
-                operands = [w_args[n], acc_args[n], lrs[g]]
+                has_v = "momentum" in variable or float(hp["momentum"]) != 0.0
                 if has_v:
-                    if step is None:
-                        step = arg(_SCALAR, {"tilefx.step": UnitAttr()})
-                    vel = arg(wt, {"tilefx.state": StringAttr(f"{n}/momentum_buffer")})
-                operands += [[vel] if has_v else [], [step] if has_v else []]
+                    step_arg()
+                    states.append(state(n, "scaled_velocity" if combined else "momentum_buffer",
+                                        None if combined else "velocity_accum_type"))
+                props["grad_scale"] = scale
+                if combined:
+                    props["combined"] = BoolAttr.from_bool(True)
+                    if "velocity_scaling" in props:  # after grad_scale, like the other extras
+                        props["velocity_scaling"] = props.pop("velocity_scaling")
+                segs = [1, 1, 1, int(has_v), int(has_v)] + [len(x) for x in var_ops]
                 upd = ipu.SGDOp.build(
-                    operands=operands, result_types=[wt, [wt] if has_v else []], attributes=place,
-                    properties={
-                        "momentum": FloatAttr(float(hp["momentum"]), f64),
-                        "dampening": FloatAttr(float(hp["dampening"]), f64),
-                        "weight_decay": FloatAttr(float(hp["weight_decay"]), f64),
-                        "nesterov": BoolAttr.from_bool(bool(hp["nesterov"])),
-                        "grad_scale": scale,
-                        "operandSegmentSizes": _segments([1, 1, 1, int(has_v), int(has_v)]),
-                    })
-                block.add_op(upd)
-                res_vals.append(upd.results[0])
-                res_attrs.append({"tilefx.param": StringAttr(n)})
-                if has_v:
-                    res_vals.append(upd.results[1])
-                    res_attrs.append({"tilefx.state": StringAttr(f"{n}/momentum_buffer")})
-            else:
-                if step is None:
-                    step = arg(_SCALAR, {"tilefx.step": UnitAttr()})
-                m = arg(wt, {"tilefx.state": StringAttr(f"{n}/exp_avg")})
-                v = arg(wt, {"tilefx.state": StringAttr(f"{n}/exp_avg_sq")})
-                upd = ipu.AdamOp.build(
-                    operands=[w_args[n], acc_args[n], m, v, step, lrs[g]],
-                    result_types=[wt, wt, wt], attributes=place,
-                    properties={
-                        "beta1": FloatAttr(float(hp["beta1"]), f64),
-                        "beta2": FloatAttr(float(hp["beta2"]), f64),
-                        "eps": FloatAttr(float(hp["eps"]), f64),
-                        "weight_decay": FloatAttr(float(hp["weight_decay"]), f64),
-                        "decoupled": BoolAttr.from_bool(kind == "adamw"),
-                        "bias_correction": BoolAttr.from_bool(bool(hp["bias_correction"])),
-                        "grad_scale": scale,
-                    })
-                block.add_op(upd)
-                res_vals += list(upd.results)
-                res_attrs += [{"tilefx.param": StringAttr(n)},
-                              {"tilefx.state": StringAttr(f"{n}/exp_avg")},
-                              {"tilefx.state": StringAttr(f"{n}/exp_avg_sq")}]
+                    operands=[w_args[n], grads[n], ops["lr"], [s[0] for s in states],
+                              [step] if has_v else [], *var_ops],
+                    result_types=[wt, [s[1] for s in states]], attributes=place,
+                    properties={**props, "operandSegmentSizes": _segments(segs)})
+            elif kind in ("adam", "adamw", "lamb"):
+                step_arg()
+                states = [state(n, "exp_avg", "first_order_momentum_accum_type"),
+                          state(n, "exp_avg_sq", "second_order_momentum_accum_type")]
+                if kind == "lamb":
+                    props["bias_correction"] = BoolAttr.from_bool(bool(cfg.get("bias_correction", True)))
+                    props["grad_scale"] = scale
+                    cls = ipu.LambOp
+                else:
+                    props["decoupled"] = BoolAttr.from_bool(kind == "adamw")
+                    props["bias_correction"] = BoolAttr.from_bool(
+                        bool(cfg.get("bias_correction", groups[g].get("bias_correction", True))))
+                    props["grad_scale"] = scale
+                    cls = ipu.AdamOp
+                segs = [1, 1, 1, 1, 1, 1] + [len(x) for x in var_ops]
+                upd = cls.build(
+                    operands=[w_args[n], grads[n], states[0][0], states[1][0], step, ops["lr"], *var_ops],
+                    result_types=[wt, states[0][1], states[1][1]], attributes=place,
+                    properties={**props, "operandSegmentSizes": _segments(segs)})
+            else:  # rmsprop
+                tf = bool(cfg.get("use_tf_variant", False))
+                states = [state(n, "square_avg", "second_order_momentum_accum_type", 1.0 if tf else 0.0)]
+                centered = "centered" in variable or bool(hp["centered"])
+                has_m = "momentum" in variable or float(hp["momentum"]) != 0.0
+                if centered:
+                    states.append(state(n, "grad_avg", "first_order_momentum_accum_type"))
+                if has_m:
+                    states.append(state(n, "momentum_buffer", "first_order_momentum_accum_type"))
+                props["tf_variant"] = BoolAttr.from_bool(tf)
+                props["grad_scale"] = scale
+                segs = [1, 1, 1, int(centered), int(has_m), 1] + [len(x) for x in var_ops]
+                upd = ipu.RMSpropOp.build(
+                    operands=[w_args[n], grads[n], states[0][0], [states[1][0]] if centered else [],
+                              [states[-1][0]] if has_m else [], ops["lr"], *var_ops],
+                    result_types=[wt, states[0][1], [states[1][1]] if centered else [],
+                                  [states[-1][1]] if has_m else []],
+                    attributes=place,
+                    properties={**props, "operandSegmentSizes": _segments(segs),
+                                "resultSegmentSizes": _segments([1, 1, int(centered), int(has_m)])})
+            block.add_op(upd)
+            res_vals.append(upd.results[0])
+            res_attrs.append({"tilefx.param": StringAttr(n)})
+            for (_, _, sname), r in zip(states, upd.results[1:]):
+                res_vals.append(r)
+                res_attrs.append({"tilefx.state": StringAttr(sname)})
         block.add_op(func.ReturnOp(*res_vals))
         ftype = func.FunctionType.from_lists([a.type for a in block.args], [r.type for r in res_vals])
         return func.FuncOp("update", ftype, Region(block),
