@@ -141,3 +141,40 @@ def test_stochastic_rounding_is_unbiased_and_seeded():
     sr = tilefx.inferenceModel(AddTiny(), opts)(a)
     assert sr.dtype == torch.float16
     assert abs(sr.float().mean().item() - (1 + 2.0 ** -12)) < 1e-4
+
+
+def test_half_partials_accumulate_in_fp16():
+    torch.manual_seed(0)
+
+    class Dot(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.full((4096, 1), 0.1).half())
+
+        def forward(self, x):
+            return x @ self.w
+
+    x = torch.ones(2, 4096).half()
+    fp32_partials = tilefx.inferenceModel(Dot())(x)
+    opts = tilefx.Options()
+    opts.Precision.setPartialsType(torch.half)
+    half_partials = tilefx.inferenceModel(Dot(), opts)(x)
+    exact = 4096 * float(torch.tensor(0.1).half())
+    # fp32 partials round once; fp16 partials lose precision on the way
+    assert abs(fp32_partials[0, 0].item() - exact) <= 0.25
+    expected = np.float16(0)
+    for _ in range(4096 // 16):
+        expected = np.float16(expected + np.float16(16 * np.float32(np.float16(0.1))))
+    assert half_partials[0, 0].item() == float(expected)
+    assert half_partials[0, 0].item() != fp32_partials[0, 0].item()
+
+
+def test_half_partials_convolution_matches_fp32_closely():
+    torch.manual_seed(0)
+    conv = nn.Conv2d(32, 4, 3).half()
+    x = torch.randn(2, 32, 6, 6).half()
+    opts = tilefx.Options()
+    opts.Precision.setPartialsType(torch.half)
+    out = tilefx.inferenceModel(conv, opts)(x)
+    ref = nn.functional.conv2d(x.float(), conv.weight.float(), conv.bias.float())
+    torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=1e-2)

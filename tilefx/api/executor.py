@@ -357,7 +357,8 @@ class PoplarExecutor:
         program = _Program(
             traced=traced, import_module=import_module, module=module,
             main=CompiledFunction(main_fn, self._rng,
-                                  stochastic_rounding=bool(self._options.Precision.stochastic_rounding)),
+                                  stochastic_rounding=bool(self._options.Precision.stochastic_rounding),
+                                  half_partials=self._options.Precision.partials_type == torch.float16),
             update=None,
             main_args=_role_list(arg_roles(main_fn)), main_results=_role_list(result_roles(main_fn)),
             input_shapes=[tuple(x.shape) for x in inputs],

@@ -63,10 +63,11 @@ class CompiledFunction:
     """A func.func as a list of steps over integer slots."""
 
     def __init__(self, fn: func.FuncOp, rng: np.random.Generator | None = None,
-                 stochastic_rounding: bool = False):
+                 stochastic_rounding: bool = False, half_partials: bool = False):
         self.name = fn.sym_name.data
         self.rng = rng if rng is not None else np.random.default_rng(0)
         self.stochastic_rounding = stochastic_rounding
+        self.half_partials = half_partials
         slots: dict[SSAValue, int] = {}
 
         def slot(v: SSAValue) -> int:
@@ -120,6 +121,9 @@ class CompiledFunction:
             def kernel(*vals, **kw):
                 return base_kernel(**dict(zip(names, vals)), **kw)
 
+            if self.half_partials and op.name in HALF_PARTIAL_OPS and \
+                    getattr(op.results[0].type, "element_type", None) == f16:
+                kernel = HALF_PARTIAL_OPS[op.name](base_kernel)
             if self.stochastic_rounding and any(
                     getattr(r.type, "element_type", None) == f16 for r in op.results):
                 kernel = _stochastically_rounded(kernel, self.rng)
@@ -156,6 +160,66 @@ class CompiledFunction:
             for step in self.steps:
                 step(env)
         return [env[s] for s in self.result_slots]
+
+
+# --- Precision.setPartialsType(torch.half): fp16 partial sums -------------
+
+PARTIAL_CHUNK = 16  # the AMP unit's k-vector: one fp16 partial sum per 16 products
+
+
+def _chunked_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b accumulated in fp16: each 16-long piece of the reduction is a
+    fp32 dot product rounded to fp16, and the pieces are added in fp16."""
+    k = a.shape[-1]
+    acc = None
+    for s in range(0, k, PARTIAL_CHUNK):
+        part = np.matmul(a[..., s:s + PARTIAL_CHUNK].astype(np.float32),
+                         b[..., s:s + PARTIAL_CHUNK, :].astype(np.float32)).astype(np.float16)
+        acc = part if acc is None else (acc + part).astype(np.float16)
+    return acc
+
+
+def _half_mm(kernel):
+    def run(self, mat2):
+        return _chunked_matmul(self, mat2)
+
+    return run
+
+
+def _half_addmm(kernel):
+    def run(self, mat1, mat2, beta=1, alpha=1):
+        prod = _chunked_matmul(mat1, mat2).astype(np.float32)
+        return (np.float32(beta) * self.astype(np.float32) + np.float32(alpha) * prod).astype(np.float16)
+
+    return run
+
+
+def _half_convolution(kernel):
+    """Input channels in chunks of 16, each chunk's convolution rounded to fp16
+    and accumulated in fp16 (groups == 1; grouped convolutions keep fp32 partials)."""
+
+    def run(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+        if groups != 1 or transposed:
+            return kernel(input=input, weight=weight, bias=bias, stride=stride, padding=padding,
+                          dilation=dilation, transposed=transposed, output_padding=output_padding,
+                          groups=groups)
+        acc = None
+        for s in range(0, input.shape[1], PARTIAL_CHUNK):
+            part = kernel(input=input[:, s:s + PARTIAL_CHUNK].astype(np.float32),
+                          weight=weight[:, s:s + PARTIAL_CHUNK].astype(np.float32), bias=None,
+                          stride=stride, padding=padding, dilation=dilation, transposed=False,
+                          output_padding=output_padding, groups=1).astype(np.float16)
+            acc = part if acc is None else (acc + part).astype(np.float16)
+        if bias is not None:
+            shape = (1, -1) + (1,) * (acc.ndim - 2)
+            acc = (acc + bias.astype(np.float16).reshape(shape)).astype(np.float16)
+        return acc
+
+    return run
+
+
+HALF_PARTIAL_OPS = {"aten.mm": _half_mm, "aten.bmm": _half_mm, "aten.addmm": _half_addmm,
+                    "aten.convolution": _half_convolution}
 
 
 def stochastic_round(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
