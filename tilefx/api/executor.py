@@ -545,7 +545,13 @@ class PoplarExecutor:
         D, R, gsize, G = self._factors()
         r_in = R // gsize
         xs = [_to_np(x).reshape((D, G, r_in, -1) + tuple(x.shape[1:])) for x in inputs]
-        buffers = [dict(self._buffers) for _ in range(R)]
+        # broadcastBuffers (default): every replica starts from the host's buffers;
+        # broadcastBuffers(False): each replica keeps its own from call to call
+        own = getattr(self, "_replica_buffers", None)
+        if self._options.broadcast_buffers or own is None or len(own) != R:
+            buffers = [dict(self._buffers) for _ in range(R)]
+        else:
+            buffers = [dict(b) for b in own]
         trained = [n for k, n in p.main_args if k == "accum"]
         outputs: list[list[list[list[np.ndarray]]]] = []
         out_index = [i for i, (k, _) in enumerate(p.main_results) if k == "output"]
@@ -590,10 +596,8 @@ class PoplarExecutor:
                     self._loss_scaled_update(total)
                 else:
                     self._apply_update(total)
-        if self._options.broadcast_buffers or R == 1:
-            self._buffers = buffers[0]
-        else:
-            self._buffers = buffers[0]
+        self._buffers = buffers[0]  # the host sees replica 0's buffers
+        self._replica_buffers = buffers
         return self._collect(outputs, [p.main_results[i][1] for i in out_index])
 
     def _apply_update(self, accum: dict[str, np.ndarray]) -> None:
