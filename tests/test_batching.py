@@ -160,3 +160,88 @@ def test_broadcast_buffers_false_keeps_one_buffer_per_replica():
     m(x)
     m(x)
     assert [float(b["seen"]) for b in m._replica_buffers] == [2.0, 11.0]
+
+
+def test_review_cases_tied_weights_dict_outputs_and_rules():
+    import copy
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.e = nn.Embedding(6, 4)
+            self.h = nn.Linear(4, 6, bias=False)
+            self.h.weight = self.e.weight
+
+        def forward(self, i, y):
+            o = self.h(self.e(i))
+            return o, nn.functional.cross_entropy(o, y)
+
+    torch.manual_seed(0)
+    m = Tied()
+    ref = copy.deepcopy(m)
+    i, y = torch.randint(0, 6, (4,)), torch.randint(0, 6, (4,))
+    tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.1))(i, y)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    ref(i, y)[1].backward()
+    opt.step()
+    torch.testing.assert_close(m.e.weight, ref.e.weight, rtol=1e-5, atol=1e-6)
+    assert m.h.weight is m.e.weight
+
+    class Nested(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(3, 3)
+
+        def forward(self, x):
+            y = self.a(x)
+            return {"b": y * 2, "a": (y, [y + 1, x])}
+
+    x = torch.randn(2, 3)
+    n = Nested()
+    out = tilefx.inferenceModel(n)(x)
+    ref_out = n(x)
+    assert isinstance(out, dict) and list(out) == ["b", "a"] and isinstance(out["a"][1], list)
+    torch.testing.assert_close(out["a"][1][0], ref_out["a"][1][0])
+
+    class TwoScalars(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(3, 1)
+
+        def forward(self, x, t):
+            o = self.a(x)
+            loss = nn.functional.mse_loss(o, t)
+            return loss, (o > 0).float().mean()  # a metric after the loss: no gradient
+
+    m2 = TwoScalars()
+    before = m2.a.weight.detach().clone()
+    tilefx.trainingModel(m2, optimizer=tilefx.optim.SGD(m2.parameters(), lr=0.5))(x, torch.randn(2, 1))
+    assert not torch.equal(m2.a.weight, before)
+
+    class Ambiguous(TwoScalars):
+        def forward(self, x, t):
+            o = self.a(x)
+            reg = o.abs().mean()
+            return nn.functional.mse_loss(o, t) + 0.01 * reg, reg
+
+    with pytest.raises(tilefx.Error, match="identity_loss"):
+        tilefx.trainingModel(Ambiguous())(x, torch.randn(2, 1))
+
+    # parameters outside the optimizer are not trained, as with torch.optim
+    seq = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1))
+    w0 = seq[0].weight.detach().clone()
+    tilefx.trainingModel(WithLoss(seq, nn.MSELoss()),
+                         optimizer=tilefx.optim.SGD(seq[1].parameters(), lr=0.1))(x, torch.randn(2, 1))
+    assert torch.equal(seq[0].weight, w0)
+
+    with pytest.raises(tilefx.Error, match="no parameters"):
+        tilefx.trainingModel(nn.ReLU())
+    opts = tilefx.Options().deviceIterations(1).outputMode(tilefx.OutputMode.EveryN, 2)
+    with pytest.raises(tilefx.Error, match="EveryN"):
+        tilefx.inferenceModel(nn.Linear(3, 3), opts)(x)
+    with pytest.raises(tilefx.Error, match="no Block"):
+        tilefx.inferenceModel(nn.Linear(3, 3), tilefx.Options().setExecutionStrategy(
+            tilefx.PipelinedExecution("nope")))(x)
+    with pytest.raises(tilefx.Error, match="replicationFactor"):
+        tilefx.inferenceModel(nn.Linear(3, 3), tilefx.Options().replicationFactor(3))(
+            torch.randn(3, 3))

@@ -129,6 +129,8 @@ class PoplarExecutor:
         self._options = options if options is not None else Options()
         self._options._freeze()
         self._training = training
+        if training and not any(p.requires_grad for p in model.parameters()):
+            raise Error("trainingModel: the model has no parameters to train (use inferenceModel)")
         if training and optimizer is None:
             optimizer = SGD(model.parameters(), lr=0.01)
         self._optimizer = optimizer
@@ -182,8 +184,8 @@ class PoplarExecutor:
     def copyWeightsToDevice(self) -> None:
         """Read the torch module's parameters and buffers into the executor."""
         self._check_alive()
-        named_p = dict(self._user_model.named_parameters())
-        named_b = dict(self._user_model.named_buffers())
+        named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
+        named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
         if self._program is not None:
             for n in self._program.traced.params:
                 self._weights[n] = _to_np(named_p[n])
@@ -301,7 +303,13 @@ class PoplarExecutor:
 
     # -- compilation -----------------------------------------------------
     def _param_names(self) -> dict[int, str]:
-        return {id(p): n for n, p in self._user_model.named_parameters()}
+        """Each parameter tensor by the name the trace gives it (tied weights: the traced one)."""
+        traced = getattr(self, "_traced_params", set())
+        names: dict[int, str] = {}
+        for n, p in self._user_model.named_parameters(remove_duplicate=False):
+            if id(p) not in names or n in traced:
+                names[id(p)] = n
+        return names
 
     def _compile(self, inputs: list[torch.Tensor]) -> None:
         start = time.perf_counter()
@@ -309,11 +317,19 @@ class PoplarExecutor:
         model = self._user_model
         was_training = model.training
         model.train(self._training)
+        self._check_output_mode()
+        # parameters the optimizer does not list are not trained (as with torch.optim)
+        untrained = self._params_outside_optimizer() if self._training else []
+        for p_ in untrained:
+            p_.requires_grad_(False)
         try:
             traced = trace(model, tuple(x[:mb] for x in inputs), self._training,
                            upcast_inputs=self._upcast_inputs(inputs))
         finally:
             model.train(was_training)
+            for p_ in untrained:
+                p_.requires_grad_(True)
+        self._traced_params = set(traced.params)
         import_module = traced.module.clone()
         module = traced.module
         if self._training:
@@ -348,6 +364,7 @@ class PoplarExecutor:
             gradient_accumulation=G, device_iterations=D,
             auto_round_num_ipus=bool(self._options.auto_round_num_ipus)),
             loss_scaling=LossScalingPass(automatic=als) if scaled else None)
+        self._check_ipu_count(module)
         self._als_tracked = _py(module.attributes["ipu.als_tracked_elements"]) if als else 0
         self._als_factor = 1.0
         self._als_updates = 0
@@ -434,6 +451,25 @@ class PoplarExecutor:
         if self._program is None:
             raise Error("the model is not compiled yet: call it or compile() first")
         return self._schedule
+
+    def _params_outside_optimizer(self) -> list[torch.nn.Parameter]:
+        listed = {id(p) for g in self._optimizer.param_groups for p in g["params"]}
+        return [p for p in self._user_model.parameters() if p.requires_grad and id(p) not in listed]
+
+    def _check_output_mode(self) -> None:
+        o = self._options
+        if o.output_mode == OutputMode.EveryN and o.device_iterations % o.output_return_period:
+            raise Error(f"OutputMode.EveryN({o.output_return_period}) needs a period that divides "
+                        f"deviceIterations ({o.device_iterations})")
+
+    def _check_ipu_count(self, module: ModuleOp) -> None:
+        """Replicas multiply the IPUs: the total must be a power of two too."""
+        ipus = _py(module.attributes["ipu.stages"])["num_ipus"]
+        total = ipus * self._options.replication_factor
+        if total & (total - 1) and not self._options.auto_round_num_ipus:
+            raise Error(f"{ipus} IPU(s) per replica x replicationFactor({self._options.replication_factor}) "
+                        f"= {total} IPUs, which is not a power of two: use a power of two or "
+                        "Options.autoRoundNumIPUs(True)")
 
     def _upcast_inputs(self, inputs: list[torch.Tensor]) -> frozenset[int]:
         """fp16 inputs of a model with fp32 weights: promoted to fp32 as PyTorch
@@ -682,11 +718,14 @@ class PoplarExecutor:
             results.append(torch.from_numpy(np.array(_join(items), order="C")))
         order = sorted(range(len(out_ids)), key=lambda i: out_ids[i])
         results = [results[i] for i in order]
+        spec = self._program.traced.out_spec  # the model's own structure: dicts, nesting
+        if spec is not None and spec.num_leaves == len(results):
+            return torch.utils._pytree.tree_unflatten(results, spec)
         return results[0] if len(results) == 1 else tuple(results)
 
     def _write_back(self) -> None:
-        named_p = dict(self._user_model.named_parameters())
-        named_b = dict(self._user_model.named_buffers())
+        named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
+        named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
         # numpy copies into the tensors' memory: torch's own copy_ would wake its
         # thread pool, which then spins next to the numpy kernels on 2 cores
         for n, w in self._weights.items():
@@ -698,8 +737,8 @@ class PoplarExecutor:
     def _host_tensors(self) -> list[torch.Tensor]:
         if self._program is None:
             return []
-        named_p = dict(self._user_model.named_parameters())
-        named_b = dict(self._user_model.named_buffers())
+        named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
+        named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
         return [named_p[n] for n in self._program.traced.params] + \
             [named_b[n] for n in self._program.traced.buffers]
 

@@ -85,6 +85,7 @@ class TracedGraph:
     num_outputs: int
     loss_index: int | None
     consts: dict[str, np.ndarray] = field(default_factory=dict)
+    out_spec: object = None  # the pytree structure of the model's outputs (dicts, nesting)
 
 
 START_BLOCK = ipu.START_BLOCK
@@ -307,16 +308,23 @@ class _Builder:
         self.values[node] = op.results[0]
 
 
-def _find_loss(gm, out_descs, plain_outputs: list) -> int | None:
-    """The loss: the output made by identity_loss, else the last scalar float output."""
+def _find_loss(plain_outputs: list, differentiable: set[int]) -> int | None:
+    """The loss: the output made by identity_loss, else the one scalar float
+    output that has a gradient path. Several such outputs are ambiguous: an
+    error asks for identity_loss rather than guessing."""
     for idx, node in plain_outputs:
         if isinstance(node, torch.fx.Node) and node.target is torch.ops.tilefx.identity_loss.default:
             return idx
-    for idx, node in reversed(plain_outputs):
+    scalars = []
+    for idx, node in plain_outputs:
         v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-        if v is not None and v.dim() == 0 and v.is_floating_point():
-            return idx
-    return None
+        if v is not None and v.dim() == 0 and v.is_floating_point() and idx in differentiable:
+            scalars.append(idx)
+    if len(scalars) > 1:
+        raise Error(f"trainingModel: outputs {scalars} are all scalar losses with gradients; mark the "
+                    "one to minimise with poptorch.identity_loss(loss, reduction='none')",
+                    type="frontend")
+    return scalars[0] if scalars else None
 
 
 class _UpcastInputs(torch.nn.Module):
@@ -383,23 +391,38 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     out_descs = out_node.meta["desc"]
     outs = out_node.args[0]
     plain = [(d.idx, n) for d, n in zip(out_descs, outs) if isinstance(d, PlainAOTOutput)]
-    loss_index = _find_loss(gm, out_descs, plain) if training else None
+    differentiable = {n.meta["desc"].output.idx for n in nodes if n.op == "placeholder"
+                      and isinstance(n.meta.get("desc"), TangentAOTInput)
+                      and isinstance(n.meta["desc"].output, PlainAOTOutput)}
+    loss_index = _find_loss(plain, differentiable) if training else None
     if training and loss_index is None:
-        raise Error("trainingModel: the model must return a loss: a scalar float output "
-                    "(e.g. from a torch.nn loss) or the result of poptorch.identity_loss")
+        raise Error("trainingModel: the model must return a loss: a scalar float output that "
+                    "depends on the parameters (e.g. from a torch.nn loss) or the result of "
+                    "poptorch.identity_loss")
     has_blocks = any(
         BLOCK_KEY in (n.meta.get("custom") or {}) or IPU_KEY in (n.meta.get("custom") or {})
         for n in nodes)
 
     b = _Builder(gm, {}, loss_index, has_blocks)
     params, buffers, consts = [], [], {}
+    # tied weights (one tensor, several names) are one parameter, named by its first name
+    first_name: dict[int, str] = {}
+    canonical: dict[str, str] = {}
+    for n, p in model.named_parameters(remove_duplicate=False):
+        canonical[n] = first_name.setdefault(id(p), n.removeprefix(prefix))
+    param_args: dict[str, SSAValue] = {}
+    grad_index: dict[str, int] = {}
     num_inputs = 0
     for node in nodes:
         if node.op == "placeholder":
             d = node.meta["desc"]
             if isinstance(d, ParamAOTInput):
-                params.append(d.target.removeprefix(prefix))
-                b.add_arg(node, {"tilefx.param": StringAttr(params[-1])})
+                name = canonical.get(d.target, d.target.removeprefix(prefix))
+                if name in param_args:  # a tied weight: one argument for all its names
+                    b.values[node] = param_args[name]
+                    continue
+                params.append(name)
+                param_args[name] = b.add_arg(node, {"tilefx.param": StringAttr(name)})
             elif isinstance(d, BufferAOTInput):
                 buffers.append(d.target.removeprefix(prefix))
                 b.add_arg(node, {"tilefx.buffer": StringAttr(buffers[-1])})
@@ -433,7 +456,16 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             if d.idx == loss_index:
                 attrs["tilefx.loss"] = UnitAttr()
         elif isinstance(d, GradAOTOutput) and isinstance(d.grad_of, ParamAOTInput):
-            attrs = {"tilefx.grad": StringAttr(d.grad_of.target.removeprefix(prefix))}
+            name = canonical.get(d.grad_of.target, d.grad_of.target.removeprefix(prefix))
+            if name in grad_index:  # a tied weight: its gradients add up
+                i = grad_index[name]
+                add = create_aten_op("add.Tensor", {"self": results[i], "other": b.value(n)}, {},
+                                     [results[i].type], {ipu.PLACE_KEY: ipu.PlacementAttr("bwd")})
+                b.emit(add)
+                results[i] = add.results[0]
+                continue
+            grad_index[name] = len(results)
+            attrs = {"tilefx.grad": StringAttr(name)}
         elif isinstance(d, InputMutationAOTOutput) and isinstance(d.mutated_input, BufferAOTInput):
             attrs = {"tilefx.buffer": StringAttr(d.mutated_input.target.removeprefix(prefix))}
         elif isinstance(d, GradAOTOutput):
@@ -453,4 +485,5 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
 
     fn = func.FuncOp("main", ftype, Region(b.block), arg_attrs=ArrayAttr(b.arg_attrs),
                      res_attrs=ArrayAttr(res_attrs))
-    return TracedGraph(ModuleOp([fn]), params, buffers, num_inputs, num_outputs, loss_index, consts)
+    return TracedGraph(ModuleOp([fn]), params, buffers, num_inputs, num_outputs, loss_index, consts,
+                       out_spec=getattr(joint, "out_spec", None))

@@ -94,6 +94,11 @@ class AssignStagesPass(ModulePass):
             elif ipu is not None:
                 blocks[b].ipu = ipu
         if not blocks:
+            named = [b for st in cfg.get("stages") or [] for b in st["blocks"]] + \
+                [b for ph in cfg.get("phases") or [] for st in ph["stages"] for b in st["blocks"]]
+            if named:
+                raise PlacementError(f"the strategy names blocks {sorted(set(named))}, but the model "
+                                     "has no Block or BeginBlock annotations")
             self._single_ipu(op, ops)
             return
 
