@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
@@ -67,3 +68,33 @@ def test_run_reports_a_missing_input(tmp_path):
     np.savez(tmp_path / "in.npz", other=np.zeros(2))
     out = _run("tilefx.tools.run", str(src), "--inputs", str(tmp_path / "in.npz"))
     assert out.returncode != 0 and "input0" in out.stderr and "Traceback" not in out.stderr
+
+
+WRONG_TYPES = {
+    "result shape": ("%0 = aten.relu %a : tensor<2xf32> -> tensor<3xf32>", "tensor<3xf32>",
+                     "the IR says tensor<3xf32>"),
+    "operand shapes": ("%0 = aten.add.Tensor %a, %b : tensor<2xf32>, tensor<3xf32> -> tensor<2xf32>",
+                       "tensor<2xf32>", "aten.add.Tensor failed"),
+}
+
+
+@pytest.mark.parametrize("case", WRONG_TYPES)
+def test_run_reports_ir_whose_types_are_wrong(tmp_path, case):
+    body, result, message = WRONG_TYPES[case]
+    src = tmp_path / "f.mlir"
+    src.write_text("func.func @main(%a: tensor<2xf32> {tilefx.input = 0 : i64}, "
+                   f"%b: tensor<3xf32> {{tilefx.input = 1 : i64}}) -> {result} {{\n"
+                   f"  {body}\n  func.return %0 : {result}\n}}\n")
+    np.savez(tmp_path / "in.npz", input0=np.zeros(2, np.float32), input1=np.zeros(3, np.float32))
+    out = _run("tilefx.tools.run", str(src), "--inputs", str(tmp_path / "in.npz"))
+    assert out.returncode != 0 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_run_rejects_an_integer_array_for_a_float_argument(tmp_path):
+    src = tmp_path / "f.mlir"
+    src.write_text("func.func @main(%a: tensor<2xf32> {tilefx.input = 0 : i64}) -> tensor<2xf32> {\n"
+                   "  %0 = aten.relu %a : tensor<2xf32> -> tensor<2xf32>\n"
+                   "  func.return %0 : tensor<2xf32>\n}\n")
+    np.savez(tmp_path / "in.npz", input0=np.zeros(2, np.int64))
+    out = _run("tilefx.tools.run", str(src), "--inputs", str(tmp_path / "in.npz"))
+    assert out.returncode != 0 and "dtype int64" in out.stderr

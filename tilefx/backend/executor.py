@@ -63,11 +63,13 @@ class CompiledFunction:
     """A func.func as a list of steps over integer slots."""
 
     def __init__(self, fn: func.FuncOp, rng: np.random.Generator | None = None,
-                 stochastic_rounding: bool = False, half_partials: bool = False):
+                 stochastic_rounding: bool = False, half_partials: bool = False,
+                 check_types: bool = False):
         self.name = fn.sym_name.data
         self.rng = rng if rng is not None else np.random.default_rng(0)
         self.stochastic_rounding = stochastic_rounding
         self.half_partials = half_partials
+        self.check_types = check_types  # hand-written IR (tilefx-run): results must match their types
         slots: dict[SSAValue, int] = {}
 
         def slot(v: SSAValue) -> int:
@@ -147,6 +149,8 @@ class CompiledFunction:
                     env[o] = r
 
         step.__qualname__ = f"{name} {place or ''}"
+        if self.check_types:
+            return _checked(step, op, outs)
         return step
 
     def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
@@ -160,6 +164,33 @@ class CompiledFunction:
             for step in self.steps:
                 step(env)
         return [env[s] for s in self.result_slots]
+
+
+def _checked(step, op: Operation, outs: list[int]):
+    """Run `step`, then check each result against its IR type (shape and dtype)."""
+    from tilefx.dialects.aten import np_dtype
+
+    want = []
+    for r in op.results:
+        t = r.type
+        want.append((tuple(t.get_shape()), np_dtype(t.element_type)) if hasattr(t, "get_shape") else None)
+
+    def run(env):
+        try:
+            step(env)
+        except (ValueError, TypeError, IndexError) as e:
+            raise ExecutionError(f"{op.name} failed on its operands "
+                                 f"({', '.join(str(v.type) for v in op.operands)}): {e}") from None
+        for o, w, r in zip(outs, want, op.results):
+            v = env[o]
+            if w is None or v is None or np.shape(v) == (0,):
+                continue
+            if tuple(np.shape(v)) != w[0] or np.asarray(v).dtype != w[1]:
+                raise ExecutionError(
+                    f"{op.name} computed {np.asarray(v).dtype}{list(np.shape(v))} but the IR says "
+                    f"{r.type}: the op's types are wrong")
+
+    return run
 
 
 # --- Precision.setPartialsType(torch.half): fp16 partial sums -------------

@@ -16,7 +16,7 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 
 from tilefx.api.errors import Error
-from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
+from tilefx.backend.executor import CompiledFunction, ExecutionError, arg_roles, result_roles
 from tilefx.dialects.aten import np_dtype
 from tilefx.passes.pipelines import graph_context
 from tilefx.passes.training_step import find_func
@@ -66,9 +66,13 @@ def main(argv: list[str] | None = None) -> int:
             want = tuple(a.type.get_shape())
             if arr.shape != want:
                 raise Error(f"array {key!r} has shape {arr.shape}, argument {i} needs {want}")
-            values.append(arr.astype(np_dtype(a.type.element_type), copy=False))
-        results = CompiledFunction(fn, np.random.default_rng(args.seed))(*values)
-    except (ParseError, VerifyException, DiagnosticException, Error, OSError, ValueError) as e:
+            dtype = np_dtype(a.type.element_type)
+            if arr.dtype != dtype and not (arr.dtype.kind == dtype.kind == "f"):
+                raise Error(f"array {key!r} has dtype {arr.dtype}, argument {i} needs {dtype}")
+            values.append(arr.astype(dtype, copy=False))
+        results = CompiledFunction(fn, np.random.default_rng(args.seed), check_types=True)(*values)
+    except (ParseError, VerifyException, DiagnosticException, Error, OSError, ValueError,
+            ExecutionError) as e:
         return report(e)
     named = {result_key(i, r): v for i, (v, r) in enumerate(zip(results, result_roles(fn)))}
     if args.output:
