@@ -64,3 +64,24 @@ def test_buffers_persist_across_calls():
     assert m.i.item() == 0.0  # inference buffers are not written back implicitly
     model.copyWeightsToHost()
     assert m.i.item() == 2.0
+
+
+def test_copy_into_a_buffer():
+    class Last(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.register_buffer("last", torch.zeros(2, 3))
+
+        def forward(self, x):
+            o = self.lin(x)
+            self.last.copy_(o.detach())
+            return o
+
+    torch.manual_seed(0)
+    m = Last()
+    x = torch.randn(2, 3)
+    model = tilefx.inferenceModel(m)
+    out = model(x)
+    model.copyWeightsToHost()
+    torch.testing.assert_close(m.last, out)

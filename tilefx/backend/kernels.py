@@ -581,6 +581,12 @@ def clone(self):
     return self.copy()
 
 
+@_kernel("copy.default")
+def copy(self, src, non_blocking=False):
+    """`tensor.copy_(src)` after functionalisation: src broadcast to self's shape and dtype."""
+    return np.broadcast_to(src, self.shape).astype(self.dtype, copy=True)
+
+
 @_kernel("alias.default")
 def alias(self):
     return self

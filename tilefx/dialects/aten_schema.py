@@ -38,6 +38,7 @@ bmm(Tensor self, Tensor mat2) -> Tensor
 cat(Tensor[] tensors, int dim=0) -> Tensor
 clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor
 clone(Tensor self) -> Tensor
+copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor
 constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor
 convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor
 convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)

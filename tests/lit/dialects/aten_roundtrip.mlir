@@ -19,6 +19,7 @@
 // CHECK-NEXT:    %clamp = aten.clamp %x {min = -1.000000e+00 : f64, max = 1.000000e+00 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %clamp_min = aten.clamp %x {min = 0 : i64} : tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %clone = aten.clone %x : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %copy = aten.copy %x, %clone {non_blocking = false} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %cos = aten.cos %x : tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %div = aten.div.Tensor %x, %y : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %div_s = aten.div.Scalar %x {other = 4.000000e+00 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
@@ -75,6 +76,7 @@ func.func @elementwise(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %m: tensor<4x8x
   %clamp = aten.clamp %x {min = -1.0 : f64, max = 1.0 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
   %clamp_min = aten.clamp %x {min = 0 : i64} : tensor<4x8xf32> -> tensor<4x8xf32>
   %clone = aten.clone %x : tensor<4x8xf32> -> tensor<4x8xf32>
+  %copy = aten.copy %x, %clone {non_blocking = false} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
   %cos = aten.cos %x : tensor<4x8xf32> -> tensor<4x8xf32>
   %div = aten.div.Tensor %x, %y : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
   %div_s = aten.div.Scalar %x {other = 4.0 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
