@@ -73,6 +73,10 @@ __all__ = [
 logger = logging.getLogger("tilefx.data")
 
 
+
+_SPAWN_HINT = ("the worker is a spawned process: a script that creates the loader must guard "
+               "its top level with `if __name__ == \"__main__\":` (and the dataset must be picklable)")
+
 class DataLoaderError(Error, AssertionError):
     """An invalid DataLoader / AsynchronousDataAccessor argument.
 
@@ -859,11 +863,10 @@ class AsynchronousDataAccessor:
                     raise Error("AsynchronousDataAccessor worker failed to "
                                 f"start:\n{payload}")
                 raise Error("AsynchronousDataAccessor worker failed to start "
-                            f"(exit code {self._process.exitcode})")
+                            f"(exit code {self._process.exitcode}); {_SPAWN_HINT}")
             if not self._process.is_alive():
                 raise Error("AsynchronousDataAccessor worker failed to start "
-                            f"(exit code {self._process.exitcode}; check "
-                            "above for details)")
+                            f"(exit code {self._process.exitcode}; see above); {_SPAWN_HINT}")
             if time.monotonic() > deadline:
                 raise Error("AsynchronousDataAccessor worker did not start "
                             f"within {_STARTUP_TIMEOUT:.0f} s")
