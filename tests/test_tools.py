@@ -72,9 +72,12 @@ def test_run_reports_a_missing_input(tmp_path):
 
 WRONG_TYPES = {
     "result shape": ("%0 = aten.relu %a : tensor<2xf32> -> tensor<3xf32>", "tensor<3xf32>",
-                     "the IR says tensor<3xf32>"),
+                     "result shape [3] should be [2]"),
     "operand shapes": ("%0 = aten.add.Tensor %a, %b : tensor<2xf32>, tensor<3xf32> -> tensor<2xf32>",
-                       "tensor<2xf32>", "aten.add.Tensor failed"),
+                       "tensor<2xf32>", "do not broadcast"),
+    # not an elementwise op: caught when it runs
+    "matmul shapes": ("%0 = aten.mm %a2, %b2 : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<2x3xf32>",
+                      "tensor<2x3xf32>", "aten.mm failed"),
 }
 
 
@@ -83,9 +86,12 @@ def test_run_reports_ir_whose_types_are_wrong(tmp_path, case):
     body, result, message = WRONG_TYPES[case]
     src = tmp_path / "f.mlir"
     src.write_text("func.func @main(%a: tensor<2xf32> {tilefx.input = 0 : i64}, "
-                   f"%b: tensor<3xf32> {{tilefx.input = 1 : i64}}) -> {result} {{\n"
+                   "%b: tensor<3xf32> {tilefx.input = 1 : i64}, "
+                   "%a2: tensor<2x3xf32> {tilefx.input = 2 : i64}, "
+                   f"%b2: tensor<2x3xf32> {{tilefx.input = 3 : i64}}) -> {result} {{\n"
                    f"  {body}\n  func.return %0 : {result}\n}}\n")
-    np.savez(tmp_path / "in.npz", input0=np.zeros(2, np.float32), input1=np.zeros(3, np.float32))
+    np.savez(tmp_path / "in.npz", input0=np.zeros(2, np.float32), input1=np.zeros(3, np.float32),
+             input2=np.zeros((2, 3), np.float32), input3=np.zeros((2, 3), np.float32))
     out = _run("tilefx.tools.run", str(src), "--inputs", str(tmp_path / "in.npz"))
     assert out.returncode != 0 and message in out.stderr and "Traceback" not in out.stderr
 

@@ -208,6 +208,46 @@ def _assembly_format(schema: Schema) -> str:
     return f"{head} attr-dict `:` {tail} `->` {result}"
 
 
+# Ops whose result has the shape of their (broadcast) tensor operands: the
+# verifier checks it, so hand-written IR with wrong shapes fails at parse time.
+ELEMENTWISE = {
+    "abs.default", "alias.default", "clone.default", "cos.default", "erf.default", "exp.default",
+    "gelu.default", "leaky_relu.default", "log.default", "neg.default", "reciprocal.default",
+    "relu.default", "rsqrt.default", "sigmoid.default", "sin.default", "sqrt.default", "tanh.default",
+    "bitwise_not.default", "logical_not.default", "clamp.default", "pow.Tensor_Scalar",
+    "add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "add.Scalar", "sub.Scalar",
+    "mul.Scalar", "div.Scalar", "maximum.default", "minimum.default", "pow.Tensor_Tensor",
+    "eq.Scalar", "ne.Scalar", "lt.Scalar", "le.Scalar", "gt.Scalar", "ge.Scalar",
+    "eq.Tensor", "ne.Tensor", "lt.Tensor", "le.Tensor", "gt.Tensor", "ge.Tensor",
+    "bitwise_and.Tensor", "bitwise_or.Tensor", "logical_and.default", "where.self",
+    "gelu_backward.default", "tanh_backward.default", "sigmoid_backward.default",
+    "threshold_backward.default", "native_dropout_backward.default", "_to_copy.default",
+}
+
+
+def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    out: list[int] = []
+    for dims in zip(*[(1,) * (max(map(len, shapes)) - len(s)) + tuple(s) for s in shapes]):
+        sizes = {d for d in dims if d != 1}
+        if len(sizes) > 1:
+            return None
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def _verify_elementwise(self) -> None:
+    from xdsl.utils.exceptions import VerifyException
+
+    shapes = [tuple(v.type.get_shape()) for v in self.operands]
+    want = _broadcast(shapes) if shapes else None
+    got = tuple(self.results[0].type.get_shape())
+    if shapes and want is None:
+        raise VerifyException(f"{self.name}: operand shapes {shapes} do not broadcast")
+    if want is not None and got != want:
+        raise VerifyException(f"{self.name}: result shape {list(got)} should be {list(want)} "
+                              f"(the broadcast of its operands {[list(s) for s in shapes]})")
+
+
 def _make_op(schema: Schema) -> type[IRDLOperation]:
     ns: dict[str, Any] = {"name": op_name(schema.name)}
     n_var = 0
@@ -240,6 +280,8 @@ def _make_op(schema: Schema) -> type[IRDLOperation]:
     ns["irdl_options"] = tuple(options)
     ns["assembly_format"] = _assembly_format(schema).replace("$results", "$results_")
     ns["__doc__"] = f"aten::{schema.name}: one node of the traced ATen graph."
+    if schema.name in ELEMENTWISE:
+        ns["verify_"] = _verify_elementwise
     cls = irdl_op_definition(type(class_name(schema.name), (IRDLOperation,), ns))
     cls.schema = schema  # type: ignore[attr-defined]
     return cls

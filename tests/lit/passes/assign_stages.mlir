@@ -170,7 +170,7 @@ module attributes {ipu.strategy = {kind = "pipelined", stages = [{blocks = ["B1"
 // CHECK-NEXT:    %seed = aten.full {ipu.place = #ipu.place<bwd, block = "B3", ipu = 0, stage = 2, phase = 2>
 // CHECK-NEXT:    %a1t = aten.permute %a1 {ipu.place = #ipu.place<bwd, block = "B3", ipu = 0, stage = 2, phase = 2>
 // CHECK-NEXT:    %gw2 = aten.mm %a1t, %seed {ipu.place = #ipu.place<bwd, block = "B3", ipu = 0, stage = 2, phase = 2>}
-// CHECK-NEXT:    %gh1 = aten.threshold_backward %gw2, %a1 {ipu.place = #ipu.place<bwd, block = "B2", ipu = 1, stage = 3, phase = 3>
+// CHECK-NEXT:    %gh1 = aten.threshold_backward %seed, %a1 {ipu.place = #ipu.place<bwd, block = "B2", ipu = 1, stage = 3, phase = 3>
 // CHECK-NEXT:    %x0t = aten.permute %x0 {ipu.place = #ipu.place<bwd, block = "B1", ipu = 0, stage = 4, phase = 4>
 // CHECK-NEXT:    %gw1 = aten.mm %x0t, %gh1 {ipu.place = #ipu.place<bwd, block = "B1", ipu = 0, stage = 4, phase = 4>}
 
@@ -185,7 +185,7 @@ module attributes {ipu.strategy = {kind = "serial_phased", phases = [{stages = [
     %seed = aten.full {ipu.place = #ipu.place<bwd>, size = array<i64: 2, 4>, fill_value = 1.0 : f64, dtype = f32} : tensor<2x4xf32>
     %a1t = aten.permute %a1 {ipu.place = #ipu.place<bwd, block = "B3">, dims = array<i64: 1, 0>} : tensor<2x4xf32> -> tensor<4x2xf32>
     %gw2 = aten.mm %a1t, %seed {ipu.place = #ipu.place<bwd, block = "B3">} : tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4x4xf32>
-    %gh1 = aten.threshold_backward %gw2, %a1 {ipu.place = #ipu.place<bwd, block = "B2">, threshold = 0.0 : f64} : tensor<4x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+    %gh1 = aten.threshold_backward %seed, %a1 {ipu.place = #ipu.place<bwd, block = "B2">, threshold = 0.0 : f64} : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
     %x0t = aten.permute %x0 {ipu.place = #ipu.place<bwd, block = "B1">, dims = array<i64: 1, 0>} : tensor<2x4xf32> -> tensor<4x2xf32>
     %gw1 = aten.mm %x0t, %gh1 {ipu.place = #ipu.place<bwd, block = "B1">} : tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4x4xf32>
     func.return %loss, %gw1 : tensor<f32>, tensor<4x4xf32>
@@ -206,7 +206,7 @@ module attributes {ipu.strategy = {kind = "serial_phased", phases = [{stages = [
 // CHECK-NEXT:    %seed = aten.full {ipu.place = #ipu.place<bwd, block = "B3", ipu = 0, {{.*}}phase = 3>
 // CHECK-NEXT:    %a1t = aten.permute %a1 {ipu.place = #ipu.place<bwd, block = "B3", ipu = 0, {{.*}}phase = 3>
 // CHECK-NEXT:    %gw2 = aten.mm %a1t, %seed {ipu.place = #ipu.place<bwd, block = "B3", ipu = 0, {{.*}}phase = 3>}
-// CHECK-NEXT:    %gh1 = aten.threshold_backward %gw2, %a1 {ipu.place = #ipu.place<bwd, block = "B2", ipu = 1, {{.*}}phase = 4>
+// CHECK-NEXT:    %gh1 = aten.threshold_backward %seed, %a1 {ipu.place = #ipu.place<bwd, block = "B2", ipu = 1, {{.*}}phase = 4>
 // CHECK-NEXT:    %x0t = aten.permute %x0 {ipu.place = #ipu.place<bwd, block = "B1", ipu = 0, {{.*}}phase = 5>
 // CHECK-NEXT:    %gw1 = aten.mm %x0t, %gh1 {ipu.place = #ipu.place<bwd, block = "B1", ipu = 0, {{.*}}phase = 5>}
 
@@ -221,7 +221,7 @@ module attributes {ipu.strategy = {kind = "serial_phased", phases = [{stages = [
     %seed = aten.full {ipu.place = #ipu.place<bwd>, size = array<i64: 2, 4>, fill_value = 1.0 : f64, dtype = f32} : tensor<2x4xf32>
     %a1t = aten.permute %a1 {ipu.place = #ipu.place<bwd, block = "B3">, dims = array<i64: 1, 0>} : tensor<2x4xf32> -> tensor<4x2xf32>
     %gw2 = aten.mm %a1t, %seed {ipu.place = #ipu.place<bwd, block = "B3">} : tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4x4xf32>
-    %gh1 = aten.threshold_backward %gw2, %a1 {ipu.place = #ipu.place<bwd, block = "B2">, threshold = 0.0 : f64} : tensor<4x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+    %gh1 = aten.threshold_backward %seed, %a1 {ipu.place = #ipu.place<bwd, block = "B2">, threshold = 0.0 : f64} : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
     %x0t = aten.permute %x0 {ipu.place = #ipu.place<bwd, block = "B1">, dims = array<i64: 1, 0>} : tensor<2x4xf32> -> tensor<4x2xf32>
     %gw1 = aten.mm %x0t, %gh1 {ipu.place = #ipu.place<bwd, block = "B1">} : tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4x4xf32>
     func.return %loss, %gw1 : tensor<f32>, tensor<4x4xf32>
