@@ -25,10 +25,7 @@ import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import func
 from xdsl.dialects.builtin import (
-    ArrayAttr,
-    DictionaryAttr,
     IntegerAttr,
     ModuleOp,
     StringAttr,
@@ -42,7 +39,7 @@ from xdsl.passes import ModulePass
 
 from tilefx.dialects.aten import create_aten_op, np_dtype, tensor_type
 from tilefx.dialects.ipu import PLACE_KEY, AccumulateOp
-from tilefx.passes.training_step import _attrs_of, find_func
+from tilefx.passes.training_step import _attrs_of, find_func, set_results
 
 ALS_THRESHOLD = 0.125 * 65504.0
 SCALE_KEY = "loss_scaling"
@@ -115,18 +112,11 @@ class LossScalingPass(ModulePass):
                             {"dtype": np_dtype(acc_type.element_type)}, acc_type, acc, place)
             acc.operands[1] = emit("mul.Tensor", {"self": grad, "other": inv}, {}, acc_type, acc, place)
 
-        ret = block.last_op
-        results = list(ret.operands)
+        results = list(block.last_op.operands)
         for count in counts:
             results.append(count)
             res_attrs.append({"tilefx.als_upper": UnitAttr()})
-        new_ret = func.ReturnOp(*results)
-        block.insert_op_before(new_ret, ret)
-        block.erase_op(ret)
-        main.function_type = func.FunctionType.from_lists([a.type for a in block.args],
-                                                         [r.type for r in results])
-        main.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in arg_attrs])
-        main.res_attrs = ArrayAttr([DictionaryAttr(a) for a in res_attrs])
+        set_results(main, results, arg_attrs, res_attrs)
 
 
 __all__ = ["LossScalingPass", "ALS_THRESHOLD"]

@@ -81,6 +81,19 @@ def find_func(module: ModuleOp, name: str) -> func.FuncOp:
     raise DiagnosticException(f"no function @{name} in the module")
 
 
+def set_results(fn: func.FuncOp, results: list, arg_attrs: list[dict], res_attrs: list[dict]) -> None:
+    """Make `fn` return `results`, and update its type and argument/result attributes
+    (after a pass added arguments or results)."""
+    block = fn.body.block
+    ret = block.last_op
+    block.insert_op_before(func.ReturnOp(*results), ret)
+    block.erase_op(ret)
+    fn.function_type = func.FunctionType.from_lists([a.type for a in block.args],
+                                                   [r.type for r in results])
+    fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in arg_attrs])
+    fn.res_attrs = ArrayAttr([DictionaryAttr(a) for a in res_attrs])
+
+
 def _attrs_of(fn: func.FuncOp, which: str) -> list[dict[str, Attribute]]:
     arr = fn.arg_attrs if which == "arg" else fn.res_attrs
     n = len(fn.body.block.args) if which == "arg" else len(fn.function_type.outputs)
@@ -159,13 +172,7 @@ class TrainingStepPass(ModulePass):
             block.insert_op_before(acc_op, ret)
             new_results[i] = acc_op.results[0]
             res_attrs[i] = {"tilefx.accum": StringAttr(name)}
-        new_ret = func.ReturnOp(*new_results)
-        block.insert_op_before(new_ret, ret)
-        block.erase_op(ret)
-        main.function_type = func.FunctionType.from_lists([x.type for x in block.args],
-                                                         [x.type for x in new_results])
-        main.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in arg_attrs])
-        main.res_attrs = ArrayAttr([DictionaryAttr(a) for a in res_attrs])
+        set_results(main, new_results, arg_attrs, res_attrs)
 
         # 2. @update
         self.build_update(op)
