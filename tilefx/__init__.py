@@ -29,14 +29,16 @@ _LAZY = {
                                      "serializedMatMul", "set_available_memory")},
     **{n: "tilefx.api.options" for n in ("Options", "TensorLocationSettings")},
     **{n: "tilefx.api.autocast" for n in ("autocast", "Policy")},
+    "torch_compile_backend": "tilefx.api.dynamo",
     **{n: "tilefx.api.strategies" for n in (
         "Stage", "Phase", "PipelinedExecution", "ShardedExecution", "SerialPhasedExecution",
         "ParallelPhasedExecution")},
 }
 
 
-if "torch" in sys.modules:  # `model.autocast()` as in PopTorch (torch already loaded: cheap)
-    importlib.import_module("tilefx.api.autocast")
+if "torch" in sys.modules:  # torch already loaded, so this is cheap: `model.autocast()` as in
+    importlib.import_module("tilefx.api.autocast")  # PopTorch, and torch.compile(backend="tilefx")
+    importlib.import_module("tilefx.api.dynamo")
 
 
 def __getattr__(name: str):

@@ -313,7 +313,9 @@ class PoplarExecutor:
 
     def _compile(self, inputs: list[torch.Tensor]) -> None:
         start = time.perf_counter()
-        mb = self._micro_batch(inputs)
+        self._micro_batch(inputs)  # checks every input's batch dimension
+        d_, r_, g_size, g_ = self._factors()
+        n = d_ * (r_ // g_size) * g_
         model = self._user_model
         was_training = model.training
         model.train(self._training)
@@ -323,7 +325,7 @@ class PoplarExecutor:
         for p_ in untrained:
             p_.requires_grad_(False)
         try:
-            traced = trace(model, tuple(x[:mb] for x in inputs), self._training,
+            traced = trace(model, tuple(x[: x.shape[0] // n] for x in inputs), self._training,
                            upcast_inputs=self._upcast_inputs(inputs))
         finally:
             model.train(was_training)

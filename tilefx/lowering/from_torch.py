@@ -368,7 +368,8 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                 watch = _LayerWatch(model)
                 try:
                     joint = aot_export_joint_with_descriptors(
-                        stack, model, tuple(args), decompositions=torch._decomp.core_aten_decompositions())
+                        stack, model, tuple(args), decompositions=torch._decomp.core_aten_decompositions(),
+                        ignore_shape_env=True)  # static shapes, also for graphs from torch.compile
                 finally:
                     watch.remove()
             except Error:
