@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from io import StringIO
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +22,6 @@ from torch import nn
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
 from xdsl.ir import Attribute, Operation
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.utils.exceptions import ParseError, VerifyException
 
 import tilefx
@@ -50,20 +47,9 @@ from tilefx.lowering.to_device import MATMUL_OPS
 from tilefx.passes.pipelines import graph_context
 from tilefx.passes.training_step import find_func
 from tilefx.tools.run import arg_key
+from irtext import parse, show
 
 ROUNDTRIP = Path(__file__).parent / "lit" / "dialects" / "tile_roundtrip.mlir"
-
-
-def parse(text: str, name: str = "<test>") -> ModuleOp:
-    module = Parser(graph_context(), text, name).parse_module()
-    module.verify()
-    return module
-
-
-def show(module: ModuleOp, generic: bool = False) -> str:
-    out = StringIO()
-    Printer(stream=out, print_generic_format=generic).print_op(module)
-    return out.getvalue()
 
 
 def _attrs_in(attr: Attribute):

@@ -8,32 +8,16 @@
 
 from __future__ import annotations
 
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 
 from tilefx.dialects.aten import ATEN_OPS
 from tilefx.dialects.ipu import IPU_OPS
-from tilefx.passes.pipelines import graph_context
+from irtext import parse, show
 
 LIT = Path(__file__).parent / "lit" / "dialects"
 FILES = {"aten": LIT / "aten_roundtrip.mlir", "ipu": LIT / "ipu_roundtrip.mlir"}
-
-
-def parse(text: str, name: str = "<test>") -> ModuleOp:
-    module = Parser(graph_context(), text, name).parse_module()
-    module.verify()
-    return module
-
-
-def show(module: ModuleOp, generic: bool = False) -> str:
-    out = StringIO()
-    Printer(stream=out, print_generic_format=generic).print_op(module)
-    return out.getvalue()
 
 
 def op_names(path: Path) -> set[str]:

@@ -45,15 +45,21 @@ def _data(steps, n):
 
 
 def _train_and_compare(model, opts, steps=2, G=8, mb=2):
-    ref = copy.deepcopy(model)
-    ours = copy.deepcopy(model)
-    opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
-    trainer = tilefx.trainingModel(ours, opts, optimizer=tilefx.optim.SGD(ours.parameters(), lr=0.05,
-                                                                           momentum=0.9))
-    for x, y in _data(steps, G * mb):
-        opt.zero_grad()
+    ref, ours = copy.deepcopy(model), copy.deepcopy(model)
+    return _compare_training(
+        ref, ours, opts, _data(steps, G * mb),
+        torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9),
+        tilefx.optim.SGD(ours.parameters(), lr=0.05, momentum=0.9))
+
+
+def _compare_training(ref, ours, opts, batches, torch_opt, tilefx_opt):
+    """Train `ref` with torch (one big batch per step) and `ours` with tilefx;
+    the weights must agree at the end."""
+    trainer = tilefx.trainingModel(ours, opts, optimizer=tilefx_opt)
+    for x, y in batches:
+        torch_opt.zero_grad()
         ref(x, y)[1].backward()
-        opt.step()
+        torch_opt.step()
         trainer(x, y)
     for (n, p), q in zip(ref.named_parameters(), ours.parameters()):
         torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5, msg=lambda m, n=n: f"{n}: {m}")
@@ -290,22 +296,13 @@ def test_transformer_with_begin_block_pipelined_over_four_ipus():
 def _train_and_compare_tokens(model, opts, steps=2, mb=2):
     ref = copy.deepcopy(model)
     tilefx.removeBlocks(ref)
-    ours = model
     G = opts.Training.gradient_accumulation
-    opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, eps=1e-3)
-    trainer = tilefx.trainingModel(ours, opts, optimizer=tilefx.optim.AdamW(ours.parameters(), lr=1e-2,
-                                                                             eps=1e-3))
     g = torch.Generator().manual_seed(5)
-    for _ in range(steps):
-        x = torch.randint(0, 20, (G * mb, 6), generator=g)
-        y = torch.randint(0, 20, (G * mb, 6), generator=g)
-        opt.zero_grad()
-        ref(x, y)[1].backward()
-        opt.step()
-        trainer(x, y)
-    for (n, p), q in zip(ref.named_parameters(), ours.parameters()):
-        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5, msg=lambda m, n=n: f"{n}: {m}")
-    return trainer
+    batches = [(torch.randint(0, 20, (G * mb, 6), generator=g), torch.randint(0, 20, (G * mb, 6), generator=g))
+               for _ in range(steps)]
+    return _compare_training(ref, model, opts, batches,
+                             torch.optim.AdamW(ref.parameters(), lr=1e-2, eps=1e-3),
+                             tilefx.optim.AdamW(model.parameters(), lr=1e-2, eps=1e-3))
 
 
 def test_strategy_from_a_config_file(tmp_path):
