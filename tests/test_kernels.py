@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from tilefx.backend import kernels
+from tilefx.backend.kernels import convolution as conv_kernels
 from tilefx.backend.kernels import KERNELS
 from tilefx.dialects.aten_schema import ATEN_SCHEMAS
 
@@ -657,8 +658,9 @@ def test_table_covers_every_schema():
     assert set(KERNELS) == set(ATEN_SCHEMAS)
 
 
-def test_kernels_module_does_not_import_torch():
-    with open(kernels.__file__) as f:
+@pytest.mark.parametrize("family", [*kernels.FAMILIES, kernels])
+def test_kernels_module_does_not_import_torch(family):
+    with open(family.__file__) as f:
         tree = ast.parse(f.read())
     imported = set()
     for node in ast.walk(tree):
@@ -676,9 +678,9 @@ CONV_CASES = [p for p in CASES if p.values[0].startswith("convolution")]
 def test_conv_batch_split_on_two_threads(name, args, kwargs, tol, monkeypatch):
     """With CONV_THREADS = 2 the conv kernels split big batches over two
     threads: force that path on the small cases (odd batches included)."""
-    monkeypatch.setattr(kernels, "CONV_THREADS", 2)
-    monkeypatch.setattr(kernels, "_PARALLEL_MIN_FLOPS", 0)
-    monkeypatch.setattr(kernels, "_NCPU", 2)
+    monkeypatch.setattr(conv_kernels, "CONV_THREADS", 2)
+    monkeypatch.setattr(conv_kernels, "_PARALLEL_MIN_FLOPS", 0)
+    monkeypatch.setattr(conv_kernels, "_NCPU", 2)
     check(name, *args, **kwargs, **tol)
 
 

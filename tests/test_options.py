@@ -1131,10 +1131,12 @@ def test_module_imports_only_errors_and_enums():
         if line.strip().startswith(("import tilefx", "from tilefx"))
     ]
     assert imports == [
-        "from tilefx.api import enums",
         "from tilefx.api.enums import (",
-        "from tilefx.api.errors import Error",
+        "from tilefx.errors import Error",
         "from tilefx.backend.machine import PRESETS, Machine",  # setMachine: a leaf module
+        # the options-file grammar and its evaluator, loaded when a file or JSON is read
+        "from tilefx.api.options_file import _apply_commands, _parse_config",
+        "from tilefx.api.options_file import _json_value, _resolve_group, _resolve_setter, _ResolveError",
     ]
     assert os.path.basename(options_module.__file__) == "options.py"
     assert isinstance(OptionsError("x"), ValueError)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from tilefx.api.errors import Error, RecoverableError, UnrecoverableError
+from tilefx.errors import Error, RecoverableError, UnrecoverableError
 
 __version__ = "0.1.0"
 

@@ -16,6 +16,8 @@ config.excludes = ["lit.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 
 config.environment["PATH"] = os.environ["PATH"]
+if "PYTHONPATH" in os.environ:  # a work tree testing its own copy of tilefx
+    config.environment["PYTHONPATH"] = os.environ["PYTHONPATH"]
 
 
 def _tool(name: str) -> str:

@@ -11,10 +11,10 @@ import functools
 
 import torch
 
-from tilefx.api.errors import Error
-
-BLOCK_KEY = "tilefx.block"
-IPU_KEY = "tilefx.ipu"
+from tilefx.errors import Error
+from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY
+from tilefx.lowering.tracing_state import BeginBlockState, Tracing, open_annotation
+from tilefx.lowering.tracing_state import end_begin_blocks, start_tracing, uses_begin_block  # noqa: F401  (re-exported)
 
 
 class Block(contextlib.ContextDecorator):
@@ -45,18 +45,16 @@ class Block(contextlib.ContextDecorator):
     def start(user_id: str | None = None, ipu_id: int | None = None) -> None:
         """Start a new block here, lasting until the next Block.start or
         BeginBlock layer (outside tilefx tracing it does nothing)."""
-        from tilefx.api import ops
-
-        if not ops._running_on_ipu:
+        if not Tracing.on:
             return
         _open_block(Block(user_id, ipu_id))
 
     def _meta(self) -> dict:
         meta: dict = {}
         if self.user_id is not None:
-            meta[BLOCK_KEY] = self.user_id
+            meta[BLOCK_META_KEY] = self.user_id
         if self.ipu_id is not None:
-            meta[IPU_KEY] = self.ipu_id
+            meta[IPU_META_KEY] = self.ipu_id
         return meta
 
     def __enter__(self):
@@ -83,53 +81,22 @@ def BlockFunction(user_id: str | None = None, ipu_id: int | None = None):
     return wrap
 
 
-class _BeginBlockState:
-    """The annotation set by the last BeginBlock hook (or Block.start), until
-    the next one, and the declaration order of the BeginBlock layers."""
-
-    current: contextlib.AbstractContextManager | None = None
-    declared = 0
-    last_fired = -1
-    last_layer = ""
-
-
 def _open_block(block: Block) -> None:
-    if _BeginBlockState.current is not None:
-        _BeginBlockState.current.__exit__(None, None, None)
-    _BeginBlockState.current = torch.fx.traceback.annotate(block._meta())
-    _BeginBlockState.current.__enter__()
+    open_annotation(block._meta())
 
 
 def _begin_block_hook(user_id, ipu_id, order: int, name: str):
     def hook(module, args):
-        from tilefx.api import ops
-
-        if not ops._running_on_ipu:
+        if not Tracing.on:
             return
-        if order < _BeginBlockState.last_fired:
+        if order < BeginBlockState.last_fired:
             raise Error(f"BeginBlock layers run in a different order than they were declared: "
-                        f"{name} (declared earlier) runs after {_BeginBlockState.last_layer}; "
+                        f"{name} (declared earlier) runs after {BeginBlockState.last_layer}; "
                         "declare BeginBlock for layer A before layer B when A runs first")
-        _BeginBlockState.last_fired, _BeginBlockState.last_layer = order, name
+        BeginBlockState.last_fired, BeginBlockState.last_layer = order, name
         _open_block(Block(user_id, ipu_id))
 
     return hook
-
-
-def start_tracing() -> None:
-    _BeginBlockState.last_fired = -1
-    _BeginBlockState.last_layer = ""
-
-
-def end_begin_blocks() -> None:
-    """Close the annotation left open by the last BeginBlock (after tracing)."""
-    if _BeginBlockState.current is not None:
-        _BeginBlockState.current.__exit__(None, None, None)
-        _BeginBlockState.current = None
-
-
-def uses_begin_block(model: torch.nn.Module) -> bool:
-    return any(getattr(m, "_tilefx_begin_block", None) is not None for m in model.modules())
 
 
 def removeBlocks(module: torch.nn.Module) -> torch.nn.Module:
@@ -155,8 +122,8 @@ def BeginBlock(layer: torch.nn.Module, user_id: str | None = None, ipu_id: int |
     if user_id is None and Block._auto_id:
         user_id = str(Block._counter)
         Block._counter += 1
-    order = _BeginBlockState.declared
-    _BeginBlockState.declared += 1
+    order = BeginBlockState.declared
+    BeginBlockState.declared += 1
     layer._tilefx_begin_block = (user_id, ipu_id)
     name = f"{type(layer).__name__}(user_id={user_id!r})"
     layer._tilefx_begin_block_handle = layer.register_forward_pre_hook(

@@ -14,9 +14,9 @@ import contextlib
 
 import torch
 
-from tilefx.api.errors import Error
+from tilefx.errors import Error
+from tilefx.dialects.names import AUTOCAST_META_KEY
 
-AUTOCAST_KEY = "tilefx.autocast"
 
 
 class autocast(contextlib.ContextDecorator):
@@ -29,7 +29,7 @@ class autocast(contextlib.ContextDecorator):
         self._cms: list = []
 
     def __enter__(self):
-        cm = torch.fx.traceback.annotate({AUTOCAST_KEY: self.enabled})
+        cm = torch.fx.traceback.annotate({AUTOCAST_META_KEY: self.enabled})
         cm.__enter__()
         self._cms.append(cm)
         return self

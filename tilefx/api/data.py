@@ -60,7 +60,7 @@ import torch.multiprocessing as torch_mp
 import torch.utils.data
 
 from tilefx.api.enums import DataLoaderMode, SharingStrategy
-from tilefx.api.errors import Error
+from tilefx.errors import Error
 
 __all__ = [
     "DataLoader",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from tilefx.api.errors import Error
+from tilefx.errors import Error
 
 
 class _Backend:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from tilefx.api.errors import Error
+from tilefx.errors import Error
 
 __all__ = [
     "OutputMode",

@@ -29,7 +29,7 @@ import torch
 from xdsl.dialects.builtin import ArrayAttr, BoolAttr, DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr, f64, i64
 
 from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode, ReductionType
-from tilefx.api.errors import Error
+from tilefx.errors import Error
 from tilefx.api.options import Options
 from tilefx.api.optim import SGD, optimizer_config
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
@@ -43,7 +43,9 @@ from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import StageOp
 from tilefx.passes.assign_stages import AssignStagesPass
 from tilefx.passes.loss_scaling import LossScalingPass
-from tilefx.passes.training_step import TrainingStepPass, _py, find_func
+from tilefx.passes.training_step import TrainingStepPass
+from tilefx.dialects.irutil import find_func, to_py
+from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, MEMORY_PROPORTION_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
 
 
 log = logging.getLogger("tilefx")
@@ -337,19 +339,19 @@ class PoplarExecutor:
         if self._training:
             cfg, group_of = optimizer_config(self._optimizer, self._param_names())
             cfg["grad_scale"] = self._grad_scale()
-            module.attributes["ipu.optimizer"] = _attr_of(cfg)
+            module.attributes[OPTIMIZER_KEY] = _attr_of(cfg)
             main_fn = find_func(module, "main")
             attrs = [dict(a.data) for a in main_fn.arg_attrs.data]
             for a in attrs:
-                if "tilefx.param" in a:
-                    a["tilefx.group"] = IntegerAttr(group_of.get(a["tilefx.param"].data, 0), i64)
+                if PARAM_KEY in a:
+                    a[GROUP_KEY] = IntegerAttr(group_of.get(a[PARAM_KEY].data, 0), i64)
             main_fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
         strategy = self._options.execution_strategy
-        module.attributes["ipu.strategy"] = _attr_of(
+        module.attributes[STRATEGY_KEY] = _attr_of(
             strategy.to_config() if strategy is not None
             else {"kind": "pipelined", "stages": [], "auto_stage": "same_as_ipu"})
         if self._options.available_memory_proportion:
-            module.attributes["ipu.available_memory_proportion"] = _attr_of(
+            module.attributes[MEMORY_PROPORTION_KEY] = _attr_of(
                 {k: float(v) for k, v in self._options.available_memory_proportion.items()})
         D, _, _, G = self._factors()
         als = self._training and bool(self._options.Training.automatic_loss_scaling)
@@ -359,7 +361,7 @@ class PoplarExecutor:
         if precision.autocast_policy is not None:
             if not hasattr(precision.autocast_policy, "op_sets"):
                 raise Error(f"autocastPolicy expects a poptorch.Policy, got {precision.autocast_policy!r}")
-            module.attributes["ipu.autocast_policy"] = _attr_of(
+            module.attributes[AUTOCAST_POLICY_KEY] = _attr_of(
                 {k: list(v) for k, v in precision.autocast_policy.op_sets().items()})
         run_graph_passes(module, training=self._training, autocast=bool(precision.autocast_enabled),
                          assign=AssignStagesPass(
@@ -367,7 +369,7 @@ class PoplarExecutor:
             auto_round_num_ipus=bool(self._options.auto_round_num_ipus)),
             loss_scaling=LossScalingPass(automatic=als) if scaled else None)
         self._check_ipu_count(module)
-        self._als_tracked = _py(module.attributes["ipu.als_tracked_elements"]) if als else 0
+        self._als_tracked = to_py(module.attributes[ALS_TRACKED_KEY]) if als else 0
         self._als_factor = 1.0
         self._als_updates = 0
         self._als_upper = 0
@@ -428,7 +430,7 @@ class PoplarExecutor:
         return self.profile.seconds
 
     def _make_schedule(self, module: ModuleOp) -> Schedule:
-        info = _py(module.attributes["ipu.stages"])
+        info = to_py(module.attributes[STAGES_KEY])
         D, _, _, G = self._factors()
         stage_ipu, stage_phase, stage_dir = {}, {}, {}
         for op in find_func(module, "main").body.block.ops:
@@ -466,7 +468,7 @@ class PoplarExecutor:
 
     def _check_ipu_count(self, module: ModuleOp) -> None:
         """Replicas multiply the IPUs: the total must be a power of two too."""
-        ipus = _py(module.attributes["ipu.stages"])["num_ipus"]
+        ipus = to_py(module.attributes[STAGES_KEY])["num_ipus"]
         total = ipus * self._options.replication_factor
         if total & (total - 1) and not self._options.auto_round_num_ipus:
             raise Error(f"{ipus} IPU(s) per replica x replicationFactor({self._options.replication_factor}) "
@@ -496,7 +498,7 @@ class PoplarExecutor:
 
         cfg, group_of = optimizer_config(self._optimizer, self._param_names())
         cfg["grad_scale"] = self._grad_scale()
-        program.module.attributes["ipu.optimizer"] = _attr_of(cfg)
+        program.module.attributes[OPTIMIZER_KEY] = _attr_of(cfg)
         if not compile_only:
             TrainingStepPass().build_update(program.module)
         upd = find_func(program.module, "update")

@@ -14,7 +14,8 @@ import operator
 import torch
 
 from tilefx.api.enums import MatMulSerializationMode
-from tilefx.api.errors import Error
+from tilefx.errors import Error
+from tilefx.lowering.tracing_state import Tracing
 
 _REDUCTIONS = ("sum", "mean", "none")
 
@@ -162,9 +163,6 @@ def serializedMatMul(lhs, rhs, mode, factor=0, keep_precision=False):
     return _serialized_matmul(lhs, rhs, name, int(factor), bool(keep_precision))
 
 
-_running_on_ipu = False
-
-
 def isRunningOnIpu() -> bool:
     """True while tilefx traces the model for the (simulated) IPU."""
-    return _running_on_ipu
+    return Tracing.on

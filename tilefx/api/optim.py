@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-from tilefx.api.errors import Error
+from tilefx.errors import Error
 from tilefx.passes.training_step import BOOL_HYPERS, HYPERS
 
 log = logging.getLogger("tilefx")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tilefx.api.enums import AutoStage, Liveness
-from tilefx.api.errors import Error
+from tilefx.errors import Error
 from tilefx.api.options import STRATEGY_FACTORIES
 
 

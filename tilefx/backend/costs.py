@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tilefx.backend.machine import Machine
+from tilefx.dialects.names import AVAILABLE_MEMORY_KEY
 
 # views alias their input (a transposed operand is read in place by matmul plans)
 VIEW_OPS = {"view", "alias", "squeeze.dims", "unsqueeze", "select.int", "slice.Tensor", "expand",
@@ -181,7 +182,6 @@ def linear_cost(out_elems: int, in_bytes: int, out_bytes: int, itemsize: int, ma
 # ---------------------------------------------------------------------------
 # costs of IR ops
 
-AVAILABLE_MEMORY_KEY = "ipu.available_memory"
 DEFAULT_PROPORTION = 0.6
 
 

@@ -15,10 +15,11 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import f16
 from xdsl.ir import Operation, SSAValue
 
-from tilefx.backend.ipu_kernels import IPU_KERNELS
-from tilefx.backend.kernels import KERNELS
+from tilefx.backend.kernels import IPU_KERNELS, KERNELS
+from tilefx.backend.kernels.tuning import configure_process
 from tilefx.dialects.aten import ATEN_OPS, from_attr, op_props
 from tilefx.dialects.ipu import PLACE_KEY
+from tilefx.dialects.names import ROLE_PREFIX
 
 KERNEL_TABLE: dict[str, Callable[..., Any]] = {
     **{cls.name: KERNELS[schema_name] for schema_name, cls in ATEN_OPS.items()},
@@ -65,6 +66,7 @@ class CompiledFunction:
     def __init__(self, fn: func.FuncOp, rng: np.random.Generator | None = None,
                  stochastic_rounding: bool = False, half_partials: bool = False,
                  check_types: bool = False):
+        configure_process()
         self.name = fn.sym_name.data
         self.rng = rng if rng is not None else np.random.default_rng(0)
         self.stochastic_rounding = stochastic_rounding
@@ -318,9 +320,9 @@ def _roles(attrs, n: int) -> list[dict[str, Any]]:
         d = attrs.data[i].data if attrs is not None else {}
         row = {}
         for k, v in d.items():
-            if not k.startswith("tilefx."):
+            if not k.startswith(ROLE_PREFIX):
                 continue
-            key = k.removeprefix("tilefx.")
+            key = k.removeprefix(ROLE_PREFIX)
             row[key] = True if v.__class__.__name__ == "UnitAttr" else from_attr(v)
         out.append(row)
     return out

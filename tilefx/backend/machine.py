@@ -80,7 +80,7 @@ def machine(name_or_machine: str | Machine | None) -> Machine:
         return name_or_machine
     key = str(name_or_machine).lower()
     if key not in PRESETS:
-        from tilefx.api.errors import Error
+        from tilefx.errors import Error
 
         raise Error(f"unknown IPU machine {name_or_machine!r}: expected one of {sorted(PRESETS)}")
     return PRESETS[key]

@@ -18,7 +18,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
-from tilefx.api.errors import Error
+from tilefx.errors import Error
 from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, op_cost
 from tilefx.backend.machine import Machine
 from tilefx.backend.schedule import Schedule
@@ -136,9 +136,8 @@ class Profile:
         }
 
     def table(self, top_ops: int = 5) -> str:
-        from tilefx.tools.report import table
-
-        return table(_jsonable(self.summary()), top_ops)
+        """The summary as a table (the one `tilefx-report` prints)."""
+        return summary_table(_jsonable(self.summary()), top_ops)
 
     def chrome_trace(self) -> dict:
         """The timed timeline as Chrome / Perfetto trace events (one track per IPU)."""
@@ -500,3 +499,20 @@ def _check_memory(profile: Profile) -> None:
                 f"{m.bytes_per_tile // 1024} KiB). Largest tensors on that tile: {listing}. "
                 f"Use more IPUs (pipelining), off-chip optimizer state, or a lower available "
                 f"memory proportion", type="memory")
+
+
+def summary_table(summary: dict, top_ops: int = 15) -> str:
+    """The summary (as summary.json holds it: string keys) as a table."""
+    s = summary
+    lines = [f"{s['machine']} x {s['ipus']} IPU(s), {s['strategy']}: {s['total_cycles']:,} cycles "
+             f"= {1e3 * s['seconds']:.3f} ms per call ({s['weight_updates_per_call']} x "
+             f"{s['cycles_per_weight_update']:,} cycles)",
+             "  IPU   busy cycles   utilisation   peak tile memory   always-live (max tile)"]
+    for ipu, busy in s["ipu_busy_cycles"].items():
+        mem = s["memory"].get(str(ipu), {})
+        lines.append(f"  {ipu:>3}   {busy:>11,}   {100 * s['utilisation'].get(str(ipu), 0):>10.1f}%   "
+                     f"{mem.get('peak_tile_bytes', 0):>12,} B   {mem.get('always_live_max_tile_bytes', 0):>12,} B")
+    lines.append("  op                                   cycles")
+    for name, cyc in [kv for kv in s["cycles_by_op"].items() if kv[1]][:top_ops]:
+        lines.append(f"  {name:<34} {cyc:>10,}")
+    return "\n".join(lines)

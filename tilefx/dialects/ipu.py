@@ -42,7 +42,7 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
-PLACE_KEY = "ipu.place"
+from tilefx.dialects.names import PLACE_KEY  # noqa: F401  (re-exported: the placement attribute's key)
 START_BLOCK = "__start__"  # the implicit block of the ops before the first annotated one (IPU 0)
 _PLACE_INTS = ("ipu", "stage", "phase")
 

@@ -36,18 +36,12 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Region, SSAValue
 
-from tilefx.api import ops as tilefx_ops
-from tilefx.api.annotations import (
-    BLOCK_KEY,
-    IPU_KEY,
-    end_begin_blocks,
-    start_tracing,
-    uses_begin_block,
-)
-from tilefx.api.errors import Error
+from tilefx.errors import Error
 from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
 from tilefx.dialects.aten_schema import Schema
+from tilefx.lowering.tracing_state import Tracing, end_begin_blocks, start_tracing, uses_begin_block
+from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, OUTPUT_KEY, PARAM_KEY
 
 _TORCH_TO_NP = {
     torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
@@ -117,7 +111,7 @@ class _LayerWatch:
 
     def layer(self, module, args) -> None:
         custom = torch.fx.traceback.current_meta.get("custom") or {}
-        if BLOCK_KEY in custom or IPU_KEY in custom:
+        if BLOCK_META_KEY in custom or IPU_META_KEY in custom:
             self.seen_block = True
         elif self.seen_block and module in self.names and \
                 any(True for _ in module.parameters(recurse=False)):
@@ -208,8 +202,8 @@ class _Builder:
     def place(self, node) -> ipu.PlacementAttr:
         custom = node.meta.get("custom") or {}
         direction = "bwd" if node.meta.get("partitioner_tag") == "is_backward" else "fwd"
-        block = custom.get(BLOCK_KEY)
-        ipu_id = custom.get(IPU_KEY)
+        block = custom.get(BLOCK_META_KEY)
+        ipu_id = custom.get(IPU_META_KEY)
         if block is None and ipu_id is not None:
             block = f"ipu{ipu_id}"
         seq = node.meta.get("seq_nr")
@@ -240,11 +234,11 @@ class _Builder:
         else:
             rtypes = [tensor_type_of(val)]
         attrs = {ipu.PLACE_KEY: self.place(node)}
-        flag = (node.meta.get("custom") or {}).get("tilefx.autocast")
+        flag = (node.meta.get("custom") or {}).get(AUTOCAST_META_KEY)
         if flag is not None:
             from xdsl.dialects.builtin import BoolAttr
 
-            attrs["ipu.autocast"] = BoolAttr.from_bool(bool(flag))
+            attrs[AUTOCAST_KEY] = BoolAttr.from_bool(bool(flag))
         ns = getattr(target, "namespace", None)
         if ns == "tilefx":
             op = self.custom_op(node, rtypes, attrs)
@@ -299,7 +293,7 @@ class _Builder:
         is_loss = output_idx is not None and output_idx == self.loss_index
         attrs: dict[str, Attribute] = {ipu.PLACE_KEY: ipu.PlacementAttr("bwd")}
         if is_loss:
-            attrs["tilefx.loss_seed"] = UnitAttr()
+            attrs[LOSS_SEED_KEY] = UnitAttr()
         op = create_aten_op("full.default", {}, {"size": list(val.shape),
                                                  "fill_value": 1.0 if is_loss else 0.0,
                                                  "dtype": np_dtype_of(val.dtype)},
@@ -357,7 +351,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
         TangentAOTInput,
     )
 
-    tilefx_ops._running_on_ipu = True
+    Tracing.on = True
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(torch.fx.traceback.preserve_node_meta())
@@ -384,7 +378,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             finally:
                 end_begin_blocks()
     finally:
-        tilefx_ops._running_on_ipu = False
+        Tracing.on = False
 
     gm = joint.graph_module
     nodes = list(gm.graph.nodes)
@@ -401,7 +395,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                     "depends on the parameters (e.g. from a torch.nn loss) or the result of "
                     "poptorch.identity_loss")
     has_blocks = any(
-        BLOCK_KEY in (n.meta.get("custom") or {}) or IPU_KEY in (n.meta.get("custom") or {})
+        BLOCK_META_KEY in (n.meta.get("custom") or {}) or IPU_META_KEY in (n.meta.get("custom") or {})
         for n in nodes)
 
     b = _Builder(gm, {}, loss_index, has_blocks)
@@ -423,13 +417,13 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                     b.values[node] = param_args[name]
                     continue
                 params.append(name)
-                param_args[name] = b.add_arg(node, {"tilefx.param": StringAttr(name)})
+                param_args[name] = b.add_arg(node, {PARAM_KEY: StringAttr(name)})
             elif isinstance(d, BufferAOTInput):
                 buffers.append(d.target.removeprefix(prefix))
-                b.add_arg(node, {"tilefx.buffer": StringAttr(buffers[-1])})
+                b.add_arg(node, {BUFFER_KEY: StringAttr(buffers[-1])})
             elif isinstance(d, PlainAOTInput):
                 num_inputs = max(num_inputs, d.idx + 1)
-                b.add_arg(node, {"tilefx.input": IntegerAttr(d.idx, i64)})
+                b.add_arg(node, {INPUT_KEY: IntegerAttr(d.idx, i64)})
             elif isinstance(d, TangentAOTInput):
                 od = d.output
                 b.tangent(node, od.idx if isinstance(od, PlainAOTOutput) else None)
@@ -438,7 +432,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
         elif node.op == "get_attr":
             name = str(node.target)
             consts[name] = to_numpy(getattr(gm, name))
-            b.add_arg(node, {"tilefx.const": StringAttr(name)})
+            b.add_arg(node, {CONST_KEY: StringAttr(name)})
         elif node.op == "call_function":
             b.call(node)
 
@@ -453,9 +447,9 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             continue
         if isinstance(d, PlainAOTOutput):
             num_outputs = max(num_outputs, d.idx + 1)
-            attrs: dict[str, Attribute] = {"tilefx.output": IntegerAttr(d.idx, i64)}
+            attrs: dict[str, Attribute] = {OUTPUT_KEY: IntegerAttr(d.idx, i64)}
             if d.idx == loss_index:
-                attrs["tilefx.loss"] = UnitAttr()
+                attrs[LOSS_KEY] = UnitAttr()
         elif isinstance(d, GradAOTOutput) and isinstance(d.grad_of, ParamAOTInput):
             name = canonical.get(d.grad_of.target, d.grad_of.target.removeprefix(prefix))
             if name in grad_index:  # a tied weight: its gradients add up
@@ -466,9 +460,9 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                 results[i] = add.results[0]
                 continue
             grad_index[name] = len(results)
-            attrs = {"tilefx.grad": StringAttr(name)}
+            attrs = {GRAD_KEY: StringAttr(name)}
         elif isinstance(d, InputMutationAOTOutput) and isinstance(d.mutated_input, BufferAOTInput):
-            attrs = {"tilefx.buffer": StringAttr(d.mutated_input.target.removeprefix(prefix))}
+            attrs = {BUFFER_KEY: StringAttr(d.mutated_input.target.removeprefix(prefix))}
         elif isinstance(d, GradAOTOutput):
             continue  # gradient of a user input: not needed
         else:

@@ -46,7 +46,7 @@ from tilefx.dialects.tile import (
     RemoteStoreOp,
     SyncOp,
 )
-from tilefx.passes.training_step import find_func
+from tilefx.dialects.irutil import find_func
 
 MATMUL_OPS = {"aten.mm", "aten.bmm", "aten.addmm", "aten.convolution", "aten.convolution_backward"}
 

@@ -30,9 +30,10 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
-from tilefx.api.errors import Error
+from tilefx.errors import Error
 from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr
-from tilefx.passes.training_step import _py, find_func
+from tilefx.dialects.irutil import find_func, to_py
+from tilefx.dialects.names import STAGES_KEY, STRATEGY_KEY
 
 
 class PlacementError(Error, DiagnosticException):
@@ -64,9 +65,9 @@ class AssignStagesPass(ModulePass):
     auto_round_num_ipus: bool = False
 
     def _config(self, module: ModuleOp) -> dict:
-        attr = module.attributes.get("ipu.strategy")
+        attr = module.attributes.get(STRATEGY_KEY)
         if attr is not None:
-            return _py(attr)
+            return to_py(attr)
         return {"kind": self.strategy, "stages": [], "auto_stage": self.auto_stage}
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -190,7 +191,7 @@ class AssignStagesPass(ModulePass):
             o.attributes[PLACE_KEY] = p
         if self.auto_round_num_ipus:
             num_ipus = 1 << (num_ipus - 1).bit_length()
-        op.attributes["ipu.stages"] = DictionaryAttr({
+        op.attributes[STAGES_KEY] = DictionaryAttr({
             "kind": StringAttr(kind),
             "num_ipus": IntegerAttr(num_ipus, i64),
             "forward_stages": IntegerAttr(num_fwd, i64),
@@ -203,7 +204,7 @@ class AssignStagesPass(ModulePass):
         for o in ops:
             p = _place(o) or PlacementAttr(_place_dir(o))
             o.attributes[PLACE_KEY] = p.with_(ipu=0, stage=0, phase=0)
-        module.attributes["ipu.stages"] = DictionaryAttr({
+        module.attributes[STAGES_KEY] = DictionaryAttr({
             "kind": StringAttr("single"), "num_ipus": IntegerAttr(1, i64),
             "forward_stages": IntegerAttr(1, i64), "pipeline_stages": IntegerAttr(1, i64),
             "phases": IntegerAttr(1, i64),

@@ -28,9 +28,9 @@ from xdsl.passes import ModulePass
 
 from tilefx.dialects.aten import ATEN_OPS, create_aten_op, np_dtype
 from tilefx.dialects.ipu import PLACE_KEY
-from tilefx.passes.training_step import _py, find_func
+from tilefx.dialects.irutil import find_func, to_py
+from tilefx.dialects.names import AUTOCAST_KEY, AUTOCAST_POLICY_KEY
 
-AUTOCAST_ATTR = "ipu.autocast"
 _DEFAULT = {
     "fp16": "aten.addmm,aten.mm,aten.bmm,aten.convolution,aten.convolution_backward",
     "fp32": "",
@@ -54,16 +54,16 @@ class AutocastPass(ModulePass):
     demote: str = _DEFAULT["demote"]
 
     def _policy(self, module: ModuleOp) -> dict[str, set[str]]:
-        attr = module.attributes.get("ipu.autocast_policy")
+        attr = module.attributes.get(AUTOCAST_POLICY_KEY)
         if attr is not None:
-            return {k: set(v) for k, v in _py(attr).items()}
+            return {k: set(v) for k, v in to_py(attr).items()}
         return {k: {n for n in getattr(self, k).split(",") if n} for k in _DEFAULT}
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         policy = self._policy(op)
         main = find_func(op, "main")
         for o in list(main.walk()):
-            flag = o.attributes.get(AUTOCAST_ATTR)
+            flag = o.attributes.get(AUTOCAST_KEY)
             if not isinstance(flag, IntegerAttr) or not flag.value.data:
                 continue
             if o.name in policy["fp32"]:

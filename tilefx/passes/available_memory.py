@@ -33,11 +33,10 @@ from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
-from tilefx.api.errors import Error
+from tilefx.errors import Error
 from tilefx.dialects import ipu
+from tilefx.dialects.names import AVAILABLE_MEMORY_KEY, MEMORY_PROPORTION_KEY
 
-MEMORY_KEY = "ipu.available_memory"
-MODULE_KEY = "ipu.available_memory_proportion"
 MEMORY_OPS = frozenset({
     "aten.mm", "aten.bmm", "aten.addmm", "aten.convolution", "aten.convolution_backward",
     "aten.embedding", "aten.embedding_dense_backward", "aten.index.Tensor", "aten.index_put",
@@ -92,17 +91,17 @@ class AvailableMemoryPass(ModulePass):
     per_ipu: tuple[int | float, ...] = ()
 
     def _per_ipu(self, module: ModuleOp) -> dict[int, float]:
-        attr = module.attributes.get(MODULE_KEY)
+        attr = module.attributes.get(MEMORY_PROPORTION_KEY)
         if attr is None:
             return {i: _check(float(p), f"per_ipu[{i}]") for i, p in enumerate(self.per_ipu)}
         if not isinstance(attr, DictionaryAttr):
-            raise AvailableMemoryError(f"{MODULE_KEY} must be a dictionary like {{IPU0 = 0.3 : f64}}")
+            raise AvailableMemoryError(f"{MEMORY_PROPORTION_KEY} must be a dictionary like {{IPU0 = 0.3 : f64}}")
         out = {}
         for key, val in attr.data.items():
             m = _IPU_KEY.match(key)
             if m is None or not isinstance(val, FloatAttr | IntegerAttr):
-                raise AvailableMemoryError(f"{MODULE_KEY}: expected IPU<n> = <float>, got {key} = {val}")
-            out[int(m.group(1))] = _check(float(val.value.data), f"{MODULE_KEY} {key}")
+                raise AvailableMemoryError(f"{MEMORY_PROPORTION_KEY}: expected IPU<n> = <float>, got {key} = {val}")
+            out[int(m.group(1))] = _check(float(val.value.data), f"{MEMORY_PROPORTION_KEY} {key}")
         return out
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -122,9 +121,9 @@ class AvailableMemoryPass(ModulePass):
             sam.result.replace_all_uses_with(sam.input)
             sam.parent_block().erase_op(sam)
         for o in op.walk():
-            if o.name not in MEMORY_OPS or MEMORY_KEY in o.attributes and o not in explicit:
+            if o.name not in MEMORY_OPS or AVAILABLE_MEMORY_KEY in o.attributes and o not in explicit:
                 continue
             place = o.attributes.get(ipu.PLACE_KEY)
             dev = place.ipu.data if isinstance(place, ipu.PlacementAttr) else -1
             p = explicit.get(o, per_ipu.get(dev, default))
-            o.attributes[MEMORY_KEY] = FloatAttr(p, f64)
+            o.attributes[AVAILABLE_MEMORY_KEY] = FloatAttr(p, f64)

@@ -39,14 +39,15 @@ from xdsl.passes import ModulePass
 
 from tilefx.dialects.aten import create_aten_op, np_dtype, tensor_type
 from tilefx.dialects.ipu import PLACE_KEY, AccumulateOp
-from tilefx.passes.training_step import _attrs_of, find_func, set_results
+from tilefx.dialects.irutil import attrs_of, find_func, set_results
+from tilefx.dialects.names import ALS_TRACKED_KEY, ALS_UPPER_KEY, HYPER_KEY, LOSS_SEED_KEY
 
 ALS_THRESHOLD = 0.125 * 65504.0
 SCALE_KEY = "loss_scaling"
 
 
 def _is_seed(op: Operation) -> bool:
-    return op.name == "aten.full" and "tilefx.loss_seed" in op.attributes
+    return op.name == "aten.full" and LOSS_SEED_KEY in op.attributes
 
 
 @dataclass(frozen=True)
@@ -61,12 +62,12 @@ class LossScalingPass(ModulePass):
         seeds = [o for o in block.ops if _is_seed(o)]
         if not seeds:
             return  # inference, or no loss
-        arg_attrs, res_attrs = _attrs_of(main, "arg"), _attrs_of(main, "res")
-        if any(a.get("tilefx.hyper") == StringAttr(SCALE_KEY) for a in arg_attrs):
+        arg_attrs, res_attrs = attrs_of(main, "arg"), attrs_of(main, "res")
+        if any(a.get(HYPER_KEY) == StringAttr(SCALE_KEY) for a in arg_attrs):
             return  # already applied
         scalar = TensorType(f32, [])
         scale = block.insert_arg(scalar, len(block.args))
-        arg_attrs.append({"tilefx.hyper": StringAttr(SCALE_KEY)})
+        arg_attrs.append({HYPER_KEY: StringAttr(SCALE_KEY)})
 
         def emit(name, operands, props, rtype, before, place):
             new = create_aten_op(name, operands, props, [rtype], {PLACE_KEY: place} if place else {})
@@ -92,7 +93,7 @@ class LossScalingPass(ModulePass):
         tracked = [a.grad for a in accs if np_dtype(a.grad.type.element_type).itemsize == 2] or \
                   [a.grad for a in accs]
         if self.automatic:  # the executor needs the bin sizes: lower = tracked - upper
-            op.attributes["ipu.als_tracked_elements"] = IntegerAttr(
+            op.attributes[ALS_TRACKED_KEY] = IntegerAttr(
                 sum(math.prod(g.type.get_shape()) for g in tracked), i64)
         counts = []  # one per tracked gradient, on its own stage: the executor sums them
         for acc in accs:
@@ -115,7 +116,7 @@ class LossScalingPass(ModulePass):
         results = list(block.last_op.operands)
         for count in counts:
             results.append(count)
-            res_attrs.append({"tilefx.als_upper": UnitAttr()})
+            res_attrs.append({ALS_UPPER_KEY: UnitAttr()})
         set_results(main, results, arg_attrs, res_attrs)
 
 

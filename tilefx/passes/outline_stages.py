@@ -21,7 +21,7 @@ from xdsl.passes import ModulePass
 
 from tilefx.dialects.ipu import PLACE_KEY, CopyOp, PlacementAttr, StageOp, YieldOp
 from tilefx.passes.assign_stages import PlacementError
-from tilefx.passes.training_step import find_func
+from tilefx.dialects.irutil import find_func
 
 
 def _place(o: Operation) -> PlacementAttr:

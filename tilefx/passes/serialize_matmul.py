@@ -36,11 +36,11 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
-from tilefx.api.errors import Error
+from tilefx.errors import Error
 from tilefx.dialects import ipu
 from tilefx.dialects.aten import create_aten_op
+from tilefx.dialects.names import AVAILABLE_MEMORY_KEY
 
-MEMORY_KEY = "ipu.available_memory"
 _SPLIT_DIM = {"input_channels": "m", "reducing_dim": "k", "output_channels": "n"}
 
 
@@ -58,7 +58,7 @@ class _Emitter:
         self.anchor = anchor
         self.elt = anchor.result.type.element_type
         self.attrs = dict(anchor.attributes)
-        self.plain_attrs = {k: v for k, v in self.attrs.items() if k != MEMORY_KEY}
+        self.plain_attrs = {k: v for k, v in self.attrs.items() if k != AVAILABLE_MEMORY_KEY}
 
     def __call__(self, name: str, operands: dict, props: dict, shape: list[int]) -> SSAValue:
         is_matmul = name in ("mm.default", "bmm.default")

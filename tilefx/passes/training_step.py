@@ -47,6 +47,8 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from tilefx.dialects import ipu
+from tilefx.dialects.irutil import attrs_of, find_func, set_results, to_py
+from tilefx.dialects.names import ACCUM_KEY, GRAD_KEY, GROUP_KEY, HYPER_KEY, INIT_KEY, OPTIMIZER_KEY, PARAM_KEY, STATE_KEY, STEP_KEY
 
 _SCALAR = TensorType(f32, [])
 _FLOAT_TYPES = {"float16": f16, "float32": f32}
@@ -64,42 +66,6 @@ HYPERS = {"sgd": ipu.SGD_HYPERS, "adam": ipu.ADAM_HYPERS, "adamw": ipu.ADAM_HYPE
 BOOL_HYPERS = {"nesterov", "centered"}
 
 
-def _py(attr: Attribute):
-    from tilefx.dialects.aten import from_attr
-
-    if isinstance(attr, DictionaryAttr):
-        return {k: _py(v) for k, v in attr.data.items()}
-    if isinstance(attr, ArrayAttr):
-        return [_py(v) for v in attr.data]
-    return from_attr(attr)
-
-
-def find_func(module: ModuleOp, name: str) -> func.FuncOp:
-    for op in module.ops:
-        if isinstance(op, func.FuncOp) and op.sym_name.data == name:
-            return op
-    raise DiagnosticException(f"no function @{name} in the module")
-
-
-def set_results(fn: func.FuncOp, results: list, arg_attrs: list[dict], res_attrs: list[dict]) -> None:
-    """Make `fn` return `results`, and update its type and argument/result attributes
-    (after a pass added arguments or results)."""
-    block = fn.body.block
-    ret = block.last_op
-    block.insert_op_before(func.ReturnOp(*results), ret)
-    block.erase_op(ret)
-    fn.function_type = func.FunctionType.from_lists([a.type for a in block.args],
-                                                   [r.type for r in results])
-    fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in arg_attrs])
-    fn.res_attrs = ArrayAttr([DictionaryAttr(a) for a in res_attrs])
-
-
-def _attrs_of(fn: func.FuncOp, which: str) -> list[dict[str, Attribute]]:
-    arr = fn.arg_attrs if which == "arg" else fn.res_attrs
-    n = len(fn.body.block.args) if which == "arg" else len(fn.function_type.outputs)
-    return [dict(arr.data[i].data) if arr is not None else {} for i in range(n)]
-
-
 @dataclass(frozen=True)
 class TrainingStepPass(ModulePass):
     name = "ipu-training-step"
@@ -112,9 +78,9 @@ class TrainingStepPass(ModulePass):
     max_grad_norm: float = 0.0  # > 0: clip the global gradient norm
 
     def _config(self, module: ModuleOp) -> dict:
-        attr = module.attributes.get("ipu.optimizer")
+        attr = module.attributes.get(OPTIMIZER_KEY)
         if attr is not None:
-            cfg = _py(attr)
+            cfg = to_py(attr)
         else:
             group = {"lr": self.lr, "weight_decay": self.weight_decay}
             if self.optimizer in ("sgd", "rmsprop"):
@@ -139,7 +105,7 @@ class TrainingStepPass(ModulePass):
                 raise DiagnosticException("ipu-training-step: the module already has an @update")
         cfg = self._config(op)
         accum_type = _FLOAT_TYPES.get(cfg.get("accum_type", ""))
-        arg_attrs, res_attrs = _attrs_of(main, "arg"), _attrs_of(main, "res")
+        arg_attrs, res_attrs = attrs_of(main, "arg"), attrs_of(main, "res")
         block = main.body.block
         ret = block.last_op
         assert isinstance(ret, func.ReturnOp)
@@ -147,9 +113,9 @@ class TrainingStepPass(ModulePass):
         # 1. gradients -> accumulators (of accum_type when given)
         new_results = list(ret.operands)
         for i, a in enumerate(res_attrs):
-            if "tilefx.grad" not in a:
+            if GRAD_KEY not in a:
                 continue
-            name = a["tilefx.grad"].data
+            name = a[GRAD_KEY].data
             grad = new_results[i]
             place = ipu.PlacementAttr("bwd")
             owner = grad.owner
@@ -166,12 +132,12 @@ class TrainingStepPass(ModulePass):
                 block.insert_op_before(cast, ret)
                 grad = cast.results[0]
             acc = block.insert_arg(gtype, len(block.args))
-            arg_attrs.append({"tilefx.accum": StringAttr(name)})
+            arg_attrs.append({ACCUM_KEY: StringAttr(name)})
             acc_op = ipu.AccumulateOp.build(operands=[acc, grad], result_types=[gtype],
                                             attributes={ipu.PLACE_KEY: place})
             block.insert_op_before(acc_op, ret)
             new_results[i] = acc_op.results[0]
-            res_attrs[i] = {"tilefx.accum": StringAttr(name)}
+            res_attrs[i] = {ACCUM_KEY: StringAttr(name)}
         set_results(main, new_results, arg_attrs, res_attrs)
 
         # 2. @update
@@ -184,12 +150,12 @@ class TrainingStepPass(ModulePass):
                 module.body.block.erase_op(o)
         main = find_func(module, "main")
         weights, trained, accums = {}, [], {}
-        for arg, a in zip(main.body.block.args, _attrs_of(main, "arg")):
-            if "tilefx.param" in a:
-                weights[a["tilefx.param"].data] = (arg.type, a)
-            if "tilefx.accum" in a:
-                trained.append(a["tilefx.accum"].data)
-                accums[a["tilefx.accum"].data] = arg.type
+        for arg, a in zip(main.body.block.args, attrs_of(main, "arg")):
+            if PARAM_KEY in a:
+                weights[a[PARAM_KEY].data] = (arg.type, a)
+            if ACCUM_KEY in a:
+                trained.append(a[ACCUM_KEY].data)
+                accums[a[ACCUM_KEY].data] = arg.type
         module.body.block.add_op(self._update_func(self._config(module), trained, weights, accums))
 
     def _update_func(self, cfg: dict, trained: list[str], weights: dict,
@@ -209,8 +175,8 @@ class TrainingStepPass(ModulePass):
 
         scale = FloatAttr(float(cfg.get("grad_scale", 1.0)), f64)
         place = {ipu.PLACE_KEY: ipu.PlacementAttr("bwd")}
-        w_args = {n: arg(weights[n][0], {"tilefx.param": StringAttr(n)}) for n in trained}
-        grads = {n: arg(accums[n], {"tilefx.accum": StringAttr(n)}) for n in trained}
+        w_args = {n: arg(weights[n][0], {PARAM_KEY: StringAttr(n)}) for n in trained}
+        grads = {n: arg(accums[n], {ACCUM_KEY: StringAttr(n)}) for n in trained}
 
         # max_grad_norm: one global clip of every gradient, before any update
         max_norm = cfg.get("max_grad_norm")
@@ -218,7 +184,7 @@ class TrainingStepPass(ModulePass):
             props = {"grad_scale": scale}
             norm_var = []
             if "max_grad_norm" in variable:
-                norm_var = [arg(_SCALAR, {"tilefx.hyper": StringAttr("max_grad_norm")})]
+                norm_var = [arg(_SCALAR, {HYPER_KEY: StringAttr("max_grad_norm")})]
             else:
                 props["max_norm"] = FloatAttr(float(max_norm), f64)
             clip = ipu.ClipGradNormOp.build(
@@ -236,17 +202,17 @@ class TrainingStepPass(ModulePass):
 
         def group_operands(g: int) -> dict:
             if g not in group_args:
-                vals = {"lr": arg(_SCALAR, {"tilefx.hyper": StringAttr(f"lr/{g}")})}
+                vals = {"lr": arg(_SCALAR, {HYPER_KEY: StringAttr(f"lr/{g}")})}
                 for h in hypers:
                     if h in variable:
-                        vals[h] = arg(_SCALAR, {"tilefx.hyper": StringAttr(f"{h}/{g}")})
+                        vals[h] = arg(_SCALAR, {HYPER_KEY: StringAttr(f"{h}/{g}")})
                 group_args[g] = vals
             return group_args[g]
 
         def step_arg():
             nonlocal step
             if step is None:
-                step = arg(_SCALAR, {"tilefx.step": UnitAttr()})
+                step = arg(_SCALAR, {STEP_KEY: UnitAttr()})
             return step
 
         def state(n: str, what: str, dtype_key: str | None, init: float = 0.0):
@@ -254,13 +220,13 @@ class TrainingStepPass(ModulePass):
             t = wt
             if dtype_key is not None and dtype_key in cfg:
                 t = TensorType(_FLOAT_TYPES[cfg[dtype_key]], wt.get_shape())
-            attrs = {"tilefx.state": StringAttr(f"{n}/{what}")}
+            attrs = {STATE_KEY: StringAttr(f"{n}/{what}")}
             if init != 0.0:
-                attrs["tilefx.init"] = FloatAttr(init, f64)
+                attrs[INIT_KEY] = FloatAttr(init, f64)
             return arg(t, attrs), t, f"{n}/{what}"
 
         for n in trained:
-            g = int(_py(weights[n][1].get("tilefx.group", _int0())))
+            g = int(to_py(weights[n][1].get(GROUP_KEY, _int0())))
             if g >= len(groups):
                 raise DiagnosticException(f"ipu-training-step: {n} is in group {g} but the optimizer "
                                           f"has {len(groups)} groups")
@@ -332,10 +298,10 @@ class TrainingStepPass(ModulePass):
                                 "resultSegmentSizes": _segments([1, 1, int(centered), int(has_m)])})
             block.add_op(upd)
             res_vals.append(upd.results[0])
-            res_attrs.append({"tilefx.param": StringAttr(n)})
+            res_attrs.append({PARAM_KEY: StringAttr(n)})
             for (_, _, sname), r in zip(states, upd.results[1:]):
                 res_vals.append(r)
-                res_attrs.append({"tilefx.state": StringAttr(sname)})
+                res_attrs.append({STATE_KEY: StringAttr(sname)})
         block.add_op(func.ReturnOp(*res_vals))
         ftype = func.FunctionType.from_lists([a.type for a in block.args], [r.type for r in res_vals])
         return func.FuncOp("update", ftype, Region(block),

@@ -9,7 +9,7 @@ import sys
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from tilefx.api.errors import Error
+from tilefx.errors import Error
 from tilefx.tools.universe import DIALECTS, PASSES
 
 

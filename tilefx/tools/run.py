@@ -15,11 +15,11 @@ import numpy as np
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 
-from tilefx.api.errors import Error
+from tilefx.errors import Error
 from tilefx.backend.executor import CompiledFunction, ExecutionError, arg_roles, result_roles
 from tilefx.dialects.aten import np_dtype
 from tilefx.passes.pipelines import graph_context
-from tilefx.passes.training_step import find_func
+from tilefx.dialects.irutil import find_func
 from tilefx.tools.opt import report
 
 

@@ -1,0 +1,69 @@
+"""The import direction of docs/architecture.md: each layer imports only from
+its own layer or the ones below, so a newcomer can read the data flow from
+the folders and no layer is pulled in by one beneath it. Function-level
+(lazy) imports count too."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "tilefx"
+
+# lowest first; a module may import from its own rank or lower ones
+LAYERS = {
+    "errors": 0,
+    "dialects": 1,
+    "passes": 2,
+    "backend": 3,
+    "lowering": 4,
+    "api": 5,
+    "popart": 5,
+    "tools": 5,
+    "__init__": 6,
+}
+# the layers that must not depend on torch: the IR, the passes and the executor
+TORCH_FREE = {"errors", "dialects", "passes", "backend"}
+
+
+def _layer(path: pathlib.Path) -> str:
+    rel = path.relative_to(ROOT)
+    return rel.parts[0].removesuffix(".py") if len(rel.parts) > 1 else rel.stem
+
+
+def _imports(path: pathlib.Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.lineno, node.module))
+            if node.module == "tilefx":  # `from tilefx import api`
+                out += [(node.lineno, f"tilefx.{a.name}") for a in node.names]
+    return out
+
+
+MODULES = sorted(ROOT.rglob("*.py"))
+
+
+def test_every_folder_has_a_layer():
+    assert {_layer(p) for p in MODULES} <= set(LAYERS)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_imports_run_down_the_layers(path):
+    here = _layer(path)
+    wrong = []
+    for line, name in _imports(path):
+        parts = name.split(".")
+        if parts[0] == "torch" and here in TORCH_FREE:
+            wrong.append(f"line {line}: {name} (the {here} layer must not import torch)")
+        if parts[0] != "tilefx" or len(parts) < 2:
+            continue
+        there = parts[1]
+        if there in LAYERS and LAYERS[there] > LAYERS[here]:
+            wrong.append(f"line {line}: {name} (layer {there} is above {here})")
+    assert not wrong, f"{path.relative_to(ROOT)} imports upwards:\n" + "\n".join(wrong)

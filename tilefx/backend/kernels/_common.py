@@ -1,0 +1,208 @@
+"""What every kernel family shares: the registrar and torch's dtype rules.
+
+Kernels see numpy arrays only; this package must not import torch. The
+semantics (values, result dtypes, type promotion of tensors with Python
+scalars) are ATen's, which `tests/test_kernels.py` checks against
+`torch.ops.aten`. float16 inputs are computed in float32 and rounded once,
+the way the IPU keeps fp32 partials.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+Kernel = Callable[..., "np.ndarray | tuple[np.ndarray, ...] | list[np.ndarray]"]
+
+
+def registrar(table: dict[str, Kernel]):
+    """A decorator that enters a kernel in `table` under an op name."""
+
+    def kernel(name: str):
+        def register(fn):
+            if name in table:
+                raise ValueError(f"two kernels for {name}")
+            table[name] = fn
+            return fn
+
+        return register
+
+    return kernel
+
+
+# ---------------------------------------------------------------------------
+# dtype helpers: torch's type promotion
+# ---------------------------------------------------------------------------
+
+_BOOL = np.dtype(np.bool_)
+_I64 = np.dtype(np.int64)
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
+
+def _category(dt: np.dtype) -> int:
+    k = dt.kind
+    if k == "b":
+        return 0
+    if k in "iu":
+        return 1
+    if k == "f":
+        return 2
+    return 3  # complex
+
+
+def _promote(a: np.dtype | None, b: np.dtype | None) -> np.dtype | None:
+    """torch.promote_types: a float beats any integer (int64 + float16 is
+    float16), within a category the wider type wins."""
+    if a is None:
+        return b
+    if b is None or a == b:
+        return a
+    ca, cb = _category(a), _category(b)
+    if ca != cb:
+        return a if ca > cb else b
+    return np.promote_types(a, b)
+
+
+def _scalar_dtype(s) -> np.dtype:
+    if isinstance(s, (bool, np.bool_)):
+        return _BOOL
+    if isinstance(s, (int, np.integer)):
+        return _I64
+    if isinstance(s, (float, np.floating)):
+        return _F32  # torch's default dtype
+    if isinstance(s, (complex, np.complexfloating)):
+        return np.dtype(np.complex64)
+    raise TypeError(f"not a scalar: {s!r}")
+
+
+def _combine(higher: np.dtype | None, lower: np.dtype | None) -> np.dtype | None:
+    """ATen's combine_categories: a lower-priority operand only matters when
+    it is of a higher category (a float scalar with an int tensor)."""
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    ch = _category(higher)
+    if ch >= 2:
+        return higher
+    if ch == 0 or _category(lower) >= 2:
+        return _promote(higher, lower)
+    return higher
+
+
+def _result_type(*args) -> np.dtype:
+    """torch.result_type over arrays and Python scalars (None is skipped):
+    dimensioned tensors > zero-dim tensors > Python scalars."""
+    dim = zero = wrapped = None
+    for a in args:
+        if a is None:
+            continue
+        if isinstance(a, np.ndarray):
+            if a.ndim:
+                dim = _promote(dim, a.dtype)
+            else:
+                zero = _promote(zero, a.dtype)
+        else:
+            wrapped = _promote(wrapped, _scalar_dtype(a))
+    return _combine(dim, _combine(zero, wrapped))
+
+
+def _compute_dtype(dt: np.dtype) -> np.dtype:
+    return _F32 if dt == _F16 else dt
+
+
+def _cast(v, dt: np.dtype):
+    if isinstance(v, np.ndarray):
+        return v if v.dtype == dt else v.astype(dt)
+    return dt.type(v)
+
+
+def _f32(x: np.ndarray) -> np.ndarray:
+    """float16 -> float32 for computing; everything else unchanged."""
+    return x.astype(_F32) if x.dtype == _F16 else x
+
+
+def _ret(r, dt: np.dtype | None = None) -> np.ndarray:
+    r = np.asarray(r)
+    if dt is not None and r.dtype != dt:
+        r = r.astype(dt)
+    return r
+
+
+def _dtype(d, default: np.dtype | None = None) -> np.dtype | None:
+    """A ScalarType property as np.dtype; `default` when absent."""
+    return default if d is None else np.dtype(d)
+
+
+def _binary(fn, a, b, float_result: bool = False) -> np.ndarray:
+    if (
+        isinstance(a, np.ndarray)
+        and isinstance(b, np.ndarray)
+        and a.dtype == b.dtype
+        and (a.ndim or not b.ndim)
+    ):
+        rt = a.dtype
+    else:
+        rt = _result_type(a, b)
+    if float_result and _category(rt) < 2:
+        rt = _F32
+    ct = _compute_dtype(rt)
+    with np.errstate(all="ignore"):
+        r = fn(_cast(a, ct), _cast(b, ct))
+    return _ret(r, rt)
+
+
+def _compare(fn, a, b) -> np.ndarray:
+    ct = _result_type(a, b)
+    with np.errstate(all="ignore"):
+        return _ret(fn(_cast(a, ct), _cast(b, ct)))
+
+
+def _float_unary(fn, x: np.ndarray) -> np.ndarray:
+    """Unary math that makes integers float32 (exp, sin, ...)."""
+    rt = x.dtype if x.dtype.kind == "f" else _F32
+    ct = _compute_dtype(rt)
+    with np.errstate(all="ignore"):
+        r = fn(_cast(x, ct))
+    return _ret(r, rt)
+
+
+def _same_unary(fn, x: np.ndarray) -> np.ndarray:
+    """Unary math keeping the dtype (abs, neg, ...)."""
+    ct = _compute_dtype(x.dtype)
+    with np.errstate(all="ignore"):
+        r = fn(_cast(x, ct))
+    return _ret(r, x.dtype)
+
+
+def _axes(dim, ndim: int) -> tuple[int, ...]:
+    """Reduction dims: None or [] mean all; negative dims wrap; a 0-d tensor
+    accepts dim 0 / -1 and reduces nothing."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (int, np.integer)):
+        dim = [dim]
+    if len(dim) == 0:
+        return tuple(range(ndim))
+    if ndim == 0:
+        return ()
+    return tuple(sorted({int(d) % ndim for d in dim}))
+
+
+def _wrap(d: int, ndim: int) -> int:
+    return d % ndim if ndim else 0
+
+
+def _pair(v, default=None) -> tuple[int, int]:
+    if v is None or (not isinstance(v, (int, np.integer)) and len(v) == 0):
+        return default
+    if isinstance(v, (int, np.integer)):
+        return (int(v), int(v))
+    if len(v) == 1:
+        return (int(v[0]), int(v[0]))
+    return (int(v[0]), int(v[1]))
+
+

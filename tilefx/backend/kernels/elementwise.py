@@ -1,0 +1,286 @@
+"""Elementwise kernels: arithmetic, comparisons, activations and their backwards."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import erf as _erf
+
+from tilefx.backend.kernels._common import registrar
+from tilefx.backend.kernels._common import (
+    _BOOL,
+    _binary,
+    _cast,
+    _compare,
+    _compute_dtype,
+    _f32,
+    _float_unary,
+    _result_type,
+    _ret,
+    _same_unary,
+)
+
+KERNELS: dict = {}
+_kernel = registrar(KERNELS)
+
+
+# ---------------------------------------------------------------------------
+# elementwise
+# ---------------------------------------------------------------------------
+
+
+@_kernel("abs.default")
+def abs_(self):
+    return _same_unary(np.abs, self)
+
+
+@_kernel("neg.default")
+def neg(self):
+    return _same_unary(np.negative, self)
+
+
+def _add(a, b, alpha, sub=False):
+    def fn(x, y):  # x, y already in the compute dtype
+        if alpha != 1:
+            y = y * x.dtype.type(alpha)
+        return np.subtract(x, y) if sub else np.add(x, y)
+
+    return _binary(fn, a, b)
+
+
+@_kernel("add.Tensor")
+def add_Tensor(self, other, *, alpha=1):
+    return _add(self, other, alpha)
+
+
+@_kernel("add.Scalar")
+def add_Scalar(self, other, alpha=1):
+    return _add(self, other, alpha)
+
+
+@_kernel("sub.Tensor")
+def sub_Tensor(self, other, *, alpha=1):
+    return _add(self, other, alpha, sub=True)
+
+
+@_kernel("sub.Scalar")
+def sub_Scalar(self, other, alpha=1):
+    return _add(self, other, alpha, sub=True)
+
+
+@_kernel("mul.Tensor")
+def mul_Tensor(self, other):
+    return _binary(np.multiply, self, other)
+
+
+@_kernel("mul.Scalar")
+def mul_Scalar(self, other):
+    return _binary(np.multiply, self, other)
+
+
+@_kernel("div.Tensor")
+def div_Tensor(self, other):
+    return _binary(np.true_divide, self, other, float_result=True)
+
+
+@_kernel("div.Scalar")
+def div_Scalar(self, other):
+    return _binary(np.true_divide, self, other, float_result=True)
+
+
+@_kernel("pow.Tensor_Scalar")
+def pow_Tensor_Scalar(self, exponent):
+    def fn(x, e):
+        if x.dtype.kind == "f" and e == 2:
+            return x * x
+        return np.power(x, e)
+
+    return _binary(fn, self, exponent)
+
+
+@_kernel("pow.Tensor_Tensor")
+def pow_Tensor_Tensor(self, exponent):
+    return _binary(np.power, self, exponent)
+
+
+@_kernel("maximum.default")
+def maximum(self, other):
+    return _binary(np.maximum, self, other)
+
+
+@_kernel("minimum.default")
+def minimum(self, other):
+    return _binary(np.minimum, self, other)
+
+
+@_kernel("bitwise_and.Tensor")
+def bitwise_and_Tensor(self, other):
+    return _binary(np.bitwise_and, self, other)
+
+
+@_kernel("bitwise_or.Tensor")
+def bitwise_or_Tensor(self, other):
+    return _binary(np.bitwise_or, self, other)
+
+
+@_kernel("bitwise_not.default")
+def bitwise_not(self):
+    return _ret(np.invert(self))
+
+
+@_kernel("logical_and.default")
+def logical_and(self, other):
+    return _ret(np.logical_and(self, other))
+
+
+@_kernel("logical_not.default")
+def logical_not(self):
+    return _ret(np.logical_not(self))
+
+
+def _make_compare(name: str, fn) -> None:
+    """name.Tensor and name.Scalar: compare in the promoted dtype, give bool."""
+
+    def cmp_Tensor(self, other):
+        return _compare(fn, self, other)
+
+    def cmp_Scalar(self, other):
+        return _compare(fn, self, other)
+
+    cmp_Tensor.__name__, cmp_Scalar.__name__ = f"{name}_Tensor", f"{name}_Scalar"
+    KERNELS[f"{name}.Tensor"] = cmp_Tensor
+    KERNELS[f"{name}.Scalar"] = cmp_Scalar
+
+
+for _name, _fn in {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+}.items():
+    _make_compare(_name, _fn)
+
+
+@_kernel("where.self")
+def where_self(condition, self, other):
+    rt = _result_type(self, other)
+    ct = _compute_dtype(rt)
+    cond = condition if condition.dtype == _BOOL else condition.astype(_BOOL)
+    return _ret(np.where(cond, _cast(self, ct), _cast(other, ct)), rt)
+
+
+@_kernel("clamp.default")
+def clamp(self, min=None, max=None):  # noqa: A002 - schema names
+    rt = _result_type(self, min, max)
+    ct = _compute_dtype(rt)
+    r = _cast(self, ct)
+    with np.errstate(invalid="ignore"):
+        if min is not None:
+            r = np.maximum(r, ct.type(min))
+        if max is not None:
+            r = np.minimum(r, ct.type(max))
+    if r is self:
+        r = r.copy()
+    return _ret(r, rt)
+
+
+def _make_float_unary(name, fn):
+    def kernel(self):
+        return _float_unary(fn, self)
+
+    kernel.__name__ = name.split(".")[0]
+    KERNELS[name] = kernel
+
+
+def _sigmoid(x):
+    return np.reciprocal(np.exp(-x) + x.dtype.type(1))
+
+
+for _name, _fn in {
+    "cos.default": np.cos,
+    "sin.default": np.sin,
+    "exp.default": np.exp,
+    "log.default": np.log,
+    "sqrt.default": np.sqrt,
+    "tanh.default": np.tanh,
+    "erf.default": _erf,
+    "reciprocal.default": np.reciprocal,
+    "rsqrt.default": lambda x: np.reciprocal(np.sqrt(x)),
+    "sigmoid.default": _sigmoid,
+}.items():
+    _make_float_unary(_name, _fn)
+
+
+@_kernel("relu.default")
+def relu(self):
+    if self.dtype == _BOOL:
+        return self.copy()
+    return _ret(np.maximum(self, self.dtype.type(0)))
+
+
+@_kernel("leaky_relu.default")
+def leaky_relu(self, negative_slope=0.01):
+    x = _f32(self)
+    return _ret(np.where(x > 0, x, x * x.dtype.type(negative_slope)), self.dtype)
+
+
+_SQRT1_2 = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
+_GELU_BETA = math.sqrt(2.0) * (2.0 / math.sqrt(math.pi)) * 0.5
+_GELU_KAPPA = 0.044715
+
+
+@_kernel("gelu.default")
+def gelu(self, *, approximate="none"):
+    def fn(x):
+        t = x.dtype.type
+        if approximate == "tanh":
+            inner = t(_GELU_BETA) * (x + t(_GELU_KAPPA) * (x * x * x))
+            return t(0.5) * x * (t(1) + np.tanh(inner))
+        return x * t(0.5) * (t(1) + _erf(x * t(_SQRT1_2)))
+
+    return _float_unary(fn, self)
+
+
+@_kernel("gelu_backward.default")
+def gelu_backward(grad_output, self, *, approximate="none"):
+    rt = _result_type(grad_output, self)
+    ct = _compute_dtype(rt)
+    g, x = _cast(grad_output, ct), _cast(self, ct)
+    t = ct.type
+    with np.errstate(all="ignore"):
+        if approximate == "tanh":
+            x_sq = x * x
+            inner = t(_GELU_BETA) * (x + t(_GELU_KAPPA) * x_sq * x)
+            th = np.tanh(inner)
+            left = t(0.5) * x
+            right = t(1) + th
+            left_d = t(0.5) * right
+            right_d = left * (t(1) - th * th) * t(_GELU_BETA) * (t(1) + t(3 * _GELU_KAPPA) * x_sq)
+            r = g * (left_d + right_d)
+        else:
+            cdf = t(0.5) * (t(1) + _erf(x * t(_SQRT1_2)))
+            pdf = np.exp(t(-0.5) * x * x) * t(_INV_SQRT_2PI)
+            r = g * (cdf + x * pdf)
+    return _ret(r, rt)
+
+
+@_kernel("tanh_backward.default")
+def tanh_backward(grad_output, output):
+    return _binary(lambda g, y: g * (y.dtype.type(1) - y * y), grad_output, output)
+
+
+@_kernel("sigmoid_backward.default")
+def sigmoid_backward(grad_output, output):
+    return _binary(lambda g, y: g * (y.dtype.type(1) - y) * y, grad_output, output)
+
+
+@_kernel("threshold_backward.default")
+def threshold_backward(grad_output, self, threshold):
+    rt = _result_type(grad_output, self)
+    return _ret(np.where(self <= threshold, rt.type(0), _cast(grad_output, rt)), rt)
+
+

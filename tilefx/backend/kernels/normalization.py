@@ -1,0 +1,121 @@
+"""Layer and batch normalization."""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from tilefx.backend.kernels._common import registrar
+from tilefx.backend.kernels._common import (
+    _F16,
+    _f32,
+    _ret,
+)
+
+KERNELS: dict = {}
+_kernel = registrar(KERNELS)
+
+
+# ---------------------------------------------------------------------------
+# normalization and dropout
+# ---------------------------------------------------------------------------
+
+
+@_kernel("native_layer_norm.default")
+def native_layer_norm(input, weight, bias, normalized_shape, eps):
+    k = len(normalized_shape)
+    x = _f32(input)
+    axes = tuple(range(x.ndim - k, x.ndim))
+    mean = np.mean(x, axis=axes, keepdims=True, dtype=x.dtype)
+    d = x - mean
+    var = np.mean(d * d, axis=axes, keepdims=True, dtype=x.dtype)
+    rstd = 1 / np.sqrt(var + x.dtype.type(eps))
+    out = d * rstd
+    if weight is not None:
+        out *= _f32(weight)
+    if bias is not None:
+        out += _f32(bias)
+    return _ret(out, input.dtype), _ret(mean, input.dtype), _ret(rstd, input.dtype)
+
+
+@_kernel("native_layer_norm_backward.default")
+def native_layer_norm_backward(
+    grad_out, input, mean, rstd, weight, bias, normalized_shape, output_mask
+):
+    k = len(normalized_shape)
+    x, g = _f32(input), _f32(grad_out)
+    mu, rs = _f32(mean), _f32(rstd)
+    axes = tuple(range(x.ndim - k, x.ndim))
+    batch_axes = tuple(range(x.ndim - k))
+    xhat = (x - mu) * rs
+    gi = gw = gb = None
+    if output_mask[0]:
+        gg = g * _f32(weight) if weight is not None else g
+        m1 = np.mean(gg, axis=axes, keepdims=True)
+        m2 = np.mean(gg * xhat, axis=axes, keepdims=True)
+        gi = _ret(rs * (gg - m1 - xhat * m2), input.dtype)
+    if output_mask[1] and weight is not None:
+        gw = _ret(np.sum(g * xhat, axis=batch_axes), weight.dtype)
+    if output_mask[2] and bias is not None:
+        gb = _ret(np.sum(g, axis=batch_axes), bias.dtype)
+    return gi, gw, gb
+
+
+def _bn_shape(x, v):
+    return v.reshape((1, -1) + (1,) * (x.ndim - 2))
+
+
+@_kernel("_native_batch_norm_legit_functional.default")
+def _native_batch_norm_legit_functional(
+    input, weight, bias, running_mean, running_var, training, momentum, eps
+):
+    x = _f32(input)
+    t = x.dtype.type
+    stat_dt = running_mean.dtype if input.dtype == _F16 else input.dtype
+    if not training:
+        out, _, _ = _native_batch_norm_legit_no_training(
+            input, weight, bias, running_mean, running_var, momentum, eps
+        )
+        empty = np.empty((0,), dtype=stat_dt)
+        return out, empty, empty.copy(), running_mean.copy(), running_var.copy()
+    axes = (0,) + tuple(range(2, x.ndim))
+    n = x.size // x.shape[1]
+    mean = np.mean(x, axis=axes, dtype=x.dtype)
+    d = x - _bn_shape(x, mean)
+    var = np.mean(d * d, axis=axes, dtype=x.dtype)
+    invstd = 1 / np.sqrt(var + t(eps))
+    scale = invstd if weight is None else invstd * _f32(weight)
+    d *= _bn_shape(x, scale)
+    if bias is not None:
+        d += _bn_shape(x, _f32(bias))
+    rm, rv = _f32(running_mean), _f32(running_var)
+    m = rm.dtype.type(momentum)
+    unbiased = var * t(n / max(n - 1, 1))
+    new_rm = (1 - m) * rm + m * mean
+    new_rv = (1 - m) * rv + m * unbiased
+    return (
+        _ret(d, input.dtype),
+        _ret(mean, stat_dt),
+        _ret(invstd, stat_dt),
+        _ret(new_rm, running_mean.dtype),
+        _ret(new_rv, running_var.dtype),
+    )
+
+
+@_kernel("_native_batch_norm_legit_no_training.default")
+def _native_batch_norm_legit_no_training(
+    input, weight, bias, running_mean, running_var, momentum, eps
+):
+    x = _f32(input)
+    t = x.dtype.type
+    invstd = 1 / np.sqrt(_f32(running_var).astype(x.dtype) + t(eps))
+    alpha = invstd if weight is None else invstd * _f32(weight)
+    beta = -_f32(running_mean).astype(x.dtype) * alpha
+    if bias is not None:
+        beta = beta + _f32(bias)
+    out = x * _bn_shape(x, alpha) + _bn_shape(x, beta)
+    stat_dt = running_mean.dtype if input.dtype == _F16 else input.dtype
+    empty = np.empty((0,), dtype=stat_dt)
+    return _ret(out, input.dtype), empty, empty.copy()
+
+

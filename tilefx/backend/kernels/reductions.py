@@ -1,0 +1,156 @@
+"""Reductions and softmax."""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from tilefx.backend.kernels._common import registrar
+from tilefx.backend.kernels._common import (
+    _BOOL,
+    _F16,
+    _F32,
+    _I64,
+    _axes,
+    _cast,
+    _compute_dtype,
+    _dtype,
+    _f32,
+    _ret,
+    _wrap,
+)
+
+KERNELS: dict = {}
+_kernel = registrar(KERNELS)
+
+
+# ---------------------------------------------------------------------------
+# reductions
+# ---------------------------------------------------------------------------
+
+
+def _sum(x, axes, keepdim, dtype):
+    dt = _dtype(dtype)
+    if dt is None:
+        dt = _I64 if x.dtype.kind in "biu" else x.dtype
+    ct = _compute_dtype(dt)
+    return _ret(np.sum(_cast(x, ct), axis=axes, keepdims=keepdim, dtype=ct), dt)
+
+
+@_kernel("sum.dim_IntList")
+def sum_dim_IntList(self, dim, keepdim=False, *, dtype=None):
+    return _sum(self, _axes(dim, self.ndim), keepdim, dtype)
+
+
+@_kernel("sum.default")
+def sum_default(self, *, dtype=None):
+    return _sum(self, None, False, dtype)
+
+
+def _mean(x, axes, keepdim, dtype):
+    dt = _dtype(dtype, x.dtype if x.dtype.kind == "f" else _F32)
+    ct = _compute_dtype(dt)
+    return _ret(np.mean(_cast(x, ct), axis=axes, keepdims=keepdim, dtype=ct), dt)
+
+
+@_kernel("mean.default")
+def mean_default(self, *, dtype=None):
+    return _mean(self, None, False, dtype)
+
+
+@_kernel("mean.dim")
+def mean_dim(self, dim, keepdim=False, *, dtype=None):
+    return _mean(self, _axes(dim, self.ndim), keepdim, dtype)
+
+
+@_kernel("amax.default")
+def amax(self, dim=(), keepdim=False):
+    return _ret(np.max(self, axis=_axes(dim, self.ndim), keepdims=keepdim))
+
+
+@_kernel("amin.default")
+def amin(self, dim=(), keepdim=False):
+    return _ret(np.min(self, axis=_axes(dim, self.ndim), keepdims=keepdim))
+
+
+@_kernel("any.dim")
+def any_dim(self, dim, keepdim=False):
+    r = np.any(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
+    return _ret(r, np.dtype(np.uint8) if self.dtype == np.uint8 else _BOOL)
+
+
+@_kernel("argmax.default")
+def argmax(self, dim=None, keepdim=False):
+    if self.ndim == 0:
+        return np.zeros((), dtype=_I64)
+    if dim is None:
+        r = np.argmax(self.reshape(-1))
+        return _ret(r, _I64).reshape((1,) * self.ndim if keepdim else ())
+    return _ret(np.argmax(self, axis=_wrap(dim, self.ndim), keepdims=keepdim), _I64)
+
+
+@_kernel("var_mean.correction")
+def var_mean_correction(self, dim=None, *, correction=None, keepdim=False):
+    axes = _axes(dim, self.ndim)
+    x = _f32(self) if self.dtype.kind == "f" else self.astype(_F32)
+    n = 1
+    for a in axes:
+        n *= self.shape[a]
+    c = 1 if correction is None else correction
+    m = np.mean(x, axis=axes, keepdims=True, dtype=x.dtype)
+    d = x - m
+    with np.errstate(all="ignore"):
+        var = np.sum(d * d, axis=axes, keepdims=keepdim, dtype=x.dtype)
+        var /= x.dtype.type(max(0, n - c))
+    if not keepdim:
+        m = m.reshape(var.shape)
+    rt = self.dtype if self.dtype.kind == "f" else _F32
+    return _ret(var, rt), _ret(m, rt)
+
+
+# ---------------------------------------------------------------------------
+# softmax
+# ---------------------------------------------------------------------------
+
+
+@_kernel("_softmax.default")
+def _softmax(self, dim, half_to_float):
+    rt = _F32 if half_to_float and self.dtype == _F16 else self.dtype
+    x = _f32(self)
+    if x.ndim == 0:
+        return _ret(np.exp(x - x), rt)
+    dim = _wrap(dim, x.ndim)
+    e = np.exp(x - np.max(x, axis=dim, keepdims=True))
+    e /= np.sum(e, axis=dim, keepdims=True)
+    return _ret(e, rt)
+
+
+@_kernel("_log_softmax.default")
+def _log_softmax(self, dim, half_to_float):
+    rt = _F32 if half_to_float and self.dtype == _F16 else self.dtype
+    x = _f32(self)
+    if x.ndim == 0:
+        return _ret(x - x, rt)
+    dim = _wrap(dim, x.ndim)
+    s = x - np.max(x, axis=dim, keepdims=True)
+    with np.errstate(divide="ignore"):
+        s -= np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
+    return _ret(s, rt)
+
+
+@_kernel("_softmax_backward_data.default")
+def _softmax_backward_data(grad_output, output, dim, input_dtype):
+    g, y = _f32(grad_output), _f32(output)
+    dim = _wrap(dim, g.ndim)
+    r = y * (g - np.sum(g * y, axis=dim, keepdims=True))
+    return _ret(r, np.dtype(input_dtype))
+
+
+@_kernel("_log_softmax_backward_data.default")
+def _log_softmax_backward_data(grad_output, output, dim, input_dtype):
+    g, y = _f32(grad_output), _f32(output)
+    dim = _wrap(dim, g.ndim)
+    r = g - np.exp(y) * np.sum(g, axis=dim, keepdims=True)
+    return _ret(r, np.dtype(input_dtype))
+
+

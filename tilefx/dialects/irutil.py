@@ -1,0 +1,52 @@
+"""IR helpers that passes, lowerings, the backend and the tools share.
+
+Finding a function, reading attributes as Python values, rewriting a
+function's results: small operations on the graph IR with one home, below
+every layer that uses them.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
+from xdsl.ir import Attribute
+from xdsl.utils.exceptions import DiagnosticException
+
+from tilefx.dialects.aten import from_attr
+
+
+def to_py(attr: Attribute):
+    """The Python value of an attribute (dicts and arrays recursively)."""
+    if isinstance(attr, DictionaryAttr):
+        return {k: to_py(v) for k, v in attr.data.items()}
+    if isinstance(attr, ArrayAttr):
+        return [to_py(v) for v in attr.data]
+    return from_attr(attr)
+
+
+def find_func(module: ModuleOp, name: str) -> func.FuncOp:
+    """The function @name of `module` (a diagnostic if there is none)."""
+    for op in module.ops:
+        if isinstance(op, func.FuncOp) and op.sym_name.data == name:
+            return op
+    raise DiagnosticException(f"no function @{name} in the module")
+
+
+def set_results(fn: func.FuncOp, results: list, arg_attrs: list[dict], res_attrs: list[dict]) -> None:
+    """Make `fn` return `results`, and update its type and argument/result attributes
+    (after a pass added arguments or results)."""
+    block = fn.body.block
+    ret = block.last_op
+    block.insert_op_before(func.ReturnOp(*results), ret)
+    block.erase_op(ret)
+    fn.function_type = func.FunctionType.from_lists([a.type for a in block.args],
+                                                   [r.type for r in results])
+    fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in arg_attrs])
+    fn.res_attrs = ArrayAttr([DictionaryAttr(a) for a in res_attrs])
+
+
+def attrs_of(fn: func.FuncOp, which: str) -> list[dict[str, Attribute]]:
+    """The argument ("arg") or result ("res") attributes of `fn`, one dict each."""
+    arr = fn.arg_attrs if which == "arg" else fn.res_attrs
+    n = len(fn.body.block.args) if which == "arg" else len(fn.function_type.outputs)
+    return [dict(arr.data[i].data) if arr is not None else {} for i in range(n)]

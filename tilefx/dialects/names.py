@@ -1,0 +1,51 @@
+"""The names of the IR's attributes and keys, each spelled once.
+
+Every layer above the dialects (lowering, passes, backend, api, tools) refers
+to these constants, never to the strings, so a key can be found and renamed in
+one place.
+
+Function-level roles (`tilefx.*`): the argument and result attributes that say
+what a value of @main or @update is to the executor (a parameter bound by
+name, a user input by position, a gradient, an optimizer state, ...).
+
+Op and module attributes of the `ipu` dialect (`ipu.*`): placement, memory
+proportion, strategy, optimizer, autocast, stage summary.
+
+Frontend annotation keys: what the PopTorch API stamps on traced nodes
+(`node.meta["custom"]`) for the torch lowering to turn into `ipu.place` and
+`ipu.autocast`.
+"""
+
+# -- roles of @main / @update arguments and results ---------------------------
+ROLE_PREFIX = "tilefx."
+PARAM_KEY = "tilefx.param"  # a weight, bound by its qualified name
+BUFFER_KEY = "tilefx.buffer"  # a module buffer (argument) or its new value (result)
+INPUT_KEY = "tilefx.input"  # the n-th user input
+CONST_KEY = "tilefx.const"  # a constant tensor lifted from the model
+OUTPUT_KEY = "tilefx.output"  # the n-th user output
+LOSS_KEY = "tilefx.loss"  # marks the output that is the loss
+GRAD_KEY = "tilefx.grad"  # the gradient of a named parameter
+ACCUM_KEY = "tilefx.accum"  # a gradient accumulator of a named parameter
+HYPER_KEY = "tilefx.hyper"  # a variable optimizer hyper-parameter ("lr/0", ...)
+STEP_KEY = "tilefx.step"  # the optimizer step counter
+STATE_KEY = "tilefx.state"  # an optimizer state tensor ("w/exp_avg", ...)
+INIT_KEY = "tilefx.init"  # the initial value of an optimizer state
+GROUP_KEY = "tilefx.group"  # the optimizer parameter group of a parameter
+ALS_UPPER_KEY = "tilefx.als_upper"  # automatic loss scaling: upper-bin count
+LOSS_SEED_KEY = "tilefx.loss_seed"  # op attribute: the backward's seed (dloss = 1)
+
+# -- ipu dialect attributes on ops and the module -----------------------------
+PLACE_KEY = "ipu.place"  # #ipu.place<...> on every op
+AVAILABLE_MEMORY_KEY = "ipu.available_memory"  # per-op memory proportion
+MEMORY_PROPORTION_KEY = "ipu.available_memory_proportion"  # per-IPU, module level
+STRATEGY_KEY = "ipu.strategy"  # the execution strategy, module level
+OPTIMIZER_KEY = "ipu.optimizer"  # the optimizer configuration, module level
+AUTOCAST_POLICY_KEY = "ipu.autocast_policy"  # a custom autocast policy, module level
+AUTOCAST_KEY = "ipu.autocast"  # per-op: inside an autocast region (bool)
+STAGES_KEY = "ipu.stages"  # the stage summary left by ipu-assign-stages
+ALS_TRACKED_KEY = "ipu.als_tracked_elements"  # loss scaling: tracked gradient size
+
+# -- annotation keys the API stamps on traced torch nodes ---------------------
+BLOCK_META_KEY = "tilefx.block"
+IPU_META_KEY = "tilefx.ipu"
+AUTOCAST_META_KEY = "tilefx.autocast"

@@ -1,0 +1,29 @@
+"""PopTorch's error classes (seeds/000 section 4.3): the base layer every other
+layer may import to raise an error users can cause."""
+
+
+class Error(RuntimeError):
+    """An application error: bad options, annotations, IR, shapes or memory.
+
+    Like poptorch.Error it carries `message` (without context), `type` (the
+    part of the stack that raised it) and `location`.
+    """
+
+    def __init__(self, message: str, type: str = "tilefx", location: str = ""):
+        self.message = message
+        self.type = type
+        self.location = location
+        text = message if not location else f"{message} (at {location})"
+        super().__init__(text)
+
+
+class RecoverableError(Error):
+    """A transient runtime error; `recovery_action` says what to reset."""
+
+    def __init__(self, message: str, recovery_action: str = "IPU_RESET", **kw):
+        super().__init__(message, **kw)
+        self.recovery_action = recovery_action
+
+
+class UnrecoverableError(Error):
+    """A runtime error that persists: the (simulated) machine is unusable."""
