@@ -33,6 +33,7 @@ from tilefx.errors import Error
 from tilefx.api.options import Options
 from tilefx.api.optim import SGD, optimizer_config
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
+from tilefx.lowering.call_spec import CallSpec, bind_call
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
 from tilefx.lowering.to_device import lower_to_device
 from tilefx.passes.pipelines import run_graph_passes
@@ -99,7 +100,7 @@ class _Program:
     main_results: list[tuple[str, Any]]
     update_args: list[tuple[str, Any]] = field(default_factory=list)
     update_results: list[tuple[str, Any]] = field(default_factory=list)
-    input_shapes: list[tuple] = field(default_factory=list)
+    input_shapes: list[tuple] = field(default_factory=list)  # micro-batch shapes
     input_dtypes: list[np.dtype] = field(default_factory=list)
     compile_seconds: float = 0.0
 
@@ -165,16 +166,16 @@ class PoplarExecutor:
     def compile(self, *args, **kwargs) -> None:
         """Compile for these inputs without running."""
         self._check_alive()
-        inputs = self._flatten_inputs(args, kwargs)
-        self._compile(inputs)
+        call, inputs = self._flatten_inputs(args, kwargs)
+        self._compile(inputs, call)
 
     def __call__(self, *args, **kwargs):
         self._check_alive()
-        inputs = self._flatten_inputs(args, kwargs)
+        call, inputs = self._flatten_inputs(args, kwargs)
         if self._program is None:
-            self._compile(inputs)
+            self._compile(inputs, call)
         else:
-            self._check_inputs(inputs)
+            self._call.check_same(call, inputs, self._compiled_inputs)
         if _HostVersion.latest(self._host_tensors()) > self._host_version:
             self.copyWeightsToDevice()
         out = self._run(inputs)
@@ -264,44 +265,26 @@ class PoplarExecutor:
         return (o.device_iterations, o.replication_factor, o.input_group_size,
                 o.Training.gradient_accumulation if self._training else 1)
 
-    def _flatten_inputs(self, args, kwargs) -> list[np.ndarray]:
-        if kwargs:
-            sig = inspect.signature(self._user_model.forward)
-            bound = sig.bind(*args, **kwargs)
-            args = tuple(bound.arguments.values())
-        while args and args[-1] is None:
-            args = args[:-1]
-        out = []
-        for i, a in enumerate(args):
-            if not isinstance(a, torch.Tensor):
-                raise Error(f"input {i} must be a torch.Tensor, got {type(a).__name__}")
-            out.append(a)
-        return out
+    def _flatten_inputs(self, args, kwargs) -> tuple[CallSpec, list[torch.Tensor]]:
+        """The call bound to forward's signature and its tensor leaves
+        (PopTorch's input conventions, see lowering/call_spec.py)."""
+        return bind_call(self._user_model.forward, args, kwargs)
 
-    def _micro_batch(self, inputs) -> int:
+    def _micro_batch(self, inputs, names: list[str] | None = None) -> int:
         d, r, gsize, g = self._factors()
         n = d * (r // gsize) * g
         mb = None
         for i, x in enumerate(inputs):
+            if x.dim() == 0 and n == 1:
+                continue  # a 0-d tensor is one batch of one (PopTorch)
             if x.dim() == 0 or x.shape[0] % n:
                 raise AssertionError(
-                    f"Invalid batch dimension: input {i} has batch size "
-                    f"{0 if x.dim() == 0 else x.shape[0]}, which is not a multiple of "
+                    f"Invalid batch dimension: input {names[i] if names else i} has batch size "
+                    f"{1 if x.dim() == 0 else x.shape[0]}, which is not a multiple of "
                     f"deviceIterations({d}) * replicationFactor({r}) / inputReplicaGroupSize({gsize}) "
                     f"* gradientAccumulation({g}) = {n}")
             mb = x.shape[0] // n
         return mb or 0
-
-    def _check_inputs(self, inputs) -> None:
-        p = self._program
-        if len(inputs) != len(p.input_shapes):
-            raise Error(f"the model was compiled for {len(p.input_shapes)} inputs, got {len(inputs)}")
-        for i, (x, shape, dt) in enumerate(zip(inputs, p.input_shapes, p.input_dtypes)):
-            if tuple(x.shape) != shape:
-                raise Error(f"input {i} has shape {tuple(x.shape)} but the model was compiled for "
-                            f"shape {shape}: recompile (destroy and wrap again) for new shapes")
-            if np_dtype_of(x.dtype) != dt:
-                raise Error(f"input {i} has dtype {x.dtype} but the model was compiled for {dt}")
 
     # -- compilation -----------------------------------------------------
     def _param_names(self) -> dict[int, str]:
@@ -313,9 +296,9 @@ class PoplarExecutor:
                 names[id(p)] = n
         return names
 
-    def _compile(self, inputs: list[torch.Tensor]) -> None:
+    def _compile(self, inputs: list[torch.Tensor], call: CallSpec) -> None:
         start = time.perf_counter()
-        self._micro_batch(inputs)  # checks every input's batch dimension
+        self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
         d_, r_, g_size, g_ = self._factors()
         n = d_ * (r_ // g_size) * g_
         model = self._user_model
@@ -327,8 +310,8 @@ class PoplarExecutor:
         for p_ in untrained:
             p_.requires_grad_(False)
         try:
-            traced = trace(model, tuple(x[: x.shape[0] // n] for x in inputs), self._training,
-                           upcast_inputs=self._upcast_inputs(inputs))
+            traced = trace(model, tuple(x[: x.shape[0] // n] if x.dim() else x for x in inputs),
+                           self._training, upcast_inputs=self._upcast_inputs(inputs), call=call)
         finally:
             model.train(was_training)
             for p_ in untrained:
@@ -382,7 +365,7 @@ class PoplarExecutor:
                                   half_partials=self._options.Precision.partials_type == torch.float16),
             update=None,
             main_args=_role_list(arg_roles(main_fn)), main_results=_role_list(result_roles(main_fn)),
-            input_shapes=[tuple(x.shape) for x in inputs],
+            input_shapes=[(x.shape[0] // n,) + tuple(x.shape[1:]) if x.dim() else () for x in inputs],
             input_dtypes=[np_dtype_of(x.dtype) for x in inputs])
         if self._training:
             self._build_update(program, compile_only=True)
@@ -390,6 +373,8 @@ class PoplarExecutor:
         self._schedule = self._make_schedule(module)
         self._profile = self._make_profile(program)
         self._program = program
+        self._call = call
+        self._compiled_inputs = [(tuple(x.shape), x.dtype) for x in inputs]
         self.copyWeightsToDevice()
         self._consts = traced.consts
         if self._training:
@@ -584,7 +569,7 @@ class PoplarExecutor:
         p = self._program
         D, R, gsize, G = self._factors()
         r_in = R // gsize
-        xs = [_to_np(x).reshape((D, G, r_in, -1) + tuple(x.shape[1:])) for x in inputs]
+        xs = [_to_np(x).reshape((D, G, r_in) + shape) for x, shape in zip(inputs, p.input_shapes)]
         # broadcastBuffers (default): every replica starts from the host's buffers;
         # broadcastBuffers(False): each replica keeps its own from call to call
         own = getattr(self, "_replica_buffers", None)
@@ -720,8 +705,12 @@ class PoplarExecutor:
             else:
                 raise Error(f"unsupported output mode {mode}")
             results.append(torch.from_numpy(np.array(_join(items), order="C")))
-        order = sorted(range(len(out_ids)), key=lambda i: out_ids[i])
-        results = [results[i] for i in order]
+        leaves: list[Any] = [None] * self._program.traced.num_outputs
+        for i, r in zip(out_ids, results):
+            leaves[i] = r
+        for i, v in self._program.traced.out_consts.items():
+            leaves[i] = v  # None and Python values the model returned
+        results = leaves
         spec = self._program.traced.out_spec  # the model's own structure: dicts, nesting
         if spec is not None and spec.num_leaves == len(results):
             return torch.utils._pytree.tree_unflatten(results, spec)

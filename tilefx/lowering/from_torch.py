@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+from torch._export.utils import _compiling_state_context
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
@@ -40,6 +41,7 @@ from tilefx.errors import Error
 from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
 from tilefx.dialects.aten_schema import Schema
+from tilefx.lowering.call_spec import CallSpec, CallWith, bind_call
 from tilefx.lowering.tracing_state import Tracing, end_begin_blocks, start_tracing, uses_begin_block
 from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, OUTPUT_KEY, PARAM_KEY
 
@@ -80,6 +82,7 @@ class TracedGraph:
     loss_index: int | None
     consts: dict[str, np.ndarray] = field(default_factory=dict)
     out_spec: object = None  # the pytree structure of the model's outputs (dicts, nesting)
+    out_consts: dict[int, object] = field(default_factory=dict)  # non-tensor outputs by index
 
 
 START_BLOCK = ipu.START_BLOCK
@@ -87,20 +90,29 @@ START_BLOCK = ipu.START_BLOCK
 
 class _LayerWatch:
     """Module hooks active while tracing: restart the BeginBlock state at each
-    forward of the root module (the tracer runs it more than once), and note
-    the layers (modules with parameters) that run outside every block after
-    the first block was seen (PopTorch: every layer must be inside a Block)."""
+    forward of the root module (the tracer runs it more than once), note the
+    layers (modules with parameters) that run outside every block after the
+    first block was seen (PopTorch: every layer must be inside a Block), and
+    keep the stack of modules running, as `nn_module_stack` in the node meta
+    (what torch.export records), so errors name the module of an op."""
 
-    def __init__(self, model: torch.nn.Module):
-        self.names = {m: n or type(m).__name__ for n, m in model.named_modules()}
+    def __init__(self, model: torch.nn.Module, prefix: str = ""):
+        self.names: dict[torch.nn.Module, str] = {}
+        for n, m in model.named_modules():
+            if prefix and not n:
+                continue  # the tracing wrapper itself
+            n = "" if n == prefix.rstrip(".") else n.removeprefix(prefix)
+            self.names.setdefault(m, n or type(m).__name__)
         self.seen_block = False
         self.outside: list[str] = []
+        self.stack: list[tuple[str, str]] = []  # (path, class name) of the running modules
         self.handles = [
             model.register_forward_pre_hook(lambda m, a: self.restart(), prepend=True),
             # a BeginBlock annotation ends with the forward: backward nodes get
             # their block from their forward node, not from the last BeginBlock
             model.register_forward_hook(lambda m, a, out: end_begin_blocks()),
             torch.nn.modules.module.register_module_forward_pre_hook(self.layer),
+            torch.nn.modules.module.register_module_forward_hook(self.leave),
         ]
 
     def restart(self) -> None:
@@ -108,6 +120,7 @@ class _LayerWatch:
         start_tracing()
         self.seen_block = False
         self.outside = []
+        self.stack = []
 
     def layer(self, module, args) -> None:
         custom = torch.fx.traceback.current_meta.get("custom") or {}
@@ -116,10 +129,82 @@ class _LayerWatch:
         elif self.seen_block and module in self.names and \
                 any(True for _ in module.parameters(recurse=False)):
             self.outside.append(f"{self.names[module]} ({type(module).__name__})")
+        if module in self.names:
+            self.stack.append((self.names[module], type(module).__name__))
+            self._publish()
+
+    def leave(self, module, args, out) -> None:
+        if module in self.names and self.stack and self.stack[-1][0] == self.names[module]:
+            self.stack.pop()
+            self._publish()
+
+    def _publish(self) -> None:
+        torch.fx.traceback.current_meta["nn_module_stack"] = {
+            path: (path, cls) for path, cls in self.stack}
+
+    def where(self) -> str:
+        """The module running now, as `_module_of` names a node's."""
+        if not self.stack:
+            return "<top level>"
+        path, cls = self.stack[-1]
+        return f"{path} ({cls})"
 
     def remove(self) -> None:
         for h in self.handles:
             h.remove()
+        torch.fx.traceback.current_meta.pop("nn_module_stack", None)
+
+
+# torch's exceptions for a question about tensor values asked while tracing
+# (`.item()`, `if tensor:`, ops whose output shape depends on the values)
+_DATA_DEPENDENT = ("DataDependentOutputException", "DynamicOutputShapeException",
+                   "GuardOnDataDependentSymNode", "UnsupportedOperatorException")
+
+
+def _user_line(exc: BaseException) -> str | None:
+    """`file:line: code` of the innermost frame of `exc` outside torch and
+    tilefx: the model code that asked."""
+    import linecache
+    import os
+    import traceback
+
+    skip = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)),
+            os.path.dirname(contextlib.__file__))
+    best = None
+    for fs in traceback.extract_tb(exc.__traceback__):
+        if not fs.filename.startswith(skip) and "<" not in fs.filename[:1]:
+            best = fs
+    if best is None:
+        return None
+    code = (best.line or linecache.getline(best.filename, best.lineno)).strip()
+    return f"{best.filename}:{best.lineno}: {code}"
+
+
+def _tracing_error(e: Exception, where: str) -> Error:
+    """A torch tracing failure as a tilefx.Error naming the ATen op, the
+    module and the model's source line."""
+    chain, inner = [], e
+    while inner is not None and inner not in chain:
+        chain.append(inner)
+        inner = inner.__cause__ or inner.__context__
+    for exc in chain:
+        if isinstance(exc, Error):
+            return exc
+    line = next((ln for ln in map(_user_line, chain) if ln), None)
+    at = f"\n  at {line}" if line else ""
+    for exc in chain:
+        if type(exc).__name__ in _DATA_DEPENDENT:
+            func = getattr(exc, "func", None)
+            op = f"aten::{str(func).removeprefix('aten.')}" if func is not None else None
+            what = str(exc).split("\n")[0]
+            if op is None:
+                op = "aten::_local_scalar_dense" if "GuardOnDataDependent" in type(exc).__name__ else what
+            return Error(f"{op} (from module {where}) depends on the values of a tensor (e.g. "
+                         "`.item()`, `if tensor:` or an output shape set by the data); an IPU "
+                         "graph has static shapes and no host round trip: compute it with "
+                         f"tensor ops or pass it as a non-tensor argument{at}", type="frontend")
+    return Error(f"tracing the model failed in module {where}: {type(e).__name__}: "
+                 f"{str(e).splitlines()[0] if str(e) else ''}{at}", type="frontend")
 
 
 def _module_of(node) -> str:
@@ -321,26 +406,15 @@ def _find_loss(plain_outputs: list, differentiable: set[int]) -> int | None:
     return scalars[0] if scalars else None
 
 
-class _UpcastInputs(torch.nn.Module):
-    """Runs the model on its float16 inputs cast to float32 (PyTorch's promotion
-    of fp16 inputs meeting fp32 weights); the casts are traced into the graph."""
-
-    def __init__(self, inner: torch.nn.Module, which: frozenset[int]):
-        super().__init__()
-        self.inner = inner
-        self.which = which
-
-    def forward(self, *args):
-        return self.inner(*[a.float() if i in self.which else a for i, a in enumerate(args)])
-
-
 def trace(model: torch.nn.Module, args: tuple, training: bool,
-          upcast_inputs: frozenset[int] = frozenset()) -> TracedGraph:
-    """Trace `model(*args)` (micro-batch shaped) into the graph IR; the inputs
-    in `upcast_inputs` are fp16 and cast to fp32 inside the graph."""
-    prefix = ""
-    if upcast_inputs:
-        model, prefix = _UpcastInputs(model, upcast_inputs), "inner."
+          upcast_inputs: frozenset[int] = frozenset(), call: CallSpec | None = None) -> TracedGraph:
+    """Trace `model` called with the tensors `args` (micro-batch shaped) into
+    the graph IR. `call` says how they make the model's arguments (nesting,
+    keywords, constants; default: positional); the inputs in `upcast_inputs`
+    are fp16 and cast to fp32 inside the graph."""
+    if call is None:
+        call = bind_call(None, tuple(args), {})[0]
+    model, prefix = CallWith(model, call, upcast_inputs), "inner."
     from torch._functorch._aot_autograd.descriptors import (
         BufferAOTInput,
         GradAOTOutput,
@@ -356,10 +430,11 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
         with contextlib.ExitStack() as stack:
             stack.enter_context(torch.fx.traceback.preserve_node_meta())
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
+            stack.enter_context(_compiling_state_context())
             if not training:
                 stack.enter_context(torch.no_grad())
+            watch = _LayerWatch(model, prefix)
             try:
-                watch = _LayerWatch(model)
                 try:
                     joint = aot_export_joint_with_descriptors(
                         stack, model, tuple(args), decompositions=torch._decomp.core_aten_decompositions(),
@@ -369,12 +444,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             except Error:
                 raise
             except Exception as e:  # torch's own tracing failures
-                inner = e
-                while inner is not None and not isinstance(inner, Error):
-                    inner = inner.__cause__ or inner.__context__
-                if inner is not None:
-                    raise inner from None
-                raise Error(f"tracing the model failed: {type(e).__name__}: {e}", type="frontend") from e
+                raise _tracing_error(e, watch.where()) from None
             finally:
                 end_begin_blocks()
     finally:
@@ -442,7 +512,12 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                     type="frontend")
     results, res_attrs = [], []
     num_outputs = 0
+    out_consts: dict[int, object] = {}
     for d, n in zip(out_descs, outs):
+        if isinstance(d, PlainAOTOutput) and not isinstance(n, torch.fx.Node):
+            num_outputs = max(num_outputs, d.idx + 1)
+            out_consts[d.idx] = n  # None or a Python value the model returned
+            continue
         if n is None:
             continue
         if isinstance(d, PlainAOTOutput):
@@ -481,4 +556,4 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     fn = func.FuncOp("main", ftype, Region(b.block), arg_attrs=ArrayAttr(b.arg_attrs),
                      res_attrs=ArrayAttr(res_attrs))
     return TracedGraph(ModuleOp([fn]), params, buffers, num_inputs, num_outputs, loss_index, consts,
-                       out_spec=getattr(joint, "out_spec", None))
+                       out_spec=getattr(joint, "out_spec", None), out_consts=out_consts)

@@ -1,0 +1,220 @@
+"""Hugging Face `transformers` model families from tiny configs (random
+weights, nothing downloaded), wrapped the way a PopTorch user wraps them:
+`forward` returns the logits (inference) or the loss (training).
+
+Shared by tests/test_hf_models.py, benchmarks/bench_models.py and the BERT
+example. `transformers` is a test dependency: tilefx never imports it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+BATCH = 2
+SEQ = 8
+VOCAB = 64
+IMAGE = 32
+LABELS = 3
+_TEXT = dict(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+             intermediate_size=32, max_position_embeddings=32)
+_NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+class LogitsOrLoss(torch.nn.Module):
+    """`model(**inputs)` returning the logits in eval mode and the loss in train mode."""
+
+    def __init__(self, model: torch.nn.Module, train_names: tuple[str, ...],
+                 eval_names: tuple[str, ...]):
+        super().__init__()
+        self.model = model
+        self.train_names = train_names
+        self.eval_names = eval_names
+
+    def forward(self, *args):
+        kwargs = dict(zip(self.train_names if self.training else self.eval_names, args))
+        out = self.model(**kwargs)
+        return out.loss if self.training else out.logits
+
+
+@dataclass
+class Family:
+    name: str
+    build: Callable[[float], torch.nn.Module]  # dropout probability -> HF model
+    inputs: Callable[[torch.Generator], dict[str, torch.Tensor]]  # with labels (last)
+    seq2seq: bool = False
+
+    def model(self, dropout: float = 0.0) -> LogitsOrLoss:
+        torch.manual_seed(0)
+        m = self.build(dropout)
+        return LogitsOrLoss(m, self.input_names(True), self.input_names(False))
+
+    def example(self, seed: int = 0, training: bool = True) -> tuple[torch.Tensor, ...]:
+        """The inputs in `model().input_names` order; in inference the labels
+        are the decoder's input ids (encoder-decoder families) or left out."""
+        d = self.inputs(torch.Generator().manual_seed(seed))
+        if not training:
+            labels = d.pop("labels")
+            if self.seq2seq:
+                d["decoder_input_ids"] = labels
+        return tuple(d.values())
+
+    def input_names(self, training: bool) -> tuple[str, ...]:
+        names = list(self.inputs(torch.Generator().manual_seed(0)))
+        if not training:
+            names[-1:] = ["decoder_input_ids"] if self.seq2seq else []
+        return tuple(names)
+
+
+def _ids(g, batch=BATCH, seq=SEQ):
+    return torch.randint(1, VOCAB, (batch, seq), generator=g)
+
+
+def _text_cls(g):
+    return {"input_ids": _ids(g), "attention_mask": torch.ones(BATCH, SEQ, dtype=torch.long),
+            "labels": torch.randint(0, LABELS, (BATCH,), generator=g)}
+
+
+def _causal(g):
+    ids = _ids(g)
+    return {"input_ids": ids, "labels": ids.clone()}
+
+
+def _image(g, channels=3):
+    return {"pixel_values": torch.randn(BATCH, channels, IMAGE, IMAGE, generator=g),
+            "labels": torch.randint(0, LABELS, (BATCH,), generator=g)}
+
+
+def _bert(p):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    return BertForSequenceClassification(BertConfig(
+        **_TEXT, hidden_dropout_prob=p, attention_probs_dropout_prob=p, num_labels=LABELS))
+
+
+def _roberta(p):
+    from transformers import RobertaConfig, RobertaForSequenceClassification
+
+    return RobertaForSequenceClassification(RobertaConfig(
+        **_TEXT, hidden_dropout_prob=p, attention_probs_dropout_prob=p, num_labels=LABELS,
+        pad_token_id=0))
+
+
+def _distilbert(p):
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+
+    return DistilBertForSequenceClassification(DistilBertConfig(
+        vocab_size=VOCAB, dim=16, n_layers=2, n_heads=2, hidden_dim=32, max_position_embeddings=32,
+        dropout=p, attention_dropout=p, seq_classif_dropout=p, num_labels=LABELS))
+
+
+def _gpt2(p):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    return GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=2, n_head=2, n_positions=32,
+                                      resid_pdrop=p, embd_pdrop=p, attn_pdrop=p))
+
+
+def _llama(p):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=32,
+                                        num_hidden_layers=2, num_attention_heads=2,
+                                        num_key_value_heads=1, max_position_embeddings=32,
+                                        attention_dropout=p))
+
+
+def _t5(p):
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    return T5ForConditionalGeneration(T5Config(
+        vocab_size=VOCAB, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_decoder_layers=1, num_heads=2,
+        relative_attention_num_buckets=8, dropout_rate=p, decoder_start_token_id=0, pad_token_id=0))
+
+
+def _t5_inputs(g):
+    return {"input_ids": _ids(g), "labels": _ids(g)}
+
+
+def _whisper(p):
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    return WhisperForConditionalGeneration(WhisperConfig(
+        vocab_size=VOCAB, num_mel_bins=8, encoder_layers=1, decoder_layers=1, d_model=16,
+        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+        max_source_positions=8, max_target_positions=16, dropout=p, attention_dropout=p,
+        activation_dropout=p, decoder_start_token_id=1, pad_token_id=0, bos_token_id=1,
+        eos_token_id=2, suppress_tokens=None, begin_suppress_tokens=None))
+
+
+def _whisper_inputs(g):
+    # 16 mel frames: the encoder's stride-2 conv gives max_source_positions = 8
+    return {"input_features": torch.randn(BATCH, 8, 16, generator=g), "labels": _ids(g)}
+
+
+def _vit(p):
+    from transformers import ViTConfig, ViTForImageClassification
+
+    return ViTForImageClassification(ViTConfig(
+        image_size=IMAGE, patch_size=8, num_channels=3, hidden_size=16, num_hidden_layers=2,
+        num_attention_heads=2, intermediate_size=32, hidden_dropout_prob=p,
+        attention_probs_dropout_prob=p, num_labels=LABELS))
+
+
+def _swin(p):
+    from transformers import SwinConfig, SwinForImageClassification
+
+    return SwinForImageClassification(SwinConfig(
+        image_size=IMAGE, patch_size=4, num_channels=3, embed_dim=16, depths=[1, 1], num_heads=[2, 2],
+        window_size=4, mlp_ratio=2.0, hidden_dropout_prob=p, attention_probs_dropout_prob=p,
+        drop_path_rate=0.0, num_labels=LABELS))
+
+
+def _convnext(p):
+    from transformers import ConvNextConfig, ConvNextForImageClassification
+
+    return ConvNextForImageClassification(ConvNextConfig(
+        num_channels=3, hidden_sizes=[8, 16], depths=[1, 1], patch_size=4, image_size=IMAGE,
+        drop_path_rate=0.0, num_labels=LABELS, num_stages=2))
+
+
+def _mobilevit(p):
+    from transformers import MobileViTConfig, MobileViTForImageClassification
+
+    return MobileViTForImageClassification(MobileViTConfig(
+        num_channels=3, image_size=IMAGE, patch_size=2, hidden_sizes=[16, 16, 16],
+        neck_hidden_sizes=[8, 8, 16, 16, 16, 16, 32], num_attention_heads=2, mlp_ratio=2.0,
+        expand_ratio=2.0, hidden_dropout_prob=p, attention_probs_dropout_prob=p,
+        classifier_dropout_prob=p, num_labels=LABELS))
+
+
+def _resnet(p):
+    from transformers import ResNetConfig, ResNetForImageClassification
+
+    return ResNetForImageClassification(ResNetConfig(
+        num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic",
+        num_labels=LABELS))
+
+
+FAMILIES: dict[str, Family] = {f.name: f for f in [
+    Family("bert", _bert, _text_cls),
+    Family("roberta", _roberta, _text_cls),
+    Family("distilbert", _distilbert, _text_cls),
+    Family("gpt2", _gpt2, _causal),
+    Family("llama", _llama, _causal),
+    Family("t5", _t5, _t5_inputs, seq2seq=True),
+    Family("whisper", _whisper, _whisper_inputs, seq2seq=True),
+    Family("vit", _vit, _image),
+    Family("swin", _swin, _image),
+    Family("convnext", _convnext, _image),
+    Family("mobilevit", _mobilevit, _image),
+    Family("resnet", _resnet, _image),
+]}
+# families whose training graph has dropout (the dropout check runs on these)
+WITH_DROPOUT = ("bert", "gpt2", "vit")

@@ -1,0 +1,154 @@
+"""How the arguments of a call reach the graph (PopTorch's input conventions).
+
+A call is bound to the signature of the model's `forward` (positional,
+keyword and default arguments, `*args`, `**kwargs`) and flattened as a
+pytree: nested tuples, lists, dicts (and named tuples, ...) are walked and
+`None` is structure, not a value. Every tensor leaf becomes a graph input,
+split along its batch dimension by the batching factors; every other leaf
+(numbers, strings, dtypes) is compiled into the graph as a constant, as
+PopTorch does. A later call must therefore have the same structure, the same
+tensor shapes and dtypes and the same non-tensor values, or it is an error
+that names the argument (PopTorch's "Value mismatch ... the inputs passed at
+runtime don't match the inputs used to compile the model").
+
+Defaults that are tensors are left to Python (the traced graph holds them as
+constants, not as batched inputs); other defaults are bound, so `f(x)` and
+`f(x, flag=False)` are the same call when False is the default.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from tilefx.errors import Error
+
+_RECOMPILE = ("; non-tensor arguments and shapes are compiled into the graph: recompile for "
+              "new inputs (destroy() and wrap the model again)")
+
+
+@dataclass
+class CallSpec:
+    """The structure of one call: its pytree, its non-tensor leaves, and a
+    readable name for every leaf (`x`, `batch['ids']`, `pair[1]`)."""
+
+    spec: pytree.TreeSpec
+    leaves: list[Any]  # non-tensor values; tensor leaves as None
+    is_tensor: list[bool]
+    names: list[str]
+
+    @property
+    def num_tensors(self) -> int:
+        return sum(self.is_tensor)
+
+    def tensor_names(self) -> list[str]:
+        return [n for n, t in zip(self.names, self.is_tensor) if t]
+
+    def rebuild(self, tensors) -> tuple[tuple, dict]:
+        """(args, kwargs) for `forward`, with `tensors` at the tensor leaves."""
+        it = iter(tensors)
+        leaves = [next(it) if t else v for v, t in zip(self.leaves, self.is_tensor)]
+        args, kwargs = pytree.tree_unflatten(leaves, self.spec)
+        return tuple(args), dict(kwargs)
+
+    def check_same(self, other: CallSpec, tensors: list[torch.Tensor],
+                   compiled: list[tuple[tuple, torch.dtype]]) -> None:
+        """Raise an Error naming the first argument of `other` (a later call
+        with these tensors) that differs from this call, compiled for tensors
+        of these (shape, dtype)."""
+        if other.spec != self.spec:
+            raise Error(f"the arguments do not have the structure the model was compiled for: "
+                        f"expected {_describe(self)} but got {_describe(other)}{_RECOMPILE}")
+        ti = 0
+        for name, is_t, mine, theirs in zip(self.names, self.is_tensor, self.leaves, other.leaves):
+            if is_t:
+                x, (shape, dtype) = tensors[ti], compiled[ti]
+                ti += 1
+                if tuple(x.shape) != tuple(shape):
+                    raise Error(f"input {name} has shape {tuple(x.shape)} but the model was "
+                                f"compiled for shape {tuple(shape)}{_RECOMPILE}")
+                if x.dtype != dtype:
+                    raise Error(f"input {name} has dtype {x.dtype} but the model was compiled "
+                                f"for {dtype}{_RECOMPILE}")
+            elif type(mine) is not type(theirs) or mine != theirs:
+                raise Error(f"Value mismatch for {name}: expected {mine!r} but got {theirs!r}"
+                            f"{_RECOMPILE}")
+
+
+def _describe(c: CallSpec) -> str:
+    return "(" + ", ".join(f"{n}: {'Tensor' if t else repr(v)}"
+                           for n, t, v in zip(c.names, c.is_tensor, c.leaves)) + ")"
+
+
+def _is_leaf(x) -> bool:
+    # tensors are leaves even when a subclass registers itself as a pytree node
+    return isinstance(x, torch.Tensor)
+
+
+def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.Tensor]]:
+    """Bind `args`/`kwargs` to `forward`'s signature and flatten them."""
+    try:
+        sig = inspect.signature(forward)
+    except (TypeError, ValueError):  # no signature: take the call as it is
+        sig = None
+    if sig is not None:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise Error(f"the call does not match {type(getattr(forward, '__self__', forward)).__name__}"
+                        f".forward{sig}: {e}") from None
+        for name, p in sig.parameters.items():
+            if name not in bound.arguments and p.default is not inspect.Parameter.empty \
+                    and not isinstance(p.default, torch.Tensor) and p.kind not in (
+                        inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                bound.arguments[name] = p.default
+        args, kwargs = bound.args, bound.kwargs
+        positional = [n for n, p in sig.parameters.items() if p.kind in (
+            inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        star = next((n for n, p in sig.parameters.items()
+                     if p.kind == inspect.Parameter.VAR_POSITIONAL), "args")
+    else:
+        positional, star = [], "args"
+    with_path, spec = pytree.tree_flatten_with_path((tuple(args), dict(kwargs)), is_leaf=_is_leaf)
+    names, leaves, is_tensor, tensors = [], [], [], []
+    for path, leaf in with_path:
+        top, key, rest = path[0].idx, path[1], path[2:]
+        if top == 0:
+            i = key.idx
+            base = positional[i] if i < len(positional) else f"*{star}[{i - len(positional)}]"
+        else:
+            base = str(key.key)
+        names.append(base + pytree.keystr(rest))
+        if isinstance(leaf, torch.Tensor):
+            if leaf.is_complex():
+                raise Error(f"input {names[-1]} is a complex tensor: complex numbers are not "
+                            "supported on the IPU")
+            leaves.append(None)
+            is_tensor.append(True)
+            tensors.append(leaf)
+        else:
+            leaves.append(leaf)
+            is_tensor.append(False)
+    return CallSpec(spec, leaves, is_tensor, names), tensors
+
+
+class CallWith(torch.nn.Module):
+    """Traces `inner(*args, **kwargs)` from the flat tensor inputs: the call's
+    structure and constants are rebuilt inside the trace; the tensors in
+    `upcast` (fp16 inputs meeting fp32 weights) are cast to fp32 there, as
+    PyTorch's promotion would."""
+
+    def __init__(self, inner: torch.nn.Module, call: CallSpec, upcast: frozenset[int] = frozenset()):
+        super().__init__()
+        self.inner = inner
+        self.call = call
+        self.upcast = upcast
+
+    def forward(self, *tensors):
+        tensors = [t.float() if i in self.upcast else t for i, t in enumerate(tensors)]
+        args, kwargs = self.call.rebuild(tensors)
+        return self.inner(*args, **kwargs)
