@@ -121,13 +121,51 @@ def _role_list(roles: list[dict]) -> list[tuple[str, Any]]:
     return out
 
 
+# the attributes torch.nn.Module keeps in an instance (shared with the wrapped model)
+_MODULE_STATE = frozenset(torch.nn.Module().__dict__)
+
+
 class PoplarExecutor:
-    """A model wrapped for the simulated IPU (seeds/000 4.2.3)."""
+    """A model wrapped for the simulated IPU (seeds/000 4.2.3).
+
+    The executor is the model, as in PopTorch: an instance of a class made at
+    wrap time that derives from PoplarExecutor and from the model's class,
+    holding a shallow copy of the model's state ("PopTorch makes a shallow
+    copy of the model": parameters, buffers and submodules are the model's
+    own, primitive attributes such as `training` are not kept in sync). So
+    `executor.fc.weight`, `named_parameters()`, `state_dict()`, indexing and
+    iterating a Sequential, `train()`/`eval()`, `repr` and
+    `isinstance(executor, type(model))` behave as on the model, while the
+    executor's own methods (`__call__`, `compile`, `copyWeightsToHost`, ...)
+    come first."""
+
+    def __new__(cls, model=None, *args, **kwargs):
+        if isinstance(model, PoplarExecutor):
+            model = model._user_model
+        if isinstance(model, torch.nn.Module) and not issubclass(cls, type(model)):
+            mcls = type(model)
+            cls = type(mcls.__name__, (cls, mcls), {
+                "__module__": mcls.__module__, "__qualname__": mcls.__qualname__,
+                "__doc__": mcls.__doc__})
+        return object.__new__(cls)
+
+    def __setattr__(self, name: str, value) -> None:
+        # the executor's own (private) state stays out of torch.nn.Module's
+        # bookkeeping: `_user_model` is not a submodule of the copy
+        if name.startswith("_") and name not in _MODULE_STATE or \
+                not isinstance(self, torch.nn.Module):
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
 
     def __init__(self, model: torch.nn.Module, options: Options | None = None,
                  training: bool = False, optimizer: torch.optim.Optimizer | None = None):
+        if isinstance(model, PoplarExecutor):
+            model = model._user_model  # wrapping a wrapper wraps its model (PopTorch)
         if not isinstance(model, torch.nn.Module):
             raise Error(f"expected a torch.nn.Module, got {type(model).__name__}")
+        self.__dict__.update({k: v for k, v in model.__dict__.items() if not k.startswith("_tilefx")})
+        self.__dict__["training"] = training  # the executor's mode; the model's flag is its own
         self._user_model = model
         self._options = options if options is not None else Options()
         self._options._freeze()
@@ -139,7 +177,7 @@ class PoplarExecutor:
         self._optimizer = optimizer
         self._program: _Program | None = None
         self._weights: dict[str, np.ndarray] = {}
-        self._buffers: dict[str, np.ndarray] = {}
+        self._device_buffers: dict[str, np.ndarray] = {}
         self._opt_state: dict[str, np.ndarray] = {}
         self._step = 0
         self._host_version = -1
@@ -193,7 +231,7 @@ class PoplarExecutor:
             for n in self._program.traced.params:
                 self._weights[n] = _to_np(named_p[n])
             for n in self._program.traced.buffers:
-                self._buffers[n] = _to_np(named_b[n])
+                self._device_buffers[n] = _to_np(named_b[n])
         self._host_version = _HostVersion.latest(self._host_tensors())
 
     def copyWeightsToHost(self) -> None:
@@ -574,7 +612,7 @@ class PoplarExecutor:
         # broadcastBuffers(False): each replica keeps its own from call to call
         own = getattr(self, "_replica_buffers", None)
         if self._options.broadcast_buffers or own is None or len(own) != R:
-            buffers = [dict(self._buffers) for _ in range(R)]
+            buffers = [dict(self._device_buffers) for _ in range(R)]
         else:
             buffers = [dict(b) for b in own]
         trained = [n for k, n in p.main_args if k == "accum"]
@@ -621,7 +659,7 @@ class PoplarExecutor:
                     self._loss_scaled_update(total)
                 else:
                     self._apply_update(total)
-        self._buffers = buffers[0]  # the host sees replica 0's buffers
+        self._device_buffers = buffers[0]  # the host sees replica 0's buffers
         self._replica_buffers = buffers
         return self._collect(outputs, [p.main_results[i][1] for i in out_index])
 
@@ -723,7 +761,7 @@ class PoplarExecutor:
         # thread pool, which then spins next to the numpy kernels on 2 cores
         for n, w in self._weights.items():
             _copy_into(named_p[n], w)
-        for n, b in self._buffers.items():
+        for n, b in self._device_buffers.items():
             _copy_into(named_b[n], np.asarray(b))
         self._host_version = _HostVersion.mark(self._host_tensors())
 

@@ -64,7 +64,13 @@ class CallSpec:
             raise Error(f"the arguments do not have the structure the model was compiled for: "
                         f"expected {_describe(self)} but got {_describe(other)}{_RECOMPILE}")
         ti = 0
-        for name, is_t, mine, theirs in zip(self.names, self.is_tensor, self.leaves, other.leaves):
+        for name, is_t, their_t, mine, theirs in zip(self.names, self.is_tensor, other.is_tensor,
+                                                     self.leaves, other.leaves):
+            if is_t != their_t:
+                expected = "a tensor" if is_t else repr(mine)
+                got = "a tensor" if their_t else repr(theirs)
+                raise Error(f"Type mismatch for {name}: the model was compiled for {expected} "
+                            f"but got {got}{_RECOMPILE}")
             if is_t:
                 x, (shape, dtype) = tensors[ti], compiled[ti]
                 ti += 1
