@@ -22,7 +22,7 @@ SEQ = 8
 VOCAB = 64
 IMAGE = 32
 LABELS = 3
-_TEXT = dict(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+_TEXT = dict(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
              intermediate_size=32, max_position_embeddings=32)
 _NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
@@ -110,14 +110,14 @@ def _distilbert(p):
     from transformers import DistilBertConfig, DistilBertForSequenceClassification
 
     return DistilBertForSequenceClassification(DistilBertConfig(
-        vocab_size=VOCAB, dim=16, n_layers=2, n_heads=2, hidden_dim=32, max_position_embeddings=32,
+        vocab_size=VOCAB, dim=16, n_layers=1, n_heads=2, hidden_dim=32, max_position_embeddings=32,
         dropout=p, attention_dropout=p, seq_classif_dropout=p, num_labels=LABELS))
 
 
 def _gpt2(p):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    return GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=2, n_head=2, n_positions=32,
+    return GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=1, n_head=2, n_positions=32,
                                       resid_pdrop=p, embd_pdrop=p, attn_pdrop=p))
 
 
@@ -125,7 +125,7 @@ def _llama(p):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     return LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=32,
-                                        num_hidden_layers=2, num_attention_heads=2,
+                                        num_hidden_layers=1, num_attention_heads=2,
                                         num_key_value_heads=1, max_position_embeddings=32,
                                         attention_dropout=p))
 
@@ -162,7 +162,7 @@ def _vit(p):
     from transformers import ViTConfig, ViTForImageClassification
 
     return ViTForImageClassification(ViTConfig(
-        image_size=IMAGE, patch_size=8, num_channels=3, hidden_size=16, num_hidden_layers=2,
+        image_size=IMAGE, patch_size=8, num_channels=3, hidden_size=16, num_hidden_layers=1,
         num_attention_heads=2, intermediate_size=32, hidden_dropout_prob=p,
         attention_probs_dropout_prob=p, num_labels=LABELS))
 

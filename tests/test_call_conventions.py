@@ -1,0 +1,202 @@
+"""PopTorch's input and output conventions (nested tuples/lists/dicts split
+by the batching factors, None, keyword, default and non-tensor arguments,
+0-d tensors, outputs of any nesting), and the executor as the model
+(attributes, indexing, parameters, state_dict, train/eval, repr)."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+from torch import nn
+
+import tilefx
+
+
+class Nested(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, pair, extra=None, *, scale=2.0, named=None, mode="add"):
+        y = self.fc(x) * scale + pair[0] - pair[1][0]
+        if extra is not None:
+            y = y + extra
+        if named is not None:
+            y = y * named["w"]
+        if mode == "neg":
+            y = -y
+        return {"y": y, "none": None, "count": 3, "parts": (y.sum(1), [x, pair[0]])}
+
+
+def _inputs(batch):
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(batch, 4, generator=g),
+            (torch.randn(batch, 4, generator=g), [torch.randn(batch, 4, generator=g)]),
+            {"w": torch.randn(batch, 4, generator=g)})
+
+
+def test_nested_keyword_and_constant_arguments_match_pytorch():
+    model = Nested()
+    x, pair, named = _inputs(6)
+    opts = tilefx.Options().deviceIterations(3)
+    ipu = tilefx.inferenceModel(model, opts)
+    out = ipu(x, pair, scale=3.0, named=named, mode="neg")
+    ref = model(x, pair, scale=3.0, named=named, mode="neg")
+    assert set(out) == {"y", "none", "count", "parts"}
+    assert out["none"] is None and out["count"] == 3
+    torch.testing.assert_close(out["y"], ref["y"].detach())
+    torch.testing.assert_close(out["parts"][0], ref["parts"][0].detach())
+    assert isinstance(out["parts"][1], list)
+    torch.testing.assert_close(out["parts"][1][0], x)
+    torch.testing.assert_close(out["parts"][1][1], pair[0])
+    # the same call again runs; a default passed explicitly is the same call
+    torch.testing.assert_close(ipu(x, pair, None, scale=3.0, named=named, mode="neg")["y"],
+                               ref["y"].detach())
+
+
+def test_every_tensor_leaf_is_split_by_the_batching_factors():
+    """deviceIterations 2 x gradientAccumulation 2: each leaf's dim 0 holds 4
+    micro-batches of 2; a micro-batch of one leaf meets the same one of the others."""
+    class Loss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 1)
+
+        def forward(self, batch):
+            pred = self.fc(batch["x"]["features"]).squeeze(1)
+            return pred, nn.functional.mse_loss(pred, batch["y"][0])
+
+    opts = tilefx.Options().deviceIterations(2).outputMode(tilefx.OutputMode.All)
+    opts.Training.gradientAccumulation(2)
+    model = Loss()
+    w0 = model.fc.weight.detach().clone()
+    ipu = tilefx.trainingModel(model, opts, optimizer=torch.optim.SGD(model.parameters(), lr=0.0))
+    feats, ys = torch.randn(8, 3), torch.randn(8)
+    pred, loss = ipu({"x": {"features": feats}, "y": [ys]})
+    assert pred.shape == (8,) and loss.shape == (4,)
+    ref = feats @ w0.T + model.fc.bias.detach()
+    torch.testing.assert_close(pred, ref.squeeze(1))
+    per_micro = ((ref.squeeze(1) - ys) ** 2).reshape(4, 2).mean(1)
+    torch.testing.assert_close(loss, per_micro)
+
+
+def test_a_leaf_whose_batch_is_not_a_multiple_is_named():
+    opts = tilefx.Options().deviceIterations(2)
+    ipu = tilefx.inferenceModel(Nested(), opts)
+    x, pair, _ = _inputs(4)
+    with pytest.raises(AssertionError, match=r"pair\[1\]\[0\]"):
+        ipu(x, (pair[0], [torch.randn(3, 4)]))
+
+
+def test_later_calls_must_match_the_compiled_call():
+    ipu = tilefx.inferenceModel(Nested())
+    x, pair, named = _inputs(2)
+    ipu(x, pair, scale=3.0)
+    with pytest.raises(tilefx.Error, match=r"Value mismatch for scale: expected 3.0 but got 4.0"):
+        ipu(x, pair, scale=4.0)
+    with pytest.raises(tilefx.Error, match=r"Type mismatch for extra"):
+        ipu(x, pair, torch.randn(2, 4), scale=3.0)
+    with pytest.raises(tilefx.Error, match=r"structure"):
+        ipu(x, (pair[0], [pair[1][0], pair[1][0]]), scale=3.0)
+    with pytest.raises(tilefx.Error, match=r"input pair\[0\] has shape \(3, 4\)"):
+        ipu(x, (torch.randn(3, 4), pair[1]), scale=3.0)
+    with pytest.raises(tilefx.Error, match="does not match"):
+        ipu(x)  # a mandatory argument missing
+
+
+def test_zero_dim_tensor_inputs_and_outputs():
+    class Scale(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x, factor):
+            return self.fc(x) * factor, factor * 2
+
+    model = Scale()
+    x, f = torch.randn(2, 3), torch.tensor(1.5)
+    out, f2 = tilefx.inferenceModel(model)(x, f)
+    torch.testing.assert_close(out, (model.fc(x) * f).detach())
+    assert f2.shape == () and float(f2) == 3.0
+    # with batching factors a 0-d tensor has no batch to split (PopTorch: an error)
+    with pytest.raises(AssertionError, match="factor"):
+        tilefx.inferenceModel(Scale(), tilefx.Options().deviceIterations(2))(torch.randn(4, 3), f)
+
+
+def test_named_tuple_and_ordered_dict_outputs_keep_their_types():
+    Out = collections.namedtuple("Out", ["a", "b"])
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+
+        def forward(self, x):
+            y = self.fc(x)
+            return Out(y, collections.OrderedDict(z=y + 1))
+
+    model = M()
+    x = torch.randn(3, 2)
+    out = tilefx.inferenceModel(model)(x)
+    assert isinstance(out, Out) and isinstance(out.b, collections.OrderedDict)
+    torch.testing.assert_close(out.b["z"], (model.fc(x) + 1).detach())
+
+
+# -- the executor is the model ---------------------------------------------
+def test_executor_reaches_the_wrapped_module():
+    seq = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    ipu = tilefx.inferenceModel(seq)
+    assert isinstance(ipu, nn.Sequential) and isinstance(ipu, tilefx.PoplarExecutor)
+    assert ipu[0] is seq[0] and ipu[0].weight is seq[0].weight and len(ipu) == 3
+    assert [type(m) for m in ipu] == [nn.Linear, nn.ReLU, nn.Linear]
+    assert [n for n, _ in ipu.named_parameters()] == [n for n, _ in seq.named_parameters()]
+    assert all(a is b for a, b in zip(ipu.parameters(), seq.parameters()))
+    assert list(ipu.state_dict()) == list(seq.state_dict())
+    assert repr(ipu) == repr(seq)
+    # the executor's own methods still come first
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(ipu(x), seq(x).detach())
+    assert ipu.isCompiled() and "aten.addmm" in ipu.ir("import")
+
+
+def test_executor_buffers_train_eval_and_attributes():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(3)
+            self.fc = nn.Linear(3, 1)
+            self.note = "kept"
+
+        def forward(self, x, y):
+            return nn.functional.mse_loss(self.fc(self.bn(x)).squeeze(1), y)
+
+        def describe(self):
+            return f"Net({self.note})"
+
+    net = Net()
+    ipu = tilefx.trainingModel(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.1))
+    assert ipu.training and ipu.note == "kept" and ipu.describe() == "Net(kept)"
+    assert [n for n, _ in ipu.named_buffers()] == [n for n, _ in net.named_buffers()]
+    ipu.eval()  # the executor's flag and the (shared) submodules', as a shallow copy
+    assert not ipu.training and not net.bn.training and net.training
+    ipu.train()
+    w0 = net.fc.weight.detach().clone()
+    ipu(torch.randn(4, 3), torch.randn(4))
+    assert not torch.equal(ipu.fc.weight.detach(), w0)  # trained, seen through the executor
+    assert torch.equal(ipu.state_dict()["fc.weight"], net.fc.weight.detach())
+    # wrapping an executor wraps its model
+    inf = tilefx.inferenceModel(ipu)
+    assert inf.model is net
+
+
+def test_hugging_face_style_attribute_access():
+    pytest.importorskip("transformers")
+    from hf_families import FAMILIES
+
+    model = FAMILIES["bert"].build(0.0)
+    ipu = tilefx.inferenceModel(model)
+    assert ipu.config.hidden_size == 16 and ipu.bert.embeddings.word_embeddings is \
+        model.bert.embeddings.word_embeddings
+    assert isinstance(ipu, type(model)) and ipu.dtype == torch.float32

@@ -1,0 +1,122 @@
+"""Hugging Face model families (tiny configs, random weights, nothing
+downloaded) through inferenceModel and trainingModel, against PyTorch on the
+CPU; dropout on trains and is reproducible; data-dependent code in a model is
+a tilefx.Error naming the op, the module and the source line."""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+import torch
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+transformers = pytest.importorskip("transformers")
+
+import tilefx  # noqa: E402
+from hf_families import FAMILIES, WITH_DROPOUT  # noqa: E402
+
+RTOL = 1e-4
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_inference_matches_pytorch(name):
+    fam = FAMILIES[name]
+    model = fam.model().eval()
+    x = fam.example(training=False)
+    with torch.no_grad():
+        ref = model(*x)
+    out = tilefx.inferenceModel(model)(*x)
+    torch.testing.assert_close(out, ref, rtol=RTOL, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_training_step_matches_pytorch(name):
+    """One SGD step: the loss and every updated weight as PyTorch's."""
+    fam = FAMILIES[name]
+    model = fam.model().train()
+    ref_model = copy.deepcopy(model)
+    x = fam.example(training=True)
+    ref_opt = torch.optim.SGD(ref_model.parameters(), lr=0.5)
+    ref_loss = ref_model(*x)
+    ref_loss.backward()
+    ref_opt.step()
+
+    ipu = tilefx.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5))
+    loss = ipu(*x)
+    torch.testing.assert_close(loss, ref_loss.detach(), rtol=RTOL, atol=1e-6)
+    moved = 0
+    for (n, p), (_, q) in zip(model.named_parameters(), ref_model.named_parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=RTOL, atol=1e-5, msg=n)
+        moved += bool(q.grad is not None and q.grad.abs().max() > 0)
+    assert moved > 0
+
+
+def _train(name: str, seed: int, steps: int = 3):
+    fam = FAMILIES[name]
+    model = fam.model(dropout=0.2).train()
+    opts = tilefx.Options().randomSeed(seed)
+    ipu = tilefx.trainingModel(model, opts, optimizer=torch.optim.SGD(model.parameters(), lr=0.5))
+    x = fam.example(training=True)
+    losses = [float(ipu(*x)) for _ in range(steps)]
+    return losses, {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("name", WITH_DROPOUT[:1])
+def test_dropout_trains_and_is_reproducible(name):
+    losses, weights = _train(name, seed=7)
+    again, weights_again = _train(name, seed=7)
+    other, _ = _train(name, seed=8)
+    assert losses == again  # same seed: the same masks, bit for bit
+    for n in weights:
+        assert torch.equal(weights[n], weights_again[n]), n
+    assert losses != other  # another seed: other masks
+    # dropout is on: the first loss is not the dropout-free one
+    fam = FAMILIES[name]
+    plain = fam.model(dropout=0.0).train()
+    assert abs(float(plain(*fam.example())) - losses[0]) > 1e-6
+    assert losses[-1] < losses[0]  # and it learns the batch
+
+
+class _AskingLayer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if h.sum().item() > 0:  # a data-dependent question in Python
+            h = -h
+        return h
+
+
+def test_data_dependent_code_names_op_module_and_line():
+    model = torch.nn.Sequential()
+    model.add_module("encoder", torch.nn.Sequential(torch.nn.Linear(4, 4), _AskingLayer()))
+    with pytest.raises(tilefx.Error) as e:
+        tilefx.inferenceModel(model)(torch.randn(2, 4))
+    msg = str(e.value)
+    assert "aten::_local_scalar_dense" in msg
+    assert "encoder.1 (_AskingLayer)" in msg
+    assert "test_hf_models.py" in msg and "h.sum().item() > 0" in msg
+
+
+def test_data_dependent_shape_in_a_real_model_is_an_error():
+    """BERT with a head that keeps the non-padding tokens (masked_select): the
+    output shape depends on the mask."""
+    fam = FAMILIES["bert"]
+
+    class Selected(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = fam.model().model.bert
+
+        def forward(self, ids, mask):
+            h = self.bert(input_ids=ids, attention_mask=mask).last_hidden_state
+            return h[mask.bool()]
+
+    ids, mask = fam.example(training=False)
+    with pytest.raises(tilefx.Error) as e:
+        tilefx.inferenceModel(Selected().eval())(ids, mask)
+    assert "aten::" in str(e.value) and "test_hf_models.py" in str(e.value)
