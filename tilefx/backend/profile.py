@@ -33,6 +33,7 @@ class OpRecord:
     ipu: int
     cost: OpCost
     direction: str
+    tiles: int = 1  # the tiles it runs on (those of its largest result)
 
 
 @dataclass
@@ -239,7 +240,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
             if op.name == "ipu.yield":
                 continue
             c = op_cost(op, machine)
-            records.append(OpRecord(op.name, s, ipu, c, top.direction.data))
+            records.append(OpRecord(op.name, s, ipu, c, top.direction.data, _op_tiles(op, machine)))
             stage_cycles[s] += c.cycles
             parts = stage_parts.setdefault(s, [0, 0, 0])
             parts[0] += c.compute_cycles
@@ -277,7 +278,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
             name = upd_roles[w.index].get("param", "") if isinstance(w, BlockArgument) else ""
             ipu = param_ipu.get(name, 0)
             c = op_cost(op, machine)
-            update_records.append(OpRecord(op.name, -1, ipu, c, "update"))
+            update_records.append(OpRecord(op.name, -1, ipu, c, "update", _op_tiles(op, machine)))
             per_ipu[ipu] += c.cycles
         for a, r in zip(update.body.block.args, upd_roles):
             if "state" in r:
@@ -383,10 +384,15 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
     # pipeline's stash (forward values kept for the backward of later micro-batches)
     peak_set = _activation_peaks(main, stage_of, schedule, training)
     temp: dict[int, int] = defaultdict(int)
-    ops_on: dict[int, int] = defaultdict(int)
+    # code and vertex state: each op's on the tiles it runs on, ops placed one
+    # after the other around the IPU (as the tensor placement below)
+    code_arr: dict[int, np.ndarray] = defaultdict(lambda: np.zeros(T + 1, dtype=np.int64))
+    code_start: dict[int, int] = defaultdict(int)
     for r in records:
         temp[r.ipu] = max(temp[r.ipu], r.cost.temp_bytes)
-        ops_on[r.ipu] += 1
+        first, used = code_start[r.ipu], min(T, max(1, r.tiles))
+        _add_span(code_arr[r.ipu], first, used, machine.code_bytes_per_op_per_tile, T)
+        code_start[r.ipu] = (first + used) % T
     result = {}
     start_tile = 0
     for ipu in range(num_ipus):
@@ -412,11 +418,29 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
                     arr[0] += per
                     arr[end - T] -= per
             start_tile = (start_tile + used) % T
-        code = machine.code_bytes_per_op_per_tile * ops_on.get(ipu, 0)
+        code = np.cumsum(code_arr[ipu][:T]) if ipu in code_arr else 0
         always_tiles = np.cumsum(always_arr[:T]) + code
         peak_tiles = np.cumsum(peak_arr[:T]) + code + temp.get(ipu, 0)
         result[ipu] = IpuMemory(ipu, always_tiles, peak_tiles, temp.get(ipu, 0), all_t, placement)
     return result
+
+
+def _add_span(arr: np.ndarray, first: int, used: int, per: int, T: int) -> None:
+    """Add `per` bytes to tiles first .. first+used-1 (wrapping) of a difference array."""
+    end = first + used
+    arr[first] += per
+    if end <= T:
+        arr[end] -= per
+    else:
+        arr[T] -= per
+        arr[0] += per
+        arr[end - T] -= per
+
+
+def _op_tiles(op: Operation, machine: Machine) -> int:
+    """The tiles an op runs on: those its largest result is mapped to."""
+    largest = max((_bytes(r) for r in op.results), default=0)
+    return max(1, min(machine.tiles, math.ceil(largest / machine.grain_bytes)))
 
 
 def _activation_peaks(main, stage_of, schedule: Schedule, training: bool) -> dict[int, list[Tensor]]:
