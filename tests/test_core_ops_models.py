@@ -177,3 +177,204 @@ VOLUME = {
 
 def test_gradients_volumes():
     _check_gradients(VOLUME, {k: (2, 2, 3, 4, 4) for k in VOLUME})
+
+
+# ---------------------------------------------------------------------------
+# the concrete failures of issue 9, each against PyTorch
+# ---------------------------------------------------------------------------
+
+
+class WithLoss(nn.Module):
+    def __init__(self, model, loss):
+        super().__init__()
+        self.model, self.loss = model, loss
+
+    def forward(self, x, y):
+        out = self.model(x)
+        return out, self.loss(out, y)
+
+
+def _train_step_matches(model, x, y, steps=2):
+    ref = copy.deepcopy(model)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    trainer = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+    for _ in range(steps):
+        opt.zero_grad()
+        out, loss = ref(x, y)
+        loss.backward()
+        opt.step()
+        our_out, our_loss = trainer(x, y)
+        torch.testing.assert_close(our_loss, loss.detach(), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(our_out, out.detach(), rtol=1e-4, atol=1e-5)
+    for (n, p), q in zip(ref.named_parameters(), model.parameters()):
+        torch.testing.assert_close(q.detach(), p.detach(), rtol=1e-4, atol=1e-5, msg=lambda m, n=n: f"{n}: {m}")
+
+
+def test_avgpool2d_relu6_l1loss_training():
+    """AvgPool2d's backward (divisor_override), ReLU6 (hardtanh + hardtanh_backward),
+    L1Loss (sign) in one training step."""
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Conv2d(2, 3, 3), nn.ReLU6(), nn.AvgPool2d(2), nn.Flatten(), nn.Linear(27, 4))
+    _train_step_matches(WithLoss(net, nn.L1Loss()), torch.randn(2, 2, 8, 8) * 3, torch.randn(2, 4))
+
+
+def test_lstm_inference_and_training():
+    torch.manual_seed(2)
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(4, 5, batch_first=True)
+            self.head = nn.Linear(5, 3)
+
+        def forward(self, x):
+            return self.head(self.lstm(x)[0])
+
+    x = torch.randn(2, 3, 4)
+    model = Tagger()
+    with torch.no_grad():
+        want = model(x)
+    torch.testing.assert_close(tilefx.inferenceModel(copy.deepcopy(model))(x), want, rtol=1e-4, atol=1e-5)
+    _train_step_matches(WithLoss(model, nn.MSELoss()), x, torch.randn(2, 3, 3), steps=1)
+
+
+def test_matmul_out_writes_back_to_the_callers_tensor():
+    class OutMatmul(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, a, c):
+            torch.matmul(self.fc(a), a, out=c)
+            return c * 2
+
+    model = OutMatmul()
+    a = torch.randn(3, 3)
+    c_ref, c_ours = torch.zeros(3, 3), torch.zeros(3, 3)
+    with torch.no_grad():
+        want = model(a, c_ref)
+    got = tilefx.inferenceModel(model)(a, c_ours)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(c_ours, c_ref, rtol=1e-5, atol=1e-6)
+
+
+def test_in_place_update_of_an_input():
+    class AddInPlace(nn.Module):
+        def forward(self, x, acc):
+            acc.add_(x * 3)
+            return x.relu()
+
+    x, acc = torch.randn(4, 2), torch.ones(4, 2)
+    out = tilefx.inferenceModel(AddInPlace())(x, acc)
+    torch.testing.assert_close(out, x.relu())
+    torch.testing.assert_close(acc, 1 + x * 3)
+
+
+# ---------------------------------------------------------------------------
+# dtypes
+# ---------------------------------------------------------------------------
+
+
+class IntMix(nn.Module):
+    def forward(self, a, b, m):
+        return a + b, (a * 2).to(torch.int16), m & (a > 0), b.to(torch.float32) / 3
+
+
+def test_small_integer_dtypes():
+    a = torch.randint(-5, 5, (4, 3), dtype=torch.int8)
+    b = torch.randint(0, 200, (4, 3), dtype=torch.uint8)
+    m = torch.rand(4, 3) > 0.5
+    got = tilefx.inferenceModel(IntMix())(a, b, m)
+    for g, w in zip(got, IntMix()(a, b, m)):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g, w)
+
+
+def test_bfloat16_is_fp32_rounded_to_bf16():
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)).bfloat16()
+    x = torch.randn(4, 8, dtype=torch.bfloat16)
+    with torch.no_grad():
+        want = model(x)
+    got = tilefx.inferenceModel(model)(x)
+    assert got.dtype == torch.bfloat16
+    # each op rounds once to bf16 (8 bits of mantissa): a few bf16 ulps apart from torch
+    torch.testing.assert_close(got.float(), want.float(), rtol=3e-2, atol=3e-2)
+    exact = got.float()
+    assert torch.equal(exact, exact.bfloat16().float())  # values are bf16 numbers
+
+
+def test_complex_numbers_are_a_clear_error():
+    class Spectrum(nn.Module):
+        def forward(self, x):
+            return torch.fft.rfft(x).abs()
+
+    with pytest.raises(tilefx.Error, match="complex numbers are not supported"):
+        tilefx.inferenceModel(Spectrum())(torch.randn(2, 8))
+
+
+# ---------------------------------------------------------------------------
+# data-dependent shapes and values
+# ---------------------------------------------------------------------------
+
+
+class Block(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if self.kind == "nonzero":
+            return torch.nonzero(h).float()
+        if self.kind == "masked_select":
+            return torch.masked_select(h, h > 0)
+        if self.kind == "unique":
+            return torch.unique(h)
+        if h.sum().item() > 0:  # .item() in Python control flow
+            return h
+        return -h
+
+
+class Encoder(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.layer = nn.ModuleList([nn.Identity(), Block(kind)])
+
+    def forward(self, x):
+        return self.layer[1](self.layer[0](x))
+
+
+@pytest.mark.parametrize("kind, op", [("nonzero", "nonzero"), ("masked_select", "masked_select|nonzero"),
+                                      ("unique", "_unique2|unique"), ("item", "_local_scalar_dense")])
+def test_data_dependent_ops_are_clear_errors(kind, op):
+    with pytest.raises(tilefx.Error) as info:
+        tilefx.inferenceModel(Encoder(kind))(torch.randn(2, 3))
+    msg = str(info.value)
+    assert "data-dependent" in msg and "layer.1 (Block)" in msg, msg
+    import re
+
+    assert re.search(rf"aten::({op})", msg), msg
+    assert "test_core_ops_models.py:" in msg, msg  # the user's line
+
+
+def test_unsupported_op_names_the_module_path():
+    class Deep(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return torch.kthvalue(self.fc(x), 1, 0).values
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.ModuleList([Deep()])
+
+        def forward(self, x):
+            return self.encoder[0](x)
+
+    with pytest.raises(tilefx.Error, match=r"aten::kthvalue.*encoder\.0 \(Deep\)"):
+        tilefx.inferenceModel(Outer())(torch.randn(2, 3))
