@@ -228,6 +228,9 @@ class _Builder:
             src, idx = node.args
             self.values[node] = self.values[src][idx]
             return
+        if target is torch.ops.aten.lift_fresh_copy.default:  # a constant made in forward (values
+            self.values[node] = self.value(node.args[0])  # are immutable here: no copy needed)
+            return
         val = node.meta.get("val")
         if isinstance(val, (list, tuple)):
             rtypes = [tensor_type_of(v) for v in val]
