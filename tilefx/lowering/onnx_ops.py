@@ -436,7 +436,10 @@ OPS = {
 # operators whose behaviour depends on training (batch statistics, dropout)
 TRAINING_OPS = {"BatchNormalization": _batchnorm, "Dropout": _dropout}
 
-GRAPHCORE_OPS = {"IdentityLoss": _identityloss, "L1": _l1loss, "Nll": _nllloss}
+GRAPHCORE_OPS = {"IdentityLoss": _identityloss, "L1": _l1loss, "Nll": _nllloss,
+                 "Gelu": lambda ins, at, v: F.gelu(_t(ins[0])),
+                 "Scale": lambda ins, at, v: _t(ins[0]) * at.get("scale", 1.0),
+                 "Detach": lambda ins, at, v: _t(ins[0]).detach()}
 
 # operators evaluated at compile time only (their result is always static)
 STATIC_ONLY = {"Shape", "ConstantOfShape", "Constant", "Range", "Size"}
