@@ -72,12 +72,12 @@ def test_legacy_export_shape_arithmetic_is_folded():
     """Shape -> Gather -> Concat -> Reshape chains are compile-time constants: no
     shape op reaches the IR, and the parameters keep their ONNX names."""
     model = Transformer(torch_mha=True)
-    traced = import_onnx(export(model, torch.randint(0, 20, (2, 6)), dynamo=False))
+    proto = export(model, torch.randint(0, 20, (2, 6)), dynamo=False)
+    traced = import_onnx(proto)
     text = str(traced.module)
     assert "pos" in traced.params and "embed.weight" in traced.params
     assert 'tilefx.param = "embed.weight"' in text
-    ops = {n.op_type for n in onnx.load_model_from_string(
-        export(model, torch.randint(0, 20, (2, 6)), dynamo=False)).graph.node}
+    ops = {n.op_type for n in onnx.load_model_from_string(proto).graph.node}
     assert {"Shape", "Concat", "Mod"} <= ops  # the exporter's shape arithmetic ...
     assert "aten.cat" not in text and "aten.remainder" not in text  # ... is not in the IR
 
