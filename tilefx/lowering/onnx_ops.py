@@ -29,8 +29,7 @@ def _t(x, like: torch.Tensor | None = None) -> torch.Tensor:
     """A tensor for an operand (static numpy values become constants)."""
     if isinstance(x, torch.Tensor):
         return x
-    arr = np.asarray(x)
-    return torch.as_tensor(np.ascontiguousarray(arr))
+    return torch.as_tensor(np.array(x, copy=True, order="C"))
 
 
 def _ints(x) -> list[int]:

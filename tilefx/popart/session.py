@@ -208,7 +208,7 @@ class SessionOptions:
 
     @property
     def profiling(self) -> bool:
-        eng = {k: str(v).lower() for k, v in (self.engineOptions or {}).items()}
+        eng = {k.lower(): str(v).lower() for k, v in (self.engineOptions or {}).items()}
         return eng.get("autoreport.all") == "true" or eng.get("debug.instrument") == "true" or \
             eng.get("autoreport.outputexecutionprofile") == "true"
 
@@ -449,7 +449,7 @@ class _Session:
                 if name not in stepio.inputs:
                     raise popart_runtime_error(
                         f"no input buffer for tensor {name!r}: the step needs one of shape "
-                        f"{self._lead(None) + shape} ({self._explain()}); the StepIO has "
+                        f"{tuple(self._lead(None) + shape)} ({self._explain()}); the StepIO has "
                         f"{sorted(stepio.inputs)}")
                 buf = self._check_buffer(name, np.asarray(stepio.inputs[name]), shape, dtype,
                                          self._lead(None) + shape)
