@@ -304,7 +304,7 @@ def _fold(node: onnx.NodeProto, ins: list, opset: int):
 
 
 def _as_tensor(v) -> torch.Tensor:
-    return v if isinstance(v, torch.Tensor) else torch.as_tensor(np.ascontiguousarray(v))
+    return v if isinstance(v, torch.Tensor) else torch.as_tensor(np.array(v, order="C"))
 
 
 def import_onnx(model, outputs: list[str] | None = None) -> TracedGraph:

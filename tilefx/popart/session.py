@@ -455,7 +455,7 @@ class _Session:
                                          self._lead(None) + shape)
             else:
                 raise popart_exception(f"run expects a PyStepIO or PyStepIOCallback, got {type(stepio).__name__}")
-            tensors.append(torch.from_numpy(np.ascontiguousarray(buf).reshape(self._input_shape(name))))
+            tensors.append(torch.from_numpy(np.array(buf, order="C").reshape(self._input_shape(name))))
         if isinstance(stepio, PyStepIO):
             for name in stepio.inputs:
                 if name not in self._module.input_info:
@@ -565,7 +565,7 @@ class _Session:
             raise popart_exception(f"{what}: {name!r} has shape {tuple(value.shape)}, the weight has shape "
                                    f"{tuple(t.shape)}")
         with torch.no_grad():
-            t.copy_(torch.from_numpy(np.ascontiguousarray(value, dtype=t.detach().numpy().dtype)))
+            t.copy_(torch.from_numpy(np.array(value, dtype=t.detach().numpy().dtype, copy=True, order="C")))
 
     def modelToHost(self, fn: str) -> None:
         """Write the ONNX model with the device's current weights to file `fn`."""
