@@ -506,3 +506,19 @@ def test_error_hierarchy():
     assert e.recoveryAction == popart.RecoveryAction.LINK_RESET
     assert isinstance(e, tilefx.RecoverableError) and e.recovery_action == "LINK_RESET"
     assert isinstance(popart.poplar_unrecoverable_runtime_error("x"), tilefx.UnrecoverableError)
+
+
+def test_example_trains_saves_reloads_and_infers(tmp_path):
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                        "popart_session.py")
+    spec = importlib.util.spec_from_file_location("popart_session", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    model = tmp_path / "trained.onnx"
+    result = example.main(["--steps", "12", "--model", str(model)])
+    assert model.exists()
+    assert result["losses"][-1] < result["losses"][0] / 2
+    assert result["accuracy"] > 0.85
