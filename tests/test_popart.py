@@ -198,6 +198,50 @@ def test_exported_torch_model_trains_like_pytorch():
         np.testing.assert_allclose(anchors[loss], ref.item(), rtol=1e-5)
 
 
+def test_exported_mlp_with_batchnorm_trains_like_pytorch(tmp_path):
+    """Batch statistics in training and the running statistics as buffers: after
+    three steps the saved model holds PyTorch's weights and running mean/var."""
+    import io
+    import warnings
+
+    from models import MLP
+
+    torch.manual_seed(0)
+    model = MLP()
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.randn(4, 12),), f, dynamo=False, input_names=["x"],
+                          output_names=["out"], training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False)
+    builder = popart.Builder(f.getvalue())
+    label = builder.addInputTensor(popart.TensorInfo("INT64", [4]), "label")
+    logp = builder.aiOnnx.logsoftmax(["out"], axis=1)
+    loss = builder.aiGraphcore.nllloss([logp, label], inputIsLogProbability=True)
+    session = popart.TrainingSession(builder.getModelProto(),
+                                     popart.DataFlow(1, {loss: popart.AnchorReturnType("ALL")}), loss,
+                                     popart.SGD({"defaultLearningRate": (0.05, False),
+                                                 "defaultMomentum": (0.9, True)}), deviceInfo=cpu())
+    session.prepareDevice()
+    anchors = session.initAnchorArrays()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    model.train()
+    for _ in range(3):
+        xb, lb = torch.randn(4, 12), torch.randint(0, 5, (4,))
+        session.run(popart.PyStepIO({"x": xb.numpy(), "label": lb.numpy()}, anchors))
+        opt.zero_grad()
+        ref = torch.nn.functional.cross_entropy(model(xb), lb)
+        ref.backward()
+        opt.step()
+        np.testing.assert_allclose(anchors[loss], ref.item(), rtol=1e-5)
+    session.modelToHost(str(tmp_path / "mlp.onnx"))
+    saved = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(tmp_path / "mlp.onnx")).graph.initializer}
+    for name, value in model.state_dict().items():
+        if name in saved:
+            np.testing.assert_allclose(saved[name], value.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+    assert {"bn.running_mean", "bn.running_var", "fc1.weight"} <= set(saved)
+
+
 # -- anchors and buffer shapes --------------------------------------------------
 def scaled_model():
     """y = x * w (w = 2), z = y + 1: z is the output, y an intermediate anchor."""
