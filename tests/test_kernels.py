@@ -17,7 +17,7 @@ import torch
 from tilefx.backend import kernels
 from tilefx.backend.kernels import convolution as conv_kernels
 from tilefx.backend.kernels import KERNELS
-from tilefx.dialects.aten_schema import ATEN_SCHEMAS
+from tilefx.dialects.aten_schema import ATEN_SCHEMAS, RANDOM_SCHEMAS, py_name
 
 A = torch.ops.aten
 F16, F32, F64 = np.dtype("float16"), np.dtype("float32"), np.dtype("float64")
@@ -30,8 +30,11 @@ _TORCH_DTYPES = {
     I64: torch.int64,
     BOOL: torch.bool,
     np.dtype("uint8"): torch.uint8,
+    np.dtype("int8"): torch.int8,
+    np.dtype("int16"): torch.int16,
+    np.dtype("complex64"): torch.complex64,
 }
-RANDOM_OPS = {"native_dropout.default"}
+RANDOM_OPS = RANDOM_SCHEMAS
 
 _rng = np.random.default_rng(1234)
 
@@ -109,7 +112,7 @@ def split_args(name, args, kwargs):
     bound.update(kwargs)
     assert set(bound) <= {a.name for a in schema.args}, sorted(bound)
     operands = [bound.get(a.name) for a in schema.operands]
-    props = {a.name: bound[a.name] for a in schema.properties if a.name in bound}
+    props = {py_name(a.name): bound[a.name] for a in schema.properties if a.name in bound}
     return operands, props
 
 
@@ -703,7 +706,9 @@ def test_conv_benchmark_shapes(layer, mask):
 
 
 def test_every_op_has_a_case():
-    tested = {p.values[0] for p in CASES} | RANDOM_OPS
+    from test_kernels_core import CASES as CORE_CASES, SCALAR_RESULT_OPS
+
+    tested = {p.values[0] for p in CASES + CORE_CASES} | RANDOM_OPS | set(SCALAR_RESULT_OPS)
     assert tested >= set(ATEN_SCHEMAS), sorted(set(ATEN_SCHEMAS) - tested)
 
 
@@ -720,11 +725,11 @@ def test_signature_matches_schema(name):
     schema = ATEN_SCHEMAS[name]
     params = list(inspect.signature(KERNELS[name]).parameters.values())
     extra = ["rng"] if name in RANDOM_OPS else []
-    expected = [a.name for a in schema.operands] + [a.name for a in schema.properties]
+    expected = [a.name for a in schema.operands] + [py_name(a.name) for a in schema.properties]
     assert [p.name for p in params] == expected + extra
     by_name = {p.name: p for p in params}
     for arg in schema.properties:
-        p = by_name[arg.name]
+        p = by_name[py_name(arg.name)]
         if not arg.has_default:
             assert p.default is inspect.Parameter.empty, arg.name
             continue

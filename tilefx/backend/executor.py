@@ -17,7 +17,8 @@ from xdsl.ir import Operation, SSAValue
 
 from tilefx.backend.kernels import IPU_KERNELS, KERNELS
 from tilefx.backend.kernels.tuning import configure_process
-from tilefx.dialects.aten import ATEN_OPS, from_attr, op_props
+from tilefx.dialects.aten import ATEN_OPS, from_attr, op_name, op_props
+from tilefx.dialects.aten_schema import RANDOM_SCHEMAS, py_name
 from tilefx.dialects.ipu import PLACE_KEY
 from tilefx.dialects.names import ROLE_PREFIX
 
@@ -25,7 +26,7 @@ KERNEL_TABLE: dict[str, Callable[..., Any]] = {
     **{cls.name: KERNELS[schema_name] for schema_name, cls in ATEN_OPS.items()},
     **IPU_KERNELS,
 }
-RANDOM_OPS = {"aten.native_dropout"}
+RANDOM_OPS = {op_name(s) for s in RANDOM_SCHEMAS}
 MOVE_OPS = {"ipu.copy", "tile.exchange", "tile.ipu_copy", "tile.host_in", "tile.host_out",
             "tile.remote_load", "tile.remote_store"}
 
@@ -111,11 +112,18 @@ class CompiledFunction:
 
     def _step(self, op: Operation, kernel, layout: list, outs: list[int]):
         props = _props(op)
+        schema = getattr(op, "schema", None)
+        if schema is not None:
+            # an optional property the IR left out is None (`int? divisor_override`);
+            # Python keywords among the names (`from`) get a `_`, as in the kernels
+            props = {py_name(k): v for k, v in props.items()}
+            for a in schema.properties:
+                if a.optional and not a.has_default and py_name(a.name) not in props:
+                    props[py_name(a.name)] = None
         if op.name in RANDOM_OPS:
             props["rng"] = self.rng
         simple = all(type(x) is int for x in layout)
         name, place = op.name, op.attributes.get(PLACE_KEY)
-        schema = getattr(op, "schema", None)
         if schema is not None:
             # aten kernels take the schema's arguments by name (tensors and
             # properties interleave in ATen signatures)

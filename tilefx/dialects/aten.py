@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import (
     BoolAttr,
+    ComplexType,
     DenseArrayBase,
     Float16Type,
     Float32Type,
@@ -29,6 +30,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IntegerAttr,
     IntegerType,
+    Signedness,
     StringAttr,
     TensorType,
     TypeAttribute,
@@ -59,7 +61,7 @@ from xdsl.irdl import (
 
 from xdsl.traits import Pure
 
-from tilefx.dialects.aten_schema import ATEN_SCHEMAS, Arg, Schema
+from tilefx.dialects.aten_schema import ATEN_SCHEMAS, RANDOM_SCHEMAS, Arg, Schema
 
 # ---------------------------------------------------------------------------
 # element types <-> numpy dtypes
@@ -72,9 +74,14 @@ _NP_OF_TYPE = {
     "i32": np.dtype("int32"),
     "i8": np.dtype("int8"),
     "i1": np.dtype("bool"),
+    "i16": np.dtype("int16"),
+    "ui8": np.dtype("uint8"),
+    "c64": np.dtype("complex64"),
 }
 _TYPE_OF_NP = {v: k for k, v in _NP_OF_TYPE.items()}
-_XDSL_TYPES = {"f32": f32, "f16": f16, "f64": f64, "bf16": bf16, "i64": i64, "i32": i32, "i8": i8, "i1": i1}
+_XDSL_TYPES = {"f32": f32, "f16": f16, "f64": f64, "bf16": bf16, "i64": i64, "i32": i32, "i8": i8, "i1": i1,
+               "i16": IntegerType(16), "ui8": IntegerType(8, Signedness.UNSIGNED),
+               "c64": ComplexType(f32)}
 
 
 def type_key(t: Attribute) -> str:
@@ -88,19 +95,30 @@ def type_key(t: Attribute) -> str:
     if isinstance(t, BFloat16Type):
         return "bf16"
     if isinstance(t, IntegerType):
-        return f"i{t.width.data}"
+        unsigned = t.signedness.data == Signedness.UNSIGNED
+        return f"{'ui' if unsigned else 'i'}{t.width.data}"
+    if isinstance(t, ComplexType) and isinstance(t.element_type, Float32Type):
+        return "c64"
     raise ValueError(f"unsupported element type {t}")
 
 
 def np_dtype(t: Attribute) -> np.dtype:
+    """The numpy dtype holding values of an element type. bf16 values are
+    held as float32 rounded to bfloat16 precision (numpy has no bfloat16;
+    the executor rounds every bf16 result, see docs/ir.md)."""
     key = type_key(t)
     if key == "bf16":
-        raise ValueError("bf16 tensors are not supported by the numpy executor")
+        return _NP_OF_TYPE["f32"]
+    if key not in _NP_OF_TYPE:
+        raise ValueError(f"unsupported element type {t}")
     return _NP_OF_TYPE[key]
 
 
 def element_type(dtype: np.dtype | str) -> Attribute:
-    return _XDSL_TYPES[_TYPE_OF_NP[np.dtype(dtype)]]
+    dt = np.dtype(dtype)
+    if dt not in _TYPE_OF_NP:
+        raise ValueError(f"tensors of dtype {dt} have no IR element type")
+    return _XDSL_TYPES[_TYPE_OF_NP[dt]]
 
 
 def tensor_type(shape, dtype) -> TensorType:
@@ -133,6 +151,8 @@ def to_attr(arg_base: str, value: Any) -> Attribute:
         if isinstance(value, int):
             value = [value]
         return DenseArrayBase.from_list(i64, [int(v) for v in value])
+    if arg_base == "float[]":
+        return DenseArrayBase.from_list(f64, [float(v) for v in value])
     if arg_base == "bool[]":
         return DenseArrayBase.from_list(i1, [int(bool(v)) for v in value])
     raise ValueError(f"unsupported property kind {arg_base}")
@@ -161,7 +181,6 @@ def from_attr(attr: Attribute) -> Any:
 # ---------------------------------------------------------------------------
 # op classes from the table
 
-RANDOM_SCHEMAS = {"native_dropout.default"}  # not Pure: two dropouts must not be merged
 _RESERVED = set(dir(IRDLOperation)) | {"name", "result", "results"}
 
 
@@ -222,6 +241,15 @@ ELEMENTWISE = {
     "bitwise_and.Tensor", "bitwise_or.Tensor", "logical_and.default", "where.self",
     "gelu_backward.default", "tanh_backward.default", "sigmoid_backward.default",
     "threshold_backward.default", "native_dropout_backward.default", "_to_copy.default",
+    "acos.default", "acosh.default", "asin.default", "asinh.default", "atan.default", "atanh.default",
+    "ceil.default", "cosh.default", "expm1.default", "floor.default", "log10.default",
+    "log1p.default", "log2.default", "round.default", "sign.default", "sinh.default", "tan.default",
+    "trunc.default", "isnan.default", "isinf.default", "hardtanh.default", "elu.default",
+    "hardtanh_backward.default", "atan2.default", "bitwise_and.Scalar", "bitwise_or.Scalar",
+    "bitwise_xor.Tensor", "bitwise_xor.Scalar", "logical_or.default", "logical_xor.default",
+    "div.Tensor_mode", "div.Scalar_mode", "fmod.Tensor", "fmod.Scalar", "remainder.Tensor",
+    "remainder.Scalar", "clamp.Tensor", "masked_fill.Scalar", "fill.Scalar", "lift_fresh_copy.default",
+    "pow.Scalar",
 }
 
 

@@ -15,6 +15,7 @@ float[], each optionally `?`.
 
 from __future__ import annotations
 
+import keyword
 import re
 from dataclasses import dataclass
 
@@ -124,10 +125,140 @@ unsqueeze(Tensor self, int dim) -> Tensor
 var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)
 view(Tensor self, SymInt[] size) -> Tensor
 where.self(Tensor condition, Tensor self, Tensor other) -> Tensor
+acos(Tensor self) -> Tensor
+acosh(Tensor self) -> Tensor
+asin(Tensor self) -> Tensor
+asinh(Tensor self) -> Tensor
+atan(Tensor self) -> Tensor
+atanh(Tensor self) -> Tensor
+atan2(Tensor self, Tensor other) -> Tensor
+atan2.out(Tensor self, Tensor other, *, Tensor out) -> Tensor
+ceil(Tensor self) -> Tensor
+cosh(Tensor self) -> Tensor
+expm1(Tensor self) -> Tensor
+floor(Tensor self) -> Tensor
+log10(Tensor self) -> Tensor
+log1p(Tensor self) -> Tensor
+log2(Tensor self) -> Tensor
+round(Tensor self) -> Tensor
+sign(Tensor self) -> Tensor
+sinh(Tensor self) -> Tensor
+tan(Tensor self) -> Tensor
+trunc(Tensor self) -> Tensor
+isnan(Tensor self) -> Tensor
+isinf(Tensor self) -> Tensor
+hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor
+hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor
+elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor
+elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor
+bitwise_and.Scalar(Tensor self, Scalar other) -> Tensor
+bitwise_or.Scalar(Tensor self, Scalar other) -> Tensor
+bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor
+bitwise_xor.Scalar(Tensor self, Scalar other) -> Tensor
+logical_or(Tensor self, Tensor other) -> Tensor
+logical_xor(Tensor self, Tensor other) -> Tensor
+div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor
+div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor
+fmod.Tensor(Tensor self, Tensor other) -> Tensor
+fmod.Scalar(Tensor self, Scalar other) -> Tensor
+remainder.Tensor(Tensor self, Tensor other) -> Tensor
+remainder.Scalar(Tensor self, Scalar other) -> Tensor
+clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor
+pow.Scalar(Scalar self, Tensor exponent) -> Tensor
+masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor
+fill.Scalar(Tensor self, Scalar value) -> Tensor
+lift_fresh_copy(Tensor self) -> Tensor
+argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor
+prod(Tensor self, *, ScalarType? dtype=None) -> Tensor
+prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor
+var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor
+any(Tensor self) -> Tensor
+any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor
+cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
+topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)
+scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor
+index_select(Tensor self, int dim, Tensor index) -> Tensor
+masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor
+nonzero(Tensor self) -> Tensor
+_local_scalar_dense(Tensor self) -> Scalar
+_embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
+empty.memory_format(SymInt[] size, *, ScalarType? dtype=None) -> Tensor
+empty_strided(SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None) -> Tensor
+empty_permuted(SymInt[] size, int[] physical_layout, *, ScalarType? dtype=None) -> Tensor
+sym_size.int(Tensor self, int dim) -> SymInt
+sym_stride.int(Tensor self, int dim) -> SymInt
+sym_storage_offset(Tensor self) -> SymInt
+sym_numel(Tensor self) -> SymInt
+as_strided(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor
+diagonal(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor
+select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor
+squeeze.dim(Tensor self, int dim) -> Tensor
+flip(Tensor self, int[] dims) -> Tensor
+repeat(Tensor self, SymInt[] repeats) -> Tensor
+reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor
+reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor
+reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor
+replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor
+replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor
+col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor
+upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
+upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
+grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
+_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor
+_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor
+adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor
+avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=[0], bool ceil_mode=False, bool count_include_pad=True) -> Tensor
+avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
+max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
+native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)
+native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
+_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)
+_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)
+_pdist_forward(Tensor self, float p=2.) -> Tensor
+_cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor
+_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor
+_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor
+rand(SymInt[] size, *, ScalarType? dtype=None) -> Tensor
+randn(SymInt[] size, *, ScalarType? dtype=None) -> Tensor
+rand_like(Tensor self, *, ScalarType? dtype=None) -> Tensor
+randn_like(Tensor self, *, ScalarType? dtype=None) -> Tensor
+randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=None) -> Tensor
+randint.default(SymInt high, SymInt[] size, *, ScalarType? dtype=None) -> Tensor
+randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None) -> Tensor
+randperm(SymInt n, *, ScalarType? dtype=None) -> Tensor
+normal_functional(Tensor self, float mean=0., float std=1.) -> Tensor
+normal.Tensor_float(Tensor mean, float std=1.) -> Tensor
+normal.float_Tensor(float mean, Tensor std) -> Tensor
+normal.Tensor_Tensor(Tensor mean, Tensor std) -> Tensor
+uniform(Tensor self, float from=0., float to=1.) -> Tensor
+bernoulli.p(Tensor self, float p) -> Tensor
+bernoulli.Tensor(Tensor self, Tensor p) -> Tensor
+exponential(Tensor self, float lambd=1.) -> Tensor
 """
 
 _ARG = re.compile(r"^(?P<type>[\w\[\]\d?]+)\s+(?P<name>\w+)(?:=(?P<default>.+))?$")
 _TENSOR_KINDS = {"Tensor": "tensor", "Tensor?": "optional", "Tensor[]": "variadic", "Tensor?[]": "variadic"}
+
+
+RANDOM_SCHEMAS = frozenset({
+    "native_dropout.default", "rand.default", "randn.default", "rand_like.default",
+    "randn_like.default", "randint.low", "randint.default", "randint_like.default",
+    "randperm.default", "normal_functional.default", "normal.Tensor_float", "normal.float_Tensor",
+    "normal.Tensor_Tensor", "uniform.default", "bernoulli.p", "bernoulli.Tensor",
+    "exponential.default",
+})
+"""Ops that draw random numbers: their kernels take the executor's generator
+as `rng`, and they are not Pure (two draws must never be merged)."""
+
+
+def py_name(arg_name: str) -> str:
+    """The kernel parameter for a schema argument: Python keywords (`from`) get a `_`."""
+    return arg_name + "_" if keyword.iskeyword(arg_name) else arg_name
 
 
 @dataclass(frozen=True)

@@ -296,7 +296,6 @@ func.func @norm(%h: tensor<4x8xf32>, %gh: tensor<4x8xf32>, %g: tensor<8xf32>, %b
 // CHECK-NEXT:    %log_softmax_bwd = aten._log_softmax_backward_data %g, %out {dim = 1 : i64, input_dtype = f32} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    func.return %log_softmax_bwd : tensor<4x8xf32>
 // CHECK-NEXT:    }
-// CHECK-NEXT:    }
 func.func @activation_backward(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %out: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %gelu_bwd = aten.gelu_backward %g, %x {approximate = "none"} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
   %sigmoid_bwd = aten.sigmoid_backward %g, %out : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
@@ -305,4 +304,243 @@ func.func @activation_backward(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %out: t
   %softmax_bwd = aten._softmax_backward_data %g, %out {dim = 1 : i64, input_dtype = f32} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
   %log_softmax_bwd = aten._log_softmax_backward_data %g, %out {dim = 1 : i64, input_dtype = f32} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
   func.return %log_softmax_bwd : tensor<4x8xf32>
+}
+
+// The ops beyond the first hundred (the rest of the core-ATen set, random ops,
+// in-place/out= forms); generated from the kernel test cases.
+// CHECK-LABEL:   func.func @core_ops(
+// CHECK-SAME:  %acos_self: tensor<3x4xf32>, %acosh_self: tensor<3x4xf32>, %asin_self: tensor<3x4xf32>, %asinh_self: tensor<3x4xf32>, %atan_self: tensor<3x4xf32>, %atanh_self: tensor<3x4xf32>, %atan2_self: tensor<3x4xf32>, %atan2_other: tensor<4xf32>, %atan2_out_self: tensor<3x4xf32>, %atan2_out_other: tensor<3x4xf32>, %atan2_out_out: tensor<3x4xf32>, %ceil_self: tensor<9xf32>, %cosh_self: tensor<3x4xf32>, %expm1_self: tensor<3x4xf32>, %floor_self: tensor<9xf32>, %log10_self: tensor<3x4xf32>, %log1p_self: tensor<3x4xf32>, %log2_self: tensor<3x4xf32>, %round_self: tensor<9xf32>, %sign_self: tensor<4xf32>, %sinh_self: tensor<3x4xf32>, %tan_self: tensor<3x4xf32>, %trunc_self: tensor<9xf32>, %isnan_self: tensor<5xf32>, %isinf_self: tensor<5xf32>, %hardtanh_self: tensor<3x4xf32>, %hardtanh_backward_grad_output: tensor<6xf32>, %hardtanh_backward_self: tensor<6xf32>, %elu_self: tensor<3x4xf32>, %elu_backward_grad_output: tensor<3x4xf32>, %elu_backward_self_or_result: tensor<3x4xf32>, %bitwise_and_Scalar_self: tensor<5xi64>, %bitwise_or_Scalar_self: tensor<5xi64>, %bitwise_xor_Tensor_self: tensor<5xi64>, %bitwise_xor_Tensor_other: tensor<5xi64>, %bitwise_xor_Scalar_self: tensor<5xi64>, %logical_or_self: tensor<5xi1>, %logical_or_other: tensor<5xi1>, %logical_xor_self: tensor<5xi1>, %logical_xor_other: tensor<5xi1>, %div_Tensor_mode_self: tensor<3x4xf32>, %div_Tensor_mode_other: tensor<3x4xf32>, %div_Scalar_mode_self: tensor<3x4xf32>, %fmod_Tensor_self: tensor<3x4xf32>, %fmod_Tensor_other: tensor<3x4xf32>, %fmod_Scalar_self: tensor<3x4xf32>, %remainder_Tensor_self: tensor<3x4xf32>, %remainder_Tensor_other: tensor<3x4xf32>, %remainder_Scalar_self: tensor<3x4xf32>, %clamp_Tensor_self: tensor<3x4xf32>, %clamp_Tensor_min: tensor<4xf32>, %clamp_Tensor_max: tensor<3x1xf32>, %pow_Scalar_exponent: tensor<3x4xf32>, %masked_fill_Scalar_self: tensor<3x4xf32>, %masked_fill_Scalar_mask: tensor<3x4xi1>, %fill_Scalar_self: tensor<3x4xf32>, %lift_fresh_copy_self: tensor<3x4xf32>, %argmin_self: tensor<3x4x5xf32>, %prod_self: tensor<3x4xf32>, %prod_dim_int_self: tensor<3x4x5xf32>, %var_dim_self: tensor<3x4x5xf32>, %var_correction_self: tensor<3x4x5xf32>, %any_self: tensor<3x4xi1>, %any_dims_self: tensor<3x4x5xi1>, %cumsum_self: tensor<3x4xf32>, %max_dim_self: tensor<3x4x5xf32>, %min_dim_self: tensor<3x4x5xf32>, %sort_self: tensor<4x6xf32>, %topk_self: tensor<4x6xf32>, %scatter_reduce_two_self: tensor<2x3xf32>, %scatter_reduce_two_index: tensor<2x4xi64>, %scatter_reduce_two_src: tensor<2x4xf32>, %index_select_self: tensor<5x3xf32>, %index_select_index: tensor<3xi64>, %masked_scatter_self: tensor<3x4xf32>, %masked_scatter_mask: tensor<3x4xi1>, %masked_scatter_source: tensor<12xf32>, %nonzero_self: tensor<3x4xi1>, %local_scalar_dense_self: tensor<f32>, %embedding_bag_weight: tensor<10x3xf32>, %embedding_bag_indices: tensor<8xi64>, %embedding_bag_offsets: tensor<4xi64>, %sym_size_int_self: tensor<3x4xf32>, %sym_stride_int_self: tensor<3x4xf32>, %sym_storage_offset_self: tensor<3x4xf32>, %sym_numel_self: tensor<3x4xf32>, %as_strided_self: tensor<4x5xf32>, %diagonal_self: tensor<4x5xf32>, %select_scatter_self: tensor<3x4xf32>, %select_scatter_src: tensor<4xf32>, %squeeze_dim_self: tensor<3x1x4xf32>, %flip_self: tensor<3x4x2xf32>, %repeat_self: tensor<2x3xf32>, %reflection_pad1d_self: tensor<2x3x4xf32>, %reflection_pad2d_self: tensor<2x3x4x4xf32>, %reflection_pad3d_self: tensor<2x3x4x4x4xf32>, %replication_pad2d_self: tensor<2x3x4x4xf32>, %replication_pad3d_self: tensor<2x3x4x4x4xf32>, %col2im_self: tensor<2x12x12xf32>, %upsample_bilinear2d_vec_input: tensor<2x3x4x5xf32>, %upsample_nearest2d_vec_input: tensor<2x3x4x5xf32>, %grid_sampler_2d_input: tensor<2x3x5x6xf32>, %grid_sampler_2d_grid: tensor<2x3x4x2xf32>, %adaptive_avg_pool2d_self: tensor<2x3x7x5xf32>, %adaptive_avg_pool2d_backward_grad_output: tensor<2x3x3x2xf32>, %adaptive_avg_pool2d_backward_self: tensor<2x3x7x5xf32>, %adaptive_avg_pool3d_self: tensor<2x3x5x4x6xf32>, %adaptive_avg_pool1d_self: tensor<2x3x7xf32>, %avg_pool1d_self: tensor<2x3x7xf32>, %avg_pool3d_self: tensor<2x2x5x6x4xf32>, %max_pool3d_with_indices_self: tensor<2x2x5x6x4xf32>, %native_group_norm_input: tensor<2x6x4x3xf32>, %native_group_norm_weight: tensor<6xf32>, %native_group_norm_bias: tensor<6xf32>, %native_group_norm_backward_grad_out: tensor<2x6x4x3xf32>, %native_group_norm_backward_input: tensor<2x6x4x3xf32>, %native_group_norm_backward_mean: tensor<2x3xf32>, %native_group_norm_backward_rstd: tensor<2x3xf32>, %native_group_norm_backward_weight: tensor<6xf32>, %native_batch_norm_legit_input: tensor<4x3x5xf32>, %native_batch_norm_legit_weight: tensor<3xf32>, %native_batch_norm_legit_bias: tensor<3xf32>, %native_batch_norm_legit_running_mean: tensor<3xf32>, %native_batch_norm_legit_running_var: tensor<3xf32>, %native_batch_norm_legit_no_stats_input: tensor<4x3x5xf32>, %native_batch_norm_legit_no_stats_weight: tensor<3xf32>, %pdist_forward_self: tensor<5x3xf32>, %cdist_forward_x1: tensor<2x4x3xf32>, %cdist_forward_x2: tensor<2x5x3xf32>, %fft_r2c_self: tensor<4x6xf32>, %fft_c2r_self: tensor<4x4xcomplex<f32>>, %rand_like_self: tensor<2x3xf32>, %randn_like_self: tensor<2x3xf32>, %randint_like_self: tensor<2x3xi64>, %normal_functional_self: tensor<2x3xf32>, %normal_Tensor_float_mean: tensor<2x3xf32>, %normal_float_Tensor_std: tensor<2x3xf32>, %normal_Tensor_Tensor_mean: tensor<2x3xf32>, %normal_Tensor_Tensor_std: tensor<2x3xf32>, %uniform_self: tensor<2x3xf32>, %bernoulli_p_self: tensor<2x3xf32>, %bernoulli_Tensor_self: tensor<2x3xf32>, %bernoulli_Tensor_p: tensor<2x3xf32>, %exponential_self: tensor<2x3xf32>) {
+// CHECK-NEXT:      %acos = aten.acos %acos_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %acosh = aten.acosh %acosh_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %asin = aten.asin %asin_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %asinh = aten.asinh %asinh_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %atan = aten.atan %atan_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %atanh = aten.atanh %atanh_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %atan2 = aten.atan2 %atan2_self, %atan2_other : tensor<3x4xf32>, tensor<4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %atan2_out = aten.atan2.out %atan2_out_self, %atan2_out_other, %atan2_out_out : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %ceil = aten.ceil %ceil_self : tensor<9xf32> -> tensor<9xf32>
+// CHECK-NEXT:      %cosh = aten.cosh %cosh_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %expm1 = aten.expm1 %expm1_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %floor = aten.floor %floor_self : tensor<9xf32> -> tensor<9xf32>
+// CHECK-NEXT:      %log10 = aten.log10 %log10_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %log1p = aten.log1p %log1p_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %log2 = aten.log2 %log2_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %round = aten.round %round_self : tensor<9xf32> -> tensor<9xf32>
+// CHECK-NEXT:      %sign = aten.sign %sign_self : tensor<4xf32> -> tensor<4xf32>
+// CHECK-NEXT:      %sinh = aten.sinh %sinh_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %tan = aten.tan %tan_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %trunc = aten.trunc %trunc_self : tensor<9xf32> -> tensor<9xf32>
+// CHECK-NEXT:      %isnan = aten.isnan %isnan_self : tensor<5xf32> -> tensor<5xi1>
+// CHECK-NEXT:      %isinf = aten.isinf %isinf_self : tensor<5xf32> -> tensor<5xi1>
+// CHECK-NEXT:      %hardtanh = aten.hardtanh %hardtanh_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %hardtanh_backward = aten.hardtanh_backward %hardtanh_backward_grad_output, %hardtanh_backward_self {min_val = 0.000000e+00 : f64, max_val = 6.000000e+00 : f64} : tensor<6xf32>, tensor<6xf32> -> tensor<6xf32>
+// CHECK-NEXT:      %elu = aten.elu %elu_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %elu_backward = aten.elu_backward %elu_backward_grad_output, %elu_backward_self_or_result {alpha = 1.000000e+00 : f64, scale = 1.000000e+00 : f64, input_scale = 1.000000e+00 : f64, is_result = false} : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %bitwise_and_Scalar = aten.bitwise_and.Scalar %bitwise_and_Scalar_self {other = 3 : i64} : tensor<5xi64> -> tensor<5xi64>
+// CHECK-NEXT:      %bitwise_or_Scalar = aten.bitwise_or.Scalar %bitwise_or_Scalar_self {other = 4 : i64} : tensor<5xi64> -> tensor<5xi64>
+// CHECK-NEXT:      %bitwise_xor_Tensor = aten.bitwise_xor.Tensor %bitwise_xor_Tensor_self, %bitwise_xor_Tensor_other : tensor<5xi64>, tensor<5xi64> -> tensor<5xi64>
+// CHECK-NEXT:      %bitwise_xor_Scalar = aten.bitwise_xor.Scalar %bitwise_xor_Scalar_self {other = 6 : i64} : tensor<5xi64> -> tensor<5xi64>
+// CHECK-NEXT:      %logical_or = aten.logical_or %logical_or_self, %logical_or_other : tensor<5xi1>, tensor<5xi1> -> tensor<5xi1>
+// CHECK-NEXT:      %logical_xor = aten.logical_xor %logical_xor_self, %logical_xor_other : tensor<5xi1>, tensor<5xi1> -> tensor<5xi1>
+// CHECK-NEXT:      %div_Tensor_mode = aten.div.Tensor_mode %div_Tensor_mode_self, %div_Tensor_mode_other {rounding_mode = "trunc"} : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %div_Scalar_mode = aten.div.Scalar_mode %div_Scalar_mode_self {other = -1.500000e+00 : f64, rounding_mode = "trunc"} : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %fmod_Tensor = aten.fmod.Tensor %fmod_Tensor_self, %fmod_Tensor_other : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %fmod_Scalar = aten.fmod.Scalar %fmod_Scalar_self {other = 1.500000e+00 : f64} : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %remainder_Tensor = aten.remainder.Tensor %remainder_Tensor_self, %remainder_Tensor_other : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %remainder_Scalar = aten.remainder.Scalar %remainder_Scalar_self {other = -1.500000e+00 : f64} : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %clamp_Tensor = aten.clamp.Tensor %clamp_Tensor_self min %clamp_Tensor_min max %clamp_Tensor_max : tensor<3x4xf32> min tensor<4xf32> max tensor<3x1xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %pow_Scalar = aten.pow.Scalar %pow_Scalar_exponent {self = 2.000000e+00 : f64} : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %masked_fill_Scalar = aten.masked_fill.Scalar %masked_fill_Scalar_self, %masked_fill_Scalar_mask {value = -1.000000e+09 : f64} : tensor<3x4xf32>, tensor<3x4xi1> -> tensor<3x4xf32>
+// CHECK-NEXT:      %fill_Scalar = aten.fill.Scalar %fill_Scalar_self {value = 2.500000e+00 : f64} : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %lift_fresh_copy = aten.lift_fresh_copy %lift_fresh_copy_self : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %argmin = aten.argmin %argmin_self : tensor<3x4x5xf32> -> tensor<i64>
+// CHECK-NEXT:      %prod = aten.prod %prod_self : tensor<3x4xf32> -> tensor<f32>
+// CHECK-NEXT:      %prod_dim_int = aten.prod.dim_int %prod_dim_int_self {dim = 1 : i64} : tensor<3x4x5xf32> -> tensor<3x5xf32>
+// CHECK-NEXT:      %var_dim = aten.var.dim %var_dim_self {dim = array<i64: 1>} : tensor<3x4x5xf32> -> tensor<3x5xf32>
+// CHECK-NEXT:      %var_correction = aten.var.correction %var_correction_self : tensor<3x4x5xf32> -> tensor<f32>
+// CHECK-NEXT:      %any = aten.any %any_self : tensor<3x4xi1> -> tensor<i1>
+// CHECK-NEXT:      %any_dims = aten.any.dims %any_dims_self {dim = array<i64: 0, 2>} : tensor<3x4x5xi1> -> tensor<4xi1>
+// CHECK-NEXT:      %cumsum = aten.cumsum %cumsum_self {dim = 1 : i64} : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %max_dim, %max_dim_1 = aten.max.dim %max_dim_self {dim = 1 : i64} : tensor<3x4x5xf32> -> tensor<3x5xf32>, tensor<3x5xi64>
+// CHECK-NEXT:      %min_dim, %min_dim_1 = aten.min.dim %min_dim_self {dim = 0 : i64} : tensor<3x4x5xf32> -> tensor<4x5xf32>, tensor<4x5xi64>
+// CHECK-NEXT:      %sort, %sort_1 = aten.sort %sort_self : tensor<4x6xf32> -> tensor<4x6xf32>, tensor<4x6xi64>
+// CHECK-NEXT:      %topk, %topk_1 = aten.topk %topk_self {k = 3 : i64} : tensor<4x6xf32> -> tensor<4x3xf32>, tensor<4x3xi64>
+// CHECK-NEXT:      %scatter_reduce_two = aten.scatter_reduce.two %scatter_reduce_two_self, %scatter_reduce_two_index, %scatter_reduce_two_src {dim = 1 : i64, reduce = "sum"} : tensor<2x3xf32>, tensor<2x4xi64>, tensor<2x4xf32> -> tensor<2x3xf32>
+// CHECK-NEXT:      %index_select = aten.index_select %index_select_self, %index_select_index {dim = 0 : i64} : tensor<5x3xf32>, tensor<3xi64> -> tensor<3x3xf32>
+// CHECK-NEXT:      %masked_scatter = aten.masked_scatter %masked_scatter_self, %masked_scatter_mask, %masked_scatter_source : tensor<3x4xf32>, tensor<3x4xi1>, tensor<12xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %nonzero = aten.nonzero %nonzero_self : tensor<3x4xi1> -> tensor<6x2xi64>
+// CHECK-NEXT:      %local_scalar_dense = aten._local_scalar_dense %local_scalar_dense_self : tensor<f32> -> tensor<f32>
+// CHECK-NEXT:      %embedding_bag, %embedding_bag_1, %embedding_bag_2, %embedding_bag_3 = aten._embedding_bag %embedding_bag_weight, %embedding_bag_indices, %embedding_bag_offsets {scale_grad_by_freq = false, mode = 0 : i64} : tensor<10x3xf32>, tensor<8xi64>, tensor<4xi64> -> tensor<4x3xf32>, tensor<0xi64>, tensor<4xi64>, tensor<4xi64>
+// CHECK-NEXT:      %empty_memory_format = aten.empty.memory_format {size = array<i64: 0, 3>} : tensor<0x3xf32>
+// CHECK-NEXT:      %empty_strided = aten.empty_strided {size = array<i64: 0>, stride = array<i64: 1>, dtype = i64} : tensor<0xi64>
+// CHECK-NEXT:      %empty_permuted = aten.empty_permuted {size = array<i64: 0, 2>, physical_layout = array<i64: 1, 0>} : tensor<0x2xf32>
+// CHECK-NEXT:      %sym_size_int = aten.sym_size.int %sym_size_int_self {dim = 1 : i64} : tensor<3x4xf32> -> tensor<i64>
+// CHECK-NEXT:      %sym_stride_int = aten.sym_stride.int %sym_stride_int_self {dim = 0 : i64} : tensor<3x4xf32> -> tensor<i64>
+// CHECK-NEXT:      %sym_storage_offset = aten.sym_storage_offset %sym_storage_offset_self : tensor<3x4xf32> -> tensor<i64>
+// CHECK-NEXT:      %sym_numel = aten.sym_numel %sym_numel_self : tensor<3x4xf32> -> tensor<i64>
+// CHECK-NEXT:      %as_strided = aten.as_strided %as_strided_self {size = array<i64: 3, 3>, stride = array<i64: 5, 1>} : tensor<4x5xf32> -> tensor<3x3xf32>
+// CHECK-NEXT:      %diagonal = aten.diagonal %diagonal_self : tensor<4x5xf32> -> tensor<4xf32>
+// CHECK-NEXT:      %select_scatter = aten.select_scatter %select_scatter_self, %select_scatter_src {dim = 0 : i64, index = 1 : i64} : tensor<3x4xf32>, tensor<4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %squeeze_dim = aten.squeeze.dim %squeeze_dim_self {dim = 1 : i64} : tensor<3x1x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:      %flip = aten.flip %flip_self {dims = array<i64: 0, -1>} : tensor<3x4x2xf32> -> tensor<3x4x2xf32>
+// CHECK-NEXT:      %repeat = aten.repeat %repeat_self {repeats = array<i64: 2, 1, 2>} : tensor<2x3xf32> -> tensor<2x2x6xf32>
+// CHECK-NEXT:      %reflection_pad1d = aten.reflection_pad1d %reflection_pad1d_self {padding = array<i64: 2, 1>} : tensor<2x3x4xf32> -> tensor<2x3x7xf32>
+// CHECK-NEXT:      %reflection_pad2d = aten.reflection_pad2d %reflection_pad2d_self {padding = array<i64: 1, 2, 2, 0>} : tensor<2x3x4x4xf32> -> tensor<2x3x6x7xf32>
+// CHECK-NEXT:      %reflection_pad3d = aten.reflection_pad3d %reflection_pad3d_self {padding = array<i64: 1, 1, 0, 2, 1, 0>} : tensor<2x3x4x4x4xf32> -> tensor<2x3x5x6x6xf32>
+// CHECK-NEXT:      %replication_pad2d = aten.replication_pad2d %replication_pad2d_self {padding = array<i64: 1, 2, 2, 0>} : tensor<2x3x4x4xf32> -> tensor<2x3x6x7xf32>
+// CHECK-NEXT:      %replication_pad3d = aten.replication_pad3d %replication_pad3d_self {padding = array<i64: 1, 1, 0, 2, 1, 0>} : tensor<2x3x4x4x4xf32> -> tensor<2x3x5x6x6xf32>
+// CHECK-NEXT:      %col2im = aten.col2im %col2im_self {output_size = array<i64: 4, 5>, kernel_size = array<i64: 2, 2>, dilation = array<i64: 1, 1>, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>} : tensor<2x12x12xf32> -> tensor<2x3x4x5xf32>
+// CHECK-NEXT:      %upsample_bilinear2d_vec = aten.upsample_bilinear2d.vec %upsample_bilinear2d_vec_input {output_size = array<i64: 8, 7>, align_corners = false} : tensor<2x3x4x5xf32> -> tensor<2x3x8x7xf32>
+// CHECK-NEXT:      %upsample_nearest2d_vec = aten.upsample_nearest2d.vec %upsample_nearest2d_vec_input {output_size = array<i64: 8, 7>} : tensor<2x3x4x5xf32> -> tensor<2x3x8x7xf32>
+// CHECK-NEXT:      %grid_sampler_2d = aten.grid_sampler_2d %grid_sampler_2d_input, %grid_sampler_2d_grid {interpolation_mode = 0 : i64, padding_mode = 0 : i64, align_corners = false} : tensor<2x3x5x6xf32>, tensor<2x3x4x2xf32> -> tensor<2x3x3x4xf32>
+// CHECK-NEXT:      %adaptive_avg_pool2d = aten._adaptive_avg_pool2d %adaptive_avg_pool2d_self {output_size = array<i64: 3, 2>} : tensor<2x3x7x5xf32> -> tensor<2x3x3x2xf32>
+// CHECK-NEXT:      %adaptive_avg_pool2d_backward = aten._adaptive_avg_pool2d_backward %adaptive_avg_pool2d_backward_grad_output, %adaptive_avg_pool2d_backward_self : tensor<2x3x3x2xf32>, tensor<2x3x7x5xf32> -> tensor<2x3x7x5xf32>
+// CHECK-NEXT:      %adaptive_avg_pool3d = aten._adaptive_avg_pool3d %adaptive_avg_pool3d_self {output_size = array<i64: 2, 3, 2>} : tensor<2x3x5x4x6xf32> -> tensor<2x3x2x3x2xf32>
+// CHECK-NEXT:      %adaptive_avg_pool1d = aten.adaptive_avg_pool1d %adaptive_avg_pool1d_self {output_size = array<i64: 3>} : tensor<2x3x7xf32> -> tensor<2x3x3xf32>
+// CHECK-NEXT:      %avg_pool1d = aten.avg_pool1d %avg_pool1d_self {kernel_size = array<i64: 3>} : tensor<2x3x7xf32> -> tensor<2x3x2xf32>
+// CHECK-NEXT:      %avg_pool3d = aten.avg_pool3d %avg_pool3d_self {kernel_size = array<i64: 2, 2, 2>} : tensor<2x2x5x6x4xf32> -> tensor<2x2x2x3x2xf32>
+// CHECK-NEXT:      %max_pool3d_with_indices, %max_pool3d_with_indices_1 = aten.max_pool3d_with_indices %max_pool3d_with_indices_self {kernel_size = array<i64: 2, 2, 2>} : tensor<2x2x5x6x4xf32> -> tensor<2x2x2x3x2xf32>, tensor<2x2x2x3x2xi64>
+// CHECK-NEXT:      %native_group_norm, %native_group_norm_1, %native_group_norm_2 = aten.native_group_norm %native_group_norm_input weight %native_group_norm_weight bias %native_group_norm_bias {N = 2 : i64, C = 6 : i64, HxW = 12 : i64, group = 3 : i64, eps = 1.000000e-05 : f64} : tensor<2x6x4x3xf32> weight tensor<6xf32> bias tensor<6xf32> -> tensor<2x6x4x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+// CHECK-NEXT:      %native_group_norm_backward, %native_group_norm_backward_1, %native_group_norm_backward_2 = aten.native_group_norm_backward %native_group_norm_backward_grad_out, %native_group_norm_backward_input, %native_group_norm_backward_mean, %native_group_norm_backward_rstd weight %native_group_norm_backward_weight {N = 2 : i64, C = 6 : i64, HxW = 12 : i64, group = 3 : i64, output_mask = array<i1: true, true, true>} : tensor<2x6x4x3xf32>, tensor<2x6x4x3xf32>, tensor<2x3xf32>, tensor<2x3xf32> weight tensor<6xf32> -> tensor<2x6x4x3xf32>, tensor<6xf32>, tensor<6xf32>
+// CHECK-NEXT:      %native_batch_norm_legit, %native_batch_norm_legit_1, %native_batch_norm_legit_2 = aten._native_batch_norm_legit %native_batch_norm_legit_input, %native_batch_norm_legit_running_mean, %native_batch_norm_legit_running_var weight %native_batch_norm_legit_weight bias %native_batch_norm_legit_bias {training = true, momentum = 1.000000e-01 : f64, eps = 1.000000e-05 : f64} : tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32> weight tensor<3xf32> bias tensor<3xf32> -> tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>
+// CHECK-NEXT:      %native_batch_norm_legit_no_stats, %native_batch_norm_legit_no_stats_1, %native_batch_norm_legit_no_stats_2 = aten._native_batch_norm_legit.no_stats %native_batch_norm_legit_no_stats_input weight %native_batch_norm_legit_no_stats_weight {training = true, momentum = 1.000000e-01 : f64, eps = 1.000000e-05 : f64} : tensor<4x3x5xf32> weight tensor<3xf32> -> tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>
+// CHECK-NEXT:      %pdist_forward = aten._pdist_forward %pdist_forward_self : tensor<5x3xf32> -> tensor<10xf32>
+// CHECK-NEXT:      %cdist_forward = aten._cdist_forward %cdist_forward_x1, %cdist_forward_x2 {p = 2.000000e+00 : f64} : tensor<2x4x3xf32>, tensor<2x5x3xf32> -> tensor<2x4x5xf32>
+// CHECK-NEXT:      %fft_r2c = aten._fft_r2c %fft_r2c_self {dim = array<i64: 1>, normalization = 0 : i64, onesided = true} : tensor<4x6xf32> -> tensor<4x4xcomplex<f32>>
+// CHECK-NEXT:      %fft_c2r = aten._fft_c2r %fft_c2r_self {dim = array<i64: 1>, normalization = 2 : i64, last_dim_size = 6 : i64} : tensor<4x4xcomplex<f32>> -> tensor<4x6xf32>
+// CHECK-NEXT:      %rand = aten.rand {size = array<i64: 2, 3>} : tensor<2x3xf32>
+// CHECK-NEXT:      %randn = aten.randn {size = array<i64: 2, 3>, dtype = f32} : tensor<2x3xf32>
+// CHECK-NEXT:      %rand_like = aten.rand_like %rand_like_self : tensor<2x3xf32> -> tensor<2x3xf32>
+// CHECK-NEXT:      %randn_like = aten.randn_like %randn_like_self : tensor<2x3xf32> -> tensor<2x3xf32>
+// CHECK-NEXT:      %randint_low = aten.randint.low {low = 0 : i64, high = 5 : i64, size = array<i64: 4>} : tensor<4xi64>
+// CHECK-NEXT:      %randint = aten.randint {high = 5 : i64, size = array<i64: 4>} : tensor<4xi64>
+// CHECK-NEXT:      %randint_like = aten.randint_like %randint_like_self {high = 7 : i64} : tensor<2x3xi64> -> tensor<2x3xi64>
+// CHECK-NEXT:      %randperm = aten.randperm {n = 6 : i64} : tensor<6xi64>
+// CHECK-NEXT:      %normal_functional = aten.normal_functional %normal_functional_self {mean = 5.000000e-01 : f64, std = 2.000000e+00 : f64} : tensor<2x3xf32> -> tensor<2x3xf32>
+// CHECK-NEXT:      %normal_Tensor_float = aten.normal.Tensor_float %normal_Tensor_float_mean {std = 2.000000e+00 : f64} : tensor<2x3xf32> -> tensor<2x3xf32>
+// CHECK-NEXT:      %normal_float_Tensor = aten.normal.float_Tensor %normal_float_Tensor_std {mean = 5.000000e-01 : f64} : tensor<2x3xf32> -> tensor<2x3xf32>
+// CHECK-NEXT:      %normal_Tensor_Tensor = aten.normal.Tensor_Tensor %normal_Tensor_Tensor_mean, %normal_Tensor_Tensor_std : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<2x3xf32>
+// CHECK-NEXT:      %uniform = aten.uniform %uniform_self {from = -1.000000e+00 : f64, to = 1.000000e+00 : f64} : tensor<2x3xf32> -> tensor<2x3xf32>
+// CHECK-NEXT:      %bernoulli_p = aten.bernoulli.p %bernoulli_p_self {p = 3.000000e-01 : f64} : tensor<2x3xf32> -> tensor<2x3xf32>
+// CHECK-NEXT:      %bernoulli_Tensor = aten.bernoulli.Tensor %bernoulli_Tensor_self, %bernoulli_Tensor_p : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<2x3xf32>
+// CHECK-NEXT:      %exponential = aten.exponential %exponential_self {lambd = 2.000000e+00 : f64} : tensor<2x3xf32> -> tensor<2x3xf32>
+// CHECK-NEXT:      func.return
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+func.func @core_ops(%acos_self: tensor<3x4xf32>, %acosh_self: tensor<3x4xf32>, %asin_self: tensor<3x4xf32>, %asinh_self: tensor<3x4xf32>, %atan_self: tensor<3x4xf32>, %atanh_self: tensor<3x4xf32>, %atan2_self: tensor<3x4xf32>, %atan2_other: tensor<4xf32>, %atan2_out_self: tensor<3x4xf32>, %atan2_out_other: tensor<3x4xf32>, %atan2_out_out: tensor<3x4xf32>, %ceil_self: tensor<9xf32>, %cosh_self: tensor<3x4xf32>, %expm1_self: tensor<3x4xf32>, %floor_self: tensor<9xf32>, %log10_self: tensor<3x4xf32>, %log1p_self: tensor<3x4xf32>, %log2_self: tensor<3x4xf32>, %round_self: tensor<9xf32>, %sign_self: tensor<4xf32>, %sinh_self: tensor<3x4xf32>, %tan_self: tensor<3x4xf32>, %trunc_self: tensor<9xf32>, %isnan_self: tensor<5xf32>, %isinf_self: tensor<5xf32>, %hardtanh_self: tensor<3x4xf32>, %hardtanh_backward_grad_output: tensor<6xf32>, %hardtanh_backward_self: tensor<6xf32>, %elu_self: tensor<3x4xf32>, %elu_backward_grad_output: tensor<3x4xf32>, %elu_backward_self_or_result: tensor<3x4xf32>, %bitwise_and_Scalar_self: tensor<5xi64>, %bitwise_or_Scalar_self: tensor<5xi64>, %bitwise_xor_Tensor_self: tensor<5xi64>, %bitwise_xor_Tensor_other: tensor<5xi64>, %bitwise_xor_Scalar_self: tensor<5xi64>, %logical_or_self: tensor<5xi1>, %logical_or_other: tensor<5xi1>, %logical_xor_self: tensor<5xi1>, %logical_xor_other: tensor<5xi1>, %div_Tensor_mode_self: tensor<3x4xf32>, %div_Tensor_mode_other: tensor<3x4xf32>, %div_Scalar_mode_self: tensor<3x4xf32>, %fmod_Tensor_self: tensor<3x4xf32>, %fmod_Tensor_other: tensor<3x4xf32>, %fmod_Scalar_self: tensor<3x4xf32>, %remainder_Tensor_self: tensor<3x4xf32>, %remainder_Tensor_other: tensor<3x4xf32>, %remainder_Scalar_self: tensor<3x4xf32>, %clamp_Tensor_self: tensor<3x4xf32>, %clamp_Tensor_min: tensor<4xf32>, %clamp_Tensor_max: tensor<3x1xf32>, %pow_Scalar_exponent: tensor<3x4xf32>, %masked_fill_Scalar_self: tensor<3x4xf32>, %masked_fill_Scalar_mask: tensor<3x4xi1>, %fill_Scalar_self: tensor<3x4xf32>, %lift_fresh_copy_self: tensor<3x4xf32>, %argmin_self: tensor<3x4x5xf32>, %prod_self: tensor<3x4xf32>, %prod_dim_int_self: tensor<3x4x5xf32>, %var_dim_self: tensor<3x4x5xf32>, %var_correction_self: tensor<3x4x5xf32>, %any_self: tensor<3x4xi1>, %any_dims_self: tensor<3x4x5xi1>, %cumsum_self: tensor<3x4xf32>, %max_dim_self: tensor<3x4x5xf32>, %min_dim_self: tensor<3x4x5xf32>, %sort_self: tensor<4x6xf32>, %topk_self: tensor<4x6xf32>, %scatter_reduce_two_self: tensor<2x3xf32>, %scatter_reduce_two_index: tensor<2x4xi64>, %scatter_reduce_two_src: tensor<2x4xf32>, %index_select_self: tensor<5x3xf32>, %index_select_index: tensor<3xi64>, %masked_scatter_self: tensor<3x4xf32>, %masked_scatter_mask: tensor<3x4xi1>, %masked_scatter_source: tensor<12xf32>, %nonzero_self: tensor<3x4xi1>, %local_scalar_dense_self: tensor<f32>, %embedding_bag_weight: tensor<10x3xf32>, %embedding_bag_indices: tensor<8xi64>, %embedding_bag_offsets: tensor<4xi64>, %sym_size_int_self: tensor<3x4xf32>, %sym_stride_int_self: tensor<3x4xf32>, %sym_storage_offset_self: tensor<3x4xf32>, %sym_numel_self: tensor<3x4xf32>, %as_strided_self: tensor<4x5xf32>, %diagonal_self: tensor<4x5xf32>, %select_scatter_self: tensor<3x4xf32>, %select_scatter_src: tensor<4xf32>, %squeeze_dim_self: tensor<3x1x4xf32>, %flip_self: tensor<3x4x2xf32>, %repeat_self: tensor<2x3xf32>, %reflection_pad1d_self: tensor<2x3x4xf32>, %reflection_pad2d_self: tensor<2x3x4x4xf32>, %reflection_pad3d_self: tensor<2x3x4x4x4xf32>, %replication_pad2d_self: tensor<2x3x4x4xf32>, %replication_pad3d_self: tensor<2x3x4x4x4xf32>, %col2im_self: tensor<2x12x12xf32>, %upsample_bilinear2d_vec_input: tensor<2x3x4x5xf32>, %upsample_nearest2d_vec_input: tensor<2x3x4x5xf32>, %grid_sampler_2d_input: tensor<2x3x5x6xf32>, %grid_sampler_2d_grid: tensor<2x3x4x2xf32>, %adaptive_avg_pool2d_self: tensor<2x3x7x5xf32>, %adaptive_avg_pool2d_backward_grad_output: tensor<2x3x3x2xf32>, %adaptive_avg_pool2d_backward_self: tensor<2x3x7x5xf32>, %adaptive_avg_pool3d_self: tensor<2x3x5x4x6xf32>, %adaptive_avg_pool1d_self: tensor<2x3x7xf32>, %avg_pool1d_self: tensor<2x3x7xf32>, %avg_pool3d_self: tensor<2x2x5x6x4xf32>, %max_pool3d_with_indices_self: tensor<2x2x5x6x4xf32>, %native_group_norm_input: tensor<2x6x4x3xf32>, %native_group_norm_weight: tensor<6xf32>, %native_group_norm_bias: tensor<6xf32>, %native_group_norm_backward_grad_out: tensor<2x6x4x3xf32>, %native_group_norm_backward_input: tensor<2x6x4x3xf32>, %native_group_norm_backward_mean: tensor<2x3xf32>, %native_group_norm_backward_rstd: tensor<2x3xf32>, %native_group_norm_backward_weight: tensor<6xf32>, %native_batch_norm_legit_input: tensor<4x3x5xf32>, %native_batch_norm_legit_weight: tensor<3xf32>, %native_batch_norm_legit_bias: tensor<3xf32>, %native_batch_norm_legit_running_mean: tensor<3xf32>, %native_batch_norm_legit_running_var: tensor<3xf32>, %native_batch_norm_legit_no_stats_input: tensor<4x3x5xf32>, %native_batch_norm_legit_no_stats_weight: tensor<3xf32>, %pdist_forward_self: tensor<5x3xf32>, %cdist_forward_x1: tensor<2x4x3xf32>, %cdist_forward_x2: tensor<2x5x3xf32>, %fft_r2c_self: tensor<4x6xf32>, %fft_c2r_self: tensor<4x4xcomplex<f32>>, %rand_like_self: tensor<2x3xf32>, %randn_like_self: tensor<2x3xf32>, %randint_like_self: tensor<2x3xi64>, %normal_functional_self: tensor<2x3xf32>, %normal_Tensor_float_mean: tensor<2x3xf32>, %normal_float_Tensor_std: tensor<2x3xf32>, %normal_Tensor_Tensor_mean: tensor<2x3xf32>, %normal_Tensor_Tensor_std: tensor<2x3xf32>, %uniform_self: tensor<2x3xf32>, %bernoulli_p_self: tensor<2x3xf32>, %bernoulli_Tensor_self: tensor<2x3xf32>, %bernoulli_Tensor_p: tensor<2x3xf32>, %exponential_self: tensor<2x3xf32>) {
+  %acos = aten.acos %acos_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %acosh = aten.acosh %acosh_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %asin = aten.asin %asin_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %asinh = aten.asinh %asinh_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %atan = aten.atan %atan_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %atanh = aten.atanh %atanh_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %atan2 = aten.atan2 %atan2_self, %atan2_other : tensor<3x4xf32>, tensor<4xf32> -> tensor<3x4xf32>
+  %atan2_out = aten.atan2.out %atan2_out_self, %atan2_out_other, %atan2_out_out : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %ceil = aten.ceil %ceil_self : tensor<9xf32> -> tensor<9xf32>
+  %cosh = aten.cosh %cosh_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %expm1 = aten.expm1 %expm1_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %floor = aten.floor %floor_self : tensor<9xf32> -> tensor<9xf32>
+  %log10 = aten.log10 %log10_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %log1p = aten.log1p %log1p_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %log2 = aten.log2 %log2_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %round = aten.round %round_self : tensor<9xf32> -> tensor<9xf32>
+  %sign = aten.sign %sign_self : tensor<4xf32> -> tensor<4xf32>
+  %sinh = aten.sinh %sinh_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %tan = aten.tan %tan_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %trunc = aten.trunc %trunc_self : tensor<9xf32> -> tensor<9xf32>
+  %isnan = aten.isnan %isnan_self : tensor<5xf32> -> tensor<5xi1>
+  %isinf = aten.isinf %isinf_self : tensor<5xf32> -> tensor<5xi1>
+  %hardtanh = aten.hardtanh %hardtanh_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %hardtanh_backward = aten.hardtanh_backward %hardtanh_backward_grad_output, %hardtanh_backward_self {min_val = 0.000000e+00 : f64, max_val = 6.000000e+00 : f64} : tensor<6xf32>, tensor<6xf32> -> tensor<6xf32>
+  %elu = aten.elu %elu_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %elu_backward = aten.elu_backward %elu_backward_grad_output, %elu_backward_self_or_result {alpha = 1.000000e+00 : f64, scale = 1.000000e+00 : f64, input_scale = 1.000000e+00 : f64, is_result = false} : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %bitwise_and_Scalar = aten.bitwise_and.Scalar %bitwise_and_Scalar_self {other = 3 : i64} : tensor<5xi64> -> tensor<5xi64>
+  %bitwise_or_Scalar = aten.bitwise_or.Scalar %bitwise_or_Scalar_self {other = 4 : i64} : tensor<5xi64> -> tensor<5xi64>
+  %bitwise_xor_Tensor = aten.bitwise_xor.Tensor %bitwise_xor_Tensor_self, %bitwise_xor_Tensor_other : tensor<5xi64>, tensor<5xi64> -> tensor<5xi64>
+  %bitwise_xor_Scalar = aten.bitwise_xor.Scalar %bitwise_xor_Scalar_self {other = 6 : i64} : tensor<5xi64> -> tensor<5xi64>
+  %logical_or = aten.logical_or %logical_or_self, %logical_or_other : tensor<5xi1>, tensor<5xi1> -> tensor<5xi1>
+  %logical_xor = aten.logical_xor %logical_xor_self, %logical_xor_other : tensor<5xi1>, tensor<5xi1> -> tensor<5xi1>
+  %div_Tensor_mode = aten.div.Tensor_mode %div_Tensor_mode_self, %div_Tensor_mode_other {rounding_mode = "trunc"} : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %div_Scalar_mode = aten.div.Scalar_mode %div_Scalar_mode_self {other = -1.500000e+00 : f64, rounding_mode = "trunc"} : tensor<3x4xf32> -> tensor<3x4xf32>
+  %fmod_Tensor = aten.fmod.Tensor %fmod_Tensor_self, %fmod_Tensor_other : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %fmod_Scalar = aten.fmod.Scalar %fmod_Scalar_self {other = 1.500000e+00 : f64} : tensor<3x4xf32> -> tensor<3x4xf32>
+  %remainder_Tensor = aten.remainder.Tensor %remainder_Tensor_self, %remainder_Tensor_other : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %remainder_Scalar = aten.remainder.Scalar %remainder_Scalar_self {other = -1.500000e+00 : f64} : tensor<3x4xf32> -> tensor<3x4xf32>
+  %clamp_Tensor = aten.clamp.Tensor %clamp_Tensor_self min %clamp_Tensor_min max %clamp_Tensor_max : tensor<3x4xf32> min tensor<4xf32> max tensor<3x1xf32> -> tensor<3x4xf32>
+  %pow_Scalar = aten.pow.Scalar %pow_Scalar_exponent {self = 2.000000e+00 : f64} : tensor<3x4xf32> -> tensor<3x4xf32>
+  %masked_fill_Scalar = aten.masked_fill.Scalar %masked_fill_Scalar_self, %masked_fill_Scalar_mask {value = -1.000000e+09 : f64} : tensor<3x4xf32>, tensor<3x4xi1> -> tensor<3x4xf32>
+  %fill_Scalar = aten.fill.Scalar %fill_Scalar_self {value = 2.500000e+00 : f64} : tensor<3x4xf32> -> tensor<3x4xf32>
+  %lift_fresh_copy = aten.lift_fresh_copy %lift_fresh_copy_self : tensor<3x4xf32> -> tensor<3x4xf32>
+  %argmin = aten.argmin %argmin_self : tensor<3x4x5xf32> -> tensor<i64>
+  %prod = aten.prod %prod_self : tensor<3x4xf32> -> tensor<f32>
+  %prod_dim_int = aten.prod.dim_int %prod_dim_int_self {dim = 1 : i64} : tensor<3x4x5xf32> -> tensor<3x5xf32>
+  %var_dim = aten.var.dim %var_dim_self {dim = array<i64: 1>} : tensor<3x4x5xf32> -> tensor<3x5xf32>
+  %var_correction = aten.var.correction %var_correction_self : tensor<3x4x5xf32> -> tensor<f32>
+  %any = aten.any %any_self : tensor<3x4xi1> -> tensor<i1>
+  %any_dims = aten.any.dims %any_dims_self {dim = array<i64: 0, 2>} : tensor<3x4x5xi1> -> tensor<4xi1>
+  %cumsum = aten.cumsum %cumsum_self {dim = 1 : i64} : tensor<3x4xf32> -> tensor<3x4xf32>
+  %max_dim, %max_dim_1 = aten.max.dim %max_dim_self {dim = 1 : i64} : tensor<3x4x5xf32> -> tensor<3x5xf32>, tensor<3x5xi64>
+  %min_dim, %min_dim_1 = aten.min.dim %min_dim_self {dim = 0 : i64} : tensor<3x4x5xf32> -> tensor<4x5xf32>, tensor<4x5xi64>
+  %sort, %sort_1 = aten.sort %sort_self : tensor<4x6xf32> -> tensor<4x6xf32>, tensor<4x6xi64>
+  %topk, %topk_1 = aten.topk %topk_self {k = 3 : i64} : tensor<4x6xf32> -> tensor<4x3xf32>, tensor<4x3xi64>
+  %scatter_reduce_two = aten.scatter_reduce.two %scatter_reduce_two_self, %scatter_reduce_two_index, %scatter_reduce_two_src {dim = 1 : i64, reduce = "sum"} : tensor<2x3xf32>, tensor<2x4xi64>, tensor<2x4xf32> -> tensor<2x3xf32>
+  %index_select = aten.index_select %index_select_self, %index_select_index {dim = 0 : i64} : tensor<5x3xf32>, tensor<3xi64> -> tensor<3x3xf32>
+  %masked_scatter = aten.masked_scatter %masked_scatter_self, %masked_scatter_mask, %masked_scatter_source : tensor<3x4xf32>, tensor<3x4xi1>, tensor<12xf32> -> tensor<3x4xf32>
+  %nonzero = aten.nonzero %nonzero_self : tensor<3x4xi1> -> tensor<6x2xi64>
+  %local_scalar_dense = aten._local_scalar_dense %local_scalar_dense_self : tensor<f32> -> tensor<f32>
+  %embedding_bag, %embedding_bag_1, %embedding_bag_2, %embedding_bag_3 = aten._embedding_bag %embedding_bag_weight, %embedding_bag_indices, %embedding_bag_offsets {scale_grad_by_freq = false, mode = 0 : i64} : tensor<10x3xf32>, tensor<8xi64>, tensor<4xi64> -> tensor<4x3xf32>, tensor<0xi64>, tensor<4xi64>, tensor<4xi64>
+  %empty_memory_format = aten.empty.memory_format {size = array<i64: 0, 3>} : tensor<0x3xf32>
+  %empty_strided = aten.empty_strided {size = array<i64: 0>, stride = array<i64: 1>, dtype = i64} : tensor<0xi64>
+  %empty_permuted = aten.empty_permuted {size = array<i64: 0, 2>, physical_layout = array<i64: 1, 0>} : tensor<0x2xf32>
+  %sym_size_int = aten.sym_size.int %sym_size_int_self {dim = 1 : i64} : tensor<3x4xf32> -> tensor<i64>
+  %sym_stride_int = aten.sym_stride.int %sym_stride_int_self {dim = 0 : i64} : tensor<3x4xf32> -> tensor<i64>
+  %sym_storage_offset = aten.sym_storage_offset %sym_storage_offset_self : tensor<3x4xf32> -> tensor<i64>
+  %sym_numel = aten.sym_numel %sym_numel_self : tensor<3x4xf32> -> tensor<i64>
+  %as_strided = aten.as_strided %as_strided_self {size = array<i64: 3, 3>, stride = array<i64: 5, 1>} : tensor<4x5xf32> -> tensor<3x3xf32>
+  %diagonal = aten.diagonal %diagonal_self : tensor<4x5xf32> -> tensor<4xf32>
+  %select_scatter = aten.select_scatter %select_scatter_self, %select_scatter_src {dim = 0 : i64, index = 1 : i64} : tensor<3x4xf32>, tensor<4xf32> -> tensor<3x4xf32>
+  %squeeze_dim = aten.squeeze.dim %squeeze_dim_self {dim = 1 : i64} : tensor<3x1x4xf32> -> tensor<3x4xf32>
+  %flip = aten.flip %flip_self {dims = array<i64: 0, -1>} : tensor<3x4x2xf32> -> tensor<3x4x2xf32>
+  %repeat = aten.repeat %repeat_self {repeats = array<i64: 2, 1, 2>} : tensor<2x3xf32> -> tensor<2x2x6xf32>
+  %reflection_pad1d = aten.reflection_pad1d %reflection_pad1d_self {padding = array<i64: 2, 1>} : tensor<2x3x4xf32> -> tensor<2x3x7xf32>
+  %reflection_pad2d = aten.reflection_pad2d %reflection_pad2d_self {padding = array<i64: 1, 2, 2, 0>} : tensor<2x3x4x4xf32> -> tensor<2x3x6x7xf32>
+  %reflection_pad3d = aten.reflection_pad3d %reflection_pad3d_self {padding = array<i64: 1, 1, 0, 2, 1, 0>} : tensor<2x3x4x4x4xf32> -> tensor<2x3x5x6x6xf32>
+  %replication_pad2d = aten.replication_pad2d %replication_pad2d_self {padding = array<i64: 1, 2, 2, 0>} : tensor<2x3x4x4xf32> -> tensor<2x3x6x7xf32>
+  %replication_pad3d = aten.replication_pad3d %replication_pad3d_self {padding = array<i64: 1, 1, 0, 2, 1, 0>} : tensor<2x3x4x4x4xf32> -> tensor<2x3x5x6x6xf32>
+  %col2im = aten.col2im %col2im_self {output_size = array<i64: 4, 5>, kernel_size = array<i64: 2, 2>, dilation = array<i64: 1, 1>, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>} : tensor<2x12x12xf32> -> tensor<2x3x4x5xf32>
+  %upsample_bilinear2d_vec = aten.upsample_bilinear2d.vec %upsample_bilinear2d_vec_input {output_size = array<i64: 8, 7>, align_corners = false} : tensor<2x3x4x5xf32> -> tensor<2x3x8x7xf32>
+  %upsample_nearest2d_vec = aten.upsample_nearest2d.vec %upsample_nearest2d_vec_input {output_size = array<i64: 8, 7>} : tensor<2x3x4x5xf32> -> tensor<2x3x8x7xf32>
+  %grid_sampler_2d = aten.grid_sampler_2d %grid_sampler_2d_input, %grid_sampler_2d_grid {interpolation_mode = 0 : i64, padding_mode = 0 : i64, align_corners = false} : tensor<2x3x5x6xf32>, tensor<2x3x4x2xf32> -> tensor<2x3x3x4xf32>
+  %adaptive_avg_pool2d = aten._adaptive_avg_pool2d %adaptive_avg_pool2d_self {output_size = array<i64: 3, 2>} : tensor<2x3x7x5xf32> -> tensor<2x3x3x2xf32>
+  %adaptive_avg_pool2d_backward = aten._adaptive_avg_pool2d_backward %adaptive_avg_pool2d_backward_grad_output, %adaptive_avg_pool2d_backward_self : tensor<2x3x3x2xf32>, tensor<2x3x7x5xf32> -> tensor<2x3x7x5xf32>
+  %adaptive_avg_pool3d = aten._adaptive_avg_pool3d %adaptive_avg_pool3d_self {output_size = array<i64: 2, 3, 2>} : tensor<2x3x5x4x6xf32> -> tensor<2x3x2x3x2xf32>
+  %adaptive_avg_pool1d = aten.adaptive_avg_pool1d %adaptive_avg_pool1d_self {output_size = array<i64: 3>} : tensor<2x3x7xf32> -> tensor<2x3x3xf32>
+  %avg_pool1d = aten.avg_pool1d %avg_pool1d_self {kernel_size = array<i64: 3>} : tensor<2x3x7xf32> -> tensor<2x3x2xf32>
+  %avg_pool3d = aten.avg_pool3d %avg_pool3d_self {kernel_size = array<i64: 2, 2, 2>} : tensor<2x2x5x6x4xf32> -> tensor<2x2x2x3x2xf32>
+  %max_pool3d_with_indices, %max_pool3d_with_indices_1 = aten.max_pool3d_with_indices %max_pool3d_with_indices_self {kernel_size = array<i64: 2, 2, 2>} : tensor<2x2x5x6x4xf32> -> tensor<2x2x2x3x2xf32>, tensor<2x2x2x3x2xi64>
+  %native_group_norm, %native_group_norm_1, %native_group_norm_2 = aten.native_group_norm %native_group_norm_input weight %native_group_norm_weight bias %native_group_norm_bias {N = 2 : i64, C = 6 : i64, HxW = 12 : i64, group = 3 : i64, eps = 1.000000e-05 : f64} : tensor<2x6x4x3xf32> weight tensor<6xf32> bias tensor<6xf32> -> tensor<2x6x4x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+  %native_group_norm_backward, %native_group_norm_backward_1, %native_group_norm_backward_2 = aten.native_group_norm_backward %native_group_norm_backward_grad_out, %native_group_norm_backward_input, %native_group_norm_backward_mean, %native_group_norm_backward_rstd weight %native_group_norm_backward_weight {N = 2 : i64, C = 6 : i64, HxW = 12 : i64, group = 3 : i64, output_mask = array<i1: true, true, true>} : tensor<2x6x4x3xf32>, tensor<2x6x4x3xf32>, tensor<2x3xf32>, tensor<2x3xf32> weight tensor<6xf32> -> tensor<2x6x4x3xf32>, tensor<6xf32>, tensor<6xf32>
+  %native_batch_norm_legit, %native_batch_norm_legit_1, %native_batch_norm_legit_2 = aten._native_batch_norm_legit %native_batch_norm_legit_input, %native_batch_norm_legit_running_mean, %native_batch_norm_legit_running_var weight %native_batch_norm_legit_weight bias %native_batch_norm_legit_bias {training = true, momentum = 1.000000e-01 : f64, eps = 1.000000e-05 : f64} : tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32> weight tensor<3xf32> bias tensor<3xf32> -> tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>
+  %native_batch_norm_legit_no_stats, %native_batch_norm_legit_no_stats_1, %native_batch_norm_legit_no_stats_2 = aten._native_batch_norm_legit.no_stats %native_batch_norm_legit_no_stats_input weight %native_batch_norm_legit_no_stats_weight {training = true, momentum = 1.000000e-01 : f64, eps = 1.000000e-05 : f64} : tensor<4x3x5xf32> weight tensor<3xf32> -> tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>
+  %pdist_forward = aten._pdist_forward %pdist_forward_self : tensor<5x3xf32> -> tensor<10xf32>
+  %cdist_forward = aten._cdist_forward %cdist_forward_x1, %cdist_forward_x2 {p = 2.000000e+00 : f64} : tensor<2x4x3xf32>, tensor<2x5x3xf32> -> tensor<2x4x5xf32>
+  %fft_r2c = aten._fft_r2c %fft_r2c_self {dim = array<i64: 1>, normalization = 0 : i64, onesided = true} : tensor<4x6xf32> -> tensor<4x4xcomplex<f32>>
+  %fft_c2r = aten._fft_c2r %fft_c2r_self {dim = array<i64: 1>, normalization = 2 : i64, last_dim_size = 6 : i64} : tensor<4x4xcomplex<f32>> -> tensor<4x6xf32>
+  %rand = aten.rand {size = array<i64: 2, 3>} : tensor<2x3xf32>
+  %randn = aten.randn {size = array<i64: 2, 3>, dtype = f32} : tensor<2x3xf32>
+  %rand_like = aten.rand_like %rand_like_self : tensor<2x3xf32> -> tensor<2x3xf32>
+  %randn_like = aten.randn_like %randn_like_self : tensor<2x3xf32> -> tensor<2x3xf32>
+  %randint_low = aten.randint.low {low = 0 : i64, high = 5 : i64, size = array<i64: 4>} : tensor<4xi64>
+  %randint = aten.randint {high = 5 : i64, size = array<i64: 4>} : tensor<4xi64>
+  %randint_like = aten.randint_like %randint_like_self {high = 7 : i64} : tensor<2x3xi64> -> tensor<2x3xi64>
+  %randperm = aten.randperm {n = 6 : i64} : tensor<6xi64>
+  %normal_functional = aten.normal_functional %normal_functional_self {mean = 5.000000e-01 : f64, std = 2.000000e+00 : f64} : tensor<2x3xf32> -> tensor<2x3xf32>
+  %normal_Tensor_float = aten.normal.Tensor_float %normal_Tensor_float_mean {std = 2.000000e+00 : f64} : tensor<2x3xf32> -> tensor<2x3xf32>
+  %normal_float_Tensor = aten.normal.float_Tensor %normal_float_Tensor_std {mean = 5.000000e-01 : f64} : tensor<2x3xf32> -> tensor<2x3xf32>
+  %normal_Tensor_Tensor = aten.normal.Tensor_Tensor %normal_Tensor_Tensor_mean, %normal_Tensor_Tensor_std : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<2x3xf32>
+  %uniform = aten.uniform %uniform_self {from = -1.000000e+00 : f64, to = 1.000000e+00 : f64} : tensor<2x3xf32> -> tensor<2x3xf32>
+  %bernoulli_p = aten.bernoulli.p %bernoulli_p_self {p = 3.000000e-01 : f64} : tensor<2x3xf32> -> tensor<2x3xf32>
+  %bernoulli_Tensor = aten.bernoulli.Tensor %bernoulli_Tensor_self, %bernoulli_Tensor_p : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<2x3xf32>
+  %exponential = aten.exponential %exponential_self {lambd = 2.000000e+00 : f64} : tensor<2x3xf32> -> tensor<2x3xf32>
+  func.return
 }

@@ -26,10 +26,15 @@ from __future__ import annotations
 from tilefx.backend.kernels import (
     convolution,
     elementwise,
+    indexing,
     linalg,
     normalization,
+    pointwise_math,
     random,
     reductions,
+    resampling,
+    sorting,
+    spectral,
     views,
 )
 from tilefx.backend.kernels._common import Kernel
@@ -37,7 +42,8 @@ from tilefx.backend.kernels.ipu import IPU_KERNELS
 
 __all__ = ["FAMILIES", "IPU_KERNELS", "KERNELS", "Kernel"]
 
-FAMILIES = (elementwise, views, reductions, linalg, normalization, random, convolution)
+FAMILIES = (elementwise, pointwise_math, views, indexing, reductions, sorting, linalg, normalization,
+            random, convolution, resampling, spectral)
 
 
 def _join() -> dict[str, Kernel]:

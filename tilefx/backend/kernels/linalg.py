@@ -57,3 +57,37 @@ def addmm(self, mat1, mat2, *, beta=1, alpha=1):
     return _ret(r, rt)
 
 
+
+
+# ---------------------------------------------------------------------------
+# distances
+# ---------------------------------------------------------------------------
+
+
+def _pnorm(d, p, axis):
+    a = np.abs(d)
+    if p == 0:
+        return np.sum(a != 0, axis=axis, dtype=d.dtype)
+    if p == np.inf:
+        return np.max(a, axis=axis) if a.shape[axis] else np.zeros(a.shape[:-1], d.dtype)
+    if p == 1:
+        return np.sum(a, axis=axis)
+    if p == 2:
+        return np.sqrt(np.sum(a * a, axis=axis))
+    return np.sum(a ** d.dtype.type(p), axis=axis) ** d.dtype.type(1.0 / p)
+
+
+@_kernel("_pdist_forward.default")
+def _pdist_forward(self, p=2.0):
+    """Distances between the rows i < j of a 2-d tensor, row-major."""
+    x = self.astype(_compute_dtype(self.dtype))
+    i, j = np.triu_indices(x.shape[0], k=1)
+    return _ret(_pnorm(x[i] - x[j], p, -1), self.dtype)
+
+
+@_kernel("_cdist_forward.default")
+def _cdist_forward(x1, x2, p, compute_mode):
+    rt = _promote(x1.dtype, x2.dtype)
+    ct = _compute_dtype(rt)
+    a, b = _cast(x1, ct), _cast(x2, ct)
+    return _ret(_pnorm(a[..., :, None, :] - b[..., None, :, :], p, -1), rt)

@@ -8,6 +8,7 @@ import numpy as np
 from tilefx.backend.kernels._common import registrar
 from tilefx.backend.kernels._common import (
     _F16,
+    _F32,
     _f32,
     _ret,
 )
@@ -119,3 +120,66 @@ def _native_batch_norm_legit_no_training(
     return _ret(out, input.dtype), empty, empty.copy()
 
 
+
+
+@_kernel("_native_batch_norm_legit.default")
+def _native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """ATen updates running_mean/var in place; traced graphs use the
+    functional form, so the kernel returns the three outputs only."""
+    return _native_batch_norm_legit_functional(
+        input, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
+
+
+@_kernel("_native_batch_norm_legit.no_stats")
+def _native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps):
+    c = input.shape[1]
+    stats = np.zeros(c, dtype=_F32 if input.dtype == _F16 else input.dtype)
+    return _native_batch_norm_legit_functional(
+        input, weight, bias, stats, stats + 1, True, momentum, eps)[:3]
+
+
+# ---------------------------------------------------------------------------
+# group norm
+# ---------------------------------------------------------------------------
+
+
+@_kernel("native_group_norm.default")
+def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    x = _f32(input).reshape(N, group, -1)
+    t = x.dtype.type
+    mean = x.mean(axis=2, dtype=x.dtype)
+    d = x - mean[..., None]
+    var = (d * d).mean(axis=2, dtype=x.dtype)
+    rstd = 1 / np.sqrt(var + t(eps))
+    y = (d * rstd[..., None]).reshape(N, C, -1)
+    if weight is not None:
+        y = y * _f32(weight).reshape(1, C, 1)
+    if bias is not None:
+        y = y + _f32(bias).reshape(1, C, 1)
+    stat_dt = input.dtype
+    return _ret(y.reshape(input.shape), input.dtype), _ret(mean, stat_dt), _ret(rstd, stat_dt)
+
+
+@_kernel("native_group_norm_backward.default")
+def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
+    dy = _f32(grad_out).reshape(N, C, -1)
+    x = _f32(input).reshape(N, C, -1)
+    t = x.dtype.type
+    cg = C // group
+    mu = _f32(mean).reshape(N, group, 1, 1)
+    rs = _f32(rstd).reshape(N, group, 1, 1)
+    xg = x.reshape(N, group, cg, -1)
+    xhat = (xg - mu) * rs
+    gi = gw = gb = None
+    if output_mask[0]:
+        g = dy if weight is None else dy * _f32(weight).reshape(1, C, 1)
+        g = g.reshape(N, group, cg, -1)
+        m = t(cg * x.shape[2])
+        mean_g = g.sum(axis=(2, 3), keepdims=True) / m
+        mean_gx = (g * xhat).sum(axis=(2, 3), keepdims=True) / m
+        gi = _ret((rs * (g - mean_g - xhat * mean_gx)).reshape(input.shape), input.dtype)
+    if output_mask[1]:
+        gw = _ret((dy * xhat.reshape(N, C, -1)).sum(axis=(0, 2)), input.dtype)
+    if output_mask[2]:
+        gb = _ret(dy.sum(axis=(0, 2)), input.dtype)
+    return gi, gw, gb

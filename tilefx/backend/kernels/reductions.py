@@ -154,3 +154,67 @@ def _log_softmax_backward_data(grad_output, output, dim, input_dtype):
     return _ret(r, np.dtype(input_dtype))
 
 
+
+
+# ---------------------------------------------------------------------------
+# more reductions: products, variance, any, argmin, cumulative sums
+# ---------------------------------------------------------------------------
+
+
+def _prod(x, axis, keepdim, dtype):
+    dt = _dtype(dtype)
+    if dt is None:
+        dt = _I64 if x.dtype.kind in "biu" else x.dtype
+    ct = _compute_dtype(dt)
+    return _ret(np.prod(_cast(x, ct), axis=axis, keepdims=keepdim, dtype=ct), dt)
+
+
+@_kernel("prod.default")
+def prod_default(self, *, dtype=None):
+    return _prod(self, None, False, dtype)
+
+
+@_kernel("prod.dim_int")
+def prod_dim_int(self, dim, keepdim=False, *, dtype=None):
+    return _prod(self, _axes(dim, self.ndim), keepdim, dtype)
+
+
+@_kernel("var.correction")
+def var_correction(self, dim=None, *, correction=None, keepdim=False):
+    return var_mean_correction(self, dim, correction=correction, keepdim=keepdim)[0]
+
+
+@_kernel("var.dim")
+def var_dim(self, dim, unbiased=True, keepdim=False):
+    return var_mean_correction(self, dim, correction=1 if unbiased else 0, keepdim=keepdim)[0]
+
+
+@_kernel("any.default")
+def any_default(self):
+    return _ret(np.any(self), np.dtype(np.uint8) if self.dtype == np.uint8 else _BOOL)
+
+
+@_kernel("any.dims")
+def any_dims(self, dim=None, keepdim=False):
+    return any_dim(self, dim, keepdim)
+
+
+@_kernel("argmin.default")
+def argmin(self, dim=None, keepdim=False):
+    if self.ndim == 0:
+        return np.zeros((), dtype=_I64)
+    if dim is None:
+        r = np.argmin(self.reshape(-1))
+        return _ret(r, _I64).reshape((1,) * self.ndim if keepdim else ())
+    return _ret(np.argmin(self, axis=_wrap(dim, self.ndim), keepdims=keepdim), _I64)
+
+
+@_kernel("cumsum.default")
+def cumsum(self, dim, *, dtype=None):
+    dt = _dtype(dtype)
+    if dt is None:
+        dt = _I64 if self.dtype.kind in "biu" else self.dtype
+    ct = _compute_dtype(dt)
+    if self.ndim == 0:
+        return _ret(_cast(self, dt).copy(), dt)
+    return _ret(np.cumsum(_cast(self, ct), axis=_wrap(dim, self.ndim), dtype=ct), dt)

@@ -278,3 +278,122 @@ def scatter_add(self, index, src, dim):
     return _scatter(self, dim, index, src, add=True)
 
 
+
+
+# ---------------------------------------------------------------------------
+# more views and copies
+# ---------------------------------------------------------------------------
+
+
+@_kernel("lift_fresh_copy.default")
+def lift_fresh_copy(self):
+    return self.copy()
+
+
+@_kernel("fill.Scalar")
+def fill_Scalar(self, value):
+    return np.full(self.shape, value, dtype=self.dtype)
+
+
+@_kernel("empty.memory_format")
+def empty_memory_format(size, *, dtype=None):
+    """Uninitialised memory in ATen; zeros here, so runs are reproducible."""
+    return np.zeros(tuple(size), dtype=_dtype(dtype, _F32))
+
+
+@_kernel("empty_strided.default")
+def empty_strided(size, stride, *, dtype=None):
+    return np.zeros(tuple(size), dtype=_dtype(dtype, _F32))
+
+
+@_kernel("empty_permuted.default")
+def empty_permuted(size, physical_layout, *, dtype=None):
+    return np.zeros(tuple(size), dtype=_dtype(dtype, _F32))
+
+
+def _contiguous_strides(shape) -> list[int]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return strides[::-1]
+
+
+@_kernel("sym_size.int")
+def sym_size_int(self, dim):
+    return np.asarray(self.shape[_wrap(dim, self.ndim)], _I64)
+
+
+@_kernel("sym_stride.int")
+def sym_stride_int(self, dim):
+    """Strides of the contiguous layout every tensor has in the executor."""
+    return np.asarray(_contiguous_strides(self.shape)[_wrap(dim, self.ndim)], _I64)
+
+
+@_kernel("sym_storage_offset.default")
+def sym_storage_offset(self):
+    return np.zeros((), _I64)
+
+
+@_kernel("sym_numel.default")
+def sym_numel(self):
+    return np.asarray(self.size, _I64)
+
+
+@_kernel("as_strided.default")
+def as_strided(self, size, stride, storage_offset=None):
+    """A strided view of `self`'s elements in row-major order (the frontend
+    only keeps as_strided on contiguous tensors at storage offset 0, where
+    this is ATen's view)."""
+    flat = np.ascontiguousarray(self).reshape(-1)
+    off = storage_offset or 0
+    reach = off + sum((n - 1) * s for n, s in zip(size, stride) if n > 0)
+    if any(n == 0 for n in size):
+        return np.zeros(tuple(size), self.dtype)
+    if reach >= flat.size or off < 0 or min(stride, default=0) < 0:
+        raise ValueError(f"as_strided: size {list(size)}, stride {list(stride)}, offset {off} "
+                         f"reach outside the {flat.size} elements of the tensor")
+    item = flat.itemsize
+    view = np.lib.stride_tricks.as_strided(flat[off:], shape=tuple(size),
+                                           strides=tuple(s * item for s in stride), writeable=False)
+    return view.copy()
+
+
+@_kernel("diagonal.default")
+def diagonal(self, offset=0, dim1=0, dim2=1):
+    d1, d2 = _wrap(dim1, self.ndim), _wrap(dim2, self.ndim)
+    return np.diagonal(self, offset=offset, axis1=d1, axis2=d2)
+
+
+@_kernel("select_scatter.default")
+def select_scatter(self, src, dim, index):
+    dim = _wrap(dim, self.ndim)
+    out = self.copy()
+    idx = [slice(None)] * self.ndim
+    idx[dim] = index
+    out[tuple(idx)] = src
+    return out
+
+
+@_kernel("squeeze.dim")
+def squeeze_dim(self, dim):
+    if self.ndim == 0:
+        return self
+    d = _wrap(dim, self.ndim)
+    return np.squeeze(self, d) if self.shape[d] == 1 else self
+
+
+@_kernel("flip.default")
+def flip(self, dims):
+    if self.ndim == 0:
+        return self.copy()
+    return np.flip(self, tuple(_wrap(d, self.ndim) for d in dims)).copy()
+
+
+@_kernel("repeat.default")
+def repeat(self, repeats):
+    extra = len(repeats) - self.ndim
+    if extra < 0:
+        raise ValueError("repeat: fewer repeats than dimensions")
+    x = self.reshape((1,) * extra + self.shape)
+    return np.tile(x, tuple(repeats))

@@ -1,0 +1,342 @@
+"""The complete core-ATen op set of torch: enumeration, kernels, gradients.
+
+`test_core_aten_set_is_covered` lists every overload torch tags
+`torch.Tag.core` and fails when one has no `aten` op or no kernel, so
+coverage cannot silently regress. The cases here (the ops beyond the first
+hundred, which tests/test_kernels.py checks) run each kernel against
+`torch.ops.aten` with `check` from tests/test_kernels.py; random ops are
+checked statistically in tests/test_random_ops.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from test_kernels import BOOL, F16, F32, F64, I32, I64, A, check, h, pos, r, rb, ri, s, to_torch
+from tilefx.backend.kernels import KERNELS
+from tilefx.dialects.aten import ATEN_OPS
+from tilefx.dialects.aten_schema import ATEN_SCHEMAS, RANDOM_SCHEMAS
+
+I8, I16, U8 = np.dtype("int8"), np.dtype("int16"), np.dtype("uint8")
+
+
+def core_overloads() -> list[str]:
+    """Every overload of torch.ops.aten tagged core, as `name.overload`."""
+    names = []
+    for packet_name in torch.ops.aten:
+        packet = getattr(torch.ops.aten, packet_name)
+        for overload in packet.overloads():
+            if torch.Tag.core in getattr(packet, overload).tags:
+                names.append(f"{packet_name}.{overload}")
+    return sorted(names)
+
+
+def test_core_aten_set_is_covered():
+    core = core_overloads()
+    assert len(core) > 150  # the enumeration itself works
+    no_op = [n for n in core if n not in ATEN_OPS]
+    no_kernel = [n for n in core if n not in KERNELS]
+    assert no_op == [] and no_kernel == [], f"no aten op: {no_op}; no kernel: {no_kernel}"
+
+
+def test_core_schemas_agree_with_torch():
+    """Our table's argument names are torch's (the frontend maps by name)."""
+    for name in core_overloads():
+        base, overload = name.split(".")
+        torch_args = {a.name for a in getattr(getattr(A, base), overload)._schema.arguments}
+        ours = {a.name for a in ATEN_SCHEMAS[name].args}
+        assert ours <= torch_args, (name, sorted(ours - torch_args))
+
+
+CASES: list = []
+
+
+def case(name, *args, tol=None, id=None, **kwargs):
+    CASES.append(pytest.param(name, args, kwargs, tol or {}, id=id or name))
+
+
+_X = r(3, 4) * 2
+_U = (r(3, 4) * 0.9).clip(-0.95, 0.95).astype(F32)
+for _op in ("cosh", "sinh", "tan", "atan", "asinh", "expm1"):
+    case(f"{_op}.default", _X)
+    case(f"{_op}.default", h(5), id=f"{_op}-f16")
+case("atan.default", ri(5), id="atan-int")
+for _op in ("acos", "asin", "atanh"):
+    case(f"{_op}.default", _U)
+case("acosh.default", pos(3, 4) + 1)
+for _op in ("log10", "log1p", "log2"):
+    case(f"{_op}.default", pos(3, 4) * 5)
+    case(f"{_op}.default", ri(4, lo=1), id=f"{_op}-int")
+_R = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.3, -0.7, np.nan], F32)
+for _op in ("ceil", "floor", "round", "trunc"):
+    case(f"{_op}.default", _R)
+    case(f"{_op}.default", ri(4), id=f"{_op}-int")
+case("sign.default", np.array([-2.0, 0.0, 3.0, -0.0], F32))
+case("sign.default", ri(6), id="sign-int")
+case("sign.default", rb(6), id="sign-bool")
+_NI = np.array([1.0, np.nan, np.inf, -np.inf, 0.0], F32)
+case("isnan.default", _NI)
+case("isnan.default", ri(3), id="isnan-int")
+case("isinf.default", _NI)
+case("isinf.default", h(3), id="isinf-f16")
+case("atan2.default", r(3, 4), r(4))
+case("atan2.default", ri(3), ri(3), id="atan2-int")
+case("atan2.out", r(3, 4), r(3, 4), out=np.zeros((3, 4), F32))
+case("hardtanh.default", _X)
+case("hardtanh.default", _X, 0.0, 6.0, id="relu6")
+case("hardtanh.default", h(5), -0.5, 0.5, id="hardtanh-f16")
+_ht = np.array([-1.0, -0.5, 0.0, 1.0, 6.0, 7.0], F32)
+case("hardtanh_backward.default", r(6), _ht, 0.0, 6.0)
+case("hardtanh_backward.default", r(6), _ht, -1, 1, id="hardtanh_backward-int-bounds")
+case("elu.default", _X)
+case("elu.default", _X, 0.5, 1.2, 0.8, id="elu-scaled")
+case("elu_backward.default", r(3, 4), 1.0, 1.0, 1.0, False, _X)
+case("elu_backward.default", r(3, 4), 0.5, 1.2, 0.8, False, _X, id="elu_backward-scaled")
+_elu_y = A.elu(torch.from_numpy(_X), 1.5, 1.0507, 1.0).numpy()
+case("elu_backward.default", r(3, 4), 1.5, 1.0507, 1.0, True, _elu_y, id="elu_backward-result")
+case("bitwise_and.Scalar", ri(5), 3)
+case("bitwise_or.Scalar", ri(5), 4)
+case("bitwise_xor.Tensor", ri(5), ri(5))
+case("bitwise_xor.Tensor", rb(5), rb(5), id="bitwise_xor-bool")
+case("bitwise_xor.Scalar", ri(5), 6)
+case("bitwise_or.Scalar", rb(4), True, id="bitwise_or.Scalar-bool")
+case("logical_or.default", rb(5), rb(5))
+case("logical_or.default", r(5), ri(5), id="logical_or-mixed")
+case("logical_xor.default", rb(5), rb(5))
+_N, _D = ri(3, 4, lo=-9, hi=10), ri(3, 4, lo=1, hi=4) * np.where(rb(3, 4), 1, -1)
+for _mode in ("trunc", "floor", None):
+    case("div.Tensor_mode", r(3, 4) * 5, r(3, 4), rounding_mode=_mode, id=f"div.Tensor_mode-{_mode}")
+    case("div.Tensor_mode", _N, _D, rounding_mode=_mode, id=f"div.Tensor_mode-int-{_mode}")
+    case("div.Scalar_mode", r(3, 4) * 5, -1.5, rounding_mode=_mode, id=f"div.Scalar_mode-{_mode}")
+    case("div.Scalar_mode", _N, 4, rounding_mode=_mode, id=f"div.Scalar_mode-int-{_mode}")
+case("fmod.Tensor", r(3, 4) * 5, r(3, 4))
+case("fmod.Tensor", _N, _D, id="fmod-int")
+case("fmod.Scalar", r(3, 4) * 5, 1.5)
+case("remainder.Tensor", r(3, 4) * 5, r(3, 4))
+case("remainder.Tensor", _N, _D, id="remainder-int")
+case("remainder.Scalar", r(3, 4) * 5, -1.5)
+case("remainder.Scalar", _N, 3, id="remainder.Scalar-int")
+case("clamp.Tensor", r(3, 4), r(4) - 0.5, r(3, 1) + 0.5)
+case("clamp.Tensor", r(3, 4), None, s(0.1), id="clamp.Tensor-max")
+case("clamp.Tensor", ri(3, 4), r(4), id="clamp.Tensor-int-float")
+case("pow.Scalar", 2.0, r(3, 4))
+case("pow.Scalar", 2, ri(4, lo=0), id="pow.Scalar-int")
+case("pow.Scalar", 1.5, ri(4, lo=0), id="pow.Scalar-float-int")
+case("masked_fill.Scalar", r(3, 4), rb(3, 4), -1e9)
+case("masked_fill.Scalar", r(3, 4), rb(4), 0.5, id="masked_fill-bcast")
+case("masked_fill.Scalar", ri(3, 4), rb(3, 4), 7, id="masked_fill-int")
+case("fill.Scalar", r(3, 4), 2.5)
+case("fill.Scalar", ri(3), 7)
+case("lift_fresh_copy.default", r(3, 4))
+
+# reductions, scans, sorting
+case("argmin.default", r(3, 4, 5))
+case("argmin.default", r(3, 4, 5), 1, True)
+case("argmin.default", r(3, 4, 5), None, True, id="argmin-all-keep")
+case("prod.default", r(3, 4))
+case("prod.default", ri(3, 4, lo=1, hi=3), id="prod-int")
+case("prod.default", r(3, 4), dtype=F64)
+case("prod.dim_int", r(3, 4, 5), 1)
+case("prod.dim_int", r(3, 4, 5), -1, True)
+case("var.dim", r(3, 4, 5), [1])
+case("var.dim", r(3, 4, 5), [0, 2], False, True)
+case("var.dim", r(3, 4, 5), None)
+case("var.correction", r(3, 4, 5))
+case("var.correction", r(3, 4, 5), [1], correction=0, keepdim=True)
+case("any.default", rb(3, 4))
+case("any.default", r(3, 4) > 5, id="any-false")
+case("any.dims", rb(3, 4, 5), [0, 2])
+case("any.dims", ri(3, 4, lo=0, hi=2), None, True)
+case("cumsum.default", r(3, 4), 1)
+case("cumsum.default", r(3, 4), 0, dtype=F64)
+case("cumsum.default", ri(3, 4), -1, id="cumsum-int")
+case("cumsum.default", rb(5), 0, id="cumsum-bool")
+case("cumsum.default", ri(5, dtype=I32), 0, id="cumsum-int32")
+case("max.dim", r(3, 4, 5), 1)
+case("max.dim", r(3, 4, 5), -1, True)
+case("max.dim", NAN := np.array([[1.0, np.nan, 3.0], [2.0, 0.0, 1.0]], F32), 1, id="max.dim-nan")
+case("min.dim", r(3, 4, 5), 0)
+case("min.dim", ri(3, 4), 1, True, id="min.dim-int")
+_perm = _rng = np.random.default_rng(3)
+_SORT = _rng.permutation(24).astype(F32).reshape(4, 6)
+case("sort.default", _SORT)
+case("sort.default", _SORT, 0, True)
+case("sort.default", _SORT.astype(I64), -1, True, id="sort-int-desc")
+case("sort.default", np.array([3.0, np.nan, 1.0, 2.0], F32), 0, True, id="sort-nan-desc")
+case("sort.default", np.array([3.0, np.nan, 1.0, 2.0], F32), id="sort-nan")
+case("topk.default", _SORT, 3)
+case("topk.default", _SORT, 2, 0, False)
+case("topk.default", _SORT.astype(I64), 1, -1, True, id="topk-int")
+
+# indexing
+_sr_idx = np.array([[0, 1, 0, 2], [2, 2, 1, 0]], I64)
+for _red in ("sum", "prod", "mean", "amax", "amin"):
+    case("scatter_reduce.two", r(2, 3), 1, _sr_idx, r(2, 4), _red, id=f"scatter_reduce-{_red}")
+    case("scatter_reduce.two", r(2, 3), 1, _sr_idx, r(2, 4), _red, include_self=False,
+         id=f"scatter_reduce-{_red}-noself")
+case("scatter_reduce.two", ri(2, 3), 1, _sr_idx, ri(2, 4), "mean", id="scatter_reduce-mean-int")
+case("index_select.default", r(5, 3), 0, np.array([4, 0, 4], I64))
+case("index_select.default", r(5, 3), -1, np.array([2], I64))
+case("index_select.default", r(5, 3), 1, np.array(1, I64), id="index_select-0d-index")
+_mask = rb(3, 4)
+case("masked_scatter.default", r(3, 4), _mask, r(12))
+case("masked_scatter.default", r(3, 4), rb(4), r(3, 4), id="masked_scatter-bcast")
+case("nonzero.default", r(3, 4) > 0)
+case("nonzero.default", ri(2, 3, 2, lo=0, hi=2), id="nonzero-3d")
+_bag_w = r(10, 3)
+_bag_i = np.array([1, 2, 4, 5, 4, 3, 2, 9], I64)
+_bag_o = np.array([0, 3, 3, 6], I64)
+for _mode in (0, 1, 2):
+    case("_embedding_bag.default", _bag_w, _bag_i, _bag_o, False, _mode, id=f"_embedding_bag-mode{_mode}")
+case("_embedding_bag.default", _bag_w, _bag_i, _bag_o, False, 0, False, r(8), id="_embedding_bag-psw")
+case("_embedding_bag.default", _bag_w, _bag_i, np.array([0, 3, 6, 8], I64), False, 0, False, None, True,
+     id="_embedding_bag-last-offset")
+
+# creation and metadata
+case("empty.memory_format", [0, 3])
+case("empty_strided.default", [0], [1], dtype=I64)
+case("empty_permuted.default", [0, 2], [1, 0])
+
+# views and copies
+case("as_strided.default", r(4, 5), [3, 3], [5, 1])
+case("as_strided.default", r(4, 5), [2, 2, 2], [10, 5, 1], 2, id="as_strided-offset")
+case("as_strided.default", r(20), [4, 3], [1, 4], id="as_strided-overlap-transpose")
+case("diagonal.default", r(4, 5))
+case("diagonal.default", r(4, 5, 3), 1, 0, 1, id="diagonal-offset")
+case("diagonal.default", r(4, 5, 3), -1, -1, 0, id="diagonal-neg")
+case("select_scatter.default", r(3, 4), r(4), 0, 1)
+case("select_scatter.default", r(3, 4), r(3), -1, -1)
+case("squeeze.dim", r(3, 1, 4), 1)
+case("squeeze.dim", r(3, 1, 4), 0, id="squeeze.dim-noop")
+case("squeeze.dim", s(1.0), 0, id="squeeze.dim-0d")
+case("flip.default", r(3, 4, 2), [0, -1])
+case("flip.default", ri(5), [0])
+case("repeat.default", r(2, 3), [2, 1, 2])
+case("repeat.default", r(2, 3), [1, 3])
+
+# padding, resampling, pooling
+for _nd, _pad in ((1, [2, 1]), (2, [1, 2, 2, 0]), (3, [1, 1, 0, 2, 1, 0])):
+    case(f"reflection_pad{_nd}d.default", r(2, 3, *([4] * _nd)), _pad)
+    if _nd > 1:
+        case(f"replication_pad{_nd}d.default", r(2, 3, *([4] * _nd)), _pad)
+case("reflection_pad2d.default", r(3, 4, 5), [1, 1, 1, 1], id="reflection_pad2d-unbatched")
+_cols = r(2, 3 * 2 * 2, 12)
+case("col2im.default", _cols, [4, 5], [2, 2], [1, 1], [0, 0], [1, 1])
+case("col2im.default", r(2, 3 * 3 * 3, 9), [5, 5], [3, 3], [1, 1], [1, 1], [2, 2], id="col2im-pad-stride")
+case("col2im.default", r(2 * 2 * 2, 4), [4, 4], [2, 2], [2, 2], [1, 1], [2, 2], id="col2im-unbatched-dil")
+case("upsample_nearest2d.vec", r(2, 3, 4, 5), [8, 7], None)
+case("upsample_nearest2d.vec", r(2, 3, 4, 5), None, [2.0, 1.5], id="upsample_nearest-scale")
+case("upsample_bilinear2d.vec", r(2, 3, 4, 5), [8, 7], False, None)
+case("upsample_bilinear2d.vec", r(2, 3, 4, 5), [8, 7], True, None, id="upsample_bilinear-align")
+case("upsample_bilinear2d.vec", r(2, 3, 4, 5), None, False, [2.0, 2.0], id="upsample_bilinear-scale")
+case("upsample_bilinear2d.vec", r(1, 2, 6, 6), [3, 4], False, None, id="upsample_bilinear-down")
+_grid = (r(2, 3, 4, 2) * 0.8).astype(F32)
+_grid[0, 0, 0] = [1.3, -1.4]  # outside
+for _interp in (0, 1):
+    for _padm in (0, 1, 2):
+        for _ac in (False, True):
+            case("grid_sampler_2d.default", r(2, 3, 5, 6), _grid, _interp, _padm, _ac,
+                 id=f"grid_sampler-i{_interp}-p{_padm}-{'ac' if _ac else 'nac'}")
+case("_adaptive_avg_pool2d.default", r(2, 3, 7, 5), [3, 2])
+case("_adaptive_avg_pool2d.default", r(3, 6, 6), [1, 1], id="adaptive2d-global-unbatched")
+case("_adaptive_avg_pool3d.default", r(2, 3, 5, 4, 6), [2, 3, 2])
+case("_adaptive_avg_pool2d_backward.default", r(2, 3, 3, 2), r(2, 3, 7, 5))
+case("avg_pool3d.default", r(2, 2, 5, 6, 4), [2, 2, 2])
+case("avg_pool3d.default", r(2, 2, 5, 6, 4), [3, 3, 2], [2, 2, 1], [1, 1, 0], True, False,
+     id="avg_pool3d-ceil-exclude")
+case("avg_pool3d.default", r(2, 5, 6, 4), [2, 2, 2], [1, 1, 1], 0, False, True, 3, id="avg_pool3d-divisor")
+case("max_pool3d_with_indices.default", r(2, 2, 5, 6, 4), [2, 2, 2])
+case("max_pool3d_with_indices.default", r(2, 2, 5, 6, 4), [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1],
+     True, id="max_pool3d-pad-ceil")
+
+# normalization
+_gn_x = r(2, 6, 4, 3) * 2 + 1
+case("native_group_norm.default", _gn_x, r(6), r(6), 2, 6, 12, 3, 1e-5)
+case("native_group_norm.default", _gn_x, None, None, 2, 6, 12, 2, 1e-5, id="group_norm-noaffine")
+_gn = A.native_group_norm(torch.from_numpy(_gn_x), None, None, 2, 6, 12, 3, 1e-5)
+_gn_w = r(6)
+for _mask in ([True, True, True], [True, False, False], [False, True, True]):
+    case("native_group_norm_backward.default", r(2, 6, 4, 3), _gn_x, _gn[1].numpy(), _gn[2].numpy(),
+         _gn_w, 2, 6, 12, 3, _mask, tol=dict(atol=1e-5),
+         id=f"group_norm_backward-{''.join('TF'[not m] for m in _mask)}")
+case("native_group_norm_backward.default", r(2, 6, 4, 3), _gn_x, _gn[1].numpy(), _gn[2].numpy(),
+     None, 2, 6, 12, 3, [True, False, False], tol=dict(atol=1e-5), id="group_norm_backward-noweight")
+_bn_x = r(4, 3, 5) * 2 + 0.5
+case("_native_batch_norm_legit.default", _bn_x, r(3), r(3), r(3), pos(3), True, 0.1, 1e-5, tol=dict(atol=1e-5))
+case("_native_batch_norm_legit.default", _bn_x, r(3), r(3), r(3), pos(3), False, 0.1, 1e-5,
+     id="batch_norm_legit-eval")
+case("_native_batch_norm_legit.no_stats", _bn_x, r(3), None, True, 0.1, 1e-5, tol=dict(atol=1e-5))
+
+# distances, FFT
+case("_pdist_forward.default", r(5, 3))
+case("_pdist_forward.default", r(5, 3), 1.0, id="pdist-p1")
+case("_pdist_forward.default", r(5, 3), 3.0, id="pdist-p3")
+case("_cdist_forward.default", r(2, 4, 3), r(2, 5, 3), 2.0, None)
+case("_cdist_forward.default", r(4, 3), r(5, 3), 1.0, None, id="cdist-p1")
+case("_cdist_forward.default", r(4, 3), r(5, 3), float("inf"), None, id="cdist-inf")
+case("_fft_r2c.default", r(4, 6), [1], 0, True, tol=dict(atol=1e-5))
+case("_fft_r2c.default", r(4, 6), [0, 1], 2, False, tol=dict(atol=1e-5), id="fft_r2c-2d-full")
+case("_fft_r2c.default", r(4, 6), [0, 1], 1, True, tol=dict(atol=1e-5), id="fft_r2c-ortho")
+_spec = A._fft_r2c(torch.from_numpy(r(4, 6)), [1], 0, True).numpy()
+case("_fft_c2r.default", _spec, [1], 2, 6, tol=dict(atol=1e-5))
+case("_fft_c2r.default", _spec, [1], 0, 6, tol=dict(atol=1e-5), id="fft_c2r-none")
+
+# dtypes beyond the usual: int8/int16/uint8 keep their dtypes
+case("add.Tensor", ri(5, dtype=I8), ri(5, dtype=I8), id="add-int8")
+case("mul.Tensor", ri(5, dtype=I16), ri(5, dtype=I8), id="mul-int16-int8")
+case("add.Tensor", ri(5, lo=0, dtype=U8), ri(5, lo=0, dtype=U8), id="add-uint8")
+case("where.self", rb(5), ri(5, lo=0, dtype=U8), ri(5, lo=0, dtype=U8), id="where-uint8")
+case("_to_copy.default", r(5) * 10, dtype=I8, id="_to_copy-int8")
+case("_to_copy.default", pos(5) * 10, dtype=U8, id="_to_copy-uint8")
+case("sum.dim_IntList", ri(3, 4, dtype=I8), [1], id="sum-int8")
+case("cumsum.default", ri(3, 4, lo=0, dtype=U8), 1, id="cumsum-uint8")
+
+
+@pytest.mark.parametrize("name,args,kwargs,tol", CASES)
+def test_kernel_matches_aten(name, args, kwargs, tol):
+    check(name, *args, **kwargs, **tol)
+
+
+def test_every_new_op_has_a_case():
+    from test_kernels import CASES as FIRST_CASES
+
+    tested = {p.values[0] for p in CASES + FIRST_CASES} | RANDOM_SCHEMAS | set(SCALAR_RESULT_OPS)
+    assert sorted(set(ATEN_SCHEMAS) - tested) == []
+
+
+SCALAR_RESULT_OPS = ["_local_scalar_dense.default", "sym_size.int", "sym_stride.int",
+                     "sym_storage_offset.default", "sym_numel.default"]
+
+
+@pytest.mark.parametrize("name, args", [
+    ("_local_scalar_dense.default", (s(2.5),)), ("_local_scalar_dense.default", (s(3, I64),)),
+    ("sym_size.int", (r(3, 4), 1)), ("sym_size.int", (r(3, 4), -2)), ("sym_stride.int", (r(3, 4, 5), 0)),
+    ("sym_stride.int", (r(3, 4, 5), 2)), ("sym_storage_offset.default", (r(3, 4),)),
+    ("sym_numel.default", (r(3, 4),)),
+])
+def test_scalar_result_ops(name, args):
+    """ATen returns a Python number; the kernel a 0-d array of the same value."""
+    ours = KERNELS[name](args[0], *([] if len(args) == 1 else [args[1]]))
+    ref = getattr(getattr(A, name.split(".")[0]), name.split(".")[1])(torch.from_numpy(args[0]), *args[1:])
+    assert type(ours) is np.ndarray and ours.ndim == 0 and ours.item() == ref
+
+
+def test_as_strided_out_of_bounds_is_an_error():
+    with pytest.raises(ValueError, match="reach outside"):
+        KERNELS["as_strided.default"](r(4), size=[3], stride=[2])
+
+
+def test_fft_round_trip():
+    x = r(3, 8)
+    spec = KERNELS["_fft_r2c.default"](x, dim=[1], normalization=0, onesided=True)
+    back = KERNELS["_fft_c2r.default"](spec, dim=[1], normalization=2, last_dim_size=8)
+    np.testing.assert_allclose(back, x, atol=1e-5)
+    assert spec.dtype == np.complex64 and back.dtype == F32
+
+
+_ = (BOOL, F16, to_torch)
+case("adaptive_avg_pool1d.default", r(2, 3, 7), [3])
+case("avg_pool1d.default", r(2, 3, 7), [3])
+case("avg_pool1d.default", r(2, 3, 8), [3], [2], [1], True, False, id="avg_pool1d-ceil-exclude")

@@ -1,0 +1,278 @@
+"""Elementwise math beyond arithmetic: trigonometric and hyperbolic functions,
+logarithms, rounding, sign and classification, integer division modes,
+bitwise/logical ops with scalars, bounded activations and their backwards.
+
+Dtype rules are ATen's (see `_common`): transcendental functions make
+integers float32, rounding/sign keep the dtype, float16 computes in float32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilefx.backend.kernels._common import (
+    _BOOL,
+    _F32,
+    _binary,
+    _cast,
+    _category,
+    _compute_dtype,
+    _f32,
+    _float_unary,
+    _result_type,
+    _ret,
+    _same_unary,
+    registrar,
+)
+
+KERNELS: dict = {}
+_kernel = registrar(KERNELS)
+
+
+def _make_float_unary(name, fn):
+    def kernel(self):
+        return _float_unary(fn, self)
+
+    kernel.__name__ = name.split(".")[0]
+    KERNELS[name] = kernel
+
+
+for _name, _fn in {
+    "acos.default": np.arccos,
+    "acosh.default": np.arccosh,
+    "asin.default": np.arcsin,
+    "asinh.default": np.arcsinh,
+    "atan.default": np.arctan,
+    "atanh.default": np.arctanh,
+    "cosh.default": np.cosh,
+    "sinh.default": np.sinh,
+    "tan.default": np.tan,
+    "expm1.default": np.expm1,
+    "log10.default": np.log10,
+    "log1p.default": np.log1p,
+    "log2.default": np.log2,
+}.items():
+    _make_float_unary(_name, _fn)
+
+
+def _make_rounding(name, fn):
+    """ceil/floor/round/trunc: identity on integers and bools, as in ATen."""
+
+    def kernel(self):
+        if self.dtype.kind in "biu":
+            return self.copy()
+        return _same_unary(fn, self)
+
+    kernel.__name__ = name.split(".")[0]
+    KERNELS[name] = kernel
+
+
+for _name, _fn in {
+    "ceil.default": np.ceil,
+    "floor.default": np.floor,
+    "round.default": np.round,  # half to even, like torch.round
+    "trunc.default": np.trunc,
+}.items():
+    _make_rounding(_name, _fn)
+
+
+@_kernel("sign.default")
+def sign(self):
+    if self.dtype == _BOOL:
+        return self.copy()
+    return _same_unary(np.sign, self)
+
+
+@_kernel("isnan.default")
+def isnan(self):
+    if self.dtype.kind != "f":
+        return np.zeros(self.shape, _BOOL)
+    return _ret(np.isnan(self))
+
+
+@_kernel("isinf.default")
+def isinf(self):
+    if self.dtype.kind != "f":
+        return np.zeros(self.shape, _BOOL)
+    return _ret(np.isinf(self))
+
+
+@_kernel("atan2.default")
+def atan2(self, other):
+    return _binary(np.arctan2, self, other, float_result=True)
+
+
+@_kernel("atan2.out")
+def atan2_out(self, other, out):
+    """The functional form of `atan2(..., out=out)`: a new tensor of out's dtype
+    (the write-back to `out` is the frontend's, as for every out= form)."""
+    r = _binary(np.arctan2, self, other, float_result=True)
+    return _ret(r, out.dtype)
+
+
+def _div_mode(a, b, rounding_mode):
+    if rounding_mode is None:
+        return _binary(np.true_divide, a, b, float_result=True)
+
+    def fn(x, y):
+        if x.dtype.kind in "iu":
+            if rounding_mode == "floor":
+                return np.floor_divide(x, y)
+            q = np.floor_divide(np.abs(x), np.abs(y))  # trunc: toward zero
+            return np.where((x < 0) != (y < 0), -q, q).astype(x.dtype)
+        q = np.true_divide(x, y)
+        if rounding_mode == "floor":
+            # ATen's floor division: floor(x / y) corrected for x - q * y
+            return np.floor_divide(x, y)
+        return np.trunc(q)
+
+    if rounding_mode not in ("trunc", "floor"):
+        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    return _binary(fn, a, b)
+
+
+@_kernel("div.Tensor_mode")
+def div_Tensor_mode(self, other, *, rounding_mode):
+    return _div_mode(self, other, rounding_mode)
+
+
+@_kernel("div.Scalar_mode")
+def div_Scalar_mode(self, other, *, rounding_mode):
+    return _div_mode(self, other, rounding_mode)
+
+
+def _fmod(x, y):
+    if x.dtype.kind in "iu":
+        return np.fmod(x, np.where(y == 0, 1, y))
+    return np.fmod(x, y)
+
+
+def _remainder(x, y):
+    if x.dtype.kind in "iu":
+        return np.remainder(x, np.where(y == 0, 1, y))
+    return np.remainder(x, y)
+
+
+@_kernel("fmod.Tensor")
+def fmod_Tensor(self, other):
+    return _binary(_fmod, self, other)
+
+
+@_kernel("fmod.Scalar")
+def fmod_Scalar(self, other):
+    return _binary(_fmod, self, other)
+
+
+@_kernel("remainder.Tensor")
+def remainder_Tensor(self, other):
+    return _binary(_remainder, self, other)
+
+
+@_kernel("remainder.Scalar")
+def remainder_Scalar(self, other):
+    return _binary(_remainder, self, other)
+
+
+@_kernel("bitwise_and.Scalar")
+def bitwise_and_Scalar(self, other):
+    return _binary(np.bitwise_and, self, other)
+
+
+@_kernel("bitwise_or.Scalar")
+def bitwise_or_Scalar(self, other):
+    return _binary(np.bitwise_or, self, other)
+
+
+@_kernel("bitwise_xor.Tensor")
+def bitwise_xor_Tensor(self, other):
+    return _binary(np.bitwise_xor, self, other)
+
+
+@_kernel("bitwise_xor.Scalar")
+def bitwise_xor_Scalar(self, other):
+    return _binary(np.bitwise_xor, self, other)
+
+
+@_kernel("logical_or.default")
+def logical_or(self, other):
+    return _ret(np.logical_or(self, other))
+
+
+@_kernel("logical_xor.default")
+def logical_xor(self, other):
+    return _ret(np.logical_xor(self, other))
+
+
+@_kernel("clamp.Tensor")
+def clamp_Tensor(self, min=None, max=None):  # noqa: A002 - schema names
+    rt = _result_type(self, min, max)
+    ct = _compute_dtype(rt)
+    r = _cast(self, ct)
+    if min is not None:
+        r = np.maximum(r, _cast(min, ct))
+    if max is not None:
+        r = np.minimum(r, _cast(max, ct))
+    if r is self:
+        r = r.copy()
+    return _ret(np.broadcast_to(r, np.broadcast_shapes(*[np.shape(v) for v in (self, min, max)
+                                                          if v is not None])).copy(), rt)
+
+
+@_kernel("pow.Scalar")
+def pow_Scalar(exponent, self):
+    rt = _result_type(exponent, self)
+    if _category(rt) < 2 and isinstance(self, float):
+        rt = _F32
+    ct = _compute_dtype(rt)
+    with np.errstate(all="ignore"):
+        r = np.power(ct.type(self), _cast(exponent, ct))
+    return _ret(r, rt)
+
+
+@_kernel("masked_fill.Scalar")
+def masked_fill_Scalar(self, mask, value):
+    fill = np.asarray(value).astype(self.dtype)
+    return _ret(np.where(mask, fill, self), self.dtype)
+
+
+@_kernel("hardtanh.default")
+def hardtanh(self, min_val=-1, max_val=1):
+    x = _f32(self)
+    t = x.dtype.type
+    r = np.minimum(np.maximum(x, t(min_val)), t(max_val))
+    r = np.where(np.isnan(x), x, r) if x.dtype.kind == "f" else r
+    return _ret(r, self.dtype)
+
+
+@_kernel("hardtanh_backward.default")
+def hardtanh_backward(grad_output, self, min_val, max_val):
+    """The gradient passes where min_val < x < max_val (ATen: zero at the bounds)."""
+    rt = _result_type(grad_output, self)
+    g = _cast(grad_output, rt)
+    inside = (self > min_val) & (self < max_val)
+    return _ret(np.where(inside, g, rt.type(0)), rt)
+
+
+@_kernel("elu.default")
+def elu(self, alpha=1, scale=1, input_scale=1):
+    def fn(x):
+        t = x.dtype.type
+        neg = t(alpha) * np.expm1(x * t(input_scale))
+        return t(scale) * np.where(x > 0, x, neg)
+
+    return _float_unary(fn, self)
+
+
+@_kernel("elu_backward.default")
+def elu_backward(grad_output, self_or_result, alpha, scale, input_scale, is_result):
+    rt = _result_type(grad_output, self_or_result)
+    ct = _compute_dtype(rt)
+    g, y = _cast(grad_output, ct), _cast(self_or_result, ct)
+    t = ct.type
+    if is_result:  # y = scale * alpha * (exp(x * s) - 1) for y <= 0
+        neg = g * t(input_scale) * (y + t(alpha * scale))
+        r = np.where(y <= 0, neg, g * t(scale))
+    else:
+        neg = g * t(input_scale * alpha * scale) * np.exp(y * t(input_scale))
+        r = np.where(y <= 0, neg, g * t(scale))
+    return _ret(r, rt)

@@ -1,0 +1,330 @@
+"""Kernels that move values between positions: reflection/replication
+padding, upsampling, grid sampling, col2im, adaptive and 3-d pooling."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tilefx.backend.kernels._common import _I64, _f32, _ret, registrar
+
+KERNELS: dict = {}
+_kernel = registrar(KERNELS)
+
+
+# ---------------------------------------------------------------------------
+# padding
+# ---------------------------------------------------------------------------
+
+
+def _pad_width(ndim: int, padding) -> list[tuple[int, int]]:
+    """ATen's padding list runs from the last dimension backwards, (before, after) pairs."""
+    pairs = [(int(padding[2 * i]), int(padding[2 * i + 1])) for i in range(len(padding) // 2)]
+    return [(0, 0)] * (ndim - len(pairs)) + pairs[::-1]
+
+
+def _pad(x: np.ndarray, padding, mode: str) -> np.ndarray:
+    width = _pad_width(x.ndim, padding)
+    # negative padding crops
+    crop = tuple(slice(max(-a, 0), x.shape[i] - max(-b, 0)) for i, (a, b) in enumerate(width))
+    x = x[crop]
+    width = [(max(a, 0), max(b, 0)) for a, b in width]
+    if mode == "reflect":
+        for (a, b), n in zip(width, x.shape):
+            if a >= n or b >= n:
+                raise ValueError(f"reflection padding ({a}, {b}) must be smaller than the dimension ({n})")
+    return np.pad(x, width, mode=mode)
+
+
+for _nd in (1, 2, 3):
+    def _make(nd, mode, name):
+        def kernel(self, padding):
+            return _pad(self, padding, mode)
+
+        kernel.__name__ = name
+        KERNELS[f"{name}.default"] = kernel
+
+    _make(_nd, "reflect", f"reflection_pad{_nd}d")
+    if _nd > 1:
+        _make(_nd, "edge", f"replication_pad{_nd}d")
+
+
+# ---------------------------------------------------------------------------
+# col2im
+# ---------------------------------------------------------------------------
+
+
+@_kernel("col2im.default")
+def col2im(self, output_size, kernel_size, dilation, padding, stride):
+    batched = self.ndim == 3
+    cols = self if batched else self[None]
+    (H, W), (kh, kw) = output_size, kernel_size
+    (dh, dw), (ph, pw), (sh, sw) = dilation, padding, stride
+    n, ckk, L = cols.shape
+    c = ckk // (kh * kw)
+    oh = (H + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (W + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if oh * ow != L:
+        raise ValueError(f"col2im: {L} blocks do not match output_size {list(output_size)}")
+    x = _f32(cols).reshape(n, c, kh, kw, oh, ow)
+    out = np.zeros((n, c, H + 2 * ph + sh, W + 2 * pw + sw), x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i * dh:i * dh + sh * oh:sh, j * dw:j * dw + sw * ow:sw] += x[:, :, i, j]
+    out = out[:, :, ph:ph + H, pw:pw + W]
+    out = _ret(np.ascontiguousarray(out), self.dtype)
+    return out if batched else out[0]
+
+
+# ---------------------------------------------------------------------------
+# upsampling
+# ---------------------------------------------------------------------------
+
+
+def _out_sizes(x, output_size, scale_factors):
+    if output_size:
+        return [int(s) for s in output_size], [None, None]
+    sizes = [int(math.floor(n * s)) for n, s in zip(x.shape[2:], scale_factors)]
+    return sizes, list(scale_factors)
+
+
+@_kernel("upsample_nearest2d.vec")
+def upsample_nearest2d_vec(input, output_size, scale_factors):
+    (oh, ow), scales = _out_sizes(input, output_size, scale_factors)
+    idx = []
+    for n_in, n_out, s in zip(input.shape[2:], (oh, ow), scales):
+        scale = (1.0 / s) if s else n_in / n_out
+        src = np.floor(np.arange(n_out, dtype=np.float32) * np.float32(scale)).astype(_I64)
+        idx.append(np.minimum(src, n_in - 1))
+    return input[:, :, idx[0][:, None], idx[1][None, :]]
+
+
+def _linear_weights(n_in, n_out, align_corners, s):
+    if align_corners:
+        scale = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+        src = np.arange(n_out, dtype=np.float32) * np.float32(scale)
+    else:
+        scale = (1.0 / s) if s else n_in / n_out
+        src = (np.arange(n_out, dtype=np.float32) + np.float32(0.5)) * np.float32(scale) - np.float32(0.5)
+        src = np.maximum(src, np.float32(0))
+    lo = np.minimum(np.floor(src).astype(_I64), n_in - 1)
+    hi = np.minimum(lo + 1, n_in - 1)
+    frac = (src - lo).astype(np.float32)
+    return lo, hi, frac
+
+
+@_kernel("upsample_bilinear2d.vec")
+def upsample_bilinear2d_vec(input, output_size, align_corners, scale_factors):
+    (oh, ow), scales = _out_sizes(input, output_size, scale_factors)
+    x = _f32(input)
+    h0, h1, fh = _linear_weights(x.shape[2], oh, align_corners, scales[0])
+    w0, w1, fw = _linear_weights(x.shape[3], ow, align_corners, scales[1])
+    t = x.dtype.type
+    top = x[:, :, h0][:, :, :, w0] * (t(1) - fw) + x[:, :, h0][:, :, :, w1] * fw
+    bot = x[:, :, h1][:, :, :, w0] * (t(1) - fw) + x[:, :, h1][:, :, :, w1] * fw
+    out = top * (t(1) - fh)[:, None] + bot * fh[:, None]
+    return _ret(out, input.dtype)
+
+
+# ---------------------------------------------------------------------------
+# grid sampling
+# ---------------------------------------------------------------------------
+
+
+def _reflect(x, twice_low, twice_high):
+    if twice_low == twice_high:
+        return np.zeros_like(x)
+    lo = twice_low / 2
+    span = (twice_high - twice_low) / 2
+    x = np.abs(x - lo)
+    extra = np.fmod(x, span)
+    flips = np.floor(x / span)
+    return np.where(flips % 2 == 0, extra + lo, span - extra + lo)
+
+
+def _source_coords(coord, size, padding_mode, align_corners):
+    if align_corners:
+        c = (coord + 1) / 2 * (size - 1)
+    else:
+        c = ((coord + 1) * size - 1) / 2
+    if padding_mode == 1:  # border
+        c = np.clip(c, 0, size - 1)
+    elif padding_mode == 2:  # reflection
+        c = _reflect(c, 0, 2 * (size - 1)) if align_corners else _reflect(c, -1, 2 * size - 1)
+        c = np.clip(c, 0, size - 1)
+    return c
+
+
+@_kernel("grid_sampler_2d.default")
+def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
+    """interpolation 0 bilinear, 1 nearest; padding 0 zeros, 1 border, 2 reflection."""
+    if interpolation_mode not in (0, 1):
+        raise NotImplementedError("grid_sampler_2d: bicubic interpolation is not implemented")
+    x = _f32(input)
+    g = _f32(grid).astype(np.float32)
+    n, c, H, W = x.shape
+    ix = _source_coords(g[..., 0], W, padding_mode, align_corners)
+    iy = _source_coords(g[..., 1], H, padding_mode, align_corners)
+    batch = np.arange(n)[:, None, None]
+
+    def tap(yy, xx):
+        inside = (yy >= 0) & (yy < H) & (xx >= 0) & (xx < W)
+        yc, xc = np.clip(yy, 0, H - 1), np.clip(xx, 0, W - 1)
+        v = x[batch, :, yc, xc]  # n, oh, ow, c
+        return v * inside[..., None]
+
+    if interpolation_mode == 1:
+        out = tap(np.rint(iy).astype(_I64), np.rint(ix).astype(_I64))
+    else:
+        x0, y0 = np.floor(ix).astype(_I64), np.floor(iy).astype(_I64)
+        fx, fy = (ix - x0)[..., None], (iy - y0)[..., None]
+        out = (tap(y0, x0) * (1 - fx) * (1 - fy) + tap(y0, x0 + 1) * fx * (1 - fy)
+               + tap(y0 + 1, x0) * (1 - fx) * fy + tap(y0 + 1, x0 + 1) * fx * fy)
+    return _ret(np.ascontiguousarray(np.moveaxis(out, -1, 1)), input.dtype)
+
+
+# ---------------------------------------------------------------------------
+# adaptive average pooling
+# ---------------------------------------------------------------------------
+
+
+def _bins(n_in, n_out):
+    return [(i * n_in // n_out, -(-(i + 1) * n_in // n_out)) for i in range(n_out)]
+
+
+def _adaptive_avg(x, output_size):
+    nd = len(output_size)
+    spatial = x.shape[-nd:]
+    xf = _f32(x)
+    out = np.empty(x.shape[:-nd] + tuple(output_size), xf.dtype)
+    for pos in np.ndindex(*output_size):
+        sl = tuple(slice(*_bins(n, o)[p]) for n, o, p in zip(spatial, output_size, pos))
+        out[(Ellipsis, *pos)] = xf[(Ellipsis, *sl)].mean(axis=tuple(range(-nd, 0)))
+    return _ret(out, x.dtype)
+
+
+@_kernel("_adaptive_avg_pool2d.default")
+def _adaptive_avg_pool2d(self, output_size):
+    return _adaptive_avg(self, output_size)
+
+
+@_kernel("_adaptive_avg_pool3d.default")
+def _adaptive_avg_pool3d(self, output_size):
+    return _adaptive_avg(self, output_size)
+
+
+@_kernel("_adaptive_avg_pool2d_backward.default")
+def _adaptive_avg_pool2d_backward(grad_output, self):
+    out_size = grad_output.shape[-2:]
+    spatial = self.shape[-2:]
+    g = _f32(grad_output)
+    dx = np.zeros(self.shape, g.dtype)
+    for pos in np.ndindex(*out_size):
+        sl = tuple(slice(*_bins(n, o)[p]) for n, o, p in zip(spatial, out_size, pos))
+        count = np.prod([s.stop - s.start for s in sl])
+        dx[(Ellipsis, *sl)] += (g[(Ellipsis, *pos)] / g.dtype.type(count))[..., None, None]
+    return _ret(dx, self.dtype)
+
+
+# ---------------------------------------------------------------------------
+# 3-d pooling (N-d window loops)
+# ---------------------------------------------------------------------------
+
+
+def _triple(v, default=None):
+    if v is None or (not isinstance(v, (int, np.integer)) and len(v) == 0):
+        return default
+    if isinstance(v, (int, np.integer)):
+        return (int(v),) * 3
+    return tuple(int(e) for e in v) * (3 if len(v) == 1 else 1)
+
+
+def _pool_out(n, k, s, p, d, ceil_mode):
+    eff = d * (k - 1) + 1
+    num = n + 2 * p - eff
+    out = (-(-num // s) if ceil_mode else num // s) + 1
+    if ceil_mode and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+def _pool_geometry(x, kernel_size, stride, padding, dilation, ceil_mode):
+    k = _triple(kernel_size)
+    s = _triple(stride, k)
+    p = _triple(padding, (0, 0, 0))
+    d = _triple(dilation, (1, 1, 1))
+    spatial = x.shape[-3:]
+    out = tuple(_pool_out(n, kk, ss, pp, dd, ceil_mode) for n, kk, ss, pp, dd in zip(spatial, k, s, p, d))
+    return k, s, p, d, spatial, out
+
+
+@_kernel("max_pool3d_with_indices.default")
+def max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    k, s, p, d, spatial, out = _pool_geometry(self, kernel_size, stride, padding, dilation, ceil_mode)
+    lead = self.shape[:-3]
+    flat = self.reshape(lead + (-1,))
+    best = np.full(lead + out, -np.inf if self.dtype.kind == "f" else np.iinfo(self.dtype).min,
+                   dtype=self.dtype if self.dtype.kind == "f" else self.dtype)
+    best_idx = np.full(lead + out, -1, _I64)
+    grids = np.meshgrid(*[np.arange(o) for o in out], indexing="ij")
+    for offs in np.ndindex(*k):
+        pos = [g * ss - pp + o * dd for g, ss, pp, o, dd in zip(grids, s, p, offs, d)]
+        inside = np.ones(out, bool)
+        for q, n in zip(pos, spatial):
+            inside &= (q >= 0) & (q < n)
+        lin = (np.clip(pos[0], 0, spatial[0] - 1) * spatial[1] + np.clip(pos[1], 0, spatial[1] - 1)) \
+            * spatial[2] + np.clip(pos[2], 0, spatial[2] - 1)
+        v = flat[..., lin]
+        better = inside & ((v > best) | (np.isnan(v) & ~np.isnan(best)) if self.dtype.kind == "f"
+                           else inside & (v > best))
+        better |= inside & (best_idx < 0)
+        best = np.where(better, v, best)
+        best_idx = np.where(better, lin, best_idx)
+    return _ret(best, self.dtype), best_idx
+
+
+@_kernel("avg_pool3d.default")
+def avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    k, s, p, _, spatial, out = _pool_geometry(self, kernel_size, stride, padding, 1, ceil_mode)
+    x = _f32(self)
+    lead = x.shape[:-3]
+    total = np.zeros(lead + out, x.dtype)
+    grids = np.meshgrid(*[np.arange(o) for o in out], indexing="ij")
+    starts = [g * ss - pp for g, ss, pp in zip(grids, s, p)]
+    ends = [np.minimum(st + kk, n + pp) for st, kk, n, pp in zip(starts, k, spatial, p)]
+    pool = np.ones(out, np.int64)
+    count = np.ones(out, np.int64)
+    for st, en, n in zip(starts, ends, spatial):
+        pool *= en - st
+        count *= np.minimum(en, n) - np.maximum(st, 0)
+    flat = x.reshape(lead + (-1,))
+    for offs in np.ndindex(*k):
+        pos = [st + o for st, o in zip(starts, offs)]
+        inside = np.ones(out, bool)
+        for q, n in zip(pos, spatial):
+            inside &= (q >= 0) & (q < n)
+        lin = (np.clip(pos[0], 0, spatial[0] - 1) * spatial[1] + np.clip(pos[1], 0, spatial[1] - 1)) \
+            * spatial[2] + np.clip(pos[2], 0, spatial[2] - 1)
+        total += np.where(inside, flat[..., lin], 0)
+    if divisor_override:
+        div = np.full(out, divisor_override)
+    else:
+        div = pool if count_include_pad else count
+    return _ret(total / div.astype(x.dtype), self.dtype)
+
+
+@_kernel("adaptive_avg_pool1d.default")
+def adaptive_avg_pool1d(self, output_size):
+    return _adaptive_avg(self, list(output_size))
+
+
+@_kernel("avg_pool1d.default")
+def avg_pool1d(self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True):
+    """The 3-d kernel on a (..., 1, 1, L) view."""
+    one = lambda v, d: [d, d, int(v[0]) if len(v) else None]  # noqa: E731
+    k = one(kernel_size, 1)
+    st = one(stride, 1) if len(stride) else k
+    out = avg_pool3d(self[..., None, None, :], k, st, one(padding, 0), ceil_mode, count_include_pad)
+    return out[..., 0, 0, :]
