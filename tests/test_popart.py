@@ -485,6 +485,44 @@ def test_pipelined_training_equals_single_ipu():
     assert (results[0][1], results[1][1]) == (1, 2)
 
 
+def test_execution_phases_equal_unphased_and_pytorch():
+    w1 = RNG.standard_normal((8, 8)).astype(np.float32)
+    w2 = RNG.standard_normal((8, 8)).astype(np.float32)
+    data = RNG.standard_normal((2, 4, 8)).astype(np.float32)
+
+    def run(mode):
+        b = popart.Builder()
+        x = b.addInputTensor(popart.TensorInfo("FLOAT", [4, 8]), "x")
+        i1, i2 = b.addInitializedInputTensor(w1, "w1"), b.addInitializedInputTensor(w2, "w2")
+        with b.executionPhase(0):
+            h = b.aiOnnx.relu([b.aiOnnx.matmul([x, i1])])
+        with b.executionPhase(1):
+            loss = b.aiGraphcore.l1loss([b.aiOnnx.matmul([h, i2])], 0.1, popart.ReductionType.Sum)
+        opts = popart.SessionOptions()
+        opts.virtualGraphMode = mode
+        opts.executionPhaseSettings.phases = 2
+        s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(2, {loss: popart.AnchorReturnType("ALL")}),
+                                   loss, popart.ConstSGD(0.01),
+                                   deviceInfo=popart.DeviceManager().createIpuModelDevice({"numIPUs": 2}),
+                                   userOptions=opts)
+        s.prepareDevice()
+        anchors = s.initAnchorArrays()
+        s.run(popart.PyStepIO({"x": data}, anchors))
+        return anchors[loss], s._executor.profile.num_ipus
+
+    phased, unphased = run(popart.VirtualGraphMode.ExecutionPhases), run(popart.VirtualGraphMode.Off)
+    np.testing.assert_allclose(phased[0], unphased[0], rtol=1e-6)
+    assert (phased[1], unphased[1]) == (2, 1)
+    t1, t2 = torch.nn.Parameter(torch.tensor(w1)), torch.nn.Parameter(torch.tensor(w2))
+    opt = torch.optim.SGD([t1, t2], lr=0.01)
+    for d in range(2):
+        opt.zero_grad()
+        ref = 0.1 * (torch.relu(torch.tensor(data[d]) @ t1) @ t2).abs().sum()
+        ref.backward()
+        opt.step()
+        np.testing.assert_allclose(phased[0][d], ref.item(), rtol=1e-5)
+
+
 def test_reports_and_cycle_count():
     builder, x, y, z = scaled_model()
     opts = popart.SessionOptions()
