@@ -101,8 +101,19 @@ def test_unsupported_operator_names_op_node_and_opset():
 def test_dynamic_dimension_is_a_clear_error():
     x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 3])
     y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 3])
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [x], [y])
     with pytest.raises(Error, match="dynamic dimension 'batch'"):
-        OnnxModule(_model([helper.make_node("Relu", ["x"], ["y"])], [x], [y]))
+        OnnxModule(model)
+    # the shape given to the session fixes it
+    info = popart.InputShapeInfo()
+    info.add("x", popart.TensorInfo("FLOAT", [4, 3]))
+    s = popart.InferenceSession(model.SerializeToString(), popart.DataFlow(1, ["y"]),
+                                popart.DeviceManager().createCpuDevice(), inputShapeInfo=info)
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    data = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+    s.run(popart.PyStepIO({"x": data}, anchors))
+    np.testing.assert_allclose(anchors["y"], np.maximum(data, 0))
 
 
 def test_slice_split_concat_and_reductions_equal_onnxruntime():

@@ -106,7 +106,8 @@ def _shape_of(vi: onnx.ValueInfoProto) -> tuple[list[int], np.dtype]:
     for d in tt.shape.dim:
         if not d.HasField("dim_value"):
             raise Error(f"input {vi.name!r} has a dynamic dimension {d.dim_param!r}: tilefx compiles "
-                        "static shapes (give the shape, e.g. export with fixed input sizes)",
+                        "static shapes (export with fixed input sizes, or give the shape: "
+                        "popart.InputShapeInfo)",
                         type="frontend")
         dims.append(int(d.dim_value))
     return dims, np.dtype(tensor_dtype_to_np_dtype(tt.elem_type))
@@ -127,10 +128,12 @@ class OnnxModule(torch.nn.Module):
 
     `outputs` are the tensors forward returns (default: the graph outputs);
     any tensor of the graph may be listed. `training` selects the training
-    behaviour of BatchNormalization and Dropout.
+    behaviour of BatchNormalization and Dropout. `input_shapes` gives the
+    shape and dtype of inputs the graph leaves dynamic.
     """
 
-    def __init__(self, model, outputs: list[str] | None = None, training: bool = False):
+    def __init__(self, model, outputs: list[str] | None = None, training: bool = False,
+                 input_shapes: dict[str, tuple[list[int], np.dtype]] | None = None):
         super().__init__()
         self.proto = load_model(model)
         check_supported(self.proto)
@@ -140,7 +143,13 @@ class OnnxModule(torch.nn.Module):
         self.is_training = training
         inits = {t.name: t for t in g.initializer}
         self.input_names = [i.name for i in g.input if i.name not in inits]
-        self.input_info = {i.name: _shape_of(i) for i in g.input if i.name not in inits}
+        given = input_shapes or {}
+        for name in given:
+            if name not in self.input_names:
+                raise Error(f"the input shape given for {name!r} names no input of the graph "
+                            f"(inputs: {', '.join(self.input_names)})", type="frontend")
+        self.input_info = {i.name: (list(given[i.name][0]), np.dtype(given[i.name][1])) if i.name in given
+                           else _shape_of(i) for i in g.input if i.name not in inits}
         stats = {n.input[k] for n in g.node if n.op_type == "BatchNormalization"
                  for k in (3, 4) if len(n.input) > k}
         self.path: dict[str, str] = {}  # ONNX initializer name -> module attribute path

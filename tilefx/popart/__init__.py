@@ -32,7 +32,9 @@ from tilefx.popart.session import (
     AnchorReturnTypeId,
     DataFlow,
     InferenceSession,
+    InputShapeInfo,
     PyStepIO,
+    Report,
     PyStepIOCallback,
     PyWeightsIO,
     SessionOptions,
@@ -54,7 +56,7 @@ def versionString() -> str:
 
 __all__ = [
     "Adam", "AdamMode", "AnchorReturnType", "AnchorReturnTypeId", "Builder", "ConstSGD", "DataFlow",
-    "DeviceConnectionType", "DeviceInfo", "DeviceManager", "DeviceType", "InferenceSession", "Optimizer",
+    "DeviceConnectionType", "DeviceInfo", "DeviceManager", "DeviceType", "InferenceSession", "InputShapeInfo", "Optimizer", "Report",
     "OptimizerValue", "OutOfMemoryException", "PyStepIO", "PyStepIOCallback", "PyWeightsIO",
     "RecoveryAction", "ReductionType", "SGD", "SessionOptions", "SyncPattern", "SyntheticDataMode",
     "TensorInfo", "TrainingSession", "VirtualGraphMode", "WeightDecayMode", "getLogger",

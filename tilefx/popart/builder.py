@@ -503,29 +503,39 @@ class _Scope:
         return False
 
 
-def tensor_info(model: onnx.ModelProto, tensor: str) -> TensorInfo:
-    """A tensor's type and shape: ONNX shape inference, else by running the graph
-    on zeros with the ONNX frontend's operators (for ai.graphcore ops)."""
+def tensor_info(model: onnx.ModelProto, tensor: str, input_shapes: dict | None = None) -> TensorInfo:
+    return tensor_infos(model, [tensor], input_shapes)[tensor]
+
+
+def tensor_infos(model: onnx.ModelProto, tensors: list[str], input_shapes: dict | None = None) -> dict:
+    """Tensors' types and shapes: ONNX shape inference, else by running the graph once
+    on zeros with the ONNX frontend's operators (ai.graphcore ops, shapes given
+    by InputShapeInfo)."""
     import torch
 
+    from tilefx.errors import Error
     from tilefx.lowering.from_onnx import OnnxModule
 
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-        for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
-            tt = vi.type.tensor_type
-            if vi.name == tensor and tt.elem_type and all(d.HasField("dim_value") for d in tt.shape.dim) \
-                    and tt.HasField("shape"):
-                return TensorInfo(np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)),
-                                  [d.dim_value for d in tt.shape.dim])
-    except Exception:  # noqa: BLE001  (inference gives up on custom domains: evaluate instead)
-        pass
-    from tilefx.errors import Error
-
-    try:
-        m = OnnxModule(model, outputs=[tensor])
-        with torch.no_grad():
-            (value,) = m(*m.example_inputs())
-    except Error as e:
-        raise popart_exception(f"cannot infer the shape of {tensor!r}: {e.message}") from None
-    return TensorInfo(value.numpy().dtype, list(value.shape))
+    out: dict[str, TensorInfo] = {}
+    if not input_shapes:
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model)
+            for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+                tt = vi.type.tensor_type
+                if vi.name in tensors and tt.elem_type and tt.HasField("shape") and \
+                        all(d.HasField("dim_value") for d in tt.shape.dim):
+                    out[vi.name] = TensorInfo(np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)),
+                                              [d.dim_value for d in tt.shape.dim])
+        except Exception:  # noqa: BLE001  (inference gives up on custom domains: evaluate instead)
+            pass
+    rest = [t for t in tensors if t not in out]
+    if rest:
+        try:
+            m = OnnxModule(model, outputs=rest, input_shapes=input_shapes)
+            with torch.no_grad():
+                values = m(*m.example_inputs())
+        except Error as e:
+            raise popart_exception(f"cannot infer the shape of {', '.join(map(repr, rest))}: {e.message}") from None
+        for t, v in zip(rest, values):
+            out[t] = TensorInfo(v.numpy().dtype, list(v.shape))
+    return out

@@ -20,6 +20,8 @@ tilefx has no physical IPUs: every device is the machine model
 from __future__ import annotations
 
 import enum
+import gc
+import weakref
 from dataclasses import replace
 
 from tilefx.backend.machine import MK2, Machine
@@ -57,7 +59,22 @@ def _groups() -> list[tuple[int, ...]]:
     return out
 
 
-_HELD: dict[int, "DeviceInfo"] = {}  # physical (simulated) IPU -> the device attached to it
+# (simulated) IPU -> the device attached to it; a device nobody holds any more is
+# released, as PopART's DeviceInfo detaches when it is destroyed
+_HELD: dict[int, weakref.ref] = {}
+
+
+def _held() -> set[int]:
+    for i in [i for i, ref in _HELD.items() if ref() is None or not ref()._attached]:
+        del _HELD[i]
+    return set(_HELD)
+
+
+def _free(ipus) -> bool:
+    if not set(ipus) & _held():
+        return True
+    gc.collect()  # devices only reachable from dropped sessions
+    return not set(ipus) & _held()
 
 
 class DeviceInfo:
@@ -93,10 +110,10 @@ class DeviceInfo:
         """Take the device's IPUs (False if another device holds one of them)."""
         if self._attached:
             return True
-        if any(i in _HELD for i in self.ipus):
+        if not _free(self.ipus):
             return False
         for i in self.ipus:
-            _HELD[i] = self
+            _HELD[i] = weakref.ref(self)
         self._attached = True
         return True
 
@@ -105,7 +122,7 @@ class DeviceInfo:
 
     def detach(self) -> None:
         for i in self.ipus:
-            if _HELD.get(i) is self:
+            if i in _HELD and _HELD[i]() is self:
                 del _HELD[i]
         self._attached = False
 
@@ -171,12 +188,12 @@ class DeviceManager:
                                    f"system has {POD_IPUS} IPUs in groups of a power of two")
         for dev in self.enumerateDevices(numIpus=numIpus, connectionType=connectionType,
                                          tilesPerIPU=tilesPerIpu):
-            if dev.numIpus == numIpus and not any(i in _HELD for i in dev.ipus):
+            if dev.numIpus == numIpus and _free(dev.ipus):
                 if connectionType == DeviceConnectionType.Always:
                     dev.attach()
                 return dev
         raise popart_exception(f"acquireAvailableDevice: no device with {numIpus} free IPU(s): "
-                               f"IPUs {sorted(_HELD)} are attached to other devices")
+                               f"IPUs {sorted(_held())} are attached to other devices")
 
     def acquireDeviceById(self, id: int, pattern: SyncPattern = SyncPattern.Full,  # noqa: A002
                           connectionType: DeviceConnectionType = DeviceConnectionType.Always) -> DeviceInfo:

@@ -72,6 +72,8 @@ class RecoveryAction(enum.Enum):
 class poplar_recoverable_runtime_error(poplar_system_runtime_error, RecoverableError):  # noqa: N801
     """A system error that `recoveryAction` recovers from."""
 
+    recoveryAction = RecoveryAction.IPU_RESET  # noqa: N815  (each instance sets its own)
+
     def __init__(self, message: str, recoveryAction: RecoveryAction = RecoveryAction.IPU_RESET,  # noqa: N803
                  **kw):
         kw.setdefault("type", "popart")

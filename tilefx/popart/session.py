@@ -31,7 +31,7 @@ from onnx import numpy_helper
 from tilefx.errors import Error
 from tilefx.lowering.from_onnx import OnnxModule, load_model
 from tilefx.dialects.names import ONNX_EXECUTION_PHASE_ATTR, ONNX_IPU_ATTR, ONNX_PIPELINE_STAGE_ATTR
-from tilefx.popart.builder import ReductionType, TensorInfo, tensor_info
+from tilefx.popart.builder import ReductionType, TensorInfo, tensor_infos
 from tilefx.popart.devices import DeviceInfo
 from tilefx.popart.errors import OutOfMemoryException, popart_exception, popart_runtime_error
 from tilefx.popart.logger import getLogger
@@ -213,6 +213,29 @@ class SessionOptions:
             eng.get("autoreport.outputexecutionprofile") == "true"
 
 
+class InputShapeInfo:
+    """Shapes and types of graph inputs the ONNX model leaves dynamic."""
+
+    def __init__(self):
+        self._infos: dict[str, TensorInfo] = {}
+
+    def add(self, tensorId: str, tensorInfo: TensorInfo) -> None:  # noqa: N803
+        if not isinstance(tensorInfo, TensorInfo):
+            raise popart_exception(f"InputShapeInfo.add: expected a popart.TensorInfo for {tensorId!r}")
+        self._infos[tensorId] = tensorInfo
+
+    def has(self, tensorId: str) -> bool:  # noqa: N803
+        return tensorId in self._infos
+
+    def get(self, tensorId: str) -> TensorInfo:  # noqa: N803
+        if tensorId not in self._infos:
+            raise popart_exception(f"InputShapeInfo: no shape for {tensorId!r}")
+        return self._infos[tensorId]
+
+    def shapes(self) -> dict:
+        return {k: (v.shape(), v.np_dtype) for k, v in self._infos.items()}
+
+
 class _WithLoss(torch.nn.Module):
     """The ONNX module with its loss output marked as the one to minimise."""
 
@@ -271,7 +294,9 @@ class _Session:
         self._anchor_index = {a: outputs.index(a) for a in dataFlow.anchors()}
         self._placement = self.options.virtualGraphMode != VirtualGraphMode.Off
         try:
-            self._module = OnnxModule(self._proto, outputs=outputs, training=self._training)
+            shapes = inputShapeInfo.shapes() if isinstance(inputShapeInfo, InputShapeInfo) else None
+            self._module = OnnxModule(self._proto, outputs=outputs, training=self._training,
+                                      input_shapes=shapes)
         except Error as e:
             raise popart_exception(e.message) from None
         if not self._placement:
@@ -305,8 +330,11 @@ class _Session:
             for name in self._module.weight_names:
                 t = self._module.tensor(name)
                 self._info_cache[name] = TensorInfo(t.detach().numpy().dtype, list(t.shape))
-            if tensorId not in self._info_cache:
-                self._info_cache[tensorId] = tensor_info(self._proto, tensorId)
+            if tensorId not in self._info_cache:  # every anchor at once: one evaluation of the graph
+                wanted = [a for a in dict.fromkeys([tensorId, *self._dataflow.anchors()])
+                          if a not in self._info_cache]
+                given = {n: (sh, d) for n, (sh, d) in self._module.input_info.items()}
+                self._info_cache.update(tensor_infos(self._proto, wanted, given))
         return self._info_cache[tensorId]
 
     def _lead(self, art: AnchorReturnType | None) -> list[int]:
@@ -390,9 +418,12 @@ class _Session:
         _session_log.trace("Session::prepareDevice")
         if self._prepared:
             return
-        if self.deviceInfo.connectionType.value == "Always" and self.deviceInfo.ipus and \
-                not self.deviceInfo.isAttached:
-            raise popart_exception(f"device {self.deviceInfo.id} is not attached")
+        dev = self.deviceInfo
+        if dev.ipus and not dev.isAttached:
+            if dev.connectionType.value != "OnDemand":
+                raise popart_exception(f"device {dev.id} is not attached (attach() it, or acquire it again)")
+            if not dev.attach():  # DeviceConnectionType.OnDemand: attach when first needed
+                raise popart_exception(f"device {dev.id} (IPUs {list(dev.ipus)}) is in use")
         model = _WithLoss(self._module) if self._training else self._module
         try:
             opts = self._poptorch_options()
@@ -481,6 +512,10 @@ class _Session:
                     stepio.output_complete_callback(a)
             else:
                 dst = stepio.outputs[a]
+                rank = len(self.getInfo(a).shape())
+                if isinstance(dst, np.ndarray) and dst.shape != value.shape and \
+                        _squeezed(dst.shape, rank) == _squeezed(value.shape, rank):
+                    value = value.reshape(dst.shape)
                 if not isinstance(dst, np.ndarray) or dst.shape != value.shape:
                     raise popart_runtime_error(
                         f"the output buffer of anchor {a!r} has shape {tuple(np.shape(dst))}, expected "
@@ -500,6 +535,8 @@ class _Session:
                 f"replicas={rf}")
 
     def _check_buffer(self, name, x, shape, dtype, expected) -> np.ndarray:
+        if list(x.shape) != list(expected) and _squeezed(x.shape, len(shape)) == _squeezed(expected, len(shape)):
+            x = x.reshape(expected)  # the size-1 dimensions written out: the same buffer
         if list(x.shape) != list(expected):
             raise popart_runtime_error(
                 f"input buffer of tensor {name!r} has shape {tuple(x.shape)}, expected {tuple(expected)} "
@@ -612,11 +649,12 @@ class _Session:
         lines.append("Execution profiling not enabled")
         return "\n".join(lines)
 
-    def getReport(self):
-        """The machine model's profile (tilefx's libpva Report): memory always; cycles,
-        timeline and per-op costs when engineOptions enable profiling (else None)."""
+    def getReport(self) -> "Report":
+        """The machine model's report (tilefx's libpva Report): the compilation (target,
+        memory) always, the execution (cycles, timeline, per-op costs) only when
+        engineOptions enable profiling."""
         self._check_prepared("getReport")
-        return self._executor.profile if self.options.profiling else None
+        return Report(self._executor.profile, self.options.profiling, self._runs, self.deviceInfo)
 
     def getCycleCount(self, id: str = "") -> int:  # noqa: A002
         """Simulated cycles of the last run (needs instrumentWithHardwareCycleCounter)."""
@@ -630,6 +668,31 @@ class _Session:
         """tilefx: the compiled IR ("import", "graph" or "device")."""
         self._check_prepared("getIr")
         return self._executor.ir(level)
+
+
+class Report:
+    """A profile of the simulated machine: `compilation` (target and memory per IPU) and
+    `execution` (cycles, stage cycles, timeline; None when profiling is not enabled).
+    `profile` is the full tilefx Profile (tilefx.backend.profile) when enabled."""
+
+    def __init__(self, profile, enabled: bool, runs: int, device: DeviceInfo):
+        summary = profile.summary()
+        self.compilation = {
+            "target": {"type": device.type.value, "numIPUs": profile.num_ipus,
+                       "tilesPerIPU": profile.machine.tiles, "machine": profile.machine.name,
+                       "bytesPerTile": profile.machine.bytes_per_tile},
+            "memory": summary["memory"],
+        }
+        self.execution = None
+        self.profile = profile if enabled else None
+        if enabled:
+            self.execution = {"runs": runs, "cyclesPerRun": profile.total_cycles,
+                              "secondsPerRun": profile.seconds, "stageCycles": summary["stage_cycles"],
+                              "cyclesByOp": summary["cycles_by_op"], "strategy": profile.strategy}
+
+    def __repr__(self) -> str:
+        state = "with" if self.execution is not None else "without"
+        return f"Report({self.compilation['target']}, {state} execution profile)"
 
 
 class InferenceSession(_Session):
@@ -677,6 +740,13 @@ class TrainingSession(_Session):
                 self._executor.setOptimizer(optimizer.to_tilefx(self._params()))
             except Error as e:
                 raise popart_exception(f"updateOptimizerFromHost: {e.message}") from None
+
+
+def _squeezed(shape, rank: int) -> tuple:
+    """A buffer shape without the size-1 dimensions before the tensor's own `rank` ones."""
+    shape = tuple(shape)
+    lead = shape[:len(shape) - rank] if rank else shape
+    return tuple(d for d in lead if d != 1) + (shape[len(shape) - rank:] if rank else ())
 
 
 def _strip_annotations(proto: onnx.ModelProto) -> onnx.ModelProto:
