@@ -22,7 +22,7 @@ import tempfile
 
 import numpy as np
 
-import tilefx.popart as popart
+from tilefx import popart
 
 CLASSES, FEATURES, HIDDEN, MICRO_BATCH = 4, 2, 16, 8
 BPS, ACCUM = 4, 4

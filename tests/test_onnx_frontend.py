@@ -11,10 +11,10 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
+from models import MLP, PoolNormCNN, Transformer, TutorialCNN
 from onnx import helper
 
-import tilefx.popart as popart
-from models import MLP, PoolNormCNN, Transformer, TutorialCNN
+from tilefx import popart
 from tilefx.errors import Error
 from tilefx.lowering.from_onnx import OnnxModule, import_onnx
 
@@ -119,7 +119,7 @@ def test_dynamic_dimension_is_a_clear_error():
 def test_slice_split_concat_and_reductions_equal_onnxruntime():
     """Opset-18 forms (axes as inputs, Split num_outputs) against onnxruntime."""
     f = onnx.TensorProto.FLOAT
-    i64 = lambda n, v: helper.make_tensor(n, onnx.TensorProto.INT64, [len(v)], v)  # noqa: E731
+    i64 = lambda n, v: helper.make_tensor(n, onnx.TensorProto.INT64, [len(v)], v)
     nodes = [
         helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["s"]),
         helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2),

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import tilefx
-import tilefx.popart as popart
+from tilefx import popart
 
 RNG = np.random.default_rng(0)
 W0 = RNG.standard_normal((8, 5)).astype(np.float32) * 0.3
@@ -84,13 +84,13 @@ def test_seed_pystepio_example(tmp_path):
 
 
 def test_training_equals_pytorch_with_accumulation_and_lr_updates():
-    builder, y, loss = classifier()
+    builder, _y, loss = classifier()
     bps, af = 2, 2
     opts = popart.SessionOptions()
     opts.enableGradientAccumulation = True
     opts.accumulationFactor = af
     df = popart.DataFlow(bps, {loss: popart.AnchorReturnType("ALL")})
-    learningRate = [0.1, 0.05, 0.02]  # noqa: N806
+    learningRate = [0.1, 0.05, 0.02]
     session = popart.TrainingSession(builder.getModelProto(), df, loss,
                                      popart.SGD({"defaultLearningRate": (learningRate[0], False),
                                                  "defaultMomentum": (0.9, True)}),
@@ -106,7 +106,7 @@ def test_training_equals_pytorch_with_accumulation_and_lr_updates():
     ref_opt = torch.optim.SGD([w, b], lr=learningRate[0], momentum=0.9)
     for step in range(3):
         # Update learning rate parameter between training steps
-        stepLr = learningRate[step]  # noqa: N806
+        stepLr = learningRate[step]
         session.updateOptimizerFromHost(popart.SGD({"defaultLearningRate": (stepLr, False),
                                                     "defaultMomentum": (0.9, True)}))
         session.run(popart.PyStepIO({"x": xs[step], "label": ls[step]}, anchors))
@@ -310,7 +310,7 @@ def test_training_buffer_shapes_with_accumulation_and_replicas():
 
 
 def test_pystepio_callback_feeds_and_collects_per_batch():
-    builder, x, y, z = scaled_model()
+    builder, x, _y, z = scaled_model()
     s = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(3, {z: popart.AnchorReturnType("ALL")}),
                                 cpu())
     s.prepareDevice()
@@ -436,7 +436,7 @@ def test_device_manager_simulated_pod():
     pair = dm.acquireAvailableDevice(2)
     assert pair.numIpus == 2 and pair.isAttached and 5 not in pair.driverIds
     # Acquire four IPUs on demand
-    connectionType = popart.DeviceConnectionType.OnDemand  # noqa: N806
+    connectionType = popart.DeviceConnectionType.OnDemand
     quad = dm.acquireAvailableDevice(4, connectionType=connectionType)
     assert quad.numIpus == 4 and not quad.isAttached
     for d in (dev, pair):
@@ -526,7 +526,7 @@ def test_execution_phases_equal_unphased_and_pytorch():
 
 
 def test_reports_and_cycle_count():
-    builder, x, y, z = scaled_model()
+    builder, x, _y, z = scaled_model()
     opts = popart.SessionOptions()
     s = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, {z: popart.AnchorReturnType("ALL")}),
                                 cpu(), userOptions=opts)
@@ -561,7 +561,7 @@ def test_logging_levels_and_format(capsys):
         popart.getLogger().setLevel("DEBUG")
         # Turn off logging for the session module
         popart.getLogger("session").setLevel("OFF")
-        builder, x, y, z = scaled_model()
+        builder, _x, _y, z = scaled_model()
         s = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, {z: popart.AnchorReturnType("ALL")}),
                                     cpu())
         s.prepareDevice()

@@ -33,6 +33,7 @@ from onnx import helper, numpy_helper
 
 from tilefx.dialects.names import (
     BLOCK_META_KEY,
+    BUFFER_KEY,
     IPU_META_KEY,
     ONNX_AVAILABLE_MEMORY_ATTR,
     ONNX_EXECUTION_PHASE_ATTR,
@@ -41,7 +42,6 @@ from tilefx.dialects.names import (
     ONNX_SERIALIZE_FACTOR_ATTR,
     ONNX_SERIALIZE_MODE_ATTR,
     PARAM_KEY,
-    BUFFER_KEY,
 )
 from tilefx.errors import Error
 from tilefx.lowering import onnx_ops
@@ -65,7 +65,7 @@ def load_model(model) -> onnx.ModelProto:
             return onnx.load(str(model))
     except Error:
         raise
-    except Exception as e:  # a protobuf that does not parse
+    except Exception as e:  # noqa: BLE001  (protobuf's errors: whatever does not parse)
         raise Error(f"cannot read the ONNX model: {type(e).__name__}: {e}", type="frontend") from None
     raise Error(f"expected an ONNX ModelProto, its bytes or a file path, got {type(model).__name__}",
                 type="frontend")
@@ -306,7 +306,7 @@ def _fold(node: onnx.NodeProto, ins: list, opset: int):
     feeds = {f"i{k}": x for k, x in enumerate(ins) if x is not None}
     try:
         outs = ev.run(None, feeds)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001  (the reference evaluator's errors, as a frontend Error)
         raise Error(f"cannot evaluate ONNX node {node.name or node.op_type!r} ({node.op_type}) at "
                     f"compile time: {type(e).__name__}: {e}", type="frontend") from None
     return tuple(np.asarray(o) for o in outs)

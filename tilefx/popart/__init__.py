@@ -9,7 +9,13 @@ PopTorch side.
 """
 
 from tilefx.popart.builder import Builder, ReductionType, TensorInfo
-from tilefx.popart.devices import DeviceConnectionType, DeviceInfo, DeviceManager, DeviceType, SyncPattern
+from tilefx.popart.devices import (
+    DeviceConnectionType,
+    DeviceInfo,
+    DeviceManager,
+    DeviceType,
+    SyncPattern,
+)
 from tilefx.popart.errors import (
     OutOfMemoryException,
     RecoveryAction,
@@ -26,7 +32,15 @@ from tilefx.popart.errors import (
     poplibs_exception,
 )
 from tilefx.popart.logger import getLogger
-from tilefx.popart.optimizers import Adam, AdamMode, ConstSGD, Optimizer, OptimizerValue, SGD, WeightDecayMode
+from tilefx.popart.optimizers import (
+    SGD,
+    Adam,
+    AdamMode,
+    ConstSGD,
+    Optimizer,
+    OptimizerValue,
+    WeightDecayMode,
+)
 from tilefx.popart.session import (
     AnchorReturnType,
     AnchorReturnTypeId,
@@ -34,9 +48,9 @@ from tilefx.popart.session import (
     InferenceSession,
     InputShapeInfo,
     PyStepIO,
-    Report,
     PyStepIOCallback,
     PyWeightsIO,
+    Report,
     SessionOptions,
     SyntheticDataMode,
     TrainingSession,
@@ -55,14 +69,48 @@ def versionString() -> str:
 
 
 __all__ = [
-    "Adam", "AdamMode", "AnchorReturnType", "AnchorReturnTypeId", "Builder", "ConstSGD", "DataFlow",
-    "DeviceConnectionType", "DeviceInfo", "DeviceManager", "DeviceType", "InferenceSession", "InputShapeInfo", "Optimizer", "Report",
-    "OptimizerValue", "OutOfMemoryException", "PyStepIO", "PyStepIOCallback", "PyWeightsIO",
-    "RecoveryAction", "ReductionType", "SGD", "SessionOptions", "SyncPattern", "SyntheticDataMode",
-    "TensorInfo", "TrainingSession", "VirtualGraphMode", "WeightDecayMode", "getLogger",
-    "popart_exception", "popart_internal_exception", "popart_runtime_error",
-    "poplar_application_runtime_error", "poplar_exception", "poplar_recoverable_runtime_error",
-    "poplar_runtime_error", "poplar_system_runtime_error", "poplar_unknown_runtime_error",
-    "poplar_unrecoverable_runtime_error", "poplibs_exception", "reservedGradientPrefix",
+    "SGD",
+    "Adam",
+    "AdamMode",
+    "AnchorReturnType",
+    "AnchorReturnTypeId",
+    "Builder",
+    "ConstSGD",
+    "DataFlow",
+    "DeviceConnectionType",
+    "DeviceInfo",
+    "DeviceManager",
+    "DeviceType",
+    "InferenceSession",
+    "InputShapeInfo",
+    "Optimizer",
+    "OptimizerValue",
+    "OutOfMemoryException",
+    "PyStepIO",
+    "PyStepIOCallback",
+    "PyWeightsIO",
+    "RecoveryAction",
+    "ReductionType",
+    "Report",
+    "SessionOptions",
+    "SyncPattern",
+    "SyntheticDataMode",
+    "TensorInfo",
+    "TrainingSession",
+    "VirtualGraphMode",
+    "WeightDecayMode",
+    "getLogger",
+    "popart_exception",
+    "popart_internal_exception",
+    "popart_runtime_error",
+    "poplar_application_runtime_error",
+    "poplar_exception",
+    "poplar_recoverable_runtime_error",
+    "poplar_runtime_error",
+    "poplar_system_runtime_error",
+    "poplar_unknown_runtime_error",
+    "poplar_unrecoverable_runtime_error",
+    "poplibs_exception",
+    "reservedGradientPrefix",
     "versionString",
 ]

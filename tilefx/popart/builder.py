@@ -131,7 +131,7 @@ _OP_TYPES: dict[str, str] = {}
 class _Opset:
     """builder.aiOnnx: one method per ai.onnx operator of an opset."""
 
-    def __init__(self, builder: "Builder", version: int):
+    def __init__(self, builder: Builder, version: int):
         self._builder = builder
         self._version = version
 
@@ -151,7 +151,7 @@ class _Opset:
             return self._constant
         return lambda *args, **kw: self._call(schema, args, kw)
 
-    def _constant(self, value, debugContext: str = "", is_value_sized=False):  # noqa: N803
+    def _constant(self, value, debugContext: str = "", is_value_sized=False):
         arr = np.asarray(value)
         return self._builder._add_node("Constant", [], 1, {"value": numpy_helper.from_array(arr)},
                                        debugContext, self._version)[0]
@@ -202,41 +202,41 @@ class _Opset:
 class _AiGraphcore:
     """builder.aiGraphcore: PopART's own operators (domain ai.graphcore)."""
 
-    def __init__(self, builder: "Builder"):
+    def __init__(self, builder: Builder):
         self._b = builder
 
     def _node(self, op_type, args, attrs, debug):
         return self._b._add_node(op_type, list(args), 1, attrs, debug, 1, domain=GRAPHCORE_DOMAIN)[0]
 
-    def identityloss(self, args, reduction=ReductionType.Mean, debugContext: str = ""):  # noqa: N803
+    def identityloss(self, args, reduction=ReductionType.Mean, debugContext: str = ""):
         return self._node("IdentityLoss", args, {"reduction": int(reduction)}, debugContext)
 
-    def l1loss(self, args, lambda_: float = 1.0, reduction=ReductionType.Mean, debugContext: str = "",  # noqa: N803
+    def l1loss(self, args, lambda_: float = 1.0, reduction=ReductionType.Mean, debugContext: str = "",
                **kw):
         lam = kw.pop("lambda", lambda_)
         return self._node("L1", args, {"lambda": float(lam), "reduction": int(reduction)}, debugContext)
 
-    def nllloss(self, args, reduction=ReductionType.Mean, ignoreIndex=None,  # noqa: N803
-                inputIsLogProbability: bool = False, debugContext: str = ""):  # noqa: N803
+    def nllloss(self, args, reduction=ReductionType.Mean, ignoreIndex=None,
+                inputIsLogProbability: bool = False, debugContext: str = ""):
         attrs = {"reduction": int(reduction), "inputIsLogProbability": int(bool(inputIsLogProbability))}
         if ignoreIndex is not None:
             attrs["ignoreIndex"] = int(ignoreIndex)
         return self._node("Nll", args, attrs, debugContext)
 
-    def gelu(self, args, debugContext: str = ""):  # noqa: N803
+    def gelu(self, args, debugContext: str = ""):
         return self._node("Gelu", args, {}, debugContext)
 
-    def scale(self, args, scale: float, debugContext: str = ""):  # noqa: N803
+    def scale(self, args, scale: float, debugContext: str = ""):
         return self._node("Scale", args, {"scale": float(scale)}, debugContext)
 
-    def detach(self, args, debugContext: str = ""):  # noqa: N803
+    def detach(self, args, debugContext: str = ""):
         return self._node("Detach", args, {}, debugContext)
 
 
 class Builder:
     """Builds an ONNX model (PopART's Builder)."""
 
-    def __init__(self, modelProtoOrFilename=None, opsets: dict | None = None):  # noqa: N803
+    def __init__(self, modelProtoOrFilename=None, opsets: dict | None = None):
         self._nodes: list[onnx.NodeProto] = []
         self._inputs: list[onnx.ValueInfoProto] = []
         self._initializers: dict[str, onnx.TensorProto] = {}
@@ -308,7 +308,7 @@ class Builder:
         return outs
 
     # -- tensors -------------------------------------------------------
-    def addInputTensor(self, tensorInfo, shape=None, debugContext: str = "") -> str:  # noqa: N803
+    def addInputTensor(self, tensorInfo, shape=None, debugContext: str = "") -> str:
         """An input fed by the session's IStepIO: (TensorInfo[, debugContext]) or (dtype, shape[, debugContext])."""
         if isinstance(tensorInfo, TensorInfo):
             if isinstance(shape, str):
@@ -320,10 +320,10 @@ class Builder:
         self._inputs.append(helper.make_tensor_value_info(name, DTYPES[info.data_type()], info.shape()))
         return name
 
-    def addUntypedInputTensor(self, debugContext: str = "") -> str:  # noqa: N803
+    def addUntypedInputTensor(self, debugContext: str = "") -> str:
         raise popart_exception("addUntypedInputTensor: tilefx compiles static shapes; use addInputTensor")
 
-    def addInitializedInputTensor(self, initVal, debugContext: str = "") -> str:  # noqa: N803
+    def addInitializedInputTensor(self, initVal, debugContext: str = "") -> str:
         """A weight: trained by TrainingSession, read/written by weightsToHost/weightsFromHost."""
         arr = np.ascontiguousarray(np.asarray(initVal))
         dtype_name(arr.dtype)
@@ -331,7 +331,7 @@ class Builder:
         self._initializers[name] = numpy_helper.from_array(arr, name)
         return name
 
-    def addOutputTensor(self, tensorId: str) -> None:  # noqa: N803
+    def addOutputTensor(self, tensorId: str) -> None:
         self._check(tensorId, "addOutputTensor")
         if tensorId not in self._outputs:
             self._outputs.append(tensorId)
@@ -370,7 +370,7 @@ class Builder:
     def executionPhase(self, *args):
         return self._annotate(ONNX_EXECUTION_PHASE_ATTR, [*args[:-1], int(args[-1])], "executionPhase")
 
-    def setAvailableMemoryProportion(self, tensorIds, availableMemoryProportion: float) -> None:  # noqa: N803
+    def setAvailableMemoryProportion(self, tensorIds, availableMemoryProportion: float) -> None:
         p = float(availableMemoryProportion)
         if not 0.0 < p <= 1.0:
             raise popart_exception(f"setAvailableMemoryProportion: {p} is not in (0, 1]")
@@ -387,18 +387,18 @@ class Builder:
         self._set_on(tensorIds, ONNX_SERIALIZE_MODE_ATTR, mode, "setSerializeMatMul")
         self._set_on(tensorIds, ONNX_SERIALIZE_FACTOR_ATTR, int(factor), "setSerializeMatMul")
 
-    def setPartialsType(self, tensorId: str, partialsType: str) -> None:  # noqa: N803
+    def setPartialsType(self, tensorId: str, partialsType: str) -> None:
         if partialsType.upper() not in ("FLOAT", "HALF"):
             raise popart_exception(f"setPartialsType: {partialsType!r} is not FLOAT or HALF")
         self._set_on(tensorId, ONNX_PARTIALS_TYPE_ATTR, partialsType.upper(), "setPartialsType")
 
-    def getVirtualGraph(self, tensorId: str) -> int:  # noqa: N803
+    def getVirtualGraph(self, tensorId: str) -> int:
         return int(self._node_attr(tensorId, ONNX_IPU_ATTR, "getVirtualGraph"))
 
-    def getPipelineStage(self, tensorId: str) -> int:  # noqa: N803
+    def getPipelineStage(self, tensorId: str) -> int:
         return int(self._node_attr(tensorId, ONNX_PIPELINE_STAGE_ATTR, "getPipelineStage"))
 
-    def getExecutionPhase(self, tensorId: str) -> int:  # noqa: N803
+    def getExecutionPhase(self, tensorId: str) -> int:
         return int(self._node_attr(tensorId, ONNX_EXECUTION_PHASE_ATTR, "getExecutionPhase"))
 
     def _node_attr(self, tensor, key, what):
@@ -448,7 +448,7 @@ class Builder:
     def saveModelProto(self, filename: str) -> None:
         onnx.save(self._proto(), filename)
 
-    def _info(self, model: onnx.ModelProto, tensor: str) -> "TensorInfo":
+    def _info(self, model: onnx.ModelProto, tensor: str) -> TensorInfo:
         if tensor in self._initializers:
             arr = numpy_helper.to_array(self._initializers[tensor])
             return TensorInfo(arr.dtype, arr.shape)
@@ -459,11 +459,11 @@ class Builder:
                                   [d.dim_value for d in tt.shape.dim])
         return tensor_info(model, tensor)
 
-    def getTensorShape(self, tensorId: str) -> list[int]:  # noqa: N803
+    def getTensorShape(self, tensorId: str) -> list[int]:
         self._check(tensorId, "getTensorShape")
         return self._info(self._proto(outputs_typed=False), tensorId).shape()
 
-    def getTensorDtypeString(self, tensorId: str) -> str:  # noqa: N803
+    def getTensorDtypeString(self, tensorId: str) -> str:
         self._check(tensorId, "getTensorDtypeString")
         return self._info(self._proto(outputs_typed=False), tensorId).data_type_lcase()
 
@@ -480,7 +480,7 @@ class Builder:
         return [n for n, t in self._initializers.items()
                 if helper.tensor_dtype_to_np_dtype(t.data_type).kind == "f"]
 
-    def isInitializer(self, tensorId: str) -> bool:  # noqa: N803
+    def isInitializer(self, tensorId: str) -> bool:
         return tensorId in self._initializers
 
 
@@ -526,7 +526,7 @@ def tensor_infos(model: onnx.ModelProto, tensors: list[str], input_shapes: dict 
                         all(d.HasField("dim_value") for d in tt.shape.dim):
                     out[vi.name] = TensorInfo(np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)),
                                               [d.dim_value for d in tt.shape.dim])
-        except Exception:  # noqa: BLE001  (inference gives up on custom domains: evaluate instead)
+        except Exception:  # noqa: BLE001, S110  (inference gives up on custom domains: evaluate instead)
             pass
     rest = [t for t in tensors if t not in out]
     if rest:

@@ -80,7 +80,7 @@ def _free(ipus) -> bool:
 class DeviceInfo:
     """A (simulated) device: `numIpus`, `tilesPerIPU`, `id`, `type`, attach/detach."""
 
-    def __init__(self, type: DeviceType, num_ipus: int, tiles: int, id: int = 0,  # noqa: A002
+    def __init__(self, type: DeviceType, num_ipus: int, tiles: int, id: int = 0,
                  ipus: tuple[int, ...] = (), connection: DeviceConnectionType = DeviceConnectionType.Always):
         self.type = type
         self.numIpus = num_ipus
@@ -172,14 +172,14 @@ class DeviceManager:
         n, t = _opts(options, "createOfflineIPUDevice")
         return DeviceInfo(DeviceType.OfflineIpu, n, t)
 
-    def enumerateDevices(self, pattern: SyncPattern = SyncPattern.Full, numIpus: int = 1,  # noqa: N803
+    def enumerateDevices(self, pattern: SyncPattern = SyncPattern.Full, numIpus: int = 1,
                          deviceType: DeviceType = DeviceType.Ipu, connectionType=DeviceConnectionType.Always,
                          tilesPerIPU: int = 0) -> list[DeviceInfo]:
         tiles = tilesPerIPU or MK2.tiles
         return [DeviceInfo(DeviceType.Ipu, len(g), tiles, i, g, connectionType)
                 for i, g in enumerate(_groups())]
 
-    def acquireAvailableDevice(self, numIpus: int = 1, tilesPerIpu: int = 0,  # noqa: N803
+    def acquireAvailableDevice(self, numIpus: int = 1, tilesPerIpu: int = 0,
                                pattern: SyncPattern = SyncPattern.Full,
                                connectionType: DeviceConnectionType = DeviceConnectionType.Always,
                                selectionCriterion=None) -> DeviceInfo:
@@ -195,7 +195,7 @@ class DeviceManager:
         raise popart_exception(f"acquireAvailableDevice: no device with {numIpus} free IPU(s): "
                                f"IPUs {sorted(_held())} are attached to other devices")
 
-    def acquireDeviceById(self, id: int, pattern: SyncPattern = SyncPattern.Full,  # noqa: A002
+    def acquireDeviceById(self, id: int, pattern: SyncPattern = SyncPattern.Full,
                           connectionType: DeviceConnectionType = DeviceConnectionType.Always) -> DeviceInfo:
         devices = self.enumerateDevices(connectionType=connectionType)
         if not 0 <= id < len(devices):

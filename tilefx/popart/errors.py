@@ -24,7 +24,7 @@ import enum
 from tilefx.errors import Error, RecoverableError, UnrecoverableError
 
 
-class popart_exception(Error):  # noqa: N801  (PopART's names)
+class popart_exception(Error):
     """An application error: a bug in the user's program or in the framework."""
 
     def __init__(self, message: str, **kw):
@@ -32,31 +32,31 @@ class popart_exception(Error):  # noqa: N801  (PopART's names)
         super().__init__(message, **kw)
 
 
-class popart_internal_exception(popart_exception):  # noqa: N801
+class popart_internal_exception(popart_exception):
     """An internal inconsistency of the framework."""
 
 
-class popart_runtime_error(popart_exception):  # noqa: N801
+class popart_runtime_error(popart_exception):
     """An error while a session runs (bad buffers, anchors, weights)."""
 
 
-class poplibs_exception(popart_exception):  # noqa: N801
+class poplibs_exception(popart_exception):
     """An error of the (simulated) Poplar libraries."""
 
 
-class poplar_exception(popart_exception):  # noqa: N801
+class poplar_exception(popart_exception):
     """An error of the (simulated) Poplar graph compiler and engine."""
 
 
-class poplar_runtime_error(poplar_exception):  # noqa: N801
+class poplar_runtime_error(poplar_exception):
     """An error while the (simulated) engine runs."""
 
 
-class poplar_application_runtime_error(poplar_runtime_error):  # noqa: N801
+class poplar_application_runtime_error(poplar_runtime_error):
     """An application error detected by the engine."""
 
 
-class poplar_system_runtime_error(poplar_runtime_error):  # noqa: N801
+class poplar_system_runtime_error(poplar_runtime_error):
     """A system error of the (simulated) IPU machine."""
 
 
@@ -69,23 +69,23 @@ class RecoveryAction(enum.Enum):
     POWER_CYCLE = "POWER_CYCLE"
 
 
-class poplar_recoverable_runtime_error(poplar_system_runtime_error, RecoverableError):  # noqa: N801
+class poplar_recoverable_runtime_error(poplar_system_runtime_error, RecoverableError):
     """A system error that `recoveryAction` recovers from."""
 
-    recoveryAction = RecoveryAction.IPU_RESET  # noqa: N815  (each instance sets its own)
+    recoveryAction = RecoveryAction.IPU_RESET
 
-    def __init__(self, message: str, recoveryAction: RecoveryAction = RecoveryAction.IPU_RESET,  # noqa: N803
+    def __init__(self, message: str, recoveryAction: RecoveryAction = RecoveryAction.IPU_RESET,
                  **kw):
         kw.setdefault("type", "popart")
         RecoverableError.__init__(self, message, recovery_action=RecoveryAction(recoveryAction).value, **kw)
         self.recoveryAction = RecoveryAction(recoveryAction)
 
 
-class poplar_unrecoverable_runtime_error(poplar_system_runtime_error, UnrecoverableError):  # noqa: N801
+class poplar_unrecoverable_runtime_error(poplar_system_runtime_error, UnrecoverableError):
     """A system error no reset recovers from."""
 
 
-class poplar_unknown_runtime_error(poplar_system_runtime_error):  # noqa: N801
+class poplar_unknown_runtime_error(poplar_system_runtime_error):
     """A system error that may or may not be recoverable."""
 
 

@@ -31,7 +31,7 @@ logging.addLevelName(5, "TRACE")
 
 class _Formatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        ts = datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc)
+        ts = datetime.datetime.fromtimestamp(record.created, datetime.UTC)
         stamp = ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         module = record.name.split(".", 1)[1] if "." in record.name else "popart"
         tid = threading.get_native_id() if record.thread == threading.get_ident() else record.thread

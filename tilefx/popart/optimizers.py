@@ -22,6 +22,7 @@ the bias correction.
 from __future__ import annotations
 
 import enum
+from typing import ClassVar
 
 from tilefx.popart.errors import popart_exception
 
@@ -42,7 +43,7 @@ class WeightDecayMode(enum.Enum):
 class OptimizerValue:
     """A hyper-parameter value and whether it is constant."""
 
-    def __init__(self, val: float = 0.0, isConst: bool = True):  # noqa: N803
+    def __init__(self, val: float = 0.0, isConst: bool = True):
         self._val, self._const = float(val), bool(isConst)
 
     def val(self) -> float:
@@ -61,7 +62,7 @@ class OptimizerValue:
 class Optimizer:
     """Common to PopART's optimizers: default values, per-weight values, loss scaling."""
 
-    _keys: dict[str, tuple[str, float]] = {}  # PopART key -> (tilefx name, default)
+    _keys: ClassVar[dict[str, tuple[str, float]]] = {}  # PopART key -> (tilefx name, default)
     _name = ""
 
     def __init__(self, values: dict | None = None):
@@ -91,14 +92,14 @@ class Optimizer:
                                    f"(known: {', '.join(sorted(self._keys))}, lossScaling)")
         table[name] = self._value(key, value)
 
-    def insertSpecific(self, weightId: str, values: dict) -> None:  # noqa: N803
+    def insertSpecific(self, weightId: str, values: dict) -> None:
         """Values for one weight (keys without the "default" prefix: "learningRate", ...)."""
         table = dict(self._default)
         for key, value in values.items():
             self._set(table, key, value, f"values of {weightId!r}")
         self._specific[weightId] = table
 
-    def hasSpecific(self, weightId: str | None = None) -> bool:  # noqa: N803
+    def hasSpecific(self, weightId: str | None = None) -> bool:
         return bool(self._specific) if weightId is None else weightId in self._specific
 
     def getLossScalingVal(self) -> float:
@@ -145,13 +146,14 @@ class SGD(Optimizer):
     """Stochastic gradient descent with momentum, dampening, weight decay, velocity scaling."""
 
     _name = "SGD"
-    _keys = {"defaultLearningRate": ("lr", 0.1), "defaultWeightDecay": ("weight_decay", 0.0),
+    _keys: ClassVar[dict[str, tuple[str, float]]] = {
+             "defaultLearningRate": ("lr", 0.1), "defaultWeightDecay": ("weight_decay", 0.0),
              "defaultMomentum": ("momentum", 0.0), "defaultDampening": ("dampening", 0.0),
              "defaultVelocityScaling": ("velocity_scaling", 1.0), "defaultMaxWeightNorm": ("", 0.0),
              "defaultNesterov": ("nesterov", 0.0)}
 
-    def __init__(self, params=None, clip_norm_settings=None, accumulatorAndMomentum=None,  # noqa: N803
-                 accumType=None, accl1Type=None, debug_context="", nesterov=None, **kw):  # noqa: N803
+    def __init__(self, params=None, clip_norm_settings=None, accumulatorAndMomentum=None,
+                 accumType=None, accl1Type=None, debug_context="", nesterov=None, **kw):
         if isinstance(params, (int, float)):  # popart.SGD(learning_rate[, weight_decay])
             values = {"defaultLearningRate": (float(params), False)}
             if isinstance(clip_norm_settings, (int, float)):
@@ -201,7 +203,8 @@ class Adam(Optimizer):
     """Adam / AdamW / LAMB (AdamMode, WeightDecayMode as PopART)."""
 
     _name = "Adam"
-    _keys = {"defaultLearningRate": ("lr", 1e-3), "defaultWeightDecay": ("weight_decay", 0.0),
+    _keys: ClassVar[dict[str, tuple[str, float]]] = {
+             "defaultLearningRate": ("lr", 1e-3), "defaultWeightDecay": ("weight_decay", 0.0),
              "defaultBeta1": ("beta1", 0.9), "defaultBeta2": ("beta2", 0.999),
              "defaultEps": ("eps", 1e-6), "defaultMaxWeightNorm": ("max_weight_norm", 65500.0)}
 
@@ -221,7 +224,8 @@ class Adam(Optimizer):
         return f"{self._name}/{self.mode.value}/{self.weight_decay_mode.value}"
 
     def to_tilefx(self, params: dict):
-        from tilefx.api.optim import LAMB, Adam as TilefxAdam, AdamW
+        from tilefx.api.optim import LAMB, AdamW
+        from tilefx.api.optim import Adam as TilefxAdam
 
         lamb = self.mode in (AdamMode.Lamb, AdamMode.LambNoBias)
         bias = self.mode in (AdamMode.Adam, AdamMode.Lamb)
@@ -234,9 +238,10 @@ class Adam(Optimizer):
                 g["max_weight_norm"] = t["defaultMaxWeightNorm"].val()
             groups.append(g)
         d = self._default
-        common = dict(lr=d["defaultLearningRate"].val(), betas=(d["defaultBeta1"].val(), d["defaultBeta2"].val()),
-                      eps=d["defaultEps"].val(), weight_decay=d["defaultWeightDecay"].val(),
-                      loss_scaling=self.getLossScalingVal(), bias_correction=bias)
+        common = {"lr": d["defaultLearningRate"].val(),
+                  "betas": (d["defaultBeta1"].val(), d["defaultBeta2"].val()), "eps": d["defaultEps"].val(),
+                  "weight_decay": d["defaultWeightDecay"].val(), "loss_scaling": self.getLossScalingVal(),
+                  "bias_correction": bias}
         if lamb:
             opt = LAMB(groups, max_weight_norm=d["defaultMaxWeightNorm"].val(), **common)
         elif self.weight_decay_mode == WeightDecayMode.Decay:

@@ -21,19 +21,28 @@ output of the traced graph.
 from __future__ import annotations
 
 import enum
-from typing import Callable
+from collections.abc import Callable
+from typing import ClassVar
 
 import numpy as np
 import onnx
 import torch
 from onnx import numpy_helper
 
+from tilefx.dialects.names import (
+    ONNX_EXECUTION_PHASE_ATTR,
+    ONNX_IPU_ATTR,
+    ONNX_PIPELINE_STAGE_ATTR,
+)
 from tilefx.errors import Error
 from tilefx.lowering.from_onnx import OnnxModule, load_model
-from tilefx.dialects.names import ONNX_EXECUTION_PHASE_ATTR, ONNX_IPU_ATTR, ONNX_PIPELINE_STAGE_ATTR
 from tilefx.popart.builder import ReductionType, TensorInfo, tensor_infos
 from tilefx.popart.devices import DeviceInfo
-from tilefx.popart.errors import OutOfMemoryException, popart_exception, popart_runtime_error
+from tilefx.popart.errors import (
+    OutOfMemoryException,
+    popart_exception,
+    popart_runtime_error,
+)
 from tilefx.popart.logger import getLogger
 from tilefx.popart.optimizers import Optimizer
 
@@ -48,16 +57,16 @@ class AnchorReturnTypeId(enum.Enum):
     Final = "FINAL"
     Sum = "SUM"
     # PopART's upper-case spellings
-    ALL = "ALL"
-    EVERYN = "EVERYN"
-    FINAL = "FINAL"
-    SUM = "SUM"
+    ALL = "ALL"  # noqa: PIE796  (an alias: PopART's upper-case spelling)
+    EVERYN = "EVERYN"  # noqa: PIE796  (an alias: PopART's upper-case spelling)
+    FINAL = "FINAL"  # noqa: PIE796  (an alias: PopART's upper-case spelling)
+    SUM = "SUM"  # noqa: PIE796  (an alias: PopART's upper-case spelling)
 
 
 class AnchorReturnType:
     """How an anchor returns its values: AnchorReturnType("ALL" | "FINAL" | "SUM") or ("EVERYN", N)."""
 
-    def __init__(self, artString: str = "ALL", returnPeriod: int | None = None):  # noqa: N803
+    def __init__(self, artString: str = "ALL", returnPeriod: int | None = None):
         key = str(artString).upper()
         if key not in ("ALL", "EVERYN", "FINAL", "SUM"):
             raise popart_exception(f"AnchorReturnType: unknown return type {artString!r} "
@@ -71,13 +80,13 @@ class AnchorReturnType:
         self._id = AnchorReturnTypeId(key)
         self._rp = int(returnPeriod) if key == "EVERYN" else 1
 
-    def id(self) -> AnchorReturnTypeId:  # noqa: A003
+    def id(self) -> AnchorReturnTypeId:
         return self._id
 
     def rp(self) -> int:
         return self._rp
 
-    def str(self) -> str:  # noqa: A003
+    def str(self) -> str:
         return self._id.value
 
     def __repr__(self) -> str:
@@ -88,7 +97,7 @@ class DataFlow:
     """batchesPerStep and the anchors: DataFlow(1, {tensorId: AnchorReturnType("ALL")})
     (or a list of tensor ids with one AnchorReturnType for all)."""
 
-    def __init__(self, batchesPerStep: int, anchorTensors=None, art: AnchorReturnType | None = None):  # noqa: N803
+    def __init__(self, batchesPerStep: int, anchorTensors=None, art: AnchorReturnType | None = None):
         if not isinstance(batchesPerStep, int) or batchesPerStep < 1:
             raise popart_exception(f"DataFlow: batchesPerStep must be a positive int, got {batchesPerStep!r}")
         anchors = anchorTensors if anchorTensors is not None else {}
@@ -114,7 +123,7 @@ class DataFlow:
             raise popart_exception(f"DataFlow: {anchor!r} is not an anchor (anchors: {self.anchors()})")
         return self._anchors[anchor]
 
-    def isAnchored(self, tensorId: str) -> bool:  # noqa: N803
+    def isAnchored(self, tensorId: str) -> bool:
         return tensorId in self._anchors
 
     def nAnchors(self) -> int:
@@ -177,7 +186,7 @@ class _ExecutionPhaseSettings:
 class SessionOptions:
     """PopART's session options that tilefx implements (others are rejected by name)."""
 
-    _FIELDS = {
+    _FIELDS: ClassVar[dict] = {
         "enableReplicatedGraphs": False, "replicatedGraphCount": 1,
         "enableGradientAccumulation": False, "accumulationFactor": 1,
         "accumulationAndReplicationReductionType": ReductionType.Sum,
@@ -219,15 +228,15 @@ class InputShapeInfo:
     def __init__(self):
         self._infos: dict[str, TensorInfo] = {}
 
-    def add(self, tensorId: str, tensorInfo: TensorInfo) -> None:  # noqa: N803
+    def add(self, tensorId: str, tensorInfo: TensorInfo) -> None:
         if not isinstance(tensorInfo, TensorInfo):
             raise popart_exception(f"InputShapeInfo.add: expected a popart.TensorInfo for {tensorId!r}")
         self._infos[tensorId] = tensorInfo
 
-    def has(self, tensorId: str) -> bool:  # noqa: N803
+    def has(self, tensorId: str) -> bool:
         return tensorId in self._infos
 
-    def get(self, tensorId: str) -> TensorInfo:  # noqa: N803
+    def get(self, tensorId: str) -> TensorInfo:
         if tensorId not in self._infos:
             raise popart_exception(f"InputShapeInfo: no shape for {tensorId!r}")
         return self._infos[tensorId]
@@ -252,8 +261,8 @@ class _WithLoss(torch.nn.Module):
 class _Session:
     _training = False
 
-    def __init__(self, fnModel, dataFlow: DataFlow, deviceInfo: DeviceInfo | None = None,  # noqa: N803
-                 inputShapeInfo=None, patterns=None, userOptions: SessionOptions | None = None,  # noqa: N803
+    def __init__(self, fnModel, dataFlow: DataFlow, deviceInfo: DeviceInfo | None = None,
+                 inputShapeInfo=None, patterns=None, userOptions: SessionOptions | None = None,
                  name: str = "", loss: str | None = None, optimizer: Optimizer | None = None):
         import tilefx.api.ops  # noqa: F401  (registers the helper ops the ONNX module calls)
 
@@ -323,7 +332,7 @@ class _Session:
         o = self.options
         return int(o.accumulationFactor) if self._training and o.enableGradientAccumulation else 1
 
-    def getInfo(self, tensorId: str) -> TensorInfo:  # noqa: N803
+    def getInfo(self, tensorId: str) -> TensorInfo:
         if tensorId not in self._info_cache:
             for name, (shape, dtype) in self._module.input_info.items():
                 self._info_cache[name] = TensorInfo(dtype, shape)
@@ -391,8 +400,13 @@ class _Session:
         return opts
 
     def _strategy(self):
-        from tilefx.api.strategies import (PipelinedExecution, ShardedExecution, SerialPhasedExecution,
-                                           Phase, Stage)
+        from tilefx.api.strategies import (
+            Phase,
+            PipelinedExecution,
+            SerialPhasedExecution,
+            ShardedExecution,
+            Stage,
+        )
 
         if not self._placement:
             return None
@@ -462,7 +476,7 @@ class _Session:
             raise popart_exception(f"{what}: the session is not prepared: call prepareDevice() first")
 
     # -- run -------------------------------------------------------------
-    def run(self, stepio, debugName: str = "") -> None:  # noqa: N803
+    def run(self, stepio, debugName: str = "") -> None:
         """Run batchesPerStep batches: read every input's buffer, write every anchor's."""
         _session_log.trace("Session::run %s", debugName)
         self._check_prepared("run")
@@ -582,7 +596,7 @@ class _Session:
                                    f"{', '.join(self._module.weight_names)})")
         return self._module.tensor(name)
 
-    def readWeights(self, weightsIo: PyWeightsIO) -> None:  # noqa: N803
+    def readWeights(self, weightsIo: PyWeightsIO) -> None:
         """Copy the host's weights (as of the last weightsToHost) into the PyWeightsIO arrays."""
         for name, dst in weightsIo.weights.items():
             src = self._weight(name, "readWeights").detach().numpy()
@@ -591,7 +605,7 @@ class _Session:
                                        f"the weight has shape {src.shape}")
             np.copyto(dst, src, casting="unsafe")
 
-    def writeWeights(self, weightsIo: PyWeightsIO) -> None:  # noqa: N803
+    def writeWeights(self, weightsIo: PyWeightsIO) -> None:
         """Write the PyWeightsIO arrays into the host's weights (weightsFromHost then uploads them)."""
         for name, src in weightsIo.weights.items():
             self._set_host(name, np.asarray(src), "writeWeights")
@@ -620,8 +634,8 @@ class _Session:
         except OSError as e:
             raise popart_exception(f"modelToHost: cannot write {fn!r}: {e}") from None
 
-    def resetHostWeights(self, modelProtoOrFilename,  # noqa: N803
-                         ignoreWeightsInModelWithoutCorrespondingHostWeight: bool = False) -> None:  # noqa: N803
+    def resetHostWeights(self, modelProtoOrFilename,
+                         ignoreWeightsInModelWithoutCorrespondingHostWeight: bool = False) -> None:
         """Load the weights of an ONNX model (file, bytes or proto) into the host's weights."""
         try:
             proto = load_model(modelProtoOrFilename)
@@ -636,27 +650,28 @@ class _Session:
             self._set_host(init.name, numpy_helper.to_array(init), "resetHostWeights")
 
     # -- reports ---------------------------------------------------------
-    def getSummaryReport(self, resetProfile: bool = True) -> str:  # noqa: N803
+    def getSummaryReport(self, resetProfile: bool = True) -> str:
         self._check_prepared("getSummaryReport")
         p = self._executor.profile
         if self.options.profiling:
             return p.table()
-        lines = [f"Target: {self.deviceInfo.type.value}, {p.num_ipus} IPU(s) x {self.replicationFactor} "
-                 f"replica(s), {p.machine.tiles} tiles per IPU ({p.machine.name}, simulated)", "Memory:"]
+        target = (f"Target: {self.deviceInfo.type.value}, {p.num_ipus} IPU(s) x {self.replicationFactor} "
+                  f"replica(s), {p.machine.tiles} tiles per IPU ({p.machine.name}, simulated)")
+        lines = [target, "Memory:"]
         for ipu, m in sorted(p.memory.items()):
             lines.append(f"  IPU {ipu}: peak {int(m.peak.max())} bytes on tile {int(m.peak.argmax())} "
                          f"of {p.machine.bytes_per_tile}; total {int(m.peak.sum())} bytes")
         lines.append("Execution profiling not enabled")
         return "\n".join(lines)
 
-    def getReport(self) -> "Report":
+    def getReport(self) -> Report:
         """The machine model's report (tilefx's libpva Report): the compilation (target,
         memory) always, the execution (cycles, timeline, per-op costs) only when
         engineOptions enable profiling."""
         self._check_prepared("getReport")
         return Report(self._executor.profile, self.options.profiling, self._runs, self.deviceInfo)
 
-    def getCycleCount(self, id: str = "") -> int:  # noqa: A002
+    def getCycleCount(self, id: str = "") -> int:
         """Simulated cycles of the last run (needs instrumentWithHardwareCycleCounter)."""
         if not self.options.instrumentWithHardwareCycleCounter:
             raise popart_exception("getCycleCount: set SessionOptions.instrumentWithHardwareCycleCounter = True")
@@ -698,8 +713,8 @@ class Report:
 class InferenceSession(_Session):
     """Runs an ONNX graph forward (seeds/001 section 5)."""
 
-    def __init__(self, fnModel, dataFlow, deviceInfo=None, inputShapeInfo=None, patterns=None,  # noqa: N803
-                 userOptions=None, name: str = "inference"):  # noqa: N803
+    def __init__(self, fnModel, dataFlow, deviceInfo=None, inputShapeInfo=None, patterns=None,
+                 userOptions=None, name: str = "inference"):
         super().__init__(fnModel, dataFlow, deviceInfo, inputShapeInfo, patterns, userOptions, name)
 
 
@@ -708,8 +723,8 @@ class TrainingSession(_Session):
 
     _training = True
 
-    def __init__(self, fnModel, dataFlow, loss, optimizer, deviceInfo=None, inputShapeInfo=None,  # noqa: N803
-                 patterns=None, userOptions=None, name: str = "training"):  # noqa: N803
+    def __init__(self, fnModel, dataFlow, loss, optimizer, deviceInfo=None, inputShapeInfo=None,
+                 patterns=None, userOptions=None, name: str = "training"):
         super().__init__(fnModel, dataFlow, deviceInfo, inputShapeInfo, patterns, userOptions, name,
                          loss=loss, optimizer=optimizer)
 
@@ -751,8 +766,11 @@ def _squeezed(shape, rank: int) -> tuple:
 
 def _strip_annotations(proto: onnx.ModelProto) -> onnx.ModelProto:
     """virtualGraphMode Off: the placement annotations are ignored."""
-    from tilefx.dialects.names import (ONNX_AVAILABLE_MEMORY_ATTR, ONNX_SERIALIZE_FACTOR_ATTR,
-                                       ONNX_SERIALIZE_MODE_ATTR)
+    from tilefx.dialects.names import (
+        ONNX_AVAILABLE_MEMORY_ATTR,
+        ONNX_SERIALIZE_FACTOR_ATTR,
+        ONNX_SERIALIZE_MODE_ATTR,
+    )
 
     keep = {ONNX_AVAILABLE_MEMORY_ATTR, ONNX_SERIALIZE_MODE_ATTR, ONNX_SERIALIZE_FACTOR_ATTR}
     out = onnx.ModelProto()

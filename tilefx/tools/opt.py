@@ -24,7 +24,7 @@ class TilefxOptMain(xDSLOptMain):
     def register_all_frontends(self):
         super().register_all_frontends()
 
-        def parse_onnx(io) -> "ModuleOp":  # noqa: F821  (an ONNX file: the ONNX frontend's graph IR)
+        def parse_onnx(io) -> ModuleOp:  # noqa: F821  (an ONNX file: the ONNX frontend's graph IR)
             from tilefx.lowering.from_onnx import import_onnx
 
             return import_onnx(io.read()).module
