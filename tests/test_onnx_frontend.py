@@ -155,3 +155,42 @@ def test_tilefx_opt_imports_onnx_files(tmp_path, capsys):
     assert main([str(bad)]) == 1
     err = capsys.readouterr().err
     assert "cannot read the ONNX model" in err and "Traceback" not in err
+
+
+def test_more_operators_equal_onnxruntime():
+    """Normalisation, activations, reductions, CumSum, TopK, Einsum and Trilu through a
+    session (graph IR, passes, executor) against onnxruntime."""
+    f, rng = onnx.TensorProto.FLOAT, np.random.default_rng(0)
+
+    def i64(n, v):
+        return helper.make_tensor(n, onnx.TensorProto.INT64, [len(v)], v)
+
+    inits = [helper.make_tensor("w", f, [3, 2, 3, 3], rng.standard_normal(54).astype(np.float32)),
+             helper.make_tensor("sc", f, [3], [1.0, 2.0, 0.5]), helper.make_tensor("bi", f, [3], [0.1, -0.2, 0.3]),
+             helper.make_tensor("sl", f, [3, 1, 1], [0.1, 0.2, 0.3]), i64("ax", [2]), i64("c1", [2]), i64("k", [3])]
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["ct"], pads=[1, 1, 1, 1]),
+        helper.make_node("InstanceNormalization", ["ct", "sc", "bi"], ["in"]),
+        helper.make_node("PRelu", ["in", "sl"], ["pr"]),
+        helper.make_node("Selu", ["pr"], ["se"]),
+        helper.make_node("HardSwish", ["se"], ["hs"]),
+        helper.make_node("GlobalMaxPool", ["hs"], ["gm"]),
+        helper.make_node("ReduceL2", ["hs", "ax"], ["l2"], keepdims=0),
+        helper.make_node("ReduceLogSumExp", ["hs", "ax"], ["lse"], keepdims=0),
+        helper.make_node("CumSum", ["l2", "c1"], ["cs"], exclusive=1),
+        helper.make_node("TopK", ["cs", "k"], ["tv", "ti"]),
+        helper.make_node("Einsum", ["l2", "lse"], ["es"], equation="ncw,ncw->nc"),
+        helper.make_node("Trilu", ["lse"], ["tr"], upper=0),
+    ]
+    outs = ["gm", "tv", "ti", "es", "tr"]
+    m = _model(nodes, [helper.make_tensor_value_info("x", f, [2, 2, 4, 4])],
+               [helper.make_empty_tensor_value_info(o) for o in outs], inits, opset=18)
+    x = rng.standard_normal((2, 2, 4, 4)).astype(np.float32)
+    ref = ort.InferenceSession(m.SerializeToString()).run(outs, {"x": x})
+    s = popart.InferenceSession(m.SerializeToString(), popart.DataFlow(1, outs),
+                                popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({"x": x}, anchors))
+    for name, want in zip(outs, ref):
+        np.testing.assert_allclose(anchors[name], want, rtol=1e-5, atol=1e-6, err_msg=name)

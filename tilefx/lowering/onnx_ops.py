@@ -279,14 +279,15 @@ def _reduce(fn):
     def impl(ins, at, v):
         x = _t(ins[0])
         since = 13 if fn is torch.sum else 18
+        axes_arg = ins[1] if len(ins) > 1 else None
+        if v < since and axes_arg is not None:
+            since = 0  # a newer form in an older-labelled model
         axes = _axes(ins, at, v, since)
         keep = bool(at.get("keepdims", 1))
         if not axes:
             if at.get("noop_with_empty_axes", 0):
                 return x
             axes = list(range(x.dim()))
-        if fn in (torch.amax, torch.amin):
-            return fn(x, dim=axes, keepdim=keep)
         return fn(x, dim=axes, keepdim=keep)
     return impl
 
@@ -397,6 +398,51 @@ def _constant_of_shape(ins, at, v):
     return np.full(_ints(ins[0]), arr.reshape(-1)[0], dtype=arr.dtype)
 
 
+def _instance_norm(ins, at, v):
+    x = _t(ins[0])
+    return F.instance_norm(x, weight=_t(ins[1]), bias=_t(ins[2]), eps=at.get("epsilon", 1e-5))
+
+
+def _group_norm(ins, at, v):
+    x = _t(ins[0])
+    groups = at["num_groups"]
+    scale, bias = _t(ins[1]), _t(ins[2])
+    if scale.numel() != x.shape[1]:  # opset 18: one scale per group
+        scale = scale.repeat_interleave(x.shape[1] // groups)
+        bias = bias.repeat_interleave(x.shape[1] // groups)
+    return F.group_norm(x, groups, scale, bias, eps=at.get("epsilon", 1e-5))
+
+
+def _topk(ins, at, v):
+    x = _t(ins[0])
+    k = _ints(ins[1])[0] if v >= 10 else at["k"]
+    values, indices = torch.topk(x, k, dim=at.get("axis", -1), largest=bool(at.get("largest", 1)),
+                                 sorted=bool(at.get("sorted", 1)))
+    return values, indices
+
+
+def _cumsum(ins, at, v):
+    x = _t(ins[0])
+    axis = _ints(ins[1])[0]
+    if at.get("reverse", 0):
+        x = torch.flip(x, [axis])
+    y = torch.cumsum(x, axis)
+    if at.get("exclusive", 0):
+        y = y - x
+    return torch.flip(y, [axis]) if at.get("reverse", 0) else y
+
+
+def _trilu(ins, at, v):
+    x = _t(ins[0])
+    k = _ints(ins[1])[0] if len(ins) > 1 and ins[1] is not None else 0
+    return torch.triu(x, k) if at.get("upper", 1) else torch.tril(x, k)
+
+
+def _prelu(ins, at, v):
+    x, slope = _t(ins[0]), _t(ins[1])
+    return torch.where(x >= 0, x, x * slope)
+
+
 OPS = {
     "Identity": lambda ins, at, v: ins[0],
     "Add": _binary(torch.add), "Sub": _binary(torch.sub), "Mul": _binary(torch.mul), "Div": _div,
@@ -428,6 +474,20 @@ OPS = {
     "ArgMax": lambda ins, at, v: torch.argmax(_t(ins[0]), dim=at.get("axis", 0),
                                               keepdim=bool(at.get("keepdims", 1))),
     "Tile": lambda ins, at, v: _t(ins[0]).repeat(*_ints(ins[1])),
+    "InstanceNormalization": _instance_norm,
+    "GroupNormalization": _group_norm, "TopK": _topk, "CumSum": _cumsum, "Trilu": _trilu,
+    "PRelu": _prelu, "Selu": lambda ins, at, v: _selu(_t(ins[0]), at),
+    "HardSwish": lambda ins, at, v: F.hardswish(_t(ins[0])),
+    "GlobalMaxPool": lambda ins, at, v: torch.amax(_t(ins[0]), dim=tuple(range(2, _t(ins[0]).dim())),
+                                                   keepdim=True),
+    "Einsum": lambda ins, at, v: torch.einsum(at["equation"], *[_t(i) for i in ins]),
+    "ReduceProd": _reduce(lambda x, dim, keepdim: _prod(x, dim, keepdim)),
+    "ReduceL2": _reduce(lambda x, dim, keepdim: torch.sqrt((x * x).sum(dim=dim, keepdim=keepdim))),
+    "ReduceLogSumExp": _reduce(lambda x, dim, keepdim: torch.logsumexp(x, dim=dim, keepdim=keepdim)),
+    "ReduceSumSquare": _reduce(lambda x, dim, keepdim: (x * x).sum(dim=dim, keepdim=keepdim)),
+    "Atan": _unary(torch.atan), "Tan": _unary(torch.tan), "Asin": _unary(torch.asin),
+    "Acos": _unary(torch.acos), "Sinh": _unary(torch.sinh), "Cosh": _unary(torch.cosh),
+    "IsNaN": _unary(torch.isnan), "Round": _unary(torch.round),
     "Range": lambda ins, at, v: torch.arange(float(np.asarray(ins[0])), float(np.asarray(ins[1])),
                                              float(np.asarray(ins[2]))),
 }
@@ -435,7 +495,26 @@ OPS = {
 # operators whose behaviour depends on training (batch statistics, dropout)
 TRAINING_OPS = {"BatchNormalization": _batchnorm, "Dropout": _dropout}
 
+def _selu(x, at):
+    alpha, gamma = at.get("alpha", 1.67326319217681884765625), at.get("gamma", 1.05070102214813232421875)
+    return gamma * torch.where(x > 0, x, alpha * (torch.exp(x) - 1))
+
+
+def _prod(x, dims, keepdim):
+    for d in sorted(dims, reverse=True):
+        x = torch.prod(x, d, keepdim=keepdim)
+    return x
+
+
 GRAPHCORE_OPS = {"IdentityLoss": _identityloss, "L1": _l1loss, "Nll": _nllloss,
+                 "PrintTensor": lambda ins, at, v: _t(ins[0]),
+                 "Swish": lambda ins, at, v: F.silu(_t(ins[0])),
+                 "Expm1": lambda ins, at, v: torch.expm1(_t(ins[0])),
+                 "Log1p": lambda ins, at, v: torch.log1p(_t(ins[0])),
+                 "Atan2": lambda ins, at, v: torch.atan2(_t(ins[0]), _t(ins[1])),
+                 "Remainder": lambda ins, at, v: torch.remainder(_t(ins[0]), _t(ins[1])),
+                 "Fmod": lambda ins, at, v: torch.fmod(_t(ins[0]), _t(ins[1])),
+                 "Round": lambda ins, at, v: torch.round(_t(ins[0])),
                  "Gelu": lambda ins, at, v: F.gelu(_t(ins[0])),
                  "Scale": lambda ins, at, v: _t(ins[0]) * at.get("scale", 1.0),
                  "Detach": lambda ins, at, v: _t(ins[0]).detach()}

@@ -232,6 +232,22 @@ class _AiGraphcore:
     def detach(self, args, debugContext: str = ""):
         return self._node("Detach", args, {}, debugContext)
 
+    def printtensor(self, args, print_gradient: int = 1, debugContext: str = "", title: str = ""):
+        return self._node("PrintTensor", args, {"print_gradient": int(print_gradient), "title": title},
+                          debugContext)
+
+
+def _elementwise(op_type: str):
+    def method(self, args, debugContext: str = ""):
+        return self._node(op_type, args, {}, debugContext)
+    method.__name__ = op_type.lower()
+    method.__doc__ = f"PopART's {op_type} (ai.graphcore)."
+    return method
+
+
+for _op in ("Swish", "Expm1", "Log1p", "Atan2", "Remainder", "Fmod", "Round"):
+    setattr(_AiGraphcore, _op.lower(), _elementwise(_op))
+
 
 class Builder:
     """Builds an ONNX model (PopART's Builder)."""
