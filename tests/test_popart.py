@@ -609,3 +609,15 @@ def test_example_trains_saves_reloads_and_infers(tmp_path):
     assert model.exists()
     assert result["losses"][-1] < result["losses"][0] / 2
     assert result["accuracy"] > 0.85
+
+
+def test_loss_must_be_scalar_and_options_are_checked():
+    builder, x, y, z = scaled_model()
+    with pytest.raises(popart.popart_exception, match=r"loss 'z:0' has shape \(2, 3\).*scalar"):
+        popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, [z]), z, popart.SGD(0.1),
+                               deviceInfo=cpu())
+    opts = popart.SessionOptions()
+    opts.enableOutlining = False  # a real-machine option: accepted, no effect on the simulation
+    opts.outlineThreshold = 10.0
+    with pytest.raises(AttributeError, match="replicationCount"):
+        opts.replicationCount = 2

@@ -206,8 +206,29 @@ class SessionOptions:
         object.__setattr__(self, "reportOptions", {})
         object.__setattr__(self, "executionPhaseSettings", _ExecutionPhaseSettings())
 
+    # PopART options about scheduling, outlining, code generation and host transfers of the
+    # real machine: accepted and kept, with no effect on the simulated machine's numbers
+    _NO_EFFECT: ClassVar[frozenset] = frozenset({
+        "outlineThreshold", "enableExplicitMainLoops", "useHostCopyOps", "aliasZeroCopy",
+        "decomposeGradSum", "enablePrefetchDatastreams", "defaultPrefetchBufferingDepth",
+        "rearrangeAnchorsOnHost", "rearrangeStreamsOnHost", "enableFullyConnectedPass", "groupHostSync",
+        "compileEngine", "hardwareInstrumentations", "explicitRecomputation", "enableNonStableSoftmax",
+        "dotChecks", "opxModifyChecking", "kahnTieBreaker", "swapLimitScheduler", "enableMergeExchange",
+        "stashAllTensorsInferencePipeline", "numIOTiles", "enableInplaceAmbiguityChecking",
+        "convolutionOptions", "lstmOptions", "matmulOptions", "gclOptions", "customCodelets",
+        "enableStableNorm", "disableGradAccumulationTensorStreams", "exportPoplarComputationGraph",
+        "exportPoplarVertexGraph", "finalDotOp", "firstDotOp", "timeLimitScheduler",
+        "transitiveClosureOptimizationThreshold", "mergeVarUpdate", "mergeVarUpdateMemThreshold",
+        "looseThresholdAtPeak", "delayVarUpdates", "scheduleNonWeightUpdateGradientConsumersEarly",
+        "separateCallOpPdfs", "subgraphCopyingStrategy", "batchSerializationSettings",
+        "accumulateOuterFragmentSettings", "createImplicitPipeliningFwdOnlyProgram",
+        "enableConstantFoldingOfMultipleConsumers", "useLoopCandidateCreator",
+        "enableSupportedDataTypeCasting", "ensureFp32LossScaleTensor", "enableSerializedMatmuls",
+        "enableInplace", "enableReplicatedGraphsRNG", "accumulationTensorLocationSettings",
+    })
+
     def __setattr__(self, name: str, value) -> None:
-        if name not in self._FIELDS:
+        if name not in self._FIELDS and name not in self._NO_EFFECT:
             raise AttributeError(f"'SessionOptions' has no option {name!r} supported by tilefx")
         object.__setattr__(self, name, value)
 
@@ -299,6 +320,11 @@ class _Session:
                 raise popart_exception(f"TrainingSession needs a popart optimizer (SGD, ConstSGD, Adam), "
                                        f"got {type(optimizer).__name__}")
         self._optimizer = optimizer
+        if self._training:
+            loss_shape = self._loss_shape(loss)
+            if loss_shape:
+                raise popart_exception(f"the loss {loss!r} has shape {tuple(loss_shape)}: it must be a scalar "
+                                       "(reduce it, e.g. aiGraphcore.identityloss(..., ReductionType.Mean))")
         outputs = ([loss] if self._training else []) + [a for a in dataFlow.anchors() if a != loss]
         self._anchor_index = {a: outputs.index(a) for a in dataFlow.anchors()}
         self._placement = self.options.virtualGraphMode != VirtualGraphMode.Off
@@ -317,6 +343,14 @@ class _Session:
         self._prepared = False
         self._cycles = 0
         self._runs = 0
+
+    def _loss_shape(self, loss: str) -> list[int]:
+        shapes = {i.name: i for i in self._proto.graph.input}
+        try:
+            return tensor_infos(self._proto, [loss], None)[loss].shape() if loss not in shapes else \
+                [d.dim_value for d in shapes[loss].type.tensor_type.shape.dim]
+        except popart_exception:
+            return []  # shapes the session cannot know yet (InputShapeInfo): the tracer checks
 
     # -- facts -----------------------------------------------------------
     @property
