@@ -612,7 +612,7 @@ def test_example_trains_saves_reloads_and_infers(tmp_path):
 
 
 def test_loss_must_be_scalar_and_options_are_checked():
-    builder, x, y, z = scaled_model()
+    builder, _x, _y, z = scaled_model()
     with pytest.raises(popart.popart_exception, match=r"loss 'z:0' has shape \(2, 3\).*scalar"):
         popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, [z]), z, popart.SGD(0.1),
                                deviceInfo=cpu())
