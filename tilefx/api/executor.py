@@ -108,7 +108,7 @@ def _role_list(roles: list[dict]) -> list[tuple[str, Any]]:
     out = []
     for r in roles:
         for key in ("param", "buffer", "input", "const", "accum", "output", "grad", "state", "hyper",
-                    "als_upper"):
+                    "als_upper", "mutated_input"):
             if key in r:
                 out.append((key, r[key]))
                 break
@@ -146,6 +146,10 @@ class PoplarExecutor:
         self._runs = 0
         seed = self._options.random_seed
         self._rng = np.random.default_rng(seed)
+        # one independent stream per replica for the random ops (replica 0: the one above)
+        entropy = seed if seed is not None else np.random.SeedSequence().entropy
+        self._replica_rngs = [self._rng] + [np.random.default_rng([entropy, r])
+                                            for r in range(1, self._options.replication_factor)]
         if not training and self._options.Training.gradient_accumulation != 1:
             raise Error("inferenceModel: gradientAccumulation must be 1 for inference models "
                         f"(got {self._options.Training.gradient_accumulation})")
@@ -593,6 +597,7 @@ class PoplarExecutor:
         else:
             buffers = [dict(b) for b in own]
         trained = [n for k, n in p.main_args if k == "accum"]
+        mutated: dict[int, np.ndarray] = {}
         outputs: list[list[list[list[np.ndarray]]]] = []
         out_index = [i for i, (k, _) in enumerate(p.main_results) if k == "output"]
         for d in range(D):
@@ -616,10 +621,13 @@ class PoplarExecutor:
                             args.append(np.asarray(self.loss_scale, dtype=np.float32))
                         else:
                             args.append(accs[r][key])
+                    p.main.rng = self._replica_rngs[r % len(self._replica_rngs)]
                     res = p.main(*args)
                     for (kind, key), v in zip(p.main_results, res):
                         if kind == "buffer":
                             buffers[r][key] = v
+                        elif kind == "mutated_input":  # written back to the caller's tensor below
+                            mutated.setdefault(key, _to_np(inputs[key]).reshape(xs[key].shape))[d, g, ri] = v
                         elif kind == "accum":
                             accs[r][key] = v
                         elif kind == "als_upper":
@@ -636,6 +644,9 @@ class PoplarExecutor:
                     self._loss_scaled_update(total)
                 else:
                     self._apply_update(total)
+        for key, value in mutated.items():  # in-place / out= writes to user inputs (as PopTorch)
+            with torch.no_grad():
+                inputs[key].copy_(torch.from_numpy(value.reshape(inputs[key].shape)))
         self._buffers = buffers[0]  # the host sees replica 0's buffers
         self._replica_buffers = buffers
         return self._collect(outputs, [p.main_results[i][1] for i in out_index])
@@ -720,6 +731,9 @@ class PoplarExecutor:
             else:
                 raise Error(f"unsupported output mode {mode}")
             results.append(torch.from_numpy(np.array(_join(items), order="C")))
+        out_index = [i for i, (kind, _) in enumerate(self._program.main_results) if kind == "output"]
+        results = [t.to(torch.bfloat16) if i in self._program.main.bf16_results else t
+                   for i, t in zip(out_index, results)]
         order = sorted(range(len(out_ids)), key=lambda i: out_ids[i])
         results = [results[i] for i in order]
         spec = self._program.traced.out_spec  # the model's own structure: dicts, nesting
@@ -789,6 +803,8 @@ def _join(items: list[np.ndarray]) -> np.ndarray:
 
 
 def _to_np(t: torch.Tensor) -> np.ndarray:
+    if t.dtype == torch.bfloat16:  # held as float32 (the IR type says bf16)
+        return t.detach().cpu().float().numpy()
     return t.detach().cpu().numpy().copy()
 
 

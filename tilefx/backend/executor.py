@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import f16
+from xdsl.dialects.builtin import bf16, f16
 from xdsl.ir import Operation, SSAValue
 
 from tilefx.backend.kernels import IPU_KERNELS, KERNELS
@@ -83,6 +83,7 @@ class CompiledFunction:
         self.arg_slots = [slot(a) for a in fn.body.block.args]
         self.steps: list[Callable[[list], None]] = []
         self.result_slots: list[int] = []
+        self.bf16_results: set[int] = set()
 
         def alias(new: SSAValue, old: SSAValue) -> None:
             slots[new] = slot(old)
@@ -91,6 +92,9 @@ class CompiledFunction:
             for op in ops:
                 if isinstance(op, func.ReturnOp):
                     self.result_slots = [slot(v) for v in op.operands]
+                    # results held as float32 that the caller should see as bfloat16
+                    self.bf16_results = {i for i, v in enumerate(op.operands)
+                                         if getattr(v.type, "element_type", None) == bf16}
                 elif op.name == "ipu.stage":  # an outlined stage: its body inline
                     compile_ops(op.regions[0].block.ops)
                 elif op.name == "ipu.yield":  # stage results are the yielded values
@@ -120,8 +124,6 @@ class CompiledFunction:
             for a in schema.properties:
                 if a.optional and not a.has_default and py_name(a.name) not in props:
                     props[py_name(a.name)] = None
-        if op.name in RANDOM_OPS:
-            props["rng"] = self.rng
         simple = all(type(x) is int for x in layout)
         name, place = op.name, op.attributes.get(PLACE_KEY)
         if schema is not None:
@@ -132,6 +134,10 @@ class CompiledFunction:
 
             def kernel(*vals, **kw):
                 return base_kernel(**dict(zip(names, vals)), **kw)
+
+            if op.name in RANDOM_OPS:  # the generator of this call (`self.rng` may change per replica)
+                def kernel(*vals, **kw):
+                    return base_kernel(**dict(zip(names, vals)), rng=self.rng, **kw)
 
             if self.half_partials and op.name in HALF_PARTIAL_OPS and \
                     getattr(op.results[0].type, "element_type", None) == f16:
@@ -159,6 +165,8 @@ class CompiledFunction:
                     env[o] = r
 
         step.__qualname__ = f"{name} {place or ''}"
+        if any(getattr(r.type, "element_type", None) == bf16 for r in op.results):
+            step = _bf16_rounded(step, op, outs)
         if self.check_types:
             return _checked(step, op, outs)
         return step
@@ -174,6 +182,30 @@ class CompiledFunction:
             for step in self.steps:
                 step(env)
         return [env[s] for s in self.result_slots]
+
+
+def round_to_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bfloat16 (ties to even), kept as
+    float32: the 8 exponent bits of float32 and the top 7 of its mantissa."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    bits = x.view(np.uint32)
+    rounded = ((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))
+               & np.uint32(0xFFFF0000)).view(np.float32)
+    return np.where(np.isnan(x), x, rounded)
+
+
+def _bf16_rounded(step, op: Operation, outs: list[int]):
+    """Round the float results whose IR type is bf16 (computed in float32)."""
+    which = [o for o, r in zip(outs, op.results) if getattr(r.type, "element_type", None) == bf16]
+
+    def run(env):
+        step(env)
+        for o in which:
+            v = env[o]
+            if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+                env[o] = round_to_bf16(v)
+
+    return run
 
 
 def _checked(step, op: Operation, outs: list[int]):

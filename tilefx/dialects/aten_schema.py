@@ -193,6 +193,8 @@ sym_size.int(Tensor self, int dim) -> SymInt
 sym_stride.int(Tensor self, int dim) -> SymInt
 sym_storage_offset(Tensor self) -> SymInt
 sym_numel(Tensor self) -> SymInt
+sym_is_contiguous(Tensor self) -> SymBool
+resize_(Tensor self, SymInt[] size) -> Tensor
 as_strided(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor
 diagonal(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor
 select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor
@@ -239,6 +241,21 @@ uniform(Tensor self, float from=0., float to=1.) -> Tensor
 bernoulli.p(Tensor self, float p) -> Tensor
 bernoulli.Tensor(Tensor self, Tensor p) -> Tensor
 exponential(Tensor self, float lambd=1.) -> Tensor
+cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+masked_scatter_backward(Tensor grad_output, Tensor mask, SymInt[] sizes) -> Tensor
+diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor
+as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor
+unfold(Tensor self, int dimension, int size, int step) -> Tensor
+new_empty_strided(Tensor self, SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None) -> Tensor
+_pdist_backward(Tensor grad, Tensor self, float p, Tensor pdist) -> Tensor
+_cdist_backward(Tensor grad, Tensor x1, Tensor x2, float p, Tensor cdist) -> Tensor
+_embedding_bag_backward(Tensor grad, Tensor indices, Tensor offsets, Tensor offset2bag, Tensor bag_size, Tensor maximum_indices, SymInt num_weights, bool scale_grad_by_freq, int mode, bool sparse, Tensor? per_sample_weights, int padding_idx=-1) -> Tensor
+replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor
+replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor
+grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)
+avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor
+max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor
+_adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor
 """
 
 _ARG = re.compile(r"^(?P<type>[\w\[\]\d?]+)\s+(?P<name>\w+)(?:=(?P<default>.+))?$")

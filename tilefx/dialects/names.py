@@ -23,6 +23,7 @@ BUFFER_KEY = "tilefx.buffer"  # a module buffer (argument) or its new value (res
 INPUT_KEY = "tilefx.input"  # the n-th user input
 CONST_KEY = "tilefx.const"  # a constant tensor lifted from the model
 OUTPUT_KEY = "tilefx.output"  # the n-th user output
+MUTATED_INPUT_KEY = "tilefx.mutated_input"  # the new value of the n-th user input (in-place, out=)
 LOSS_KEY = "tilefx.loss"  # marks the output that is the loss
 GRAD_KEY = "tilefx.grad"  # the gradient of a named parameter
 ACCUM_KEY = "tilefx.accum"  # a gradient accumulator of a named parameter

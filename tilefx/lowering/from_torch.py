@@ -32,6 +32,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
     UnitAttr,
+    bf16,
     i64,
 )
 from xdsl.ir import Attribute, Block, Region, SSAValue
@@ -41,18 +42,21 @@ from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
 from tilefx.dialects.aten_schema import Schema
 from tilefx.lowering.tracing_state import Tracing, end_begin_blocks, start_tracing, uses_begin_block
-from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, OUTPUT_KEY, PARAM_KEY
+from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY
 
 _TORCH_TO_NP = {
     torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
-    torch.int64: np.int64, torch.int32: np.int32, torch.int8: np.int8, torch.bool: np.bool_,
-    torch.uint8: np.uint8,
+    torch.int64: np.int64, torch.int32: np.int32, torch.int16: np.int16, torch.int8: np.int8,
+    torch.bool: np.bool_, torch.uint8: np.uint8,
+    torch.bfloat16: np.float32,  # held as float32 rounded to bf16 precision (docs/ir.md)
 }
 
 
 def np_dtype_of(dtype: torch.dtype) -> np.dtype:
     if dtype not in _TORCH_TO_NP:
-        raise Error(f"tensors of dtype {dtype} are not supported")
+        kind = "complex numbers are" if dtype.is_complex else f"tensors of dtype {dtype} are"
+        raise Error(f"{kind} not supported on the IPU (supported: float32, float16, bfloat16, "
+                    "float64, int64, int32, int16, int8, uint8, bool)", type="frontend")
     return np.dtype(_TORCH_TO_NP[dtype])
 
 
@@ -61,11 +65,20 @@ def tensor_type_of(val) -> TensorType:
 
     if val is None:
         return tensor_type([0], np.float32)
+    if not isinstance(val, torch.Tensor):  # a SymInt/number result (sym_size, item)
+        return tensor_type([], np.int64 if isinstance(val, (int, torch.SymInt, bool)) else np.float32)
+    if val.dtype == torch.bfloat16:
+        return TensorType(bf16, list(val.shape))
     return tensor_type(list(val.shape), np_dtype_of(val.dtype))
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().copy() if t.dtype != torch.bfloat16 else t.float().numpy()
+
+
+def _ir_dtype(dtype: torch.dtype):
+    """A ScalarType property: a numpy dtype, or the IR type bf16 (no numpy equivalent)."""
+    return bf16 if dtype == torch.bfloat16 else np_dtype_of(dtype)
 
 
 @dataclass
@@ -93,14 +106,18 @@ class _LayerWatch:
 
     def __init__(self, model: torch.nn.Module):
         self.names = {m: n or type(m).__name__ for n, m in model.named_modules()}
+        self.paths = {m: n for n, m in model.named_modules()}
         self.seen_block = False
         self.outside: list[str] = []
+        self.running: list[str] = []  # the modules whose forward is running, outermost first
+        self.saved_stacks: list = []
         self.handles = [
             model.register_forward_pre_hook(lambda m, a: self.restart(), prepend=True),
             # a BeginBlock annotation ends with the forward: backward nodes get
             # their block from their forward node, not from the last BeginBlock
             model.register_forward_hook(lambda m, a, out: end_begin_blocks()),
             torch.nn.modules.module.register_module_forward_pre_hook(self.layer),
+            torch.nn.modules.module.register_module_forward_hook(self.layer_done),
         ]
 
     def restart(self) -> None:
@@ -108,8 +125,37 @@ class _LayerWatch:
         start_tracing()
         self.seen_block = False
         self.outside = []
+        self.running = self.running[:1]  # the root's own pre-hook ran before this one
+        self.saved_stacks = self.saved_stacks[:1]
+
+    def layer_done(self, module, args, out) -> None:
+        if self.running:
+            self.running.pop()
+        if self.saved_stacks:
+            self._set_module_stack(self.saved_stacks.pop())
+
+    @staticmethod
+    def _set_module_stack(stack) -> None:
+        meta = torch.fx.traceback.current_meta
+        if stack is None:
+            meta.pop("nn_module_stack", None)
+        else:
+            meta["nn_module_stack"] = stack
+
+    def where(self) -> str:
+        """The module running now (after a failure: the one that failed)."""
+        return self.running[-1] if self.running else "<top level>"
 
     def layer(self, module, args) -> None:
+        path = self.paths.get(module)
+        self.running.append(f"{path or '<root>'} ({type(module).__name__})" if path is not None
+                            else type(module).__name__)
+        # nodes traced inside this module carry its path (node.meta["nn_module_stack"],
+        # as dynamo records it), so errors and reports can name it
+        old = torch.fx.traceback.current_meta.get("nn_module_stack")
+        self.saved_stacks.append(old)
+        if path is not None:
+            self._set_module_stack({**(old or {}), path or "<root>": (path, type(module))})
         custom = torch.fx.traceback.current_meta.get("custom") or {}
         if BLOCK_META_KEY in custom or IPU_META_KEY in custom:
             self.seen_block = True
@@ -125,10 +171,40 @@ class _LayerWatch:
 def _module_of(node) -> str:
     stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
     if not stack:
-        return "<top level>"
-    path, cls = list(stack.values())[-1]
-    cls_name = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
-    return f"{path or '<root>'} ({cls_name.rsplit('.', 1)[-1]})"
+        where = "<top level>"
+    else:
+        path, cls = list(stack.values())[-1]
+        cls_name = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
+        where = f"{_clean_path(path) or '<root>'} ({cls_name.rsplit('.', 1)[-1]})"
+    line = _user_line(node.meta.get("stack_trace") or "")
+    return f"{where}{', at ' + line if line else ''}"
+
+
+def _clean_path(path: str) -> str:
+    """`L['self'].encoder.layer[3]` or `encoder.layer.3` -> `encoder.layer.3`."""
+    import re
+
+    path = re.sub(r"^L\['self'\]\.?", "", path or "")
+    path = re.sub(r"\._modules\['([^']+)'\]", r".\1", path)
+    return re.sub(r"\[(\d+)\]", r".\1", path).strip(".")
+
+
+_LIBRARY_DIRS = ("/torch/", "/tilefx/", "/site-packages/", "/dist-packages/", "<frozen")
+
+
+def _user_line(stack_trace: str) -> str:
+    """The last `File "...", line N` of a traceback that is the user's code (not
+    torch, tilefx or an installed library): `path:N: source`."""
+    import re
+
+    best = ""
+    lines = stack_trace.splitlines()
+    for i, text in enumerate(lines):
+        m = re.match(r'\s*File "([^"]+)", line (\d+)', text)
+        if m and not any(d in m[1] for d in _LIBRARY_DIRS):
+            src = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            best = f"{m[1]}:{m[2]}" + (f": {src}" if src else "")
+    return best
 
 
 def _schema_args(node, schema: Schema) -> tuple[dict, dict]:
@@ -149,7 +225,7 @@ def _schema_args(node, schema: Schema) -> tuple[dict, dict]:
             operands[a.name] = v
         else:
             if isinstance(v, torch.dtype):
-                v = np_dtype_of(v)
+                v = _ir_dtype(v)
             props[a.name] = v
     return operands, props
 
@@ -228,9 +304,19 @@ class _Builder:
             src, idx = node.args
             self.values[node] = self.values[src][idx]
             return
-        if target is torch.ops.aten.lift_fresh_copy.default:  # a constant made in forward (values
-            self.values[node] = self.value(node.args[0])  # are immutable here: no copy needed)
-            return
+        try:
+            self.convert(node)
+        except Error as e:
+            if "(from module" in str(e):
+                raise
+            raise Error(f"{e.message if hasattr(e, 'message') else e} (in {node.target}, from module "
+                        f"{_module_of(node)})", type="frontend") from None
+        except Exception as e:  # never an internal KeyError/IndexError/... for a user's model
+            raise Error(f"cannot convert {node.target} (from module {_module_of(node)}): "
+                        f"{type(e).__name__}: {e}", type="frontend") from e
+
+    def convert(self, node) -> None:
+        target = node.target
         val = node.meta.get("val")
         if isinstance(val, (list, tuple)):
             rtypes = [tensor_type_of(v) for v in val]
@@ -251,8 +337,13 @@ class _Builder:
             if schema is None:
                 raise Error(f"unsupported operation aten::{name} (from module {_module_of(node)})",
                             type="frontend")
+            if name == "as_strided.default":
+                _check_as_strided_view(node)
             operands, props = _schema_args(node, schema)
             operands = {k: self.operand(v, val) for k, v in operands.items()}
+            if name in ("index.Tensor", "index_put.default") and None in operands["indices"]:
+                self.values[node] = self.sliced_index(name, operands, props, rtypes[0], attrs)
+                return
             try:
                 op = create_aten_op(name, operands, props, rtypes, attrs)
             except (ValueError, TypeError) as e:
@@ -264,6 +355,54 @@ class _Builder:
         self.emit(op)
         results = list(op.results)
         self.values[node] = results if isinstance(val, (list, tuple)) else results[0]
+
+    def sliced_index(self, name, operands, props, rtype, attrs) -> SSAValue:
+        """x[:, idx] (a None among the indices: a full slice) as permute, an
+        index over leading dimensions only, and the permute back: the IR's
+        index operands are tensors, never None (numpy's placement rule: the
+        broadcast index dimensions go where the first index was when the
+        indices are adjacent, else in front)."""
+        x, idx = operands["self"], list(operands["indices"])
+        shape = list(x.type.get_shape())
+        idx += [None] * (len(shape) - len(idx))
+        pos = [i for i, v in enumerate(idx) if v is not None]
+        rest = [i for i, v in enumerate(idx) if v is None]
+        at = pos[0] if pos == list(range(pos[0], pos[-1] + 1)) else 0
+        index_shape = list(np.broadcast_shapes(*[tuple(idx[i].type.get_shape()) for i in pos]))
+        nb, rest_shape = len(index_shape), [shape[i] for i in rest]
+        # z (indexed, B first) -> result order: rest[:at] + B + rest[at:]
+        to_result = [nb + j for j in range(at)] + list(range(nb)) + [nb + j for j in range(at, len(rest))]
+        elem = x.type.element_type
+
+        def permute(v, dims):
+            if dims == list(range(len(dims))):
+                return v
+            vshape = list(v.type.get_shape())
+            op = create_aten_op("permute.default", {"self": v}, {"dims": dims},
+                                [TensorType(v.type.element_type, [vshape[d] for d in dims])], attrs)
+            self.emit(op)
+            return op.results[0]
+
+        xp = permute(x, pos + rest)
+        tensors = [idx[i] for i in pos]
+        if name == "index.Tensor":
+            op = create_aten_op(name, {"self": xp, "indices": tensors}, {},
+                                [TensorType(elem, index_shape + rest_shape)], attrs)
+            self.emit(op)
+            return permute(op.results[0], to_result)
+        result_shape = [list(index_shape + rest_shape)[d] for d in to_result]
+        values = operands["values"]
+        if list(values.type.get_shape()) != result_shape:
+            ex = create_aten_op("expand.default", {"self": values}, {"size": result_shape},
+                                [TensorType(values.type.element_type, result_shape)], attrs)
+            self.emit(ex)
+            values = ex.results[0]
+        values = permute(values, [to_result.index(d) for d in range(len(to_result))])
+        op = create_aten_op(name, {"self": xp, "indices": tensors, "values": values}, props,
+                            [xp.type], attrs)
+        self.emit(op)
+        back = pos + rest
+        return permute(op.results[0], [back.index(d) for d in range(len(back))])
 
     def custom_op(self, node, rtypes, attrs):
         name = node.target._opname
@@ -305,12 +444,27 @@ class _Builder:
         self.values[node] = op.results[0]
 
 
+def _check_as_strided_view(node) -> None:
+    """as_strided is kept where it is a view of a contiguous tensor at storage
+    offset 0 (the executor takes the elements in row-major order); elsewhere it
+    depends on memory layout the IR does not have."""
+    src = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    if src is None or not src.is_contiguous() or src.storage_offset() != 0:
+        raise Error("unsupported operation aten::as_strided.default on a non-contiguous tensor "
+                    f"(from module {_module_of(node)}): call .contiguous() first", type="frontend")
+
+
+def _is_identity_loss(node) -> bool:
+    t = getattr(node, "target", None)
+    return getattr(t, "namespace", None) == "tilefx" and getattr(t, "_opname", None) == "identity_loss"
+
+
 def _find_loss(plain_outputs: list, differentiable: set[int]) -> int | None:
     """The loss: the output made by identity_loss, else the one scalar float
     output that has a gradient path. Several such outputs are ambiguous: an
     error asks for identity_loss rather than guessing."""
     for idx, node in plain_outputs:
-        if isinstance(node, torch.fx.Node) and node.target is torch.ops.tilefx.identity_loss.default:
+        if isinstance(node, torch.fx.Node) and _is_identity_loss(node):
             return idx
     scalars = []
     for idx, node in plain_outputs:
@@ -322,6 +476,49 @@ def _find_loss(plain_outputs: list, differentiable: set[int]) -> int | None:
                     "one to minimise with poptorch.identity_loss(loss, reduction='none')",
                     type="frontend")
     return scalars[0] if scalars else None
+
+
+@contextlib.contextmanager
+def _mkldnn_off():
+    """torch.backends.mkldnn.flags(enabled=False) without its TF32 warning."""
+    was = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(was)
+
+
+def _traceback_line(e: BaseException) -> str:
+    import traceback
+
+    line = _user_line("".join(traceback.format_tb(e.__traceback__)))
+    return f", at {line}" if line else ""
+
+
+def _data_dependent(e: BaseException, module: str) -> Error | None:
+    """A tracing failure on a value- or shape-from-data question, as an Error
+    naming the ATen op, the module and the user's line; None for other failures."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    inner: BaseException | None = e
+    while inner is not None:
+        if isinstance(inner, DynamicOutputShapeException):
+            what = "its output shape depends on the values of its input"
+            break
+        if isinstance(inner, (DataDependentOutputException, GuardOnDataDependentSymNode)):
+            what = ("it reads a tensor's value on the host (.item(), bool(), int() or Python "
+                    "control flow on a tensor)")
+            break
+        inner = inner.__cause__ or inner.__context__
+    else:
+        return None
+    func = getattr(inner, "func", None)
+    op = f"aten::{str(func).removeprefix('aten.')}" if func is not None else "aten::_local_scalar_dense"
+    return Error(f"unsupported data-dependent operation {op} in module {module}"
+                 f"{_traceback_line(e)}: {what}; the IPU needs static shapes and a graph "
+                 "that does not depend on tensor values", type="frontend")
 
 
 class _UpcastInputs(torch.nn.Module):
@@ -359,6 +556,8 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
         with contextlib.ExitStack() as stack:
             stack.enter_context(torch.fx.traceback.preserve_node_meta())
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
+            # RNNs decompose to matmuls and pointwise ops, not to oneDNN's fused layer
+            stack.enter_context(_mkldnn_off())
             if not training:
                 stack.enter_context(torch.no_grad())
             try:
@@ -377,7 +576,11 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                     inner = inner.__cause__ or inner.__context__
                 if inner is not None:
                     raise inner from None
-                raise Error(f"tracing the model failed: {type(e).__name__}: {e}", type="frontend") from e
+                dynamic = _data_dependent(e, watch.where())
+                if dynamic is not None:
+                    raise dynamic from e
+                raise Error(f"tracing the model failed: {type(e).__name__}: {e} (in module "
+                            f"{watch.where()}{_traceback_line(e)})", type="frontend") from e
             finally:
                 end_begin_blocks()
     finally:
@@ -466,6 +669,10 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             attrs = {GRAD_KEY: StringAttr(name)}
         elif isinstance(d, InputMutationAOTOutput) and isinstance(d.mutated_input, BufferAOTInput):
             attrs = {BUFFER_KEY: StringAttr(d.mutated_input.target.removeprefix(prefix))}
+        elif isinstance(d, InputMutationAOTOutput) and isinstance(d.mutated_input, PlainAOTInput):
+            # an in-place or out= write to a user input: the functional graph
+            # returns the new value, the executor copies it into the caller's tensor
+            attrs = {MUTATED_INPUT_KEY: IntegerAttr(d.mutated_input.idx, i64)}
         elif isinstance(d, GradAOTOutput):
             continue  # gradient of a user input: not needed
         else:

@@ -118,3 +118,48 @@ def _embedding_bag(weight, indices, offsets, per_sample_weights=None, scale_grad
     if mode == 1:
         return _ret(out, weight.dtype), offset2bag, bag_size, bag_size.copy()
     return _ret(out, weight.dtype), offset2bag, bag_size, max_idx
+
+
+@_kernel("masked_scatter_backward.default")
+def masked_scatter_backward(grad_output, mask, sizes):
+    """The gradient of masked_scatter's `source`: the masked gradient values
+    in order, zero-padded to source's size."""
+    m = np.broadcast_to(mask, grad_output.shape)
+    picked = grad_output[m]
+    out = np.zeros(int(np.prod(sizes)), grad_output.dtype)
+    out[: picked.size] = picked[: out.size]
+    return out.reshape(tuple(sizes))
+
+
+@_kernel("_embedding_bag_backward.default")
+def _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices,
+                            per_sample_weights, num_weights, scale_grad_by_freq, mode, sparse,
+                            padding_idx=-1):
+    g = _f32(grad)
+    idx = indices.reshape(-1)
+    if indices.ndim == 2:
+        bag_of = np.repeat(np.arange(indices.shape[0]), indices.shape[1])
+    else:
+        starts = np.asarray(offsets[: g.shape[0]], _I64)
+        bag_of = np.searchsorted(starts, np.arange(idx.size), side="right") - 1
+    out = np.zeros((num_weights, g.shape[1]), g.dtype)
+    keep = idx != padding_idx if padding_idx >= 0 else np.ones(idx.size, bool)
+    if mode == 2:
+        for b in range(g.shape[0]):
+            for d in range(g.shape[1]):
+                w = maximum_indices[b, d]
+                if w >= 0 and (padding_idx < 0 or w != padding_idx) and bag_size[b] > 0:
+                    out[w, d] += g[b, d]
+        return _ret(out, grad.dtype)
+    rows = g[bag_of]
+    if per_sample_weights is not None:
+        rows = rows * _f32(per_sample_weights).reshape(-1, 1)
+    if mode == 1:
+        counts = np.zeros(g.shape[0], g.dtype)
+        np.add.at(counts, bag_of[keep], 1)
+        rows = rows / np.maximum(counts, 1)[bag_of][:, None]
+    if scale_grad_by_freq:
+        freq = np.bincount(idx, minlength=num_weights)
+        rows = rows / np.maximum(freq[idx], 1)[:, None]
+    np.add.at(out, idx[keep], rows[keep])
+    return _ret(out, grad.dtype)

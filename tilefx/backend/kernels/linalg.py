@@ -91,3 +91,40 @@ def _cdist_forward(x1, x2, p, compute_mode):
     ct = _compute_dtype(rt)
     a, b = _cast(x1, ct), _cast(x2, ct)
     return _ret(_pnorm(a[..., :, None, :] - b[..., None, :, :], p, -1), rt)
+
+
+def _pnorm_grad(d, dist, p):
+    """d ||d||_p / d d, 0 where the distance is 0."""
+    with np.errstate(all="ignore"):
+        if p == 0:
+            return np.zeros_like(d)
+        if p == 1:
+            return np.sign(d)
+        if p == np.inf:
+            a = np.abs(d)
+            return np.where(a == dist[..., None], np.sign(d), 0).astype(d.dtype)
+        if p == 2:
+            r = d / dist[..., None]
+        else:
+            r = d * np.abs(d) ** d.dtype.type(p - 2) / dist[..., None] ** d.dtype.type(p - 1)
+    return np.where(dist[..., None] == 0, 0, r).astype(d.dtype)
+
+
+@_kernel("_pdist_backward.default")
+def _pdist_backward(grad, self, pdist, p):
+    x = self.astype(_compute_dtype(self.dtype))
+    i, j = np.triu_indices(x.shape[0], k=1)
+    contrib = _pnorm_grad(x[i] - x[j], pdist.astype(x.dtype), p) * grad.astype(x.dtype)[:, None]
+    out = np.zeros_like(x)
+    np.add.at(out, i, contrib)
+    np.add.at(out, j, -contrib)
+    return _ret(out, self.dtype)
+
+
+@_kernel("_cdist_backward.default")
+def _cdist_backward(grad, x1, x2, cdist, p):
+    ct = _compute_dtype(x1.dtype)
+    a, b = x1.astype(ct), x2.astype(ct)
+    d = a[..., :, None, :] - b[..., None, :, :]
+    contrib = _pnorm_grad(d, cdist.astype(ct), p) * grad.astype(ct)[..., None]
+    return _ret(contrib.sum(axis=-2), x1.dtype)

@@ -218,3 +218,14 @@ def cumsum(self, dim, *, dtype=None):
     if self.ndim == 0:
         return _ret(_cast(self, dt).copy(), dt)
     return _ret(np.cumsum(_cast(self, ct), axis=_wrap(dim, self.ndim), dtype=ct), dt)
+
+
+@_kernel("cumprod.default")
+def cumprod(self, dim, *, dtype=None):
+    dt = _dtype(dtype)
+    if dt is None:
+        dt = _I64 if self.dtype.kind in "biu" else self.dtype
+    ct = _compute_dtype(dt)
+    if self.ndim == 0:
+        return _ret(_cast(self, dt).copy(), dt)
+    return _ret(np.cumprod(_cast(self, ct), axis=_wrap(dim, self.ndim), dtype=ct), dt)

@@ -50,6 +50,31 @@ for _nd in (1, 2, 3):
         _make(_nd, "edge", f"replication_pad{_nd}d")
 
 
+def _replication_pad_backward(grad_output, self, padding):
+    """The transpose of edge padding: each output position adds its gradient
+    to the input position it copied."""
+    g = _f32(grad_output)
+    width = _pad_width(self.ndim, padding)
+    for axis, ((before, _), n) in enumerate(zip(width, self.shape)):
+        if g.shape[axis] == n and before == 0:
+            continue
+        src = np.clip(np.arange(g.shape[axis]) - before, 0, n - 1)
+        onehot = np.zeros((g.shape[axis], n), g.dtype)
+        onehot[np.arange(g.shape[axis]), src] = 1
+        g = np.moveaxis(np.tensordot(g, onehot, axes=([axis], [0])), -1, axis)
+    return _ret(g, self.dtype)
+
+
+@_kernel("replication_pad2d_backward.default")
+def replication_pad2d_backward(grad_output, self, padding):
+    return _replication_pad_backward(grad_output, self, padding)
+
+
+@_kernel("replication_pad3d_backward.default")
+def replication_pad3d_backward(grad_output, self, padding):
+    return _replication_pad_backward(grad_output, self, padding)
+
+
 # ---------------------------------------------------------------------------
 # col2im
 # ---------------------------------------------------------------------------
@@ -133,55 +158,94 @@ def upsample_bilinear2d_vec(input, output_size, align_corners, scale_factors):
 
 
 def _reflect(x, twice_low, twice_high):
+    """ATen's reflect_coordinates, and d(result)/dx (+1 or -1)."""
     if twice_low == twice_high:
-        return np.zeros_like(x)
+        return np.zeros_like(x), np.zeros_like(x)
     lo = twice_low / 2
     span = (twice_high - twice_low) / 2
+    sign = np.where(x - lo < 0, -1.0, 1.0)
     x = np.abs(x - lo)
     extra = np.fmod(x, span)
     flips = np.floor(x / span)
-    return np.where(flips % 2 == 0, extra + lo, span - extra + lo)
+    even = flips % 2 == 0
+    return np.where(even, extra + lo, span - extra + lo), np.where(even, sign, -sign)
 
 
 def _source_coords(coord, size, padding_mode, align_corners):
+    """Pixel coordinates of normalised grid values, and their derivative."""
     if align_corners:
-        c = (coord + 1) / 2 * (size - 1)
+        c, dc = (coord + 1) / 2 * (size - 1), np.full(coord.shape, (size - 1) / 2)
     else:
-        c = ((coord + 1) * size - 1) / 2
+        c, dc = ((coord + 1) * size - 1) / 2, np.full(coord.shape, size / 2)
     if padding_mode == 1:  # border
-        c = np.clip(c, 0, size - 1)
+        inside = (c > 0) & (c < size - 1)
+        c, dc = np.clip(c, 0, size - 1), np.where(inside, dc, 0)
     elif padding_mode == 2:  # reflection
-        c = _reflect(c, 0, 2 * (size - 1)) if align_corners else _reflect(c, -1, 2 * size - 1)
-        c = np.clip(c, 0, size - 1)
-    return c
+        c, flip = _reflect(c, 0, 2 * (size - 1)) if align_corners else _reflect(c, -1, 2 * size - 1)
+        dc = dc * flip
+        inside = (c > 0) & (c < size - 1)
+        c, dc = np.clip(c, 0, size - 1), np.where(inside, dc, 0)
+    return c, dc
+
+
+def _grid_taps(input, grid, interpolation_mode, padding_mode, align_corners):
+    """The (y, x, weight, dweight/dx, dweight/dy) taps of each output point."""
+    if interpolation_mode not in (0, 1):
+        raise NotImplementedError("grid_sampler_2d: bicubic interpolation is not implemented")
+    H, W = input.shape[2:]
+    g = grid.astype(np.float64)
+    ix, dix = _source_coords(g[..., 0], W, padding_mode, align_corners)
+    iy, diy = _source_coords(g[..., 1], H, padding_mode, align_corners)
+    if interpolation_mode == 1:
+        one = np.ones_like(ix)
+        return [(np.rint(iy).astype(_I64), np.rint(ix).astype(_I64), one, 0 * one, 0 * one)], dix, diy
+    x0, y0 = np.floor(ix).astype(_I64), np.floor(iy).astype(_I64)
+    fx, fy = ix - x0, iy - y0
+    taps = [(y0, x0, (1 - fx) * (1 - fy), -(1 - fy), -(1 - fx)),
+            (y0, x0 + 1, fx * (1 - fy), 1 - fy, -fx),
+            (y0 + 1, x0, (1 - fx) * fy, -fy, 1 - fx),
+            (y0 + 1, x0 + 1, fx * fy, fy, fx)]
+    return taps, dix, diy
 
 
 @_kernel("grid_sampler_2d.default")
 def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
     """interpolation 0 bilinear, 1 nearest; padding 0 zeros, 1 border, 2 reflection."""
-    if interpolation_mode not in (0, 1):
-        raise NotImplementedError("grid_sampler_2d: bicubic interpolation is not implemented")
     x = _f32(input)
-    g = _f32(grid).astype(np.float32)
     n, c, H, W = x.shape
-    ix = _source_coords(g[..., 0], W, padding_mode, align_corners)
-    iy = _source_coords(g[..., 1], H, padding_mode, align_corners)
+    taps, _, _ = _grid_taps(x, grid, interpolation_mode, padding_mode, align_corners)
     batch = np.arange(n)[:, None, None]
+    out = np.zeros(grid.shape[:3] + (c,), np.float64)
+    for yy, xx, w, _, _ in taps:
+        inside = (yy >= 0) & (yy < H) & (xx >= 0) & (xx < W)
+        v = x[batch, :, np.clip(yy, 0, H - 1), np.clip(xx, 0, W - 1)]
+        out += v * (w * inside)[..., None]
+    return _ret(np.ascontiguousarray(np.moveaxis(out, -1, 1)), input.dtype)
 
-    def tap(yy, xx):
+
+@_kernel("grid_sampler_2d_backward.default")
+def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
+                             output_mask):
+    x = _f32(input).astype(np.float64)
+    n, c, H, W = x.shape
+    go = np.moveaxis(grad_output.astype(np.float64), 1, -1)  # n, oh, ow, c
+    taps, dix, diy = _grid_taps(x, grid, interpolation_mode, padding_mode, align_corners)
+    batch = np.broadcast_to(np.arange(n)[:, None, None], grid.shape[:3])
+    gin = np.zeros((n, H, W, c))
+    ggrid = np.zeros(grid.shape)
+    for yy, xx, w, dwx, dwy in taps:
         inside = (yy >= 0) & (yy < H) & (xx >= 0) & (xx < W)
         yc, xc = np.clip(yy, 0, H - 1), np.clip(xx, 0, W - 1)
-        v = x[batch, :, yc, xc]  # n, oh, ow, c
-        return v * inside[..., None]
-
-    if interpolation_mode == 1:
-        out = tap(np.rint(iy).astype(_I64), np.rint(ix).astype(_I64))
-    else:
-        x0, y0 = np.floor(ix).astype(_I64), np.floor(iy).astype(_I64)
-        fx, fy = (ix - x0)[..., None], (iy - y0)[..., None]
-        out = (tap(y0, x0) * (1 - fx) * (1 - fy) + tap(y0, x0 + 1) * fx * (1 - fy)
-               + tap(y0 + 1, x0) * (1 - fx) * fy + tap(y0 + 1, x0 + 1) * fx * fy)
-    return _ret(np.ascontiguousarray(np.moveaxis(out, -1, 1)), input.dtype)
+        if output_mask[0]:
+            np.add.at(gin, (batch[inside], yc[inside], xc[inside]), go[inside] * w[inside][:, None])
+        # ATen computes the grid's gradient whatever output_mask says
+        v = np.moveaxis(x, 1, -1)[batch, yc, xc] * inside[..., None]
+        dot = (v * go).sum(-1)
+        ggrid[..., 0] += dot * dwx * dix
+        ggrid[..., 1] += dot * dwy * diy
+    gi = _ret(np.ascontiguousarray(np.moveaxis(gin, -1, 1)), input.dtype) if output_mask[0] else None
+    gg = _ret(ggrid, grid.dtype)
+    return gi, gg
 
 
 # ---------------------------------------------------------------------------
@@ -214,17 +278,27 @@ def _adaptive_avg_pool3d(self, output_size):
     return _adaptive_avg(self, output_size)
 
 
-@_kernel("_adaptive_avg_pool2d_backward.default")
-def _adaptive_avg_pool2d_backward(grad_output, self):
-    out_size = grad_output.shape[-2:]
-    spatial = self.shape[-2:]
+def _adaptive_backward(grad_output, self, nd):
+    out_size = grad_output.shape[-nd:]
+    spatial = self.shape[-nd:]
     g = _f32(grad_output)
     dx = np.zeros(self.shape, g.dtype)
     for pos in np.ndindex(*out_size):
         sl = tuple(slice(*_bins(n, o)[p]) for n, o, p in zip(spatial, out_size, pos))
         count = np.prod([s.stop - s.start for s in sl])
-        dx[(Ellipsis, *sl)] += (g[(Ellipsis, *pos)] / g.dtype.type(count))[..., None, None]
+        share = g[(Ellipsis, *pos)] / g.dtype.type(count)
+        dx[(Ellipsis, *sl)] += share.reshape(share.shape + (1,) * nd)
     return _ret(dx, self.dtype)
+
+
+@_kernel("_adaptive_avg_pool2d_backward.default")
+def _adaptive_avg_pool2d_backward(grad_output, self):
+    return _adaptive_backward(grad_output, self, 2)
+
+
+@_kernel("_adaptive_avg_pool3d_backward.default")
+def _adaptive_avg_pool3d_backward(grad_output, self):
+    return _adaptive_backward(grad_output, self, 3)
 
 
 # ---------------------------------------------------------------------------
@@ -259,14 +333,9 @@ def _pool_geometry(x, kernel_size, stride, padding, dilation, ceil_mode):
     return k, s, p, d, spatial, out
 
 
-@_kernel("max_pool3d_with_indices.default")
-def max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    k, s, p, d, spatial, out = _pool_geometry(self, kernel_size, stride, padding, dilation, ceil_mode)
-    lead = self.shape[:-3]
-    flat = self.reshape(lead + (-1,))
-    best = np.full(lead + out, -np.inf if self.dtype.kind == "f" else np.iinfo(self.dtype).min,
-                   dtype=self.dtype if self.dtype.kind == "f" else self.dtype)
-    best_idx = np.full(lead + out, -1, _I64)
+def _windows(k, s, p, d, spatial, out):
+    """Per kernel offset: the flat input position of each output's tap and
+    whether the tap is inside the input."""
     grids = np.meshgrid(*[np.arange(o) for o in out], indexing="ij")
     for offs in np.ndindex(*k):
         pos = [g * ss - pp + o * dd for g, ss, pp, o, dd in zip(grids, s, p, offs, d)]
@@ -275,44 +344,81 @@ def max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1,
             inside &= (q >= 0) & (q < n)
         lin = (np.clip(pos[0], 0, spatial[0] - 1) * spatial[1] + np.clip(pos[1], 0, spatial[1] - 1)) \
             * spatial[2] + np.clip(pos[2], 0, spatial[2] - 1)
+        yield lin, inside
+
+
+@_kernel("max_pool3d_with_indices.default")
+def max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    k, s, p, d, spatial, out = _pool_geometry(self, kernel_size, stride, padding, dilation, ceil_mode)
+    lead = self.shape[:-3]
+    flat = self.reshape(lead + (-1,))
+    floating = self.dtype.kind == "f"
+    best = np.full(lead + out, -np.inf if floating else np.iinfo(self.dtype).min, dtype=self.dtype)
+    best_idx = np.full(lead + out, -1, _I64)
+    for lin, inside in _windows(k, s, p, d, spatial, out):
         v = flat[..., lin]
-        better = inside & ((v > best) | (np.isnan(v) & ~np.isnan(best)) if self.dtype.kind == "f"
-                           else inside & (v > best))
+        better = inside & ((v > best) | (np.isnan(v) & ~np.isnan(best)) if floating else inside & (v > best))
         better |= inside & (best_idx < 0)
         best = np.where(better, v, best)
         best_idx = np.where(better, lin, best_idx)
     return _ret(best, self.dtype), best_idx
 
 
+@_kernel("max_pool3d_with_indices_backward.default")
+def max_pool3d_with_indices_backward(grad_output, self, indices, kernel_size, stride, padding, dilation,
+                                     ceil_mode):
+    g = _f32(grad_output)
+    lead = self.shape[:-3]
+    n_lead = int(np.prod(lead)) if lead else 1
+    dx = np.zeros((n_lead, int(np.prod(self.shape[-3:]))), g.dtype)
+    rows = np.repeat(np.arange(n_lead), int(np.prod(g.shape[-3:])))
+    np.add.at(dx, (rows, indices.reshape(-1)), g.reshape(-1))
+    return _ret(dx.reshape(self.shape), self.dtype)
+
+
+def _avg3d_divisor(k, s, p, spatial, out, count_include_pad, divisor_override):
+    if divisor_override:
+        return np.full(out, divisor_override)
+    grids = np.meshgrid(*[np.arange(o) for o in out], indexing="ij")
+    pool = np.ones(out, np.int64)
+    count = np.ones(out, np.int64)
+    for g, ss, pp, kk, n in zip(grids, s, p, k, spatial):
+        st = g * ss - pp
+        en = np.minimum(st + kk, n + pp)
+        pool *= en - st
+        count *= np.minimum(en, n) - np.maximum(st, 0)
+    return pool if count_include_pad else count
+
+
 @_kernel("avg_pool3d.default")
 def avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
-    k, s, p, _, spatial, out = _pool_geometry(self, kernel_size, stride, padding, 1, ceil_mode)
+    k, s, p, d, spatial, out = _pool_geometry(self, kernel_size, stride, padding, 1, ceil_mode)
     x = _f32(self)
     lead = x.shape[:-3]
     total = np.zeros(lead + out, x.dtype)
-    grids = np.meshgrid(*[np.arange(o) for o in out], indexing="ij")
-    starts = [g * ss - pp for g, ss, pp in zip(grids, s, p)]
-    ends = [np.minimum(st + kk, n + pp) for st, kk, n, pp in zip(starts, k, spatial, p)]
-    pool = np.ones(out, np.int64)
-    count = np.ones(out, np.int64)
-    for st, en, n in zip(starts, ends, spatial):
-        pool *= en - st
-        count *= np.minimum(en, n) - np.maximum(st, 0)
     flat = x.reshape(lead + (-1,))
-    for offs in np.ndindex(*k):
-        pos = [st + o for st, o in zip(starts, offs)]
-        inside = np.ones(out, bool)
-        for q, n in zip(pos, spatial):
-            inside &= (q >= 0) & (q < n)
-        lin = (np.clip(pos[0], 0, spatial[0] - 1) * spatial[1] + np.clip(pos[1], 0, spatial[1] - 1)) \
-            * spatial[2] + np.clip(pos[2], 0, spatial[2] - 1)
+    for lin, inside in _windows(k, s, p, d, spatial, out):
         total += np.where(inside, flat[..., lin], 0)
-    if divisor_override:
-        div = np.full(out, divisor_override)
-    else:
-        div = pool if count_include_pad else count
+    div = _avg3d_divisor(k, s, p, spatial, out, count_include_pad, divisor_override)
     return _ret(total / div.astype(x.dtype), self.dtype)
+
+
+@_kernel("avg_pool3d_backward.default")
+def avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override):
+    k, s, p, d, spatial, out = _pool_geometry(self, kernel_size, stride, padding, 1, ceil_mode)
+    g = _f32(grad_output)
+    div = _avg3d_divisor(k, s, p, spatial, out, count_include_pad, divisor_override)
+    share = g / div.astype(g.dtype)
+    lead = self.shape[:-3]
+    n_lead = int(np.prod(lead)) if lead else 1
+    share = share.reshape(n_lead, -1)
+    dx = np.zeros((n_lead, int(np.prod(spatial))), g.dtype)
+    rows = np.arange(n_lead)[:, None]
+    for lin, inside in _windows(k, s, p, d, spatial, out):
+        np.add.at(dx, (rows, lin.reshape(1, -1)), share * inside.reshape(1, -1))
+    return _ret(dx.reshape(self.shape), self.dtype)
 
 
 @_kernel("adaptive_avg_pool1d.default")

@@ -397,3 +397,62 @@ def repeat(self, repeats):
         raise ValueError("repeat: fewer repeats than dimensions")
     x = self.reshape((1,) * extra + self.shape)
     return np.tile(x, tuple(repeats))
+
+
+@_kernel("new_empty_strided.default")
+def new_empty_strided(self, size, stride, *, dtype=None):
+    """Uninitialised memory in ATen; zeros here, so runs are reproducible."""
+    return np.zeros(tuple(size), dtype=_dtype(dtype, self.dtype))
+
+
+@_kernel("unfold.default")
+def unfold(self, dimension, size, step):
+    """Windows of `size` every `step` along `dimension`, the window last."""
+    if self.ndim == 0:
+        return self.reshape(1).copy()
+    d = _wrap(dimension, self.ndim)
+    win = np.lib.stride_tricks.sliding_window_view(self, size, axis=d)
+    idx = [slice(None)] * win.ndim
+    idx[d] = slice(None, None, step)
+    return win[tuple(idx)].copy()
+
+
+@_kernel("diagonal_scatter.default")
+def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
+    out = self.copy()
+    d1, d2 = _wrap(dim1, self.ndim), _wrap(dim2, self.ndim)
+    view = np.moveaxis(out, (d1, d2), (-2, -1))
+    n = src.shape[-1]
+    rows = np.arange(n) + max(-offset, 0)
+    cols = np.arange(n) + max(offset, 0)
+    view[..., rows, cols] = src
+    return out
+
+
+@_kernel("as_strided_scatter.default")
+def as_strided_scatter(self, src, size, stride, storage_offset=None):
+    """`self` with `src` written where as_strided(self, size, stride) reads."""
+    flat = np.ascontiguousarray(self).reshape(-1).copy()
+    pos = np.full(tuple(size), storage_offset or 0, dtype=_I64)
+    for axis, (n, st) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[axis] = n
+        pos = pos + (np.arange(n, dtype=_I64) * st).reshape(shape)
+    flat[pos.reshape(-1)] = np.broadcast_to(src, tuple(size)).reshape(-1)
+    return flat.reshape(self.shape)
+
+
+@_kernel("sym_is_contiguous.default")
+def sym_is_contiguous(self):
+    """Every tensor the executor holds is contiguous."""
+    return np.asarray(True)
+
+
+@_kernel("resize_.default")
+def resize_(self, size):
+    """The functional form of resize_: the first elements of `self` in
+    row-major order; elements beyond its size (uninitialised in ATen) are 0."""
+    out = np.zeros(tuple(size), self.dtype)
+    n = min(out.size, self.size)
+    out.reshape(-1)[:n] = np.ascontiguousarray(self).reshape(-1)[:n]
+    return out

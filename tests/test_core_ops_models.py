@@ -1,0 +1,380 @@
+"""The core-ATen ops inside models, against PyTorch on the CPU.
+
+Gradients: each group of ops is one small module whose parameters feed the
+ops; one training step with SGD(lr=1) through tilefx (the traced backward
+graph) must move every parameter by exactly PyTorch's gradient. Inference:
+outputs equal. Plus the concrete failures of issue 9 (AvgPool2d training,
+ReLU6, L1Loss, nn.LSTM, matmul(out=), random ops in a model), dtypes, and the
+errors for what the IPU cannot run.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tilefx
+import tilefx.api.ops  # noqa: F401 - registers torch.ops.tilefx.*
+
+torch.manual_seed(0)
+
+
+def test_index_with_slices():
+    """x[:, idx], x[idx, :, idx2], index_put with slices (MobileViT's crash)."""
+    def idx():
+        return torch.tensor([2, 0, 2])
+
+    def put(w):
+        y = torch.zeros(3, 4, 2)
+        y[:, idx()[:2] - 1] = w[:, :2] * 2
+        return y
+
+    ops = {
+        "middle": lambda w: w[:, idx()],
+        "last": lambda w: w[:, :, idx()[:2] - 1],
+        "split": lambda w: w[idx(), :, idx() - 1],
+        "put": put,
+        "put_acc": lambda w: torch.zeros(3, 4, 2).index_add(1, idx(), w[:, :3] * 2),
+    }
+    _check_gradients(ops, {k: (3, 4, 2) for k in ops})
+
+
+class OpGroup(nn.Module):
+    """sum_i <c_i, op_i(w_i)>: one parameter per op, fixed random weights c_i."""
+
+    def __init__(self, ops: dict, shapes: dict):
+        super().__init__()
+        self.ops = ops
+        self.w = nn.ParameterDict({k: nn.Parameter(torch.randn(*shapes[k])) for k in ops})
+        with torch.no_grad():
+            for i, (k, fn) in enumerate(ops.items()):  # a fixed random weighting of each output
+                out = fn(self.w[k])
+                g = torch.Generator().manual_seed(i)
+                self.register_buffer(f"probe_{k}", torch.randn(out.shape, generator=g, dtype=out.dtype))
+
+    def forward(self, scale):
+        total = scale.sum() * 0
+        for k, fn in self.ops.items():
+            total = total + (fn(self.w[k] * scale) * getattr(self, f"probe_{k}")).sum()
+        return total
+
+
+def _check_gradients(ops: dict, shapes: dict, rtol=1e-4, atol=1e-5):
+    ref = OpGroup(ops, shapes)
+    scale = torch.ones(1)
+    ours = copy.deepcopy(ref)
+    loss = ref(scale)
+    loss.backward()
+    trainer = tilefx.trainingModel(ours, optimizer=tilefx.optim.SGD(ours.parameters(), lr=1.0))
+    our_loss = trainer(scale)
+    torch.testing.assert_close(our_loss, loss.detach(), rtol=rtol, atol=atol)
+    for k in ops:
+        want = ref.w[k].detach() - ref.w[k].grad
+        torch.testing.assert_close(ours.w[k].detach(), want, rtol=rtol, atol=atol,
+                                   msg=lambda m, k=k: f"gradient of {k}: {m}")
+
+
+def _inside(lo, hi):
+    return lambda w: torch.tanh(w) * (hi - lo) / 2 + (hi + lo) / 2
+
+
+UNARY = {
+    "acos": lambda w: torch.acos(torch.tanh(w) * 0.9),
+    "asin": lambda w: torch.asin(torch.tanh(w) * 0.9),
+    "atanh": lambda w: torch.atanh(torch.tanh(w) * 0.9),
+    "acosh": lambda w: torch.acosh(w * w + 1.5),
+    "asinh": torch.asinh, "atan": torch.atan, "cosh": torch.cosh, "sinh": torch.sinh,
+    "tan": lambda w: torch.tan(torch.tanh(w)), "expm1": torch.expm1,
+    "log10": lambda w: torch.log10(w * w + 0.5), "log1p": lambda w: torch.log1p(w * w),
+    "log2": lambda w: torch.log2(w * w + 0.5),
+    "sign_round": lambda w: w * torch.sign(w) + torch.round(w) + torch.floor(w) + torch.ceil(w)
+    + torch.trunc(w),
+    "relu6": F.relu6, "hardtanh": lambda w: F.hardtanh(w, -0.5, 0.7), "elu": F.elu, "selu": F.selu,
+    "celu": lambda w: F.celu(w, 0.7),
+    "atan2": lambda w: torch.atan2(w[0], w[1]),
+    "fmod": lambda w: torch.fmod(w[0] * 3, w[1].abs() + 0.5),
+    "remainder": lambda w: torch.remainder(w[0] * 3, w[1].abs() + 0.5),
+    "div_floor": lambda w: torch.div(w[0] * 3, w[1].abs() + 0.5, rounding_mode="floor") * w[0],
+    "clamp_t": lambda w: torch.clamp(w[0], min=w[1] - 0.2, max=w[1] + 0.2),
+    "pow_s": lambda w: torch.pow(2.0, w),
+    "masked_fill": lambda w: w.masked_fill(w > 0.5, -1.0),
+}
+SHAPES_UNARY = {k: (2, 3, 4) if k in ("atan2", "fmod", "remainder", "div_floor", "clamp_t") else (3, 4)
+                for k in UNARY}
+
+
+def test_gradients_pointwise():
+    _check_gradients(UNARY, SHAPES_UNARY)
+
+
+REDUCE = {
+    "prod": lambda w: torch.prod(w, dim=1) + torch.prod(w[0]),
+    "var": lambda w: torch.var(w, dim=1) + torch.var(w, unbiased=False),
+    "cumsum": lambda w: torch.cumsum(w, dim=1),
+    "max_dim": lambda w: torch.max(w, dim=1).values + torch.min(w, dim=0).values.sum(),
+    "argminmax": lambda w: w.flatten().gather(0, torch.argmin(w).reshape(1))
+    * w.flatten().gather(0, torch.argmax(w).reshape(1)),
+    "sort": lambda w: torch.sort(w, dim=1, descending=True).values,
+    "topk": lambda w: torch.topk(w, 2, dim=1).values,
+    "scatter_reduce": lambda w: torch.zeros(3, 3).scatter_reduce(
+        1, torch.tensor([[0, 1, 0, 2], [2, 2, 1, 0], [1, 1, 1, 1]]), w, "sum"),
+    "scatter_amax": lambda w: torch.zeros(3, 3).scatter_reduce(
+        1, torch.tensor([[0, 1, 0, 2], [2, 2, 1, 0], [1, 1, 1, 1]]), w, "amax", include_self=False),
+    "index_select": lambda w: torch.index_select(w, 1, torch.tensor([3, 0, 3])),
+    "masked_scatter": lambda w: torch.zeros(3, 4).masked_scatter(
+        torch.tensor([[1, 0, 1, 1], [0, 0, 1, 0], [1, 1, 1, 1]], dtype=torch.bool), w),
+    "diagonal": lambda w: torch.diagonal(w, 1) * 2,
+    "select_scatter": lambda w: torch.select_scatter(w, w[0] * 3, 0, 2),
+    "flip": lambda w: torch.flip(w, [0, 1]),
+    "repeat": lambda w: w.repeat(2, 1, 2),
+    "as_strided": lambda w: torch.as_strided(w, (2, 3), (4, 1), 1),
+    "unfold_like": lambda w: w.unfold(1, 2, 1),
+    "pdist": lambda w: F.pdist(w),
+    "cdist": lambda w: torch.cdist(w, w[:2] * 0.5 + 0.1),
+    "embedding_bag": lambda w: F.embedding_bag(torch.tensor([0, 2, 1, 2]), w, torch.tensor([0, 1]),
+                                               mode="mean"),
+}
+
+
+def test_gradients_reductions_and_indexing():
+    _check_gradients(REDUCE, {k: (3, 4) for k in REDUCE})
+
+
+SPATIAL = {
+    "reflection_pad1d": lambda w: F.pad(w[0], (2, 1), mode="reflect"),
+    "reflection_pad2d": lambda w: F.pad(w, (1, 2, 2, 1), mode="reflect"),
+    "replication_pad2d": lambda w: F.pad(w, (1, 2, 0, 1), mode="replicate"),
+    "circular_pad": lambda w: F.pad(w, (1, 1, 1, 1), mode="circular"),
+    "upsample_nearest": lambda w: F.interpolate(w, scale_factor=2, mode="nearest"),
+    "upsample_bilinear": lambda w: F.interpolate(w, size=(7, 9), mode="bilinear", align_corners=False),
+    "upsample_bilinear_ac": lambda w: F.interpolate(w, size=(7, 9), mode="bilinear", align_corners=True),
+    "grid_sample": lambda w: F.grid_sample(w, torch.sin(torch.arange(48.0)).reshape(2, 3, 4, 2) * 0.95,
+                                           align_corners=False),
+    "adaptive_avg_2d": lambda w: F.adaptive_avg_pool2d(w, (2, 3)),
+    "adaptive_avg_1d": lambda w: F.adaptive_avg_pool1d(w[0], 3),
+    "avg_pool1d": lambda w: F.avg_pool1d(w[0], 3, 2, 1),
+    "fold": lambda w: F.fold(w.reshape(2, 12, 10)[:, :, :4], (3, 3), (2, 2)),
+    "group_norm": lambda w: F.group_norm(w, 3, torch.linspace(0.5, 1.5, 6), torch.linspace(-1, 1, 6)),
+}
+
+
+def test_gradients_spatial():
+    _check_gradients(SPATIAL, {k: (2, 6, 4, 5) for k in SPATIAL})
+
+
+VOLUME = {
+    "avg_pool3d": lambda w: F.avg_pool3d(w, 2),
+    "max_pool3d": lambda w: F.max_pool3d(w, 2, 1),
+    "adaptive_avg_3d": lambda w: F.adaptive_avg_pool3d(w, (2, 1, 3)),
+    "reflection_pad3d": lambda w: F.pad(w, (1, 1, 1, 0, 0, 1), mode="reflect"),
+    "replication_pad3d": lambda w: F.pad(w, (1, 0, 1, 1, 0, 1), mode="replicate"),
+}
+
+
+def test_gradients_volumes():
+    _check_gradients(VOLUME, {k: (2, 2, 3, 4, 4) for k in VOLUME})
+
+
+# ---------------------------------------------------------------------------
+# the concrete failures of issue 9, each against PyTorch
+# ---------------------------------------------------------------------------
+
+
+class WithLoss(nn.Module):
+    def __init__(self, model, loss):
+        super().__init__()
+        self.model, self.loss = model, loss
+
+    def forward(self, x, y):
+        out = self.model(x)
+        return out, self.loss(out, y)
+
+
+def _train_step_matches(model, x, y, steps=2):
+    ref = copy.deepcopy(model)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    trainer = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+    for _ in range(steps):
+        opt.zero_grad()
+        out, loss = ref(x, y)
+        loss.backward()
+        opt.step()
+        our_out, our_loss = trainer(x, y)
+        torch.testing.assert_close(our_loss, loss.detach(), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(our_out, out.detach(), rtol=1e-4, atol=1e-5)
+    for (n, p), q in zip(ref.named_parameters(), model.parameters()):
+        torch.testing.assert_close(q.detach(), p.detach(), rtol=1e-4, atol=1e-5, msg=lambda m, n=n: f"{n}: {m}")
+
+
+def test_avgpool2d_relu6_l1loss_training():
+    """AvgPool2d's backward (divisor_override), ReLU6 (hardtanh + hardtanh_backward),
+    L1Loss (sign) in one training step."""
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Conv2d(2, 3, 3), nn.ReLU6(), nn.AvgPool2d(2), nn.Flatten(), nn.Linear(27, 4))
+    _train_step_matches(WithLoss(net, nn.L1Loss()), torch.randn(2, 2, 8, 8) * 3, torch.randn(2, 4))
+
+
+def test_lstm_inference_and_training():
+    torch.manual_seed(2)
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(4, 5, batch_first=True)
+            self.head = nn.Linear(5, 3)
+
+        def forward(self, x):
+            return self.head(self.lstm(x)[0])
+
+    x = torch.randn(2, 3, 4)
+    model = Tagger()
+    with torch.no_grad():
+        want = model(x)
+    torch.testing.assert_close(tilefx.inferenceModel(copy.deepcopy(model))(x), want, rtol=1e-4, atol=1e-5)
+    _train_step_matches(WithLoss(model, nn.MSELoss()), x, torch.randn(2, 3, 3), steps=1)
+
+
+def test_matmul_out_writes_back_to_the_callers_tensor():
+    class OutMatmul(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, a, c):
+            torch.matmul(self.fc(a), a, out=c)
+            return c * 2
+
+    model = OutMatmul()
+    a = torch.randn(3, 3)
+    c_ref, c_ours = torch.zeros(3, 3), torch.zeros(3, 3)
+    with torch.no_grad():
+        want = model(a, c_ref)
+    got = tilefx.inferenceModel(model)(a, c_ours)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(c_ours, c_ref, rtol=1e-5, atol=1e-6)
+
+
+def test_in_place_update_of_an_input():
+    class AddInPlace(nn.Module):
+        def forward(self, x, acc):
+            acc.add_(x * 3)
+            return x.relu()
+
+    x, acc = torch.randn(4, 2), torch.ones(4, 2)
+    out = tilefx.inferenceModel(AddInPlace())(x, acc)
+    torch.testing.assert_close(out, x.relu())
+    torch.testing.assert_close(acc, 1 + x * 3)
+
+
+# ---------------------------------------------------------------------------
+# dtypes
+# ---------------------------------------------------------------------------
+
+
+class IntMix(nn.Module):
+    def forward(self, a, b, m):
+        return a + b, (a * 2).to(torch.int16), m & (a > 0), b.to(torch.float32) / 3
+
+
+def test_small_integer_dtypes():
+    a = torch.randint(-5, 5, (4, 3), dtype=torch.int8)
+    b = torch.randint(0, 200, (4, 3), dtype=torch.uint8)
+    m = torch.rand(4, 3) > 0.5
+    got = tilefx.inferenceModel(IntMix())(a, b, m)
+    for g, w in zip(got, IntMix()(a, b, m)):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g, w)
+
+
+def test_bfloat16_is_fp32_rounded_to_bf16():
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)).bfloat16()
+    x = torch.randn(4, 8, dtype=torch.bfloat16)
+    with torch.no_grad():
+        want = model(x)
+    got = tilefx.inferenceModel(model)(x)
+    assert got.dtype == torch.bfloat16
+    # each op rounds once to bf16 (8 bits of mantissa): a few bf16 ulps apart from torch
+    torch.testing.assert_close(got.float(), want.float(), rtol=3e-2, atol=3e-2)
+    exact = got.float()
+    assert torch.equal(exact, exact.bfloat16().float())  # values are bf16 numbers
+
+
+def test_complex_numbers_are_a_clear_error():
+    class Spectrum(nn.Module):
+        def forward(self, x):
+            return torch.fft.rfft(x).abs()
+
+    with pytest.raises(tilefx.Error, match="complex numbers are not supported"):
+        tilefx.inferenceModel(Spectrum())(torch.randn(2, 8))
+
+
+# ---------------------------------------------------------------------------
+# data-dependent shapes and values
+# ---------------------------------------------------------------------------
+
+
+class Block(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if self.kind == "nonzero":
+            return torch.nonzero(h).float()
+        if self.kind == "masked_select":
+            return torch.masked_select(h, h > 0)
+        if self.kind == "unique":
+            return torch.unique(h)
+        if h.sum().item() > 0:  # .item() in Python control flow
+            return h
+        return -h
+
+
+class Encoder(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.layer = nn.ModuleList([nn.Identity(), Block(kind)])
+
+    def forward(self, x):
+        return self.layer[1](self.layer[0](x))
+
+
+@pytest.mark.parametrize("kind, op", [("nonzero", "nonzero"), ("masked_select", "masked_select|nonzero"),
+                                      ("unique", "_unique2|unique"), ("item", "_local_scalar_dense")])
+def test_data_dependent_ops_are_clear_errors(kind, op):
+    with pytest.raises(tilefx.Error) as info:
+        tilefx.inferenceModel(Encoder(kind))(torch.randn(2, 3))
+    msg = str(info.value)
+    assert "data-dependent" in msg and "layer.1 (Block)" in msg, msg
+    import re
+
+    assert re.search(rf"aten::({op})", msg), msg
+    assert "test_core_ops_models.py:" in msg, msg  # the user's line
+
+
+def test_unsupported_op_names_the_module_path():
+    class Deep(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return torch.kthvalue(self.fc(x), 1, 0).values
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.ModuleList([Deep()])
+
+        def forward(self, x):
+            return self.encoder[0](x)
+
+    with pytest.raises(tilefx.Error, match=r"aten::kthvalue.*encoder\.0 \(Deep\)"):
+        tilefx.inferenceModel(Outer())(torch.randn(2, 3))
