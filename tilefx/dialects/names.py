@@ -50,3 +50,12 @@ ALS_TRACKED_KEY = "ipu.als_tracked_elements"  # loss scaling: tracked gradient s
 BLOCK_META_KEY = "tilefx.block"
 IPU_META_KEY = "tilefx.ipu"
 AUTOCAST_META_KEY = "tilefx.autocast"
+
+# -- PopART's annotation attributes on ONNX nodes (Builder.virtualGraph, ...) --
+ONNX_IPU_ATTR = "__ipu_number"
+ONNX_PIPELINE_STAGE_ATTR = "__pipeline_stage"
+ONNX_EXECUTION_PHASE_ATTR = "__execution_phase"
+ONNX_AVAILABLE_MEMORY_ATTR = "__available_memory_proportion"
+ONNX_SERIALIZE_MODE_ATTR = "__serialize_matmul_mode"
+ONNX_SERIALIZE_FACTOR_ATTR = "__serialize_matmul_factor"
+ONNX_PARTIALS_TYPE_ATTR = "__partials_type"

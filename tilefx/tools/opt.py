@@ -1,5 +1,6 @@
 """`tilefx-opt FILE [-p PIPELINE]`: xDSL's opt driver with tilefx's dialects
-and passes (plus xDSL's canonicalize, cse, dce, ...). Bad IR gives a
+and passes (plus xDSL's canonicalize, cse, dce, ...). FILE may be IR text or
+an ONNX model (`model.onnx`, or `--frontend onnx`), imported by the ONNX frontend. Bad IR gives a
 diagnostic with line and column on stderr and exit code 1, not a traceback."""
 
 from __future__ import annotations
@@ -19,6 +20,16 @@ class TilefxOptMain(xDSLOptMain):
         for name, factory in DIALECTS.items():
             if name not in self.ctx.registered_dialect_names:
                 self.ctx.register_dialect(name, factory)
+
+    def register_all_frontends(self):
+        super().register_all_frontends()
+
+        def parse_onnx(io) -> ModuleOp:  # noqa: F821  (an ONNX file: the ONNX frontend's graph IR)
+            from tilefx.lowering.from_onnx import import_onnx
+
+            return import_onnx(io.read()).module
+
+        self.available_frontends["onnx"] = parse_onnx
 
     def register_all_passes(self):
         super().register_all_passes()

@@ -1,0 +1,196 @@
+"""The ONNX frontend: models exported by torch.onnx (both exporters) run on the
+simulated IPU equal to onnxruntime; unsupported operators, dynamic shapes and
+bad files are clear errors; tilefx-opt imports .onnx files."""
+
+import io
+import logging
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from models import MLP, PoolNormCNN, Transformer, TutorialCNN
+from onnx import helper
+
+from tilefx import popart
+from tilefx.errors import Error
+from tilefx.lowering.from_onnx import OnnxModule, import_onnx
+
+
+def export(model, x, dynamo: bool) -> bytes:
+    model.eval()
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        try:
+            torch.onnx.export(model, (x,), f, dynamo=dynamo)
+        finally:
+            logging.disable(logging.NOTSET)
+    return f.getvalue()
+
+
+def run_session(proto: bytes, x: np.ndarray, bps: int = 1):
+    """Inference of the graph's output on the simulated IPU, batchesPerStep `bps`."""
+    model = onnx.load_model_from_string(proto)
+    out, inp = model.graph.output[0].name, model.graph.input[0].name
+    s = popart.InferenceSession(proto, popart.DataFlow(bps, {out: popart.AnchorReturnType("ALL")}),
+                                popart.DeviceManager().createIpuModelDevice({"numIPUs": 1}))
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({inp: x}, anchors))
+    return anchors[out], ort.InferenceSession(proto), inp
+
+
+CASES = [
+    ("mlp", lambda: MLP(), lambda: torch.randn(4, 12), False),
+    ("mlp", lambda: MLP(), lambda: torch.randn(4, 12), True),
+    ("cnn", lambda: TutorialCNN(), lambda: torch.randn(2, 1, 28, 28), False),
+    ("poolnorm", lambda: PoolNormCNN(), lambda: torch.randn(2, 3, 8, 8), False),
+    ("transformer", lambda: Transformer(), lambda: torch.randint(0, 20, (2, 6)), False),
+    ("transformer_mha", lambda: Transformer(torch_mha=True), lambda: torch.randint(0, 20, (2, 6)), True),
+]
+
+
+@pytest.mark.parametrize("name,make,data,dynamo", CASES,
+                         ids=[f"{c[0]}-{'dynamo' if c[3] else 'legacy'}" for c in CASES])
+def test_exported_models_equal_onnxruntime(name, make, data, dynamo):
+    torch.manual_seed(0)
+    model, x = make(), data()
+    proto = export(model, x, dynamo)
+    bps = 2
+    xs = torch.cat([x, data()]).numpy()  # two batches per step
+    got, ref_sess, inp = run_session(proto, xs.reshape((bps,) + tuple(x.shape)), bps)
+    for i in range(bps):
+        ref = ref_sess.run(None, {inp: xs.reshape((bps,) + tuple(x.shape))[i]})[0]
+        np.testing.assert_allclose(got[i], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_legacy_export_shape_arithmetic_is_folded():
+    """Shape -> Gather -> Concat -> Reshape chains are compile-time constants: no
+    shape op reaches the IR, and the parameters keep their ONNX names."""
+    model = Transformer(torch_mha=True)
+    proto = export(model, torch.randint(0, 20, (2, 6)), dynamo=False)
+    traced = import_onnx(proto)
+    text = str(traced.module)
+    assert "pos" in traced.params and "embed.weight" in traced.params
+    assert 'tilefx.param = "embed.weight"' in text
+    ops = {n.op_type for n in onnx.load_model_from_string(proto).graph.node}
+    assert {"Shape", "Concat", "Mod"} <= ops  # the exporter's shape arithmetic ...
+    assert "aten.cat" not in text and "aten.remainder" not in text  # ... is not in the IR
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    return helper.make_model(helper.make_graph(nodes, "g", inputs, outputs, list(inits)),
+                             opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_unsupported_operator_names_op_node_and_opset():
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
+    m = _model([helper.make_node("Hardmax", ["x"], ["y"], name="hm1")], [x], [y], opset=13)
+    with pytest.raises(Error, match=r"ai\.onnx::Hardmax.*'hm1'.*opset 13"):
+        OnnxModule(m)
+    with pytest.raises(popart.popart_exception, match="Hardmax"):
+        popart.InferenceSession(m.SerializeToString(), popart.DataFlow(1, ["y"]),
+                                popart.DeviceManager().createCpuDevice())
+
+
+def test_dynamic_dimension_is_a_clear_error():
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 3])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 3])
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [x], [y])
+    with pytest.raises(Error, match="dynamic dimension 'batch'"):
+        OnnxModule(model)
+    # the shape given to the session fixes it
+    info = popart.InputShapeInfo()
+    info.add("x", popart.TensorInfo("FLOAT", [4, 3]))
+    s = popart.InferenceSession(model.SerializeToString(), popart.DataFlow(1, ["y"]),
+                                popart.DeviceManager().createCpuDevice(), inputShapeInfo=info)
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    data = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+    s.run(popart.PyStepIO({"x": data}, anchors))
+    np.testing.assert_allclose(anchors["y"], np.maximum(data, 0))
+
+
+def test_slice_split_concat_and_reductions_equal_onnxruntime():
+    """Opset-18 forms (axes as inputs, Split num_outputs) against onnxruntime."""
+    f = onnx.TensorProto.FLOAT
+    i64 = lambda n, v: helper.make_tensor(n, onnx.TensorProto.INT64, [len(v)], v)
+    nodes = [
+        helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["s"]),
+        helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2),
+        helper.make_node("Concat", ["b", "a"], ["c"], axis=1),
+        helper.make_node("ReduceMean", ["c", "rax"], ["r"], keepdims=1),
+        helper.make_node("Transpose", ["s"], ["t"], perm=[1, 0]),
+        helper.make_node("Sub", ["c", "r"], ["y"]),
+    ]
+    m = _model(nodes, [helper.make_tensor_value_info("x", f, [3, 6])],
+               [helper.make_tensor_value_info("y", f, [3, 6]), helper.make_tensor_value_info("t", f, [3, 2])],
+               [i64("st", [5, 0]), i64("en", [0, 3]), i64("ax", [1, 0]), i64("sp", [-2, 1]), i64("rax", [1])],
+               opset=18)
+    x = np.random.default_rng(0).standard_normal((3, 6)).astype(np.float32)
+    mod = OnnxModule(m, outputs=["y", "t"])
+    with torch.no_grad():
+        got = [v.numpy() for v in mod(torch.from_numpy(x))]
+    ref = ort.InferenceSession(m.SerializeToString()).run(["y", "t"], {"x": x})
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-6)
+
+
+def test_tilefx_opt_imports_onnx_files(tmp_path, capsys):
+    from tilefx.tools.opt import main
+
+    path = tmp_path / "mlp.onnx"
+    path.write_bytes(export(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()),
+                            torch.randn(2, 4), dynamo=False))
+    assert main([str(path), "-p", "ipu-assign-stages,dce"]) == 0
+    out = capsys.readouterr().out
+    assert 'tilefx.param = "0.weight"' in out and "aten.relu" in out and "stage = 0" in out
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a protobuf")
+    assert main([str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "cannot read the ONNX model" in err and "Traceback" not in err
+
+
+def test_more_operators_equal_onnxruntime():
+    """Normalisation, activations, reductions, CumSum, TopK, Einsum and Trilu through a
+    session (graph IR, passes, executor) against onnxruntime."""
+    f, rng = onnx.TensorProto.FLOAT, np.random.default_rng(0)
+
+    def i64(n, v):
+        return helper.make_tensor(n, onnx.TensorProto.INT64, [len(v)], v)
+
+    inits = [helper.make_tensor("w", f, [3, 2, 3, 3], rng.standard_normal(54).astype(np.float32)),
+             helper.make_tensor("sc", f, [3], [1.0, 2.0, 0.5]), helper.make_tensor("bi", f, [3], [0.1, -0.2, 0.3]),
+             helper.make_tensor("sl", f, [3, 1, 1], [0.1, 0.2, 0.3]), i64("ax", [2]), i64("c1", [2]), i64("k", [3])]
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["ct"], pads=[1, 1, 1, 1]),
+        helper.make_node("InstanceNormalization", ["ct", "sc", "bi"], ["in"]),
+        helper.make_node("PRelu", ["in", "sl"], ["pr"]),
+        helper.make_node("Selu", ["pr"], ["se"]),
+        helper.make_node("HardSwish", ["se"], ["hs"]),
+        helper.make_node("GlobalMaxPool", ["hs"], ["gm"]),
+        helper.make_node("ReduceL2", ["hs", "ax"], ["l2"], keepdims=0),
+        helper.make_node("ReduceLogSumExp", ["hs", "ax"], ["lse"], keepdims=0),
+        helper.make_node("CumSum", ["l2", "c1"], ["cs"], exclusive=1),
+        helper.make_node("TopK", ["cs", "k"], ["tv", "ti"]),
+        helper.make_node("Einsum", ["l2", "lse"], ["es"], equation="ncw,ncw->nc"),
+        helper.make_node("Trilu", ["lse"], ["tr"], upper=0),
+    ]
+    outs = ["gm", "tv", "ti", "es", "tr"]
+    m = _model(nodes, [helper.make_tensor_value_info("x", f, [2, 2, 4, 4])],
+               [helper.make_empty_tensor_value_info(o) for o in outs], inits, opset=18)
+    x = rng.standard_normal((2, 2, 4, 4)).astype(np.float32)
+    ref = ort.InferenceSession(m.SerializeToString()).run(outs, {"x": x})
+    s = popart.InferenceSession(m.SerializeToString(), popart.DataFlow(1, outs),
+                                popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({"x": x}, anchors))
+    for name, want in zip(outs, ref):
+        np.testing.assert_allclose(anchors[name], want, rtol=1e-5, atol=1e-6, err_msg=name)

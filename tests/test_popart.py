@@ -1,0 +1,623 @@
+"""tilefx.popart: the PopART session API (seeds/001) on the simulated IPU.
+
+Training is compared with PyTorch step by step; every anchor return type and
+buffer shape (batchesPerStep x accumulationFactor x replicas) is checked
+against PopART's documented layout; bad buffers, anchors and optimizers are
+popart_exceptions naming the tensor and the shapes."""
+
+import logging
+import re
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+import tilefx
+from tilefx import popart
+
+RNG = np.random.default_rng(0)
+W0 = RNG.standard_normal((8, 5)).astype(np.float32) * 0.3
+B0 = RNG.standard_normal(5).astype(np.float32) * 0.1
+
+
+def classifier(batch=4):
+    """x @ w + b -> softmax -> nll loss (mean), as in PopART's examples."""
+    builder = popart.Builder()
+    x = builder.addInputTensor(popart.TensorInfo("FLOAT", [batch, 8]), "x")
+    lbl = builder.addInputTensor(popart.TensorInfo("INT32", [batch]), "label")
+    w = builder.addInitializedInputTensor(W0, "w")
+    b = builder.addInitializedInputTensor(B0, "b")
+    y = builder.aiOnnx.gemm([x, w, b])
+    probs = builder.aiOnnx.softmax([y], axis=1)
+    loss = builder.aiGraphcore.nllloss([probs, lbl], popart.ReductionType.Mean)
+    builder.addOutputTensor(loss)
+    return builder, y, loss
+
+
+def cpu():
+    return popart.DeviceManager().createCpuDevice()
+
+
+def torch_steps(xs, labels, make_opt, grad_scale=1.0):
+    """PyTorch reference: one update per batch, gradients summed over its micro-batches
+    (PopART's default Sum reduction), optionally scaled."""
+    w, b = torch.nn.Parameter(torch.tensor(W0)), torch.nn.Parameter(torch.tensor(B0))
+    opt = make_opt([w, b])
+    losses = []
+    for xb, lb in zip(xs, labels):  # [micro-batches, ...]
+        opt.zero_grad()
+        total = 0
+        for xm, lm in zip(xb, lb):
+            loss = torch.nn.functional.nll_loss(torch.log_softmax(torch.tensor(xm) @ w + b, 1),
+                                                torch.tensor(lm).long())
+            total = total + loss * grad_scale
+            losses.append(loss.item())
+        total.backward()
+        opt.step()
+    return np.array(losses), w.detach().numpy(), b.detach().numpy()
+
+
+# -- the seed's examples --------------------------------------------------------
+def test_seed_pystepio_example(tmp_path):
+    builder = popart.Builder()
+    a = builder.addInputTensor(popart.TensorInfo("FLOAT", [1]), "a")
+    b = builder.addInputTensor(popart.TensorInfo("FLOAT", [1]), "b")
+    o = builder.aiOnnx.add([a, b])
+    builder.addOutputTensor(o)
+    path = tmp_path / "onnx.pb"
+    path.write_bytes(builder.getModelProto())
+
+    df = popart.DataFlow(1, {o: popart.AnchorReturnType("ALL")})
+    device = popart.DeviceManager().createCpuDevice()
+    session = popart.InferenceSession(str(path), deviceInfo=device, dataFlow=df)
+    session.prepareDevice()
+    # Create buffers to receive results from the execution
+    anchors = session.initAnchorArrays()
+    # Generate some random input data
+    data_a = np.random.rand(1).astype(np.float32)
+    data_b = np.random.rand(1).astype(np.float32)
+    stepio = popart.PyStepIO({'a': data_a, 'b': data_b}, anchors)
+    session.run(stepio)
+    np.testing.assert_allclose(anchors[o], data_a + data_b, rtol=1e-6)
+    assert builder.getTensorShape(o) == [1]
+
+
+def test_training_equals_pytorch_with_accumulation_and_lr_updates():
+    builder, _y, loss = classifier()
+    bps, af = 2, 2
+    opts = popart.SessionOptions()
+    opts.enableGradientAccumulation = True
+    opts.accumulationFactor = af
+    df = popart.DataFlow(bps, {loss: popart.AnchorReturnType("ALL")})
+    learningRate = [0.1, 0.05, 0.02]
+    session = popart.TrainingSession(builder.getModelProto(), df, loss,
+                                     popart.SGD({"defaultLearningRate": (learningRate[0], False),
+                                                 "defaultMomentum": (0.9, True)}),
+                                     deviceInfo=cpu(), userOptions=opts)
+    session.prepareDevice()
+    session.weightsFromHost()
+    anchors = session.initAnchorArrays()
+    assert anchors[loss].shape == (bps, af)
+    xs = RNG.standard_normal((3, bps, af, 4, 8)).astype(np.float32)
+    ls = RNG.integers(0, 5, (3, bps, af, 4)).astype(np.int32)
+    w = torch.nn.Parameter(torch.tensor(W0))
+    b = torch.nn.Parameter(torch.tensor(B0))
+    ref_opt = torch.optim.SGD([w, b], lr=learningRate[0], momentum=0.9)
+    for step in range(3):
+        # Update learning rate parameter between training steps
+        stepLr = learningRate[step]
+        session.updateOptimizerFromHost(popart.SGD({"defaultLearningRate": (stepLr, False),
+                                                    "defaultMomentum": (0.9, True)}))
+        session.run(popart.PyStepIO({"x": xs[step], "label": ls[step]}, anchors))
+        for g in ref_opt.param_groups:
+            g["lr"] = stepLr
+        for d in range(bps):
+            ref_opt.zero_grad()
+            total = 0
+            for g in range(af):
+                ref = torch.nn.functional.nll_loss(torch.log_softmax(torch.tensor(xs[step, d, g]) @ w + b, 1),
+                                                   torch.tensor(ls[step, d, g]).long())
+                np.testing.assert_allclose(anchors[loss][d, g], ref.item(), rtol=1e-5)
+                total = total + ref
+            total.backward()
+            ref_opt.step()
+    session.weightsToHost()
+    weights = {"w": np.empty((8, 5), np.float32), "b": np.empty(5, np.float32)}
+    session.readWeights(popart.PyWeightsIO(weights))
+    np.testing.assert_allclose(weights["w"], w.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(weights["b"], b.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode,wd_mode,ref", [
+    (popart.AdamMode.Adam, popart.WeightDecayMode.Decay,
+     lambda p: torch.optim.AdamW(p, lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1)),
+    (popart.AdamMode.Adam, popart.WeightDecayMode.L2Regularization,
+     lambda p: torch.optim.Adam(p, lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1)),
+])
+def test_adam_and_replication_equal_pytorch(mode, wd_mode, ref):
+    """Two replicas, each on its own data; gradients summed over the replicas."""
+    builder, _, loss = classifier()
+    opts = popart.SessionOptions()
+    opts.enableReplicatedGraphs = True
+    opts.replicatedGraphCount = 2
+    adam = popart.Adam({"defaultLearningRate": (0.01, False), "defaultBeta1": (0.8, True),
+                        "defaultBeta2": (0.99, True), "defaultWeightDecay": (0.1, True)},
+                       mode=mode, weight_decay_mode=wd_mode)
+    session = popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, {loss: popart.AnchorReturnType("ALL")}),
+                                     loss, adam, deviceInfo=popart.DeviceManager().acquireAvailableDevice(2),
+                                     userOptions=opts)
+    session.prepareDevice()
+    anchors = session.initAnchorArrays()
+    assert anchors[loss].shape == (2,)
+    xs = RNG.standard_normal((3, 2, 4, 8)).astype(np.float32)
+    ls = RNG.integers(0, 5, (3, 2, 4)).astype(np.int32)
+    got = []
+    for step in range(3):
+        session.run(popart.PyStepIO({"x": xs[step], "label": ls[step]}, anchors))
+        got.append(anchors[loss].copy())
+    session.deviceInfo.detach()
+    want, w, _ = torch_steps(xs, ls, ref)
+    np.testing.assert_allclose(np.concatenate(got), want, rtol=1e-5)
+    session.weightsToHost()
+    out = {"w": np.empty((8, 5), np.float32)}
+    session.readWeights(popart.PyWeightsIO(out))
+    np.testing.assert_allclose(out["w"], w, rtol=1e-5, atol=1e-6)
+
+
+def test_exported_torch_model_trains_like_pytorch():
+    """A torch.onnx export, extended with a loss by popart.Builder(proto), trains as PyTorch."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                                torch.nn.Flatten(), torch.nn.Linear(4 * 3 * 3, 5))
+    x = torch.randn(2, 1, 8, 8)
+    import io
+    import warnings
+
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), f, dynamo=False, input_names=["image"], output_names=["logits"])
+    builder = popart.Builder(f.getvalue())
+    label = builder.addInputTensor(popart.TensorInfo("INT64", [2]), "label")
+    probs = builder.aiOnnx.softmax(["logits"], axis=1)
+    loss = builder.aiGraphcore.nllloss([probs, label])
+    session = popart.TrainingSession(builder.getModelProto(),
+                                     popart.DataFlow(1, {loss: popart.AnchorReturnType("ALL")}), loss,
+                                     popart.ConstSGD(0.05), deviceInfo=cpu())
+    session.prepareDevice()
+    anchors = session.initAnchorArrays()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(3):
+        xb, lb = torch.randn(2, 1, 8, 8), torch.randint(0, 5, (2,))
+        session.run(popart.PyStepIO({"image": xb.numpy(), "label": lb.numpy()}, anchors))
+        opt.zero_grad()
+        ref = torch.nn.functional.cross_entropy(model(xb), lb)
+        ref.backward()
+        opt.step()
+        np.testing.assert_allclose(anchors[loss], ref.item(), rtol=1e-5)
+
+
+def test_exported_mlp_with_batchnorm_trains_like_pytorch(tmp_path):
+    """Batch statistics in training and the running statistics as buffers: after
+    three steps the saved model holds PyTorch's weights and running mean/var."""
+    import io
+    import warnings
+
+    from models import MLP
+
+    torch.manual_seed(0)
+    model = MLP()
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.randn(4, 12),), f, dynamo=False, input_names=["x"],
+                          output_names=["out"], training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False)
+    builder = popart.Builder(f.getvalue())
+    label = builder.addInputTensor(popart.TensorInfo("INT64", [4]), "label")
+    logp = builder.aiOnnx.logsoftmax(["out"], axis=1)
+    loss = builder.aiGraphcore.nllloss([logp, label], inputIsLogProbability=True)
+    session = popart.TrainingSession(builder.getModelProto(),
+                                     popart.DataFlow(1, {loss: popart.AnchorReturnType("ALL")}), loss,
+                                     popart.SGD({"defaultLearningRate": (0.05, False),
+                                                 "defaultMomentum": (0.9, True)}), deviceInfo=cpu())
+    session.prepareDevice()
+    anchors = session.initAnchorArrays()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    model.train()
+    for _ in range(3):
+        xb, lb = torch.randn(4, 12), torch.randint(0, 5, (4,))
+        session.run(popart.PyStepIO({"x": xb.numpy(), "label": lb.numpy()}, anchors))
+        opt.zero_grad()
+        ref = torch.nn.functional.cross_entropy(model(xb), lb)
+        ref.backward()
+        opt.step()
+        np.testing.assert_allclose(anchors[loss], ref.item(), rtol=1e-5)
+    session.modelToHost(str(tmp_path / "mlp.onnx"))
+    saved = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(tmp_path / "mlp.onnx")).graph.initializer}
+    for name, value in model.state_dict().items():
+        if name in saved:
+            np.testing.assert_allclose(saved[name], value.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+    assert {"bn.running_mean", "bn.running_var", "fc1.weight"} <= set(saved)
+
+
+# -- anchors and buffer shapes --------------------------------------------------
+def scaled_model():
+    """y = x * w (w = 2), z = y + 1: z is the output, y an intermediate anchor."""
+    builder = popart.Builder()
+    x = builder.addInputTensor(popart.TensorInfo("FLOAT", [2, 3]), "x")
+    w = builder.addInitializedInputTensor(np.full([3], 2.0, np.float32), "w")
+    y = builder.aiOnnx.mul([x, w], "y")
+    one = builder.aiOnnx.constant(np.ones([1], np.float32))
+    z = builder.aiOnnx.add([y, one], "z")
+    builder.addOutputTensor(z)
+    return builder, x, y, z
+
+
+@pytest.mark.parametrize("bps,rf", [(1, 1), (4, 1), (1, 2), (4, 2)])
+@pytest.mark.parametrize("art", [("ALL",), ("EVERYN", 2), ("FINAL",), ("SUM",)])
+def test_inference_anchor_types_and_buffer_shapes(bps, rf, art):
+    if art[0] == "EVERYN" and bps % 2:
+        pytest.skip("EVERYN(2) needs an even batchesPerStep")
+    builder, x, y, z = scaled_model()
+    opts = popart.SessionOptions()
+    if rf > 1:
+        opts.enableReplicatedGraphs = True
+        opts.replicatedGraphCount = rf
+    anchor = popart.AnchorReturnType(*art)
+    s = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(bps, {y: anchor, z: anchor}),
+                                popart.DeviceManager().createIpuModelDevice({"numIPUs": rf}), userOptions=opts)
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    lead = [d for d in ([bps, rf] if art[0] in ("ALL",) else [bps // 2, rf] if art[0] == "EVERYN" else [rf])
+            if d != 1]
+    assert anchors[y].shape == tuple(lead + [2, 3]) and anchors[z].shape == anchors[y].shape
+    data = RNG.standard_normal([d for d in (bps, rf) if d != 1] + [2, 3]).astype(np.float32)
+    s.run(popart.PyStepIO({x: data}, anchors))
+    for name, full in ((y, data.reshape(bps, rf, 2, 3) * 2.0), (z, data.reshape(bps, rf, 2, 3) * 2.0 + 1)):
+        want = {"ALL": full, "EVERYN": full[1::2], "FINAL": full[-1], "SUM": full.sum(0)}[art[0]]
+        np.testing.assert_allclose(anchors[name], want.reshape(anchors[name].shape), rtol=1e-6)
+
+
+def test_training_buffer_shapes_with_accumulation_and_replicas():
+    builder, y, loss = classifier(batch=2)
+    opts = popart.SessionOptions()
+    opts.enableGradientAccumulation = True
+    opts.accumulationFactor = 3
+    opts.enableReplicatedGraphs = True
+    opts.replicatedGraphCount = 2
+    df = popart.DataFlow(4, {loss: popart.AnchorReturnType("ALL"), y: popart.AnchorReturnType("EVERYN", 2),
+                             "w": popart.AnchorReturnType("FINAL"), "b": popart.AnchorReturnType("SUM")})
+    s = popart.TrainingSession(builder.getModelProto(), df, loss, popart.ConstSGD(0.01),
+                               deviceInfo=popart.DeviceManager().createIpuModelDevice({"numIPUs": 2}),
+                               userOptions=opts)
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    assert anchors[loss].shape == (4, 3, 2)
+    assert anchors[y].shape == (2, 3, 2, 2, 5)
+    assert anchors["w"].shape == (2, 8, 5)
+    assert anchors["b"].shape == (2, 5)
+    with pytest.raises(popart.popart_exception, match=r"'x'.*\(4, 2, 8\).*\(4, 3, 2, 2, 8\)"):
+        s.run(popart.PyStepIO({"x": np.zeros((4, 2, 8), np.float32),
+                               "label": np.zeros((4, 3, 2, 2), np.int32)}, anchors))
+    s.run(popart.PyStepIO({"x": RNG.standard_normal((4, 3, 2, 2, 8)).astype(np.float32),
+                           "label": RNG.integers(0, 5, (4, 3, 2, 2)).astype(np.int32)}, anchors))
+    assert np.isfinite(anchors[loss]).all()
+    # the weights as they were in the final batch (each replica's copy), biases summed over 12 batches
+    s.weightsToHost()
+    assert not np.allclose(anchors["w"][0], W0)
+
+
+def test_pystepio_callback_feeds_and_collects_per_batch():
+    builder, x, _y, z = scaled_model()
+    s = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(3, {z: popart.AnchorReturnType("ALL")}),
+                                cpu())
+    s.prepareDevice()
+    data = [RNG.standard_normal((2, 3)).astype(np.float32) for _ in range(3)]
+    fed, out, done = iter(data), [], []
+
+    def output(tensor):
+        out.append(np.empty((2, 3), np.float32))
+        return out[-1]
+
+    s.run(popart.PyStepIOCallback(lambda t, prefetch: next(fed), lambda t: done.append(t),
+                                  output, lambda t: done.append("out:" + t)))
+    assert done == [x] * 3 + ["out:" + z] * 3
+    for got, want in zip(out, data):
+        np.testing.assert_allclose(got, want * 2 + 1, rtol=1e-6)
+
+
+# -- saving and loading weights -------------------------------------------------
+def test_model_to_host_round_trips(tmp_path):
+    builder, y, loss = classifier()
+    train = popart.TrainingSession(builder.getModelProto(), popart.DataFlow(2, {y: popart.AnchorReturnType("ALL")}),
+                                   loss, popart.SGD(0.1), deviceInfo=cpu())
+    train.prepareDevice()
+    train.weightsFromHost()
+    anchors = train.initAnchorArrays()
+    xs = RNG.standard_normal((2, 4, 8)).astype(np.float32)
+    train.run(popart.PyStepIO({"x": xs, "label": RNG.integers(0, 5, (2, 4)).astype(np.int32)}, anchors))
+    path = str(tmp_path / "trained_model.onnx")
+    train.modelToHost(path)
+    saved = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+    assert not np.allclose(saved["w"], W0)
+
+    # reload for inference: the saved weights give the trained model's outputs
+    infer = popart.InferenceSession(path, popart.DataFlow(1, {y: popart.AnchorReturnType("ALL")}), cpu())
+    infer.prepareDevice()
+    out = infer.initAnchorArrays()
+    infer.run(popart.PyStepIO({"x": xs[0], "label": np.zeros(4, np.int32)}, out))
+    np.testing.assert_allclose(out[y], xs[0] @ saved["w"] + saved["b"], rtol=1e-5)
+
+    # a fresh training session takes them with resetHostWeights + weightsFromHost
+    fresh = popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, {y: popart.AnchorReturnType("ALL")}),
+                                   loss, popart.SGD(0.1), deviceInfo=cpu())
+    fresh.prepareDevice()
+    fresh.resetHostWeights(path)
+    fresh.weightsFromHost()
+    fresh.weightsToHost()
+    got = {"w": np.empty((8, 5), np.float32)}
+    fresh.readWeights(popart.PyWeightsIO(got))
+    np.testing.assert_allclose(got["w"], saved["w"])
+    # writeWeights + weightsFromHost puts given values on the device
+    fresh.writeWeights(popart.PyWeightsIO({"w": np.zeros((8, 5), np.float32)}))
+    fresh.weightsFromHost()
+    fresh.run(popart.PyStepIO({"x": xs[0], "label": np.zeros(4, np.int32)}, out))
+    np.testing.assert_allclose(out[y], np.broadcast_to(saved["b"], (4, 5)), rtol=1e-5)
+    with pytest.raises(popart.popart_exception, match=r"'w'.*\(3,\).*\(8, 5\)"):
+        fresh.writeWeights(popart.PyWeightsIO({"w": np.zeros(3, np.float32)}))
+
+
+# -- bad input ------------------------------------------------------------------
+def test_bad_buffers_anchors_and_optimizers_are_popart_exceptions():
+    builder, y, loss = classifier()
+    proto = builder.getModelProto()
+    df = popart.DataFlow(2, {loss: popart.AnchorReturnType("ALL")})
+    with pytest.raises(popart.popart_exception, match="'nonexistent'.*not in the model"):
+        popart.InferenceSession(proto, popart.DataFlow(1, {"nonexistent": popart.AnchorReturnType("ALL")}), cpu())
+    with pytest.raises(popart.popart_exception, match="EVERYN.*period|return period 3"):
+        popart.DataFlow(4, {y: popart.AnchorReturnType("EVERYN", 3)})
+    s = popart.TrainingSession(proto, df, loss, popart.SGD({"defaultLearningRate": (0.1, False),
+                                                           "defaultMomentum": (0.5, True)}), deviceInfo=cpu())
+    anchors = s.initAnchorArrays()
+    good = {"x": np.zeros((2, 4, 8), np.float32), "label": np.zeros((2, 4), np.int32)}
+    with pytest.raises(popart.popart_exception, match="prepareDevice"):
+        s.run(popart.PyStepIO(good, anchors))
+    s.prepareDevice()
+    with pytest.raises(popart.popart_exception, match=r"'x' has shape \(4, 8\), expected \(2, 4, 8\)"):
+        s.run(popart.PyStepIO({**good, "x": np.zeros((4, 8), np.float32)}, anchors))
+    with pytest.raises(popart.popart_exception, match=r"no input buffer for tensor 'label'.*\(2, 4\)"):
+        s.run(popart.PyStepIO({"x": good["x"]}, anchors))
+    with pytest.raises(popart.popart_exception, match=r"anchor 'Nll:0' has shape \(3,\), expected \(2,\)"):
+        s.run(popart.PyStepIO(good, {loss: np.zeros(3, np.float32)}))
+    with pytest.raises(popart.popart_exception, match="SGD.*Adam"):
+        s.updateOptimizerFromHost(popart.Adam({"defaultLearningRate": (0.1, False)}))
+    with pytest.raises(popart.popart_exception, match="defaultMomentum"):
+        s.updateOptimizerFromHost(popart.SGD({"defaultLearningRate": (0.1, False),
+                                              "defaultMomentum": (0.9, True)}))
+    with pytest.raises(popart.popart_exception, match="unknown hyper-parameter 'defaultMomentom'"):
+        popart.SGD({"defaultMomentom": (0.9, True)})
+    with pytest.raises(popart.popart_exception, match="needs a loss"):
+        popart.TrainingSession(proto, df, "", popart.SGD(0.1), deviceInfo=cpu())
+    with pytest.raises(popart.popart_exception, match="needs a deviceInfo"):
+        popart.InferenceSession(proto, df)
+    with pytest.raises(AttributeError, match="enableFoo"):
+        popart.SessionOptions().enableFoo = True
+    # the session still runs after the errors; the size-1 dimensions may be written out
+    s.run(popart.PyStepIO({"x": good["x"].reshape(2, 1, 1, 4, 8), "label": good["label"]}, anchors))
+    assert np.isfinite(anchors[loss]).all()
+
+
+def test_builder_checks_tensors_and_attributes():
+    builder = popart.Builder()
+    x = builder.addInputTensor("FLOAT", [2, 3], "x")
+    with pytest.raises(popart.popart_exception, match="no tensor 'nope'"):
+        builder.aiOnnx.add([x, "nope"])
+    with pytest.raises(popart.popart_exception, match="unknown attribute 'axes'.*Softmax"):
+        builder.aiOnnx.softmax([x], axes=1)
+    t = builder.aiOnnx.transpose([x], [1, 0])
+    s = builder.aiOnnx.split([t], 3, 0, [1, 1, 1])
+    assert len(s) == 3 and builder.getTensorShape(s[0]) == [1, 2]
+    assert builder.getTensorShape(builder.aiGraphcore.identityloss([t])) == []
+
+
+# -- devices, placement, reports, logging, errors -------------------------------
+def test_device_manager_simulated_pod():
+    dm = popart.DeviceManager()
+    devices = dm.enumerateDevices()
+    assert [d.numIpus for d in devices[:17]] == [1] * 16 + [2] and devices[-1].numIpus == 16
+    # Acquire IPU configuration 5
+    dev = dm.acquireDeviceById(5)
+    assert dev.isAttached and dev.numIpus == 1
+    with pytest.raises(popart.popart_exception, match="in use"):
+        dm.acquireDeviceById(5)
+    # Acquire a two-IPU pair
+    pair = dm.acquireAvailableDevice(2)
+    assert pair.numIpus == 2 and pair.isAttached and 5 not in pair.driverIds
+    # Acquire four IPUs on demand
+    connectionType = popart.DeviceConnectionType.OnDemand
+    quad = dm.acquireAvailableDevice(4, connectionType=connectionType)
+    assert quad.numIpus == 4 and not quad.isAttached
+    for d in (dev, pair):
+        d.detach()
+    with pytest.raises(popart.popart_exception, match="3 IPUs"):
+        dm.acquireAvailableDevice(3)
+    dm.acquireDeviceById(7)  # dropped at once: released, as PopART's DeviceInfo on destruction
+    assert dm.acquireDeviceById(7).isAttached
+    model = dm.createIpuModelDevice({"numIPUs": 2, "tilesPerIPU": 64})
+    assert (model.numIpus, model.tilesPerIPU, model.type) == (2, 64, popart.DeviceType.IpuModel)
+    assert dm.createOfflineIPUDevice({"numIPUs": 4}).numIpus == 4
+
+
+def test_pipelined_training_equals_single_ipu():
+    def build(annotate):
+        builder = popart.Builder()
+        x = builder.addInputTensor(popart.TensorInfo("FLOAT", [4, 8]), "x")
+        lbl = builder.addInputTensor(popart.TensorInfo("INT32", [4]), "label")
+        w = builder.addInitializedInputTensor(W0, "w")
+        b = builder.addInitializedInputTensor(B0, "b")
+        with builder.virtualGraph(0), builder.pipelineStage(0):
+            y = builder.aiOnnx.matmul([x, w])
+        with builder.virtualGraph(1), builder.pipelineStage(1):
+            y = builder.aiOnnx.add([y, b])
+            loss = builder.aiGraphcore.nllloss([builder.aiOnnx.softmax([y], axis=1), lbl])
+        assert builder.getVirtualGraph(loss) == 1 and builder.getPipelineStage(loss) == 1
+        opts = popart.SessionOptions()
+        opts.enableGradientAccumulation = True
+        opts.accumulationFactor = 4
+        if annotate:
+            opts.virtualGraphMode = popart.VirtualGraphMode.Manual
+            opts.enablePipelining = True
+        return popart.TrainingSession(builder.getModelProto(), popart.DataFlow(2, {loss: popart.AnchorReturnType("ALL")}),
+                                      loss, popart.ConstSGD(0.1),
+                                      deviceInfo=popart.DeviceManager().createIpuModelDevice({"numIPUs": 2}),
+                                      userOptions=opts), loss
+    data = {"x": RNG.standard_normal((2, 4, 4, 8)).astype(np.float32),
+            "label": RNG.integers(0, 5, (2, 4, 4)).astype(np.int32)}
+    results = []
+    for annotate in (False, True):
+        s, loss = build(annotate)
+        s.prepareDevice()
+        anchors = s.initAnchorArrays()
+        s.run(popart.PyStepIO(data, anchors))
+        s.run(popart.PyStepIO(data, anchors))
+        results.append((anchors[loss].copy(), s._executor.profile.num_ipus))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-6)
+    assert (results[0][1], results[1][1]) == (1, 2)
+
+
+def test_execution_phases_equal_unphased_and_pytorch():
+    w1 = RNG.standard_normal((8, 8)).astype(np.float32)
+    w2 = RNG.standard_normal((8, 8)).astype(np.float32)
+    data = RNG.standard_normal((2, 4, 8)).astype(np.float32)
+
+    def run(mode):
+        b = popart.Builder()
+        x = b.addInputTensor(popart.TensorInfo("FLOAT", [4, 8]), "x")
+        i1, i2 = b.addInitializedInputTensor(w1, "w1"), b.addInitializedInputTensor(w2, "w2")
+        with b.executionPhase(0):
+            h = b.aiOnnx.relu([b.aiOnnx.matmul([x, i1])])
+        with b.executionPhase(1):
+            loss = b.aiGraphcore.l1loss([b.aiOnnx.matmul([h, i2])], 0.1, popart.ReductionType.Sum)
+        opts = popart.SessionOptions()
+        opts.virtualGraphMode = mode
+        opts.executionPhaseSettings.phases = 2
+        s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(2, {loss: popart.AnchorReturnType("ALL")}),
+                                   loss, popart.ConstSGD(0.01),
+                                   deviceInfo=popart.DeviceManager().createIpuModelDevice({"numIPUs": 2}),
+                                   userOptions=opts)
+        s.prepareDevice()
+        anchors = s.initAnchorArrays()
+        s.run(popart.PyStepIO({"x": data}, anchors))
+        return anchors[loss], s._executor.profile.num_ipus
+
+    phased, unphased = run(popart.VirtualGraphMode.ExecutionPhases), run(popart.VirtualGraphMode.Off)
+    np.testing.assert_allclose(phased[0], unphased[0], rtol=1e-6)
+    assert (phased[1], unphased[1]) == (2, 1)
+    t1, t2 = torch.nn.Parameter(torch.tensor(w1)), torch.nn.Parameter(torch.tensor(w2))
+    opt = torch.optim.SGD([t1, t2], lr=0.01)
+    for d in range(2):
+        opt.zero_grad()
+        ref = 0.1 * (torch.relu(torch.tensor(data[d]) @ t1) @ t2).abs().sum()
+        ref.backward()
+        opt.step()
+        np.testing.assert_allclose(phased[0][d], ref.item(), rtol=1e-5)
+
+
+def test_reports_and_cycle_count():
+    builder, x, _y, z = scaled_model()
+    opts = popart.SessionOptions()
+    s = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, {z: popart.AnchorReturnType("ALL")}),
+                                cpu(), userOptions=opts)
+    s.prepareDevice()
+    assert "Execution profiling not enabled" in s.getSummaryReport()
+    report = s.getReport()
+    assert report.execution is None and report.compilation["target"]["numIPUs"] == 1
+    with pytest.raises(popart.popart_exception, match="instrumentWithHardwareCycleCounter"):
+        s.getCycleCount()
+    opts = popart.SessionOptions()
+    opts.engineOptions = {"autoReport.all": "true"}
+    opts.reportOptions = {"showExecutionSteps": "true"}
+    opts.instrumentWithHardwareCycleCounter = True
+    s = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, {z: popart.AnchorReturnType("ALL")}),
+                                cpu(), userOptions=opts)
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({x: np.ones((2, 3), np.float32)}, anchors))
+    assert "Execution profiling not enabled" not in s.getSummaryReport()
+    assert s.getCycleCount() == s.getReport().execution["cyclesPerRun"] > 0
+    assert s.getReport().profile.total_cycles == s.getCycleCount()
+
+
+def test_logging_levels_and_format(capsys):
+    handler_stream = logging.getLogger("popart").handlers[0]
+    import io
+
+    buf = io.StringIO()
+    old = handler_stream.setStream(buf)
+    try:
+        # Set all modules to DEBUG level
+        popart.getLogger().setLevel("DEBUG")
+        # Turn off logging for the session module
+        popart.getLogger("session").setLevel("OFF")
+        builder, _x, _y, z = scaled_model()
+        s = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, {z: popart.AnchorReturnType("ALL")}),
+                                    cpu())
+        s.prepareDevice()
+        popart.getLogger("session").setLevel("TRACE")
+        s.weightsToHost()
+    finally:
+        popart.getLogger().setLevel("OFF")
+        handler_stream.setStream(old)
+    lines = buf.getvalue().splitlines()
+    fmt = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z popart:(\w+) \d+\.\d+ ([TDIWEC]): (.*)$")
+    parsed = [fmt.match(line).groups() for line in lines]
+    assert ("session", "T", "Session::weightsToHost") in parsed
+    assert ("devicex", "D", "Writing weights to host") in parsed
+    assert not any(m == "session" and msg == "Session::prepareDevice" for m, _, msg in parsed)
+    with pytest.raises(popart.popart_exception, match="unknown log level"):
+        popart.getLogger().setLevel("VERBOSE")
+
+
+def test_error_hierarchy():
+    assert issubclass(popart.popart_exception, tilefx.Error)
+    for cls in (popart.popart_internal_exception, popart.popart_runtime_error, popart.poplibs_exception,
+                popart.poplar_exception, popart.poplar_application_runtime_error):
+        assert issubclass(cls, popart.popart_exception)
+    for cls in (popart.poplar_recoverable_runtime_error, popart.poplar_unrecoverable_runtime_error,
+                popart.poplar_unknown_runtime_error):
+        assert issubclass(cls, popart.poplar_system_runtime_error)
+        assert issubclass(cls, popart.poplar_runtime_error)
+    e = popart.poplar_recoverable_runtime_error("link down", popart.RecoveryAction.LINK_RESET)
+    assert e.recoveryAction == popart.RecoveryAction.LINK_RESET
+    assert isinstance(e, tilefx.RecoverableError) and e.recovery_action == "LINK_RESET"
+    assert isinstance(popart.poplar_unrecoverable_runtime_error("x"), tilefx.UnrecoverableError)
+
+
+def test_example_trains_saves_reloads_and_infers(tmp_path):
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                        "popart_session.py")
+    spec = importlib.util.spec_from_file_location("popart_session", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    model = tmp_path / "trained.onnx"
+    result = example.main(["--steps", "12", "--model", str(model)])
+    assert model.exists()
+    assert result["losses"][-1] < result["losses"][0] / 2
+    assert result["accuracy"] > 0.85
+
+
+def test_loss_must_be_scalar_and_options_are_checked():
+    builder, _x, _y, z = scaled_model()
+    with pytest.raises(popart.popart_exception, match=r"loss 'z:0' has shape \(2, 3\).*scalar"):
+        popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, [z]), z, popart.SGD(0.1),
+                               deviceInfo=cpu())
+    opts = popart.SessionOptions()
+    opts.enableOutlining = False  # a real-machine option: accepted, no effect on the simulation
+    opts.outlineThreshold = 10.0
+    with pytest.raises(AttributeError, match="replicationCount"):
+        opts.replicationCount = 2

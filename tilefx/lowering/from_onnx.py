@@ -1,0 +1,338 @@
+"""ONNX ModelProto -> graph IR (the same `func.func @main` the torch frontend builds).
+
+How: `OnnxModule` is a torch.nn.Module that holds the graph's float
+initializers as parameters (named by their ONNX names: "fc1.weight" is the
+parameter `fc1.weight`) and whose forward runs the ONNX nodes with the torch
+functions of `onnx_ops.py`. The torch frontend (`from_torch.trace`,
+aot_export with core-ATen decompositions) then traces it, so an ONNX graph
+becomes the same aten/ipu IR, with the same argument roles (`tilefx.param`
+for initializers, `tilefx.buffer` for BatchNormalization running statistics,
+`tilefx.input` for graph inputs), as a torch model. Training needs a backward:
+it is the one aot_export derives from those torch functions, i.e. PyTorch's
+autograd formulas for each ONNX operator; the training passes then run
+unchanged.
+
+Values known at compile time (constants, integer initializers, shapes and
+what is computed from them only, as the legacy torch.onnx exporter emits for
+Reshape targets) are folded while tracing with onnx's reference evaluator, so
+shape arithmetic never reaches the IR.
+
+PopART's per-node annotations (`__ipu_number`, `__pipeline_stage`,
+`__execution_phase`, `__available_memory_proportion`, matmul serialisation)
+become the same block annotations and helper ops the PopTorch API produces.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import torch
+from onnx import helper, numpy_helper
+
+from tilefx.dialects.names import (
+    BLOCK_META_KEY,
+    BUFFER_KEY,
+    IPU_META_KEY,
+    ONNX_AVAILABLE_MEMORY_ATTR,
+    ONNX_EXECUTION_PHASE_ATTR,
+    ONNX_IPU_ATTR,
+    ONNX_PIPELINE_STAGE_ATTR,
+    ONNX_SERIALIZE_FACTOR_ATTR,
+    ONNX_SERIALIZE_MODE_ATTR,
+    PARAM_KEY,
+)
+from tilefx.errors import Error
+from tilefx.lowering import onnx_ops
+from tilefx.lowering.from_torch import TracedGraph, trace
+
+_ANNOTATIONS = {ONNX_IPU_ATTR, ONNX_PIPELINE_STAGE_ATTR, ONNX_EXECUTION_PHASE_ATTR,
+                ONNX_AVAILABLE_MEMORY_ATTR, ONNX_SERIALIZE_MODE_ATTR, ONNX_SERIALIZE_FACTOR_ATTR,
+                "__serialize_matmul_precision", "__partials_type"}
+
+
+def load_model(model) -> onnx.ModelProto:
+    """A ModelProto from a ModelProto, serialized bytes or a file path."""
+    if isinstance(model, onnx.ModelProto):
+        return model
+    try:
+        if isinstance(model, (bytes, bytearray)):
+            return onnx.load_model_from_string(bytes(model))
+        if isinstance(model, (str, os.PathLike)):
+            if not os.path.exists(model):
+                raise Error(f"ONNX model file {str(model)!r} does not exist", type="frontend")
+            return onnx.load(str(model))
+    except Error:
+        raise
+    except Exception as e:  # noqa: BLE001  (protobuf's errors: whatever does not parse)
+        raise Error(f"cannot read the ONNX model: {type(e).__name__}: {e}", type="frontend") from None
+    raise Error(f"expected an ONNX ModelProto, its bytes or a file path, got {type(model).__name__}",
+                type="frontend")
+
+
+def opset_of(model: onnx.ModelProto, domain: str = "") -> int:
+    for o in model.opset_import:
+        if o.domain in (domain, "ai.onnx" if domain == "" else domain):
+            return int(o.version)
+    return 1 if domain else 9
+
+
+def _attrs(node: onnx.NodeProto) -> dict:
+    out = {}
+    for a in node.attribute:
+        if a.name in _ANNOTATIONS:
+            continue
+        v = helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode()
+        elif isinstance(v, onnx.TensorProto):
+            v = numpy_helper.to_array(v)
+        elif isinstance(v, list) and v and isinstance(v[0], bytes):
+            v = [x.decode() for x in v]
+        out[a.name] = v
+    return out
+
+
+def annotations_of(node: onnx.NodeProto) -> dict:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name in _ANNOTATIONS}
+
+
+def _shape_of(vi: onnx.ValueInfoProto) -> tuple[list[int], np.dtype]:
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    tt = vi.type.tensor_type
+    dims = []
+    for d in tt.shape.dim:
+        if not d.HasField("dim_value"):
+            raise Error(f"input {vi.name!r} has a dynamic dimension {d.dim_param!r}: tilefx compiles "
+                        "static shapes (export with fixed input sizes, or give the shape: "
+                        "popart.InputShapeInfo)",
+                        type="frontend")
+        dims.append(int(d.dim_value))
+    return dims, np.dtype(tensor_dtype_to_np_dtype(tt.elem_type))
+
+
+def check_supported(model: onnx.ModelProto) -> None:
+    """Every node's operator has a conversion, else an Error naming op type, node and opset."""
+    for i, node in enumerate(model.graph.node):
+        if not onnx_ops.supported(node.domain, node.op_type):
+            domain = node.domain or "ai.onnx"
+            raise Error(f"unsupported ONNX operator {domain}::{node.op_type} (node "
+                        f"{node.name or '#' + str(i)!r}, opset {opset_of(model, node.domain)})",
+                        type="frontend")
+
+
+class OnnxModule(torch.nn.Module):
+    """An ONNX graph as a torch module (see the module docstring).
+
+    `outputs` are the tensors forward returns (default: the graph outputs);
+    any tensor of the graph may be listed. `training` selects the training
+    behaviour of BatchNormalization and Dropout. `input_shapes` gives the
+    shape and dtype of inputs the graph leaves dynamic.
+    """
+
+    def __init__(self, model, outputs: list[str] | None = None, training: bool = False,
+                 input_shapes: dict[str, tuple[list[int], np.dtype]] | None = None):
+        super().__init__()
+        self.proto = load_model(model)
+        check_supported(self.proto)
+        g = self.proto.graph
+        self.opset = opset_of(self.proto)
+        self.graphcore_opset = opset_of(self.proto, onnx_ops.GRAPHCORE_DOMAIN)
+        self.is_training = training
+        inits = {t.name: t for t in g.initializer}
+        self.input_names = [i.name for i in g.input if i.name not in inits]
+        given = input_shapes or {}
+        for name in given:
+            if name not in self.input_names:
+                raise Error(f"the input shape given for {name!r} names no input of the graph "
+                            f"(inputs: {', '.join(self.input_names)})", type="frontend")
+        self.input_info = {i.name: (list(given[i.name][0]), np.dtype(given[i.name][1])) if i.name in given
+                           else _shape_of(i) for i in g.input if i.name not in inits}
+        stats = {n.input[k] for n in g.node if n.op_type == "BatchNormalization"
+                 for k in (3, 4) if len(n.input) > k}
+        self.path: dict[str, str] = {}  # ONNX initializer name -> module attribute path
+        self.static: dict[str, np.ndarray] = {}
+        for name, t in inits.items():
+            arr = numpy_helper.to_array(t).copy()
+            if arr.dtype.kind != "f":
+                self.static[name] = arr
+                continue
+            tensor = torch.from_numpy(np.ascontiguousarray(arr))
+            if name in stats:
+                self._attach(name, tensor, buffer=True)
+            else:
+                self._attach(name, torch.nn.Parameter(tensor), buffer=False)
+        self.known = set(inits) | set(self.input_names) | {o for n in g.node for o in n.output}
+        self.outputs = list(outputs) if outputs is not None else [o.name for o in g.output]
+        for o in self.outputs:
+            if o not in self.known:
+                raise Error(f"tensor {o!r} is not in the ONNX graph", type="frontend")
+
+    def _attach(self, name: str, tensor, buffer: bool) -> None:
+        parts = name.split(".")
+        owner = self
+        try:
+            for p in parts[:-1]:
+                sub = owner._modules.get(p)
+                if sub is None:
+                    if not p or hasattr(owner, p):
+                        raise KeyError(p)
+                    sub = torch.nn.Module()
+                    owner.add_module(p, sub)
+                owner = sub
+            leaf = parts[-1]
+            if not leaf or hasattr(owner, leaf):
+                raise KeyError(leaf)
+            (owner.register_buffer if buffer else owner.register_parameter)(leaf, tensor)
+            self.path[name] = name
+        except KeyError:
+            path = f"onnx_{len(self.path)}"
+            (self.register_buffer if buffer else self.register_parameter)(path, tensor)
+            self.path[name] = path
+
+    def tensor(self, name: str) -> torch.Tensor:
+        """The parameter or buffer holding initializer `name`."""
+        owner = self
+        *mods, leaf = self.path[name].split(".")
+        for m in mods:
+            owner = owner._modules[m]
+        return getattr(owner, leaf)
+
+    @property
+    def weight_names(self) -> list[str]:
+        return list(self.path)
+
+    def forward(self, *inputs):
+        if len(inputs) != len(self.input_names):
+            raise Error(f"the ONNX graph has {len(self.input_names)} inputs "
+                        f"({', '.join(self.input_names)}), got {len(inputs)}", type="frontend")
+        env: dict = dict(self.static)
+        for name in self.path:
+            env[name] = self.tensor(name)
+        env.update(zip(self.input_names, inputs))
+        for node in self.proto.graph.node:
+            self._run(node, env)
+        return tuple(_as_tensor(env[o]) for o in self.outputs)
+
+    def _run(self, node: onnx.NodeProto, env: dict) -> None:
+        ins = [env[i] if i else None for i in node.input]
+        at = _attrs(node)
+        if node.op_type == "Split" and "num_outputs" not in at:
+            at["_num_outputs"] = len(node.output)
+        if node.op_type == "Constant" or (
+                node.op_type not in ("Dropout", "RandomNormal", "RandomUniform")
+                and all(x is None or isinstance(x, np.ndarray) for x in ins) and node.domain == ""
+                and node.op_type != "Shape"):
+            outs = _fold(node, ins, self.opset)
+        else:
+            outs = self._call(node, ins, at)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        for name, v in zip(node.output, outs):
+            if name:
+                env[name] = v
+
+    def _call(self, node, ins, at):
+        ann = annotations_of(node)
+        meta = {}
+        ipu = ann.get(ONNX_IPU_ATTR)
+        stage = ann.get(ONNX_PIPELINE_STAGE_ATTR)
+        phase = ann.get(ONNX_EXECUTION_PHASE_ATTR)
+        if stage is not None:
+            meta[BLOCK_META_KEY] = f"stage{stage}"
+        elif phase is not None:
+            meta[BLOCK_META_KEY] = f"phase{phase}"
+        elif ipu is not None:
+            meta[BLOCK_META_KEY] = f"ipu{ipu}"
+        if ipu is not None:
+            meta[IPU_META_KEY] = int(ipu)
+        ctx = torch.fx.traceback.annotate(meta) if meta else _null()
+        with ctx:
+            try:
+                if node.domain == onnx_ops.GRAPHCORE_DOMAIN:
+                    out = onnx_ops.GRAPHCORE_OPS[node.op_type](ins, at, self.graphcore_opset)
+                elif node.op_type in onnx_ops.TRAINING_OPS:
+                    out = onnx_ops.TRAINING_OPS[node.op_type](ins, at, self.opset, self.is_training)
+                elif node.op_type == "MatMul" and ONNX_SERIALIZE_MODE_ATTR in ann:
+                    out = _serialized(ins, ann)
+                else:
+                    out = onnx_ops.OPS[node.op_type](ins, at, self.opset)
+                if ONNX_AVAILABLE_MEMORY_ATTR in ann and isinstance(out, torch.Tensor):
+                    out = torch.ops.tilefx.set_available_memory(out, float(ann[ONNX_AVAILABLE_MEMORY_ATTR]))
+            except Error as e:
+                raise Error(f"ONNX node {node.name or node.op_type!r} ({node.op_type}): {e.message}",
+                            type="frontend") from None
+            except (RuntimeError, ValueError, TypeError, IndexError, KeyError) as e:
+                raise Error(f"cannot convert ONNX node {node.name or node.op_type!r} ({node.op_type}, "
+                            f"opset {self.opset}): {type(e).__name__}: {e}", type="frontend") from None
+        return out
+
+    def example_inputs(self) -> list[torch.Tensor]:
+        """Zeros of each graph input's shape and type (for tracing)."""
+        return [torch.from_numpy(np.zeros(s, d)) for s, d in self.input_info.values()]
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _serialized(ins, ann):
+    modes = {"input_channels": "input_channels", "output_channels": "output_channels",
+             "reducing_dim": "reducing_dim", "none": "none"}
+    mode = ann[ONNX_SERIALIZE_MODE_ATTR]
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    factor = int(ann.get(ONNX_SERIALIZE_FACTOR_ATTR, 1))
+    if mode not in modes or mode == "none":
+        return torch.matmul(onnx_ops._t(ins[0]), onnx_ops._t(ins[1]))
+    return torch.ops.tilefx.serialized_matmul(onnx_ops._t(ins[0]), onnx_ops._t(ins[1]), mode, factor,
+                                              False)
+
+
+def _fold(node: onnx.NodeProto, ins: list, opset: int):
+    """Evaluate a node whose inputs are all known at compile time."""
+    from onnx.reference import ReferenceEvaluator
+
+    ev = ReferenceEvaluator(helper.make_node(node.op_type, [f"i{k}" if x is not None else ""
+                                                            for k, x in enumerate(ins)],
+                                             list(node.output), domain=node.domain,
+                                             **{a.name: helper.get_attribute_value(a)
+                                                for a in node.attribute if a.name not in _ANNOTATIONS}),
+                            opsets={"": opset})
+    feeds = {f"i{k}": x for k, x in enumerate(ins) if x is not None}
+    try:
+        outs = ev.run(None, feeds)
+    except Exception as e:  # noqa: BLE001  (the reference evaluator's errors, as a frontend Error)
+        raise Error(f"cannot evaluate ONNX node {node.name or node.op_type!r} ({node.op_type}) at "
+                    f"compile time: {type(e).__name__}: {e}", type="frontend") from None
+    return tuple(np.asarray(o) for o in outs)
+
+
+def _as_tensor(v) -> torch.Tensor:
+    return v if isinstance(v, torch.Tensor) else torch.as_tensor(np.array(v, order="C"))
+
+
+def import_onnx(model, outputs: list[str] | None = None) -> TracedGraph:
+    """The inference graph IR of an ONNX model, for tilefx-opt: parameters named by
+    their ONNX initializer names, inputs in graph-input order."""
+    from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
+
+    from tilefx.dialects.irutil import find_func
+
+    m = OnnxModule(model, outputs=outputs, training=False)
+    traced = trace(m, tuple(m.example_inputs()), training=False)
+    back = {path: name for name, path in m.path.items()}
+    fn = find_func(traced.module, "main")
+    attrs = [dict(a.data) for a in fn.arg_attrs.data]
+    for a in attrs:
+        for key in (PARAM_KEY, BUFFER_KEY):
+            if key in a:
+                a[key] = StringAttr(back.get(a[key].data, a[key].data))
+    fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
+    traced.params = [back.get(p, p) for p in traced.params]
+    traced.buffers = [back.get(b, b) for b in traced.buffers]
+    return traced

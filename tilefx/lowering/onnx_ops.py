@@ -1,0 +1,536 @@
+"""ONNX operators as torch functions: the semantics the ONNX frontend traces.
+
+Each entry of `OPS` takes the node's inputs (torch tensors, or numpy arrays
+for values known at compile time such as shapes, axes and constants; None for
+an omitted optional input), its attributes as a dict and the opset of its
+domain, and returns the node's outputs (a tensor or a tuple). Tracing these
+functions through the torch frontend gives the graph IR of the ONNX graph and,
+for training, its backward (see from_onnx.py).
+
+Operators of the `ai.graphcore` domain are PopART's (`IdentityLoss`, `L1`,
+`Nll`, ...); their reduction attribute is PopART's ReductionType (0 Sum,
+1 Mean, 2 NoReduction).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from tilefx.errors import Error
+
+GRAPHCORE_DOMAIN = "ai.graphcore"
+
+
+def _t(x, like: torch.Tensor | None = None) -> torch.Tensor:
+    """A tensor for an operand (static numpy values become constants)."""
+    if isinstance(x, torch.Tensor):
+        return x
+    return torch.as_tensor(np.array(x, copy=True, order="C"))
+
+
+def _ints(x) -> list[int]:
+    """A compile-time list of ints (a shape, axes, ...) from a static operand."""
+    if isinstance(x, torch.Tensor):
+        raise Error("this ONNX operand must be known at compile time (a constant, an initializer "
+                    "of integers or computed from shapes), but it depends on a graph input",
+                    type="frontend")
+    return [int(v) for v in np.asarray(x).reshape(-1)]
+
+
+def _axis(a: int, rank: int) -> int:
+    return a + rank if a < 0 else a
+
+
+def _binary(fn):
+    return lambda ins, at, v: fn(_t(ins[0]), _t(ins[1]))
+
+
+def _unary(fn):
+    return lambda ins, at, v: fn(_t(ins[0]))
+
+
+def _div(ins, at, v):
+    a, b = _t(ins[0]), _t(ins[1])
+    if not a.is_floating_point():
+        return torch.div(a, b, rounding_mode="trunc")
+    return a / b
+
+
+def _gemm(ins, at, v):
+    a, b = _t(ins[0]), _t(ins[1])
+    if at.get("transA", 0):
+        a = a.t()
+    if at.get("transB", 0):
+        b = b.t()
+    y = (a @ b) * at.get("alpha", 1.0) if at.get("alpha", 1.0) != 1.0 else a @ b
+    if len(ins) > 2 and ins[2] is not None:
+        c = _t(ins[2])
+        y = y + (c * at["beta"] if at.get("beta", 1.0) != 1.0 else c)
+    return y
+
+
+def _pads(at, n: int) -> tuple[list[int], list[int]]:
+    if at.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise Error(f"auto_pad={at['auto_pad']} is not supported: give explicit pads", type="frontend")
+    pads = at.get("pads", [0] * (2 * n))
+    return list(pads[:n]), list(pads[n:])
+
+
+def _symmetric(x: torch.Tensor, begin, end, value=0.0):
+    """Padding that torch's conv/pool arguments cannot express (begin != end)."""
+    if begin == end:
+        return x, begin
+    flat = []
+    for b, e in zip(reversed(begin), reversed(end)):
+        flat += [b, e]
+    return F.pad(x, flat, value=value), [0] * len(begin)
+
+
+def _conv(ins, at, v):
+    x, w = _t(ins[0]), _t(ins[1])
+    b = _t(ins[2]) if len(ins) > 2 and ins[2] is not None else None
+    n = w.dim() - 2
+    begin, end = _pads(at, n)
+    x, pad = _symmetric(x, begin, end)
+    fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[n]
+    return fn(x, w, b, stride=at.get("strides", [1] * n), padding=pad,
+              dilation=at.get("dilations", [1] * n), groups=at.get("group", 1))
+
+
+def _maxpool(ins, at, v):
+    x = _t(ins[0])
+    k = at["kernel_shape"]
+    n = len(k)
+    begin, end = _pads(at, n)
+    x, pad = _symmetric(x, begin, end, value=-math.inf)
+    fn = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n]
+    return fn(x, k, stride=at.get("strides", [1] * n), padding=pad,
+              dilation=at.get("dilations", [1] * n), ceil_mode=bool(at.get("ceil_mode", 0)))
+
+
+def _avgpool(ins, at, v):
+    x = _t(ins[0])
+    k = at["kernel_shape"]
+    n = len(k)
+    begin, end = _pads(at, n)
+    if begin != end:
+        raise Error("AveragePool with asymmetric pads is not supported", type="frontend")
+    fn = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[n]
+    return fn(x, k, stride=at.get("strides", [1] * n), padding=begin,
+              ceil_mode=bool(at.get("ceil_mode", 0)),
+              count_include_pad=bool(at.get("count_include_pad", 0)))
+
+
+def _global_avgpool(ins, at, v):
+    x = _t(ins[0])
+    return x.mean(dim=tuple(range(2, x.dim())), keepdim=True)
+
+
+def _batchnorm(ins, at, v, training: bool):
+    x, scale, bias, mean, var = (_t(i) for i in ins[:5])
+    eps = at.get("epsilon", 1e-5)
+    if training:
+        # ONNX: running = running * momentum + batch * (1 - momentum); torch the other way round
+        return F.batch_norm(x, mean, var, scale, bias, training=True,
+                            momentum=1.0 - at.get("momentum", 0.9), eps=eps)
+    return F.batch_norm(x, mean, var, scale, bias, training=False, eps=eps)
+
+
+def _layernorm(ins, at, v):
+    x = _t(ins[0])
+    axis = _axis(at.get("axis", -1), x.dim())
+    shape = list(x.shape[axis:])
+    w = _t(ins[1]) if len(ins) > 1 and ins[1] is not None else None
+    b = _t(ins[2]) if len(ins) > 2 and ins[2] is not None else None
+    if w is not None and list(w.shape) != shape:
+        w = w.expand(shape)
+    if b is not None and list(b.shape) != shape:
+        b = b.expand(shape)
+    return F.layer_norm(x, shape, w, b, eps=at.get("epsilon", 1e-5))
+
+
+def _softmax(fn):
+    def impl(ins, at, v):
+        x = _t(ins[0])
+        if v >= 13:
+            return fn(x, dim=at.get("axis", -1))
+        # opsets < 13: the input is coerced to 2-D at `axis`
+        axis = _axis(at.get("axis", 1), x.dim())
+        shape = x.shape
+        return fn(x.reshape(int(np.prod(shape[:axis])), -1), dim=1).reshape(shape)
+    return impl
+
+
+def _reshape(ins, at, v):
+    x = ins[0]
+    shape = _ints(ins[1])
+    if not at.get("allowzero", 0):
+        shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
+    return _t(x).reshape(shape)
+
+
+def _flatten(ins, at, v):
+    x = _t(ins[0])
+    axis = _axis(at.get("axis", 1), x.dim())
+    return x.reshape(int(np.prod(x.shape[:axis])), -1)
+
+
+def _transpose(ins, at, v):
+    x = _t(ins[0])
+    perm = at.get("perm", list(reversed(range(x.dim()))))
+    return x.permute(*perm)
+
+
+def _axes(ins, at, v, since: int, idx: int = 1):
+    if v >= since:
+        return _ints(ins[idx]) if len(ins) > idx and ins[idx] is not None else None
+    return at.get("axes")
+
+
+def _unsqueeze(ins, at, v):
+    x = _t(ins[0])
+    axes = _axes(ins, at, v, 13)
+    rank = x.dim() + len(axes)
+    for a in sorted(_axis(a, rank) for a in axes):
+        x = x.unsqueeze(a)
+    return x
+
+
+def _squeeze(ins, at, v):
+    x = _t(ins[0])
+    axes = _axes(ins, at, v, 13)
+    if axes is None:
+        axes = [i for i, s in enumerate(x.shape) if s == 1]
+    for a in sorted((_axis(a, x.dim()) for a in axes), reverse=True):
+        x = x.squeeze(a)
+    return x
+
+
+def _concat(ins, at, v):
+    xs = [_t(i) for i in ins]
+    return torch.cat(xs, dim=at["axis"])
+
+
+def _slice(ins, at, v):
+    x = _t(ins[0])
+    if v < 10:
+        starts, ends = at["starts"], at["ends"]
+        axes, steps = at.get("axes"), None
+    else:
+        starts, ends = _ints(ins[1]), _ints(ins[2])
+        axes = _ints(ins[3]) if len(ins) > 3 and ins[3] is not None else None
+        steps = _ints(ins[4]) if len(ins) > 4 and ins[4] is not None else None
+    axes = list(range(len(starts))) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    index: list = [slice(None)] * x.dim()
+    flips = []
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a = _axis(a, x.dim())
+        n = x.shape[a]
+        if st > 0:
+            s = max(0, min(n, s + n if s < 0 else s))
+            e = max(0, min(n, e + n if e < 0 else e))
+            index[a] = slice(s, max(s, e), st)
+        else:  # negative steps: slice the flipped axis
+            s = max(-1, min(n - 1, s + n if s < 0 else s))
+            e = max(-1, min(n - 1, e + n if e < 0 else e))
+            index[a] = slice(n - 1 - s, max(n - 1 - s, n - 1 - e), -st)
+            flips.append(a)
+    if flips:
+        x = torch.flip(x, flips)
+    return x[tuple(index)]
+
+
+def _gather(ins, at, v):
+    x, idx = _t(ins[0]), ins[1]
+    axis = _axis(at.get("axis", 0), x.dim())
+    if isinstance(idx, np.ndarray):
+        idx = np.where(idx < 0, idx + x.shape[axis], idx).astype(np.int64)
+        if idx.ndim == 0:
+            return x.select(axis, int(idx))
+        idx_t = _t(idx)
+    else:
+        idx_t = idx.to(torch.int64)
+        idx_t = torch.where(idx_t < 0, idx_t + x.shape[axis], idx_t)
+    if axis == 0 and x.dim() == 2 and x.is_floating_point():
+        return F.embedding(idx_t, x)
+    return x[(slice(None),) * axis + (idx_t,)]
+
+
+def _split(ins, at, v):
+    x = _t(ins[0])
+    axis = at.get("axis", 0)
+    if v >= 13 and len(ins) > 1 and ins[1] is not None:
+        sizes = _ints(ins[1])
+    elif "split" in at:
+        sizes = at["split"]
+    else:
+        n = at.get("num_outputs") or at["_num_outputs"]
+        size = -(-x.shape[axis] // n)
+        sizes = [min(size, x.shape[axis] - i * size) for i in range(n)]
+    return tuple(torch.split(x, sizes, dim=axis))
+
+
+def _reduce(fn):
+    def impl(ins, at, v):
+        x = _t(ins[0])
+        since = 13 if fn is torch.sum else 18
+        axes_arg = ins[1] if len(ins) > 1 else None
+        if v < since and axes_arg is not None:
+            since = 0  # a newer form in an older-labelled model
+        axes = _axes(ins, at, v, since)
+        keep = bool(at.get("keepdims", 1))
+        if not axes:
+            if at.get("noop_with_empty_axes", 0):
+                return x
+            axes = list(range(x.dim()))
+        return fn(x, dim=axes, keepdim=keep)
+    return impl
+
+
+def _cast(ins, at, v):
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    x = _t(ins[0])
+    return x.to(torch.from_numpy(np.zeros(0, tensor_dtype_to_np_dtype(at["to"]))).dtype)
+
+
+def _expand(ins, at, v):
+    x = _t(ins[0])
+    shape = _ints(ins[1])
+    full = torch.broadcast_shapes(tuple(x.shape), tuple(shape))
+    return x.expand(full)
+
+
+def _clip(ins, at, v):
+    x = _t(ins[0])
+    if v < 11:
+        lo, hi = at.get("min"), at.get("max")
+    else:
+        lo = ins[1] if len(ins) > 1 else None
+        hi = ins[2] if len(ins) > 2 else None
+        lo = None if lo is None else float(np.asarray(lo)) if not isinstance(lo, torch.Tensor) else lo
+        hi = None if hi is None else float(np.asarray(hi)) if not isinstance(hi, torch.Tensor) else hi
+    if isinstance(lo, torch.Tensor) or isinstance(hi, torch.Tensor):
+        return torch.clamp(x, _t(lo) if lo is not None else None, _t(hi) if hi is not None else None)
+    return torch.clamp(x, lo, hi)
+
+
+def _where(ins, at, v):
+    return torch.where(_t(ins[0]), _t(ins[1]), _t(ins[2]))
+
+
+def _pad(ins, at, v):
+    x = _t(ins[0])
+    mode = at.get("mode", "constant")
+    if v < 11:
+        pads, value = at["pads"], at.get("value", 0.0)
+    else:
+        pads = _ints(ins[1])
+        value = float(np.asarray(ins[2])) if len(ins) > 2 and ins[2] is not None else 0.0
+    n = x.dim()
+    flat = []
+    for i in reversed(range(n)):
+        flat += [pads[i], pads[i + n]]
+    return F.pad(x, flat, mode=mode, value=value) if mode == "constant" else F.pad(x, flat, mode=mode)
+
+
+def _matmul(ins, at, v):
+    return torch.matmul(_t(ins[0]), _t(ins[1]))
+
+
+def _gelu(ins, at, v):
+    return F.gelu(_t(ins[0]), approximate=at.get("approximate", "none"))
+
+
+def _dropout(ins, at, v, training: bool):
+    x = _t(ins[0])
+    ratio = at.get("ratio", 0.5) if v < 12 else (
+        float(np.asarray(ins[1])) if len(ins) > 1 and ins[1] is not None else 0.5)
+    return F.dropout(x, ratio, training=training) if training and ratio > 0 else x
+
+
+def _reduction(x: torch.Tensor, reduction: int) -> torch.Tensor:
+    if reduction == 0:
+        return x.sum()
+    if reduction == 1:
+        return x.mean()
+    return x
+
+
+def _identityloss(ins, at, v):
+    return _reduction(_t(ins[0]), at.get("reduction", 1))
+
+
+def _l1loss(ins, at, v):
+    return _reduction(_t(ins[0]).abs() * at.get("lambda", 1.0), at.get("reduction", 1))
+
+
+def _nllloss(ins, at, v):
+    probs, label = _t(ins[0]), _t(ins[1]).to(torch.int64)
+    logp = probs if at.get("inputIsLogProbability", 0) else torch.log(probs)
+    flat = logp.reshape(-1, logp.shape[-1])
+    lab = label.reshape(-1)
+    picked = -flat.gather(1, lab.clamp(min=0).unsqueeze(1)).squeeze(1)
+    ignore = at.get("ignoreIndex")
+    reduction = at.get("reduction", 1)
+    if ignore is not None:
+        keep = lab != ignore
+        picked = torch.where(keep, picked, torch.zeros_like(picked))
+        if reduction == 1:
+            return picked.sum() / keep.sum().clamp(min=1).to(picked.dtype)
+    out = _reduction(picked, reduction)
+    return out if reduction != 2 else out.reshape(label.shape)
+
+
+def _shape(ins, at, v):
+    shape = np.asarray(ins[0].shape, dtype=np.int64)
+    return shape[at.get("start", 0): at.get("end", len(shape))]
+
+
+def _constant_of_shape(ins, at, v):
+    value = at.get("value")
+    arr = np.asarray(value if value is not None else np.zeros(1, np.float32))
+    return np.full(_ints(ins[0]), arr.reshape(-1)[0], dtype=arr.dtype)
+
+
+def _instance_norm(ins, at, v):
+    x = _t(ins[0])
+    return F.instance_norm(x, weight=_t(ins[1]), bias=_t(ins[2]), eps=at.get("epsilon", 1e-5))
+
+
+def _group_norm(ins, at, v):
+    x = _t(ins[0])
+    groups = at["num_groups"]
+    scale, bias = _t(ins[1]), _t(ins[2])
+    if scale.numel() != x.shape[1]:  # opset 18: one scale per group
+        scale = scale.repeat_interleave(x.shape[1] // groups)
+        bias = bias.repeat_interleave(x.shape[1] // groups)
+    return F.group_norm(x, groups, scale, bias, eps=at.get("epsilon", 1e-5))
+
+
+def _topk(ins, at, v):
+    x = _t(ins[0])
+    k = _ints(ins[1])[0] if v >= 10 else at["k"]
+    values, indices = torch.topk(x, k, dim=at.get("axis", -1), largest=bool(at.get("largest", 1)),
+                                 sorted=bool(at.get("sorted", 1)))
+    return values, indices
+
+
+def _cumsum(ins, at, v):
+    x = _t(ins[0])
+    axis = _ints(ins[1])[0]
+    if at.get("reverse", 0):
+        x = torch.flip(x, [axis])
+    y = torch.cumsum(x, axis)
+    if at.get("exclusive", 0):
+        y = y - x
+    return torch.flip(y, [axis]) if at.get("reverse", 0) else y
+
+
+def _trilu(ins, at, v):
+    x = _t(ins[0])
+    k = _ints(ins[1])[0] if len(ins) > 1 and ins[1] is not None else 0
+    return torch.triu(x, k) if at.get("upper", 1) else torch.tril(x, k)
+
+
+def _prelu(ins, at, v):
+    x, slope = _t(ins[0]), _t(ins[1])
+    return torch.where(x >= 0, x, x * slope)
+
+
+OPS = {
+    "Identity": lambda ins, at, v: ins[0],
+    "Add": _binary(torch.add), "Sub": _binary(torch.sub), "Mul": _binary(torch.mul), "Div": _div,
+    "Pow": _binary(torch.pow),
+    "Mod": lambda ins, at, v: (torch.fmod if at.get("fmod", 0) else torch.remainder)(_t(ins[0]), _t(ins[1])), "Max": lambda ins, at, v: _fold(torch.maximum, ins),
+    "Min": lambda ins, at, v: _fold(torch.minimum, ins), "Sum": lambda ins, at, v: _fold(torch.add, ins),
+    "Mean": lambda ins, at, v: _fold(torch.add, ins) / len(ins),
+    "Equal": _binary(torch.eq), "Less": _binary(torch.lt), "Greater": _binary(torch.gt),
+    "LessOrEqual": _binary(torch.le), "GreaterOrEqual": _binary(torch.ge),
+    "And": _binary(torch.logical_and), "Or": _binary(torch.logical_or), "Not": _unary(torch.logical_not),
+    "Sqrt": _unary(torch.sqrt), "Exp": _unary(torch.exp), "Log": _unary(torch.log),
+    "Neg": _unary(torch.neg), "Abs": _unary(torch.abs), "Reciprocal": _unary(torch.reciprocal),
+    "Relu": _unary(torch.relu), "Sigmoid": _unary(torch.sigmoid), "Tanh": _unary(torch.tanh),
+    "Erf": _unary(torch.erf), "Sin": _unary(torch.sin), "Cos": _unary(torch.cos),
+    "Floor": _unary(torch.floor), "Ceil": _unary(torch.ceil), "Sign": _unary(torch.sign),
+    "Softplus": _unary(F.softplus), "Gelu": _gelu,
+    "LeakyRelu": lambda ins, at, v: F.leaky_relu(_t(ins[0]), at.get("alpha", 0.01)),
+    "Elu": lambda ins, at, v: F.elu(_t(ins[0]), at.get("alpha", 1.0)),
+    "HardSigmoid": lambda ins, at, v: torch.clamp(_t(ins[0]) * at.get("alpha", 0.2) + at.get("beta", 0.5), 0, 1),
+    "Softmax": _softmax(torch.softmax), "LogSoftmax": _softmax(torch.log_softmax),
+    "MatMul": _matmul, "Gemm": _gemm, "Conv": _conv, "MaxPool": _maxpool, "AveragePool": _avgpool,
+    "GlobalAveragePool": _global_avgpool, "LayerNormalization": _layernorm,
+    "Reshape": _reshape, "Flatten": _flatten, "Transpose": _transpose, "Unsqueeze": _unsqueeze,
+    "Squeeze": _squeeze, "Concat": _concat, "Slice": _slice, "Gather": _gather, "Split": _split,
+    "ReduceMean": _reduce(torch.mean), "ReduceSum": _reduce(torch.sum),
+    "ReduceMax": _reduce(torch.amax), "ReduceMin": _reduce(torch.amin), "Cast": _cast,
+    "Expand": _expand, "Clip": _clip, "Where": _where, "Pad": _pad,
+    "Shape": _shape, "ConstantOfShape": _constant_of_shape,
+    "ArgMax": lambda ins, at, v: torch.argmax(_t(ins[0]), dim=at.get("axis", 0),
+                                              keepdim=bool(at.get("keepdims", 1))),
+    "Tile": lambda ins, at, v: _t(ins[0]).repeat(*_ints(ins[1])),
+    "InstanceNormalization": _instance_norm,
+    "GroupNormalization": _group_norm, "TopK": _topk, "CumSum": _cumsum, "Trilu": _trilu,
+    "PRelu": _prelu, "Selu": lambda ins, at, v: _selu(_t(ins[0]), at),
+    "HardSwish": lambda ins, at, v: F.hardswish(_t(ins[0])),
+    "GlobalMaxPool": lambda ins, at, v: torch.amax(_t(ins[0]), dim=tuple(range(2, _t(ins[0]).dim())),
+                                                   keepdim=True),
+    "Einsum": lambda ins, at, v: torch.einsum(at["equation"], *[_t(i) for i in ins]),
+    "ReduceProd": _reduce(lambda x, dim, keepdim: _prod(x, dim, keepdim)),
+    "ReduceL2": _reduce(lambda x, dim, keepdim: torch.sqrt((x * x).sum(dim=dim, keepdim=keepdim))),
+    "ReduceLogSumExp": _reduce(lambda x, dim, keepdim: torch.logsumexp(x, dim=dim, keepdim=keepdim)),
+    "ReduceSumSquare": _reduce(lambda x, dim, keepdim: (x * x).sum(dim=dim, keepdim=keepdim)),
+    "Atan": _unary(torch.atan), "Tan": _unary(torch.tan), "Asin": _unary(torch.asin),
+    "Acos": _unary(torch.acos), "Sinh": _unary(torch.sinh), "Cosh": _unary(torch.cosh),
+    "IsNaN": _unary(torch.isnan), "Round": _unary(torch.round),
+    "Range": lambda ins, at, v: torch.arange(float(np.asarray(ins[0])), float(np.asarray(ins[1])),
+                                             float(np.asarray(ins[2]))),
+}
+
+# operators whose behaviour depends on training (batch statistics, dropout)
+TRAINING_OPS = {"BatchNormalization": _batchnorm, "Dropout": _dropout}
+
+def _selu(x, at):
+    alpha, gamma = at.get("alpha", 1.67326319217681884765625), at.get("gamma", 1.05070102214813232421875)
+    return gamma * torch.where(x > 0, x, alpha * (torch.exp(x) - 1))
+
+
+def _prod(x, dims, keepdim):
+    for d in sorted(dims, reverse=True):
+        x = torch.prod(x, d, keepdim=keepdim)
+    return x
+
+
+GRAPHCORE_OPS = {"IdentityLoss": _identityloss, "L1": _l1loss, "Nll": _nllloss,
+                 "PrintTensor": lambda ins, at, v: _t(ins[0]),
+                 "Swish": lambda ins, at, v: F.silu(_t(ins[0])),
+                 "Expm1": lambda ins, at, v: torch.expm1(_t(ins[0])),
+                 "Log1p": lambda ins, at, v: torch.log1p(_t(ins[0])),
+                 "Atan2": lambda ins, at, v: torch.atan2(_t(ins[0]), _t(ins[1])),
+                 "Remainder": lambda ins, at, v: torch.remainder(_t(ins[0]), _t(ins[1])),
+                 "Fmod": lambda ins, at, v: torch.fmod(_t(ins[0]), _t(ins[1])),
+                 "Round": lambda ins, at, v: torch.round(_t(ins[0])),
+                 "Gelu": lambda ins, at, v: F.gelu(_t(ins[0])),
+                 "Scale": lambda ins, at, v: _t(ins[0]) * at.get("scale", 1.0),
+                 "Detach": lambda ins, at, v: _t(ins[0]).detach()}
+
+# operators evaluated at compile time only (their result is always static)
+STATIC_ONLY = {"Shape", "ConstantOfShape", "Constant", "Range", "Size"}
+
+
+def _fold(fn, ins):
+    out = _t(ins[0])
+    for x in ins[1:]:
+        out = fn(out, _t(x))
+    return out
+
+
+def supported(domain: str, op_type: str) -> bool:
+    if domain in ("", "ai.onnx"):
+        return op_type in OPS or op_type in TRAINING_OPS or op_type in STATIC_ONLY
+    return domain == GRAPHCORE_DOMAIN and op_type in GRAPHCORE_OPS

@@ -1,0 +1,116 @@
+"""tilefx.popart: PopART's session API on the ONNX frontend (`import tilefx.popart as popart`).
+
+Build a graph with `Builder` (or load an ONNX file or a torch.onnx export),
+describe the data flow with `DataFlow` and `AnchorReturnType`, pick a
+(simulated) device with `DeviceManager`, and run it with `InferenceSession`
+or `TrainingSession` and a `PyStepIO` (seeds/001, "Executing graphs"). The
+sessions compile through the same passes, executor and machine model as the
+PopTorch side.
+"""
+
+from tilefx.popart.builder import Builder, ReductionType, TensorInfo
+from tilefx.popart.devices import (
+    DeviceConnectionType,
+    DeviceInfo,
+    DeviceManager,
+    DeviceType,
+    SyncPattern,
+)
+from tilefx.popart.errors import (
+    OutOfMemoryException,
+    RecoveryAction,
+    popart_exception,
+    popart_internal_exception,
+    popart_runtime_error,
+    poplar_application_runtime_error,
+    poplar_exception,
+    poplar_recoverable_runtime_error,
+    poplar_runtime_error,
+    poplar_system_runtime_error,
+    poplar_unknown_runtime_error,
+    poplar_unrecoverable_runtime_error,
+    poplibs_exception,
+)
+from tilefx.popart.logger import getLogger
+from tilefx.popart.optimizers import (
+    SGD,
+    Adam,
+    AdamMode,
+    ConstSGD,
+    Optimizer,
+    OptimizerValue,
+    WeightDecayMode,
+)
+from tilefx.popart.session import (
+    AnchorReturnType,
+    AnchorReturnTypeId,
+    DataFlow,
+    InferenceSession,
+    InputShapeInfo,
+    PyStepIO,
+    PyStepIOCallback,
+    PyWeightsIO,
+    Report,
+    SessionOptions,
+    SyntheticDataMode,
+    TrainingSession,
+    VirtualGraphMode,
+)
+
+__version__ = "3.4.0+tilefx"
+
+
+def reservedGradientPrefix() -> str:
+    return "Gradient___"
+
+
+def versionString() -> str:
+    return __version__
+
+
+__all__ = [
+    "SGD",
+    "Adam",
+    "AdamMode",
+    "AnchorReturnType",
+    "AnchorReturnTypeId",
+    "Builder",
+    "ConstSGD",
+    "DataFlow",
+    "DeviceConnectionType",
+    "DeviceInfo",
+    "DeviceManager",
+    "DeviceType",
+    "InferenceSession",
+    "InputShapeInfo",
+    "Optimizer",
+    "OptimizerValue",
+    "OutOfMemoryException",
+    "PyStepIO",
+    "PyStepIOCallback",
+    "PyWeightsIO",
+    "RecoveryAction",
+    "ReductionType",
+    "Report",
+    "SessionOptions",
+    "SyncPattern",
+    "SyntheticDataMode",
+    "TensorInfo",
+    "TrainingSession",
+    "VirtualGraphMode",
+    "WeightDecayMode",
+    "getLogger",
+    "popart_exception",
+    "popart_internal_exception",
+    "popart_runtime_error",
+    "poplar_application_runtime_error",
+    "poplar_exception",
+    "poplar_recoverable_runtime_error",
+    "poplar_runtime_error",
+    "poplar_system_runtime_error",
+    "poplar_unknown_runtime_error",
+    "poplar_unrecoverable_runtime_error",
+    "poplibs_exception",
+    "reservedGradientPrefix",
+    "versionString",
+]

@@ -1,0 +1,817 @@
+"""InferenceSession / TrainingSession, DataFlow, StepIO, SessionOptions (seeds/001 section 5).
+
+A session compiles its ONNX model with the ONNX frontend (lowering/from_onnx)
+and runs it through the PopTorch side's executor (a PoplarExecutor over the
+graph as a torch module): the same passes, numpy executor and machine model.
+PopART's loop maps onto PopTorch's:
+
+    batchesPerStep       -> deviceIterations
+    accumulationFactor   -> gradientAccumulation (training)
+    replicatedGraphCount -> replicationFactor
+    virtualGraph / pipelineStage / executionPhase -> blocks, stages, phases
+
+Buffers have PopART's shapes: an input is [batchesPerStep, accumulationFactor,
+replicas, *tensor shape] and an anchor [batchesPerStep (or batchesPerStep / N
+for EVERYN), accumulationFactor, replicas, *shape] for ALL/EVERYN and
+[replicas, *shape] for FINAL/SUM, with the size-1 dimensions of the leading
+three dropped. Any tensor of the graph can be an anchor: it is an extra
+output of the traced graph.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import ClassVar
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+from tilefx.dialects.names import (
+    ONNX_EXECUTION_PHASE_ATTR,
+    ONNX_IPU_ATTR,
+    ONNX_PIPELINE_STAGE_ATTR,
+)
+from tilefx.errors import Error
+from tilefx.lowering.from_onnx import OnnxModule, load_model
+from tilefx.popart.builder import ReductionType, TensorInfo, tensor_infos
+from tilefx.popart.devices import DeviceInfo
+from tilefx.popart.errors import (
+    OutOfMemoryException,
+    popart_exception,
+    popart_runtime_error,
+)
+from tilefx.popart.logger import getLogger
+from tilefx.popart.optimizers import Optimizer
+
+_session_log = getLogger("session")
+_devicex_log = getLogger("devicex")
+
+
+# -- DataFlow ---------------------------------------------------------------
+class AnchorReturnTypeId(enum.Enum):
+    All = "ALL"
+    EveryN = "EVERYN"
+    Final = "FINAL"
+    Sum = "SUM"
+    # PopART's upper-case spellings
+    ALL = "ALL"  # noqa: PIE796  (an alias: PopART's upper-case spelling)
+    EVERYN = "EVERYN"  # noqa: PIE796  (an alias: PopART's upper-case spelling)
+    FINAL = "FINAL"  # noqa: PIE796  (an alias: PopART's upper-case spelling)
+    SUM = "SUM"  # noqa: PIE796  (an alias: PopART's upper-case spelling)
+
+
+class AnchorReturnType:
+    """How an anchor returns its values: AnchorReturnType("ALL" | "FINAL" | "SUM") or ("EVERYN", N)."""
+
+    def __init__(self, artString: str = "ALL", returnPeriod: int | None = None):
+        key = str(artString).upper()
+        if key not in ("ALL", "EVERYN", "FINAL", "SUM"):
+            raise popart_exception(f"AnchorReturnType: unknown return type {artString!r} "
+                                   "(ALL, EVERYN, FINAL, SUM)")
+        if key == "EVERYN":
+            if returnPeriod is None or int(returnPeriod) < 1:
+                raise popart_exception(f"AnchorReturnType EVERYN needs a positive return period, got "
+                                       f"{returnPeriod!r}")
+        elif returnPeriod not in (None, 0, 1):
+            raise popart_exception(f"AnchorReturnType {key} takes no return period")
+        self._id = AnchorReturnTypeId(key)
+        self._rp = int(returnPeriod) if key == "EVERYN" else 1
+
+    def id(self) -> AnchorReturnTypeId:
+        return self._id
+
+    def rp(self) -> int:
+        return self._rp
+
+    def str(self) -> str:
+        return self._id.value
+
+    def __repr__(self) -> str:
+        return f"AnchorReturnType({self._id.value!r}" + (f", {self._rp})" if self._id.value == "EVERYN" else ")")
+
+
+class DataFlow:
+    """batchesPerStep and the anchors: DataFlow(1, {tensorId: AnchorReturnType("ALL")})
+    (or a list of tensor ids with one AnchorReturnType for all)."""
+
+    def __init__(self, batchesPerStep: int, anchorTensors=None, art: AnchorReturnType | None = None):
+        if not isinstance(batchesPerStep, int) or batchesPerStep < 1:
+            raise popart_exception(f"DataFlow: batchesPerStep must be a positive int, got {batchesPerStep!r}")
+        anchors = anchorTensors if anchorTensors is not None else {}
+        if isinstance(anchors, (list, tuple)):
+            anchors = {a: art or AnchorReturnType("ALL") for a in anchors}
+        for name, a in anchors.items():
+            if not isinstance(a, AnchorReturnType):
+                raise popart_exception(f"DataFlow: anchor {name!r} needs an AnchorReturnType, got {a!r}")
+            if a.id() == AnchorReturnTypeId.EveryN and batchesPerStep % a.rp():
+                raise popart_exception(f"DataFlow: anchor {name!r} has return period {a.rp()}, which does "
+                                       f"not divide batchesPerStep ({batchesPerStep})")
+        self._bps = batchesPerStep
+        self._anchors = dict(anchors)
+
+    def batchesPerStep(self) -> int:
+        return self._bps
+
+    def anchors(self) -> list[str]:
+        return list(self._anchors)
+
+    def art(self, anchor: str) -> AnchorReturnType:
+        if anchor not in self._anchors:
+            raise popart_exception(f"DataFlow: {anchor!r} is not an anchor (anchors: {self.anchors()})")
+        return self._anchors[anchor]
+
+    def isAnchored(self, tensorId: str) -> bool:
+        return tensorId in self._anchors
+
+    def nAnchors(self) -> int:
+        return len(self._anchors)
+
+
+# -- StepIO -----------------------------------------------------------------
+class PyStepIO:
+    """Input buffers and anchor (output) buffers, by tensor id (seeds/001 5.1)."""
+
+    def __init__(self, inputs: dict, outputs: dict):
+        self.inputs = dict(inputs)
+        self.outputs = outputs
+        self.runtime_asserts = True
+
+    def enableRuntimeAsserts(self, b: bool) -> None:
+        self.runtime_asserts = bool(b)
+
+
+class PyStepIOCallback:
+    """StepIO by callbacks: input(tensorId, prefetch) returns one micro-batch,
+    inputComplete(tensorId) follows it; output(tensorId) returns the array to
+    write one value of the anchor into, outputComplete(tensorId) follows it."""
+
+    def __init__(self, input_callback: Callable, input_complete_callback: Callable,
+                 output_callback: Callable, output_complete_callback: Callable):
+        self.input_callback = input_callback
+        self.input_complete_callback = input_complete_callback
+        self.output_callback = output_callback
+        self.output_complete_callback = output_complete_callback
+
+
+class PyWeightsIO:
+    """Weights by tensor id, for readWeights / writeWeights."""
+
+    def __init__(self, weights: dict):
+        self.weights = weights
+
+
+# -- SessionOptions ---------------------------------------------------------
+class VirtualGraphMode(enum.Enum):
+    Off = "Off"
+    Manual = "Manual"
+    Auto = "Auto"
+    ExecutionPhases = "ExecutionPhases"
+
+
+class SyntheticDataMode(enum.Enum):
+    Off = "Off"
+    Zeros = "Zeros"
+    RandomNormal = "RandomNormal"
+
+
+class _ExecutionPhaseSettings:
+    def __init__(self):
+        self.phases = 0
+        self.stages = 2
+
+
+class SessionOptions:
+    """PopART's session options that tilefx implements (others are rejected by name)."""
+
+    _FIELDS: ClassVar[dict] = {
+        "enableReplicatedGraphs": False, "replicatedGraphCount": 1,
+        "enableGradientAccumulation": False, "accumulationFactor": 1,
+        "accumulationAndReplicationReductionType": ReductionType.Sum,
+        "virtualGraphMode": VirtualGraphMode.Off, "enablePipelining": False,
+        "enableStochasticRounding": False, "engineOptions": None, "reportOptions": None,
+        "partialsTypeMatMuls": "", "instrumentWithHardwareCycleCounter": False,
+        "syntheticDataMode": SyntheticDataMode.Off, "constantWeights": True,
+        "enableOutlining": True, "enableFloatingPointChecks": False, "autoRecomputation": None,
+        "executionPhaseSettings": None, "enableEngineCaching": False, "cachePath": "session_cache",
+        "logDir": "", "enableLoadAndOffloadRNGState": False, "seed": None,
+    }
+
+    def __init__(self):
+        for k, v in self._FIELDS.items():
+            object.__setattr__(self, k, v)
+        object.__setattr__(self, "engineOptions", {})
+        object.__setattr__(self, "reportOptions", {})
+        object.__setattr__(self, "executionPhaseSettings", _ExecutionPhaseSettings())
+
+    # PopART options about scheduling, outlining, code generation and host transfers of the
+    # real machine: accepted and kept, with no effect on the simulated machine's numbers
+    _NO_EFFECT: ClassVar[frozenset] = frozenset({
+        "outlineThreshold", "enableExplicitMainLoops", "useHostCopyOps", "aliasZeroCopy",
+        "decomposeGradSum", "enablePrefetchDatastreams", "defaultPrefetchBufferingDepth",
+        "rearrangeAnchorsOnHost", "rearrangeStreamsOnHost", "enableFullyConnectedPass", "groupHostSync",
+        "compileEngine", "hardwareInstrumentations", "explicitRecomputation", "enableNonStableSoftmax",
+        "dotChecks", "opxModifyChecking", "kahnTieBreaker", "swapLimitScheduler", "enableMergeExchange",
+        "stashAllTensorsInferencePipeline", "numIOTiles", "enableInplaceAmbiguityChecking",
+        "convolutionOptions", "lstmOptions", "matmulOptions", "gclOptions", "customCodelets",
+        "enableStableNorm", "disableGradAccumulationTensorStreams", "exportPoplarComputationGraph",
+        "exportPoplarVertexGraph", "finalDotOp", "firstDotOp", "timeLimitScheduler",
+        "transitiveClosureOptimizationThreshold", "mergeVarUpdate", "mergeVarUpdateMemThreshold",
+        "looseThresholdAtPeak", "delayVarUpdates", "scheduleNonWeightUpdateGradientConsumersEarly",
+        "separateCallOpPdfs", "subgraphCopyingStrategy", "batchSerializationSettings",
+        "accumulateOuterFragmentSettings", "createImplicitPipeliningFwdOnlyProgram",
+        "enableConstantFoldingOfMultipleConsumers", "useLoopCandidateCreator",
+        "enableSupportedDataTypeCasting", "ensureFp32LossScaleTensor", "enableSerializedMatmuls",
+        "enableInplace", "enableReplicatedGraphsRNG", "accumulationTensorLocationSettings",
+    })
+
+    def __setattr__(self, name: str, value) -> None:
+        if name not in self._FIELDS and name not in self._NO_EFFECT:
+            raise AttributeError(f"'SessionOptions' has no option {name!r} supported by tilefx")
+        object.__setattr__(self, name, value)
+
+    @property
+    def replicas(self) -> int:
+        return int(self.replicatedGraphCount) if self.enableReplicatedGraphs else 1
+
+    @property
+    def profiling(self) -> bool:
+        eng = {k.lower(): str(v).lower() for k, v in (self.engineOptions or {}).items()}
+        return eng.get("autoreport.all") == "true" or eng.get("debug.instrument") == "true" or \
+            eng.get("autoreport.outputexecutionprofile") == "true"
+
+
+class InputShapeInfo:
+    """Shapes and types of graph inputs the ONNX model leaves dynamic."""
+
+    def __init__(self):
+        self._infos: dict[str, TensorInfo] = {}
+
+    def add(self, tensorId: str, tensorInfo: TensorInfo) -> None:
+        if not isinstance(tensorInfo, TensorInfo):
+            raise popart_exception(f"InputShapeInfo.add: expected a popart.TensorInfo for {tensorId!r}")
+        self._infos[tensorId] = tensorInfo
+
+    def has(self, tensorId: str) -> bool:
+        return tensorId in self._infos
+
+    def get(self, tensorId: str) -> TensorInfo:
+        if tensorId not in self._infos:
+            raise popart_exception(f"InputShapeInfo: no shape for {tensorId!r}")
+        return self._infos[tensorId]
+
+    def shapes(self) -> dict:
+        return {k: (v.shape(), v.np_dtype) for k, v in self._infos.items()}
+
+
+class _WithLoss(torch.nn.Module):
+    """The ONNX module with its loss output marked as the one to minimise."""
+
+    def __init__(self, inner: OnnxModule):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *inputs):
+        outs = self.inner(*inputs)
+        return (torch.ops.tilefx.identity_loss(outs[0], "none"), *outs[1:])
+
+
+# -- the sessions -----------------------------------------------------------
+class _Session:
+    _training = False
+
+    def __init__(self, fnModel, dataFlow: DataFlow, deviceInfo: DeviceInfo | None = None,
+                 inputShapeInfo=None, patterns=None, userOptions: SessionOptions | None = None,
+                 name: str = "", loss: str | None = None, optimizer: Optimizer | None = None):
+        import tilefx.api.ops  # noqa: F401  (registers the helper ops the ONNX module calls)
+
+        if not isinstance(dataFlow, DataFlow):
+            raise popart_exception(f"dataFlow must be a popart.DataFlow, got {type(dataFlow).__name__}")
+        if deviceInfo is None:
+            raise popart_exception("a session needs a deviceInfo: use popart.DeviceManager() to create or "
+                                   "acquire a (simulated) device")
+        if not isinstance(deviceInfo, DeviceInfo):
+            raise popart_exception(f"deviceInfo must be a popart.DeviceInfo, got {type(deviceInfo).__name__}")
+        self.options = userOptions if userOptions is not None else SessionOptions()
+        self._dataflow = dataFlow
+        self.deviceInfo = deviceInfo
+        self.name = name
+        try:
+            self._proto = load_model(fnModel)
+        except Error as e:
+            raise popart_exception(e.message) from None
+        g = self._proto.graph
+        inits = {t.name for t in g.initializer}
+        known = inits | {i.name for i in g.input} | {o for n in g.node for o in n.output}
+        for a in dataFlow.anchors():
+            if a not in known:
+                raise popart_exception(f"anchor tensor {a!r} is not in the model: an anchor must name a "
+                                       f"tensor of the ONNX graph (graph outputs: "
+                                       f"{[o.name for o in g.output]})")
+        self._loss = loss
+        if self._training:
+            if not loss:
+                raise popart_exception("TrainingSession needs a loss: the id of the scalar loss tensor")
+            if loss not in known:
+                raise popart_exception(f"loss tensor {loss!r} is not in the model")
+            if not isinstance(optimizer, Optimizer):
+                raise popart_exception(f"TrainingSession needs a popart optimizer (SGD, ConstSGD, Adam), "
+                                       f"got {type(optimizer).__name__}")
+        self._optimizer = optimizer
+        if self._training:
+            loss_shape = self._loss_shape(loss)
+            if loss_shape:
+                raise popart_exception(f"the loss {loss!r} has shape {tuple(loss_shape)}: it must be a scalar "
+                                       "(reduce it, e.g. aiGraphcore.identityloss(..., ReductionType.Mean))")
+        outputs = ([loss] if self._training else []) + [a for a in dataFlow.anchors() if a != loss]
+        self._anchor_index = {a: outputs.index(a) for a in dataFlow.anchors()}
+        self._placement = self.options.virtualGraphMode != VirtualGraphMode.Off
+        try:
+            shapes = inputShapeInfo.shapes() if isinstance(inputShapeInfo, InputShapeInfo) else None
+            self._module = OnnxModule(self._proto, outputs=outputs, training=self._training,
+                                      input_shapes=shapes)
+        except Error as e:
+            raise popart_exception(e.message) from None
+        if not self._placement:
+            self._module.proto = _strip_annotations(self._module.proto)
+        if not outputs:
+            raise popart_exception("the DataFlow has no anchors: nothing to return")
+        self._info_cache: dict[str, TensorInfo] = {}
+        self._executor = None
+        self._prepared = False
+        self._cycles = 0
+        self._runs = 0
+
+    def _loss_shape(self, loss: str) -> list[int]:
+        shapes = {i.name: i for i in self._proto.graph.input}
+        try:
+            return tensor_infos(self._proto, [loss], None)[loss].shape() if loss not in shapes else \
+                [d.dim_value for d in shapes[loss].type.tensor_type.shape.dim]
+        except popart_exception:
+            return []  # shapes the session cannot know yet (InputShapeInfo): the tracer checks
+
+    # -- facts -----------------------------------------------------------
+    @property
+    def dataFlow(self) -> DataFlow:
+        return self._dataflow
+
+    @property
+    def replicationFactor(self) -> int:
+        return self.options.replicas
+
+    @property
+    def accumulationFactor(self) -> int:
+        o = self.options
+        return int(o.accumulationFactor) if self._training and o.enableGradientAccumulation else 1
+
+    def getInfo(self, tensorId: str) -> TensorInfo:
+        if tensorId not in self._info_cache:
+            for name, (shape, dtype) in self._module.input_info.items():
+                self._info_cache[name] = TensorInfo(dtype, shape)
+            for name in self._module.weight_names:
+                t = self._module.tensor(name)
+                self._info_cache[name] = TensorInfo(t.detach().numpy().dtype, list(t.shape))
+            if tensorId not in self._info_cache:  # every anchor at once: one evaluation of the graph
+                wanted = [a for a in dict.fromkeys([tensorId, *self._dataflow.anchors()])
+                          if a not in self._info_cache]
+                given = {n: (sh, d) for n, (sh, d) in self._module.input_info.items()}
+                self._info_cache.update(tensor_infos(self._proto, wanted, given))
+        return self._info_cache[tensorId]
+
+    def _lead(self, art: AnchorReturnType | None) -> list[int]:
+        """The leading dimensions of a buffer (None: an input)."""
+        bps, af, rf = self._dataflow.batchesPerStep(), self.accumulationFactor, self.replicationFactor
+        if art is None or art.id() == AnchorReturnTypeId.All:
+            dims = [bps, af, rf]
+        elif art.id() == AnchorReturnTypeId.EveryN:
+            dims = [bps // art.rp(), af, rf]
+        else:
+            dims = [rf]
+        return [d for d in dims if d != 1]
+
+    def initAnchorArrays(self) -> dict[str, np.ndarray]:
+        """Empty arrays of the right shape and type for every anchor."""
+        out = {}
+        for a in self._dataflow.anchors():
+            info = self.getInfo(a)
+            out[a] = np.empty(self._lead(self._dataflow.art(a)) + info.shape(), dtype=info.np_dtype)
+        return out
+
+    # -- compile ---------------------------------------------------------
+    def _poptorch_options(self):
+        from tilefx.api.enums import OutputMode
+        from tilefx.api.enums import ReductionType as PtReduction
+        from tilefx.api.options import Options
+
+        o = self.options
+        opts = Options()
+        opts.deviceIterations(self._dataflow.batchesPerStep())
+        opts.replicationFactor(self.replicationFactor)
+        opts.outputMode(OutputMode.All)
+        opts.setMachine(self.deviceInfo.machine)
+        if self._training:
+            opts.Training.gradientAccumulation(self.accumulationFactor)
+            red = ReductionType(int(o.accumulationAndReplicationReductionType.value
+                                    if isinstance(o.accumulationAndReplicationReductionType, enum.Enum)
+                                    else o.accumulationAndReplicationReductionType))
+            if red == ReductionType.NoReduction:
+                raise popart_exception("accumulationAndReplicationReductionType must be Sum or Mean")
+            opts.Training.accumulationAndReplicationReductionType(
+                PtReduction.Mean if red == ReductionType.Mean else PtReduction.Sum)
+        if o.enableStochasticRounding:
+            opts.Precision.enableStochasticRounding(True)
+        if str(o.partialsTypeMatMuls).lower() == "half":
+            opts.Precision.setPartialsType(torch.half)
+        elif str(o.partialsTypeMatMuls).lower() not in ("", "float"):
+            raise popart_exception(f"partialsTypeMatMuls must be 'float' or 'half', got {o.partialsTypeMatMuls!r}")
+        if o.seed is not None:
+            opts.randomSeed(int(o.seed))
+        strategy = self._strategy()
+        if strategy is not None:
+            opts.setExecutionStrategy(strategy)
+        return opts
+
+    def _strategy(self):
+        from tilefx.api.strategies import (
+            Phase,
+            PipelinedExecution,
+            SerialPhasedExecution,
+            ShardedExecution,
+            Stage,
+        )
+
+        if not self._placement:
+            return None
+        stage_ipu, phases = {}, set()
+        for n in self._proto.graph.node:
+            ann = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+            if ONNX_PIPELINE_STAGE_ATTR in ann:
+                stage_ipu.setdefault(int(ann[ONNX_PIPELINE_STAGE_ATTR]), int(ann.get(ONNX_IPU_ATTR, 0)))
+            if ONNX_EXECUTION_PHASE_ATTR in ann:
+                phases.add(int(ann[ONNX_EXECUTION_PHASE_ATTR]))
+        mode = self.options.virtualGraphMode
+        if mode == VirtualGraphMode.ExecutionPhases and phases:
+            return SerialPhasedExecution(*[Phase(Stage(f"phase{p}").ipu(p % 2)) for p in sorted(phases)])
+        cls = PipelinedExecution if self.options.enablePipelining else ShardedExecution
+        if stage_ipu:
+            return cls(*[Stage(f"stage{s}").ipu(i) for s, i in sorted(stage_ipu.items())])
+        return cls()
+
+    def prepareDevice(self, loadEngine: bool = True) -> None:
+        """Compile the graph for the (simulated) device and load the initial weights."""
+        from tilefx.api.executor import PoplarExecutor
+
+        _session_log.trace("Session::prepareDevice")
+        if self._prepared:
+            return
+        dev = self.deviceInfo
+        if dev.ipus and not dev.isAttached:
+            if dev.connectionType.value != "OnDemand":
+                raise popart_exception(f"device {dev.id} is not attached (attach() it, or acquire it again)")
+            if not dev.attach():  # DeviceConnectionType.OnDemand: attach when first needed
+                raise popart_exception(f"device {dev.id} (IPUs {list(dev.ipus)}) is in use")
+        model = _WithLoss(self._module) if self._training else self._module
+        try:
+            opts = self._poptorch_options()
+            opt = self._optimizer.to_tilefx(self._params()) if self._training else None
+            self._executor = PoplarExecutor(model, opts, training=self._training, optimizer=opt)
+            self._executor.compile(*[torch.from_numpy(np.zeros(self._input_shape(n), d))
+                                     for n, (_, d) in self._module.input_info.items()])
+        except popart_exception:
+            raise
+        except Error as e:
+            if "memory" in e.message and ("fit" in e.message or "bytes" in e.message):
+                raise OutOfMemoryException(e.message) from None
+            raise popart_exception(e.message) from None
+        needed = self._executor.profile.num_ipus * self.replicationFactor
+        if needed > self.deviceInfo.numIpus:
+            raise popart_exception(f"the model needs {needed} IPU(s) ({self._executor.profile.num_ipus} per "
+                                   f"replica x {self.replicationFactor} replicas) but the device has "
+                                   f"{self.deviceInfo.numIpus}")
+        if self._training:
+            self._compiled_optimizer = self._optimizer
+        self._prepared = True
+
+    def _params(self) -> dict:
+        m = self._module
+        return {n: m.tensor(n) for n in m.weight_names if isinstance(m.tensor(n), torch.nn.Parameter)}
+
+    def _input_shape(self, name: str) -> list[int]:
+        shape, _ = self._module.input_info[name]
+        if not shape:
+            raise popart_exception(f"input {name!r} is a scalar: tilefx needs inputs with at least one dimension")
+        bps, af, rf = self._dataflow.batchesPerStep(), self.accumulationFactor, self.replicationFactor
+        return [bps * af * rf * shape[0]] + shape[1:]
+
+    def _check_prepared(self, what: str) -> None:
+        if not self._prepared:
+            raise popart_exception(f"{what}: the session is not prepared: call prepareDevice() first")
+
+    # -- run -------------------------------------------------------------
+    def run(self, stepio, debugName: str = "") -> None:
+        """Run batchesPerStep batches: read every input's buffer, write every anchor's."""
+        _session_log.trace("Session::run %s", debugName)
+        self._check_prepared("run")
+        bps, af, rf = self._dataflow.batchesPerStep(), self.accumulationFactor, self.replicationFactor
+        tensors = []
+        for name, (shape, dtype) in self._module.input_info.items():
+            if isinstance(stepio, PyStepIOCallback):
+                steps = []
+                for _ in range(bps * af * rf):
+                    x = np.asarray(stepio.input_callback(name, False))
+                    steps.append(self._check_buffer(name, x, shape, dtype, shape))
+                    stepio.input_complete_callback(name)
+                buf = np.stack(steps).reshape([bps, af, rf] + shape)
+            elif isinstance(stepio, PyStepIO):
+                if name not in stepio.inputs:
+                    raise popart_runtime_error(
+                        f"no input buffer for tensor {name!r}: the step needs one of shape "
+                        f"{tuple(self._lead(None) + shape)} ({self._explain()}); the StepIO has "
+                        f"{sorted(stepio.inputs)}")
+                buf = self._check_buffer(name, np.asarray(stepio.inputs[name]), shape, dtype,
+                                         self._lead(None) + shape)
+            else:
+                raise popart_exception(f"run expects a PyStepIO or PyStepIOCallback, got {type(stepio).__name__}")
+            tensors.append(torch.from_numpy(np.array(buf, order="C").reshape(self._input_shape(name))))
+        if isinstance(stepio, PyStepIO):
+            for name in stepio.inputs:
+                if name not in self._module.input_info:
+                    raise popart_runtime_error(f"the StepIO has a buffer for {name!r}, which is not an "
+                                               f"input of the model (inputs: {list(self._module.input_info)})")
+            for a in self._dataflow.anchors():
+                if a not in stepio.outputs:
+                    raise popart_runtime_error(f"no output buffer for anchor {a!r} in the StepIO "
+                                               "(use session.initAnchorArrays())")
+        try:
+            outs = self._executor(*tensors)
+        except Error as e:
+            raise popart_runtime_error(e.message) from None
+        outs = (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
+        for a in self._dataflow.anchors():
+            value = self._anchor_value(a, outs[self._anchor_index[a]].numpy())
+            if isinstance(stepio, PyStepIOCallback):
+                lead = self._lead(self._dataflow.art(a))
+                items = value.reshape([-1] + self.getInfo(a).shape()) if lead else value[None]
+                for item in items:
+                    dst = stepio.output_callback(a)
+                    np.copyto(dst, item.reshape(np.shape(dst)), casting="unsafe")
+                    stepio.output_complete_callback(a)
+            else:
+                dst = stepio.outputs[a]
+                rank = len(self.getInfo(a).shape())
+                if isinstance(dst, np.ndarray) and dst.shape != value.shape and \
+                        _squeezed(dst.shape, rank) == _squeezed(value.shape, rank):
+                    value = value.reshape(dst.shape)
+                if not isinstance(dst, np.ndarray) or dst.shape != value.shape:
+                    raise popart_runtime_error(
+                        f"the output buffer of anchor {a!r} has shape {tuple(np.shape(dst))}, expected "
+                        f"{tuple(value.shape)} ({self._explain(self._dataflow.art(a))})")
+                np.copyto(dst, value, casting="unsafe")
+        self._runs += 1
+        self._cycles = self._executor.profile.total_cycles
+
+    def _explain(self, art: AnchorReturnType | None = None) -> str:
+        bps, af, rf = self._dataflow.batchesPerStep(), self.accumulationFactor, self.replicationFactor
+        what = "[batchesPerStep, accumulationFactor, replicas, *shape]"
+        if art is not None and art.id() == AnchorReturnTypeId.EveryN:
+            what = "[batchesPerStep / N, accumulationFactor, replicas, *shape]"
+        elif art is not None and art.id() in (AnchorReturnTypeId.Final, AnchorReturnTypeId.Sum):
+            what = "[replicas, *shape]"
+        return (f"{what} without the size-1 dimensions; batchesPerStep={bps}, accumulationFactor={af}, "
+                f"replicas={rf}")
+
+    def _check_buffer(self, name, x, shape, dtype, expected) -> np.ndarray:
+        if list(x.shape) != list(expected) and _squeezed(x.shape, len(shape)) == _squeezed(expected, len(shape)):
+            x = x.reshape(expected)  # the size-1 dimensions written out: the same buffer
+        if list(x.shape) != list(expected):
+            raise popart_runtime_error(
+                f"input buffer of tensor {name!r} has shape {tuple(x.shape)}, expected {tuple(expected)} "
+                f"(tensor shape {tuple(shape)}; {self._explain()})")
+        if x.dtype != dtype:
+            if x.dtype.kind != np.dtype(dtype).kind:
+                raise popart_runtime_error(f"input buffer of tensor {name!r} has type {x.dtype}, expected "
+                                           f"{np.dtype(dtype)}")
+            x = x.astype(dtype)
+        return x
+
+    def _anchor_value(self, anchor: str, value: np.ndarray) -> np.ndarray:
+        bps, af, rf = self._dataflow.batchesPerStep(), self.accumulationFactor, self.replicationFactor
+        shape = self.getInfo(anchor).shape()
+        v = value.reshape([bps, af, rf] + shape)
+        art = self._dataflow.art(anchor)
+        if art.id() == AnchorReturnTypeId.EveryN:
+            v = v[art.rp() - 1::art.rp()]
+        elif art.id() == AnchorReturnTypeId.Final:
+            v = v[-1, -1]
+        elif art.id() == AnchorReturnTypeId.Sum:
+            v = v.sum(axis=(0, 1), dtype=v.dtype)
+        return v.reshape(self._lead(art) + shape)
+
+    # -- weights ---------------------------------------------------------
+    def weightsFromHost(self) -> None:
+        """Copy the host's weights to the device."""
+        _session_log.trace("Session::weightsFromHost")
+        self._check_prepared("weightsFromHost")
+        _devicex_log.debug("Writing weights from host")
+        self._executor.copyWeightsToDevice()
+
+    def weightsToHost(self) -> None:
+        """Copy the device's weights to the host."""
+        _session_log.trace("Session::weightsToHost")
+        self._check_prepared("weightsToHost")
+        _devicex_log.debug("Writing weights to host")
+        self._executor.copyWeightsToHost()
+
+    def _weight(self, name: str, what: str) -> torch.Tensor:
+        if name not in self._module.path:
+            raise popart_exception(f"{what}: {name!r} is not a weight of the model (weights: "
+                                   f"{', '.join(self._module.weight_names)})")
+        return self._module.tensor(name)
+
+    def readWeights(self, weightsIo: PyWeightsIO) -> None:
+        """Copy the host's weights (as of the last weightsToHost) into the PyWeightsIO arrays."""
+        for name, dst in weightsIo.weights.items():
+            src = self._weight(name, "readWeights").detach().numpy()
+            if np.shape(dst) != src.shape:
+                raise popart_exception(f"readWeights: the buffer of {name!r} has shape {tuple(np.shape(dst))}, "
+                                       f"the weight has shape {src.shape}")
+            np.copyto(dst, src, casting="unsafe")
+
+    def writeWeights(self, weightsIo: PyWeightsIO) -> None:
+        """Write the PyWeightsIO arrays into the host's weights (weightsFromHost then uploads them)."""
+        for name, src in weightsIo.weights.items():
+            self._set_host(name, np.asarray(src), "writeWeights")
+
+    def _set_host(self, name: str, value: np.ndarray, what: str) -> None:
+        t = self._weight(name, what)
+        if tuple(value.shape) != tuple(t.shape):
+            raise popart_exception(f"{what}: {name!r} has shape {tuple(value.shape)}, the weight has shape "
+                                   f"{tuple(t.shape)}")
+        with torch.no_grad():
+            t.copy_(torch.from_numpy(np.array(value, dtype=t.detach().numpy().dtype, copy=True, order="C")))
+
+    def modelToHost(self, fn: str) -> None:
+        """Write the ONNX model with the device's current weights to file `fn`."""
+        _session_log.trace("Session::modelToHost")
+        if self._prepared:
+            self._executor.copyWeightsToHost()
+        model = onnx.ModelProto()
+        model.CopyFrom(self._proto)
+        for init in model.graph.initializer:
+            if init.name in self._module.path:
+                arr = self._module.tensor(init.name).detach().numpy()
+                init.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(arr), init.name))
+        try:
+            onnx.save(model, fn)
+        except OSError as e:
+            raise popart_exception(f"modelToHost: cannot write {fn!r}: {e}") from None
+
+    def resetHostWeights(self, modelProtoOrFilename,
+                         ignoreWeightsInModelWithoutCorrespondingHostWeight: bool = False) -> None:
+        """Load the weights of an ONNX model (file, bytes or proto) into the host's weights."""
+        try:
+            proto = load_model(modelProtoOrFilename)
+        except Error as e:
+            raise popart_exception(f"resetHostWeights: {e.message}") from None
+        for init in proto.graph.initializer:
+            if init.name not in self._module.path:
+                if ignoreWeightsInModelWithoutCorrespondingHostWeight:
+                    continue
+                raise popart_exception(f"resetHostWeights: the model has weight {init.name!r}, which this "
+                                       "session does not (pass ignoreWeightsInModelWithoutCorrespondingHostWeight=True)")
+            self._set_host(init.name, numpy_helper.to_array(init), "resetHostWeights")
+
+    # -- reports ---------------------------------------------------------
+    def getSummaryReport(self, resetProfile: bool = True) -> str:
+        self._check_prepared("getSummaryReport")
+        p = self._executor.profile
+        if self.options.profiling:
+            return p.table()
+        target = (f"Target: {self.deviceInfo.type.value}, {p.num_ipus} IPU(s) x {self.replicationFactor} "
+                  f"replica(s), {p.machine.tiles} tiles per IPU ({p.machine.name}, simulated)")
+        lines = [target, "Memory:"]
+        for ipu, m in sorted(p.memory.items()):
+            lines.append(f"  IPU {ipu}: peak {int(m.peak.max())} bytes on tile {int(m.peak.argmax())} "
+                         f"of {p.machine.bytes_per_tile}; total {int(m.peak.sum())} bytes")
+        lines.append("Execution profiling not enabled")
+        return "\n".join(lines)
+
+    def getReport(self) -> Report:
+        """The machine model's report (tilefx's libpva Report): the compilation (target,
+        memory) always, the execution (cycles, timeline, per-op costs) only when
+        engineOptions enable profiling."""
+        self._check_prepared("getReport")
+        return Report(self._executor.profile, self.options.profiling, self._runs, self.deviceInfo)
+
+    def getCycleCount(self, id: str = "") -> int:
+        """Simulated cycles of the last run (needs instrumentWithHardwareCycleCounter)."""
+        if not self.options.instrumentWithHardwareCycleCounter:
+            raise popart_exception("getCycleCount: set SessionOptions.instrumentWithHardwareCycleCounter = True")
+        if self._runs == 0:
+            raise popart_exception("getCycleCount: the session has not run yet")
+        return int(self._cycles)
+
+    def getIr(self, level: str = "graph") -> str:
+        """tilefx: the compiled IR ("import", "graph" or "device")."""
+        self._check_prepared("getIr")
+        return self._executor.ir(level)
+
+
+class Report:
+    """A profile of the simulated machine: `compilation` (target and memory per IPU) and
+    `execution` (cycles, stage cycles, timeline; None when profiling is not enabled).
+    `profile` is the full tilefx Profile (tilefx.backend.profile) when enabled."""
+
+    def __init__(self, profile, enabled: bool, runs: int, device: DeviceInfo):
+        summary = profile.summary()
+        self.compilation = {
+            "target": {"type": device.type.value, "numIPUs": profile.num_ipus,
+                       "tilesPerIPU": profile.machine.tiles, "machine": profile.machine.name,
+                       "bytesPerTile": profile.machine.bytes_per_tile},
+            "memory": summary["memory"],
+        }
+        self.execution = None
+        self.profile = profile if enabled else None
+        if enabled:
+            self.execution = {"runs": runs, "cyclesPerRun": profile.total_cycles,
+                              "secondsPerRun": profile.seconds, "stageCycles": summary["stage_cycles"],
+                              "cyclesByOp": summary["cycles_by_op"], "strategy": profile.strategy}
+
+    def __repr__(self) -> str:
+        state = "with" if self.execution is not None else "without"
+        return f"Report({self.compilation['target']}, {state} execution profile)"
+
+
+class InferenceSession(_Session):
+    """Runs an ONNX graph forward (seeds/001 section 5)."""
+
+    def __init__(self, fnModel, dataFlow, deviceInfo=None, inputShapeInfo=None, patterns=None,
+                 userOptions=None, name: str = "inference"):
+        super().__init__(fnModel, dataFlow, deviceInfo, inputShapeInfo, patterns, userOptions, name)
+
+
+class TrainingSession(_Session):
+    """Trains an ONNX graph: the gradient of `loss`, applied by `optimizer` every step."""
+
+    _training = True
+
+    def __init__(self, fnModel, dataFlow, loss, optimizer, deviceInfo=None, inputShapeInfo=None,
+                 patterns=None, userOptions=None, name: str = "training"):
+        super().__init__(fnModel, dataFlow, deviceInfo, inputShapeInfo, patterns, userOptions, name,
+                         loss=loss, optimizer=optimizer)
+
+    def updateOptimizerFromHost(self, optimizer: Optimizer) -> None:
+        """Use new optimizer values from the next run: only the non-constant ones may change."""
+        _session_log.trace("Session::updateOptimizerFromHost")
+        if not isinstance(optimizer, Optimizer):
+            raise popart_exception(f"updateOptimizerFromHost expects a popart optimizer, got "
+                                   f"{type(optimizer).__name__}")
+        old = self._optimizer
+        if optimizer.kind() != old.kind():
+            raise popart_exception(f"updateOptimizerFromHost: the session was built with a {old.kind()} "
+                                   f"optimizer and cannot change to {optimizer.kind()}")
+        weights = list(self._params())
+        if sorted(optimizer._specific) != sorted(old._specific):
+            raise popart_exception("updateOptimizerFromHost: the weights with specific values differ from "
+                                   f"the session's ({sorted(old._specific)} -> {sorted(optimizer._specific)})")
+        before, after = old.constants(weights), optimizer.constants(weights)
+        if before != after:
+            changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+            raise popart_exception(f"updateOptimizerFromHost: constant hyper-parameter(s) {changed} differ "
+                                   f"from the session's ({[before.get(k) for k in changed]} -> "
+                                   f"{[after.get(k) for k in changed]}); make them non-constant "
+                                   "((value, False)) to change them between runs")
+        self._optimizer = optimizer
+        if self._prepared:
+            try:
+                self._executor.setOptimizer(optimizer.to_tilefx(self._params()))
+            except Error as e:
+                raise popart_exception(f"updateOptimizerFromHost: {e.message}") from None
+
+
+def _squeezed(shape, rank: int) -> tuple:
+    """A buffer shape without the size-1 dimensions before the tensor's own `rank` ones."""
+    shape = tuple(shape)
+    lead = shape[:len(shape) - rank] if rank else shape
+    return tuple(d for d in lead if d != 1) + (shape[len(shape) - rank:] if rank else ())
+
+
+def _strip_annotations(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """virtualGraphMode Off: the placement annotations are ignored."""
+    from tilefx.dialects.names import (
+        ONNX_AVAILABLE_MEMORY_ATTR,
+        ONNX_SERIALIZE_FACTOR_ATTR,
+        ONNX_SERIALIZE_MODE_ATTR,
+    )
+
+    keep = {ONNX_AVAILABLE_MEMORY_ATTR, ONNX_SERIALIZE_MODE_ATTR, ONNX_SERIALIZE_FACTOR_ATTR}
+    out = onnx.ModelProto()
+    out.CopyFrom(proto)
+    for n in out.graph.node:
+        drop = [a for a in n.attribute if a.name.startswith("__") and a.name not in keep]
+        for a in drop:
+            n.attribute.remove(a)
+    return out
+
