@@ -148,6 +148,27 @@ def bench_case(key: str, steps: int) -> dict:
             "infer_ms": 1e3 * t_inf, "torch_infer_ms": 1e3 * r_inf}
 
 
+def ablate_fusion(key: str, steps: int) -> tuple[float, float]:
+    """Training step with the executor's elementwise fusion on and off,
+    alternating in one process (the same weights and optimizer state path)."""
+    from tilefx.backend.executor import CompiledFunction
+    from tilefx.passes.training_step import find_func
+
+    title, make, x, y, optims = cases()[key]
+    torch.manual_seed(0)
+    base = make()
+    runs = []
+    for fuse in (True, False):
+        m = WithLoss(copy.deepcopy(base), nn.CrossEntropyLoss())
+        tr = tilefx.trainingModel(m, optimizer=optims(m.parameters())[1](m.parameters()))
+        tr.compile(x, y)
+        prog = tr._program
+        prog.main = CompiledFunction(find_func(prog.module, "main"), tr._rng, fuse=fuse)
+        runs.append(tr)
+    on, off = alternate(lambda: runs[0](x, y), lambda: runs[1](x, y), steps)
+    return 1e3 * on, 1e3 * off
+
+
 COLD_SCRIPT = r"""
 import json, sys, time
 t0 = time.perf_counter()
@@ -192,9 +213,17 @@ def main():
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--torch-threads", type=int, default=None,
                     help="torch.set_num_threads for the reference (default: torch's own)")
+    ap.add_argument("--ablate-fusion", action="store_true",
+                    help="instead: training step with elementwise fusion on / off")
     args = ap.parse_args()
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
+    if args.ablate_fusion:
+        for k in args.only or list(cases()):
+            on, off = ablate_fusion(k, args.steps)
+            print(f"{cases()[k][0]}: fusion on {on:.1f} ms, off {off:.1f} ms, ratio {on / off:.2f}",
+                  flush=True)
+        return
     keys = args.only or list(cases())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; median of {args.steps} "
           f"alternating steps; ratio = tilefx / torch")
