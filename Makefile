@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lit pytest bench clean
+.PHONY: demo test lit pytest bench bench-speed clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ lit: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_cnn.py
+
+bench-speed: $(STAMP)
+	$(PY) benchmarks/bench_speed.py
 
 clean:
 	rm -rf $(VENV)

@@ -266,6 +266,9 @@ for _op in ("log", "sqrt", "rsqrt", "reciprocal"):
 case("log.default", np.array([-1.0, 0.0, 1.0], F32), id="log-edge")
 case("sqrt.default", np.array([-1.0, 0.0, 4.0], F32), id="sqrt-edge")
 case("sigmoid.default", np.array([-100.0, -20.0, 0.0, 20.0, 100.0], F32), id="sigmoid-big")
+case("erf.default", np.concatenate([np.linspace(-6, 6, 4001, dtype=F32),
+                                    np.array([0.0, -0.0, 1e-30, -1e-8, np.inf, -np.inf, np.nan], F32)]),
+     id="erf-range")
 case("exp.default", s(1.5), id="exp-0d")
 case("relu.default", r(3, 4))
 case("relu.default", h(5))

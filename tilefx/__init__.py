@@ -36,9 +36,24 @@ _LAZY = {
 }
 
 
+def _dynamo_entry_point_installed() -> bool:
+    """Whether the installed metadata names our `torch_dynamo_backends` entry
+    point, through which torch.compile imports tilefx.api.dynamo on first use."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        eps = distribution("tilefx").entry_points
+    except PackageNotFoundError:
+        return False
+    return any(ep.group == "torch_dynamo_backends" and ep.name == "tilefx" for ep in eps)
+
+
 if "torch" in sys.modules:  # torch already loaded, so this is cheap: `model.autocast()` as in
-    importlib.import_module("tilefx.api.autocast")  # PopTorch, and torch.compile(backend="tilefx")
-    importlib.import_module("tilefx.api.dynamo")
+    importlib.import_module("tilefx.api.autocast")  # PopTorch
+    # torch.compile(backend="tilefx"): importing torch._dynamo costs ~1 s, so only when it is
+    # loaded already or no entry point (pyproject.toml) will register the backend lazily
+    if "torch._dynamo" in sys.modules or not _dynamo_entry_point_installed():
+        importlib.import_module("tilefx.api.dynamo")
 
 
 def __getattr__(name: str):

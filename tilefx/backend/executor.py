@@ -7,6 +7,7 @@ executor knows nothing of torch.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,11 +17,17 @@ from xdsl.dialects.builtin import bf16, f16
 from xdsl.ir import Operation, SSAValue
 
 from tilefx.backend.kernels import IPU_KERNELS, KERNELS
-from tilefx.backend.kernels.tuning import configure_process
+from tilefx.backend.kernels.tuning import (
+    blas_threads_for,
+    configure_process,
+    restore_blas_threads,
+    set_blas_threads,
+)
 from tilefx.dialects.aten import ATEN_OPS, from_attr, op_name, op_props
 from tilefx.dialects.aten_schema import RANDOM_SCHEMAS, py_name
 from tilefx.dialects.ipu import PLACE_KEY
 from tilefx.dialects.names import ROLE_PREFIX
+from tilefx.passes.fuse_elementwise import fusion_groups
 
 KERNEL_TABLE: dict[str, Callable[..., Any]] = {
     **{cls.name: KERNELS[schema_name] for schema_name, cls in ATEN_OPS.items()},
@@ -33,6 +40,40 @@ MOVE_OPS = {"ipu.copy", "tile.exchange", "tile.ipu_copy", "tile.host_in", "tile.
 
 class ExecutionError(RuntimeError):
     pass
+
+
+def _dims(v: SSAValue) -> tuple[int, ...]:
+    t = v.type
+    return tuple(t.get_shape()) if hasattr(t, "get_shape") else ()
+
+
+def _numel(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64)) if shape else 1
+
+
+def gemm_flops(op: Operation) -> int | None:
+    """2 M N K of the largest single BLAS call the op's kernel makes, None for
+    ops that do not call BLAS. (bmm and grouped convolutions make one call per
+    batch entry or group; the convolutions one per whole batch, by im2col.)"""
+    name = op.name.removeprefix("aten.")
+    ins, outs = list(op.operands), list(op.results)
+    try:
+        if name in ("mm", "bmm", "addmm", "baddbmm", "matmul", "linear"):
+            a = ins[1] if name in ("addmm", "baddbmm") else ins[0]
+            k = _dims(a)[-1] if _dims(a) else 1
+            out = _dims(outs[0])
+            return 2 * k * _numel(out[-2:])
+        if name in ("convolution", "convolution_backward"):
+            g = op.properties.get("groups")
+            groups = int(from_attr(g)) if g is not None else 1
+            y = _dims(outs[0]) if name == "convolution" else _dims(ins[0])
+            w = _dims(ins[1]) if name == "convolution" else _dims(ins[2])
+            return 2 * _numel((y[0],) + y[2:]) * _numel(w) // groups
+        if op.name == "ipu.serialized_matmul":
+            return 2 * _numel(_dims(ins[0])) * _dims(ins[1])[-1] // int(op.factor.value.data)
+    except (IndexError, TypeError, ValueError, AttributeError):
+        return None  # types without shapes (hand-written IR): leave the pool alone
+    return None
 
 
 def _props(op: Operation) -> dict[str, Any]:
@@ -66,7 +107,7 @@ class CompiledFunction:
 
     def __init__(self, fn: func.FuncOp, rng: np.random.Generator | None = None,
                  stochastic_rounding: bool = False, half_partials: bool = False,
-                 check_types: bool = False):
+                 check_types: bool = False, fuse: bool = True):
         configure_process()
         self.name = fn.sym_name.data
         self.rng = rng if rng is not None else np.random.default_rng(0)
@@ -84,6 +125,14 @@ class CompiledFunction:
         self.steps: list[Callable[[list], None]] = []
         self.result_slots: list[int] = []
         self.bf16_results: set[int] = set()
+        self.reads: list[set[int]] = []  # the slots each step reads (for liveness)
+        # chains of f32 elementwise ops run as one step at their root (passes/fuse_elementwise)
+        self.buffers: list[np.ndarray | None] = []  # the fused steps' outputs, reused when free
+        fused_at: dict[Operation, Any] = {}
+        inside: set[Operation] = set()
+        for g in fusion_groups(fn) if fuse else ():
+            fused_at[g.root] = g
+            inside.update(g.ops)
 
         def alias(new: SSAValue, old: SSAValue) -> None:
             slots[new] = slot(old)
@@ -104,15 +153,39 @@ class CompiledFunction:
                     alias(op.results[0], op.operands[0])
                 elif op.name == "tile.sync":
                     continue
+                elif op in fused_at:
+                    step, reads = self._fused_step(fused_at[op], slot)
+                    self.steps.append(step)
+                    self.reads.append(reads)
+                elif op in inside:  # computed by its group's step, at the root
+                    continue
                 else:
                     kernel = KERNEL_TABLE.get(op.name)
                     if kernel is None:
                         raise ExecutionError(f"no kernel for {op.name}")
-                    self.steps.append(self._step(op, kernel, _operand_layout(op, slot),
-                                                 [slot(r) for r in op.results]))
+                    layout = _operand_layout(op, slot)
+                    step = self._step(op, kernel, layout, [slot(r) for r in op.results])
+                    self.reads.append({j for x in layout if x is not None
+                                       for j in (x if isinstance(x, list) else [x])})
+                    flops = gemm_flops(op)
+                    if flops is not None:
+                        step = _with_blas_threads(step, blas_threads_for(flops))
+                    self.steps.append(step)
 
         compile_ops(fn.body.block.ops)
         self.num_slots = len(slots)
+        # liveness: drop each intermediate after the step that reads it last, so
+        # its memory goes back to the allocator (hot in cache) for the next result
+        keep = set(self.result_slots) | set(self.arg_slots)
+        last: dict[int, int] = {}
+        for i, reads in enumerate(self.reads):
+            for j in reads:
+                last[j] = i
+        dead: list[list[int]] = [[] for _ in self.steps]
+        for j, i in last.items():
+            if j not in keep:
+                dead[i].append(j)
+        self.dead = [tuple(d) for d in dead]
 
     def _step(self, op: Operation, kernel, layout: list, outs: list[int]):
         props = _props(op)
@@ -171,6 +244,54 @@ class CompiledFunction:
             return _checked(step, op, outs)
         return step
 
+    def _buffer(self, shape: tuple[int, ...]) -> int:
+        self.buffers.append(None)
+        self._buffer_shapes.append(shape)
+        return len(self.buffers) - 1
+
+    def _fused_step(self, group, slot):
+        """One step for a fusion group: its ops as numpy ufuncs writing into
+        buffers of this executable. An intermediate is overwritten by the op
+        that reads it (its only reader); the group's output buffer is reused
+        from call to call unless someone still holds it (a caller, a view)."""
+        if not hasattr(self, "_buffer_shapes"):
+            self._buffer_shapes: list[tuple[int, ...]] = []
+        members = set(group.ops)
+        reg: dict[SSAValue, int] = {}
+        prog = []
+        reads: set[int] = set()
+        for op in group.ops:
+            ins = []
+            for v in op.operands:
+                if v.owner in members:
+                    ins.append((True, reg[v]))
+                else:
+                    ins.append((False, slot(v)))
+                    reads.add(slot(v))
+            shape = tuple(op.results[0].type.get_shape())
+            out = next((r for internal, r in ins if internal and self._buffer_shapes[r] == shape),
+                       None)
+            if out is None:
+                out = self._buffer(shape)
+            reg[op.results[0]] = out
+            prog.append((_FUSED_EVAL[op.name], ins, out, _fused_props(op)))
+        used = sorted({o for _, _, o, _ in prog})
+        shapes = [self._buffer_shapes[b] for b in used]
+        bufs, result, root = self.buffers, slot(group.root.results[0]), reg[group.root.results[0]]
+        f32 = np.float32
+
+        def step(env):
+            for b, shape in zip(used, shapes):
+                if bufs[b] is None or sys.getrefcount(bufs[b]) > 2:  # held elsewhere: a new one
+                    bufs[b] = np.empty(shape, f32)
+            for fn, ins, out, props in prog:
+                fn(*[bufs[r] if internal else env[r] for internal, r in ins], out=bufs[out],
+                   **props)
+            env[result] = bufs[root]
+
+        step.__qualname__ = "fused " + " ".join(op.name.removeprefix("aten.") for op in group.ops)
+        return step, reads
+
     def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
         if len(args) != len(self.arg_slots):
             raise ExecutionError(f"@{self.name} takes {len(self.arg_slots)} arguments, got {len(args)}")
@@ -178,9 +299,14 @@ class CompiledFunction:
         for s, a in zip(self.arg_slots, args):
             env[s] = a
         # overflow to inf/nan is data here (loss scaling looks for it), not an error
-        with np.errstate(all="ignore"):
-            for step in self.steps:
-                step(env)
+        try:
+            with np.errstate(all="ignore"):
+                for step, dead in zip(self.steps, self.dead):
+                    step(env)
+                    for j in dead:
+                        env[j] = None
+        finally:
+            restore_blas_threads()
         return [env[s] for s in self.result_slots]
 
 
@@ -206,6 +332,82 @@ def _bf16_rounded(step, op: Operation, outs: list[int]):
                 env[o] = round_to_bf16(v)
 
     return run
+
+
+def _with_blas_threads(step, threads: int):
+    """Run a BLAS op's step with numpy's BLAS on `threads` threads."""
+
+    def run(env):
+        set_blas_threads(threads)
+        step(env)
+
+    run.__qualname__ = step.__qualname__
+    return run
+
+
+# --- fused elementwise groups: each op as ufuncs into `out` ----------------
+# The same float32 operations, in the same order, as the op's kernel in
+# backend/kernels/elementwise.py (members are f32 only, so no promotion).
+
+_F32 = np.float32
+
+
+def _fused_props(op: Operation) -> dict[str, Any]:
+    props = op_props(op)  # type: ignore[arg-type]
+    return {k: _F32(v) for k, v in props.items() if k in ("other", "alpha") and v is not None}
+
+
+def _add_like(ufunc):
+    def run(x, y=None, *, out, other=None, alpha=_F32(1)):
+        if y is None:  # .Scalar: `other` is a property
+            y = other
+        if alpha != 1:
+            y = y * alpha
+        return ufunc(x, y, out=out)
+
+    return run
+
+
+def _binary_ufunc(ufunc):
+    def run(x, y=None, *, out, other=None):
+        return ufunc(x, other if y is None else y, out=out)
+
+    return run
+
+
+def _rsqrt(x, *, out):
+    np.sqrt(x, out=out)
+    return np.reciprocal(out, out=out)
+
+
+def _relu(x, *, out):
+    return np.maximum(x, _F32(0), out=out)
+
+
+def _sigmoid(x, *, out):
+    np.negative(x, out=out)
+    np.exp(out, out=out)
+    np.add(out, _F32(1), out=out)
+    return np.reciprocal(out, out=out)
+
+
+def _unary(ufunc):
+    def run(x, *, out):
+        return ufunc(x, out=out)
+
+    return run
+
+
+_FUSED_EVAL = {
+    "aten.add.Tensor": _add_like(np.add), "aten.add.Scalar": _add_like(np.add),
+    "aten.sub.Tensor": _add_like(np.subtract), "aten.sub.Scalar": _add_like(np.subtract),
+    "aten.mul.Tensor": _binary_ufunc(np.multiply), "aten.mul.Scalar": _binary_ufunc(np.multiply),
+    "aten.div.Tensor": _binary_ufunc(np.true_divide),
+    "aten.div.Scalar": _binary_ufunc(np.true_divide),
+    "aten.neg": _unary(np.negative), "aten.exp": _unary(np.exp), "aten.tanh": _unary(np.tanh),
+    "aten.sqrt": _unary(np.sqrt), "aten.rsqrt": _rsqrt, "aten.reciprocal": _unary(np.reciprocal),
+    "aten.relu": _relu, "aten.sigmoid": _sigmoid,
+}
 
 
 def _checked(step, op: Operation, outs: list[int]):

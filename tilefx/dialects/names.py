@@ -45,6 +45,8 @@ AUTOCAST_POLICY_KEY = "ipu.autocast_policy"  # a custom autocast policy, module 
 AUTOCAST_KEY = "ipu.autocast"  # per-op: inside an autocast region (bool)
 STAGES_KEY = "ipu.stages"  # the stage summary left by ipu-assign-stages
 ALS_TRACKED_KEY = "ipu.als_tracked_elements"  # loss scaling: tracked gradient size
+FUSE_KEY = "ipu.fuse"  # per-op: its elementwise fusion group (ipu-fuse-elementwise)
+FUSE_ROOT_KEY = "ipu.fuse_root"  # per-op: the member whose result leaves the group
 
 # -- annotation keys the API stamps on traced torch nodes ---------------------
 BLOCK_META_KEY = "tilefx.block"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import erf as _erf
+from scipy.special import erf as _scipy_erf
 
 from tilefx.backend.kernels._common import registrar
 from tilefx.backend.kernels._common import (
@@ -195,6 +195,44 @@ def _make_float_unary(name, fn):
     KERNELS[name] = kernel
 
 
+# erf(x) ~ x P(x^2) / Q(x^2) on [-4, 4] (erf(+-4) is +-1 in float32): the
+# float32 rational approximation of Eigen and XLA (`generic_fast_erf_float`)
+_ERF_NUM = tuple(np.float32(c) for c in (
+    -2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+    -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02))
+_ERF_DEN = tuple(np.float32(c) for c in (
+    -1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+    -1.42647390514189e-02))
+
+
+def _horner(x2: np.ndarray, coeffs: tuple) -> np.ndarray:
+    acc = x2 * coeffs[0]
+    for c in coeffs[1:-1]:
+        acc += c
+        acc *= x2
+    acc += coeffs[-1]
+    return acc
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf; float32 by a rational approximation in a few in-place passes.
+
+    scipy.special.erf's float32 loop goes through the double routine: 76 ns
+    an element measured, the dominant cost of GELU and its backward. The
+    rational form (relative error <= 4.5e-7 against float64 erf, no
+    cancellation near 0) is ~12x faster; other dtypes keep scipy."""
+    if x.dtype != np.float32:
+        return _scipy_erf(x)
+    if x.ndim == 0:  # numpy ufuncs give scalars, not arrays, for 0-d operands
+        return _erf(x.reshape(1)).reshape(())
+    xc = np.clip(x, np.float32(-4), np.float32(4))  # also a fresh array; NaN stays NaN
+    x2 = np.square(xc)
+    num = _horner(x2, _ERF_NUM)
+    num *= xc
+    num /= _horner(x2, _ERF_DEN)
+    return num
+
+
 def _sigmoid(x):
     return np.reciprocal(np.exp(-x) + x.dtype.type(1))
 
@@ -240,7 +278,11 @@ def gelu(self, *, approximate="none"):
         if approximate == "tanh":
             inner = t(_GELU_BETA) * (x + t(_GELU_KAPPA) * (x * x * x))
             return t(0.5) * x * (t(1) + np.tanh(inner))
-        return x * t(0.5) * (t(1) + _erf(x * t(_SQRT1_2)))
+        r = _erf(x * t(_SQRT1_2))  # a fresh array: finish in place
+        r += t(1)
+        r *= x
+        r *= t(0.5)
+        return r
 
     return _float_unary(fn, self)
 

@@ -1,8 +1,14 @@
-"""Process-wide settings the kernels run best under, applied explicitly.
+"""Process settings the kernels run best under, applied explicitly.
 
 `configure_process()` is called once when the first function is compiled
 (backend/executor.py), not on import, so importing tilefx changes nothing
 in the user's process until something runs on the simulated IPU.
+
+BLAS threads are chosen per op instead of pinned process-wide: the executor
+asks `blas_threads_for(flops)` at compile time for each matmul-like op and
+switches numpy's BLAS pool with `set_blas_threads` before it runs (a no-op
+when the count is already right), and `restore_blas_threads` gives the
+user's setting back when a call ends.
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ def configure_process() -> None:
         return
     _DONE.append(True)
     _tune_malloc()
-    _single_threaded_blas()
 
 
 def _tune_malloc() -> None:
@@ -47,28 +52,77 @@ def _tune_malloc() -> None:
         pass
 
 
-def _single_threaded_blas() -> None:
-    """Run numpy's OpenBLAS on one thread.
+# One GEMM below this many flops runs on one thread: waking OpenBLAS's pool
+# costs ~10-20 us, and on small products (the tutorial CNN's 40x320x256:
+# 74 -> 50 us) the gain is small while the busy-waiting pool collapses when it
+# shares the cores with torch's OpenMP threads or another job (the CNN step
+# measured 144 ms instead of 5 ms with every product threaded). 2^25 flops is
+# ~1 ms of one core's work.
+BLAS_THREADS_MIN_FLOPS = 1 << 25
+BLAS_THREADS_ENV = "TILEFX_BLAS_THREADS"  # caps the threads of large products (1: never thread)
 
-    The matmuls here are small (per-image im2col products, 40x320 linear
-    layers): threading gains little (mm 40x320x256: 74 -> 50 us) and OpenBLAS's
-    busy-waiting threads collapse when they share the 2 cores with torch's
-    OpenMP pool or another job: the CNN training step measured 144 ms instead
-    of 5 ms. Process-wide; a no-op when numpy's BLAS is not OpenBLAS."""
+
+class _BlasPool:
+    """numpy's BLAS library through threadpoolctl, found on first use."""
+
+    def __init__(self):
+        from threadpoolctl import ThreadpoolController
+
+        found = ThreadpoolController().select(user_api="blas").lib_controllers
+        # numpy's own BLAS: the one in numpy's wheel (scipy's may be loaded too)
+        own = [c for c in found if "numpy" in c.filepath] or found
+        self.controllers = own[:1]
+        self.initial = self.controllers[0].num_threads if self.controllers else 1
+        self.current = self.initial
+
+    def set(self, n: int) -> None:
+        if n != self.current:
+            for c in self.controllers:
+                c.set_num_threads(n)
+            self.current = n
+
+
+_POOL: list[_BlasPool] = []
+
+
+def _pool() -> _BlasPool:
+    if not _POOL:
+        _POOL.append(_BlasPool())
+    return _POOL[0]
+
+
+def blas_cores() -> int:
+    """Threads a large product may use: the cores this process may run on,
+    capped by TILEFX_BLAS_THREADS; one when the machine is oversubscribed
+    (a 1-minute load average above twice the cores), where a threaded GEMM's
+    workers wait for cores held by other processes: measured 64x1024x1024 in
+    160 ms on two threads against 10 ms on one, at load 9 on 2 cores."""
     try:
-        import ctypes
-        import glob
-
-        libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-        for path in glob.glob(os.path.join(libdir, "*openblas*")):
-            lib = ctypes.CDLL(path)
-            for sym in (
-                "scipy_openblas_set_num_threads64_",
-                "openblas_set_num_threads64_",
-                "openblas_set_num_threads",
-            ):
-                if hasattr(lib, sym):
-                    getattr(lib, sym)(1)
-                    break
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    cap = os.environ.get(BLAS_THREADS_ENV, "").strip()
+    if cap.isdigit() and int(cap) > 0:
+        return max(1, min(cores, int(cap)))
+    try:
+        if os.getloadavg()[0] > 2 * cores:
+            return 1
     except OSError:
         pass
+    return max(1, cores)
+
+
+def blas_threads_for(flops: float) -> int:
+    """The BLAS threads for one GEMM of `flops` (2 M N K) floating-point ops."""
+    return blas_cores() if flops >= BLAS_THREADS_MIN_FLOPS else 1
+
+
+def set_blas_threads(n: int) -> None:
+    """Switch numpy's BLAS to `n` threads (cheap when it already has them)."""
+    _pool().set(n)
+
+
+def restore_blas_threads() -> None:
+    """Give the process its BLAS thread count from before tilefx switched it."""
+    if _POOL:
+        _POOL[0].set(_POOL[0].initial)

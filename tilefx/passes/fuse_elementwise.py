@@ -1,0 +1,115 @@
+"""`ipu-fuse-elementwise`: group chains of float32 elementwise ops for the executor.
+
+A chain such as LayerNorm's backward or an attention scale is a run of
+aten elementwise ops each reading and writing a whole tensor. Evaluated op
+by op, every intermediate is a fresh array and one more pass over memory.
+This pass finds the groups the numpy executor can evaluate as one step with
+its intermediates written in place (backend/executor.py):
+
+- a member is an aten op of `FUSIBLE` whose result and tensor operands are
+  all f32 (so torch's type promotion is the identity and the group computes
+  exactly what the op-by-op kernels compute);
+- a member's result feeds exactly one op, a member of the same group in the
+  same block; the group's root is the one member whose result is used
+  elsewhere (several times, by another op, or returned);
+- groups have at least two members.
+
+`fusion_groups(fn)` is the analysis (the executor calls it, leaving the IR
+as it is); the pass writes it as `ipu.fuse = <group id>` on each member, with
+`ipu.fuse_root` on the root, for tilefx-opt and its tests. The machine model
+ignores both: how the host simulator evaluates a chain is not a device cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr, f32, i64
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from tilefx.dialects.names import FUSE_KEY, FUSE_ROOT_KEY
+
+# the executor evaluates each of these with numpy ufuncs (backend/executor.py)
+FUSIBLE = frozenset({
+    "aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar",
+    "aten.mul.Tensor", "aten.mul.Scalar", "aten.div.Tensor", "aten.div.Scalar",
+    "aten.neg", "aten.exp", "aten.tanh", "aten.sqrt", "aten.rsqrt", "aten.reciprocal",
+    "aten.relu", "aten.sigmoid",
+})
+
+
+def _is_f32_tensor(v: SSAValue) -> bool:
+    t = v.type
+    return hasattr(t, "get_shape") and getattr(t, "element_type", None) == f32
+
+
+def is_fusible(op: Operation) -> bool:
+    return (op.name in FUSIBLE and len(op.results) == 1 and _is_f32_tensor(op.results[0])
+            and all(_is_f32_tensor(v) for v in op.operands))
+
+
+def _single_user(v: SSAValue) -> Operation | None:
+    uses = list(v.uses)
+    return uses[0].operation if len(uses) == 1 else None
+
+
+@dataclass(frozen=True)
+class FusionGroup:
+    """Members in program order; the last one is the root."""
+
+    ops: tuple[Operation, ...]
+
+    @property
+    def root(self) -> Operation:
+        return self.ops[-1]
+
+
+def _block_groups(block: Block) -> list[FusionGroup]:
+    group_of: dict[Operation, list[Operation]] = {}
+    for op in block.ops:
+        if not is_fusible(op):
+            continue
+        members = [op]
+        for v in op.operands:
+            p = v.owner
+            if isinstance(p, Operation) and p in group_of and _single_user(v) is op:
+                members = group_of.pop(p) + members
+        for m in members:
+            group_of[m] = members
+    roots: dict[int, list[Operation]] = {}
+    for members in group_of.values():
+        roots[id(members)] = members
+    order = {op: i for i, op in enumerate(block.ops)}
+    out = [FusionGroup(tuple(sorted(m, key=order.__getitem__))) for m in roots.values() if len(m) > 1]
+    return sorted(out, key=lambda g: order[g.root])
+
+
+def fusion_groups(fn: func.FuncOp) -> list[FusionGroup]:
+    """The elementwise groups of every block of `fn` (stage bodies included)."""
+    groups: list[FusionGroup] = []
+    for op in fn.walk():  # fn itself first
+        for region in op.regions:
+            for block in region.blocks:
+                groups.extend(_block_groups(block))
+    return groups
+
+
+@dataclass(frozen=True)
+class FuseElementwisePass(ModulePass):
+    """Mark the fusion groups (`ipu.fuse`, `ipu.fuse_root`) of every function."""
+
+    name = "ipu-fuse-elementwise"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        n = 0
+        for fn in op.walk():
+            if not isinstance(fn, func.FuncOp):
+                continue
+            for g in fusion_groups(fn):
+                for m in g.ops:
+                    m.attributes[FUSE_KEY] = IntegerAttr(n, i64)
+                g.root.attributes[FUSE_ROOT_KEY] = UnitAttr()
+                n += 1
