@@ -34,8 +34,7 @@ COPY_OPS = {"clone", "_to_copy", "cat", "constant_pad_nd", "slice_scatter"}
 REDUCTION_OPS = {"sum.dim_IntList", "sum", "mean", "mean.dim", "amax", "amin", "any.dim", "argmax",
                  "var_mean.correction", "_softmax", "_log_softmax", "_softmax_backward_data",
                  "_log_softmax_backward_data", "native_layer_norm", "native_layer_norm_backward",
-                 "_native_batch_norm_legit_functional", "_native_batch_norm_legit_no_training",
-                 "identity_loss"}
+                 "_native_batch_norm_legit_functional", "identity_loss"}
 GATHER_OPS = {"embedding", "embedding_dense_backward", "index.Tensor", "index_put", "gather",
               "scatter.value", "scatter.src", "scatter_add", "max_pool2d_with_indices",
               "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward"}
@@ -96,9 +95,15 @@ def _grid(tiles: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=4096)
 def plan_matmul(batch: int, M: int, K: int, N: int, itemsize: int, machine: Machine,
-                proportion: float) -> MatmulPlan:
+                proportion: float, resident_b: bool = False) -> MatmulPlan:
     """The fastest (m, n, k) tile grid and serial split of `batch` independent
-    [M, K] x [K, N] products whose temporaries fit the memory bound."""
+    [M, K] x [K, N] products whose temporaries fit the memory bound.
+
+    `resident_b`: the [K, N] operand is a weight. Poplar creates weights in
+    the layout their matmul plan wants (createMatMulInputRHS), so each (k, n)
+    block already lives on the pm tiles that use it, 1/pm of it on each: a
+    tile receives only the (pm - 1)/pm it does not hold, and a weight-
+    stationary plan (pm = 1) moves and copies no weight bytes at all."""
     tiles_per_batch = max(1, machine.tiles // batch) if batch <= machine.tiles else 1
     batch_rounds = math.ceil(batch / machine.tiles) if batch > machine.tiles else 1
     grid = _grid(tiles_per_batch)
@@ -113,12 +118,15 @@ def plan_matmul(batch: int, M: int, K: int, N: int, itemsize: int, machine: Mach
     # with pk == 1 they are the result tensor itself (counted as its output, not as a
     # temporary); splitting k needs pk extra partial buffers to reduce
     extra = np.where(pk > 1, partials, 0)
+    # the share of a tile's weight block it must receive (0 for a weight-stationary plan)
+    b_share = (pm - 1) / pm if resident_b else np.ones_like(pm, dtype=np.float64)
+    n_moved = n_t * b_share
     # the largest k-chunk whose operand buffers fit next to the partials
-    k_max = np.floor((bound - extra) / ((m_t + n_t) * itemsize)).astype(np.int64)
+    k_max = np.floor((bound - extra) / np.maximum((m_t + n_moved) * itemsize, 1)).astype(np.int64)
     fits = k_max >= 1
     serial = np.where(fits, -(-k_t // np.maximum(k_max, 1)), k_t)
     k_s = -(-k_t // serial)
-    temp = (m_t + n_t) * k_s * itemsize + extra
+    temp = np.ceil((m_t + n_moved) * k_s * itemsize).astype(np.int64) + extra
     # the AMP unit works on k-vectors of 16 (fp16) / 8 (fp32) and 4 output channels;
     # splitting k serially adds a sync and a compute-set launch per step, so for a
     # given grid more memory never costs cycles (the planner's choice is monotone)
@@ -126,7 +134,8 @@ def plan_matmul(batch: int, M: int, K: int, N: int, itemsize: int, machine: Mach
     nvec = 4
     macs = machine.macs_per_cycle(itemsize)
     compute = m_t * (-(-n_t // nvec)) * (-(-k_t // kvec)) * (kvec * nvec) // macs
-    exch_bytes = (m_t * k_t + k_t * n_t) * itemsize + np.where(pk > 1, partials, 0)
+    exch_bytes = np.ceil((m_t * k_t + k_t * n_moved) * itemsize).astype(np.int64) + \
+        np.where(pk > 1, partials, 0)
     exch = -(-exch_bytes // machine.exchange_bytes_per_cycle)
     reduce_cycles = np.where(pk > 1, -(-(m_t * n_t) // machine.elems_per_cycle(4)), 0)
     steps = serial + (pk > 1)
@@ -144,8 +153,8 @@ def plan_matmul(batch: int, M: int, K: int, N: int, itemsize: int, machine: Mach
 
 
 def matmul_cost(batch: int, M: int, K: int, N: int, itemsize: int, machine: Machine,
-                proportion: float, where: str = "") -> OpCost:
-    p = plan_matmul(batch, M, K, N, itemsize, machine, proportion)
+                proportion: float, where: str = "", resident_b: bool = False) -> OpCost:
+    p = plan_matmul(batch, M, K, N, itemsize, machine, proportion, resident_b)
     if not p.fits:
         warnings.warn(f"{where or 'matmul'} [{batch}x{M}x{K}x{N}]: no plan fits the available memory "
                       f"proportion {proportion} ({int(machine.bytes_per_tile * proportion)} bytes per "
@@ -213,6 +222,33 @@ def proportion_of(op) -> float:
     return float(attr.value.data) if attr is not None else DEFAULT_PROPORTION
 
 
+# ops through which a weight keeps the tile layout it was created with (views,
+# and the elementwise cast autocast puts in front of a matmul)
+_LAYOUT_KEEPING = VIEW_OPS | {"t", "transpose.int", "_to_copy"}
+
+
+def is_resident(v) -> bool:
+    """Whether `v` is (a view or cast of) a weight, buffer or constant: a tensor
+    Poplar lays out for the op that uses it, so the op exchanges none of it."""
+    from xdsl.ir import BlockArgument, Operation
+
+    from tilefx.dialects.names import BUFFER_KEY, CONST_KEY, PARAM_KEY
+
+    for _ in range(16):
+        owner = v.owner
+        if isinstance(v, BlockArgument):
+            fn = owner.parent_op() if hasattr(owner, "parent_op") else None
+            attrs = getattr(fn, "arg_attrs", None)
+            if attrs is None or v.index >= len(attrs.data):
+                return False
+            keys = attrs.data[v.index].data
+            return any(k in keys for k in (PARAM_KEY, BUFFER_KEY, CONST_KEY))
+        if not isinstance(owner, Operation) or owner.name.removeprefix("aten.") not in _LAYOUT_KEEPING:
+            return False
+        v = owner.operands[0]
+    return False
+
+
 def op_cost(op, machine: Machine) -> OpCost:
     """The cost of one graph-IR op on `machine` (see the module docstring)."""
     name = op.name.removeprefix("aten.")
@@ -227,14 +263,16 @@ def op_cost(op, machine: Machine) -> OpCost:
         a, b = (ins[1], ins[2]) if name == "addmm" else (ins[0], ins[1])
         sa, sb = _shape(a), _shape(b)
         batch = sa[0] if name == "bmm" else 1
-        return matmul_cost(batch, sa[-2], sa[-1], sb[-1], _itemsize(a), machine, p, where)
+        return matmul_cost(batch, sa[-2], sa[-1], sb[-1], _itemsize(a), machine, p, where,
+                           resident_b=is_resident(b))
     if name == "convolution":
         x, w, y = ins[0], ins[1], outs[0]
         g = _prop(op, "groups", 1)
         sx, sw, sy = _shape(x), _shape(w), _shape(y)
         M = sy[0] * _numel(sy[2:])
         K = sw[1] * _numel(sw[2:])
-        return matmul_cost(g, M, K, sw[0] // g, _itemsize(x), machine, p, where)
+        return matmul_cost(g, M, K, sw[0] // g, _itemsize(x), machine, p, where,
+                           resident_b=is_resident(w))
     if name == "convolution_backward":
         gy, x, w = ins[0], ins[1], ins[2]
         g = _prop(op, "groups", 1)
@@ -243,7 +281,8 @@ def op_cost(op, machine: Machine) -> OpCost:
         costs = []
         if mask[0]:
             costs.append(matmul_cost(g, sx[0] * _numel(sx[2:]), (sw[0] // g) * _numel(sw[2:]),
-                                     sx[1] // g, _itemsize(x), machine, p, where + " (input grad)"))
+                                     sx[1] // g, _itemsize(x), machine, p, where + " (input grad)",
+                                     resident_b=is_resident(w)))
         if mask[1]:
             costs.append(matmul_cost(g, sw[0] // g, sgy[0] * _numel(sgy[2:]), sw[1] * _numel(sw[2:]),
                                      _itemsize(x), machine, p, where + " (weight grad)"))
@@ -272,6 +311,11 @@ def op_cost(op, machine: Machine) -> OpCost:
         return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=2, moves=True)
     if name in COPY_OPS:
         return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, moves=True)
+    if name == "_native_batch_norm_legit_no_training":
+        # inference batch norm uses the running statistics: y = x * scale + shift per
+        # channel, an elementwise op over x (its statistics outputs are empty)
+        x = ins[0]
+        return linear_cost(_numel(_shape(x)), _bytes(x), _bytes(outs[0]), isz, machine, flops_per_elem=2)
     if name in REDUCTION_OPS or op.name == "ipu.identity_loss":
         return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=2,
                            reduction=True)

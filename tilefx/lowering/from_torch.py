@@ -306,8 +306,10 @@ def _find_loss(plain_outputs: list, differentiable: set[int]) -> int | None:
     """The loss: the output made by identity_loss, else the one scalar float
     output that has a gradient path. Several such outputs are ambiguous: an
     error asks for identity_loss rather than guessing."""
+    # the op exists once tilefx.api.ops is imported (a model that never calls it has none)
+    identity = getattr(torch.ops.tilefx, "identity_loss", None)
     for idx, node in plain_outputs:
-        if isinstance(node, torch.fx.Node) and node.target is torch.ops.tilefx.identity_loss.default:
+        if identity is not None and isinstance(node, torch.fx.Node) and node.target is identity.default:
             return idx
     scalars = []
     for idx, node in plain_outputs:
