@@ -164,3 +164,18 @@ class WithCrossEntropy(nn.Module):
     def forward(self, x, y):
         out = self.model(x)
         return out, nn.functional.cross_entropy(out.float(), y)
+
+
+class BertStack(nn.Module):
+    """`layers` BERT encoder layers on hidden states (no embeddings or head):
+    the unit a pipeline stage holds. Its loss is the mean square of its output,
+    enough to give every layer a backward pass."""
+
+    def __init__(self, d=1024, heads=16, layers=1, ffn=4096):
+        super().__init__()
+        self.layers = nn.ModuleList([BertLayer(d, heads, ffn) for _ in range(layers)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x, x.float().pow(2).mean()

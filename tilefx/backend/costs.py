@@ -38,6 +38,11 @@ REDUCTION_OPS = {"sum.dim_IntList", "sum", "mean", "mean.dim", "amax", "amin", "
 GATHER_OPS = {"embedding", "embedding_dense_backward", "index.Tensor", "index_put", "gather",
               "scatter.value", "scatter.src", "scatter_add", "max_pool2d_with_indices",
               "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward"}
+# reductions along the last axis with full-size results, and their elementwise
+# operations per input element (an estimate: max, subtract, exp, sum, divide...)
+ROW_REDUCTIONS = {"_softmax": 5, "_log_softmax": 6, "_softmax_backward_data": 3,
+                  "_log_softmax_backward_data": 4, "native_layer_norm": 8,
+                  "native_layer_norm_backward": 10}
 # elementwise operations per element of the optimizer updates (a documented estimate)
 UPDATE_FLOPS = {"sgd": 4, "adam": 14, "accumulate": 1}
 
@@ -53,6 +58,7 @@ class OpCost:
     temp_bytes: int  # temporary memory per tile while the op runs
     flops: float
     plan: str = ""
+    tiles: int = 0  # tiles the op runs on (0: all of them), for its code and vertex state
 
     @property
     def cycles(self) -> int:
@@ -160,8 +166,9 @@ def matmul_cost(batch: int, M: int, K: int, N: int, itemsize: int, machine: Mach
                       f"proportion {proportion} ({int(machine.bytes_per_tile * proportion)} bytes per "
                       f"tile); using the plan with the least temporary memory ({p.temp_bytes} bytes)",
                       stacklevel=2)
+    used = min(machine.tiles, p.pm * p.pn * p.pk * min(batch, max(1, machine.tiles // (p.pm * p.pn * p.pk))))
     return OpCost(p.compute_cycles, p.exchange_bytes, p.exchange_cycles, p.sync_cycles, p.temp_bytes,
-                  2.0 * batch * M * K * N, p.describe())
+                  2.0 * batch * M * K * N, p.describe(), used)
 
 
 def _numel(shape) -> int:
@@ -169,8 +176,15 @@ def _numel(shape) -> int:
 
 
 def linear_cost(out_elems: int, in_bytes: int, out_bytes: int, itemsize: int, machine: Machine,
-                flops_per_elem: float = 1.0, reduction: bool = False, moves: bool = False) -> OpCost:
-    """An elementwise op (or a reduction, or a data rearrangement) spread over the tiles."""
+                flops_per_elem: float = 1.0, reduction: bool = False, moves: bool = False,
+                reduced: int | None = None, group: int | None = None) -> OpCost:
+    """An elementwise op (or a reduction, or a data rearrangement) spread over the tiles.
+
+    A reduction makes `reduced` values (default: `out_elems`), each from a group
+    of `group` input elements. Groups that lie within one tile (the last-axis
+    reductions of softmax and layer norm: rows are mapped whole) need no
+    exchange; a group spread over p tiles sends p fp32 partials (a two-stage
+    reduce, at most 64 partials per value in its first stage)."""
     total_bytes = max(in_bytes, out_bytes, 1)
     tiles = max(1, min(machine.tiles, math.ceil(total_bytes / machine.grain_bytes)))
     elems_per_tile = math.ceil(max(out_elems, 1) * max(1.0, in_bytes / max(out_bytes, 1)) / tiles)
@@ -178,14 +192,21 @@ def linear_cost(out_elems: int, in_bytes: int, out_bytes: int, itemsize: int, ma
     exch_bytes = 0
     syncs = 1
     if reduction:
-        exch_bytes = math.ceil(max(out_elems, 1) * 4 * min(tiles, 64) / tiles) + 4 * min(tiles, 64)
-        syncs = 2
+        values = max(reduced if reduced is not None else out_elems, 1)
+        in_elems = max(1, in_bytes // max(itemsize, 1))
+        if group is None:  # strided groups: spread over as many tiles as they have elements
+            spread = min(tiles, max(1, in_elems // values))
+        else:  # contiguous groups: the tiles one group spans
+            spread = min(tiles, max(1, math.ceil(group / max(1.0, in_elems / tiles))))
+        if spread > 1:
+            exch_bytes = math.ceil(values * 4 * min(spread, 64) / tiles) + 4 * min(spread, 64)
+            syncs = 2
     if moves:
         exch_bytes = math.ceil(out_bytes / tiles)
         compute = math.ceil(exch_bytes / 8)
     exch = math.ceil(exch_bytes / machine.exchange_bytes_per_cycle)
     sync = syncs * (machine.sync_cycles(1) + machine.compute_set_overhead_cycles)
-    return OpCost(compute, exch_bytes, exch, sync, 0, float(out_elems * flops_per_elem))
+    return OpCost(compute, exch_bytes, exch, sync, 0, float(out_elems * flops_per_elem), "", tiles)
 
 
 # ---------------------------------------------------------------------------
@@ -316,6 +337,25 @@ def op_cost(op, machine: Machine) -> OpCost:
         # channel, an elementwise op over x (its statistics outputs are empty)
         x = ins[0]
         return linear_cost(_numel(_shape(x)), _bytes(x), _bytes(outs[0]), isz, machine, flops_per_elem=2)
+    if name in ROW_REDUCTIONS:
+        # reductions along the last axis whose results are full-size (softmax, layer
+        # norm and their gradients): an elementwise pass plus per-row statistics
+        x = ins[0]
+        sx = _shape(x)
+        row = sx[-1] if sx else 1
+        if name.startswith("native_layer_norm"):
+            row = _numel(_prop(op, "normalized_shape", [row]))
+            x = ins[1] if name == "native_layer_norm_backward" else x
+            sx = _shape(x)
+        return linear_cost(_numel(sx), in_bytes, out_bytes, isz, machine, flops_per_elem=ROW_REDUCTIONS[name],
+                           reduction=True, reduced=max(1, _numel(sx) // max(row, 1)), group=row)
+    if name == "_native_batch_norm_legit_functional":
+        # training batch norm: per-channel statistics over batch and space (strided
+        # groups), then the elementwise normalisation of the whole input
+        x = ins[0]
+        sx = _shape(x)
+        return linear_cost(_numel(sx), in_bytes, out_bytes, isz, machine, flops_per_elem=8,
+                           reduction=True, reduced=sx[1] if len(sx) > 1 else 1)
     if name in REDUCTION_OPS or op.name == "ipu.identity_loss":
         return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=2,
                            reduction=True)
@@ -330,9 +370,9 @@ def _sum(costs: list[OpCost]) -> OpCost:
     return OpCost(sum(c.compute_cycles for c in costs), max(c.exchange_bytes for c in costs),
                   sum(c.exchange_cycles for c in costs), sum(c.sync_cycles for c in costs),
                   max(c.temp_bytes for c in costs), sum(c.flops for c in costs),
-                  "; ".join(c.plan for c in costs if c.plan))
+                  "; ".join(c.plan for c in costs if c.plan), max(c.tiles for c in costs))
 
 
 def _scale(c: OpCost, f: int) -> OpCost:
     return OpCost(c.compute_cycles * f, c.exchange_bytes * f, c.exchange_cycles * f, c.sync_cycles * f,
-                  c.temp_bytes, c.flops * f, f"{f} serialized pieces of {c.plan}")
+                  c.temp_bytes, c.flops * f, f"{f} serialized pieces of {c.plan}", c.tiles)

@@ -26,8 +26,13 @@ class Machine:
     fp16_elems_per_cycle: int = 4
     # fixed cost of one compute set: launching vertices on every tile (cycles)
     compute_set_overhead_cycles: int = 100
-    # code and vertex state per op on each tile it runs on (bytes, a documented guess)
+    # control code, vertex state and exchange code of one op on each tile it runs on
+    # (bytes; an estimate: no published per-op figure was found, see
+    # docs/machine-validation.md)
     code_bytes_per_op_per_tile: int = 256
+    # the PopLibs codelets (vertex code) every tile holds once, shared by all ops
+    # (bytes; an estimate of the same kind)
+    codelet_bytes_per_tile: int = 16 * 1024
     # the smallest piece of a tensor mapped to one tile (bytes)
     grain_bytes: int = 64
 

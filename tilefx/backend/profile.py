@@ -231,6 +231,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     copy_bytes: dict[int, int] = defaultdict(int)  # into each stage over IPU-links
     stage_parts: dict[int, list[int]] = {}  # compute, exchange, sync cycles of a stage step
     exchange_bytes = 0
+    cost_of: dict[Operation, OpCost] = {}
     for top in main.body.block.ops:
         if not isinstance(top, StageOp):
             continue
@@ -243,6 +244,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
             if op.name == "ipu.yield":
                 continue
             c = op_cost(op, machine)
+            cost_of[op] = c
             records.append(OpRecord(op.name, s, ipu, c, top.direction.data))
             stage_cycles[s] += c.cycles
             parts = stage_parts.setdefault(s, [0, 0, 0])
@@ -299,7 +301,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
                       end, updates, end * updates, exchange_bytes=exchange_bytes,
                       step_cycles=step_cycles, stage_parts=stage_parts)
     profile.memory = _memory(main, update, arg_roles, param_ipu, stage_of, records, machine, schedule,
-                             training, optimizer_off_chip, accumulate, num_ipus)
+                             training, optimizer_off_chip, accumulate, num_ipus, cost_of)
     if check_memory:
         _check_memory(profile)
     return profile
@@ -363,7 +365,7 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
 
 def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Machine,
             schedule: Schedule, training: bool, optimizer_off_chip: bool, accumulate: bool,
-            num_ipus: int) -> dict[int, IpuMemory]:
+            num_ipus: int, cost_of: dict | None = None) -> dict[int, IpuMemory]:
     T = machine.tiles
     always: dict[int, list[Tensor]] = defaultdict(list)
     for a, r in zip(main.body.block.args, arg_roles):
@@ -385,12 +387,15 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
 
     # activations: the peak of live values per IPU in program order, with the
     # pipeline's stash (forward values kept for the backward of later micro-batches)
-    peak_set = _activation_peaks(main, stage_of, schedule, training)
-    temp: dict[int, int] = defaultdict(int)
-    ops_on: dict[int, int] = defaultdict(int)
+    # and the temporary memory of the op running at that peak (the largest sum of
+    # live activations and temporaries, not the largest of each at different times)
+    peak_set, temp = _activation_peaks(main, stage_of, schedule, training, cost_of or {}, T)
+    # code and vertex state: each op's on the tiles it runs on, averaged over the tiles
+    # (Poplar spreads vertices evenly), plus the codelet library every tile holds
+    op_tiles: dict[int, float] = defaultdict(float)
     for r in records:
-        temp[r.ipu] = max(temp[r.ipu], r.cost.temp_bytes)
-        ops_on[r.ipu] += 1
+        if r.cost.cycles:  # views and aliases have no code
+            op_tiles[r.ipu] += (r.cost.tiles or T) / T
     result = {}
     start_tile = 0
     for ipu in range(num_ipus):
@@ -416,15 +421,19 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
                     arr[0] += per
                     arr[end - T] -= per
             start_tile = (start_tile + used) % T
-        code = machine.code_bytes_per_op_per_tile * ops_on.get(ipu, 0)
+        code = machine.codelet_bytes_per_tile + math.ceil(machine.code_bytes_per_op_per_tile *
+                                                          op_tiles.get(ipu, 0.0))
         always_tiles = np.cumsum(always_arr[:T]) + code
         peak_tiles = np.cumsum(peak_arr[:T]) + code + temp.get(ipu, 0)
         result[ipu] = IpuMemory(ipu, always_tiles, peak_tiles, temp.get(ipu, 0), all_t, placement)
     return result
 
 
-def _activation_peaks(main, stage_of, schedule: Schedule, training: bool) -> dict[int, list[Tensor]]:
-    """Per IPU, the activations live at its peak, stash copies included."""
+def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_of: dict,
+                      tiles: int) -> tuple[dict[int, list[Tensor]], dict[int, int]]:
+    """Per IPU, the activations live at its peak, stash copies included, and the
+    temporary bytes per tile of the op running then: the peak is the program
+    point with the most live bytes per tile plus that op's temporaries."""
     order: list[tuple[Operation, int]] = []
     for top in main.body.block.ops:
         if isinstance(top, StageOp):
@@ -453,7 +462,8 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool) -> dic
                     depth[r] = s1 - s0 + 1
     peaks: dict[int, list[Tensor]] = {}
     live_bytes: dict[int, int] = defaultdict(int)
-    best: dict[int, int] = defaultdict(int)
+    best: dict[int, float] = defaultdict(float)
+    temp_at: dict[int, int] = defaultdict(int)
     live: dict[int, dict[SSAValue, Tensor]] = defaultdict(dict)
     ends: dict[int, list[SSAValue]] = defaultdict(list)
     for v, i in last_use.items():
@@ -474,15 +484,18 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool) -> dic
                 live[ipu][r] = Tensor(f"%{r.name_hint or r.index} ({op.name} result)", n,
                                       f"{op.name}{block}", kind)
                 live_bytes[ipu] += n
-        if live_bytes[ipu] > best[ipu]:
-            best[ipu] = live_bytes[ipu]
+        c = cost_of.get(op)
+        tmp = c.temp_bytes if c is not None else 0
+        if live_bytes[ipu] / tiles + tmp > best[ipu]:
+            best[ipu] = live_bytes[ipu] / tiles + tmp
             peaks[ipu] = list(live[ipu].values())
+            temp_at[ipu] = tmp
         for v in ends.get(i, []):
             owner_ipu = next((k for k, d in live.items() if v in d), None)
             if owner_ipu is not None:
                 t = live[owner_ipu].pop(v)
                 live_bytes[owner_ipu] -= t.nbytes
-    return peaks
+    return peaks, dict(temp_at)
 
 
 def _check_memory(profile: Profile) -> None:
