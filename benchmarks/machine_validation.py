@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tilefx  # noqa: E402
-from tilefx.backend.costs import plan_matmul  # noqa: E402
+from tilefx.backend.costs import linear_cost, plan_matmul  # noqa: E402
 from tilefx.backend.machine import BOW, MK1, MK2, Machine  # noqa: E402
 from validation_models import BertStack, ResNet50, WithCrossEntropy  # noqa: E402
 
@@ -120,14 +120,36 @@ def matmul_fraction_of_peak(n: int, itemsize: int, machine: Machine) -> float:
     return 2 * n ** 3 / machine.seconds(p.cycles) / machine.peak_flops(itemsize)
 
 
-def largest_bert_large_stack(mb: int, training: bool, machine: Machine = MK2, seq: int = 128) -> int:
-    """The most BERT-Large layers (fp16, LAMB state on chip for training) whose
-    peak tile memory fits one IPU, from the per-layer memory fit."""
-    _, (fixed, per_layer) = bert_layer_fit("large", mb, seq, training, machine)
-    return max(0, int((machine.bytes_per_tile - fixed) // per_layer))
+def streaming_load_tbs(machine: Machine, n: int = 1 << 26) -> float:
+    """Aggregate bytes loaded per second by a large fp32 elementwise add (two
+    operands loaded per result), as a streaming-bandwidth microbenchmark sees it."""
+    c = linear_cost(n, 2 * 4 * n, 4 * n, 4, machine)
+    return 2 * 4 * n / machine.seconds(c.cycles) / 1e12
+
+
+def exchange_tbs(machine: Machine) -> float:
+    """All-to-all exchange: every tile receiving at its exchange width."""
+    return machine.tiles * machine.exchange_bytes_per_cycle * machine.clock_hz / 1e12
+
+
+# the available memory proportion Graphcore's BERT-Large configuration gives the
+# encoder IPUs (Graphcore/bert-large-uncased ipu_config.json: 0.1, 0.15, 0.15, 0.15)
+BERT_LARGE_PROPORTION = 0.15
+
+
+def largest_bert_large_stack(mb: int, training: bool, proportion: float = BERT_LARGE_PROPORTION,
+                             seq: int = 128) -> int:
+    """The most BERT-Large layers (fp16 weights and partials; training with LAMB,
+    its state on chip, no recomputation) whose peak tile memory fits one Mk2,
+    from the per-layer memory fit. Bow has the same tiles and SRAM as Mk2, so the
+    compiles are shared with the Bow throughput rows."""
+    assert (BOW.tiles, BOW.bytes_per_tile) == (MK2.tiles, MK2.bytes_per_tile)
+    _, (fixed, per_layer) = bert_layer_fit("large", mb, seq, training, BOW, proportion)
+    return max(0, int((MK2.bytes_per_tile - fixed) // per_layer))
 
 
 SRC_JIA = "Jia et al. 2019, arXiv:1912.03413 (GC2 / Mk1)"
+SRC_SPEC = "Graphcore GC200 / IPU-M2000 datasheet"
 SRC_PERF = "graphcore.ai/performance-results (Bow Pod16 training table)"
 SRC_MLPERF = "Graphcore blog, 'Accelerating ResNet-50 Training on the IPU for MLPerf' (Jan 2022)"
 SRC_REF = "REFERENCE.md section 1 (one public measurement, not independently verified)"
@@ -135,19 +157,28 @@ SRC_REF = "REFERENCE.md section 1 (one public measurement, not independently ver
 
 def rows(quick: bool = False) -> list[Row]:
     out = [
-        Row("Mk1 peak fp32 (TFLOPS)", 31.1, "TFLOPS", SRC_JIA, lambda: MK1.peak_flops(4) / 1e12, 0.02),
-        Row("Mk1 peak mixed fp16.32 (TFLOPS)", 124.5, "TFLOPS", SRC_JIA, lambda: MK1.peak_flops(2) / 1e12, 0.02),
+        Row("Mk1 peak fp32", 31.1, "TFLOPS", SRC_JIA, lambda: MK1.peak_flops(4) / 1e12, 0.02),
+        Row("Mk1 peak mixed fp16.32", 124.5, "TFLOPS", SRC_JIA, lambda: MK1.peak_flops(2) / 1e12, 0.02),
+        Row("Mk1 aggregate load bandwidth, streaming kernel (measured)", 30.7, "TB/s", SRC_JIA,
+            lambda: streaming_load_tbs(MK1)),
+        Row("Mk2 peak fp16.32", 250, "TFLOPS", SRC_SPEC, lambda: MK2.peak_flops(2) / 1e12, 0.02),
+        Row("Mk2 in-processor memory (the datasheet's 900 MB are MiB)", 900, "MiB", SRC_SPEC,
+            lambda: MK2.bytes_per_ipu / 2 ** 20, 0.02),
+        Row("Mk2 all-to-all exchange", 8.0, "TB/s", SRC_SPEC, lambda: exchange_tbs(MK2)),
+        Row("Mk2 IPU-Links, all links both ways", 320, "GB/s", SRC_SPEC,
+            lambda: 2 * MK2.ipu_links * MK2.ipu_link_bytes_per_s / 1e9),
         Row("Mk2 fp16 matmul 4096^3, fraction of peak", 0.32, "of peak", SRC_REF,
             lambda: matmul_fraction_of_peak(4096, 2, MK2)),
         Row("BERT-Large Ph1 SL128 training, Bow Pod16 (4 IPUs x 4 replicas)", 4528, "seq/s", SRC_PERF,
-            lambda: bert_pipeline_throughput("large", (3, 7, 7, 7), 8, 128, 4, BOW, 0.15)),
-        Row("BERT-Base Ph1 SL128 training, Bow Pod16 (4 IPUs x 4 replicas)", 16391, "seq/s", SRC_PERF,
-            lambda: bert_pipeline_throughput("base", (0, 4, 4, 4), 8, 128, 4, BOW, 0.22)),
-        Row("BERT-Large SQuAD SL384 fine-tuning, Bow Pod16 (4 IPUs x 4 replicas)", 1183, "seq/s", SRC_PERF,
-            lambda: bert_pipeline_throughput("large", (3, 7, 7, 7), 2, 384, 4, BOW, 0.15)),
+            lambda: bert_pipeline_throughput("large", (3, 7, 7, 7), 8, 128, 4, BOW, BERT_LARGE_PROPORTION)),
     ]
     if not quick:
         out += [
+            Row("BERT-Base Ph1 SL128 training, Bow Pod16 (4 IPUs x 4 replicas)", 16391, "seq/s", SRC_PERF,
+                lambda: bert_pipeline_throughput("base", (0, 4, 4, 4), 8, 128, 4, BOW, 0.22)),
+            Row("BERT-Large SQuAD SL384 fine-tuning, Bow Pod16 (4 IPUs x 4 replicas)", 1183, "seq/s",
+                SRC_PERF, lambda: bert_pipeline_throughput("large", (3, 7, 7, 7), 2, 384, 4, BOW,
+                                                           BERT_LARGE_PROPORTION)),
             Row("ResNet-50 v1.5 training, Bow Pod16 (16 x 1 IPU)", 42029, "img/s", SRC_PERF,
                 lambda: resnet50_training_throughput(4, 16, BOW)),
             Row("ResNet-50 v1.5 training, Mk2 IPU-POD16 MLPerf v1.1 (16 x 1 IPU)", 30000, "img/s",
@@ -169,8 +200,8 @@ def main(argv=None):
     for training in (False, True):
         for mb in (1, 8):
             n = largest_bert_large_stack(mb, training)
-            print(f"largest BERT-Large layer stack on one Mk2, {'training' if training else 'inference'} "
-                  f"micro-batch {mb}: {n} layers")
+            print(f"largest BERT-Large layer stack on one Mk2 (SL128, proportion {BERT_LARGE_PROPORTION}), "
+                  f"{'training' if training else 'inference'} micro-batch {mb}: {n} layers")
 
 
 if __name__ == "__main__":

@@ -140,11 +140,11 @@ class MobileNetV2(nn.Module):
     SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
                 (6, 160, 3, 2), (6, 320, 1, 1))
 
-    def __init__(self, classes=1000):
+    def __init__(self, classes=1000, settings=SETTINGS):
         super().__init__()
         layers = [nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU()]
         cin = 32
-        for t, c, n, s in self.SETTINGS:
+        for t, c, n, s in settings:
             for i in range(n):
                 layers.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
                 cin = c

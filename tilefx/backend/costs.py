@@ -187,8 +187,14 @@ def linear_cost(out_elems: int, in_bytes: int, out_bytes: int, itemsize: int, ma
     reduce, at most 64 partials per value in its first stage)."""
     total_bytes = max(in_bytes, out_bytes, 1)
     tiles = max(1, min(machine.tiles, math.ceil(total_bytes / machine.grain_bytes)))
-    elems_per_tile = math.ceil(max(out_elems, 1) * max(1.0, in_bytes / max(out_bytes, 1)) / tiles)
-    compute = math.ceil(elems_per_tile * flops_per_elem / machine.elems_per_cycle(itemsize))
+    # the vector units work on every result (every input of a reduction); the
+    # operands stream in at the tile's load bandwidth, whichever is slower
+    work = max(out_elems, 1)
+    if reduction:
+        work = max(work, in_bytes // max(itemsize, 1))
+    arith = math.ceil(math.ceil(work / tiles) * flops_per_elem / machine.elems_per_cycle(itemsize))
+    loads = math.ceil(in_bytes / tiles / machine.load_bytes_per_cycle)
+    compute = max(arith, loads)
     exch_bytes = 0
     syncs = 1
     if reduction:
