@@ -19,8 +19,8 @@ import functools
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -53,7 +53,7 @@ def _options(machine: Machine, half_partials: bool = True, proportion: float | N
     return opts
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bert_stack_profile(width: str, layers: int, mb: int, seq: int, training: bool, machine: Machine,
                        proportion: float | None = None):
     """(cycles of one micro-batch, peak tile bytes) of `layers` fp16 BERT layers on one IPU."""
@@ -95,14 +95,14 @@ def bert_pipeline_throughput(width: str, layers_per_ipu: tuple[int, ...], mb: in
     (fixed, per_layer), _ = bert_layer_fit(width, mb, seq, True, machine, proportion)
     step = fixed + n * per_layer
     if recompute:
-        (f_fixed, f_per_layer), _ = bert_layer_fit(width, mb, seq, False, machine, proportion)
+        (_, f_per_layer), _ = bert_layer_fit(width, mb, seq, False, machine, proportion)
         step += n * f_per_layer
     d = (BERT_LARGE if width == "large" else BERT_BASE)["d"]
     step += 2 * machine.link_cycles(mb * seq * d * 2, machine.ipu_link_bytes_per_s)  # fwd + grad back
     return replicas * mb * machine.clock_hz / step
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def resnet50_training_throughput(mb: int, replicas: int, machine: Machine) -> float:
     """Images per second of ResNet-50 data-parallel training, one IPU per replica."""
     torch.manual_seed(0)

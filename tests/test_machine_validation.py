@@ -79,7 +79,7 @@ def test_fp32_linear_12288_inference_fits_one_mk2():
     weight_per_tile = 12288 * 12288 * 4 / MK2.tiles
     assert mem.peak.max() <= MK2.bytes_per_tile
     assert mem.temp_bytes < 0.05 * weight_per_tile
-    mm = [r for r in c.profile.ops if r.name == "aten.addmm"][0]
+    mm = next(r for r in c.profile.ops if r.name == "aten.addmm")
     assert mm.cost.exchange_bytes < 0.05 * weight_per_tile
 
 

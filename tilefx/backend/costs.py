@@ -23,9 +23,10 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from xdsl.ir import BlockArgument, Operation
 
 from tilefx.backend.machine import Machine
-from tilefx.dialects.names import AVAILABLE_MEMORY_KEY
+from tilefx.dialects.names import AVAILABLE_MEMORY_KEY, BUFFER_KEY, CONST_KEY, PARAM_KEY
 
 # views alias their input (a transposed operand is read in place by matmul plans)
 VIEW_OPS = {"view", "alias", "squeeze.dims", "unsqueeze", "select.int", "slice.Tensor", "expand",
@@ -257,11 +258,7 @@ _LAYOUT_KEEPING = VIEW_OPS | {"t", "transpose.int", "_to_copy"}
 def is_resident(v) -> bool:
     """Whether `v` is (a view or cast of) a weight, buffer or constant: a tensor
     Poplar lays out for the op that uses it, so the op exchanges none of it."""
-    from xdsl.ir import BlockArgument, Operation
-
-    from tilefx.dialects.names import BUFFER_KEY, CONST_KEY, PARAM_KEY
-
-    for _ in range(16):
+    for _ in range(16):  # a chain of views and casts is short
         owner = v.owner
         if isinstance(v, BlockArgument):
             fn = owner.parent_op() if hasattr(owner, "parent_op") else None
