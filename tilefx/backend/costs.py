@@ -7,8 +7,12 @@ matmul) go through a planner that partitions the work over the tiles as an
 the plan's temporary memory per tile fits `bytes_per_tile x proportion` (the
 available memory proportion). Among the plans that fit it picks the fastest
 (ties: less memory); when nothing fits it takes the plan with the least
-memory and warns, as PopLibs does. Every other op is elementwise or a
-reduction spread linearly over the tiles.
+memory and warns, as PopLibs does. Weights are created in the layout their
+plan wants, so only the share a replicating plan needs moves (`is_resident`).
+Every other op is elementwise or a reduction spread linearly over the tiles,
+bound by the vector width or the tile's load bandwidth; reductions exchange
+partials only when a reduced group spans tiles. docs/machine-validation.md
+compares the model with published measurements.
 
 The BSP model of one op: compute cycles on the busiest tile, then exchange
 (bytes received per tile / exchange bytes per cycle), plus a sync and the
