@@ -25,6 +25,7 @@ from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import ParseError, VerifyException
 
 import tilefx
+from tilefx.backend.costs import is_resident
 from models import MLP, TutorialCNN, WithLoss
 from test_strategies import BlockCNN
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
@@ -284,7 +285,8 @@ def test_compute_ops_have_mapping_cost_and_sync(compiled: Compiled) -> None:
                 else:
                     assert cost.get()["exchange"] >= ex_cycles, (op.name, cost, ex_cycles)
                 for e in exchanged:
-                    assert e.bytes.value.data > 0
+                    # a weight laid out for a weight-stationary plan moves nothing
+                    assert e.bytes.value.data > 0 or is_resident(e.operands[0])
                     assert e.cycles.value.data == -(-e.bytes.value.data // m.exchange_bytes_per_cycle)
             if cost is None:
                 continue

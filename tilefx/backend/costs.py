@@ -7,8 +7,12 @@ matmul) go through a planner that partitions the work over the tiles as an
 the plan's temporary memory per tile fits `bytes_per_tile x proportion` (the
 available memory proportion). Among the plans that fit it picks the fastest
 (ties: less memory); when nothing fits it takes the plan with the least
-memory and warns, as PopLibs does. Every other op is elementwise or a
-reduction spread linearly over the tiles.
+memory and warns, as PopLibs does. Weights are created in the layout their
+plan wants, so only the share a replicating plan needs moves (`is_resident`).
+Every other op is elementwise or a reduction spread linearly over the tiles,
+bound by the vector width or the tile's load bandwidth; reductions exchange
+partials only when a reduced group spans tiles. docs/machine-validation.md
+compares the model with published measurements.
 
 The BSP model of one op: compute cycles on the busiest tile, then exchange
 (bytes received per tile / exchange bytes per cycle), plus a sync and the
@@ -23,9 +27,10 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from xdsl.ir import BlockArgument, Operation
 
 from tilefx.backend.machine import Machine
-from tilefx.dialects.names import AVAILABLE_MEMORY_KEY
+from tilefx.dialects.names import AVAILABLE_MEMORY_KEY, BUFFER_KEY, CONST_KEY, PARAM_KEY
 
 # views alias their input (a transposed operand is read in place by matmul plans)
 VIEW_OPS = {"view", "alias", "squeeze.dims", "unsqueeze", "select.int", "slice.Tensor", "expand",
@@ -34,11 +39,15 @@ COPY_OPS = {"clone", "_to_copy", "cat", "constant_pad_nd", "slice_scatter"}
 REDUCTION_OPS = {"sum.dim_IntList", "sum", "mean", "mean.dim", "amax", "amin", "any.dim", "argmax",
                  "var_mean.correction", "_softmax", "_log_softmax", "_softmax_backward_data",
                  "_log_softmax_backward_data", "native_layer_norm", "native_layer_norm_backward",
-                 "_native_batch_norm_legit_functional", "_native_batch_norm_legit_no_training",
-                 "identity_loss"}
+                 "_native_batch_norm_legit_functional", "identity_loss"}
 GATHER_OPS = {"embedding", "embedding_dense_backward", "index.Tensor", "index_put", "gather",
               "scatter.value", "scatter.src", "scatter_add", "max_pool2d_with_indices",
               "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward"}
+# reductions along the last axis with full-size results, and their elementwise
+# operations per input element (an estimate: max, subtract, exp, sum, divide...)
+ROW_REDUCTIONS = {"_softmax": 5, "_log_softmax": 6, "_softmax_backward_data": 3,
+                  "_log_softmax_backward_data": 4, "native_layer_norm": 8,
+                  "native_layer_norm_backward": 10}
 # elementwise operations per element of the optimizer updates (a documented estimate)
 UPDATE_FLOPS = {"sgd": 4, "adam": 14, "accumulate": 1}
 
@@ -54,6 +63,7 @@ class OpCost:
     temp_bytes: int  # temporary memory per tile while the op runs
     flops: float
     plan: str = ""
+    tiles: int = 0  # tiles the op runs on (0: all of them), for its code and vertex state
 
     @property
     def cycles(self) -> int:
@@ -96,9 +106,15 @@ def _grid(tiles: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=4096)
 def plan_matmul(batch: int, M: int, K: int, N: int, itemsize: int, machine: Machine,
-                proportion: float) -> MatmulPlan:
+                proportion: float, resident_b: bool = False) -> MatmulPlan:
     """The fastest (m, n, k) tile grid and serial split of `batch` independent
-    [M, K] x [K, N] products whose temporaries fit the memory bound."""
+    [M, K] x [K, N] products whose temporaries fit the memory bound.
+
+    `resident_b`: the [K, N] operand is a weight. Poplar creates weights in
+    the layout their matmul plan wants (createMatMulInputRHS), so each (k, n)
+    block already lives on the pm tiles that use it, 1/pm of it on each: a
+    tile receives only the (pm - 1)/pm it does not hold, and a weight-
+    stationary plan (pm = 1) moves and copies no weight bytes at all."""
     tiles_per_batch = max(1, machine.tiles // batch) if batch <= machine.tiles else 1
     batch_rounds = math.ceil(batch / machine.tiles) if batch > machine.tiles else 1
     grid = _grid(tiles_per_batch)
@@ -113,12 +129,15 @@ def plan_matmul(batch: int, M: int, K: int, N: int, itemsize: int, machine: Mach
     # with pk == 1 they are the result tensor itself (counted as its output, not as a
     # temporary); splitting k needs pk extra partial buffers to reduce
     extra = np.where(pk > 1, partials, 0)
+    # the share of a tile's weight block it must receive (0 for a weight-stationary plan)
+    b_share = (pm - 1) / pm if resident_b else np.ones_like(pm, dtype=np.float64)
+    n_moved = n_t * b_share
     # the largest k-chunk whose operand buffers fit next to the partials
-    k_max = np.floor((bound - extra) / ((m_t + n_t) * itemsize)).astype(np.int64)
+    k_max = np.floor((bound - extra) / np.maximum((m_t + n_moved) * itemsize, 1)).astype(np.int64)
     fits = k_max >= 1
     serial = np.where(fits, -(-k_t // np.maximum(k_max, 1)), k_t)
     k_s = -(-k_t // serial)
-    temp = (m_t + n_t) * k_s * itemsize + extra
+    temp = np.ceil((m_t + n_moved) * k_s * itemsize).astype(np.int64) + extra
     # the AMP unit works on k-vectors of 16 (fp16) / 8 (fp32) and 4 output channels;
     # splitting k serially adds a sync and a compute-set launch per step, so for a
     # given grid more memory never costs cycles (the planner's choice is monotone)
@@ -126,7 +145,8 @@ def plan_matmul(batch: int, M: int, K: int, N: int, itemsize: int, machine: Mach
     nvec = 4
     macs = machine.macs_per_cycle(itemsize)
     compute = m_t * (-(-n_t // nvec)) * (-(-k_t // kvec)) * (kvec * nvec) // macs
-    exch_bytes = (m_t * k_t + k_t * n_t) * itemsize + np.where(pk > 1, partials, 0)
+    exch_bytes = np.ceil((m_t * k_t + k_t * n_moved) * itemsize).astype(np.int64) + \
+        np.where(pk > 1, partials, 0)
     exch = -(-exch_bytes // machine.exchange_bytes_per_cycle)
     reduce_cycles = np.where(pk > 1, -(-(m_t * n_t) // machine.elems_per_cycle(4)), 0)
     steps = serial + (pk > 1)
@@ -144,15 +164,16 @@ def plan_matmul(batch: int, M: int, K: int, N: int, itemsize: int, machine: Mach
 
 
 def matmul_cost(batch: int, M: int, K: int, N: int, itemsize: int, machine: Machine,
-                proportion: float, where: str = "") -> OpCost:
-    p = plan_matmul(batch, M, K, N, itemsize, machine, proportion)
+                proportion: float, where: str = "", resident_b: bool = False) -> OpCost:
+    p = plan_matmul(batch, M, K, N, itemsize, machine, proportion, resident_b)
     if not p.fits:
         warnings.warn(f"{where or 'matmul'} [{batch}x{M}x{K}x{N}]: no plan fits the available memory "
                       f"proportion {proportion} ({int(machine.bytes_per_tile * proportion)} bytes per "
                       f"tile); using the plan with the least temporary memory ({p.temp_bytes} bytes)",
                       stacklevel=2)
+    used = min(machine.tiles, p.pm * p.pn * p.pk * min(batch, max(1, machine.tiles // (p.pm * p.pn * p.pk))))
     return OpCost(p.compute_cycles, p.exchange_bytes, p.exchange_cycles, p.sync_cycles, p.temp_bytes,
-                  2.0 * batch * M * K * N, p.describe())
+                  2.0 * batch * M * K * N, p.describe(), used)
 
 
 def _numel(shape) -> int:
@@ -160,23 +181,43 @@ def _numel(shape) -> int:
 
 
 def linear_cost(out_elems: int, in_bytes: int, out_bytes: int, itemsize: int, machine: Machine,
-                flops_per_elem: float = 1.0, reduction: bool = False, moves: bool = False) -> OpCost:
-    """An elementwise op (or a reduction, or a data rearrangement) spread over the tiles."""
+                flops_per_elem: float = 1.0, reduction: bool = False, moves: bool = False,
+                reduced: int | None = None, group: int | None = None) -> OpCost:
+    """An elementwise op (or a reduction, or a data rearrangement) spread over the tiles.
+
+    A reduction makes `reduced` values (default: `out_elems`), each from a group
+    of `group` input elements. Groups that lie within one tile (the last-axis
+    reductions of softmax and layer norm: rows are mapped whole) need no
+    exchange; a group spread over p tiles sends p fp32 partials (a two-stage
+    reduce, at most 64 partials per value in its first stage)."""
     total_bytes = max(in_bytes, out_bytes, 1)
     tiles = max(1, min(machine.tiles, math.ceil(total_bytes / machine.grain_bytes)))
-    elems_per_tile = math.ceil(max(out_elems, 1) * max(1.0, in_bytes / max(out_bytes, 1)) / tiles)
-    compute = math.ceil(elems_per_tile * flops_per_elem / machine.elems_per_cycle(itemsize))
+    # the vector units work on every result (every input of a reduction); the
+    # operands stream in at the tile's load bandwidth, whichever is slower
+    work = max(out_elems, 1)
+    if reduction:
+        work = max(work, in_bytes // max(itemsize, 1))
+    arith = math.ceil(math.ceil(work / tiles) * flops_per_elem / machine.elems_per_cycle(itemsize))
+    loads = math.ceil(in_bytes / tiles / machine.load_bytes_per_cycle)
+    compute = max(arith, loads)
     exch_bytes = 0
     syncs = 1
     if reduction:
-        exch_bytes = math.ceil(max(out_elems, 1) * 4 * min(tiles, 64) / tiles) + 4 * min(tiles, 64)
-        syncs = 2
+        values = max(reduced if reduced is not None else out_elems, 1)
+        in_elems = max(1, in_bytes // max(itemsize, 1))
+        if group is None:  # strided groups: spread over as many tiles as they have elements
+            spread = min(tiles, max(1, in_elems // values))
+        else:  # contiguous groups: the tiles one group spans
+            spread = min(tiles, max(1, math.ceil(group / max(1.0, in_elems / tiles))))
+        if spread > 1:
+            exch_bytes = math.ceil(values * 4 * min(spread, 64) / tiles) + 4 * min(spread, 64)
+            syncs = 2
     if moves:
         exch_bytes = math.ceil(out_bytes / tiles)
         compute = math.ceil(exch_bytes / 8)
     exch = math.ceil(exch_bytes / machine.exchange_bytes_per_cycle)
     sync = syncs * (machine.sync_cycles(1) + machine.compute_set_overhead_cycles)
-    return OpCost(compute, exch_bytes, exch, sync, 0, float(out_elems * flops_per_elem))
+    return OpCost(compute, exch_bytes, exch, sync, 0, float(out_elems * flops_per_elem), "", tiles)
 
 
 # ---------------------------------------------------------------------------
@@ -213,6 +254,29 @@ def proportion_of(op) -> float:
     return float(attr.value.data) if attr is not None else DEFAULT_PROPORTION
 
 
+# ops through which a weight keeps the tile layout it was created with (views,
+# and the elementwise cast autocast puts in front of a matmul)
+_LAYOUT_KEEPING = VIEW_OPS | {"t", "transpose.int", "_to_copy"}
+
+
+def is_resident(v) -> bool:
+    """Whether `v` is (a view or cast of) a weight, buffer or constant: a tensor
+    Poplar lays out for the op that uses it, so the op exchanges none of it."""
+    for _ in range(16):  # a chain of views and casts is short
+        owner = v.owner
+        if isinstance(v, BlockArgument):
+            fn = owner.parent_op() if hasattr(owner, "parent_op") else None
+            attrs = getattr(fn, "arg_attrs", None)
+            if attrs is None or v.index >= len(attrs.data):
+                return False
+            keys = attrs.data[v.index].data
+            return any(k in keys for k in (PARAM_KEY, BUFFER_KEY, CONST_KEY))
+        if not isinstance(owner, Operation) or owner.name.removeprefix("aten.") not in _LAYOUT_KEEPING:
+            return False
+        v = owner.operands[0]
+    return False
+
+
 def op_cost(op, machine: Machine) -> OpCost:
     """The cost of one graph-IR op on `machine` (see the module docstring)."""
     name = op.name.removeprefix("aten.")
@@ -227,14 +291,16 @@ def op_cost(op, machine: Machine) -> OpCost:
         a, b = (ins[1], ins[2]) if name == "addmm" else (ins[0], ins[1])
         sa, sb = _shape(a), _shape(b)
         batch = sa[0] if name == "bmm" else 1
-        return matmul_cost(batch, sa[-2], sa[-1], sb[-1], _itemsize(a), machine, p, where)
+        return matmul_cost(batch, sa[-2], sa[-1], sb[-1], _itemsize(a), machine, p, where,
+                           resident_b=is_resident(b))
     if name == "convolution":
         x, w, y = ins[0], ins[1], outs[0]
         g = _prop(op, "groups", 1)
         sx, sw, sy = _shape(x), _shape(w), _shape(y)
         M = sy[0] * _numel(sy[2:])
         K = sw[1] * _numel(sw[2:])
-        return matmul_cost(g, M, K, sw[0] // g, _itemsize(x), machine, p, where)
+        return matmul_cost(g, M, K, sw[0] // g, _itemsize(x), machine, p, where,
+                           resident_b=is_resident(w))
     if name == "convolution_backward":
         gy, x, w = ins[0], ins[1], ins[2]
         g = _prop(op, "groups", 1)
@@ -243,7 +309,8 @@ def op_cost(op, machine: Machine) -> OpCost:
         costs = []
         if mask[0]:
             costs.append(matmul_cost(g, sx[0] * _numel(sx[2:]), (sw[0] // g) * _numel(sw[2:]),
-                                     sx[1] // g, _itemsize(x), machine, p, where + " (input grad)"))
+                                     sx[1] // g, _itemsize(x), machine, p, where + " (input grad)",
+                                     resident_b=is_resident(w)))
         if mask[1]:
             costs.append(matmul_cost(g, sw[0] // g, sgy[0] * _numel(sgy[2:]), sw[1] * _numel(sw[2:]),
                                      _itemsize(x), machine, p, where + " (weight grad)"))
@@ -272,6 +339,30 @@ def op_cost(op, machine: Machine) -> OpCost:
         return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=2, moves=True)
     if name in COPY_OPS:
         return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, moves=True)
+    if name == "_native_batch_norm_legit_no_training":
+        # inference batch norm uses the running statistics: y = x * scale + shift per
+        # channel, an elementwise op over x (its statistics outputs are empty)
+        x = ins[0]
+        return linear_cost(_numel(_shape(x)), _bytes(x), _bytes(outs[0]), isz, machine, flops_per_elem=2)
+    if name in ROW_REDUCTIONS:
+        # reductions along the last axis whose results are full-size (softmax, layer
+        # norm and their gradients): an elementwise pass plus per-row statistics
+        x = ins[0]
+        sx = _shape(x)
+        row = sx[-1] if sx else 1
+        if name.startswith("native_layer_norm"):
+            row = _numel(_prop(op, "normalized_shape", [row]))
+            x = ins[1] if name == "native_layer_norm_backward" else x
+            sx = _shape(x)
+        return linear_cost(_numel(sx), in_bytes, out_bytes, isz, machine, flops_per_elem=ROW_REDUCTIONS[name],
+                           reduction=True, reduced=max(1, _numel(sx) // max(row, 1)), group=row)
+    if name == "_native_batch_norm_legit_functional":
+        # training batch norm: per-channel statistics over batch and space (strided
+        # groups), then the elementwise normalisation of the whole input
+        x = ins[0]
+        sx = _shape(x)
+        return linear_cost(_numel(sx), in_bytes, out_bytes, isz, machine, flops_per_elem=8,
+                           reduction=True, reduced=sx[1] if len(sx) > 1 else 1)
     if name in REDUCTION_OPS or op.name == "ipu.identity_loss":
         return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=2,
                            reduction=True)
@@ -286,9 +377,9 @@ def _sum(costs: list[OpCost]) -> OpCost:
     return OpCost(sum(c.compute_cycles for c in costs), max(c.exchange_bytes for c in costs),
                   sum(c.exchange_cycles for c in costs), sum(c.sync_cycles for c in costs),
                   max(c.temp_bytes for c in costs), sum(c.flops for c in costs),
-                  "; ".join(c.plan for c in costs if c.plan))
+                  "; ".join(c.plan for c in costs if c.plan), max(c.tiles for c in costs))
 
 
 def _scale(c: OpCost, f: int) -> OpCost:
     return OpCost(c.compute_cycles * f, c.exchange_bytes * f, c.exchange_cycles * f, c.sync_cycles * f,
-                  c.temp_bytes, c.flops * f, f"{f} serialized pieces of {c.plan}")
+                  c.temp_bytes, c.flops * f, f"{f} serialized pieces of {c.plan}", c.tiles)

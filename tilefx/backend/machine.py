@@ -1,6 +1,16 @@
 """The simulated IPU: one parameter object with the Mk1, Mk2 and Bow presets
 (REFERENCE.md section 1). Every hardware constant of the cost and memory
-models lives here."""
+models lives here, each with its source; docs/machine-validation.md compares
+the model built on them with published measurements.
+
+Sources: [spec] Graphcore's datasheets (GC2 / GC200 / Bow: tiles, SRAM,
+clock, peak FLOPS, 8 TB/s exchange, 320 GB/s IPU-Links, PCIe Gen4 x16);
+[jia] Jia et al. 2019, "Dissecting the Graphcore IPU Architecture via
+Microbenchmarking" (arXiv:1912.03413): 31.1 TB/s aggregate load ceiling on
+GC2 = 16 bytes per cycle per tile, 30.7 TB/s reached by a hand-written
+kernel; [poplibs] PopLibs' test machine model (sync, link efficiency);
+[estimate] no published figure found: a documented estimate, checked only
+through the model-level rows of the validation table."""
 
 from __future__ import annotations
 
@@ -11,24 +21,35 @@ from dataclasses import dataclass, replace
 @dataclass(frozen=True)
 class Machine:
     name: str
-    tiles: int  # per IPU
-    bytes_per_tile: int
-    clock_hz: float
-    fp16_macs_per_cycle: int  # per tile, fp32 accumulation (AMP)
-    fp32_macs_per_cycle: int  # per tile
-    exchange_bytes_per_cycle: int  # per tile, receive side
-    ipu_link_bytes_per_s: float  # one direction, one IPU pair
-    host_link_bytes_per_s: float
-    streaming_bytes_per_s: float  # streaming (remote) memory, per IPU
-    sync_ns_per_hop: float = 15.0
-    # elementwise throughput per tile and cycle (vector width of the worker threads)
+    tiles: int  # per IPU [spec]
+    bytes_per_tile: int  # [spec]
+    clock_hz: float  # [spec]
+    fp16_macs_per_cycle: int  # per tile, fp32 accumulation (AMP) [spec: peak FLOPS / tiles / clock / 2]
+    fp32_macs_per_cycle: int  # per tile [spec, same derivation]
+    exchange_bytes_per_cycle: int  # per tile, receive side [spec: reproduces the 8 TB/s exchange]
+    ipu_link_bytes_per_s: float  # one direction, one IPU pair [poplibs: ~16.5 GB/s at 85% efficiency]
+    host_link_bytes_per_s: float  # [spec: PCIe Gen4 x16]
+    streaming_bytes_per_s: float  # streaming (remote) memory, per IPU [estimate]
+    sync_ns_per_hop: float = 15.0  # [poplibs]
+    # elementwise throughput per tile and cycle: 16 bytes of operands loaded per
+    # cycle, the GC2 load ceiling [jia] (2 fp32 or 4 fp16 values)
     fp32_elems_per_cycle: int = 2
     fp16_elems_per_cycle: int = 4
-    # fixed cost of one compute set: launching vertices on every tile (cycles)
+    # operand bytes a tile loads per cycle [jia: 31.1 TB/s = 1216 tiles x 1.6 GHz x 16 B]
+    load_bytes_per_cycle: int = 16
+    # fixed cost of one compute set: launching vertices on every tile (cycles) [estimate]
     compute_set_overhead_cycles: int = 100
-    # code and vertex state per op on each tile it runs on (bytes, a documented guess)
+    # IPU-Links per chip [spec: 10 links, 320 GB/s in total]
+    ipu_links: int = 10
+    # control code, vertex state and exchange code of one op on each tile it runs on
+    # (bytes; an estimate: no published per-op figure was found, see
+    # docs/machine-validation.md)
     code_bytes_per_op_per_tile: int = 256
-    # the smallest piece of a tensor mapped to one tile (bytes)
+    # the PopLibs codelets (vertex code) every tile holds once, shared by all ops
+    # (bytes; an estimate of the same kind)
+    codelet_bytes_per_tile: int = 16 * 1024
+    # the smallest piece of a tensor mapped to one tile (bytes) [estimate: PopLibs maps
+    # tensors in grains of a few vectors]
     grain_bytes: int = 64
 
     def sync_cycles(self, num_ipus: int = 1) -> int:

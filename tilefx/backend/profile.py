@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from tilefx.errors import Error
 from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, op_cost
 from tilefx.backend.machine import Machine
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, StageOp
-from tilefx.dialects.irutil import flat_ops
 
 
 @dataclass
@@ -33,7 +32,6 @@ class OpRecord:
     ipu: int
     cost: OpCost
     direction: str
-    tiles: int = 1  # the tiles it runs on (those of its largest result)
 
 
 @dataclass
@@ -208,7 +206,12 @@ def _place(op: Operation) -> PlacementAttr | None:
     return p if isinstance(p, PlacementAttr) else None
 
 
-
+def _walk(block: Block):
+    for op in block.ops:
+        if isinstance(op, StageOp):
+            yield from _walk(op.body.block)
+        else:
+            yield op
 
 
 def _roles(fn: func.FuncOp, which: str) -> list[dict]:
@@ -228,19 +231,21 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     copy_bytes: dict[int, int] = defaultdict(int)  # into each stage over IPU-links
     stage_parts: dict[int, list[int]] = {}  # compute, exchange, sync cycles of a stage step
     exchange_bytes = 0
+    cost_of: dict[Operation, OpCost] = {}
     for top in main.body.block.ops:
         if not isinstance(top, StageOp):
             continue
         s, ipu = top.stage.value.data, top.ipu.value.data
         stage_of[s] = (ipu, top.direction.data)
-        for op in flat_ops(top.body.block):
+        for op in _walk(top.body.block):
             if op.name == "ipu.copy":
                 copy_bytes[s] += _bytes(op.results[0])
                 continue
             if op.name == "ipu.yield":
                 continue
             c = op_cost(op, machine)
-            records.append(OpRecord(op.name, s, ipu, c, top.direction.data, _op_tiles(op, machine)))
+            cost_of[op] = c
+            records.append(OpRecord(op.name, s, ipu, c, top.direction.data))
             stage_cycles[s] += c.cycles
             parts = stage_parts.setdefault(s, [0, 0, 0])
             parts[0] += c.compute_cycles
@@ -278,7 +283,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
             name = upd_roles[w.index].get("param", "") if isinstance(w, BlockArgument) else ""
             ipu = param_ipu.get(name, 0)
             c = op_cost(op, machine)
-            update_records.append(OpRecord(op.name, -1, ipu, c, "update", _op_tiles(op, machine)))
+            update_records.append(OpRecord(op.name, -1, ipu, c, "update"))
             per_ipu[ipu] += c.cycles
         for a, r in zip(update.body.block.args, upd_roles):
             if "state" in r:
@@ -296,7 +301,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
                       end, updates, end * updates, exchange_bytes=exchange_bytes,
                       step_cycles=step_cycles, stage_parts=stage_parts)
     profile.memory = _memory(main, update, arg_roles, param_ipu, stage_of, records, machine, schedule,
-                             training, optimizer_off_chip, accumulate, num_ipus)
+                             training, optimizer_off_chip, accumulate, num_ipus, cost_of)
     if check_memory:
         _check_memory(profile)
     return profile
@@ -360,7 +365,7 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
 
 def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Machine,
             schedule: Schedule, training: bool, optimizer_off_chip: bool, accumulate: bool,
-            num_ipus: int) -> dict[int, IpuMemory]:
+            num_ipus: int, cost_of: dict | None = None) -> dict[int, IpuMemory]:
     T = machine.tiles
     always: dict[int, list[Tensor]] = defaultdict(list)
     for a, r in zip(main.body.block.args, arg_roles):
@@ -382,17 +387,15 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
 
     # activations: the peak of live values per IPU in program order, with the
     # pipeline's stash (forward values kept for the backward of later micro-batches)
-    peak_set = _activation_peaks(main, stage_of, schedule, training)
-    temp: dict[int, int] = defaultdict(int)
-    # code and vertex state: each op's on the tiles it runs on, ops placed one
-    # after the other around the IPU (as the tensor placement below)
-    code_arr: dict[int, np.ndarray] = defaultdict(lambda: np.zeros(T + 1, dtype=np.int64))
-    code_start: dict[int, int] = defaultdict(int)
+    # and the temporary memory of the op running at that peak (the largest sum of
+    # live activations and temporaries, not the largest of each at different times)
+    peak_set, temp = _activation_peaks(main, stage_of, schedule, training, cost_of or {}, T)
+    # code and vertex state: each op's on the tiles it runs on, averaged over the tiles
+    # (Poplar spreads vertices evenly), plus the codelet library every tile holds
+    op_tiles: dict[int, float] = defaultdict(float)
     for r in records:
-        temp[r.ipu] = max(temp[r.ipu], r.cost.temp_bytes)
-        first, used = code_start[r.ipu], min(T, max(1, r.tiles))
-        _add_span(code_arr[r.ipu], first, used, machine.code_bytes_per_op_per_tile, T)
-        code_start[r.ipu] = (first + used) % T
+        if r.cost.cycles:  # views and aliases have no code
+            op_tiles[r.ipu] += (r.cost.tiles or T) / T
     result = {}
     start_tile = 0
     for ipu in range(num_ipus):
@@ -418,42 +421,28 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
                     arr[0] += per
                     arr[end - T] -= per
             start_tile = (start_tile + used) % T
-        code = np.cumsum(code_arr[ipu][:T]) if ipu in code_arr else 0
+        code = machine.codelet_bytes_per_tile + math.ceil(machine.code_bytes_per_op_per_tile *
+                                                          op_tiles.get(ipu, 0.0))
         always_tiles = np.cumsum(always_arr[:T]) + code
         peak_tiles = np.cumsum(peak_arr[:T]) + code + temp.get(ipu, 0)
         result[ipu] = IpuMemory(ipu, always_tiles, peak_tiles, temp.get(ipu, 0), all_t, placement)
     return result
 
 
-def _add_span(arr: np.ndarray, first: int, used: int, per: int, T: int) -> None:
-    """Add `per` bytes to tiles first .. first+used-1 (wrapping) of a difference array."""
-    end = first + used
-    arr[first] += per
-    if end <= T:
-        arr[end] -= per
-    else:
-        arr[T] -= per
-        arr[0] += per
-        arr[end - T] -= per
-
-
-def _op_tiles(op: Operation, machine: Machine) -> int:
-    """The tiles an op runs on: those its largest result is mapped to."""
-    largest = max((_bytes(r) for r in op.results), default=0)
-    return max(1, min(machine.tiles, math.ceil(largest / machine.grain_bytes)))
-
-
-def _activation_peaks(main, stage_of, schedule: Schedule, training: bool) -> dict[int, list[Tensor]]:
-    """Per IPU, the activations live at its peak, stash copies included."""
+def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_of: dict,
+                      tiles: int) -> tuple[dict[int, list[Tensor]], dict[int, int]]:
+    """Per IPU, the activations live at its peak, stash copies included, and the
+    temporary bytes per tile of the op running then: the peak is the program
+    point with the most live bytes per tile plus that op's temporaries."""
     order: list[tuple[Operation, int]] = []
     for top in main.body.block.ops:
         if isinstance(top, StageOp):
-            for op in flat_ops(top.body.block):
+            for op in _walk(top.body.block):
                 if op.name != "ipu.yield":
                     order.append((op, top.ipu.value.data))
     index = {op: i for i, (op, _) in enumerate(order)}
     stage_index = {op: s for top in main.body.block.ops if isinstance(top, StageOp)
-                   for op in flat_ops(top.body.block) for s in [top.stage.value.data]}
+                   for op in _walk(top.body.block) for s in [top.stage.value.data]}
     last_use: dict[SSAValue, int] = {}
     for op, _ in order:
         for v in op.operands:
@@ -473,7 +462,8 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool) -> dic
                     depth[r] = s1 - s0 + 1
     peaks: dict[int, list[Tensor]] = {}
     live_bytes: dict[int, int] = defaultdict(int)
-    best: dict[int, int] = defaultdict(int)
+    best: dict[int, float] = defaultdict(float)
+    temp_at: dict[int, int] = defaultdict(int)
     live: dict[int, dict[SSAValue, Tensor]] = defaultdict(dict)
     ends: dict[int, list[SSAValue]] = defaultdict(list)
     for v, i in last_use.items():
@@ -494,15 +484,18 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool) -> dic
                 live[ipu][r] = Tensor(f"%{r.name_hint or r.index} ({op.name} result)", n,
                                       f"{op.name}{block}", kind)
                 live_bytes[ipu] += n
-        if live_bytes[ipu] > best[ipu]:
-            best[ipu] = live_bytes[ipu]
+        c = cost_of.get(op)
+        tmp = c.temp_bytes if c is not None else 0
+        if live_bytes[ipu] / tiles + tmp > best[ipu]:
+            best[ipu] = live_bytes[ipu] / tiles + tmp
             peaks[ipu] = list(live[ipu].values())
+            temp_at[ipu] = tmp
         for v in ends.get(i, []):
             owner_ipu = next((k for k, d in live.items() if v in d), None)
             if owner_ipu is not None:
                 t = live[owner_ipu].pop(v)
                 live_bytes[owner_ipu] -= t.nbytes
-    return peaks
+    return peaks, dict(temp_at)
 
 
 def _check_memory(profile: Profile) -> None:

@@ -471,6 +471,7 @@ def _find_loss(plain_outputs: list, differentiable: set[int]) -> int | None:
     """The loss: the output made by identity_loss, else the one scalar float
     output that has a gradient path. Several such outputs are ambiguous: an
     error asks for identity_loss rather than guessing."""
+    # the op exists once tilefx.api.ops is imported (a model that never calls it has none)
     for idx, node in plain_outputs:
         if isinstance(node, torch.fx.Node) and _is_identity_loss(node):
             return idx

@@ -27,6 +27,7 @@ from tilefx.backend.costs import (
     _bytes,
     _itemsize,
     _shape,
+    is_resident,
     op_cost,
     plan_matmul,
     proportion_of,
@@ -159,14 +160,17 @@ class _Lowering:
                                              cost.sync_cycles, cost.temp_bytes)
         dims = _matmul_dims(o) if o.name in MATMUL_OPS else None
         if dims is not None:
-            p = plan_matmul(*dims, _itemsize(o.operands[0]), m, proportion_of(o))
-            o.attributes["tile.mapping"] = GridMappingAttr(p.pm, p.pn, p.pk, p.serial)
-            m_t, n_t, k_t = (-(-dims[1] // p.pm), -(-dims[3] // p.pn), -(-dims[2] // p.pk))
-            isz = _itemsize(o.operands[0])
-            per_operand = {0: m_t * k_t * isz, 1: k_t * n_t * isz}
             idx = (1, 2) if o.name == "aten.addmm" else (0, 1)
             if o.name == "aten.convolution_backward":
                 idx = (0, 1)
+            resident = o.name != "aten.convolution_backward" and is_resident(o.operands[idx[1]])
+            p = plan_matmul(*dims, _itemsize(o.operands[0]), m, proportion_of(o), resident)
+            o.attributes["tile.mapping"] = GridMappingAttr(p.pm, p.pn, p.pk, p.serial)
+            m_t, n_t, k_t = (-(-dims[1] // p.pm), -(-dims[3] // p.pn), -(-dims[2] // p.pk))
+            isz = _itemsize(o.operands[0])
+            # a weight laid out for the plan: only the share other tiles hold moves
+            b_share = (p.pm - 1) / p.pm if resident else 1.0
+            per_operand = {0: m_t * k_t * isz, 1: math.ceil(k_t * n_t * isz * b_share)}
             for j, which in zip(idx, (0, 1)):
                 v = o.operands[j]
                 attrs = {"tile.mapping": o.attributes["tile.mapping"]}  # the plan's blocks

@@ -1,0 +1,181 @@
+"""The workloads of the machine-model validation (docs/machine-validation.md),
+written in plain PyTorch at the published sizes: a BERT encoder stack with
+its pre-training head, ResNet-50 v1.5 and a MobileNetV2-style network
+(torchvision is not a dependency, so the networks are spelled out here)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import tilefx
+
+
+class BertLayer(nn.Module):
+    """One post-LayerNorm BERT encoder layer (attention + GELU feed-forward)."""
+
+    def __init__(self, d: int, heads: int, ffn: int):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.ln1 = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, ffn)
+        self.fc2 = nn.Linear(ffn, d)
+        self.ln2 = nn.LayerNorm(d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(x).view(b, s, 3, h, d // h).permute(2, 0, 3, 1, 4).unbind(0)
+        att = torch.softmax(q @ k.transpose(-1, -2) * (d // h) ** -0.5, dim=-1)
+        ctx = (att @ v).transpose(1, 2).reshape(b, s, d)
+        x = self.ln1(x + self.out(ctx))
+        return self.ln2(x + self.fc2(nn.functional.gelu(self.fc1(x))))
+
+
+class Bert(nn.Module):
+    """BERT for phase-1 pre-training: embeddings, `layers` encoder layers and
+    the masked-LM head over `masked` positions per sequence (Graphcore's
+    implementation gathers the masked tokens before the vocabulary projection).
+    `layers_per_ipu` places the layers with BeginBlock as in the published
+    pipelines (the embeddings share the first IPU)."""
+
+    def __init__(self, d=1024, heads=16, layers=24, ffn=4096, vocab=30528, seq=128, masked=20,
+                 layers_per_ipu=None, head=True):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(seq, d)
+        self.ln = nn.LayerNorm(d)
+        self.layers = nn.ModuleList([BertLayer(d, heads, ffn) for _ in range(layers)])
+        self.masked = masked
+        self.head = nn.Linear(d, vocab) if head else None
+        if layers_per_ipu:
+            first = 0
+            for ipu, n in enumerate(layers_per_ipu):
+                if ipu and n:
+                    tilefx.BeginBlock(self.layers[first], f"ipu{ipu}", ipu_id=ipu)
+                first += n
+
+    def forward(self, ids):
+        x = self.ln(self.tok(ids) + self.pos.weight[: ids.shape[1]])
+        for layer in self.layers:
+            x = layer(x)
+        if self.head is None:
+            return x
+        return self.head(x[:, : self.masked])
+
+
+class BertPretraining(nn.Module):
+    def __init__(self, **kw):
+        super().__init__()
+        self.bert = Bert(**kw)
+
+    def forward(self, ids, labels):
+        logits = self.bert(ids)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1))
+        return logits, loss
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, cin, mid, cout, stride):
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, mid, 1, bias=False)
+        self.b1 = nn.BatchNorm2d(mid)
+        self.c2 = nn.Conv2d(mid, mid, 3, stride, 1, bias=False)  # v1.5: stride in the 3x3
+        self.b2 = nn.BatchNorm2d(mid)
+        self.c3 = nn.Conv2d(mid, cout, 1, bias=False)
+        self.b3 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = torch.relu(self.b1(self.c1(x)))
+        y = torch.relu(self.b2(self.c2(y)))
+        y = self.b3(self.c3(y))
+        return torch.relu(y + (x if self.down is None else self.down(x)))
+
+
+class ResNet50(nn.Module):
+    """ResNet-50 v1.5 (He et al. 2016, stride-2 in the 3x3 convolution)."""
+
+    def __init__(self, classes=1000, width=64, blocks=(3, 4, 6, 3)):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width),
+                                  nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+        layers, cin = [], width
+        for i, n in enumerate(blocks):
+            mid = width * 2 ** i
+            for j in range(n):
+                layers.append(Bottleneck(cin, mid, mid * 4, 2 if (j == 0 and i > 0) else 1))
+                cin = mid * 4
+        self.body = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        return self.fc(self.body(self.stem(x)).mean((2, 3)))
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, cin, cout, stride, expand):
+        super().__init__()
+        mid = cin * expand
+        self.use_res = stride == 1 and cin == cout
+        layers = []
+        if expand != 1:
+            layers += [nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU()]
+        layers += [nn.Conv2d(mid, mid, 3, stride, 1, groups=mid, bias=False), nn.BatchNorm2d(mid), nn.ReLU(),
+                   nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        self.conv = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return x + self.conv(x) if self.use_res else self.conv(x)
+
+
+class MobileNetV2(nn.Module):
+    """MobileNetV2 (Sandler et al. 2018): 52 convolutions, each followed by batch norm
+    (ReLU in place of ReLU6, which tilefx does not lower yet)."""
+
+    SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                (6, 160, 3, 2), (6, 320, 1, 1))
+
+    def __init__(self, classes=1000, settings=SETTINGS):
+        super().__init__()
+        layers = [nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU()]
+        cin = 32
+        for t, c, n, s in settings:
+            for i in range(n):
+                layers.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
+                cin = c
+        layers += [nn.Conv2d(cin, 1280, 1, bias=False), nn.BatchNorm2d(1280), nn.ReLU()]
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(1280, classes)
+
+    def forward(self, x):
+        return self.fc(self.features(x).mean((2, 3)))
+
+
+class WithCrossEntropy(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x, y):
+        out = self.model(x)
+        return out, nn.functional.cross_entropy(out.float(), y)
+
+
+class BertStack(nn.Module):
+    """`layers` BERT encoder layers on hidden states (no embeddings or head):
+    the unit a pipeline stage holds. Its loss is the mean square of its output,
+    enough to give every layer a backward pass."""
+
+    def __init__(self, d=1024, heads=16, layers=1, ffn=4096):
+        super().__init__()
+        self.layers = nn.ModuleList([BertLayer(d, heads, ffn) for _ in range(layers)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x, x.float().pow(2).mean()

@@ -1,0 +1,114 @@
+"""The machine model against published IPU figures (docs/machine-validation.md):
+each validation row stays inside the band it reaches today, so a change
+that moves the model away from the measurements fails; the memory answers
+users ask (how many BERT-Large layers fit one Mk2); and the issue's cases
+(a 604 MB fp32 Linear for inference fits one Mk2, MobileNetV2 inference is
+not dominated by batch norm). Everything is compile-only."""
+
+import os
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import tilefx
+from tilefx.backend.machine import MK2
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+import machine_validation as mv  # noqa: E402
+from validation_models import MobileNetV2  # noqa: E402
+
+# ratio tilefx / published that each row reaches, with a little room: a row
+# leaving its band is a regression (or an improvement to record in the doc)
+PINNED = {
+    "Mk1 peak fp32": (0.99, 1.01),
+    "Mk1 peak mixed fp16.32": (0.99, 1.01),
+    "Mk1 aggregate load bandwidth, streaming kernel (measured)": (0.90, 1.10),
+    "Mk2 peak fp16.32": (0.99, 1.01),
+    "Mk2 in-processor memory (the datasheet's 900 MB are MiB)": (0.99, 1.01),
+    "Mk2 all-to-all exchange": (0.95, 1.05),
+    "Mk2 IPU-Links, all links both ways": (0.95, 1.10),
+    # outside the +-30% target (see the doc): pinned where it is
+    "Mk2 fp16 matmul 4096^3, fraction of peak": (1.55, 2.0),
+    "BERT-Large Ph1 SL128 training, Bow Pod16 (4 IPUs x 4 replicas)": (0.95, 1.30),
+}
+
+
+@pytest.mark.parametrize("row", mv.rows(quick=True), ids=lambda r: r.workload)
+def test_validation_row_stays_in_its_band(row):
+    lo, hi = PINNED[row.workload]
+    ratio = row.compute() / row.published
+    assert lo <= ratio <= hi, (row.workload, ratio)
+
+
+def test_every_quick_row_is_pinned():
+    assert {r.workload for r in mv.rows(quick=True)} == set(PINNED)
+
+
+def test_largest_bert_large_stack_on_one_mk2():
+    # the compiles behind these are shared with the BERT-Large row above
+    train8 = mv.largest_bert_large_stack(8, training=True)
+    train1 = mv.largest_bert_large_stack(1, training=True)
+    infer8 = mv.largest_bert_large_stack(8, training=False)
+    assert (train1, train8, infer8) == (5, 4, 24)
+    # training holds gradients, optimizer state and every layer's activations:
+    # Graphcore's BERT-Large training needs 4 IPUs ([3, 7, 7, 7] layers) even with
+    # recomputation and the optimizer state off chip; inference of all 24 fits one
+    assert train8 <= train1 < 7 < infer8
+    assert infer8 >= 24
+
+
+class TwoLinears(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.a = nn.Linear(width, width)
+        self.b = nn.Linear(width, width)
+        tilefx.BeginBlock(self.b, "second", ipu_id=1)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+def test_fp32_linear_12288_inference_fits_one_mk2():
+    # 604 MB of fp32 weights in 900 MB: the weights are created in the layout the
+    # matmul plan wants, so no step copies or exchanges them
+    model = nn.Linear(12288, 12288)
+    c = tilefx.compile(model, torch.randn(2, 12288))
+    mem = c.profile.memory[0]
+    weight_per_tile = 12288 * 12288 * 4 / MK2.tiles
+    assert mem.peak.max() <= MK2.bytes_per_tile
+    assert mem.temp_bytes < 0.05 * weight_per_tile
+    mm = next(r for r in c.profile.ops if r.name == "aten.addmm")
+    assert mm.cost.exchange_bytes < 0.05 * weight_per_tile
+
+
+def test_fp32_linear_12288_pair_split_over_two_ipus_fits():
+    c = tilefx.compile(TwoLinears(12288), torch.randn(4, 12288),
+                       options=tilefx.Options().deviceIterations(2))
+    assert c.profile.num_ipus == 2
+    assert all(m.peak.max() <= MK2.bytes_per_tile for m in c.profile.memory.values())
+
+
+def test_linear_weights_are_still_moved_when_the_plan_replicates_them():
+    # a large batch makes the planner split M: those tiles need copies of the weight
+    from tilefx.backend.costs import plan_matmul
+
+    stationary = plan_matmul(1, 2, 4096, 4096, 2, MK2, 0.6, True)
+    assert stationary.pm == 1 and stationary.exchange_bytes < 2 * 4096 * 2
+    moved = plan_matmul(1, 8192, 4096, 4096, 2, MK2, 0.6, True)
+    activation_only = (-(-8192 // moved.pm)) * (-(-4096 // moved.pk)) * 2
+    assert moved.pm > 1 and moved.exchange_bytes > activation_only
+
+
+def test_mobilenet_v2_inference_is_not_dominated_by_batch_norm():
+    # the first three inverted-residual stages of MobileNetV2 at 96x96
+    model = MobileNetV2(settings=MobileNetV2.SETTINGS[:3]).eval()
+    c = tilefx.compile(model, torch.randn(2, 3, 96, 96))
+    by_op = c.profile.cycles_by_op()
+    bn = by_op["aten._native_batch_norm_legit_no_training"]
+    conv = by_op["aten.convolution"]
+    # a per-channel scale and shift: no more than the ReLU after it, far below the convolutions
+    assert bn < 0.35 * conv
+    assert bn < 0.15 * c.profile.total_cycles
+    assert bn <= 2 * by_op["aten.relu"]
