@@ -19,6 +19,7 @@ from tilefx.backend.kernels import IPU_KERNELS, KERNELS
 from tilefx.backend.kernels.tuning import configure_process
 from tilefx.dialects.aten import ATEN_OPS, from_attr, op_props
 from tilefx.dialects.ipu import PLACE_KEY
+from tilefx.dialects.irutil import to_py
 from tilefx.dialects.names import ROLE_PREFIX
 
 KERNEL_TABLE: dict[str, Callable[..., Any]] = {
@@ -37,7 +38,7 @@ class ExecutionError(RuntimeError):
 def _props(op: Operation) -> dict[str, Any]:
     if op.name.startswith("aten."):
         return op_props(op)  # type: ignore[arg-type]
-    return {k: from_attr(v) if not hasattr(v, "data") or not isinstance(v.data, int) else v.data
+    return {k: to_py(v) if not hasattr(v, "data") or not isinstance(v.data, int) else v.data
             for k, v in op.properties.items() if k != "operandSegmentSizes"}
 
 
@@ -86,12 +87,21 @@ class CompiledFunction:
         def alias(new: SSAValue, old: SSAValue) -> None:
             slots[new] = slot(old)
 
-        def compile_ops(ops) -> None:
+        def compile_ops(ops, steps) -> None:
             for op in ops:
                 if isinstance(op, func.ReturnOp):
                     self.result_slots = [slot(v) for v in op.operands]
                 elif op.name == "ipu.stage":  # an outlined stage: its body inline
-                    compile_ops(op.regions[0].block.ops)
+                    compile_ops(op.regions[0].block.ops, steps)
+                elif op.name == "ipu.for":  # poptorch.for_loop: its body's steps, count times
+                    body: list = []
+                    compile_ops(op.body.block.ops, body)
+                    steps.append(_loop_step(op.count.value.data, [slot(a) for a in op.body.block.args],
+                                            [slot(v) for v in op.operands],
+                                            [slot(v) for v in op.body.block.last_op.operands],
+                                            [slot(r) for r in op.results], body))
+                elif op.name == "ipu.yield" and op.parent_op().name == "ipu.for":
+                    continue  # read by the loop step
                 elif op.name == "ipu.yield":  # stage results are the yielded values
                     for r, v in zip(op.parent_op().results, op.operands):
                         alias(r, v)
@@ -103,10 +113,10 @@ class CompiledFunction:
                     kernel = KERNEL_TABLE.get(op.name)
                     if kernel is None:
                         raise ExecutionError(f"no kernel for {op.name}")
-                    self.steps.append(self._step(op, kernel, _operand_layout(op, slot),
-                                                 [slot(r) for r in op.results]))
+                    steps.append(self._step(op, kernel, _operand_layout(op, slot),
+                                            [slot(r) for r in op.results]))
 
-        compile_ops(fn.body.block.ops)
+        compile_ops(fn.body.block.ops, self.steps)
         self.num_slots = len(slots)
 
     def _step(self, op: Operation, kernel, layout: list, outs: list[int]):
@@ -166,6 +176,29 @@ class CompiledFunction:
             for step in self.steps:
                 step(env)
         return [env[s] for s in self.result_slots]
+
+
+def _loop_step(count: int, arg_slots: list[int], in_slots: list[int], yield_slots: list[int],
+               out_slots: list[int], body: list):
+    """`ipu.for`: bind the carried and invariant values to the body's
+    arguments, run the body `count` times feeding its yields back, and
+    hand the last carried values out as the results."""
+    carried = arg_slots[:len(yield_slots)]
+
+    def step(env):
+        for a, v in zip(arg_slots, in_slots):
+            env[a] = env[v]
+        for _ in range(count):
+            for s in body:
+                s(env)
+            nxt = [env[y] for y in yield_slots]
+            for a, v in zip(carried, nxt):
+                env[a] = v
+        for o, a in zip(out_slots, carried):
+            env[o] = env[a]
+
+    step.__qualname__ = f"ipu.for x{count}"
+    return step
 
 
 def _checked(step, op: Operation, outs: list[int]):

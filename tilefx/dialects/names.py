@@ -49,3 +49,7 @@ ALS_TRACKED_KEY = "ipu.als_tracked_elements"  # loss scaling: tracked gradient s
 BLOCK_META_KEY = "tilefx.block"
 IPU_META_KEY = "tilefx.ipu"
 AUTOCAST_META_KEY = "tilefx.autocast"
+NAME_KEY = "ipu.name"  # per-op: module path and NameScope, PopTorch's op name ("enc/fc/mm")
+MULTICONV_KEY = "ipu.multiconv"  # per-op: the poptorch.MultiConv group of a convolution
+MULTICONV_META_KEY = "tilefx.multiconv"
+MODULE_META_KEY = "tilefx.module"

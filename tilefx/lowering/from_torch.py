@@ -17,6 +17,7 @@ it there); tangents of other outputs are zeros.
 from __future__ import annotations
 
 import contextlib
+import json
 import operator
 from dataclasses import dataclass, field
 
@@ -40,7 +41,8 @@ from tilefx.errors import Error
 from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
 from tilefx.dialects.aten_schema import Schema
-from tilefx.lowering.tracing_state import Tracing, end_begin_blocks, start_tracing, uses_begin_block
+from tilefx.lowering.tracing_state import ModuleScope, Tracing, end_begin_blocks, start_tracing, uses_begin_block
+from tilefx.dialects.names import MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, OUTPUT_KEY, PARAM_KEY
 
 _TORCH_TO_NP = {
@@ -93,6 +95,8 @@ class _LayerWatch:
 
     def __init__(self, model: torch.nn.Module):
         self.names = {m: n or type(m).__name__ for n, m in model.named_modules()}
+        self.root = model
+        ModuleScope.stack = []
         self.seen_block = False
         self.outside: list[str] = []
         self.handles = [
@@ -101,6 +105,7 @@ class _LayerWatch:
             # their block from their forward node, not from the last BeginBlock
             model.register_forward_hook(lambda m, a, out: end_begin_blocks()),
             torch.nn.modules.module.register_module_forward_pre_hook(self.layer),
+            torch.nn.modules.module.register_module_forward_hook(lambda m, a, out: ModuleScope.pop()),
         ]
 
     def restart(self) -> None:
@@ -110,6 +115,7 @@ class _LayerWatch:
         self.outside = []
 
     def layer(self, module, args) -> None:
+        ModuleScope.push(self.names.get(module, "").rsplit(".", 1)[-1] if module is not self.root else "")
         custom = torch.fx.traceback.current_meta.get("custom") or {}
         if BLOCK_META_KEY in custom or IPU_META_KEY in custom:
             self.seen_block = True
@@ -118,6 +124,8 @@ class _LayerWatch:
             self.outside.append(f"{self.names[module]} ({type(module).__name__})")
 
     def remove(self) -> None:
+        ModuleScope.stack = []
+        torch.fx.traceback.current_meta.get("custom", {}).pop(MODULE_META_KEY, None)
         for h in self.handles:
             h.remove()
 
@@ -165,6 +173,8 @@ class _Builder:
         self.has_blocks = has_blocks
         self.seen_block = False
         self.start_seqs: set[int] = set()
+        self.multiconv_seen: dict[int, int] = {}
+        self.loops, self.in_loop = _find_loops(list(gm.graph.nodes))
 
     # -- helpers -------------------------------------------------------
     def value(self, x):
@@ -224,6 +234,11 @@ class _Builder:
     # -- nodes ---------------------------------------------------------
     def call(self, node) -> None:
         target = node.target
+        if node in self.in_loop:
+            return  # emitted into its ipu.for region when the loop's end is reached
+        if node in self.loops:
+            self.loop(node)
+            return
         if target is operator.getitem:
             src, idx = node.args
             self.values[node] = self.values[src][idx]
@@ -239,6 +254,7 @@ class _Builder:
             from xdsl.dialects.builtin import BoolAttr
 
             attrs[AUTOCAST_KEY] = BoolAttr.from_bool(bool(flag))
+        self.annotate(node, attrs)
         ns = getattr(target, "namespace", None)
         if ns == "tilefx":
             op = self.custom_op(node, rtypes, attrs)
@@ -279,6 +295,32 @@ class _Builder:
             return ipu.SetAvailableMemoryOp.build(operands=[a[0]], result_types=rtypes,
                                                   properties={"proportion": FloatAttr(a[1], f64)},
                                                   attributes=attrs)
+        if name == "dynamic_slice":
+            return ipu.DynamicSliceOp.build(
+                operands=[a[0], a[1]], result_types=rtypes, attributes=attrs,
+                properties={"dim": IntegerAttr(a[2], i64), "size": IntegerAttr(a[3], i64),
+                            "step": IntegerAttr(a[4], i64)})
+        if name == "dynamic_update":
+            return ipu.DynamicUpdateOp.build(
+                operands=[a[0], a[1], a[2]], result_types=rtypes, attributes=attrs,
+                properties={"dim": IntegerAttr(a[3], i64), "size": IntegerAttr(a[4], i64)})
+        if name == "recomputation_checkpoint":
+            return ipu.RecomputationCheckpointOp.build(operands=[a[0]], result_types=rtypes,
+                                                       attributes=attrs)
+        if name == "ctc_beam_search_decoder":
+            return ipu.CtcBeamSearchDecoderOp.build(
+                operands=[a[0], a[1]], result_types=rtypes, attributes=attrs,
+                properties={k: IntegerAttr(v, i64) for k, v in
+                            zip(("blank", "beam_width", "top_paths"), a[2:5])})
+        if name == "custom_op":
+            from tilefx.dialects.irutil import attr_of
+
+            props = {"op_name": StringAttr(a[1]), "domain": StringAttr(a[2]),
+                     "domain_version": IntegerAttr(a[3], i64)}
+            if a[4] != "{}":
+                props["op_attributes"] = attr_of(json.loads(a[4]))
+            return ipu.CustomOp.build(operands=[a[0]], result_types=[rtypes], attributes=attrs,
+                                      properties=props)
         if name == "serialized_matmul":
             from xdsl.dialects.builtin import BoolAttr
 
@@ -287,6 +329,62 @@ class _Builder:
                 properties={"mode": StringAttr(a[2]), "factor": IntegerAttr(a[3], i64),
                             "keep_precision": BoolAttr.from_bool(a[4])})
         raise Error(f"unsupported operation tilefx::{name}")
+
+    def annotate(self, node, attrs: dict) -> None:
+        """`ipu.name` (module path, NameScope, op) and a MultiConv's `ipu.multiconv`."""
+        custom = node.meta.get("custom") or {}
+        parts = [p for p in custom.get(MODULE_META_KEY, "").split("/") if p]
+        if parts:
+            op = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+            attrs[NAME_KEY] = StringAttr("/".join(parts + [op]))
+        mc = custom.get(MULTICONV_META_KEY)
+        if mc is not None and node.target is torch.ops.aten.convolution.default:
+            from tilefx.dialects.irutil import attr_of
+            from xdsl.dialects.builtin import FloatAttr, f64
+
+            fwd = node.meta.get("partitioner_tag") != "is_backward"
+            index = self.multiconv_seen.get(mc["group"], 0)
+            if fwd:
+                self.multiconv_seen[mc["group"]] = index + 1
+            attrs[MULTICONV_KEY] = attr_of({"group": mc["group"], "plan": mc["plan"]})
+            amps = mc.get("amps")
+            if amps and fwd:
+                attrs[AVAILABLE_MEMORY_KEY] = FloatAttr(amps[index] if len(amps) > 1 else amps[0], f64)
+
+    def loop(self, end) -> None:
+        """Build `ipu.for` from a for_loop's traced body (the nodes between
+        its begin and end markers that depend on the loop's inputs)."""
+        begin, body = self.loops[end]
+        inits = [self.value(x) for x in begin.args[0]]
+        region_block = Block(arg_types=[v.type for v in inits])
+        outer, self.block = self.block, region_block
+        self.values[begin] = list(region_block.args)
+        try:
+            for n in body:
+                self.in_loop.discard(n)
+                self.call(n)
+            yields = [self.value(x) for x in end.args[0]]
+        finally:
+            self.block = outer
+        region_block.add_op(ipu.YieldOp.build(operands=[yields]))
+        # values from outside the body become explicit loop-invariant arguments
+        invariants: list[SSAValue] = []
+        inner: dict[SSAValue, SSAValue] = {}
+        for op in region_block.walk():
+            for i, v in enumerate(op.operands):
+                if v.owner is region_block or region_block.is_ancestor(v.owner):
+                    continue
+                if v not in inner:
+                    invariants.append(v)
+                    inner[v] = region_block.insert_arg(v.type, len(region_block.args))
+                op.operands[i] = inner[v]
+        attrs = {ipu.PLACE_KEY: self.place(end)}
+        self.annotate(end, attrs)
+        op = ipu.ForOp.build(operands=[inits, invariants], result_types=[[v.type for v in inits]],
+                             properties={"count": IntegerAttr(int(end.args[2]), i64)},
+                             regions=[Region(region_block)], attributes=attrs)
+        self.emit(op)
+        self.values[end] = list(op.results)
 
     def tangent(self, node, output_idx: int | None) -> None:
         val = node.meta["val"]
@@ -302,12 +400,56 @@ class _Builder:
         self.values[node] = op.results[0]
 
 
+def _find_loops(nodes: list) -> tuple[dict, set]:
+    """Each for_loop's end marker -> (begin marker, body nodes in order): the
+    nodes that depend on the loop's inputs and feed its outputs. A value of
+    the body used after the loop is an error (only the outputs leave it)."""
+    begin_op = getattr(torch.ops.tilefx, "for_begin", None)
+    if begin_op is None:
+        return {}, set()
+    order = {n: i for i, n in enumerate(nodes)}
+    loops, in_loop = {}, set()
+    for begin in nodes:
+        if begin.op != "call_function" or begin.target is not begin_op.default:
+            continue
+        ends = [u for g in begin.users for u in g.users if u.target is torch.ops.tilefx.for_end.default]
+        if not ends:
+            raise Error("for_loop: the loop's outputs are not used", type="frontend")
+        end = ends[0]
+        if begin in in_loop or end in in_loop:
+            raise Error("for_loop: loops inside a for_loop body are not supported", type="frontend")
+        reach, stack = set(), list(begin.users)
+        while stack:
+            n = stack.pop()
+            if n is end or n in reach:
+                continue
+            reach.add(n)
+            stack.extend(n.users)
+        feeds, stack = set(), [a for a in end.all_input_nodes]
+        while stack:
+            n = stack.pop()
+            if n in feeds or n is begin:
+                continue
+            feeds.add(n)
+            stack.extend(n.all_input_nodes)
+        escaping = [n for n in reach if n not in feeds]
+        if escaping:
+            raise Error(f"for_loop: {escaping[0].name} is computed in the loop body but used outside it; "
+                        "only the body's outputs leave the loop", type="frontend")
+        body = sorted(reach, key=order.__getitem__)
+        loops[end] = (begin, body)
+        in_loop.update(body)
+        in_loop.add(begin)
+    return loops, in_loop
+
+
 def _find_loss(plain_outputs: list, differentiable: set[int]) -> int | None:
     """The loss: the output made by identity_loss, else the one scalar float
     output that has a gradient path. Several such outputs are ambiguous: an
     error asks for identity_loss rather than guessing."""
     for idx, node in plain_outputs:
-        if isinstance(node, torch.fx.Node) and node.target is torch.ops.tilefx.identity_loss.default:
+        if isinstance(node, torch.fx.Node) and getattr(node.target, "namespace", None) == "tilefx" \
+                and node.target._opname == "identity_loss":
             return idx
     scalars = []
     for idx, node in plain_outputs:

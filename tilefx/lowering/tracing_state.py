@@ -29,12 +29,44 @@ class Tracing:
     on = False
 
 
+class ModuleScope:
+    """The name scopes open while tracing, outermost first: the attribute name
+    of each module whose forward is running and each `poptorch.NameScope`,
+    joined by "/" into each traced node's custom meta so op names carry them
+    (PopTorch's module name scopes: "enc/act/fc")."""
+
+    stack: list[str] = []
+
+    @classmethod
+    def apply(cls) -> None:
+        from tilefx.dialects.names import MODULE_META_KEY
+
+        custom = torch.fx.traceback.current_meta.setdefault("custom", {})
+        path = "/".join(p for p in cls.stack if p)
+        if path:
+            custom[MODULE_META_KEY] = path
+        else:
+            custom.pop(MODULE_META_KEY, None)
+
+    @classmethod
+    def push(cls, path: str) -> None:
+        cls.stack.append(path)
+        cls.apply()
+
+    @classmethod
+    def pop(cls) -> None:
+        if cls.stack:
+            cls.stack.pop()
+        cls.apply()
+
+
 def open_annotation(meta: dict) -> None:
     """Close the open BeginBlock annotation, if any, and open `meta`."""
     if BeginBlockState.current is not None:
         BeginBlockState.current.__exit__(None, None, None)
     BeginBlockState.current = torch.fx.traceback.annotate(meta)
     BeginBlockState.current.__enter__()
+    ModuleScope.apply()  # the annotation restored an older module path: the current one wins
 
 
 def start_tracing() -> None:
@@ -47,6 +79,7 @@ def end_begin_blocks() -> None:
     if BeginBlockState.current is not None:
         BeginBlockState.current.__exit__(None, None, None)
         BeginBlockState.current = None
+        ModuleScope.apply()
 
 
 def uses_begin_block(model: torch.nn.Module) -> bool:

@@ -12,6 +12,7 @@ from tilefx.passes.autocast import AutocastPass
 from tilefx.passes.available_memory import AvailableMemoryPass
 from tilefx.passes.loss_scaling import LossScalingPass
 from tilefx.passes.outline_stages import OutlineStagesPass
+from tilefx.passes.recompute import RecomputePass
 from tilefx.passes.serialize_matmul import SerializeMatmulPass
 from tilefx.passes.training_step import TrainingStepPass
 
@@ -35,7 +36,7 @@ def run_graph_passes(module: ModuleOp, training: bool,
                      loss_scaling: LossScalingPass | None = None,
                      autocast: bool = True) -> None:
     """autocast, assign-stages, available-memory, serialize-matmul,
-    training-step and loss-scaling (training), dce, outline-stages."""
+    recompute, training-step and loss-scaling (training), dce, outline-stages."""
     ctx = graph_context()
     if autocast:
         AutocastPass().apply(ctx, module)
@@ -43,6 +44,7 @@ def run_graph_passes(module: ModuleOp, training: bool,
     AvailableMemoryPass().apply(ctx, module)
     SerializeMatmulPass().apply(ctx, module)
     if training:
+        RecomputePass().apply(ctx, module)
         TrainingStepPass().apply(ctx, module)
         if loss_scaling is not None:
             loss_scaling.apply(ctx, module)

@@ -69,6 +69,12 @@ def _autocast():
     return AutocastPass
 
 
+def _recompute():
+    from tilefx.passes.recompute import RecomputePass
+
+    return RecomputePass
+
+
 DIALECTS = {"aten": _aten, "ipu": _ipu, "tile": _tile}
 PASSES = {
     "ipu-training-step": _training_step,
@@ -79,6 +85,7 @@ PASSES = {
     "lower-to-device": _lower_to_device,
     "ipu-loss-scaling": _loss_scaling,
     "ipu-autocast": _autocast,
+    "ipu-recompute": _recompute,
 }
 
 TILEFX_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES)
