@@ -183,6 +183,21 @@ class PoplarExecutor:
             self._write_back()
         return out
 
+    def compileAndExport(self, filename: str, *args, export_model: bool = True, **kwargs) -> None:
+        """Compile for these inputs and write the executable to `filename` (a
+        file that never runs code when loaded: see tilefx/api/export.py)."""
+        from tilefx.api import export
+
+        self._check_alive()
+        export.compile_and_export(self, filename, args, kwargs, export_model)
+
+    def loadExecutable(self, filename: str) -> None:
+        """Use the program of an exported executable instead of compiling."""
+        from tilefx.api import export
+
+        self._check_alive()
+        export.load_executable(self, filename)
+
     def copyWeightsToDevice(self) -> None:
         """Read the torch module's parameters and buffers into the executor."""
         self._check_alive()
@@ -314,8 +329,12 @@ class PoplarExecutor:
         return names
 
     def _compile(self, inputs: list[torch.Tensor]) -> None:
+        from tilefx.api import export
+
         start = time.perf_counter()
         self._micro_batch(inputs)  # checks every input's batch dimension
+        if export.load_cached(self, inputs, start):  # a cache hit: no tracing, no passes
+            return
         d_, r_, g_size, g_ = self._factors()
         n = d_ * (r_ // g_size) * g_
         model = self._user_model
@@ -368,7 +387,17 @@ class PoplarExecutor:
             gradient_accumulation=G, device_iterations=D,
             auto_round_num_ipus=bool(self._options.auto_round_num_ipus)),
             loss_scaling=LossScalingPass(automatic=als) if scaled else None)
+        self._install(traced, import_module, module, [tuple(x.shape) for x in inputs],
+                      [np_dtype_of(x.dtype) for x in inputs], start)
+        export.store_cached(self, inputs)
+
+    def _install(self, traced: TracedGraph, import_module: ModuleOp, module: ModuleOp,
+                 input_shapes: list[tuple], input_dtypes: list[np.dtype], start: float) -> None:
+        """Make the compiled graph IR this executor's program (after the passes,
+        or as loaded from an executable file)."""
+        self._traced_params = set(traced.params)
         self._check_ipu_count(module)
+        als = self._training and bool(self._options.Training.automatic_loss_scaling)
         self._als_tracked = to_py(module.attributes[ALS_TRACKED_KEY]) if als else 0
         self._als_factor = 1.0
         self._als_updates = 0
@@ -382,8 +411,7 @@ class PoplarExecutor:
                                   half_partials=self._options.Precision.partials_type == torch.float16),
             update=None,
             main_args=_role_list(arg_roles(main_fn)), main_results=_role_list(result_roles(main_fn)),
-            input_shapes=[tuple(x.shape) for x in inputs],
-            input_dtypes=[np_dtype_of(x.dtype) for x in inputs])
+            input_shapes=input_shapes, input_dtypes=input_dtypes)
         if self._training:
             self._build_update(program, compile_only=True)
         # the machine model first: a program that does not fit fails before any copy
@@ -496,8 +524,13 @@ class PoplarExecutor:
         """(Re)build @update from the current optimizer's hyper-parameters."""
         from tilefx.api.optim import attach, hyper_values
 
-        cfg, group_of = optimizer_config(self._optimizer, self._param_names())
-        cfg["grad_scale"] = self._grad_scale()
+        if self._optimizer is None:  # loaded from an executable file: its compiled configuration
+            cfg = to_py(program.module.attributes[OPTIMIZER_KEY])
+            group_of = {r["param"]: r.get("group", 0) for r in arg_roles(find_func(program.module, "main"))
+                        if "param" in r}
+        else:
+            cfg, group_of = optimizer_config(self._optimizer, self._param_names())
+            cfg["grad_scale"] = self._grad_scale()
         program.module.attributes[OPTIMIZER_KEY] = _attr_of(cfg)
         if not compile_only:
             TrainingStepPass().build_update(program.module)
@@ -508,7 +541,8 @@ class PoplarExecutor:
         self._opt_cfg, self._opt_groups = cfg, group_of  # what setOptimizer checks constants against
         # runtime operands of @update: lr and the variable hyper-parameters, per group
         self._hypers = hyper_values(cfg)
-        attach(self._optimizer, self)
+        if self._optimizer is not None:
+            attach(self._optimizer, self)
         if not compile_only:
             self._init_opt_state()
 
@@ -533,7 +567,7 @@ class PoplarExecutor:
             elif cur.dtype != dtype:
                 self._opt_state[name] = cur.astype(dtype)
         self._opt_ready = True
-        pending = take_pending_state(self._optimizer)
+        pending = take_pending_state(self._optimizer) if self._optimizer is not None else None
         if pending is not None:
             self._load_optimizer_state(pending)
 
