@@ -31,6 +31,7 @@ _LAZY = {
                                      "ctc_beam_search_decoder", "MultiConv", "NameScope")},
     **{n: "tilefx.api.custom_ops" for n in ("custom_op", "register_custom_op")},
     "load": "tilefx.api.export",
+    "setLogLevel": "tilefx.api.logs",
     **{n: "tilefx.api.options" for n in ("Options", "TensorLocationSettings")},
     **{n: "tilefx.api.autocast" for n in ("autocast", "Policy")},
     "torch_compile_backend": "tilefx.api.dynamo",

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from xdsl.dialects.builtin import ArrayAttr, BoolAttr, DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr, f64, i64
 
+from tilefx.api.logs import CompileProgress
 from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode, ReductionType
 from tilefx.errors import Error
 from tilefx.api.options import Options
@@ -252,11 +253,23 @@ class PoplarExecutor:
         if pending is not None:
             self._load_optimizer_state(pending)
 
-    def ir(self, level: str = "graph") -> str:
+    def ir(self, level: str = "graph", locations: bool = False) -> str:
         """The IR text: "import" (straight from the trace), "graph" (after the graph
-        passes) or "device" (lowered to the tile dialect, with mappings and costs)."""
+        passes) or "device" (lowered to the tile dialect, with mappings and costs);
+        `locations=True` prints each op's source location (`loc("model.py":12:0)`)."""
         if self._program is None:
             raise Error("the model is not compiled yet: call it or compile() first")
+        if locations and level in ("import", "graph"):
+            import io
+
+            from xdsl.printer import Printer
+
+            out = io.StringIO()
+            module = self._program.import_module if level == "import" else self._program.module
+            if isinstance(module, str):  # loaded from an executable file: text only
+                return str(module)
+            Printer(stream=out, print_debuginfo=True).print_op(module)
+            return out.getvalue()
         if level == "import":
             return str(self._program.import_module)
         if level == "graph":
@@ -333,7 +346,11 @@ class PoplarExecutor:
 
         start = time.perf_counter()
         self._micro_batch(inputs)  # checks every input's batch dimension
+        progress = CompileProgress(f"{type(self._user_model).__name__} "
+                                   f"({'training' if self._training else 'inference'})", self._options)
         if export.load_cached(self, inputs, start):  # a cache hit: no tracing, no passes
+            progress.mark("loaded from the executable cache", 100)
+            progress.close()
             return
         d_, r_, g_size, g_ = self._factors()
         n = d_ * (r_ // g_size) * g_
@@ -348,10 +365,14 @@ class PoplarExecutor:
         try:
             traced = trace(model, tuple(x[: x.shape[0] // n] for x in inputs), self._training,
                            upcast_inputs=self._upcast_inputs(inputs))
+        except BaseException:
+            progress.abort()
+            raise
         finally:
             model.train(was_training)
             for p_ in untrained:
                 p_.requires_grad_(True)
+        progress.mark("traced the model", 40)
         self._traced_params = set(traced.params)
         import_module = traced.module.clone()
         module = traced.module
@@ -387,9 +408,12 @@ class PoplarExecutor:
             gradient_accumulation=G, device_iterations=D,
             auto_round_num_ipus=bool(self._options.auto_round_num_ipus)),
             loss_scaling=LossScalingPass(automatic=als) if scaled else None)
+        progress.mark("ran the graph passes", 30)
         self._install(traced, import_module, module, [tuple(x.shape) for x in inputs],
                       [np_dtype_of(x.dtype) for x in inputs], start)
+        progress.mark("built the program and the machine model", 30)
         export.store_cached(self, inputs)
+        progress.close()
 
     def _install(self, traced: TracedGraph, import_module: ModuleOp, module: ModuleOp,
                  input_shapes: list[tuple], input_dtypes: list[np.dtype], start: float) -> None:

@@ -28,6 +28,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     DictionaryAttr,
+    FileLineColLoc,
+    IntAttr,
     IntegerAttr,
     ModuleOp,
     StringAttr,
@@ -41,8 +43,8 @@ from tilefx.errors import Error
 from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
 from tilefx.dialects.aten_schema import Schema
-from tilefx.lowering.tracing_state import ModuleScope, Tracing, end_begin_blocks, start_tracing, uses_begin_block
-from tilefx.dialects.names import MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
+from tilefx.lowering.tracing_state import ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
+from tilefx.dialects.names import LOC_META_KEY, MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, OUTPUT_KEY, PARAM_KEY
 
 _TORCH_TO_NP = {
@@ -133,10 +135,15 @@ class _LayerWatch:
 def _module_of(node) -> str:
     stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
     if not stack:
-        return "<top level>"
+        return (node.meta.get("custom") or {}).get(MODULE_META_KEY) or "<top level>"
     path, cls = list(stack.values())[-1]
     cls_name = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
     return f"{path or '<root>'} ({cls_name.rsplit('.', 1)[-1]})"
+
+
+def _location_of(node) -> str:
+    """The user's "file:line" that made `node` (empty when unknown)."""
+    return (node.meta.get("custom") or {}).get(LOC_META_KEY, "")
 
 
 def _schema_args(node, schema: Schema) -> tuple[dict, dict]:
@@ -263,17 +270,21 @@ class _Builder:
             schema = ATEN_SCHEMAS.get(name)
             if schema is None:
                 raise Error(f"unsupported operation aten::{name} (from module {_module_of(node)})",
-                            type="frontend")
+                            type="frontend", location=_location_of(node))
             operands, props = _schema_args(node, schema)
             operands = {k: self.operand(v, val) for k, v in operands.items()}
             try:
                 op = create_aten_op(name, operands, props, rtypes, attrs)
             except (ValueError, TypeError) as e:
                 raise Error(f"cannot convert aten::{name} (from module {_module_of(node)}): {e}",
-                            type="frontend") from e
+                            type="frontend", location=_location_of(node)) from e
         else:
             raise Error(f"unsupported operation {target} (from module {_module_of(node)})",
-                        type="frontend")
+                        type="frontend", location=_location_of(node))
+        loc = _location_of(node)
+        if loc:
+            file, _, line = loc.rpartition(":")
+            op.location = FileLineColLoc(StringAttr(file), IntAttr(int(line)), IntAttr(0))
         self.emit(op)
         results = list(op.results)
         self.values[node] = results if isinstance(val, (list, tuple)) else results[0]
@@ -498,6 +509,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
         with contextlib.ExitStack() as stack:
             stack.enter_context(torch.fx.traceback.preserve_node_meta())
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
+            stack.enter_context(SourceLocations())
             if not training:
                 stack.enter_context(torch.no_grad())
             try:

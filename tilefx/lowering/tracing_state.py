@@ -84,3 +84,42 @@ def end_begin_blocks() -> None:
 
 def uses_begin_block(model: torch.nn.Module) -> bool:
     return any(getattr(m, "_tilefx_begin_block", None) is not None for m in model.modules())
+
+
+_SKIP_DIRS: tuple[str, ...] = ()
+
+
+def user_location() -> tuple[str, int, int] | None:
+    """(file, line, column) of the innermost frame of user code: the first
+    frame outside torch, tilefx and the standard library."""
+    import os
+    import sys
+    import sysconfig
+
+    import tilefx
+
+    global _SKIP_DIRS
+    if not _SKIP_DIRS:
+        _SKIP_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, tilefx)) + \
+            (sysconfig.get_paths()["stdlib"] + os.sep,)
+    f = sys._getframe(1)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not name.startswith(_SKIP_DIRS) and not name.startswith("<"):
+            return name, f.f_lineno, 0
+        f = f.f_back
+    return None
+
+
+class SourceLocations(torch.overrides.TorchFunctionMode):
+    """While tracing: stamps each torch call's node with the user's source
+    line (custom meta), so ops carry it as their IR location and errors as
+    their `location`."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        from tilefx.dialects.names import LOC_META_KEY
+
+        loc = user_location()
+        if loc is not None:
+            torch.fx.traceback.current_meta.setdefault("custom", {})[LOC_META_KEY] = f"{loc[0]}:{loc[1]}"
+        return func(*args, **(kwargs or {}))
