@@ -856,7 +856,14 @@ def trainingModel(model, options=None, optimizer=None) -> PoplarExecutor:
 
 
 def inferenceModel(model, options=None) -> PoplarExecutor:
-    """Wrap `model` for inference on the simulated IPU (seeds/000 4.2.2)."""
+    """Wrap `model` for inference on the simulated IPU (seeds/000 4.2.2). Given a
+    training executor, the new one shares its model (weights stay in sync) and,
+    without `options`, copies its options with gradient accumulation 1."""
+    if isinstance(model, PoplarExecutor):
+        if options is None:
+            options = model.options.clone()
+            options.Training.gradientAccumulation(1)
+        model = model.model
     return PoplarExecutor(model, options, training=False)
 
 

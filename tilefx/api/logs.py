@@ -88,14 +88,22 @@ class CompileProgress:
             self.redirect.__enter__()
 
     def mark(self, what: str, share: int) -> None:
+        from tilefx.api import profiling
+
         now = time.perf_counter()
         self.log.info("%s: %s in %.3f s", self.name, what, now - self.last)
+        profiling.record("tilefx", f"{self.name}: {what}", self.last, now)
         self.last = now
         if self.bar is not None:
             self.bar.update(min(share, self.bar.total - self.bar.n))
 
     def close(self) -> None:
+        """The compilation succeeded: log its total, end the bar, run the
+        post-compile hooks (`registerPostCompileHook`)."""
+        from tilefx.api.compat import run_post_compile_hooks
+
         self.log.info("%s: compiled in %.3f s", self.name, time.perf_counter() - self.t0)
+        run_post_compile_hooks()
         if self.bar is not None:
             self.bar.update(self.bar.total - self.bar.n)
             self._end()

@@ -487,6 +487,36 @@ class _UpcastInputs(torch.nn.Module):
         return self.inner(*[a.float() if i in self.which else a for i, a in enumerate(args)])
 
 
+class _TensorAttributes:
+    """Plain tensor attributes of the modules (neither parameters nor buffers)
+    are constants of the graph (seeds/000 4.8: PopTorch freezes their value
+    when it builds the graph, so `self.i += 1` in forward returns the initial
+    value plus one at every call). While tracing they are registered as
+    non-persistent buffers on copies, so in-place changes trace functionally;
+    the lowering turns them into constants and drops their updates."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.found = []  # (module, attribute, original tensor)
+        for mname, m in model.named_modules():
+            for k, v in list(vars(m).items()):
+                if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter) and \
+                        k not in m._buffers and k not in m._parameters:
+                    self.found.append((m, k, v, f"{mname}.{k}" if mname else k))
+        self.values = {qual: v for _, _, v, qual in self.found}
+
+    def __enter__(self):
+        for m, k, v, _ in self.found:
+            del m.__dict__[k]
+            m.register_buffer(k, v.detach().clone(), persistent=False)
+        return self
+
+    def __exit__(self, *exc):
+        for m, k, v, _ in self.found:
+            m._buffers.pop(k, None)
+            m.__dict__[k] = v
+        return False
+
+
 def trace(model: torch.nn.Module, args: tuple, training: bool,
           upcast_inputs: frozenset[int] = frozenset()) -> TracedGraph:
     """Trace `model(*args)` (micro-batch shaped) into the graph IR; the inputs
@@ -505,8 +535,10 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     )
 
     Tracing.on = True
+    frozen = _TensorAttributes(model)
     try:
         with contextlib.ExitStack() as stack:
+            stack.enter_context(frozen)
             stack.enter_context(torch.fx.traceback.preserve_node_meta())
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
             stack.enter_context(SourceLocations())
@@ -572,6 +604,9 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                     continue
                 params.append(name)
                 param_args[name] = b.add_arg(node, {PARAM_KEY: StringAttr(name)})
+            elif isinstance(d, BufferAOTInput) and d.target in frozen.values:  # a constant
+                consts[d.target.removeprefix(prefix)] = to_numpy(frozen.values[d.target])
+                b.add_arg(node, {CONST_KEY: StringAttr(d.target.removeprefix(prefix))})
             elif isinstance(d, BufferAOTInput):
                 buffers.append(d.target.removeprefix(prefix))
                 b.add_arg(node, {BUFFER_KEY: StringAttr(buffers[-1])})
@@ -615,6 +650,9 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                 continue
             grad_index[name] = len(results)
             attrs = {GRAD_KEY: StringAttr(name)}
+        elif isinstance(d, InputMutationAOTOutput) and isinstance(d.mutated_input, BufferAOTInput) \
+                and d.mutated_input.target in frozen.values:
+            continue  # a tensor attribute changed in forward: the change is not kept (seeds/000 4.8)
         elif isinstance(d, InputMutationAOTOutput) and isinstance(d.mutated_input, BufferAOTInput):
             attrs = {BUFFER_KEY: StringAttr(d.mutated_input.target.removeprefix(prefix))}
         elif isinstance(d, GradAOTOutput):
