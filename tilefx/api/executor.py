@@ -17,6 +17,7 @@ outputs are returned in the same order, reduced as the output mode says.
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import logging
 import os
@@ -450,7 +451,7 @@ class PoplarExecutor:
         log.debug("compiled in %.3f s: %s", program.compile_seconds, self._profile.table())
         profile_dir = _profile_dir(self._options)
         if profile_dir:
-            self._profile.write(profile_dir)
+            self._profile.write(_executor_profile_dir(self, profile_dir))
 
     def _make_profile(self, program: _Program) -> Profile:
         D, R, _, G = self._factors()
@@ -823,6 +824,29 @@ def _profile_dir(options: Options) -> str | None:
         if str(eng.get("autoReport.all", "")).lower() == "true" or eng.get("autoReport.directory"):
             return eng.get("autoReport.directory", "./profile")
     return os.environ.get("TILEFX_PROFILE_DIR") or None
+
+
+_PROFILE_DIRS: dict[str, int] = {}  # a profile subdirectory -> the executor that writes it
+_PROFILE_TOKENS = itertools.count(1)
+
+
+def _executor_profile_dir(ex: PoplarExecutor, base: str) -> str:
+    """One subdirectory per executor, named by the model and training or
+    inference ("Net_training", "Net_inference"; "_2", "_3" for further
+    executors of the same kind), so executors sharing a directory keep
+    their reports apart."""
+    name = ex._options.model_name or type(ex._user_model).__name__
+    stem = f"{name}_{'training' if ex._training else 'inference'}"
+    if "_profile_token" not in ex.__dict__:  # unique while the process lives (ids are reused)
+        ex._profile_token = next(_PROFILE_TOKENS)
+    token = ex._profile_token
+    n = 1
+    while True:
+        path = os.path.join(base, stem if n == 1 else f"{stem}_{n}")
+        owner = _PROFILE_DIRS.setdefault(os.path.abspath(path), token)
+        if owner == token:
+            return path
+        n += 1
 
 
 def _is_variable(optimizer, attr: str) -> bool:
