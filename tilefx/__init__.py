@@ -8,15 +8,21 @@ without importing torch.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
 import sys
 
 from tilefx.errors import Error, RecoverableError, UnrecoverableError
 
 __version__ = "0.1.0"
 
-_MODULES = {"optim"}  # names that are modules, not objects in them
+# PopTorch's submodules: `poptorch.enums.X`, `from poptorch.options import Options`
+SUBMODULES = {"optim": "tilefx.api.optim", "enums": "tilefx.api.enums", "options": "tilefx.api.options",
+              "autocasting": "tilefx.api.autocast", "profiling": "tilefx.api.profiling",
+              "ops": "tilefx.api.ops"}
+_MODULES = set(SUBMODULES)  # names that are modules, not objects in them
 _LAZY = {
-    "optim": "tilefx.api.optim",
+    **SUBMODULES,
     **{n: "tilefx.api.annotations" for n in ("BeginBlock", "Block", "BlockFunction", "removeBlocks")},
     **{n: "tilefx.api.enums" for n in (
         "CommGroup", "CommGroupType", "DataLoaderMode", "HalfFloatCastingBehavior", "Liveness",
@@ -26,7 +32,14 @@ _LAZY = {
     **{n: "tilefx.api.executor" for n in ("PoplarExecutor", "compile", "inferenceModel",
                                           "trainingModel")},
     **{n: "tilefx.api.ops" for n in ("identity_loss", "ipu_print_tensor", "isRunningOnIpu", "nop",
-                                     "serializedMatMul", "set_available_memory")},
+                                     "serializedMatMul", "set_available_memory", "dynamic_slice",
+                                     "dynamic_update", "for_loop", "recomputationCheckpoint",
+                                     "ctc_beam_search_decoder", "MultiConv", "NameScope")},
+    **{n: "tilefx.api.custom_ops" for n in ("custom_op", "register_custom_op")},
+    "load": "tilefx.api.export",
+    "setLogLevel": "tilefx.api.logs",
+    **{n: "tilefx.api.compat" for n in ("ipuHardwareIsAvailable", "ipuHardwareVersion",
+                                        "registerPostCompileHook")},
     **{n: "tilefx.api.options" for n in ("Options", "TensorLocationSettings")},
     **{n: "tilefx.api.autocast" for n in ("autocast", "Policy")},
     "torch_compile_backend": "tilefx.api.dynamo",
@@ -46,6 +59,40 @@ def _dynamo_entry_point_installed() -> bool:
     except PackageNotFoundError:
         return False
     return any(ep.group == "torch_dynamo_backends" and ep.name == "tilefx" for ep in eps)
+class _Aliases(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """`tilefx.<submodule>` for PopTorch's submodule names, and `poptorch` /
+    `poptorch.<submodule>` as tilefx when no real poptorch is installed (this
+    finder comes after the normal ones), so `from poptorch.options import
+    Options` runs. The aliased name is bound to the real module object; its
+    own `__spec__` is kept."""
+
+    @staticmethod
+    def _target(name: str) -> str | None:
+        top, _, rest = name.partition(".")
+        if top == "poptorch" and not rest:
+            return "tilefx"
+        if top not in ("poptorch", "tilefx"):
+            return None
+        if rest in SUBMODULES:
+            return SUBMODULES[rest]
+        return "tilefx." + rest if top == "poptorch" else None
+
+    def find_spec(self, name, path=None, target=None):
+        if self._target(name) is None:
+            return None
+        return importlib.util.spec_from_loader(name, self)
+
+    def create_module(self, spec):
+        real = importlib.import_module(self._target(spec.name))
+        self._saved = real.__spec__
+        return real
+
+    def exec_module(self, module):
+        module.__spec__ = self._saved  # importlib set the alias' spec: the module keeps its own
+
+
+if not any(isinstance(f, _Aliases) for f in sys.meta_path):
+    sys.meta_path.append(_Aliases())
 
 
 if "torch" in sys.modules:  # torch already loaded, so this is cheap: `model.autocast()` as in

@@ -17,6 +17,7 @@ outputs are returned in the same order, reduced as the output mode says.
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import logging
 import os
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 from xdsl.dialects.builtin import ArrayAttr, BoolAttr, DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr, f64, i64
 
+from tilefx.api.logs import CompileProgress
 from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode, ReductionType
 from tilefx.errors import Error
 from tilefx.api.options import Options
@@ -176,6 +178,7 @@ class PoplarExecutor:
             optimizer = SGD(model.parameters(), lr=0.01)
         self._optimizer = optimizer
         self._program: _Program | None = None
+        self._call: CallSpec | None = None  # how the compiled call bound its arguments
         self._weights: dict[str, np.ndarray] = {}
         self._device_buffers: dict[str, np.ndarray] = {}
         self._opt_state: dict[str, np.ndarray] = {}
@@ -216,7 +219,7 @@ class PoplarExecutor:
         call, inputs = self._flatten_inputs(args, kwargs)
         if self._program is None:
             self._compile(inputs, call)
-        else:
+        elif self._call is not None:  # None: loaded from an executable file
             self._call.check_same(call, inputs, self._compiled_inputs)
         if _HostVersion.latest(self._host_tensors()) > self._host_version:
             self.copyWeightsToDevice()
@@ -225,6 +228,21 @@ class PoplarExecutor:
         if self._training:
             self._write_back()
         return out
+
+    def compileAndExport(self, filename: str, *args, export_model: bool = True, **kwargs) -> None:
+        """Compile for these inputs and write the executable to `filename` (a
+        file that never runs code when loaded: see tilefx/api/export.py)."""
+        from tilefx.api import export
+
+        self._check_alive()
+        export.compile_and_export(self, filename, args, kwargs, export_model)
+
+    def loadExecutable(self, filename: str) -> None:
+        """Use the program of an exported executable instead of compiling."""
+        from tilefx.api import export
+
+        self._check_alive()
+        export.load_executable(self, filename)
 
     def copyWeightsToDevice(self) -> None:
         """Read the torch module's parameters and buffers into the executor."""
@@ -280,11 +298,23 @@ class PoplarExecutor:
         if pending is not None:
             self._load_optimizer_state(pending)
 
-    def ir(self, level: str = "graph") -> str:
+    def ir(self, level: str = "graph", locations: bool = False) -> str:
         """The IR text: "import" (straight from the trace), "graph" (after the graph
-        passes) or "device" (lowered to the tile dialect, with mappings and costs)."""
+        passes) or "device" (lowered to the tile dialect, with mappings and costs);
+        `locations=True` prints each op's source location (`loc("model.py":12:0)`)."""
         if self._program is None:
             raise Error("the model is not compiled yet: call it or compile() first")
+        if locations and level in ("import", "graph"):
+            import io
+
+            from xdsl.printer import Printer
+
+            out = io.StringIO()
+            module = self._program.import_module if level == "import" else self._program.module
+            if isinstance(module, str):  # loaded from an executable file: text only
+                return str(module)
+            Printer(stream=out, print_debuginfo=True).print_op(module)
+            return out.getvalue()
         if level == "import":
             return str(self._program.import_module)
         if level == "graph":
@@ -339,8 +369,18 @@ class PoplarExecutor:
         return names
 
     def _compile(self, inputs: list[torch.Tensor], call: CallSpec) -> None:
+        from tilefx.api import export
+
         start = time.perf_counter()
         self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
+        self._call = call
+        self._compiled_inputs = [(tuple(x.shape), x.dtype) for x in inputs]
+        progress = CompileProgress(f"{type(self._user_model).__name__} "
+                                   f"({'training' if self._training else 'inference'})", self._options)
+        if export.load_cached(self, inputs, start):  # a cache hit: no tracing, no passes
+            progress.mark("loaded from the executable cache", 100)
+            progress.close()
+            return
         d_, r_, g_size, g_ = self._factors()
         n = d_ * (r_ // g_size) * g_
         model = self._user_model
@@ -354,10 +394,14 @@ class PoplarExecutor:
         try:
             traced = trace(model, tuple(x[: x.shape[0] // n] if x.dim() else x for x in inputs),
                            self._training, upcast_inputs=self._upcast_inputs(inputs), call=call)
+        except BaseException:
+            progress.abort()
+            raise
         finally:
             model.train(was_training)
             for p_ in untrained:
                 p_.requires_grad_(True)
+        progress.mark("traced the model", 40)
         self._traced_params = set(traced.params)
         import_module = traced.module.clone()
         module = traced.module
@@ -393,7 +437,21 @@ class PoplarExecutor:
             gradient_accumulation=G, device_iterations=D,
             auto_round_num_ipus=bool(self._options.auto_round_num_ipus)),
             loss_scaling=LossScalingPass(automatic=als) if scaled else None)
+        progress.mark("ran the graph passes", 30)
+        self._install(traced, import_module, module,
+                      [(x.shape[0] // n,) + tuple(x.shape[1:]) if x.dim() else () for x in inputs],
+                      [np_dtype_of(x.dtype) for x in inputs], start)
+        progress.mark("built the program and the machine model", 30)
+        export.store_cached(self, inputs)
+        progress.close()
+
+    def _install(self, traced: TracedGraph, import_module: ModuleOp, module: ModuleOp,
+                 input_shapes: list[tuple], input_dtypes: list[np.dtype], start: float) -> None:
+        """Make the compiled graph IR this executor's program (after the passes,
+        or as loaded from an executable file)."""
+        self._traced_params = set(traced.params)
         self._check_ipu_count(module)
+        als = self._training and bool(self._options.Training.automatic_loss_scaling)
         self._als_tracked = to_py(module.attributes[ALS_TRACKED_KEY]) if als else 0
         self._als_factor = 1.0
         self._als_updates = 0
@@ -407,16 +465,13 @@ class PoplarExecutor:
                                   half_partials=self._options.Precision.partials_type == torch.float16),
             update=None,
             main_args=_role_list(arg_roles(main_fn)), main_results=_role_list(result_roles(main_fn)),
-            input_shapes=[(x.shape[0] // n,) + tuple(x.shape[1:]) if x.dim() else () for x in inputs],
-            input_dtypes=[np_dtype_of(x.dtype) for x in inputs])
+            input_shapes=input_shapes, input_dtypes=input_dtypes)
         if self._training:
             self._build_update(program, compile_only=True)
         # the machine model first: a program that does not fit fails before any copy
         self._schedule = self._make_schedule(module)
         self._profile = self._make_profile(program)
         self._program = program
-        self._call = call
-        self._compiled_inputs = [(tuple(x.shape), x.dtype) for x in inputs]
         self.copyWeightsToDevice()
         self._consts = traced.consts
         if self._training:
@@ -425,7 +480,7 @@ class PoplarExecutor:
         log.debug("compiled in %.3f s: %s", program.compile_seconds, self._profile.table())
         profile_dir = _profile_dir(self._options)
         if profile_dir:
-            self._profile.write(profile_dir)
+            self._profile.write(_executor_profile_dir(self, profile_dir))
 
     def _make_profile(self, program: _Program) -> Profile:
         D, R, _, G = self._factors()
@@ -523,8 +578,13 @@ class PoplarExecutor:
         """(Re)build @update from the current optimizer's hyper-parameters."""
         from tilefx.api.optim import attach, hyper_values
 
-        cfg, group_of = optimizer_config(self._optimizer, self._param_names())
-        cfg["grad_scale"] = self._grad_scale()
+        if self._optimizer is None:  # loaded from an executable file: its compiled configuration
+            cfg = to_py(program.module.attributes[OPTIMIZER_KEY])
+            group_of = {r["param"]: r.get("group", 0) for r in arg_roles(find_func(program.module, "main"))
+                        if "param" in r}
+        else:
+            cfg, group_of = optimizer_config(self._optimizer, self._param_names())
+            cfg["grad_scale"] = self._grad_scale()
         program.module.attributes[OPTIMIZER_KEY] = _attr_of(cfg)
         if not compile_only:
             TrainingStepPass().build_update(program.module)
@@ -535,7 +595,8 @@ class PoplarExecutor:
         self._opt_cfg, self._opt_groups = cfg, group_of  # what setOptimizer checks constants against
         # runtime operands of @update: lr and the variable hyper-parameters, per group
         self._hypers = hyper_values(cfg)
-        attach(self._optimizer, self)
+        if self._optimizer is not None:
+            attach(self._optimizer, self)
         if not compile_only:
             self._init_opt_state()
 
@@ -560,7 +621,7 @@ class PoplarExecutor:
             elif cur.dtype != dtype:
                 self._opt_state[name] = cur.astype(dtype)
         self._opt_ready = True
-        pending = take_pending_state(self._optimizer)
+        pending = take_pending_state(self._optimizer) if self._optimizer is not None else None
         if pending is not None:
             self._load_optimizer_state(pending)
 
@@ -808,6 +869,29 @@ def _profile_dir(options: Options) -> str | None:
     return os.environ.get("TILEFX_PROFILE_DIR") or None
 
 
+_PROFILE_DIRS: dict[str, int] = {}  # a profile subdirectory -> the executor that writes it
+_PROFILE_TOKENS = itertools.count(1)
+
+
+def _executor_profile_dir(ex: PoplarExecutor, base: str) -> str:
+    """One subdirectory per executor, named by the model and training or
+    inference ("Net_training", "Net_inference"; "_2", "_3" for further
+    executors of the same kind), so executors sharing a directory keep
+    their reports apart."""
+    name = ex._options.model_name or type(ex._user_model).__name__
+    stem = f"{name}_{'training' if ex._training else 'inference'}"
+    if "_profile_token" not in ex.__dict__:  # unique while the process lives (ids are reused)
+        ex._profile_token = next(_PROFILE_TOKENS)
+    token = ex._profile_token
+    n = 1
+    while True:
+        path = os.path.join(base, stem if n == 1 else f"{stem}_{n}")
+        owner = _PROFILE_DIRS.setdefault(os.path.abspath(path), token)
+        if owner == token:
+            return path
+        n += 1
+
+
 def _is_variable(optimizer, attr: str) -> bool:
     va = getattr(optimizer, "variable_attrs", None)
     return va is not None and not va.isConstant(attr)
@@ -841,7 +925,14 @@ def trainingModel(model, options=None, optimizer=None) -> PoplarExecutor:
 
 
 def inferenceModel(model, options=None) -> PoplarExecutor:
-    """Wrap `model` for inference on the simulated IPU (seeds/000 4.2.2)."""
+    """Wrap `model` for inference on the simulated IPU (seeds/000 4.2.2). Given a
+    training executor, the new one shares its model (weights stay in sync) and,
+    without `options`, copies its options with gradient accumulation 1."""
+    if isinstance(model, PoplarExecutor):
+        if options is None:
+            options = model.options.clone()
+            options.Training.gradientAccumulation(1)
+        model = model.model
     return PoplarExecutor(model, options, training=False)
 
 

@@ -14,8 +14,9 @@ import operator
 import torch
 
 from tilefx.api.enums import MatMulSerializationMode
+from tilefx.dialects.names import MULTICONV_META_KEY
 from tilefx.errors import Error
-from tilefx.lowering.tracing_state import Tracing
+from tilefx.lowering.tracing_state import ModuleScope, Tracing
 
 _REDUCTIONS = ("sum", "mean", "none")
 
@@ -166,3 +167,360 @@ def serializedMatMul(lhs, rhs, mode, factor=0, keep_precision=False):
 def isRunningOnIpu() -> bool:
     """True while tilefx traces the model for the (simulated) IPU."""
     return Tracing.on
+
+
+# -- dynamic slices (seeds/000 4.6.6, 4.6.7) ------------------------------------
+
+def _check_start(op: str, x: torch.Tensor, start: torch.Tensor, dim: int, span: int) -> int:
+    s = int(start.reshape(-1)[0])
+    if s < 0 or s + span > x.shape[dim]:
+        raise Error(f"{op}: start index {s} is out of range: {span} element(s) from it do not fit in "
+                    f"dimension {dim} of size {x.shape[dim]}")
+    return s
+
+
+@torch.library.custom_op("tilefx::dynamic_slice", mutates_args=())
+def _dynamic_slice(x: torch.Tensor, start: torch.Tensor, dim: int, size: int, step: int) -> torch.Tensor:
+    s = _check_start("dynamic_slice", x, start, dim, (size - 1) * step + 1)
+    return x.index_select(dim, torch.arange(s, s + (size - 1) * step + 1, step))
+
+
+@_dynamic_slice.register_fake
+def _(x, start, dim, size, step):
+    shape = list(x.shape)
+    shape[dim] = size
+    return x.new_empty(shape)
+
+
+@torch.library.custom_op("tilefx::dynamic_update", mutates_args=())
+def _dynamic_update(x: torch.Tensor, src: torch.Tensor, start: torch.Tensor, dim: int,
+                    size: int) -> torch.Tensor:
+    s = _check_start("dynamic_update", x, start, dim, size)
+    out = x.clone()
+    out.narrow(dim, s, size).copy_(src)
+    return out
+
+
+@_dynamic_update.register_fake
+def _(x, src, start, dim, size):
+    return torch.empty_like(x)
+
+
+def _dyn_slice_setup(ctx, inputs, output):
+    x, start, dim, size, step = inputs
+    ctx.save_for_backward(start)
+    ctx.shape, ctx.dim, ctx.size, ctx.step = x.shape, dim, size, step
+
+
+def _dyn_slice_backward(ctx, grad):
+    """The gradient lands where the slice came from: zeros elsewhere (a
+    dynamic_update of zeros), every step-th element of the span."""
+    (start,) = ctx.saved_tensors
+    dim, step = ctx.dim, ctx.step
+    span = (ctx.size - 1) * step + 1
+    if step > 1:  # interleave step-1 zeros after each element, then cut to the span
+        parts = [grad] + [torch.zeros_like(grad)] * (step - 1)
+        grad = torch.stack(parts, dim + 1).flatten(dim, dim + 1).narrow(dim, 0, span)
+    return _dynamic_update(grad.new_zeros(ctx.shape), grad, start, dim, span), None, None, None, None
+
+
+def _dyn_update_setup(ctx, inputs, output):
+    x, src, start, dim, size = inputs
+    ctx.save_for_backward(start)
+    ctx.dim, ctx.size, ctx.src_shape = dim, size, src.shape
+
+
+def _dyn_update_backward(ctx, grad):
+    (start,) = ctx.saved_tensors
+    g_x = _dynamic_update(grad, grad.new_zeros(ctx.src_shape), start, ctx.dim, ctx.size)
+    g_src = _dynamic_slice(grad, start, ctx.dim, ctx.size, 1)
+    return g_x, g_src, None, None, None
+
+
+_dynamic_slice.register_autograd(_dyn_slice_backward, setup_context=_dyn_slice_setup)
+_dynamic_update.register_autograd(_dyn_update_backward, setup_context=_dyn_update_setup)
+
+
+def _check_dynamic_args(op: str, tensor, dim, start, size, *, step=1) -> None:
+    if not isinstance(tensor, torch.Tensor):
+        raise Error(f"{op} must take a torch.tensor input. {type(tensor).__name__} is not supported.")
+    if not isinstance(start, torch.Tensor):
+        raise Error(f"Slice start argument to {op} must be a torch.tensor. "
+                    f"{type(start).__name__} is not supported.")
+    if start.is_floating_point() or start.numel() != 1:
+        raise Error(f"{op}: start must be a one-element integer tensor, got {start.dtype} of shape "
+                    f"{tuple(start.shape)}")
+    for what, v in (("Dimension", dim), ("Size", size), ("Step", step)):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise Error(f"{op}: {what} must be an integer.")
+    if not 0 <= dim < tensor.dim():
+        raise Error(f"{op}: dimension {dim} is out of range for a tensor of rank {tensor.dim()}")
+    if size < 1 or step < 1 or (size - 1) * step + 1 > tensor.shape[dim]:
+        raise Error(f"{op}: {size} element(s) every {step} do not fit in dimension {dim} of size "
+                    f"{tensor.shape[dim]}")
+
+
+def dynamic_slice(tensor: torch.Tensor, dim: int, start: torch.Tensor, size: int, step: int) -> torch.Tensor:
+    """`size` elements of `tensor` along `dim` from the runtime index `start`
+    (a tensor), every `step`-th (seeds/000 4.6.6). A start that puts the slice
+    outside the dimension is an error when the op runs."""
+    _check_dynamic_args("dynamic_slice", tensor, dim, start, size, step=step)
+    return _dynamic_slice(tensor, start, dim, size, step)
+
+
+def dynamic_update(input: torch.Tensor, src: torch.Tensor, dim: int, start: torch.Tensor,
+                   size: int) -> torch.Tensor:
+    """`input` with `src` (statically sized: `size` along `dim`) written at the
+    runtime index `start` (seeds/000 4.6.7)."""
+    _check_dynamic_args("dynamic_update", input, dim, start, size)
+    if not isinstance(src, torch.Tensor):
+        raise Error(f"dynamic_update: src must be a torch.tensor, got {type(src).__name__}")
+    want = list(input.shape)
+    want[dim] = size
+    if list(src.shape) != want:
+        raise Error(f"dynamic_update: src has shape {tuple(src.shape)}, expected {tuple(want)}")
+    return _dynamic_update(input, src.to(input.dtype), start, dim, size)
+
+
+# -- recomputation checkpoints --------------------------------------------------
+
+@torch.library.custom_op("tilefx::recomputation_checkpoint", mutates_args=())
+def _recomputation_checkpoint(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+@_recomputation_checkpoint.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+_recomputation_checkpoint.register_autograd(lambda ctx, grad: grad)
+
+
+def recomputationCheckpoint(*tensors):
+    """Keep these values for the backward; the forward ops between checkpoints
+    are recomputed in the backward instead of stashed (the `ipu-recompute`
+    pass). One tensor in, one out; several (or one list/tuple) in, a tuple out."""
+    if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)):
+        return type(tensors[0])(recomputationCheckpoint(*tensors[0]))
+    out = []
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            raise Error(f"recomputationCheckpoint: all inputs must be tensors, got {type(t).__name__}")
+        out.append(_recomputation_checkpoint(t))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+# -- CTC beam search decoder (seeds/000 4.6.1) ----------------------------------
+
+@torch.library.custom_op("tilefx::ctc_beam_search_decoder", mutates_args=())
+def _ctc_beam_search_decoder(log_probs: torch.Tensor, lengths: torch.Tensor, blank: int, beam_width: int,
+                             top_paths: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    from tilefx.backend.kernels.ipu import ctc_beam_search_decoder as kernel
+
+    res = kernel(log_probs.detach().float().numpy(), lengths.numpy(), blank=blank,
+                 beam_width=beam_width, top_paths=top_paths)
+    return (torch.from_numpy(res[0]).to(log_probs.dtype), torch.from_numpy(res[1]),
+            torch.from_numpy(res[2]))
+
+
+@_ctc_beam_search_decoder.register_fake
+def _(log_probs, lengths, blank, beam_width, top_paths):
+    T, B, _ = log_probs.shape
+    return (log_probs.new_empty((B, top_paths)), torch.empty((B, top_paths), dtype=torch.int32),
+            torch.empty((B, top_paths, T), dtype=torch.int32))
+
+
+def ctc_beam_search_decoder(probs: torch.Tensor, lengths: torch.Tensor, blank: int = 0,
+                            beam_width: int = 100, top_paths: int = 1):
+    """The `top_paths` most likely label sequences of CTC log probabilities
+    [input_length, batch, classes]: (log probabilities [batch, top_paths],
+    lengths [batch, top_paths], paths [batch, top_paths, input_length])."""
+    if not isinstance(probs, torch.Tensor):
+        raise Error("ctc_beam_search_decoder: probs must be a torch.tensor argument. "
+                    f"{type(probs).__name__} is not supported.")
+    if not isinstance(lengths, torch.Tensor):
+        raise Error("ctc_beam_search_decoder: lengths must be a torch.tensor argument. "
+                    f"{type(lengths).__name__} is not supported.")
+    if probs.dim() != 3 or not probs.is_floating_point():
+        raise Error(f"ctc_beam_search_decoder: probs must be float [input_length, batch, classes], got "
+                    f"{probs.dtype} of shape {tuple(probs.shape)}")
+    if tuple(lengths.shape) != (probs.shape[1],) or lengths.is_floating_point():
+        raise Error(f"ctc_beam_search_decoder: lengths must be integers of shape ({probs.shape[1]},), "
+                    f"got {lengths.dtype} of shape {tuple(lengths.shape)}")
+    if not 0 <= blank < probs.shape[2]:
+        raise Error(f"ctc_beam_search_decoder: blank {blank} is not one of the {probs.shape[2]} classes")
+    if not 1 <= top_paths <= beam_width:
+        raise Error(f"ctc_beam_search_decoder: need 1 <= top_paths ({top_paths}) <= beam_width "
+                    f"({beam_width})")
+    return _ctc_beam_search_decoder(probs, lengths, int(blank), int(beam_width), int(top_paths))
+
+
+# -- for_loop ---------------------------------------------------------------------
+
+def _loop_marker(name: str, schema: str):
+    def impl(*args):
+        return [t.clone() for t in args[0]]
+
+    op = torch.library.custom_op(f"tilefx::{name}", impl, mutates_args=(), schema=schema)
+    op.register_fake(lambda *args: [torch.empty_like(t) for t in args[0]])
+
+    def backward(ctx, *grads):
+        raise Error("for_loop: loops are supported in inference models only; a trainingModel cannot "
+                    "differentiate through poptorch.for_loop")
+
+    op.register_autograd(backward)
+    return op
+
+
+# the body's ops are traced between these two markers; the lowering moves them into `ipu.for`
+_for_begin = _loop_marker("for_begin", "(Tensor[] inputs) -> Tensor[]")
+_for_end = _loop_marker("for_end", "(Tensor[] outputs, Tensor[] inputs, int count) -> Tensor[]")
+
+
+def for_loop(count: int, body, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """An on-device loop: `body(*inputs)` runs `count` times, each iteration
+    on the previous one's outputs (same number, shapes and dtypes as the
+    inputs). Traced once into an `ipu.for` region (inference models)."""
+    if not isinstance(inputs, list):
+        raise ValueError("poptorch.for_loop expects input tensors (inputs) to be a list of tensors. "
+                         "(Object is not list)")
+    for i, t in enumerate(inputs):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError("poptorch.for_loop expects input tensors (inputs) to be a list of tensors. "
+                             f"(Object contained in list at index {i} is not torch.tensor)")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise Error(f"for_loop: count must be a non-negative int, got {count!r}")
+    if not callable(body):
+        raise Error(f"for_loop: body must be callable, got {type(body).__name__}")
+
+    def run_body(args):
+        outs = body(*args)
+        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        if len(outs) != len(args):
+            raise Error(f"for_loop: the body returns {len(outs)} tensor(s) but takes {len(args)}; each "
+                        "iteration's outputs are the next one's inputs")
+        for i, (o, a) in enumerate(zip(outs, args)):
+            if not isinstance(o, torch.Tensor) or o.shape != a.shape or o.dtype != a.dtype:
+                got = f"{o.dtype}{list(o.shape)}" if isinstance(o, torch.Tensor) else type(o).__name__
+                raise Error(f"for_loop: body output {i} is {got} but input {i} is "
+                            f"{a.dtype}{list(a.shape)}; outputs must match the inputs")
+        return outs
+
+    if not Tracing.on:
+        vals = [t.clone() for t in inputs]
+        for _ in range(count):
+            vals = run_body(vals)
+        return vals
+    cloned = _for_begin([t for t in inputs])
+    outs = run_body(cloned)
+    return list(_for_end(outs, cloned, count))
+
+
+# -- NameScope and MultiConv: annotations on the traced ops -----------------------
+
+class NameScope:
+    """`with poptorch.NameScope("enc"):` prefixes the names of the ops inside
+    (the `ipu.name` of each op: module path, then the name scopes, then the op)."""
+
+    def __init__(self, name: str):
+        if not isinstance(name, str) or not name:
+            raise Error(f"NameScope: the name must be a non-empty string, got {name!r}")
+        self.name = name
+        self._pushed = False
+
+    def __enter__(self):
+        self._pushed = Tracing.on
+        if self._pushed:
+            ModuleScope.push(self.name)
+        return self
+
+    def __exit__(self, *exc):
+        if self._pushed:
+            ModuleScope.pop()
+        return False
+
+
+class MultiConv:
+    """`with poptorch.MultiConv():` the convolutions inside form one
+    multi-convolution (seeds/000 4.6.4): with the Parallel plan (default)
+    they run at the same time on disjoint sets of tiles, each sized to its
+    share of the work; Serial runs them one after the other. Per-conv
+    options take one value for all or one per convolution."""
+
+    _next_group = 0
+
+    def __init__(self):
+        self._amps = None
+        self._partials = None
+        self._plan = None
+        self._reserved_tiles = None
+        self._cycle_back_off = None
+        self._dithering = None
+        self._cm = None
+
+    @staticmethod
+    def _per_conv(name, value, types):
+        if value is None:
+            return None
+        if isinstance(value, types) and not isinstance(value, bool) or (bool in types and isinstance(value, bool)):
+            return (value,)
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, types) for v in value):
+            return tuple(value)
+        raise Error(f"MultiConv: invalid {name} {value!r}")
+
+    def availableMemoryProportions(self, value):
+        """The available memory proportion of each convolution, each in (0, 1]."""
+        value = self._per_conv("available memory proportion", value, (float,))
+        if value is not None and any(not 0.0 < v <= 1.0 for v in value):
+            raise Error(f"MultiConv: available memory proportions must be in (0, 1], got {value}")
+        self._amps = value
+        return self
+
+    def partialsTypes(self, value):
+        """The partials type (torch.float or torch.half) of each convolution."""
+        vals = value if isinstance(value, (list, tuple)) else [value]
+        if any(v not in (torch.float32, torch.float16) for v in vals):
+            raise Error("MultiConv: invalid partials types. Expecting torch.float or torch.half")
+        self._partials = tuple(vals)
+        return self
+
+    def enableConvDithering(self, value):
+        self._dithering = self._per_conv("conv dithering", value, (bool,))
+        return self
+
+    def planType(self, value):
+        from tilefx.api.enums import MultiConvPlanType
+
+        if value is not None and not isinstance(value, MultiConvPlanType):
+            raise Error(f"MultiConv: invalid plan type {value!r} (a poptorch.MultiConvPlanType)")
+        self._plan = value
+        return self
+
+    def perConvReservedTiles(self, value: int):
+        if not isinstance(value, int) or value < 0:
+            raise Error(f"MultiConv: perConvReservedTiles must be a non-negative int, got {value!r}")
+        self._reserved_tiles = value
+        return self
+
+    def cycleBackOff(self, value: float):
+        if not isinstance(value, float) or not 0.0 <= value <= 1.0:
+            raise Error(f"MultiConv: cycleBackOff must be a float in [0, 1], got {value!r}")
+        self._cycle_back_off = value
+        return self
+
+    def __enter__(self):
+        from tilefx.api.enums import MultiConvPlanType
+
+        group = MultiConv._next_group
+        MultiConv._next_group += 1
+        meta = {"group": group, "plan": "serial" if self._plan == MultiConvPlanType.Serial else "parallel"}
+        if self._amps is not None:
+            meta["amps"] = list(self._amps)
+        self._cm = torch.fx.traceback.annotate({MULTICONV_META_KEY: meta})
+        self._cm.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        cm, self._cm = self._cm, None
+        return cm.__exit__(*exc)

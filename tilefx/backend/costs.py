@@ -281,8 +281,16 @@ def op_cost(op, machine: Machine) -> OpCost:
     """The cost of one graph-IR op on `machine` (see the module docstring)."""
     name = op.name.removeprefix("aten.")
     if name in VIEW_OPS or op.name in ("ipu.nop", "ipu.set_available_memory", "ipu.copy", "ipu.yield",
-                                       "ipu.print_tensor"):
+                                       "ipu.print_tensor", "ipu.recomputation_checkpoint"):
         return ZERO
+    if op.name == "ipu.for":  # the body's cost times the trip count (plus a sync per iteration)
+        count = int(op.count.value.data)
+        body = _sum([op_cost(o, machine) for o in op.body.block.ops if o.name != "ipu.yield"])
+        one = OpCost(body.compute_cycles, body.exchange_bytes, body.exchange_cycles,
+                     body.sync_cycles + machine.sync_cycles(1), body.temp_bytes, body.flops, body.plan)
+        c = _scale(one, count)
+        return OpCost(c.compute_cycles, c.exchange_bytes, c.exchange_cycles, c.sync_cycles, c.temp_bytes,
+                      c.flops, f"{count} iterations of ({body.plan or 'elementwise'})")
     where = name
     p = proportion_of(op)
     ins = list(op.operands)
@@ -335,7 +343,12 @@ def op_cost(op, machine: Machine) -> OpCost:
     if op.name in ("ipu.sgd", "ipu.adam", "ipu.accumulate"):
         return linear_cost(_numel(_shape(ins[0])), in_bytes, out_bytes, isz, machine,
                            flops_per_elem=UPDATE_FLOPS[op.name.removeprefix("ipu.")])
-    if name in GATHER_OPS:
+    if op.name == "ipu.ctc_beam_search_decoder":  # per step: every beam extended by every class
+        T, B, C = _shape(ins[0])
+        w = int(op.beam_width.value.data)
+        return linear_cost(B * w * C * T, in_bytes, out_bytes, 4, machine, flops_per_elem=4,
+                           reduction=True)
+    if name in GATHER_OPS or op.name in ("ipu.dynamic_slice", "ipu.dynamic_update"):
         return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=2, moves=True)
     if name in COPY_OPS:
         return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, moves=True)

@@ -26,6 +26,7 @@ from tilefx.backend.kernels.tuning import (
 from tilefx.dialects.aten import ATEN_OPS, from_attr, op_name, op_props
 from tilefx.dialects.aten_schema import RANDOM_SCHEMAS, py_name
 from tilefx.dialects.ipu import PLACE_KEY
+from tilefx.dialects.irutil import to_py
 from tilefx.dialects.names import ROLE_PREFIX
 from tilefx.passes.fuse_elementwise import fusion_groups
 
@@ -79,7 +80,7 @@ def gemm_flops(op: Operation) -> int | None:
 def _props(op: Operation) -> dict[str, Any]:
     if op.name.startswith("aten."):
         return op_props(op)  # type: ignore[arg-type]
-    return {k: from_attr(v) if not hasattr(v, "data") or not isinstance(v.data, int) else v.data
+    return {k: to_py(v) if not hasattr(v, "data") or not isinstance(v.data, int) else v.data
             for k, v in op.properties.items() if k != "operandSegmentSizes"}
 
 
@@ -137,7 +138,8 @@ class CompiledFunction:
         def alias(new: SSAValue, old: SSAValue) -> None:
             slots[new] = slot(old)
 
-        def compile_ops(ops) -> None:
+        def compile_ops(ops, steps: list, reads: list[set[int]]) -> None:
+            """Compile `ops` into `steps`, with the slots each step reads in `reads`."""
             for op in ops:
                 if isinstance(op, func.ReturnOp):
                     self.result_slots = [slot(v) for v in op.operands]
@@ -145,7 +147,20 @@ class CompiledFunction:
                     self.bf16_results = {i for i, v in enumerate(op.operands)
                                          if getattr(v.type, "element_type", None) == bf16}
                 elif op.name == "ipu.stage":  # an outlined stage: its body inline
-                    compile_ops(op.regions[0].block.ops)
+                    compile_ops(op.regions[0].block.ops, steps, reads)
+                elif op.name == "ipu.for":  # poptorch.for_loop: its body's steps, count times
+                    body: list = []
+                    body_reads: list[set[int]] = []
+                    compile_ops(op.body.block.ops, body, body_reads)
+                    # the loop step reads everything its body reads: nothing it uses is freed early
+                    reads.append(set().union({slot(v) for v in op.operands}, *body_reads,
+                                             {slot(v) for v in op.body.block.last_op.operands}))
+                    steps.append(_loop_step(op.count.value.data, [slot(a) for a in op.body.block.args],
+                                            [slot(v) for v in op.operands],
+                                            [slot(v) for v in op.body.block.last_op.operands],
+                                            [slot(r) for r in op.results], body))
+                elif op.name == "ipu.yield" and op.parent_op().name == "ipu.for":
+                    continue  # read by the loop step
                 elif op.name == "ipu.yield":  # stage results are the yielded values
                     for r, v in zip(op.parent_op().results, op.operands):
                         alias(r, v)
@@ -154,9 +169,9 @@ class CompiledFunction:
                 elif op.name == "tile.sync":
                     continue
                 elif op in fused_at:
-                    step, reads = self._fused_step(fused_at[op], slot)
-                    self.steps.append(step)
-                    self.reads.append(reads)
+                    step, group_reads = self._fused_step(fused_at[op], slot)
+                    steps.append(step)
+                    reads.append(group_reads)
                 elif op in inside:  # computed by its group's step, at the root
                     continue
                 else:
@@ -165,14 +180,14 @@ class CompiledFunction:
                         raise ExecutionError(f"no kernel for {op.name}")
                     layout = _operand_layout(op, slot)
                     step = self._step(op, kernel, layout, [slot(r) for r in op.results])
-                    self.reads.append({j for x in layout if x is not None
-                                       for j in (x if isinstance(x, list) else [x])})
+                    reads.append({j for x in layout if x is not None
+                                  for j in (x if isinstance(x, list) else [x])})
                     flops = gemm_flops(op)
                     if flops is not None:
                         step = _with_blas_threads(step, blas_threads_for(flops))
-                    self.steps.append(step)
+                    steps.append(step)
 
-        compile_ops(fn.body.block.ops)
+        compile_ops(fn.body.block.ops, self.steps, self.reads)
         self.num_slots = len(slots)
         # liveness: drop each intermediate after the step that reads it last, so
         # its memory goes back to the allocator (hot in cache) for the next result
@@ -408,6 +423,29 @@ _FUSED_EVAL = {
     "aten.sqrt": _unary(np.sqrt), "aten.rsqrt": _rsqrt, "aten.reciprocal": _unary(np.reciprocal),
     "aten.relu": _relu, "aten.sigmoid": _sigmoid,
 }
+
+
+def _loop_step(count: int, arg_slots: list[int], in_slots: list[int], yield_slots: list[int],
+               out_slots: list[int], body: list):
+    """`ipu.for`: bind the carried and invariant values to the body's
+    arguments, run the body `count` times feeding its yields back, and
+    hand the last carried values out as the results."""
+    carried = arg_slots[:len(yield_slots)]
+
+    def step(env):
+        for a, v in zip(arg_slots, in_slots):
+            env[a] = env[v]
+        for _ in range(count):
+            for s in body:
+                s(env)
+            nxt = [env[y] for y in yield_slots]
+            for a, v in zip(carried, nxt):
+                env[a] = v
+        for o, a in zip(out_slots, carried):
+            env[o] = env[a]
+
+    step.__qualname__ = f"ipu.for x{count}"
+    return step
 
 
 def _checked(step, op: Operation, outs: list[int]):

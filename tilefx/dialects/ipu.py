@@ -4,6 +4,10 @@
   phase). Every op of a traced graph carries one under the `ipu.place` key.
 - helper ops from `poptorch.*` (identity_loss, serialized_matmul, nop,
   print_tensor, set_available_memory);
+- `ipu.dynamic_slice` / `ipu.dynamic_update` (a runtime start index),
+  `ipu.for` (PopTorch's `for_loop`: a region run `count` times),
+  `ipu.recomputation_checkpoint`, `ipu.ctc_beam_search_decoder` and
+  `ipu.custom_op` (a Python-registered custom op);
 - the training step: gradient accumulation and optimizer updates, whose
   constant hyper-parameters are properties and whose variable ones (`lr`)
   are operands.
@@ -14,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import BoolAttr, FloatAttr, IntAttr, IntegerAttr, StringAttr, TensorType, f32
+from xdsl.dialects.builtin import BoolAttr, DictionaryAttr, FloatAttr, IntAttr, IntegerAttr, StringAttr, TensorType, f32
 from xdsl.ir import Attribute, Dialect, ParametrizedAttribute
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -503,15 +507,192 @@ class StageOp(IRDLOperation):
 
 
 @irdl_op_definition
+class ForOp(IRDLOperation):
+    """`poptorch.for_loop(count, body, inputs)`: the body region runs `count`
+    times. Its block takes the loop-carried values (initialised by `inits`)
+    followed by the loop-invariant values it reads (`invariants`: weights and
+    other values from outside, passed explicitly so the region refers to
+    nothing above it); its `ipu.yield` gives the next carried values, and
+    the op's results are the carried values after the last iteration."""
+
+    name = "ipu.for"
+    inits = var_operand_def(TensorType)
+    invariants = var_operand_def(TensorType)
+    count = prop_def(IntegerAttr)
+    outs = var_result_def(TensorType)
+    body = region_def("single_block")
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+    assembly_format = ("`(` $inits `)` `invariants` `(` $invariants `)` attr-dict `:` "
+                       "`(` type($inits) `)` `,` `(` type($invariants) `)` `->` `(` type($outs) `)` $body")
+
+    def verify_(self) -> None:
+        if self.count.value.data < 0:
+            raise VerifyException(f"ipu.for: count must be >= 0, got {self.count.value.data}")
+        carried = [v.type for v in self.inits]
+        if [r.type for r in self.outs] != carried:
+            raise VerifyException("ipu.for: results must have the types of the carried inputs "
+                                  f"({', '.join(map(str, carried))})")
+        block = self.body.block
+        want = carried + [v.type for v in self.invariants]
+        if [a.type for a in block.args] != want:
+            raise VerifyException("ipu.for: the body's arguments must be the carried inputs then the "
+                                  f"invariants ({len(want)} values: {', '.join(map(str, want))})")
+        term = block.last_op
+        if term is None or term.name != "ipu.yield":
+            raise VerifyException("ipu.for: the body must end with ipu.yield")
+        got = [v.type for v in term.operands]
+        if got != carried:
+            raise VerifyException("ipu.for: the body yields (" + ", ".join(map(str, got)) + ") but the "
+                                  "loop carries (" + ", ".join(map(str, carried)) + ")")
+
+
+@irdl_op_definition
 class YieldOp(IRDLOperation):
-    """The values a stage hands on to later stages."""
+    """The values a stage hands on to later stages, or a loop body's next
+    carried values."""
 
     name = "ipu.yield"
     values = var_operand_def(TensorType)
-    traits = traits_def(IsTerminator(), HasParent(StageOp))
+    traits = traits_def(IsTerminator(), HasParent(StageOp, ForOp))
     assembly_format = "($values^ `:` type($values))? attr-dict"
 
 
+@irdl_op_definition
+class DynamicSliceOp(IRDLOperation):
+    """`poptorch.dynamic_slice(x, dim, start, size, step)`: `size` elements
+    along `dim` from the runtime index `start` (a one-element integer
+    tensor), every `step`-th one."""
+
+    name = "ipu.dynamic_slice"
+    input = operand_def(TensorType)
+    start = operand_def(TensorType)
+    result = result_def(TensorType)
+    dim = prop_def(IntegerAttr)
+    size = prop_def(IntegerAttr)
+    step = prop_def(IntegerAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $start attr-dict `:` type($input) `,` type($start) `->` type($result)"
+
+    def verify_(self) -> None:
+        shape = list(self.input.type.get_shape())
+        dim, size, step = self.dim.value.data, self.size.value.data, self.step.value.data
+        if not 0 <= dim < len(shape):
+            raise VerifyException(f"ipu.dynamic_slice: dim {dim} is out of range for rank {len(shape)}")
+        if size < 1 or step < 1:
+            raise VerifyException(f"ipu.dynamic_slice: size and step must be >= 1, got {size}, {step}")
+        if (size - 1) * step + 1 > shape[dim]:
+            raise VerifyException(f"ipu.dynamic_slice: {size} elements every {step} do not fit in "
+                                  f"dimension {dim} of size {shape[dim]}")
+        want = shape[:dim] + [size] + shape[dim + 1:]
+        if list(self.result.type.get_shape()) != want:
+            raise VerifyException(f"ipu.dynamic_slice: result shape must be {want}")
+        _check_index(self.start.type, "ipu.dynamic_slice")
+
+
+@irdl_op_definition
+class DynamicUpdateOp(IRDLOperation):
+    """`poptorch.dynamic_update(x, src, dim, start, size)`: `x` with `src`
+    written at the runtime index `start` along `dim`."""
+
+    name = "ipu.dynamic_update"
+    input = operand_def(TensorType)
+    src = operand_def(TensorType)
+    start = operand_def(TensorType)
+    result = result_def(TensorType)
+    dim = prop_def(IntegerAttr)
+    size = prop_def(IntegerAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = ("$input `,` $src `,` $start attr-dict `:` type($input) `,` type($src) `,` "
+                       "type($start) `->` type($result)")
+
+    def verify_(self) -> None:
+        shape = list(self.input.type.get_shape())
+        dim, size = self.dim.value.data, self.size.value.data
+        if not 0 <= dim < len(shape):
+            raise VerifyException(f"ipu.dynamic_update: dim {dim} is out of range for rank {len(shape)}")
+        want = shape[:dim] + [size] + shape[dim + 1:]
+        if list(self.src.type.get_shape()) != want or size > shape[dim]:
+            raise VerifyException(f"ipu.dynamic_update: src must have shape {want} (size {size} along "
+                                  f"dimension {dim} of size {shape[dim]})")
+        if self.result.type != self.input.type:
+            raise VerifyException("ipu.dynamic_update: the result has the input's type")
+        _check_index(self.start.type, "ipu.dynamic_update")
+
+
+def _check_index(t, op: str) -> None:
+    from xdsl.dialects.builtin import IntegerType
+
+    if not isinstance(t.element_type, IntegerType) or len(list(t.get_shape())) > 1 or \
+            any(d != 1 for d in t.get_shape()):
+        raise VerifyException(f"{op}: start must be a 0-d or one-element integer tensor, got {t}")
+
+
+@irdl_op_definition
+class RecomputationCheckpointOp(_UnaryTensorOp):
+    """`poptorch.recomputationCheckpoint(x)`: an identity whose result the
+    backward keeps (stashes); `ipu-recompute` recomputes the forward ops
+    between checkpoints in the backward instead of keeping their results."""
+
+    name = "ipu.recomputation_checkpoint"
+
+
+@irdl_op_definition
+class CtcBeamSearchDecoderOp(IRDLOperation):
+    """`poptorch.ctc_beam_search_decoder(log_probs [T, B, C], lengths [B])`:
+    per batch item the `top_paths` most likely label sequences (CTC prefix
+    beam search, `blank` dropped and repeats merged), as their log
+    probabilities [B, top_paths], lengths [B, top_paths] and paths
+    [B, top_paths, T] (padded with zeros)."""
+
+    name = "ipu.ctc_beam_search_decoder"
+    log_probs = operand_def(TensorType)
+    lengths = operand_def(TensorType)
+    path_probs = result_def(TensorType)
+    path_lengths = result_def(TensorType)
+    paths = result_def(TensorType)
+    blank = prop_def(IntegerAttr)
+    beam_width = prop_def(IntegerAttr)
+    top_paths = prop_def(IntegerAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = ("$log_probs `,` $lengths attr-dict `:` type($log_probs) `,` type($lengths) "
+                       "`->` type($path_probs) `,` type($path_lengths) `,` type($paths)")
+
+    def verify_(self) -> None:
+        shape = list(self.log_probs.type.get_shape())
+        if len(shape) != 3:
+            raise VerifyException(f"ipu.ctc_beam_search_decoder: log_probs must be [T, B, C], got {shape}")
+        T, B, C = shape
+        k, w, blank = self.top_paths.value.data, self.beam_width.value.data, self.blank.value.data
+        if not 1 <= k <= w:
+            raise VerifyException(f"ipu.ctc_beam_search_decoder: need 1 <= top_paths ({k}) <= "
+                                  f"beam_width ({w})")
+        if not 0 <= blank < C:
+            raise VerifyException(f"ipu.ctc_beam_search_decoder: blank {blank} is not a class of {C}")
+        for r, want in ((self.path_probs, [B, k]), (self.path_lengths, [B, k]), (self.paths, [B, k, T])):
+            if list(r.type.get_shape()) != want:
+                raise VerifyException(f"ipu.ctc_beam_search_decoder: result shapes must be [B, top_paths], "
+                                      f"[B, top_paths], [B, top_paths, T] = {[B, k]}, {[B, k]}, {[B, k, T]}")
+
+
+@irdl_op_definition
+class CustomOp(IRDLOperation):
+    """`poptorch.custom_op(inputs, name, domain, domain_version, ...)`: an op
+    registered from Python (`tilefx.register_custom_op`) with a numpy
+    implementation, run by name; `attributes` are passed to it."""
+
+    name = "ipu.custom_op"
+    inputs = var_operand_def(TensorType)
+    outs = var_result_def(TensorType)
+    op_name = prop_def(StringAttr)
+    domain = prop_def(StringAttr)
+    domain_version = prop_def(IntegerAttr)
+    op_attributes = opt_prop_def(base(DictionaryAttr))
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "`(` $inputs `)` attr-dict `:` `(` type($inputs) `)` `->` `(` type($outs) `)`"
+
+
 IPU_OPS = [IdentityLossOp, NopOp, PrintTensorOp, SetAvailableMemoryOp, SerializedMatmulOp,
-           AccumulateOp, SGDOp, AdamOp, RMSpropOp, LambOp, ClipGradNormOp, CopyOp, YieldOp, StageOp]
+           AccumulateOp, SGDOp, AdamOp, RMSpropOp, LambOp, ClipGradNormOp, CopyOp, YieldOp, StageOp,
+           ForOp, DynamicSliceOp, DynamicUpdateOp, RecomputationCheckpointOp, CtcBeamSearchDecoderOp,
+           CustomOp]
 IPU = Dialect("ipu", IPU_OPS, [PlacementAttr])

@@ -24,6 +24,26 @@ def to_py(attr: Attribute):
     return from_attr(attr)
 
 
+def attr_of(v):
+    """An attribute for a Python value (bool, int, float, str, dict, list): the
+    inverse of `to_py`, for options and custom-op attributes stored in the IR."""
+    from xdsl.dialects.builtin import BoolAttr, FloatAttr, IntegerAttr, StringAttr, f64, i64
+
+    if isinstance(v, bool):
+        return BoolAttr.from_bool(v)
+    if isinstance(v, int):
+        return IntegerAttr(v, i64)
+    if isinstance(v, float):
+        return FloatAttr(v, f64)
+    if isinstance(v, str):
+        return StringAttr(v)
+    if isinstance(v, dict):
+        return DictionaryAttr({str(k): attr_of(x) for k, x in v.items()})
+    if isinstance(v, (list, tuple)):
+        return ArrayAttr([attr_of(x) for x in v])
+    raise TypeError(f"cannot store {v!r} in the IR")
+
+
 def find_func(module: ModuleOp, name: str) -> func.FuncOp:
     """The function @name of `module` (a diagnostic if there is none)."""
     for op in module.ops:

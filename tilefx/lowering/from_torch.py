@@ -17,6 +17,7 @@ it there); tangents of other outputs are zeros.
 from __future__ import annotations
 
 import contextlib
+import json
 import operator
 from dataclasses import dataclass, field
 
@@ -28,6 +29,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     DictionaryAttr,
+    FileLineColLoc,
+    IntAttr,
     IntegerAttr,
     ModuleOp,
     StringAttr,
@@ -43,7 +46,8 @@ from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
 from tilefx.dialects.aten_schema import Schema
 from tilefx.lowering.call_spec import CallSpec, CallWith, bind_call
-from tilefx.lowering.tracing_state import Tracing, end_begin_blocks, start_tracing, uses_begin_block
+from tilefx.lowering.tracing_state import ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
+from tilefx.dialects.names import LOC_META_KEY, MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY
 
 _TORCH_TO_NP = {
@@ -115,6 +119,8 @@ class _LayerWatch:
                 continue  # the tracing wrapper itself
             self.paths.setdefault(m, "" if n == prefix.rstrip(".") else n.removeprefix(prefix))
         self.names = {m: n or type(m).__name__ for m, n in self.paths.items()}
+        self.root = model
+        ModuleScope.stack = []
         self.seen_block = False
         self.outside: list[str] = []
         self.running: list[str] = []  # the modules whose forward is running, outermost first
@@ -137,6 +143,7 @@ class _LayerWatch:
         self.saved_stacks = self.saved_stacks[:1]
 
     def layer_done(self, module, args, out) -> None:
+        ModuleScope.pop()
         if self.running:
             self.running.pop()
         if self.saved_stacks:
@@ -164,6 +171,8 @@ class _LayerWatch:
         self.saved_stacks.append(old)
         if path is not None:
             self._set_module_stack({**(old or {}), path or "<root>": (path, type(module))})
+        # PopTorch's op names: the module's attribute name as a name scope
+        ModuleScope.push((self.paths.get(module) or "").rsplit(".", 1)[-1])
         custom = torch.fx.traceback.current_meta.get("custom") or {}
         if BLOCK_META_KEY in custom or IPU_META_KEY in custom:
             self.seen_block = True
@@ -172,6 +181,8 @@ class _LayerWatch:
             self.outside.append(f"{self.names[module]} ({type(module).__name__})")
 
     def remove(self) -> None:
+        ModuleScope.stack = []
+        torch.fx.traceback.current_meta.get("custom", {}).pop(MODULE_META_KEY, None)
         for h in self.handles:
             h.remove()
 
@@ -179,7 +190,7 @@ class _LayerWatch:
 def _module_of(node) -> str:
     stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
     if not stack:
-        where = "<top level>"
+        where = (node.meta.get("custom") or {}).get(MODULE_META_KEY) or "<top level>"
     else:
         path, cls = list(stack.values())[-1]
         cls_name = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
@@ -213,6 +224,11 @@ def _user_line(stack_trace: str) -> str:
             src = lines[i + 1].strip() if i + 1 < len(lines) else ""
             best = f"{m[1]}:{m[2]}" + (f": {src}" if src else "")
     return best
+
+
+def _location_of(node) -> str:
+    """The user's "file:line" that made `node` (empty when unknown)."""
+    return (node.meta.get("custom") or {}).get(LOC_META_KEY, "")
 
 
 def _schema_args(node, schema: Schema) -> tuple[dict, dict]:
@@ -249,6 +265,8 @@ class _Builder:
         self.has_blocks = has_blocks
         self.seen_block = False
         self.start_seqs: set[int] = set()
+        self.multiconv_seen: dict[int, int] = {}
+        self.loops, self.in_loop = _find_loops(list(gm.graph.nodes))
 
     # -- helpers -------------------------------------------------------
     def value(self, x):
@@ -308,6 +326,11 @@ class _Builder:
     # -- nodes ---------------------------------------------------------
     def call(self, node) -> None:
         target = node.target
+        if node in self.in_loop:
+            return  # emitted into its ipu.for region when the loop's end is reached
+        if node in self.loops:
+            self.loop(node)
+            return
         if target is operator.getitem:
             src, idx = node.args
             self.values[node] = self.values[src][idx]
@@ -336,6 +359,7 @@ class _Builder:
             from xdsl.dialects.builtin import BoolAttr
 
             attrs[AUTOCAST_KEY] = BoolAttr.from_bool(bool(flag))
+        self.annotate(node, attrs)
         ns = getattr(target, "namespace", None)
         if ns == "tilefx":
             op = self.custom_op(node, rtypes, attrs)
@@ -344,7 +368,7 @@ class _Builder:
             schema = ATEN_SCHEMAS.get(name)
             if schema is None:
                 raise Error(f"unsupported operation aten::{name} (from module {_module_of(node)})",
-                            type="frontend")
+                            type="frontend", location=_location_of(node))
             if name == "as_strided.default":
                 _check_as_strided_view(node)
             operands, props = _schema_args(node, schema)
@@ -356,10 +380,14 @@ class _Builder:
                 op = create_aten_op(name, operands, props, rtypes, attrs)
             except (ValueError, TypeError) as e:
                 raise Error(f"cannot convert aten::{name} (from module {_module_of(node)}): {e}",
-                            type="frontend") from e
+                            type="frontend", location=_location_of(node)) from e
         else:
             raise Error(f"unsupported operation {target} (from module {_module_of(node)})",
-                        type="frontend")
+                        type="frontend", location=_location_of(node))
+        loc = _location_of(node)
+        if loc:
+            file, _, line = loc.rpartition(":")
+            op.location = FileLineColLoc(StringAttr(file), IntAttr(int(line)), IntAttr(0))
         self.emit(op)
         results = list(op.results)
         self.values[node] = results if isinstance(val, (list, tuple)) else results[0]
@@ -429,6 +457,32 @@ class _Builder:
             return ipu.SetAvailableMemoryOp.build(operands=[a[0]], result_types=rtypes,
                                                   properties={"proportion": FloatAttr(a[1], f64)},
                                                   attributes=attrs)
+        if name == "dynamic_slice":
+            return ipu.DynamicSliceOp.build(
+                operands=[a[0], a[1]], result_types=rtypes, attributes=attrs,
+                properties={"dim": IntegerAttr(a[2], i64), "size": IntegerAttr(a[3], i64),
+                            "step": IntegerAttr(a[4], i64)})
+        if name == "dynamic_update":
+            return ipu.DynamicUpdateOp.build(
+                operands=[a[0], a[1], a[2]], result_types=rtypes, attributes=attrs,
+                properties={"dim": IntegerAttr(a[3], i64), "size": IntegerAttr(a[4], i64)})
+        if name == "recomputation_checkpoint":
+            return ipu.RecomputationCheckpointOp.build(operands=[a[0]], result_types=rtypes,
+                                                       attributes=attrs)
+        if name == "ctc_beam_search_decoder":
+            return ipu.CtcBeamSearchDecoderOp.build(
+                operands=[a[0], a[1]], result_types=rtypes, attributes=attrs,
+                properties={k: IntegerAttr(v, i64) for k, v in
+                            zip(("blank", "beam_width", "top_paths"), a[2:5])})
+        if name == "custom_op":
+            from tilefx.dialects.irutil import attr_of
+
+            props = {"op_name": StringAttr(a[1]), "domain": StringAttr(a[2]),
+                     "domain_version": IntegerAttr(a[3], i64)}
+            if a[4] != "{}":
+                props["op_attributes"] = attr_of(json.loads(a[4]))
+            return ipu.CustomOp.build(operands=[a[0]], result_types=[rtypes], attributes=attrs,
+                                      properties=props)
         if name == "serialized_matmul":
             from xdsl.dialects.builtin import BoolAttr
 
@@ -437,6 +491,62 @@ class _Builder:
                 properties={"mode": StringAttr(a[2]), "factor": IntegerAttr(a[3], i64),
                             "keep_precision": BoolAttr.from_bool(a[4])})
         raise Error(f"unsupported operation tilefx::{name}")
+
+    def annotate(self, node, attrs: dict) -> None:
+        """`ipu.name` (module path, NameScope, op) and a MultiConv's `ipu.multiconv`."""
+        custom = node.meta.get("custom") or {}
+        parts = [p for p in custom.get(MODULE_META_KEY, "").split("/") if p]
+        if parts:
+            op = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+            attrs[NAME_KEY] = StringAttr("/".join(parts + [op]))
+        mc = custom.get(MULTICONV_META_KEY)
+        if mc is not None and node.target is torch.ops.aten.convolution.default:
+            from tilefx.dialects.irutil import attr_of
+            from xdsl.dialects.builtin import FloatAttr, f64
+
+            fwd = node.meta.get("partitioner_tag") != "is_backward"
+            index = self.multiconv_seen.get(mc["group"], 0)
+            if fwd:
+                self.multiconv_seen[mc["group"]] = index + 1
+            attrs[MULTICONV_KEY] = attr_of({"group": mc["group"], "plan": mc["plan"]})
+            amps = mc.get("amps")
+            if amps and fwd:
+                attrs[AVAILABLE_MEMORY_KEY] = FloatAttr(amps[index] if len(amps) > 1 else amps[0], f64)
+
+    def loop(self, end) -> None:
+        """Build `ipu.for` from a for_loop's traced body (the nodes between
+        its begin and end markers that depend on the loop's inputs)."""
+        begin, body = self.loops[end]
+        inits = [self.value(x) for x in begin.args[0]]
+        region_block = Block(arg_types=[v.type for v in inits])
+        outer, self.block = self.block, region_block
+        self.values[begin] = list(region_block.args)
+        try:
+            for n in body:
+                self.in_loop.discard(n)
+                self.call(n)
+            yields = [self.value(x) for x in end.args[0]]
+        finally:
+            self.block = outer
+        region_block.add_op(ipu.YieldOp.build(operands=[yields]))
+        # values from outside the body become explicit loop-invariant arguments
+        invariants: list[SSAValue] = []
+        inner: dict[SSAValue, SSAValue] = {}
+        for op in region_block.walk():
+            for i, v in enumerate(op.operands):
+                if v.owner is region_block or region_block.is_ancestor(v.owner):
+                    continue
+                if v not in inner:
+                    invariants.append(v)
+                    inner[v] = region_block.insert_arg(v.type, len(region_block.args))
+                op.operands[i] = inner[v]
+        attrs = {ipu.PLACE_KEY: self.place(end)}
+        self.annotate(end, attrs)
+        op = ipu.ForOp.build(operands=[inits, invariants], result_types=[[v.type for v in inits]],
+                             properties={"count": IntegerAttr(int(end.args[2]), i64)},
+                             regions=[Region(region_block)], attributes=attrs)
+        self.emit(op)
+        self.values[end] = list(op.results)
 
     def tangent(self, node, output_idx: int | None) -> None:
         val = node.meta["val"]
@@ -467,11 +577,53 @@ def _is_identity_loss(node) -> bool:
     return getattr(t, "namespace", None) == "tilefx" and getattr(t, "_opname", None) == "identity_loss"
 
 
+def _find_loops(nodes: list) -> tuple[dict, set]:
+    """Each for_loop's end marker -> (begin marker, body nodes in order): the
+    nodes that depend on the loop's inputs and feed its outputs. A value of
+    the body used after the loop is an error (only the outputs leave it)."""
+    begin_op = getattr(torch.ops.tilefx, "for_begin", None)
+    if begin_op is None:
+        return {}, set()
+    order = {n: i for i, n in enumerate(nodes)}
+    loops, in_loop = {}, set()
+    for begin in nodes:
+        if begin.op != "call_function" or begin.target is not begin_op.default:
+            continue
+        ends = [u for g in begin.users for u in g.users if u.target is torch.ops.tilefx.for_end.default]
+        if not ends:
+            raise Error("for_loop: the loop's outputs are not used", type="frontend")
+        end = ends[0]
+        if begin in in_loop or end in in_loop:
+            raise Error("for_loop: loops inside a for_loop body are not supported", type="frontend")
+        reach, stack = set(), list(begin.users)
+        while stack:
+            n = stack.pop()
+            if n is end or n in reach:
+                continue
+            reach.add(n)
+            stack.extend(n.users)
+        feeds, stack = set(), [a for a in end.all_input_nodes]
+        while stack:
+            n = stack.pop()
+            if n in feeds or n is begin:
+                continue
+            feeds.add(n)
+            stack.extend(n.all_input_nodes)
+        escaping = [n for n in reach if n not in feeds]
+        if escaping:
+            raise Error(f"for_loop: {escaping[0].name} is computed in the loop body but used outside it; "
+                        "only the body's outputs leave the loop", type="frontend")
+        body = sorted(reach, key=order.__getitem__)
+        loops[end] = (begin, body)
+        in_loop.update(body)
+        in_loop.add(begin)
+    return loops, in_loop
+
+
 def _find_loss(plain_outputs: list, differentiable: set[int]) -> int | None:
     """The loss: the output made by identity_loss, else the one scalar float
     output that has a gradient path. Several such outputs are ambiguous: an
     error asks for identity_loss rather than guessing."""
-    # the op exists once tilefx.api.ops is imported (a model that never calls it has none)
     for idx, node in plain_outputs:
         if isinstance(node, torch.fx.Node) and _is_identity_loss(node):
             return idx
@@ -530,6 +682,36 @@ def _data_dependent(e: BaseException, module: str) -> Error | None:
                  "that does not depend on tensor values", type="frontend")
 
 
+class _TensorAttributes:
+    """Plain tensor attributes of the modules (neither parameters nor buffers)
+    are constants of the graph (seeds/000 4.8: PopTorch freezes their value
+    when it builds the graph, so `self.i += 1` in forward returns the initial
+    value plus one at every call). While tracing they are registered as
+    non-persistent buffers on copies, so in-place changes trace functionally;
+    the lowering turns them into constants and drops their updates."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.found = []  # (module, attribute, original tensor)
+        for mname, m in model.named_modules():
+            for k, v in list(vars(m).items()):
+                if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter) and \
+                        k not in m._buffers and k not in m._parameters:
+                    self.found.append((m, k, v, f"{mname}.{k}" if mname else k))
+        self.values = {qual: v for _, _, v, qual in self.found}
+
+    def __enter__(self):
+        for m, k, v, _ in self.found:
+            del m.__dict__[k]
+            m.register_buffer(k, v.detach().clone(), persistent=False)
+        return self
+
+    def __exit__(self, *exc):
+        for m, k, v, _ in self.found:
+            m._buffers.pop(k, None)
+            m.__dict__[k] = v
+        return False
+
+
 def trace(model: torch.nn.Module, args: tuple, training: bool,
           upcast_inputs: frozenset[int] = frozenset(), call: CallSpec | None = None) -> TracedGraph:
     """Trace `model` called with the tensors `args` (micro-batch shaped) into
@@ -550,8 +732,10 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     )
 
     Tracing.on = True
+    frozen = _TensorAttributes(model)
     try:
         with contextlib.ExitStack() as stack:
+            stack.enter_context(frozen)
             stack.enter_context(torch.fx.traceback.preserve_node_meta())
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
             # what torch.export sets while it traces: torch.compiler.is_compiling()
@@ -560,6 +744,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             stack.enter_context(_compiling_state_context())
             # RNNs decompose to matmuls and pointwise ops, not to oneDNN's fused layer
             stack.enter_context(_mkldnn_off())
+            stack.enter_context(SourceLocations())
             if not training:
                 stack.enter_context(torch.no_grad())
             try:
@@ -626,6 +811,9 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                     continue
                 params.append(name)
                 param_args[name] = b.add_arg(node, {PARAM_KEY: StringAttr(name)})
+            elif isinstance(d, BufferAOTInput) and d.target in frozen.values:  # a constant
+                consts[d.target.removeprefix(prefix)] = to_numpy(frozen.values[d.target])
+                b.add_arg(node, {CONST_KEY: StringAttr(d.target.removeprefix(prefix))})
             elif isinstance(d, BufferAOTInput):
                 buffers.append(d.target.removeprefix(prefix))
                 b.add_arg(node, {BUFFER_KEY: StringAttr(buffers[-1])})
@@ -674,6 +862,9 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                 continue
             grad_index[name] = len(results)
             attrs = {GRAD_KEY: StringAttr(name)}
+        elif isinstance(d, InputMutationAOTOutput) and isinstance(d.mutated_input, BufferAOTInput) \
+                and d.mutated_input.target in frozen.values:
+            continue  # a tensor attribute changed in forward: the change is not kept (seeds/000 4.8)
         elif isinstance(d, InputMutationAOTOutput) and isinstance(d.mutated_input, BufferAOTInput):
             attrs = {BUFFER_KEY: StringAttr(d.mutated_input.target.removeprefix(prefix))}
         elif isinstance(d, InputMutationAOTOutput) and isinstance(d.mutated_input, PlainAOTInput):

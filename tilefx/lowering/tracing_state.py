@@ -29,12 +29,44 @@ class Tracing:
     on = False
 
 
+class ModuleScope:
+    """The name scopes open while tracing, outermost first: the attribute name
+    of each module whose forward is running and each `poptorch.NameScope`,
+    joined by "/" into each traced node's custom meta so op names carry them
+    (PopTorch's module name scopes: "enc/act/fc")."""
+
+    stack: list[str] = []
+
+    @classmethod
+    def apply(cls) -> None:
+        from tilefx.dialects.names import MODULE_META_KEY
+
+        custom = torch.fx.traceback.current_meta.setdefault("custom", {})
+        path = "/".join(p for p in cls.stack if p)
+        if path:
+            custom[MODULE_META_KEY] = path
+        else:
+            custom.pop(MODULE_META_KEY, None)
+
+    @classmethod
+    def push(cls, path: str) -> None:
+        cls.stack.append(path)
+        cls.apply()
+
+    @classmethod
+    def pop(cls) -> None:
+        if cls.stack:
+            cls.stack.pop()
+        cls.apply()
+
+
 def open_annotation(meta: dict) -> None:
     """Close the open BeginBlock annotation, if any, and open `meta`."""
     if BeginBlockState.current is not None:
         BeginBlockState.current.__exit__(None, None, None)
     BeginBlockState.current = torch.fx.traceback.annotate(meta)
     BeginBlockState.current.__enter__()
+    ModuleScope.apply()  # the annotation restored an older module path: the current one wins
 
 
 def start_tracing() -> None:
@@ -47,7 +79,47 @@ def end_begin_blocks() -> None:
     if BeginBlockState.current is not None:
         BeginBlockState.current.__exit__(None, None, None)
         BeginBlockState.current = None
+        ModuleScope.apply()
 
 
 def uses_begin_block(model: torch.nn.Module) -> bool:
     return any(getattr(m, "_tilefx_begin_block", None) is not None for m in model.modules())
+
+
+_SKIP_DIRS: tuple[str, ...] = ()
+
+
+def user_location() -> tuple[str, int, int] | None:
+    """(file, line, column) of the innermost frame of user code: the first
+    frame outside torch, tilefx and the standard library."""
+    import os
+    import sys
+    import sysconfig
+
+    import tilefx
+
+    global _SKIP_DIRS
+    if not _SKIP_DIRS:
+        _SKIP_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, tilefx)) + \
+            (sysconfig.get_paths()["stdlib"] + os.sep,)
+    f = sys._getframe(1)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not name.startswith(_SKIP_DIRS) and not name.startswith("<"):
+            return name, f.f_lineno, 0
+        f = f.f_back
+    return None
+
+
+class SourceLocations(torch.overrides.TorchFunctionMode):
+    """While tracing: stamps each torch call's node with the user's source
+    line (custom meta), so ops carry it as their IR location and errors as
+    their `location`."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        from tilefx.dialects.names import LOC_META_KEY
+
+        loc = user_location()
+        if loc is not None:
+            torch.fx.traceback.current_meta.setdefault("custom", {})[LOC_META_KEY] = f"{loc[0]}:{loc[1]}"
+        return func(*args, **(kwargs or {}))

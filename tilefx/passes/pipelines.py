@@ -3,6 +3,9 @@ every dialect tilefx knows (shared with tilefx-opt)."""
 
 from __future__ import annotations
 
+import logging
+import time
+
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
@@ -12,8 +15,13 @@ from tilefx.passes.autocast import AutocastPass
 from tilefx.passes.available_memory import AvailableMemoryPass
 from tilefx.passes.loss_scaling import LossScalingPass
 from tilefx.passes.outline_stages import OutlineStagesPass
+from tilefx.passes.recompute import RecomputePass
 from tilefx.passes.serialize_matmul import SerializeMatmulPass
 from tilefx.passes.training_step import TrainingStepPass
+
+
+log = logging.getLogger("tilefx.passes")
+TRACE = 5  # PopTorch's TRACE level (tilefx.api.logs names it)
 
 
 def graph_context() -> Context:
@@ -35,16 +43,25 @@ def run_graph_passes(module: ModuleOp, training: bool,
                      loss_scaling: LossScalingPass | None = None,
                      autocast: bool = True) -> None:
     """autocast, assign-stages, available-memory, serialize-matmul,
-    training-step and loss-scaling (training), dce, outline-stages."""
+    recompute, training-step and loss-scaling (training), dce, outline-stages."""
     ctx = graph_context()
-    if autocast:
-        AutocastPass().apply(ctx, module)
-    (assign or AssignStagesPass()).apply(ctx, module)
-    AvailableMemoryPass().apply(ctx, module)
-    SerializeMatmulPass().apply(ctx, module)
+    passes = [AutocastPass()] if autocast else []
+    passes += [assign or AssignStagesPass(), AvailableMemoryPass(), SerializeMatmulPass()]
     if training:
-        TrainingStepPass().apply(ctx, module)
-        if loss_scaling is not None:
-            loss_scaling.apply(ctx, module)
-    DeadCodeElimination().apply(ctx, module)
-    OutlineStagesPass().apply(ctx, module)
+        passes += [RecomputePass(), TrainingStepPass()] + ([loss_scaling] if loss_scaling else [])
+    for p in passes + [DeadCodeElimination(), OutlineStagesPass()]:
+        run_logged(p, ctx, module)
+
+
+def run_logged(p, ctx: Context, module: ModuleOp) -> None:
+    """Apply one pass; DEBUG logs its time and op counts, TRACE the IR after it."""
+    if not log.isEnabledFor(logging.DEBUG):
+        p.apply(ctx, module)
+        return
+    before = sum(1 for _ in module.walk())
+    t0 = time.perf_counter()
+    p.apply(ctx, module)
+    log.debug("pass %s: %d ops -> %d ops in %.3f s", p.name, before, sum(1 for _ in module.walk()),
+              time.perf_counter() - t0)
+    if log.isEnabledFor(TRACE):
+        log.log(TRACE, "IR after %s:\n%s", p.name, module)

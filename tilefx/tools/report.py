@@ -16,6 +16,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("directory")
     ap.add_argument("--no-plots", action="store_true")
     args = ap.parse_args(argv)
+    if not os.path.exists(os.path.join(args.directory, "summary.json")):
+        # a directory of several executors' profiles: one per subdirectory
+        subs = sorted(d for d in os.listdir(args.directory) if os.path.isfile(
+            os.path.join(args.directory, d, "summary.json"))) if os.path.isdir(args.directory) else []
+        if subs:
+            status = 0
+            for d in subs:
+                print(f"== {d}")
+                status |= main([os.path.join(args.directory, d)] + (["--no-plots"] if args.no_plots else []))
+            return status
     path = os.path.join(args.directory, "summary.json")
     try:
         with open(path) as f:

@@ -75,6 +75,12 @@ def _fuse_elementwise():
     return FuseElementwisePass
 
 
+def _recompute():
+    from tilefx.passes.recompute import RecomputePass
+
+    return RecomputePass
+
+
 DIALECTS = {"aten": _aten, "ipu": _ipu, "tile": _tile}
 PASSES = {
     "ipu-training-step": _training_step,
@@ -86,6 +92,7 @@ PASSES = {
     "ipu-loss-scaling": _loss_scaling,
     "ipu-autocast": _autocast,
     "ipu-fuse-elementwise": _fuse_elementwise,
+    "ipu-recompute": _recompute,
 }
 
 TILEFX_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES)

@@ -44,7 +44,7 @@ func.func @placement(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   func.return %with_props : tensor<4x8xf32>
 }
 
-// CHECK-LABEL: func.func @helpers(
+// CHECK-LABEL: func.func @helper_ops(
 // CHECK-SAME:  %x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<f32> {
 // CHECK-NEXT:    %loss_sum = ipu.identity_loss %x {reduction = "sum"} : tensor<4x8xf32> -> tensor<f32>
 // CHECK-NEXT:    %loss_mean = ipu.identity_loss %x {ipu.place = #ipu.place<fwd, block = "B1", ipu = 1>, reduction = "mean"} : tensor<4x8xf32> -> tensor<f32>
@@ -60,7 +60,7 @@ func.func @placement(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK-NEXT:    %smm_out = ipu.serialized_matmul %x, %w {mode = "output_channels", factor = 4 : i64, keep_precision = false} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
 // CHECK-NEXT:    func.return %loss_mean : tensor<f32>
 // CHECK-NEXT:    }
-func.func @helpers(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<f32> {
+func.func @helper_ops(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<f32> {
   %loss_sum = ipu.identity_loss %x {reduction = "sum"} : tensor<4x8xf32> -> tensor<f32>
   %loss_mean = ipu.identity_loss %x {ipu.place = #ipu.place<fwd, block = "B1", ipu = 1>, reduction = "mean"} : tensor<4x8xf32> -> tensor<f32>
   %loss_none = ipu.identity_loss %x {reduction = "none"} : tensor<4x8xf32> -> tensor<4x8xf32>
@@ -106,6 +106,35 @@ func.func @optimizers(%w: tensor<8x16xf32>, %g: tensor<8x16xf32>, %h: tensor<8x1
   func.return %lamb#0 : tensor<8x16xf32>
 }
 
+// Helper ops: dynamic slices with a runtime start, a for loop (carried values,
+// then loop invariants), recomputation checkpoints, a Python-registered custom
+// op and the CTC beam search decoder.
+// CHECK-LABEL: func.func @more_helper_ops(
+// CHECK-NEXT:    %a = ipu.dynamic_slice %x, %s {dim = 0 : i64, size = 2 : i64, step = 1 : i64} : tensor<4x8xf32>, tensor<i64> -> tensor<2x8xf32>
+// CHECK-NEXT:    %b = ipu.dynamic_update %x, %a, %s {dim = 0 : i64, size = 2 : i64} : tensor<4x8xf32>, tensor<2x8xf32>, tensor<i64> -> tensor<4x8xf32>
+// CHECK-NEXT:    %c = ipu.for(%b) invariants(%w) {count = 3 : i64} : (tensor<4x8xf32>), (tensor<8x8xf32>) -> (tensor<4x8xf32>) {
+// CHECK-NEXT:    ^{{.*}}(%y: tensor<4x8xf32>, %ww: tensor<8x8xf32>):
+// CHECK-NEXT:      %z = aten.mm %y, %ww {ipu.place = #ipu.place<fwd>} : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:      ipu.yield %z : tensor<4x8xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %d = ipu.recomputation_checkpoint %c {ipu.place = #ipu.place<fwd>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %e, %e_1 = ipu.custom_op(%d, %x) {op_name = "Cube", domain = "com.acme", domain_version = 1 : i64, op_attributes = {alpha = 2.000000e+00 : f64, names = ["a", "b"]}} : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK-NEXT:    %p, %n, %q = ipu.ctc_beam_search_decoder %lp, %l {blank = 0 : i64, beam_width = 4 : i64, top_paths = 3 : i64} : tensor<5x2x4xf32>, tensor<2xi32> -> tensor<2x3xf32>, tensor<2x3xi32>, tensor<2x3x5xi32>
+// CHECK-NEXT:    func.return %e : tensor<4x8xf32>
+func.func @more_helper_ops(%x: tensor<4x8xf32>, %s: tensor<i64>, %w: tensor<8x8xf32>, %lp: tensor<5x2x4xf32>, %l: tensor<2xi32>) -> tensor<4x8xf32> {
+  %a = ipu.dynamic_slice %x, %s {dim = 0 : i64, size = 2 : i64, step = 1 : i64} : tensor<4x8xf32>, tensor<i64> -> tensor<2x8xf32>
+  %b = ipu.dynamic_update %x, %a, %s {dim = 0 : i64, size = 2 : i64} : tensor<4x8xf32>, tensor<2x8xf32>, tensor<i64> -> tensor<4x8xf32>
+  %c = ipu.for (%b) invariants (%w) {count = 3 : i64} : (tensor<4x8xf32>), (tensor<8x8xf32>) -> (tensor<4x8xf32>) {
+  ^bb0(%y: tensor<4x8xf32>, %ww: tensor<8x8xf32>):
+    %z = aten.mm %y, %ww {ipu.place = #ipu.place<fwd>} : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+    ipu.yield %z : tensor<4x8xf32>
+  }
+  %d = ipu.recomputation_checkpoint %c {ipu.place = #ipu.place<fwd>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %e:2 = ipu.custom_op (%d, %x) {op_name = "Cube", domain = "com.acme", domain_version = 1 : i64, op_attributes = {alpha = 2.0 : f64, names = ["a", "b"]}} : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+  %p, %n, %q = ipu.ctc_beam_search_decoder %lp, %l {blank = 0 : i64, beam_width = 4 : i64, top_paths = 3 : i64} : tensor<5x2x4xf32>, tensor<2xi32> -> tensor<2x3xf32>, tensor<2x3xi32>, tensor<2x3x5xi32>
+  func.return %e#0 : tensor<4x8xf32>
+}
+
 // CHECK-LABEL: func.func @training(
 // CHECK-SAME:  %w: tensor<8x16xf32>, %g: tensor<8x16xf32>, %acc: tensor<8x16xf32>, %lr: tensor<f32>, %step: tensor<f32>, %v: tensor<8x16xf32>, %m: tensor<8x16xf32>, %m2: tensor<8x16xf32>) -> tensor<8x16xf32> {
 // CHECK-NEXT:    %acc_next = ipu.accumulate %acc, %g {ipu.place = #ipu.place<bwd, block = "B1", ipu = 1>} : tensor<8x16xf32>
@@ -149,3 +178,4 @@ func.func @stages(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   }
   func.return %s0 : tensor<4x8xf32>
 }
+

@@ -241,3 +241,98 @@ IPU_KERNELS = {
     "ipu.lamb": lamb,
     "ipu.clip_grad_norm": clip_grad_norm,
 }
+
+
+# -- helper ops: dynamic slices, CTC decoding, custom ops -----------------------
+
+def _start_index(op: str, start, dim_size: int, span: int) -> int:
+    """The runtime start index; out of range is an error naming the op (the
+    slice must lie inside the dimension)."""
+    from tilefx.errors import Error
+
+    s = int(np.asarray(start).reshape(-1)[0])
+    if s < 0 or s + span > dim_size:
+        raise Error(f"{op}: start index {s} is out of range: {span} element(s) from it do not fit "
+                    f"in a dimension of size {dim_size}", type="runtime")
+    return s
+
+
+def dynamic_slice(input, start, *, dim, size, step):
+    span = (size - 1) * step + 1
+    s = _start_index("dynamic_slice", start, input.shape[dim], span)
+    index = [slice(None)] * input.ndim
+    index[dim] = slice(s, s + span, step)
+    return input[tuple(index)]
+
+
+def dynamic_update(input, src, start, *, dim, size):
+    s = _start_index("dynamic_update", start, input.shape[dim], size)
+    out = input.copy()
+    index = [slice(None)] * input.ndim
+    index[dim] = slice(s, s + size)
+    out[tuple(index)] = src.astype(input.dtype, copy=False)
+    return out
+
+
+def recomputation_checkpoint(x):
+    return x
+
+
+def ctc_beam_search_decoder(log_probs, lengths, *, blank, beam_width, top_paths):
+    """CTC prefix beam search (blank dropped, repeats merged unless a blank
+    separates them) over log probabilities [T, B, C], in float64 log space."""
+    T, B, C = log_probs.shape
+    lp = log_probs.astype(np.float64)
+    probs = np.full((B, top_paths), -np.inf, dtype=log_probs.dtype)
+    lens = np.zeros((B, top_paths), dtype=np.int32)
+    paths = np.zeros((B, top_paths, T), dtype=np.int32)
+    for b in range(B):
+        n = int(lengths[b])
+        if not 0 <= n <= T:
+            from tilefx.errors import Error
+
+            raise Error(f"ctc_beam_search_decoder: length {n} of batch item {b} is not in [0, {T}]",
+                        type="runtime")
+        beams = {(): (0.0, -np.inf)}  # prefix -> (log p ending in blank, log p ending in a label)
+        for t in range(n):
+            nxt: dict[tuple, list[float]] = {}
+
+            def add(prefix, which, value):
+                cur = nxt.setdefault(prefix, [-np.inf, -np.inf])
+                cur[which] = np.logaddexp(cur[which], value)
+
+            for prefix, (pb, pnb) in beams.items():
+                total = np.logaddexp(pb, pnb)
+                for c in range(C):
+                    p = lp[t, b, c]
+                    if c == blank:
+                        add(prefix, 0, total + p)
+                    elif prefix and prefix[-1] == c:
+                        add(prefix + (c,), 1, pb + p)  # a repeat needs a blank between
+                        add(prefix, 1, pnb + p)  # merged into the last label
+                    else:
+                        add(prefix + (c,), 1, total + p)
+            ranked = sorted(nxt.items(), key=lambda kv: (-np.logaddexp(*kv[1]), kv[0]))
+            beams = {k: (v[0], v[1]) for k, v in ranked[:beam_width]}
+        ranked = sorted(beams.items(), key=lambda kv: (-np.logaddexp(*kv[1]), kv[0]))
+        for k, (prefix, (pb, pnb)) in enumerate(ranked[:top_paths]):
+            probs[b, k] = np.logaddexp(pb, pnb)
+            lens[b, k] = len(prefix)
+            paths[b, k, :len(prefix)] = prefix
+    return probs, lens, paths
+
+
+def custom_op(inputs, *, op_name, domain, domain_version, op_attributes=None):
+    from tilefx.backend.kernels.custom import run
+
+    outs = run(inputs, op_name, domain, domain_version, op_attributes)
+    return outs[0] if len(outs) == 1 else outs
+
+
+IPU_KERNELS.update({
+    "ipu.dynamic_slice": dynamic_slice,
+    "ipu.dynamic_update": dynamic_update,
+    "ipu.recomputation_checkpoint": recomputation_checkpoint,
+    "ipu.ctc_beam_search_decoder": ctc_beam_search_decoder,
+    "ipu.custom_op": custom_op,
+})

@@ -1,0 +1,127 @@
+"""Precompilation and executable caching (seeds/000 4.10): compileAndExport,
+poptorch.load(edit_opts_fn), loadExecutable, the executable cache; files are
+verified, never unpickled."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+
+import pytest
+import torch
+
+import tilefx as poptorch
+from tilefx.api import export
+
+
+class ExampleModelWithLoss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(10, 10)
+        self.bn = torch.nn.BatchNorm1d(10)
+        self.loss = torch.nn.MSELoss()
+
+    def forward(self, x, target=None):
+        fc = self.bn(self.fc(x))
+        if self.training:
+            return fc, self.loss(fc, target)
+        return fc
+
+
+def _data():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(4, 10, generator=g), torch.randn(4, 10, generator=g)
+
+
+def test_export_then_load_continues_training_exactly(tmp_path):
+    torch.manual_seed(0)
+    x, t = _data()
+    model = ExampleModelWithLoss()
+    trained = poptorch.trainingModel(model, optimizer=poptorch.optim.Adam(model.parameters(), lr=0.01))
+    trained(x, t)
+    path = tmp_path / "training.poptorch"
+    trained.compileAndExport(str(path), x, t)
+    seen = []
+    loaded = poptorch.load(str(path), edit_opts_fn=lambda o: seen.append(o.device_iterations))
+    assert seen == [1]
+    for _ in range(2):  # the same weights, Adam state and step: the same next steps
+        a, b = trained(x, t), loaded(x, t)
+        for u, v in zip(a, b):
+            torch.testing.assert_close(u, v, rtol=0, atol=0)
+    loaded.copyWeightsToHost()
+    trained.copyWeightsToHost()
+    torch.testing.assert_close(loaded.model.fc.weight, model.fc.weight, rtol=0, atol=0)
+    torch.testing.assert_close(loaded.model.bn.running_mean, model.bn.running_mean, rtol=0, atol=0)
+    with zipfile.ZipFile(path) as z:  # plain parts only: text IR, JSON, safetensors
+        assert sorted(z.namelist()) == sorted(export.PARTS + (export.MANIFEST,))
+        manifest = json.loads(z.read(export.MANIFEST))
+        assert manifest["tilefx_version"] == poptorch.__version__
+        assert "func.func @update" in z.read("graph.mlir").decode()
+
+
+def test_load_executable_into_a_wrapper_and_export_model_false(tmp_path):
+    torch.manual_seed(0)
+    x, _ = _data()
+    model = ExampleModelWithLoss().eval()
+    path = tmp_path / "validation.poptorch"
+    poptorch.inferenceModel(model).compileAndExport(str(path), x, export_model=False)
+    with pytest.raises(poptorch.Error, match="export_model=False"):
+        poptorch.load(str(path))
+    again = poptorch.inferenceModel(model)
+    again.loadExecutable(str(path))
+    assert again.isCompiled()
+    torch.testing.assert_close(again(x), model(x), rtol=1e-5, atol=1e-6)
+    with pytest.raises(poptorch.Error, match="holds an inference executable"):
+        poptorch.trainingModel(ExampleModelWithLoss()).loadExecutable(str(path))
+
+
+def test_truncated_tampered_or_foreign_files_are_clear_errors(tmp_path):
+    x, _ = _data()
+    path = tmp_path / "m.poptorch"
+    poptorch.inferenceModel(ExampleModelWithLoss().eval()).compileAndExport(str(path), x)
+    data = path.read_bytes()
+    (tmp_path / "trunc").write_bytes(data[: len(data) // 2])
+    with pytest.raises(poptorch.Error, match="truncated"):
+        poptorch.load(str(tmp_path / "trunc"))
+    with zipfile.ZipFile(path) as z, zipfile.ZipFile(tmp_path / "tampered", "w") as w:
+        for n in z.namelist():
+            b = z.read(n)
+            w.writestr(n, b.replace(b"aten.relu", b"aten.tanh") + (b" " if n == "weights.safetensors" else b""))
+    with pytest.raises(poptorch.Error, match="part weights.safetensors has .* bytes|corrupted"):
+        poptorch.load(str(tmp_path / "tampered"))
+    with zipfile.ZipFile(path) as z, zipfile.ZipFile(tmp_path / "newer", "w") as w:
+        for n in z.namelist():
+            b = z.read(n)
+            if n == export.MANIFEST:
+                m = json.loads(b)
+                m["tilefx_version"] = "99.0"
+                b = json.dumps(m).encode()
+            w.writestr(n, b)
+    with pytest.raises(poptorch.Error, match="exported by tilefx 99.0.*must match exactly"):
+        poptorch.load(str(tmp_path / "newer"))
+    (tmp_path / "pickle").write_bytes(b"\x80\x04K\x01.")
+    with pytest.raises(poptorch.Error, match="not a tilefx executable"):
+        poptorch.load(str(tmp_path / "pickle"))
+
+
+def test_executable_cache_hit_skips_tracing(tmp_path, monkeypatch):
+    x, _ = _data()
+    traced = []
+    from tilefx.api import executor as api_executor
+
+    real_trace = api_executor.trace
+    monkeypatch.setattr(api_executor, "trace", lambda *a, **k: traced.append(1) or real_trace(*a, **k))
+    outs = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        model = ExampleModelWithLoss().eval()
+        opts = poptorch.Options().enableExecutableCaching(str(tmp_path / "cache"))
+        outs.append(poptorch.inferenceModel(model, opts)(x))
+    assert traced == [1]  # the second executor came from the cache
+    assert len(os.listdir(tmp_path / "cache")) == 1
+    torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
+    monkeypatch.setenv("POPTORCH_CACHE_DIR", str(tmp_path / "env_cache"))
+    model = ExampleModelWithLoss().eval()
+    poptorch.inferenceModel(model)(x[:2])  # other shapes: another key
+    assert len(os.listdir(tmp_path / "env_cache")) == 1

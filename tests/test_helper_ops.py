@@ -1,0 +1,304 @@
+"""PopTorch helper ops (seeds/000 4.6, 4.9): dynamic_slice / dynamic_update,
+for_loop, recomputationCheckpoint, ctc_beam_search_decoder, custom_op,
+NameScope, MultiConv; numbers against PyTorch on the CPU."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import tilefx as poptorch
+from tilefx.errors import Error
+
+
+def _train_ref(model, args, steps=2, lr=0.1):
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        opt.zero_grad()
+        out = model(*args)
+        (out[-1] if isinstance(out, tuple) else out).backward()
+        opt.step()
+
+
+class _Dyn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 6)
+
+    def forward(self, x, start, y):
+        h = self.fc(x)
+        part = poptorch.dynamic_slice(h, 1, start, 2, 2)  # columns start, start + 2
+        upd = poptorch.dynamic_update(h, part * 3.0, 1, start, 2)
+        loss = ((upd - y) ** 2).mean() + part.sum()
+        return part, loss
+
+
+def test_dynamic_slice_and_update_train_like_pytorch():
+    torch.manual_seed(0)
+    model = _Dyn()
+    ref = copy.deepcopy(model)
+    x, y, start = torch.randn(4, 6), torch.randn(4, 6), torch.tensor([1])
+    _train_ref(ref, (x, start, y))
+    ex = poptorch.trainingModel(model, optimizer=poptorch.optim.SGD(model.parameters(), lr=0.1))
+    for _ in range(2):
+        ex(x, start, y)
+    ex.copyWeightsToHost()
+    for a, b in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert "ipu.dynamic_slice" in ex.ir("import") and "ipu.dynamic_update" in ex.ir("import")
+
+
+def test_dynamic_slice_start_is_a_runtime_value_and_out_of_range_is_an_error():
+    class M(torch.nn.Module):
+        def forward(self, x, start):
+            return poptorch.dynamic_slice(x, 0, start, 3, 1)
+
+    x = torch.arange(20.0).reshape(5, 4)
+    ex = poptorch.inferenceModel(M())
+    torch.testing.assert_close(ex(x, torch.tensor([0])), x[0:3])
+    torch.testing.assert_close(ex(x, torch.tensor([2])), x[2:5])  # same program, new start
+    with pytest.raises(Error, match=r"dynamic_slice: start index 3 is out of range"):
+        ex(x, torch.tensor([3]))
+    with pytest.raises(Error, match="must be a torch.tensor"):
+        poptorch.dynamic_slice(x, 0, 1, 3, 1)
+    with pytest.raises(Error, match="do not fit in dimension 0"):
+        poptorch.dynamic_slice(x, 0, torch.tensor([0]), 6, 1)
+    with pytest.raises(Error, match="src has shape"):
+        poptorch.dynamic_update(x, torch.zeros(2, 3), 0, torch.tensor([0]), 2)
+
+
+class _Loop(torch.nn.Module):
+    def __init__(self, count):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.count = count
+
+    def forward(self, x, h):
+        def body(a, b):
+            return torch.tanh(self.fc(a) + b), b * 0.5
+        return poptorch.for_loop(self.count, body, [x, h])
+
+
+def test_for_loop_runs_its_traced_body_count_times():
+    torch.manual_seed(0)
+    x, h = torch.randn(3, 8), torch.randn(3, 8)
+    costs = {}
+    for count in (1, 4):
+        model = _Loop(count).eval()
+        ref = model(x, h)
+        ex = poptorch.inferenceModel(model)
+        out = ex(x, h)
+        for a, b in zip(out, ref):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+        ir = ex.ir("graph")
+        assert ir.count("ipu.for") == 1 and ir.count("aten.addmm") == 1  # traced once
+        assert f"count = {count} : i64" in ir
+        costs[count] = ex.profile.cycles_by_op()["ipu.for"]
+    assert costs[4] == 4 * costs[1]
+
+
+def test_for_loop_checks_its_body_and_is_inference_only():
+    class Bad(torch.nn.Module):
+        def forward(self, x):
+            return poptorch.for_loop(2, lambda a: a.sum(0), [x])
+
+    with pytest.raises(Error, match=r"for_loop: body output 0 is torch.float32\[3\] but input 0 is"):
+        poptorch.inferenceModel(Bad())(torch.ones(2, 3))
+    with pytest.raises(ValueError, match="to be a list of tensors"):
+        poptorch.for_loop(2, lambda a: a, (torch.ones(2),))
+    model = _Loop(2)
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = model
+
+        def forward(self, x, h):
+            return self.inner(x, h)[0].sum()
+
+    with pytest.raises(Error, match="for_loop: loops are supported in inference models only"):
+        poptorch.trainingModel(WithLoss())(torch.ones(3, 8), torch.ones(3, 8))
+
+
+class _Deep(torch.nn.Module):
+    def __init__(self, checkpoints):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(32, 32) for _ in range(4)])
+        self.checkpoints = checkpoints
+
+    def forward(self, x, y):
+        for i, layer in enumerate(self.layers):
+            x = torch.tanh(layer(x))
+            if self.checkpoints and i % 2 == 1:
+                x = poptorch.recomputationCheckpoint(x)
+        return torch.nn.functional.mse_loss(x, y)
+
+
+def test_recomputation_trades_activation_memory_for_cycles():
+    torch.manual_seed(0)
+    x, y = torch.randn(256, 32), torch.randn(256, 32)
+    plain = _Deep(False)
+    ref = copy.deepcopy(plain)
+    _train_ref(ref, (x, y))
+    stats = {}
+    for ck in (False, True):
+        model = _Deep(ck)
+        model.load_state_dict(plain.state_dict())
+        ex = poptorch.trainingModel(model, optimizer=poptorch.optim.SGD(model.parameters(), lr=0.1))
+        for _ in range(2):
+            ex(x, y)
+        ex.copyWeightsToHost()
+        for a, b in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+        mem = ex.profile.memory[0]
+        acts = sum(t.nbytes for t in mem.tensors if t.kind in ("activation", "stash"))
+        stats[ck] = (acts, ex.profile.total_cycles, ex.ir("graph").count("aten.tanh"))
+    assert stats[True][0] < stats[False][0]  # fewer bytes kept for the backward
+    assert stats[True][1] > stats[False][1]  # paid for with recomputed ops
+    assert stats[True][2] > stats[False][2]  # tanh recomputed in the backward
+    assert poptorch.recomputationCheckpoint(torch.ones(2), torch.ones(3))[1].shape == (3,)
+
+
+def _ctc_best_by_enumeration(lp: np.ndarray, blank: int) -> tuple[tuple, float]:
+    """Exact: sum the probabilities of all alignments of every label sequence."""
+    T, C = lp.shape
+    totals: dict[tuple, float] = {}
+    for path in itertools.product(range(C), repeat=T):
+        labels, prev = [], None
+        for c in path:
+            if c != blank and c != prev:
+                labels.append(c)
+            prev = c
+        p = math.exp(sum(lp[t, c] for t, c in enumerate(path)))
+        totals[tuple(labels)] = totals.get(tuple(labels), 0.0) + p
+    best = max(totals.items(), key=lambda kv: kv[1])
+    return best[0], math.log(best[1])
+
+
+def test_ctc_beam_search_decoder_finds_the_most_likely_labels():
+    torch.manual_seed(3)
+    T, B, C = 5, 2, 3
+    log_probs = torch.randn(T, B, C).log_softmax(-1)
+    lengths = torch.tensor([5, 4], dtype=torch.int32)
+
+    class M(torch.nn.Module):
+        def forward(self, lp, n):
+            return poptorch.ctc_beam_search_decoder(lp, n, blank=0, beam_width=50, top_paths=2)
+
+    ex = poptorch.inferenceModel(M())
+    probs, lens, paths = ex(log_probs, lengths)
+    assert probs.shape == (B, 2) and lens.shape == (B, 2) and paths.shape == (B, 2, T)
+    for b in range(B):
+        labels, logp = _ctc_best_by_enumeration(log_probs[: int(lengths[b]), b].numpy(), 0)
+        assert tuple(paths[b, 0, : lens[b, 0]].tolist()) == labels
+        assert probs[b, 0].item() == pytest.approx(logp, abs=1e-5)
+        assert probs[b, 0] >= probs[b, 1]
+    with pytest.raises(Error, match="top_paths"):
+        poptorch.ctc_beam_search_decoder(log_probs, lengths, beam_width=1, top_paths=2)
+
+
+def test_custom_op_inference_training_and_attributes():
+    def cube(x, bias, alpha=1.0):
+        return [alpha * x ** 3 + bias, x * 3.0]
+
+    def cube_grad(g0, g1, x, bias, alpha=1.0):
+        return [3.0 * alpha * x ** 2 * g0 + 3.0 * g1, g0.sum(0)]
+
+    poptorch.register_custom_op("Cube", "com.acme", 1, cube, grad=cube_grad)
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+            self.bias = torch.nn.Parameter(torch.full((4,), 0.5))
+
+        def forward(self, x, custom=True):
+            h = self.fc(x)
+            if custom:
+                a, b = poptorch.custom_op([h, self.bias], "Cube", "com.acme", 1, example_outputs=[h, h],
+                                          attributes={"alpha": 0.5})
+            else:
+                a, b = 0.5 * h ** 3 + self.bias, h * 3.0
+            return a, (a.sum() + b.sum()) / 10
+
+    torch.manual_seed(0)
+    model = M()
+    ref = copy.deepcopy(model)
+    x = torch.randn(3, 4)
+    out_ref = ref(x, False)
+    out = poptorch.inferenceModel(copy.deepcopy(model))(x)
+    torch.testing.assert_close(out[0], out_ref[0], rtol=1e-5, atol=1e-6)
+
+    class Ref(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            return self.m(x, False)
+
+    _train_ref(Ref(ref), (x,))
+    ex = poptorch.trainingModel(model, optimizer=poptorch.optim.SGD(model.parameters(), lr=0.1))
+    for _ in range(2):
+        ex(x)
+    ex.copyWeightsToHost()
+    for a, b in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert 'op_name = "CubeGrad"' in ex.ir("graph")
+    with pytest.raises(ValueError, match="same"):
+        poptorch.custom_op([x], "Cube", "com.acme", 1, [x], attributes={"v": [1, 2.0]})
+    with pytest.raises(Error, match="no op 'Nope'"):
+        poptorch.custom_op([x], "Nope", "com.acme", 1, [x])
+
+
+def test_name_scopes_and_module_paths_name_the_ops():
+    class Inner(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            with poptorch.NameScope("act"):
+                return torch.relu(self.fc(x))
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = Inner()
+
+        def forward(self, x):
+            return self.enc(x) * 2
+
+    ex = poptorch.inferenceModel(M())
+    ex.compile(torch.ones(2, 4))
+    text = ex.ir("import")
+    assert 'ipu.name = "enc/act/fc/addmm"' in text
+    assert 'ipu.name = "enc/act/relu"' in text
+
+
+def test_multiconv_groups_convolutions():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Conv2d(2, 4, 3)
+            self.b = torch.nn.Conv2d(2, 4, 3)
+
+        def forward(self, x, y):
+            with poptorch.MultiConv().availableMemoryProportions([0.3, 0.4]):
+                return self.a(x) + self.b(y)
+
+    torch.manual_seed(0)
+    model = M().eval()
+    x, y = torch.randn(1, 2, 6, 6), torch.randn(1, 2, 6, 6)
+    ex = poptorch.inferenceModel(model)
+    torch.testing.assert_close(ex(x, y), model(x, y), rtol=1e-5, atol=1e-6)
+    text = ex.ir("import")
+    assert text.count("ipu.multiconv = {") == 2
+    assert "ipu.available_memory = 3.000000e-01" in text and "ipu.available_memory = 4.000000e-01" in text
+    with pytest.raises(Error, match="available memory proportions"):
+        poptorch.MultiConv().availableMemoryProportions(1.5)

@@ -1,0 +1,72 @@
+"""PopTorch's module-level names and submodules under `import tilefx as
+poptorch`, inferenceModel(training executor), tensor attributes frozen as
+constants (seeds/000 4.8), PVTI channels, post-compile hooks."""
+
+from __future__ import annotations
+
+import torch
+
+import tilefx as poptorch
+
+
+def test_submodules_and_module_level_names():
+    from poptorch.enums import VariableRetrievalMode  # noqa: F401  (real poptorch absent: tilefx)
+    from poptorch.options import Options
+    from tilefx.autocasting import autocast  # noqa: F401
+
+    assert Options is poptorch.Options and poptorch.enums.CommGroupType.Orthogonal.value == 2
+    assert poptorch.options.__spec__.name == "tilefx.api.options"  # the real module keeps its spec
+    assert poptorch.ipuHardwareIsAvailable() and poptorch.ipuHardwareIsAvailable(16)
+    assert poptorch.ipuHardwareVersion() == 2
+    ch = poptorch.profiling.Channel("user")
+    with ch.tracepoint("step"):
+        pass
+    assert any(e["channel"] == "user" and e["name"] == "step" for e in poptorch.profiling.events())
+
+
+class _Counter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.i = torch.tensor([0.0])
+        self.register_buffer("j", torch.tensor([0.0]))
+
+    def forward(self, x):
+        self.i += 1
+        self.j += 1
+        return x + self.i, x + self.j
+
+
+def test_tensor_attribute_is_frozen_buffer_persists_and_hooks_run():
+    calls = []
+    handle = poptorch.registerPostCompileHook(lambda: calls.append(1))
+    model = _Counter()
+    ex = poptorch.inferenceModel(model, poptorch.Options().showCompilationProgressBar(False))
+    x = torch.zeros(1)
+    outs = [ex(x) for _ in range(2)]
+    handle.remove()
+    assert [o[0].item() for o in outs] == [1.0, 1.0]  # the attribute: its initial value each call
+    assert [o[1].item() for o in outs] == [1.0, 2.0]  # the buffer keeps its value
+    assert model.i.item() == 0.0 and calls == [1]
+
+
+def test_inference_model_from_a_training_executor_shares_weights():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            out = self.fc(x)
+            return (out, out.pow(2).mean()) if self.training else out
+
+    opts = poptorch.Options().showCompilationProgressBar(False)
+    opts.Training.gradientAccumulation(2)
+    training = poptorch.trainingModel(M(), opts)
+    x = torch.randn(4, 3)
+    training(x)
+    validation = poptorch.inferenceModel(training)
+    validation.model.eval()
+    assert validation.model is training.model
+    assert validation.options.Training.gradient_accumulation == 1
+    training(x)  # the inference executor picks the new weights up implicitly
+    torch.testing.assert_close(validation(x), training.model(x), rtol=1e-5, atol=1e-6)

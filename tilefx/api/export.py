@@ -1,0 +1,478 @@
+"""Precompilation and executable caching in a format that never runs code
+(seeds/000 4.10).
+
+An executable file is a zip archive of plain parts:
+
+    manifest.json        format, tilefx version, SHA-256 and size of every other part
+    graph.mlir           the compiled graph IR (@main, @update) as text
+    import.mlir          the traced IR (what `ir("import")` shows)
+    executor.json        what binds the IR to a model: parameter and buffer names,
+                         inputs, outputs' structure, training or inference, step
+    options.json         the Options (enums and dtypes by name)
+    weights.safetensors  parameters, buffers and lifted constants (safetensors)
+    optimizer.safetensors the optimizer state
+
+Loading parses and verifies: the manifest's format and version, every part's
+size and hash, then the IR with the xDSL parser and the tensors with
+safetensors. Nothing is unpickled or evaluated; a truncated or tampered
+file is a `tilefx.Error` that says which part is wrong.
+
+`compileAndExport` writes a file, `poptorch.load` makes an executor from
+one (the model becomes a plain module holding the exported weights; its
+Python code is not exported), `loadExecutable` gives an existing wrapper the
+compiled program. The executable cache (`Options.enableExecutableCaching`,
+`POPTORCH_CACHE_DIR`) stores the same files under a key that covers the
+tilefx version, the options, the optimizer, the inputs' shapes and dtypes,
+the model's parameters and buffers and the source of every module class in
+it (what the traced IR is made from); a hit skips tracing and the passes.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import inspect
+import io
+import json
+import logging
+import os
+import tempfile
+import time
+import zipfile
+
+import numpy as np
+import torch
+
+from tilefx.errors import Error
+
+log = logging.getLogger("tilefx.export")
+
+FORMAT = "tilefx-executable"
+FORMAT_VERSION = 1
+PARTS = ("graph.mlir", "import.mlir", "executor.json", "options.json", "weights.safetensors",
+         "optimizer.safetensors")
+MANIFEST = "manifest.json"
+_MAX_PART_BYTES = 4 << 30
+
+
+def _version() -> str:
+    import tilefx
+
+    return tilefx.__version__
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# -- options as JSON -------------------------------------------------------------
+
+def _encode(v):
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, enum.Enum):
+        return {"__enum__": type(v).__name__, "name": v.name}
+    if isinstance(v, torch.dtype):
+        return {"__dtype__": str(v).removeprefix("torch.")}
+    if isinstance(v, (list, tuple)):
+        return [_encode(x) for x in v]
+    if isinstance(v, dict) and all(isinstance(k, str) for k in v):
+        return {k: _encode(x) for k, x in v.items()}
+    return {"__repr__": repr(v)}  # an object (a strategy, a policy): compiled into the IR
+
+
+def _decode(v):
+    from tilefx.api import enums
+
+    if isinstance(v, list):
+        return [_decode(x) for x in v]
+    if isinstance(v, dict):
+        if "__enum__" in v:
+            cls = getattr(enums, v["__enum__"], None)
+            if not (isinstance(cls, type) and issubclass(cls, enum.Enum)) or v["name"] not in cls.__members__:
+                raise Error(f"options.json: unknown enum value {v['__enum__']}.{v['name']}")
+            return cls[v["name"]]
+        if "__dtype__" in v:
+            dt = getattr(torch, v["__dtype__"], None)
+            if not isinstance(dt, torch.dtype):
+                raise Error(f"options.json: unknown dtype {v['__dtype__']!r}")
+            return dt
+        if "__repr__" in v:
+            return _SKIP
+        return {k: _decode(x) for k, x in v.items()}
+    return v
+
+
+_SKIP = object()
+_GROUPS = ("Precision", "Training", "Jit", "Distributed")
+
+
+def _option_items(group) -> dict:
+    return {k: v for k, v in group.__dict__.items() if not k.startswith("_")}
+
+
+def options_to_json(opts) -> dict:
+    out = {k: _encode(v) for k, v in _option_items(opts).items()}
+    for g in _GROUPS:
+        out[g] = {k: _encode(v) for k, v in _option_items(getattr(opts, g)).items()}
+    out["_Popart"] = _encode(dict(opts._Popart.options))
+    return out
+
+
+def options_from_json(data: dict):
+    """A new Options with the stored values: only options a fresh Options has,
+    each of the same kind as its default (objects compiled into the IR, such
+    as the execution strategy, are not restored)."""
+    from tilefx.api.options import Options
+
+    opts = Options()
+
+    def assign(target, values: dict, where: str):
+        fresh = _option_items(target)
+        for k, raw in values.items():
+            if k in _GROUPS or k == "_Popart":
+                continue
+            if k not in fresh:
+                raise Error(f"options.json: unknown option {where}{k}")
+            v = _decode(raw)
+            if v is _SKIP:
+                continue
+            object.__setattr__(target, k, v)
+
+    assign(opts, data, "")
+    for g in _GROUPS:
+        assign(getattr(opts, g), data.get(g, {}), g + ".")
+    popart = _decode(data.get("_Popart", {}))
+    if isinstance(popart, dict):
+        opts._Popart.options.update(popart)
+    return opts
+
+
+# -- writing -----------------------------------------------------------------------
+
+def _tensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
+    from safetensors.numpy import save
+
+    return save({k: np.ascontiguousarray(v) for k, v in tensors.items()})
+
+
+def _tensors_from(data: bytes, part: str) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load
+
+    try:
+        return load(data)
+    except Exception as e:  # safetensors reports its own format errors
+        raise Error(f"{part} is not a valid safetensors file: {e}") from None
+
+
+def pack(ex) -> bytes:
+    """The executable file of a compiled executor, as bytes."""
+    p = ex._program
+    t = p.traced
+    spec = None
+    if t.out_spec is not None:
+        spec = torch.utils._pytree.treespec_dumps(t.out_spec)
+    meta = {
+        "training": ex._training, "params": t.params, "buffers": t.buffers,
+        "num_inputs": t.num_inputs, "num_outputs": t.num_outputs, "loss_index": t.loss_index,
+        "consts": sorted(t.consts), "out_spec": spec,
+        "input_shapes": [list(s) for s in p.input_shapes],
+        "input_dtypes": [str(np.dtype(d)) for d in p.input_dtypes],
+        "step": int(ex._step), "model": type(ex._user_model).__name__,
+        "exported_model": bool(getattr(ex, "_export_model", True)),
+    }
+    weights = {f"param/{n}": v for n, v in ex._weights.items()}
+    weights.update({f"buffer/{n}": np.asarray(v) for n, v in ex._buffers.items()})
+    weights.update({f"const/{n}": v for n, v in t.consts.items()})
+    parts = {
+        "graph.mlir": str(p.module).encode(),
+        "import.mlir": str(p.import_module).encode(),
+        "executor.json": json.dumps(meta, indent=1).encode(),
+        "options.json": json.dumps(options_to_json(ex._options), indent=1).encode(),
+        "weights.safetensors": _tensors_bytes(weights),
+        "optimizer.safetensors": _tensors_bytes(dict(ex._opt_state)),
+    }
+    manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "tilefx_version": _version(),
+                "parts": {n: {"sha256": _sha(b), "size": len(b)} for n, b in parts.items()}}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(MANIFEST, json.dumps(manifest, indent=1))
+        for n, b in parts.items():
+            z.writestr(n, b)
+    return buf.getvalue()
+
+
+def write(ex, filename: str) -> None:
+    data = pack(ex)
+    directory = os.path.dirname(os.path.abspath(filename))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, filename)  # readers never see a half-written file
+
+
+# -- reading -----------------------------------------------------------------------
+
+def read(filename: str) -> dict:
+    """The verified parts of an executable file: bytes by name, plus the
+    parsed manifest, executor and options JSON."""
+    if not isinstance(filename, (str, os.PathLike)):
+        raise Error(f"expected a file name, got {type(filename).__name__}")
+    if not os.path.isfile(filename):
+        raise Error(f"{filename}: no such executable file")
+    try:
+        with zipfile.ZipFile(filename) as z:
+            names = set(z.namelist())
+            if MANIFEST not in names:
+                raise Error(f"{filename}: not a tilefx executable (no {MANIFEST})")
+            manifest = _json(z.read(MANIFEST), filename, MANIFEST)
+            if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
+                raise Error(f"{filename}: not a tilefx executable of format version {FORMAT_VERSION} "
+                            f"(format {manifest.get('format')!r} version {manifest.get('format_version')!r})")
+            if manifest.get("tilefx_version") != _version():
+                raise Error(f"{filename}: exported by tilefx {manifest.get('tilefx_version')}, this is tilefx "
+                            f"{_version()}: the versions must match exactly")
+            listed = manifest.get("parts")
+            if not isinstance(listed, dict) or set(listed) != set(PARTS):
+                raise Error(f"{filename}: the manifest must list the parts {', '.join(PARTS)}")
+            extra = names - set(PARTS) - {MANIFEST}
+            if extra:
+                raise Error(f"{filename}: unexpected parts {sorted(extra)}")
+            parts = {}
+            for n in PARTS:
+                if n not in names:
+                    raise Error(f"{filename}: part {n} is missing")
+                info = z.getinfo(n)
+                want = listed[n]
+                if info.file_size != want.get("size") or info.file_size > _MAX_PART_BYTES:
+                    raise Error(f"{filename}: part {n} has {info.file_size} bytes, the manifest says "
+                                f"{want.get('size')}")
+                data = z.read(n)
+                if _sha(data) != want.get("sha256"):
+                    raise Error(f"{filename}: part {n} is corrupted: its SHA-256 differs from the manifest's")
+                parts[n] = data
+    except zipfile.BadZipFile as e:
+        raise Error(f"{filename}: not a tilefx executable, or truncated ({e})") from None
+    except (OSError, EOFError, KeyError) as e:
+        raise Error(f"{filename}: cannot read the executable ({type(e).__name__}: {e})") from None
+    parts["manifest"] = manifest
+    parts["executor"] = _json(parts["executor.json"], filename, "executor.json")
+    parts["options"] = _json(parts["options.json"], filename, "options.json")
+    return parts
+
+
+def _json(data: bytes, filename: str, part: str):
+    try:
+        value = json.loads(data.decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise Error(f"{filename}: {part} is not valid JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise Error(f"{filename}: {part} must hold a JSON object")
+    return value
+
+
+def _parse_ir(text: bytes, filename: str, part: str):
+    from xdsl.parser import Parser
+
+    from tilefx.passes.pipelines import graph_context
+
+    try:
+        module = Parser(graph_context(), text.decode(), f"{filename}:{part}").parse_module()
+        module.verify()
+    except Exception as e:
+        raise Error(f"{filename}: {part} is not valid tilefx IR: {e}") from None
+    return module
+
+
+def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
+    """Make the file's program `ex`'s program (no tracing, no passes)."""
+    from tilefx.lowering.from_torch import TracedGraph
+
+    start = time.perf_counter()
+    meta = parts["executor"]
+    if bool(meta.get("training")) != ex._training:
+        kind = "a training" if meta.get("training") else "an inference"
+        raise Error(f"{filename}: holds {kind} executable; wrap the model with the matching "
+                    f"{'trainingModel' if meta.get('training') else 'inferenceModel'}")
+    module = _parse_ir(parts["graph.mlir"], filename, "graph.mlir")
+    import_module = _IRText(parts["import.mlir"].decode())  # shown by ir("import"), never run
+    tensors = _tensors_from(parts["weights.safetensors"], "weights.safetensors")
+    state = _tensors_from(parts["optimizer.safetensors"], "optimizer.safetensors")
+    consts = {n: tensors[f"const/{n}"] for n in meta.get("consts", []) if f"const/{n}" in tensors}
+    spec = meta.get("out_spec")
+    traced = TracedGraph(import_module, list(meta["params"]), list(meta["buffers"]), int(meta["num_inputs"]),
+                         int(meta["num_outputs"]), meta.get("loss_index"), consts,
+                         out_spec=torch.utils._pytree.treespec_loads(spec) if spec else None)
+    named_p = dict(ex._user_model.named_parameters(remove_duplicate=False))
+    named_b = dict(ex._user_model.named_buffers(remove_duplicate=False))
+    for kind, names, have in (("parameter", traced.params, named_p), ("buffer", traced.buffers, named_b)):
+        for n in names:
+            if n not in have:
+                raise Error(f"{filename}: the executable needs the {kind} {n!r}, which the model does not "
+                            "have: it was exported from a different model")
+    if weights_from_file:
+        with torch.no_grad():
+            for n in traced.params:
+                named_p[n].copy_(torch.from_numpy(tensors[f"param/{n}"]))
+            for n in traced.buffers:
+                named_b[n].copy_(torch.from_numpy(tensors[f"buffer/{n}"]))
+    ex._install(traced, import_module, module, [tuple(s) for s in meta["input_shapes"]],
+                [np.dtype(d) for d in meta["input_dtypes"]], start)
+    if weights_from_file:
+        for n, v in state.items():
+            if n in ex._opt_state:
+                ex._opt_state[n] = v.astype(ex._opt_state[n].dtype, copy=True)
+        ex._step = int(meta.get("step", 0))
+
+
+class _IRText(str):
+    """The traced IR of a loaded executable: only ever printed (`ir("import")`),
+    so it is kept as the verified text instead of being parsed again."""
+
+    def clone(self):
+        return self
+
+
+class LoadedModel(torch.nn.Module):
+    """The model of an executor made by `poptorch.load`: the exported
+    parameters and buffers under their names (the Python code of the
+    original model is not in the file, so it cannot run on the CPU)."""
+
+    def __init__(self, name: str, params: dict[str, np.ndarray], buffers: dict[str, np.ndarray]):
+        super().__init__()
+        self.exported_name = name
+        for names, make in ((params, lambda v: torch.nn.Parameter(torch.from_numpy(v.copy()))),
+                            (buffers, lambda v: torch.from_numpy(v.copy()))):
+            for qual, value in names.items():
+                *path, leaf = qual.split(".")
+                mod = self
+                for part in path:
+                    if not hasattr(mod, part):
+                        mod.add_module(part, torch.nn.Module())
+                    mod = getattr(mod, part)
+                if isinstance(make(value), torch.nn.Parameter):
+                    mod.register_parameter(leaf, make(value))
+                else:
+                    mod.register_buffer(leaf, make(value))
+
+    def forward(self, *args):
+        raise Error(f"this {self.exported_name} was loaded from an executable file: run it through the "
+                    "executor poptorch.load returned")
+
+
+def load(filename: str, edit_opts_fn=None):
+    """`poptorch.load(filename, edit_opts_fn=None)`: an executor ready to run."""
+    from tilefx.api.executor import PoplarExecutor
+
+    if edit_opts_fn is not None and not callable(edit_opts_fn):
+        raise Error(f"load: edit_opts_fn must be callable, got {type(edit_opts_fn).__name__}")
+    parts = read(filename)
+    meta = parts["executor"]
+    if not meta.get("exported_model", True):
+        raise Error(f"{filename} was exported with export_model=False: wrap the model yourself and call "
+                    "loadExecutable(filename)")
+    tensors = _tensors_from(parts["weights.safetensors"], "weights.safetensors")
+    model = LoadedModel(str(meta.get("model", "model")),
+                        {n: tensors[f"param/{n}"] for n in meta["params"]},
+                        {n: tensors[f"buffer/{n}"] for n in meta["buffers"]})
+    opts = options_from_json(parts["options"])
+    if edit_opts_fn is not None:
+        edit_opts_fn(opts)
+    training = bool(meta.get("training"))
+    ex = PoplarExecutor(model, opts, training=training)
+    ex._optimizer = None  # the compiled optimizer configuration is in the IR (setOptimizer replaces it)
+    install(ex, parts, filename, weights_from_file=True)
+    return ex
+
+
+def load_executable(ex, filename: str) -> None:
+    """`PoplarExecutor.loadExecutable(filename)`: the wrapped model keeps its own
+    weights; the program (and the optimizer state) come from the file."""
+    parts = read(filename)
+    install(ex, parts, filename, weights_from_file=False)
+    state = _tensors_from(parts["optimizer.safetensors"], "optimizer.safetensors")
+    for n, v in state.items():
+        if n in ex._opt_state:
+            ex._opt_state[n] = v.astype(ex._opt_state[n].dtype, copy=True)
+    ex._step = int(parts["executor"].get("step", 0))
+
+
+def compile_and_export(ex, filename: str, args, kwargs, export_model: bool = True) -> None:
+    """`PoplarExecutor.compileAndExport(filename, *args, export_model=True)`."""
+    if not isinstance(filename, (str, os.PathLike)) or not str(filename):
+        raise Error(f"compileAndExport: filename must be a non-empty string, got {filename!r}")
+    if not isinstance(export_model, bool):
+        raise Error(f"compileAndExport: export_model must be a bool, got {export_model!r}")
+    if ex._program is None:
+        ex.compile(*args, **kwargs)
+    ex._export_model = export_model
+    write(ex, str(filename))
+
+
+# -- the executable cache ----------------------------------------------------------
+
+def _cache_dir(ex) -> str | None:
+    return ex._options.executable_cache_dir or os.environ.get("POPTORCH_CACHE_DIR") or None
+
+
+def cache_key(ex, inputs) -> str:
+    """Everything the compiled program depends on, hashed."""
+    h = hashlib.sha256()
+
+    def feed(*items):
+        for it in items:
+            h.update(str(it).encode())
+            h.update(b"\0")
+
+    feed(FORMAT, FORMAT_VERSION, _version(), ex._training)
+    feed(json.dumps(options_to_json(ex._options), sort_keys=True))
+    if ex._training and ex._optimizer is not None:
+        from tilefx.api.optim import optimizer_config
+
+        feed(json.dumps(optimizer_config(ex._optimizer, ex._param_names())[0], sort_keys=True, default=str))
+    for x in inputs:
+        feed(tuple(x.shape), x.dtype)
+    m = ex._user_model
+    for n, p in m.named_parameters(remove_duplicate=False):
+        feed(n, tuple(p.shape), p.dtype, p.requires_grad)
+    for n, b in m.named_buffers(remove_duplicate=False):
+        feed(n, tuple(b.shape), b.dtype)
+    for cls in sorted({type(sub) for sub in m.modules()}, key=lambda c: c.__module__ + c.__qualname__):
+        feed(cls.__module__, cls.__qualname__)
+        try:
+            feed(inspect.getsource(cls))
+        except (OSError, TypeError):
+            pass  # classes without source (built in): named by module and qualname
+    return h.hexdigest()
+
+
+def load_cached(ex, inputs, start: float) -> bool:
+    directory = _cache_dir(ex)
+    if not directory:
+        return False
+    ex._cache_key = cache_key(ex, inputs)
+    path = os.path.join(directory, ex._cache_key + ".tilefx")
+    if not os.path.isfile(path):
+        log.info("executable cache: miss (%s)", path)
+        return False
+    try:
+        parts = read(path)
+        install(ex, parts, path, weights_from_file=False)
+    except Error as e:
+        log.warning("executable cache: ignoring %s: %s", path, e.message)
+        return False
+    ex._program.compile_seconds = time.perf_counter() - start
+    log.info("executable cache: loaded %s in %.3f s (no tracing, no passes)", path,
+             ex._program.compile_seconds)
+    return True
+
+
+def store_cached(ex, inputs) -> None:
+    directory = _cache_dir(ex)
+    if not directory:
+        return
+    key = getattr(ex, "_cache_key", None) or cache_key(ex, inputs)
+    path = os.path.join(directory, key + ".tilefx")
+    write(ex, path)
+    log.info("executable cache: stored %s", path)
