@@ -11,7 +11,19 @@ from __future__ import annotations
 
 import torch
 
+from torch._dynamo.exc import ShortenTraceback
+
 from tilefx.errors import Error
+
+
+class BackendError(Error, ShortenTraceback):
+    """A tilefx error raised while torch.compile builds the program: a
+    poptorch.Error that dynamo lets through as is (it wraps other exceptions
+    in BackendCompilerFailed)."""
+
+    def __init__(self, message: str):
+        ShortenTraceback.__init__(self, message, first_useful_frame=None)
+        self.message, self.type, self.location = message, "torch.compile", ""
 
 
 class _Backend:
@@ -19,8 +31,18 @@ class _Backend:
         self.last = None  # the PoplarExecutor of the most recent graph
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs, options=None):
+        try:
+            return self._compile(gm, example_inputs, options)
+        except Error as e:
+            raise BackendError(str(e)) from e
+
+    def _compile(self, gm: torch.fx.GraphModule, example_inputs, options=None):
         from tilefx.api.executor import PoplarExecutor
 
+        if any(isinstance(x, torch.SymInt) or isinstance(x, torch.Tensor) and any(
+                isinstance(d, torch.SymInt) for d in x.shape) for x in example_inputs):
+            raise Error("the tilefx torch.compile backend compiles static shapes only: the IPU "
+                        "program is built for one shape; use torch.compile(..., dynamic=False)")
         if any(isinstance(x, torch.Tensor) and x.dim() == 0 for x in example_inputs):
             raise Error("the tilefx torch.compile backend needs batched (>= 1-D) tensor inputs")
         ex = PoplarExecutor(gm, options, training=False)

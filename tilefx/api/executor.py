@@ -166,6 +166,11 @@ class PoplarExecutor:
             model = model._user_model  # wrapping a wrapper wraps its model (PopTorch)
         if not isinstance(model, torch.nn.Module):
             raise Error(f"expected a torch.nn.Module, got {type(model).__name__}")
+        if options is not None and not isinstance(options, Options):
+            raise Error(f"options must be a poptorch.Options, got {type(options).__name__} "
+                        "(build one with poptorch.Options() and its setters)")
+        if optimizer is not None:
+            _check_optimizer(model, optimizer)
         self.__dict__.update({k: v for k, v in model.__dict__.items() if not k.startswith("_tilefx")})
         self.__dict__["training"] = training  # the executor's mode; the model's flag is its own
         self._user_model = model
@@ -216,6 +221,9 @@ class PoplarExecutor:
 
     def __call__(self, *args, **kwargs):
         self._check_alive()
+        if self._options.offline_ipu_target:
+            raise Error("this model was compiled for an offline IPU target (useOfflineIpuTarget): "
+                        "it can be compiled and saved, not run")
         call, inputs = self._flatten_inputs(args, kwargs)
         if self._program is None:
             self._compile(inputs, call)
@@ -851,6 +859,17 @@ class PoplarExecutor:
     def _check_alive(self) -> None:
         if self._destroyed:
             raise Error("this model was destroyed: wrap the module again")
+
+
+def _check_optimizer(model: torch.nn.Module, optimizer: Any) -> None:
+    """The optimizer must be a torch optimizer over this model's parameters."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise Error(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    own = {id(p) for p in model.parameters()}
+    foreign = sum(id(p) not in own for g in optimizer.param_groups for p in g["params"])
+    if foreign:
+        raise Error(f"the optimizer holds {foreign} parameter(s) that are not parameters of this "
+                    "model: build it over model.parameters()")
 
 
 def _profile_dir(options: Options) -> str | None:

@@ -58,6 +58,7 @@ __all__ = [
     "OptionsError",
     "OptionsAssertionError",
     "ConfigFileError",
+    "FrozenOptionsError",
     "STRATEGY_FACTORIES",
     "FROZEN_MESSAGE",
     "DEFAULT_OPTIONS_ENV_VARS",
@@ -97,6 +98,14 @@ class OptionsError(Error, ValueError):
         super().__init__(message, type="options", location=location)
 
 
+class FrozenOptionsError(Error, AttributeError):
+    """Options changed after a model wrapper froze them (a ``poptorch.Error``
+    and, as in PopTorch, an ``AttributeError``)."""
+
+    def __init__(self, message: str = FROZEN_MESSAGE):
+        super().__init__(message, type="options")
+
+
 class OptionsAssertionError(Error, AssertionError):
     """An invalid option value where PopTorch raises ``AssertionError``."""
 
@@ -127,6 +136,12 @@ class ConfigFileError(Error):
 # --------------------------------------------------------------------------
 # Validation helpers
 # --------------------------------------------------------------------------
+
+
+def _is_stage_or_phase(value: Any) -> bool:
+    """A Stage or Phase is part of a strategy, not one (strategies registers them)."""
+    return type(value).__name__ in ("Stage", "Phase") and \
+        type(value).__module__ == "tilefx.api.strategies"
 
 
 def _check_int(name: str, value: Any, minimum: Optional[int] = None,
@@ -230,17 +245,17 @@ class _OptionsBase:
     # -- freezing -----------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
         if self.__dict__.get("_frozen", False):
-            raise AttributeError(FROZEN_MESSAGE)
+            raise FrozenOptionsError(FROZEN_MESSAGE)
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
         if self.__dict__.get("_frozen", False):
-            raise AttributeError(FROZEN_MESSAGE)
+            raise FrozenOptionsError(FROZEN_MESSAGE)
         object.__delattr__(self, name)
 
     def _check_not_frozen(self) -> None:
         if self.__dict__.get("_frozen", False):
-            raise AttributeError(FROZEN_MESSAGE)
+            raise FrozenOptionsError(FROZEN_MESSAGE)
 
     def _set_frozen(self, state: bool) -> None:
         object.__setattr__(self, "_frozen", state)
@@ -977,7 +992,8 @@ class Options(_OptionsBase):
         ``ShardedExecution``, ``SerialPhasedExecution`` or
         ``ParallelPhasedExecution`` instance).  None (default) means the
         executor's default (pipelined, ``AutoStage.SameAsIpu``)."""
-        if strategy is None or isinstance(strategy, type):
+        if strategy is None or isinstance(strategy, type) or \
+                type(strategy).__module__ == "builtins" or _is_stage_or_phase(strategy):
             raise OptionsError(
                 "setExecutionStrategy expects an execution strategy instance "
                 f"(for example poptorch.ShardedExecution()), got {strategy!r}")
@@ -1142,6 +1158,8 @@ class Options(_OptionsBase):
         profile_dir = _check_str("enableProfiling", profile_dir)
         if not profile_dir:
             raise OptionsError("enableProfiling needs a non-empty directory")
+        if os.path.exists(profile_dir) and not os.path.isdir(profile_dir):
+            raise OptionsError(f"enableProfiling: {profile_dir!r} exists and is not a directory")
         self.profile_dir = profile_dir
 
     @_setter

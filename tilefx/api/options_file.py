@@ -106,6 +106,8 @@ def _resolve_ref(parts: list[str]) -> Any:
 
 
 def _resolve_constructor(parts: list[str]) -> Callable[..., Any]:
+    from tilefx.api.strategies import CONSTRUCTORS  # the guide's, without a prior import
+
     rest = _strip_module_prefix(parts) if len(parts) > 1 else parts
     name = ".".join(parts)
     if len(rest) == 1:
@@ -113,7 +115,9 @@ def _resolve_constructor(parts: list[str]) -> Callable[..., Any]:
             return _BUILTIN_CONSTRUCTORS[rest[0]]
         if rest[0] in STRATEGY_FACTORIES:
             return STRATEGY_FACTORIES[rest[0]]
-    allowed = sorted(set(_BUILTIN_CONSTRUCTORS) | set(STRATEGY_FACTORIES))
+        if rest[0] in CONSTRUCTORS:
+            return CONSTRUCTORS[rest[0]]
+    allowed = sorted(set(_BUILTIN_CONSTRUCTORS) | set(STRATEGY_FACTORIES) | set(CONSTRUCTORS))
     raise _ResolveError(f"calling {name!r} is not allowed; allowed "
                         f"constructors: {', '.join(allowed) or '(none)'}")
 

@@ -170,6 +170,10 @@ class ParallelPhasedExecution(_PhasedExecution):
             raise Error(f"Liveness.{liveness.name} is only valid for SerialPhasedExecution")
 
 
-for _cls in (Stage, Phase, PipelinedExecution, ShardedExecution, SerialPhasedExecution,
-             ParallelPhasedExecution):
-    STRATEGY_FACTORIES[_cls.__name__] = _cls
+#: the constructors an options file may call, by name (options_file falls back
+#: to these when STRATEGY_FACTORIES, which a caller may override, lacks one)
+CONSTRUCTORS = {c.__name__: c for c in (Stage, Phase, PipelinedExecution, ShardedExecution,
+                                        SerialPhasedExecution, ParallelPhasedExecution)}
+for _name, _cls in CONSTRUCTORS.items():
+    # setdefault: a test (or user) that registered its own stand-in keeps it
+    STRATEGY_FACTORIES.setdefault(_name, _cls)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import keyword
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from xdsl.dialects.builtin import (
@@ -276,6 +276,21 @@ def _verify_elementwise(self) -> None:
                               f"(the broadcast of its operands {[list(s) for s in shapes]})")
 
 
+# Every aten op's result types follow from its operands and properties by
+# torch's own rules. The dialect cannot import torch, so the lowering layer
+# installs the check (`tilefx.lowering.torch_rules`, run on meta tensors) here;
+# the tools and the API install it on import. Without it only the elementwise
+# broadcast check above runs.
+RESULT_TYPE_RULES: list[Callable[[IRDLOperation], None]] = []
+
+
+def _verify(self) -> None:
+    if self.schema.name in ELEMENTWISE:
+        _verify_elementwise(self)
+    for rule in RESULT_TYPE_RULES:
+        rule(self)
+
+
 def _make_op(schema: Schema) -> type[IRDLOperation]:
     ns: dict[str, Any] = {"name": op_name(schema.name)}
     n_var = 0
@@ -308,8 +323,7 @@ def _make_op(schema: Schema) -> type[IRDLOperation]:
     ns["irdl_options"] = tuple(options)
     ns["assembly_format"] = _assembly_format(schema).replace("$results", "$results_")
     ns["__doc__"] = f"aten::{schema.name}: one node of the traced ATen graph."
-    if schema.name in ELEMENTWISE:
-        ns["verify_"] = _verify_elementwise
+    ns["verify_"] = _verify
     cls = irdl_op_definition(type(class_name(schema.name), (IRDLOperation,), ns))
     cls.schema = schema  # type: ignore[attr-defined]
     return cls
@@ -382,5 +396,5 @@ def op_operands(op: IRDLOperation) -> list[Any]:
 
 ATen = Dialect("aten", list(ATEN_OPS.values()), [])
 
-__all__ = ["ATen", "ATEN_OPS", "create_aten_op", "op_props", "op_operands", "to_attr", "from_attr",
+__all__ = ["ATen", "ATEN_OPS", "RESULT_TYPE_RULES", "create_aten_op", "op_props", "op_operands", "to_attr", "from_attr",
            "np_dtype", "element_type", "tensor_type", "Arg", "math"]

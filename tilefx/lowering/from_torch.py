@@ -17,6 +17,7 @@ it there); tangents of other outputs are zeros.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import operator
 from dataclasses import dataclass, field
@@ -712,6 +713,15 @@ class _TensorAttributes:
         return False
 
 
+def _forward_arg_names(model: torch.nn.Module) -> list[str]:
+    """The forward's positional parameter names, for the IR's input arguments."""
+    try:
+        params = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
 def trace(model: torch.nn.Module, args: tuple, training: bool,
           upcast_inputs: frozenset[int] = frozenset(), call: CallSpec | None = None) -> TracedGraph:
     """Trace `model` called with the tensors `args` (micro-batch shaped) into
@@ -799,6 +809,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     for n, p in model.named_parameters(remove_duplicate=False):
         canonical[n] = first_name.setdefault(id(p), n.removeprefix(prefix))
     param_args: dict[str, SSAValue] = {}
+    input_names = _forward_arg_names(model)
     grad_index: dict[str, int] = {}
     num_inputs = 0
     for node in nodes:
@@ -819,7 +830,9 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                 b.add_arg(node, {BUFFER_KEY: StringAttr(buffers[-1])})
             elif isinstance(d, PlainAOTInput):
                 num_inputs = max(num_inputs, d.idx + 1)
-                b.add_arg(node, {INPUT_KEY: IntegerAttr(d.idx, i64)})
+                arg = b.add_arg(node, {INPUT_KEY: IntegerAttr(d.idx, i64)})
+                if d.idx < len(input_names) and SSAValue.is_valid_name(input_names[d.idx]):
+                    arg.name_hint = input_names[d.idx]  # the forward's own name (tilefx-run --inputs)
             elif isinstance(d, TangentAOTInput):
                 od = d.output
                 b.tangent(node, od.idx if isinstance(od, PlainAOTOutput) else None)

@@ -31,6 +31,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from tilefx.errors import Error
+from tilefx.passes import check_option
 from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr
 from tilefx.dialects.irutil import find_func, to_py
 from tilefx.dialects.names import STAGES_KEY, STRATEGY_KEY
@@ -54,6 +55,9 @@ def _is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
+_KINDS = ("pipelined", "sharded", "serial_phased", "parallel_phased")
+
+
 @dataclass(frozen=True)
 class AssignStagesPass(ModulePass):
     name = "ipu-assign-stages"
@@ -63,6 +67,16 @@ class AssignStagesPass(ModulePass):
     gradient_accumulation: int = 1
     device_iterations: int = 1
     auto_round_num_ipus: bool = False
+
+    def __post_init__(self):
+        for opt in ("gradient_accumulation", "device_iterations"):
+            v = getattr(self, opt)
+            check_option(self.name, isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                         f"{opt} must be an integer >= 1, got {v!r}")
+        check_option(self.name, self.strategy in _KINDS,
+                     f"strategy must be one of {', '.join(_KINDS)}, got {self.strategy!r}")
+        check_option(self.name, self.auto_stage in ("same_as_ipu", "auto_increment"),
+                     f"auto_stage must be same_as_ipu or auto_increment, got {self.auto_stage!r}")
 
     def _config(self, module: ModuleOp) -> dict:
         attr = module.attributes.get(STRATEGY_KEY)
@@ -77,7 +91,7 @@ class AssignStagesPass(ModulePass):
             return  # already outlined: the stages are assigned
         cfg = self._config(op)
         kind = cfg.get("kind", "pipelined")
-        if kind not in ("pipelined", "sharded", "serial_phased", "parallel_phased"):
+        if kind not in _KINDS:
             raise PlacementError(f"unknown execution strategy {kind!r}")
         training = any(_place(o).is_backward for o in ops if _place(o) is not None)
 

@@ -30,6 +30,7 @@ from tilefx.dialects.aten import ATEN_OPS, create_aten_op, np_dtype
 from tilefx.dialects.ipu import PLACE_KEY
 from tilefx.dialects.irutil import find_func, to_py
 from tilefx.dialects.names import AUTOCAST_KEY, AUTOCAST_POLICY_KEY
+from tilefx.passes import check_option
 
 _DEFAULT = {
     "fp16": "aten.addmm,aten.mm,aten.bmm,aten.convolution,aten.convolution_backward",
@@ -52,6 +53,15 @@ class AutocastPass(ModulePass):
     fp32: str = _DEFAULT["fp32"]
     promote: str = _DEFAULT["promote"]
     demote: str = _DEFAULT["demote"]
+
+    def __post_init__(self):
+        from tilefx.dialects.ipu import IPU
+
+        known = {c.name for c in ATEN_OPS.values()} | {c.name for c in IPU.operations}
+        for k in _DEFAULT:
+            for n in getattr(self, k).split(","):
+                check_option(self.name, not n or n in known,
+                             f"{k}: {n!r} is not an aten or ipu op name (e.g. aten.mm)")
 
     def _policy(self, module: ModuleOp) -> dict[str, set[str]]:
         attr = module.attributes.get(AUTOCAST_POLICY_KEY)

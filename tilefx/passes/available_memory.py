@@ -107,6 +107,14 @@ class AvailableMemoryPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         default = _check(float(self.default_proportion), "default_proportion")
         per_ipu = self._per_ipu(op)
+        if MEMORY_PROPORTION_KEY in op.attributes:  # the user's Options: name only IPUs in use
+            used = {pl.ipu.data for o in op.walk()
+                    if isinstance(pl := o.attributes.get(ipu.PLACE_KEY), ipu.PlacementAttr)} - {-1}
+            used = used or {0}
+            if extra := sorted(set(per_ipu) - used):
+                raise AvailableMemoryError(
+                    f"setAvailableMemoryProportion names IPU{extra[0]}, but the model runs on "
+                    f"{', '.join(f'IPU{i}' for i in sorted(used))} only")
         explicit: dict[Operation, float] = {}
         for sam in [o for o in op.walk() if isinstance(o, ipu.SetAvailableMemoryOp)]:
             p = _check(sam.proportion.value.data, "set_available_memory")

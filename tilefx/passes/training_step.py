@@ -47,6 +47,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from tilefx.dialects import ipu
+from tilefx.passes import check_option, finite
 from tilefx.dialects.irutil import attrs_of, find_func, set_results, to_py
 from tilefx.dialects.names import ACCUM_KEY, GRAD_KEY, GROUP_KEY, HYPER_KEY, INIT_KEY, OPTIMIZER_KEY, PARAM_KEY, STATE_KEY, STEP_KEY
 
@@ -76,6 +77,18 @@ class TrainingStepPass(ModulePass):
     weight_decay: float = 0.0
     grad_scale: float = 1.0
     max_grad_norm: float = 0.0  # > 0: clip the global gradient norm
+
+    def __post_init__(self):
+        check_option(self.name, self.optimizer in DEFAULTS,
+                     f"optimizer must be one of {', '.join(sorted(DEFAULTS))}, got {self.optimizer!r}")
+        for opt, lo, hi in (("lr", 0.0, None), ("weight_decay", 0.0, None), ("max_grad_norm", 0.0, None),
+                            ("momentum", 0.0, 1.0)):
+            v = getattr(self, opt)
+            check_option(self.name, finite(v) and v >= lo and (hi is None or v < hi),
+                         f"{opt} must be a finite number >= {lo}" + (f" and < {hi}" if hi else "")
+                         + f", got {v!r}")
+        check_option(self.name, finite(self.grad_scale) and self.grad_scale > 0,
+                     f"grad_scale must be a finite number > 0, got {self.grad_scale!r}")
 
     def _config(self, module: ModuleOp) -> dict:
         attr = module.attributes.get(OPTIMIZER_KEY)
@@ -156,6 +169,10 @@ class TrainingStepPass(ModulePass):
             if ACCUM_KEY in a:
                 trained.append(a[ACCUM_KEY].data)
                 accums[a[ACCUM_KEY].data] = arg.type
+        for n in trained:
+            if n not in weights:
+                raise DiagnosticException(f"ipu-training-step: @main accumulates a gradient for {n!r} "
+                                          f"but has no argument with {PARAM_KEY} = {n!r}")
         module.body.block.add_op(self._update_func(self._config(module), trained, weights, accums))
 
     def _update_func(self, cfg: dict, trained: list[str], weights: dict,

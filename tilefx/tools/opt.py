@@ -1,17 +1,56 @@
 """`tilefx-opt FILE [-p PIPELINE]`: xDSL's opt driver with tilefx's dialects
 and passes (plus xDSL's canonicalize, cse, dce, ...). FILE may be IR text or
-an ONNX model (`model.onnx`, or `--frontend onnx`), imported by the ONNX frontend. Bad IR gives a
-diagnostic with line and column on stderr and exit code 1, not a traceback."""
+an ONNX model (`model.onnx`, or `--frontend onnx`), imported by the ONNX frontend.
+
+Every failure is a diagnostic on stderr and a non-zero exit, never a
+traceback: IR errors as `file:line:col: error: ...` with the source line (exit
+1), a bad pipeline or pass option as one `error:` line (exit 1), an error
+inside a pass naming the pass and the op (exit 1), and anything unforeseen as
+`error: internal error ...` (exit 2, a bug to report)."""
 
 from __future__ import annotations
 
 import sys
+from typing import IO
 
-from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+import tilefx.lowering  # noqa: F401  (installs torch's rules in the aten verifier)
+from tilefx.dialects.source import LocatedModule, decode, parse_ir
 from tilefx.errors import Error
 from tilefx.tools.universe import DIALECTS, PASSES
+
+EXIT_DIAGNOSTIC = 1
+EXIT_INTERNAL = 2
+
+
+class PassFailure(Error):
+    """An error raised inside a pass, with the pass's name and the op."""
+
+
+def op_in_traceback(tb) -> object | None:
+    """The innermost `Operation` a failing frame was working on (its local `op`,
+    else any local operation), so an error inside a pass can name it."""
+    from xdsl.ir import Operation
+
+    found = None
+    while tb is not None:
+        f_locals = tb.tb_frame.f_locals
+        cands = [f_locals.get("op")] + list(f_locals.values())
+        for v in cands:
+            if isinstance(v, Operation) and not isinstance(v, ModuleOp):
+                found = v
+                break
+        tb = tb.tb_next
+    return found
+
+
+def _describe(e: BaseException) -> str:
+    text = " ".join(str(e).split("\n\n")[0].split())
+    plain = isinstance(e, (Error, DiagnosticException, VerifyException))
+    return text if plain else f"{type(e).__name__}: {text}"
 
 
 class TilefxOptMain(xDSLOptMain):
@@ -21,35 +60,107 @@ class TilefxOptMain(xDSLOptMain):
             if name not in self.ctx.registered_dialect_names:
                 self.ctx.register_dialect(name, factory)
 
-    def register_all_frontends(self):
-        super().register_all_frontends()
-
-        def parse_onnx(io) -> ModuleOp:  # noqa: F821  (an ONNX file: the ONNX frontend's graph IR)
-            from tilefx.lowering.from_onnx import import_onnx
-
-            return import_onnx(io.read()).module
-
-        self.available_frontends["onnx"] = parse_onnx
-
     def register_all_passes(self):
         super().register_all_passes()
         for name, factory in PASSES.items():
             if name not in self.available_passes:
                 self.register_pass(name, factory)
 
+    def register_all_frontends(self):
+        super().register_all_frontends()
+        self._located: dict[int, LocatedModule] = {}
+        self._line_offset = 0
+
+        def parse_mlir(io: IO[bytes]) -> ModuleOp:
+            text = decode(io.read(), self.get_input_name())
+            # --verify-diagnostics wants xDSL's own printout of a failing op:
+            # leave verification to its pipeline callback then.
+            located = parse_ir(self.ctx, text, self.get_input_name(), self._line_offset,
+                               verify=not self.args.verify_diagnostics)
+            self._located[id(located.module)] = located
+            return located.module
+
+        self.available_frontends["mlir"] = parse_mlir
+
+        def parse_onnx(io) -> ModuleOp:  # an ONNX file: the ONNX frontend's graph IR
+            from tilefx.lowering.from_onnx import import_onnx
+
+            return import_onnx(io.read()).module
+
+        self.available_frontends["onnx"] = parse_onnx
+
+    def setup_pipeline(self):
+        try:
+            super().setup_pipeline()
+        except (ValueError, TypeError, KeyError) as e:  # an option of the wrong type or name
+            raise Error(f"bad pass pipeline {self.args.passes!r}: {_describe(e)}") from None
+
+    def parse_chunk(self, chunk, file_extension: str, start_offset: int = 0):
+        self._line_offset = start_offset  # --split-input-file: lines before this chunk
+        return super().parse_chunk(chunk, file_extension, start_offset)
+
+    def prepare_input(self):
+        try:
+            return super().prepare_input()
+        except ValueError as e:  # an unknown file extension
+            raise Error(f"{e} (use --frontend mlir)") from None
+
+    def apply_passes(self, prog: ModuleOp):
+        """Run the pipeline one pass at a time: an error names its pass (and the
+        op it was working on), and the IR is verified with locations after each."""
+        located = self._located.get(id(prog))
+        passes = self.pipeline.passes
+        callback = self.pipeline.callback
+        for i, p in enumerate(passes):
+            try:
+                p.apply(self.ctx, prog)
+            except Exception as e:  # noqa: BLE001 - every failure becomes a diagnostic
+                if self.args.verify_diagnostics and isinstance(e, DiagnosticException):
+                    raise  # xDSL prints it and goes on with the next chunk
+                op = op_in_traceback(e.__traceback__)
+                desc = _describe(e)
+                if op is not None and op.name not in desc:
+                    desc = f"{op.name}: {desc}"
+                if op is not None and located is not None:
+                    failure = located.error(op, f"{desc} (in pass {p.name})")
+                else:
+                    failure = PassFailure(f"{desc} (in pass {p.name})")
+                failure.internal = not isinstance(e, (Error, VerifyException, DiagnosticException))
+                raise failure from e
+            if located is not None and not (self.args.disable_verify or self.args.verify_diagnostics):
+                try:
+                    located.verify()
+                except Error as e:
+                    raise PassFailure(f"after pass {p.name}: {e}") from None
+            if callback is not None:
+                callback(p, prog, passes[i + 1] if i + 1 < len(passes) else None)
+
 
 def report(e: BaseException) -> int:
     """Print a user-facing diagnostic for `e`; return the exit code."""
-    print(f"error: {e}" if not isinstance(e, ParseError) else str(e), file=sys.stderr)
-    return 1
+    if isinstance(e, Error) and not getattr(e, "internal", False):
+        print(e if str(e).count(": error: ") else f"error: {e}", file=sys.stderr)
+        return EXIT_DIAGNOSTIC
+    if isinstance(e, (OSError, VerifyException, DiagnosticException, ArgSpecParseError)):
+        print(f"error: {_describe(e)}", file=sys.stderr)
+        return EXIT_DIAGNOSTIC
+    print(f"error: internal error: {_describe(e)} (a tilefx bug; please report it)", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        TilefxOptMain(description="tilefx modular optimizer driver", args=argv).run()
-    except (ParseError, VerifyException, DiagnosticException, Error, ValueError) as e:
-        return report(e)
-    except FileNotFoundError as e:
+        try:
+            TilefxOptMain(description="tilefx modular optimizer driver", args=argv).run()
+        except ArgSpecParseError as e:
+            print(f"error: bad pass pipeline: {' '.join(str(e).split())}", file=sys.stderr)
+            return EXIT_DIAGNOSTIC
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except RecursionError as e:
+        print(f"error: input nested too deeply ({e})", file=sys.stderr)
+        return EXIT_DIAGNOSTIC
+    except BaseException as e:  # noqa: BLE001 - the tool never ends in a traceback
         return report(e)
     return 0
 

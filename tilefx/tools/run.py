@@ -3,23 +3,30 @@ run a function of an IR file on the simulated machine.
 
 Arguments are taken from the .npz by the argument's name: its
 `tilefx.param` / `tilefx.buffer` / `tilefx.const` / `tilefx.accum` name,
-`input<N>` for `tilefx.input = N`, else `arg<i>` by position.
+`input<N>` for `tilefx.input = N`, the IR name of the argument (`%image`: the
+model's own forward argument name), else `arg<i>` by position. Positional
+arrays (`np.savez(f, x, y)` writes `arr_0`, `arr_1`) bind in argument order to
+the arguments no named array matched.
+
+Every failure is a one-line `error:` diagnostic (IR errors at file:line:col
+with the source line) and a non-zero exit, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 import numpy as np
-from xdsl.parser import Parser
-from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 
 from tilefx.errors import Error
 from tilefx.backend.executor import CompiledFunction, ExecutionError, arg_roles, result_roles
 from tilefx.dialects.aten import np_dtype
 from tilefx.passes.pipelines import graph_context
 from tilefx.dialects.irutil import find_func
+import tilefx.lowering  # noqa: F401  (installs torch's rules in the aten verifier)
+from tilefx.dialects.source import decode, parse_ir
 from tilefx.tools.opt import report
 
 
@@ -32,6 +39,30 @@ def arg_key(i: int, role: dict) -> str:
     if role.get("step"):
         return "step"
     return f"arg{i}"
+
+
+def arg_names(i: int, role: dict, arg) -> list[str]:
+    """The .npz keys that name argument `i`: its role key, then its IR name."""
+    names = [arg_key(i, role)]
+    if arg.name_hint and arg.name_hint not in names:
+        names.append(arg.name_hint)
+    return names
+
+
+def bind_inputs(args: list, roles: list[dict], files: list[str]) -> list[str | None]:
+    """The .npz key for each argument: by name, else the next positional
+    `arr_<n>` (in n order) for the arguments no name matched."""
+    keys = [next((k for k in arg_names(i, r, a) if k in files), None)
+            for i, (a, r) in enumerate(zip(args, roles))]
+    positional = sorted((f for f in files if re.fullmatch(r"arr_\d+", f) and f not in keys),
+                        key=lambda f: int(f[4:]))
+    for i, k in enumerate(keys):
+        if k is None and positional:
+            keys[i] = positional.pop(0)
+    if positional:
+        raise Error(f"--inputs has {len(positional)} positional array(s) more than the "
+                    f"arguments left to bind ({', '.join(positional)})")
+    return keys
 
 
 def result_key(i: int, role: dict) -> str:
@@ -51,17 +82,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of random ops (dropout)")
     args = ap.parse_args(argv)
     try:
-        with open(args.file) as f:
-            text = f.read()
-        module = Parser(graph_context(), text, args.file).parse_module()
-        module.verify()
+        with open(args.file, "rb") as f:
+            text = decode(f.read(), args.file)
+        module = parse_ir(graph_context(), text, args.file).module
         fn = find_func(module, args.function)
-        data = np.load(args.inputs, allow_pickle=False)
+        if fn is None:
+            raise Error(f"{args.file} has no function @{args.function}")
+        data = load_npz(args.inputs)
+        if not hasattr(data, "files"):
+            raise Error(f"--inputs {args.inputs} is a single array; write an .npz (np.savez)")
+        fn_args = list(fn.body.block.args)
+        keys = bind_inputs(fn_args, arg_roles(fn), list(data.files))
         values = []
-        for i, (a, role) in enumerate(zip(fn.body.block.args, arg_roles(fn))):
-            key = arg_key(i, role)
-            if key not in data:
-                raise Error(f"--inputs has no array {key!r} for argument {i} of @{args.function}")
+        for i, (a, key) in enumerate(zip(fn_args, keys)):
+            if key is None:
+                names = " or ".join(repr(k) for k in arg_names(i, arg_roles(fn)[i], a))
+                raise Error(f"--inputs has no array {names} (nor a positional arr_<n>) "
+                            f"for argument {i} of @{args.function}")
             arr = np.asarray(data[key])
             want = tuple(a.type.get_shape())
             if arr.shape != want:
@@ -71,16 +108,30 @@ def main(argv: list[str] | None = None) -> int:
                 raise Error(f"array {key!r} has dtype {arr.dtype}, argument {i} needs {dtype}")
             values.append(arr.astype(dtype, copy=False))
         results = CompiledFunction(fn, np.random.default_rng(args.seed), check_types=True)(*values)
-    except (ParseError, VerifyException, DiagnosticException, Error, OSError, ValueError,
-            ExecutionError) as e:
+        named = {result_key(i, r): v for i, (v, r) in enumerate(zip(results, result_roles(fn)))}
+        if args.output:
+            np.savez(args.output, **{k: np.asarray(v) for k, v in named.items() if v is not None})
+        else:
+            for k, v in named.items():
+                print(f"{k} = {np.array2string(np.asarray(v), precision=6, threshold=64)}")
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except ExecutionError as e:  # the program fails on these inputs: the user's data
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 1
+    except BaseException as e:  # noqa: BLE001 - never a traceback
         return report(e)
-    named = {result_key(i, r): v for i, (v, r) in enumerate(zip(results, result_roles(fn)))}
-    if args.output:
-        np.savez(args.output, **{k: np.asarray(v) for k, v in named.items() if v is not None})
-    else:
-        for k, v in named.items():
-            print(f"{k} = {np.array2string(np.asarray(v), precision=6, threshold=64)}")
     return 0
+
+
+def load_npz(path: str):
+    """The arrays of an .npz (never unpickled); unreadable files are an Error."""
+    import zipfile
+
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        raise Error(f"cannot read --inputs {path}: {' '.join(str(e).split())}") from None
 
 
 if __name__ == "__main__":

@@ -52,7 +52,8 @@ func.func @main(%w: tensor<10x4xf32> {tilefx.param = "fc.weight"},
   %y = aten.addmm %b, %x, %wt {ipu.place = #ipu.place<fwd, block = "B0", ipu = 0>} : tensor<10xf32>, tensor<8x4xf32>, tensor<4x10xf32> -> tensor<8x10xf32>
   %loss = aten.mean %y {ipu.place = #ipu.place<fwd>} : tensor<8x10xf32> -> tensor<f32>
   %seed = aten.full {ipu.place = #ipu.place<bwd>, tilefx.loss_seed, size = array<i64: 8, 10>, fill_value = 1.25e-02 : f64, dtype = f32} : tensor<8x10xf32>
-  %gwt = aten.mm %x, %seed {ipu.place = #ipu.place<bwd, block = "B0", ipu = 0>} : tensor<8x4xf32>, tensor<8x10xf32> -> tensor<4x10xf32>
+  %xt = aten.permute %x {ipu.place = #ipu.place<bwd, block = "B0", ipu = 0>, dims = array<i64: 1, 0>} : tensor<8x4xf32> -> tensor<4x8xf32>
+  %gwt = aten.mm %xt, %seed {ipu.place = #ipu.place<bwd, block = "B0", ipu = 0>} : tensor<4x8xf32>, tensor<8x10xf32> -> tensor<4x10xf32>
   %gw = aten.permute %gwt {ipu.place = #ipu.place<bwd, block = "B0", ipu = 0>, dims = array<i64: 1, 0>} : tensor<4x10xf32> -> tensor<10x4xf32>
   %gb = aten.sum.dim_IntList %seed {dim = array<i64: 0>, keepdim = false} : tensor<8x10xf32> -> tensor<10xf32>
   func.return %loss, %gw, %gb : tensor<f32>, tensor<10x4xf32>, tensor<10xf32>

@@ -1,0 +1,172 @@
+"""Verification of `aten` ops by torch's own shape and dtype rules.
+
+Every `aten` op names a real ATen overload, so its result types are whatever
+torch computes for operands of the declared types: the check runs the overload
+on *meta* tensors (shape and dtype, no data) with the op's properties, and
+compares. Torch's own errors (a stride of 0, a dimension out of range, shapes
+that do not broadcast or multiply) become verifier errors, so attributes are
+range-checked exactly where torch would reject them and no rule is written by
+hand: an op added to `dialects/aten_schema.py` is verified with no extra work.
+
+The dialect layer cannot import torch (tests/test_layers.py), so it exposes a
+hook list (`aten.RESULT_TYPE_RULES`) and `install()` here appends this check;
+the lowering package installs it on import, so the API, tilefx-opt,
+tilefx-run and stock xdsl-opt (through the universe entry point) all verify
+with it. torch is imported on the first check, not at install time.
+
+Results are cached by (op, operand types, properties): a model repeats the same
+few signatures, so a compile runs torch's meta function once per signature.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from xdsl.dialects.builtin import TensorType, TypeAttribute
+from xdsl.irdl import IRDLOperation
+from xdsl.utils.exceptions import VerifyException
+
+from tilefx.dialects.aten import RESULT_TYPE_RULES, field_name, from_attr, type_key
+
+_CACHE_LIMIT = 65536
+_cache: dict[tuple, tuple] = {}
+_torch: Any = None
+_DTYPES: dict[str, Any] = {}
+
+
+def _load_torch() -> Any:
+    global _torch
+    if _torch is None:
+        import torch
+
+        _DTYPES.update({"f32": torch.float32, "f16": torch.float16, "f64": torch.float64,
+                        "bf16": torch.bfloat16, "i64": torch.int64, "i32": torch.int32,
+                        "i16": torch.int16, "i8": torch.int8, "i1": torch.bool})
+        _torch = torch
+    return _torch
+
+
+def _type_text(shape: tuple[int, ...], key: str) -> str:
+    return "tensor<" + "".join(f"{d}x" for d in shape) + key + ">"
+
+
+def _tensor_sig(t: Any) -> tuple[tuple[int, ...], str]:
+    if not isinstance(t, TensorType):
+        raise VerifyException(f"expected a ranked tensor, got {t}")
+    try:
+        key = type_key(t.element_type)
+    except ValueError as e:
+        raise VerifyException(str(e)) from None
+    shape = tuple(t.get_shape())
+    if any(d < 0 for d in shape):
+        raise VerifyException(f"dynamic dimensions are not supported: {t}")
+    return shape, key
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    return (type(v).__name__, v)
+
+
+def _signature(op: IRDLOperation) -> tuple[tuple, dict[str, Any]]:
+    """The cache key and the arguments of the torch call, as plain values
+    (operands as (shape, type key), lists of them, or None)."""
+    schema = op.schema  # type: ignore[attr-defined]
+    args: dict[str, Any] = {}
+    for a in schema.operands:
+        v = getattr(op, field_name(a.name))
+        if a.kind == "tensor":
+            args[a.name] = _tensor_sig(v.type)
+        elif a.kind == "optional":
+            args[a.name] = None if v is None else _tensor_sig(v.type)
+        else:
+            args[a.name] = [_tensor_sig(x.type) for x in v]
+    props = {}
+    for a in schema.properties:
+        if a.name in op.properties:
+            attr = op.properties[a.name]
+            try:
+                props[a.name] = type_key(attr) if isinstance(attr, TypeAttribute) else from_attr(attr)
+            except ValueError as e:
+                raise VerifyException(f"property {a.name}: {e}") from None
+        elif a.optional and not a.has_default:
+            props[a.name] = None  # `int[]? bias_sizes`: absent means None, which torch wants said
+    key = (op.name, tuple((k, _freeze(v)) for k, v in args.items()),
+           tuple((k, _freeze(v)) for k, v in props.items()))
+    return key, {**args, **{f"\0{k}": v for k, v in props.items()}}
+
+
+def _torch_results(schema, args: dict[str, Any]) -> tuple:
+    """("ok", [(shape, key), ...]) | ("error", message) | ("unknown",)."""
+    torch = _load_torch()
+    base, overload = schema.name.split(".")
+    try:
+        fn = getattr(getattr(torch.ops.aten, base), overload)
+    except (AttributeError, RuntimeError):
+        return ("unknown",)
+
+    def meta(sig):
+        shape, key = sig
+        if key not in _DTYPES:
+            raise VerifyException(f"element type {key} has no torch dtype")
+        return torch.empty(shape, dtype=_DTYPES[key], device="meta")
+
+    kwargs: dict[str, Any] = {}
+    for name, v in args.items():
+        if name.startswith("\0"):
+            kwargs[name[1:]] = _DTYPES.get(v, v) if _is_scalar_type(schema, name[1:]) else v
+        elif isinstance(v, list):
+            kwargs[name] = [meta(x) for x in v]
+        else:
+            kwargs[name] = None if v is None else meta(v)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn(**kwargs)
+    except NotImplementedError:  # no meta function (data-dependent shapes): not checkable
+        return ("unknown",)
+    except Exception as e:  # torch rejects the operands or properties
+        text = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        return ("error", f"{type(e).__name__}: {text[:300]}")
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    keys = {v: k for k, v in _DTYPES.items()}
+    # None: an output the op's mask turned off (convolution_backward); any type goes
+    return ("ok", [None if t is None else (tuple(t.shape), keys.get(t.dtype, str(t.dtype)))
+                   for t in outs])
+
+
+def _is_scalar_type(schema, name: str) -> bool:
+    return any(a.name == name and a.base == "ScalarType" for a in schema.properties)
+
+
+def check_result_types(op: IRDLOperation) -> None:
+    """Raise VerifyException if torch rejects `op` or computes other result types."""
+    key, args = _signature(op)
+    found = _cache.get(key)
+    if found is None:
+        found = _torch_results(op.schema, args)  # type: ignore[attr-defined]
+        if len(_cache) >= _CACHE_LIMIT:
+            _cache.clear()
+        _cache[key] = found
+    if found[0] == "unknown":
+        return
+    if found[0] == "error":
+        raise VerifyException(f"{op.name}: torch rejects these operands and properties: {found[1]}")
+    want = found[1]
+    got = [_tensor_sig(r.type) for r in op.results]
+    if len(got) != len(want):
+        raise VerifyException(f"{op.name}: {len(got)} results, torch's rule gives {len(want)}")
+    for i, (g, w) in enumerate(zip(got, want)):
+        # a declared empty result is what CPU kernels return for statistics they
+        # do not compute (batch norm in eval): torch's meta function still sizes it
+        if w is not None and g != w and not (0 in g[0] and g[1] == w[1]):
+            raise VerifyException(f"{op.name}: result {i} is {_type_text(*g)}, torch's rule for "
+                                  f"these operands and properties gives {_type_text(*w)}")
+
+
+def install() -> None:
+    """Add the check to the aten dialect's verifier (once)."""
+    if check_result_types not in RESULT_TYPE_RULES:
+        RESULT_TYPE_RULES.append(check_result_types)
