@@ -302,3 +302,24 @@ def test_multiconv_groups_convolutions():
     assert "ipu.available_memory = 3.000000e-01" in text and "ipu.available_memory = 4.000000e-01" in text
     with pytest.raises(Error, match="available memory proportions"):
         poptorch.MultiConv().availableMemoryProportions(1.5)
+
+
+def test_multiconv_parallel_plan_is_faster_than_serial_on_small_convolutions():
+    class M(torch.nn.Module):
+        def __init__(self, plan):
+            super().__init__()
+            self.convs = torch.nn.ModuleList([torch.nn.Conv2d(4, 4, 3) for _ in range(4)])
+            self.plan = plan
+
+        def forward(self, *xs):
+            with poptorch.MultiConv().planType(self.plan):
+                ys = [c(x) for c, x in zip(self.convs, xs)]
+            return sum(ys)
+
+    xs = [torch.randn(1, 4, 8, 8) for _ in range(4)]
+    cycles = {}
+    for plan in (poptorch.enums.MultiConvPlanType.Parallel, poptorch.enums.MultiConvPlanType.Serial):
+        ex = poptorch.inferenceModel(M(plan))
+        ex.compile(*xs)
+        cycles[plan.name] = ex.profile.total_cycles
+    assert cycles["Parallel"] < cycles["Serial"]

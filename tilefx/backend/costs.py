@@ -416,3 +416,19 @@ def _sum(costs: list[OpCost]) -> OpCost:
 def _scale(c: OpCost, f: int) -> OpCost:
     return OpCost(c.compute_cycles * f, c.exchange_bytes * f, c.exchange_cycles * f, c.sync_cycles * f,
                   c.temp_bytes, c.flops * f, f"{f} serialized pieces of {c.plan}", c.tiles)
+
+
+def multiconv_costs(convs: list, machine: Machine) -> tuple[list[OpCost], int]:
+    """A MultiConv group with the parallel plan (`ipu.multiconv` plan
+    "parallel"): the convolutions run at the same time on disjoint tile
+    sets, each sized to its share of the group's multiply-accumulates. Each
+    op's cost on its tiles, and the group's cycles: the slowest of them."""
+    from dataclasses import replace
+
+    costs = [op_cost(op, machine) for op in convs]
+    total = sum(c.flops for c in costs) or 1.0
+    shared = []
+    for op, c in zip(convs, costs):
+        tiles = max(1, int(machine.tiles * c.flops / total))
+        shared.append(op_cost(op, replace(machine, tiles=tiles)))
+    return shared, max((c.cycles for c in shared), default=0)

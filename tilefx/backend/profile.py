@@ -19,10 +19,11 @@ from xdsl.dialects import func
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from tilefx.errors import Error
-from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, op_cost
+from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, multiconv_costs, op_cost
 from tilefx.backend.machine import Machine
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, StageOp
+from tilefx.dialects.names import MULTICONV_KEY
 
 
 @dataclass
@@ -214,6 +215,23 @@ def _walk(block: Block):
             yield op
 
 
+def _parallel_multiconvs(block: Block, machine: Machine) -> dict:
+    """Each convolution of a parallel MultiConv group -> (its cost on its share
+    of the tiles, the cycles it adds to the stage: the group's slowest
+    member's cycles for the group's first op, 0 for the others)."""
+    groups: dict[tuple, list[Operation]] = defaultdict(list)
+    for op in _walk(block):
+        mc = op.attributes.get(MULTICONV_KEY)
+        if mc is not None and mc.data["plan"].data == "parallel":
+            groups[(mc.data["group"].value.data, _place(op).direction.data if _place(op) else "")].append(op)
+    out = {}
+    for convs in groups.values():
+        costs, cycles = multiconv_costs(convs, machine)
+        for i, (op, c) in enumerate(zip(convs, costs)):
+            out[op] = (c, cycles if i == 0 else 0)
+    return out
+
+
 def _roles(fn: func.FuncOp, which: str) -> list[dict]:
     from tilefx.backend.executor import arg_roles, result_roles
 
@@ -237,16 +255,17 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
             continue
         s, ipu = top.stage.value.data, top.ipu.value.data
         stage_of[s] = (ipu, top.direction.data)
+        parallel = _parallel_multiconvs(top.body.block, machine)
         for op in _walk(top.body.block):
             if op.name == "ipu.copy":
                 copy_bytes[s] += _bytes(op.results[0])
                 continue
             if op.name == "ipu.yield":
                 continue
-            c = op_cost(op, machine)
+            c, group_cycles = parallel.get(op) or (op_cost(op, machine), None)
             cost_of[op] = c
             records.append(OpRecord(op.name, s, ipu, c, top.direction.data))
-            stage_cycles[s] += c.cycles
+            stage_cycles[s] += c.cycles if group_cycles is None else group_cycles
             parts = stage_parts.setdefault(s, [0, 0, 0])
             parts[0] += c.compute_cycles
             parts[1] += c.exchange_cycles
