@@ -76,7 +76,10 @@ def _custom_op(inputs: list[torch.Tensor], name: str, domain: str, version: int,
 def _torch_dtype(name: str) -> torch.dtype:
     from tilefx.lowering.from_torch import _TORCH_TO_NP
 
-    return {np.dtype(v): k for k, v in _TORCH_TO_NP.items()}[np.dtype(name)]
+    inverse: dict = {}
+    for k, v in _TORCH_TO_NP.items():  # the first torch dtype of a numpy one: float32, not bfloat16
+        inverse.setdefault(np.dtype(v), k)
+    return inverse[np.dtype(name)]
 
 
 @_custom_op.register_fake

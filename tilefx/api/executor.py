@@ -16,7 +16,6 @@ outputs are returned in the same order, reduced as the output mode says.
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import json
 import logging

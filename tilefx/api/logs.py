@@ -14,7 +14,6 @@ is on (the default) and INFO messages are enabled.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sys

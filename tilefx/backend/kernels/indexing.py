@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilefx.backend.kernels._common import _F32, _I64, _cast, _f32, _ret, _wrap, registrar
+from tilefx.backend.kernels._common import _I64, _cast, _f32, _ret, _wrap, registrar
 from tilefx.backend.kernels.views import _scatter_index
 
 KERNELS: dict = {}
