@@ -182,7 +182,7 @@ def pack(ex) -> bytes:
         "exported_model": bool(getattr(ex, "_export_model", True)),
     }
     weights = {f"param/{n}": v for n, v in ex._weights.items()}
-    weights.update({f"buffer/{n}": np.asarray(v) for n, v in ex._buffers.items()})
+    weights.update({f"buffer/{n}": np.asarray(v) for n, v in ex._device_buffers.items()})
     weights.update({f"const/{n}": v for n, v in t.consts.items()})
     parts = {
         "graph.mlir": str(p.module).encode(),
