@@ -3,6 +3,8 @@ through tilefx: cold and warm compile seconds, then the time of one training
 step (forward, backward, SGD) and one inference step on the simulated IPU
 next to PyTorch eager on the CPU doing the same, measured alternately in one
 process (tilefx, PyTorch, tilefx, ...) so load on the machine hits both.
+PyTorch runs on one thread by default, as tilefx's numpy kernels do (on a
+shared 2-core machine torch's second thread spins: 10x slower steps).
 
     .venv/bin/python benchmarks/bench_models.py [--repeats N] [--families bert,gpt2,...]
 
@@ -75,8 +77,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--torch-threads", type=int, default=1,
+                    help="PyTorch's intra-op threads (tilefx's numpy kernels run on one)")
     args = ap.parse_args()
+    torch.set_num_threads(args.torch_threads)
     torch.manual_seed(0)
+    print(f"torch {torch.__version__}, {args.torch_threads} thread(s); {args.repeats} repeats, medians")
     rows = []
     print("| family | IR ops (training) | cold compile s | warm compile s | training step ms: tilefx / PyTorch (ratio) "
           "| inference step ms: tilefx / PyTorch (ratio) |")
@@ -85,8 +91,8 @@ def main():
         r = bench(name, args.repeats)
         rows.append(r)
         print(f"| {name} | {r['ops']:,} | {r['cold']:.2f} | {r['warm']:.2f} | "
-              f"{1e3 * r['train_ipu']:.1f} / {1e3 * r['train_pt']:.1f} ({r['train_ipu'] / r['train_pt']:.1f}x) | "
-              f"{1e3 * r['infer_ipu']:.1f} / {1e3 * r['infer_pt']:.1f} ({r['infer_ipu'] / r['infer_pt']:.1f}x) |",
+              f"{1e3 * r['train_ipu']:.1f} / {1e3 * r['train_pt']:.1f} ({r['train_ipu'] / r['train_pt']:.2f}x) | "
+              f"{1e3 * r['infer_ipu']:.1f} / {1e3 * r['infer_pt']:.1f} ({r['infer_ipu'] / r['infer_pt']:.2f}x) |",
               flush=True)
 
 
