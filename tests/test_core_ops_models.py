@@ -378,3 +378,12 @@ def test_unsupported_op_names_the_module_path():
 
     with pytest.raises(tilefx.Error, match=r"aten::kthvalue.*encoder\.0 \(Deep\)"):
         tilefx.inferenceModel(Outer())(torch.randn(2, 3))
+
+
+def test_bicubic_grid_sample_is_a_clear_error():
+    class Warp(nn.Module):
+        def forward(self, x, grid):
+            return nn.functional.grid_sample(x, grid, mode="bicubic", align_corners=False)
+
+    with pytest.raises(tilefx.Error, match="grid_sampler_2d.*bicubic"):
+        tilefx.inferenceModel(Warp())(torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1)

@@ -193,6 +193,8 @@ sym_size.int(Tensor self, int dim) -> SymInt
 sym_stride.int(Tensor self, int dim) -> SymInt
 sym_storage_offset(Tensor self) -> SymInt
 sym_numel(Tensor self) -> SymInt
+sym_is_contiguous(Tensor self) -> SymBool
+resize_(Tensor self, SymInt[] size) -> Tensor
 as_strided(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor
 diagonal(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor
 select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor

@@ -348,6 +348,9 @@ class _Builder:
             if name == "as_strided.default":
                 _check_as_strided_view(node)
             operands, props = _schema_args(node, schema)
+            if name.startswith("grid_sampler_2d") and props.get("interpolation_mode") == 2:
+                raise Error(f"unsupported operation aten::{name} with bicubic interpolation (from module "
+                            f"{_module_of(node)}): use mode='bilinear' or 'nearest'", type="frontend")
             operands = {k: self.operand(v, val) for k, v in operands.items()}
             if name in ("index.Tensor", "index_put.default") and None in operands["indices"]:
                 self.values[node] = self.sliced_index(name, operands, props, rtypes[0], attrs)

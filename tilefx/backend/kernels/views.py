@@ -440,3 +440,19 @@ def as_strided_scatter(self, src, size, stride, storage_offset=None):
         pos = pos + (np.arange(n, dtype=_I64) * st).reshape(shape)
     flat[pos.reshape(-1)] = np.broadcast_to(src, tuple(size)).reshape(-1)
     return flat.reshape(self.shape)
+
+
+@_kernel("sym_is_contiguous.default")
+def sym_is_contiguous(self):
+    """Every tensor the executor holds is contiguous."""
+    return np.asarray(True)
+
+
+@_kernel("resize_.default")
+def resize_(self, size):
+    """The functional form of resize_: the first elements of `self` in
+    row-major order; elements beyond its size (uninitialised in ATen) are 0."""
+    out = np.zeros(tuple(size), self.dtype)
+    n = min(out.size, self.size)
+    out.reshape(-1)[:n] = np.ascontiguousarray(self).reshape(-1)[:n]
+    return out
