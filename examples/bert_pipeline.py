@@ -126,7 +126,7 @@ def main(argv=None):
     print("  training " + training.schedule.summary().replace("\n", "\n  "))
     print("  simulated " + training.profile.table().replace("\n", "\n  "))
     print("  inference " + inference.schedule.summary().replace("\n", "\n  "))
-    return {"accuracy": accuracy, "losses": losses}
+    return {"accuracy": accuracy, "losses": losses, "training": training, "inference": inference}
 
 
 if __name__ == "__main__":
