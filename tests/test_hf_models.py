@@ -131,3 +131,15 @@ def test_hugging_face_model_called_with_keywords_returns_its_model_output():
     with torch.no_grad():
         ref = model(input_ids=ids, attention_mask=mask)
     torch.testing.assert_close(out.logits, ref.logits, rtol=RTOL, atol=1e-5)
+
+
+def test_causal_lm_called_directly_returns_logits_and_no_cache(caplog):
+    """A decoder's key/value cache object cannot come back from the device:
+    it is None (with a warning), the logits are PyTorch's."""
+    fam = FAMILIES["llama"]
+    model = fam.build(0.0).eval()
+    ids = fam.example(training=False)[0]
+    out = tilefx.inferenceModel(model)(input_ids=ids)
+    assert out.past_key_values is None and "DynamicCache" in caplog.text
+    with torch.no_grad():
+        torch.testing.assert_close(out.logits, model(input_ids=ids).logits, rtol=RTOL, atol=1e-5)
