@@ -394,3 +394,25 @@ for _i, _cfg in enumerate([([2, 2, 2], [2, 2, 2], [0, 0, 0], [1, 1, 1], False),
     case("max_pool3d_with_indices_backward.default", r(*_mo.shape), _ap_x, *_cfg, _mi.numpy(),
          id=f"max_pool3d_backward-{_i}")
 case("_adaptive_avg_pool3d_backward.default", r(2, 3, 2, 3, 2), r(2, 3, 5, 4, 6))
+
+
+def test_bf16_rounding_matches_torch():
+    """The executor's bf16 rounding is torch's float32 -> bfloat16 conversion."""
+    from tilefx.backend.executor import round_to_bf16
+
+    x = np.concatenate([r(2000) * 10 ** _rng.uniform(-30, 30, 2000).astype(F32),
+                        np.array([0.0, -0.0, np.inf, -np.inf, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8,
+                                  3.4e38, 1e-40], F32)]).astype(F32)
+    want = torch.from_numpy(x).bfloat16().float().numpy()
+    got = round_to_bf16(x)
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(round_to_bf16(np.array([np.nan], F32))).all()
+
+
+# float16 through the new families: computed in float32, rounded once
+for _name, _args in [("atan2.default", (h(3, 4), h(3, 4))), ("cumsum.default", (h(3, 4), 1)),
+                     ("hardtanh.default", (h(5),)), ("prod.dim_int", (h(3, 4), 1)),
+                     ("upsample_bilinear2d.vec", (h(1, 2, 3, 3), [5, 4], False, None)),
+                     ("native_group_norm.default", (h(2, 4, 3), None, None, 2, 4, 3, 2, 1e-5)),
+                     ("sort.default", (h(3, 5),)), ("index_select.default", (h(4, 3), 0, np.array([3, 1], I64)))]:
+    case(_name, *_args, id=f"{_name.split('.')[0]}-f16")

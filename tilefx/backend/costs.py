@@ -39,6 +39,23 @@ REDUCTION_OPS = {"sum.dim_IntList", "sum", "mean", "mean.dim", "amax", "amin", "
 GATHER_OPS = {"embedding", "embedding_dense_backward", "index.Tensor", "index_put", "gather",
               "scatter.value", "scatter.src", "scatter_add", "max_pool2d_with_indices",
               "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward"}
+# the rest of the core-ATen set and the ops traced graphs keep (issue 9), by the same kinds
+COPY_OPS |= {"lift_fresh_copy", "repeat", "flip", "select_scatter", "diagonal_scatter",
+             "as_strided_scatter", "reflection_pad1d", "reflection_pad2d", "reflection_pad3d",
+             "replication_pad2d", "replication_pad3d", "fill.Scalar", "masked_fill.Scalar", "unfold",
+             "resize_", "upsample_nearest2d.vec"}
+REDUCTION_OPS |= {"prod", "prod.dim_int", "var.dim", "var.correction", "any", "any.dims", "argmin",
+                  "cumsum", "cumprod", "max.dim", "min.dim", "sort", "topk", "native_group_norm",
+                  "native_group_norm_backward", "_native_batch_norm_legit",
+                  "_native_batch_norm_legit.no_stats", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d",
+                  "adaptive_avg_pool1d", "_adaptive_avg_pool2d_backward",
+                  "_adaptive_avg_pool3d_backward", "_pdist_forward", "_pdist_backward",
+                  "_cdist_forward", "_cdist_backward", "replication_pad2d_backward",
+                  "replication_pad3d_backward", "col2im"}
+GATHER_OPS |= {"index_select", "masked_scatter", "masked_scatter_backward", "scatter_reduce.two",
+               "_embedding_bag", "_embedding_bag_backward", "max_pool3d_with_indices",
+               "max_pool3d_with_indices_backward", "avg_pool3d", "avg_pool3d_backward", "avg_pool1d",
+               "grid_sampler_2d", "grid_sampler_2d_backward", "upsample_bilinear2d.vec", "as_strided"}
 # elementwise operations per element of the optimizer updates (a documented estimate)
 UPDATE_FLOPS = {"sgd": 4, "adam": 14, "accumulate": 1}
 
@@ -276,7 +293,10 @@ def op_cost(op, machine: Machine) -> OpCost:
         return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=2,
                            reduction=True)
     flops = {"exp": 4, "erf": 8, "gelu": 10, "tanh": 4, "sigmoid": 4, "log": 4, "rsqrt": 2,
-             "sqrt": 2, "pow.Tensor_Scalar": 2, "native_dropout": 3}.get(name, 1)
+             "sqrt": 2, "pow.Tensor_Scalar": 2, "native_dropout": 3, "acos": 8, "asin": 8,
+             "atan": 8, "atan2": 8, "acosh": 8, "asinh": 8, "atanh": 8, "cosh": 4, "sinh": 4,
+             "tan": 8, "expm1": 4, "log10": 4, "log1p": 4, "log2": 4, "elu": 4, "pow.Scalar": 4,
+             "rand": 3, "randn": 6, "normal_functional": 6, "uniform": 3, "bernoulli.p": 3}.get(name, 1)
     return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=flops)
 
 
