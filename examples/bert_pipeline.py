@@ -67,7 +67,7 @@ def make_data(n: int, generator: torch.Generator):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=60, help="training calls (weight updates)")
+    ap.add_argument("--steps", type=int, default=90, help="training calls (weight updates)")
     ap.add_argument("--micro-batch", type=int, default=8)
     ap.add_argument("--gradient-accumulation", type=int, default=8)
     ap.add_argument("--learning-rate", type=float, default=2e-3)
