@@ -157,4 +157,30 @@ class CallWith(torch.nn.Module):
     def forward(self, *tensors):
         tensors = [t.float() if i in self.upcast else t for i, t in enumerate(tensors)]
         args, kwargs = self.call.rebuild(tensors)
-        return self.inner(*args, **kwargs)
+        return _plain_outputs(self.inner(*args, **kwargs))
+
+
+_CONSTANT_TYPES = (torch.Tensor, bool, int, float, complex, str, bytes, type(None), torch.dtype,
+                   torch.device, torch.Size)
+
+
+def _plain_outputs(out):
+    """The model's outputs with every leaf that is neither a tensor nor a
+    Python constant (an object pytree does not know how to open, such as a
+    transformers key/value cache) replaced by None, with a warning: the
+    executor returns tensors in the model's nesting, and such an object
+    cannot come back from the device."""
+    leaves, spec = pytree.tree_flatten(out)
+    opaque = [i for i, leaf in enumerate(leaves) if not isinstance(leaf, _CONSTANT_TYPES)]
+    if not opaque:
+        return out
+    import logging
+
+    names = sorted({f"{type(leaves[i]).__module__}.{type(leaves[i]).__qualname__}" for i in opaque})
+    logging.getLogger("tilefx").warning(
+        "the model returns %s, which is not a tensor, a tuple/list/dict or a constant: it comes "
+        "back as None (for transformers models, use_cache=False leaves the cache out)",
+        ", ".join(names))
+    for i in opaque:
+        leaves[i] = None
+    return pytree.tree_unflatten(leaves, spec)
