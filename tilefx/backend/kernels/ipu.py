@@ -103,7 +103,8 @@ def sgd(weight, grad, lr, velocity, step, momentum_var, dampening_var, weight_de
         new_velocity, scaled = _store(scaled, velocity)
         v = scaled / vs
     else:
-        v = g.copy() if first else ct(momentum) * velocity.astype(ct, copy=False) + ct(1.0 - dampening) * g
+        v = g.copy() if first else \
+            ct(momentum) * velocity.astype(ct, copy=False) + ct(1.0 - dampening) * g
         new_velocity, v = _store(v, velocity)
     d = g + ct(momentum) * v if nesterov else v
     step_ = lr * d  # a fresh array: the new weight goes into it
