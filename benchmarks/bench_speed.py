@@ -224,7 +224,7 @@ def main():
             print(f"{cases()[k][0]}: fusion on {on:.1f} ms, off {off:.1f} ms, ratio {on / off:.2f}",
                   flush=True)
         return
-    keys = args.only or list(cases())
+    keys = list(cases()) if args.only is None else args.only  # `--only` alone: cold start only
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; median of {args.steps} "
           f"alternating steps; ratio = tilefx / torch")
     print("| model | training step tilefx / torch (ms) | ratio | inference tilefx / torch (ms) | ratio |")

@@ -2,12 +2,20 @@
 
 Like torch.fx's Interpreter, each step reads like the op it runs: fetch the
 operand slots, call the kernel from the one table, store the results. The
-executor knows nothing of torch.
+executor knows nothing of torch, and nothing of any particular kernel:
+
+- a matmul-like op (`gemm_flops`) runs with numpy's BLAS on the threads its
+  size pays for (kernels/tuning.py), chosen once here;
+- chains of float32 elementwise ops (passes/fuse_elementwise.py) run as one
+  step of in-place ufuncs into buffers owned by the executable and reused
+  from call to call when nothing else holds them;
+- each intermediate is dropped after the step that reads it last.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -129,6 +137,7 @@ class CompiledFunction:
         self.reads: list[set[int]] = []  # the slots each step reads (for liveness)
         # chains of f32 elementwise ops run as one step at their root (passes/fuse_elementwise)
         self.buffers: list[np.ndarray | None] = []  # the fused steps' outputs, reused when free
+        self._running = threading.Lock()  # one call at a time: the buffers are per executable
         fused_at: dict[Operation, Any] = {}
         inside: set[Operation] = set()
         for g in fusion_groups(fn) if fuse else ():
@@ -315,7 +324,7 @@ class CompiledFunction:
             env[s] = a
         # overflow to inf/nan is data here (loss scaling looks for it), not an error
         try:
-            with np.errstate(all="ignore"):
+            with self._running, np.errstate(all="ignore"):
                 for step, dead in zip(self.steps, self.dead):
                     step(env)
                     for j in dead:

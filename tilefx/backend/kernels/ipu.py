@@ -93,20 +93,22 @@ def sgd(weight, grad, lr, velocity, step, momentum_var, dampening_var, weight_de
     if weight_decay:
         g = g + ct(weight_decay) * w
     if velocity is None or momentum == 0.0:
-        new_w = (w - lr * g).astype(weight.dtype)
+        new_w = (w - lr * g).astype(weight.dtype, copy=False)
         return new_w if velocity is None else (new_w, velocity)
     first = int(step) <= 1
     if combined:
         vs = ct(_hp(velocity_scaling_var, velocity_scaling) or 1.0)
         scaled = vs * g if first else \
-            ct(momentum) * velocity.astype(ct) + ct(1.0 - dampening) * (vs * g)
+            ct(momentum) * velocity.astype(ct, copy=False) + ct(1.0 - dampening) * (vs * g)
         new_velocity, scaled = _store(scaled, velocity)
         v = scaled / vs
     else:
-        v = g.copy() if first else ct(momentum) * velocity.astype(ct) + ct(1.0 - dampening) * g
+        v = g.copy() if first else \
+            ct(momentum) * velocity.astype(ct, copy=False) + ct(1.0 - dampening) * g
         new_velocity, v = _store(v, velocity)
     d = g + ct(momentum) * v if nesterov else v
-    return (w - lr * d).astype(weight.dtype), new_velocity
+    step_ = lr * d  # a fresh array: the new weight goes into it
+    return np.subtract(w, step_, out=step_).astype(weight.dtype, copy=False), new_velocity
 
 
 def adam(weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var, eps_var,
@@ -126,17 +128,28 @@ def adam(weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var, eps_
         else:
             g = g + ct(weight_decay) * w
     m0, v0 = exp_avg.astype(ct, copy=False), exp_avg_sq.astype(ct, copy=False)
-    new_m, m = _store(m0 + (g - m0) * ct(1.0 - beta1), exp_avg)
-    new_v, v = _store(v0 * ct(beta2) + ct(1.0 - beta2) * g * g, exp_avg_sq)
+    # the same operations as torch's, on fresh temporaries in place (fewer passes)
+    m = np.subtract(g, m0)
+    m *= ct(1.0 - beta1)
+    m += m0
+    new_m, m = _store(m, exp_avg)
+    v = g * ct(1.0 - beta2)
+    v *= g
+    v += v0 * ct(beta2)
+    new_v, v = _store(v, exp_avg_sq)
     if bias_correction:
         bc1 = 1.0 - beta1 ** t
         bc2_sqrt = (1.0 - beta2 ** t) ** 0.5
     else:
         bc1 = bc2_sqrt = 1.0
     step_size = lr_f / bc1
-    denom = np.sqrt(v) / ct(bc2_sqrt) + ct(eps)
-    w = w - ct(step_size) * (m / denom)
-    return w.astype(weight.dtype), new_m, new_v
+    upd = np.sqrt(v)  # denom = sqrt(v) / bc2_sqrt + eps
+    upd /= ct(bc2_sqrt)
+    upd += ct(eps)
+    np.divide(m, upd, out=upd)
+    upd *= ct(step_size)
+    np.subtract(w, upd, out=upd)
+    return upd.astype(weight.dtype, copy=False), new_m, new_v
 
 
 def rmsprop(weight, grad, square_avg, grad_avg, momentum_buffer, lr, alpha_var, eps_var,
