@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from tilefx.errors import Error
 from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, op_cost
 from tilefx.backend.machine import Machine
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, StageOp
+from tilefx.dialects.irutil import flat_ops
 
 
 @dataclass
@@ -206,12 +207,7 @@ def _place(op: Operation) -> PlacementAttr | None:
     return p if isinstance(p, PlacementAttr) else None
 
 
-def _walk(block: Block):
-    for op in block.ops:
-        if isinstance(op, StageOp):
-            yield from _walk(op.body.block)
-        else:
-            yield op
+
 
 
 def _roles(fn: func.FuncOp, which: str) -> list[dict]:
@@ -236,7 +232,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
             continue
         s, ipu = top.stage.value.data, top.ipu.value.data
         stage_of[s] = (ipu, top.direction.data)
-        for op in _walk(top.body.block):
+        for op in flat_ops(top.body.block):
             if op.name == "ipu.copy":
                 copy_bytes[s] += _bytes(op.results[0])
                 continue
@@ -428,12 +424,12 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool) -> dic
     order: list[tuple[Operation, int]] = []
     for top in main.body.block.ops:
         if isinstance(top, StageOp):
-            for op in _walk(top.body.block):
+            for op in flat_ops(top.body.block):
                 if op.name != "ipu.yield":
                     order.append((op, top.ipu.value.data))
     index = {op: i for i, (op, _) in enumerate(order)}
     stage_index = {op: s for top in main.body.block.ops if isinstance(top, StageOp)
-                   for op in _walk(top.body.block) for s in [top.stage.value.data]}
+                   for op in flat_ops(top.body.block) for s in [top.stage.value.data]}
     last_use: dict[SSAValue, int] = {}
     for op, _ in order:
         for v in op.operands:

@@ -50,3 +50,23 @@ def attrs_of(fn: func.FuncOp, which: str) -> list[dict[str, Attribute]]:
     arr = fn.arg_attrs if which == "arg" else fn.res_attrs
     n = len(fn.body.block.args) if which == "arg" else len(fn.function_type.outputs)
     return [dict(arr.data[i].data) if arr is not None else {} for i in range(n)]
+
+
+def stage_ops(fn: func.FuncOp) -> list:
+    """The outlined `ipu.stage` ops of `fn`, in program order (empty before
+    ipu-outline-stages has run)."""
+    from tilefx.dialects.ipu import StageOp
+
+    return [op for op in fn.body.block.ops if isinstance(op, StageOp)]
+
+
+def flat_ops(block):
+    """The ops of `block` with every `ipu.stage` replaced by its body's ops:
+    the program order the executor runs."""
+    from tilefx.dialects.ipu import StageOp
+
+    for op in block.ops:
+        if isinstance(op, StageOp):
+            yield from flat_ops(op.body.block)
+        else:
+            yield op

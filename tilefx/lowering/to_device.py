@@ -33,7 +33,7 @@ from tilefx.backend.costs import (
 )
 from tilefx.backend.machine import Machine, machine as machine_named
 from tilefx.backend.executor import arg_roles, result_roles
-from tilefx.dialects.ipu import PLACE_KEY, CopyOp, StageOp
+from tilefx.dialects.ipu import PLACE_KEY, CopyOp
 from tilefx.dialects.tile import (
     CostAttr,
     ExchangeOp,
@@ -46,7 +46,7 @@ from tilefx.dialects.tile import (
     RemoteStoreOp,
     SyncOp,
 )
-from tilefx.dialects.irutil import find_func
+from tilefx.dialects.irutil import find_func, stage_ops
 
 MATMUL_OPS = {"aten.mm", "aten.bmm", "aten.addmm", "aten.convolution", "aten.convolution_backward"}
 
@@ -101,7 +101,7 @@ class _Lowering:
     def main(self, main: func.FuncOp, m: Machine) -> None:
         block = main.body.block
         roles = arg_roles(main)
-        stages = [o for o in block.ops if isinstance(o, StageOp)]
+        stages = stage_ops(main)
         regions = [s.body.block for s in stages] or [block]
         order = {o: i for i, o in enumerate(main.walk())}
         # weights, buffers and accumulators live spread linearly over the tiles
