@@ -8,7 +8,8 @@ every layer that uses them.
 from __future__ import annotations
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
+from xdsl.dialects.builtin import (ArrayAttr, BoolAttr, DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp,
+                                   StringAttr, f64, i64)
 from xdsl.ir import Attribute
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -22,6 +23,24 @@ def to_py(attr: Attribute):
     if isinstance(attr, ArrayAttr):
         return [to_py(v) for v in attr.data]
     return from_attr(attr)
+
+
+def from_py(value) -> Attribute:
+    """The attribute of a Python value (the inverse of `to_py` for bools,
+    ints, floats, strings, lists and string-keyed dicts)."""
+    if isinstance(value, bool):
+        return BoolAttr.from_bool(value)
+    if isinstance(value, int):
+        return IntegerAttr(value, i64)
+    if isinstance(value, float):
+        return FloatAttr(value, f64)
+    if isinstance(value, str):
+        return StringAttr(value)
+    if isinstance(value, dict):
+        return DictionaryAttr({str(k): from_py(x) for k, x in value.items()})
+    if isinstance(value, (list, tuple)):
+        return ArrayAttr([from_py(x) for x in value])
+    raise TypeError(f"cannot store {value!r} in the IR")
 
 
 def find_func(module: ModuleOp, name: str) -> func.FuncOp:

@@ -44,6 +44,7 @@ AUTOCAST_POLICY_KEY = "ipu.autocast_policy"  # a custom autocast policy, module 
 AUTOCAST_KEY = "ipu.autocast"  # per-op: inside an autocast region (bool)
 STAGES_KEY = "ipu.stages"  # the stage summary left by ipu-assign-stages
 ALS_TRACKED_KEY = "ipu.als_tracked_elements"  # loss scaling: tracked gradient size
+AUTO_STAGE_KEY = "ipu.auto_stage"  # ipu-auto-stage's report: cut points, stage cycles and memory
 
 # -- annotation keys the API stamps on traced torch nodes ---------------------
 BLOCK_META_KEY = "tilefx.block"

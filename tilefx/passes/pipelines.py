@@ -7,7 +7,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
+from tilefx.dialects.names import STRATEGY_KEY
 from tilefx.passes.assign_stages import AssignStagesPass
+from tilefx.passes.auto_stage import AutoStagePass
 from tilefx.passes.autocast import AutocastPass
 from tilefx.passes.available_memory import AvailableMemoryPass
 from tilefx.passes.loss_scaling import LossScalingPass
@@ -34,12 +36,18 @@ def run_graph_passes(module: ModuleOp, training: bool,
                      assign: AssignStagesPass | None = None,
                      loss_scaling: LossScalingPass | None = None,
                      autocast: bool = True) -> None:
-    """autocast, assign-stages, available-memory, serialize-matmul,
-    training-step and loss-scaling (training), dce, outline-stages."""
+    """autocast, auto-stage (PipelinedExecution.auto), assign-stages,
+    available-memory, serialize-matmul, training-step and loss-scaling
+    (training), dce, outline-stages."""
     ctx = graph_context()
     if autocast:
         AutocastPass().apply(ctx, module)
-    (assign or AssignStagesPass()).apply(ctx, module)
+    assign = assign or AssignStagesPass()
+    strategy = module.attributes.get(STRATEGY_KEY)
+    if strategy is not None and "auto" in strategy.data:
+        AutoStagePass(micro_batches=assign.gradient_accumulation if training else
+                      assign.device_iterations).apply(ctx, module)
+    assign.apply(ctx, module)
     AvailableMemoryPass().apply(ctx, module)
     SerializeMatmulPass().apply(ctx, module)
     if training:
