@@ -100,6 +100,23 @@ class Schedule:
             best = max(best, cur)
         return best
 
+    def makespan(self, stage_cycles: dict[int, float]) -> float:
+        """The cycles of the schedule when stage s takes stage_cycles[s] (its
+        compute and the copy of its results to the next IPU): each IPU runs its
+        steps in order, a step starts once its IPU is free and stage s-1 of its
+        micro-batch is done. The planning-time estimate (ipu-auto-stage); the
+        profile's timeline adds host streams and streaming memory."""
+        free: dict[int, float] = defaultdict(float)
+        done: dict[tuple[int, int], float] = {}
+        end = 0.0
+        for s in sorted(self.steps, key=lambda s: (s.time, s.stage)):
+            if s.kind != "compute":
+                continue
+            start = max(free[s.ipu], done.get((s.stage - 1, s.micro_batch), 0.0))
+            free[s.ipu] = done[(s.stage, s.micro_batch)] = start + stage_cycles.get(s.stage, 0.0)
+            end = max(end, free[s.ipu])
+        return end
+
     def chrome_trace(self, step_us: float = 1.0) -> dict:
         """The schedule as Chrome / Perfetto trace events: one track per IPU,
         each step `step_us` microseconds long (until the machine model times them)."""
@@ -142,6 +159,7 @@ def pipelined(stage_ipu: dict[int, int], num_fwd: int, micro_batches: int, train
     """The pipeline under schedule `name` (see the module docstring)."""
     if name not in SCHEDULES:
         raise Error(f"unknown pipeline schedule {name!r}: expected one of {', '.join(SCHEDULES)}")
+    stage_ipu = _complete(stage_ipu, num_fwd, training)
     S = len(stage_ipu)
     sched = Schedule("pipelined", S, micro_batches, repeats=repeats, training=training, name=name)
     if name == "FillDrain" or S == 1:
@@ -157,6 +175,20 @@ def pipelined(stage_ipu: dict[int, int], num_fwd: int, micro_batches: int, train
         sched.steps.append(Step(t, ipu, "compute", stage, mb, _direction(stage, num_fwd, training)))
     sched.steps.sort(key=lambda s: (s.time, s.ipu))
     return sched
+
+
+def _complete(stage_ipu: dict[int, int], num_fwd: int, training: bool) -> dict[int, int]:
+    """Every stage up to the last, on its IPU: a forward stage whose backward
+    has no ops (its gradients are computed by neighbouring stages) still
+    takes its empty step, on the IPU of its forward."""
+    out = dict(stage_ipu)
+    for s in range(max(stage_ipu, default=-1) + 1):
+        if s not in out:
+            mirror = 2 * num_fwd - 2 - s
+            if not training or mirror not in stage_ipu:
+                raise Error(f"internal error: pipeline stage {s} has no IPU")
+            out[s] = stage_ipu[mirror]
+    return out
 
 
 def _one_f_one_b_orders(stage_ipu: dict[int, int], num_fwd: int, M: int, training: bool,
@@ -248,6 +280,7 @@ def _unit_times(orders: dict[int, list[tuple[int, int]]], M: int) -> list[tuple[
 def sharded(stage_ipu: dict[int, int], num_fwd: int, micro_batches: int, training: bool,
             repeats: int) -> Schedule:
     """One IPU at a time: every stage of a micro-batch, then the next micro-batch."""
+    stage_ipu = _complete(stage_ipu, num_fwd, training)
     S = len(stage_ipu)
     sched = Schedule("sharded", S, micro_batches, repeats=repeats, training=training, sequential=True)
     t = 0

@@ -29,10 +29,13 @@ How it cuts:
    times the micro-batches the schedule stashes for that stage, spread over
    the tiles, plus code and the largest temporary.
 3. Choice. A dynamic program over the cut points minimises the slowest
-   stage (the pipeline's throughput) subject to every stage fitting its
-   IPU (the tile memory, shared by the virtual stages of an IPU) and to the
-   user's placements: an op in a Block/BeginBlock with an ipu_id stays on
-   that IPU; a block without one is never cut.
+   stage (the pipeline's steady-state throughput) subject to every stage
+   fitting its IPU (the tile memory, shared by the virtual stages of an
+   IPU) and to the user's placements: an op in a Block/BeginBlock with an
+   ipu_id stays on that IPU; a block without one is never cut. Then the
+   cuts move, one at a time, while the schedule's predicted length for the
+   accumulated micro-batches (`Schedule.makespan`: fill, flush and each
+   IPU's order of forward and backward steps) shrinks.
 
 The module attribute `ipu.auto_stage` reports the cut points, each stage's
 IPU, predicted cycles per micro-batch and memory.
@@ -128,28 +131,37 @@ class AutoStagePass(ModulePass):
         props = AvailableMemoryPass(default_proportion=self.default_proportion)._per_ipu(op)
         ipu_prop = [props.get(i, float(self.default_proportion)) for i in range(N)]
         cycles: dict[float, np.ndarray] = {}
+        bwd_cycles: dict[float, np.ndarray] = {}
         temp = np.zeros(n)
         code = np.zeros(n)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the profile warns once the stages are final
             for p in sorted(set(ipu_prop)):
                 c = np.zeros(n)
+                cb = np.zeros(n)
                 for o in ops:
                     cost = op_cost(o, mach, p)
                     c[anchor[o]] += cost.cycles
+                    if _place(o).is_backward:
+                        cb[anchor[o]] += cost.cycles
                     if p == ipu_prop[0]:
                         temp[anchor[o]] = max(temp[anchor[o]], cost.temp_bytes)
-                        code[anchor[o]] += o.name.removeprefix("aten.") not in VIEW_OPS
+                        code[anchor[o]] += 1
                 cycles[p] = c
+                bwd_cycles[p] = cb
         weights, saved, crossing = _memory_vectors(op, main, ops, anchor, n, training)
-        link = np.array([mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0
-                         for b in crossing], dtype=np.float64)
+        link = np.array([[mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0 for b in row]
+                         for row in crossing], dtype=np.float64)
         depth = _stash_depths(stage_ipus, cfg["schedule"], self.micro_batches, training)
         pinned, no_cut = _user_constraints(ops, anchor, n)
 
-        cuts, stage_cyc, stage_mem = _partition(
+        cuts, stage_report, stage_mem_ok = _partition(
             [cycles[ipu_prop[i]] for i in stage_ipus], link, weights, saved, temp, code, depth,
             stage_ipus, pinned, no_cut, training, mach, v)
+        cuts = _refine(cuts, [cycles[ipu_prop[i]] for i in stage_ipus],
+                       [bwd_cycles[ipu_prop[i]] for i in stage_ipus], link, stage_ipus, cfg["schedule"],
+                       self.micro_batches, training, stage_mem_ok)
+        stage_cyc, stage_mem = stage_report(cuts)
         stage_of_pos = np.zeros(n, dtype=np.int64)
         for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
             stage_of_pos[i:j] = k
@@ -233,7 +245,8 @@ def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
 def _memory_vectors(module, main, ops, anchor, n, training):
     """Per position: bytes of weights (with optimizer state and accumulators),
     bytes of forward values the backward reads (stashed per micro-batch), and
-    bytes of forward values crossing a cut just before the position."""
+    the bytes crossing a cut just before the position: forward values into
+    later stages (row 0), values read by earlier stages' backward (row 1)."""
     weights = np.zeros(n)
     opt = to_py(module.attributes[OPTIMIZER_KEY]) if OPTIMIZER_KEY in module.attributes else {}
     states = _STATE_TENSORS.get(opt.get("type", "sgd"), 1)
@@ -251,22 +264,36 @@ def _memory_vectors(module, main, ops, anchor, n, training):
             b += b + states * 4 * int(np.prod(a.type.get_shape()))
         weights[min(us)] += b
     saved = np.zeros(n)
-    cross = np.zeros(n + 1)
+    cross = np.zeros((2, n + 1))  # forward values into later stages, values back into earlier ones
+    # a value the backward reads, itself or through forward views of it, is stashed
+    root: dict = {}
+    stashed = set()
     for o in ops:
-        if _place(o).is_backward:
-            continue
+        bwd = _place(o).is_backward
+        if bwd:
+            for v in o.operands:
+                if isinstance(v, OpResult) and not _place(v.op).is_backward:
+                    stashed.add(root.get(v, v))
         view = o.name.removeprefix("aten.") in VIEW_OPS
+        a = anchor[o]
         for r in o.results:
-            fwd = [anchor[u.operation] for u in r.uses
-                   if u.operation in anchor and not _place(u.operation).is_backward]
-            if training and not view and any(u.operation in anchor and _place(u.operation).is_backward
-                                             for u in r.uses):
-                saved[anchor[o]] += _bytes(r)
-            last = max(fwd, default=anchor[o])
-            if last > anchor[o] and not view:  # crosses every cut in (anchor, last]
-                cross[anchor[o] + 1] += _bytes(r)
-                cross[last + 1] -= _bytes(r)
-    return weights, saved, np.cumsum(cross)[:n]
+            if view and o.operands and not bwd:  # a view of a weight is the weight: not stashed
+                root[r] = root.get(o.operands[0], o.operands[0])
+            at = [anchor[u.operation] for u in r.uses if u.operation in anchor]
+            later = max(at, default=a)
+            if later > a and not bwd:  # copied across every cut in (a, later]
+                cross[0, a + 1] += _bytes(r)
+                cross[0, later + 1] -= _bytes(r)
+            earlier = min(at, default=a)
+            if earlier < a:  # read by an earlier stage's backward: copied back across (earlier, a]
+                cross[1, earlier + 1] += _bytes(r)
+                cross[1, a + 1] -= _bytes(r)
+    if training:
+        for v in stashed:
+            if isinstance(v, OpResult) and v.op in anchor and \
+                    v.op.name.removeprefix("aten.") not in VIEW_OPS:
+                saved[anchor[v.op]] += _bytes(v)
+    return weights, saved, np.cumsum(cross, axis=1)[:, :n]
 
 
 def _stash_depths(stage_ipus, schedule: str, micro_batches: int, training: bool) -> list[int]:
@@ -324,8 +351,10 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
     A = np.concatenate([[0], np.cumsum(saved)])
     K = np.concatenate([[0], np.cumsum(code)])
     C = [np.concatenate([[0], np.cumsum(c)]) for c in cycles]
-    send = np.concatenate([link, [0]])  # copy out of a stage ending before position j
-    send[0] = 0
+    link = np.atleast_2d(link)
+    send = np.concatenate([link[0], [0]])  # copy out of a stage ending before position j
+    back = np.concatenate([link[-1], [0]])  # copy back out of a stage starting at position i
+    send[0] = back[0] = 0
     inf = np.inf
     best = np.full((S + 1, n + 1), inf)
     arg = np.zeros((S + 1, n + 1), dtype=np.int64)
@@ -341,7 +370,7 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
             ok = (bad[j] - bad[i] == 0) & ~(no_cut[i] & (i > 0)) & np.isfinite(prev[i])
             if not ok.any():
                 continue
-            cyc = C[k][j] - C[k][i] + (send[j] if j < n else 0) + (send[i] if training else 0)
+            cyc = C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0)
             mtemp = np.maximum.accumulate(temp[i[0]:j][::-1])[::-1]
             mem = (W[j] - W[i] + depth[k] * (A[j] - A[i])) / tiles + \
                 mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + mtemp
@@ -355,12 +384,76 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
     for k in range(S, 0, -1):
         cuts.append(int(arg[k, cuts[-1]]))
     cuts = cuts[::-1]
-    stage_cyc, stage_mem = [], []
-    for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
-        stage_cyc.append(C[k][j] - C[k][i] + (send[j] if j < n else 0) + (send[i] if training else 0))
-        stage_mem.append(W[j] - W[i] + depth[k] * (A[j] - A[i]) +
-                         tiles * (mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + temp[i:j].max()))
-    return cuts, stage_cyc, stage_mem
+
+    def report(cuts):
+        stage_cyc, stage_mem = [], []
+        for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
+            stage_cyc.append(C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0))
+            stage_mem.append(W[j] - W[i] + depth[k] * (A[j] - A[i]) +
+                             tiles * (mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + temp[i:j].max()))
+        return stage_cyc, stage_mem
+
+    def ok(k, i, j):
+        """Stage k over positions [i, j): pins, blocks and memory allow it."""
+        if i >= j or (i > 0 and no_cut[i]) or (j < n and no_cut[j]):
+            return False
+        if ((pinned[i:j] >= 0) & (pinned[i:j] != stage_ipus[k])).any():
+            return False
+        mem = (W[j] - W[i] + depth[k] * (A[j] - A[i])) / tiles + \
+            mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + temp[i:j].max()
+        return mem <= cap
+
+    return cuts, report, ok
+
+
+def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, training, ok):
+    """Move the cuts while the schedule's makespan (Schedule.makespan: fill,
+    flush and the order of each IPU's steps, not only the slowest stage)
+    shrinks: step sizes from half a stage down to one position."""
+    S = len(stage_ipus)
+    if S == 1:
+        return cuts
+    link = np.atleast_2d(link)
+    n = link.shape[1]
+    send = np.concatenate([link[0], [0]])
+    back = np.concatenate([link[-1], [0]])
+    send[0] = back[0] = 0
+    sip = {j: stage_ipus[j] for j in range(S)}
+    if training:
+        sip.update({2 * S - 2 - j: stage_ipus[j] for j in range(S - 1)})
+    N = len(set(stage_ipus))
+    M = micro_batches or (2 * S - 1 if schedule == "FillDrain" else N)
+    if schedule == "Interleaved1F1B":
+        M = -(-M // N) * N
+    sched = pipelined(sip, S, M, training, 1, schedule)
+
+    def cost(cuts):
+        per = {}
+        for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
+            b = bwd[k][i:j].sum() + (back[i] if training else 0)
+            f = cycles[k][i:j].sum() - bwd[k][i:j].sum() + (send[j] if j < n else 0)
+            if training and k < S - 1:
+                per[k], per[2 * S - 2 - k] = f, b
+            else:
+                per[k] = f + b
+        return sched.makespan(per)
+
+    best = cost(cuts)
+    step = max(1, n // (2 * S))
+    while step:
+        improved = False
+        for c in range(1, S):
+            for d in (-step, step):
+                new = list(cuts)
+                new[c] += d
+                if not (ok(c - 1, new[c - 1], new[c]) and ok(c, new[c], new[c + 1])):
+                    continue
+                val = cost(new)
+                if val < best:
+                    best, cuts, improved = val, new, True
+        if not improved:
+            step //= 2
+    return cuts
 
 
 def _explain_infeasible(weights, saved, temp, code, depth, pinned, stage_ipus, mach, cap):
@@ -371,9 +464,11 @@ def _explain_infeasible(weights, saved, temp, code, depth, pinned, stage_ipus, m
         raise PlacementError(f"ipu-auto-stage: the model places ops on IPUs {bad_pins}, but the "
                              f"strategy has IPUs 0..{max(stage_ipus)}")
     order = [int(p) for p in pinned if p >= 0]
+    pins = (f"the user placements (IPUs in program order {sorted(set(order), key=order.index)}) must "
+            "not go back to an earlier IPU, and ") if order else ""
     raise PlacementError(
         f"ipu-auto-stage: no split into {len(stage_ipus)} stages over {len(set(stage_ipus))} IPUs fits: "
-        f"the user placements (IPUs in program order {sorted(set(order), key=order.index)}) must not "
-        f"go back to an earlier IPU, and each stage must fit {int(cap):,} bytes per tile "
-        f"({mach.name}); the whole model needs about {int(need):,} bytes per tile of weights and "
-        f"stashed activations. Use more IPUs or fewer placements")
+        f"{pins}each stage must fit {int(cap):,} bytes per tile ({mach.name}); the whole model "
+        f"needs about {int(need):,} bytes per tile of weights and stashed activations. Use more "
+        f"IPUs, a smaller micro-batch, the 1F1B schedule (fewer stashed micro-batches)"
+        f"{' or fewer placements' if order else ''}")

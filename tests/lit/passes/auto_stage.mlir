@@ -10,21 +10,22 @@
 
 // (a) Four equal mm+relu layers, no annotations, training. The first mm
 // reads only arguments: it goes with its first user (forward op 0 is %a1).
-// The cut lands before %a3 (forward op 4): stage 0 runs three forward
-// matmuls and the backward of layers 1-2, stage 1 one forward matmul, the
-// loss and the backward of layers 3-4 (3277 vs 2446 cycles; cutting before
-// %h3 instead gives 2433 vs 3290, a slower slowest stage). Backward ops
-// follow the layer whose forward values or weights they read (%w3t, %ga2
-// with w3's forward, %gh3 with %h4 that reads %a3), never later than the
-// gradient they receive; the seed goes with its user.
+// The dynamic program balances the stages (cut before %a3: 3277 vs 2446
+// cycles per micro-batch); moving the cuts to shorten the fill-drain
+// timeline of 2P-1 = 3 micro-batches then puts it before %h4 (forward op 5):
+// stage 0 runs three forward matmuls and the backward of layers 1-3, stage 1
+// the last matmul, the loss and the backward of layer 4. Backward ops follow
+// the layer whose forward values or weights they read (%w3t, %ga2 with w3's
+// forward, %gh3 with %h4 that reads %a3), never later than the gradient they
+// receive; the seed goes with its user.
 
-// CHECK-LABEL: builtin.module attributes {ipu.strategy = {kind = "pipelined", auto_stage = "same_as_ipu", schedule = "FillDrain", stages = [{blocks = ["stage0"], ipu = 0 : i64}, {blocks = ["stage1"], ipu = 1 : i64}]}, ipu.auto_stage = {num_ipus = 2 : i64, stage_ipus = [0 : i64, 1 : i64], cut_positions = [4 : i64], cuts = ["forward op 4 (aten.relu)"], stage_cycles = [3277 : i64, 2446 : i64], stage_bytes = [{{[0-9]+}} : i64, {{[0-9]+}} : i64], schedule = "FillDrain", machine = "mk2"}} {
+// CHECK-LABEL: builtin.module attributes {ipu.strategy = {kind = "pipelined", auto_stage = "same_as_ipu", schedule = "FillDrain", stages = [{blocks = ["stage0"], ipu = 0 : i64}, {blocks = ["stage1"], ipu = 1 : i64}]}, ipu.auto_stage = {num_ipus = 2 : i64, stage_ipus = [0 : i64, 1 : i64], cut_positions = [5 : i64], cuts = ["forward op 5 (aten.mm)"], stage_cycles = [3425 : i64, 2298 : i64], stage_bytes = [{{[0-9]+}} : i64, {{[0-9]+}} : i64], schedule = "FillDrain", machine = "mk2"}} {
 // CHECK:      %h1 = aten.mm %x, %w1 {ipu.place = #ipu.place<fwd, block = "stage0", ipu = 0>}
 // CHECK-NEXT: %a1 = aten.relu %h1 {ipu.place = #ipu.place<fwd, block = "stage0", ipu = 0>}
 // CHECK-NEXT: %h2 = aten.mm %a1, %w2 {ipu.place = #ipu.place<fwd, block = "stage0", ipu = 0>}
 // CHECK-NEXT: %a2 = aten.relu %h2 {ipu.place = #ipu.place<fwd, block = "stage0", ipu = 0>}
 // CHECK-NEXT: %h3 = aten.mm %a2, %w3 {ipu.place = #ipu.place<fwd, block = "stage0", ipu = 0>}
-// CHECK-NEXT: %a3 = aten.relu %h3 {ipu.place = #ipu.place<fwd, block = "stage1", ipu = 1>}
+// CHECK-NEXT: %a3 = aten.relu %h3 {ipu.place = #ipu.place<fwd, block = "stage0", ipu = 0>}
 // CHECK-NEXT: %h4 = aten.mm %a3, %w4 {ipu.place = #ipu.place<fwd, block = "stage1", ipu = 1>}
 // CHECK-NEXT: %loss = aten.sum %h4 {ipu.place = #ipu.place<fwd, block = "stage1", ipu = 1>}
 // CHECK-NEXT: %seed = aten.full {ipu.place = #ipu.place<bwd, block = "stage1", ipu = 1>
@@ -42,13 +43,13 @@
 // backward of stage 0 is stage 2 on IPU 0.
 
 // STAGES-LABEL: builtin.module attributes {{.*}}ipu.stages = {kind = "pipelined", num_ipus = 2 : i64, forward_stages = 2 : i64, pipeline_stages = 3 : i64, phases = 1 : i64, training = 1 : i64}
-// STAGES:       %a3 = aten.relu %h3 {ipu.place = #ipu.place<fwd, block = "stage1", ipu = 1, stage = 1, phase = 0>}
+// STAGES:       %h4 = aten.mm %a3, %w4 {ipu.place = #ipu.place<fwd, block = "stage1", ipu = 1, stage = 1, phase = 0>}
 // STAGES:       %gw1 = aten.mm %xt, %gh1 {ipu.place = #ipu.place<bwd, block = "stage0", ipu = 0, stage = 2, phase = 0>}
 
 // (c) 1F1B keeps fewer micro-batches of stage 0's activations (2 instead of
-// 3): its memory estimate drops, the cut stays.
+// 3) and orders each IPU's steps differently; the cut stays.
 
-// ONE-LABEL: builtin.module attributes {ipu.strategy = {kind = "pipelined", auto_stage = "same_as_ipu", schedule = "1F1B", {{.*}} cut_positions = [4 : i64]
+// ONE-LABEL: builtin.module attributes {ipu.strategy = {kind = "pipelined", auto_stage = "same_as_ipu", schedule = "1F1B", {{.*}} cut_positions = [5 : i64]
 
 func.func @main(%w1: tensor<64x64xf32> {tilefx.param = "w1"}, %w2: tensor<64x64xf32> {tilefx.param = "w2"}, %w3: tensor<64x64xf32> {tilefx.param = "w3"}, %w4: tensor<64x64xf32> {tilefx.param = "w4"}, %x: tensor<32x64xf32> {tilefx.input = 0 : i64})
     -> (tensor<f32> {tilefx.output = 0 : i64, tilefx.loss}, tensor<64x64xf32> {tilefx.grad = "w1"}, tensor<64x64xf32> {tilefx.grad = "w4"}) {
