@@ -409,7 +409,9 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
 def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, training, ok):
     """Move the cuts while the schedule's makespan (Schedule.makespan: fill,
     flush and the order of each IPU's steps, not only the slowest stage)
-    shrinks: step sizes from half a stage down to one position."""
+    shrinks: one cut, or a run of cuts together (moving work between the
+    first or last stage and all the others), by steps from half a stage down
+    to one position."""
     S = len(stage_ipus)
     if S == 1:
         return cuts
@@ -442,11 +444,15 @@ def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, traini
     step = max(1, n // (2 * S))
     while step:
         improved = False
-        for c in range(1, S):
+        # move one cut, or a cut with all the cuts after it, or with all before it
+        moves = [range(c, c + 1) for c in range(1, S)] + [range(c, S) for c in range(1, S - 1)] + \
+            [range(1, c + 1) for c in range(2, S)]
+        for which in moves:
             for d in (-step, step):
                 new = list(cuts)
-                new[c] += d
-                if not (ok(c - 1, new[c - 1], new[c]) and ok(c, new[c], new[c + 1])):
+                for c in which:
+                    new[c] += d
+                if not all(ok(k, new[k], new[k + 1]) for k in range(which[0] - 1, which[-1] + 1)):
                     continue
                 val = cost(new)
                 if val < best:
