@@ -423,9 +423,11 @@ class PoplarExecutor:
                     a[GROUP_KEY] = IntegerAttr(group_of.get(a[PARAM_KEY].data, 0), i64)
             main_fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
         strategy = self._options.execution_strategy
-        module.attributes[STRATEGY_KEY] = _attr_of(
-            strategy.to_config() if strategy is not None
-            else {"kind": "pipelined", "stages": [], "auto_stage": "same_as_ipu"})
+        config = strategy.to_config() if strategy is not None else \
+            {"kind": "pipelined", "stages": [], "auto_stage": "same_as_ipu"}
+        if "auto" in config:  # ipu-auto-stage costs the ops on this machine
+            config["auto"]["machine"] = machine(self._options.machine).name
+        module.attributes[STRATEGY_KEY] = _attr_of(config)
         if self._options.available_memory_proportion:
             module.attributes[MEMORY_PROPORTION_KEY] = _attr_of(
                 {k: float(v) for k, v in self._options.available_memory_proportion.items()})
@@ -530,7 +532,8 @@ class PoplarExecutor:
         kind, num_fwd = info["kind"], info["forward_stages"]
         M, repeats = (G, D) if self._training else (D, 1)
         if kind in ("pipelined", "single"):
-            return schedule.pipelined(stage_ipu, num_fwd, M, self._training, repeats)
+            return schedule.pipelined(stage_ipu, num_fwd, M, self._training, repeats,
+                                      to_py(module.attributes[STRATEGY_KEY]).get("schedule", "FillDrain"))
         if kind == "sharded":
             return schedule.sharded(stage_ipu, num_fwd, M, self._training, repeats)
         strategy = self._options.execution_strategy

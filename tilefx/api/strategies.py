@@ -10,6 +10,7 @@ from typing import Any
 from tilefx.api.enums import AutoStage, Liveness
 from tilefx.errors import Error
 from tilefx.api.options import STRATEGY_FACTORIES
+from tilefx.backend.schedule import SCHEDULES
 
 
 class Stage:
@@ -79,6 +80,8 @@ class _StagedExecution:
     _CONFIG_METHODS = frozenset({"stage"})
 
     def __init__(self, *args):
+        self.auto_ipus: int | None = None  # set by auto(): ipu-auto-stage picks the stages
+        self.virtual_stages = 1
         self.auto_stage = AutoStage.SameAsIpu
         if args and isinstance(args[0], AutoStage):
             self.auto_stage, args = args[0], args[1:]
@@ -90,22 +93,62 @@ class _StagedExecution:
             for i, s in enumerate(self.stages):
                 s.ipu(i)
 
+    @classmethod
+    def auto(cls, num_ipus: int, **kw):
+        """The strategy over `num_ipus` IPUs with the stages chosen by the
+        `ipu-auto-stage` pass: cut points that balance the machine model's
+        cycles per stage, keep every IPU within its memory and respect the
+        model's Block / BeginBlock annotations that name an ipu_id. The
+        profile (`executor.profile.auto_stage`) reports the cuts."""
+        if isinstance(num_ipus, bool) or not isinstance(num_ipus, int) or num_ipus < 1:
+            raise Error(f"{cls.__name__}.auto: expected a positive number of IPUs, got {num_ipus!r}")
+        virtual = kw.pop("virtual_stages", None)
+        strategy = cls(**kw)
+        if virtual is None:
+            virtual = 2 if getattr(strategy, "schedule", "") == "Interleaved1F1B" else 1
+        if isinstance(virtual, bool) or not isinstance(virtual, int) or virtual < 1:
+            raise Error(f"{cls.__name__}.auto: virtual_stages must be a positive int, got {virtual!r}")
+        if virtual > 1 and getattr(strategy, "schedule", "") != "Interleaved1F1B":
+            raise Error(f"{cls.__name__}.auto: virtual_stages={virtual} needs schedule='Interleaved1F1B'")
+        strategy.auto_ipus, strategy.virtual_stages = num_ipus, virtual
+        return strategy
+
     def stage(self, idx: int) -> Stage:
         return self.stages[idx]
 
     def to_config(self) -> dict:
-        return {"kind": self.kind, "stages": [s.to_config() for s in self.stages],
-                "auto_stage": "auto_increment" if self.auto_stage == AutoStage.AutoIncrement
-                else "same_as_ipu"}
+        cfg = {"kind": self.kind, "stages": [s.to_config() for s in self.stages],
+               "auto_stage": "auto_increment" if self.auto_stage == AutoStage.AutoIncrement
+               else "same_as_ipu"}
+        if self.auto_ipus is not None:
+            cfg["auto"] = {"num_ipus": self.auto_ipus, "virtual_stages": self.virtual_stages}
+        return cfg
 
     def __repr__(self) -> str:
+        if self.auto_ipus is not None:
+            return f"{type(self).__name__}.auto({self.auto_ipus})"
         return f"{type(self).__name__}({', '.join(map(repr, self.stages))})"
 
 
 class PipelinedExecution(_StagedExecution):
-    """Stages on different IPUs process micro-batches in a pipeline (the default)."""
+    """Stages on different IPUs process micro-batches in a pipeline (the default).
+
+    `schedule` orders each IPU's forward and backward steps: "FillDrain"
+    (PopTorch's, the default), "1F1B" or "Interleaved1F1B" (stages visiting
+    the IPUs round-robin, several per IPU). The schedule changes the timeline,
+    the bubbles and the stashed activations, never the numbers."""
 
     kind = "pipelined"
+
+    def __init__(self, *args, schedule: str = "FillDrain"):
+        super().__init__(*args)
+        if schedule not in SCHEDULES:
+            raise Error(f"PipelinedExecution: unknown schedule {schedule!r}: expected one of "
+                        f"{', '.join(map(repr, SCHEDULES))}")
+        self.schedule = schedule
+
+    def to_config(self) -> dict:
+        return {**super().to_config(), "schedule": self.schedule}
 
 
 class ShardedExecution(_StagedExecution):

@@ -266,9 +266,9 @@ def _prop(op, name, default=None):
     return default if attr is None else from_attr(attr)
 
 
-def proportion_of(op) -> float:
+def proportion_of(op, default: float = DEFAULT_PROPORTION) -> float:
     attr = op.attributes.get(AVAILABLE_MEMORY_KEY)
-    return float(attr.value.data) if attr is not None else DEFAULT_PROPORTION
+    return float(attr.value.data) if attr is not None else default
 
 
 # ops through which a weight keeps the tile layout it was created with (views,
@@ -294,8 +294,10 @@ def is_resident(v) -> bool:
     return False
 
 
-def op_cost(op, machine: Machine) -> OpCost:
-    """The cost of one graph-IR op on `machine` (see the module docstring)."""
+def op_cost(op, machine: Machine, proportion: float = DEFAULT_PROPORTION) -> OpCost:
+    """The cost of one graph-IR op on `machine` (see the module docstring);
+    `proportion` is the available memory proportion of an op that does not
+    carry its own `ipu.available_memory` yet (before ipu-available-memory)."""
     name = op.name.removeprefix("aten.")
     if name in VIEW_OPS or op.name in ("ipu.nop", "ipu.set_available_memory", "ipu.copy", "ipu.yield",
                                        "ipu.print_tensor", "ipu.recomputation_checkpoint"):
@@ -309,7 +311,7 @@ def op_cost(op, machine: Machine) -> OpCost:
         return OpCost(c.compute_cycles, c.exchange_bytes, c.exchange_cycles, c.sync_cycles, c.temp_bytes,
                       c.flops, f"{count} iterations of ({body.plan or 'elementwise'})")
     where = name
-    p = proportion_of(op)
+    p = proportion_of(op, proportion)
     ins = list(op.operands)
     outs = list(op.results)
     if name in ("mm", "bmm", "addmm"):

@@ -16,14 +16,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from tilefx.errors import Error
 from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, multiconv_costs, op_cost
 from tilefx.backend.machine import Machine
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, StageOp
-from tilefx.dialects.names import MULTICONV_KEY
+from tilefx.dialects.irutil import flat_ops, to_py
+from tilefx.dialects.names import AUTO_STAGE_KEY, MULTICONV_KEY
 
 
 @dataclass
@@ -92,6 +93,22 @@ class Profile:
     # per stage: the length of one of its steps (compute + host I/O + copy out)
     step_cycles: dict[int, int] = field(default_factory=dict)
     stage_parts: dict[int, list[int]] = field(default_factory=dict)
+    schedule: str = ""  # the pipeline schedule (FillDrain, 1F1B, Interleaved1F1B)
+    # per IPU: the most bytes of activations stashed for later backward steps at one time
+    stash_bytes: dict[int, int] = field(default_factory=dict)
+    auto_stage: dict = field(default_factory=dict)  # ipu-auto-stage's report, when it ran
+
+    def bubble_fraction(self) -> float:
+        """The share of the pipeline's IPU time spent waiting: 1 - busy / (IPUs
+        x span), over the steps of one weight update before the optimizer (compute,
+        IPU-link copies and host transfers count as busy)."""
+        steps = [s for s in self.timeline if s.kind != "update"]
+        if not steps:
+            return 0.0
+        span = max(s.end for s in steps) - min(s.start for s in steps)
+        ipus = {s.ipu for s in steps}
+        busy = sum(s.end - s.start for s in steps)
+        return max(0.0, 1.0 - busy / (len(ipus) * span)) if span else 0.0
 
     @property
     def seconds(self) -> float:
@@ -126,6 +143,10 @@ class Profile:
             "ipu_busy_cycles": self.ipu_busy_cycles(),
             "utilisation": self.utilisation(),
             "stage_cycles": self.stage_cycles,
+            "schedule": self.schedule,
+            "bubble_fraction": self.bubble_fraction(),
+            "stash_bytes": self.stash_bytes,
+            **({"auto_stage": self.auto_stage} if self.auto_stage else {}),
             "step_cycles": self.step_cycles,
             "exchange_bytes": self.exchange_bytes,
             "cycles_by_op": self.cycles_by_op(),
@@ -207,20 +228,12 @@ def _place(op: Operation) -> PlacementAttr | None:
     return p if isinstance(p, PlacementAttr) else None
 
 
-def _walk(block: Block):
-    for op in block.ops:
-        if isinstance(op, StageOp):
-            yield from _walk(op.body.block)
-        else:
-            yield op
-
-
-def _parallel_multiconvs(block: Block, machine: Machine) -> dict:
+def _parallel_multiconvs(block, machine: Machine) -> dict:
     """Each convolution of a parallel MultiConv group -> (its cost on its share
     of the tiles, the cycles it adds to the stage: the group's slowest
     member's cycles for the group's first op, 0 for the others)."""
     groups: dict[tuple, list[Operation]] = defaultdict(list)
-    for op in _walk(block):
+    for op in flat_ops(block):
         mc = op.attributes.get(MULTICONV_KEY)
         if mc is not None and mc.data["plan"].data == "parallel":
             groups[(mc.data["group"].value.data, _place(op).direction.data if _place(op) else "")].append(op)
@@ -256,7 +269,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
         s, ipu = top.stage.value.data, top.ipu.value.data
         stage_of[s] = (ipu, top.direction.data)
         parallel = _parallel_multiconvs(top.body.block, machine)
-        for op in _walk(top.body.block):
+        for op in flat_ops(top.body.block):
             if op.name == "ipu.copy":
                 copy_bytes[s] += _bytes(op.results[0])
                 continue
@@ -318,12 +331,19 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     updates = device_iterations if training else 1
     profile = Profile(machine, schedule.strategy, num_ipus, records, dict(stage_cycles), timeline,
                       end, updates, end * updates, exchange_bytes=exchange_bytes,
-                      step_cycles=step_cycles, stage_parts=stage_parts)
+                      step_cycles=step_cycles, stage_parts=stage_parts, schedule=schedule.name,
+                      auto_stage=_auto_stage_report(module))
     profile.memory = _memory(main, update, arg_roles, param_ipu, stage_of, records, machine, schedule,
-                             training, optimizer_off_chip, accumulate, num_ipus, cost_of)
+                             training, optimizer_off_chip, accumulate, num_ipus, cost_of,
+                             profile.stash_bytes)
     if check_memory:
         _check_memory(profile)
     return profile
+
+
+def _auto_stage_report(module) -> dict:
+    attr = module.attributes.get(AUTO_STAGE_KEY) if module is not None else None
+    return to_py(attr) if attr is not None else {}
 
 
 def _param_ipus(main: func.FuncOp, roles: list[dict]) -> dict[str, int]:
@@ -353,6 +373,7 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
     out: list[TimedStep] = []
     step_cycles: dict[int, int] = {}
     last_stage = max(stage_of, default=0)
+    prev_end = 0  # sharded: one IPU at a time, each step after the previous one
     for st in sorted(schedule.steps, key=lambda s: (s.time, s.stage)):
         ipu = st.ipu
         if st.kind in ("load", "store"):
@@ -362,6 +383,8 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
             ipu_free[ipu] = start + cyc
             continue
         start = max(ipu_free[ipu], done.get((st.stage - 1, st.micro_batch), 0))
+        if schedule.sequential:
+            start = max(start, prev_end)
         begin = start
         if st.stage == 0 and host_in:
             out.append(TimedStep(ipu, start, start + host_in, "host", 0, st.micro_batch, "in"))
@@ -377,6 +400,7 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
             out.append(TimedStep(ipu, end, end + host_out, "host", st.stage, st.micro_batch, "out"))
             end += host_out
         ipu_free[ipu] = end
+        prev_end = end
         done[(st.stage, st.micro_batch)] = end
         step_cycles[st.stage] = max(step_cycles.get(st.stage, 0), end - begin)
     return out, step_cycles
@@ -384,7 +408,8 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
 
 def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Machine,
             schedule: Schedule, training: bool, optimizer_off_chip: bool, accumulate: bool,
-            num_ipus: int, cost_of: dict | None = None) -> dict[int, IpuMemory]:
+            num_ipus: int, cost_of: dict | None = None,
+            stash_out: dict[int, int] | None = None) -> dict[int, IpuMemory]:
     T = machine.tiles
     always: dict[int, list[Tensor]] = defaultdict(list)
     for a, r in zip(main.body.block.args, arg_roles):
@@ -408,7 +433,8 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
     # pipeline's stash (forward values kept for the backward of later micro-batches)
     # and the temporary memory of the op running at that peak (the largest sum of
     # live activations and temporaries, not the largest of each at different times)
-    peak_set, temp = _activation_peaks(main, stage_of, schedule, training, cost_of or {}, T)
+    peak_set, temp = _activation_peaks(main, stage_of, schedule, training, cost_of or {}, T,
+                                       stash_out)
     # code and vertex state: each op's on the tiles it runs on, averaged over the tiles
     # (Poplar spreads vertices evenly), plus the codelet library every tile holds
     op_tiles: dict[int, float] = defaultdict(float)
@@ -449,36 +475,65 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
 
 
 def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_of: dict,
-                      tiles: int) -> tuple[dict[int, list[Tensor]], dict[int, int]]:
-    """Per IPU, the activations live at its peak, stash copies included, and the
-    temporary bytes per tile of the op running then: the peak is the program
-    point with the most live bytes per tile plus that op's temporaries."""
+                      tiles: int, stash_out: dict[int, int] | None = None
+                      ) -> tuple[dict[int, list[Tensor]], dict[int, int]]:
+    """Per IPU, the activations live at its peak, stash copies included (as
+    many copies as the schedule has micro-batches between the value's stage
+    and its last use), and the temporary bytes per tile of the op running
+    then: the peak is the program point with the most live bytes per tile
+    plus that op's temporaries. `stash_out` receives each IPU's peak stashed
+    bytes."""
     order: list[tuple[Operation, int]] = []
     for top in main.body.block.ops:
         if isinstance(top, StageOp):
-            for op in _walk(top.body.block):
+            for op in flat_ops(top.body.block):
                 if op.name != "ipu.yield":
                     order.append((op, top.ipu.value.data))
     index = {op: i for i, (op, _) in enumerate(order)}
     stage_index = {op: s for top in main.body.block.ops if isinstance(top, StageOp)
-                   for op in _walk(top.body.block) for s in [top.stage.value.data]}
+                   for op in flat_ops(top.body.block) for s in [top.stage.value.data]}
+    # a value's uses include those of its views and, across stages, of the
+    # stage results it is yielded as (the later stages' ops, copies included)
+    inner: dict[SSAValue, SSAValue] = {}
+    for top in main.body.block.ops:
+        if isinstance(top, StageOp):
+            inner.update(zip(top.results, top.body.block.last_op.operands))
+
+    def root(v: SSAValue) -> SSAValue:
+        while True:
+            v = inner.get(v, v)
+            o = v.owner
+            if not (isinstance(o, Operation) and o in index and o.operands
+                    and o.name.removeprefix("aten.") in VIEW_OPS):
+                return v
+            v = o.operands[0]
+
     last_use: dict[SSAValue, int] = {}
+    last_stage: dict[SSAValue, int] = {}
     for op, _ in order:
         for v in op.operands:
+            v = root(v)
             if isinstance(v.owner, Operation) and v.owner in index:
                 last_use[v] = max(last_use.get(v, 0), index[op])
-    # values defined on an IPU and alive across the stage boundary: stashed
+                last_stage[v] = max(last_stage.get(v, 0), stage_index[op])
+    # values alive across the stage boundary: stashed, one copy per micro-batch
+    # between their stage and their last use (Schedule.in_flight)
     depth: dict[SSAValue, int] = {}
+    spans: dict[tuple[int, int], int] = {}
+    stashed: list[tuple[int, int, int, int]] = []  # ipu, bytes, first stage, last stage
     if training and schedule.strategy == "pipelined":
-        for op, _ in order:
+        for op, ipu in order:
             for r in op.results:
-                users = [u.operation for u in r.uses if u.operation in stage_index]
-                if not users:
-                    continue
-                s0 = stage_index[op]
-                s1 = max(stage_index[u] for u in users)
+                s0, s1 = stage_index[op], last_stage.get(r, -1)
                 if s1 > s0:
-                    depth[r] = s1 - s0 + 1
+                    if (s0, s1) not in spans:
+                        spans[(s0, s1)] = schedule.in_flight(s0, s1)
+                    depth[r] = spans[(s0, s1)]
+                    if op.name.removeprefix("aten.") not in VIEW_OPS:
+                        stashed.append((op.dst.value.data if op.name == "ipu.copy" else ipu,
+                                        _bytes(r), s0, s1))
+    if stash_out is not None:
+        stash_out.update(_stash_peaks(schedule, stashed))
     peaks: dict[int, list[Tensor]] = {}
     live_bytes: dict[int, int] = defaultdict(int)
     best: dict[int, float] = defaultdict(float)
@@ -517,6 +572,26 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_o
     return peaks, dict(temp_at)
 
 
+def _stash_peaks(schedule: Schedule, stashed: list[tuple[int, int, int, int]]) -> dict[int, int]:
+    """Per IPU, the most bytes of stashed values alive at one time step: a
+    value of stage s0 last used by stage s1 is kept for micro-batch i from the
+    step that runs (s0, i) to the one that runs (s1, i)."""
+    times = {(s.stage, s.micro_batch): s.time for s in schedule.steps if s.kind == "compute"}
+    events: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for ipu, nbytes, s0, s1 in stashed:
+        for i in range(schedule.micro_batches):
+            if (s0, i) in times and (s1, i) in times:
+                events[ipu] += [(times[(s0, i)], nbytes), (times[(s1, i)] + 1, -nbytes)]
+    peaks = {}
+    for ipu, evs in events.items():
+        cur = best = 0
+        for _, d in sorted(evs):  # releases sort before stashes at the same step
+            cur += d
+            best = max(best, cur)
+        peaks[ipu] = best
+    return peaks
+
+
 def _check_memory(profile: Profile) -> None:
     m = profile.machine
     for ipu, mem in profile.memory.items():
@@ -540,6 +615,12 @@ def summary_table(summary: dict, top_ops: int = 15) -> str:
              f"= {1e3 * s['seconds']:.3f} ms per call ({s['weight_updates_per_call']} x "
              f"{s['cycles_per_weight_update']:,} cycles)",
              "  IPU   busy cycles   utilisation   peak tile memory   always-live (max tile)"]
+    if s.get("schedule"):
+        stash = ", ".join(f"IPU{k} {v:,} B" for k, v in s.get("stash_bytes", {}).items()) or "none"
+        lines.insert(1, f"  {s['schedule']} schedule: bubble fraction {100 * s['bubble_fraction']:.1f}%, "
+                        f"peak stashed activations {stash}")
+    if s.get("auto_stage"):
+        lines.insert(1, "  ipu-auto-stage: " + auto_stage_text(s["auto_stage"]))
     for ipu, busy in s["ipu_busy_cycles"].items():
         mem = s["memory"].get(str(ipu), {})
         lines.append(f"  {ipu:>3}   {busy:>11,}   {100 * s['utilisation'].get(str(ipu), 0):>10.1f}%   "
@@ -547,4 +628,14 @@ def summary_table(summary: dict, top_ops: int = 15) -> str:
     lines.append("  op                                   cycles")
     for name, cyc in [kv for kv in s["cycles_by_op"].items() if kv[1]][:top_ops]:
         lines.append(f"  {name:<34} {cyc:>10,}")
+    return "\n".join(lines)
+
+
+def auto_stage_text(report: dict) -> str:
+    """ipu-auto-stage's report in one line per stage."""
+    lines = [f"{len(report['stage_cycles'])} stages over {report['num_ipus']} IPUs, cuts before "
+             + (", ".join(report["cuts"]) or "nothing")]
+    for k, (cyc, mem) in enumerate(zip(report["stage_cycles"], report["stage_bytes"])):
+        lines.append(f"    stage {k} (IPU {report['stage_ipus'][k]}): {cyc:,} cycles per micro-batch, "
+                     f"{mem:,} B")
     return "\n".join(lines)

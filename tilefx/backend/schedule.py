@@ -4,12 +4,32 @@ One step is one unit of time here; the machine model will give each step
 its cycles. The schedule does not change the numbers (pipelined, sharded
 and phased training compute exactly what plain training computes), only
 when and where the work happens.
+
+Pipelines have three schedules (`PipelinedExecution(..., schedule=...)`):
+
+- `FillDrain`, PopTorch's: stage s runs micro-batch i at step i + s (fill
+  S-1, main, flush S-1 over the S = 2P-1 training stages). IPU k keeps
+  2(P-k)-1 micro-batches of activations for its backward.
+- `1F1B` (PipeDream-flush, `torch.distributed.pipelining.Schedule1F1B`):
+  IPU k runs P-1-k warm-up forwards, then alternates one forward and one
+  backward, then drains the backwards: it keeps only P-k micro-batches.
+- `Interleaved1F1B` (Megatron-LM's, `ScheduleInterleaved1F1B`): v virtual
+  stages per IPU (forward stage j on the j mod N-th IPU) shorten the fill
+  and flush by v at the price of v times the IPU-link copies.
+
+Each IPU runs its steps in the order listed; the machine model
+(profile._simulate) times them with the stage costs and the data
+dependencies (stage s of a micro-batch after stage s-1).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+
+from tilefx.errors import Error
+
+SCHEDULES = ("FillDrain", "1F1B", "Interleaved1F1B")
 
 
 @dataclass(frozen=True)
@@ -33,6 +53,10 @@ class Schedule:
     steps: list[Step] = field(default_factory=list)
     repeats: int = 1
     training: bool = True
+    # the pipeline schedule's name (SCHEDULES); "" for the other strategies
+    name: str = ""
+    # one IPU at a time: a step starts after the previous step has ended (sharded)
+    sequential: bool = False
 
     @property
     def length(self) -> int:
@@ -46,7 +70,7 @@ class Schedule:
 
     def phases(self) -> dict[str, int]:
         """Fill / main / flush lengths of a pipeline (REFERENCE.md section 3)."""
-        if self.strategy != "pipelined":
+        if self.strategy != "pipelined" or self.name not in ("", "FillDrain"):
             return {"total": self.length}
         fill = self.num_stages - 1
         return {"fill": fill, "main": self.length - 2 * fill, "flush": fill, "total": self.length}
@@ -59,6 +83,39 @@ class Schedule:
             if s.kind == "compute":
                 busy[s.ipu].add(s.time)
         return {ipu: len(ts) / self.length for ipu, ts in sorted(busy.items())}
+
+    def in_flight(self, first: int, last: int) -> int:
+        """The most micro-batches that have started stage `first` but not yet
+        finished stage `last` at one time step: how many copies of a value
+        made in `first` and last used in `last` are stashed."""
+        times: dict[tuple[int, int], int] = {(s.stage, s.micro_batch): s.time for s in self.steps
+                                             if s.kind == "compute"}
+        events = []
+        for i in range(self.micro_batches):
+            if (first, i) in times and (last, i) in times:
+                events += [(times[(first, i)], 1), (times[(last, i)] + 1, -1)]
+        best = cur = 0
+        for _, d in sorted(events):  # ends (-1) sort before starts at the same step
+            cur += d
+            best = max(best, cur)
+        return best
+
+    def makespan(self, stage_cycles: dict[int, float]) -> float:
+        """The cycles of the schedule when stage s takes stage_cycles[s] (its
+        compute and the copy of its results to the next IPU): each IPU runs its
+        steps in order, a step starts once its IPU is free and stage s-1 of its
+        micro-batch is done. The planning-time estimate (ipu-auto-stage); the
+        profile's timeline adds host streams and streaming memory."""
+        free: dict[int, float] = defaultdict(float)
+        done: dict[tuple[int, int], float] = {}
+        end = 0.0
+        for s in sorted(self.steps, key=lambda s: (s.time, s.stage)):
+            if s.kind != "compute":
+                continue
+            start = max(free[s.ipu], done.get((s.stage - 1, s.micro_batch), 0.0))
+            free[s.ipu] = done[(s.stage, s.micro_batch)] = start + stage_cycles.get(s.stage, 0.0)
+            end = max(end, free[s.ipu])
+        return end
 
     def chrome_trace(self, step_us: float = 1.0) -> dict:
         """The schedule as Chrome / Perfetto trace events: one track per IPU,
@@ -77,7 +134,7 @@ class Schedule:
 
     def summary(self) -> str:
         ph = self.phases()
-        lines = [f"{self.strategy} schedule: {self.num_stages} stages, {self.micro_batches} micro-batches, "
+        lines = [f"{self.strategy}{' ' + self.name if self.name else ''} schedule: {self.num_stages} stages, {self.micro_batches} micro-batches, "
                  f"{self.length} steps per {'weight update' if self.training else 'call'}"
                  + (f" (x{self.repeats} per call)" if self.training else "")]
         if "fill" in ph:
@@ -98,21 +155,134 @@ def _direction(stage: int, num_fwd: int, training: bool, known: dict | None = No
 
 
 def pipelined(stage_ipu: dict[int, int], num_fwd: int, micro_batches: int, training: bool,
-              repeats: int) -> Schedule:
-    """Stage s runs micro-batch i at step i + s: fill S-1, main M-(S-1), flush S-1."""
+              repeats: int, name: str = "FillDrain") -> Schedule:
+    """The pipeline under schedule `name` (see the module docstring)."""
+    if name not in SCHEDULES:
+        raise Error(f"unknown pipeline schedule {name!r}: expected one of {', '.join(SCHEDULES)}")
+    stage_ipu = _complete(stage_ipu, num_fwd, training)
     S = len(stage_ipu)
-    sched = Schedule("pipelined", S, micro_batches, repeats=repeats, training=training)
-    for i in range(micro_batches):
-        for s in range(S):
-            sched.steps.append(Step(i + s, stage_ipu[s], "compute", s, i, _direction(s, num_fwd, training)))
+    sched = Schedule("pipelined", S, micro_batches, repeats=repeats, training=training, name=name)
+    if name == "FillDrain" or S == 1:
+        # stage s runs micro-batch i at step i + s: fill S-1, main M-(S-1), flush S-1
+        for i in range(micro_batches):
+            for s in range(S):
+                sched.steps.append(Step(i + s, stage_ipu[s], "compute", s, i,
+                                        _direction(s, num_fwd, training)))
+        return sched
+    orders = _one_f_one_b_orders(stage_ipu, num_fwd, micro_batches, training,
+                                 interleaved=name == "Interleaved1F1B")
+    for ipu, stage, mb, t in _unit_times(orders, micro_batches):
+        sched.steps.append(Step(t, ipu, "compute", stage, mb, _direction(stage, num_fwd, training)))
+    sched.steps.sort(key=lambda s: (s.time, s.ipu))
     return sched
+
+
+def _complete(stage_ipu: dict[int, int], num_fwd: int, training: bool) -> dict[int, int]:
+    """Every stage up to the last, on its IPU: a forward stage whose backward
+    has no ops (its gradients are computed by neighbouring stages) still
+    takes its empty step, on the IPU of its forward."""
+    out = dict(stage_ipu)
+    for s in range(max(stage_ipu, default=-1) + 1):
+        if s not in out:
+            mirror = 2 * num_fwd - 2 - s
+            if not training or mirror not in stage_ipu:
+                raise Error(f"internal error: pipeline stage {s} has no IPU")
+            out[s] = stage_ipu[mirror]
+    return out
+
+
+def _one_f_one_b_orders(stage_ipu: dict[int, int], num_fwd: int, M: int, training: bool,
+                        interleaved: bool) -> dict[int, list[tuple[int, int]]]:
+    """Each IPU's (pipeline stage, micro-batch) list under 1F1B or Megatron's
+    interleaved 1F1B. Forward stage j is chunk j // N of the (j mod N)-th IPU;
+    its backward is pipeline stage 2F-2-j; the last forward stage also runs the
+    first backward step, so it has no backward entry of its own."""
+    ipus = list(dict.fromkeys(stage_ipu[j] for j in range(num_fwd)))
+    N = len(ipus)
+    v = num_fwd // N
+    what = "Interleaved1F1B" if interleaved else "1F1B"
+    if num_fwd % N or any(stage_ipu[j] != ipus[j % N] for j in range(num_fwd)):
+        raise Error(f"{what} needs the forward stages to visit the IPUs round-robin (stage j on "
+                    f"the (j mod N)-th IPU, the same number on each); got stage IPUs "
+                    f"{[stage_ipu[j] for j in range(num_fwd)]}")
+    if not interleaved and v > 1:
+        raise Error(f"1F1B runs one forward stage per IPU, but {num_fwd} stages share {N} IPUs: "
+                    "use schedule='Interleaved1F1B' for several stages per IPU")
+    if interleaved and M % N:
+        raise Error(f"Interleaved1F1B needs the micro-batches per weight update ({M}) to be a "
+                    f"multiple of the number of IPUs ({N}), as Megatron-LM's schedule does")
+
+    def fwd(k: int) -> tuple[int, int]:  # the k-th forward of an IPU: (chunk, micro-batch)
+        if not interleaved:
+            return 0, k
+        return (k // N) % v, (k // (N * v)) * N + k % N
+
+    def bwd(k: int) -> tuple[int, int]:
+        c, mb = fwd(k)
+        return v - 1 - c, mb
+
+    orders: dict[int, list[tuple[int, int]]] = {}
+    total = M * v
+    for r, ipu in enumerate(ipus):
+        def f_step(k, r=r):
+            c, mb = fwd(k)
+            return c * N + r, mb
+
+        def b_step(k, r=r):
+            c, mb = bwd(k)
+            j = c * N + r
+            return (2 * num_fwd - 2 - j, mb) if j != num_fwd - 1 else None
+
+        if not training:
+            orders[ipu] = [f_step(k) for k in range(total)]
+            continue
+        warm = min(total, (N - r - 1) * 2 + (v - 1) * N if interleaved else N - r - 1)
+        seq: list = [f_step(k) for k in range(warm)]
+        nf, nb = warm, 0
+        while nf < total:
+            seq.append(f_step(nf))
+            nf += 1
+            seq.append(b_step(nb))
+            nb += 1
+        seq += [b_step(k) for k in range(nb, total)]
+        orders[ipu] = [x for x in seq if x is not None]
+    return orders
+
+
+def _unit_times(orders: dict[int, list[tuple[int, int]]], M: int) -> list[tuple[int, int, int, int]]:
+    """Run each IPU's list with one time step per entry: an entry starts once
+    its IPU is free and stage s-1 of its micro-batch has finished. Returns
+    (ipu, stage, micro-batch, time) of every entry."""
+    done: dict[tuple[int, int], int] = {}
+    pos = {ipu: 0 for ipu in orders}
+    out = []
+    t = 0
+    left = sum(len(o) for o in orders.values())
+    while left:
+        ran = []
+        for ipu, order in orders.items():
+            if pos[ipu] == len(order):
+                continue
+            stage, mb = order[pos[ipu]]
+            if stage == 0 or done.get((stage - 1, mb), t) < t:
+                ran.append((ipu, stage, mb))
+        if not ran:
+            raise Error(f"internal error: the pipeline schedule deadlocks at step {t}")
+        for ipu, stage, mb in ran:
+            done[(stage, mb)] = t
+            pos[ipu] += 1
+            out.append((ipu, stage, mb, t))
+        left -= len(ran)
+        t += 1
+    return out
 
 
 def sharded(stage_ipu: dict[int, int], num_fwd: int, micro_batches: int, training: bool,
             repeats: int) -> Schedule:
     """One IPU at a time: every stage of a micro-batch, then the next micro-batch."""
+    stage_ipu = _complete(stage_ipu, num_fwd, training)
     S = len(stage_ipu)
-    sched = Schedule("sharded", S, micro_batches, repeats=repeats, training=training)
+    sched = Schedule("sharded", S, micro_batches, repeats=repeats, training=training, sequential=True)
     t = 0
     for i in range(micro_batches):
         for s in range(S):

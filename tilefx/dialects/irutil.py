@@ -8,7 +8,8 @@ every layer that uses them.
 from __future__ import annotations
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
+from xdsl.dialects.builtin import (ArrayAttr, BoolAttr, DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp,
+                                   StringAttr, f64, i64)
 from xdsl.ir import Attribute
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -24,24 +25,22 @@ def to_py(attr: Attribute):
     return from_attr(attr)
 
 
-def attr_of(v):
-    """An attribute for a Python value (bool, int, float, str, dict, list): the
-    inverse of `to_py`, for options and custom-op attributes stored in the IR."""
-    from xdsl.dialects.builtin import BoolAttr, FloatAttr, IntegerAttr, StringAttr, f64, i64
-
-    if isinstance(v, bool):
-        return BoolAttr.from_bool(v)
-    if isinstance(v, int):
-        return IntegerAttr(v, i64)
-    if isinstance(v, float):
-        return FloatAttr(v, f64)
-    if isinstance(v, str):
-        return StringAttr(v)
-    if isinstance(v, dict):
-        return DictionaryAttr({str(k): attr_of(x) for k, x in v.items()})
-    if isinstance(v, (list, tuple)):
-        return ArrayAttr([attr_of(x) for x in v])
-    raise TypeError(f"cannot store {v!r} in the IR")
+def from_py(value) -> Attribute:
+    """The attribute of a Python value (the inverse of `to_py` for bools,
+    ints, floats, strings, lists and string-keyed dicts)."""
+    if isinstance(value, bool):
+        return BoolAttr.from_bool(value)
+    if isinstance(value, int):
+        return IntegerAttr(value, i64)
+    if isinstance(value, float):
+        return FloatAttr(value, f64)
+    if isinstance(value, str):
+        return StringAttr(value)
+    if isinstance(value, dict):
+        return DictionaryAttr({str(k): from_py(x) for k, x in value.items()})
+    if isinstance(value, (list, tuple)):
+        return ArrayAttr([from_py(x) for x in value])
+    raise TypeError(f"cannot store {value!r} in the IR")
 
 
 def find_func(module: ModuleOp, name: str) -> func.FuncOp:

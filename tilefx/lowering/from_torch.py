@@ -479,12 +479,12 @@ class _Builder:
                 properties={k: IntegerAttr(v, i64) for k, v in
                             zip(("blank", "beam_width", "top_paths"), a[2:5])})
         if name == "custom_op":
-            from tilefx.dialects.irutil import attr_of
+            from tilefx.dialects.irutil import from_py
 
             props = {"op_name": StringAttr(a[1]), "domain": StringAttr(a[2]),
                      "domain_version": IntegerAttr(a[3], i64)}
             if a[4] != "{}":
-                props["op_attributes"] = attr_of(json.loads(a[4]))
+                props["op_attributes"] = from_py(json.loads(a[4]))
             return ipu.CustomOp.build(operands=[a[0]], result_types=[rtypes], attributes=attrs,
                                       properties=props)
         if name == "serialized_matmul":
@@ -505,14 +505,14 @@ class _Builder:
             attrs[NAME_KEY] = StringAttr("/".join(parts + [op]))
         mc = custom.get(MULTICONV_META_KEY)
         if mc is not None and node.target is torch.ops.aten.convolution.default:
-            from tilefx.dialects.irutil import attr_of
+            from tilefx.dialects.irutil import from_py
             from xdsl.dialects.builtin import FloatAttr, f64
 
             fwd = node.meta.get("partitioner_tag") != "is_backward"
             index = self.multiconv_seen.get(mc["group"], 0)
             if fwd:
                 self.multiconv_seen[mc["group"]] = index + 1
-            attrs[MULTICONV_KEY] = attr_of({"group": mc["group"], "plan": mc["plan"]})
+            attrs[MULTICONV_KEY] = from_py({"group": mc["group"], "plan": mc["plan"]})
             amps = mc.get("amps")
             if amps and fwd:
                 attrs[AVAILABLE_MEMORY_KEY] = FloatAttr(amps[index] if len(amps) > 1 else amps[0], f64)

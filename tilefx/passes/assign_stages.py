@@ -146,7 +146,10 @@ class AssignStagesPass(ModulePass):
         self._check_data_flow(ops, where)
         num_phases = max(ph for _, _, ph in where.values()) + 1
         if kind == "pipelined" and num_fwd > 1:
-            if training and self.gradient_accumulation < 2 * num_fwd - 1:
+            # PopTorch's fill-drain schedule needs every pipeline stage busy once;
+            # 1F1B and interleaved 1F1B run any number of micro-batches
+            fill_drain = cfg.get("schedule", "FillDrain") == "FillDrain"
+            if training and fill_drain and self.gradient_accumulation < 2 * num_fwd - 1:
                 raise PlacementError(
                     f"pipelined training over {num_fwd} forward stages has {2 * num_fwd - 1} pipeline "
                     f"stages and needs gradientAccumulation >= {2 * num_fwd - 1}, "

@@ -10,7 +10,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
+from tilefx.dialects.names import STRATEGY_KEY
 from tilefx.passes.assign_stages import AssignStagesPass
+from tilefx.passes.auto_stage import AutoStagePass
 from tilefx.passes.autocast import AutocastPass
 from tilefx.passes.available_memory import AvailableMemoryPass
 from tilefx.passes.loss_scaling import LossScalingPass
@@ -42,11 +44,17 @@ def run_graph_passes(module: ModuleOp, training: bool,
                      assign: AssignStagesPass | None = None,
                      loss_scaling: LossScalingPass | None = None,
                      autocast: bool = True) -> None:
-    """autocast, assign-stages, available-memory, serialize-matmul,
-    recompute, training-step and loss-scaling (training), dce, outline-stages."""
+    """autocast, auto-stage (PipelinedExecution.auto), assign-stages,
+    available-memory, serialize-matmul, recompute, training-step and
+    loss-scaling (training), dce, outline-stages."""
     ctx = graph_context()
     passes = [AutocastPass()] if autocast else []
-    passes += [assign or AssignStagesPass(), AvailableMemoryPass(), SerializeMatmulPass()]
+    assign = assign or AssignStagesPass()
+    strategy = module.attributes.get(STRATEGY_KEY)
+    if strategy is not None and "auto" in strategy.data:
+        passes.append(AutoStagePass(micro_batches=assign.gradient_accumulation if training else
+                                    assign.device_iterations))
+    passes += [assign, AvailableMemoryPass(), SerializeMatmulPass()]
     if training:
         passes += [RecomputePass(), TrainingStepPass()] + ([loss_scaling] if loss_scaling else [])
     for p in passes + [DeadCodeElimination(), OutlineStagesPass()]:

@@ -45,6 +45,12 @@ def _available_memory():
     return AvailableMemoryPass
 
 
+def _auto_stage():
+    from tilefx.passes.auto_stage import AutoStagePass
+
+    return AutoStagePass
+
+
 def _tile():
     from tilefx.dialects.tile import Tile
 
@@ -85,6 +91,7 @@ DIALECTS = {"aten": _aten, "ipu": _ipu, "tile": _tile}
 PASSES = {
     "ipu-training-step": _training_step,
     "ipu-assign-stages": _assign_stages,
+    "ipu-auto-stage": _auto_stage,
     "ipu-outline-stages": _outline_stages,
     "ipu-serialize-matmul": _serialize_matmul,
     "ipu-available-memory": _available_memory,

@@ -1,0 +1,248 @@
+"""Pipeline schedules (FillDrain, 1F1B, Interleaved1F1B) and automatic stage
+partitioning (`PipelinedExecution.auto`, the `ipu-auto-stage` pass): the
+numbers never depend on the schedule or the split (checked against
+PyTorch); the timeline, bubbles and stashed activations do, as the
+schedules' theory says."""
+
+import copy
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import tilefx
+from tilefx.backend import schedule as sched_mod
+from tilefx.backend.machine import MK2
+from tilefx.passes.auto_stage import _partition
+from test_strategies import BlockCNN, _data, _opts, _train_and_compare
+
+
+class Stack(nn.Module):
+    """P blocks of n identical tanh(Linear(16, 16)) layers, block i on IPU i:
+    equal stages whose cycles are the ops' fixed costs, not IPU-link copies."""
+
+    def __init__(self, P=4, n=8, d=16):
+        super().__init__()
+        self.P, self.n = P, n
+        self.layers = nn.ModuleList(nn.Linear(d, d) for _ in range(P * n))
+
+    def forward(self, x, y=None):
+        for i, layer in enumerate(self.layers):
+            with tilefx.Block(f"L{i // self.n}", ipu_id=i // self.n):
+                x = torch.tanh(layer(x))
+        if y is None:
+            return x
+        with tilefx.Block(f"L{self.P - 1}", ipu_id=self.P - 1):
+            loss = (x * y).sum()
+        return x, loss
+
+
+def _stack_trainer(schedule, M, P=4, mb=2, n=2):
+    torch.manual_seed(0)
+    model = Stack(P=P, n=n)
+    opts = _opts(tilefx.PipelinedExecution(*[f"L{i}" for i in range(P)], schedule=schedule), G=M)
+    t = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+    t.compile(torch.randn(mb * M, 16), torch.randn(mb * M, 16))
+    return t
+
+
+# -- numbers: every schedule and the automatic split train like PyTorch -------
+
+SCHEDULE_CASES = {
+    "FillDrain": lambda: tilefx.PipelinedExecution("B1", "B2", "B3", "B4"),
+    "1F1B": lambda: tilefx.PipelinedExecution("B1", "B2", "B3", "B4", schedule="1F1B"),
+    # two virtual stages on each of two IPUs: B1, B3 on IPU 0 and B2, B4 on IPU 1
+    "Interleaved1F1B": lambda: tilefx.PipelinedExecution(
+        *[tilefx.Stage(f"B{i + 1}").ipu(i % 2) for i in range(4)], schedule="Interleaved1F1B"),
+    "auto": lambda: tilefx.PipelinedExecution.auto(4),
+    "auto_interleaved": lambda: tilefx.PipelinedExecution.auto(2, schedule="Interleaved1F1B"),
+}
+
+
+@pytest.mark.parametrize("case", SCHEDULE_CASES)
+def test_schedule_and_split_train_like_pytorch(case):
+    torch.manual_seed(0)
+    trainer = _train_and_compare(BlockCNN(), _opts(SCHEDULE_CASES[case](), G=8))
+    s = trainer.schedule
+    assert s.name == {"auto": "FillDrain", "auto_interleaved": "Interleaved1F1B"}.get(case, case)
+    assert trainer.profile.summary()["schedule"] == s.name
+    # every (stage, micro-batch) runs once, after the stage before it
+    seen = {(st.stage, st.micro_batch): st.time for st in s.steps}
+    assert len(seen) == len(s.steps) == s.num_stages * 8
+    assert all(t > seen[(k - 1, i)] for (k, i), t in seen.items() if k > 0)
+
+
+def test_auto_split_respects_user_placements_and_reports_the_cuts():
+    torch.manual_seed(0)
+    # B1..B3 without an IPU (never cut inside), B4 pinned to IPU 3
+    trainer = _train_and_compare(BlockCNN(ipus=(None, None, None, 3)),
+                                 _opts(tilefx.PipelinedExecution.auto(4), G=8))
+    report = trainer.profile.auto_stage
+    assert report["num_ipus"] == 4 and report["stage_ipus"] == [0, 1, 2, 3]
+    assert len(report["cuts"]) == 3 and len(report["stage_cycles"]) == 4
+    assert all(c > 0 for c in report["stage_cycles"]) and all(b > 0 for b in report["stage_bytes"])
+    # the blocks are whole: one block per stage, the loss block on IPU 3
+    assert "ipu-auto-stage: 4 stages over 4 IPUs" in trainer.profile.table()
+    ir = trainer.ir("graph")
+    assert 'aten.sum.dim_IntList' in ir
+    loss_line = next(line for line in ir.splitlines() if "aten._log_softmax " in line)
+    assert "ipu = 3" in loss_line
+
+
+def test_auto_split_of_an_inference_model_equals_pytorch():
+    torch.manual_seed(0)
+    model = Stack(P=2, n=3).eval()
+    x = torch.randn(8, 16)
+    tilefx.removeBlocks(model)
+    inf = tilefx.inferenceModel(copy.deepcopy(model), tilefx.Options().deviceIterations(4)
+                                .setExecutionStrategy(tilefx.PipelinedExecution.auto(2)))
+    torch.testing.assert_close(inf(x), model(x), rtol=1e-5, atol=1e-6)
+    assert {st.ipu for st in inf.schedule.steps} == {0, 1}
+
+
+def test_dynamic_program_finds_the_best_cuts():
+    """The pass's dynamic program against a search over every cut placement."""
+    rng = np.random.default_rng(0)
+    n, S = 9, 3
+    for trial in range(20):
+        cyc = rng.integers(1, 100, n).astype(float)
+        link = rng.integers(0, 30, n).astype(float)
+        weights = rng.integers(0, 4, n).astype(float) * 1e8 if trial % 2 else np.zeros(n)
+        zeros = np.zeros(n)
+        pinned = np.full(n, -1)
+        if trial % 3 == 0:
+            pinned[n - 1] = S - 1
+        cuts, report, _ = _partition([cyc] * S, link, weights, zeros, zeros, zeros, [1] * S,
+                                        list(range(S)), pinned, np.zeros(n + 1, dtype=bool), True, MK2, 1)
+        stage_cyc, _ = report(cuts)
+        best = np.inf
+        for c in itertools.combinations(range(1, n), S - 1):
+            b = (0, *c, n)
+            costs = [cyc[i:j].sum() + (link[j] if j < n else 0) + (link[i] if i else 0)
+                     for i, j in zip(b[:-1], b[1:])]
+            mem = [weights[i:j].sum() / MK2.tiles for i, j in zip(b[:-1], b[1:])]
+            if max(mem) <= MK2.bytes_per_tile:
+                best = min(best, max(costs))
+        assert max(stage_cyc) == pytest.approx(best)
+
+
+# -- bubbles, stash and timelines ---------------------------------------------
+
+@pytest.mark.parametrize("M", [8, 32])
+def test_fill_drain_bubble_fraction_matches_theory(M):
+    """Equal stages: the share of idle IPU time is (P-1)/(M+P-1)."""
+    P = 4
+    torch.manual_seed(0)
+    opts = tilefx.Options().deviceIterations(M).setExecutionStrategy(
+        tilefx.PipelinedExecution(*[f"L{i}" for i in range(P)]))
+    inf = tilefx.inferenceModel(Stack(P=P, n=8), opts)
+    inf.compile(torch.randn(4 * M, 16))
+    assert len(set(inf.profile.stage_cycles.values())) == 1  # the stages are equal
+    expected = (P - 1) / (M + P - 1)
+    assert inf.profile.bubble_fraction() == pytest.approx(expected, rel=0.05)
+    assert inf.profile.summary()["bubble_fraction"] == inf.profile.bubble_fraction()
+
+
+def test_one_f_one_b_stash_is_bounded_by_the_stages_not_the_micro_batches():
+    P = 4
+    stash = {(s, M): _stack_trainer(s, M, P=P, mb=1, n=1).profile.stash_bytes
+             for s, M in (("FillDrain", 8), ("1F1B", 8), ("1F1B", 32))}
+    assert stash["1F1B", 8] == stash["1F1B", 32]  # independent of the accumulation
+    # 1F1B keeps P-k micro-batches on IPU k, fill-drain 2(P-k)-1: per micro-batch
+    # IPU 0 stashes the same values, so the ratio is P / (2P-1)
+    assert stash["1F1B", 8][0] * (2 * P - 1) == stash["FillDrain", 8][0] * P
+    assert all(stash["1F1B", 8][k] <= stash["FillDrain", 8][k] for k in range(P))
+
+
+def test_schedule_in_flight_counts():
+    F = 4
+    stage_ipu = {j: (j if j < F else 2 * F - 2 - j) for j in range(2 * F - 1)}
+    for M in (8, 32):
+        fd = sched_mod.pipelined(stage_ipu, F, M, True, 1, "FillDrain")
+        ofob = sched_mod.pipelined(stage_ipu, F, M, True, 1, "1F1B")
+        assert [fd.in_flight(k, 2 * F - 2 - k) for k in range(F)] == [7, 5, 3, 1]
+        assert [ofob.in_flight(k, 2 * F - 2 - k) for k in range(F)] == [4, 3, 2, 1]
+        # 1F1B on IPU k: P-1-k warm-up forwards, then alternating, then the drain
+        ipu0 = [(st.stage, st.micro_batch) for st in ofob.per_ipu()[0]]
+        assert ipu0[:5] == [(0, 0), (0, 1), (0, 2), (0, 3), (6, 0)]
+    # interleaved: 8 virtual stages over 4 IPUs, micro-batches in groups of 4
+    F = 8
+    stage_ipu = {j: j % 4 for j in range(F)} | {2 * F - 2 - j: j % 4 for j in range(F - 1)}
+    inter = sched_mod.pipelined(stage_ipu, F, 8, True, 1, "Interleaved1F1B")
+    assert len(inter.steps) == (2 * F - 1) * 8
+    first = [(st.stage, st.micro_batch) for st in inter.per_ipu()[0]][:8]
+    assert first == [(0, 0), (0, 1), (0, 2), (0, 3), (4, 0), (4, 1), (4, 2), (4, 3)]
+
+
+def test_interleaved_has_fewer_bubbles_than_one_stage_per_ipu():
+    torch.manual_seed(0)
+    res = {}
+    for name, strategy in (("Interleaved1F1B", tilefx.PipelinedExecution(
+                               *[tilefx.Stage(f"L{i}").ipu(i % 2) for i in range(4)],
+                               schedule="Interleaved1F1B")),
+                           ("two", tilefx.PipelinedExecution(tilefx.Stage("L0", "L1").ipu(0),
+                                                             tilefx.Stage("L2", "L3").ipu(1),
+                                                             schedule="1F1B"))):
+        model = Stack(P=4, n=2)
+        t = tilefx.trainingModel(model, _opts(strategy, G=8),
+                                 optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+        t.compile(torch.randn(16, 16), torch.randn(16, 16))
+        res[name] = t.profile.bubble_fraction()
+    # the same model on two IPUs: two virtual stages per IPU shorten the fill and flush
+    assert res["Interleaved1F1B"] < res["two"]
+
+
+def test_sharded_inference_is_timed_one_ipu_at_a_time():
+    """Issue 14: sharded inference reported the pipelined cycle count."""
+    torch.manual_seed(0)
+    model = BlockCNN()
+
+    class Infer(nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            return self.m(x, torch.zeros(x.shape[0], dtype=torch.int64))[0]
+
+    x = torch.randn(20, 1, 28, 28)
+    cycles = {}
+    for name, strategy in (("pipelined", tilefx.PipelinedExecution("B1", "B2", "B3", "B4")),
+                           ("sharded", tilefx.ShardedExecution("B1", "B2", "B3", "B4"))):
+        inf = tilefx.inferenceModel(Infer(model), tilefx.Options().deviceIterations(10)
+                                    .setExecutionStrategy(strategy))
+        inf(x)
+        cycles[name] = inf.profile.total_cycles
+        if name == "sharded":
+            steps = sorted((s for s in inf.profile.timeline), key=lambda s: s.start)
+            for a, b in zip(steps, steps[1:]):  # never two IPUs at once
+                assert b.start >= a.end or a.ipu == b.ipu
+            per_mb = sum(inf.profile.step_cycles.values())
+            assert cycles[name] == 10 * per_mb
+    assert cycles["sharded"] > cycles["pipelined"]
+
+
+# -- bad input ------------------------------------------------------------------
+
+def test_schedule_errors_are_clear():
+    with pytest.raises(tilefx.Error, match="unknown schedule 'GPipe'"):
+        tilefx.PipelinedExecution("B1", "B2", schedule="GPipe")
+    with pytest.raises(tilefx.Error, match="positive number of IPUs"):
+        tilefx.PipelinedExecution.auto(0)
+    with pytest.raises(tilefx.Error, match="virtual_stages=2 needs schedule='Interleaved1F1B'"):
+        tilefx.PipelinedExecution.auto(2, virtual_stages=2)
+    torch.manual_seed(0)
+    x, y = _data(1, 8)[0]
+    # 1F1B with two forward stages on one IPU
+    revisit = tilefx.PipelinedExecution(*[tilefx.Stage(f"B{i + 1}").ipu(i % 2) for i in range(4)],
+                                        schedule="1F1B")
+    t = tilefx.trainingModel(BlockCNN(), _opts(revisit, G=8))
+    with pytest.raises(tilefx.Error, match="use schedule='Interleaved1F1B'"):
+        t.compile(x, y)
+    inter = tilefx.PipelinedExecution(*[tilefx.Stage(f"B{i + 1}").ipu(i % 2) for i in range(4)],
+                                      schedule="Interleaved1F1B")
+    t = tilefx.trainingModel(BlockCNN(), _opts(inter, G=7))
+    with pytest.raises(tilefx.Error, match=r"multiple of the number of IPUs \(2\)"):
+        t.compile(*_data(1, 14)[0])

@@ -1,0 +1,480 @@
+"""`ipu-auto-stage`: cut a model into pipeline stages from the machine model.
+
+PopTorch leaves the cut points to the user (Graphcore's PopLiner needs a
+hardware profile); this pass picks them from the cost model instead. It runs
+before `ipu-assign-stages` on @main as traced (forward and backward ops with
+their `#ipu.place`), and rewrites every op's placement into blocks
+"stage0".."stage{S-1}" with their IPUs, plus the module's `ipu.strategy`
+(the stages in order), so `ipu-assign-stages` resolves them as if the user
+had written `PipelinedExecution(Stage("stage0").ipu(0), ...)`.
+
+How it cuts:
+
+1. Positions. Each forward op whose operands come from forward ops is a
+   position, in program order (S = num_ipus x virtual_stages stages are
+   contiguous ranges of positions). Every other op is anchored to a
+   position: a forward op that only reads arguments or constants (a
+   transposed weight, a constant) to its earliest user; a backward op to the
+   latest forward op that reads the same forward values or weights (the
+   layer whose gradient it computes), but never later than the backward
+   ops that give it its gradient (gradients flow back through the stages);
+   a backward op without either to its latest user. Stage ids then never
+   decrease along the data flow, forward or backward.
+2. Costs. The machine model (`backend/costs.py`, at each IPU's available
+   memory proportion) gives every op its cycles; a stage's cycles per
+   micro-batch are its forward and backward ops' cycles plus the IPU-link
+   copies of the activations crossing its cuts (and of their gradients).
+   Its memory per tile is its weights (with optimizer state and gradient
+   accumulators when training) and the activations its backward needs,
+   times the micro-batches the schedule stashes for that stage, spread over
+   the tiles, plus code and the largest temporary.
+3. Choice. A dynamic program over the cut points minimises the slowest
+   stage (the pipeline's steady-state throughput) subject to every stage
+   fitting its IPU (the tile memory, shared by the virtual stages of an
+   IPU) and to the user's placements: an op in a Block/BeginBlock with an
+   ipu_id stays on that IPU; a block without one is never cut. Then the
+   cuts move, one at a time, while the schedule's predicted length for the
+   accumulated micro-batches (`Schedule.makespan`: fill, flush and each
+   IPU's order of forward and backward steps) shrinks.
+
+The module attribute `ipu.auto_stage` reports the cut points, each stage's
+IPU, predicted cycles per micro-batch and memory.
+
+Options (the module's `ipu.strategy` `auto` entry, set by
+`PipelinedExecution.auto`, wins over them): `num_ipus`, `virtual_stages`
+(Interleaved1F1B), `schedule`, `micro_batches` (the gradient accumulation,
+for the stash), `machine` (mk1, mk2, bow), `default_proportion`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import BlockArgument, Operation, OpResult
+from xdsl.passes import ModulePass
+
+from tilefx.backend.costs import VIEW_OPS, _bytes, op_cost
+from tilefx.backend.machine import machine as machine_named
+from tilefx.backend.schedule import SCHEDULES, pipelined
+from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr
+from tilefx.dialects.irutil import find_func, from_py, to_py
+from tilefx.dialects.names import (AUTO_STAGE_KEY, OPTIMIZER_KEY, PARAM_KEY, STRATEGY_KEY)
+from tilefx.passes.assign_stages import PlacementError
+from tilefx.passes.available_memory import AvailableMemoryPass
+
+# fp32 optimizer state tensors per weight element (a documented estimate)
+_STATE_TENSORS = {"sgd": 0, "adam": 2, "adamw": 2, "lamb": 2, "rmsprop": 1}
+
+
+def _place(o: Operation) -> PlacementAttr:
+    p = o.attributes.get(PLACE_KEY)
+    return p if isinstance(p, PlacementAttr) else PlacementAttr()
+
+
+def _forward_op(v) -> Operation | None:
+    return v.op if isinstance(v, OpResult) and not _place(v.op).is_backward else None
+
+
+@dataclass(frozen=True)
+class AutoStagePass(ModulePass):
+    name = "ipu-auto-stage"
+
+    num_ipus: int = 0
+    virtual_stages: int = 1
+    schedule: str = "FillDrain"
+    micro_batches: int = 0  # 0: the fewest the schedule allows
+    machine: str = "mk2"
+    default_proportion: float | int = 0.6
+
+    def _settings(self, module: ModuleOp) -> dict:
+        attr = module.attributes.get(STRATEGY_KEY)
+        cfg = to_py(attr) if attr is not None else {}
+        auto = cfg.get("auto", {})
+        s = {"kind": cfg.get("kind", "pipelined"), "schedule": cfg.get("schedule", self.schedule),
+             "num_ipus": auto.get("num_ipus", self.num_ipus),
+             "virtual_stages": auto.get("virtual_stages", self.virtual_stages),
+             "machine": auto.get("machine", self.machine)}
+        if s["num_ipus"] < 1:
+            raise PlacementError("ipu-auto-stage needs the number of IPUs: num-ipus=N, or "
+                                 "PipelinedExecution.auto(N)")
+        if s["virtual_stages"] < 1:
+            raise PlacementError(f"ipu-auto-stage: virtual-stages must be >= 1, got {s['virtual_stages']}")
+        if s["schedule"] not in SCHEDULES:
+            raise PlacementError(f"ipu-auto-stage: unknown schedule {s['schedule']!r}: expected one "
+                                 f"of {', '.join(SCHEDULES)}")
+        if s["kind"] not in ("pipelined", "sharded"):
+            raise PlacementError(f"ipu-auto-stage places pipelined or sharded stages, not {s['kind']}")
+        return s
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        cfg = self._settings(op)
+        mach = machine_named(cfg["machine"])
+        N, v = cfg["num_ipus"], cfg["virtual_stages"]
+        S = N * v
+        stage_ipus = [k % N for k in range(S)]
+        main = find_func(op, "main")
+        ops = [o for o in main.body.block.ops if not isinstance(o, func.ReturnOp)]
+        if any(o.name == "ipu.stage" for o in ops):
+            raise PlacementError("ipu-auto-stage runs before ipu-outline-stages: @main already has stages")
+        training = any(_place(o).is_backward for o in ops)
+        anchor, n = _anchors(ops)
+        if n < S:
+            raise PlacementError(f"ipu-auto-stage: the model has {n} forward ops with inputs from other "
+                                 f"ops, too few for {S} stages")
+
+        # per-position costs, one vector per distinct available memory proportion
+        props = AvailableMemoryPass(default_proportion=self.default_proportion)._per_ipu(op)
+        ipu_prop = [props.get(i, float(self.default_proportion)) for i in range(N)]
+        cycles: dict[float, np.ndarray] = {}
+        bwd_cycles: dict[float, np.ndarray] = {}
+        temp = np.zeros(n)
+        code = np.zeros(n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the profile warns once the stages are final
+            for p in sorted(set(ipu_prop)):
+                c = np.zeros(n)
+                cb = np.zeros(n)
+                for o in ops:
+                    cost = op_cost(o, mach, p)
+                    c[anchor[o]] += cost.cycles
+                    if _place(o).is_backward:
+                        cb[anchor[o]] += cost.cycles
+                    if p == ipu_prop[0]:
+                        temp[anchor[o]] = max(temp[anchor[o]], cost.temp_bytes)
+                        code[anchor[o]] += 1
+                cycles[p] = c
+                bwd_cycles[p] = cb
+        weights, saved, crossing = _memory_vectors(op, main, ops, anchor, n, training)
+        link = np.array([[mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0 for b in row]
+                         for row in crossing], dtype=np.float64)
+        depth = _stash_depths(stage_ipus, cfg["schedule"], self.micro_batches, training)
+        pinned, no_cut = _user_constraints(ops, anchor, n)
+
+        cuts, stage_report, stage_mem_ok = _partition(
+            [cycles[ipu_prop[i]] for i in stage_ipus], link, weights, saved, temp, code, depth,
+            stage_ipus, pinned, no_cut, training, mach, v)
+        cuts = _refine(cuts, [cycles[ipu_prop[i]] for i in stage_ipus],
+                       [bwd_cycles[ipu_prop[i]] for i in stage_ipus], link, stage_ipus, cfg["schedule"],
+                       self.micro_batches, training, stage_mem_ok)
+        stage_cyc, stage_mem = stage_report(cuts)
+        stage_of_pos = np.zeros(n, dtype=np.int64)
+        for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
+            stage_of_pos[i:j] = k
+        for o in ops:
+            k = int(stage_of_pos[anchor[o]])
+            o.attributes[PLACE_KEY] = _place(o).with_(block=f"stage{k}", ipu=stage_ipus[k])
+        strategy = to_py(op.attributes[STRATEGY_KEY]) if STRATEGY_KEY in op.attributes else \
+            {"kind": cfg["kind"], "auto_stage": "same_as_ipu", "schedule": cfg["schedule"]}
+        strategy.pop("auto", None)
+        strategy["stages"] = [{"blocks": [f"stage{k}"], "ipu": stage_ipus[k]} for k in range(S)]
+        op.attributes[STRATEGY_KEY] = from_py(strategy)
+        first_at = {}
+        for o in ops:
+            if anchor[o] not in first_at and not _place(o).is_backward:
+                first_at[anchor[o]] = o
+        op.attributes[AUTO_STAGE_KEY] = from_py({
+            "num_ipus": N, "stage_ipus": stage_ipus, "cut_positions": [int(c) for c in cuts[1:-1]],
+            "cuts": [f"forward op {c} ({first_at[c].name})" for c in cuts[1:-1]],
+            "stage_cycles": [int(c) for c in stage_cyc], "stage_bytes": [int(b) for b in stage_mem],
+            "schedule": cfg["schedule"], "machine": mach.name})
+
+
+def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
+    """Each op's position (see the module docstring) and the number of positions."""
+    anchor: dict[Operation, int] = {}
+    n = 0
+    for o in ops:
+        if not _place(o).is_backward and any(_forward_op(v) for v in o.operands):
+            anchor[o] = n
+            n += 1
+    if n == 0:
+        return {o: 0 for o in ops}, 1
+    fwd_users = {}
+
+    def users(o):
+        return [u.operation for r in o.results for u in r.uses if u.operation in anchor]
+
+    late = []
+    for o in reversed(ops):  # forward ops reading only arguments: their earliest forward user
+        if o in anchor or _place(o).is_backward:
+            continue
+        us = [anchor[u] for u in users(o) if not _place(u).is_backward]
+        if us:
+            anchor[o] = min(us)
+        else:
+            late.append(o)
+    for o in ops:  # forward values: the latest forward op that reads them
+        if o in anchor and not _place(o).is_backward:
+            us = [anchor[u] for u in users(o) if not _place(u).is_backward]
+            fwd_users[o] = max(us, default=anchor[o])
+    param_first: dict[BlockArgument, int] = {}
+    floating_bwd = []
+    for o in ops:
+        if not _place(o).is_backward:
+            continue
+        grads, layers = [], []
+        for v in o.operands:
+            if isinstance(v, OpResult) and v.op in anchor:
+                (grads if _place(v.op).is_backward else layers).append(
+                    anchor[v.op] if _place(v.op).is_backward else fwd_users.get(v.op, anchor[v.op]))
+            elif isinstance(v, BlockArgument):
+                if v not in param_first:
+                    us = [anchor[u.operation] for u in v.uses if u.operation in anchor
+                          and not _place(u.operation).is_backward]
+                    param_first[v] = min(us) if us else -1
+                if param_first[v] >= 0:
+                    layers.append(param_first[v])
+        if grads and layers:
+            anchor[o] = min(min(grads), max(layers))
+        elif grads or layers:
+            anchor[o] = min(grads) if grads else max(layers)
+        else:
+            floating_bwd.append(o)
+    for o in reversed(floating_bwd):  # constants of the backward: their latest user
+        anchor[o] = max((anchor[u] for u in users(o)), default=n - 1)
+    for o in reversed(late):
+        anchor[o] = min((anchor[u] for u in users(o)), default=0)
+    return anchor, n
+
+
+def _memory_vectors(module, main, ops, anchor, n, training):
+    """Per position: bytes of weights (with optimizer state and accumulators),
+    bytes of forward values the backward reads (stashed per micro-batch), and
+    the bytes crossing a cut just before the position: forward values into
+    later stages (row 0), values read by earlier stages' backward (row 1)."""
+    weights = np.zeros(n)
+    opt = to_py(module.attributes[OPTIMIZER_KEY]) if OPTIMIZER_KEY in module.attributes else {}
+    states = _STATE_TENSORS.get(opt.get("type", "sgd"), 1)
+    if opt.get("type") in ("sgd", "rmsprop") and any(g.get("momentum") for g in opt.get("groups", [])):
+        states += 1
+    for a, attrs in zip(main.body.block.args, main.arg_attrs.data if main.arg_attrs else []):
+        if PARAM_KEY not in attrs.data:
+            continue
+        us = [anchor[u.operation] for u in a.uses if u.operation in anchor
+              and not _place(u.operation).is_backward]
+        if not us:
+            continue
+        b = _bytes(a)
+        if training:  # a gradient accumulator and the fp32 optimizer state per element
+            b += b + states * 4 * int(np.prod(a.type.get_shape()))
+        weights[min(us)] += b
+    saved = np.zeros(n)
+    cross = np.zeros((2, n + 1))  # forward values into later stages, values back into earlier ones
+    # a value the backward reads, itself or through forward views of it, is stashed
+    root: dict = {}
+    stashed = set()
+    for o in ops:
+        bwd = _place(o).is_backward
+        if bwd:
+            for v in o.operands:
+                if isinstance(v, OpResult) and not _place(v.op).is_backward:
+                    stashed.add(root.get(v, v))
+        view = o.name.removeprefix("aten.") in VIEW_OPS
+        a = anchor[o]
+        for r in o.results:
+            if view and o.operands and not bwd:  # a view of a weight is the weight: not stashed
+                root[r] = root.get(o.operands[0], o.operands[0])
+            at = [anchor[u.operation] for u in r.uses if u.operation in anchor]
+            later = max(at, default=a)
+            if later > a and not bwd:  # copied across every cut in (a, later]
+                cross[0, a + 1] += _bytes(r)
+                cross[0, later + 1] -= _bytes(r)
+            earlier = min(at, default=a)
+            if earlier < a:  # read by an earlier stage's backward: copied back across (earlier, a]
+                cross[1, earlier + 1] += _bytes(r)
+                cross[1, a + 1] -= _bytes(r)
+    if training:
+        for v in stashed:
+            if isinstance(v, OpResult) and v.op in anchor and \
+                    v.op.name.removeprefix("aten.") not in VIEW_OPS:
+                saved[anchor[v.op]] += _bytes(v)
+    return weights, saved, np.cumsum(cross, axis=1)[:, :n]
+
+
+def _stash_depths(stage_ipus, schedule: str, micro_batches: int, training: bool) -> list[int]:
+    """Micro-batches of activations each forward stage keeps for its backward."""
+    S = len(stage_ipus)
+    if not training or S == 1:
+        return [1] * S
+    sip = {j: stage_ipus[j] for j in range(S)}
+    sip.update({2 * S - 2 - j: stage_ipus[j] for j in range(S - 1)})
+    N = len(set(stage_ipus))
+    M = micro_batches or (2 * S - 1 if schedule == "FillDrain" else N)
+    if schedule == "Interleaved1F1B":
+        M = -(-M // N) * N
+    try:
+        sched = pipelined(sip, S, M, True, 1, schedule)
+    except Exception as e:  # the schedule's own rule, with its numbers
+        raise PlacementError(f"ipu-auto-stage: {e}") from e
+    return [sched.in_flight(j, 2 * S - 2 - j) for j in range(S)]
+
+
+def _user_constraints(ops, anchor, n):
+    """Positions pinned to an IPU (-1: free) and the positions a cut may not
+    precede (inside a block without an IPU)."""
+    pinned = np.full(n, -1)
+    span: dict[str, list[int]] = {}
+    for o in ops:
+        p = _place(o)
+        b = p.block.data
+        if p.is_backward or not b or b == START_BLOCK:
+            continue
+        pos = anchor[o]
+        if p.ipu.data >= 0:
+            if pinned[pos] not in (-1, p.ipu.data):
+                raise PlacementError(f"ipu-auto-stage: forward op {pos} ({o.name}) is placed on IPU "
+                                     f"{pinned[pos]} and on IPU {p.ipu.data}")
+            pinned[pos] = p.ipu.data
+        else:
+            lo, hi = span.get(b, [pos, pos])
+            span[b] = [min(lo, pos), max(hi, pos)]
+    no_cut = np.zeros(n + 1, dtype=bool)
+    for lo, hi in span.values():
+        no_cut[lo + 1:hi + 1] = True
+    return pinned, no_cut
+
+
+def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinned, no_cut,
+               training, mach, virtual):
+    """The cuts 0 = c0 < c1 < ... < cS = n minimising the slowest stage, each
+    stage within its IPU's tile memory; its cycles and bytes."""
+    n = len(weights)
+    S = len(stage_ipus)
+    tiles = mach.tiles
+    cap = mach.bytes_per_tile / virtual
+    W = np.concatenate([[0], np.cumsum(weights)])
+    A = np.concatenate([[0], np.cumsum(saved)])
+    K = np.concatenate([[0], np.cumsum(code)])
+    C = [np.concatenate([[0], np.cumsum(c)]) for c in cycles]
+    link = np.atleast_2d(link)
+    send = np.concatenate([link[0], [0]])  # copy out of a stage ending before position j
+    back = np.concatenate([link[-1], [0]])  # copy back out of a stage starting at position i
+    send[0] = back[0] = 0
+    inf = np.inf
+    best = np.full((S + 1, n + 1), inf)
+    arg = np.zeros((S + 1, n + 1), dtype=np.int64)
+    best[0, 0] = 0.0
+    for k in range(S):
+        ipu = stage_ipus[k]
+        bad = np.concatenate([[0], np.cumsum((pinned >= 0) & (pinned != ipu))])
+        prev = best[k]
+        for j in range(k + 1, n + 1):
+            if no_cut[j] and j < n:
+                continue
+            i = np.arange(k, j)
+            ok = (bad[j] - bad[i] == 0) & ~(no_cut[i] & (i > 0)) & np.isfinite(prev[i])
+            if not ok.any():
+                continue
+            cyc = C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0)
+            mtemp = np.maximum.accumulate(temp[i[0]:j][::-1])[::-1]
+            mem = (W[j] - W[i] + depth[k] * (A[j] - A[i])) / tiles + \
+                mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + mtemp
+            val = np.where(ok & (mem <= cap), np.maximum(prev[i], cyc), inf)
+            m = int(np.argmin(val))
+            if np.isfinite(val[m]) and (k < S - 1 or j == n):
+                best[k + 1, j], arg[k + 1, j] = val[m], i[m]
+    if not np.isfinite(best[S, n]):
+        _explain_infeasible(weights, saved, temp, code, depth, pinned, stage_ipus, mach, cap)
+    cuts = [n]
+    for k in range(S, 0, -1):
+        cuts.append(int(arg[k, cuts[-1]]))
+    cuts = cuts[::-1]
+
+    def report(cuts):
+        stage_cyc, stage_mem = [], []
+        for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
+            stage_cyc.append(C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0))
+            stage_mem.append(W[j] - W[i] + depth[k] * (A[j] - A[i]) +
+                             tiles * (mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + temp[i:j].max()))
+        return stage_cyc, stage_mem
+
+    def ok(k, i, j):
+        """Stage k over positions [i, j): pins, blocks and memory allow it."""
+        if i >= j or (i > 0 and no_cut[i]) or (j < n and no_cut[j]):
+            return False
+        if ((pinned[i:j] >= 0) & (pinned[i:j] != stage_ipus[k])).any():
+            return False
+        mem = (W[j] - W[i] + depth[k] * (A[j] - A[i])) / tiles + \
+            mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + temp[i:j].max()
+        return mem <= cap
+
+    return cuts, report, ok
+
+
+def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, training, ok):
+    """Move the cuts while the schedule's makespan (Schedule.makespan: fill,
+    flush and the order of each IPU's steps, not only the slowest stage)
+    shrinks: one cut, or a run of cuts together (moving work between the
+    first or last stage and all the others), by steps from half a stage down
+    to one position."""
+    S = len(stage_ipus)
+    if S == 1:
+        return cuts
+    link = np.atleast_2d(link)
+    n = link.shape[1]
+    send = np.concatenate([link[0], [0]])
+    back = np.concatenate([link[-1], [0]])
+    send[0] = back[0] = 0
+    sip = {j: stage_ipus[j] for j in range(S)}
+    if training:
+        sip.update({2 * S - 2 - j: stage_ipus[j] for j in range(S - 1)})
+    N = len(set(stage_ipus))
+    M = micro_batches or (2 * S - 1 if schedule == "FillDrain" else N)
+    if schedule == "Interleaved1F1B":
+        M = -(-M // N) * N
+    sched = pipelined(sip, S, M, training, 1, schedule)
+
+    def cost(cuts):
+        per = {}
+        for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
+            b = bwd[k][i:j].sum() + (back[i] if training else 0)
+            f = cycles[k][i:j].sum() - bwd[k][i:j].sum() + (send[j] if j < n else 0)
+            if training and k < S - 1:
+                per[k], per[2 * S - 2 - k] = f, b
+            else:
+                per[k] = f + b
+        return sched.makespan(per)
+
+    best = cost(cuts)
+    step = max(1, n // (2 * S))
+    while step:
+        improved = False
+        # move one cut, or a cut with all the cuts after it, or with all before it
+        moves = [range(c, c + 1) for c in range(1, S)] + [range(c, S) for c in range(1, S - 1)] + \
+            [range(1, c + 1) for c in range(2, S)]
+        for which in moves:
+            for d in (-step, step):
+                new = list(cuts)
+                for c in which:
+                    new[c] += d
+                if not all(ok(k, new[k], new[k + 1]) for k in range(which[0] - 1, which[-1] + 1)):
+                    continue
+                val = cost(new)
+                if val < best:
+                    best, cuts, improved = val, new, True
+        if not improved:
+            step //= 2
+    return cuts
+
+
+def _explain_infeasible(weights, saved, temp, code, depth, pinned, stage_ipus, mach, cap):
+    need = (weights.sum() + max(depth) * saved.sum()) / mach.tiles
+    pins = sorted({int(p) for p in pinned if p >= 0})
+    bad_pins = [p for p in pins if p not in stage_ipus]
+    if bad_pins:
+        raise PlacementError(f"ipu-auto-stage: the model places ops on IPUs {bad_pins}, but the "
+                             f"strategy has IPUs 0..{max(stage_ipus)}")
+    order = [int(p) for p in pinned if p >= 0]
+    pins = (f"the user placements (IPUs in program order {sorted(set(order), key=order.index)}) must "
+            "not go back to an earlier IPU, and ") if order else ""
+    raise PlacementError(
+        f"ipu-auto-stage: no split into {len(stage_ipus)} stages over {len(set(stage_ipus))} IPUs fits: "
+        f"{pins}each stage must fit {int(cap):,} bytes per tile ({mach.name}); the whole model "
+        f"needs about {int(need):,} bytes per tile of weights and stashed activations. Use more "
+        f"IPUs, a smaller micro-batch, the 1F1B schedule (fewer stashed micro-batches)"
+        f"{' or fewer placements' if order else ''}")
