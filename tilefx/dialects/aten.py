@@ -60,6 +60,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 
 from tilefx.dialects.aten_schema import ATEN_SCHEMAS, Arg, Schema
+from tilefx.errors import Error
 
 # ---------------------------------------------------------------------------
 # element types <-> numpy dtypes
@@ -77,6 +78,10 @@ _TYPE_OF_NP = {v: k for k, v in _NP_OF_TYPE.items()}
 _XDSL_TYPES = {"f32": f32, "f16": f16, "f64": f64, "bf16": bf16, "i64": i64, "i32": i32, "i8": i8, "i1": i1}
 
 
+class UnsupportedTypeError(Error, ValueError):
+    """An element type tilefx does not compute with (a tilefx.Error and a ValueError)."""
+
+
 def type_key(t: Attribute) -> str:
     """'f32', 'i64', ... for a builtin element type."""
     if isinstance(t, Float32Type):
@@ -89,13 +94,16 @@ def type_key(t: Attribute) -> str:
         return "bf16"
     if isinstance(t, IntegerType):
         return f"i{t.width.data}"
-    raise ValueError(f"unsupported element type {t}")
+    raise UnsupportedTypeError(f"unsupported element type {t}")
 
 
 def np_dtype(t: Attribute) -> np.dtype:
     key = type_key(t)
     if key == "bf16":
-        raise ValueError("bf16 tensors are not supported by the numpy executor")
+        raise UnsupportedTypeError("bf16 tensors are not supported by the numpy executor")
+    if key not in _NP_OF_TYPE:
+        raise UnsupportedTypeError(f"element type {key} is not supported (use one of "
+                                   f"{', '.join(_NP_OF_TYPE)})")
     return _NP_OF_TYPE[key]
 
 

@@ -308,7 +308,9 @@ def _find_loss(plain_outputs: list, differentiable: set[int]) -> int | None:
     output that has a gradient path. Several such outputs are ambiguous: an
     error asks for identity_loss rather than guessing."""
     for idx, node in plain_outputs:
-        if isinstance(node, torch.fx.Node) and node.target is torch.ops.tilefx.identity_loss.default:
+        # the op exists once tilefx.api.ops registered it (a model that never
+        # called poptorch.identity_loss may trace before that)
+        if isinstance(node, torch.fx.Node) and str(node.target) == "tilefx.identity_loss.default":
             return idx
     scalars = []
     for idx, node in plain_outputs:
