@@ -48,3 +48,4 @@ def run_graph_passes(module: ModuleOp, training: bool,
             loss_scaling.apply(ctx, module)
     DeadCodeElimination().apply(ctx, module)
     OutlineStagesPass().apply(ctx, module)
+    module.verify()  # the program that runs: aten ops by torch's rules, when installed
