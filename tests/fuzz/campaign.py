@@ -1,7 +1,7 @@
 """`make fuzz`: a long fuzz campaign over tilefx-opt, tilefx-run and the
 options-file reader, with counts per outcome.
 
-    python tests/fuzz/campaign.py [--ir 10000] [--options 1000] [--timeout 10] [--seed 0]
+    python tests/fuzz/campaign.py [--ir 10000] [--options 1000] [--timeout 60] [--seed 0]
 
 Cases run in a forked worker that already imported tilefx and torch (so a
 case costs milliseconds, not an interpreter start); a case that does not
@@ -84,7 +84,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ir", type=int, default=10000, help="IR mutants")
     ap.add_argument("--options", type=int, default=1000, help="options files")
-    ap.add_argument("--timeout", type=float, default=10.0, help="seconds per case")
+    ap.add_argument("--timeout", type=float, default=60.0,
+                    help="seconds per case (a loaded 2-core machine needs ~15 s for the slowest)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--memory-limit-gb", type=float, default=6.0)
     ap.add_argument("--out", default="fuzz-failures")
