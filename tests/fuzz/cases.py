@@ -296,12 +296,11 @@ def run_ir_case(text: str, workdir: str) -> dict[str, str]:
     path = os.path.join(workdir, "case.mlir")
     with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
         f.write(text)
-    rc, err = call_tool(opt.main, [path])
+    out = os.path.join(workdir, "out.mlir")
+    rc, err = call_tool(opt.main, [path, "-o", out])
     res = {"opt": _classify(rc, err, need_location=True), "opt_detail": err[-2000:]}
     if res["opt"] != "accepted":
         return res
-    out = os.path.join(workdir, "out.mlir")
-    rc, err = call_tool(opt.main, [path, "-o", out])
     try:
         with open(out) as f:
             parse_ir(graph_context(), f.read(), out)  # the printed program is valid again

@@ -70,7 +70,11 @@ class TilefxOptMain(xDSLOptMain):
         self._located: dict[int, LocatedModule] = {}
         self._line_offset = 0
 
+        xdsl_parse_mlir = self.available_frontends["mlir"]
+
         def parse_mlir(io: IO[bytes]) -> ModuleOp:
+            if self.args.parsing_diagnostics:  # xDSL prints its ParseErrors and goes on
+                return xdsl_parse_mlir(io)
             text = decode(io.read(), self.get_input_name())
             # --verify-diagnostics wants xDSL's own printout of a failing op:
             # leave verification to its pipeline callback then.
@@ -103,6 +107,8 @@ class TilefxOptMain(xDSLOptMain):
         located = self._located.get(id(prog))
         passes = self.pipeline.passes
         callback = self.pipeline.callback
+        if callback is not None:  # verifies (for --verify-diagnostics: xDSL's printout)
+            callback(None, prog, passes[0] if passes else None)
         for i, p in enumerate(passes):
             try:
                 p.apply(self.ctx, prog)
