@@ -117,13 +117,14 @@ class TilefxOptMain(xDSLOptMain):
                     raise  # xDSL prints it and goes on with the next chunk
                 op = op_in_traceback(e.__traceback__)
                 desc = _describe(e)
-                if op is not None and op.name not in desc:
-                    desc = f"{op.name}: {desc}"
+                clean = isinstance(e, (Error, VerifyException, DiagnosticException))
+                if op is not None and not clean and op.name not in desc:
+                    desc = f"{op.name}: {desc}"  # the pass's own errors name what they need
                 if op is not None and located is not None:
                     failure = located.error(op, f"{desc} (in pass {p.name})")
                 else:
                     failure = PassFailure(f"{desc} (in pass {p.name})")
-                failure.internal = not isinstance(e, (Error, VerifyException, DiagnosticException))
+                failure.internal = not clean
                 raise failure from e
             if located is not None and not (self.args.disable_verify or self.args.verify_diagnostics):
                 try:
