@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lit pytest bench bench-speed clean
+.PHONY: demo test lit pytest bench bench-speed fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ pytest: $(STAMP)
 
 lit: $(STAMP)
 	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/lit -q tests/lit
+
+# FUZZ_ARGS="--ir 1000 --options 200" for a shorter campaign
+fuzz: $(STAMP)
+	$(PY) tests/fuzz/campaign.py $(FUZZ_ARGS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_cnn.py

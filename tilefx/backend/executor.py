@@ -469,7 +469,7 @@ def _checked(step, op: Operation, outs: list[int]):
     def run(env):
         try:
             step(env)
-        except (ValueError, TypeError, IndexError) as e:
+        except (ValueError, TypeError, IndexError, ArithmeticError, NotImplementedError) as e:
             raise ExecutionError(f"{op.name} failed on its operands "
                                  f"({', '.join(str(v.type) for v in op.operands)}): {e}") from None
         for o, w, r in zip(outs, want, op.results):

@@ -62,6 +62,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 
 from tilefx.dialects.aten_schema import ATEN_SCHEMAS, RANDOM_SCHEMAS, Arg, Schema
+from tilefx.errors import Error
 
 # ---------------------------------------------------------------------------
 # element types <-> numpy dtypes
@@ -84,6 +85,10 @@ _XDSL_TYPES = {"f32": f32, "f16": f16, "f64": f64, "bf16": bf16, "i64": i64, "i3
                "c64": ComplexType(f32)}
 
 
+class UnsupportedTypeError(Error, ValueError):
+    """An element type tilefx does not compute with (a tilefx.Error and a ValueError)."""
+
+
 def type_key(t: Attribute) -> str:
     """'f32', 'i64', ... for a builtin element type."""
     if isinstance(t, Float32Type):
@@ -99,7 +104,7 @@ def type_key(t: Attribute) -> str:
         return f"{'ui' if unsigned else 'i'}{t.width.data}"
     if isinstance(t, ComplexType) and isinstance(t.element_type, Float32Type):
         return "c64"
-    raise ValueError(f"unsupported element type {t}")
+    raise UnsupportedTypeError(f"unsupported element type {t}")
 
 
 def np_dtype(t: Attribute) -> np.dtype:
@@ -110,7 +115,8 @@ def np_dtype(t: Attribute) -> np.dtype:
     if key == "bf16":
         return _NP_OF_TYPE["f32"]
     if key not in _NP_OF_TYPE:
-        raise ValueError(f"unsupported element type {t}")
+        raise UnsupportedTypeError(f"element type {key} is not supported (use one of "
+                                   f"{', '.join(_NP_OF_TYPE)})")
     return _NP_OF_TYPE[key]
 
 

@@ -32,6 +32,12 @@ MLIRLexer._unescaped_characters_regex = re.compile(
     r'"(?:[^"\\\n\v\f]++|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*+"')
 
 
+# MLIR's limit on integer widths; xDSL has none and computes 2**width bounds
+# (an `i9223372036854775807` would take all memory)
+MAX_INT_WIDTH = 16777215
+_INT_TYPE = re.compile(r"(?:(?<=[\d?]x)|(?<![\w%@^#.$-]))[su]?i(\d+)\b")
+
+
 class IRDiagnostic(Error):
     """An error in IR text: `location` is file:line:column, `context` the
     source line with a caret under the offending place."""
@@ -164,13 +170,21 @@ def parse_ir(ctx: Context, text: str, filename: str = "<stdin>", line_offset: in
              verify: bool = True) -> LocatedModule:
     """Parse and (unless told not to) verify; every failure an IRDiagnostic
     with file:line:column."""
+    for m in _INT_TYPE.finditer(text):
+        if int(m.group(1)) > MAX_INT_WIDTH:
+            span = Span(m.start(), m.end(), Input(text, filename), line_offset)
+            raise diagnostic_at(span, f"integer width {m.group(1)} exceeds {MAX_INT_WIDTH}")
     parser = None
     try:
         parser = _LocatingParser(ctx, text, filename)
         module = parser.parse_module()
     except ParseError as e:
         raise from_parse_error(e, line_offset) from None
-    except (VerifyException, DiagnosticException, ValueError, KeyError) as e:  # raised while building ops
+    except RecursionError:
+        raise IRDiagnostic("input nested too deeply", f"{filename}:{line_offset + 1}:1") from None
+    except Exception as e:  # noqa: BLE001 - xDSL building an attribute or op from bad text
+        if not isinstance(e, (VerifyException, DiagnosticException)):
+            e = f"{type(e).__name__}: {e}"
         if parser is None:
             raise IRDiagnostic(_one_line(str(e)), f"{filename}:{line_offset + 1}:1") from None
         span = dataclasses.replace(parser._current_token.span, line_offset=line_offset)

@@ -143,13 +143,16 @@ def _is_scalar_type(schema, name: str) -> bool:
 
 def check_result_types(op: IRDLOperation) -> None:
     """Raise VerifyException if torch rejects `op` or computes other result types."""
-    key, args = _signature(op)
-    found = _cache.get(key)
-    if found is None:
-        found = _torch_results(op.schema, args)  # type: ignore[attr-defined]
-        if len(_cache) >= _CACHE_LIMIT:
-            _cache.clear()
-        _cache[key] = found
+    try:
+        key, args = _signature(op)
+        found = _cache.get(key)
+        if found is None:
+            found = _torch_results(op.schema, args)  # type: ignore[attr-defined]
+            if len(_cache) >= _CACHE_LIMIT:
+                _cache.clear()
+            _cache[key] = found
+    except VerifyException as e:
+        raise VerifyException(f"{op.name}: {e}") from None
     if found[0] == "unknown":
         return
     if found[0] == "error":

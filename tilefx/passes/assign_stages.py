@@ -74,7 +74,7 @@ class AssignStagesPass(ModulePass):
             check_option(self.name, isinstance(v, int) and not isinstance(v, bool) and v >= 1,
                          f"{opt} must be an integer >= 1, got {v!r}")
         check_option(self.name, self.strategy in _KINDS,
-                     f"strategy must be one of {', '.join(_KINDS)}, got {self.strategy!r}")
+                     f"unknown execution strategy {self.strategy!r} (one of {', '.join(_KINDS)})")
         check_option(self.name, self.auto_stage in ("same_as_ipu", "auto_increment"),
                      f"auto_stage must be same_as_ipu or auto_increment, got {self.auto_stage!r}")
 

@@ -59,6 +59,7 @@ def run_graph_passes(module: ModuleOp, training: bool,
         passes += [RecomputePass(), TrainingStepPass()] + ([loss_scaling] if loss_scaling else [])
     for p in passes + [DeadCodeElimination(), OutlineStagesPass()]:
         run_logged(p, ctx, module)
+    module.verify()  # the program that runs: aten ops by torch's rules, when installed
 
 
 def run_logged(p, ctx: Context, module: ModuleOp) -> None:

@@ -71,7 +71,11 @@ class TilefxOptMain(xDSLOptMain):
         self._located: dict[int, LocatedModule] = {}
         self._line_offset = 0
 
+        xdsl_parse_mlir = self.available_frontends["mlir"]
+
         def parse_mlir(io: IO[bytes]) -> ModuleOp:
+            if self.args.parsing_diagnostics:  # xDSL prints its ParseErrors and goes on
+                return xdsl_parse_mlir(io)
             text = decode(io.read(), self.get_input_name())
             # --verify-diagnostics wants xDSL's own printout of a failing op:
             # leave verification to its pipeline callback then.
@@ -111,6 +115,8 @@ class TilefxOptMain(xDSLOptMain):
         located = self._located.get(id(prog))
         passes = self.pipeline.passes
         callback = self.pipeline.callback
+        if callback is not None:  # verifies (for --verify-diagnostics: xDSL's printout)
+            callback(None, prog, passes[0] if passes else None)
         for i, p in enumerate(passes):
             try:
                 p.apply(self.ctx, prog)
@@ -119,13 +125,14 @@ class TilefxOptMain(xDSLOptMain):
                     raise  # xDSL prints it and goes on with the next chunk
                 op = op_in_traceback(e.__traceback__)
                 desc = _describe(e)
-                if op is not None and op.name not in desc:
-                    desc = f"{op.name}: {desc}"
+                clean = isinstance(e, (Error, VerifyException, DiagnosticException))
+                if op is not None and not clean and op.name not in desc:
+                    desc = f"{op.name}: {desc}"  # the pass's own errors name what they need
                 if op is not None and located is not None:
                     failure = located.error(op, f"{desc} (in pass {p.name})")
                 else:
                     failure = PassFailure(f"{desc} (in pass {p.name})")
-                failure.internal = not isinstance(e, (Error, VerifyException, DiagnosticException))
+                failure.internal = not clean
                 raise failure from e
             if located is not None and not (self.args.disable_verify or self.args.verify_diagnostics):
                 try:

@@ -1,5 +1,8 @@
 """`tilefx-report DIR`: print a profile directory's summary as a table and
-re-make its plots (timeline, memory per tile, memory over time)."""
+re-make its plots (timeline, memory per tile, memory over time).
+
+A directory whose files are missing, unreadable or not what tilefx writes
+(summary.json, trace.json, memory.npz) gives a one-line `error:` and exit 1."""
 
 from __future__ import annotations
 
@@ -7,8 +10,18 @@ import argparse
 import json
 import os
 import sys
+import zipfile
 
 from tilefx.backend.profile import summary_table as table
+
+# what a damaged or foreign file raises while the table or the plots read it
+_BAD_DATA = (OSError, EOFError, json.JSONDecodeError, KeyError, TypeError, ValueError,
+             AttributeError, IndexError, zipfile.BadZipFile)
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,15 +43,27 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with open(path) as f:
             summary = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        print(f"error: cannot read {path}: {e}", file=sys.stderr)
+    except (OSError, ValueError) as e:
+        print(f"error: cannot read {path}: {_one_line(e)}", file=sys.stderr)
         return 1
-    print(table(summary))
+    try:
+        if not isinstance(summary, dict):
+            raise TypeError(f"expected a JSON object, got {type(summary).__name__}")
+        text = table(summary)
+    except _BAD_DATA as e:
+        print(f"error: {path} is not a tilefx profile summary ({_one_line(e)})", file=sys.stderr)
+        return 1
+    print(text)
     if not args.no_plots:
         from tilefx.backend.plots import write_plots
 
-        for p in write_plots(args.directory):
-            print(f"wrote {p}")
+        try:
+            for p in write_plots(args.directory):
+                print(f"wrote {p}")
+        except _BAD_DATA as e:
+            print(f"error: cannot plot the profile in {args.directory} ({_one_line(e)})",
+                  file=sys.stderr)
+            return 1
     return 0
 
 

@@ -4,6 +4,7 @@ from xdsl.universe import Universe
 
 
 def _aten():
+    import tilefx.lowering  # noqa: F401  (torch's shape rules for the aten verifier)
     from tilefx.dialects.aten import ATen
 
     return ATen

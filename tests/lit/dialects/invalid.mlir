@@ -8,10 +8,9 @@
 
 // Without --split-input-file the first error ends the run: exit code 1 and the
 // diagnostic on stderr.
-// STDERR: invalid.mlir:[[# @LINE + 5]]:27
+// STDERR: invalid.mlir:[[# @LINE + 4]]:27: error: Expected ','
 // STDERR-NEXT: %a = aten.add.Tensor %x : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
 // STDERR-NEXT: ^
-// STDERR-NEXT: Expected ','
 func.func @missing_operand(%x: tensor<4xf32>) -> tensor<4xf32> {
   %a = aten.add.Tensor %x : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
   func.return %a : tensor<4xf32>

@@ -7,10 +7,9 @@
 
 // Without --split-input-file the first error ends the run with exit code 1.
 // A missing field is found at the closing '>': the caret is on the token after it.
-// STDERR: tile_invalid.mlir:[[# @LINE + 5]]:70
+// STDERR: tile_invalid.mlir:[[# @LINE + 4]]:70: error: #tile.linear needs grain
 // STDERR-NEXT: %a = aten.relu %x {tile.mapping = #tile.linear<start = 0, used = 4>} : tensor<4xf32> -> tensor<4xf32>
 // STDERR-NEXT: ^
-// STDERR-NEXT: #tile.linear needs grain
 func.func @missing_field(%x: tensor<4xf32>) -> tensor<4xf32> {
   %a = aten.relu %x {tile.mapping = #tile.linear<start = 0, used = 4>} : tensor<4xf32> -> tensor<4xf32>
   func.return %a : tensor<4xf32>

@@ -8,7 +8,7 @@
 // Without it, tilefx-opt stops at the first error: `error: <message>` on
 // stderr, exit code 1 (FIRST, KIND).
 
-// KIND: error: unknown execution strategy 'sequential'
+// KIND: error: ipu-assign-stages: unknown execution strategy 'sequential'
 
 // Pipelined training over 4 forward stages (IPUs 0..3) has 2*4-1 = 7
 // pipeline stages and needs gradientAccumulation >= 7.

@@ -173,6 +173,9 @@ def _batch_parallel(fn, N: int, flops: int) -> list:
 def convolution(
     input, weight, bias, stride, padding, dilation, transposed, output_padding, groups
 ):
+    if transposed:
+        return _transposed_convolution(input, weight, bias, stride, padding, dilation,
+                                       output_padding, groups)
     rt = _promote(input.dtype, weight.dtype)
     ct = _compute_dtype(rt)
     x, w, g, nd = _conv_args(input, weight, stride, padding, dilation, transposed)
@@ -193,6 +196,24 @@ def convolution(
     if nd == 1:
         out = out.reshape(N, O, g.OW)
     return _ret(out, rt)
+
+
+def _transposed_convolution(input, weight, bias, stride, padding, dilation, output_padding, groups):
+    """A transposed convolution is the input gradient of the convolution whose
+    output it takes: weight (C_in, C_out / groups, k...) is that convolution's
+    (O, C / groups, k...) weight, and the output size follows torch's rule."""
+    nd = input.ndim - 2
+    rep = lambda v: list(v) * nd if len(v) == 1 else list(v)  # noqa: E731
+    s, p, d, op_ = rep(stride), rep(padding), rep(dilation), rep(output_padding)
+    spatial = [(input.shape[2 + i] - 1) * s[i] - 2 * p[i] + d[i] * (weight.shape[2 + i] - 1)
+               + op_[i] + 1 for i in range(nd)]
+    shape = (input.shape[0], weight.shape[1] * groups, *spatial)
+    like = np.zeros(shape, dtype=_promote(input.dtype, weight.dtype))
+    out, _, _ = convolution_backward(input, like, weight, None, s, p, d, False, [0] * nd, groups,
+                                     [True, False, False])
+    if bias is not None:
+        out = out + bias.astype(out.dtype).reshape(-1, *([1] * nd))
+    return out
 
 
 @_kernel("convolution_backward.default")

@@ -1,0 +1,346 @@
+"""Regression tests for the robustness findings of issue 12: every one is a
+clean, located diagnostic (or a PopTorch error at the call that caused it),
+never a traceback, a hang or a silent acceptance."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import tilefx
+from fuzz.cases import LOCATED, call_tool
+from tilefx.api.options import FrozenOptionsError, Options, OptionsError
+from tilefx.tools import opt, report, run
+
+HEAD = "func.func @main({args}) -> {res} {{\n"
+
+
+def _ir(tmp_path, body: str, args: str, res: str, name="f.mlir") -> str:
+    path = tmp_path / name
+    path.write_text(HEAD.format(args=args, res=res) + body + "\n}\n")
+    return str(path)
+
+
+def _opt(*argv):
+    return call_tool(opt.main, [str(a) for a in argv])
+
+
+def _diag(rc, err, *needles):
+    assert rc == 1, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    for n in needles:
+        assert n in err, err
+
+
+# --------------------------------------------------------------------------
+# verification from torch's rules (parse time, located)
+
+SHAPES = {
+    "permute declared with the wrong shape": (
+        "%a: tensor<17x8xf32>", "tensor<8x16xf32>",
+        "%0 = aten.permute %a {dims = array<i64: 1, 0>} : tensor<17x8xf32> -> tensor<8x16xf32>",
+        "torch's rule for these operands and properties gives tensor<8x17xf32>"),
+    "addmm bias that does not broadcast": (
+        "%b: tensor<5xf32>, %m: tensor<4x4xf32>", "tensor<4x4xf32>",
+        "%0 = aten.addmm %b, %m, %m : tensor<5xf32>, tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>",
+        "torch rejects"),
+    "permute dim out of range": (
+        "%a: tensor<17x8xf32>", "tensor<8x17xf32>",
+        "%0 = aten.permute %a {dims = array<i64: 1, 4294967296>} : tensor<17x8xf32> -> tensor<8x17xf32>",
+        "Dimension out of range"),
+    "pooling stride 0": (
+        "%a: tensor<1x1x4x4xf32>", "tensor<1x1x2x2xf32>",
+        "%0 = aten.avg_pool2d %a {kernel_size = array<i64: 2, 2>, stride = array<i64: 0, 0>} "
+        ": tensor<1x1x4x4xf32> -> tensor<1x1x2x2xf32>", "stride should not be zero"),
+    "convolution stride 0": (
+        "%x: tensor<1x1x4x4xf32>, %w: tensor<1x1x2x2xf32>", "tensor<1x1x3x3xf32>",
+        "%0 = aten.convolution %x, %w {stride = array<i64: 0, 1>, padding = array<i64: 0, 0>, "
+        "dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, "
+        "groups = 1 : i64} : tensor<1x1x4x4xf32>, tensor<1x1x2x2xf32> -> tensor<1x1x3x3xf32>",
+        "torch rejects"),
+    "result dtype": (
+        "%a: tensor<4x3xf32>", "tensor<4xf32>",
+        "%0 = aten.argmax %a {dim = 1 : i64} : tensor<4x3xf32> -> tensor<4xf32>",
+        "gives tensor<4xi64>"),
+    "element type i0": (
+        "%a: tensor<2xi0>", "tensor<2xi0>",
+        "%0 = aten.neg %a : tensor<2xi0> -> tensor<2xi0>", "i0"),
+}
+
+
+@pytest.mark.parametrize("case", SHAPES)
+def test_aten_ops_are_verified_by_torchs_rules_at_their_location(tmp_path, case):
+    args, res, body, message = SHAPES[case]
+    path = _ir(tmp_path, f"  {body}\n  func.return %0 : {res}", args, res)
+    rc, err = _opt(path)
+    _diag(rc, err, f"{path}:2:3: error: aten.", message)
+    rc, err = call_tool(run.main, [path, "--inputs", str(tmp_path / "none.npz")])
+    _diag(rc, err, f"{path}:2:3: error:")
+
+
+def test_torch_rules_are_installed_by_the_lowering_layer_and_cached():
+    from tilefx.dialects.aten import RESULT_TYPE_RULES
+    from tilefx.lowering import torch_rules
+
+    assert torch_rules.check_result_types in RESULT_TYPE_RULES
+    torch_rules.install()
+    assert RESULT_TYPE_RULES.count(torch_rules.check_result_types) == 1
+    ex = tilefx.compile(nn.Linear(3, 2).eval(), torch.randn(4, 3))
+    assert any(k[0] == "aten.addmm" for k in torch_rules._cache)  # the compile verified it
+    assert "aten.addmm" in ex.ir("graph")
+
+
+def test_empty_statistics_results_are_accepted(tmp_path):
+    """CPU kernels return empty save_mean/save_invstd for eval batch norm, as the
+    frontend records them; torch's meta function sizes them: both are fine."""
+    m = nn.Sequential(nn.Conv2d(1, 2, 1), nn.BatchNorm2d(2)).eval()
+    ex = tilefx.compile(m, torch.randn(2, 1, 3, 3))
+    path = tmp_path / "bn.mlir"
+    path.write_text(ex.ir("import"))
+    assert "tensor<0xf32>" in path.read_text()
+    rc, err = _opt(path)
+    assert rc == 0, err
+
+
+def test_use_before_definition_is_a_located_diagnostic(tmp_path):
+    body = ("  %1 = aten.relu %0 : tensor<2xf32> -> tensor<2xf32>\n"
+            "  %0 = aten.relu %a : tensor<2xf32> -> tensor<2xf32>\n  func.return %1 : tensor<2xf32>")
+    path = _ir(tmp_path, body, "%a: tensor<2xf32> {tilefx.input = 0 : i64}", "tensor<2xf32>")
+    rc, err = _opt(path)
+    _diag(rc, err, f"{path}:2:3: error: operand 0 of aten.relu is used before its definition")
+    np.savez(tmp_path / "in.npz", input0=np.ones(2, np.float32))
+    rc, err = call_tool(run.main, [path, "--inputs", str(tmp_path / "in.npz")])
+    _diag(rc, err, "used before its definition")
+
+
+def test_value_from_another_function_is_a_diagnostic(tmp_path):
+    path = tmp_path / "f.mlir"
+    path.write_text("func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> {\n  func.return %a : tensor<2xf32>\n}\n"
+                    "func.func @g(%b: tensor<2xf32>) -> tensor<2xf32> {\n"
+                    "  %0 = aten.relu %a : tensor<2xf32> -> tensor<2xf32>\n  func.return %0 : tensor<2xf32>\n}\n")
+    rc, err = _opt(path)
+    assert rc == 1 and "Traceback" not in err
+
+
+def test_ipu_verifier_errors_carry_a_location(tmp_path):
+    body = ("  %m = ipu.set_available_memory %x {proportion = 1.5 : f64} : tensor<4xf32> -> tensor<4xf32>\n"
+            "  func.return %m : tensor<4xf32>")
+    path = _ir(tmp_path, body, "%x: tensor<4xf32>", "tensor<4xf32>")
+    rc, err = _opt(path)
+    _diag(rc, err, f"{path}:2:3: error: ", "proportion must be in (0, 1], got 1.5")
+
+
+def test_invalid_utf8_is_reported_at_line_and_column(tmp_path):
+    path = tmp_path / "u.mlir"
+    path.write_bytes(b"func.func @f() {\n  \xff\n}\n")
+    rc, err = _opt(path)
+    _diag(rc, err, f"{path}:2:3: error: invalid UTF-8 byte 0xff")
+
+
+def test_huge_integer_width_is_a_diagnostic(tmp_path):
+    path = _ir(tmp_path, "  func.return %a : tensor<2xi9223372036854775807>",
+               "%a: tensor<2xi9223372036854775807>", "tensor<2xi9223372036854775807>")
+    rc, err = _opt(path)
+    _diag(rc, err, f"{path}:1:", "integer width 9223372036854775807 exceeds")
+
+
+def test_unterminated_string_answers_at_once(tmp_path):
+    """xDSL's string regex backtracked exponentially: n = 40 never finished."""
+    path = tmp_path / "r.mlir"
+    path.write_text('"' + "a" * 40 + "\n")
+    for tool in ("tilefx.tools.opt", "tilefx.tools.run"):
+        extra = ["--inputs", str(tmp_path / "x.npz")] if tool.endswith("run") else []
+        out = subprocess.run([sys.executable, "-m", tool, str(path), *extra], capture_output=True,
+                             text=True, timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        assert out.returncode == 1 and f"{path}:1:1: error: " in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
+
+
+# --------------------------------------------------------------------------
+# tools: pipelines, pass options, errors inside passes, run inputs, report
+
+
+@pytest.mark.parametrize("pipeline, message", [
+    (",,", "bad pass pipeline"), ("ipu-assign-stages{", "bad pass pipeline"),
+    ("no-such-pass", "Unrecognized passes"),
+    ("ipu-assign-stages{gradient_accumulation=0}", "gradient_accumulation must be an integer >= 1"),
+    ("ipu-training-step{lr=-1.0 momentum=2.0}", "lr must be a finite number >= 0.0"),
+    ("ipu-training-step{momentum=2.0}", "momentum must be a finite number >= 0.0 and < 1.0"),
+    ("ipu-autocast{fp16=\"aten.bogus\"}", "'aten.bogus' is not an aten or ipu op name"),
+    ("ipu-training-step{lr=\"x\"}", "Incompatible types"),
+])
+def test_bad_pipelines_and_pass_options_are_one_line_errors(tmp_path, pipeline, message):
+    path = _ir(tmp_path, "  func.return %a : tensor<2xf32>", "%a: tensor<2xf32>", "tensor<2xf32>")
+    rc, err = _opt(path, "-p", pipeline)
+    _diag(rc, err, "error: ", message)
+    assert err.strip().count("\n") == 0
+
+
+def test_grad_without_parameter_argument_names_the_pass(tmp_path):
+    body = "  %0 = aten.relu %x : tensor<2xf32> -> tensor<2xf32>\n  func.return %0, %0 : tensor<2xf32>, tensor<2xf32>"
+    path = _ir(tmp_path, body, "%x: tensor<2xf32> {tilefx.input = 0 : i64}",
+               '(tensor<2xf32> {tilefx.output = 0 : i64, tilefx.loss}, tensor<2xf32> {tilefx.grad = "w"})')
+    rc, err = _opt(path, "-p", "ipu-training-step")
+    _diag(rc, err, "no argument with tilefx.param = 'w'", "(in pass ipu-training-step)")
+
+
+def test_an_error_inside_a_pass_names_the_pass_and_the_op(tmp_path):
+    body = ('  %y = ipu.serialized_matmul %x, %w {mode = "input_channels", factor = 3 : i64} : '
+            "tensor<4x8xf32>, tensor<8x12xf32> -> tensor<4x12xf32>\n  func.return %y : tensor<4x12xf32>")
+    path = _ir(tmp_path, body, "%x: tensor<4x8xf32>, %w: tensor<8x12xf32>", "tensor<4x12xf32>")
+    rc, err = _opt(path, "-p", "ipu-serialize-matmul")
+    _diag(rc, err, f"{path}:2:3: error: ipu.serialized_matmul: factor 3",
+          "(in pass ipu-serialize-matmul)")
+
+
+def test_available_memory_for_an_ipu_the_model_does_not_use(tmp_path):
+    m = nn.Linear(3, 2).eval()
+    opts = Options().setAvailableMemoryProportion({"IPU5": 0.5})
+    with pytest.raises(tilefx.Error, match="names IPU5, but the model runs on IPU0 only"):
+        tilefx.compile(m, torch.randn(4, 3), options=opts)
+
+
+def test_run_binds_positional_arrays_and_the_models_own_names(tmp_path):
+    class Scale(nn.Module):
+        def forward(self, image, scale):
+            return image * scale + 1
+
+    x, s = torch.randn(2, 3), torch.randn(2, 1)
+    ex = tilefx.compile(Scale(), x, s)
+    path = tmp_path / "m.mlir"
+    path.write_text(ex.ir("graph"))
+    assert "%image" in path.read_text()
+    want = (x * s + 1).numpy()
+    for name, arrays in (("positional", ((x.numpy(), s.numpy()), {})),
+                         ("names", ((), {"image": x.numpy(), "scale": s.numpy()})),
+                         ("mixed", ((s.numpy(),), {"image": x.numpy()}))):
+        np.savez(tmp_path / f"{name}.npz", *arrays[0], **arrays[1])
+        rc, err = call_tool(run.main, [str(path), "--inputs", str(tmp_path / f"{name}.npz"),
+                                       "--output", str(tmp_path / "out.npz")])
+        assert rc == 0, (name, err)
+        np.testing.assert_allclose(np.load(tmp_path / "out.npz")["output0"], want, rtol=1e-6)
+    np.savez(tmp_path / "extra.npz", x.numpy(), s.numpy(), s.numpy())
+    rc, err = call_tool(run.main, [str(path), "--inputs", str(tmp_path / "extra.npz")])
+    _diag(rc, err, "positional array(s) more than")
+
+
+def test_run_reports_unreadable_inputs(tmp_path):
+    path = _ir(tmp_path, "  func.return %a : tensor<2xf32>", "%a: tensor<2xf32>", "tensor<2xf32>")
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    rc, err = call_tool(run.main, [path, "--inputs", str(tmp_path / "bad.npz")])
+    _diag(rc, err, "cannot read --inputs")
+
+
+def test_transposed_convolution_runs_like_torch():
+    torch.manual_seed(0)
+    m = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2).eval()
+    x = torch.randn(2, 4, 5, 5)
+    ex = tilefx.inferenceModel(m)
+    np.testing.assert_allclose(ex(x).numpy(), m(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("content", ["{}", "[]", '{"machine": "mk2"}', "null"])
+def test_report_on_a_foreign_summary_is_an_error(tmp_path, content):
+    (tmp_path / "summary.json").write_text(content)
+    rc, err = call_tool(report.main, [str(tmp_path), "--no-plots"])
+    _diag(rc, err, "error: ")
+
+
+# --------------------------------------------------------------------------
+# API errors at the call that caused them, in PopTorch's classes
+
+
+def test_options_must_be_an_options_object():
+    with pytest.raises(tilefx.Error, match="options must be a poptorch.Options, got dict"):
+        tilefx.compile(nn.Linear(3, 2), torch.randn(4, 3), options={"deviceIterations": 1})
+    with pytest.raises(tilefx.Error):
+        tilefx.inferenceModel(nn.Linear(3, 2), {"deviceIterations": 1})
+
+
+@pytest.mark.parametrize("value", ["pipelined", 1, {"kind": "sharded"}, [], None])
+def test_set_execution_strategy_takes_a_strategy(value):
+    with pytest.raises(OptionsError, match="setExecutionStrategy expects an execution strategy"):
+        Options().setExecutionStrategy(value)
+    with pytest.raises(OptionsError):
+        Options().setExecutionStrategy(tilefx.Stage("a"))
+
+
+def test_offline_target_compiles_but_does_not_run():
+    m = nn.Linear(3, 2).eval()
+    ex = tilefx.inferenceModel(m, Options().useOfflineIpuTarget())
+    ex.compile(torch.randn(4, 3))
+    with pytest.raises(tilefx.Error, match="offline IPU target"):
+        ex(torch.randn(4, 3))
+
+
+def test_enable_profiling_on_an_existing_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(OptionsError, match="exists and is not a directory"):
+        Options().enableProfiling(str(f))
+    Options().enableProfiling(str(tmp_path))  # a directory is fine
+
+
+def test_optimizer_over_another_models_parameters():
+    a, b = nn.Linear(3, 2), nn.Linear(3, 2)
+    with pytest.raises(tilefx.Error, match="not parameters of this model"):
+        tilefx.trainingModel(a, optimizer=torch.optim.SGD(b.parameters(), lr=0.1))
+    with pytest.raises(tilefx.Error, match="torch.optim.Optimizer"):
+        tilefx.trainingModel(a, optimizer="sgd")
+
+
+def test_torch_compile_dynamic_is_a_poptorch_error():
+    c = torch.compile(nn.Linear(3, 2).eval(), backend="tilefx", dynamic=True)
+    with torch.no_grad(), pytest.raises(tilefx.Error, match="static shapes only"):
+        c(torch.randn(4, 3))
+    torch._dynamo.reset()
+
+
+def test_modifying_frozen_options_is_a_poptorch_error():
+    opts = Options()
+    tilefx.inferenceModel(nn.Linear(3, 2), opts)
+    for change in (lambda: opts.deviceIterations(2), lambda: setattr(opts, "x", 1),
+                   lambda: opts.Training.gradientAccumulation(2)):
+        with pytest.raises(FrozenOptionsError, match="Can't modify frozen Options") as e:
+            change()
+        assert isinstance(e.value, tilefx.Error) and isinstance(e.value, AttributeError)
+
+
+def test_options_file_accepts_the_guides_constructors_in_a_fresh_interpreter(tmp_path):
+    conf = tmp_path / "poptorch.conf"
+    conf.write_text("setExecutionStrategy(poptorch.ShardedExecution())\n"
+                    "setExecutionStrategy(poptorch.PipelinedExecution(poptorch.AutoStage.AutoIncrement))\n"
+                    "setExecutionStrategy(SerialPhasedExecution(Phase(Stage('a'))))\n")
+    code = ("import tilefx.api.options as o; opts = o.Options().loadFromFile(%r); "
+            "print(type(opts.execution_strategy).__name__)" % str(conf))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.returncode == 0 and out.stdout.strip() == "SerialPhasedExecution", out.stderr
+
+
+def test_every_ir_diagnostic_line_is_located():
+    assert LOCATED.search("f.mlir:2:3: error: x")
+    assert not LOCATED.search("error: x")
+
+
+def test_attribute_xdsl_cannot_build_is_a_located_diagnostic(tmp_path):
+    """Found by the campaign: `array<i65536: true>` raised NotImplementedError."""
+    body = ("  %0 = aten.squeeze.dims %a {dim = array<i65536: true>} : tensor<4x1xf32> -> tensor<4xf32>\n"
+            "  func.return %0 : tensor<4xf32>")
+    path = _ir(tmp_path, body, "%a: tensor<4x1xf32>", "tensor<4xf32>")
+    rc, err = _opt(path)
+    _diag(rc, err, f"{path}:2:", "Format not implemented for i65536")
+
+
+def test_run_on_a_bf16_argument_is_a_diagnostic(tmp_path):
+    """Found by the campaign: a bf16 buffer has no numpy array to bind."""
+    path = _ir(tmp_path, "  func.return %a : tensor<2xbf16>", "%a: tensor<2xbf16>", "tensor<2xbf16>")
+    np.savez(tmp_path / "in.npz", np.zeros(2, np.float32))
+    rc, err = call_tool(run.main, [path, "--inputs", str(tmp_path / "in.npz")])
+    _diag(rc, err, "bf16")
