@@ -811,11 +811,12 @@ def test_omitted_props_use_schema_defaults():
     check("add.Tensor", x, x)
 
 
-def test_conv_transposed_not_implemented():
-    with pytest.raises(NotImplementedError):
-        KERNELS["convolution.default"](
-            r(1, 2, 4, 4), r(2, 3, 3, 3), None, [1, 1], [0, 0], [1, 1], True, [0, 0], 1
-        )
+def test_conv_transposed_forward_matches_torch():
+    x, w = r(1, 2, 4, 4), r(2, 3, 3, 3)
+    got = KERNELS["convolution.default"](x, w, None, [2, 1], [1, 0], [1, 1], True, [1, 0], 1)
+    want = torch.nn.functional.conv_transpose2d(torch.from_numpy(x), torch.from_numpy(w), stride=(2, 1),
+                                                padding=(1, 0), output_padding=(1, 0)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_native_dropout():

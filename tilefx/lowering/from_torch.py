@@ -812,7 +812,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     for n, p in model.named_parameters(remove_duplicate=False):
         canonical[n] = first_name.setdefault(id(p), n.removeprefix(prefix))
     param_args: dict[str, SSAValue] = {}
-    input_names = _forward_arg_names(model)
+    input_names = call.tensor_names() if call is not None else _forward_arg_names(model)
     grad_index: dict[str, int] = {}
     num_inputs = 0
     for node in nodes:

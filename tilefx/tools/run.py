@@ -21,8 +21,9 @@ import sys
 import numpy as np
 
 from tilefx.errors import Error
-from tilefx.backend.executor import CompiledFunction, ExecutionError, arg_roles, result_roles
+from tilefx.backend.executor import CompiledFunction, ExecutionError, arg_roles, result_roles, round_to_bf16
 from tilefx.dialects.aten import np_dtype
+from xdsl.dialects.builtin import bf16
 from tilefx.passes.pipelines import graph_context
 from tilefx.dialects.irutil import find_func
 import tilefx.lowering  # noqa: F401  (installs torch's rules in the aten verifier)
@@ -106,7 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             dtype = np_dtype(a.type.element_type)
             if arr.dtype != dtype and not (arr.dtype.kind == dtype.kind == "f"):
                 raise Error(f"array {key!r} has dtype {arr.dtype}, argument {i} needs {dtype}")
-            values.append(arr.astype(dtype, copy=False))
+            arr = arr.astype(dtype, copy=False)
+            if a.type.element_type == bf16:  # held as float32 rounded to bf16, as the executor does
+                arr = round_to_bf16(arr)
+            values.append(arr)
         results = CompiledFunction(fn, np.random.default_rng(args.seed), check_types=True)(*values)
         named = {result_key(i, r): v for i, (v, r) in enumerate(zip(results, result_roles(fn)))}
         if args.output:

@@ -370,7 +370,7 @@ func.func @activation_backward(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %out: t
 // CHECK-NEXT:      %masked_scatter = aten.masked_scatter %masked_scatter_self, %masked_scatter_mask, %masked_scatter_source : tensor<3x4xf32>, tensor<3x4xi1>, tensor<12xf32> -> tensor<3x4xf32>
 // CHECK-NEXT:      %nonzero = aten.nonzero %nonzero_self : tensor<3x4xi1> -> tensor<6x2xi64>
 // CHECK-NEXT:      %local_scalar_dense = aten._local_scalar_dense %local_scalar_dense_self : tensor<f32> -> tensor<f32>
-// CHECK-NEXT:      %embedding_bag, %embedding_bag_1, %embedding_bag_2, %embedding_bag_3 = aten._embedding_bag %embedding_bag_weight, %embedding_bag_indices, %embedding_bag_offsets {scale_grad_by_freq = false, mode = 0 : i64} : tensor<10x3xf32>, tensor<8xi64>, tensor<4xi64> -> tensor<4x3xf32>, tensor<0xi64>, tensor<4xi64>, tensor<4xi64>
+// CHECK-NEXT:      %embedding_bag, %embedding_bag_1, %embedding_bag_2, %embedding_bag_3 = aten._embedding_bag %embedding_bag_weight, %embedding_bag_indices, %embedding_bag_offsets {scale_grad_by_freq = false, mode = 0 : i64} : tensor<10x3xf32>, tensor<8xi64>, tensor<4xi64> -> tensor<4x3xf32>, tensor<0xi64>, tensor<4xi64>, tensor<0xi64>
 // CHECK-NEXT:      %empty_memory_format = aten.empty.memory_format {size = array<i64: 0, 3>} : tensor<0x3xf32>
 // CHECK-NEXT:      %empty_strided = aten.empty_strided {size = array<i64: 0>, stride = array<i64: 1>, dtype = i64} : tensor<0xi64>
 // CHECK-NEXT:      %empty_permuted = aten.empty_permuted {size = array<i64: 0, 2>, physical_layout = array<i64: 1, 0>} : tensor<0x2xf32>
@@ -505,7 +505,7 @@ func.func @core_ops(%acos_self: tensor<3x4xf32>, %acosh_self: tensor<3x4xf32>, %
   %masked_scatter = aten.masked_scatter %masked_scatter_self, %masked_scatter_mask, %masked_scatter_source : tensor<3x4xf32>, tensor<3x4xi1>, tensor<12xf32> -> tensor<3x4xf32>
   %nonzero = aten.nonzero %nonzero_self : tensor<3x4xi1> -> tensor<6x2xi64>
   %local_scalar_dense = aten._local_scalar_dense %local_scalar_dense_self : tensor<f32> -> tensor<f32>
-  %embedding_bag, %embedding_bag_1, %embedding_bag_2, %embedding_bag_3 = aten._embedding_bag %embedding_bag_weight, %embedding_bag_indices, %embedding_bag_offsets {scale_grad_by_freq = false, mode = 0 : i64} : tensor<10x3xf32>, tensor<8xi64>, tensor<4xi64> -> tensor<4x3xf32>, tensor<0xi64>, tensor<4xi64>, tensor<4xi64>
+  %embedding_bag, %embedding_bag_1, %embedding_bag_2, %embedding_bag_3 = aten._embedding_bag %embedding_bag_weight, %embedding_bag_indices, %embedding_bag_offsets {scale_grad_by_freq = false, mode = 0 : i64} : tensor<10x3xf32>, tensor<8xi64>, tensor<4xi64> -> tensor<4x3xf32>, tensor<0xi64>, tensor<4xi64>, tensor<0xi64>
   %empty_memory_format = aten.empty.memory_format {size = array<i64: 0, 3>} : tensor<0x3xf32>
   %empty_strided = aten.empty_strided {size = array<i64: 0>, stride = array<i64: 1>, dtype = i64} : tensor<0xi64>
   %empty_permuted = aten.empty_permuted {size = array<i64: 0, 2>, physical_layout = array<i64: 1, 0>} : tensor<0x2xf32>
