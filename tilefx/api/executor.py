@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from xdsl.dialects.builtin import ArrayAttr, BoolAttr, DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr, f64, i64
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, i64
 
 from tilefx.api.logs import CompileProgress
 from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode, ReductionType
@@ -46,7 +46,7 @@ from tilefx.dialects.ipu import StageOp
 from tilefx.passes.assign_stages import AssignStagesPass
 from tilefx.passes.loss_scaling import LossScalingPass
 from tilefx.passes.training_step import TrainingStepPass
-from tilefx.dialects.irutil import find_func, to_py
+from tilefx.dialects.irutil import find_func, from_py, to_py
 from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, MEMORY_PROPORTION_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
 
 
@@ -70,22 +70,6 @@ class _HostVersion:
         for t in tensors:
             t._tilefx_written = cls.counter
         return cls.counter
-
-
-def _attr_of(v: Any):
-    if isinstance(v, bool):
-        return BoolAttr.from_bool(v)
-    if isinstance(v, int):
-        return IntegerAttr(v, i64)
-    if isinstance(v, float):
-        return FloatAttr(v, f64)
-    if isinstance(v, str):
-        return StringAttr(v)
-    if isinstance(v, dict):
-        return DictionaryAttr({k: _attr_of(x) for k, x in v.items()})
-    if isinstance(v, (list, tuple)):
-        return ArrayAttr([_attr_of(x) for x in v])
-    raise TypeError(f"cannot store {v!r} in the IR")
 
 
 @dataclass
@@ -415,7 +399,7 @@ class PoplarExecutor:
         if self._training:
             cfg, group_of = optimizer_config(self._optimizer, self._param_names())
             cfg["grad_scale"] = self._grad_scale()
-            module.attributes[OPTIMIZER_KEY] = _attr_of(cfg)
+            module.attributes[OPTIMIZER_KEY] = from_py(cfg)
             main_fn = find_func(module, "main")
             attrs = [dict(a.data) for a in main_fn.arg_attrs.data]
             for a in attrs:
@@ -427,9 +411,9 @@ class PoplarExecutor:
             {"kind": "pipelined", "stages": [], "auto_stage": "same_as_ipu"}
         if "auto" in config:  # ipu-auto-stage costs the ops on this machine
             config["auto"]["machine"] = machine(self._options.machine).name
-        module.attributes[STRATEGY_KEY] = _attr_of(config)
+        module.attributes[STRATEGY_KEY] = from_py(config)
         if self._options.available_memory_proportion:
-            module.attributes[MEMORY_PROPORTION_KEY] = _attr_of(
+            module.attributes[MEMORY_PROPORTION_KEY] = from_py(
                 {k: float(v) for k, v in self._options.available_memory_proportion.items()})
         D, _, _, G = self._factors()
         als = self._training and bool(self._options.Training.automatic_loss_scaling)
@@ -439,7 +423,7 @@ class PoplarExecutor:
         if precision.autocast_policy is not None:
             if not hasattr(precision.autocast_policy, "op_sets"):
                 raise Error(f"autocastPolicy expects a poptorch.Policy, got {precision.autocast_policy!r}")
-            module.attributes[AUTOCAST_POLICY_KEY] = _attr_of(
+            module.attributes[AUTOCAST_POLICY_KEY] = from_py(
                 {k: list(v) for k, v in precision.autocast_policy.op_sets().items()})
         run_graph_passes(module, training=self._training, autocast=bool(precision.autocast_enabled),
                          assign=AssignStagesPass(
@@ -595,7 +579,7 @@ class PoplarExecutor:
         else:
             cfg, group_of = optimizer_config(self._optimizer, self._param_names())
             cfg["grad_scale"] = self._grad_scale()
-        program.module.attributes[OPTIMIZER_KEY] = _attr_of(cfg)
+        program.module.attributes[OPTIMIZER_KEY] = from_py(cfg)
         if not compile_only:
             TrainingStepPass().build_update(program.module)
         upd = find_func(program.module, "update")
