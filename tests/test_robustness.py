@@ -349,3 +349,41 @@ def test_run_on_a_bf16_argument_rounds_to_bf16(tmp_path):
     assert rc == 0, err
     out = np.load(tmp_path / "out.npz")
     np.testing.assert_array_equal(out[out.files[0]], np.array([1.0, 1.0], np.float32))
+
+
+@pytest.mark.parametrize("groups,stride,out_pad", [(1, 2, 1), (2, 2, 0), (1, 1, 0)])
+def test_transposed_convolution_trains_like_torch(groups, stride, out_pad):
+    """The backward of ConvTranspose2d (input, weight and bias gradients) through
+    five SGD steps against torch."""
+    import copy
+
+    torch.manual_seed(0)
+
+    class Up(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = nn.ConvTranspose2d(4, 6, 3, stride=stride, padding=1, output_padding=out_pad,
+                                         groups=groups)
+            self.head = nn.Conv2d(6, 2, 1)
+
+        def forward(self, x, y):
+            out = self.head(torch.relu(self.up(x)))
+            return out, nn.functional.mse_loss(out, y)
+
+    m = Up()
+    ref = copy.deepcopy(m)
+    x = torch.randn(2, 4, 5, 5)
+    y = torch.randn_like(ref(x, torch.zeros(1))[0].detach())
+    ex = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.1))
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for _ in range(5):
+        _, loss = ex(x, y)
+        opt.zero_grad()
+        _, want = ref(x, y)
+        want.backward()
+        opt.step()
+        np.testing.assert_allclose(float(loss), float(want), rtol=1e-5)
+    ex.copyWeightsToHost()
+    for (name, p), q in zip(m.named_parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=name)

@@ -154,9 +154,11 @@ class OnnxModule(torch.nn.Module):
                  for k in (3, 4) if len(n.input) > k}
         self.path: dict[str, str] = {}  # ONNX initializer name -> module attribute path
         self.static: dict[str, np.ndarray] = {}
+        compile_time = {n.input[k] for n in g.node for k in onnx_ops.STATIC_INPUTS.get(n.op_type, ())
+                        if len(n.input) > k and n.input[k]}
         for name, t in inits.items():
             arr = numpy_helper.to_array(t).copy()
-            if arr.dtype.kind != "f":
+            if arr.dtype.kind != "f" or name in compile_time:
                 self.static[name] = arr
                 continue
             tensor = torch.from_numpy(np.ascontiguousarray(arr))

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from tilefx.errors import Error
+from tilefx.lowering import onnx_recurrent
 
 GRAPHCORE_DOMAIN = "ai.graphcore"
 
@@ -443,6 +444,278 @@ def _prelu(ins, at, v):
     return torch.where(x >= 0, x, x * slope)
 
 
+def _conv_transpose(ins, at, v):
+    """ConvTranspose: torch's call where the pads are symmetric, otherwise the full
+    transposed convolution cropped (or padded) to ONNX's output size."""
+    x, w = _t(ins[0]), _t(ins[1])
+    b = _t(ins[2]) if len(ins) > 2 and ins[2] is not None else None
+    n = w.dim() - 2
+    stride, dil = at.get("strides", [1] * n), at.get("dilations", [1] * n)
+    group = at.get("group", 1)
+    kernel = list(w.shape[2:])
+    out_pad = list(at.get("output_padding", [0] * n))
+    auto = at.get("auto_pad", "NOTSET")
+    full = [stride[i] * (x.shape[2 + i] - 1) + (kernel[i] - 1) * dil[i] + 1 for i in range(n)]
+    if "output_shape" in at or auto in ("SAME_UPPER", "SAME_LOWER"):
+        want = list(at["output_shape"])[-n:] if "output_shape" in at else \
+            [x.shape[2 + i] * stride[i] for i in range(n)]
+        total = [full[i] + out_pad[i] - want[i] for i in range(n)]
+        small = [t // 2 for t in total]
+        big = [t - t // 2 for t in total]
+        begin, end = (small, big) if auto == "SAME_UPPER" else (big, small)
+    elif auto in ("NOTSET", "VALID"):
+        begin, end = _pads(at, n)
+    else:
+        raise Error(f"auto_pad={auto} is not an ONNX value", type="frontend")
+    fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[n]
+    if begin == end and min(begin) >= 0 and all(p < max(s, d) for p, s, d in zip(out_pad, stride, dil)):
+        return fn(x, w, b, stride=stride, padding=begin, output_padding=out_pad, groups=group, dilation=dil)
+    y = fn(x, w, None, stride=stride, padding=0, groups=group, dilation=dil)
+    crop = []
+    for i in reversed(range(n)):
+        crop += [-begin[i], -end[i] + out_pad[i]]
+    y = F.pad(y, crop)
+    return y if b is None else y + b.reshape([1, -1] + [1] * n)
+
+
+def _resize(ins, at, v):
+    """Resize over the spatial dimensions, as the torch.interpolate modes that give
+    ONNX's coordinate transformation; other combinations are a clear error."""
+    x = _t(ins[0])
+    if v < 11:
+        scales_arg, sizes_arg = ins[1], None
+    else:
+        scales_arg = ins[2] if len(ins) > 2 else None
+        sizes_arg = ins[3] if len(ins) > 3 else None
+    sizes = _ints(sizes_arg) if sizes_arg is not None and np.asarray(sizes_arg).size else None
+    scales = [float(s) for s in np.asarray(scales_arg).reshape(-1)] \
+        if scales_arg is not None and np.asarray(scales_arg).size and sizes is None else None
+    if isinstance(scales_arg, torch.Tensor) or isinstance(sizes_arg, torch.Tensor):
+        raise Error("Resize scales and sizes must be known at compile time", type="frontend")
+    if "axes" in at:
+        raise Error("Resize with axes is not supported", type="frontend")
+    spatial = x.dim() - 2
+    lead = sizes[:2] if sizes is not None else scales[:2] if scales is not None else None
+    if lead is None:
+        raise Error("Resize needs scales or sizes", type="frontend")
+    if (sizes is not None and list(lead) != list(x.shape[:2])) or (scales is not None and lead != [1.0, 1.0]):
+        raise Error("Resize of the batch or channel dimension is not supported", type="frontend")
+    kw = {"size": sizes[2:]} if sizes is not None else {"scale_factor": scales[2:]}
+    mode = at.get("mode", "nearest")
+    ctm = at.get("coordinate_transformation_mode", "half_pixel" if v >= 11 else "asymmetric")
+    if at.get("antialias", 0):
+        raise Error("Resize with antialias is not supported", type="frontend")
+    if mode == "nearest":
+        nearest = at.get("nearest_mode", "round_prefer_floor")
+        if ctm == "asymmetric" and (nearest == "floor" or v < 11):
+            return F.interpolate(x, mode="nearest", **kw)
+        if ctm in ("half_pixel", "pytorch_half_pixel") and nearest == "round_prefer_ceil":
+            return F.interpolate(x, mode="nearest-exact", **kw)
+        raise Error(f"Resize nearest with coordinate_transformation_mode={ctm} and nearest_mode={nearest} "
+                    "is not supported (supported: asymmetric + floor, half_pixel + round_prefer_ceil)",
+                    type="frontend")
+    torch_mode = {("linear", 1): "linear", ("linear", 2): "bilinear", ("linear", 3): "trilinear",
+                  ("cubic", 2): "bicubic"}.get((mode, spatial))
+    if torch_mode is None:
+        raise Error(f"Resize mode {mode!r} over {spatial} spatial dimension(s) is not supported",
+                    type="frontend")
+    if mode == "cubic" and (at.get("cubic_coeff_a", -0.75) != -0.75 or at.get("exclude_outside", 0)):
+        raise Error("Resize cubic needs cubic_coeff_a=-0.75 and exclude_outside=0 (torch's bicubic)",
+                    type="frontend")
+    if ctm in ("half_pixel", "pytorch_half_pixel"):
+        return F.interpolate(x, mode=torch_mode, align_corners=False, **kw)
+    if ctm == "align_corners":
+        return F.interpolate(x, mode=torch_mode, align_corners=True, **kw)
+    raise Error(f"Resize {mode} with coordinate_transformation_mode={ctm} is not supported "
+                "(supported: half_pixel, pytorch_half_pixel, align_corners)", type="frontend")
+
+
+def _index(idx, size: int) -> torch.Tensor:
+    """Indices with ONNX's negative values counted from the end."""
+    idx = _t(idx).to(torch.int64)
+    return torch.where(idx < 0, idx + size, idx)
+
+
+def _gather_elements(ins, at, v):
+    x = _t(ins[0])
+    axis = _axis(at.get("axis", 0), x.dim())
+    return torch.gather(x, axis, _index(ins[1], x.shape[axis]))
+
+
+_SCATTER_REDUCE = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}
+
+
+def _scatter_elements(ins, at, v):
+    x, upd = _t(ins[0]), _t(ins[2])
+    axis = _axis(at.get("axis", 0), x.dim())
+    idx = _index(ins[1], x.shape[axis])
+    red = at.get("reduction", "none")
+    if red == "none":
+        return torch.scatter(x, axis, idx, upd)
+    if red not in _SCATTER_REDUCE:
+        raise Error(f"ScatterElements reduction {red!r} is not an ONNX value", type="frontend")
+    return torch.scatter_reduce(x, axis, idx, upd, _SCATTER_REDUCE[red], include_self=True)
+
+
+def _nd_index(x: torch.Tensor, idx) -> tuple:
+    idx = _t(idx).to(torch.int64)
+    k = idx.shape[-1]
+    return tuple(_index(idx[..., i], x.shape[i]) for i in range(k))
+
+
+def _scatter_nd(ins, at, v):
+    x, upd = _t(ins[0]), _t(ins[2])
+    red = at.get("reduction", "none")
+    if red not in ("none", "add"):
+        raise Error(f"ScatterND reduction {red!r} is not supported (none, add)", type="frontend")
+    return torch.index_put(x, _nd_index(x, ins[1]), upd, accumulate=red == "add")
+
+
+def _gather_nd(ins, at, v):
+    x = _t(ins[0])
+    if at.get("batch_dims", 0):
+        raise Error("GatherND with batch_dims > 0 is not supported", type="frontend")
+    return x[_nd_index(x, ins[1])]
+
+
+def _one_hot(ins, at, v):
+    depth = int(np.asarray(ins[1]).reshape(-1)[0]) if not isinstance(ins[1], torch.Tensor) else None
+    if depth is None:
+        raise Error("OneHot depth must be known at compile time", type="frontend")
+    values = _t(ins[2])
+    idx = _index(ins[0], depth)
+    hot = idx.unsqueeze(-1) == torch.arange(depth)
+    out = torch.where(hot, values[1], values[0])
+    axis = _axis(at.get("axis", -1), out.dim())
+    return out.movedim(-1, axis)
+
+
+def _depth_to_space(ins, at, v):
+    x = _t(ins[0])
+    bs, (n, c, h, w) = at["blocksize"], x.shape
+    if at.get("mode", "DCR") == "DCR":
+        y = x.reshape(n, bs, bs, c // (bs * bs), h, w).permute(0, 3, 4, 1, 5, 2)
+    else:
+        y = x.reshape(n, c // (bs * bs), bs, bs, h, w).permute(0, 1, 4, 2, 5, 3)
+    return y.reshape(n, c // (bs * bs), h * bs, w * bs)
+
+
+def _space_to_depth(ins, at, v):
+    x = _t(ins[0])
+    bs, (n, c, h, w) = at["blocksize"], x.shape
+    y = x.reshape(n, c, h // bs, bs, w // bs, bs).permute(0, 3, 5, 1, 2, 4)
+    return y.reshape(n, c * bs * bs, h // bs, w // bs)
+
+
+def _hardmax(ins, at, v):
+    x = _t(ins[0])
+    if v < 13:  # the input coerced to 2D at `axis` (default 1)
+        axis = _axis(at.get("axis", 1), x.dim())
+        flat = x.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), -1)
+        return _one_hot_of(flat.argmax(-1), flat.shape[-1], x.dtype).reshape(x.shape)
+    axis = _axis(at.get("axis", -1), x.dim())
+    return _one_hot_of(x.argmax(axis), x.shape[axis], x.dtype).movedim(-1, axis)
+
+
+def _one_hot_of(idx: torch.Tensor, n: int, dtype) -> torch.Tensor:
+    """One-hot along a new last dimension (F.one_hot asserts on the data at run time)."""
+    return (idx.unsqueeze(-1) == torch.arange(n)).to(dtype)
+
+
+def _arg_extreme(fn):
+    def impl(ins, at, v):
+        x = _t(ins[0])
+        axis = _axis(at.get("axis", 0), x.dim())
+        keep = bool(at.get("keepdims", 1))
+        if at.get("select_last_index", 0):  # the last of equal extremes: search the flipped tensor
+            r = x.shape[axis] - 1 - fn(torch.flip(x, [axis]), dim=axis, keepdim=keep)
+            return r
+        return fn(x, dim=axis, keepdim=keep)
+    return impl
+
+
+def _is_inf(ins, at, v):
+    x = _t(ins[0])
+    pos, neg = at.get("detect_positive", 1), at.get("detect_negative", 1)
+    if pos and neg:
+        return torch.isinf(x)
+    if pos:
+        return torch.isposinf(x)
+    if neg:
+        return torch.isneginf(x)
+    return torch.zeros_like(x, dtype=torch.bool)
+
+
+def _shrink(ins, at, v):
+    x = _t(ins[0])
+    lambd, bias = at.get("lambd", 0.5), at.get("bias", 0.0)
+    return torch.where(x < -lambd, x + bias, torch.where(x > lambd, x - bias, torch.zeros_like(x)))
+
+
+def _lp_norm(ins, at, v):
+    x = _t(ins[0])
+    p, axis = at.get("p", 2), at.get("axis", -1)
+    norm = x.abs().sum(axis, keepdim=True) if p == 1 else torch.sqrt((x * x).sum(axis, keepdim=True))
+    return x / norm
+
+
+def _mvn(ins, at, v):
+    x = _t(ins[0])
+    axes = at.get("axes", [0, 2, 3])
+    mean = x.mean(dim=axes, keepdim=True)
+    var = (x * x).mean(dim=axes, keepdim=True) - mean * mean
+    return (x - mean) / (torch.sqrt(var) + 1e-9)
+
+
+def _eye_like(ins, at, v):
+    x = _t(ins[0])
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    dtype = torch.from_numpy(np.zeros(0, tensor_dtype_to_np_dtype(at["dtype"]))).dtype \
+        if "dtype" in at else x.dtype
+    n, m = x.shape
+    return (torch.arange(n).unsqueeze(1) + at.get("k", 0) == torch.arange(m).unsqueeze(0)).to(dtype)
+
+
+def _grid_sample(ins, at, v):
+    modes = {"bilinear": "bilinear", "linear": "bilinear", "nearest": "nearest",
+             "bicubic": "bicubic", "cubic": "bicubic"}
+    mode = at.get("mode", "linear" if v >= 20 else "bilinear")
+    if mode not in modes:
+        raise Error(f"GridSample mode {mode!r} is not an ONNX value", type="frontend")
+    return F.grid_sample(_t(ins[0]), _t(ins[1]), mode=modes[mode],
+                         padding_mode=at.get("padding_mode", "zeros"),
+                         align_corners=bool(at.get("align_corners", 0)))
+
+
+def _nll(log_prob, target, weight, at):
+    ignore = at.get("ignore_index")
+    return F.nll_loss(log_prob, _t(target).to(torch.int64), weight=None if weight is None else _t(weight),
+                      ignore_index=-100 if ignore is None else int(ignore),
+                      reduction=at.get("reduction", "mean"))
+
+
+def _nll_loss(ins, at, v):
+    return _nll(_t(ins[0]), ins[1], ins[2] if len(ins) > 2 else None, at)
+
+
+def _softmax_ce(ins, at, v):
+    log_prob = torch.log_softmax(_t(ins[0]), dim=1)
+    return _nll(log_prob, ins[1], ins[2] if len(ins) > 2 else None, at), log_prob
+
+
+def _bit_shift(ins, at, v):
+    a, b = _t(ins[0]), _t(ins[1])
+    if at["direction"] == "LEFT":
+        return torch.bitwise_left_shift(a, b)
+    return torch.bitwise_right_shift(a, b)
+
+
+def _recurrent(fn):
+    """ONNX's LSTM/GRU/RNN: tensor operands, the sequence lengths (input 4) kept static."""
+    return lambda ins, at, v: fn([x if x is None or k == 4 else _t(x) for k, x in enumerate(ins)], at, v)
+
+
 OPS = {
     "Identity": lambda ins, at, v: ins[0],
     "Add": _binary(torch.add), "Sub": _binary(torch.sub), "Mul": _binary(torch.mul), "Div": _div,
@@ -471,8 +744,7 @@ OPS = {
     "ReduceMax": _reduce(torch.amax), "ReduceMin": _reduce(torch.amin), "Cast": _cast,
     "Expand": _expand, "Clip": _clip, "Where": _where, "Pad": _pad,
     "Shape": _shape, "ConstantOfShape": _constant_of_shape,
-    "ArgMax": lambda ins, at, v: torch.argmax(_t(ins[0]), dim=at.get("axis", 0),
-                                              keepdim=bool(at.get("keepdims", 1))),
+    "ArgMax": _arg_extreme(torch.argmax),
     "Tile": lambda ins, at, v: _t(ins[0]).repeat(*_ints(ins[1])),
     "InstanceNormalization": _instance_norm,
     "GroupNormalization": _group_norm, "TopK": _topk, "CumSum": _cumsum, "Trilu": _trilu,
@@ -490,6 +762,26 @@ OPS = {
     "IsNaN": _unary(torch.isnan), "Round": _unary(torch.round),
     "Range": lambda ins, at, v: torch.arange(float(np.asarray(ins[0])), float(np.asarray(ins[1])),
                                              float(np.asarray(ins[2]))),
+    "ConvTranspose": _conv_transpose, "Resize": _resize,
+    "GatherElements": _gather_elements, "ScatterElements": _scatter_elements, "ScatterND": _scatter_nd,
+    "GatherND": _gather_nd, "OneHot": _one_hot, "DepthToSpace": _depth_to_space,
+    "SpaceToDepth": _space_to_depth, "Hardmax": _hardmax, "ArgMin": _arg_extreme(torch.argmin),
+    "IsInf": _is_inf, "Shrink": _shrink, "LpNormalization": _lp_norm, "MeanVarianceNormalization": _mvn,
+    "EyeLike": _eye_like, "GridSample": _grid_sample,
+    "NegativeLogLikelihoodLoss": _nll_loss, "SoftmaxCrossEntropyLoss": _softmax_ce,
+    "CastLike": lambda ins, at, v: _t(ins[0]).to(_t(ins[1]).dtype),
+    "Softsign": _unary(lambda x: x / (1 + x.abs())), "Mish": _unary(F.mish),
+    "Celu": lambda ins, at, v: F.celu(_t(ins[0]), at.get("alpha", 1.0)),
+    "ThresholdedRelu": lambda ins, at, v: torch.where(_t(ins[0]) > at.get("alpha", 1.0), _t(ins[0]),
+                                                      torch.zeros_like(_t(ins[0]))),
+    "LRN": lambda ins, at, v: F.local_response_norm(_t(ins[0]), at["size"], at.get("alpha", 1e-4),
+                                                    at.get("beta", 0.75), at.get("bias", 1.0)),
+    "ReduceL1": _reduce(lambda x, dim, keepdim: x.abs().sum(dim=dim, keepdim=keepdim)),
+    "Acosh": _unary(torch.acosh), "Asinh": _unary(torch.asinh), "Atanh": _unary(torch.atanh),
+    "Xor": _binary(torch.logical_xor), "BitwiseAnd": _binary(torch.bitwise_and),
+    "BitwiseOr": _binary(torch.bitwise_or), "BitwiseXor": _binary(torch.bitwise_xor),
+    "BitwiseNot": _unary(torch.bitwise_not), "BitShift": _bit_shift,
+    **{name: _recurrent(fn) for name, fn in onnx_recurrent.OPS.items()},
 }
 
 # operators whose behaviour depends on training (batch statistics, dropout)
@@ -518,6 +810,10 @@ GRAPHCORE_OPS = {"IdentityLoss": _identityloss, "L1": _l1loss, "Nll": _nllloss,
                  "Gelu": lambda ins, at, v: F.gelu(_t(ins[0])),
                  "Scale": lambda ins, at, v: _t(ins[0]) * at.get("scale", 1.0),
                  "Detach": lambda ins, at, v: _t(ins[0]).detach()}
+
+# float operands that are settings, not weights: initializers feeding them stay
+# compile-time values instead of becoming parameters
+STATIC_INPUTS = {"Resize": (1, 2), "OneHot": (2,)}
 
 # operators evaluated at compile time only (their result is always static)
 STATIC_ONLY = {"Shape", "ConstantOfShape", "Constant", "Range", "Size"}

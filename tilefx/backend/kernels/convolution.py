@@ -216,6 +216,27 @@ def _transposed_convolution(input, weight, bias, stride, padding, dilation, outp
     return out
 
 
+def _transposed_convolution_backward(grad_output, input, weight, stride, padding, dilation, groups,
+                                     output_mask):
+    """The transposed convolution y = C_w^T(x) is the adjoint of the convolution
+    C_w, so its input gradient is the convolution C_w(gy) and its weight gradient
+    that of C_w with gy as input and x as output gradient (<gy, C_w^T x> = <C_w gy, x>)."""
+    nd = input.ndim - 2
+    zeros = [0] * nd
+    gi = gw = gb = None
+    if output_mask[0]:
+        gi = convolution(grad_output, weight, None, stride, padding, dilation, False, zeros, groups)
+        gi = _ret(gi[(slice(None), slice(None)) + tuple(slice(0, n) for n in input.shape[2:])],
+                  input.dtype)
+    if output_mask[1]:
+        _, gw, _ = convolution_backward(input, grad_output, weight, None, stride, padding, dilation,
+                                        False, zeros, groups, [False, True, False])
+    if output_mask[2]:
+        gb = _ret(grad_output.sum(axis=(0, *range(2, grad_output.ndim)),
+                                  dtype=_compute_dtype(grad_output.dtype)), grad_output.dtype)
+    return gi, gw, gb
+
+
 @_kernel("convolution_backward.default")
 def convolution_backward(
     grad_output,
@@ -230,6 +251,9 @@ def convolution_backward(
     groups,
     output_mask,
 ):
+    if transposed:
+        return _transposed_convolution_backward(grad_output, input, weight, stride, padding,
+                                                dilation, groups, output_mask)
     x, w, g, nd = _conv_args(
         input, weight, stride, padding, dilation, transposed, bool(output_mask[0])
     )

@@ -1,0 +1,236 @@
+"""More ONNX operators through a PopART session (graph IR, passes, executor)
+against onnxruntime: transposed convolution, Resize, the index operators,
+the recurrent operators and the rest of the default domain that exported
+models use; and the models torch.onnx.export writes with them."""
+
+import io
+import logging
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from onnx import TensorProto, helper
+
+from tilefx import popart
+
+F32, I64 = TensorProto.FLOAT, TensorProto.INT64
+RNG = np.random.default_rng(0)
+
+
+def _run_both(model: onnx.ModelProto, feeds: dict, outs: list[str]):
+    proto = model.SerializeToString()
+    ref = ort.InferenceSession(proto).run(outs, feeds)
+    s = popart.InferenceSession(proto, popart.DataFlow(1, outs), popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO(feeds, anchors))
+    return [anchors[o] for o in outs], ref
+
+
+def check(nodes, inputs: dict, outs, inits=(), opset=18, rtol=1e-5, atol=1e-5):
+    """Build a graph of `nodes` over float/int `inputs` and compare every output."""
+    vi = [helper.make_tensor_value_info(n, F32 if a.dtype == np.float32 else I64, list(a.shape))
+          for n, a in inputs.items()]
+    model = helper.make_model(helper.make_graph(nodes, "g", vi, [helper.make_empty_tensor_value_info(o)
+                                                                for o in outs], list(inits)),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    got, ref = _run_both(model, inputs, outs)
+    for name, g, r in zip(outs, got, ref):
+        assert g.shape == r.shape, (name, g.shape, r.shape)
+        np.testing.assert_allclose(g.astype(np.float64) if g.dtype != bool else g, r, rtol=rtol,
+                                   atol=atol, err_msg=name)
+
+
+def f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def const(name, value):
+    a = np.asarray(value)
+    return helper.make_tensor(name, I64 if a.dtype.kind in "iu" else F32, list(a.shape),
+                              a.reshape(-1).tolist())
+
+
+@pytest.mark.parametrize("attrs", [
+    {"strides": [2, 2]},
+    {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]},
+    {"strides": [2, 1], "pads": [0, 1, 2, 0]},  # asymmetric
+    {"strides": [2, 2], "output_shape": [9, 10]},
+    {"strides": [2, 2], "auto_pad": "SAME_UPPER"},
+    {"strides": [1, 1], "dilations": [2, 2], "group": 2},
+])
+def test_conv_transpose(attrs):
+    w = const("w", f32(4, 3 if attrs.get("group", 1) == 1 else 3, 3, 3))
+    b = const("b", f32(3 * attrs.get("group", 1)))
+    check([helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)], {"x": f32(2, 4, 5, 5)},
+          ["y"], [w, b])
+
+
+@pytest.mark.parametrize("mode,ctm,extra,sizes", [
+    ("nearest", "asymmetric", {"nearest_mode": "floor"}, None),
+    ("nearest", "half_pixel", {"nearest_mode": "round_prefer_ceil"}, None),
+    ("linear", "half_pixel", {}, None),
+    ("linear", "pytorch_half_pixel", {}, [2, 3, 7, 9]),
+    ("linear", "align_corners", {}, [2, 3, 9, 12]),
+    ("cubic", "half_pixel", {"cubic_coeff_a": -0.75}, None),
+])
+def test_resize(mode, ctm, extra, sizes):
+    inits = [helper.make_tensor("roi", F32, [0], [])]
+    if sizes is None:
+        inits.append(const("scales", np.array([1, 1, 2, 1.5], np.float32)))
+        ins = ["x", "roi", "scales"]
+    else:
+        inits.append(helper.make_tensor("scales", F32, [0], []))
+        inits.append(const("sizes", np.array(sizes, np.int64)))
+        ins = ["x", "roi", "scales", "sizes"]
+    node = helper.make_node("Resize", ins, ["y"], mode=mode, coordinate_transformation_mode=ctm, **extra)
+    check([node], {"x": f32(2, 3, 4, 6)}, ["y"], inits, atol=1e-4)
+
+
+def test_index_operators():
+    x = f32(3, 4, 5)
+    idx = RNG.integers(-4, 4, (3, 2, 5)).astype(np.int64)
+    upd = f32(3, 2, 5)
+    nd = np.array([[0, 1], [2, -1], [1, 3]], np.int64)
+    check([helper.make_node("GatherElements", ["x", "i"], ["ge"], axis=1),
+           helper.make_node("ScatterElements", ["x", "i2", "u"], ["se"], axis=1, reduction="add"),
+           helper.make_node("ScatterElements", ["x", "i2", "u"], ["se0"], axis=1),
+           helper.make_node("GatherND", ["x", "nd"], ["gn"]),
+           helper.make_node("ScatterND", ["x", "nd", "un"], ["sn"]),
+           helper.make_node("ScatterND", ["x", "nd", "un"], ["sna"], reduction="add")],
+          {"x": x, "i": idx, "u": upd}, ["ge", "se", "se0", "gn", "sn", "sna"],
+          # distinct targets for the plain scatter: ONNX leaves duplicates undefined
+          [const("i2", np.array([[[0] * 5, [2] * 5]] * 3, np.int64)), const("nd", nd),
+           const("un", f32(3, 5))])
+
+
+def test_one_hot_depth_space_hardmax_argmin():
+    x = f32(2, 8, 4, 6)
+    check([helper.make_node("OneHot", ["i", "depth", "vals"], ["oh"], axis=1),
+           helper.make_node("DepthToSpace", ["x"], ["d2s"], blocksize=2, mode="DCR"),
+           helper.make_node("DepthToSpace", ["x"], ["d2c"], blocksize=2, mode="CRD"),
+           helper.make_node("SpaceToDepth", ["x"], ["s2d"], blocksize=2),
+           helper.make_node("Hardmax", ["x"], ["hm"], axis=1),
+           helper.make_node("ArgMin", ["x"], ["am"], axis=2, keepdims=0),
+           helper.make_node("ArgMax", ["r"], ["al"], axis=1, select_last_index=1)],
+          {"x": x, "i": np.array([[0, 3, -1], [5, 2, 1]], np.int64)},
+          ["oh", "d2s", "d2c", "s2d", "hm", "am", "al"],
+          [const("depth", np.array([4], np.int64)), const("vals", np.array([-1.0, 2.0], np.float32)),
+           const("r", np.array([[1, 3, 3, 0], [2, 2, 1, 2]], np.float32))])
+
+
+def test_activations_and_normalisations():
+    x = f32(2, 6, 4, 4)
+    x[0, 0, 0, 0] = np.inf
+    x[0, 1, 0, 0] = -np.inf
+    nodes = [helper.make_node(op, ["x"], [op.lower()], **at) for op, at in [
+        ("Softsign", {}), ("Mish", {}), ("Celu", {"alpha": 0.7}), ("ThresholdedRelu", {"alpha": 0.3}),
+        ("Shrink", {"lambd": 0.4, "bias": 0.1}), ("IsInf", {}), ("IsInf", {"detect_negative": 0}),
+    ]]
+    nodes[-1].output[0] = "isposinf"
+    check(nodes, {"x": x}, ["softsign", "mish", "celu", "thresholdedrelu", "shrink", "isinf",
+                            "isposinf"])
+    y = f32(2, 6, 4, 4)
+    check([helper.make_node("LRN", ["y"], ["lrn"], size=3, alpha=2e-4, beta=0.7, bias=1.5),
+           helper.make_node("LpNormalization", ["y"], ["l2"], axis=1),
+           helper.make_node("LpNormalization", ["y"], ["l1"], axis=-1, p=1),
+           helper.make_node("MeanVarianceNormalization", ["y"], ["mvn"]),
+           helper.make_node("ReduceL1", ["y", "ax"], ["rl1"], keepdims=0),
+           helper.make_node("Asinh", ["y"], ["asinh"]),
+           helper.make_node("EyeLike", ["m"], ["eye"], k=1),
+           helper.make_node("CastLike", ["i", "y"], ["cl"])],
+          {"y": y, "m": f32(3, 5), "i": np.array([1, 2], np.int64)},
+          ["lrn", "l2", "l1", "mvn", "rl1", "asinh", "eye", "cl"], [const("ax", np.array([1, 3], np.int64))],
+          rtol=1e-4, atol=1e-5)
+
+
+def test_losses():
+    scores = f32(4, 5)
+    labels = np.array([0, 4, 2, 1], np.int64)
+    check([helper.make_node("SoftmaxCrossEntropyLoss", ["s", "l"], ["ce", "lp"], reduction="mean"),
+           helper.make_node("NegativeLogLikelihoodLoss", ["lp", "l", "w"], ["nll"], reduction="sum",
+                            ignore_index=2)],
+          {"s": scores, "l": labels}, ["ce", "lp", "nll"], [const("w", f32(5))])
+
+
+@pytest.mark.parametrize("op,direction,extra", [
+    ("LSTM", "forward", {}), ("LSTM", "bidirectional", {}), ("LSTM", "reverse", {"clip": 0.5}),
+    ("GRU", "forward", {"linear_before_reset": 1}), ("GRU", "bidirectional", {}),
+    ("RNN", "forward", {}), ("RNN", "bidirectional", {"activations": ["Relu", "Tanh"]}),
+])
+def test_recurrent_operators(op, direction, extra):
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    dirs, hidden, inp, seq, batch = 2 if direction == "bidirectional" else 1, 5, 3, 4, 2
+    w = const("w", f32(dirs, gates * hidden, inp) * 0.5)
+    r = const("r", f32(dirs, gates * hidden, hidden) * 0.5)
+    b = const("b", f32(dirs, 2 * gates * hidden) * 0.1)
+    ins = ["x", "w", "r", "b", "", "h0"] + (["c0", "p"] if op == "LSTM" else [])
+    inits = [w, r, b] + ([const("p", f32(dirs, 3 * hidden) * 0.1)] if op == "LSTM" else [])
+    feeds = {"x": f32(seq, batch, inp), "h0": f32(dirs, batch, hidden)}
+    if op == "LSTM":
+        feeds["c0"] = f32(dirs, batch, hidden)
+    outs = ["y", "yh"] + (["yc"] if op == "LSTM" else [])
+    check([helper.make_node(op, ins, outs, hidden_size=hidden, direction=direction, **extra)],
+          feeds, outs, inits, rtol=1e-4, atol=1e-5)
+
+
+def _export(model, args) -> bytes:
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        try:
+            torch.onnx.export(model.eval(), args, f, dynamo=False)
+        finally:
+            logging.disable(logging.NOTSET)
+    return f.getvalue()
+
+
+class _Decoder(torch.nn.Module):
+    """Upsampling decoder: transposed convolutions and interpolation."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1)
+        self.conv = torch.nn.Conv2d(3, 2, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.relu(self.up(x))
+        y = torch.nn.functional.interpolate(y, scale_factor=2, mode="nearest")
+        y = torch.nn.functional.interpolate(y, size=(20, 24), mode="bilinear", align_corners=False)
+        return self.conv(y)
+
+
+class _Tagger(torch.nn.Module):
+    """A sequence tagger: embedding, bidirectional LSTM, GRU, linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(11, 6)
+        self.lstm = torch.nn.LSTM(6, 5, num_layers=2, bidirectional=True, batch_first=True)
+        self.gru = torch.nn.GRU(10, 4, batch_first=True)
+        self.out = torch.nn.Linear(4, 3)
+
+    def forward(self, tokens):
+        y, _ = self.lstm(self.emb(tokens))
+        y, _ = self.gru(y)
+        return self.out(y)
+
+
+@pytest.mark.parametrize("make,data", [
+    (_Decoder, lambda: torch.randn(2, 4, 5, 6)),
+    (_Tagger, lambda: torch.randint(0, 11, (2, 7))),
+], ids=["conv-transpose-decoder", "lstm-gru-tagger"])
+def test_exported_models_equal_onnxruntime_and_torch(make, data):
+    torch.manual_seed(0)
+    model, x = make(), data()
+    proto = _export(model, (x,))
+    m = onnx.load_model_from_string(proto)
+    inp, out = m.graph.input[0].name, m.graph.output[0].name
+    got, ref = _run_both(m, {inp: x.numpy()}, [out])
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
+    with torch.no_grad():
+        np.testing.assert_allclose(got[0], model(x).numpy(), rtol=1e-4, atol=1e-5)
