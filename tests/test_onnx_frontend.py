@@ -194,3 +194,34 @@ def test_more_operators_equal_onnxruntime():
     s.run(popart.PyStepIO({"x": x}, anchors))
     for name, want in zip(outs, ref):
         np.testing.assert_allclose(anchors[name], want, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("family,dynamo", [("bert", True), ("whisper", False), ("resnet", False)])
+def test_hugging_face_exports_equal_onnxruntime(family, dynamo):
+    """Hugging Face models (tiny configs) as torch.onnx.export writes them, run by a
+    PopART InferenceSession, against onnxruntime and against the torch model."""
+    from hf_families import FAMILIES
+
+    fam = FAMILIES[family]
+    model, ex = fam.model().eval(), fam.example(training=False)
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        try:
+            torch.onnx.export(model, tuple(ex), f, dynamo=dynamo)
+        finally:
+            logging.disable(logging.NOTSET)
+    proto = f.getvalue()
+    graph = onnx.load_model_from_string(proto).graph
+    feeds = {i.name: x.numpy() for i, x in zip(graph.input, ex)}
+    out = graph.output[0].name
+    s = popart.InferenceSession(proto, popart.DataFlow(1, [out]), popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO(feeds, anchors))
+    ref = ort.InferenceSession(proto).run([out], feeds)[0]
+    assert ref.std() > 0  # a real output, not a constant
+    np.testing.assert_allclose(anchors[out], ref, rtol=1e-4, atol=1e-5)
+    with torch.no_grad():
+        np.testing.assert_allclose(anchors[out], model(*ex).numpy(), rtol=1e-4, atol=1e-5)
