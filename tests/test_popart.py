@@ -621,3 +621,51 @@ def test_loss_must_be_scalar_and_options_are_checked():
     opts.outlineThreshold = 10.0
     with pytest.raises(AttributeError, match="replicationCount"):
         opts.replicationCount = 2
+
+
+def test_gradient_anchors_of_weights_inputs_per_micro_batch():
+    """Anchoring reservedGradientPrefix() + a weight or an input returns, per
+    batch and micro-batch, the gradient of that micro-batch's loss (before the
+    update of the step, with accumulation), equal to torch's autograd."""
+    builder, _y, loss = classifier()
+    bps, af = 2, 2
+    g = popart.reservedGradientPrefix()
+    assert g == "Gradient___"
+    opts = popart.SessionOptions()
+    opts.enableGradientAccumulation = True
+    opts.accumulationFactor = af
+    df = popart.DataFlow(bps, {loss: popart.AnchorReturnType("ALL"), g + "w": popart.AnchorReturnType("ALL"),
+                               g + "x": popart.AnchorReturnType("ALL"), g + "b": popart.AnchorReturnType("FINAL")})
+    session = popart.TrainingSession(builder.getModelProto(), df, loss, popart.ConstSGD(0.1),
+                                     deviceInfo=cpu(), userOptions=opts)
+    session.prepareDevice()
+    session.weightsFromHost()
+    anchors = session.initAnchorArrays()
+    assert anchors[g + "w"].shape == (bps, af, 8, 5) and anchors[g + "x"].shape == (bps, af, 4, 8)
+    assert anchors[g + "b"].shape == (5,)
+    xs = RNG.standard_normal((bps, af, 4, 8)).astype(np.float32)
+    ls = RNG.integers(0, 5, (bps, af, 4)).astype(np.int32)
+    session.run(popart.PyStepIO({"x": xs, "label": ls}, anchors))
+    w, b = torch.nn.Parameter(torch.tensor(W0)), torch.nn.Parameter(torch.tensor(B0))
+    opt = torch.optim.SGD([w, b], lr=0.1)
+    for d in range(bps):
+        opt.zero_grad()
+        for m in range(af):
+            x = torch.tensor(xs[d, m], requires_grad=True)
+            ref = torch.nn.functional.nll_loss(torch.log_softmax(x @ w + b, 1), torch.tensor(ls[d, m]).long())
+            gw, gb, gx = torch.autograd.grad(ref, [w, b, x], retain_graph=True)
+            np.testing.assert_allclose(anchors[g + "w"][d, m], gw.numpy(), rtol=1e-5, atol=1e-7)
+            np.testing.assert_allclose(anchors[g + "x"][d, m], gx.numpy(), rtol=1e-5, atol=1e-7)
+            if (d, m) == (bps - 1, af - 1):
+                np.testing.assert_allclose(anchors[g + "b"], gb.numpy(), rtol=1e-5, atol=1e-7)
+            ref.backward()
+        opt.step()
+    with pytest.raises(popart.popart_exception, match="only a TrainingSession"):
+        popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, [g + "w"]), cpu())
+    with pytest.raises(popart.popart_exception, match="must name a weight"):
+        popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, [g + "nope"]), loss,
+                               popart.ConstSGD(0.1), deviceInfo=cpu())
+    bad = popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, [loss, g + "label"]), loss,
+                                 popart.ConstSGD(0.1), deviceInfo=cpu())
+    with pytest.raises(popart.popart_exception, match="not a float"):
+        bad.prepareDevice()

@@ -47,7 +47,7 @@ from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
 from tilefx.dialects.aten_schema import Schema
 from tilefx.lowering.call_spec import CallSpec, CallWith, bind_call
-from tilefx.lowering.tracing_state import ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
+from tilefx.lowering.tracing_state import GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
 from tilefx.dialects.names import LOC_META_KEY, MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY
 
@@ -855,6 +855,9 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     results, res_attrs = [], []
     num_outputs = 0
     out_consts: dict[int, object] = {}
+    requested = list(GradientOutputs.requested) if training else []
+    first_extra = 1 + max((d.idx for d in out_descs if isinstance(d, PlainAOTOutput)), default=-1)
+    extra: dict[int, SSAValue] = {}  # requested gradients by output index
     for d, n in zip(out_descs, outs):
         if isinstance(d, PlainAOTOutput) and not isinstance(n, torch.fx.Node):
             num_outputs = max(num_outputs, d.idx + 1)
@@ -878,6 +881,8 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                 continue
             grad_index[name] = len(results)
             attrs = {GRAD_KEY: StringAttr(name)}
+            if name in requested and n is not None:
+                extra[first_extra + requested.index(name)] = b.value(n)
         elif isinstance(d, InputMutationAOTOutput) and isinstance(d.mutated_input, BufferAOTInput) \
                 and d.mutated_input.target in frozen.values:
             continue  # a tensor attribute changed in forward: the change is not kept (seeds/000 4.8)
@@ -888,7 +893,9 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             # returns the new value, the executor copies it into the caller's tensor
             attrs = {MUTATED_INPUT_KEY: IntegerAttr(d.mutated_input.idx, i64)}
         elif isinstance(d, GradAOTOutput):
-            continue  # gradient of a user input: not needed
+            if isinstance(d.grad_of, PlainAOTInput) and d.grad_of.idx in requested and n is not None:
+                extra[first_extra + requested.index(d.grad_of.idx)] = b.value(n)
+            continue  # gradient of a user input: returned only when requested
         else:
             raise Error(f"unsupported graph output {d} (in-place update of a model input?)",
                         type="frontend")
@@ -897,6 +904,14 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             raise Error(f"output {d} is not a tensor", type="frontend")
         results.append(v)
         res_attrs.append(DictionaryAttr(attrs))
+    missing = [r for i, r in enumerate(requested) if first_extra + i not in extra]
+    if missing:
+        raise Error(f"no gradient for {', '.join(map(str, missing))}: the loss does not depend on it "
+                    "(or it is not a trained parameter / a float input)", type="frontend")
+    for idx, v in sorted(extra.items()):
+        results.append(v)
+        res_attrs.append(DictionaryAttr({OUTPUT_KEY: IntegerAttr(idx, i64)}))
+        num_outputs = max(num_outputs, idx + 1)
     b.emit(func.ReturnOp(*results))
 
     ftype = func.FunctionType.from_lists([a.type for a in b.block.args], [r.type for r in results])

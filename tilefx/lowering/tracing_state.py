@@ -29,6 +29,16 @@ class Tracing:
     on = False
 
 
+class GradientOutputs:
+    """Gradients a caller asks the trace to return after the model's own
+    outputs (PopART's gradient anchors, `Gradient___<name>`): parameter names
+    (str) and indices of tensor inputs (int). The i-th requested gradient is
+    output number `model outputs + i`, one value per micro-batch. Inputs whose
+    gradient is requested must be traced with `requires_grad`."""
+
+    requested: tuple = ()
+
+
 class ModuleScope:
     """The name scopes open while tracing, outermost first: the attribute name
     of each module whose forward is running and each `poptorch.NameScope`,

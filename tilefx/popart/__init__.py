@@ -42,6 +42,7 @@ from tilefx.popart.optimizers import (
     WeightDecayMode,
 )
 from tilefx.popart.session import (
+    GRADIENT_PREFIX,
     AnchorReturnType,
     AnchorReturnTypeId,
     DataFlow,
@@ -61,7 +62,7 @@ __version__ = "3.4.0+tilefx"
 
 
 def reservedGradientPrefix() -> str:
-    return "Gradient___"
+    return GRADIENT_PREFIX
 
 
 def versionString() -> str:

@@ -36,6 +36,7 @@ from tilefx.dialects.names import (
 )
 from tilefx.errors import Error
 from tilefx.lowering.from_onnx import OnnxModule, load_model
+from tilefx.lowering.tracing_state import GradientOutputs
 from tilefx.popart.builder import ReductionType, TensorInfo, tensor_infos
 from tilefx.popart.devices import DeviceInfo
 from tilefx.popart.errors import (
@@ -51,6 +52,10 @@ _devicex_log = getLogger("devicex")
 
 
 # -- DataFlow ---------------------------------------------------------------
+# PopART's name of the gradient of tensor `t`: GRADIENT_PREFIX + t (popart.reservedGradientPrefix())
+GRADIENT_PREFIX = "Gradient___"
+
+
 class AnchorReturnTypeId(enum.Enum):
     All = "ALL"
     EveryN = "EVERYN"
@@ -306,7 +311,15 @@ class _Session:
         inits = {t.name for t in g.initializer}
         known = inits | {i.name for i in g.input} | {o for n in g.node for o in n.output}
         for a in dataFlow.anchors():
-            if a not in known:
+            if a.startswith(GRADIENT_PREFIX) and not self._training:
+                raise popart_exception(f"anchor {a!r} is a gradient: only a TrainingSession computes "
+                                       "gradients")
+            if a.startswith(GRADIENT_PREFIX) and a[len(GRADIENT_PREFIX):] not in \
+                    inits | {i.name for i in g.input}:
+                raise popart_exception(f"gradient anchor {a!r} must name a weight (initializer) or an "
+                                       f"input of the graph after {GRADIENT_PREFIX!r} (inputs: "
+                                       f"{[i.name for i in g.input if i.name not in inits]})")
+            if a not in known and not a.startswith(GRADIENT_PREFIX):
                 raise popart_exception(f"anchor tensor {a!r} is not in the model: an anchor must name a "
                                        f"tensor of the ONNX graph (graph outputs: "
                                        f"{[o.name for o in g.output]})")
@@ -325,8 +338,12 @@ class _Session:
             if loss_shape:
                 raise popart_exception(f"the loss {loss!r} has shape {tuple(loss_shape)}: it must be a scalar "
                                        "(reduce it, e.g. aiGraphcore.identityloss(..., ReductionType.Mean))")
-        outputs = ([loss] if self._training else []) + [a for a in dataFlow.anchors() if a != loss]
-        self._anchor_index = {a: outputs.index(a) for a in dataFlow.anchors()}
+        grads = [a for a in dataFlow.anchors() if a.startswith(GRADIENT_PREFIX)]
+        outputs = ([loss] if self._training else []) + [a for a in dataFlow.anchors()
+                                                        if a != loss and a not in grads]
+        self._grad_anchors = grads  # returned after the outputs, in this order
+        self._anchor_index = {a: outputs.index(a) for a in dataFlow.anchors() if a not in grads}
+        self._anchor_index.update({a: len(outputs) + i for i, a in enumerate(grads)})
         self._placement = self.options.virtualGraphMode != VirtualGraphMode.Off
         try:
             shapes = inputShapeInfo.shapes() if isinstance(inputShapeInfo, InputShapeInfo) else None
@@ -373,6 +390,9 @@ class _Session:
             for name in self._module.weight_names:
                 t = self._module.tensor(name)
                 self._info_cache[name] = TensorInfo(t.detach().numpy().dtype, list(t.shape))
+            for a in self._dataflow.anchors():  # a gradient has its tensor's shape and type
+                if a.startswith(GRADIENT_PREFIX) and a[len(GRADIENT_PREFIX):] in self._info_cache:
+                    self._info_cache[a] = self._info_cache[a[len(GRADIENT_PREFIX):]]
             if tensorId not in self._info_cache:  # every anchor at once: one evaluation of the graph
                 wanted = [a for a in dict.fromkeys([tensorId, *self._dataflow.anchors()])
                           if a not in self._info_cache]
@@ -477,8 +497,12 @@ class _Session:
             opts = self._poptorch_options()
             opt = self._optimizer.to_tilefx(self._params()) if self._training else None
             self._executor = PoplarExecutor(model, opts, training=self._training, optimizer=opt)
-            self._executor.compile(*[torch.from_numpy(np.zeros(self._input_shape(n), d))
-                                     for n, (_, d) in self._module.input_info.items()])
+            requested, inputs = self._requested_gradients(model)
+            GradientOutputs.requested = requested
+            try:
+                self._executor.compile(*inputs)
+            finally:
+                GradientOutputs.requested = ()
         except popart_exception:
             raise
         except Error as e:
@@ -493,6 +517,31 @@ class _Session:
         if self._training:
             self._compiled_optimizer = self._optimizer
         self._prepared = True
+
+    def _requested_gradients(self, model: torch.nn.Module) -> tuple[tuple, list[torch.Tensor]]:
+        """The gradient anchors as the tracer names them (parameter paths, input
+        indices) and the example inputs, those whose gradient is anchored
+        requiring it."""
+        names = list(self._module.input_info)
+        inputs = [torch.from_numpy(np.zeros(self._input_shape(n), d)) for n, (_, d) in
+                  self._module.input_info.items()]
+        requested = []
+        param_names = {id(p): n for n, p in model.named_parameters()}
+        for a in self._grad_anchors:
+            name = a[len(GRADIENT_PREFIX):]
+            if name in self._module.path:
+                tensor = self._module.tensor(name)
+                if id(tensor) not in param_names:
+                    raise popart_exception(f"gradient anchor {a!r}: {name!r} is not a trained weight")
+                requested.append(param_names[id(tensor)])
+                continue
+            x = inputs[names.index(name)]
+            if not x.is_floating_point():
+                raise popart_exception(f"gradient anchor {a!r}: input {name!r} is {x.dtype}, not a float "
+                                       "tensor: it has no gradient")
+            x.requires_grad_(True)
+            requested.append(names.index(name))
+        return tuple(requested), inputs
 
     def _params(self) -> dict:
         m = self._module
