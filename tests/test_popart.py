@@ -467,7 +467,7 @@ def test_pipelined_training_equals_single_ipu():
         opts.enableGradientAccumulation = True
         opts.accumulationFactor = 4
         if annotate:
-            opts.virtualGraphMode = popart.VirtualGraphMode.Manual
+            opts.virtualGraphMode = annotate
             opts.enablePipelining = True
         return popart.TrainingSession(builder.getModelProto(), popart.DataFlow(2, {loss: popart.AnchorReturnType("ALL")}),
                                       loss, popart.ConstSGD(0.1),
@@ -476,7 +476,8 @@ def test_pipelined_training_equals_single_ipu():
     data = {"x": RNG.standard_normal((2, 4, 4, 8)).astype(np.float32),
             "label": RNG.integers(0, 5, (2, 4, 4)).astype(np.int32)}
     results = []
-    for annotate in (False, True):
+    # no placement; the builder's annotations; PopART's automatic virtual graphs
+    for annotate in (None, popart.VirtualGraphMode.Manual, popart.VirtualGraphMode.Auto):
         s, loss = build(annotate)
         s.prepareDevice()
         anchors = s.initAnchorArrays()
@@ -484,7 +485,8 @@ def test_pipelined_training_equals_single_ipu():
         s.run(popart.PyStepIO(data, anchors))
         results.append((anchors[loss].copy(), s._executor.profile.num_ipus))
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-6)
-    assert (results[0][1], results[1][1]) == (1, 2)
+    np.testing.assert_allclose(results[2][0], results[0][0], rtol=1e-6)
+    assert [r[1] for r in results] == [1, 2, 2]
 
 
 def test_execution_phases_equal_unphased_and_pytorch():

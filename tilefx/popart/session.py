@@ -344,7 +344,8 @@ class _Session:
         self._grad_anchors = grads  # returned after the outputs, in this order
         self._anchor_index = {a: outputs.index(a) for a in dataFlow.anchors() if a not in grads}
         self._anchor_index.update({a: len(outputs) + i for i, a in enumerate(grads)})
-        self._placement = self.options.virtualGraphMode != VirtualGraphMode.Off
+        # Manual / ExecutionPhases: the graph's annotations place the ops; Auto: the machine model
+        self._placement = self.options.virtualGraphMode not in (VirtualGraphMode.Off, VirtualGraphMode.Auto)
         try:
             shapes = inputShapeInfo.shapes() if isinstance(inputShapeInfo, InputShapeInfo) else None
             self._module = OnnxModule(self._proto, outputs=outputs, training=self._training,
@@ -462,6 +463,12 @@ class _Session:
             Stage,
         )
 
+        cls = PipelinedExecution if self.options.enablePipelining else ShardedExecution
+        if self.options.virtualGraphMode == VirtualGraphMode.Auto:
+            # PopART's automatic virtual graphs: the graph split over the device's
+            # IPUs per replica, here by the machine model (ipu-auto-stage)
+            per_replica = self.deviceInfo.numIpus // max(self.replicationFactor, 1)
+            return cls.auto(per_replica) if per_replica > 1 else None
         if not self._placement:
             return None
         stage_ipu, phases = {}, set()
@@ -474,7 +481,6 @@ class _Session:
         mode = self.options.virtualGraphMode
         if mode == VirtualGraphMode.ExecutionPhases and phases:
             return SerialPhasedExecution(*[Phase(Stage(f"phase{p}").ipu(p % 2)) for p in sorted(phases)])
-        cls = PipelinedExecution if self.options.enablePipelining else ShardedExecution
         if stage_ipu:
             return cls(*[Stage(f"stage{s}").ipu(i) for s, i in sorted(stage_ipu.items())])
         return cls()
