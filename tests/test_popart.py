@@ -664,10 +664,80 @@ def test_gradient_anchors_of_weights_inputs_per_micro_batch():
         opt.step()
     with pytest.raises(popart.popart_exception, match="only a TrainingSession"):
         popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, [g + "w"]), cpu())
-    with pytest.raises(popart.popart_exception, match="must name a weight"):
+    with pytest.raises(popart.popart_exception, match="must name a tensor of the graph"):
         popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, [g + "nope"]), loss,
                                popart.ConstSGD(0.1), deviceInfo=cpu())
     bad = popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, [loss, g + "label"]), loss,
                                  popart.ConstSGD(0.1), deviceInfo=cpu())
     with pytest.raises(popart.popart_exception, match="not a float"):
         bad.prepareDevice()
+
+
+@pytest.mark.parametrize("op", ["softsign", "lstm_like", "convtranspose"])
+def test_training_session_gradients_of_inputs_and_outputs_in_op_test_style(op):
+    """The way PopART's operator tests train one operator: the output reduced by an
+    identity loss, anchors on the output, its gradient and the input's gradient
+    (reservedGradientPrefix() + id), patterns from a level, then the weights read
+    back; all equal to torch."""
+    builder = popart.Builder(opsets={"ai.onnx": 13, "ai.graphcore": 1})
+    x_np = RNG.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    w_np = RNG.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    i1 = builder.addInputTensor(x_np)
+    if op == "softsign":
+        o = builder.aiOnnx.softsign([i1])
+        ref_fn = lambda x, w: torch.nn.functional.softsign(x)  # noqa: E731
+    elif op == "lstm_like":
+        o = builder.aiOnnx.tanh([builder.aiOnnx.sigmoid([i1])])
+        ref_fn = lambda x, w: torch.tanh(torch.sigmoid(x))  # noqa: E731
+    else:
+        w = builder.addInitializedInputTensor(w_np)
+        o = builder.aiOnnx.convtranspose([i1, w], strides=[2, 2], pads=[1, 1, 1, 1])
+        ref_fn = lambda x, w: torch.nn.functional.conv_transpose2d(x, w, stride=2, padding=1)  # noqa: E731
+    builder.addOutputTensor(o)
+    loss = builder.aiGraphcore.identityloss([o], reduction=popart.ReductionType.Mean)
+    g = popart.reservedGradientPrefix()
+    anchors = {t: popart.AnchorReturnType("All") for t in (o, g + i1, g + o)}
+    opts = popart.SessionOptions()
+    opts.opxAliasChecking = True
+    patterns = popart.Patterns(popart.PatternsLevel.Minimal)
+    patterns.InPlace = True
+    session = popart.TrainingSession(fnModel=builder.getModelProto(), dataFlow=popart.DataFlow(1, anchors),
+                                     loss=loss, optimizer=popart.ConstSGD(0.01), deviceInfo=cpu(),
+                                     patterns=patterns, userOptions=opts)
+    anchor_map = session.initAnchorArrays()
+    session.prepareDevice()
+    session.weightsFromHost()
+    session.run(popart.PyStepIO({i1: x_np}, anchor_map))
+    session.weightsToHost()
+    x = torch.tensor(x_np, requires_grad=True)
+    w = torch.nn.Parameter(torch.tensor(w_np))
+    out = ref_fn(x, w)
+    out.retain_grad()
+    out.mean().backward()
+    np.testing.assert_allclose(anchor_map[o], out.detach().numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(anchor_map[g + o], out.grad.numpy(), rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(anchor_map[g + i1], x.grad.numpy(), rtol=1e-5, atol=1e-8)
+    if op == "convtranspose":
+        weights = {w_name: np.empty(w_np.shape, np.float32) for w_name in [builder.getInputTensorIds()[1]]} \
+            if hasattr(builder, "getInputTensorIds") else {"init_input": np.empty(w_np.shape, np.float32)}
+        session.readWeights(popart.PyWeightsIO(weights))
+        np.testing.assert_allclose(next(iter(weights.values())), (w - 0.01 * w.grad).detach().numpy(),
+                                   rtol=1e-5, atol=1e-7)
+
+
+def test_patterns_levels_names_and_errors():
+    assert popart.Patterns().InPlace and popart.Patterns().PreUniRepl
+    none = popart.Patterns(popart.PatternsLevel.NoPatterns)
+    assert not none.InPlace and not none.PreUniRepl
+    assert popart.Patterns(popart.PatternsLevel.All).TiedGather
+    named = popart.Patterns(["PostNRepl", "InPlace"])
+    assert named.PostNRepl and named.InPlace and not named.SoftMaxGradDirect
+    chained = popart.Patterns(popart.PatternsLevel.NoPatterns).enableRuntimeAsserts(False)
+    assert isinstance(chained, popart.Patterns) and not chained.runtimeAssertsOn
+    with pytest.raises(popart.popart_exception, match="unknown pattern 'Nope'"):
+        popart.Patterns(["Nope"])
+    with pytest.raises(AttributeError, match="no pattern"):
+        popart.Patterns().Nope = True
+    builder, _y, loss = classifier()
+    with pytest.raises(popart.popart_exception, match="patterns must be a popart.Patterns"):
+        popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, [loss]), cpu(), patterns=3)

@@ -133,8 +133,13 @@ class OnnxModule(torch.nn.Module):
     """
 
     def __init__(self, model, outputs: list[str] | None = None, training: bool = False,
-                 input_shapes: dict[str, tuple[list[int], np.dtype]] | None = None):
+                 input_shapes: dict[str, tuple[list[int], np.dtype]] | None = None,
+                 gradient_probes: list[str] = ()):
         super().__init__()
+        # tensors whose gradient a caller wants: forward takes one more argument per
+        # probe, added to the tensor where it is made, so the gradient of that
+        # argument is the tensor's (PopART's gradient anchors of activations)
+        self.probes = list(gradient_probes)
         self.proto = load_model(model)
         check_supported(self.proto)
         g = self.proto.graph
@@ -207,15 +212,21 @@ class OnnxModule(torch.nn.Module):
         return list(self.path)
 
     def forward(self, *inputs):
-        if len(inputs) != len(self.input_names):
+        if len(inputs) != len(self.input_names) + len(self.probes):
             raise Error(f"the ONNX graph has {len(self.input_names)} inputs "
-                        f"({', '.join(self.input_names)}), got {len(inputs)}", type="frontend")
+                        f"({', '.join(self.input_names)}), got {len(inputs) - len(self.probes)}",
+                        type="frontend")
         env: dict = dict(self.static)
         for name in self.path:
             env[name] = self.tensor(name)
         env.update(zip(self.input_names, inputs))
+        probes = dict(zip(self.probes, inputs[len(self.input_names):]))
         for node in self.proto.graph.node:
             self._run(node, env)
+            for name in node.output:
+                if name in probes:
+                    value = _as_tensor(env[name])
+                    env[name] = value + probes[name].reshape(value.shape).to(value.dtype)
         return tuple(_as_tensor(env[o]) for o in self.outputs)
 
     def _run(self, node: onnx.NodeProto, env: dict) -> None:

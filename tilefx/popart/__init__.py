@@ -41,6 +41,7 @@ from tilefx.popart.optimizers import (
     OptimizerValue,
     WeightDecayMode,
 )
+from tilefx.popart.patterns import Patterns, PatternsLevel
 from tilefx.popart.session import (
     GRADIENT_PREFIX,
     AnchorReturnType,
@@ -70,6 +71,8 @@ def versionString() -> str:
 
 
 __all__ = [
+    "Patterns",
+    "PatternsLevel",
     "SGD",
     "Adam",
     "AdamMode",

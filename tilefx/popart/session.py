@@ -46,6 +46,7 @@ from tilefx.popart.errors import (
 )
 from tilefx.popart.logger import getLogger
 from tilefx.popart.optimizers import Optimizer
+from tilefx.popart.patterns import check_patterns
 
 _session_log = getLogger("session")
 _devicex_log = getLogger("devicex")
@@ -218,7 +219,7 @@ class SessionOptions:
         "decomposeGradSum", "enablePrefetchDatastreams", "defaultPrefetchBufferingDepth",
         "rearrangeAnchorsOnHost", "rearrangeStreamsOnHost", "enableFullyConnectedPass", "groupHostSync",
         "compileEngine", "hardwareInstrumentations", "explicitRecomputation", "enableNonStableSoftmax",
-        "dotChecks", "opxModifyChecking", "kahnTieBreaker", "swapLimitScheduler", "enableMergeExchange",
+        "dotChecks", "opxModifyChecking", "opxAliasChecking", "kahnTieBreaker", "swapLimitScheduler", "enableMergeExchange",
         "stashAllTensorsInferencePipeline", "numIOTiles", "enableInplaceAmbiguityChecking",
         "convolutionOptions", "lstmOptions", "matmulOptions", "gclOptions", "customCodelets",
         "enableStableNorm", "disableGradAccumulationTensorStreams", "exportPoplarComputationGraph",
@@ -277,6 +278,10 @@ class _WithLoss(torch.nn.Module):
     def __init__(self, inner: OnnxModule):
         super().__init__()
         self.inner = inner
+        if not any(p.requires_grad for p in inner.parameters()):
+            # a graph without weights still trains in PopART (its gradient anchors are
+            # the result): an empty parameter lets the training executor exist
+            self.no_weights = torch.nn.Parameter(torch.zeros(0))
 
     def forward(self, *inputs):
         outs = self.inner(*inputs)
@@ -300,6 +305,7 @@ class _Session:
         if not isinstance(deviceInfo, DeviceInfo):
             raise popart_exception(f"deviceInfo must be a popart.DeviceInfo, got {type(deviceInfo).__name__}")
         self.options = userOptions if userOptions is not None else SessionOptions()
+        self.patterns = check_patterns(patterns)  # recorded: tilefx's passes preserve semantics anyway
         self._dataflow = dataFlow
         self.deviceInfo = deviceInfo
         self.name = name
@@ -314,11 +320,9 @@ class _Session:
             if a.startswith(GRADIENT_PREFIX) and not self._training:
                 raise popart_exception(f"anchor {a!r} is a gradient: only a TrainingSession computes "
                                        "gradients")
-            if a.startswith(GRADIENT_PREFIX) and a[len(GRADIENT_PREFIX):] not in \
-                    inits | {i.name for i in g.input}:
-                raise popart_exception(f"gradient anchor {a!r} must name a weight (initializer) or an "
-                                       f"input of the graph after {GRADIENT_PREFIX!r} (inputs: "
-                                       f"{[i.name for i in g.input if i.name not in inits]})")
+            if a.startswith(GRADIENT_PREFIX) and a[len(GRADIENT_PREFIX):] not in known:
+                raise popart_exception(f"gradient anchor {a!r} must name a tensor of the graph after "
+                                       f"{GRADIENT_PREFIX!r} (a weight, an input or an operator's output)")
             if a not in known and not a.startswith(GRADIENT_PREFIX):
                 raise popart_exception(f"anchor tensor {a!r} is not in the model: an anchor must name a "
                                        f"tensor of the ONNX graph (graph outputs: "
@@ -339,6 +343,9 @@ class _Session:
                 raise popart_exception(f"the loss {loss!r} has shape {tuple(loss_shape)}: it must be a scalar "
                                        "(reduce it, e.g. aiGraphcore.identityloss(..., ReductionType.Mean))")
         grads = [a for a in dataFlow.anchors() if a.startswith(GRADIENT_PREFIX)]
+        # gradients of activations (not weights, not inputs) come from probes (OnnxModule)
+        self._probes = [a[len(GRADIENT_PREFIX):] for a in grads
+                        if a[len(GRADIENT_PREFIX):] not in inits | {i.name for i in g.input}]
         outputs = ([loss] if self._training else []) + [a for a in dataFlow.anchors()
                                                         if a != loss and a not in grads]
         self._grad_anchors = grads  # returned after the outputs, in this order
@@ -349,7 +356,7 @@ class _Session:
         try:
             shapes = inputShapeInfo.shapes() if isinstance(inputShapeInfo, InputShapeInfo) else None
             self._module = OnnxModule(self._proto, outputs=outputs, training=self._training,
-                                      input_shapes=shapes)
+                                      input_shapes=shapes, gradient_probes=self._probes)
         except Error as e:
             raise popart_exception(e.message) from None
         if not self._placement:
@@ -391,14 +398,15 @@ class _Session:
             for name in self._module.weight_names:
                 t = self._module.tensor(name)
                 self._info_cache[name] = TensorInfo(t.detach().numpy().dtype, list(t.shape))
-            for a in self._dataflow.anchors():  # a gradient has its tensor's shape and type
-                if a.startswith(GRADIENT_PREFIX) and a[len(GRADIENT_PREFIX):] in self._info_cache:
-                    self._info_cache[a] = self._info_cache[a[len(GRADIENT_PREFIX):]]
             if tensorId not in self._info_cache:  # every anchor at once: one evaluation of the graph
-                wanted = [a for a in dict.fromkeys([tensorId, *self._dataflow.anchors()])
+                wanted = [a for a in dict.fromkeys(_ungrad(t) for t in [tensorId, *self._dataflow.anchors()])
                           if a not in self._info_cache]
                 given = {n: (sh, d) for n, (sh, d) in self._module.input_info.items()}
-                self._info_cache.update(tensor_infos(self._proto, wanted, given))
+                if wanted:
+                    self._info_cache.update(tensor_infos(self._proto, wanted, given))
+            for a in [tensorId, *self._dataflow.anchors()]:  # a gradient: its tensor's shape and type
+                if a.startswith(GRADIENT_PREFIX) and _ungrad(a) in self._info_cache:
+                    self._info_cache[a] = self._info_cache[_ungrad(a)]
         return self._info_cache[tensorId]
 
     def _lead(self, art: AnchorReturnType | None) -> list[int]:
@@ -501,7 +509,8 @@ class _Session:
         model = _WithLoss(self._module) if self._training else self._module
         try:
             opts = self._poptorch_options()
-            opt = self._optimizer.to_tilefx(self._params()) if self._training else None
+            opt = self._optimizer.to_tilefx(self._params() or {"no_weights": model.no_weights}) \
+                if self._training else None
             self._executor = PoplarExecutor(model, opts, training=self._training, optimizer=opt)
             requested, inputs = self._requested_gradients(model)
             GradientOutputs.requested = requested
@@ -530,7 +539,9 @@ class _Session:
         requiring it."""
         names = list(self._module.input_info)
         inputs = [torch.from_numpy(np.zeros(self._input_shape(n), d)) for n, (_, d) in
-                  self._module.input_info.items()]
+                  self._module.input_info.items()] + self._probe_inputs()
+        for i, name in enumerate(self._probes):
+            inputs[len(names) + i].requires_grad_(True)
         requested = []
         param_names = {id(p): n for n, p in model.named_parameters()}
         for a in self._grad_anchors:
@@ -541,6 +552,9 @@ class _Session:
                     raise popart_exception(f"gradient anchor {a!r}: {name!r} is not a trained weight")
                 requested.append(param_names[id(tensor)])
                 continue
+            if name in self._probes:
+                requested.append(len(names) + self._probes.index(name))
+                continue
             x = inputs[names.index(name)]
             if not x.is_floating_point():
                 raise popart_exception(f"gradient anchor {a!r}: input {name!r} is {x.dtype}, not a float "
@@ -548,6 +562,21 @@ class _Session:
             x.requires_grad_(True)
             requested.append(names.index(name))
         return tuple(requested), inputs
+
+    def _probe_inputs(self) -> list[torch.Tensor]:
+        """Zeros for the gradient probes of a step: one per micro-batch and replica
+        (rank-0 tensors get a length-1 dimension to split along)."""
+        bps, af, rf = self._dataflow.batchesPerStep(), self.accumulationFactor, self.replicationFactor
+        out = []
+        for name in self._probes:
+            info = self.getInfo(name)
+            if not np.issubdtype(info.np_dtype, np.floating):
+                raise popart_exception(f"gradient anchor {GRADIENT_PREFIX + name!r}: {name!r} is "
+                                       f"{info.np_dtype}, not a float tensor: it has no gradient")
+            shape = info.shape() or [1]
+            out.append(torch.zeros([bps * af * rf * shape[0]] + shape[1:], dtype=torch.from_numpy(
+                np.zeros(0, info.np_dtype)).dtype))
+        return out
 
     def _params(self) -> dict:
         m = self._module
@@ -600,7 +629,7 @@ class _Session:
                     raise popart_runtime_error(f"no output buffer for anchor {a!r} in the StepIO "
                                                "(use session.initAnchorArrays())")
         try:
-            outs = self._executor(*tensors)
+            outs = self._executor(*tensors, *self._probe_inputs())
         except Error as e:
             raise popart_runtime_error(e.message) from None
         outs = (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
@@ -844,6 +873,11 @@ class TrainingSession(_Session):
                 self._executor.setOptimizer(optimizer.to_tilefx(self._params()))
             except Error as e:
                 raise popart_exception(f"updateOptimizerFromHost: {e.message}") from None
+
+
+def _ungrad(tensor_id: str) -> str:
+    """The tensor a gradient id names (itself if not a gradient)."""
+    return tensor_id[len(GRADIENT_PREFIX):] if tensor_id.startswith(GRADIENT_PREFIX) else tensor_id
 
 
 def _squeezed(shape, rank: int) -> tuple:
