@@ -234,3 +234,32 @@ def test_exported_models_equal_onnxruntime_and_torch(make, data):
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
     with torch.no_grad():
         np.testing.assert_allclose(got[0], model(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_random_operators_follow_the_session_seed():
+    """RandomNormal / RandomUniform(Like) draw from the session's streams: the
+    moments are right, setRandomSeed makes runs repeat, a new seed changes them."""
+    nodes = [helper.make_node("RandomNormal", [], ["n"], shape=[200, 50], mean=1.0, scale=2.0),
+             helper.make_node("RandomUniformLike", ["x"], ["u"], low=-1.0, high=3.0),
+             helper.make_node("Add", ["x", "u"], ["y"])]
+    x = np.zeros((100, 40), np.float32)
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", F32, [100, 40])],
+        [helper.make_empty_tensor_value_info(o) for o in ("n", "y")]), opset_imports=[helper.make_opsetid("", 18)])
+    s = popart.InferenceSession(model.SerializeToString(), popart.DataFlow(1, ["n", "y"]),
+                                popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    runs = []
+    for seed in (7, 7, 8):
+        s.setRandomSeed(seed)
+        anchors = s.initAnchorArrays()
+        s.run(popart.PyStepIO({"x": x}, anchors))
+        runs.append(anchors)
+    n, y = runs[0]["n"], runs[0]["y"]
+    assert n.shape == (200, 50) and n.dtype == np.float32
+    assert abs(n.mean() - 1.0) < 0.1 and abs(n.std() - 2.0) < 0.1
+    assert y.min() >= -1.0 and y.max() <= 3.0 and abs(y.mean() - 1.0) < 0.1
+    np.testing.assert_array_equal(runs[0]["n"], runs[1]["n"])
+    assert not np.array_equal(runs[0]["n"], runs[2]["n"])
+    with pytest.raises(popart.popart_exception, match="non-negative int"):
+        s.setRandomSeed(-1)

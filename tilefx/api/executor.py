@@ -174,12 +174,7 @@ class PoplarExecutor:
         self._host_version = -1
         self._destroyed = False
         self._runs = 0
-        seed = self._options.random_seed
-        self._rng = np.random.default_rng(seed)
-        # one independent stream per replica for the random ops (replica 0: the one above)
-        entropy = seed if seed is not None else np.random.SeedSequence().entropy
-        self._replica_rngs = [self._rng] + [np.random.default_rng([entropy, r])
-                                            for r in range(1, self._options.replication_factor)]
+        self._seed_random(self._options.random_seed)
         if not training and self._options.Training.gradient_accumulation != 1:
             raise Error("inferenceModel: gradientAccumulation must be 1 for inference models "
                         f"(got {self._options.Training.gradient_accumulation})")
@@ -253,6 +248,14 @@ class PoplarExecutor:
         if self._program is None:
             return
         self._write_back()
+
+    def _seed_random(self, seed: int | None) -> None:
+        """The random streams of the random ops: one per replica (replica 0's is
+        also the executor's own), all from `seed` (None: from the OS)."""
+        self._rng = np.random.default_rng(seed)
+        entropy = seed if seed is not None else np.random.SeedSequence().entropy
+        self._replica_rngs = [self._rng] + [np.random.default_rng([entropy, r])
+                                            for r in range(1, self._options.replication_factor)]
 
     def destroy(self) -> None:
         """Release the (simulated) device; the wrapper can no longer run."""

@@ -235,7 +235,7 @@ class OnnxModule(torch.nn.Module):
         if node.op_type == "Split" and "num_outputs" not in at:
             at["_num_outputs"] = len(node.output)
         if node.op_type == "Constant" or (
-                node.op_type not in ("Dropout", "RandomNormal", "RandomUniform")
+                node.op_type not in ("Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike")
                 and all(x is None or isinstance(x, np.ndarray) for x in ins) and node.domain == ""
                 and node.op_type != "Shape"):
             outs = _fold(node, ins, self.opset)

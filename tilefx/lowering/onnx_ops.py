@@ -711,6 +711,25 @@ def _bit_shift(ins, at, v):
     return torch.bitwise_right_shift(a, b)
 
 
+def _random(normal: bool, like: bool):
+    """RandomNormal/RandomUniform(Like): drawn from the session's random streams
+    (seeded by its random seed, one per replica), not from the `seed` attribute."""
+    def impl(ins, at, v):
+        from onnx.helper import tensor_dtype_to_np_dtype
+
+        src = _t(ins[0]) if like else None
+        shape = list(src.shape) if like else list(at["shape"])
+        if "dtype" in at:
+            dtype = torch.from_numpy(np.zeros(0, tensor_dtype_to_np_dtype(at["dtype"]))).dtype
+        else:
+            dtype = src.dtype if like else torch.float32
+        if normal:
+            return torch.randn(shape, dtype=dtype) * at.get("scale", 1.0) + at.get("mean", 0.0)
+        low, high = at.get("low", 0.0), at.get("high", 1.0)
+        return torch.rand(shape, dtype=dtype) * (high - low) + low
+    return impl
+
+
 def _recurrent(fn):
     """ONNX's LSTM/GRU/RNN: tensor operands, the sequence lengths (input 4) kept static."""
     return lambda ins, at, v: fn([x if x is None or k == 4 else _t(x) for k, x in enumerate(ins)], at, v)
@@ -781,6 +800,8 @@ OPS = {
     "Xor": _binary(torch.logical_xor), "BitwiseAnd": _binary(torch.bitwise_and),
     "BitwiseOr": _binary(torch.bitwise_or), "BitwiseXor": _binary(torch.bitwise_xor),
     "BitwiseNot": _unary(torch.bitwise_not), "BitShift": _bit_shift,
+    "RandomNormal": _random(True, False), "RandomUniform": _random(False, False),
+    "RandomNormalLike": _random(True, True), "RandomUniformLike": _random(False, True),
     **{name: _recurrent(fn) for name, fn in onnx_recurrent.OPS.items()},
 }
 

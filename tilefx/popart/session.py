@@ -578,6 +578,13 @@ class _Session:
                 np.zeros(0, info.np_dtype)).dtype))
         return out
 
+    def setRandomSeed(self, seedValue: int) -> None:
+        """Seed the random operators (Dropout, RandomNormal, ...) from now on."""
+        self._check_prepared("setRandomSeed")
+        if isinstance(seedValue, bool) or not isinstance(seedValue, (int, np.integer)) or seedValue < 0:
+            raise popart_exception(f"setRandomSeed expects a non-negative int, got {seedValue!r}")
+        self._executor._seed_random(int(seedValue))
+
     def _params(self) -> dict:
         m = self._module
         return {n: m.tensor(n) for n in m.weight_names if isinstance(m.tensor(n), torch.nn.Parameter)}
