@@ -92,6 +92,8 @@ def main(argv=None) -> int:
     ap.add_argument("--progress", type=int, default=500, help="print counts every N cases")
     args = ap.parse_args(argv)
 
+    # the cases compile models: their INFO lines and progress bars would bury the counts
+    os.environ.setdefault("POPTORCH_LOG_LEVEL", "WARN")
     import tilefx  # noqa: F401  (the workers fork with everything imported)
 
     rng = random.Random(args.seed)
