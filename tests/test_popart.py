@@ -6,6 +6,7 @@ against PopART's documented layout; bad buffers, anchors and optimizers are
 popart_exceptions naming the tensor and the shapes."""
 
 import logging
+import os
 import re
 
 import numpy as np
@@ -741,3 +742,60 @@ def test_patterns_levels_names_and_errors():
     builder, _y, loss = classifier()
     with pytest.raises(popart.popart_exception, match="patterns must be a popart.Patterns"):
         popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, [loss]), cpu(), patterns=3)
+
+
+def test_compile_and_export_load_executable_and_engine_cache(tmp_path, monkeypatch):
+    """session.compileAndExport writes an executable a new session loads with
+    loadExecutable instead of compiling, with the same results; enableEngineCaching
+    stores then reuses one per graph (another graph, even with the same weights'
+    shapes, misses)."""
+    from tilefx.api import executor as api_executor
+
+    traced = []
+    real_trace = api_executor.trace
+    monkeypatch.setattr(api_executor, "trace", lambda *a, **k: traced.append(1) or real_trace(*a, **k))
+    builder, _y, loss = classifier()
+    xs = RNG.standard_normal((2, 4, 8)).astype(np.float32)
+    ls = RNG.integers(0, 5, (2, 4)).astype(np.int32)
+
+    def session(opts=None, proto=None):
+        return popart.TrainingSession(proto or builder.getModelProto(),
+                                      popart.DataFlow(2, {loss: popart.AnchorReturnType("ALL")}), loss,
+                                      popart.ConstSGD(0.1), deviceInfo=cpu(), userOptions=opts)
+
+    def run(s):
+        s.prepareDevice()
+        s.weightsFromHost()
+        anchors = s.initAnchorArrays()
+        s.run(popart.PyStepIO({"x": xs, "label": ls}, anchors))
+        return anchors[loss]
+
+    path = tmp_path / "classifier.popef"
+    session().compileAndExport(str(path))
+    loaded = session()
+    loaded.loadExecutable(str(path))
+    assert len(traced) == 1
+    np.testing.assert_allclose(run(loaded), run(session()), rtol=1e-6)
+    assert len(traced) == 2  # the loaded session did not trace
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(popart.popart_exception):
+        session().loadExecutable(str(path))
+
+    opts = popart.SessionOptions()
+    opts.enableEngineCaching = True
+    opts.cachePath = str(tmp_path / "cache")
+    traced.clear()
+    first = run(session(opts))
+    second = run(session(opts))
+    np.testing.assert_allclose(first, second, rtol=1e-6)
+    assert len(traced) == 1 and len(os.listdir(opts.cachePath)) == 1
+    other = popart.Builder()
+    x = other.addInputTensor(popart.TensorInfo("FLOAT", [4, 8]), "x")
+    lbl = other.addInputTensor(popart.TensorInfo("INT32", [4]), "label")
+    w = other.addInitializedInputTensor(W0, "w")
+    b = other.addInitializedInputTensor(B0, "b")
+    y = other.aiOnnx.relu([other.aiOnnx.gemm([x, w, b])])  # another graph, same weights
+    other_loss = other.aiGraphcore.nllloss([other.aiOnnx.softmax([y], axis=1), lbl], popart.ReductionType.Mean)
+    popart.TrainingSession(other.getModelProto(), popart.DataFlow(2, [other_loss]), other_loss,
+                           popart.ConstSGD(0.1), deviceInfo=cpu(), userOptions=opts).prepareDevice()
+    assert len(traced) == 2 and len(os.listdir(opts.cachePath)) == 2  # another graph: a miss

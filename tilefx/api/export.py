@@ -438,6 +438,13 @@ def cache_key(ex, inputs) -> str:
         feed(n, tuple(p.shape), p.dtype, p.requires_grad)
     for n, b in m.named_buffers(remove_duplicate=False):
         feed(n, tuple(b.shape), b.dtype)
+    from tilefx.lowering.tracing_state import GradientOutputs
+
+    feed(GradientOutputs.requested)
+    for sub in m.modules():  # modules whose graph is data (an ONNX model) say what it is
+        identity = getattr(sub, "tilefx_cache_identity", None)
+        if callable(identity):
+            feed(identity())
     for cls in sorted({type(sub) for sub in m.modules()}, key=lambda c: c.__module__ + c.__qualname__):
         feed(cls.__module__, cls.__qualname__)
         try:

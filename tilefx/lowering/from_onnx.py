@@ -199,6 +199,21 @@ class OnnxModule(torch.nn.Module):
             (self.register_buffer if buffer else self.register_parameter)(path, tensor)
             self.path[name] = path
 
+    def tilefx_cache_identity(self) -> str:
+        """What the executable cache keys this module by: the graph itself (every
+        ONNX model is this same class), its outputs, probes and mode."""
+        import hashlib
+
+        graph = onnx.GraphProto()
+        graph.CopyFrom(self.proto.graph)
+        for t in graph.initializer:  # weights by name, shape and type: their values are not the program
+            if t.name in self.path:
+                for f in ("raw_data", "float_data", "double_data", "int32_data", "int64_data"):
+                    t.ClearField(f)
+        h = hashlib.sha256(graph.SerializeToString(deterministic=True))
+        h.update(repr((self.outputs, self.probes, self.is_training, self.input_info)).encode())
+        return h.hexdigest()
+
     def tensor(self, name: str) -> torch.Tensor:
         """The parameter or buffer holding initializer `name`."""
         owner = self

@@ -21,6 +21,7 @@ output of the traced graph.
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -365,6 +366,7 @@ class _Session:
             raise popart_exception("the DataFlow has no anchors: nothing to return")
         self._info_cache: dict[str, TensorInfo] = {}
         self._executor = None
+        self._executable: str | None = None  # given to loadExecutable
         self._prepared = False
         self._cycles = 0
         self._runs = 0
@@ -457,6 +459,8 @@ class _Session:
             raise popart_exception(f"partialsTypeMatMuls must be 'float' or 'half', got {o.partialsTypeMatMuls!r}")
         if o.seed is not None:
             opts.randomSeed(int(o.seed))
+        if o.enableEngineCaching:
+            opts.enableExecutableCaching(str(o.cachePath))
         strategy = self._strategy()
         if strategy is not None:
             opts.setExecutionStrategy(strategy)
@@ -506,24 +510,7 @@ class _Session:
                 raise popart_exception(f"device {dev.id} is not attached (attach() it, or acquire it again)")
             if not dev.attach():  # DeviceConnectionType.OnDemand: attach when first needed
                 raise popart_exception(f"device {dev.id} (IPUs {list(dev.ipus)}) is in use")
-        model = _WithLoss(self._module) if self._training else self._module
-        try:
-            opts = self._poptorch_options()
-            opt = self._optimizer.to_tilefx(self._params() or {"no_weights": model.no_weights}) \
-                if self._training else None
-            self._executor = PoplarExecutor(model, opts, training=self._training, optimizer=opt)
-            requested, inputs = self._requested_gradients(model)
-            GradientOutputs.requested = requested
-            try:
-                self._executor.compile(*inputs)
-            finally:
-                GradientOutputs.requested = ()
-        except popart_exception:
-            raise
-        except Error as e:
-            if "memory" in e.message and ("fit" in e.message or "bytes" in e.message):
-                raise OutOfMemoryException(e.message) from None
-            raise popart_exception(e.message) from None
+        self._compile()
         needed = self._executor.profile.num_ipus * self.replicationFactor
         if needed > self.deviceInfo.numIpus:
             raise popart_exception(f"the model needs {needed} IPU(s) ({self._executor.profile.num_ipus} per "
@@ -532,6 +519,65 @@ class _Session:
         if self._training:
             self._compiled_optimizer = self._optimizer
         self._prepared = True
+
+    def _compile(self) -> None:
+        """The program: from the executable given to loadExecutable, else traced
+        and compiled (through the engine cache when `enableEngineCaching`)."""
+        from tilefx.api import export
+        from tilefx.api.executor import PoplarExecutor
+
+        if self._executor is not None:
+            return
+        model = _WithLoss(self._module) if self._training else self._module
+        try:
+            opts = self._poptorch_options()
+            opt = self._optimizer.to_tilefx(self._params() or {"no_weights": model.no_weights}) \
+                if self._training else None
+            executor = PoplarExecutor(model, opts, training=self._training, optimizer=opt)
+            requested, inputs = self._requested_gradients(model)
+            if self._executable is not None:
+                export.load_executable(executor, self._executable)
+            else:
+                GradientOutputs.requested = requested
+                try:
+                    executor.compile(*inputs)
+                finally:
+                    GradientOutputs.requested = ()
+        except popart_exception:
+            raise
+        except Error as e:
+            if "memory" in e.message and ("fit" in e.message or "bytes" in e.message):
+                raise OutOfMemoryException(e.message) from None
+            raise popart_exception(e.message) from None
+        self._executor = executor
+
+    def compileAndExport(self, executablePath: str) -> None:
+        """Compile the session's graph and write the executable (a file that never
+        runs code when loaded: tilefx/api/export.py) without preparing the device."""
+        from tilefx.api import export
+
+        _session_log.trace("Session::compileAndExport")
+        if not isinstance(executablePath, (str, os.PathLike)) or not str(executablePath):
+            raise popart_exception(f"compileAndExport needs a file name, got {executablePath!r}")
+        self._compile()
+        try:
+            export.write(self._executor, str(executablePath))
+        except Error as e:
+            raise popart_exception(e.message) from None
+
+    def loadExecutable(self, executablePath: str) -> None:
+        """Use an executable written by compileAndExport for this graph: prepareDevice
+        then loads it instead of compiling (the session's weights are its own)."""
+        from tilefx.api import export
+
+        _session_log.trace("Session::loadExecutable")
+        if self._executor is not None:
+            raise popart_exception("loadExecutable: the session is already compiled")
+        try:
+            export.read(str(executablePath))  # checked now: a bad file fails here, not later
+        except Error as e:
+            raise popart_exception(e.message) from None
+        self._executable = str(executablePath)
 
     def _requested_gradients(self, model: torch.nn.Module) -> tuple[tuple, list[torch.Tensor]]:
         """The gradient anchors as the tracer names them (parameter paths, input
