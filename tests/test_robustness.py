@@ -295,13 +295,6 @@ def test_optimizer_over_another_models_parameters():
         tilefx.trainingModel(a, optimizer="sgd")
 
 
-def test_torch_compile_dynamic_is_a_poptorch_error():
-    c = torch.compile(nn.Linear(3, 2).eval(), backend="tilefx", dynamic=True)
-    with torch.no_grad(), pytest.raises(tilefx.Error, match="static shapes only"):
-        c(torch.randn(4, 3))
-    torch._dynamo.reset()
-
-
 def test_modifying_frozen_options_is_a_poptorch_error():
     opts = Options()
     tilefx.inferenceModel(nn.Linear(3, 2), opts)

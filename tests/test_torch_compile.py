@@ -53,3 +53,30 @@ def test_backend_registered_lazily_through_entry_point(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, str(tmp_path)])}
     res = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_dynamic_graphs_get_one_program_per_shape():
+    """A new batch size makes dynamo recompile the graph with a symbolic batch
+    dimension (its automatic dynamic shapes; dynamic=True does it from the start):
+    tilefx builds one static program per shape it meets, each equal to eager, and
+    reuses it for a shape seen before."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = MLP().eval()
+    compiled = torch.compile(model, backend="tilefx")
+    programs = []
+    with torch.no_grad():
+        for batch in (4, 7, 5, 7):
+            x = torch.randn(batch, 12)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+            programs.append(tilefx.torch_compile_backend.last)
+    assert len({id(p) for p in programs}) == 3 and programs[3] is programs[2]  # 7 again: no new program
+    lin = torch.nn.Linear(3, 2).eval()
+    dyn = torch.compile(lin, backend="tilefx", dynamic=True)
+    with torch.no_grad():
+        for batch in (2, 6):
+            x = torch.randn(batch, 3)
+            torch.testing.assert_close(dyn(x), lin(x), rtol=1e-6, atol=1e-6)
+    with pytest.raises(tilefx.Error, match="inference only"):
+        dyn(torch.randn(4, 3))  # grad enabled, parameters that need it
+    torch._dynamo.reset()

@@ -37,28 +37,48 @@ class _Backend:
             raise BackendError(str(e)) from e
 
     def _compile(self, gm: torch.fx.GraphModule, example_inputs, options=None):
-        from tilefx.api.executor import PoplarExecutor
-
-        if any(isinstance(x, torch.SymInt) or isinstance(x, torch.Tensor) and any(
-                isinstance(d, torch.SymInt) for d in x.shape) for x in example_inputs):
-            raise Error("the tilefx torch.compile backend compiles static shapes only: the IPU "
-                        "program is built for one shape; use torch.compile(..., dynamic=False)")
-        if any(isinstance(x, torch.Tensor) and x.dim() == 0 for x in example_inputs):
-            raise Error("the tilefx torch.compile backend needs batched (>= 1-D) tensor inputs")
-        ex = PoplarExecutor(gm, options, training=False)
-        ex.compile(*example_inputs)
-        self.last = ex
+        symbolic = any(isinstance(x, torch.SymInt) or isinstance(x, torch.Tensor) and any(
+            isinstance(d, torch.SymInt) for d in x.shape) for x in example_inputs)
+        # an IPU program has one shape: a graph dynamo made dynamic (dynamic=True, or
+        # its automatic dynamic shapes after a recompile) gets one program per shape
+        # met at run time, as PopTorch recompiles for new input shapes
+        programs: dict[tuple, object] = {}
+        if not symbolic:
+            programs[_shape_key(example_inputs)] = self._program(gm, example_inputs, options)
 
         def run(*args):
             needs_grad = any(p.requires_grad for p in gm.parameters()) or any(
                 isinstance(a, torch.Tensor) and a.requires_grad for a in args)  # lifted parameters
             if torch.is_grad_enabled() and needs_grad:
-                raise Error("the tilefx torch.compile backend runs inference only: call the model "
-                            "under torch.no_grad(), or train with tilefx.trainingModel")
-            out = ex(*args)
+                raise BackendError("the tilefx torch.compile backend runs inference only: call the model "
+                                   "under torch.no_grad(), or train with tilefx.trainingModel")
+            key = _shape_key(args)
+            if key not in programs:
+                try:
+                    programs[key] = self._program(gm, args, options)
+                except Error as e:
+                    raise BackendError(str(e)) from e
+            out = programs[key](*args)
             return out if isinstance(out, (tuple, list)) else (out,)
 
         return run
+
+    def _program(self, gm: torch.fx.GraphModule, inputs, options):
+        from tilefx.api.executor import PoplarExecutor
+
+        if any(isinstance(x, torch.Tensor) and x.dim() == 0 for x in inputs):
+            raise Error("the tilefx torch.compile backend needs batched (>= 1-D) tensor inputs (with "
+                        "dynamic=True dynamo passes float attributes such as eps as 0-d tensors: "
+                        "leave dynamic unset, shapes still change freely)")
+        ex = PoplarExecutor(gm, options, training=False)
+        ex.compile(*inputs)
+        self.last = ex
+        return ex
+
+
+def _shape_key(args) -> tuple:
+    """What a program is specialised on: tensor shapes and types, other values."""
+    return tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else ("value", a) for a in args)
 
 
 torch_compile_backend = _Backend()
