@@ -119,6 +119,19 @@ def test_use_before_definition_is_a_located_diagnostic(tmp_path):
     _diag(rc, err, "used before its definition")
 
 
+@pytest.mark.parametrize("key", ["\u00e9ipu.place", '"\\C3\\A9x"'])
+def test_non_ascii_attribute_names_are_located_diagnostics(tmp_path, key):
+    """Found by `make fuzz` (seed 2): xDSL reads a non-ASCII attribute name but
+    prints it as an escaped string its parser refuses, so tilefx-opt accepted a
+    program whose output did not read back. Now it is a diagnostic."""
+    body = (f"  %0 = aten.le.Scalar %a {{{key} = 1 : i64, other = 0 : i64}} : tensor<2xf32> -> tensor<2xi1>\n"
+            "  func.return %0 : tensor<2xi1>")
+    path = _ir(tmp_path, body, "%a: tensor<2xf32> {tilefx.input = 0 : i64}", "tensor<2xi1>")
+    rc, err = _opt(path)
+    assert rc == 1 and "Traceback" not in err
+    assert f"{path}:2:" in err and ("is not ASCII" in err or "Expected bare-id or string-literal" in err)
+
+
 def test_value_from_another_function_is_a_diagnostic(tmp_path):
     path = tmp_path / "f.mlir"
     path.write_text("func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> {\n  func.return %a : tensor<2xf32>\n}\n"

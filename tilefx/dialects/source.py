@@ -113,6 +113,7 @@ class LocatedModule:
     def verify(self) -> None:
         """Check dominance, then verify; the first failure at its op's position."""
         check_dominance(self.module, self.error)
+        check_attribute_names(self.module, self.error)
         try:
             self.module.verify()
         except (VerifyException, DiagnosticException, ValueError) as e:
@@ -129,6 +130,18 @@ def _failing_op(module: ModuleOp) -> Operation | None:
             failing = op
             break
     return failing
+
+
+def check_attribute_names(module: ModuleOp, error) -> None:
+    """Attribute names are ASCII, as MLIR's bare identifiers: xDSL's lexer also
+    takes other letters, but prints such a name as an escaped string that its
+    own parser then refuses (found by `make fuzz`), so the program would not
+    read back."""
+    for op in module.walk():
+        for name in (*op.attributes, *op.properties):
+            if not name.isascii():
+                raise error(op, f"attribute name {name!r} is not ASCII (MLIR identifiers are ASCII; "
+                                "use a quoted ASCII name)")
 
 
 def check_dominance(module: ModuleOp, error) -> None:
