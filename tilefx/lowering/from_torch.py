@@ -80,6 +80,9 @@ def tensor_type_of(val) -> TensorType:
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
+    if t.device.type == "meta":  # no values: a read-only zero view of the shape, no memory
+        return np.broadcast_to(np.zeros((), np.float32 if t.dtype == torch.bfloat16 else np_dtype_of(t.dtype)),
+                               tuple(t.shape))
     return t.detach().cpu().numpy().copy() if t.dtype != torch.bfloat16 else t.float().numpy()
 
 
@@ -101,6 +104,9 @@ class TracedGraph:
     consts: dict[str, np.ndarray] = field(default_factory=dict)
     out_spec: object = None  # the pytree structure of the model's outputs (dicts, nesting)
     out_consts: dict[int, object] = field(default_factory=dict)  # non-tensor outputs by index
+    # parameters, buffers and constants the model holds on the meta device: shapes
+    # without values (a model built for sizing only; see _MetaAsFake)
+    meta_tensors: list[str] = field(default_factory=list)
 
 
 START_BLOCK = ipu.START_BLOCK
@@ -716,6 +722,50 @@ class _TensorAttributes:
         return False
 
 
+class _MetaAsFake:
+    """Parameters and buffers on the meta device (a model built under
+    `torch.device("meta")` for sizing: a 1-billion-parameter model costs no
+    memory) are traced as fake CPU tensors of one FakeTensorMode: they meet
+    the CPU inputs as CPU tensors would, and the tracer, which finds that mode
+    on them, makes the inputs fake in it too. Nothing is allocated; the
+    original tensors are put back afterwards. A model without meta tensors is
+    left alone."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.swapped: list[tuple[dict, str, torch.Tensor]] = []
+        self.names: list[str] = []
+
+    def __enter__(self):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        mode = None
+        fakes: dict[int, torch.Tensor] = {}  # tied tensors stay one tensor
+        cpu = torch.device("cpu")
+        for mname, m in self.model.named_modules(remove_duplicate=False):
+            for table in (m._parameters, m._buffers):
+                for k, v in list(table.items()):
+                    if v is None or v.device.type != "meta":
+                        continue
+                    if mode is None:
+                        mode = FakeTensorMode()
+                    if id(v) not in fakes:
+                        f = mode.fake_tensor_converter.from_meta_and_device(mode, v.detach(), cpu)
+                        if isinstance(v, torch.nn.Parameter):
+                            f = torch.nn.Parameter(f, requires_grad=v.requires_grad)
+                        fakes[id(v)] = f
+                        self.names.append(f"{mname}.{k}" if mname else k)
+                    self.swapped.append((table, k, v))
+                    table[k] = fakes[id(v)]
+        return self
+
+    def __exit__(self, *exc):
+        for table, k, v in reversed(self.swapped):
+            table[k] = v
+        self.swapped.clear()
+        return False
+
+
 def _forward_arg_names(model: torch.nn.Module) -> list[str]:
     """The forward's positional parameter names, for the IR's input arguments."""
     try:
@@ -746,9 +796,11 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
 
     Tracing.on = True
     frozen = _TensorAttributes(model)
+    metas = _MetaAsFake(model)
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(frozen)
+            stack.enter_context(metas)  # after `frozen`: its meta tensor attributes too
             stack.enter_context(torch.fx.traceback.preserve_node_meta())
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
             # what torch.export sets while it traces: torch.compiler.is_compiling()
@@ -905,4 +957,5 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     fn = func.FuncOp("main", ftype, Region(b.block), arg_attrs=ArrayAttr(b.arg_attrs),
                      res_attrs=ArrayAttr(res_attrs))
     return TracedGraph(ModuleOp([fn]), params, buffers, num_inputs, num_outputs, loss_index, consts,
-                       out_spec=getattr(joint, "out_spec", None), out_consts=out_consts)
+                       out_spec=getattr(joint, "out_spec", None), out_consts=out_consts,
+                       meta_tensors=[n.removeprefix(prefix) for n in metas.names])
