@@ -213,3 +213,23 @@ def test_offline_cpu_model_keeps_no_copies_and_exports_the_model_weights(tmp_pat
     loaded = tilefx.load(str(path))
     for n, p in model.named_parameters():
         assert torch.equal(dict(loaded.model.named_parameters())[n], p.detach())
+
+
+def test_meta_inference_model_with_buffers_sizes_like_the_cpu_model():
+    from models import MLP
+
+    torch.manual_seed(0)
+    cpu = MLP().eval()
+    with torch.device("meta"):
+        meta = MLP().eval()  # BatchNorm1d's running statistics are meta buffers too
+    opts = tilefx.Options().replicationFactor(8).deviceIterations(2)
+    opts.useOfflineIpuTarget()
+    a = tilefx.inferenceModel(cpu, opts)
+    b = tilefx.inferenceModel(meta, opts.clone())
+    x = torch.zeros(16 * 3, 12)
+    a.compile(x)
+    b.compile(x)
+    assert a.ir("graph") == b.ir("graph")
+    sa, sb = a.profile.summary(), b.profile.summary()
+    assert sa == sb and sa["distributed"]["host_bytes_in_per_process"] == 8 * 2 * 3 * 12 * 4
+    assert "allreduce_cycles" not in sa["distributed"]  # inference: nothing to reduce
