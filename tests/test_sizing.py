@@ -162,7 +162,8 @@ def test_meta_model_sizes_offline_without_allocating_weights_or_state():
     tracemalloc.start()
     try:
         ex = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.Adam(model.parameters(), lr=1e-3))
-        ex.compile(torch.zeros(16 * 8, 8192, dtype=torch.float16))
+        # inputs may be meta tensors too: only their shapes and types matter
+        ex.compile(torch.empty(16 * 8, 8192, dtype=torch.float16, device="meta"))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -202,6 +203,9 @@ def test_meta_model_cannot_run():
     ex = tilefx.trainingModel(model, opts)
     with pytest.raises(tilefx.Error, match="meta device.*useOfflineIpuTarget"):
         ex(torch.zeros(8, 32), torch.zeros(8, dtype=torch.long))
+    cpu = tilefx.trainingModel(TwoStage(), opts)
+    with pytest.raises(tilefx.Error, match=r"1 tensor\(s\) on the meta device \(input x\)"):
+        cpu(torch.empty(8, 32, device="meta"), torch.zeros(8, dtype=torch.long))
 
 
 def test_offline_cpu_model_keeps_no_copies_and_exports_the_model_weights(tmp_path):

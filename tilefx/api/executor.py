@@ -208,6 +208,7 @@ class PoplarExecutor:
             raise Error("this model was compiled for an offline IPU target (useOfflineIpuTarget): "
                         "it can be compiled and saved, not run")
         call, inputs = self._flatten_inputs(args, kwargs)
+        _check_not_meta([(f"input {n}", x) for n, x in zip(call.tensor_names(), inputs)])
         if self._program is None:
             self._compile(inputs, call)
         elif self._call is not None:  # None: loaded from an executable file
@@ -915,8 +916,8 @@ def _check_not_meta(tensors: list) -> None:
              if isinstance(t, str) or t[1].device.type == "meta"]
     if names:
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        raise Error(f"the model holds {len(names)} tensor(s) on the meta device ({shown}): they have "
-                    "shapes but no values, so it can only be sized: compile it with "
+        raise Error(f"{len(names)} tensor(s) on the meta device ({shown}): they have shapes but no "
+                    "values, so the model can only be sized: compile it with "
                     "Options.useOfflineIpuTarget(), or materialise it first "
                     "(model.to_empty(device='cpu') and initialise the weights)")
 

@@ -727,36 +727,40 @@ class _MetaAsFake:
     `torch.device("meta")` for sizing: a 1-billion-parameter model costs no
     memory) are traced as fake CPU tensors of one FakeTensorMode: they meet
     the CPU inputs as CPU tensors would, and the tracer, which finds that mode
-    on them, makes the inputs fake in it too. Nothing is allocated; the
-    original tensors are put back afterwards. A model without meta tensors is
-    left alone."""
+    on them, makes the inputs fake in it too. Inputs on the meta device
+    (`args`; shapes only, for sizing) become fake CPU tensors of the same
+    mode. Nothing is allocated; the original tensors are put back afterwards.
+    A model and inputs without meta tensors are left alone."""
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, args: tuple = ()):
         self.model = model
+        self.args = args
         self.swapped: list[tuple[dict, str, torch.Tensor]] = []
         self.names: list[str] = []
+        self._mode = None
 
-    def __enter__(self):
+    def _fake(self, v: torch.Tensor) -> torch.Tensor:
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        mode = None
+        if self._mode is None:
+            self._mode = FakeTensorMode()
+        f = self._mode.fake_tensor_converter.from_meta_and_device(self._mode, v.detach(), torch.device("cpu"))
+        return torch.nn.Parameter(f, requires_grad=v.requires_grad) if isinstance(v, torch.nn.Parameter) else f
+
+    def __enter__(self):
         fakes: dict[int, torch.Tensor] = {}  # tied tensors stay one tensor
-        cpu = torch.device("cpu")
         for mname, m in self.model.named_modules(remove_duplicate=False):
             for table in (m._parameters, m._buffers):
                 for k, v in list(table.items()):
                     if v is None or v.device.type != "meta":
                         continue
-                    if mode is None:
-                        mode = FakeTensorMode()
                     if id(v) not in fakes:
-                        f = mode.fake_tensor_converter.from_meta_and_device(mode, v.detach(), cpu)
-                        if isinstance(v, torch.nn.Parameter):
-                            f = torch.nn.Parameter(f, requires_grad=v.requires_grad)
-                        fakes[id(v)] = f
+                        fakes[id(v)] = self._fake(v)
                         self.names.append(f"{mname}.{k}" if mname else k)
                     self.swapped.append((table, k, v))
                     table[k] = fakes[id(v)]
+        self.args = tuple(self._fake(a) if isinstance(a, torch.Tensor) and a.device.type == "meta" else a
+                          for a in self.args)
         return self
 
     def __exit__(self, *exc):
@@ -796,11 +800,12 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
 
     Tracing.on = True
     frozen = _TensorAttributes(model)
-    metas = _MetaAsFake(model)
+    metas = _MetaAsFake(model, tuple(args))
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(frozen)
             stack.enter_context(metas)  # after `frozen`: its meta tensor attributes too
+            args = metas.args
             stack.enter_context(torch.fx.traceback.preserve_node_meta())
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
             # what torch.export sets while it traces: torch.compiler.is_compiling()
