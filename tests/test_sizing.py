@@ -3,6 +3,7 @@ and 3): the gradient all-reduce over IPU-Links and GW-Links and each
 process's host traffic in the profile; offline compiles that copy nothing
 per replica and size models built on the meta device."""
 
+import json
 import math
 import tracemalloc
 
@@ -95,7 +96,7 @@ def _sized(model, replicas, processes, G=4, **kw):
     return ex
 
 
-def test_profile_costs_the_all_reduce_of_every_processes_replicas():
+def test_profile_costs_the_all_reduce_of_every_processes_replicas(tmp_path, capsys):
     model = TwoStage()
     # 2 IPUs per replica, 2 replicas per process: 32 replicas fill an IPU-POD64
     ex = {P: _sized(model, 2, P) for P in (1, 16, 32)}
@@ -119,6 +120,13 @@ def test_profile_costs_the_all_reduce_of_every_processes_replicas():
     text = summary_table(tilefx.backend.profile._jsonable(ex[32].profile.summary()))
     assert "process 0 of 32: 2 replica(s) x 2 IPU(s); 64 replicas on 128 IPUs" in text
     assert "gradient all-reduce" in text and "GW-Links" in text
+    # tilefx-report prints the same section from a profile directory's summary.json
+    from tilefx.tools import report
+
+    (tmp_path / "summary.json").write_text(json.dumps(
+        tilefx.backend.profile._jsonable(ex[32].profile.summary())))
+    assert report.main([str(tmp_path), "--no-plots"]) == 0
+    assert "process 0 of 32" in capsys.readouterr().out
 
 
 def test_one_replica_in_one_process_has_no_scale_out_section():
