@@ -203,6 +203,7 @@ class PoplarExecutor:
             raise Error("this model was compiled for an offline IPU target (useOfflineIpuTarget): "
                         "it can be compiled and saved, not run")
         call, inputs = self._flatten_inputs(args, kwargs)
+        _check_not_meta([(f"input {n}", x) for n, x in zip(call.tensor_names(), inputs)])
         if self._program is None:
             self._compile(inputs, call)
         elif self._call is not None:  # None: loaded from an executable file
@@ -231,11 +232,17 @@ class PoplarExecutor:
         export.load_executable(self, filename)
 
     def copyWeightsToDevice(self) -> None:
-        """Read the torch module's parameters and buffers into the executor."""
+        """Read the torch module's parameters and buffers into the executor.
+
+        An executor compiled for an offline IPU target never runs, so it copies
+        nothing: the model's own tensors stay the only copy (one for all
+        replicas), read only when the executable is exported."""
         self._check_alive()
         named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
         named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
-        if self._program is not None:
+        if self._program is not None and not self._options.offline_ipu_target:
+            _check_not_meta([(n, named_p[n]) for n in self._program.traced.params] +
+                            [(n, named_b[n]) for n in self._program.traced.buffers])
             for n in self._program.traced.params:
                 self._weights[n] = _to_np(named_p[n])
             for n in self._program.traced.buffers:
@@ -447,6 +454,8 @@ class PoplarExecutor:
         or as loaded from an executable file)."""
         self._traced_params = set(traced.params)
         self._check_ipu_count(module)
+        if traced.meta_tensors and not self._options.offline_ipu_target:
+            _check_not_meta(traced.meta_tensors)
         als = self._training and bool(self._options.Training.automatic_loss_scaling)
         self._als_tracked = to_py(module.attributes[ALS_TRACKED_KEY]) if als else 0
         self._als_factor = 1.0
@@ -470,8 +479,8 @@ class PoplarExecutor:
         self._program = program
         self.copyWeightsToDevice()
         self._consts = traced.consts
-        if self._training:
-            self._init_opt_state()
+        if self._training and not self._options.offline_ipu_target:
+            self._init_opt_state()  # offline: the state is sized by the profile, never made
         program.compile_seconds = time.perf_counter() - start
         log.debug("compiled in %.3f s: %s", program.compile_seconds, self._profile.table())
         profile_dir = _profile_dir(self._options)
@@ -486,7 +495,9 @@ class PoplarExecutor:
             program.module, find_func(program.module, "main"), update_fn, self._schedule,
             machine(self._options.machine), training=self._training, device_iterations=D,
             optimizer_off_chip=loc is not None and loc.on_chip is False,
-            accumulate=self._training and (G > 1 or R > 1))
+            accumulate=self._training and (G > 1 or R > 1), replicas=R,
+            processes=self._options.Distributed.numProcesses,
+            process_id=self._options.Distributed.processId)
 
     @property
     def profile(self) -> Profile:
@@ -898,6 +909,36 @@ def _executor_profile_dir(ex: PoplarExecutor, base: str) -> str:
         if owner == token:
             return path
         n += 1
+
+
+def _check_not_meta(tensors: list) -> None:
+    """Tensors on the meta device have shapes but no values: such a model can
+    be compiled for sizing (offline) but not run. `tensors`: names, or (name,
+    tensor) pairs of which the meta ones count."""
+    names = [t if isinstance(t, str) else t[0] for t in tensors
+             if isinstance(t, str) or t[1].device.type == "meta"]
+    if names:
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        raise Error(f"{len(names)} tensor(s) on the meta device ({shown}): they have shapes but no "
+                    "values, so the model can only be sized: compile it with "
+                    "Options.useOfflineIpuTarget(), or materialise it first "
+                    "(model.to_empty(device='cpu') and initialise the weights)")
+
+
+def host_weights(ex) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The parameters and buffers an export writes: the executor's own, or,
+    for an offline executor (which keeps no copies), read from the model now."""
+    if not ex._options.offline_ipu_target:
+        return ex._weights, ex._device_buffers
+    named_p = dict(ex._user_model.named_parameters(remove_duplicate=False))
+    named_b = dict(ex._user_model.named_buffers(remove_duplicate=False))
+    t = ex._program.traced
+    pairs = [(n, named_p[n]) for n in t.params] + [(n, named_b[n]) for n in t.buffers]
+    if t.meta_tensors or any(v.device.type == "meta" for _, v in pairs):
+        raise Error("cannot export this executable: the model's tensors are on the meta device "
+                    "(built for sizing only), so there are no weights to write; materialise the "
+                    "model and compile again to export it")
+    return ({n: _to_np(named_p[n]) for n in t.params}, {n: _to_np(named_b[n]) for n in t.buffers})
 
 
 def _is_variable(optimizer, attr: str) -> bool:

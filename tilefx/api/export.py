@@ -181,8 +181,11 @@ def pack(ex) -> bytes:
         "step": int(ex._step), "model": type(ex._user_model).__name__,
         "exported_model": bool(getattr(ex, "_export_model", True)),
     }
-    weights = {f"param/{n}": v for n, v in ex._weights.items()}
-    weights.update({f"buffer/{n}": np.asarray(v) for n, v in ex._device_buffers.items()})
+    from tilefx.api.executor import host_weights
+
+    params, buffers = host_weights(ex)
+    weights = {f"param/{n}": v for n, v in params.items()}
+    weights.update({f"buffer/{n}": np.asarray(v) for n, v in buffers.items()})
     weights.update({f"const/{n}": v for n, v in t.consts.items()})
     parts = {
         "graph.mlir": str(p.module).encode(),
@@ -478,6 +481,9 @@ def load_cached(ex, inputs, start: float) -> bool:
 def store_cached(ex, inputs) -> None:
     directory = _cache_dir(ex)
     if not directory:
+        return
+    if ex._program.traced.meta_tensors:  # sized only: no weights to cache
+        log.info("executable cache: not stored (the model's tensors are on the meta device)")
         return
     key = getattr(ex, "_cache_key", None) or cache_key(ex, inputs)
     path = os.path.join(directory, key + ".tilefx")

@@ -51,6 +51,18 @@ class Machine:
     # the smallest piece of a tensor mapped to one tile (bytes) [estimate: PopLibs maps
     # tensors in grains of a few vectors]
     grain_bytes: int = 64
+    # scale-out (backend/collectives.py). IPUs per IPU-Machine (IPU-M2000 / Bow-2000) [spec]
+    ipus_per_machine: int = 4
+    # the IPUs IPU-Links join: IPU-Links connect the IPUs of an IPU-M2000 and the
+    # IPU-M2000s of an IPU-POD64 rack (2D torus); larger systems (IPU-POD128, -256,
+    # ...) join POD64 racks by GW-Links [spec: IPU-POD64 datasheet, IPU-POD getting
+    # started guide]
+    ipu_link_domain_ipus: int = 64
+    # GW-Links of one IPU-Machine, one direction: 2 x 100 Gbps [spec: Bow-2000 and
+    # IPU-M2000 datasheets], shared by its 4 IPUs
+    gw_link_bytes_per_s: float = 25e9
+    # one transfer step over GW-Links (100 GbE RoCE between racks) [estimate]
+    gw_link_latency_s: float = 2e-6
 
     def sync_cycles(self, num_ipus: int = 1) -> int:
         """Global sync: ceil(15 ns x clock x hops x 2), hops = 1 + (IPUs//2)//2

@@ -19,6 +19,7 @@ from xdsl.dialects import func
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from tilefx.errors import Error
+from tilefx.backend.collectives import AllReduceCost, all_reduce_cost, host_traffic
 from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, multiconv_costs, op_cost
 from tilefx.backend.machine import Machine
 from tilefx.backend.schedule import Schedule
@@ -97,12 +98,15 @@ class Profile:
     # per IPU: the most bytes of activations stashed for later backward steps at one time
     stash_bytes: dict[int, int] = field(default_factory=dict)
     auto_stage: dict = field(default_factory=dict)  # ipu-auto-stage's report, when it ran
+    # scale-out (backend/collectives.py): this process's replicas and host traffic,
+    # the gradient all-reduce of each IPU across all processes' replicas
+    distributed: dict = field(default_factory=dict)
 
     def bubble_fraction(self) -> float:
         """The share of the pipeline's IPU time spent waiting: 1 - busy / (IPUs
         x span), over the steps of one weight update before the optimizer (compute,
         IPU-link copies and host transfers count as busy)."""
-        steps = [s for s in self.timeline if s.kind != "update"]
+        steps = [s for s in self.timeline if s.kind not in ("update", "allreduce")]
         if not steps:
             return 0.0
         span = max(s.end for s in steps) - min(s.start for s in steps)
@@ -147,6 +151,7 @@ class Profile:
             "bubble_fraction": self.bubble_fraction(),
             "stash_bytes": self.stash_bytes,
             **({"auto_stage": self.auto_stage} if self.auto_stage else {}),
+            **({"distributed": self.distributed} if self.distributed else {}),
             "step_cycles": self.step_cycles,
             "exchange_bytes": self.exchange_bytes,
             "cycles_by_op": self.cycles_by_op(),
@@ -170,7 +175,7 @@ class Profile:
             events.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": ipu,
                            "args": {"name": f"IPU{ipu}"}})
         for s in self.timeline:
-            label = s.kind if s.kind in ("update", "host", "load", "store") else f"stage {s.stage}"
+            label = s.kind if s.kind in ("update", "allreduce", "host", "load", "store") else f"stage {s.stage}"
             name = f"{label} {s.direction}" + (f" mb {s.micro_batch}" if s.micro_batch >= 0 else "")
             parts = self.stage_parts.get(s.stage) if s.kind == "compute" else None
             if parts:  # a stage step is its ops' compute, exchange and sync phases
@@ -254,8 +259,12 @@ def _roles(fn: func.FuncOp, which: str) -> list[dict]:
 def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedule: Schedule,
                   machine: Machine, *, training: bool, device_iterations: int,
                   optimizer_off_chip: bool = False, accumulate: bool = False,
-                  check_memory: bool = True) -> Profile:
-    """Cost every op, time the schedule, and plan the memory of every IPU."""
+                  check_memory: bool = True, replicas: int = 1, processes: int = 1,
+                  process_id: int = 0) -> Profile:
+    """Cost every op, time the schedule, and plan the memory of every IPU.
+    `replicas` are this process's replicas, `processes` the processes of the
+    run (each with as many): they share the gradient all-reduce and each
+    process's host link (backend/collectives.py)."""
     stage_of: dict[int, tuple[int, str]] = {}
     records: list[OpRecord] = []
     stage_cycles: dict[int, int] = defaultdict(int)
@@ -303,6 +312,20 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
                                       host_out, num_ipus)
     end = max((t.end for t in timeline), default=0)
 
+    # this process's host link carries the streams of all its replicas: when they
+    # need it for longer than the pipeline runs, the weight update waits for it
+    traffic = host_traffic(in_bytes, out_bytes, schedule.micro_batches, replicas, machine)
+    pipeline_end = end
+    end = max(end, traffic.cycles)
+    reduces: dict[int, AllReduceCost] = {}
+    if training and update is not None:
+        grad_bytes: dict[int, int] = defaultdict(int)
+        for a, r in zip(main.body.block.args, arg_roles):
+            if "accum" in r:
+                grad_bytes[param_ipu.get(r["accum"], 0)] += _bytes(a)
+        reduces = {ipu: all_reduce_cost(n, replicas * processes, num_ipus, machine)
+                   for ipu, n in sorted(grad_bytes.items())}
+
     update_records: list[OpRecord] = []
     state_bytes: dict[int, int] = defaultdict(int)
     if training and update is not None:
@@ -321,10 +344,14 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
             if "state" in r:
                 state_bytes[param_ipu.get(r["state"].rsplit("/", 1)[0], 0)] += _bytes(a)
         sync = machine.sync_cycles(num_ipus)
+        for ipu, ar in reduces.items():
+            if ar.cycles:  # the replicas sum this IPU's gradients before its update
+                timeline.append(TimedStep(ipu, end, end + ar.cycles, "allreduce", -1, -1, "allreduce"))
         for ipu, cyc in per_ipu.items():
             if optimizer_off_chip:  # load and store the state from streaming memory
                 cyc += 2 * machine.link_cycles(state_bytes[ipu], machine.streaming_bytes_per_s)
-            timeline.append(TimedStep(ipu, end + sync, end + sync + cyc, "update", -1, -1, "update"))
+            start = end + (reduces[ipu].cycles if ipu in reduces else 0) + sync
+            timeline.append(TimedStep(ipu, start, start + cyc, "update", -1, -1, "update"))
         end = max((t.end for t in timeline), default=end)
     records += update_records
 
@@ -332,13 +359,45 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     profile = Profile(machine, schedule.strategy, num_ipus, records, dict(stage_cycles), timeline,
                       end, updates, end * updates, exchange_bytes=exchange_bytes,
                       step_cycles=step_cycles, stage_parts=stage_parts, schedule=schedule.name,
-                      auto_stage=_auto_stage_report(module))
+                      auto_stage=_auto_stage_report(module),
+                      distributed=_distributed_report(replicas, processes, process_id, num_ipus,
+                                                      traffic, pipeline_end, reduces, machine))
     profile.memory = _memory(main, update, arg_roles, param_ipu, stage_of, records, machine, schedule,
                              training, optimizer_off_chip, accumulate, num_ipus, cost_of,
                              profile.stash_bytes)
     if check_memory:
         _check_memory(profile)
     return profile
+
+
+def _distributed_report(replicas: int, processes: int, process_id: int, num_ipus: int, traffic,
+                        pipeline_end: int, reduces: dict[int, AllReduceCost], machine: Machine) -> dict:
+    """The scale-out section of the summary: empty for one replica in one process."""
+    if replicas * processes <= 1:
+        return {}
+    worst = max(reduces.values(), key=lambda c: c.cycles, default=None)
+    total = num_ipus * replicas * processes
+    out = {
+        "processes": processes, "process_id": process_id, "replicas_per_process": replicas,
+        "replicas": replicas * processes, "ipus_per_replica": num_ipus, "total_ipus": total,
+        "ipus_per_process": num_ipus * replicas,
+        "ipu_link_domains": math.ceil(total / machine.ipu_link_domain_ipus),
+        "host_bytes_in_per_process": traffic.bytes_in, "host_bytes_out_per_process": traffic.bytes_out,
+        "host_link_cycles_per_process": traffic.cycles,
+        "host_bound": traffic.cycles > pipeline_end,
+    }
+    if reduces:
+        out.update({
+            "replicas_per_ipu_link_domain": worst.replicas_per_rack,
+            "gw_link_domains": worst.racks,
+            "allreduce_cycles": worst.cycles,
+            "allreduce_ipu_link_cycles": worst.ipu_link_cycles,
+            "allreduce_gw_link_cycles": worst.gw_link_cycles,
+            "allreduce_sync_cycles": worst.sync_cycles,
+            "allreduce_bytes": {ipu: c.nbytes for ipu, c in reduces.items()},
+            "allreduce_cycles_per_ipu": {ipu: c.cycles for ipu, c in reduces.items()},
+        })
+    return out
 
 
 def _auto_stage_report(module) -> dict:
@@ -621,6 +680,8 @@ def summary_table(summary: dict, top_ops: int = 15) -> str:
                         f"peak stashed activations {stash}")
     if s.get("auto_stage"):
         lines.insert(1, "  ipu-auto-stage: " + auto_stage_text(s["auto_stage"]))
+    if s.get("distributed"):
+        lines.insert(1, "  " + distributed_text(s["distributed"]))
     for ipu, busy in s["ipu_busy_cycles"].items():
         mem = s["memory"].get(str(ipu), {})
         lines.append(f"  {ipu:>3}   {busy:>11,}   {100 * s['utilisation'].get(str(ipu), 0):>10.1f}%   "
@@ -629,6 +690,21 @@ def summary_table(summary: dict, top_ops: int = 15) -> str:
     for name, cyc in [kv for kv in s["cycles_by_op"].items() if kv[1]][:top_ops]:
         lines.append(f"  {name:<34} {cyc:>10,}")
     return "\n".join(lines)
+
+
+def distributed_text(d: dict) -> str:
+    """The scale-out section in two lines: per process, host traffic; per weight update, the all-reduce."""
+    head = (f"process {d['process_id']} of {d['processes']}: {d['replicas_per_process']} replica(s) x "
+            f"{d['ipus_per_replica']} IPU(s); {d['replicas']} replicas on {d['total_ipus']} IPUs; host link "
+            f"{d['host_bytes_in_per_process'] + d['host_bytes_out_per_process']:,} B = "
+            f"{d['host_link_cycles_per_process']:,} cycles per process"
+            + (" (host-bound)" if d.get("host_bound") else ""))
+    if "allreduce_cycles" not in d:
+        return head
+    return (head + f"\n  gradient all-reduce: {d['allreduce_cycles']:,} cycles (IPU-Links "
+            f"{d['allreduce_ipu_link_cycles']:,} over {d['replicas_per_ipu_link_domain']} replica(s) per "
+            f"IPU-Link domain, GW-Links {d['allreduce_gw_link_cycles']:,} over {d['gw_link_domains']} "
+            f"domain(s), sync {d['allreduce_sync_cycles']:,})")
 
 
 def auto_stage_text(report: dict) -> str:

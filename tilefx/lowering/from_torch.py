@@ -80,6 +80,9 @@ def tensor_type_of(val) -> TensorType:
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
+    if t.device.type == "meta":  # no values: a read-only zero view of the shape, no memory
+        return np.broadcast_to(np.zeros((), np.float32 if t.dtype == torch.bfloat16 else np_dtype_of(t.dtype)),
+                               tuple(t.shape))
     return t.detach().cpu().numpy().copy() if t.dtype != torch.bfloat16 else t.float().numpy()
 
 
@@ -101,6 +104,9 @@ class TracedGraph:
     consts: dict[str, np.ndarray] = field(default_factory=dict)
     out_spec: object = None  # the pytree structure of the model's outputs (dicts, nesting)
     out_consts: dict[int, object] = field(default_factory=dict)  # non-tensor outputs by index
+    # parameters, buffers and constants the model holds on the meta device: shapes
+    # without values (a model built for sizing only; see _MetaAsFake)
+    meta_tensors: list[str] = field(default_factory=list)
 
 
 START_BLOCK = ipu.START_BLOCK
@@ -716,6 +722,54 @@ class _TensorAttributes:
         return False
 
 
+class _MetaAsFake:
+    """Parameters and buffers on the meta device (a model built under
+    `torch.device("meta")` for sizing: a 1-billion-parameter model costs no
+    memory) are traced as fake CPU tensors of one FakeTensorMode: they meet
+    the CPU inputs as CPU tensors would, and the tracer, which finds that mode
+    on them, makes the inputs fake in it too. Inputs on the meta device
+    (`args`; shapes only, for sizing) become fake CPU tensors of the same
+    mode. Nothing is allocated; the original tensors are put back afterwards.
+    A model and inputs without meta tensors are left alone."""
+
+    def __init__(self, model: torch.nn.Module, args: tuple = ()):
+        self.model = model
+        self.args = args
+        self.swapped: list[tuple[dict, str, torch.Tensor]] = []
+        self.names: list[str] = []
+        self._mode = None
+
+    def _fake(self, v: torch.Tensor) -> torch.Tensor:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        if self._mode is None:
+            self._mode = FakeTensorMode()
+        f = self._mode.fake_tensor_converter.from_meta_and_device(self._mode, v.detach(), torch.device("cpu"))
+        return torch.nn.Parameter(f, requires_grad=v.requires_grad) if isinstance(v, torch.nn.Parameter) else f
+
+    def __enter__(self):
+        fakes: dict[int, torch.Tensor] = {}  # tied tensors stay one tensor
+        for mname, m in self.model.named_modules(remove_duplicate=False):
+            for table in (m._parameters, m._buffers):
+                for k, v in list(table.items()):
+                    if v is None or v.device.type != "meta":
+                        continue
+                    if id(v) not in fakes:
+                        fakes[id(v)] = self._fake(v)
+                        self.names.append(f"{mname}.{k}" if mname else k)
+                    self.swapped.append((table, k, v))
+                    table[k] = fakes[id(v)]
+        self.args = tuple(self._fake(a) if isinstance(a, torch.Tensor) and a.device.type == "meta" else a
+                          for a in self.args)
+        return self
+
+    def __exit__(self, *exc):
+        for table, k, v in reversed(self.swapped):
+            table[k] = v
+        self.swapped.clear()
+        return False
+
+
 def _forward_arg_names(model: torch.nn.Module) -> list[str]:
     """The forward's positional parameter names, for the IR's input arguments."""
     try:
@@ -746,9 +800,12 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
 
     Tracing.on = True
     frozen = _TensorAttributes(model)
+    metas = _MetaAsFake(model, tuple(args))
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(frozen)
+            stack.enter_context(metas)  # after `frozen`: its meta tensor attributes too
+            args = metas.args
             stack.enter_context(torch.fx.traceback.preserve_node_meta())
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
             # what torch.export sets while it traces: torch.compiler.is_compiling()
@@ -920,4 +977,5 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     fn = func.FuncOp("main", ftype, Region(b.block), arg_attrs=ArrayAttr(b.arg_attrs),
                      res_attrs=ArrayAttr(res_attrs))
     return TracedGraph(ModuleOp([fn]), params, buffers, num_inputs, num_outputs, loss_index, consts,
-                       out_spec=getattr(joint, "out_spec", None), out_consts=out_consts)
+                       out_spec=getattr(joint, "out_spec", None), out_consts=out_consts,
+                       meta_tensors=[n.removeprefix(prefix) for n in metas.names])
