@@ -799,3 +799,55 @@ def test_compile_and_export_load_executable_and_engine_cache(tmp_path, monkeypat
     popart.TrainingSession(other.getModelProto(), popart.DataFlow(2, [other_loss]), other_loss,
                            popart.ConstSGD(0.1), deviceInfo=cpu(), userOptions=opts).prepareDevice()
     assert len(traced) == 2 and len(os.listdir(opts.cachePath)) == 2  # another graph: a miss
+
+
+def test_popart_operator_conventions():
+    """Conventions PopART's own operator tests rely on: builder.aiOnnx is opset 10
+    (Clip takes min/max attributes), Clip-11 bounds may be one-element constants,
+    ai.graphcore Gelu is poplibs' tanh form (GeluErf the exact one), GroupedGather
+    gathers per group, a one-element loss trains, fp16 Nll has no 0/0 gradient."""
+    assert popart.defaultAiOnnxOpset == 10
+    b = popart.Builder()
+    x_np = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
+    x = b.addInputTensor(popart.TensorInfo(x_np))
+    c10 = b.aiOnnx.clip([x], min=-1.5, max=1.5)
+    ge, gx = b.aiGraphcore.gelu([x]), b.aiGraphcore.geluerf([x])
+    idx = b.aiOnnx.constant(np.array([[2, 0], [1, 1], [0, 3]], np.int32))
+    gg = b.aiGraphcore.groupedgather([x, idx], axis=1, group_size=3)
+    outs = [c10, ge, gx, gg]
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, outs), cpu())
+    s.prepareDevice()
+    a = s.initAnchorArrays()
+    s.run(popart.PyStepIO({x: x_np}, a))
+    t = torch.tensor(x_np)
+    np.testing.assert_allclose(a[c10], np.clip(x_np, -1.5, 1.5))
+    b11 = popart.Builder(opsets={"ai.onnx": 11, "ai.graphcore": 1})
+    x11 = b11.addInputTensor(popart.TensorInfo(x_np))
+    c11 = b11.aiOnnx.clip([x11, b11.aiOnnx.constant(np.array([-1.0], np.float32)),
+                           b11.aiOnnx.constant(np.array([2.0], np.float32))])
+    s11 = popart.InferenceSession(b11.getModelProto(), popart.DataFlow(1, [c11]), cpu())
+    s11.prepareDevice()
+    a11 = s11.initAnchorArrays()
+    s11.run(popart.PyStepIO({x11: x_np}, a11))
+    np.testing.assert_allclose(a11[c11], np.clip(x_np, -1.0, 2.0))
+    np.testing.assert_allclose(a[ge], torch.nn.functional.gelu(t, approximate="tanh").numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(a[gx], torch.nn.functional.gelu(t).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(a[gg], np.stack([x_np[g][[[2, 0], [1, 1], [0, 3]][g]] for g in range(3)]))
+
+    b = popart.Builder()
+    p_np = np.array([[1.0, 0.0], [0.5, 0.5]], np.float16)
+    p = b.addInputTensor(popart.TensorInfo(p_np))
+    lbl = b.addInputTensor(popart.TensorInfo("INT32", [2]))
+    loss = b.aiGraphcore.nllloss([p, lbl], popart.ReductionType.Sum)
+    one = b.aiOnnx.unsqueeze([loss], axes=[0])  # a loss of shape [1]
+    g = popart.reservedGradientPrefix() + p
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [one, g]), one, popart.ConstSGD(0.1),
+                               deviceInfo=cpu())
+    s.prepareDevice()
+    a = s.initAnchorArrays()
+    s.run(popart.PyStepIO({p: p_np, lbl: np.array([0, 1], np.int32)}, a))
+    assert np.isfinite(a[g]).all()
+    np.testing.assert_allclose(a[g].astype(np.float32), [[-1, 0], [0, -2]])
+    with pytest.raises(popart.popart_exception, match="must be a scalar tensor"):
+        popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [p]), p, popart.ConstSGD(0.1),
+                               deviceInfo=cpu())

@@ -314,11 +314,19 @@ def _clip(ins, at, v):
     else:
         lo = ins[1] if len(ins) > 1 else None
         hi = ins[2] if len(ins) > 2 else None
-        lo = None if lo is None else float(np.asarray(lo)) if not isinstance(lo, torch.Tensor) else lo
-        hi = None if hi is None else float(np.asarray(hi)) if not isinstance(hi, torch.Tensor) else hi
+        lo = None if lo is None else _scalar(lo) if not isinstance(lo, torch.Tensor) else lo
+        hi = None if hi is None else _scalar(hi) if not isinstance(hi, torch.Tensor) else hi
     if isinstance(lo, torch.Tensor) or isinstance(hi, torch.Tensor):
         return torch.clamp(x, _t(lo) if lo is not None else None, _t(hi) if hi is not None else None)
     return torch.clamp(x, lo, hi)
+
+
+def _scalar(x) -> float:
+    """A one-element static operand (a 0-d or [1] tensor) as a number."""
+    a = np.asarray(x)
+    if a.size != 1:
+        raise Error(f"expected a one-element value, got shape {a.shape}", type="frontend")
+    return float(a.reshape(-1)[0])
 
 
 def _where(ins, at, v):
@@ -373,10 +381,14 @@ def _l1loss(ins, at, v):
 
 def _nllloss(ins, at, v):
     probs, label = _t(ins[0]), _t(ins[1]).to(torch.int64)
-    logp = probs if at.get("inputIsLogProbability", 0) else torch.log(probs)
-    flat = logp.reshape(-1, logp.shape[-1])
+    if tuple(label.shape) != tuple(probs.shape[:-1]):
+        raise Error(f"Nll: the label has shape {tuple(label.shape)}, expected the probabilities' shape "
+                    f"without the class dimension, {tuple(probs.shape[:-1])}", type="frontend")
+    flat = probs.reshape(-1, probs.shape[-1])
     lab = label.reshape(-1)
-    picked = -flat.gather(1, lab.clamp(min=0).unsqueeze(1)).squeeze(1)
+    picked = flat.gather(1, lab.clamp(min=0).unsqueeze(1)).squeeze(1)
+    # the log of the label's probability only: the others' gradient is 0, not 0 * (1/0)
+    picked = -(picked if at.get("inputIsLogProbability", 0) else torch.log(picked))
     ignore = at.get("ignoreIndex")
     reduction = at.get("reduction", 1)
     if ignore is not None:
@@ -704,6 +716,27 @@ def _softmax_ce(ins, at, v):
     return _nll(log_prob, ins[1], ins[2] if len(ins) > 2 else None, at), log_prob
 
 
+def _lrn(ins, at, v):
+    """ONNX's window: floor((size-1)/2) channels before, ceil((size-1)/2) after
+    (torch's local_response_norm puts the larger half before)."""
+    x = _t(ins[0])
+    size, alpha, beta, bias = at["size"], at.get("alpha", 1e-4), at.get("beta", 0.75), at.get("bias", 1.0)
+    n, c = x.shape[0], x.shape[1]
+    sq = (x * x).reshape(n, 1, c, -1)
+    sq = F.pad(sq, (0, 0, (size - 1) // 2, size // 2))
+    window = F.avg_pool2d(sq, (size, 1), stride=1) * size
+    return x / (bias + alpha / size * window.reshape(x.shape)) ** beta
+
+
+def _grouped_gather(ins, at, v):
+    """ai.graphcore GroupedGather: an ONNX Gather per group (dimension 0 of data and indices)."""
+    data, idx = _t(ins[0]), ins[1]
+    axis = _axis(at.get("axis", 0), data.dim())
+    if axis == 0:
+        raise Error("GroupedGather: axis 0 is the group dimension", type="frontend")
+    return torch.stack([_gather([data[g], idx[g]], {"axis": axis - 1}, v) for g in range(data.shape[0])])
+
+
 def _bit_shift(ins, at, v):
     a, b = _t(ins[0]), _t(ins[1])
     if at["direction"] == "LEFT":
@@ -789,12 +822,12 @@ OPS = {
     "EyeLike": _eye_like, "GridSample": _grid_sample,
     "NegativeLogLikelihoodLoss": _nll_loss, "SoftmaxCrossEntropyLoss": _softmax_ce,
     "CastLike": lambda ins, at, v: _t(ins[0]).to(_t(ins[1]).dtype),
+    "Scatter": _scatter_elements,  # the deprecated name (opsets 9-10) of ScatterElements
     "Softsign": _unary(lambda x: x / (1 + x.abs())), "Mish": _unary(F.mish),
     "Celu": lambda ins, at, v: F.celu(_t(ins[0]), at.get("alpha", 1.0)),
     "ThresholdedRelu": lambda ins, at, v: torch.where(_t(ins[0]) > at.get("alpha", 1.0), _t(ins[0]),
                                                       torch.zeros_like(_t(ins[0]))),
-    "LRN": lambda ins, at, v: F.local_response_norm(_t(ins[0]), at["size"], at.get("alpha", 1e-4),
-                                                    at.get("beta", 0.75), at.get("bias", 1.0)),
+    "LRN": _lrn,
     "ReduceL1": _reduce(lambda x, dim, keepdim: x.abs().sum(dim=dim, keepdim=keepdim)),
     "Acosh": _unary(torch.acosh), "Asinh": _unary(torch.asinh), "Atanh": _unary(torch.atanh),
     "Xor": _binary(torch.logical_xor), "BitwiseAnd": _binary(torch.bitwise_and),
@@ -828,13 +861,16 @@ GRAPHCORE_OPS = {"IdentityLoss": _identityloss, "L1": _l1loss, "Nll": _nllloss,
                  "Remainder": lambda ins, at, v: torch.remainder(_t(ins[0]), _t(ins[1])),
                  "Fmod": lambda ins, at, v: torch.fmod(_t(ins[0]), _t(ins[1])),
                  "Round": lambda ins, at, v: torch.round(_t(ins[0])),
-                 "Gelu": lambda ins, at, v: F.gelu(_t(ins[0])),
+                 "Gelu": lambda ins, at, v: F.gelu(_t(ins[0]), approximate="tanh"),  # poplibs' GELU
+                 "GeluErf": lambda ins, at, v: F.gelu(_t(ins[0])),
+                 "GroupedGather": _grouped_gather,
+                 "DepthToSpace": _depth_to_space,
                  "Scale": lambda ins, at, v: _t(ins[0]) * at.get("scale", 1.0),
                  "Detach": lambda ins, at, v: _t(ins[0]).detach()}
 
 # float operands that are settings, not weights: initializers feeding them stay
 # compile-time values instead of becoming parameters
-STATIC_INPUTS = {"Resize": (1, 2), "OneHot": (2,)}
+STATIC_INPUTS = {"Resize": (1, 2), "OneHot": (2,), "Clip": (1, 2)}
 
 # operators evaluated at compile time only (their result is always static)
 STATIC_ONLY = {"Shape", "ConstantOfShape", "Constant", "Range", "Size"}

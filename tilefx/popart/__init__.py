@@ -8,7 +8,7 @@ sessions compile through the same passes, executor and machine model as the
 PopTorch side.
 """
 
-from tilefx.popart.builder import Builder, ReductionType, TensorInfo
+from tilefx.popart.builder import DEFAULT_OPSET, Builder, ReductionType, TensorInfo
 from tilefx.popart.devices import (
     DeviceConnectionType,
     DeviceInfo,
@@ -62,6 +62,11 @@ from tilefx.popart.session import (
 __version__ = "3.4.0+tilefx"
 
 
+# the opsets builder.aiOnnx / builder.aiGraphcore use unless Builder(opsets=...) says otherwise
+defaultAiOnnxOpset = DEFAULT_OPSET
+defaultAiGraphcoreOpset = 1
+
+
 def reservedGradientPrefix() -> str:
     return GRADIENT_PREFIX
 
@@ -71,6 +76,8 @@ def versionString() -> str:
 
 
 __all__ = [
+    "defaultAiOnnxOpset",
+    "defaultAiGraphcoreOpset",
     "Patterns",
     "PatternsLevel",
     "SGD",

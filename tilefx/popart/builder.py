@@ -45,7 +45,7 @@ from tilefx.dialects.names import (
 from tilefx.lowering.onnx_ops import GRAPHCORE_DOMAIN
 from tilefx.popart.errors import popart_exception
 
-DEFAULT_OPSET = 11
+DEFAULT_OPSET = 10  # PopART's defaultAiOnnxOpset (builder.aiOnnx)
 
 # PopART's data type names -> ONNX element types
 DTYPES = {
@@ -224,7 +224,19 @@ class _AiGraphcore:
         return self._node("Nll", args, attrs, debugContext)
 
     def gelu(self, args, debugContext: str = ""):
+        """PopART's Gelu: the tanh approximation (poplibs); geluerf is the exact one."""
         return self._node("Gelu", args, {}, debugContext)
+
+    def geluerf(self, args, debugContext: str = ""):
+        return self._node("GeluErf", args, {}, debugContext)
+
+    def groupedgather(self, args, axis: int = 0, group_size: int = 1, debugContext: str = ""):
+        """Gather within each group: data and indices have a leading group dimension."""
+        return self._node("GroupedGather", args, {"axis": int(axis), "group_size": int(group_size)},
+                          debugContext)
+
+    def depthtospace(self, args, blocksize: int, mode: str = "DCR", debugContext: str = ""):
+        return self._node("DepthToSpace", args, {"blocksize": int(blocksize), "mode": mode}, debugContext)
 
     def scale(self, args, scale: float, debugContext: str = ""):
         return self._node("Scale", args, {"scale": float(scale)}, debugContext)
@@ -265,6 +277,7 @@ class Builder:
         self._graph_name = "BuilderGraph"
         self.aiOnnx = _Opset(self, self._opset)
         self.aiGraphcore = _AiGraphcore(self)
+        self.aiGraphcoreOpset1 = self.aiGraphcore  # the only ai.graphcore opset
         if modelProtoOrFilename is not None:
             self._load(modelProtoOrFilename)
 

@@ -48,9 +48,7 @@ class Patterns:
         if isinstance(level, PatternsLevel):
             enabled = _LEVELS[level]
         elif isinstance(level, (list, tuple)) and all(isinstance(n, str) for n in level):
-            for n in level:
-                _check(n)
-            enabled = tuple(level)
+            enabled = tuple(_check(n) for n in level)
         else:
             raise popart_exception(f"Patterns expects a PatternsLevel or a list of pattern names, got {level!r}")
         object.__setattr__(self, "_enabled", {n: n in enabled for n in _ALL})
@@ -80,11 +78,13 @@ class Patterns:
 
     def __getattr__(self, name: str):
         enabled = self.__dict__.get("_enabled", {})
+        name = _ALIASES.get(name, name)
         if name in enabled:
             return enabled[name]
         raise AttributeError(f"'Patterns' has no attribute {name!r}")
 
     def __setattr__(self, name: str, value) -> None:
+        name = _ALIASES.get(name, name)
         if name not in self._enabled:
             raise AttributeError(f"'Patterns' has no pattern {name!r} (patterns: {', '.join(_ALL)})")
         self._enabled[name] = bool(value)
@@ -95,7 +95,13 @@ class Patterns:
     __repr__ = __str__
 
 
+# PopART's spellings of a few names vary between releases
+_ALIASES = {"SoftmaxGradDirect": "SoftMaxGradDirect", "NlllWithSoftmaxGradDirect": "NlllWithSoftMaxGradDirect",
+            "MatMulLHSGradOp": "MatMulLhsGradOp", "MatMulRHSGradOp": "MatMulRhsGradOp"}
+
+
 def _check(name: str) -> str:
+    name = _ALIASES.get(name, name)
     if name not in _ALL:
         raise popart_exception(f"unknown pattern {name!r} (patterns: {', '.join(_ALL)})")
     return name

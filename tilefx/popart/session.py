@@ -286,7 +286,7 @@ class _WithLoss(torch.nn.Module):
 
     def forward(self, *inputs):
         outs = self.inner(*inputs)
-        return (torch.ops.tilefx.identity_loss(outs[0], "none"), *outs[1:])
+        return (torch.ops.tilefx.identity_loss(outs[0].reshape(()), "none"), *outs[1:])
 
 
 # -- the sessions -----------------------------------------------------------
@@ -340,9 +340,10 @@ class _Session:
         self._optimizer = optimizer
         if self._training:
             loss_shape = self._loss_shape(loss)
-            if loss_shape:
-                raise popart_exception(f"the loss {loss!r} has shape {tuple(loss_shape)}: it must be a scalar "
-                                       "(reduce it, e.g. aiGraphcore.identityloss(..., ReductionType.Mean))")
+            if int(np.prod(loss_shape)) != 1:  # one element, as PopART: a scalar or e.g. shape [1]
+                raise popart_exception(f"the loss {loss!r} has shape {tuple(loss_shape)} (reduce it, e.g. "
+                                       "aiGraphcore.identityloss(..., ReductionType.Mean)): it must be a "
+                                       "scalar tensor")
         grads = [a for a in dataFlow.anchors() if a.startswith(GRADIENT_PREFIX)]
         # gradients of activations (not weights, not inputs) come from probes (OnnxModule)
         self._probes = [a[len(GRADIENT_PREFIX):] for a in grads
