@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
 
 from tilefx.api.logs import CompileProgress
 from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode, ReductionType
@@ -47,7 +47,7 @@ from tilefx.passes.assign_stages import AssignStagesPass
 from tilefx.passes.loss_scaling import LossScalingPass
 from tilefx.passes.training_step import TrainingStepPass
 from tilefx.dialects.irutil import find_func, from_py, to_py
-from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, MEMORY_PROPORTION_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
+from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, MEMORY_PROPORTION_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
 
 
 log = logging.getLogger("tilefx")
@@ -420,12 +420,17 @@ class PoplarExecutor:
         scaled = self._training and (als or self._loss_scaling() != 1.0 or _is_variable(
             self._optimizer, "loss_scaling"))
         precision = self._options.Precision
-        if precision.autocast_policy is not None:
+        downcast = precision.half_float_casting == HalfFloatCastingBehavior.FloatDowncastToHalf
+        if downcast:  # ipu-autocast casts float32 down where float16 inputs meet it
+            module.attributes[HALF_FLOAT_CASTING_KEY] = StringAttr("downcast")
+            if not precision.autocast_enabled:
+                module.attributes[AUTOCAST_POLICY_KEY] = from_py({k: [] for k in ("fp16", "fp32", "promote", "demote")})
+        if precision.autocast_policy is not None and precision.autocast_enabled:
             if not hasattr(precision.autocast_policy, "op_sets"):
                 raise Error(f"autocastPolicy expects a poptorch.Policy, got {precision.autocast_policy!r}")
             module.attributes[AUTOCAST_POLICY_KEY] = from_py(
                 {k: list(v) for k, v in precision.autocast_policy.op_sets().items()})
-        run_graph_passes(module, training=self._training, autocast=bool(precision.autocast_enabled),
+        run_graph_passes(module, training=self._training, autocast=bool(precision.autocast_enabled) or downcast,
                          assign=AssignStagesPass(
             gradient_accumulation=G, device_iterations=D,
             auto_round_num_ipus=bool(self._options.auto_round_num_ipus)),
@@ -552,15 +557,14 @@ class PoplarExecutor:
                         "Options.autoRoundNumIPUs(True)")
 
     def _upcast_inputs(self, inputs: list[torch.Tensor]) -> frozenset[int]:
-        """fp16 inputs of a model with fp32 weights: promoted to fp32 as PyTorch
-        would (HalfUpcastToFloat, the default here)."""
+        """fp16 inputs of a model with fp32 weights: traced as fp32 inside the graph
+        (PyTorch's promotion, HalfUpcastToFloat, the default); with
+        FloatDowncastToHalf ipu-autocast undoes these casts and casts the weights
+        down instead."""
         half = frozenset(i for i, x in enumerate(inputs) if x.dtype == torch.float16)
         weights = {p.dtype for p in self._user_model.parameters() if p.is_floating_point()}
         if not half or torch.float32 not in weights:
             return frozenset()
-        if self._options.Precision.half_float_casting == HalfFloatCastingBehavior.FloatDowncastToHalf:
-            raise Error("HalfFloatCastingBehavior.FloatDowncastToHalf is not supported: fp16 inputs "
-                        "meet fp32 weights; cast the model with .half() or use HalfUpcastToFloat")
         return half
 
     def _grad_scale(self) -> float:

@@ -26,6 +26,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from tilefx.errors import Error
+from tilefx.dialects.names import UPCAST_INPUT_META_KEY
 
 _RECOMPILE = ("; non-tensor arguments and shapes are compiled into the graph: recompile for "
               "new inputs (destroy() and wrap the model again)")
@@ -155,7 +156,8 @@ class CallWith(torch.nn.Module):
         self.upcast = upcast
 
     def forward(self, *tensors):
-        tensors = [t.float() if i in self.upcast else t for i, t in enumerate(tensors)]
+        with torch.fx.traceback.annotate({UPCAST_INPUT_META_KEY: True}):  # ipu-autocast may undo these
+            tensors = [t.float() if i in self.upcast else t for i, t in enumerate(tensors)]
         args, kwargs = self.call.rebuild(tensors)
         return _plain_outputs(self.inner(*args, **kwargs))
 
