@@ -33,6 +33,7 @@ from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode
 from tilefx.errors import Error
 from tilefx.api.options import Options
 from tilefx.api.optim import SGD, optimizer_config
+from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
 from tilefx.lowering.call_spec import CallSpec, bind_call
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
@@ -168,6 +169,7 @@ class PoplarExecutor:
         self._program: _Program | None = None
         self._call: CallSpec | None = None  # how the compiled call bound its arguments
         self._weights: dict[str, np.ndarray] = {}
+        self._groups = NO_GROUPS  # weights with a replicaGrouping (set when compiling)
         self._device_buffers: dict[str, np.ndarray] = {}
         self._opt_state: dict[str, np.ndarray] = {}
         self._step = 0
@@ -212,6 +214,7 @@ class PoplarExecutor:
             self._compile(inputs, call)
         elif self._call is not None:  # None: loaded from an executable file
             self._call.check_same(call, inputs, self._compiled_inputs)
+            self._groups.check_unchanged(self._user_model)
         if _HostVersion.latest(self._host_tensors()) > self._host_version:
             self.copyWeightsToDevice()
         out = self._run(inputs)
@@ -242,7 +245,7 @@ class PoplarExecutor:
         named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
         if self._program is not None:
             for n in self._program.traced.params:
-                self._weights[n] = _to_np(named_p[n])
+                self._weights[n] = self._groups.to_device(n, _to_np(named_p[n]))
             for n in self._program.traced.buffers:
                 self._device_buffers[n] = _to_np(named_b[n])
         self._host_version = _HostVersion.latest(self._host_tensors())
@@ -366,6 +369,7 @@ class PoplarExecutor:
         self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
         self._call = call
         self._compiled_inputs = [(tuple(x.shape), x.dtype) for x in inputs]
+        self._groups = ReplicaGroups.of(self._user_model, self._options.replication_factor)
         progress = CompileProgress(f"{type(self._user_model).__name__} "
                                    f"({'training' if self._training else 'inference'})", self._options)
         if export.load_cached(self, inputs, start):  # a cache hit: no tracing, no passes
@@ -383,8 +387,9 @@ class PoplarExecutor:
         for p_ in untrained:
             p_.requires_grad_(False)
         try:
-            traced = trace(model, tuple(x[: x.shape[0] // n] if x.dim() else x for x in inputs),
-                           self._training, upcast_inputs=self._upcast_inputs(inputs), call=call)
+            with self._groups.per_replica_view(model):
+                traced = trace(model, tuple(x[: x.shape[0] // n] if x.dim() else x for x in inputs),
+                               self._training, upcast_inputs=self._upcast_inputs(inputs), call=call)
         except BaseException:
             progress.abort()
             raise
@@ -614,8 +619,9 @@ class PoplarExecutor:
                 continue
             dtype = np_dtype(arg.type.element_type)
             cur = self._opt_state.get(name)
-            if cur is None or cur.shape != tuple(arg.type.get_shape()):
-                self._opt_state[name] = np.full(arg.type.get_shape(), role.get("init", 0.0), dtype=dtype)
+            shape = self._groups.state_shape(name, arg.type.get_shape())  # one per group if grouped
+            if cur is None or cur.shape != shape:
+                self._opt_state[name] = np.full(shape, role.get("init", 0.0), dtype=dtype)
             elif cur.dtype != dtype:
                 self._opt_state[name] = cur.astype(dtype)
         self._opt_ready = True
@@ -683,7 +689,8 @@ class PoplarExecutor:
         outputs: list[list[list[list[np.ndarray]]]] = []
         out_index = [i for i, (k, _) in enumerate(p.main_results) if k == "output"]
         for d in range(D):
-            accs = [{n: np.zeros_like(self._weights[n]) for n in trained} for _ in range(R)]
+            accs = [{n: np.zeros_like(self._groups.weight(self._weights, n, 0)) for n in trained}
+                    for _ in range(R)]
             per_g = []
             for g in range(G):
                 per_r = []
@@ -692,7 +699,7 @@ class PoplarExecutor:
                     args = []
                     for kind, key in p.main_args:
                         if kind == "param":
-                            args.append(self._weights[key])
+                            args.append(self._groups.weight(self._weights, key, r))
                         elif kind == "buffer":
                             args.append(buffers[r][key])
                         elif kind == "input":
@@ -719,9 +726,7 @@ class PoplarExecutor:
                 per_g.append(per_r)
             outputs.append(per_g)
             if self._training and p.update is not None:
-                total = accs[0]
-                for r in range(1, R):
-                    total = {n: total[n] + accs[r][n] for n in trained}
+                total = self._groups.reduce(accs, trained)  # within a group for grouped weights
                 if self._als_tracked or self._loss_scaling() != 1.0:
                     self._loss_scaled_update(total)
                 else:
@@ -734,6 +739,8 @@ class PoplarExecutor:
         return self._collect(outputs, [p.main_results[i][1] for i in out_index])
 
     def _apply_update(self, accum: dict[str, np.ndarray]) -> None:
+        if self._groups.apply_update(self, accum):  # once per group of a grouped weight
+            return
         p = self._program
         self._step += 1
         args = []
@@ -833,6 +840,11 @@ class PoplarExecutor:
         # numpy copies into the tensors' memory: torch's own copy_ would wake its
         # thread pool, which then spins next to the numpy kernels on 2 cores
         for n, w in self._weights.items():
+            if n in self._groups.names:  # VariableRetrievalMode: one value per group or per replica
+                w = self._groups.to_host(n, w)
+                if tuple(named_p[n].shape) != w.shape:
+                    named_p[n].data = torch.from_numpy(np.array(w))
+                    continue
             _copy_into(named_p[n], w)
         for n, b in self._device_buffers.items():
             _copy_into(named_b[n], np.asarray(b))
