@@ -225,3 +225,50 @@ def test_policy_rejects_what_it_cannot_name():
     opts.Precision.autocastPolicy(tilefx.Policy(fp16=[object()]))
     with pytest.raises(tilefx.Error, match="cannot name"):
         tilefx.compile(Net().autocast(), _x(), options=opts)
+
+
+class _Head(nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, y):
+        out = self.net(x)
+        return out, nn.functional.mse_loss(out.float(), y)
+
+
+def test_norms_and_activations_train_as_torch_autocast():
+    """BatchNorm, LayerNorm, GELU, tanh and sigmoid after fp16 matmuls: dtypes,
+    losses and weights after two SGD steps as torch.autocast on the CPU."""
+    from models import MLP
+
+    torch.manual_seed(0)
+    model = _Head(MLP())
+    model.net.autocast()
+    ref = copy.deepcopy(model)
+    t = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.05))
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    for _ in range(2):
+        x, y = torch.randn(8, 12), torch.randn(8, 5)
+        out, loss = t(x, y)
+        with torch.autocast("cpu", dtype=torch.float16):
+            ref_out, ref_loss = ref(x, y)
+        ref_opt.zero_grad()
+        ref_loss.backward()
+        ref_opt.step()
+        assert out.dtype == ref_out.dtype == torch.float16
+        torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-3, atol=1e-3)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q.detach(), rtol=1e-3, atol=1e-4)
+
+
+def test_encoder_layer_inference_as_torch_autocast():
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True).eval().autocast()
+    x = torch.randn(2, 5, 16)
+    out = tilefx.inferenceModel(layer)(x)
+    with torch.autocast("cpu", dtype=torch.float16):
+        ref = layer(x)
+    # softmax and the residual LayerNorm promote back to fp32 as in torch
+    assert out.dtype == ref.dtype == torch.float32
+    torch.testing.assert_close(out, ref.detach(), rtol=2e-3, atol=2e-3)

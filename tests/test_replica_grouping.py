@@ -3,6 +3,8 @@ shards, mode)`, one value per group, gradients summed within a group,
 copyWeightsToHost per VariableRetrievalMode. Compared with PyTorch models
 built by hand: the guide's full problem, and one weight slice per group."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -183,3 +185,33 @@ def test_bad_groupings_are_clear_errors():
     pt.W.replicaGrouping(CommGroupType.NoGrouping, 0, VariableRetrievalMode.OnePerGroup)
     with pytest.raises(poptorch.Error, match="after the model was compiled"):
         pt(torch.randn(4, 5))
+
+
+def test_one_group_all_replicas_keeps_training_from_its_replica_copies():
+    """CommGroupType.All with AllReplicas: the ordinary weight, read back once per
+    replica ([replicas, ...]), and read again from that on the next call."""
+    class Tanh(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.W = nn.Parameter(torch.randn(4, 3))  # its first dimension equals the replicas
+
+        def forward(self, x, y):
+            return nn.functional.mse_loss(torch.tanh(x @ self.W), y)
+
+    torch.manual_seed(0)
+    model = Tanh()
+    ref = copy.deepcopy(model)
+    pt = poptorch.trainingModel(model, poptorch.Options().replicationFactor(4),
+                                optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    pt.W.replicaGrouping(CommGroupType.All, 0, VariableRetrievalMode.AllReplicas)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for _ in range(2):
+        x, y = torch.randn(8, 4), torch.randn(8, 3)
+        pt(x, y)
+        ref_loss = sum(ref(x[2 * r:2 * r + 2], y[2 * r:2 * r + 2]) for r in range(4)) / 4
+        ref_opt.zero_grad()
+        ref_loss.backward()
+        ref_opt.step()
+        assert model.W.shape == (4, 4, 3)
+        for r in range(4):
+            torch.testing.assert_close(model.W[r].detach(), ref.W.detach(), rtol=1e-5, atol=1e-6)

@@ -59,6 +59,11 @@ class _Grouped:
     mode: VariableRetrievalMode
     groups: list[list[int]]
     of_replica: list[int]  # replica -> its group
+    shape: tuple  # what one replica sees
+
+    @property
+    def count(self) -> int:
+        return len(self.groups)
 
 
 class ReplicaGroups:
@@ -84,21 +89,9 @@ class ReplicaGroups:
             for g, members in enumerate(groups):
                 for r in members:
                     of_replica[r] = g
-            grouped[name] = _Grouped(group, mode, groups, of_replica)
-            cls._check_host_shape(name, p, grouped[name], replicas)
+            grouped[name] = _Grouped(group, mode, groups, of_replica, _replica_shape(
+                name, tuple(p.shape), len(groups), mode, replicas))
         return cls(grouped, replicas)
-
-    @staticmethod
-    def _check_host_shape(name: str, p: torch.Tensor, g: _Grouped, replicas: int) -> None:
-        n = len(g.groups)
-        ok = (n,) if n > 1 else ()
-        if g.mode == VariableRetrievalMode.AllReplicas:
-            ok += (replicas,)
-        if n > 1 and (p.dim() == 0 or p.shape[0] not in ok):
-            raise Error(f"replicaGrouping: {name} has shape {tuple(p.shape)}; with {n} groups of "
-                        f"replicas its first dimension must be the group ({n})"
-                        + (f" or, with AllReplicas, the replica ({replicas})" if replicas in ok else "")
-                        + " dimension: one value per group")
 
     @property
     def names(self):
@@ -117,22 +110,29 @@ class ReplicaGroups:
                             "before the first call (or compile), then wrap the model again")
 
     # -- host <-> device -------------------------------------------------
+    def _select(self, name: str, host, stack):
+        """The device value ([groups, ...], or the weight itself for one
+        group) of a host value of [groups, ...], [replicas, ...] (AllReplicas)
+        or, for one group, the weight's own shape."""
+        g = self.grouped[name]
+        shape = tuple(host.shape)
+        if g.count > 1 and shape == (g.count,) + g.shape:
+            return host
+        if g.count == 1 and shape == g.shape:
+            return host
+        if g.mode == VariableRetrievalMode.AllReplicas and shape == (self.replicas,) + g.shape:
+            firsts = [members[0] for members in g.groups]
+            return stack([host[r] for r in firsts]) if g.count > 1 else host[firsts[0]]
+        raise Error(f"replicaGrouping: {name} has shape {shape} on the host, expected "
+                    f"{_host_shapes(g, self.replicas)}")
+
     def to_device(self, name: str, host: np.ndarray) -> np.ndarray:
-        """The host value as [groups, ...] (AllReplicas: from [replicas, ...] too)."""
-        g = self.grouped.get(name)
-        if g is None:
-            return host
-        n = len(g.groups)
-        if n > 1 and host.shape[0] == n:
-            return host
-        if g.mode == VariableRetrievalMode.AllReplicas and host.shape[0] == self.replicas:
-            return np.stack([host[members[0]] for members in g.groups]) if n > 1 else host[0]
-        return host
+        return host if name not in self.grouped else self._select(name, host, np.stack)
 
     def to_host(self, name: str, value: np.ndarray) -> np.ndarray:
         g = self.grouped[name]
         if g.mode == VariableRetrievalMode.AllReplicas:
-            per_group = value if len(g.groups) > 1 else value[None]
+            per_group = value if g.count > 1 else value[None]
             return np.stack([per_group[g.of_replica[r]] for r in range(self.replicas)])
         return value
 
@@ -142,27 +142,20 @@ class ReplicaGroups:
         named = dict(model.named_parameters(remove_duplicate=False))
         saved = {}
         try:
-            for name in self.grouped:
+            for name, g in self.grouped.items():
                 p = named[name]
                 saved[name] = p.data
-                p.data = self.to_device_tensor(name, p.data)[0] if len(self.grouped[name].groups) > 1 \
-                    else self.to_device_tensor(name, p.data)
+                value = self._select(name, p.data, torch.stack)
+                p.data = value[0] if g.count > 1 else value
             yield
         finally:
             for name, data in saved.items():
                 named[name].data = data
 
-    def to_device_tensor(self, name: str, t: torch.Tensor) -> torch.Tensor:
-        g = self.grouped[name]
-        if g.mode == VariableRetrievalMode.AllReplicas and t.shape[0] == self.replicas \
-                and t.shape[0] != len(g.groups):
-            return t[0] if len(g.groups) == 1 else t[[m[0] for m in g.groups]]
-        return t
-
     # -- running -----------------------------------------------------------
     def weight(self, weights: dict[str, np.ndarray], name: str, replica: int) -> np.ndarray:
         g = self.grouped.get(name)
-        if g is None or len(g.groups) == 1:
+        if g is None or g.count == 1:
             return weights[name]
         return weights[name][g.of_replica[replica]]
 
@@ -220,6 +213,26 @@ class ReplicaGroups:
         ex._weights = {**plain_w, **new_w}
         ex._opt_state = {**plain_s, **new_s}
         return True
+
+
+def _replica_shape(name: str, shape: tuple, count: int, mode: VariableRetrievalMode,
+                   replicas: int) -> tuple:
+    """What one replica sees of a host tensor of `shape`: without its leading
+    group (or, with AllReplicas, replica) dimension when there are groups."""
+    if count == 1:
+        return shape
+    if shape and (shape[0] == count or (mode == VariableRetrievalMode.AllReplicas and shape[0] == replicas)):
+        return shape[1:]
+    extra = f" or, with AllReplicas, the replica ({replicas})" if mode == VariableRetrievalMode.AllReplicas else ""
+    raise Error(f"replicaGrouping: {name} has shape {shape}; with {count} groups of replicas its first "
+                f"dimension must be the group ({count}){extra} dimension: one value per group")
+
+
+def _host_shapes(g: _Grouped, replicas: int) -> str:
+    shapes = [(g.count,) + g.shape if g.count > 1 else g.shape]
+    if g.mode == VariableRetrievalMode.AllReplicas:
+        shapes.append((replicas,) + g.shape)
+    return " or ".join(str(s) for s in shapes)
 
 
 NO_GROUPS = ReplicaGroups()
