@@ -138,3 +138,18 @@ def test_parser_errors_are_clear():
 
     with pytest.raises(poptorch.Error, match="BrokenParser.yieldTensors failed on a Broken"):
         poptorch.inferenceModel(Uses())(Broken(torch.ones(2)))
+
+
+def test_a_dict_subclass_that_cannot_be_rebuilt_from_items_comes_back_as_a_dict():
+    class Tagged(dict):
+        def __init__(self, tag, items=()):
+            super().__init__(items)
+            self.tag = tag
+
+    class Returns(nn.Module):
+        def forward(self, x):
+            return Tagged("t", {"a": x * 2})
+
+    out = poptorch.inferenceModel(Returns())(torch.ones(2))
+    assert type(out) is dict and list(out) == ["a"]
+    torch.testing.assert_close(out["a"], torch.full((2,), 2.0))

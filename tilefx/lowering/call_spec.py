@@ -179,10 +179,20 @@ def _open_dict_subclasses(tree) -> None:
         for cls in new:
             pytree.register_pytree_node(
                 cls, lambda d: (list(d.values()), list(d.keys())),
-                lambda values, keys, cls=cls: cls(zip(keys, values)),
+                lambda values, keys, cls=cls: _rebuild_dict(cls, keys, values),
                 flatten_with_keys_fn=lambda d: ([(pytree.MappingKey(k), v) for k, v in d.items()],
                                                 list(d.keys())),
                 serialized_type_name=f"tilefx.dict.{cls.__module__}.{cls.__qualname__}")
+
+
+def _rebuild_dict(cls, keys, values):
+    """`cls` holding these items, or a plain dict when `cls` cannot be made
+    from items alone (its __init__ wants more)."""
+    try:
+        obj = cls(zip(keys, values))
+    except Exception:
+        obj = None
+    return obj if obj is not None and list(obj.keys()) == list(keys) else dict(zip(keys, values))
 
 
 def _plain_outputs(out):
