@@ -39,14 +39,17 @@ def test_default_policy_runs_matmul_and_conv_in_half_and_the_rest_in_float():
     for name in ("aten.convolution", "aten.addmm"):
         (line,) = _ops(ir, name)
         assert "-> tensor<" in line and line.rstrip().endswith("f16>"), line
+    # an fp16 op returns fp16 and the ops after it follow (torch.autocast): relu of fp16 is fp16
     (relu,) = _ops(ir, "aten.relu")
-    assert relu.rstrip().endswith("f32>")
+    assert relu.rstrip().endswith("f16>")
     assert "aten._to_copy" in ir and "dtype = f16" in ir
-    # the numbers: fp16 matmuls with fp32 partials, close to fp32 PyTorch
+    # dtype and numbers as torch.autocast on the CPU: fp16 matmuls and convolutions
     x = _x()
-    torch.testing.assert_close(c(x), model(x), rtol=2e-2, atol=2e-2)
     out = c(x)
-    assert out.dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.float16):
+        ref = model(x)
+    assert out.dtype == ref.dtype == torch.float16
+    torch.testing.assert_close(out, ref, rtol=1e-2, atol=1e-2)
 
 
 def test_without_autocast_nothing_is_cast():
@@ -106,15 +109,115 @@ def test_training_with_autocast_casts_the_backward_too():
     model.model.autocast()
     ref = copy.deepcopy(model)
     t = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.05))
-    x, y = _x(), torch.randint(0, 5, (3,))
-    _, loss = t(x, y)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    for _ in range(3):
+        x, y = _x(), torch.randint(0, 5, (3,))
+        out, loss = t(x, y)
+        with torch.autocast("cpu", dtype=torch.float16):
+            ref_out, ref_loss = ref(x, y)
+        ref_opt.zero_grad()
+        ref_loss.backward()
+        ref_opt.step()
+        # the logits come from an fp16 matmul: fp16, as torch.autocast returns them
+        assert out.dtype == ref_out.dtype == torch.float16
+        assert loss.dtype == ref_loss.dtype == torch.float32
+        torch.testing.assert_close(loss, ref_loss.detach(), rtol=5e-3, atol=5e-3)
     ir = t.ir("graph")
     assert len([line for line in _ops(ir, "aten.mm") if "bwd" in line and line.rstrip().endswith("f16>")]) >= 1
     assert any("bwd" in line and line.rstrip().endswith("f16>") for line in _ops(ir, "aten.convolution_backward"))
-    _, ref_loss = ref(x, y)
-    torch.testing.assert_close(loss, ref_loss.detach(), rtol=2e-2, atol=2e-2)
-    for p in model.parameters():
-        assert p.dtype == torch.float32 and torch.isfinite(p).all()
+    # master weights stay fp32 and follow torch.autocast's training
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert p.dtype == torch.float32
+        torch.testing.assert_close(p, q.detach(), rtol=1e-3, atol=1e-4)
+
+
+class _Mixed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 6))
+        self.b = nn.Parameter(torch.randn(6))
+        self.s = nn.Parameter(torch.tensor(0.5))
+
+    def forward(self, x):
+        y = torch.matmul(x, self.w)
+        return y + self.b, y * self.s, torch.relu(y), torch.cat([y, x[:, :6]], 1)
+
+
+def test_dtypes_flow_downstream_as_torch_autocast():
+    """fp16 + fp32 tensor -> fp32, fp16 * fp32 0-d tensor -> fp16, relu(fp16) -> fp16,
+    cat (promote list) of fp16 and fp32 -> fp32: dtype and value as torch.autocast."""
+    torch.manual_seed(0)
+    model = _Mixed().autocast()
+    x = torch.randn(4, 8)
+    outs = tilefx.compile(model, x)(x)
+    with torch.autocast("cpu", dtype=torch.float16):
+        refs = model(x)
+    assert [o.dtype for o in outs] == [r.dtype for r in refs] == [
+        torch.float32, torch.float16, torch.float16, torch.float32]
+    for o, r in zip(outs, refs):
+        torch.testing.assert_close(o, r.detach(), rtol=1e-3, atol=1e-3)
+
+
+def test_fp32_policy_ops_return_fp32():
+    torch.manual_seed(0)
+    opts = tilefx.Options()
+    opts.Precision.autocastPolicy(tilefx.Policy(fp16=[nn.Conv2d], fp32=[nn.Linear]))
+    model = Net().autocast()
+    x = _x()
+    out = tilefx.inferenceModel(model, opts)(x)
+    # the reference with the casts written out: conv in fp16, relu follows, Linear in fp32
+    h = torch.relu(nn.functional.conv2d(x.half(), model.conv.weight.half(), model.conv.bias.half()))
+    ref = model.fc(torch.flatten(h, 1).float())
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, ref.detach(), rtol=1e-5, atol=1e-5)
+
+
+def _downcast():
+    opts = tilefx.Options()
+    opts.Precision.halfFloatCasting(tilefx.HalfFloatCastingBehavior.FloatDowncastToHalf)
+    return opts
+
+
+def test_float_downcast_to_half_runs_fp32_weights_in_fp16():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 10), nn.ReLU(), nn.Linear(10, 2))
+    x = torch.randn(4, 3).half()
+    out = tilefx.inferenceModel(model, _downcast())(x)
+    f = nn.functional
+    ref = f.linear(torch.relu(f.linear(x, model[0].weight.half(), model[0].bias.half())),
+                   model[2].weight.half(), model[2].bias.half())
+    assert out.dtype == torch.float16
+    torch.testing.assert_close(out, ref.detach(), rtol=0, atol=0)
+    # HalfUpcastToFloat (the default) follows PyTorch: fp32
+    upcast = tilefx.inferenceModel(model)(x)
+    assert upcast.dtype == torch.float32
+    torch.testing.assert_close(upcast, model(x.float()).detach())
+
+
+def test_float_downcast_to_half_trains_fp32_master_weights():
+    torch.manual_seed(0)
+    model = WithLoss(nn.Sequential(nn.Linear(3, 10), nn.ReLU(), nn.Linear(10, 2)), nn.MSELoss())
+    ref = copy.deepcopy(model)
+    t = tilefx.trainingModel(model, _downcast(), optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for _ in range(3):
+        x, y = torch.randn(4, 3).half(), torch.randn(4, 2).half()
+        _, loss = t(x, y)
+        # the reference: every fp32 weight cast down where it meets the fp16 input
+        half = copy.deepcopy(ref.model).half()
+        for p16, p in zip(half.parameters(), ref.model.parameters()):
+            p16.data = p.detach().half().requires_grad_()
+        ref_loss = nn.functional.mse_loss(half(x), y)
+        ref_loss.backward()
+        for p16, p in zip(half.parameters(), ref.model.parameters()):
+            p.grad = p16.grad.float()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        assert loss.dtype == torch.float16
+        torch.testing.assert_close(loss.float(), ref_loss.detach().float(), rtol=2e-3, atol=2e-3)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert p.dtype == torch.float32
+        torch.testing.assert_close(p, q.detach(), rtol=2e-3, atol=2e-3)
 
 
 def test_policy_rejects_what_it_cannot_name():
@@ -122,3 +225,50 @@ def test_policy_rejects_what_it_cannot_name():
     opts.Precision.autocastPolicy(tilefx.Policy(fp16=[object()]))
     with pytest.raises(tilefx.Error, match="cannot name"):
         tilefx.compile(Net().autocast(), _x(), options=opts)
+
+
+class _Head(nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, y):
+        out = self.net(x)
+        return out, nn.functional.mse_loss(out.float(), y)
+
+
+def test_norms_and_activations_train_as_torch_autocast():
+    """BatchNorm, LayerNorm, GELU, tanh and sigmoid after fp16 matmuls: dtypes,
+    losses and weights after two SGD steps as torch.autocast on the CPU."""
+    from models import MLP
+
+    torch.manual_seed(0)
+    model = _Head(MLP())
+    model.net.autocast()
+    ref = copy.deepcopy(model)
+    t = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.05))
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    for _ in range(2):
+        x, y = torch.randn(8, 12), torch.randn(8, 5)
+        out, loss = t(x, y)
+        with torch.autocast("cpu", dtype=torch.float16):
+            ref_out, ref_loss = ref(x, y)
+        ref_opt.zero_grad()
+        ref_loss.backward()
+        ref_opt.step()
+        assert out.dtype == ref_out.dtype == torch.float16
+        torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-3, atol=1e-3)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q.detach(), rtol=1e-3, atol=1e-4)
+
+
+def test_encoder_layer_inference_as_torch_autocast():
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True).eval().autocast()
+    x = torch.randn(2, 5, 16)
+    out = tilefx.inferenceModel(layer)(x)
+    with torch.autocast("cpu", dtype=torch.float16):
+        ref = layer(x)
+    # softmax and the residual LayerNorm promote back to fp32 as in torch
+    assert out.dtype == ref.dtype == torch.float32
+    torch.testing.assert_close(out, ref.detach(), rtol=2e-3, atol=2e-3)

@@ -114,10 +114,7 @@ def test_half_inputs_with_float_weights_are_promoted_like_pytorch():
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
     ir = c.ir("graph")
     assert "tensor<3x8xf16> {tilefx.input = 0 : i64}" in ir and "aten._to_copy" in ir
-    opts = tilefx.Options()
-    opts.Precision.halfFloatCasting(tilefx.HalfFloatCastingBehavior.FloatDowncastToHalf)
-    with pytest.raises(tilefx.Error, match="FloatDowncastToHalf"):
-        tilefx.compile(model, x, options=opts)
+    # FloatDowncastToHalf (the older PopTorch rule) is tested in test_autocast.py
 
 
 def test_stochastic_rounding_is_unbiased_and_seeded():

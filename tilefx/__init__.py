@@ -36,6 +36,7 @@ _LAZY = {
                                      "dynamic_update", "for_loop", "recomputationCheckpoint",
                                      "ctc_beam_search_decoder", "MultiConv", "NameScope")},
     **{n: "tilefx.api.custom_ops" for n in ("custom_op", "register_custom_op")},
+    **{n: "tilefx.api.custom_args" for n in ("ICustomArgParser", "registerCustomArgParser")},
     "load": "tilefx.api.export",
     "setLogLevel": "tilefx.api.logs",
     **{n: "tilefx.api.compat" for n in ("ipuHardwareIsAvailable", "ipuHardwareVersion",

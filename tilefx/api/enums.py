@@ -132,9 +132,12 @@ class ConnectionType(_IntEnum):
 class HalfFloatCastingBehavior(_IntEnum):
     """Casting of ops mixing float16 and float32 operands.
 
-    - ``FloatDowncastToHalf``: cast every operand to float16.
+    - ``FloatDowncastToHalf``: cast every operand to float16 (the older
+      PopTorch's rule, seeds/002): float16 inputs make float32 weights
+      meet them in float16.
     - ``HalfUpcastToFloat``: follow PyTorch, promote float16 to float32.
-    - ``Default``: ``FloatDowncastToHalf`` when tracing (PopTorch's rule).
+    - ``Default``: ``HalfUpcastToFloat`` (PopTorch complies with PyTorch's
+      convention, seeds/000 4.7).
     """
 
     FloatDowncastToHalf = 0

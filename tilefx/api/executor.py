@@ -26,13 +26,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
 
 from tilefx.api.logs import CompileProgress
 from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode, ReductionType
 from tilefx.errors import Error
 from tilefx.api.options import Options
 from tilefx.api.optim import SGD, optimizer_config
+from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
 from tilefx.lowering.call_spec import CallSpec, bind_call
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
@@ -47,7 +48,7 @@ from tilefx.passes.assign_stages import AssignStagesPass
 from tilefx.passes.loss_scaling import LossScalingPass
 from tilefx.passes.training_step import TrainingStepPass
 from tilefx.dialects.irutil import find_func, from_py, to_py
-from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, MEMORY_PROPORTION_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
+from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, MEMORY_PROPORTION_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
 
 
 log = logging.getLogger("tilefx")
@@ -168,6 +169,7 @@ class PoplarExecutor:
         self._program: _Program | None = None
         self._call: CallSpec | None = None  # how the compiled call bound its arguments
         self._weights: dict[str, np.ndarray] = {}
+        self._groups = NO_GROUPS  # weights with a replicaGrouping (set when compiling)
         self._device_buffers: dict[str, np.ndarray] = {}
         self._opt_state: dict[str, np.ndarray] = {}
         self._step = 0
@@ -208,6 +210,7 @@ class PoplarExecutor:
             self._compile(inputs, call)
         elif self._call is not None:  # None: loaded from an executable file
             self._call.check_same(call, inputs, self._compiled_inputs)
+            self._groups.check_unchanged(self._user_model)
         if _HostVersion.latest(self._host_tensors()) > self._host_version:
             self.copyWeightsToDevice()
         out = self._run(inputs)
@@ -244,7 +247,7 @@ class PoplarExecutor:
             _check_not_meta([(n, named_p[n]) for n in self._program.traced.params] +
                             [(n, named_b[n]) for n in self._program.traced.buffers])
             for n in self._program.traced.params:
-                self._weights[n] = _to_np(named_p[n])
+                self._weights[n] = self._groups.to_device(n, _to_np(named_p[n]))
             for n in self._program.traced.buffers:
                 self._device_buffers[n] = _to_np(named_b[n])
         self._host_version = _HostVersion.latest(self._host_tensors())
@@ -376,6 +379,7 @@ class PoplarExecutor:
         self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
         self._call = call
         self._compiled_inputs = [(tuple(x.shape), x.dtype) for x in inputs]
+        self._groups = ReplicaGroups.of(self._user_model, self._options.replication_factor)
         progress = CompileProgress(f"{type(self._user_model).__name__} "
                                    f"({'training' if self._training else 'inference'})", self._options)
         if export.load_cached(self, inputs, start):  # a cache hit: no tracing, no passes
@@ -393,8 +397,9 @@ class PoplarExecutor:
         for p_ in untrained:
             p_.requires_grad_(False)
         try:
-            traced = trace(model, tuple(x[: x.shape[0] // n] if x.dim() else x for x in inputs),
-                           self._training, upcast_inputs=self._upcast_inputs(inputs), call=call)
+            with self._groups.per_replica_view(model):
+                traced = trace(model, tuple(x[: x.shape[0] // n] if x.dim() else x for x in inputs),
+                               self._training, upcast_inputs=self._upcast_inputs(inputs), call=call)
         except BaseException:
             progress.abort()
             raise
@@ -430,12 +435,17 @@ class PoplarExecutor:
         scaled = self._training and (als or self._loss_scaling() != 1.0 or _is_variable(
             self._optimizer, "loss_scaling"))
         precision = self._options.Precision
-        if precision.autocast_policy is not None:
+        downcast = precision.half_float_casting == HalfFloatCastingBehavior.FloatDowncastToHalf
+        if downcast:  # ipu-autocast casts float32 down where float16 inputs meet it
+            module.attributes[HALF_FLOAT_CASTING_KEY] = StringAttr("downcast")
+            if not precision.autocast_enabled:
+                module.attributes[AUTOCAST_POLICY_KEY] = from_py({k: [] for k in ("fp16", "fp32", "promote", "demote")})
+        if precision.autocast_policy is not None and precision.autocast_enabled:
             if not hasattr(precision.autocast_policy, "op_sets"):
                 raise Error(f"autocastPolicy expects a poptorch.Policy, got {precision.autocast_policy!r}")
             module.attributes[AUTOCAST_POLICY_KEY] = from_py(
                 {k: list(v) for k, v in precision.autocast_policy.op_sets().items()})
-        run_graph_passes(module, training=self._training, autocast=bool(precision.autocast_enabled),
+        run_graph_passes(module, training=self._training, autocast=bool(precision.autocast_enabled) or downcast,
                          assign=AssignStagesPass(
             gradient_accumulation=G, device_iterations=D,
             auto_round_num_ipus=bool(self._options.auto_round_num_ipus)),
@@ -566,15 +576,14 @@ class PoplarExecutor:
                         "Options.autoRoundNumIPUs(True)")
 
     def _upcast_inputs(self, inputs: list[torch.Tensor]) -> frozenset[int]:
-        """fp16 inputs of a model with fp32 weights: promoted to fp32 as PyTorch
-        would (HalfUpcastToFloat, the default here)."""
+        """fp16 inputs of a model with fp32 weights: traced as fp32 inside the graph
+        (PyTorch's promotion, HalfUpcastToFloat, the default); with
+        FloatDowncastToHalf ipu-autocast undoes these casts and casts the weights
+        down instead."""
         half = frozenset(i for i, x in enumerate(inputs) if x.dtype == torch.float16)
         weights = {p.dtype for p in self._user_model.parameters() if p.is_floating_point()}
         if not half or torch.float32 not in weights:
             return frozenset()
-        if self._options.Precision.half_float_casting == HalfFloatCastingBehavior.FloatDowncastToHalf:
-            raise Error("HalfFloatCastingBehavior.FloatDowncastToHalf is not supported: fp16 inputs "
-                        "meet fp32 weights; cast the model with .half() or use HalfUpcastToFloat")
         return half
 
     def _grad_scale(self) -> float:
@@ -624,8 +633,9 @@ class PoplarExecutor:
                 continue
             dtype = np_dtype(arg.type.element_type)
             cur = self._opt_state.get(name)
-            if cur is None or cur.shape != tuple(arg.type.get_shape()):
-                self._opt_state[name] = np.full(arg.type.get_shape(), role.get("init", 0.0), dtype=dtype)
+            shape = self._groups.state_shape(name, arg.type.get_shape())  # one per group if grouped
+            if cur is None or cur.shape != shape:
+                self._opt_state[name] = np.full(shape, role.get("init", 0.0), dtype=dtype)
             elif cur.dtype != dtype:
                 self._opt_state[name] = cur.astype(dtype)
         self._opt_ready = True
@@ -693,7 +703,8 @@ class PoplarExecutor:
         outputs: list[list[list[list[np.ndarray]]]] = []
         out_index = [i for i, (k, _) in enumerate(p.main_results) if k == "output"]
         for d in range(D):
-            accs = [{n: np.zeros_like(self._weights[n]) for n in trained} for _ in range(R)]
+            accs = [{n: np.zeros_like(self._groups.weight(self._weights, n, 0)) for n in trained}
+                    for _ in range(R)]
             per_g = []
             for g in range(G):
                 per_r = []
@@ -702,7 +713,7 @@ class PoplarExecutor:
                     args = []
                     for kind, key in p.main_args:
                         if kind == "param":
-                            args.append(self._weights[key])
+                            args.append(self._groups.weight(self._weights, key, r))
                         elif kind == "buffer":
                             args.append(buffers[r][key])
                         elif kind == "input":
@@ -729,9 +740,7 @@ class PoplarExecutor:
                 per_g.append(per_r)
             outputs.append(per_g)
             if self._training and p.update is not None:
-                total = accs[0]
-                for r in range(1, R):
-                    total = {n: total[n] + accs[r][n] for n in trained}
+                total = self._groups.reduce(accs, trained)  # within a group for grouped weights
                 if self._als_tracked or self._loss_scaling() != 1.0:
                     self._loss_scaled_update(total)
                 else:
@@ -744,6 +753,8 @@ class PoplarExecutor:
         return self._collect(outputs, [p.main_results[i][1] for i in out_index])
 
     def _apply_update(self, accum: dict[str, np.ndarray]) -> None:
+        if self._groups.apply_update(self, accum):  # once per group of a grouped weight
+            return
         p = self._program
         self._step += 1
         args = []
@@ -843,6 +854,11 @@ class PoplarExecutor:
         # numpy copies into the tensors' memory: torch's own copy_ would wake its
         # thread pool, which then spins next to the numpy kernels on 2 cores
         for n, w in self._weights.items():
+            if n in self._groups.names:  # VariableRetrievalMode: one value per group or per replica
+                w = self._groups.to_host(n, w)
+                if tuple(named_p[n].shape) != w.shape:
+                    named_p[n].data = torch.from_numpy(np.array(w))
+                    continue
             _copy_into(named_p[n], w)
         for n, b in self._device_buffers.items():
             _copy_into(named_b[n], np.asarray(b))

@@ -409,6 +409,9 @@ def compile_and_export(ex, filename: str, args, kwargs, export_model: bool = Tru
         raise Error(f"compileAndExport: export_model must be a bool, got {export_model!r}")
     if ex._program is None:
         ex.compile(*args, **kwargs)
+    if ex._groups.grouped:
+        raise Error("compileAndExport: weights grouped across replicas (replicaGrouping: "
+                    f"{', '.join(ex._groups.names)}) cannot be exported yet; the executable cache works")
     ex._export_model = export_model
     write(ex, str(filename))
 
@@ -438,7 +441,7 @@ def cache_key(ex, inputs) -> str:
         feed(tuple(x.shape), x.dtype)
     m = ex._user_model
     for n, p in m.named_parameters(remove_duplicate=False):
-        feed(n, tuple(p.shape), p.dtype, p.requires_grad)
+        feed(n, tuple(p.shape), p.dtype, p.requires_grad, getattr(p, "_tilefx_replica_grouping", None))
     for n, b in m.named_buffers(remove_duplicate=False):
         feed(n, tuple(b.shape), b.dtype)
     from tilefx.lowering.tracing_state import GradientOutputs

@@ -366,8 +366,9 @@ def _loop_marker(name: str, schema: str):
     op.register_fake(lambda *args: [torch.empty_like(t) for t in args[0]])
 
     def backward(ctx, *grads):
-        raise Error("for_loop: loops are supported in inference models only; a trainingModel cannot "
-                    "differentiate through poptorch.for_loop")
+        raise Error("poptorch.for_loop() is only supported in inference, as in PopTorch: a "
+                    "trainingModel cannot differentiate through the loop (write it as a Python loop "
+                    "to train through it)")
 
     op.register_autograd(backward)
     return op

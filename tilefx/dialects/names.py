@@ -43,6 +43,8 @@ STRATEGY_KEY = "ipu.strategy"  # the execution strategy, module level
 OPTIMIZER_KEY = "ipu.optimizer"  # the optimizer configuration, module level
 AUTOCAST_POLICY_KEY = "ipu.autocast_policy"  # a custom autocast policy, module level
 AUTOCAST_KEY = "ipu.autocast"  # per-op: inside an autocast region (bool)
+HALF_FLOAT_CASTING_KEY = "ipu.half_float_casting"  # "upcast" / "downcast": float16 meeting float32, module level
+UPCAST_INPUT_KEY = "ipu.upcast_input"  # per-op: the frontend's cast of a float16 input to float32
 STAGES_KEY = "ipu.stages"  # the stage summary left by ipu-assign-stages
 ALS_TRACKED_KEY = "ipu.als_tracked_elements"  # loss scaling: tracked gradient size
 FUSE_KEY = "ipu.fuse"  # per-op: its elementwise fusion group (ipu-fuse-elementwise)
@@ -53,6 +55,7 @@ AUTO_STAGE_KEY = "ipu.auto_stage"  # ipu-auto-stage's report: cut points, stage 
 BLOCK_META_KEY = "tilefx.block"
 IPU_META_KEY = "tilefx.ipu"
 AUTOCAST_META_KEY = "tilefx.autocast"
+UPCAST_INPUT_META_KEY = "tilefx.upcast_input"
 
 # -- PopART's annotation attributes on ONNX nodes (Builder.virtualGraph, ...) --
 ONNX_IPU_ATTR = "__ipu_number"

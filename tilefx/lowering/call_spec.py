@@ -26,6 +26,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from tilefx.errors import Error
+from tilefx.dialects.names import UPCAST_INPUT_META_KEY
 
 _RECOMPILE = ("; non-tensor arguments and shapes are compiled into the graph: recompile for "
               "new inputs (destroy() and wrap the model again)")
@@ -119,6 +120,7 @@ def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.
                      if p.kind == inspect.Parameter.VAR_POSITIONAL), "args")
     else:
         positional, star = [], "args"
+    _open_dict_subclasses((tuple(args), dict(kwargs)))
     with_path, spec = pytree.tree_flatten_with_path((tuple(args), dict(kwargs)), is_leaf=_is_leaf)
     names, leaves, is_tensor, tensors = [], [], [], []
     for path, leaf in with_path:
@@ -155,7 +157,8 @@ class CallWith(torch.nn.Module):
         self.upcast = upcast
 
     def forward(self, *tensors):
-        tensors = [t.float() if i in self.upcast else t for i, t in enumerate(tensors)]
+        with torch.fx.traceback.annotate({UPCAST_INPUT_META_KEY: True}):  # ipu-autocast may undo these
+            tensors = [t.float() if i in self.upcast else t for i, t in enumerate(tensors)]
         args, kwargs = self.call.rebuild(tensors)
         return _plain_outputs(self.inner(*args, **kwargs))
 
@@ -164,12 +167,41 @@ _CONSTANT_TYPES = (torch.Tensor, bool, int, float, complex, str, bytes, type(Non
                    torch.device, torch.Size)
 
 
+def _open_dict_subclasses(tree) -> None:
+    """Make every dict subclass in `tree` (an OrderedDict subclass a model
+    returns, say) a pytree node, so its values are opened as a dict's are and
+    it is rebuilt as its own class: PopTorch reads any dict."""
+    while True:
+        leaves = pytree.tree_leaves(tree, is_leaf=_is_leaf)
+        new = {type(x) for x in leaves if isinstance(x, dict) and type(x) not in pytree.SUPPORTED_NODES}
+        if not new:
+            return
+        for cls in new:
+            pytree.register_pytree_node(
+                cls, lambda d: (list(d.values()), list(d.keys())),
+                lambda values, keys, cls=cls: _rebuild_dict(cls, keys, values),
+                flatten_with_keys_fn=lambda d: ([(pytree.MappingKey(k), v) for k, v in d.items()],
+                                                list(d.keys())),
+                serialized_type_name=f"tilefx.dict.{cls.__module__}.{cls.__qualname__}")
+
+
+def _rebuild_dict(cls, keys, values):
+    """`cls` holding these items, or a plain dict when `cls` cannot be made
+    from items alone (its __init__ wants more)."""
+    try:
+        obj = cls(zip(keys, values))
+    except Exception:
+        obj = None
+    return obj if obj is not None and list(obj.keys()) == list(keys) else dict(zip(keys, values))
+
+
 def _plain_outputs(out):
     """The model's outputs with every leaf that is neither a tensor nor a
     Python constant (an object pytree does not know how to open, such as a
     transformers key/value cache) replaced by None, with a warning: the
     executor returns tensors in the model's nesting, and such an object
     cannot come back from the device."""
+    _open_dict_subclasses(out)
     leaves, spec = pytree.tree_flatten(out)
     opaque = [i for i, leaf in enumerate(leaves) if not isinstance(leaf, _CONSTANT_TYPES)]
     if not opaque:

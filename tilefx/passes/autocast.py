@@ -1,20 +1,31 @@
 """`ipu-autocast`: PopTorch's automatic mixed precision on the graph IR.
 
 Only ops marked `ipu.autocast = true` (from `poptorch.autocast` regions,
-backward included) are touched. The policy (module attribute
+backward included) are typed by the policy (module attribute
 `ipu.autocast_policy = {fp16 = [...], fp32 = [...], promote = [...], demote = [...]}`
 set by the API from `Options.Precision.autocastPolicy`, else the pass
-options, else PopTorch's default policy) says:
+options, else PopTorch's default policy):
 
-- fp16 ops: float32 operands are cast to float16 (`aten._to_copy`), the op
-  runs in float16 (fp32 partials, rounded once) and its result is cast back
-  to the type the rest of the graph expects;
+- fp16 ops: float operands are cast to float16 (`aten._to_copy`) and the op
+  runs in and returns float16 (fp32 partials, rounded once), as an op on
+  `torch.autocast`'s fp16 list returns float16;
 - fp32 ops: the same towards float32;
 - promote / demote ops: when their float operands mix float16 and float32,
   all are cast to float32 / float16.
 
-A cast of a cast back to the original type is folded away, so chains of
-fp16 ops stay in fp16.
+The new types then flow downstream by PyTorch's type promotion: an op whose
+float operands changed type computes in the promoted type of its operands
+(dimensioned tensors decide before zero-dimensional ones; float16 with
+float32 gives float32, or float16 with `half_float_casting="downcast"`,
+PopTorch's `HalfFloatCastingBehavior.FloatDowncastToHalf`), its mixed
+operands cast to that type; a result typed by an explicit `dtype` keeps it.
+User outputs of `@main` take the new types (the function's type changes);
+every other result (gradients, buffers) and every operand of a non-aten op
+is cast back to the type it had, so master weights and accumulators stay
+float32.
+
+A float16 value cast to float32 and back is folded to the value itself
+(fp16 chains stay in fp16 without round trips).
 """
 
 from __future__ import annotations
@@ -22,14 +33,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType, f16, f32
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects import func
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, TensorType, bf16, f16, f32
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 
 from tilefx.dialects.aten import ATEN_OPS, create_aten_op, np_dtype
 from tilefx.dialects.ipu import PLACE_KEY
-from tilefx.dialects.irutil import find_func, to_py
-from tilefx.dialects.names import AUTOCAST_KEY, AUTOCAST_POLICY_KEY
+from tilefx.dialects.irutil import attrs_of, find_func, to_py
+from tilefx.dialects.names import AUTOCAST_KEY, AUTOCAST_POLICY_KEY, HALF_FLOAT_CASTING_KEY, OUTPUT_KEY, UPCAST_INPUT_KEY
 from tilefx.passes import check_option
 
 _DEFAULT = {
@@ -39,6 +52,7 @@ _DEFAULT = {
     "demote": "",
 }
 _FLOATS = (f16, f32)
+_CASTINGS = ("upcast", "downcast")
 
 
 def _is_float(v: SSAValue) -> bool:
@@ -53,6 +67,7 @@ class AutocastPass(ModulePass):
     fp32: str = _DEFAULT["fp32"]
     promote: str = _DEFAULT["promote"]
     demote: str = _DEFAULT["demote"]
+    half_float_casting: str = "upcast"
 
     def __post_init__(self):
         from tilefx.dialects.ipu import IPU
@@ -62,6 +77,8 @@ class AutocastPass(ModulePass):
             for n in getattr(self, k).split(","):
                 check_option(self.name, not n or n in known,
                              f"{k}: {n!r} is not an aten or ipu op name (e.g. aten.mm)")
+        check_option(self.name, self.half_float_casting in _CASTINGS,
+                     f"half_float_casting: {self.half_float_casting!r} is not one of {', '.join(_CASTINGS)}")
 
     def _policy(self, module: ModuleOp) -> dict[str, set[str]]:
         attr = module.attributes.get(AUTOCAST_POLICY_KEY)
@@ -71,19 +88,43 @@ class AutocastPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         policy = self._policy(op)
-        main = find_func(op, "main")
-        for o in list(main.walk()):
+        casting = op.attributes.get(HALF_FLOAT_CASTING_KEY)
+        downcast = (casting.data if isinstance(casting, StringAttr) else self.half_float_casting) == "downcast"
+        _Casting(find_func(op, "main"), policy, downcast).run()
+
+
+class _Casting:
+    """One run of the pass over @main."""
+
+    def __init__(self, main: func.FuncOp, policy: dict[str, set[str]], downcast: bool):
+        self._main, self._policy, self._downcast = main, policy, downcast
+        self._ops = list(main.walk())
+        # every value's type before the pass: what a changed operand is compared to
+        self._orig = {v: v.type for o in self._ops for v in o.results}
+        self._orig.update({a: a.type for o in self._ops for r in o.regions for b in r.blocks for a in b.args})
+        self._orig.update({a: a.type for a in main.body.block.args})
+
+    def run(self) -> None:
+        main, policy = self._main, self._policy
+        for o in self._ops:
             flag = o.attributes.get(AUTOCAST_KEY)
-            if not isinstance(flag, IntegerAttr) or not flag.value.data:
-                continue
-            if o.name in policy["fp32"]:
+            marked = isinstance(flag, IntegerAttr) and bool(flag.value.data)
+            if self._downcast and UPCAST_INPUT_KEY in o.attributes:
+                self._undo_upcast(o)
+            elif marked and o.name in policy["fp32"]:
                 self._run_in(o, f32)
-            elif o.name in policy["fp16"]:
+            elif marked and o.name in policy["fp16"]:
                 self._run_in(o, f16)
-            elif o.name in policy["promote"] and self._mixed(o):
+            elif marked and o.name in policy["promote"] and self._mixed(o):
                 self._cast_operands(o, f32)
-            elif o.name in policy["demote"] and self._mixed(o):
+                self._follow(o)
+            elif marked and o.name in policy["demote"] and self._mixed(o):
                 self._cast_operands(o, f16)
+                self._follow(o)
+            elif isinstance(o, func.ReturnOp) and o.parent_op() is main:
+                self._returns(main, o)
+            else:
+                self._follow(o)
 
     @staticmethod
     def _mixed(o: Operation) -> bool:
@@ -94,28 +135,73 @@ class AutocastPass(ModulePass):
             if _is_float(v) and v.type.element_type != to:
                 o.operands[i] = _cast(v, to, o)
 
+    def _changed(self, o: Operation) -> bool:
+        return any(v in self._orig and v.type != self._orig[v] for v in o.operands)
+
     def _run_in(self, o: Operation, to) -> None:
+        """The op computes in and returns `to`."""
         if not any(_is_float(v) for v in o.operands):
             return
         self._cast_operands(o, to)
-        retyped = [TensorType(to, r.type.get_shape()) if _is_float(r) else r.type for r in o.results]
-        if retyped == [r.type for r in o.results]:
+        for r in list(o.results):
+            if _is_float(r) and r.type.element_type != to:
+                self._retype(r, to)
+
+    def _promoted(self, types) -> Attribute | None:
+        """PyTorch's result type of values of these types (dimensioned tensors first)."""
+        floats = [t for t in types if isinstance(t, TensorType) and t.element_type in _FLOATS]
+        ranked = [t.element_type for t in floats if t.get_shape()] or [t.element_type for t in floats]
+        if not ranked:
+            return None
+        if len(set(ranked)) == 1:
+            return ranked[0]
+        return f16 if self._downcast else f32
+
+    def _follow(self, o: Operation) -> None:
+        """Re-type an op whose float operands changed by PyTorch's promotion."""
+        if not self._changed(o):
             return
-        # a result type cannot change in place: make the op anew, cast its results back
-        new = type(o).create(operands=list(o.operands), result_types=retyped,
-                             properties=dict(o.properties), attributes=dict(o.attributes))
-        block = o.parent_block()
-        block.insert_op_before(new, o)
-        anchor = new
-        for old_r, new_r in zip(o.results, new.results):
-            if old_r.type == new_r.type:
-                old_r.replace_all_uses_with(new_r)
-            elif old_r.uses:
-                back = _make_cast(new_r, old_r.type.element_type, new)
-                block.insert_op_after(back, anchor)
-                anchor = back
-                old_r.replace_all_uses_with(back.results[0])
-        block.erase_op(o)
+        if not o.name.startswith("aten.") or o.regions or any(
+                isinstance(v.type, TensorType) and v.type.element_type == bf16 for v in o.operands):
+            self._restore(o)  # a boundary: its operands get back the types it was built for
+            return
+        old = self._promoted([self._orig.get(v, v.type) for v in o.operands])
+        new = self._promoted([v.type for v in o.operands])
+        if "dtype" in o.properties or old is None or new is None or new == old:
+            if new is not None and self._mixed(o) and "dtype" not in o.properties:
+                self._cast_operands(o, new)
+            return
+        self._cast_operands(o, new)
+        for r in list(o.results):
+            if _is_float(r) and r.type.element_type == old:
+                self._retype(r, new)
+
+    def _undo_upcast(self, o: Operation) -> None:
+        """FloatDowncastToHalf: the frontend's cast of a float16 input to float32
+        becomes a copy in float16, so float32 weights meet float16 and are cast down."""
+        if _is_float(o.operands[0]) and o.operands[0].type.element_type == f16 and _is_float(o.results[0]):
+            o.properties["dtype"] = f16
+            self._retype(o.results[0], f16)
+
+    def _retype(self, r: SSAValue, to) -> None:
+        new = Rewriter.replace_value_with_new_type(r, TensorType(to, r.type.get_shape()))
+        self._orig[new] = self._orig.get(r, r.type)
+
+    def _restore(self, o: Operation) -> None:
+        for i, v in enumerate(o.operands):
+            want = self._orig.get(v)
+            if want is not None and v.type != want and isinstance(want, TensorType):
+                o.operands[i] = _cast(v, want.element_type, o)
+
+    def _returns(self, main: func.FuncOp, ret: Operation) -> None:
+        """User outputs keep their new types; every other result gets its old one back."""
+        res_attrs = attrs_of(main, "res")
+        for i, v in enumerate(ret.operands):
+            want = main.function_type.outputs.data[i]
+            if v.type != want and OUTPUT_KEY not in res_attrs[i] and isinstance(want, TensorType):
+                ret.operands[i] = _cast(v, want.element_type, ret)
+        main.function_type = func.FunctionType.from_lists(
+            list(main.function_type.inputs.data), [v.type for v in ret.operands])
 
 
 def _make_cast(v: SSAValue, to, near: Operation) -> Operation:
@@ -125,9 +211,10 @@ def _make_cast(v: SSAValue, to, near: Operation) -> Operation:
 
 
 def _cast(v: SSAValue, to, user: Operation) -> SSAValue:
-    """`v` as `to`: folds a cast of a cast back to the original type."""
+    """`v` as `to`: a float16 value cast to float32 and back is the value itself
+    (the other way round would skip a rounding, so it stays)."""
     src = v.owner
-    if isinstance(src, ATEN_OPS["_to_copy.default"]) and src.operands[0].type.element_type == to:
+    if isinstance(src, ATEN_OPS["_to_copy.default"]) and src.operands[0].type.element_type == to == f16:
         return src.operands[0]
     c = _make_cast(v, to, user)
     user.parent_block().insert_op_before(c, user)
