@@ -176,10 +176,13 @@ class PoplarExecutor:
         self._runs = 0
         seed = self._options.random_seed
         self._rng = np.random.default_rng(seed)
-        # one independent stream per replica for the random ops (replica 0: the one above)
+        # one independent stream per replica for the random ops (replica 0: the one above),
+        # by its global index: process p's replicas follow those of processes 0 .. p-1
         entropy = seed if seed is not None else np.random.SeedSequence().entropy
-        self._replica_rngs = [self._rng] + [np.random.default_rng([entropy, r])
-                                            for r in range(1, self._options.replication_factor)]
+        first = self._options.Distributed.process_id * self._options.replication_factor
+        self._replica_rngs = [self._rng if r == 0 else np.random.default_rng([entropy, r])
+                              for r in range(first, first + self._options.replication_factor)]
+        self._dist = None  # the other processes of a distributed training model (api/distributed.py)
         if not training and self._options.Training.gradient_accumulation != 1:
             raise Error("inferenceModel: gradientAccumulation must be 1 for inference models "
                         f"(got {self._options.Training.gradient_accumulation})")
@@ -474,6 +477,16 @@ class PoplarExecutor:
         profile_dir = _profile_dir(self._options)
         if profile_dir:
             self._profile.write(_executor_profile_dir(self, profile_dir))
+        if self._training and self._options.Distributed.num_processes > 1:
+            self._join_processes(input_shapes, input_dtypes)
+
+    def _join_processes(self, input_shapes: list[tuple], input_dtypes: list[np.dtype]) -> None:
+        """Check the processes compiled the same thing, then start them all from
+        process 0's weights, buffers and optimizer state (docs/distributed.md)."""
+        from tilefx.api import distributed
+
+        self._dist = distributed.join_training_model(self, input_shapes, input_dtypes)
+        self._write_back()
 
     def _make_profile(self, program: _Program) -> Profile:
         D, R, _, G = self._factors()
@@ -566,6 +579,7 @@ class PoplarExecutor:
     def _grad_scale(self) -> float:
         _, r, _, g = self._factors()
         mean = self._options.Training.reduction_type == ReductionType.Mean
+        r *= self._options.Distributed.num_processes  # the global replication
         return 1.0 / (g * r) if mean else 1.0
 
     def _build_update(self, program: _Program, compile_only: bool = False) -> None:
@@ -680,6 +694,7 @@ class PoplarExecutor:
         out_index = [i for i, (k, _) in enumerate(p.main_results) if k == "output"]
         for d in range(D):
             accs = [{n: np.zeros_like(self._weights[n]) for n in trained} for _ in range(R)]
+            als_counts = (self._als_upper, self._als_lower)
             per_g = []
             for g in range(G):
                 per_r = []
@@ -715,9 +730,17 @@ class PoplarExecutor:
                 per_g.append(per_r)
             outputs.append(per_g)
             if self._training and p.update is not None:
-                total = accs[0]
-                for r in range(1, R):
-                    total = {n: total[n] + accs[r][n] for n in trained}
+                if self._dist is None:
+                    total = accs[0]
+                    for r in range(1, R):
+                        total = {n: total[n] + accs[r][n] for n in trained}
+                else:  # with the other processes' replicas, added in the same order
+                    total = self._dist.ordered_sum(accs, f"the gradient sum of weight update {self._step + 1}")
+                    if self._als_tracked:
+                        up, low = self._dist.sum_counts(
+                            [self._als_upper - als_counts[0], self._als_lower - als_counts[1]],
+                            f"the loss scaling statistics of weight update {self._step + 1}")
+                        self._als_upper, self._als_lower = als_counts[0] + up, als_counts[1] + low
                 if self._als_tracked or self._loss_scaling() != 1.0:
                     self._loss_scaled_update(total)
                 else:
@@ -726,6 +749,10 @@ class PoplarExecutor:
             with torch.no_grad():
                 inputs[key].copy_(torch.from_numpy(value.reshape(inputs[key].shape)))
         self._device_buffers = buffers[0]  # the host sees replica 0's buffers
+        if self._dist is not None and self._options.broadcast_buffers and \
+                any(kind == "buffer" for kind, _ in p.main_results):  # the global replica 0's
+            self._device_buffers = self._dist.broadcast_arrays(self._device_buffers,
+                                                               "the broadcast of process 0's buffers")
         self._replica_buffers = buffers
         return self._collect(outputs, [p.main_results[i][1] for i in out_index])
 

@@ -1,0 +1,164 @@
+"""One process of a multi-process run of tests/test_distributed.py.
+
+    python distributed_worker.py '<scenarios as JSON>' OUT_DIR
+
+The process learns its id from torchrun's RANK / WORLD_SIZE (or, for a
+scenario with "explicit": true, from PROCESS_ID / NUM_PROCESSES through
+``Options.Distributed.configureProcessId``), meets the others at
+MASTER_ADDR:MASTER_PORT, runs each scenario and writes OUT_DIR/<rank>.json
+(messages, losses, loss scales) and OUT_DIR/<rank>-<scenario>.npz (weights
+after copyWeightsToHost). The test builds the single-process references with
+the same functions (make_model, make_dataset, ...) in its own process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+
+import tilefx as poptorch
+
+SEED = 42
+
+
+class Net(nn.Module):
+    """A small MLP with what crosses processes: BatchNorm buffers (broadcast)
+    and dropout (random streams by global replica)."""
+
+    def __init__(self, norm: bool = True, dropout: float = 0.25):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 16)
+        self.norm = nn.BatchNorm1d(16) if norm else nn.Identity()
+        self.drop = nn.Dropout(dropout)
+        self.fc2 = nn.Linear(16, 3)
+
+    def forward(self, x, y):
+        h = self.drop(torch.relu(self.norm(self.fc1(x))))
+        return poptorch.identity_loss(nn.functional.cross_entropy(self.fc2(h), y), "mean")
+
+
+def make_model(cfg: dict) -> nn.Module:
+    torch.manual_seed(cfg.get("init_seed", 0))
+    model = Net(norm=not cfg.get("half"), dropout=0.0 if cfg.get("half") else 0.25)
+    return model.half() if cfg.get("half") else model
+
+
+def make_dataset(cfg: dict) -> torch.utils.data.TensorDataset:
+    """Fixed random samples; with "loud_tail" the second half is 300x larger,
+    so that only the processes reading it see gradients that overflow fp16."""
+    g = torch.Generator().manual_seed(7)
+    n = cfg["samples"]
+    x = torch.randn(n, 6, generator=g)
+    if cfg.get("loud_tail"):
+        x[n // 2:] *= 300.0
+    y = torch.randint(0, 3, (n,), generator=g)
+    if cfg.get("half"):
+        x = x.half()
+    return torch.utils.data.TensorDataset(x, y)
+
+
+def make_options(cfg: dict, replicas: int, process: tuple[int, int] | None = None) -> poptorch.Options:
+    """`replicas` per process; `process` = (id, count) for configureProcessId."""
+    opts = poptorch.Options().replicationFactor(replicas).deviceIterations(cfg.get("D", 1)).randomSeed(SEED)
+    opts.Training.gradientAccumulation(cfg.get("G", 1))
+    opts.showCompilationProgressBar(False)
+    if cfg.get("als"):
+        opts.Training.setAutomaticLossScaling(True)
+    if process is not None:
+        opts.Distributed.configureProcessId(*process)
+    opts.Distributed.setTimeout(cfg.get("timeout", 60))
+    return opts
+
+
+def make_optimizer(cfg: dict, model: nn.Module):
+    if cfg["optimizer"] == "adam":
+        return poptorch.optim.Adam(model.parameters(), lr=0.01)
+    kwargs = {"loss_scaling": 256.0} if cfg.get("als") else {}
+    return poptorch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, **kwargs)
+
+
+def state_arrays(model: nn.Module) -> dict[str, np.ndarray]:
+    return {k: v.detach().float().numpy().copy() for k, v in model.state_dict().items()
+            if v.is_floating_point()}
+
+
+def train(cfg: dict, opts: poptorch.Options, batches) -> tuple[dict, list, list]:
+    """Train a fresh model on `batches`; its weights, losses and loss scales."""
+    model = make_model(cfg)
+    trainer = poptorch.trainingModel(model, opts, make_optimizer(cfg, model))
+    losses, scales = [], []
+    for x, y in batches:
+        losses.append(trainer(x, y).float().reshape(-1).tolist())
+        scales.append(trainer.loss_scaling_factor)
+    trainer.copyWeightsToHost()
+    return state_arrays(model), losses, scales
+
+
+def loader_batches(cfg: dict, opts: poptorch.Options) -> list:
+    loader = poptorch.DataLoader(opts, make_dataset(cfg), batch_size=cfg.get("mb", 2),
+                                 shuffle=cfg.get("shuffle", False))
+    return [b for _, b in zip(range(cfg["steps"]), loader)]
+
+
+def run_scenario(cfg: dict, rank: int, size: int, out_dir: str) -> dict:
+    result: dict = {}
+    explicit = (rank, size) if cfg.get("explicit") else None
+    kind = cfg["kind"]
+    if kind == "train":
+        opts = make_options(cfg, cfg["R"], explicit)
+        assert (opts.Distributed.processId, opts.Distributed.numProcesses) == (rank, size)
+        weights, result["losses"], result["scales"] = train(cfg, opts, loader_batches(cfg, opts))
+        np.savez(os.path.join(out_dir, f"{rank}-{cfg['name']}.npz"), **weights)
+    elif kind == "mismatch":  # process 1 asks for another replication factor
+        replicas = 2 if rank == 0 else 1
+        opts = make_options(cfg, replicas, explicit)
+        model = make_model(cfg)
+        trainer = poptorch.trainingModel(model, opts, make_optimizer(cfg, model))
+        x, y = make_dataset(cfg).tensors
+        try:
+            trainer(x[: 2 * replicas], y[: 2 * replicas])
+            result["error"] = None
+        except poptorch.Error as e:
+            result["error"] = str(e)
+    elif kind == "dead":  # process 1 leaves after the first step; the others go on
+        opts = make_options(cfg, 1, explicit)
+        model = make_model(cfg)
+        trainer = poptorch.trainingModel(model, opts, make_optimizer(cfg, model))
+        x, y = make_dataset(cfg).tensors
+        trainer(x[:2], y[:2])
+        if rank == 1:
+            sys.stdout.flush()
+            os._exit(0)  # without a word to the others, as a crash would
+        try:
+            trainer(x[2:4], y[2:4])
+            result["error"] = None
+        except poptorch.Error as e:
+            result["error"] = str(e)
+    return result
+
+
+def write_result(out_dir: str, rank: int, results: dict) -> None:
+    with open(os.path.join(out_dir, f"{rank}.json"), "w") as f:
+        json.dump(results, f)
+
+
+def main() -> None:
+    scenarios = json.loads(sys.argv[1])
+    out_dir = sys.argv[2]
+    if "PROCESS_ID" in os.environ:
+        rank, size = int(os.environ["PROCESS_ID"]), int(os.environ["NUM_PROCESSES"])
+    else:
+        rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    results: dict = {}
+    for cfg in scenarios:
+        results[cfg["name"]] = run_scenario(cfg, rank, size, out_dir)
+        write_result(out_dir, rank, results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""Replicas over several processes (docs/distributed.md): real localhost
+processes on torch.distributed (gloo), compared with one process holding
+all the replicas.
+
+Each launch runs every scenario it can in one set of processes (a process
+spends seconds importing torch); each process is bounded by a timeout, so a
+hang fails the test instead of the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import tilefx as poptorch
+from distributed_worker import loader_batches, make_options, train
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+WORKER = os.path.join(HERE, "distributed_worker.py")
+LAUNCH_TIMEOUT = 240  # seconds for a whole launch: generous on a loaded 2-core machine
+
+SGD = {"name": "sgd", "kind": "train", "optimizer": "sgd", "D": 2, "G": 2, "mb": 2, "steps": 3,
+       "samples": 96, "shuffle": True}
+ADAM = {"name": "adam", "kind": "train", "optimizer": "adam", "D": 1, "G": 2, "mb": 2, "steps": 3,
+        "samples": 48, "shuffle": True}
+# fp16 with automatic loss scaling: only process 1's shard overflows, so the
+# processes agree on the scale only if they sum the statistics
+ALS = {"name": "als", "kind": "train", "optimizer": "sgd", "half": True, "als": True, "R": 1, "D": 1,
+       "G": 1, "mb": 2, "steps": 4, "samples": 16, "loud_tail": True}
+GLOBAL_REPLICAS = 4  # P x R in every equal-weights run
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(extra: dict) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                        "MASTER_ADDR", "MASTER_PORT")}
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, HERE, env.get("PYTHONPATH", "")])
+    env["OMP_NUM_THREADS"] = "1"
+    env.update(extra)
+    return env
+
+
+def launch(scenarios: list[dict], processes: int, out_dir, explicit: bool = False) -> list[dict]:
+    """Run the worker in `processes` localhost processes; each one's results.
+    explicit: the processes learn their id from configureProcessId (torchrun's
+    RANK / WORLD_SIZE otherwise)."""
+    port = _free_port()
+    procs = []
+    for rank in range(processes):
+        ids = {"PROCESS_ID": str(rank), "NUM_PROCESSES": str(processes)} if explicit else \
+            {"RANK": str(rank), "WORLD_SIZE": str(processes), "LOCAL_RANK": str(rank)}
+        env = _env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), **ids})
+        scen = [dict(s, explicit=explicit) for s in scenarios]
+        procs.append(subprocess.Popen([sys.executable, WORKER, json.dumps(scen), str(out_dir)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    logs = []
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=LAUNCH_TIMEOUT)[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for rank, (p, log) in enumerate(zip(procs, logs)):
+        assert p.returncode == 0, f"process {rank} failed ({p.returncode}):\n{log[-3000:]}"
+    return [json.load(open(os.path.join(out_dir, f"{r}.json"))) for r in range(processes)]
+
+
+def reference(cfg: dict, processes: int, replicas: int):
+    """One process with processes x replicas replicas, fed what the processes'
+    DataLoaders give them: process p's replicas are the global p*R .. p*R+R-1."""
+    shards = [loader_batches(cfg, make_options(cfg, replicas, (p, processes))) for p in range(processes)]
+    d, g, mb = cfg.get("D", 1), cfg.get("G", 1), cfg.get("mb", 2)
+    batches = []
+    for step in zip(*shards):
+        joined = []
+        for i in range(2):  # x, y
+            parts = [b[i].reshape((d, g, replicas, mb) + b[i].shape[1:]) for b in step]
+            joined.append(torch.cat(parts, dim=2).reshape((-1,) + step[0][i].shape[1:]))
+        batches.append(joined)
+    assert len(batches) == cfg["steps"]
+    return train(cfg, make_options(cfg, processes * replicas, (0, 1)), batches)
+
+
+def _weights(out_dir, rank: int, name: str) -> dict[str, np.ndarray]:
+    with np.load(os.path.join(out_dir, f"{rank}-{name}.npz"), allow_pickle=False) as f:
+        return dict(f)
+
+
+def _check_equal(cfg, processes, replicas, results, out_dir):
+    ref_w, ref_losses, ref_scales = reference(cfg, processes, replicas)
+    first = _weights(out_dir, 0, cfg["name"])
+    for rank, res in enumerate(results):
+        got = _weights(out_dir, rank, cfg["name"])
+        assert sorted(got) == sorted(ref_w)
+        for k in ref_w:
+            # every process holds the same weights, bit for bit ...
+            np.testing.assert_array_equal(got[k], first[k], err_msg=f"{k}: process {rank} vs 0")
+            # ... and they are those of one process with all the replicas
+            np.testing.assert_allclose(got[k], ref_w[k], rtol=1e-6, atol=1e-7, err_msg=k)
+        # outputs come back per process: its own replicas' losses
+        own = [step[rank * replicas:(rank + 1) * replicas] for step in ref_losses]
+        np.testing.assert_allclose(res[cfg["name"]]["losses"], own, rtol=1e-6, atol=1e-7)
+        assert res[cfg["name"]]["scales"] == ref_scales
+    return ref_w
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory):
+    """torchrun-style: RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT."""
+    out = tmp_path_factory.mktemp("p2")
+    return out, launch([dict(SGD, R=2), dict(ADAM, R=2), ALS], 2, out)
+
+
+@pytest.fixture(scope="module")
+def four_processes(tmp_path_factory):
+    """Options.Distributed.configureProcessId(id, 4) in each process."""
+    out = tmp_path_factory.mktemp("p4")
+    return out, launch([dict(SGD, R=1), dict(ADAM, R=1)], 4, out, explicit=True)
+
+
+@pytest.mark.parametrize("cfg", [SGD, ADAM], ids=["sgd", "adam"])
+def test_one_process_equals_its_global_replication(cfg):
+    """P = 1: configureProcessId(0, 1) and the loader's whole-dataset shard."""
+    opts = make_options(cfg, GLOBAL_REPLICAS, (0, 1))
+    w, losses, _ = train(cfg, opts, loader_batches(cfg, opts))
+    ref_w, ref_losses, _ = reference(dict(cfg, R=GLOBAL_REPLICAS), 1, GLOBAL_REPLICAS)
+    for k in ref_w:
+        np.testing.assert_array_equal(w[k], ref_w[k], err_msg=k)
+    assert losses == ref_losses
+
+
+@pytest.mark.parametrize("cfg", [SGD, ADAM], ids=["sgd", "adam"])
+def test_two_processes_equal_one(two_processes, cfg):
+    out, results = two_processes
+    _check_equal(cfg, 2, GLOBAL_REPLICAS // 2, results, out)
+
+
+@pytest.mark.parametrize("cfg", [SGD, ADAM], ids=["sgd", "adam"])
+def test_four_processes_equal_one(four_processes, cfg):
+    out, results = four_processes
+    _check_equal(cfg, 4, GLOBAL_REPLICAS // 4, results, out)
+
+
+def test_automatic_loss_scaling_statistics_are_summed(two_processes):
+    out, results = two_processes
+    _check_equal(ALS, 2, 1, results, out)
+    scales = results[0]["als"]["scales"]
+    # the scale halved at least once: the overflow statistics reached process 0
+    assert any(b < a for a, b in zip([1.0] + scales, scales)), scales
+
+
+def test_mismatched_options_and_a_dead_process(tmp_path):
+    scenarios = [{"name": "mismatch", "kind": "mismatch", "optimizer": "sgd", "samples": 8, "timeout": 30},
+                 {"name": "dead", "kind": "dead", "optimizer": "sgd", "samples": 8, "timeout": 20}]
+    results = launch(scenarios, 2, tmp_path, explicit=True)
+    for rank, res in enumerate(results):
+        msg = res["mismatch"]["error"]
+        assert msg is not None and f"process {rank} of 2" in msg
+        assert "replication_factor: process 0 = 2, process 1 = 1" in msg, msg
+    msg = results[0]["dead"]["error"]
+    assert msg is not None, "process 0 went on without process 1"
+    assert "process 0 of 2: the gradient sum of weight update 2 failed" in msg, msg
+    assert "dead" not in results[1]  # process 1 left before writing its result
+
+
+def test_missing_rendezvous(monkeypatch):
+    """Process 1 of 2 with nobody at the rendezvous: an Error naming it and where."""
+    port = _free_port()
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    cfg = {"optimizer": "sgd", "samples": 8, "timeout": 3}
+    opts = make_options(cfg, 1, (1, 2))
+    from distributed_worker import make_dataset, make_model, make_optimizer
+
+    model = make_model(cfg)
+    trainer = poptorch.trainingModel(model, opts, make_optimizer(cfg, model))
+    x, y = make_dataset(cfg).tensors
+    with pytest.raises(poptorch.Error, match=rf"process 1 of 2: no rendezvous .* at 127\.0\.0\.1:{port} "
+                                             r"within 3 s"):
+        trainer(x[:2], y[:2])
+    assert not torch.distributed.is_initialized()
+
+
+def test_distributed_options_read_torchrun_variables(monkeypatch):
+    for var in ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "3")
+    opts = poptorch.Options()
+    assert (opts.Distributed.processId, opts.Distributed.numProcesses) == (3, 4)
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")  # PopRun's (mpirun's) come first
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    opts = poptorch.Options()
+    assert (opts.Distributed.processId, opts.Distributed.numProcesses) == (1, 2)
+    assert opts.Distributed.setTimeout(2.5).timeout_seconds == 2.5
+    for bad in (0, -1, float("inf"), "10", True):
+        with pytest.raises(poptorch.Error, match="setTimeout"):
+            opts.Distributed.setTimeout(bad)
+
+
+def test_example_under_torchrun(tmp_path):
+    """examples/distributed_train.py as the README runs it, in its tiny mode."""
+    out = tmp_path / "weights.pt"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+           "--master-port", str(_free_port()), os.path.join(ROOT, "examples", "distributed_train.py"),
+           "--tiny", "--save", str(out)]
+    proc = subprocess.run(cmd, env=_env({}), capture_output=True, text=True, timeout=LAUNCH_TIMEOUT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    sums = [line.split()[-1] for line in proc.stdout.splitlines() if "weights checksum" in line]
+    assert len(sums) == 2 and sums[0] == sums[1], proc.stdout
+    assert out.exists()  # saved by process 0 only
+    state = torch.load(out, weights_only=True)
+    assert state and all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point())
