@@ -1,8 +1,9 @@
-"""One process of a multi-process run of tests/test_distributed.py.
+"""The processes of tests/test_distributed.py.
 
-    python distributed_worker.py '<scenarios as JSON>' OUT_DIR
+    python distributed_worker.py '<scenarios as JSON>' OUT_DIR       (one process, under torchrun)
+    python distributed_worker.py --fork '<launches as JSON>'          (forks the processes of each launch)
 
-The process learns its id from torchrun's RANK / WORLD_SIZE (or, for a
+A process learns its id from torchrun's RANK / WORLD_SIZE (or, for a
 scenario with "explicit": true, from PROCESS_ID / NUM_PROCESSES through
 ``Options.Distributed.configureProcessId``), meets the others at
 MASTER_ADDR:MASTER_PORT, runs each scenario and writes OUT_DIR/<rank>.json
@@ -147,9 +148,9 @@ def write_result(out_dir: str, rank: int, results: dict) -> None:
         json.dump(results, f)
 
 
-def main() -> None:
-    scenarios = json.loads(sys.argv[1])
-    out_dir = sys.argv[2]
+def run_process(scenarios: list[dict], out_dir: str) -> None:
+    """This process's part of a launch: its id from torchrun's RANK / WORLD_SIZE,
+    or from PROCESS_ID / NUM_PROCESSES for configureProcessId."""
     if "PROCESS_ID" in os.environ:
         rank, size = int(os.environ["PROCESS_ID"]), int(os.environ["NUM_PROCESSES"])
     else:
@@ -158,6 +159,54 @@ def main() -> None:
     for cfg in scenarios:
         results[cfg["name"]] = run_scenario(cfg, rank, size, out_dir)
         write_result(out_dir, rank, results)
+
+
+def fork_launches(launches: list[dict]) -> int:
+    """Run each launch {"processes", "env" (per process), "scenarios", "out_dir"}
+    in turn: its processes are forked from this one, which has imported torch
+    and compiled once already, so they skip seconds of imports each (a fresh
+    process spends them on torch and torch._dynamo). Each is a real process
+    with its own memory, meeting the others over TCP. Returns the number of
+    processes that failed."""
+    cfg = {"optimizer": "sgd", "samples": 8}
+    model = make_model(cfg)  # warm up: the imports of a first compile
+    trainer = poptorch.trainingModel(model, make_options(cfg, 1, (0, 1)), make_optimizer(cfg, model))
+    x, y = make_dataset(cfg).tensors
+    trainer(x[:2], y[:2])
+    failed = 0
+    for launch in launches:
+        pids = []
+        for env in launch["env"]:
+            sys.stdout.flush()
+            pid = os.fork()
+            if pid == 0:  # the child: never returns into the launcher's code
+                code = 1
+                try:
+                    os.environ.update(env)
+                    run_process(launch["scenarios"], launch["out_dir"])
+                    code = 0
+                except BaseException:
+                    import traceback
+
+                    traceback.print_exc()
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+            pids.append(pid)
+        for pid in pids:
+            _, status = os.waitpid(pid, 0)
+            if os.waitstatus_to_exitcode(status) != 0:
+                print(f"launch {launch['out_dir']}: process {pid} exited with "
+                      f"{os.waitstatus_to_exitcode(status)}", flush=True)
+                failed += 1
+    return failed
+
+
+def main() -> None:
+    if sys.argv[1] == "--fork":
+        sys.exit(fork_launches(json.loads(sys.argv[2])))
+    run_process(json.loads(sys.argv[1]), sys.argv[2])
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from distributed_worker import loader_batches, make_options, train
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 WORKER = os.path.join(HERE, "distributed_worker.py")
-LAUNCH_TIMEOUT = 240  # seconds for a whole launch: generous on a loaded 2-core machine
+LAUNCH_TIMEOUT = 300  # seconds for all the launches: generous on a loaded 2-core machine
 
 SGD = {"name": "sgd", "kind": "train", "optimizer": "sgd", "D": 2, "G": 2, "mb": 2, "steps": 3,
        "samples": 96, "shuffle": True}
@@ -36,6 +37,8 @@ ADAM = {"name": "adam", "kind": "train", "optimizer": "adam", "D": 1, "G": 2, "m
 ALS = {"name": "als", "kind": "train", "optimizer": "sgd", "half": True, "als": True, "R": 1, "D": 1,
        "G": 1, "mb": 2, "steps": 4, "samples": 16, "loud_tail": True}
 GLOBAL_REPLICAS = 4  # P x R in every equal-weights run
+MISMATCH = {"name": "mismatch", "kind": "mismatch", "optimizer": "sgd", "samples": 8, "timeout": 60}
+DEAD = {"name": "dead", "kind": "dead", "optimizer": "sgd", "samples": 8, "timeout": 60}
 
 
 def _free_port() -> int:
@@ -49,36 +52,44 @@ def _env(extra: dict) -> dict:
            if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
                         "MASTER_ADDR", "MASTER_PORT")}
     env["PYTHONPATH"] = os.pathsep.join([ROOT, HERE, env.get("PYTHONPATH", "")])
-    env["OMP_NUM_THREADS"] = "1"
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = "1"  # no thread pools in a process that forks (and 2 cores to share)
     env.update(extra)
     return env
 
 
-def launch(scenarios: list[dict], processes: int, out_dir, explicit: bool = False) -> list[dict]:
-    """Run the worker in `processes` localhost processes; each one's results.
-    explicit: the processes learn their id from configureProcessId (torchrun's
-    RANK / WORLD_SIZE otherwise)."""
-    port = _free_port()
-    procs = []
-    for rank in range(processes):
-        ids = {"PROCESS_ID": str(rank), "NUM_PROCESSES": str(processes)} if explicit else \
-            {"RANK": str(rank), "WORLD_SIZE": str(processes), "LOCAL_RANK": str(rank)}
-        env = _env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), **ids})
-        scen = [dict(s, explicit=explicit) for s in scenarios]
-        procs.append(subprocess.Popen([sys.executable, WORKER, json.dumps(scen), str(out_dir)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    logs = []
+def _run_bounded(cmd: list[str]) -> tuple[int, str]:
+    """Run `cmd` in its own process group, which is killed whole (the processes
+    it started with it) if it outlives LAUNCH_TIMEOUT; its exit code and output."""
+    proc = subprocess.Popen(cmd, env=_env({}), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     try:
-        for p in procs:
-            logs.append(p.communicate(timeout=LAUNCH_TIMEOUT)[0])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for rank, (p, log) in enumerate(zip(procs, logs)):
-        assert p.returncode == 0, f"process {rank} failed ({p.returncode}):\n{log[-3000:]}"
-    return [json.load(open(os.path.join(out_dir, f"{r}.json"))) for r in range(processes)]
+        log = proc.communicate(timeout=LAUNCH_TIMEOUT)[0]
+        return proc.returncode, log
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        log = proc.communicate()[0]
+        pytest.fail(f"{cmd[:4]} did not finish within {LAUNCH_TIMEOUT} s:\n{log[-3000:]}")
+
+
+def launch(launches: list[dict]) -> list[list[dict]]:
+    """Run the launches {"processes", "scenarios", "out_dir", "torchrun"} in one
+    launcher process that forks each launch's processes (see
+    distributed_worker.fork_launches); each launch's per-process results.
+    torchrun: the processes learn their id as under torchrun (RANK,
+    WORLD_SIZE); otherwise through configureProcessId."""
+    plan = []
+    for spec in launches:
+        port, n = _free_port(), spec["processes"]
+        ids = [{"RANK": str(r), "WORLD_SIZE": str(n), "LOCAL_RANK": str(r)} if spec["torchrun"] else
+               {"PROCESS_ID": str(r), "NUM_PROCESSES": str(n)} for r in range(n)]
+        plan.append({"out_dir": str(spec["out_dir"]),
+                     "scenarios": [dict(s, explicit=not spec["torchrun"]) for s in spec["scenarios"]],
+                     "env": [{"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), **i} for i in ids]})
+    code, log = _run_bounded([sys.executable, WORKER, "--fork", json.dumps(plan)])
+    assert code == 0, f"{code} process(es) failed:\n{log[-4000:]}"
+    return [[json.load(open(os.path.join(spec["out_dir"], f"{r}.json"))) for r in range(spec["processes"])]
+            for spec in launches]
 
 
 def reference(cfg: dict, processes: int, replicas: int):
@@ -121,17 +132,27 @@ def _check_equal(cfg, processes, replicas, results, out_dir):
 
 
 @pytest.fixture(scope="module")
-def two_processes(tmp_path_factory):
-    """torchrun-style: RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT."""
-    out = tmp_path_factory.mktemp("p2")
-    return out, launch([dict(SGD, R=2), dict(ADAM, R=2), ALS], 2, out)
+def launches(tmp_path_factory):
+    """Two processes as torchrun starts them (RANK / WORLD_SIZE): the
+    equal-weights runs, then mismatched options, then process 1 leaves; four
+    processes told their id with configureProcessId(id, 4)."""
+    two, four = tmp_path_factory.mktemp("p2"), tmp_path_factory.mktemp("p4")
+    res2, res4 = launch([
+        {"processes": 2, "out_dir": two, "torchrun": True,
+         "scenarios": [dict(SGD, R=2), dict(ADAM, R=2), ALS, MISMATCH, DEAD]},
+        {"processes": 4, "out_dir": four, "torchrun": False,
+         "scenarios": [dict(SGD, R=1), dict(ADAM, R=1)]}])
+    return {2: (two, res2), 4: (four, res4)}
 
 
 @pytest.fixture(scope="module")
-def four_processes(tmp_path_factory):
-    """Options.Distributed.configureProcessId(id, 4) in each process."""
-    out = tmp_path_factory.mktemp("p4")
-    return out, launch([dict(SGD, R=1), dict(ADAM, R=1)], 4, out, explicit=True)
+def two_processes(launches):
+    return launches[2]
+
+
+@pytest.fixture(scope="module")
+def four_processes(launches):
+    return launches[4]
 
 
 @pytest.mark.parametrize("cfg", [SGD, ADAM], ids=["sgd", "adam"])
@@ -165,17 +186,21 @@ def test_automatic_loss_scaling_statistics_are_summed(two_processes):
     assert any(b < a for a, b in zip([1.0] + scales, scales)), scales
 
 
-def test_mismatched_options_and_a_dead_process(tmp_path):
-    scenarios = [{"name": "mismatch", "kind": "mismatch", "optimizer": "sgd", "samples": 8, "timeout": 30},
-                 {"name": "dead", "kind": "dead", "optimizer": "sgd", "samples": 8, "timeout": 20}]
-    results = launch(scenarios, 2, tmp_path, explicit=True)
+def test_mismatched_options(two_processes):
+    _, results = two_processes
     for rank, res in enumerate(results):
         msg = res["mismatch"]["error"]
-        assert msg is not None and f"process {rank} of 2" in msg
-        assert "replication_factor: process 0 = 2, process 1 = 1" in msg, msg
+        assert msg is not None and msg.startswith(f"process {rank} of 2: the processes were given different")
+        # the differing values, and only those
+        assert msg.endswith("replication_factor: process 0 = 2, process 1 = 1"), msg
+
+
+def test_a_dead_process_makes_the_others_fail(two_processes):
+    _, results = two_processes
     msg = results[0]["dead"]["error"]
     assert msg is not None, "process 0 went on without process 1"
-    assert "process 0 of 2: the gradient sum of weight update 2 failed" in msg, msg
+    assert msg.startswith("process 0 of 2: the gradient sum of weight update 2 failed: another process "
+                          "exited"), msg
     assert "dead" not in results[1]  # process 1 left before writing its result
 
 
@@ -184,7 +209,7 @@ def test_missing_rendezvous(monkeypatch):
     port = _free_port()
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(port))
-    cfg = {"optimizer": "sgd", "samples": 8, "timeout": 3}
+    cfg = {"optimizer": "sgd", "samples": 8, "timeout": 2}
     opts = make_options(cfg, 1, (1, 2))
     from distributed_worker import make_dataset, make_model, make_optimizer
 
@@ -192,7 +217,7 @@ def test_missing_rendezvous(monkeypatch):
     trainer = poptorch.trainingModel(model, opts, make_optimizer(cfg, model))
     x, y = make_dataset(cfg).tensors
     with pytest.raises(poptorch.Error, match=rf"process 1 of 2: no rendezvous .* at 127\.0\.0\.1:{port} "
-                                             r"within 3 s"):
+                                             r"within 2 s"):
         trainer(x[:2], y[:2])
     assert not torch.distributed.is_initialized()
 
@@ -220,10 +245,10 @@ def test_example_under_torchrun(tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
            "--master-port", str(_free_port()), os.path.join(ROOT, "examples", "distributed_train.py"),
            "--tiny", "--save", str(out)]
-    proc = subprocess.run(cmd, env=_env({}), capture_output=True, text=True, timeout=LAUNCH_TIMEOUT)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    sums = [line.split()[-1] for line in proc.stdout.splitlines() if "weights checksum" in line]
-    assert len(sums) == 2 and sums[0] == sums[1], proc.stdout
+    code, log = _run_bounded(cmd)
+    assert code == 0, log[-4000:]
+    sums = [line.split()[-1] for line in log.splitlines() if "weights checksum" in line]
+    assert len(sums) == 2 and sums[0] == sums[1], log
     assert out.exists()  # saved by process 0 only
     state = torch.load(out, weights_only=True)
     assert state and all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point())

@@ -63,7 +63,9 @@ from tilefx.errors import Error
 
 log = logging.getLogger("tilefx")
 
-_rendezvous: str | None = None  # where the group tilefx made met (for messages)
+# where the group tilefx made met, and its timeout (for messages)
+_rendezvous: str | None = None
+_timeout: float | None = None
 
 #: torchrun's defaults, used when MASTER_ADDR / MASTER_PORT are unset
 DEFAULT_ADDR = "127.0.0.1"
@@ -94,8 +96,9 @@ class ProcessGroup:
         d = options.Distributed
         self.rank: int = d.process_id
         self.size: int = d.num_processes
-        self.timeout: float = d.timeout_seconds
-        self.rendezvous = _join(options, self.rank, self.size, self.timeout)
+        self.rendezvous = _join(options, self.rank, self.size, d.timeout_seconds)
+        # a collective waits as long as the group was told when it was made
+        self.timeout: float = _timeout if _timeout is not None else d.timeout_seconds
 
     # -- the collectives -------------------------------------------------
     def check_same(self, values: dict[str, str]) -> None:
@@ -197,7 +200,7 @@ class ProcessGroup:
 def _join(options, rank: int, size: int, timeout: float) -> str:
     """Join torch.distributed's default process group (or check the one the user
     made); returns where the rendezvous is, for messages."""
-    global _rendezvous
+    global _rendezvous, _timeout
     dist = _dist()
     if dist.is_initialized():
         world, own = dist.get_world_size(), dist.get_rank()
@@ -236,7 +239,7 @@ def _join(options, rank: int, size: int, timeout: float) -> str:
                     f"{size} processes (torchrun --nproc-per-node {size} ..., or one "
                     f"configureProcessId(id, {size}) each) with the same MASTER_ADDR and MASTER_PORT. "
                     f"({type(e).__name__}: {_short(str(e), 300)})") from None
-    _rendezvous = where
+    _rendezvous, _timeout = where, timeout
     atexit.register(_leave)
     return where
 
@@ -259,7 +262,8 @@ def join_training_model(ex, input_shapes: list[tuple], input_dtypes: list) -> Pr
     values["model.inputs"] = str([(tuple(s), str(d)) for s, d in zip(input_shapes, input_dtypes)])
     values["model.parameters"] = str([(n, w.shape, str(w.dtype)) for n, w in ex._weights.items()])
     values["model.buffers"] = str([(n, np.shape(b)) for n, b in ex._device_buffers.items()])
-    values["optimizer"] = repr(ex._opt_cfg)
+    # the optimizer by its hyper-parameters (grad_scale follows from the options)
+    _flatten("optimizer", {k: v for k, v in ex._opt_cfg.items() if k != "grad_scale"}, values)
     group.check_same(values)
     homes = {"w": ex._weights, "b": ex._device_buffers, "s": ex._opt_state}
     start = group.broadcast_arrays({f"{kind}/{name}": value for kind, home in homes.items()
@@ -291,6 +295,19 @@ def describe_options(options) -> dict[str, str]:
 
     walk("", options.toDict())
     return out
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
+    """Nested dicts and lists as one text value per leaf, keyed by its path, so
+    that a message names the one value that differs."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}", v, out)
+    elif isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in value):
+        for i, v in enumerate(value):
+            _flatten(f"{prefix}[{i}]", v, out)
+    else:
+        out[prefix] = repr(value)
 
 
 def _short(text: str, limit: int = 120) -> str:
