@@ -126,6 +126,22 @@ def run_scenario(cfg: dict, rank: int, size: int, out_dir: str) -> dict:
             result["error"] = None
         except poptorch.Error as e:
             result["error"] = str(e)
+    elif kind == "diverge":  # process 1 changes its learning rate alone after the compile
+        opts = make_options(cfg, 1, explicit)
+        model = make_model(cfg)
+        optimizer = make_optimizer(cfg, model)
+        trainer = poptorch.trainingModel(model, opts, optimizer)
+        x, y = make_dataset(cfg).tensors
+        trainer(x[:2], y[:2])
+        if rank == 1:
+            for group in optimizer.param_groups:
+                group["lr"] = 0.1
+            trainer.setOptimizer(optimizer)
+        try:
+            trainer(x[2:4], y[2:4])
+            result["error"] = None
+        except poptorch.Error as e:
+            result["error"] = str(e)
     elif kind == "dead":  # process 1 leaves after the first step; the others go on
         opts = make_options(cfg, 1, explicit)
         model = make_model(cfg)

@@ -38,6 +38,7 @@ ALS = {"name": "als", "kind": "train", "optimizer": "sgd", "half": True, "als": 
        "G": 1, "mb": 2, "steps": 4, "samples": 16, "loud_tail": True}
 GLOBAL_REPLICAS = 4  # P x R in every equal-weights run
 MISMATCH = {"name": "mismatch", "kind": "mismatch", "optimizer": "sgd", "samples": 8, "timeout": 60}
+DIVERGE = {"name": "diverge", "kind": "diverge", "optimizer": "sgd", "samples": 8, "timeout": 60}
 DEAD = {"name": "dead", "kind": "dead", "optimizer": "sgd", "samples": 8, "timeout": 60}
 
 
@@ -139,7 +140,7 @@ def launches(tmp_path_factory):
     two, four = tmp_path_factory.mktemp("p2"), tmp_path_factory.mktemp("p4")
     res2, res4 = launch([
         {"processes": 2, "out_dir": two, "torchrun": True,
-         "scenarios": [dict(SGD, R=2), dict(ADAM, R=2), ALS, MISMATCH, DEAD]},
+         "scenarios": [dict(SGD, R=2), dict(ADAM, R=2), ALS, MISMATCH, DIVERGE, DEAD]},
         {"processes": 4, "out_dir": four, "torchrun": False,
          "scenarios": [dict(SGD, R=1), dict(ADAM, R=1)]}])
     return {2: (two, res2), 4: (four, res4)}
@@ -195,12 +196,21 @@ def test_mismatched_options(two_processes):
         assert msg.endswith("replication_factor: process 0 = 2, process 1 = 1"), msg
 
 
+def test_processes_out_of_step(two_processes):
+    """setOptimizer in one process only: the next call fails on both."""
+    _, results = two_processes
+    for rank, res in enumerate(results):
+        msg = res["diverge"]["error"]
+        assert msg is not None and msg.startswith(f"process {rank} of 2: the processes are out of step"), msg
+        assert msg.endswith("optimizer lr/0: process 0 = 0.05, process 1 = 0.1"), msg
+
+
 def test_a_dead_process_makes_the_others_fail(two_processes):
     _, results = two_processes
     msg = results[0]["dead"]["error"]
     assert msg is not None, "process 0 went on without process 1"
-    assert msg.startswith("process 0 of 2: the gradient sum of weight update 2 failed: another process "
-                          "exited"), msg
+    assert msg.startswith("process 0 of 2: the training call before weight update 2 failed: another "
+                          "process exited"), msg
     assert "dead" not in results[1]  # process 1 left before writing its result
 
 

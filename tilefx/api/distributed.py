@@ -26,6 +26,9 @@ What travels between processes, and when:
   weights, buffers and optimizer state are broadcast (as
   ``DistributedDataParallel`` does at construction; PopRun users did it by
   hand with Horovod), so every process starts from the same point;
+* at every training call: an all-gather of a hash of the step count and
+  the optimizer's runtime values (setOptimizer), so processes out of step
+  fail at once, naming what differs;
 * at every weight update: the gradient accumulators, summed in the global
   replica order (``ProcessGroup.ordered_sum``: a chain of sends and a
   broadcast, so P processes of R replicas give the bits of one process of
@@ -79,6 +82,12 @@ _PER_PROCESS_OPTIONS = frozenset({
 })
 
 
+_OPTIONS_DIFFER = ("the processes were given different options or programs (every process must compile "
+                   "the same training model with the same options; found when the model was compiled)")
+_STEPS_DIFFER = ("the processes are out of step (every process must make the same training calls, "
+                 "with the same setOptimizer values; found at the start of a training call)")
+
+
 def _dist():
     import torch.distributed as dist
 
@@ -101,12 +110,13 @@ class ProcessGroup:
         self.timeout: float = _timeout if _timeout is not None else d.timeout_seconds
 
     # -- the collectives -------------------------------------------------
-    def check_same(self, values: dict[str, str]) -> None:
+    def check_same(self, values: dict[str, str], problem: str = _OPTIONS_DIFFER,
+                   what: str = "the check that all processes compiled the same") -> None:
         """Raise an Error on every process unless all of them pass equal `values`
         (option and program values as text), naming those that differ."""
         text = json.dumps(values, sort_keys=True).encode()
         digest = torch.frombuffer(bytearray(hashlib.sha256(text).digest()), dtype=torch.uint8)
-        digests = self._all_gather(digest, "the check that all processes use the same options")
+        digests = self._all_gather(digest, what)
         if all(torch.equal(d, digests[0]) for d in digests):
             return
         length = torch.tensor([len(text)], dtype=torch.int64)
@@ -120,9 +130,16 @@ class ProcessGroup:
             seen = [v.get(key, "<unset>") for v in each]
             if len(set(seen)) > 1:
                 differ.append(f"{key}: " + ", ".join(f"process {p} = {_short(s)}" for p, s in enumerate(seen)))
-        raise Error(f"process {self.rank} of {self.size}: the processes were given different options "
-                    f"or programs (every process must compile the same training model with the same "
-                    f"options; found when the model was compiled): " + "; ".join(differ))
+        raise Error(f"process {self.rank} of {self.size}: {problem}: " + "; ".join(differ))
+
+    def check_in_step(self, step: int, hypers: dict[str, Any], loss_scale: float) -> None:
+        """At each training call: every process has made the same number of
+        weight updates and uses the same optimizer values (setOptimizer may
+        change them after the compile). One all-gather of a hash."""
+        values = {"weight updates so far": str(step), "loss scale": repr(float(loss_scale))}
+        # each value as its own type prints it (float32: its shortest text, 0.05)
+        values.update({f"optimizer {k}": str(np.asarray(v)[()]) for k, v in hypers.items()})
+        self.check_same(values, _STEPS_DIFFER, f"the training call before weight update {step + 1}")
 
     def ordered_sum(self, replicas: list[dict[str, np.ndarray]], what: str) -> dict[str, np.ndarray]:
         """Every replica's arrays of every process summed one replica at a time in

@@ -477,7 +477,8 @@ class PoplarExecutor:
         profile_dir = _profile_dir(self._options)
         if profile_dir:
             self._profile.write(_executor_profile_dir(self, profile_dir))
-        if self._training and self._options.Distributed.num_processes > 1:
+        if self._training and self._options.Distributed.num_processes > 1 and \
+                not self._options.offline_ipu_target:  # (an offline target never runs)
             self._join_processes(input_shapes, input_dtypes)
 
     def _join_processes(self, input_shapes: list[tuple], input_dtypes: list[np.dtype]) -> None:
@@ -684,6 +685,8 @@ class PoplarExecutor:
         # broadcastBuffers (default): every replica starts from the host's buffers;
         # broadcastBuffers(False): each replica keeps its own from call to call
         own = getattr(self, "_replica_buffers", None)
+        if self._dist is not None:  # the other processes are at the same step, with the same values
+            self._dist.check_in_step(self._step, self._hypers, self.loss_scale)
         if self._options.broadcast_buffers or own is None or len(own) != R:
             buffers = [dict(self._device_buffers) for _ in range(R)]
         else:
