@@ -201,7 +201,7 @@ def fork_launches(launches: list[dict]) -> int:
                     os.environ.update(env)
                     run_process(launch["scenarios"], launch["out_dir"])
                     code = 0
-                except BaseException:
+                except BaseException:  # noqa: BLE001 (a fork must never return into the launcher)
                     import traceback
 
                     traceback.print_exc()

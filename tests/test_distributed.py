@@ -2,13 +2,16 @@
 processes on torch.distributed (gloo), compared with one process holding
 all the replicas.
 
-Each launch runs every scenario it can in one set of processes (a process
-spends seconds importing torch); each process is bounded by a timeout, so a
-hang fails the test instead of the suite.
+A fresh process spends seconds importing torch, so the equal-weights and
+bad-input runs share one launcher that imports and compiles once, then forks
+the processes of each launch (tests/distributed_worker.py); the example runs
+under torchrun itself. Every launch is bounded by a timeout that kills its
+whole process group, so a hang fails a test instead of the suite.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -19,9 +22,9 @@ import sys
 import numpy as np
 import pytest
 import torch
+from distributed_worker import loader_batches, make_options, train
 
 import tilefx as poptorch
-from distributed_worker import loader_batches, make_options, train
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -89,8 +92,15 @@ def launch(launches: list[dict]) -> list[list[dict]]:
                      "env": [{"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), **i} for i in ids]})
     code, log = _run_bounded([sys.executable, WORKER, "--fork", json.dumps(plan)])
     assert code == 0, f"{code} process(es) failed:\n{log[-4000:]}"
-    return [[json.load(open(os.path.join(spec["out_dir"], f"{r}.json"))) for r in range(spec["processes"])]
-            for spec in launches]
+    return [_results(spec) for spec in launches]
+
+
+def _results(spec: dict) -> list[dict]:
+    out = []
+    for rank in range(spec["processes"]):
+        with open(os.path.join(spec["out_dir"], f"{rank}.json")) as f:
+            out.append(json.load(f))
+    return out
 
 
 def reference(cfg: dict, processes: int, replicas: int):
@@ -135,14 +145,29 @@ def _check_equal(cfg, processes, replicas, results, out_dir):
 @pytest.fixture(scope="module")
 def launches(tmp_path_factory):
     """Two processes as torchrun starts them (RANK / WORLD_SIZE): the
-    equal-weights runs, then mismatched options, then process 1 leaves; four
-    processes told their id with configureProcessId(id, 4)."""
-    two, four = tmp_path_factory.mktemp("p2"), tmp_path_factory.mktemp("p4")
-    res2, res4 = launch([
-        {"processes": 2, "out_dir": two, "torchrun": True,
-         "scenarios": [dict(SGD, R=2), dict(ADAM, R=2), ALS, MISMATCH, DIVERGE, DEAD]},
-        {"processes": 4, "out_dir": four, "torchrun": False,
-         "scenarios": [dict(SGD, R=1), dict(ADAM, R=1)]}])
+    equal-weights runs, then mismatched options, then processes out of step,
+    then process 1 leaves; four processes told their id with
+    configureProcessId(id, 4).
+
+    Under pytest-xdist the workers share one run: the first to get here
+    launches, under a file lock in the directory they share, the other reads
+    its results."""
+    shared = os.environ.get("PYTEST_XDIST_WORKER") is not None
+    root = tmp_path_factory.getbasetemp().parent if shared else tmp_path_factory.mktemp("launches")
+    two, four = root / "distributed-p2", root / "distributed-p4"
+    specs = [{"processes": 2, "out_dir": two, "torchrun": True,
+              "scenarios": [dict(SGD, R=2), dict(ADAM, R=2), ALS, MISMATCH, DIVERGE, DEAD]},
+             {"processes": 4, "out_dir": four, "torchrun": False,
+              "scenarios": [dict(SGD, R=1), dict(ADAM, R=1)]}]
+    with open(root / "distributed.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = root / "distributed.done"
+        if not done.exists():
+            two.mkdir(exist_ok=True)
+            four.mkdir(exist_ok=True)
+            launch(specs)
+            done.touch()
+    res2, res4 = [_results(spec) for spec in specs]
     return {2: (two, res2), 4: (four, res4)}
 
 
