@@ -257,6 +257,33 @@ def test_missing_rendezvous(monkeypatch):
     assert not torch.distributed.is_initialized()
 
 
+def test_process_group_made_by_the_program(monkeypatch):
+    """disableProcessGroupsSetup(): the program's own group, which must exist and
+    match Options.Distributed."""
+    from distributed_worker import make_dataset, make_model, make_optimizer
+
+    cfg = {"optimizer": "sgd", "samples": 8, "timeout": 5}
+    x, y = make_dataset(cfg).tensors
+
+    def trainer(process):
+        opts = make_options(cfg, 1, process)
+        opts.Distributed.disableProcessGroupsSetup()
+        model = make_model(cfg)
+        return poptorch.trainingModel(model, opts, make_optimizer(cfg, model))
+
+    with pytest.raises(poptorch.Error, match=r"process 0 of 2: Options.Distributed.disableProcessGroupsSetup"
+                                             r"\(\) was called but torch.distributed is not initialised"):
+        trainer((0, 2))(x[:2], y[:2])
+    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0,
+                                         world_size=1)
+    try:
+        with pytest.raises(poptorch.Error, match=r"process 1 of 2 \(Options.Distributed\): torch.distributed "
+                                                 r"is already initialised as rank 0 of 1"):
+            trainer((1, 2))(x[:2], y[:2])
+    finally:
+        torch.distributed.destroy_process_group()
+
+
 def test_distributed_options_read_torchrun_variables(monkeypatch):
     for var in ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"):
         monkeypatch.delenv(var, raising=False)
