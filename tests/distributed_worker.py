@@ -137,11 +137,15 @@ def run_scenario(cfg: dict, rank: int, size: int, out_dir: str) -> dict:
             for group in optimizer.param_groups:
                 group["lr"] = 0.1
             trainer.setOptimizer(optimizer)
-        try:
-            trainer(x[2:4], y[2:4])
-            result["error"] = None
-        except poptorch.Error as e:
-            result["error"] = str(e)
+        result["error"] = _error_of(trainer, x[2:4], y[2:4])
+        if rank == 1:  # back in step, but process 1 loads other weights alone
+            for group in optimizer.param_groups:
+                group["lr"] = 0.05
+            trainer.setOptimizer(optimizer)
+            with torch.no_grad():
+                model.fc1.weight.add_(1.0)
+            trainer.copyWeightsToDevice()
+        result["weights_error"] = _error_of(trainer, x[2:4], y[2:4])
     elif kind == "dead":  # process 1 leaves after the first step; the others go on
         opts = make_options(cfg, 1, explicit)
         model = make_model(cfg)
@@ -157,6 +161,14 @@ def run_scenario(cfg: dict, rank: int, size: int, out_dir: str) -> dict:
         except poptorch.Error as e:
             result["error"] = str(e)
     return result
+
+
+def _error_of(trainer, *args) -> str | None:
+    try:
+        trainer(*args)
+    except poptorch.Error as e:
+        return str(e)
+    return None
 
 
 def write_result(out_dir: str, rank: int, results: dict) -> None:

@@ -222,12 +222,16 @@ def test_mismatched_options(two_processes):
 
 
 def test_processes_out_of_step(two_processes):
-    """setOptimizer in one process only: the next call fails on both."""
+    """setOptimizer, or new weights, in one process only: the next call fails on both."""
     _, results = two_processes
     for rank, res in enumerate(results):
         msg = res["diverge"]["error"]
         assert msg is not None and msg.startswith(f"process {rank} of 2: the processes are out of step"), msg
         assert msg.endswith("optimizer lr/0: process 0 = 0.05, process 1 = 0.1"), msg
+        # process 1 alone changed its model's weights: copied to its device at its next call
+        msg = res["diverge"]["weights_error"]
+        assert msg is not None and msg.startswith(f"process {rank} of 2: the processes are out of step"), msg
+        assert "weights (copyWeightsToDevice): process 0 = sha256 " in msg and "optimizer" not in msg, msg
 
 
 def test_a_dead_process_makes_the_others_fail(two_processes):

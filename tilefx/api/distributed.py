@@ -27,8 +27,9 @@ What travels between processes, and when:
   ``DistributedDataParallel`` does at construction; PopRun users did it by
   hand with Horovod), so every process starts from the same point;
 * at every training call: an all-gather of a hash of the step count and
-  the optimizer's runtime values (setOptimizer), so processes out of step
-  fail at once, naming what differs;
+  the optimizer's runtime values (setOptimizer) and, after a process copied
+  weights from its host, of the weights, so processes out of step fail at
+  once, naming what differs;
 * at every weight update: the gradient accumulators, summed in the global
   replica order (``ProcessGroup.ordered_sum``: a chain of sends and a
   broadcast, so P processes of R replicas give the bits of one process of
@@ -85,8 +86,9 @@ _PER_PROCESS_OPTIONS = frozenset({
 
 _OPTIONS_DIFFER = ("the processes were given different options or programs (every process must compile "
                    "the same training model with the same options; found when the model was compiled)")
-_STEPS_DIFFER = ("the processes are out of step (every process must make the same training calls, "
-                 "with the same setOptimizer values; found at the start of a training call)")
+_STEPS_DIFFER = ("the processes are out of step (every process must make the same training calls with "
+                 "the same setOptimizer values and, after copyWeightsToDevice, the same weights; found at "
+                 "the start of a training call)")
 
 
 def _dist():
@@ -109,6 +111,7 @@ class ProcessGroup:
         self.rendezvous = _join(options, self.rank, self.size, d.timeout_seconds)
         # a collective waits as long as the group was told when it was made
         self.timeout: float = _timeout if _timeout is not None else d.timeout_seconds
+        self.weights_reloaded = False  # set by copyWeightsToDevice: compare at the next call
 
     # -- the collectives -------------------------------------------------
     def check_same(self, values: dict[str, str], problem: str = _OPTIONS_DIFFER,
@@ -133,14 +136,27 @@ class ProcessGroup:
                 differ.append(f"{key}: " + ", ".join(f"process {p} = {_short(s)}" for p, s in enumerate(seen)))
         raise Error(f"process {self.rank} of {self.size}: {problem}: " + "; ".join(differ))
 
-    def check_in_step(self, step: int, hypers: dict[str, Any], loss_scale: float) -> None:
+    def check_in_step(self, step: int, hypers: dict[str, Any], loss_scale: float,
+                      weights: dict[str, np.ndarray]) -> None:
         """At each training call: every process has made the same number of
         weight updates and uses the same optimizer values (setOptimizer may
-        change them after the compile). One all-gather of a hash."""
+        change them after the compile); after any process copied weights from
+        its host (copyWeightsToDevice, explicit or the implicit one after
+        another executor of the model wrote them), the weights too. One all-gather of a flag and
+        one of a hash."""
+        what = f"the training call before weight update {step + 1}"
         values = {"weight updates so far": str(step), "loss scale": repr(float(loss_scale))}
         # each value as its own type prints it (float32: its shortest text, 0.05)
         values.update({f"optimizer {k}": str(np.asarray(v)[()]) for k, v in hypers.items()})
-        self.check_same(values, _STEPS_DIFFER, f"the training call before weight update {step + 1}")
+        flags = self._all_gather(torch.tensor([int(self.weights_reloaded)]), what)
+        self.weights_reloaded = False
+        if any(int(f.item()) for f in flags):
+            h = hashlib.sha256()
+            for name, w in weights.items():
+                h.update(name.encode())
+                h.update(np.ascontiguousarray(w).tobytes())
+            values["weights (copyWeightsToDevice)"] = "sha256 " + h.hexdigest()[:16]
+        self.check_same(values, _STEPS_DIFFER, what)
 
     def ordered_sum(self, replicas: list[dict[str, np.ndarray]], what: str) -> dict[str, np.ndarray]:
         """Every replica's arrays of every process summed one replica at a time in

@@ -248,6 +248,8 @@ class PoplarExecutor:
                 self._weights[n] = _to_np(named_p[n])
             for n in self._program.traced.buffers:
                 self._device_buffers[n] = _to_np(named_b[n])
+            if self._dist is not None:  # the processes compare their weights at the next call
+                self._dist.weights_reloaded = True
         self._host_version = _HostVersion.latest(self._host_tensors())
 
     def copyWeightsToHost(self) -> None:
@@ -686,7 +688,7 @@ class PoplarExecutor:
         # broadcastBuffers(False): each replica keeps its own from call to call
         own = getattr(self, "_replica_buffers", None)
         if self._dist is not None:  # the other processes are at the same step, with the same values
-            self._dist.check_in_step(self._step, self._hypers, self.loss_scale)
+            self._dist.check_in_step(self._step, self._hypers, self.loss_scale, self._weights)
         if self._options.broadcast_buffers or own is None or len(own) != R:
             buffers = [dict(self._device_buffers) for _ in range(R)]
         else:
