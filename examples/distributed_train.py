@@ -7,8 +7,8 @@ Each process drives `--replicas` simulated replicas of its own (PopRun's
 convention: `replicationFactor` counts this process's replicas, so two
 processes of two replicas give a global replication of 4). torchrun's
 RANK / WORLD_SIZE become `Options.Distributed` (without torchrun:
-`opts.Distributed.configureProcessId(rank, count)` and MASTER_ADDR /
-MASTER_PORT), the `DataLoader` gives each process its own shard of the
+`opts.Distributed.configureProcessId(rank, count)`, with MASTER_ADDR /
+MASTER_PORT set in every process), the `DataLoader` gives each process its own shard of the
 data, and at each weight update the processes sum their gradients with
 torch.distributed (gloo). After `copyWeightsToHost` every process holds the
 same weights, so process 0 alone saves them. See docs/distributed.md.

@@ -244,20 +244,36 @@ def test_a_dead_process_makes_the_others_fail(two_processes):
 
 
 def test_missing_rendezvous(monkeypatch):
-    """Process 1 of 2 with nobody at the rendezvous: an Error naming it and where."""
-    port = _free_port()
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(port))
-    cfg = {"optimizer": "sgd", "samples": 8, "timeout": 2}
-    opts = make_options(cfg, 1, (1, 2))
+    """No MASTER_ADDR / MASTER_PORT: an Error at once naming them; a rendezvous
+    nobody else comes to: an Error after the timeout naming the process and where."""
     from distributed_worker import make_dataset, make_model, make_optimizer
 
-    model = make_model(cfg)
-    trainer = poptorch.trainingModel(model, opts, make_optimizer(cfg, model))
+    cfg = {"optimizer": "sgd", "samples": 8, "timeout": 2}
     x, y = make_dataset(cfg).tensors
-    with pytest.raises(poptorch.Error, match=rf"process 1 of 2: no rendezvous .* at 127\.0\.0\.1:{port} "
-                                             r"within 2 s"):
+
+    def call(process, again=False):
+        model = make_model(cfg)
+        trainer = poptorch.trainingModel(model, make_options(cfg, 1, process), make_optimizer(cfg, model))
+        if again:
+            with pytest.raises(poptorch.Error):
+                trainer(x[:2], y[:2])
+            assert not trainer.isCompiled()  # the next call tries again: it never trains alone
         trainer(x[:2], y[:2])
+
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    with pytest.raises(poptorch.Error, match=r"process 0 of 3: no rendezvous: MASTER_ADDR=<unset> and "
+                                             r"MASTER_PORT=29500; every process needs both"):
+        call((0, 3), again=True)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "http")
+    with pytest.raises(poptorch.Error, match=r"process 0 of 3: no rendezvous: MASTER_PORT='http' is not"):
+        call((0, 3))
+    port = _free_port()
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    with pytest.raises(poptorch.Error, match=rf"process 1 of 2: no rendezvous with the other 1 process\(es\) "
+                                             rf"at 127\.0\.0\.1:{port} within 2 s"):
+        call((1, 2))
     assert not torch.distributed.is_initialized()
 
 

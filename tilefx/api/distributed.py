@@ -72,10 +72,6 @@ log = logging.getLogger("tilefx")
 _rendezvous: str | None = None
 _timeout: float | None = None
 
-#: torchrun's defaults, used when MASTER_ADDR / MASTER_PORT are unset
-DEFAULT_ADDR = "127.0.0.1"
-DEFAULT_PORT = 29500
-
 # Options that may differ between processes: where each writes its logs and
 # reports, and the process's own id.
 _PER_PROCESS_OPTIONS = frozenset({
@@ -248,24 +244,25 @@ def _join(options, rank: int, size: int, timeout: float) -> str:
                     "called but torch.distributed is not initialised: call "
                     "torch.distributed.init_process_group('gloo', ...) before the first training "
                     "call, or let tilefx do it")
-    addr = os.environ.get("MASTER_ADDR")
-    port_text = os.environ.get("MASTER_PORT")
-    from_env = bool(addr) and bool(port_text)
-    addr = addr or DEFAULT_ADDR
-    port_text = port_text or str(DEFAULT_PORT)
+    addr = os.environ.get("MASTER_ADDR", "")
+    port_text = os.environ.get("MASTER_PORT", "")
+    if not addr or not port_text:
+        raise Error(f"process {rank} of {size}: no rendezvous: MASTER_ADDR={addr or '<unset>'} and "
+                    f"MASTER_PORT={port_text or '<unset>'}; every process needs both, the address and a "
+                    f"free port of the host of process 0 (torchrun sets them; by hand on one machine, "
+                    f"e.g. MASTER_ADDR=127.0.0.1 MASTER_PORT=29500)")
     try:
         port = int(port_text)
     except ValueError:
         port = -1
     if not 0 < port < 65536:
-        raise Error(f"process {rank} of {size}: MASTER_PORT={port_text!r} is not a TCP port (1-65535)")
-    where = f"{addr}:{port}" + ("" if from_env else " (the default: MASTER_ADDR / MASTER_PORT unset)")
-    host = f"[{addr}]" if ":" in addr else addr
-    # env:// under torchrun: its agent already serves the store at MASTER_PORT
-    init = "env://" if from_env else f"tcp://{host}:{port}"
+        raise Error(f"process {rank} of {size}: no rendezvous: MASTER_PORT={port_text!r} is not a TCP "
+                    "port (1-65535)")
+    where = f"{addr}:{port}"
     log.info("process %d of %d: joining the process group at %s", rank, size, where)
     try:
-        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=size,
+        # env:// (MASTER_ADDR / MASTER_PORT): under torchrun, its agent already serves the store
+        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=size,
                                 timeout=datetime.timedelta(seconds=timeout))
     except (RuntimeError, ValueError, OSError, TimeoutError) as e:
         raise Error(f"process {rank} of {size}: no rendezvous with the other {size - 1} process(es) at "

@@ -488,7 +488,11 @@ class PoplarExecutor:
         process 0's weights, buffers and optimizer state (docs/distributed.md)."""
         from tilefx.api import distributed
 
-        self._dist = distributed.join_training_model(self, input_shapes, input_dtypes)
+        try:
+            self._dist = distributed.join_training_model(self, input_shapes, input_dtypes)
+        except Error:
+            self._program = None  # not compiled: never run alone, without the others
+            raise
         self._write_back()
 
     def _make_profile(self, program: _Program) -> Profile:
