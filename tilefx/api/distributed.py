@@ -104,7 +104,7 @@ class ProcessGroup:
         d = options.Distributed
         self.rank: int = d.process_id
         self.size: int = d.num_processes
-        self.rendezvous = _join(options, self.rank, self.size, d.timeout_seconds)
+        self.rendezvous = rendezvous(options)
         # a collective waits as long as the group was told when it was made
         self.timeout: float = _timeout if _timeout is not None else d.timeout_seconds
         self.weights_reloaded = False  # set by copyWeightsToDevice: compare at the next call
@@ -227,10 +227,13 @@ class ProcessGroup:
                         f"{_short(str(e), 300)})") from None
 
 
-def _join(options, rank: int, size: int, timeout: float) -> str:
-    """Join torch.distributed's default process group (or check the one the user
-    made); returns where the rendezvous is, for messages."""
+def rendezvous(options) -> str:
+    """Join torch.distributed's default process group (or check the one the
+    program made) as `options.Distributed` says; returns where the processes
+    met, for messages. Once joined, a later call only checks."""
     global _rendezvous, _timeout
+    d = options.Distributed
+    rank, size, timeout = d.process_id, d.num_processes, d.timeout_seconds
     dist = _dist()
     if dist.is_initialized():
         world, own = dist.get_world_size(), dist.get_rank()

@@ -369,6 +369,10 @@ class PoplarExecutor:
 
         start = time.perf_counter()
         self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
+        if self._joins_processes():  # meet the others first: a bad rendezvous fails before tracing
+            from tilefx.api import distributed
+
+            distributed.rendezvous(self._options)
         self._call = call
         self._compiled_inputs = [(tuple(x.shape), x.dtype) for x in inputs]
         progress = CompileProgress(f"{type(self._user_model).__name__} "
@@ -479,9 +483,13 @@ class PoplarExecutor:
         profile_dir = _profile_dir(self._options)
         if profile_dir:
             self._profile.write(_executor_profile_dir(self, profile_dir))
-        if self._training and self._options.Distributed.num_processes > 1 and \
-                not self._options.offline_ipu_target:  # (an offline target never runs)
+        if self._joins_processes():
             self._join_processes(input_shapes, input_dtypes)
+
+    def _joins_processes(self) -> bool:
+        """A training model of several processes (an offline target never runs)."""
+        return self._training and self._options.Distributed.num_processes > 1 and \
+            not self._options.offline_ipu_target
 
     def _join_processes(self, input_shapes: list[tuple], input_dtypes: list[np.dtype]) -> None:
         """Check the processes compiled the same thing, then start them all from
