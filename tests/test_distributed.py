@@ -54,7 +54,7 @@ def _free_port() -> int:
 def _env(extra: dict) -> dict:
     env = {k: v for k, v in os.environ.items()
            if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
-                        "MASTER_ADDR", "MASTER_PORT")}
+                        "MASTER_ADDR", "MASTER_PORT", "TILEFX_DISTRIBUTED_TIMEOUT")}
     env["PYTHONPATH"] = os.pathsep.join([ROOT, HERE, env.get("PYTHONPATH", "")])
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = "1"  # no thread pools in a process that forks (and 2 cores to share)
@@ -319,6 +319,11 @@ def test_distributed_options_read_torchrun_variables(monkeypatch):
     for bad in (0, -1, float("inf"), "10", True):
         with pytest.raises(poptorch.Error, match="setTimeout"):
             opts.Distributed.setTimeout(bad)
+    monkeypatch.setenv("TILEFX_DISTRIBUTED_TIMEOUT", "7.5")
+    assert poptorch.Options().Distributed.timeout_seconds == 7.5
+    monkeypatch.setenv("TILEFX_DISTRIBUTED_TIMEOUT", "soon")
+    with pytest.raises(poptorch.Error, match="TILEFX_DISTRIBUTED_TIMEOUT='soon'"):
+        poptorch.Options()
 
 
 def test_example_under_torchrun(tmp_path):

@@ -670,8 +670,17 @@ class _DistributedOptions(_OptionsBase):
         self.process_id: int = 0
         self.num_processes: int = 1
         self.setup_process_groups: bool = True
-        # torch.distributed's default for gloo: a simulated step can be slow
+        # torch.distributed's default for gloo (a simulated step can be slow),
+        # or TILEFX_DISTRIBUTED_TIMEOUT (seconds) to set it without code
         self.timeout_seconds: float = 1800.0
+        text = os.environ.get("TILEFX_DISTRIBUTED_TIMEOUT")
+        if text:
+            try:
+                seconds = float(text)
+            except ValueError:
+                raise OptionsError(f"Environment variable TILEFX_DISTRIBUTED_TIMEOUT={text!r} is not a "
+                                   "number of seconds") from None
+            self.setTimeout(seconds)
         if "OMPI_COMM_WORLD_SIZE" not in os.environ and "WORLD_SIZE" in os.environ:
             self.setEnvVarNames("WORLD_SIZE", "RANK")  # torchrun
         else:
@@ -681,7 +690,8 @@ class _DistributedOptions(_OptionsBase):
     def setTimeout(self, seconds: float):
         """How long a process waits for the others (rendezvous, gradient
         sums) before it gives up with a ``tilefx.Error`` (a tilefx
-        extension; default 1800 s, torch.distributed's)."""
+        extension; default 1800 s, torch.distributed's, or the
+        TILEFX_DISTRIBUTED_TIMEOUT environment variable)."""
         if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) \
                 or not 0 < float(seconds) < float("inf"):
             raise OptionsError(f"setTimeout: seconds must be a finite number > 0, "
