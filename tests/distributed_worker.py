@@ -115,6 +115,18 @@ def run_scenario(cfg: dict, rank: int, size: int, out_dir: str) -> dict:
         assert (opts.Distributed.processId, opts.Distributed.numProcesses) == (rank, size)
         weights, result["losses"], result["scales"] = train(cfg, opts, loader_batches(cfg, opts))
         np.savez(os.path.join(out_dir, f"{rank}-{cfg['name']}.npz"), **weights)
+    elif kind == "infer":  # process 0 alone validates: an inference model exchanges nothing
+        if rank == 0:
+            opts = make_options(cfg, 2, explicit)
+            model = make_model(cfg).eval()
+            x, y = make_dataset(cfg).tensors
+            with torch.no_grad():
+                expected = nn.functional.cross_entropy(model.fc2(torch.relu(model.norm(model.fc1(x[:2])))),
+                                                       y[:2]).item()
+            out = poptorch.inferenceModel(model, opts)(x[:4], y[:4])
+            result["shape"] = list(out.shape)  # one loss per replica of this process
+            result["first"] = out[0].item()
+            result["expected"] = expected
     elif kind == "mismatch":  # process 1 asks for another replication factor
         replicas = 2 if rank == 0 else 1
         opts = make_options(cfg, replicas, explicit)

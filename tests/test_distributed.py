@@ -40,6 +40,7 @@ ADAM = {"name": "adam", "kind": "train", "optimizer": "adam", "D": 1, "G": 2, "m
 ALS = {"name": "als", "kind": "train", "optimizer": "sgd", "half": True, "als": True, "R": 1, "D": 1,
        "G": 1, "mb": 2, "steps": 4, "samples": 16, "loud_tail": True}
 GLOBAL_REPLICAS = 4  # P x R in every equal-weights run
+INFER = {"name": "infer", "kind": "infer", "samples": 8}
 MISMATCH = {"name": "mismatch", "kind": "mismatch", "optimizer": "sgd", "samples": 8, "timeout": 60}
 DIVERGE = {"name": "diverge", "kind": "diverge", "optimizer": "sgd", "samples": 8, "timeout": 60}
 DEAD = {"name": "dead", "kind": "dead", "optimizer": "sgd", "samples": 8, "timeout": 60}
@@ -156,7 +157,7 @@ def launches(tmp_path_factory):
     root = tmp_path_factory.getbasetemp().parent if shared else tmp_path_factory.mktemp("launches")
     two, four = root / "distributed-p2", root / "distributed-p4"
     specs = [{"processes": 2, "out_dir": two, "torchrun": True,
-              "scenarios": [dict(SGD, R=2), dict(ADAM, R=2), ALS, MISMATCH, DIVERGE, DEAD]},
+              "scenarios": [dict(SGD, R=2), dict(ADAM, R=2), ALS, INFER, MISMATCH, DIVERGE, DEAD]},
              {"processes": 4, "out_dir": four, "torchrun": False,
               "scenarios": [dict(SGD, R=1), dict(ADAM, R=1)]}]
     with open(root / "distributed.lock", "w") as lock:
@@ -210,6 +211,16 @@ def test_automatic_loss_scaling_statistics_are_summed(two_processes):
     scales = results[0]["als"]["scales"]
     # the scale halved at least once: the overflow statistics reached process 0
     assert any(b < a for a, b in zip([1.0] + scales, scales)), scales
+
+
+def test_inference_in_one_process_alone(two_processes):
+    """Process 0 runs an inference model while process 1 does not: no exchange,
+    no wait; its outputs are its own replicas'."""
+    _, results = two_processes
+    res = results[0]["infer"]
+    assert res["shape"] == [2]
+    assert res["first"] == pytest.approx(res["expected"], rel=1e-5)
+    assert results[1]["infer"] == {}
 
 
 def test_mismatched_options(two_processes):
