@@ -10,10 +10,10 @@ docs/distributed.md for the user's view.
 
 Where the sum happens, and why here. The simulated replicas of one process
 run one after another in the executor's host loop (tilefx/api/executor.py,
-``_run``), which then adds their accumulators and calls ``@update``. The
-sum over processes joins that sum, after the local replicas and before the
-update, with the same scaling (the optimizer divides by the *global*
-replication for a mean reduction). Putting it in the IR as an op would only
+``_run``), which then adds their accumulators and calls ``@update``. With
+several processes that sum takes in the other processes' replicas, in the
+global replica order, before the update, with the same scaling (the
+optimizer divides by the *global* replication for a mean reduction). Putting it in the IR as an op would only
 move the same call behind a hook: the replica sum is not in the IR either,
 and the backend must not import torch.
 
