@@ -27,7 +27,7 @@ from tilefx.api.options import FROZEN_MESSAGE, Options
 
 FORK = {"sharing_strategy": SharingStrategy.Fork}
 ENV_VARS = ("POPTORCH_DEFAULT_OPTIONS", "TILEFX_DEFAULT_OPTIONS",
-            "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")
+            "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "WORLD_SIZE", "RANK")
 
 
 @pytest.fixture(autouse=True)

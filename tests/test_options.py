@@ -34,7 +34,7 @@ from tilefx.api.options import (
 
 ENV_VARS = ("POPTORCH_DEFAULT_OPTIONS", "TILEFX_DEFAULT_OPTIONS",
             "POPTORCH_CACHE_DIR", "TILEFX_CACHE_DIR", "OMPI_COMM_WORLD_SIZE",
-            "OMPI_COMM_WORLD_RANK")
+            "OMPI_COMM_WORLD_RANK", "WORLD_SIZE", "RANK", "TILEFX_DISTRIBUTED_TIMEOUT")
 
 
 @pytest.fixture(autouse=True)

@@ -177,6 +177,7 @@ class PoplarExecutor:
         self._destroyed = False
         self._runs = 0
         self._seed_random(self._options.random_seed)
+        self._dist = None  # the other processes of a distributed training model (api/distributed.py)
         if not training and self._options.Training.gradient_accumulation != 1:
             raise Error("inferenceModel: gradientAccumulation must be 1 for inference models "
                         f"(got {self._options.Training.gradient_accumulation})")
@@ -250,6 +251,8 @@ class PoplarExecutor:
                 self._weights[n] = self._groups.to_device(n, _to_np(named_p[n]))
             for n in self._program.traced.buffers:
                 self._device_buffers[n] = _to_np(named_b[n])
+            if self._dist is not None:  # the processes compare their weights at the next call
+                self._dist.weights_reloaded = True
         self._host_version = _HostVersion.latest(self._host_tensors())
 
     def copyWeightsToHost(self) -> None:
@@ -263,9 +266,11 @@ class PoplarExecutor:
         """The random streams of the random ops: one per replica (replica 0's is
         also the executor's own), all from `seed` (None: from the OS)."""
         self._rng = np.random.default_rng(seed)
+        # by the replica's global index: process p's replicas follow those of processes 0 .. p-1
         entropy = seed if seed is not None else np.random.SeedSequence().entropy
-        self._replica_rngs = [self._rng] + [np.random.default_rng([entropy, r])
-                                            for r in range(1, self._options.replication_factor)]
+        first = self._options.Distributed.process_id * self._options.replication_factor
+        self._replica_rngs = [self._rng if r == 0 else np.random.default_rng([entropy, r])
+                              for r in range(first, first + self._options.replication_factor)]
 
     def destroy(self) -> None:
         """Release the (simulated) device; the wrapper can no longer run."""
@@ -377,6 +382,10 @@ class PoplarExecutor:
 
         start = time.perf_counter()
         self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
+        if self._joins_processes():  # meet the others first: a bad rendezvous fails before tracing
+            from tilefx.api import distributed
+
+            distributed.rendezvous(self._options)
         self._call = call
         self._compiled_inputs = [(tuple(x.shape), x.dtype) for x in inputs]
         self._groups = ReplicaGroups.of(self._user_model, self._options.replication_factor)
@@ -496,6 +505,29 @@ class PoplarExecutor:
         profile_dir = _profile_dir(self._options)
         if profile_dir:
             self._profile.write(_executor_profile_dir(self, profile_dir))
+        if self._joins_processes():
+            self._join_processes(input_shapes, input_dtypes)
+
+    def _joins_processes(self) -> bool:
+        """A training model of several processes (an offline target never runs)."""
+        return self._training and self._options.Distributed.num_processes > 1 and \
+            not self._options.offline_ipu_target
+
+    def _join_processes(self, input_shapes: list[tuple], input_dtypes: list[np.dtype]) -> None:
+        """Check the processes compiled the same thing, then start them all from
+        process 0's weights, buffers and optimizer state (docs/distributed.md)."""
+        from tilefx.api import distributed
+
+        if self._groups.grouped:
+            self._program = None
+            raise Error("replica grouping of weights (replicaGrouping) is not supported across processes: "
+                        f"{', '.join(self._groups.names)} are grouped")
+        try:
+            self._dist = distributed.join_training_model(self, input_shapes, input_dtypes)
+        except Error:
+            self._program = None  # not compiled: never run alone, without the others
+            raise
+        self._write_back()
 
     def _make_profile(self, program: _Program) -> Profile:
         D, R, _, G = self._factors()
@@ -589,6 +621,7 @@ class PoplarExecutor:
     def _grad_scale(self) -> float:
         _, r, _, g = self._factors()
         mean = self._options.Training.reduction_type == ReductionType.Mean
+        r *= self._options.Distributed.num_processes  # the global replication
         return 1.0 / (g * r) if mean else 1.0
 
     def _build_update(self, program: _Program, compile_only: bool = False) -> None:
@@ -694,6 +727,8 @@ class PoplarExecutor:
         # broadcastBuffers (default): every replica starts from the host's buffers;
         # broadcastBuffers(False): each replica keeps its own from call to call
         own = getattr(self, "_replica_buffers", None)
+        if self._dist is not None:  # the other processes are at the same step, with the same values
+            self._dist.check_in_step(self._step, self._hypers, self.loss_scale, self._weights)
         if self._options.broadcast_buffers or own is None or len(own) != R:
             buffers = [dict(self._device_buffers) for _ in range(R)]
         else:
@@ -705,6 +740,7 @@ class PoplarExecutor:
         for d in range(D):
             accs = [{n: np.zeros_like(self._groups.weight(self._weights, n, 0)) for n in trained}
                     for _ in range(R)]
+            als_counts = (self._als_upper, self._als_lower)
             per_g = []
             for g in range(G):
                 per_r = []
@@ -740,7 +776,15 @@ class PoplarExecutor:
                 per_g.append(per_r)
             outputs.append(per_g)
             if self._training and p.update is not None:
-                total = self._groups.reduce(accs, trained)  # within a group for grouped weights
+                if self._dist is None:
+                    total = self._groups.reduce(accs, trained)  # within a group for grouped weights
+                else:  # with the other processes' replicas, added in the same order
+                    total = self._dist.ordered_sum(accs, f"the gradient sum of weight update {self._step + 1}")
+                    if self._als_tracked:
+                        up, low = self._dist.sum_counts(
+                            [self._als_upper - als_counts[0], self._als_lower - als_counts[1]],
+                            f"the loss scaling statistics of weight update {self._step + 1}")
+                        self._als_upper, self._als_lower = als_counts[0] + up, als_counts[1] + low
                 if self._als_tracked or self._loss_scaling() != 1.0:
                     self._loss_scaled_update(total)
                 else:
@@ -749,6 +793,10 @@ class PoplarExecutor:
             with torch.no_grad():
                 inputs[key].copy_(torch.from_numpy(value.reshape(inputs[key].shape)))
         self._device_buffers = buffers[0]  # the host sees replica 0's buffers
+        if self._dist is not None and self._options.broadcast_buffers and \
+                any(kind == "buffer" for kind, _ in p.main_results):  # the global replica 0's
+            self._device_buffers = self._dist.broadcast_arrays(self._device_buffers,
+                                                               "the broadcast of process 0's buffers")
         self._replica_buffers = buffers
         return self._collect(outputs, [p.main_results[i][1] for i in out_index])
 

@@ -658,7 +658,11 @@ class _DistributedOptions(_OptionsBase):
     """Distributed execution without PopRun (``opts.Distributed``).
 
     The process id and count are read at construction from
-    ``OMPI_COMM_WORLD_RANK`` / ``OMPI_COMM_WORLD_SIZE`` (defaults 0 and 1).
+    ``OMPI_COMM_WORLD_RANK`` / ``OMPI_COMM_WORLD_SIZE`` (PopRun, mpirun) or,
+    when those are unset, from torchrun's ``RANK`` / ``WORLD_SIZE``
+    (defaults 0 and 1).  With several processes, a training model sums its
+    gradients over the processes with ``torch.distributed``: see
+    docs/distributed.md.
     """
 
     def __init__(self) -> None:
@@ -666,7 +670,33 @@ class _DistributedOptions(_OptionsBase):
         self.process_id: int = 0
         self.num_processes: int = 1
         self.setup_process_groups: bool = True
-        self.setEnvVarNames("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")
+        # torch.distributed's default for gloo (a simulated step can be slow),
+        # or TILEFX_DISTRIBUTED_TIMEOUT (seconds) to set it without code
+        self.timeout_seconds: float = 1800.0
+        text = os.environ.get("TILEFX_DISTRIBUTED_TIMEOUT")
+        if text:
+            try:
+                seconds = float(text)
+            except ValueError:
+                raise OptionsError(f"Environment variable TILEFX_DISTRIBUTED_TIMEOUT={text!r} is not a "
+                                   "number of seconds") from None
+            self.setTimeout(seconds)
+        if "OMPI_COMM_WORLD_SIZE" not in os.environ and "WORLD_SIZE" in os.environ:
+            self.setEnvVarNames("WORLD_SIZE", "RANK")  # torchrun
+        else:
+            self.setEnvVarNames("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")
+
+    @_setter
+    def setTimeout(self, seconds: float):
+        """How long a process waits for the others (rendezvous, gradient
+        sums) before it gives up with a ``tilefx.Error`` (a tilefx
+        extension; default 1800 s, torch.distributed's, or the
+        TILEFX_DISTRIBUTED_TIMEOUT environment variable)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) \
+                or not 0 < float(seconds) < float("inf"):
+            raise OptionsError(f"setTimeout: seconds must be a finite number > 0, "
+                               f"got {seconds!r}")
+        self.timeout_seconds = float(seconds)
 
     @_setter
     def disable(self):
