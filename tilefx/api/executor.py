@@ -20,6 +20,7 @@ import itertools
 import json
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -679,7 +680,7 @@ class PoplarExecutor:
         outputs: list[list[list[list[np.ndarray]]]] = []
         out_index = [i for i, (k, _) in enumerate(p.main_results) if k == "output"]
         for d in range(D):
-            accs = [{n: np.zeros_like(self._weights[n]) for n in trained} for _ in range(R)]
+            accs = [self._zeroed_accumulators(r, trained) for r in range(R)]
             per_g = []
             for g in range(G):
                 per_r = []
@@ -700,7 +701,7 @@ class PoplarExecutor:
                         else:
                             args.append(accs[r][key])
                     p.main.rng = self._replica_rngs[r % len(self._replica_rngs)]
-                    res = p.main(*args)
+                    res = p.main(*args, donated=_held_alone(args, p.main_args, ("accum",)))
                     for (kind, key), v in zip(p.main_results, res):
                         if kind == "buffer":
                             buffers[r][key] = v
@@ -712,6 +713,7 @@ class PoplarExecutor:
                             self._als_upper += int(v)
                             self._als_lower += self._als_tracked - int(v)
                     per_r.append([res[i] for i in out_index])
+                    del args, res  # the weights are the executor's alone again (_held_alone)
                 per_g.append(per_r)
             outputs.append(per_g)
             if self._training and p.update is not None:
@@ -729,6 +731,19 @@ class PoplarExecutor:
         self._replica_buffers = buffers
         return self._collect(outputs, [p.main_results[i][1] for i in out_index])
 
+    def _zeroed_accumulators(self, r: int, trained: list[str]) -> dict[str, np.ndarray]:
+        """Replica r's gradient accumulators, zero: the same arrays from update
+        to update (@main accumulates into them in place), new ones only when
+        something else still holds the old (a reference besides `held` and `a`)."""
+        held = self.__dict__.setdefault("_accumulators", {}).setdefault(r, {})
+        for n in trained:
+            a, w = held.get(n), self._weights[n]
+            if a is None or a.shape != w.shape or a.dtype != w.dtype or sys.getrefcount(a) > 3:
+                held[n] = np.zeros_like(w)
+            else:
+                a.fill(0)
+        return held
+
     def _apply_update(self, accum: dict[str, np.ndarray]) -> None:
         p = self._program
         self._step += 1
@@ -744,7 +759,7 @@ class PoplarExecutor:
                 args.append(self._hypers[key])
             elif kind == "step":
                 args.append(np.asarray(self._step, dtype=np.float32))
-        res = p.update(*args)
+        res = p.update(*args, donated=_held_alone(args, p.update_args, ("param", "state")))
         for (kind, key), v in zip(p.update_results, res):
             if kind == "param":
                 self._weights[key] = v
@@ -900,6 +915,17 @@ def _executor_profile_dir(ex: PoplarExecutor, base: str) -> str:
 def _is_variable(optimizer, attr: str) -> bool:
     va = getattr(optimizer, "variable_attrs", None)
     return va is not None and not va.isConstant(attr)
+
+
+def _held_alone(args: list, roles: list[tuple[str, Any]], kinds: tuple[str, ...]) -> list[int]:
+    """Positions of the `kinds` arguments that only this executor holds: in
+    one table of its own and in `args` (reference count 3 with getrefcount's
+    own), writable and not views of another array. A caller's output, a
+    buffer or a view sharing the array raises the count: that array is not
+    given up, and the update leaves it as it was."""
+    return [i for i, (kind, _) in enumerate(roles)
+            if kind in kinds and isinstance(args[i], np.ndarray) and sys.getrefcount(args[i]) <= 3
+            and args[i].flags.writeable and not isinstance(args[i].base, np.ndarray)]
 
 
 def _copy_into(t: torch.Tensor, value: np.ndarray) -> None:
