@@ -47,7 +47,7 @@ def _both(kernel, args, kw, owned):
     (0.8, 0.0, True, 0.1, 4, 1.0), (0.0, 0.0, False, 0.0, 2, 1.0), (0.0, 0.0, False, 0.05, 1, 0.25)])
 def test_sgd_in_place_is_bitwise_the_pure_update(momentum, dampening, nesterov, weight_decay, step,
                                                  grad_scale):
-    w, g, v = _f32(33, 17), _f32(33, 17), _f32(33, 17)
+    w, g, v = _f32(300, 257), _f32(300, 257), _f32(300, 257)  # 3 chunks (kernels._common.CHUNK)
     args = [w, g, np.float32(0.05), v, np.asarray(step, np.float32), None, None, None, None, None]
     kw = dict(momentum=momentum, dampening=dampening, nesterov=nesterov, weight_decay=weight_decay,
               grad_scale=grad_scale)
@@ -68,12 +68,13 @@ def test_sgd_without_velocity_in_place():
     assert mine[0] is own[0]
 
 
-@pytest.mark.parametrize("decoupled,weight_decay,bias_correction,step,grad_scale",
-                         list(itertools.product([True, False], [0.0, 0.01], [True, False], [1, 7],
-                                                [1.0, 0.5])))
+@pytest.mark.parametrize("decoupled,weight_decay,bias_correction,step,grad_scale,shape",
+                         [c + ((5, 31),) for c in itertools.product(
+                             [True, False], [0.0, 0.01], [True, False], [1, 7], [1.0, 0.5])]
+                         + [(True, 0.01, True, 3, 1.0, (70000,)), (False, 0.1, True, 2, 0.5, (3, 40000))])
 def test_adam_in_place_is_bitwise_the_pure_update(decoupled, weight_decay, bias_correction, step,
-                                                  grad_scale):
-    w, g, m, v = _f32(5, 31), _f32(5, 31), _f32(5, 31), np.abs(_f32(5, 31))
+                                                  grad_scale, shape):
+    w, g, m, v = _f32(*shape), _f32(*shape), _f32(*shape), np.abs(_f32(*shape))
     args = [w, g, m, v, np.asarray(step, np.float32), np.float32(1e-3), None, None, None, None]
     kw = dict(beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=weight_decay, decoupled=decoupled,
               bias_correction=bias_correction, grad_scale=grad_scale)

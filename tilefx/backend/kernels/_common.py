@@ -132,6 +132,25 @@ def _ret(r, dt: np.dtype | None = None) -> np.ndarray:
     return r
 
 
+CHUNK = 32768  # elements: a chunk of a few arrays and temporaries stays in the L2 cache
+
+
+def in_chunks(body, arrays: list[np.ndarray], scratch: int, dtype=np.float32) -> None:
+    """body(*chunks_of_arrays, *scratch_chunks) on the same flat chunk of every
+    array in turn: a chain of passes over arrays larger than the cache runs
+    on data in cache (elementwise chains: the same operations on every
+    element). Arrays of one size; not all C-contiguous: one chunk, the whole."""
+    n = arrays[0].size
+    if not all(a.flags.c_contiguous for a in arrays):
+        body(*arrays, *[np.empty(arrays[0].shape, dtype) for _ in range(scratch)])
+        return
+    flats = [a.reshape(-1) for a in arrays]
+    bufs = [np.empty(min(n, CHUNK), dtype) for _ in range(scratch)]
+    for s in range(0, n, CHUNK):
+        e = min(s + CHUNK, n)
+        body(*[f[s:e] for f in flats], *[b[: e - s] for b in bufs])
+
+
 def _ufunc_at(ufunc, out: np.ndarray, idx: tuple, values) -> None:
     """ufunc.at(out, idx, values). When idx is integer arrays on the leading
     dimensions of a contiguous `out` (an embedding's or index_put's rows), it

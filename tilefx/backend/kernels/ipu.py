@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilefx.backend.kernels._common import in_chunks
+
 
 def _f32(x):
     return x.astype(np.float32) if x.dtype == np.float16 else x
@@ -127,25 +129,37 @@ def _all_of_type(ct, *arrays) -> bool:
 
 
 def _sgd_in_place(weight, g, lr, velocity, step, momentum, one_minus_dampening, nesterov):
-    """The separate-variant SGD update of `sgd`, writing into weight and velocity."""
+    """The separate-variant SGD update of `sgd`, writing into weight and
+    velocity chunk by chunk (kernels._common.in_chunks), same operations."""
     if velocity is None or momentum == 0.0:
-        tmp = lr * g
-        np.subtract(weight, tmp, out=weight)
-        return weight if velocity is None else (weight, velocity)
-    if int(step) <= 1:
-        np.copyto(velocity, g)
-    else:
-        velocity *= momentum
-        if one_minus_dampening == 1.0:  # 1 * g is g exactly
-            velocity += g
-        else:
-            velocity += one_minus_dampening * g
-    tmp = g + momentum * velocity if nesterov else np.multiply(velocity, lr)
-    if nesterov:
-        tmp *= lr
-    np.subtract(weight, tmp, out=weight)
-    return weight, velocity
+        def plain(w, g, t):
+            np.multiply(g, lr, out=t)
+            np.subtract(w, t, out=w)
 
+        in_chunks(plain, [weight, g], 1, weight.dtype)
+        return weight if velocity is None else (weight, velocity)
+    first = int(step) <= 1
+
+    def body(w, g, v, t):
+        if first:
+            np.copyto(v, g)
+        else:
+            v *= momentum
+            if one_minus_dampening == 1.0:  # 1 * g is g exactly
+                v += g
+            else:
+                np.multiply(g, one_minus_dampening, out=t)
+                v += t
+        if nesterov:  # lr (g + momentum v)
+            np.multiply(v, momentum, out=t)
+            np.add(g, t, out=t)
+            t *= lr
+        else:
+            np.multiply(v, lr, out=t)
+        np.subtract(w, t, out=w)
+
+    in_chunks(body, [weight, g, velocity], 1, weight.dtype)
+    return weight, velocity
 
 def adam(weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var, eps_var,
          weight_decay_var, *, beta1=None, beta2=None, eps=None, weight_decay=None,
@@ -165,24 +179,28 @@ def adam(weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var, eps_
     else:
         bc1 = bc2_sqrt = 1.0
     if inplace and _all_of_type(ct, weight, exp_avg, exp_avg_sq):
+        if weight_decay and not decoupled:
+            g = g + ct(weight_decay) * weight
+
+        def body(w, g, m, v, tmp):
+            if weight_decay and decoupled:
+                w *= ct(1.0 - lr_f * weight_decay)
+            np.subtract(g, m, out=tmp)  # m = (g - m) (1 - beta1) + m
+            tmp *= ct(1.0 - beta1)
+            np.add(tmp, m, out=m)
+            np.multiply(g, ct(1.0 - beta2), out=tmp)  # v = g (1 - beta2) g + v beta2
+            tmp *= g
+            v *= ct(beta2)
+            np.add(tmp, v, out=v)
+            np.sqrt(v, out=tmp)  # w -= m / (sqrt(v) / bc2_sqrt + eps) * lr / bc1
+            tmp /= ct(bc2_sqrt)
+            tmp += ct(eps)
+            np.divide(m, tmp, out=tmp)
+            tmp *= ct(lr_f / bc1)
+            np.subtract(w, tmp, out=w)
+
+        in_chunks(body, [weight, g, exp_avg, exp_avg_sq], 1, ct)
         w, m, v = weight, exp_avg, exp_avg_sq
-        if weight_decay and decoupled:
-            w *= ct(1.0 - lr_f * weight_decay)
-        elif weight_decay:
-            g = g + ct(weight_decay) * w
-        tmp = np.subtract(g, m)  # m = (g - m) (1 - beta1) + m
-        tmp *= ct(1.0 - beta1)
-        np.add(tmp, m, out=m)
-        np.multiply(g, ct(1.0 - beta2), out=tmp)  # v = g (1 - beta2) g + v beta2
-        tmp *= g
-        v *= ct(beta2)
-        np.add(tmp, v, out=v)
-        np.sqrt(v, out=tmp)  # w -= m / (sqrt(v) / bc2_sqrt + eps) * lr / bc1
-        tmp /= ct(bc2_sqrt)
-        tmp += ct(eps)
-        np.divide(m, tmp, out=tmp)
-        tmp *= ct(lr_f / bc1)
-        np.subtract(w, tmp, out=w)
         return w, m, v
     w = weight.astype(ct, copy=False)
     if weight_decay:
