@@ -732,17 +732,11 @@ class PoplarExecutor:
         return self._collect(outputs, [p.main_results[i][1] for i in out_index])
 
     def _zeroed_accumulators(self, r: int, trained: list[str]) -> dict[str, np.ndarray]:
-        """Replica r's gradient accumulators, zero: the same arrays from update
-        to update (@main accumulates into them in place), new ones only when
-        something else still holds the old (a reference besides `held` and `a`)."""
-        held = self.__dict__.setdefault("_accumulators", {}).setdefault(r, {})
-        for n in trained:
-            a, w = held.get(n), self._weights[n]
-            if a is None or a.shape != w.shape or a.dtype != w.dtype or sys.getrefcount(a) > 3:
-                held[n] = np.zeros_like(w)
-            else:
-                a.fill(0)
-        return held
+        """Replica r's gradient accumulators at the start of a weight update:
+        a read-only -0.0 of each weight's shape, no memory to zero, for which
+        ipu.accumulate's acc + grad is exactly grad (backend/kernels/ipu.py)."""
+        return {n: np.broadcast_to(np.array(-0.0, self._weights[n].dtype), self._weights[n].shape)
+                for n in trained}
 
     def _apply_update(self, accum: dict[str, np.ndarray]) -> None:
         p = self._program
@@ -847,13 +841,14 @@ class PoplarExecutor:
             _copy_into(named_p[n], w)
         for n, b in self._device_buffers.items():
             _copy_into(named_b[n], np.asarray(b))
-        self._host_version = _HostVersion.mark(self._host_tensors())
+        self._host_version = _HostVersion.mark(self._host_tensors(named_p, named_b))
 
-    def _host_tensors(self) -> list[torch.Tensor]:
+    def _host_tensors(self, named_p: dict | None = None, named_b: dict | None = None) -> list[torch.Tensor]:
         if self._program is None:
             return []
-        named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
-        named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
+        if named_p is None:  # walking the modules costs ~1 ms a call on a BERT
+            named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
+            named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
         return [named_p[n] for n in self._program.traced.params] + \
             [named_b[n] for n in self._program.traced.buffers]
 

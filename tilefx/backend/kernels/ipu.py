@@ -46,10 +46,19 @@ def serialized_matmul(lhs, rhs, mode, factor, keep_precision=False):
     return out.astype(lhs.dtype, copy=False)
 
 
+def _is_negative_zero(v) -> bool:
+    return v.dtype.kind == "f" and v == 0 and bool(np.signbit(v))
+
+
 def accumulate(acc, grad, inplace=False):
     """acc + grad in the accumulator's type (the gradient is cast to it first).
     `inplace`: the executor owns `acc` (see IN_PLACE_OPERANDS) and the sum goes
-    into it when the types allow."""
+    into it when the types allow. An accumulator that is one -0.0 broadcast
+    (the executor's before the first micro-batch of an update) adds exactly
+    nothing, to any value: the sum is `grad` itself."""
+    if acc.dtype == grad.dtype and acc.shape == grad.shape and not any(acc.strides) \
+            and acc.size and _is_negative_zero(acc[(0,) * acc.ndim]):
+        return grad
     if inplace and acc.dtype == grad.dtype and acc.shape == grad.shape:
         return np.add(acc, grad, out=acc)
     return (acc + grad).astype(grad.dtype, copy=False)
