@@ -20,6 +20,7 @@ import itertools
 import json
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -738,8 +739,7 @@ class PoplarExecutor:
         outputs: list[list[list[list[np.ndarray]]]] = []
         out_index = [i for i, (k, _) in enumerate(p.main_results) if k == "output"]
         for d in range(D):
-            accs = [{n: np.zeros_like(self._groups.weight(self._weights, n, 0)) for n in trained}
-                    for _ in range(R)]
+            accs = [self._zeroed_accumulators(r, trained) for r in range(R)]
             als_counts = (self._als_upper, self._als_lower)
             per_g = []
             for g in range(G):
@@ -761,7 +761,7 @@ class PoplarExecutor:
                         else:
                             args.append(accs[r][key])
                     p.main.rng = self._replica_rngs[r % len(self._replica_rngs)]
-                    res = p.main(*args)
+                    res = p.main(*args, donated=_held_alone(args, p.main_args, ("accum",)))
                     for (kind, key), v in zip(p.main_results, res):
                         if kind == "buffer":
                             buffers[r][key] = v
@@ -773,6 +773,7 @@ class PoplarExecutor:
                             self._als_upper += int(v)
                             self._als_lower += self._als_tracked - int(v)
                     per_r.append([res[i] for i in out_index])
+                    del args, res  # the weights are the executor's alone again (_held_alone)
                 per_g.append(per_r)
             outputs.append(per_g)
             if self._training and p.update is not None:
@@ -800,6 +801,16 @@ class PoplarExecutor:
         self._replica_buffers = buffers
         return self._collect(outputs, [p.main_results[i][1] for i in out_index])
 
+    def _zeroed_accumulators(self, r: int, trained: list[str]) -> dict[str, np.ndarray]:
+        """Replica r's gradient accumulators at the start of a weight update:
+        a read-only -0.0 of each weight's shape, no memory to zero, for which
+        ipu.accumulate's acc + grad is exactly grad (backend/kernels/ipu.py)."""
+        out = {}
+        for n in trained:
+            w = self._groups.weight(self._weights, n, r)  # a grouped weight: the replica's group's
+            out[n] = np.broadcast_to(np.array(-0.0, w.dtype), w.shape)
+        return out
+
     def _apply_update(self, accum: dict[str, np.ndarray]) -> None:
         if self._groups.apply_update(self, accum):  # once per group of a grouped weight
             return
@@ -817,7 +828,7 @@ class PoplarExecutor:
                 args.append(self._hypers[key])
             elif kind == "step":
                 args.append(np.asarray(self._step, dtype=np.float32))
-        res = p.update(*args)
+        res = p.update(*args, donated=_held_alone(args, p.update_args, ("param", "state")))
         for (kind, key), v in zip(p.update_results, res):
             if kind == "param":
                 self._weights[key] = v
@@ -910,13 +921,14 @@ class PoplarExecutor:
             _copy_into(named_p[n], w)
         for n, b in self._device_buffers.items():
             _copy_into(named_b[n], np.asarray(b))
-        self._host_version = _HostVersion.mark(self._host_tensors())
+        self._host_version = _HostVersion.mark(self._host_tensors(named_p, named_b))
 
-    def _host_tensors(self) -> list[torch.Tensor]:
+    def _host_tensors(self, named_p: dict | None = None, named_b: dict | None = None) -> list[torch.Tensor]:
         if self._program is None:
             return []
-        named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
-        named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
+        if named_p is None:  # walking the modules costs ~1 ms a call on a BERT
+            named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
+            named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
         return [named_p[n] for n in self._program.traced.params] + \
             [named_b[n] for n in self._program.traced.buffers]
 
@@ -1008,6 +1020,17 @@ def host_weights(ex) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
 def _is_variable(optimizer, attr: str) -> bool:
     va = getattr(optimizer, "variable_attrs", None)
     return va is not None and not va.isConstant(attr)
+
+
+def _held_alone(args: list, roles: list[tuple[str, Any]], kinds: tuple[str, ...]) -> list[int]:
+    """Positions of the `kinds` arguments that only this executor holds: in
+    one table of its own and in `args` (reference count 3 with getrefcount's
+    own), writable and not views of another array. A caller's output, a
+    buffer or a view sharing the array raises the count: that array is not
+    given up, and the update leaves it as it was."""
+    return [i for i, (kind, _) in enumerate(roles)
+            if kind in kinds and isinstance(args[i], np.ndarray) and sys.getrefcount(args[i]) <= 3
+            and args[i].flags.writeable and not isinstance(args[i].base, np.ndarray)]
 
 
 def _copy_into(t: torch.Tensor, value: np.ndarray) -> None:

@@ -9,13 +9,18 @@ executor knows nothing of torch, and nothing of any particular kernel:
 - chains of float32 elementwise ops (passes/fuse_elementwise.py) run as one
   step of in-place ufuncs into buffers owned by the executable and reused
   from call to call when nothing else holds them;
-- each intermediate is dropped after the step that reads it last.
+- each intermediate is dropped after the step that reads it last;
+- an optimizer update or gradient accumulation (kernels.ipu.IN_PLACE_OPERANDS)
+  writes into its argument arrays when the caller donates them for the call
+  (`donated=`: arrays only it holds, such as the weights) and no other op of
+  the function reads them.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+from functools import partial
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,6 +30,7 @@ from xdsl.dialects.builtin import bf16, f16
 from xdsl.ir import Operation, SSAValue
 
 from tilefx.backend.kernels import IPU_KERNELS, KERNELS
+from tilefx.backend.kernels.ipu import IN_PLACE_OPERANDS
 from tilefx.backend.kernels.tuning import (
     blas_threads_for,
     configure_process,
@@ -137,6 +143,8 @@ class CompiledFunction:
         self.reads: list[set[int]] = []  # the slots each step reads (for liveness)
         # chains of f32 elementwise ops run as one step at their root (passes/fuse_elementwise)
         self.buffers: list[np.ndarray | None] = []  # the fused steps' outputs, reused when free
+        self._donated: frozenset[int] = frozenset()  # argument positions given up for this call
+        in_place: list[tuple[int, Operation, Any, list, list[int]]] = []
         self._running = threading.Lock()  # one call at a time: the buffers are per executable
         fused_at: dict[Operation, Any] = {}
         inside: set[Operation] = set()
@@ -189,6 +197,8 @@ class CompiledFunction:
                         raise ExecutionError(f"no kernel for {op.name}")
                     layout = _operand_layout(op, slot)
                     step = self._step(op, kernel, layout, [slot(r) for r in op.results])
+                    if op.name in IN_PLACE_OPERANDS and steps is self.steps:
+                        in_place.append((len(steps), op, kernel, layout, [slot(r) for r in op.results]))
                     reads.append({j for x in layout if x is not None
                                   for j in (x if isinstance(x, list) else [x])})
                     flops = gemm_flops(op)
@@ -210,6 +220,34 @@ class CompiledFunction:
             if j not in keep:
                 dead[i].append(j)
         self.dead = [tuple(d) for d in dead]
+        self._compile_in_place(in_place, last)
+
+    def _compile_in_place(self, candidates, last: dict[int, int]) -> None:
+        """Give each in-place capable step a second form that overwrites its
+        operands, used when every one of them is an argument donated for the
+        call, read by this step only and not returned."""
+        arg_pos = {s: i for i, s in enumerate(self.arg_slots)}
+        readers: dict[int, int] = {}
+        for reads in self.reads:
+            for j in reads:
+                readers[j] = readers.get(j, 0) + 1
+        results = set(self.result_slots)
+        for i, op, kernel, layout, outs in candidates:
+            slots = [layout[k] for k in IN_PLACE_OPERANDS[op.name]
+                     if k < len(layout) and layout[k] is not None]
+            if not slots or not all(type(j) is int and j in arg_pos and readers.get(j) == 1
+                                    and last.get(j) == i and j not in results for j in slots):
+                continue
+            if len(set(slots)) != len(slots):
+                continue
+            need = frozenset(arg_pos[j] for j in slots)
+            fresh, own = self.steps[i], self._step(op, partial(kernel, inplace=True), layout, outs)
+
+            def step(env, fresh=fresh, own=own, need=need):
+                (own if need <= self._donated else fresh)(env)
+
+            step.__qualname__ = fresh.__qualname__ + " (in place when donated)"
+            self.steps[i] = step
 
     def _step(self, op: Operation, kernel, layout: list, outs: list[int]):
         props = _props(op)
@@ -316,7 +354,11 @@ class CompiledFunction:
         step.__qualname__ = "fused " + " ".join(op.name.removeprefix("aten.") for op in group.ops)
         return step, reads
 
-    def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
+    def __call__(self, *args: np.ndarray, donated: Sequence[int] = ()) -> list[np.ndarray]:
+        """Run on `args`. `donated`: positions of arguments the caller holds
+        alone and gives up for this call (its weights, optimizer state,
+        accumulators): optimizer and accumulation steps may write their
+        results into them. The results then are those same arrays."""
         if len(args) != len(self.arg_slots):
             raise ExecutionError(f"@{self.name} takes {len(self.arg_slots)} arguments, got {len(args)}")
         env: list = [None] * self.num_slots
@@ -325,11 +367,13 @@ class CompiledFunction:
         # overflow to inf/nan is data here (loss scaling looks for it), not an error
         try:
             with self._running, np.errstate(all="ignore"):
+                self._donated = frozenset(donated)
                 for step, dead in zip(self.steps, self.dead):
                     step(env)
                     for j in dead:
                         env[j] = None
         finally:
+            self._donated = frozenset()
             restore_blas_threads()
         return [env[s] for s in self.result_slots]
 

@@ -19,6 +19,7 @@ constants, not as batched inputs); other defaults are bound, so `f(x)` and
 from __future__ import annotations
 
 import inspect
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,10 +97,25 @@ def _is_leaf(x) -> bool:
     return isinstance(x, torch.Tensor)
 
 
+# a method's signature without `self`, by its function: inspect.signature takes
+# ~0.1-1 ms, which every call of a wrapped model would pay again
+_METHOD_SIGNATURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _signature(forward) -> inspect.Signature:
+    fn = getattr(forward, "__func__", None) if inspect.ismethod(forward) else None
+    if fn is None:
+        return inspect.signature(forward)
+    sig = _METHOD_SIGNATURES.get(fn)
+    if sig is None:
+        sig = _METHOD_SIGNATURES[fn] = inspect.signature(forward)
+    return sig
+
+
 def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.Tensor]]:
     """Bind `args`/`kwargs` to `forward`'s signature and flatten them."""
     try:
-        sig = inspect.signature(forward)
+        sig = _signature(forward)
     except (TypeError, ValueError):  # no signature: take the call as it is
         sig = None
     if sig is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilefx.backend.kernels._common import _I64, _cast, _f32, _ret, _wrap, registrar
+from tilefx.backend.kernels._common import _I64, _cast, _f32, _ret, _ufunc_at, _wrap, registrar
 from tilefx.backend.kernels.views import _scatter_index
 
 KERNELS: dict = {}
@@ -161,5 +161,5 @@ def _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximu
     if scale_grad_by_freq:
         freq = np.bincount(idx, minlength=num_weights)
         rows = rows / np.maximum(freq[idx], 1)[:, None]
-    np.add.at(out, idx[keep], rows[keep])
+    _ufunc_at(np.add, out, (idx[keep],), rows[keep])
     return _ret(out, grad.dtype)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilefx.backend.kernels._common import in_chunks
+
 
 def _f32(x):
     return x.astype(np.float32) if x.dtype == np.float16 else x
@@ -44,8 +46,21 @@ def serialized_matmul(lhs, rhs, mode, factor, keep_precision=False):
     return out.astype(lhs.dtype, copy=False)
 
 
-def accumulate(acc, grad):
-    """acc + grad in the accumulator's type (the gradient is cast to it first)."""
+def _is_negative_zero(v) -> bool:
+    return v.dtype.kind == "f" and v == 0 and bool(np.signbit(v))
+
+
+def accumulate(acc, grad, inplace=False):
+    """acc + grad in the accumulator's type (the gradient is cast to it first).
+    `inplace`: the executor owns `acc` (see IN_PLACE_OPERANDS) and the sum goes
+    into it when the types allow. An accumulator that is one -0.0 broadcast
+    (the executor's before the first micro-batch of an update) adds exactly
+    nothing, to any value: the sum is `grad` itself."""
+    if acc.dtype == grad.dtype and acc.shape == grad.shape and not any(acc.strides) \
+            and acc.size and _is_negative_zero(acc[(0,) * acc.ndim]):
+        return grad
+    if inplace and acc.dtype == grad.dtype and acc.shape == grad.shape:
+        return np.add(acc, grad, out=acc)
     return (acc + grad).astype(grad.dtype, copy=False)
 
 
@@ -77,11 +92,13 @@ def _store(value, like):
 
 def sgd(weight, grad, lr, velocity, step, momentum_var, dampening_var, weight_decay_var,
         nesterov_var, velocity_scaling_var, *, momentum=None, dampening=None, weight_decay=None,
-        nesterov=None, grad_scale=1.0, velocity_scaling=None, combined=False):
+        nesterov=None, grad_scale=1.0, velocity_scaling=None, combined=False, inplace=False):
     """torch.optim.SGD's update on the accumulated gradient times grad_scale.
 
     Separate variant: `velocity` is torch's momentum buffer. Combined variant:
-    `velocity` holds velocity x velocity_scaling (PopTorch's combined tensor)."""
+    `velocity` holds velocity x velocity_scaling (PopTorch's combined tensor).
+    `inplace`: the executor owns `weight` and `velocity` (IN_PLACE_OPERANDS);
+    the separate variant then updates them in place, same operations."""
     ct = _ct(weight)
     momentum = _hp(momentum_var, momentum)
     dampening = _hp(dampening_var, dampening)
@@ -92,6 +109,9 @@ def sgd(weight, grad, lr, velocity, step, momentum_var, dampening_var, weight_de
     lr = ct(lr)
     if weight_decay:
         g = g + ct(weight_decay) * w
+    if inplace and not combined and _all_of_type(ct, weight, velocity):
+        return _sgd_in_place(weight, g, lr, velocity, step, ct(momentum),
+                             ct(1.0 - dampening), nesterov)
     if velocity is None or momentum == 0.0:
         new_w = (w - lr * g).astype(weight.dtype, copy=False)
         return new_w if velocity is None else (new_w, velocity)
@@ -111,16 +131,86 @@ def sgd(weight, grad, lr, velocity, step, momentum_var, dampening_var, weight_de
     return np.subtract(w, step_, out=step_).astype(weight.dtype, copy=False), new_velocity
 
 
+def _all_of_type(ct, *arrays) -> bool:
+    """Every array given (None: absent) is of the compute type: in-place
+    updates need no conversion."""
+    return all(a is None or a.dtype == ct for a in arrays)
+
+
+def _sgd_in_place(weight, g, lr, velocity, step, momentum, one_minus_dampening, nesterov):
+    """The separate-variant SGD update of `sgd`, writing into weight and
+    velocity chunk by chunk (kernels._common.in_chunks), same operations."""
+    if velocity is None or momentum == 0.0:
+        def plain(w, g, t):
+            np.multiply(g, lr, out=t)
+            np.subtract(w, t, out=w)
+
+        in_chunks(plain, [weight, g], 1, weight.dtype)
+        return weight if velocity is None else (weight, velocity)
+    first = int(step) <= 1
+
+    def body(w, g, v, t):
+        if first:
+            np.copyto(v, g)
+        else:
+            v *= momentum
+            if one_minus_dampening == 1.0:  # 1 * g is g exactly
+                v += g
+            else:
+                np.multiply(g, one_minus_dampening, out=t)
+                v += t
+        if nesterov:  # lr (g + momentum v)
+            np.multiply(v, momentum, out=t)
+            np.add(g, t, out=t)
+            t *= lr
+        else:
+            np.multiply(v, lr, out=t)
+        np.subtract(w, t, out=w)
+
+    in_chunks(body, [weight, g, velocity], 1, weight.dtype)
+    return weight, velocity
+
 def adam(weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var, eps_var,
          weight_decay_var, *, beta1=None, beta2=None, eps=None, weight_decay=None,
-         decoupled, bias_correction, grad_scale):
-    """torch.optim.Adam / AdamW, in the same operation order."""
+         decoupled, bias_correction, grad_scale, inplace=False):
+    """torch.optim.Adam / AdamW, in the same operation order. `inplace`: the
+    executor owns `weight`, `exp_avg` and `exp_avg_sq` (IN_PLACE_OPERANDS):
+    they are updated in place, same operations, one temporary."""
     ct = _ct(weight)
     beta1, beta2 = _hp(beta1_var, beta1), _hp(beta2_var, beta2)
     eps, weight_decay = _hp(eps_var, eps), _hp(weight_decay_var, weight_decay)
     g = _grad(grad, grad_scale, ct)
     lr_f = float(lr)
     t = float(step)
+    if bias_correction:
+        bc1 = 1.0 - beta1 ** t
+        bc2_sqrt = (1.0 - beta2 ** t) ** 0.5
+    else:
+        bc1 = bc2_sqrt = 1.0
+    if inplace and _all_of_type(ct, weight, exp_avg, exp_avg_sq):
+        if weight_decay and not decoupled:
+            g = g + ct(weight_decay) * weight
+
+        def body(w, g, m, v, tmp):
+            if weight_decay and decoupled:
+                w *= ct(1.0 - lr_f * weight_decay)
+            np.subtract(g, m, out=tmp)  # m = (g - m) (1 - beta1) + m
+            tmp *= ct(1.0 - beta1)
+            np.add(tmp, m, out=m)
+            np.multiply(g, ct(1.0 - beta2), out=tmp)  # v = g (1 - beta2) g + v beta2
+            tmp *= g
+            v *= ct(beta2)
+            np.add(tmp, v, out=v)
+            np.sqrt(v, out=tmp)  # w -= m / (sqrt(v) / bc2_sqrt + eps) * lr / bc1
+            tmp /= ct(bc2_sqrt)
+            tmp += ct(eps)
+            np.divide(m, tmp, out=tmp)
+            tmp *= ct(lr_f / bc1)
+            np.subtract(w, tmp, out=w)
+
+        in_chunks(body, [weight, g, exp_avg, exp_avg_sq], 1, ct)
+        w, m, v = weight, exp_avg, exp_avg_sq
+        return w, m, v
     w = weight.astype(ct, copy=False)
     if weight_decay:
         if decoupled:
@@ -137,11 +227,6 @@ def adam(weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var, eps_
     v *= g
     v += v0 * ct(beta2)
     new_v, v = _store(v, exp_avg_sq)
-    if bias_correction:
-        bc1 = 1.0 - beta1 ** t
-        bc2_sqrt = (1.0 - beta2 ** t) ** 0.5
-    else:
-        bc1 = bc2_sqrt = 1.0
     step_size = lr_f / bc1
     upd = np.sqrt(v)  # denom = sqrt(v) / bc2_sqrt + eps
     upd /= ct(bc2_sqrt)
@@ -240,6 +325,15 @@ def clip_grad_norm(weights, grads, max_norm_var, *, max_norm=None, grad_scale=1.
            for g in grads]
     return out[0] if len(out) == 1 else out
 
+
+# The operands (by position) a kernel may overwrite when the executor calls it
+# with `inplace=True`: the executor does so only for function arguments whose
+# owner gave them up for the call and that no other op reads (backend/executor.py).
+IN_PLACE_OPERANDS = {
+    "ipu.accumulate": (0,),
+    "ipu.sgd": (0, 3),
+    "ipu.adam": (0, 2, 3),
+}
 
 IPU_KERNELS = {
     "ipu.identity_loss": identity_loss,

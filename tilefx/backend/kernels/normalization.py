@@ -29,9 +29,9 @@ def native_layer_norm(input, weight, bias, normalized_shape, eps):
     axes = tuple(range(x.ndim - k, x.ndim))
     mean = np.mean(x, axis=axes, keepdims=True, dtype=x.dtype)
     d = x - mean
-    var = np.mean(d * d, axis=axes, keepdims=True, dtype=x.dtype)
+    var = np.mean(np.square(d), axis=axes, keepdims=True, dtype=x.dtype)
     rstd = 1 / np.sqrt(var + x.dtype.type(eps))
-    out = d * rstd
+    out = np.multiply(d, rstd, out=d)  # d is ours: normalized in place
     if weight is not None:
         out *= _f32(weight)
     if bias is not None:
@@ -48,15 +48,21 @@ def native_layer_norm_backward(
     mu, rs = _f32(mean), _f32(rstd)
     axes = tuple(range(x.ndim - k, x.ndim))
     batch_axes = tuple(range(x.ndim - k))
-    xhat = (x - mu) * rs
+    xhat = np.subtract(x, mu)
+    xhat *= rs
     gi = gw = gb = None
     if output_mask[0]:
         gg = g * _f32(weight) if weight is not None else g
         m1 = np.mean(gg, axis=axes, keepdims=True)
-        m2 = np.mean(gg * xhat, axis=axes, keepdims=True)
-        gi = _ret(rs * (gg - m1 - xhat * m2), input.dtype)
+        t = np.multiply(gg, xhat)
+        m2 = np.mean(t, axis=axes, keepdims=True)
+        np.multiply(xhat, m2, out=t)  # rs (gg - m1 - xhat m2), in temporaries of our own
+        r = np.subtract(gg, m1, out=gg) if gg is not g else gg - m1
+        r -= t
+        r *= rs
+        gi = _ret(r, input.dtype)
     if output_mask[1] and weight is not None:
-        gw = _ret(np.sum(g * xhat, axis=batch_axes), weight.dtype)
+        gw = _ret(np.sum(np.multiply(g, xhat, out=xhat), axis=batch_axes), weight.dtype)
     if output_mask[2] and bias is not None:
         gb = _ret(np.sum(g, axis=batch_axes), bias.dtype)
     return gi, gw, gb

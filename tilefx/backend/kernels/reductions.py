@@ -120,7 +120,8 @@ def _softmax(self, dim, half_to_float):
     if x.ndim == 0:
         return _ret(np.exp(x - x), rt)
     dim = _wrap(dim, x.ndim)
-    e = np.exp(x - np.max(x, axis=dim, keepdims=True))
+    e = np.subtract(x, np.max(x, axis=dim, keepdims=True))
+    np.exp(e, out=e)  # in place: one array for the whole softmax
     e /= np.sum(e, axis=dim, keepdims=True)
     return _ret(e, rt)
 
@@ -142,7 +143,10 @@ def _log_softmax(self, dim, half_to_float):
 def _softmax_backward_data(grad_output, output, dim, input_dtype):
     g, y = _f32(grad_output), _f32(output)
     dim = _wrap(dim, g.ndim)
-    r = y * (g - np.sum(g * y, axis=dim, keepdims=True))
+    r = np.multiply(g, y)
+    s = np.sum(r, axis=dim, keepdims=True)
+    np.subtract(g, s, out=r)  # y (g - sum(g y)), in the one temporary
+    r *= y
     return _ret(r, np.dtype(input_dtype))
 
 
@@ -150,7 +154,9 @@ def _softmax_backward_data(grad_output, output, dim, input_dtype):
 def _log_softmax_backward_data(grad_output, output, dim, input_dtype):
     g, y = _f32(grad_output), _f32(output)
     dim = _wrap(dim, g.ndim)
-    r = g - np.exp(y) * np.sum(g, axis=dim, keepdims=True)
+    r = np.exp(y)
+    r *= np.sum(g, axis=dim, keepdims=True)
+    np.subtract(g, r, out=r)  # g - exp(y) sum(g), in the one temporary
     return _ret(r, np.dtype(input_dtype))
 
 

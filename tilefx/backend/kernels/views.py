@@ -17,6 +17,7 @@ from tilefx.backend.kernels._common import (
     _promote,
     _ret,
     _scalar_dtype,
+    _ufunc_at,
     _wrap,
 )
 
@@ -199,7 +200,7 @@ def index_put(self, indices, values, accumulate=False):
     if accumulate:
         out = _f32(self).copy()
         target_shape = out[idx].shape
-        np.add.at(out, idx, np.broadcast_to(_cast(values, out.dtype), target_shape))
+        _ufunc_at(np.add, out, idx, np.broadcast_to(_cast(values, out.dtype), target_shape))
         return _ret(out, self.dtype)
     out = self.copy()
     out[idx] = _cast(values, self.dtype)
