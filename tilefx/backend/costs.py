@@ -362,6 +362,13 @@ def op_cost(op, machine: Machine, proportion: float = DEFAULT_PROPORTION) -> OpC
     if op.name in ("ipu.sgd", "ipu.adam", "ipu.accumulate"):
         return linear_cost(_numel(_shape(ins[0])), in_bytes, out_bytes, isz, machine,
                            flops_per_elem=UPDATE_FLOPS[op.name.removeprefix("ipu.")])
+    if op.name in ("ipu.ctc_loss", "ipu.ctc_loss_grad"):  # per step: each extended label, log-sum-exps
+        T, N, C = _shape(op.log_probs)
+        tg = _shape(op.targets)
+        S = tg[1] if len(tg) == 2 else max(1, tg[0] // max(N, 1))
+        passes = 1 if op.name == "ipu.ctc_loss" else 3  # alpha; alpha, beta and the class sums
+        return linear_cost(passes * T * N * (2 * S + 1), in_bytes, out_bytes, 4, machine,
+                           flops_per_elem=12, reduction=True)
     if op.name == "ipu.ctc_beam_search_decoder":  # per step: every beam extended by every class
         T, B, C = _shape(ins[0])
         w = int(op.beam_width.value.data)

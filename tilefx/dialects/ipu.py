@@ -674,6 +674,76 @@ class CtcBeamSearchDecoderOp(IRDLOperation):
                                       f"[B, top_paths], [B, top_paths, T] = {[B, k]}, {[B, k]}, {[B, k, T]}")
 
 
+def _ctc_operand_shapes(op, what: str) -> int:
+    """Check CTC operands (log_probs [T, N, C], targets [N, S] or [sum S], lengths [N]); N."""
+    lp = list(op.log_probs.type.get_shape())
+    if len(lp) != 3:
+        raise VerifyException(f"{what}: log_probs must be [T, N, C], got {lp}")
+    n = lp[1]
+    for v, name in ((op.input_lengths, "input_lengths"), (op.target_lengths, "target_lengths")):
+        if list(v.type.get_shape()) != [n]:
+            raise VerifyException(f"{what}: {name} must be [{n}], got {list(v.type.get_shape())}")
+    tg = list(op.targets.type.get_shape())
+    if len(tg) not in (1, 2) or (len(tg) == 2 and tg[0] != n):
+        raise VerifyException(f"{what}: targets must be [{n}, S] or 1-D (concatenated), got {tg}")
+    if not 0 <= op.blank.value.data < lp[2]:
+        raise VerifyException(f"{what}: blank {op.blank.value.data} is not a class of {lp[2]}")
+    return n
+
+
+@irdl_op_definition
+class CtcLossOp(IRDLOperation):
+    """CTC loss per batch item (`torch.nn.functional.ctc_loss` with reduction
+    "none", PopART's ctcloss): -log p(target | log_probs), [N]. torch's own op
+    also returns the forward variables, whose size depends on the targets'
+    values; this one returns only the loss, so its shape is static."""
+
+    name = "ipu.ctc_loss"
+    log_probs = operand_def(TensorType)
+    targets = operand_def(TensorType)
+    input_lengths = operand_def(TensorType)
+    target_lengths = operand_def(TensorType)
+    loss = result_def(TensorType)
+    blank = prop_def(IntegerAttr)
+    zero_infinity = prop_def(BoolAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = ("$log_probs `,` $targets `,` $input_lengths `,` $target_lengths attr-dict `:` "
+                       "type($log_probs) `,` type($targets) `,` type($input_lengths) `,` "
+                       "type($target_lengths) `->` type($loss)")
+
+    def verify_(self) -> None:
+        n = _ctc_operand_shapes(self, self.name)
+        if list(self.loss.type.get_shape()) != [n]:
+            raise VerifyException(f"ipu.ctc_loss: the loss must be [{n}], got {list(self.loss.type.get_shape())}")
+
+
+@irdl_op_definition
+class CtcLossGradOp(IRDLOperation):
+    """The gradient of sum(grad * ctc_loss) with respect to log_probs (torch's
+    formula: through the log-softmax that made them)."""
+
+    name = "ipu.ctc_loss_grad"
+    grad = operand_def(TensorType)
+    log_probs = operand_def(TensorType)
+    targets = operand_def(TensorType)
+    input_lengths = operand_def(TensorType)
+    target_lengths = operand_def(TensorType)
+    grad_log_probs = result_def(TensorType)
+    blank = prop_def(IntegerAttr)
+    zero_infinity = prop_def(BoolAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = ("$grad `,` $log_probs `,` $targets `,` $input_lengths `,` $target_lengths attr-dict "
+                       "`:` type($grad) `,` type($log_probs) `,` type($targets) `,` type($input_lengths) "
+                       "`,` type($target_lengths) `->` type($grad_log_probs)")
+
+    def verify_(self) -> None:
+        n = _ctc_operand_shapes(self, self.name)
+        if list(self.grad.type.get_shape()) != [n]:
+            raise VerifyException(f"ipu.ctc_loss_grad: grad must be [{n}]")
+        if self.grad_log_probs.type != self.log_probs.type:
+            raise VerifyException("ipu.ctc_loss_grad: the result has the type of log_probs")
+
+
 @irdl_op_definition
 class CustomOp(IRDLOperation):
     """`poptorch.custom_op(inputs, name, domain, domain_version, ...)`: an op
@@ -694,5 +764,6 @@ class CustomOp(IRDLOperation):
 IPU_OPS = [IdentityLossOp, NopOp, PrintTensorOp, SetAvailableMemoryOp, SerializedMatmulOp,
            AccumulateOp, SGDOp, AdamOp, RMSpropOp, LambOp, ClipGradNormOp, CopyOp, YieldOp, StageOp,
            ForOp, DynamicSliceOp, DynamicUpdateOp, RecomputationCheckpointOp, CtcBeamSearchDecoderOp,
+           CtcLossOp, CtcLossGradOp,
            CustomOp]
 IPU = Dialect("ipu", IPU_OPS, [PlacementAttr])

@@ -47,6 +47,7 @@ from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
 from tilefx.dialects.aten_schema import Schema
 from tilefx.lowering.call_spec import CallSpec, CallWith, bind_call
+from tilefx.lowering.static_ops import static_ctc_loss
 from tilefx.lowering.tracing_state import GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
 from tilefx.dialects.names import LOC_META_KEY, MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
@@ -488,6 +489,14 @@ class _Builder:
                 operands=[a[0], a[1]], result_types=rtypes, attributes=attrs,
                 properties={k: IntegerAttr(v, i64) for k, v in
                             zip(("blank", "beam_width", "top_paths"), a[2:5])})
+        if name in ("ctc_loss", "ctc_loss_grad"):
+            from xdsl.dialects.builtin import BoolAttr
+
+            cls = ipu.CtcLossOp if name == "ctc_loss" else ipu.CtcLossGradOp
+            n = 4 if name == "ctc_loss" else 5
+            return cls.build(operands=a[:n], result_types=rtypes, attributes=attrs,
+                             properties={"blank": IntegerAttr(a[n], i64),
+                                         "zero_infinity": BoolAttr.from_bool(a[n + 1])})
         if name == "custom_op":
             from tilefx.dialects.irutil import from_py
 
@@ -812,6 +821,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             args = metas.args
             stack.enter_context(torch.fx.traceback.preserve_node_meta())
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
+            stack.enter_context(static_ctc_loss())
             # what torch.export sets while it traces: torch.compiler.is_compiling()
             # is True, so libraries take their traceable paths instead of asking
             # data-dependent questions (transformers' mask shortcuts, checks)

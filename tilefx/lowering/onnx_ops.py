@@ -728,6 +728,15 @@ def _lrn(ins, at, v):
     return x / (bias + alpha / size * window.reshape(x.shape)) ** beta
 
 
+def _ctc(ins, at, v):
+    """ai.graphcore Ctc: torch's ctc_loss (a static-shape op while tracing), PopART's
+    ReductionType (0 Sum, 1 Mean, 2 NoReduction)."""
+    reduction = {0: "sum", 1: "mean", 2: "none"}[int(at.get("reduction", 1))]
+    return F.ctc_loss(_t(ins[0]), _t(ins[1]).to(torch.int64), _t(ins[2]).to(torch.int64),
+                      _t(ins[3]).to(torch.int64), blank=int(at.get("blank", 0)), reduction=reduction,
+                      zero_infinity=bool(at.get("zeroInfinity", 0)))
+
+
 def _grouped_gather(ins, at, v):
     """ai.graphcore GroupedGather: an ONNX Gather per group (dimension 0 of data and indices)."""
     data, idx = _t(ins[0]), ins[1]
@@ -863,7 +872,7 @@ GRAPHCORE_OPS = {"IdentityLoss": _identityloss, "L1": _l1loss, "Nll": _nllloss,
                  "Round": lambda ins, at, v: torch.round(_t(ins[0])),
                  "Gelu": lambda ins, at, v: F.gelu(_t(ins[0]), approximate="tanh"),  # poplibs' GELU
                  "GeluErf": lambda ins, at, v: F.gelu(_t(ins[0])),
-                 "GroupedGather": _grouped_gather,
+                 "GroupedGather": _grouped_gather, "Ctc": _ctc,
                  "DepthToSpace": _depth_to_space,
                  "Scale": lambda ins, at, v: _t(ins[0]) * at.get("scale", 1.0),
                  "Detach": lambda ins, at, v: _t(ins[0]).detach()}

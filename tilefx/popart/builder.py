@@ -230,6 +230,13 @@ class _AiGraphcore:
     def geluerf(self, args, debugContext: str = ""):
         return self._node("GeluErf", args, {}, debugContext)
 
+    def ctcloss(self, args, reduction=ReductionType.Mean, blank: int = 0, outDataType: str = "UNDEFINED",
+                zeroInfinity: bool = False, debugContext: str = ""):
+        """CTC loss of [log_probs [T, N, C], targets [N, S], input_lengths [N], target_lengths [N]]
+        (torch's nn.CTCLoss: Mean divides each item by its target length)."""
+        return self._node("Ctc", args, {"reduction": int(reduction), "blank": int(blank),
+                                        "zeroInfinity": int(bool(zeroInfinity))}, debugContext)
+
     def groupedgather(self, args, axis: int = 0, group_size: int = 1, debugContext: str = ""):
         """Gather within each group: data and indices have a leading group dimension."""
         return self._node("GroupedGather", args, {"axis": int(axis), "group_size": int(group_size)},

@@ -585,7 +585,7 @@ class _Session:
         indices) and the example inputs, those whose gradient is anchored
         requiring it."""
         names = list(self._module.input_info)
-        inputs = [torch.from_numpy(np.zeros(self._input_shape(n), d)) for n, (_, d) in
+        inputs = [torch.from_numpy(np.zeros(self._input_shape(n), _host_dtype(d))) for n, (_, d) in
                   self._module.input_info.items()] + self._probe_inputs()
         for i, name in enumerate(self._probes):
             inputs[len(names) + i].requires_grad_(True)
@@ -672,7 +672,8 @@ class _Session:
                                          self._lead(None) + shape)
             else:
                 raise popart_exception(f"run expects a PyStepIO or PyStepIOCallback, got {type(stepio).__name__}")
-            tensors.append(torch.from_numpy(np.array(buf, order="C").reshape(self._input_shape(name))))
+            tensors.append(torch.from_numpy(np.array(buf, order="C", dtype=_host_dtype(buf.dtype))
+                                            .reshape(self._input_shape(name))))
         if isinstance(stepio, PyStepIO):
             for name in stepio.inputs:
                 if name not in self._module.input_info:
@@ -927,6 +928,13 @@ class TrainingSession(_Session):
                 self._executor.setOptimizer(optimizer.to_tilefx(self._params()))
             except Error as e:
                 raise popart_exception(f"updateOptimizerFromHost: {e.message}") from None
+
+
+def _host_dtype(dtype) -> np.dtype:
+    """The type an input is fed to the simulated device in: PopART's UINT16 /
+    UINT32 inputs (indices, lengths) widen to int64, which holds every value."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.int64) if dtype in (np.dtype(np.uint16), np.dtype(np.uint32)) else dtype
 
 
 def _ungrad(tensor_id: str) -> str:

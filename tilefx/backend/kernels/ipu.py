@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilefx.backend.kernels import ctc
 from tilefx.backend.kernels._common import in_chunks
 
 
@@ -441,5 +442,7 @@ IPU_KERNELS.update({
     "ipu.dynamic_update": dynamic_update,
     "ipu.recomputation_checkpoint": recomputation_checkpoint,
     "ipu.ctc_beam_search_decoder": ctc_beam_search_decoder,
+    "ipu.ctc_loss": ctc.ctc_loss,
+    "ipu.ctc_loss_grad": ctc.ctc_loss_grad,
     "ipu.custom_op": custom_op,
 })

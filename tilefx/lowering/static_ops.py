@@ -1,0 +1,39 @@
+"""torch functions whose own ops the static IPU graph cannot hold, replaced
+while tilefx traces a model by ops of static shape (registered by the API
+layer as `torch.ops.tilefx.*`, lowered to the `ipu` dialect).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+
+@contextlib.contextmanager
+def static_ctc_loss():
+    """While tracing, `F.ctc_loss` (which `nn.CTCLoss` calls) is `tilefx::ctc_loss`:
+    torch's `_ctc_loss` also returns the forward variables, sized by the
+    longest target's value, which a static graph cannot hold; the loss itself
+    is [N]. (aot_export runs the model outside any torch-function mode, so the
+    function is swapped for the trace and put back after.)"""
+    original = torch.nn.functional.ctc_loss
+
+    def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
+                 zero_infinity=False):
+        lengths = [torch.as_tensor(v, dtype=torch.int64) if not isinstance(v, torch.Tensor)
+                   else v.to(torch.int64) for v in (input_lengths, target_lengths)]
+        loss = torch.ops.tilefx.ctc_loss(log_probs, targets.to(torch.int64), *lengths, int(blank),
+                                         bool(zero_infinity))
+        if reduction == "mean":
+            return (loss / lengths[1].clamp(min=1).to(loss.dtype)).mean()
+        if reduction == "sum":
+            return loss.sum()
+        return loss
+
+    if hasattr(torch.ops.tilefx, "ctc_loss"):  # registered by the API layer
+        torch.nn.functional.ctc_loss = ctc_loss
+    try:
+        yield
+    finally:
+        torch.nn.functional.ctc_loss = original
