@@ -135,6 +135,15 @@ func.func @more_helper_ops(%x: tensor<4x8xf32>, %s: tensor<i64>, %w: tensor<8x8x
   func.return %e#0 : tensor<4x8xf32>
 }
 
+// CHECK-LABEL: func.func @ctc_loss
+// CHECK-NEXT:    %loss = ipu.ctc_loss %lp, %t, %il, %tl {blank = 0 : i64, zero_infinity = false} : tensor<5x2x4xf32>, tensor<2x3xi64>, tensor<2xi64>, tensor<2xi64> -> tensor<2xf32>
+// CHECK-NEXT:    %g = ipu.ctc_loss_grad %loss, %lp, %t, %il, %tl {blank = 0 : i64, zero_infinity = true} : tensor<2xf32>, tensor<5x2x4xf32>, tensor<2x3xi64>, tensor<2xi64>, tensor<2xi64> -> tensor<5x2x4xf32>
+func.func @ctc_loss(%lp: tensor<5x2x4xf32>, %t: tensor<2x3xi64>, %il: tensor<2xi64>, %tl: tensor<2xi64>) -> tensor<5x2x4xf32> {
+  %loss = ipu.ctc_loss %lp, %t, %il, %tl {blank = 0 : i64, zero_infinity = false} : tensor<5x2x4xf32>, tensor<2x3xi64>, tensor<2xi64>, tensor<2xi64> -> tensor<2xf32>
+  %g = ipu.ctc_loss_grad %loss, %lp, %t, %il, %tl {blank = 0 : i64, zero_infinity = true} : tensor<2xf32>, tensor<5x2x4xf32>, tensor<2x3xi64>, tensor<2xi64>, tensor<2xi64> -> tensor<5x2x4xf32>
+  func.return %g : tensor<5x2x4xf32>
+}
+
 // CHECK-LABEL: func.func @training(
 // CHECK-SAME:  %w: tensor<8x16xf32>, %g: tensor<8x16xf32>, %acc: tensor<8x16xf32>, %lr: tensor<f32>, %step: tensor<f32>, %v: tensor<8x16xf32>, %m: tensor<8x16xf32>, %m2: tensor<8x16xf32>) -> tensor<8x16xf32> {
 // CHECK-NEXT:    %acc_next = ipu.accumulate %acc, %g {ipu.place = #ipu.place<bwd, block = "B1", ipu = 1>} : tensor<8x16xf32>
