@@ -263,3 +263,37 @@ def test_random_operators_follow_the_session_seed():
     assert not np.array_equal(runs[0]["n"], runs[2]["n"])
     with pytest.raises(popart.popart_exception, match="non-negative int"):
         s.setRandomSeed(-1)
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("Conv", {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ("Conv", {"auto_pad": "SAME_LOWER", "strides": [2, 1]}),
+    ("Conv", {"auto_pad": "VALID", "strides": [1, 2]}),
+    ("MaxPool", {"auto_pad": "SAME_UPPER", "kernel_shape": [3, 2], "strides": [2, 2]}),
+    ("MaxPool", {"auto_pad": "SAME_LOWER", "kernel_shape": [2, 2], "strides": [1, 1]}),
+    ("AveragePool", {"auto_pad": "SAME_UPPER", "kernel_shape": [3, 3], "strides": [2, 2]}),
+    ("AveragePool", {"auto_pad": "SAME_LOWER", "kernel_shape": [2, 3], "strides": [1, 2],
+                     "count_include_pad": 1}),
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [0, 1, 2, 1]}),
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 0, 0, 2], "count_include_pad": 1}),
+])
+def test_auto_pad_and_asymmetric_pool_padding(op, attrs):
+    """TensorFlow-exported graphs pad by auto_pad SAME_*; the padding follows from the static shapes."""
+    x = f32(2, 3, 9, 8)
+    if op == "Conv":
+        w = f32(4, 3, 3, 3)
+        check([helper.make_node("Conv", ["x", "w"], ["y"], **attrs)], {"x": x}, ["y"],
+              inits=[helper.make_tensor("w", F32, list(w.shape), w.reshape(-1).tolist())])
+    else:
+        check([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x}, ["y"])
+
+
+def test_pads_of_the_wrong_length_are_a_clear_error():
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[0, 0, 0, 0, 0])], "g",
+        [helper.make_tensor_value_info("x", F32, [1, 1, 8, 8])], [helper.make_empty_tensor_value_info("y")]),
+        opset_imports=[helper.make_opsetid("", 18)])
+    s = popart.InferenceSession(model.SerializeToString(), popart.DataFlow(1, ["y"]),
+                                popart.DeviceManager().createCpuDevice())
+    with pytest.raises(popart.popart_exception, match="pads has 5 values; 2 spatial dimensions need 4"):
+        s.prepareDevice()

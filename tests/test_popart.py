@@ -849,3 +849,58 @@ def test_popart_operator_conventions():
     with pytest.raises(popart.popart_exception, match="must be a scalar tensor"):
         popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [p]), p, popart.ConstSGD(0.1),
                                deviceInfo=cpu())
+
+
+def test_builder_node_attributes_are_read_added_and_removed():
+    """PopART's Builder names a node by its outputs for attribute access."""
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [1, 1, 6, 6]))
+    o = b.aiOnnx.averagepool([x], kernel_shape=[3, 3], count_include_pad=1, pads=[1, 1, 1, 1],
+                             strides=[2, 2])
+    assert b.nodeHasAttribute("count_include_pad", {o})
+    assert b.getInt64NodeAttribute("count_include_pad", {o}) == 1
+    assert b.getInt64VectorNodeAttribute("kernel_shape", {o}) == [3, 3]
+    assert {"kernel_shape", "pads", "strides"} <= set(b.getAllNodeAttributeNames({o}))
+    b.removeNodeAttribute("count_include_pad", {o})
+    assert not b.nodeHasAttribute("count_include_pad", {o})
+    with pytest.raises(popart.popart_exception, match="has no attribute 'count_include_pad'"):
+        b.removeNodeAttribute("count_include_pad", {o})
+    b.addNodeAttribute("my_scale", 0.5, {o})
+    b.addNodeAttribute("my_tags", ["a", "b"], {o})
+    assert b.getFloatNodeAttribute("my_scale", {o}) == 0.5
+    assert b.getStringVectorNodeAttribute("my_tags", {o}) == ["a", "b"]
+    with pytest.raises(popart.popart_exception, match="already has attribute"):
+        b.addNodeAttribute("my_scale", 1.0, {o})
+    with pytest.raises(popart.popart_exception, match="is FLOAT"):
+        b.getInt64NodeAttribute("my_scale", {o})
+    with pytest.raises(popart.popart_exception, match="no single node"):
+        b.nodeHasAttribute("pads", {x})
+    b.removeNodeAttribute("my_scale", {o})
+    b.removeNodeAttribute("my_tags", {o})
+    # the edited model still runs: count_include_pad now takes its default, 0
+    b.addOutputTensor(o)
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [o]), cpu())
+    s.prepareDevice()
+    a = s.initAnchorArrays()
+    data = np.arange(36, dtype=np.float32).reshape(1, 1, 6, 6)
+    s.run(popart.PyStepIO({x: data}, a))
+    ref = torch.nn.functional.avg_pool2d(torch.from_numpy(data), 3, 2, 1, count_include_pad=False)
+    np.testing.assert_allclose(a[o], ref.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("bps", [1, 3])
+def test_scalar_inputs_take_one_value_per_batch(bps):
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2, 3]))
+    s_ = b.addInputTensor(popart.TensorInfo("FLOAT", []))
+    y = b.aiOnnx.mul([x, s_])
+    b.addOutputTensor(y)
+    sess = popart.InferenceSession(b.getModelProto(), popart.DataFlow(bps, [y]), cpu())
+    sess.prepareDevice()
+    a = sess.initAnchorArrays()
+    xs = np.random.default_rng(0).standard_normal((bps, 2, 3)).astype(np.float32)
+    scales = np.arange(1, bps + 1, dtype=np.float32)
+    feed = {x: xs[0] if bps == 1 else xs, s_: np.float32(scales[0]) if bps == 1 else scales}
+    sess.run(popart.PyStepIO(feed, a))
+    want = xs * scales[:, None, None]
+    np.testing.assert_allclose(a[y], want[0] if bps == 1 else want, rtol=1e-6)

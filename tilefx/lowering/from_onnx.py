@@ -234,7 +234,9 @@ class OnnxModule(torch.nn.Module):
         env: dict = dict(self.static)
         for name in self.path:
             env[name] = self.tensor(name)
-        env.update(zip(self.input_names, inputs))
+        for name, x in zip(self.input_names, inputs):
+            # a scalar input arrives with a length-1 dimension to split batches along
+            env[name] = x.reshape(()) if not self.input_info[name][0] and x.dim() == 1 else x
         probes = dict(zip(self.probes, inputs[len(self.input_names):]))
         for node in self.proto.graph.node:
             self._run(node, env)

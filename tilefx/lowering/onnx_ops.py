@@ -74,11 +74,31 @@ def _gemm(ins, at, v):
     return y
 
 
-def _pads(at, n: int) -> tuple[list[int], list[int]]:
-    if at.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-        raise Error(f"auto_pad={at['auto_pad']} is not supported: give explicit pads", type="frontend")
-    pads = at.get("pads", [0] * (2 * n))
-    return list(pads[:n]), list(pads[n:])
+def _pads(at, n: int, x: torch.Tensor | None = None, kernel=None) -> tuple[list[int], list[int]]:
+    """(begin, end) padding of the n spatial dimensions: explicit `pads`, or the
+    padding `auto_pad` SAME_UPPER / SAME_LOWER implies for x's static shape
+    (output = ceil(input / stride); the odd element at the end for UPPER)."""
+    auto = at.get("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER") and x is not None and kernel is not None:
+        stride, dil = at.get("strides", [1] * n), at.get("dilations", [1] * n)
+        total = []
+        for i in range(n):
+            size = x.shape[2 + i]
+            out = -(-size // stride[i])
+            total.append(max((out - 1) * stride[i] + (kernel[i] - 1) * dil[i] + 1 - size, 0))
+        small, big = [t // 2 for t in total], [t - t // 2 for t in total]
+        return (small, big) if auto == "SAME_UPPER" else (big, small)
+    if auto not in ("NOTSET", "VALID"):
+        raise Error(f"auto_pad={auto} is not an ONNX value", type="frontend")
+    if auto == "VALID":
+        return [0] * n, [0] * n
+    pads = list(at.get("pads", [0] * (2 * n)))
+    if len(pads) != 2 * n:
+        raise Error(f"pads has {len(pads)} values; {n} spatial dimensions need {2 * n} "
+                    "(begin and end of each)", type="frontend")
+    if min(pads, default=0) < 0:
+        raise Error(f"pads {pads} has negative values", type="frontend")
+    return pads[:n], pads[n:]
 
 
 def _symmetric(x: torch.Tensor, begin, end, value=0.0):
@@ -95,7 +115,7 @@ def _conv(ins, at, v):
     x, w = _t(ins[0]), _t(ins[1])
     b = _t(ins[2]) if len(ins) > 2 and ins[2] is not None else None
     n = w.dim() - 2
-    begin, end = _pads(at, n)
+    begin, end = _pads(at, n, x, list(w.shape[2:]))
     x, pad = _symmetric(x, begin, end)
     fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[n]
     return fn(x, w, b, stride=at.get("strides", [1] * n), padding=pad,
@@ -106,7 +126,7 @@ def _maxpool(ins, at, v):
     x = _t(ins[0])
     k = at["kernel_shape"]
     n = len(k)
-    begin, end = _pads(at, n)
+    begin, end = _pads(at, n, x, k)
     x, pad = _symmetric(x, begin, end, value=-math.inf)
     fn = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n]
     return fn(x, k, stride=at.get("strides", [1] * n), padding=pad,
@@ -117,13 +137,21 @@ def _avgpool(ins, at, v):
     x = _t(ins[0])
     k = at["kernel_shape"]
     n = len(k)
-    begin, end = _pads(at, n)
-    if begin != end:
-        raise Error("AveragePool with asymmetric pads is not supported", type="frontend")
+    if at.get("dilations", [1] * n) != [1] * n:
+        raise Error("AveragePool with dilations is not supported", type="frontend")
+    begin, end = _pads(at, n, x, k)
     fn = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[n]
-    return fn(x, k, stride=at.get("strides", [1] * n), padding=begin,
-              ceil_mode=bool(at.get("ceil_mode", 0)),
-              count_include_pad=bool(at.get("count_include_pad", 0)))
+    stride, ceil = at.get("strides", [1] * n), bool(at.get("ceil_mode", 0))
+    include_pad = bool(at.get("count_include_pad", 0))
+    if begin == end:
+        return fn(x, k, stride=stride, padding=begin, ceil_mode=ceil, count_include_pad=include_pad)
+    # asymmetric (e.g. auto_pad SAME_UPPER): pool the zero-padded input; without
+    # count_include_pad, divide the window sums by the real elements in each window
+    xp, _ = _symmetric(x, begin, end)
+    if include_pad:
+        return fn(xp, k, stride=stride, ceil_mode=ceil)
+    ones, _ = _symmetric(torch.ones_like(x[:1, :1]), begin, end)
+    return fn(xp, k, stride=stride, ceil_mode=ceil) / fn(ones, k, stride=stride, ceil_mode=ceil)
 
 
 def _global_avgpool(ins, at, v):

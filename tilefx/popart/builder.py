@@ -445,6 +445,86 @@ class Builder:
                 return helper.get_attribute_value(a)
         raise popart_exception(f"{what}: tensor {tensor!r} has no such annotation")
 
+    # -- node attributes (PopART's Builder API: a node named by its outputs) --
+    def _node_of(self, nodeOutputNames, what: str):
+        names = [nodeOutputNames] if isinstance(nodeOutputNames, str) else list(nodeOutputNames)
+        if not names:
+            raise popart_exception(f"{what}: no node outputs given")
+        nodes = {id(self._producer.get(t)): self._producer.get(t) for t in names}
+        if None in nodes.values() or len(nodes) != 1:
+            raise popart_exception(f"{what}: no single node has the outputs {sorted(names)}")
+        return next(iter(nodes.values()))
+
+    def addNodeAttribute(self, attributeName: str, attributeValue, nodeOutputNames) -> None:
+        """Add an attribute to the node producing `nodeOutputNames`; it must not have it yet."""
+        node = self._node_of(nodeOutputNames, "addNodeAttribute")
+        if any(a.name == attributeName for a in node.attribute):
+            raise popart_exception(f"addNodeAttribute: node {node.name!r} already has attribute "
+                                   f"{attributeName!r}")
+        if isinstance(attributeValue, bool):
+            attributeValue = int(attributeValue)
+        node.attribute.append(helper.make_attribute(attributeName, attributeValue))
+
+    def nodeHasAttribute(self, attributeName: str, nodeOutputNames) -> bool:
+        node = self._node_of(nodeOutputNames, "nodeHasAttribute")
+        return any(a.name == attributeName for a in node.attribute)
+
+    def getAllNodeAttributeNames(self, nodeOutputNames) -> list[str]:
+        return [a.name for a in self._node_of(nodeOutputNames, "getAllNodeAttributeNames").attribute]
+
+    def removeNodeAttribute(self, attributeName: str, nodeOutputNames) -> None:
+        """Remove an attribute the node producing `nodeOutputNames` has."""
+        node = self._node_of(nodeOutputNames, "removeNodeAttribute")
+        for a in list(node.attribute):
+            if a.name == attributeName:
+                node.attribute.remove(a)
+                return
+        raise popart_exception(f"removeNodeAttribute: node {node.name!r} has no attribute "
+                               f"{attributeName!r}")
+
+    def _typed_node_attr(self, attributeName, nodeOutputNames, kinds, what):
+        node = self._node_of(nodeOutputNames, what)
+        for a in node.attribute:
+            if a.name == attributeName:
+                if a.type not in kinds:
+                    raise popart_exception(f"{what}: attribute {attributeName!r} of node {node.name!r} "
+                                           f"is {onnx.AttributeProto.AttributeType.Name(a.type)}")
+                value = helper.get_attribute_value(a)
+                if isinstance(value, bytes):
+                    return value.decode()
+                if isinstance(value, list):
+                    return [v.decode() if isinstance(v, bytes) else v for v in value]
+                return value
+        raise popart_exception(f"{what}: node {node.name!r} has no attribute {attributeName!r}")
+
+    def getInt64NodeAttribute(self, attributeName: str, nodeOutputNames) -> int:
+        return int(self._typed_node_attr(attributeName, nodeOutputNames, (onnx.AttributeProto.INT,),
+                                         "getInt64NodeAttribute"))
+
+    def getInt64VectorNodeAttribute(self, attributeName: str, nodeOutputNames) -> list[int]:
+        return [int(v) for v in self._typed_node_attr(attributeName, nodeOutputNames, (
+            onnx.AttributeProto.INTS,), "getInt64VectorNodeAttribute")]
+
+    def getFloatNodeAttribute(self, attributeName: str, nodeOutputNames) -> float:
+        return float(self._typed_node_attr(attributeName, nodeOutputNames, (onnx.AttributeProto.FLOAT,),
+                                           "getFloatNodeAttribute"))
+
+    def getFloatVectorNodeAttribute(self, attributeName: str, nodeOutputNames) -> list[float]:
+        return [float(v) for v in self._typed_node_attr(attributeName, nodeOutputNames, (
+            onnx.AttributeProto.FLOATS,), "getFloatVectorNodeAttribute")]
+
+    def getStringNodeAttribute(self, attributeName: str, nodeOutputNames) -> str:
+        return self._typed_node_attr(attributeName, nodeOutputNames, (onnx.AttributeProto.STRING,),
+                                     "getStringNodeAttribute")
+
+    def getStringVectorNodeAttribute(self, attributeName: str, nodeOutputNames) -> list[str]:
+        return self._typed_node_attr(attributeName, nodeOutputNames, (onnx.AttributeProto.STRINGS,),
+                                     "getStringVectorNodeAttribute")
+
+    def getBoolNodeAttribute(self, attributeName: str, nodeOutputNames) -> bool:
+        return bool(self._typed_node_attr(attributeName, nodeOutputNames, (onnx.AttributeProto.INT,),
+                                          "getBoolNodeAttribute"))
+
     @contextlib.contextmanager
     def nameScope(self, name: str):
         self._scope.append(name)

@@ -637,9 +637,7 @@ class _Session:
         return {n: m.tensor(n) for n in m.weight_names if isinstance(m.tensor(n), torch.nn.Parameter)}
 
     def _input_shape(self, name: str) -> list[int]:
-        shape, _ = self._module.input_info[name]
-        if not shape:
-            raise popart_exception(f"input {name!r} is a scalar: tilefx needs inputs with at least one dimension")
+        shape = self._module.input_info[name][0] or [1]  # a scalar: one element per batch
         bps, af, rf = self._dataflow.batchesPerStep(), self.accumulationFactor, self.replicationFactor
         return [bps * af * rf * shape[0]] + shape[1:]
 
