@@ -179,6 +179,49 @@ def test_gradients_volumes():
     _check_gradients(VOLUME, {k: (2, 2, 3, 4, 4) for k in VOLUME})
 
 
+NORMS = {
+    "normalize": lambda w: F.normalize(w, dim=1),
+    "vector_norm_1": lambda w: torch.linalg.vector_norm(w, 1, dim=(0, 2), keepdim=True),
+    "vector_norm_3": lambda w: torch.linalg.vector_norm(w, 3.0, dim=-1),
+    "vector_norm_inf": lambda w: torch.linalg.vector_norm(w, float("inf"), dim=2),
+    "norm": lambda w: w.norm(),
+}
+
+
+def test_gradients_vector_norms():
+    _check_gradients(NORMS, {k: (2, 3, 4) for k in NORMS})
+
+
+def test_transformer_with_causal_target_mask_trains_like_pytorch():
+    """nn.Transformer tests whether a mask is causal by reading its values; the
+    trace uses the mask as given (the same numbers)."""
+
+    class Seq2Seq(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.t = nn.Transformer(16, 2, 1, 1, 32, dropout=0.0, batch_first=True)
+            self.fc = nn.Linear(16, 5)
+
+        def forward(self, src, tgt):
+            mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1])
+            return self.fc(self.t(src, tgt, src_mask=None, tgt_mask=mask).mean(1))
+
+    torch.manual_seed(0)
+    _train_step_matches(WithLoss(_Pair(Seq2Seq()), nn.CrossEntropyLoss()),
+                        torch.randn(4, 6, 16), torch.randint(0, 5, (4,)))
+
+
+class _Pair(nn.Module):
+    """x -> model(x, x[:, :-1]): a source and a shifted target from one input."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x, x[:, :-1])
+
+
 # ---------------------------------------------------------------------------
 # the concrete failures of issue 9, each against PyTorch
 # ---------------------------------------------------------------------------

@@ -10,6 +10,8 @@ checked statistically in tests/test_random_ops.py.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -297,6 +299,14 @@ case("_to_copy.default", r(5) * 10, dtype=I8, id="_to_copy-int8")
 case("_to_copy.default", pos(5) * 10, dtype=U8, id="_to_copy-uint8")
 case("sum.dim_IntList", ri(3, 4, dtype=I8), [1], id="sum-int8")
 case("cumsum.default", ri(3, 4, lo=0, dtype=U8), 1, id="cumsum-uint8")
+_N = r(3, 4, 5)
+_N[0, 0, :2] = 0.0
+for _ord in (2, 1, 3.5, 0, math.inf, -math.inf):
+    case("linalg_vector_norm.default", _N, _ord, [1, 2], id=f"vector_norm-{_ord}")
+case("linalg_vector_norm.default", _N, id="vector_norm-all")
+case("linalg_vector_norm.default", _N, 2, [-1], True, id="vector_norm-keepdim")
+case("linalg_vector_norm.default", h(4, 6), 2, [1], id="vector_norm-f16")
+case("linalg_vector_norm.default", _N, 2, [0], dtype=F64, id="vector_norm-f64")
 
 
 @pytest.mark.parametrize("name,args,kwargs,tol", CASES)

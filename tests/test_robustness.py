@@ -394,3 +394,30 @@ def test_transposed_convolution_trains_like_torch(groups, stride, out_pad):
     for (name, p), q in zip(m.named_parameters(), ref.parameters()):
         np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6,
                                    err_msg=name)
+
+
+def test_indices_out_of_range_at_run_time_are_a_tilefx_error_naming_the_op():
+    """A class target or token id past the table is the user's data: a tilefx.Error
+    naming the op that read it, not numpy's IndexError from inside a kernel."""
+
+    class Cls(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4)
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, ids, y):
+            out = self.fc(self.emb(ids).mean(1))
+            return out, nn.functional.cross_entropy(out, y)
+
+    m = Cls()
+    ex = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.1))
+    ids = torch.randint(0, 10, (4, 5))
+    ex(ids, torch.tensor([0, 1, 2, 1]))
+    with pytest.raises(tilefx.Error, match=r"aten\.\w+ failed at run time: IndexError"):
+        ex(ids, torch.tensor([0, 1, 3, 1]))  # class 3 of 3
+    with pytest.raises(tilefx.Error, match=r"aten\.\w+ failed at run time: IndexError"):
+        ex(torch.full((4, 5), 10), torch.tensor([0, 1, 2, 1]))  # token 10 of 10
+    # the executable is still usable
+    out, loss = ex(ids, torch.tensor([0, 1, 2, 1]))
+    assert torch.isfinite(loss)

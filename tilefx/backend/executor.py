@@ -42,6 +42,7 @@ from tilefx.dialects.aten_schema import RANDOM_SCHEMAS, py_name
 from tilefx.dialects.ipu import PLACE_KEY
 from tilefx.dialects.irutil import to_py
 from tilefx.dialects.names import ROLE_PREFIX
+from tilefx.errors import Error
 from tilefx.passes.fuse_elementwise import fusion_groups
 
 KERNEL_TABLE: dict[str, Callable[..., Any]] = {
@@ -53,8 +54,12 @@ MOVE_OPS = {"ipu.copy", "tile.exchange", "tile.ipu_copy", "tile.host_in", "tile.
             "tile.remote_load", "tile.remote_store"}
 
 
-class ExecutionError(RuntimeError):
-    pass
+class ExecutionError(Error):
+    """A program failed on its inputs (an index out of range, a bad shape in
+    hand-written IR): a tilefx.Error naming the op, not numpy's traceback."""
+
+    def __init__(self, message: str, **kw):
+        super().__init__(message, type=kw.pop("type", "execution"), **kw)
 
 
 def _dims(v: SSAValue) -> tuple[int, ...]:
@@ -369,7 +374,13 @@ class CompiledFunction:
             with self._running, np.errstate(all="ignore"):
                 self._donated = frozenset(donated)
                 for step, dead in zip(self.steps, self.dead):
-                    step(env)
+                    try:
+                        step(env)
+                    except (ValueError, TypeError, IndexError, ArithmeticError, NotImplementedError) as e:
+                        # a kernel refusing its operands: the user's data (a class index out of
+                        # range, ...) or an unsupported case; name the op, keep numpy's words
+                        what = step.__qualname__.split(" ")[0]
+                        raise ExecutionError(f"{what} failed at run time: {type(e).__name__}: {e}") from None
                     for j in dead:
                         env[j] = None
         finally:

@@ -27,6 +27,7 @@ addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -
 alias(Tensor self) -> Tensor
 amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
 amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
+linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
 any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor
 arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None) -> Tensor
 argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor

@@ -47,7 +47,7 @@ from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
 from tilefx.dialects.aten_schema import Schema
 from tilefx.lowering.call_spec import CallSpec, CallWith, bind_call
-from tilefx.lowering.static_ops import static_ctc_loss
+from tilefx.lowering.static_ops import static_ops
 from tilefx.lowering.tracing_state import GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
 from tilefx.dialects.names import LOC_META_KEY, MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
@@ -821,7 +821,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             args = metas.args
             stack.enter_context(torch.fx.traceback.preserve_node_meta())
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
-            stack.enter_context(static_ctc_loss())
+            stack.enter_context(static_ops())
             # what torch.export sets while it traces: torch.compiler.is_compiling()
             # is True, so libraries take their traceable paths instead of asking
             # data-dependent questions (transformers' mask shortcuts, checks)

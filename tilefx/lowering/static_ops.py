@@ -1,6 +1,8 @@
 """torch functions whose own ops the static IPU graph cannot hold, replaced
-while tilefx traces a model by ops of static shape (registered by the API
-layer as `torch.ops.tilefx.*`, lowered to the `ipu` dialect).
+while tilefx traces a model: by ops of static shape (registered by the API
+layer as `torch.ops.tilefx.*`, lowered to the `ipu` dialect), or by the
+branch that does not read a tensor's value on the host. `static_ops()` is
+the one context the tracer enters.
 """
 
 from __future__ import annotations
@@ -8,6 +10,35 @@ from __future__ import annotations
 import contextlib
 
 import torch
+
+
+@contextlib.contextmanager
+def static_ops():
+    """Every swap of this module, for the duration of a trace."""
+    with static_ctc_loss(), undetected_causal_masks():
+        yield
+
+
+@contextlib.contextmanager
+def undetected_causal_masks():
+    """While tracing, nn.Transformer's layers do not test whether an attention
+    mask is the causal one: `_detect_is_causal_mask` compares the mask's
+    values (`bool((mask == causal).all())`), which a trace cannot know. The
+    answer is only a hint (with it, attention applies a causal mask instead
+    of the given one, which is the same mask), so the trace keeps the
+    caller's hint and otherwise uses the mask as given: the same numbers."""
+    from torch.nn.modules import transformer
+
+    original = transformer._detect_is_causal_mask
+
+    def detect(mask, is_causal=None, size=None):
+        return is_causal is True
+
+    transformer._detect_is_causal_mask = detect
+    try:
+        yield
+    finally:
+        transformer._detect_is_causal_mask = original
 
 
 @contextlib.contextmanager

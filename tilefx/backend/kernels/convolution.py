@@ -20,6 +20,8 @@ from tilefx.backend.kernels._common import (
     _ret,
 )
 
+from tilefx.backend.kernels.convolution_nd import convolution_nd, convolution_nd_backward
+
 KERNELS: dict = {}
 _kernel = registrar(KERNELS)
 
@@ -176,6 +178,8 @@ def convolution(
     if transposed:
         return _transposed_convolution(input, weight, bias, stride, padding, dilation,
                                        output_padding, groups)
+    if input.ndim > 4:  # volumes: the general N-d form
+        return convolution_nd(input, weight, bias, stride, padding, dilation, groups)
     rt = _promote(input.dtype, weight.dtype)
     ct = _compute_dtype(rt)
     x, w, g, nd = _conv_args(input, weight, stride, padding, dilation, transposed)
@@ -254,6 +258,9 @@ def convolution_backward(
     if transposed:
         return _transposed_convolution_backward(grad_output, input, weight, stride, padding,
                                                 dilation, groups, output_mask)
+    if input.ndim > 4:
+        return convolution_nd_backward(grad_output, input, weight, stride, padding, dilation, groups,
+                                       output_mask)
     x, w, g, nd = _conv_args(
         input, weight, stride, padding, dilation, transposed, bool(output_mask[0])
     )

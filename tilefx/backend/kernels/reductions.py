@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 
 import numpy as np
 
@@ -71,6 +72,34 @@ def amax(self, dim=(), keepdim=False):
 @_kernel("amin.default")
 def amin(self, dim=(), keepdim=False):
     return _ret(np.min(self, axis=_axes(dim, self.ndim), keepdims=keepdim))
+
+
+@_kernel("linalg_vector_norm.default")
+def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """torch.linalg.vector_norm (F.normalize, clip_grad_norm_): sum(|x|^ord)^(1/ord),
+    max |x| for inf, min |x| for -inf, the count of non-zeros for 0."""
+    dt = _dtype(dtype, self.dtype)
+    ct = _compute_dtype(dt)
+    a = np.abs(_cast(self, ct))
+    axes = None if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0) \
+        else _axes(dim, self.ndim)
+    ord = float(ord)
+    if self.size == 0 and ord == -math.inf:
+        raise ValueError("linalg.vector_norm of an empty tensor with ord=-inf")
+    if ord == math.inf:
+        r = np.max(a, axis=axes, keepdims=keepdim, initial=ct.type(0))
+    elif ord == -math.inf:
+        r = np.min(a, axis=axes, keepdims=keepdim)
+    elif ord == 0:
+        r = np.sum(a != 0, axis=axes, keepdims=keepdim, dtype=ct)
+    elif ord == 1:
+        r = np.sum(a, axis=axes, keepdims=keepdim, dtype=ct)
+    elif ord == 2:
+        r = np.sqrt(np.sum(a * a, axis=axes, keepdims=keepdim, dtype=ct))
+    else:
+        r = np.power(np.sum(np.power(a, ct.type(ord)), axis=axes, keepdims=keepdim, dtype=ct),
+                     ct.type(1.0 / ord))
+    return _ret(r, dt)
 
 
 @_kernel("any.dim")
