@@ -430,3 +430,27 @@ def test_bicubic_grid_sample_is_a_clear_error():
 
     with pytest.raises(tilefx.Error, match="grid_sampler_2d.*bicubic"):
         tilefx.inferenceModel(Warp())(torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1)
+
+
+def test_one_hot_losses_train_and_out_of_range_classes_are_an_error():
+    """F.one_hot's traced graph keeps torch's range checks (`_assert_async`): the
+    losses users build on it train as in PyTorch, a bad class fails the call."""
+
+    class OneHot(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(6, 3)
+
+        def forward(self, x, y):
+            out = self.fc(x)
+            target = F.one_hot(y, 3).float()
+            return out, F.binary_cross_entropy_with_logits(out, target) + F.smooth_l1_loss(out, target)
+
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 6), torch.tensor([0, 1, 2, 1])
+    _train_step_matches(OneHot(), x, y)
+    m = OneHot()
+    ex = tilefx.inferenceModel(m)
+    ex(x, y)
+    with pytest.raises(tilefx.Error, match="one_hot: Class values must be smaller than num_classes"):
+        ex(x, torch.tensor([0, 1, 3, 1]))

@@ -317,7 +317,8 @@ def test_kernel_matches_aten(name, args, kwargs, tol):
 def test_every_new_op_has_a_case():
     from test_kernels import CASES as FIRST_CASES
 
-    tested = {p.values[0] for p in CASES + FIRST_CASES} | RANDOM_SCHEMAS | set(SCALAR_RESULT_OPS)
+    tested = {p.values[0] for p in CASES + FIRST_CASES} | RANDOM_SCHEMAS | set(SCALAR_RESULT_OPS) | \
+        {"_assert_async.msg"}  # no result: test_assert_async_raises_the_message
     assert sorted(set(ATEN_SCHEMAS) - tested) == []
 
 
@@ -426,3 +427,10 @@ for _name, _args in [("atan2.default", (h(3, 4), h(3, 4))), ("cumsum.default", (
                      ("native_group_norm.default", (h(2, 4, 3), None, None, 2, 4, 3, 2, 1e-5)),
                      ("sort.default", (h(3, 5),)), ("index_select.default", (h(4, 3), 0, np.array([3, 1], I64)))]:
     case(_name, *_args, id=f"{_name.split('.')[0]}-f16")
+
+
+def test_assert_async_raises_the_message():
+    kernel = KERNELS["_assert_async.msg"]
+    assert kernel(np.array(True), "fine") is None
+    with pytest.raises(ValueError, match="Class values must be non-negative"):
+        kernel(np.array(False), "one_hot: Class values must be non-negative.")

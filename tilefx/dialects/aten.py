@@ -223,6 +223,8 @@ def _assembly_format(schema: Schema) -> str:
             optional_values.append(f"(`{a.name}` ${f}^)?")
             optional_types.append(f"(`{a.name}` type(${f})^)?")
     result = "type($results)" if schema.num_results == -1 else "type(results)"
+    if schema.num_results == 0:
+        result = "`(` `)`"
     head = " `,` ".join(values)
     tail = " `,` ".join(types)
     if optional_values:
@@ -321,7 +323,7 @@ def _make_op(schema: Schema) -> type[IRDLOperation]:
     else:
         for i in range(schema.num_results):
             ns[f"result{i}"] = result_def(TensorType)
-    if schema.name not in RANDOM_SCHEMAS:
+    if schema.name not in RANDOM_SCHEMAS and schema.num_results != 0:  # no result: a check, kept
         ns["traits"] = traits_def(Pure())
     options: list[Any] = [ParsePropInAttrDict()]
     if n_var > 1:

@@ -25,6 +25,7 @@ add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
 add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
 addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
 alias(Tensor self) -> Tensor
+_assert_async.msg(Tensor self, str assert_msg) -> ()
 amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
 amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
 linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor

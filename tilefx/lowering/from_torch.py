@@ -359,6 +359,8 @@ class _Builder:
         val = node.meta.get("val")
         if isinstance(val, (list, tuple)):
             rtypes = [tensor_type_of(v) for v in val]
+        elif val is None and not node.users:  # an op without results (`_assert_async`)
+            rtypes = []
         else:
             rtypes = [tensor_type_of(val)]
         attrs = {ipu.PLACE_KEY: self.place(node)}
@@ -405,7 +407,7 @@ class _Builder:
             op.location = FileLineColLoc(StringAttr(file), IntAttr(int(line)), IntAttr(0))
         self.emit(op)
         results = list(op.results)
-        self.values[node] = results if isinstance(val, (list, tuple)) else results[0]
+        self.values[node] = results if isinstance(val, (list, tuple)) else results[0] if results else None
 
     def sliced_index(self, name, operands, props, rtype, attrs) -> SSAValue:
         """x[:, idx] (a None among the indices: a full slice) as permute, an

@@ -137,7 +137,8 @@ def _torch_results(schema, args: dict[str, Any]) -> tuple:
     except Exception as e:  # torch rejects the operands or properties
         text = (str(e).strip().splitlines() or [type(e).__name__])[0]
         return ("error", f"{type(e).__name__}: {text[:300]}")
-    outs = out if isinstance(out, (tuple, list)) else (out,)
+    outs = out if isinstance(out, (tuple, list)) else () if out is None and schema.num_results == 0 \
+        else (out,)
     keys = {v: k for k, v in _DTYPES.items()}
     # None: an output the op's mask turned off (convolution_backward); any type goes
     def sig(t):

@@ -126,6 +126,9 @@ func.func @elementwise(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %m: tensor<4x8x
 // CHECK-SAME:  %x: tensor<4x8xf32>, %m: tensor<4x8xi1>) -> tensor<4x8xf32> {
 // CHECK-NEXT:    %amax = aten.amax %x {dim = array<i64: 1>, keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
 // CHECK-NEXT:    %amin = aten.amin %x {dim = array<i64: 0>} : tensor<4x8xf32> -> tensor<8xf32>
+// CHECK-NEXT:    %norm = aten.linalg_vector_norm %x {ord = 2 : i64, dim = array<i64: 1>, keepdim = false} : tensor<4x8xf32> -> tensor<4xf32>
+// CHECK-NEXT:    %all = aten.any %m : tensor<4x8xi1> -> tensor<i1>
+// CHECK-NEXT:    aten._assert_async.msg %all {assert_msg = "every mask element is set"} : tensor<i1> -> ()
 // CHECK-NEXT:    %any = aten.any.dim %m {dim = 1 : i64, keepdim = false} : tensor<4x8xi1> -> tensor<4xi1>
 // CHECK-NEXT:    %argmax = aten.argmax %x {dim = 1 : i64, keepdim = false} : tensor<4x8xf32> -> tensor<4xi64>
 // CHECK-NEXT:    %argmax_all = aten.argmax %x : tensor<4x8xf32> -> tensor<i64>
@@ -141,6 +144,9 @@ func.func @elementwise(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %m: tensor<4x8x
 func.func @reductions(%x: tensor<4x8xf32>, %m: tensor<4x8xi1>) -> tensor<4x8xf32> {
   %amax = aten.amax %x {dim = array<i64: 1>, keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
   %amin = aten.amin %x {dim = array<i64: 0>} : tensor<4x8xf32> -> tensor<8xf32>
+  %norm = aten.linalg_vector_norm %x {ord = 2 : i64, dim = array<i64: 1>, keepdim = false} : tensor<4x8xf32> -> tensor<4xf32>
+  %all = aten.any %m : tensor<4x8xi1> -> tensor<i1>
+  aten._assert_async.msg %all {assert_msg = "every mask element is set"} : tensor<i1> -> ()
   %any = aten.any.dim %m {dim = 1 : i64, keepdim = false} : tensor<4x8xi1> -> tensor<4xi1>
   %argmax = aten.argmax %x {dim = 1 : i64, keepdim = false} : tensor<4x8xf32> -> tensor<4xi64>
   %argmax_all = aten.argmax %x : tensor<4x8xf32> -> tensor<i64>

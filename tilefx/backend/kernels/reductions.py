@@ -102,6 +102,14 @@ def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
     return _ret(r, dt)
 
 
+@_kernel("_assert_async.msg")
+def _assert_async_msg(self, assert_msg):
+    """A check the traced graph keeps (F.one_hot's index range, ...): the call
+    fails, as torch would, when the condition is false."""
+    if not np.all(self):
+        raise ValueError(assert_msg)
+
+
 @_kernel("any.dim")
 def any_dim(self, dim, keepdim=False):
     r = np.any(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
