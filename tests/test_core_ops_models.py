@@ -156,6 +156,7 @@ SPATIAL = {
                                            align_corners=False),
     "adaptive_avg_2d": lambda w: F.adaptive_avg_pool2d(w, (2, 3)),
     "adaptive_avg_1d": lambda w: F.adaptive_avg_pool1d(w[0], 3),
+    "adaptive_max_2d": lambda w: F.adaptive_max_pool2d(w, (3, 2)),
     "avg_pool1d": lambda w: F.avg_pool1d(w[0], 3, 2, 1),
     "fold": lambda w: F.fold(w.reshape(2, 12, 10)[:, :, :4], (3, 3), (2, 2)),
     "group_norm": lambda w: F.group_norm(w, 3, torch.linspace(0.5, 1.5, 6), torch.linspace(-1, 1, 6)),
@@ -454,3 +455,20 @@ def test_one_hot_losses_train_and_out_of_range_classes_are_an_error():
     ex(x, y)
     with pytest.raises(tilefx.Error, match="one_hot: Class values must be smaller than num_classes"):
         ex(x, torch.tensor([0, 1, 3, 1]))
+
+
+def test_weight_norm_and_bilinear_layers_train_like_pytorch():
+    """nn.utils.parametrizations.weight_norm (its own backward op) and nn.Bilinear (_trilinear)."""
+
+    class Layers(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wn = nn.utils.parametrizations.weight_norm(nn.Linear(6, 5))
+            self.bil = nn.Bilinear(5, 6, 3)
+
+        def forward(self, x):
+            return self.bil(torch.tanh(self.wn(x)), x)
+
+    torch.manual_seed(0)
+    _train_step_matches(WithLoss(Layers(), nn.CrossEntropyLoss()), torch.randn(4, 6),
+                        torch.tensor([0, 1, 2, 1]))

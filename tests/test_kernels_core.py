@@ -304,6 +304,18 @@ _N[0, 0, :2] = 0.0
 for _ord in (2, 1, 3.5, 0, math.inf, -math.inf):
     case("linalg_vector_norm.default", _N, _ord, [1, 2], id=f"vector_norm-{_ord}")
 case("linalg_vector_norm.default", _N, id="vector_norm-all")
+_P = r(2, 3, 7, 5)
+_P[0, 0, 1, 1] = np.nan
+case("adaptive_max_pool2d.default", _P, [3, 2])
+case("adaptive_max_pool2d.default", r(3, 6, 6), [4, 4], id="adaptive_max_pool2d-unbatched")
+_AI = torch.ops.aten.adaptive_max_pool2d(torch.from_numpy(r(2, 3, 7, 5)), [3, 2])[1].numpy()
+case("adaptive_max_pool2d_backward.default", r(2, 3, 3, 2), r(2, 3, 7, 5), _AI)
+case("_trilinear.default", r(4, 5), r(6, 5, 3), r(4, 3), [1, 3], [0], [1, 2], [2, 3],
+     tol={"rtol": 1e-5, "atol": 1e-5})
+_V, _G = r(6, 4, 3), pos(6, 1, 1) + 0.5
+case("_weight_norm_interface_backward.default", r(6, 4, 3), _V, _G,
+     np.sqrt((_V.astype(np.float64) ** 2).sum((1, 2), keepdims=True)).astype(F32), 0,
+     tol={"rtol": 1e-5, "atol": 1e-6})
 case("linalg_vector_norm.default", _N, 2, [-1], True, id="vector_norm-keepdim")
 case("linalg_vector_norm.default", h(4, 6), 2, [1], id="vector_norm-f16")
 case("linalg_vector_norm.default", _N, 2, [0], dtype=F64, id="vector_norm-f64")

@@ -54,7 +54,8 @@ COPY_OPS |= {"lift_fresh_copy", "repeat", "flip", "select_scatter", "diagonal_sc
              "replication_pad2d", "replication_pad3d", "fill.Scalar", "masked_fill.Scalar", "unfold",
              "resize_", "upsample_nearest2d.vec"}
 REDUCTION_OPS |= {"prod", "prod.dim_int", "var.dim", "var.correction", "any", "any.dims", "argmin",
-                  "linalg_vector_norm", "_assert_async.msg",
+                  "linalg_vector_norm", "_assert_async.msg", "adaptive_max_pool2d",
+                  "adaptive_max_pool2d_backward", "_trilinear", "_weight_norm_interface_backward",
                   "cumsum", "cumprod", "max.dim", "min.dim", "sort", "topk", "native_group_norm",
                   "native_group_norm_backward", "_native_batch_norm_legit",
                   "_native_batch_norm_legit.no_stats", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d",

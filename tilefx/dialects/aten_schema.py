@@ -213,6 +213,10 @@ upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners,
 upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
 grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
 _adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
+adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
+adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor
+_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor
+_weight_norm_interface_backward(Tensor grad_w, Tensor saved_v, Tensor saved_g, Tensor saved_norms, int dim) -> (Tensor, Tensor)
 _adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor
 _adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor
 adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor

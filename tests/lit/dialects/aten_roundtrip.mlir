@@ -129,6 +129,11 @@ func.func @elementwise(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %m: tensor<4x8x
 // CHECK-NEXT:    %norm = aten.linalg_vector_norm %x {ord = 2 : i64, dim = array<i64: 1>, keepdim = false} : tensor<4x8xf32> -> tensor<4xf32>
 // CHECK-NEXT:    %all = aten.any %m : tensor<4x8xi1> -> tensor<i1>
 // CHECK-NEXT:    aten._assert_async.msg %all {assert_msg = "every mask element is set"} : tensor<i1> -> ()
+// CHECK-NEXT:    %x3 = aten.view %x {size = array<i64: 1, 4, 8>} : tensor<4x8xf32> -> tensor<1x4x8xf32>
+// CHECK-NEXT:    %amp, %amp_1 = aten.adaptive_max_pool2d %x3 {output_size = array<i64: 2, 3>} : tensor<1x4x8xf32> -> tensor<1x2x3xf32>, tensor<1x2x3xi64>
+// CHECK-NEXT:    %amp_bwd = aten.adaptive_max_pool2d_backward %amp, %x3, %amp_1 : tensor<1x2x3xf32>, tensor<1x4x8xf32>, tensor<1x2x3xi64> -> tensor<1x4x8xf32>
+// CHECK-NEXT:    %tri = aten._trilinear %x, %x, %x {expand1 = array<i64>, expand2 = array<i64>, expand3 = array<i64>, sumdim = array<i64: 1>, unroll_dim = 1 : i64} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4xf32>
+// CHECK-NEXT:    %wn, %wn_1 = aten._weight_norm_interface_backward %x, %x, %amax, %amax {dim = 0 : i64} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32> -> tensor<4x8xf32>, tensor<4x1xf32>
 // CHECK-NEXT:    %any = aten.any.dim %m {dim = 1 : i64, keepdim = false} : tensor<4x8xi1> -> tensor<4xi1>
 // CHECK-NEXT:    %argmax = aten.argmax %x {dim = 1 : i64, keepdim = false} : tensor<4x8xf32> -> tensor<4xi64>
 // CHECK-NEXT:    %argmax_all = aten.argmax %x : tensor<4x8xf32> -> tensor<i64>
@@ -147,6 +152,11 @@ func.func @reductions(%x: tensor<4x8xf32>, %m: tensor<4x8xi1>) -> tensor<4x8xf32
   %norm = aten.linalg_vector_norm %x {ord = 2 : i64, dim = array<i64: 1>, keepdim = false} : tensor<4x8xf32> -> tensor<4xf32>
   %all = aten.any %m : tensor<4x8xi1> -> tensor<i1>
   aten._assert_async.msg %all {assert_msg = "every mask element is set"} : tensor<i1> -> ()
+  %x3 = aten.view %x {size = array<i64: 1, 4, 8>} : tensor<4x8xf32> -> tensor<1x4x8xf32>
+  %amp:2 = aten.adaptive_max_pool2d %x3 {output_size = array<i64: 2, 3>} : tensor<1x4x8xf32> -> tensor<1x2x3xf32>, tensor<1x2x3xi64>
+  %amp_bwd = aten.adaptive_max_pool2d_backward %amp#0, %x3, %amp#1 : tensor<1x2x3xf32>, tensor<1x4x8xf32>, tensor<1x2x3xi64> -> tensor<1x4x8xf32>
+  %tri = aten._trilinear %x, %x, %x {expand1 = array<i64>, expand2 = array<i64>, expand3 = array<i64>, sumdim = array<i64: 1>, unroll_dim = 1 : i64} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4xf32>
+  %wn:2 = aten._weight_norm_interface_backward %x, %x, %amax, %amax {dim = 0 : i64} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32> -> tensor<4x8xf32>, tensor<4x1xf32>
   %any = aten.any.dim %m {dim = 1 : i64, keepdim = false} : tensor<4x8xi1> -> tensor<4xi1>
   %argmax = aten.argmax %x {dim = 1 : i64, keepdim = false} : tensor<4x8xf32> -> tensor<4xi64>
   %argmax_all = aten.argmax %x : tensor<4x8xf32> -> tensor<i64>

@@ -128,3 +128,15 @@ def _cdist_backward(grad, x1, x2, cdist, p):
     d = a[..., :, None, :] - b[..., None, :, :]
     contrib = _pnorm_grad(d, cdist.astype(ct), p) * grad.astype(ct)[..., None]
     return _ret(contrib.sum(axis=-2), x1.dtype)
+
+
+@_kernel("_trilinear.default")
+def _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """nn.Bilinear's product: each input with size-1 axes inserted at its
+    `expand` positions, multiplied (broadcast), summed over `sumdim`."""
+    a, b, c = (np.expand_dims(x, tuple(e)) if len(e) else x
+               for x, e in ((i1, expand1), (i2, expand2), (i3, expand3)))
+    rt = np.result_type(a, b, c)
+    ct = np.float32 if rt == np.float16 else rt
+    prod = a.astype(ct) * b.astype(ct) * c.astype(ct)
+    return (prod.sum(axis=tuple(sumdim), dtype=ct) if len(sumdim) else prod).astype(rt)

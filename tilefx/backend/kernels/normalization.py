@@ -189,3 +189,17 @@ def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, g
     if output_mask[2]:
         gb = _ret(dy.sum(axis=(0, 2)), input.dtype)
     return gi, gw, gb
+
+
+@_kernel("_weight_norm_interface_backward.default")
+def _weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
+    """Gradients of w = g * v / |v| (the norm over every axis but `dim`):
+    grad_g = sum(grad_w * v) / |v|; grad_v = g / |v| * (grad_w - v * grad_g / |v|)."""
+    ct = np.float32 if grad_w.dtype == np.float16 else grad_w.dtype
+    gw, v = grad_w.astype(ct), saved_v.astype(ct)
+    g, norm = saved_g.astype(ct), saved_norms.astype(ct)
+    axes = tuple(a for a in range(v.ndim) if a != dim % max(v.ndim, 1))
+    dot = np.sum(gw * v, axis=axes, keepdims=True, dtype=ct)
+    grad_g = dot / norm
+    grad_v = (g / norm) * (gw - v * (grad_g / norm))
+    return grad_v.astype(saved_v.dtype), grad_g.reshape(saved_g.shape).astype(saved_g.dtype)

@@ -301,6 +301,38 @@ def _adaptive_avg_pool3d_backward(grad_output, self):
     return _adaptive_backward(grad_output, self, 3)
 
 
+@_kernel("adaptive_max_pool2d.default")
+def adaptive_max_pool2d(self, output_size):
+    """Max over torch's adaptive bins, with the flat (h * W + w) index of each
+    maximum in its plane (the first one on ties, as torch; NaN wins)."""
+    H, W = self.shape[-2:]
+    oh, ow = output_size
+    out = np.empty(self.shape[:-2] + (oh, ow), self.dtype)
+    idx = np.empty(self.shape[:-2] + (oh, ow), _I64)
+    for i, (h0, h1) in enumerate(_bins(H, oh)):
+        for j, (w0, w1) in enumerate(_bins(W, ow)):
+            win = self[..., h0:h1, w0:w1].reshape(self.shape[:-2] + (-1,))
+            k = np.argmax(win, axis=-1)
+            nan = np.isnan(win)
+            if nan.any():
+                k = np.where(nan.any(axis=-1), np.argmax(nan, axis=-1), k)
+            out[..., i, j] = np.take_along_axis(win, k[..., None], -1)[..., 0]
+            idx[..., i, j] = (h0 + k // (w1 - w0)) * W + w0 + k % (w1 - w0)
+    return out, idx
+
+
+@_kernel("adaptive_max_pool2d_backward.default")
+def adaptive_max_pool2d_backward(grad_output, self, indices):
+    """Each output's gradient added at the input position its index names."""
+    lead = int(np.prod(self.shape[:-2], dtype=np.int64))
+    plane = self.shape[-2] * self.shape[-1]
+    g = _f32(grad_output).reshape(lead, -1)
+    flat = indices.reshape(lead, -1) + np.arange(lead, dtype=_I64)[:, None] * plane
+    dx = np.zeros(lead * plane, g.dtype)
+    np.add.at(dx, flat.reshape(-1), g.reshape(-1))
+    return _ret(dx.reshape(self.shape), self.dtype)
+
+
 # ---------------------------------------------------------------------------
 # 3-d pooling (N-d window loops)
 # ---------------------------------------------------------------------------
