@@ -189,6 +189,27 @@ NORMS = {
 }
 
 
+BEYOND_CORE = {
+    "hypot": lambda w: torch.hypot(w, w.flip(-1) + 1),
+    "copysign": lambda w: torch.copysign(w, w.flip(-1)),
+    "logcumsumexp": lambda w: torch.logcumsumexp(w, 1),
+    "kthvalue": lambda w: torch.kthvalue(w, 2, dim=-1).values,
+    "median": lambda w: torch.median(w, dim=0).values,
+    "nanmedian": lambda w: torch.nanmedian(w),
+    "cummin": lambda w: torch.cummin(w, 1).values,
+    "lgamma_digamma": lambda w: torch.lgamma(w.abs() + 0.5) + torch.digamma(w.abs() + 0.5),
+    "erfinv_erfc": lambda w: torch.erfinv(torch.tanh(w) * 0.9) + torch.erfc(w),
+    "bessel": lambda w: torch.special.i0e(w) + torch.special.i1(w) + torch.i0(w),
+    "exp2_ldexp": lambda w: torch.exp2(w) + torch.ldexp(w, torch.tensor([1, 2, 3, 0])),
+    "searches": lambda w: w * torch.bucketize(w, torch.tensor([-0.5, 0.5])) + w * torch.searchsorted(
+        torch.tensor([-1.0, 0.0, 1.0]), w.detach().contiguous()),
+}
+
+
+def test_gradients_beyond_the_core_set():
+    _check_gradients(BEYOND_CORE, {k: (3, 4) for k in BEYOND_CORE})
+
+
 def test_gradients_vector_norms():
     _check_gradients(NORMS, {k: (2, 3, 4) for k in NORMS})
 

@@ -56,6 +56,8 @@ COPY_OPS |= {"lift_fresh_copy", "repeat", "flip", "select_scatter", "diagonal_sc
 REDUCTION_OPS |= {"prod", "prod.dim_int", "var.dim", "var.correction", "any", "any.dims", "argmin",
                   "linalg_vector_norm", "_assert_async.msg", "adaptive_max_pool2d",
                   "adaptive_max_pool2d_backward", "_trilinear", "_weight_norm_interface_backward",
+                  "logcumsumexp", "kthvalue", "median.dim", "median", "nanmedian.dim", "nanmedian",
+                  "histc", "bucketize.Tensor", "searchsorted.Tensor", "cummin",
                   "cumsum", "cumprod", "max.dim", "min.dim", "sort", "topk", "native_group_norm",
                   "native_group_norm_backward", "_native_batch_norm_legit",
                   "_native_batch_norm_legit.no_stats", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d",
@@ -411,7 +413,10 @@ def op_cost(op, machine: Machine, proportion: float = DEFAULT_PROPORTION) -> OpC
              "sqrt": 2, "pow.Tensor_Scalar": 2, "native_dropout": 3, "acos": 8, "asin": 8,
              "atan": 8, "atan2": 8, "acosh": 8, "asinh": 8, "atanh": 8, "cosh": 4, "sinh": 4,
              "tan": 8, "expm1": 4, "log10": 4, "log1p": 4, "log2": 4, "elu": 4, "pow.Scalar": 4,
-             "rand": 3, "randn": 6, "normal_functional": 6, "uniform": 3, "bernoulli.p": 3}.get(name, 1)
+             "rand": 3, "randn": 6, "normal_functional": 6, "uniform": 3, "bernoulli.p": 3,
+             "i0": 12, "hypot": 4, "logcumsumexp": 6, "erfinv": 12, "erfc": 8, "lgamma": 12,
+             "digamma": 12, "polygamma": 16, "special_i0e": 12, "special_i1": 12, "special_i1e": 12,
+             "special_erfcx": 12, "special_ndtri": 12, "special_bessel_j0": 12, "exp2": 4}.get(name, 1)
     return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=flops)
 
 

@@ -214,6 +214,38 @@ upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_facto
 grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
 _adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
 adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
+i0(Tensor self) -> Tensor
+hypot(Tensor self, Tensor other) -> Tensor
+copysign.Tensor(Tensor self, Tensor other) -> Tensor
+copysign.Scalar(Tensor self, Scalar other) -> Tensor
+heaviside(Tensor self, Tensor values) -> Tensor
+logcumsumexp(Tensor self, int dim) -> Tensor
+bucketize.Tensor(Tensor self, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor
+searchsorted.Tensor(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, bool right=False, str? side=None, Tensor? sorter=None) -> Tensor
+kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)
+median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+median(Tensor self) -> Tensor
+nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+nanmedian(Tensor self) -> Tensor
+histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
+erfinv(Tensor self) -> Tensor
+erfc(Tensor self) -> Tensor
+lgamma(Tensor self) -> Tensor
+digamma(Tensor self) -> Tensor
+polygamma(int n, Tensor self) -> Tensor
+special_i0e(Tensor self) -> Tensor
+special_i1(Tensor self) -> Tensor
+special_i1e(Tensor self) -> Tensor
+special_erfcx(Tensor self) -> Tensor
+special_ndtri(Tensor self) -> Tensor
+special_bessel_j0(Tensor self) -> Tensor
+exp2(Tensor self) -> Tensor
+ldexp.Tensor(Tensor self, Tensor other) -> Tensor
+nextafter(Tensor self, Tensor other) -> Tensor
+frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)
+gcd(Tensor self, Tensor other) -> Tensor
+signbit(Tensor self) -> Tensor
+cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)
 adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor
 _trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor
 _weight_norm_interface_backward(Tensor grad_w, Tensor saved_v, Tensor saved_g, Tensor saved_norms, int dim) -> (Tensor, Tensor)

@@ -459,7 +459,6 @@ func.func @activation_backward(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %out: t
 // CHECK-NEXT:      %adaptive_avg_pool3d_backward = aten._adaptive_avg_pool3d_backward %adaptive_avg_pool3d_backward_grad_output, %adaptive_avg_pool3d_backward_self : tensor<2x3x2x3x2xf32>, tensor<2x3x5x4x6xf32> -> tensor<2x3x5x4x6xf32>
 // CHECK-NEXT:      func.return
 // CHECK-NEXT:    }
-// CHECK-NEXT:  }
 func.func @core_ops(%acos_self: tensor<3x4xf32>, %acosh_self: tensor<3x4xf32>, %asin_self: tensor<3x4xf32>, %asinh_self: tensor<3x4xf32>, %atan_self: tensor<3x4xf32>, %atanh_self: tensor<3x4xf32>, %atan2_self: tensor<3x4xf32>, %atan2_other: tensor<4xf32>, %atan2_out_self: tensor<3x4xf32>, %atan2_out_other: tensor<3x4xf32>, %atan2_out_out: tensor<3x4xf32>, %ceil_self: tensor<9xf32>, %cosh_self: tensor<3x4xf32>, %expm1_self: tensor<3x4xf32>, %floor_self: tensor<9xf32>, %log10_self: tensor<3x4xf32>, %log1p_self: tensor<3x4xf32>, %log2_self: tensor<3x4xf32>, %round_self: tensor<9xf32>, %sign_self: tensor<4xf32>, %sinh_self: tensor<3x4xf32>, %tan_self: tensor<3x4xf32>, %trunc_self: tensor<9xf32>, %isnan_self: tensor<5xf32>, %isinf_self: tensor<5xf32>, %hardtanh_self: tensor<3x4xf32>, %hardtanh_backward_grad_output: tensor<6xf32>, %hardtanh_backward_self: tensor<6xf32>, %elu_self: tensor<3x4xf32>, %elu_backward_grad_output: tensor<3x4xf32>, %elu_backward_self_or_result: tensor<3x4xf32>, %bitwise_and_Scalar_self: tensor<5xi64>, %bitwise_or_Scalar_self: tensor<5xi64>, %bitwise_xor_Tensor_self: tensor<5xi64>, %bitwise_xor_Tensor_other: tensor<5xi64>, %bitwise_xor_Scalar_self: tensor<5xi64>, %logical_or_self: tensor<5xi1>, %logical_or_other: tensor<5xi1>, %logical_xor_self: tensor<5xi1>, %logical_xor_other: tensor<5xi1>, %div_Tensor_mode_self: tensor<3x4xf32>, %div_Tensor_mode_other: tensor<3x4xf32>, %div_Scalar_mode_self: tensor<3x4xf32>, %fmod_Tensor_self: tensor<3x4xf32>, %fmod_Tensor_other: tensor<3x4xf32>, %fmod_Scalar_self: tensor<3x4xf32>, %remainder_Tensor_self: tensor<3x4xf32>, %remainder_Tensor_other: tensor<3x4xf32>, %remainder_Scalar_self: tensor<3x4xf32>, %clamp_Tensor_self: tensor<3x4xf32>, %clamp_Tensor_min: tensor<4xf32>, %clamp_Tensor_max: tensor<3x1xf32>, %pow_Scalar_exponent: tensor<3x4xf32>, %masked_fill_Scalar_self: tensor<3x4xf32>, %masked_fill_Scalar_mask: tensor<3x4xi1>, %fill_Scalar_self: tensor<3x4xf32>, %lift_fresh_copy_self: tensor<3x4xf32>, %argmin_self: tensor<3x4x5xf32>, %prod_self: tensor<3x4xf32>, %prod_dim_int_self: tensor<3x4x5xf32>, %var_dim_self: tensor<3x4x5xf32>, %var_correction_self: tensor<3x4x5xf32>, %any_self: tensor<3x4xi1>, %any_dims_self: tensor<3x4x5xi1>, %cumsum_self: tensor<3x4xf32>, %max_dim_self: tensor<3x4x5xf32>, %min_dim_self: tensor<3x4x5xf32>, %sort_self: tensor<4x6xf32>, %topk_self: tensor<4x6xf32>, %scatter_reduce_two_self: tensor<2x3xf32>, %scatter_reduce_two_index: tensor<2x4xi64>, %scatter_reduce_two_src: tensor<2x4xf32>, %index_select_self: tensor<5x3xf32>, %index_select_index: tensor<3xi64>, %masked_scatter_self: tensor<3x4xf32>, %masked_scatter_mask: tensor<3x4xi1>, %masked_scatter_source: tensor<12xf32>, %nonzero_self: tensor<3x4xi1>, %local_scalar_dense_self: tensor<f32>, %embedding_bag_weight: tensor<10x3xf32>, %embedding_bag_indices: tensor<8xi64>, %embedding_bag_offsets: tensor<4xi64>, %sym_size_int_self: tensor<3x4xf32>, %sym_stride_int_self: tensor<3x4xf32>, %sym_storage_offset_self: tensor<3x4xf32>, %sym_numel_self: tensor<3x4xf32>, %sym_is_contiguous_self: tensor<3x4xf32>, %resize_self: tensor<3x4xf32>, %as_strided_self: tensor<4x5xf32>, %diagonal_self: tensor<4x5xf32>, %select_scatter_self: tensor<3x4xf32>, %select_scatter_src: tensor<4xf32>, %squeeze_dim_self: tensor<3x1x4xf32>, %flip_self: tensor<3x4x2xf32>, %repeat_self: tensor<2x3xf32>, %reflection_pad1d_self: tensor<2x3x4xf32>, %reflection_pad2d_self: tensor<2x3x4x4xf32>, %reflection_pad3d_self: tensor<2x3x4x4x4xf32>, %replication_pad2d_self: tensor<2x3x4x4xf32>, %replication_pad3d_self: tensor<2x3x4x4x4xf32>, %col2im_self: tensor<2x12x12xf32>, %upsample_bilinear2d_vec_input: tensor<2x3x4x5xf32>, %upsample_nearest2d_vec_input: tensor<2x3x4x5xf32>, %grid_sampler_2d_input: tensor<2x3x5x6xf32>, %grid_sampler_2d_grid: tensor<2x3x4x2xf32>, %adaptive_avg_pool2d_self: tensor<2x3x7x5xf32>, %adaptive_avg_pool2d_backward_grad_output: tensor<2x3x3x2xf32>, %adaptive_avg_pool2d_backward_self: tensor<2x3x7x5xf32>, %adaptive_avg_pool3d_self: tensor<2x3x5x4x6xf32>, %adaptive_avg_pool1d_self: tensor<2x3x7xf32>, %avg_pool1d_self: tensor<2x3x7xf32>, %avg_pool3d_self: tensor<2x2x5x6x4xf32>, %max_pool3d_with_indices_self: tensor<2x2x5x6x4xf32>, %native_group_norm_input: tensor<2x6x4x3xf32>, %native_group_norm_weight: tensor<6xf32>, %native_group_norm_bias: tensor<6xf32>, %native_group_norm_backward_grad_out: tensor<2x6x4x3xf32>, %native_group_norm_backward_input: tensor<2x6x4x3xf32>, %native_group_norm_backward_mean: tensor<2x3xf32>, %native_group_norm_backward_rstd: tensor<2x3xf32>, %native_group_norm_backward_weight: tensor<6xf32>, %native_batch_norm_legit_input: tensor<4x3x5xf32>, %native_batch_norm_legit_weight: tensor<3xf32>, %native_batch_norm_legit_bias: tensor<3xf32>, %native_batch_norm_legit_running_mean: tensor<3xf32>, %native_batch_norm_legit_running_var: tensor<3xf32>, %native_batch_norm_legit_no_stats_input: tensor<4x3x5xf32>, %native_batch_norm_legit_no_stats_weight: tensor<3xf32>, %pdist_forward_self: tensor<5x3xf32>, %cdist_forward_x1: tensor<2x4x3xf32>, %cdist_forward_x2: tensor<2x5x3xf32>, %fft_r2c_self: tensor<4x6xf32>, %fft_c2r_self: tensor<4x4xcomplex<f32>>, %rand_like_self: tensor<2x3xf32>, %randn_like_self: tensor<2x3xf32>, %randint_like_self: tensor<2x3xi64>, %normal_functional_self: tensor<2x3xf32>, %normal_Tensor_float_mean: tensor<2x3xf32>, %normal_float_Tensor_std: tensor<2x3xf32>, %normal_Tensor_Tensor_mean: tensor<2x3xf32>, %normal_Tensor_Tensor_std: tensor<2x3xf32>, %uniform_self: tensor<2x3xf32>, %bernoulli_p_self: tensor<2x3xf32>, %bernoulli_Tensor_self: tensor<2x3xf32>, %bernoulli_Tensor_p: tensor<2x3xf32>, %exponential_self: tensor<2x3xf32>, %cumprod_self: tensor<3x4xf32>, %masked_scatter_backward_grad_output: tensor<3x4xf32>, %masked_scatter_backward_mask: tensor<3x4xi1>, %diagonal_scatter_self: tensor<4x5xf32>, %diagonal_scatter_src: tensor<4xf32>, %as_strided_scatter_self: tensor<4x5xf32>, %as_strided_scatter_src: tensor<3x3xf32>, %unfold_self: tensor<3x7xf32>, %new_empty_strided_self: tensor<2xf32>, %pdist_backward_grad: tensor<10xf32>, %pdist_backward_self: tensor<5x3xf32>, %pdist_backward_pdist: tensor<10xf32>, %cdist_backward_grad: tensor<2x4x5xf32>, %cdist_backward_x1: tensor<2x4x3xf32>, %cdist_backward_x2: tensor<2x5x3xf32>, %cdist_backward_cdist: tensor<2x4x5xf32>, %embedding_bag_backward_grad: tensor<4x3xf32>, %embedding_bag_backward_indices: tensor<8xi64>, %embedding_bag_backward_offsets: tensor<4xi64>, %embedding_bag_backward_offset2bag: tensor<0xi64>, %embedding_bag_backward_bag_size: tensor<4xi64>, %embedding_bag_backward_maximum_indices: tensor<4xi64>, %replication_pad2d_backward_grad_output: tensor<2x3x7x5xf32>, %replication_pad2d_backward_self: tensor<2x3x4x4xf32>, %replication_pad3d_backward_grad_output: tensor<2x3x6x5x5xf32>, %replication_pad3d_backward_self: tensor<2x3x4x4x4xf32>, %grid_sampler_2d_backward_grad_output: tensor<2x3x3x4xf32>, %grid_sampler_2d_backward_input: tensor<2x3x5x6xf32>, %grid_sampler_2d_backward_grid: tensor<2x3x4x2xf32>, %avg_pool3d_backward_grad_output: tensor<2x2x2x3x2xf32>, %avg_pool3d_backward_self: tensor<2x2x5x6x4xf32>, %max_pool3d_with_indices_backward_grad_output: tensor<2x2x2x3x2xf32>, %max_pool3d_with_indices_backward_self: tensor<2x2x5x6x4xf32>, %max_pool3d_with_indices_backward_indices: tensor<2x2x2x3x2xi64>, %adaptive_avg_pool3d_backward_grad_output: tensor<2x3x2x3x2xf32>, %adaptive_avg_pool3d_backward_self: tensor<2x3x5x4x6xf32>) {
   %acos = aten.acos %acos_self : tensor<3x4xf32> -> tensor<3x4xf32>
   %acosh = aten.acosh %acosh_self : tensor<3x4xf32> -> tensor<3x4xf32>
@@ -593,4 +592,77 @@ func.func @core_ops(%acos_self: tensor<3x4xf32>, %acosh_self: tensor<3x4xf32>, %
   %max_pool3d_with_indices_backward = aten.max_pool3d_with_indices_backward %max_pool3d_with_indices_backward_grad_output, %max_pool3d_with_indices_backward_self, %max_pool3d_with_indices_backward_indices {kernel_size = array<i64: 2, 2, 2>, stride = array<i64: 2, 2, 2>, padding = array<i64: 0, 0, 0>, dilation = array<i64: 1, 1, 1>, ceil_mode = false} : tensor<2x2x2x3x2xf32>, tensor<2x2x5x6x4xf32>, tensor<2x2x2x3x2xi64> -> tensor<2x2x5x6x4xf32>
   %adaptive_avg_pool3d_backward = aten._adaptive_avg_pool3d_backward %adaptive_avg_pool3d_backward_grad_output, %adaptive_avg_pool3d_backward_self : tensor<2x3x2x3x2xf32>, tensor<2x3x5x4x6xf32> -> tensor<2x3x5x4x6xf32>
   func.return
+}
+
+// Ops outside the core set that models call (backend/kernels/special.py, ...).
+// CHECK-LABEL: func.func @special(
+// CHECK-NEXT:    %i0 = aten.i0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %hypot = aten.hypot %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %copysign = aten.copysign.Tensor %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %copysign_s = aten.copysign.Scalar %x {other = -1.000000e+00 : f64} : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %heaviside = aten.heaviside %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %lcse = aten.logcumsumexp %x {dim = 1 : i64} : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %bucket = aten.bucketize.Tensor %x, %b {out_int32 = false, right = false} : tensor<3x4xf32>, tensor<4xf32> -> tensor<3x4xi64>
+// CHECK-NEXT:    %ss = aten.searchsorted.Tensor %b, %x {right = true} : tensor<4xf32>, tensor<3x4xf32> -> tensor<3x4xi64>
+// CHECK-NEXT:    %kth, %kth_1 = aten.kthvalue %x {k = 2 : i64, dim = 1 : i64} : tensor<3x4xf32> -> tensor<3xf32>, tensor<3xi64>
+// CHECK-NEXT:    %med, %med_1 = aten.median.dim %x {dim = 0 : i64, keepdim = true} : tensor<3x4xf32> -> tensor<1x4xf32>, tensor<1x4xi64>
+// CHECK-NEXT:    %med_all = aten.median %x : tensor<3x4xf32> -> tensor<f32>
+// CHECK-NEXT:    %nmed, %nmed_1 = aten.nanmedian.dim %x {dim = 1 : i64} : tensor<3x4xf32> -> tensor<3xf32>, tensor<3xi64>
+// CHECK-NEXT:    %nmed_all = aten.nanmedian %x : tensor<3x4xf32> -> tensor<f32>
+// CHECK-NEXT:    %hist = aten.histc %x {bins = 5 : i64, min = -2.000000e+00 : f64, max = 2.000000e+00 : f64} : tensor<3x4xf32> -> tensor<5xf32>
+// CHECK-NEXT:    %erfinv = aten.erfinv %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %erfc = aten.erfc %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %lgamma = aten.lgamma %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %digamma = aten.digamma %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %polygamma = aten.polygamma %x {n = 1 : i64} : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %i0e = aten.special_i0e %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %i1 = aten.special_i1 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %i1e = aten.special_i1e %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %erfcx = aten.special_erfcx %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %ndtri = aten.special_ndtri %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %j0 = aten.special_bessel_j0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %exp2 = aten.exp2 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %ldexp = aten.ldexp.Tensor %x, %e : tensor<3x4xf32>, tensor<3x4xi64> -> tensor<3x4xf32>
+// CHECK-NEXT:    %nextafter = aten.nextafter %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %frexp, %frexp_1 = aten.frexp.Tensor %x : tensor<3x4xf32> -> tensor<3x4xf32>, tensor<3x4xi32>
+// CHECK-NEXT:    %gcd = aten.gcd %e, %e : tensor<3x4xi64>, tensor<3x4xi64> -> tensor<3x4xi64>
+// CHECK-NEXT:    %signbit = aten.signbit %x : tensor<3x4xf32> -> tensor<3x4xi1>
+// CHECK-NEXT:    %cummin, %cummin_1 = aten.cummin %x {dim = 1 : i64} : tensor<3x4xf32> -> tensor<3x4xf32>, tensor<3x4xi64>
+// CHECK-NEXT:    func.return %cummin : tensor<3x4xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+func.func @special(%x: tensor<3x4xf32>, %y: tensor<3x4xf32>, %e: tensor<3x4xi64>, %b: tensor<4xf32>) -> tensor<3x4xf32> {
+  %i0 = aten.i0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %hypot = aten.hypot %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %copysign = aten.copysign.Tensor %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %copysign_s = aten.copysign.Scalar %x {other = -1.000000e+00 : f64} : tensor<3x4xf32> -> tensor<3x4xf32>
+  %heaviside = aten.heaviside %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %lcse = aten.logcumsumexp %x {dim = 1 : i64} : tensor<3x4xf32> -> tensor<3x4xf32>
+  %bucket = aten.bucketize.Tensor %x, %b {out_int32 = false, right = false} : tensor<3x4xf32>, tensor<4xf32> -> tensor<3x4xi64>
+  %ss = aten.searchsorted.Tensor %b, %x {right = true} : tensor<4xf32>, tensor<3x4xf32> -> tensor<3x4xi64>
+  %kth:2 = aten.kthvalue %x {k = 2 : i64, dim = 1 : i64} : tensor<3x4xf32> -> tensor<3xf32>, tensor<3xi64>
+  %med:2 = aten.median.dim %x {dim = 0 : i64, keepdim = true} : tensor<3x4xf32> -> tensor<1x4xf32>, tensor<1x4xi64>
+  %med_all = aten.median %x : tensor<3x4xf32> -> tensor<f32>
+  %nmed:2 = aten.nanmedian.dim %x {dim = 1 : i64} : tensor<3x4xf32> -> tensor<3xf32>, tensor<3xi64>
+  %nmed_all = aten.nanmedian %x : tensor<3x4xf32> -> tensor<f32>
+  %hist = aten.histc %x {bins = 5 : i64, min = -2.000000e+00 : f64, max = 2.000000e+00 : f64} : tensor<3x4xf32> -> tensor<5xf32>
+  %erfinv = aten.erfinv %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %erfc = aten.erfc %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %lgamma = aten.lgamma %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %digamma = aten.digamma %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %polygamma = aten.polygamma %x {n = 1 : i64} : tensor<3x4xf32> -> tensor<3x4xf32>
+  %i0e = aten.special_i0e %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %i1 = aten.special_i1 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %i1e = aten.special_i1e %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %erfcx = aten.special_erfcx %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %ndtri = aten.special_ndtri %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %j0 = aten.special_bessel_j0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %exp2 = aten.exp2 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %ldexp = aten.ldexp.Tensor %x, %e : tensor<3x4xf32>, tensor<3x4xi64> -> tensor<3x4xf32>
+  %nextafter = aten.nextafter %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %frexp:2 = aten.frexp.Tensor %x : tensor<3x4xf32> -> tensor<3x4xf32>, tensor<3x4xi32>
+  %gcd = aten.gcd %e, %e : tensor<3x4xi64>, tensor<3x4xi64> -> tensor<3x4xi64>
+  %signbit = aten.signbit %x : tensor<3x4xf32> -> tensor<3x4xi1>
+  %cummin:2 = aten.cummin %x {dim = 1 : i64} : tensor<3x4xf32> -> tensor<3x4xf32>, tensor<3x4xi64>
+  func.return %cummin#0 : tensor<3x4xf32>
 }

@@ -34,6 +34,7 @@ from tilefx.backend.kernels import (
     reductions,
     resampling,
     sorting,
+    special,
     spectral,
     views,
 )
@@ -43,7 +44,7 @@ from tilefx.backend.kernels.ipu import IPU_KERNELS
 __all__ = ["FAMILIES", "IPU_KERNELS", "KERNELS", "Kernel"]
 
 FAMILIES = (elementwise, pointwise_math, views, indexing, reductions, sorting, linalg, normalization,
-            random, convolution, resampling, spectral)
+            random, convolution, resampling, spectral, special)
 
 
 def _join() -> dict[str, Kernel]:

@@ -1,0 +1,242 @@
+"""Ops outside the core-ATen set that models call and the decompositions
+keep: special functions and sign manipulation (i0, hypot, copysign,
+heaviside), a log-space scan (logcumsumexp), searches in sorted tables
+(bucketize, searchsorted), order statistics (kthvalue, median, nanmedian)
+and histc. Dtype rules are ATen's, as in `_common`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilefx.backend.kernels._common import (
+    _F32,
+    _I64,
+    _binary,
+    _float_unary,
+    _result_type,
+    _ret,
+    _wrap,
+    registrar,
+)
+
+KERNELS: dict = {}
+_kernel = registrar(KERNELS)
+
+_I32 = np.dtype(np.int32)
+
+
+@_kernel("i0.default")
+def i0(self):
+    """The modified Bessel function of the first kind, order 0."""
+    return _float_unary(lambda x: np.i0(x.astype(np.float64)).astype(x.dtype), self)
+
+
+@_kernel("hypot.default")
+def hypot(self, other):
+    return _binary(np.hypot, self, other, float_result=True)
+
+
+@_kernel("copysign.Tensor")
+def copysign_Tensor(self, other):
+    return _binary(np.copysign, self, other, float_result=True)
+
+
+@_kernel("copysign.Scalar")
+def copysign_Scalar(self, other):
+    return _binary(np.copysign, self, other, float_result=True)
+
+
+@_kernel("heaviside.default")
+def heaviside(self, values):
+    """0 below zero, 1 above, `values` at zero (torch.heaviside)."""
+    rt = _result_type(self, values)
+    return _ret(np.heaviside(self, values), rt)
+
+
+@_kernel("logcumsumexp.default")
+def logcumsumexp(self, dim):
+    rt = self.dtype if self.dtype.kind == "f" else _F32
+    ct = _F32 if rt == np.float16 else rt
+    if self.ndim == 0:
+        return self.astype(rt)
+    with np.errstate(all="ignore"):
+        r = np.logaddexp.accumulate(self.astype(ct), axis=_wrap(dim, self.ndim))
+    return _ret(r, rt)
+
+
+def _search(sorted_sequence, values, right: bool, out_int32: bool, sorter=None):
+    side = "right" if right else "left"
+    seq = sorted_sequence if sorter is None else np.take_along_axis(sorted_sequence, sorter, -1)
+    if seq.ndim <= 1:
+        idx = np.searchsorted(seq, values, side=side)
+    else:  # one sorted row per leading index of `values`
+        rows = seq.reshape(-1, seq.shape[-1])
+        vals = values.reshape(rows.shape[0], -1)
+        idx = np.stack([np.searchsorted(r, v, side=side) for r, v in zip(rows, vals)]).reshape(values.shape)
+    return _ret(idx, _I32 if out_int32 else _I64)
+
+
+@_kernel("bucketize.Tensor")
+def bucketize_Tensor(self, boundaries, *, out_int32=False, right=False):
+    """The bucket of each value: boundaries[i-1] < x <= boundaries[i] (`right`: <, <=)."""
+    return _search(boundaries, self, bool(right), bool(out_int32))
+
+
+@_kernel("searchsorted.Tensor")
+def searchsorted_Tensor(sorted_sequence, self, sorter=None, *, out_int32=False, right=False, side=None):
+    if side is not None and side not in ("left", "right"):
+        raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    if side is not None and right and side == "left":
+        raise ValueError("searchsorted: side='left' contradicts right=True")
+    return _search(sorted_sequence, self, bool(right) or side == "right", bool(out_int32), sorter)
+
+
+def _select(x: np.ndarray, pos_of, dim: int, keepdim: bool, nan_wins: bool):
+    """The value at sorted position pos_of(n_valid) along dim, and its index.
+    NaN counts as the largest value; with `nan_wins` a row with a NaN gives its
+    first NaN (torch.median), otherwise NaNs are skipped (nanmedian)."""
+    if x.ndim == 0:
+        return x.copy(), np.zeros((), _I64)
+    axis = _wrap(dim, x.ndim)
+    moved = np.moveaxis(x, axis, -1)
+    order = np.argsort(moved, axis=-1, kind="stable")
+    if x.dtype.kind == "f":
+        nan = np.isnan(moved)
+        count = moved.shape[-1] - nan.sum(-1)
+    else:
+        nan, count = None, np.full(moved.shape[:-1], moved.shape[-1])
+    pos = np.clip(pos_of(count), 0, moved.shape[-1] - 1)
+    idx = np.take_along_axis(order, pos[..., None], -1)[..., 0]
+    if nan is not None and nan_wins:
+        has = nan.any(-1)
+        idx = np.where(has, np.argmax(nan, axis=-1), idx)
+    vals = np.take_along_axis(moved, idx[..., None], -1)[..., 0]
+    if keepdim:
+        vals, idx = np.expand_dims(vals, axis), np.expand_dims(idx, axis)
+    return _ret(vals, x.dtype), _ret(idx, _I64)
+
+
+@_kernel("kthvalue.default")
+def kthvalue(self, k, dim=-1, keepdim=False):
+    n = self.shape[_wrap(dim, self.ndim)] if self.ndim else 1
+    if not 1 <= k <= n:
+        raise IndexError(f"kthvalue: k = {k} is out of range for a dimension of size {n}")
+    return _select(self, lambda count: np.full(np.shape(count), k - 1), dim, keepdim, nan_wins=False)
+
+
+@_kernel("median.dim")
+def median_dim(self, dim, keepdim=False):
+    """The lower median ((n - 1) // 2 of the sorted values), NaN if the row has one."""
+    n = self.shape[_wrap(dim, self.ndim)] if self.ndim else 1
+    return _select(self, lambda count: np.full(np.shape(count), (n - 1) // 2), dim, keepdim, nan_wins=True)
+
+
+@_kernel("median.default")
+def median_default(self):
+    return median_dim(self.reshape(-1), 0)[0]
+
+
+@_kernel("nanmedian.dim")
+def nanmedian_dim(self, dim, keepdim=False):
+    """The lower median of the values that are not NaN (NaN when all are)."""
+    return _select(self, lambda count: (count - 1) // 2, dim, keepdim, nan_wins=False)
+
+
+@_kernel("nanmedian.default")
+def nanmedian_default(self):
+    return nanmedian_dim(self.reshape(-1), 0)[0]
+
+
+@_kernel("histc.default")
+def histc(self, bins=100, min=0, max=0):  # noqa: A002 - schema names
+    """Counts in `bins` equal bins over [min, max] (the data's range when both
+    are 0); values outside are not counted, max falls in the last bin."""
+    x = self.astype(np.float64).reshape(-1)
+    lo, hi = float(min), float(max)
+    if lo == hi and x.size:
+        lo, hi = float(np.min(x)), float(np.max(x))
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if lo > hi:
+        raise ValueError(f"histc: max ({hi}) must be larger than min ({lo})")
+    counts, _ = np.histogram(x[(x >= lo) & (x <= hi)], bins=int(bins), range=(lo, hi))
+    return _ret(counts, self.dtype if self.dtype.kind == "f" else _F32)
+
+
+def _scipy_unary(name: str, fn_name: str) -> None:
+    """A float unary op computed by scipy.special (float16 in float32, integers as float32)."""
+
+    def kernel(self):
+        from scipy import special  # imported on first use: most programs never need it
+
+        fn = getattr(special, fn_name)
+        return _float_unary(lambda x: fn(x).astype(x.dtype), self)
+
+    kernel.__name__ = name.split(".")[0]
+    KERNELS[name] = kernel
+
+
+for _name, _fn in {
+    "erfinv.default": "erfinv", "erfc.default": "erfc", "lgamma.default": "gammaln",
+    "digamma.default": "psi", "special_i0e.default": "i0e", "special_i1.default": "i1",
+    "special_i1e.default": "i1e", "special_erfcx.default": "erfcx", "special_ndtri.default": "ndtri",
+    "special_bessel_j0.default": "j0", "exp2.default": "exp2",
+}.items():
+    _scipy_unary(_name, _fn)
+
+
+@_kernel("polygamma.default")
+def polygamma(self, n):
+    from scipy import special
+
+    if n < 0:
+        raise ValueError(f"polygamma: n must be non-negative, got {n}")
+    return _float_unary(lambda x: special.polygamma(int(n), x).astype(x.dtype), self)
+
+
+@_kernel("ldexp.Tensor")
+def ldexp_Tensor(self, other):
+    """self * 2 ** other, in self's float type (integers give float32)."""
+    return _binary(lambda a, b: a * np.exp2(b), self, other, float_result=True)
+
+
+@_kernel("nextafter.default")
+def nextafter(self, other):
+    return _binary(np.nextafter, self, other)
+
+
+@_kernel("frexp.Tensor")
+def frexp_Tensor(self):
+    mantissa, exponent = np.frexp(self)
+    return _ret(mantissa, self.dtype), _ret(exponent, _I32)
+
+
+@_kernel("gcd.default")
+def gcd(self, other):
+    return _binary(np.gcd, self, other)
+
+
+@_kernel("signbit.default")
+def signbit(self):
+    return np.signbit(self) if self.dtype.kind != "b" else np.zeros(self.shape, bool)
+
+
+@_kernel("cummin.default")
+def cummin(self, dim):
+    """Running minimum and the index where it was reached (the latest on ties, as torch)."""
+    if self.ndim == 0:
+        return self.copy(), np.zeros((), _I64)
+    axis = _wrap(dim, self.ndim)
+    x = np.moveaxis(self, axis, -1)
+    vals = np.empty_like(x)
+    idx = np.empty(x.shape, _I64)
+    best, at = x[..., 0].copy(), np.zeros(x.shape[:-1], _I64)
+    for i in range(x.shape[-1]):
+        v = x[..., i]
+        take = (v <= best) | np.isnan(v) if x.dtype.kind == "f" else v <= best
+        take &= ~np.isnan(best) if x.dtype.kind == "f" else True
+        best = np.where(take, v, best)
+        at = np.where(take, i, at)
+        vals[..., i], idx[..., i] = best, at
+    return np.moveaxis(vals, -1, axis), np.moveaxis(idx, -1, axis)
