@@ -297,3 +297,79 @@ def test_pads_of_the_wrong_length_are_a_clear_error():
                                 popart.DeviceManager().createCpuDevice())
     with pytest.raises(popart.popart_exception, match="pads has 5 values; 2 spatial dimensions need 4"):
         s.prepareDevice()
+
+
+def _check_reference(nodes, inputs: dict, outs, inits=(), opset=18, rtol=1e-5, atol=1e-5):
+    """As check(), against onnx's reference evaluator (operators onnxruntime lacks)."""
+    from onnx.reference import ReferenceEvaluator
+
+    vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+          for n, a in inputs.items()]
+    model = helper.make_model(helper.make_graph(nodes, "g", vi, [helper.make_empty_tensor_value_info(o)
+                                                                for o in outs], list(inits)),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    ref = ReferenceEvaluator(model).run(outs, inputs)
+    s = popart.InferenceSession(model.SerializeToString(), popart.DataFlow(1, outs),
+                                popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO(inputs, anchors))
+    for name, r in zip(outs, ref):
+        assert anchors[name].shape == r.shape, (name, anchors[name].shape, r.shape)
+        np.testing.assert_allclose(anchors[name], r, rtol=rtol, atol=atol, err_msg=name)
+
+
+def test_upsample_and_lp_pools():
+    x = f32(2, 3, 5, 4)
+    check([helper.make_node("Upsample", ["x", "s"], ["y"], mode="nearest")], {"x": x}, ["y"],
+          inits=[helper.make_tensor("s", F32, [4], [1, 1, 2, 3])], opset=9)
+    check([helper.make_node("GlobalLpPool", ["x"], ["y"], p=3)], {"x": x}, ["y"])
+    check([helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[1, 2], p=2,
+                            pads=[1, 0, 0, 1])], {"x": x}, ["y"])
+    check([helper.make_node("ReduceLogSum", ["p", "a"], ["y"], keepdims=0)], {"p": np.abs(x) + 0.1},
+          ["y"], inits=[helper.make_tensor("a", I64, [2], [1, 3])])
+
+
+def test_quantize_dequantize_as_in_onnxruntime():
+    x = f32(2, 4, 3) * 3
+    scale = helper.make_tensor("scale", F32, [4], [0.02, 0.05, 0.1, 0.03])
+    zp = helper.make_tensor("zp", TensorProto.INT8, [4], [0, 3, -2, 1])
+    check([helper.make_node("QuantizeLinear", ["x", "scale", "zp"], ["q"], axis=1),
+           helper.make_node("DequantizeLinear", ["q", "scale", "zp"], ["y"], axis=1)],
+          {"x": x}, ["y"], inits=[scale, zp])
+    s1 = helper.make_tensor("s1", F32, [], [0.05])
+    z1 = helper.make_tensor("z1", TensorProto.UINT8, [], [128])
+    check([helper.make_node("QuantizeLinear", ["x", "s1", "z1"], ["q"]),
+           helper.make_node("DequantizeLinear", ["q", "s1", "z1"], ["y"])], {"x": x}, ["y"],
+          inits=[s1, z1])
+
+
+def test_reverse_sequence_max_unpool_col2im():
+    x = f32(5, 3, 2)
+    lens = helper.make_tensor("lens", I64, [3], [5, 2, 3])
+    check([helper.make_node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=1, time_axis=0)],
+          {"x": x}, ["y"], inits=[lens])
+    img = f32(2, 2, 4, 4)
+    check([helper.make_node("MaxPool", ["img"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+           helper.make_node("MaxUnpool", ["p", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+          {"img": img}, ["y"])
+    check([helper.make_node("MaxPool", ["img"], ["p", "i"], kernel_shape=[3, 2], strides=[1, 2],
+                            pads=[1, 0, 1, 0], storage_order=1)], {"img": img}, ["p", "i"])
+    cols = f32(2, 2 * 4, 9)
+    check([helper.make_node("Col2Im", ["c", "shape", "block"], ["y"], strides=[1, 1])], {"c": cols},
+          ["y"], inits=[helper.make_tensor("shape", I64, [2], [4, 4]),
+                        helper.make_tensor("block", I64, [2], [2, 2])])
+
+
+def test_newer_opset_operators_equal_the_reference():
+    x = f32(2, 3, 6)
+    _check_reference([helper.make_node("CenterCropPad", ["x", "shape"], ["y"], axes=[1, 2])], {"x": x},
+                     ["y"], inits=[helper.make_tensor("shape", I64, [2], [5, 4])])
+    _check_reference([helper.make_node("RMSNormalization", ["x", "g"], ["y"], axis=-1, epsilon=1e-5)],
+                     {"x": x}, ["y"], inits=[helper.make_tensor("g", F32, [6], [1, 2, 3, 0.5, 1, 1])],
+                     opset=23)
+    _check_reference([helper.make_node("AffineGrid", ["theta", "size"], ["y"], align_corners=0)],
+                     {"theta": f32(2, 2, 3)}, ["y"],
+                     inits=[helper.make_tensor("size", I64, [4], [2, 1, 3, 4])], opset=20)
+    _check_reference([helper.make_node("CumProd", ["x", "ax"], ["y"], exclusive=1, reverse=1)],
+                     {"x": x}, ["y"], inits=[helper.make_tensor("ax", I64, [], [2])], opset=26)

@@ -251,8 +251,10 @@ class OnnxModule(torch.nn.Module):
         at = _attrs(node)
         if node.op_type == "Split" and "num_outputs" not in at:
             at["_num_outputs"] = len(node.output)
+        if node.op_type == "MaxPool":  # the Indices output only when the graph asks for it
+            at["_num_outputs"] = len([o for o in node.output if o])
         if node.op_type == "Constant" or (
-                node.op_type not in ("Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike")
+                node.op_type not in RANDOM_OPS
                 and all(x is None or isinstance(x, np.ndarray) for x in ins) and node.domain == ""
                 and node.op_type != "Shape"):
             outs = _fold(node, ins, self.opset)
@@ -321,6 +323,10 @@ def _serialized(ins, ann):
         return torch.matmul(onnx_ops._t(ins[0]), onnx_ops._t(ins[1]))
     return torch.ops.tilefx.serialized_matmul(onnx_ops._t(ins[0]), onnx_ops._t(ins[1]), mode, factor,
                                               False)
+
+
+# never evaluated at compile time, even on constant inputs: each run draws anew
+RANDOM_OPS = ("Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli")
 
 
 def _fold(node: onnx.NodeProto, ins: list, opset: int):

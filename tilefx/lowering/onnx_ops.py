@@ -21,29 +21,10 @@ import torch
 import torch.nn.functional as F
 
 from tilefx.errors import Error
-from tilefx.lowering import onnx_recurrent
+from tilefx.lowering import onnx_ops_more, onnx_recurrent
+from tilefx.lowering.onnx_values import _axis, _ints, _t
 
 GRAPHCORE_DOMAIN = "ai.graphcore"
-
-
-def _t(x, like: torch.Tensor | None = None) -> torch.Tensor:
-    """A tensor for an operand (static numpy values become constants)."""
-    if isinstance(x, torch.Tensor):
-        return x
-    return torch.as_tensor(np.array(x, copy=True, order="C"))
-
-
-def _ints(x) -> list[int]:
-    """A compile-time list of ints (a shape, axes, ...) from a static operand."""
-    if isinstance(x, torch.Tensor):
-        raise Error("this ONNX operand must be known at compile time (a constant, an initializer "
-                    "of integers or computed from shapes), but it depends on a graph input",
-                    type="frontend")
-    return [int(v) for v in np.asarray(x).reshape(-1)]
-
-
-def _axis(a: int, rank: int) -> int:
-    return a + rank if a < 0 else a
 
 
 def _binary(fn):
@@ -129,8 +110,25 @@ def _maxpool(ins, at, v):
     begin, end = _pads(at, n, x, k)
     x, pad = _symmetric(x, begin, end, value=-math.inf)
     fn = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n]
-    return fn(x, k, stride=at.get("strides", [1] * n), padding=pad,
-              dilation=at.get("dilations", [1] * n), ceil_mode=bool(at.get("ceil_mode", 0)))
+    want_indices = at.get("_num_outputs", 1) > 1
+    if want_indices and begin != end:
+        raise Error("MaxPool's Indices output with asymmetric pads is not supported", type="frontend")
+    out = fn(x, k, stride=at.get("strides", [1] * n), padding=pad, dilation=at.get("dilations", [1] * n),
+             ceil_mode=bool(at.get("ceil_mode", 0)), return_indices=want_indices)
+    if not want_indices:
+        return out
+    # ONNX indexes the whole tensor (N, C, spatial...), row-major (or column-major
+    # spatially with storage_order 1); torch indexes within each (n, c) plane
+    y, idx = out
+    spatial = list(x.shape[2:])
+    if at.get("storage_order", 0):
+        if n != 2:
+            raise Error("MaxPool storage_order=1 is only defined for 2-d pooling", type="frontend")
+        h, w = idx // spatial[1], idx % spatial[1]
+        idx = w * spatial[0] + h
+    plane = int(np.prod(spatial))
+    nc = torch.arange(x.shape[0] * x.shape[1]).reshape(x.shape[0], x.shape[1], *([1] * n))
+    return y, idx + nc * plane
 
 
 def _avgpool(ins, at, v):
@@ -846,6 +844,7 @@ OPS = {
     "ReduceL2": _reduce(lambda x, dim, keepdim: torch.sqrt((x * x).sum(dim=dim, keepdim=keepdim))),
     "ReduceLogSumExp": _reduce(lambda x, dim, keepdim: torch.logsumexp(x, dim=dim, keepdim=keepdim)),
     "ReduceSumSquare": _reduce(lambda x, dim, keepdim: (x * x).sum(dim=dim, keepdim=keepdim)),
+    "ReduceLogSum": _reduce(lambda x, dim, keepdim: torch.log(x.sum(dim=dim, keepdim=keepdim))),
     "Atan": _unary(torch.atan), "Tan": _unary(torch.tan), "Asin": _unary(torch.asin),
     "Acos": _unary(torch.acos), "Sinh": _unary(torch.sinh), "Cosh": _unary(torch.cosh),
     "IsNaN": _unary(torch.isnan), "Round": _unary(torch.round),
@@ -873,6 +872,7 @@ OPS = {
     "RandomNormal": _random(True, False), "RandomUniform": _random(False, False),
     "RandomNormalLike": _random(True, True), "RandomUniformLike": _random(False, True),
     **{name: _recurrent(fn) for name, fn in onnx_recurrent.OPS.items()},
+    **onnx_ops_more.OPS,
 }
 
 # operators whose behaviour depends on training (batch statistics, dropout)
@@ -907,10 +907,11 @@ GRAPHCORE_OPS = {"IdentityLoss": _identityloss, "L1": _l1loss, "Nll": _nllloss,
 
 # float operands that are settings, not weights: initializers feeding them stay
 # compile-time values instead of becoming parameters
-STATIC_INPUTS = {"Resize": (1, 2), "OneHot": (2,), "Clip": (1, 2)}
+STATIC_INPUTS = {"Resize": (1, 2), "OneHot": (2,), "Clip": (1, 2), "Upsample": (1,)}
 
 # operators evaluated at compile time only (their result is always static)
-STATIC_ONLY = {"Shape", "ConstantOfShape", "Constant", "Range", "Size"}
+STATIC_ONLY = {"Shape", "ConstantOfShape", "Constant", "Range", "Size", "HannWindow", "HammingWindow",
+               "BlackmanWindow", "MelWeightMatrix"}
 
 
 def _fold(fn, ins):
