@@ -176,6 +176,8 @@ var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool k
 any(Tensor self) -> Tensor
 any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor
 cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+_weight_norm_interface_backward(Tensor grad_w, Tensor saved_v, Tensor saved_g, Tensor saved_norms, int dim) -> (Tensor, Tensor)
 max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)

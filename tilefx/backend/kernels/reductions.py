@@ -226,6 +226,46 @@ def cumsum(self, dim, *, dtype=None):
     return _ret(np.cumsum(_cast(self, ct), axis=_wrap(dim, self.ndim), dtype=ct), dt)
 
 
+@_kernel("linalg_vector_norm.default")
+def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """The p-norm over `dim` (all dims when None): ord inf / -inf the largest /
+    smallest magnitude, 0 the count of non-zeros, else (sum |x|^p)^(1/p)
+    (weight norm, ConvNeXt-V2's GRN, Swin-V2's cosine attention)."""
+    rt = _dtype(dtype, self.dtype)
+    ct = _compute_dtype(rt)
+    axes = _axes(dim, self.ndim)
+    a = np.abs(_cast(self, ct))
+    p = float(ord)
+    with np.errstate(all="ignore"):
+        if p == np.inf:
+            r = np.max(a, axis=axes, keepdims=keepdim, initial=0)
+        elif p == -np.inf:
+            r = np.min(a, axis=axes, keepdims=keepdim)
+        elif p == 0:
+            r = np.sum(a != 0, axis=axes, keepdims=keepdim, dtype=ct)
+        elif p == 1:
+            r = np.sum(a, axis=axes, keepdims=keepdim, dtype=ct)
+        elif p == 2:
+            r = np.sqrt(np.sum(a * a, axis=axes, keepdims=keepdim, dtype=ct))
+        else:
+            r = np.sum(a ** ct.type(p), axis=axes, keepdims=keepdim, dtype=ct) ** ct.type(1.0 / p)
+    return _ret(r, rt)
+
+
+@_kernel("_weight_norm_interface_backward.default")
+def _weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
+    """The gradients of w = v * g / |v| (norms over every dim but `dim`, kept
+    as size-1 dims in `saved_norms`, the shape of g): the backward of
+    torch.nn.utils.parametrizations.weight_norm (wav2vec2's positional conv)."""
+    ct = _compute_dtype(saved_v.dtype)
+    v, g, n, gw = (_cast(a, ct) for a in (saved_v, saved_g, saved_norms, grad_w))
+    axes = tuple(a for a in range(v.ndim) if a != _wrap(dim, v.ndim))
+    with np.errstate(all="ignore"):
+        grad_g = np.sum(gw * v, axis=axes, keepdims=True, dtype=ct) / n
+        grad_v = (g / n) * (gw - v * (grad_g / n))
+    return _ret(grad_v, saved_v.dtype), _ret(grad_g.reshape(saved_g.shape), saved_g.dtype)
+
+
 @_kernel("cumprod.default")
 def cumprod(self, dim, *, dtype=None):
     dt = _dtype(dtype)
