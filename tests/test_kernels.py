@@ -453,6 +453,9 @@ case("_weight_norm_interface_backward.default", r(4, 3, 5), _wn_v, pos(1, 1, 5),
      np.sqrt((_wn_v ** 2).sum((0, 1), keepdims=True)), 2, id="weight_norm_backward-dim2")
 case("_weight_norm_interface_backward.default", r(4, 3, 5), _wn_v, pos(4, 1, 1),
      np.sqrt((_wn_v ** 2).sum((1, 2), keepdims=True)), 0, id="weight_norm_backward-dim0")
+case("histc.default", r(50), 7, -1.5, 1.5)
+case("histc.default", r(4, 6), 5, id="histc-data-range")
+case("histc.default", np.array([0, 1, 1, 3, 2, 3, 3, 5], F32), 4, 0, 3, id="histc-moe-counts")
 
 # softmax
 _sm = r(3, 4, 5) * 4

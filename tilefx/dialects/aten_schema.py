@@ -178,6 +178,7 @@ any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor
 cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
 linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
 _weight_norm_interface_backward(Tensor grad_w, Tensor saved_v, Tensor saved_g, Tensor saved_norms, int dim) -> (Tensor, Tensor)
+histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
 max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)

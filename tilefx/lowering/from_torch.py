@@ -404,8 +404,9 @@ class _Builder:
                 raise Error(f"cannot convert aten::{name} (from module {_module_of(node)}): {e}",
                             type="frontend", location=_location_of(node)) from e
         else:
-            raise Error(f"unsupported operation {target} (from module {_module_of(node)})",
-                        type="frontend", location=_location_of(node))
+            what = f"a custom operator of the '{ns}' library, whose body tilefx cannot see" if ns else ""
+            raise Error(f"unsupported operation {target}{' (' + what + ')' if what else ''} (from module "
+                        f"{_module_of(node)})", type="frontend", location=_location_of(node))
         loc = _location_of(node)
         if loc:
             file, _, line = loc.rpartition(":")
@@ -721,6 +722,7 @@ class _TensorAttributes:
     the lowering turns them into constants and drops their updates."""
 
     def __init__(self, model: torch.nn.Module):
+        self.model = model
         self.found = []  # (module, buffer name, original tensor, qualified name)
         self.dicts = []  # (module, attribute, original dict, {key: buffer name})
         for mname, m in model.named_modules():
@@ -742,11 +744,17 @@ class _TensorAttributes:
         for m, k, v, _ in self.found:
             m.__dict__.pop(k, None)
             m.register_buffer(k, v.detach().clone(), persistent=False)
-        for m, k, v, keys in self.dicts:
-            m.__dict__[k] = _BufferBackedDict(m, v, keys)
+        self._fresh_dicts()
+        # the tracer runs forward more than once: each run starts from the model's dicts
+        self._hook = self.model.register_forward_pre_hook(lambda m, a: self._fresh_dicts(), prepend=True)
         return self
 
+    def _fresh_dicts(self) -> None:
+        for m, k, v, keys in self.dicts:
+            m.__dict__[k] = _BufferBackedDict(m, v, keys)
+
     def __exit__(self, *exc):
+        self._hook.remove()
         for m, k, v, _ in self.dicts:
             m.__dict__[k] = v
         for m, k, v, _ in self.found:

@@ -313,11 +313,13 @@ func.func @activation_backward(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %out: t
 // CHECK-NEXT:    %norm = aten.linalg_vector_norm %x {ord = 2 : i64, dim = array<i64: 1>, keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
 // CHECK-NEXT:    %norm_all = aten.linalg_vector_norm %x {ord = 1.500000e+00 : f64, keepdim = false} : tensor<4x8xf32> -> tensor<f32>
 // CHECK-NEXT:    %gv, %gg = aten._weight_norm_interface_backward %x, %x, %g, %n {dim = 1 : i64} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<1x8xf32>, tensor<1x8xf32> -> tensor<4x8xf32>, tensor<1x8xf32>
+// CHECK-NEXT:    %hist = aten.histc %x {bins = 4 : i64, min = 0 : i64, max = 3 : i64} : tensor<4x8xf32> -> tensor<4xf32>
 // CHECK-NEXT:    func.return %norm : tensor<4x1xf32>
 func.func @model_families(%x: tensor<4x8xf32>, %g: tensor<1x8xf32>, %n: tensor<1x8xf32>) -> tensor<4x1xf32> {
   %norm = aten.linalg_vector_norm %x {ord = 2 : i64, dim = array<i64: 1>, keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
   %norm_all = aten.linalg_vector_norm %x {ord = 1.5 : f64, keepdim = false} : tensor<4x8xf32> -> tensor<f32>
   %gv, %gg = aten._weight_norm_interface_backward %x, %x, %g, %n {dim = 1 : i64} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<1x8xf32>, tensor<1x8xf32> -> tensor<4x8xf32>, tensor<1x8xf32>
+  %hist = aten.histc %x {bins = 4 : i64, min = 0 : i64, max = 3 : i64} : tensor<4x8xf32> -> tensor<4xf32>
   func.return %norm : tensor<4x1xf32>
 }
 

@@ -266,6 +266,25 @@ def _weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
     return _ret(grad_v, saved_v.dtype), _ret(grad_g.reshape(saved_g.shape), saved_g.dtype)
 
 
+@_kernel("histc.default")
+def histc(self, bins=100, min=0, max=0):
+    """Counts in `bins` equal bins over [min, max] (both 0: the data's range;
+    a value equal to max falls in the last bin, values outside are dropped):
+    a static shape whatever the data (MoE routers count tokens per expert)."""
+    ct = _compute_dtype(self.dtype)
+    x = _cast(self, ct).reshape(-1)
+    lo, hi = ct.type(min), ct.type(max)
+    if lo == hi and x.size:
+        lo, hi = x.min(), x.max()
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    keep = x[(x >= lo) & (x <= hi)]
+    with np.errstate(all="ignore"):
+        pos = ((keep - lo) * ct.type(bins) / (hi - lo)).astype(np.int64)
+    counts = np.bincount(np.minimum(pos, bins - 1), minlength=bins)
+    return _ret(counts, self.dtype)
+
+
 @_kernel("cumprod.default")
 def cumprod(self, dim, *, dtype=None):
     dt = _dtype(dtype)
