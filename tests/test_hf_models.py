@@ -229,3 +229,19 @@ def test_tensor_cache_in_a_dict_is_a_constant_and_stays_real(filled):
     assert list(model.cache) == (["cpu"] if filled else [])
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref)
+
+
+def test_keywords_reach_the_model_as_keywords():
+    """transformers' config-default decorator finds `use_cache` by its position
+    in the wrapped function's variables: a call rebuilt positionally gave
+    XGLM "multiple values for argument 'use_cache'"."""
+    from transformers import XGLMConfig, XGLMForCausalLM
+
+    torch.manual_seed(0)
+    model = XGLMForCausalLM(XGLMConfig(vocab_size=64, d_model=16, num_layers=1, attention_heads=2, ffn_dim=32,
+                                       max_position_embeddings=32, dropout=0.0, attention_dropout=0.0,
+                                       activation_dropout=0.0)).eval()
+    ids = FAMILIES["llama"].example(training=False)[0]
+    out = tilefx.inferenceModel(model)(input_ids=ids, use_cache=False)
+    with torch.no_grad():
+        torch.testing.assert_close(out.logits, model(input_ids=ids, use_cache=False).logits, rtol=RTOL, atol=1e-5)
