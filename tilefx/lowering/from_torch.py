@@ -719,7 +719,9 @@ class _TensorAttributes:
     when it builds the graph, so `self.i += 1` in forward returns the initial
     value plus one at every call). While tracing they are registered as
     non-persistent buffers on copies, so in-place changes trace functionally;
-    the lowering turns them into constants and drops their updates."""
+    the lowering turns them into constants and drops their updates. Tensors
+    in a plain dict attribute (a cache) are constants the same way, and the
+    dict the model holds is never the one the trace writes to."""
 
     def __init__(self, model: torch.nn.Module):
         self.model = model
@@ -759,8 +761,8 @@ class _TensorAttributes:
             m.__dict__[k] = v
         for m, k, v, _ in self.found:
             m._buffers.pop(k, None)
-            if "[" not in k:
-                m.__dict__[k] = v
+            if not any(m is dm and k in keys.values() for dm, _, _, keys in self.dicts):
+                m.__dict__[k] = v  # a tensor attribute (a dict's entries went back with the dict)
         return False
 
 
