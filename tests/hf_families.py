@@ -31,16 +31,19 @@ class LogitsOrLoss(torch.nn.Module):
     """`model(**inputs)` returning the logits in eval mode and the loss in train mode."""
 
     def __init__(self, model: torch.nn.Module, train_names: tuple[str, ...],
-                 eval_names: tuple[str, ...]):
+                 eval_names: tuple[str, ...], output: str = "logits", train_kwargs: dict | None = None):
         super().__init__()
         self.model = model
         self.train_names = train_names
         self.eval_names = eval_names
+        self.output = output
+        self.train_kwargs = train_kwargs or {}
 
     def forward(self, *args):
         kwargs = dict(zip(self.train_names if self.training else self.eval_names, args))
-        out = self.model(**kwargs)
-        return out.loss if self.training else out.logits
+        if self.training:
+            return self.model(**kwargs, **self.train_kwargs).loss
+        return getattr(self.model(**kwargs), self.output)
 
 
 @dataclass
@@ -49,26 +52,31 @@ class Family:
     build: Callable[[float], torch.nn.Module]  # dropout probability -> HF model
     inputs: Callable[[torch.Generator], dict[str, torch.Tensor]]  # with labels (last)
     seq2seq: bool = False
+    labels: tuple[str, ...] = ("labels",)  # the training-only inputs (last)
+    output: str = "logits"  # the ModelOutput field inference returns
+    train_kwargs: dict | None = None  # constant keywords in training (CLIP's return_loss)
 
     def model(self, dropout: float = 0.0) -> LogitsOrLoss:
         torch.manual_seed(0)
         m = self.build(dropout)
-        return LogitsOrLoss(m, self.input_names(True), self.input_names(False))
+        return LogitsOrLoss(m, self.input_names(True), self.input_names(False), self.output,
+                            self.train_kwargs)
 
     def example(self, seed: int = 0, training: bool = True) -> tuple[torch.Tensor, ...]:
         """The inputs in `model().input_names` order; in inference the labels
         are the decoder's input ids (encoder-decoder families) or left out."""
         d = self.inputs(torch.Generator().manual_seed(seed))
         if not training:
-            labels = d.pop("labels")
+            labels = [d.pop(k) for k in self.labels if k in d]
             if self.seq2seq:
-                d["decoder_input_ids"] = labels
+                d["decoder_input_ids"] = labels[0]
         return tuple(d.values())
 
     def input_names(self, training: bool) -> tuple[str, ...]:
-        names = list(self.inputs(torch.Generator().manual_seed(0)))
-        if not training:
-            names[-1:] = ["decoder_input_ids"] if self.seq2seq else []
+        names = [k for k in self.inputs(torch.Generator().manual_seed(0))
+                 if training or k not in self.labels]
+        if not training and self.seq2seq:
+            names.append("decoder_input_ids")
         return tuple(names)
 
 
@@ -209,6 +217,119 @@ def _resnet(p):
         num_labels=LABELS))
 
 
+# -- more families: the task heads and architectures users port -------------------
+
+_DECODER = dict(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                num_attention_heads=2, max_position_embeddings=32)
+_S2S = dict(vocab_size=VOCAB, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+            decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=32,
+            pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+_VIT = dict(image_size=IMAGE, patch_size=8, num_channels=3, hidden_size=16, num_hidden_layers=1,
+            num_attention_heads=2, intermediate_size=32, num_labels=LABELS)
+
+
+def _hf(config: str, head: str, **kw):
+    """`transformers.<head>(<config>(**kw))`: a builder without dropout arguments."""
+    def build(p):
+        import transformers
+
+        return getattr(transformers, head)(getattr(transformers, config)(**kw))
+    return build
+
+
+def _token_cls(g):
+    return {"input_ids": _ids(g), "attention_mask": torch.ones(BATCH, SEQ, dtype=torch.long),
+            "labels": torch.randint(0, LABELS, (BATCH, SEQ), generator=g)}
+
+
+def _masked_lm(g):
+    ids = _ids(g)
+    return {"input_ids": ids, "labels": ids.clone()}
+
+
+def _question_answering(g):
+    return {"input_ids": _ids(g), "start_positions": torch.randint(0, SEQ, (BATCH,), generator=g),
+            "end_positions": torch.randint(0, SEQ, (BATCH,), generator=g)}
+
+
+def _multiple_choice(g):
+    return {"input_ids": _ids(g, BATCH * 2).view(BATCH, 2, SEQ),
+            "labels": torch.randint(0, 2, (BATCH,), generator=g)}
+
+
+def _segmentation(g, size=16):
+    return {"pixel_values": torch.randn(BATCH, 3, size, size, generator=g),
+            "labels": torch.randint(0, LABELS, (BATCH, size, size), generator=g)}
+
+
+def _audio(g):
+    return {"input_values": torch.randn(BATCH, 160, generator=g),
+            "labels": torch.randint(0, LABELS, (BATCH,), generator=g)}
+
+
+def _image_text(g):
+    return {"input_ids": _ids(g), "pixel_values": torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g)}
+
+
+def _mixtral(p):
+    model = _hf("MixtralConfig", "MixtralForCausalLM", **_DECODER, num_key_value_heads=1,
+                num_local_experts=4, num_experts_per_tok=2)(p)
+    # the default "grouped_mm" experts sort tokens into groups whose sizes depend
+    # on the routing (a data-dependent loop); "batched_mm" gathers each token's
+    # experts' weights: static shapes (test_hf_models.py checks the default's error)
+    model.set_experts_implementation("batched_mm")
+    return model
+
+
+_CLIP_TEXT = dict(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                  num_attention_heads=2, max_position_embeddings=32)
+_CLIP_VISION = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                    image_size=IMAGE, patch_size=8)
+_WAV2VEC2 = dict(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                 intermediate_size=32, conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3),
+                 num_conv_pos_embeddings=4, num_conv_pos_embedding_groups=2, mask_time_prob=0.0,
+                 num_labels=LABELS, classifier_proj_size=8)
+_SEGFORMER = dict(num_channels=3, num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16],
+                  patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2],
+                  decoder_hidden_size=16, drop_path_rate=0.0, num_labels=LABELS)
+
+MORE_FAMILIES = [
+    Family("albert", _hf("AlbertConfig", "AlbertForSequenceClassification", **_TEXT, embedding_size=8,
+                         num_labels=LABELS, **_NO_DROPOUT, classifier_dropout_prob=0.0), _text_cls),
+    Family("electra", _hf("ElectraConfig", "ElectraForTokenClassification", **_TEXT, embedding_size=8,
+                          num_labels=LABELS, **_NO_DROPOUT), _token_cls),
+    Family("deberta_v2", _hf("DebertaV2Config", "DebertaV2ForMaskedLM", **_TEXT, **_NO_DROPOUT), _masked_lm),
+    Family("xlm_roberta", _hf("XLMRobertaConfig", "XLMRobertaForQuestionAnswering", **_TEXT, **_NO_DROPOUT,
+                              pad_token_id=0), _question_answering,
+           labels=("start_positions", "end_positions"), output="start_logits"),
+    Family("mpnet", _hf("MPNetConfig", "MPNetForMultipleChoice", **_TEXT, **_NO_DROPOUT, pad_token_id=0),
+           _multiple_choice),
+    Family("bart", _hf("BartConfig", "BartForConditionalGeneration", **_S2S, dropout=0.0,
+                       attention_dropout=0.0, activation_dropout=0.0), _t5_inputs, seq2seq=True),
+    Family("bloom", _hf("BloomConfig", "BloomForCausalLM", vocab_size=VOCAB, hidden_size=16, n_layer=1,
+                        n_head=2, hidden_dropout=0.0, attention_dropout=0.0), _causal),
+    Family("gemma2", _hf("Gemma2Config", "Gemma2ForCausalLM", **_DECODER, num_key_value_heads=1, head_dim=8,
+                         sliding_window=4), _causal),
+    Family("mixtral", _mixtral, _causal),
+    Family("beit", _hf("BeitConfig", "BeitForImageClassification", **_VIT, **_NO_DROPOUT,
+                       use_relative_position_bias=True, use_mean_pooling=True), _image),
+    Family("segformer", _hf("SegformerConfig", "SegformerForSemanticSegmentation", **_SEGFORMER,
+                            **_NO_DROPOUT, classifier_dropout_prob=0.0, semantic_loss_ignore_index=255),
+           _segmentation),
+    Family("convnextv2", _hf("ConvNextV2Config", "ConvNextV2ForImageClassification", num_channels=3,
+                             hidden_sizes=[8, 16], depths=[1, 1], patch_size=4, image_size=IMAGE,
+                             drop_path_rate=0.0, num_labels=LABELS, num_stages=2), _image),
+    Family("swinv2", _hf("Swinv2Config", "Swinv2ForImageClassification", image_size=IMAGE, patch_size=4,
+                         num_channels=3, embed_dim=16, depths=[1], num_heads=[2], window_size=4,
+                         mlp_ratio=2.0, **_NO_DROPOUT, drop_path_rate=0.0, num_labels=LABELS), _image),
+    Family("hubert", _hf("HubertConfig", "HubertForSequenceClassification", **_WAV2VEC2, hidden_dropout=0.0,
+                         attention_dropout=0.0, activation_dropout=0.0, feat_proj_dropout=0.0, layerdrop=0.0),
+           _audio),
+    Family("clip", _hf("CLIPConfig", "CLIPModel", text_config=_CLIP_TEXT, vision_config=_CLIP_VISION,
+                       projection_dim=8), _image_text, labels=(), output="logits_per_image",
+           train_kwargs={"return_loss": True}),
+]
+
 FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("bert", _bert, _text_cls),
     Family("roberta", _roberta, _text_cls),
@@ -222,6 +343,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("convnext", _convnext, _image),
     Family("mobilevit", _mobilevit, _image),
     Family("resnet", _resnet, _image),
+    *MORE_FAMILIES,
 ]}
 # families whose training graph has dropout (the dropout check runs on these)
 WITH_DROPOUT = ("bert", "gpt2", "vit")

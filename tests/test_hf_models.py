@@ -143,3 +143,105 @@ def test_causal_lm_called_directly_returns_logits_and_no_cache(caplog):
     assert out.past_key_values is None and "DynamicCache" in caplog.text
     with torch.no_grad():
         torch.testing.assert_close(out.logits, model(input_ids=ids).logits, rtol=RTOL, atol=1e-5)
+
+
+def _raises_naming(model, args: tuple, kwargs: dict, training: bool, *needles: str) -> None:
+    model.train(training)
+    with pytest.raises(tilefx.Error) as e:
+        if training:
+            tilefx.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))(*args, **kwargs)
+        else:
+            tilefx.inferenceModel(model)(*args, **kwargs)
+    for needle in needles:
+        assert needle in str(e.value), (needle, str(e.value))
+
+
+def test_moe_default_grouped_experts_name_the_custom_op():
+    """Mixtral's default experts ("grouped_mm") run a transformers custom op
+    over routing-sized groups; the error names it, the module and the line
+    (the "batched_mm" experts run: the mixtral family)."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    torch.manual_seed(0)
+    model = MixtralForCausalLM(MixtralConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
+                                             num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                             num_local_experts=4, num_experts_per_tok=2))
+    ids = FAMILIES["llama"].example(training=False)[0]
+    _raises_naming(model, (), {"input_ids": ids}, False, "grouped_mm_fallback", "'transformers' library",
+                   "MixtralExperts", "moe.py:")
+
+
+def test_ctc_head_with_host_checks_names_the_line():
+    """Wav2Vec2ForCTC checks labels.max() on the host and keeps the labels by a
+    mask (a data-dependent length) before its CTC loss."""
+    from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
+
+    from hf_families import _WAV2VEC2
+
+    torch.manual_seed(0)
+    model = Wav2Vec2ForCTC(Wav2Vec2Config(**_WAV2VEC2, pad_token_id=0))
+    x = torch.randn(2, 160)
+    labels = torch.randint(1, 64, (2, 3))
+    _raises_naming(model, (), {"input_values": x, "labels": labels}, True, "aten::_local_scalar_dense",
+                   "Wav2Vec2ForCTC", "modeling_wav2vec2.py:", "labels.max()")
+
+
+def test_sequence_classification_by_eos_token_names_the_op():
+    """BART's classification head picks the <eos> positions by a boolean mask."""
+    from transformers import BartConfig, BartForSequenceClassification
+
+    from hf_families import _S2S
+
+    torch.manual_seed(0)
+    model = BartForSequenceClassification(BartConfig(**_S2S, num_labels=3))
+    ids = FAMILIES["bert"].example(training=False)[0].clone()
+    ids[:, -1] = 2  # the <eos> token
+    _raises_naming(model, (), {"input_ids": ids}, False, "aten::unique_consecutive", "BartForSequenceClassification",
+                   "modeling_bart.py:")
+
+
+class _CachedBias(torch.nn.Module):
+    """LeViT's pattern: eval mode caches a tensor computed from a parameter in
+    a plain dict attribute."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.randn(4))
+        self.cache = {}
+
+    def forward(self, x):
+        if "cpu" not in self.cache:
+            self.cache["cpu"] = self.bias * 2
+        return x + self.cache["cpu"]
+
+
+@pytest.mark.parametrize("filled", [False, True])
+def test_tensor_cache_in_a_dict_is_a_constant_and_stays_real(filled):
+    model = _CachedBias().eval()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        if filled:
+            model(x)  # the eager run fills the cache
+        ref = x + model.bias * 2
+        out = tilefx.inferenceModel(model)(x)
+    torch.testing.assert_close(out, ref)
+    # the trace leaves no traced (fake) tensor in the model's dict
+    assert list(model.cache) == (["cpu"] if filled else [])
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref)
+
+
+def test_keywords_reach_the_model_as_keywords():
+    """transformers' config-default decorator finds `use_cache` by its position
+    in the wrapped function's variables: a call rebuilt positionally gave
+    XGLM "multiple values for argument 'use_cache'"."""
+    from transformers import XGLMConfig, XGLMForCausalLM
+
+    torch.manual_seed(0)
+    model = XGLMForCausalLM(XGLMConfig(vocab_size=64, d_model=16, num_layers=1, attention_heads=2, ffn_dim=32,
+                                       max_position_embeddings=32, dropout=0.0, attention_dropout=0.0,
+                                       activation_dropout=0.0)).eval()
+    ids = FAMILIES["llama"].example(training=False)[0]
+    out = tilefx.inferenceModel(model)(input_ids=ids, use_cache=False)
+    with torch.no_grad():
+        torch.testing.assert_close(out.logits, model(input_ids=ids, use_cache=False).logits, rtol=RTOL, atol=1e-5)

@@ -439,6 +439,23 @@ case("var_mean.correction", r(3, 4, 5), [0, 2], correction=0, keepdim=True)
 case("var_mean.correction", r(3, 4, 5), [-1], correction=2)
 case("var_mean.correction", h(4, 16), [1], id="var_mean-f16")
 case("var_mean.correction", _big + 3, [0], id="var_mean-big")
+case("linalg_vector_norm.default", r(3, 4, 5))
+case("linalg_vector_norm.default", r(3, 4, 5), 2, [1], True, id="linalg_vector_norm-dim-keepdim")
+case("linalg_vector_norm.default", r(3, 4, 5), 1, [0, 2], id="linalg_vector_norm-l1")
+case("linalg_vector_norm.default", r(3, 4, 5), 3.5, [-1], id="linalg_vector_norm-p")
+case("linalg_vector_norm.default", r(3, 4), float("inf"), [1], id="linalg_vector_norm-inf")
+case("linalg_vector_norm.default", r(3, 4), float("-inf"), [0], id="linalg_vector_norm-neg-inf")
+case("linalg_vector_norm.default", np.array([[0.0, 1.5, 0.0], [2.0, 0.0, 0.0]], F32), 0, [1], id="linalg_vector_norm-l0")
+case("linalg_vector_norm.default", h(4, 8), 2, [1], id="linalg_vector_norm-f16")
+case("linalg_vector_norm.default", h(4, 8), 2, [1], dtype=F32, id="linalg_vector_norm-f16-to-f32")
+_wn_v = r(4, 3, 5)
+case("_weight_norm_interface_backward.default", r(4, 3, 5), _wn_v, pos(1, 1, 5),
+     np.sqrt((_wn_v ** 2).sum((0, 1), keepdims=True)), 2, id="weight_norm_backward-dim2")
+case("_weight_norm_interface_backward.default", r(4, 3, 5), _wn_v, pos(4, 1, 1),
+     np.sqrt((_wn_v ** 2).sum((1, 2), keepdims=True)), 0, id="weight_norm_backward-dim0")
+case("histc.default", r(50), 7, -1.5, 1.5)
+case("histc.default", r(4, 6), 5, id="histc-data-range")
+case("histc.default", np.array([0, 1, 1, 3, 2, 3, 3, 5], F32), 4, 0, 3, id="histc-moe-counts")
 
 # softmax
 _sm = r(3, 4, 5) * 4

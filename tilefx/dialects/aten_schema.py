@@ -178,6 +178,8 @@ var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool k
 any(Tensor self) -> Tensor
 any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor
 cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+_weight_norm_interface_backward(Tensor grad_w, Tensor saved_v, Tensor saved_g, Tensor saved_norms, int dim) -> (Tensor, Tensor)
+histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
 max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
@@ -227,7 +229,6 @@ median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor i
 median(Tensor self) -> Tensor
 nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 nanmedian(Tensor self) -> Tensor
-histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
 erfinv(Tensor self) -> Tensor
 erfc(Tensor self) -> Tensor
 lgamma(Tensor self) -> Tensor
@@ -248,7 +249,6 @@ signbit(Tensor self) -> Tensor
 cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)
 adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor
 _trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor
-_weight_norm_interface_backward(Tensor grad_w, Tensor saved_v, Tensor saved_g, Tensor saved_norms, int dim) -> (Tensor, Tensor)
 _adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor
 _adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor
 adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor

@@ -129,7 +129,7 @@ def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.
                     and not isinstance(p.default, torch.Tensor) and p.kind not in (
                         inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
                 bound.arguments[name] = p.default
-        args, kwargs = bound.args, bound.kwargs
+        args, kwargs = _by_keyword(sig, bound)
         positional = [n for n, p in sig.parameters.items() if p.kind in (
             inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
         star = next((n for n, p in sig.parameters.items()
@@ -158,6 +158,29 @@ def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.
             leaves.append(leaf)
             is_tensor.append(False)
     return CallSpec(spec, leaves, is_tensor, names), tensors
+
+
+def _by_keyword(sig: inspect.Signature, bound: inspect.BoundArguments) -> tuple[tuple, dict]:
+    """The bound call in one form whatever the caller wrote: positional-only
+    parameters (and those before a used `*args`) by position, every other by
+    keyword, as users call Hugging Face models; library decorators that look
+    arguments up by position (transformers' config defaults) then see the call
+    as eager PyTorch did."""
+    kinds = inspect.Parameter
+    star = [n for n, p in sig.parameters.items() if p.kind == kinds.VAR_POSITIONAL]
+    if star and bound.arguments.get(star[0]):
+        return bound.args, bound.kwargs
+    args, kwargs = [], {}
+    for name, p in sig.parameters.items():
+        if name not in bound.arguments:
+            continue
+        if p.kind == kinds.POSITIONAL_ONLY:
+            args.append(bound.arguments[name])
+        elif p.kind == kinds.VAR_KEYWORD:
+            kwargs.update(bound.arguments[name])
+        elif p.kind != kinds.VAR_POSITIONAL:
+            kwargs[name] = bound.arguments[name]
+    return tuple(args), kwargs
 
 
 class CallWith(torch.nn.Module):

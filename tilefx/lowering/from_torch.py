@@ -217,21 +217,28 @@ def _clean_path(path: str) -> str:
 
 
 _LIBRARY_DIRS = ("/torch/", "/tilefx/", "/site-packages/", "/dist-packages/", "<frozen")
+_TOOL_DIRS = ("/torch/", "/tilefx/", "<frozen", "/contextlib.py", "/functools.py")  # never the model's line
 
 
 def _user_line(stack_trace: str) -> str:
     """The last `File "...", line N` of a traceback that is the user's code (not
-    torch, tilefx or an installed library): `path:N: source`."""
+    torch, tilefx or an installed library): `path:N: source`. Without one (a
+    model from a library, e.g. transformers), the library's last line."""
     import re
 
-    best = ""
+    best = library = ""
     lines = stack_trace.splitlines()
     for i, text in enumerate(lines):
         m = re.match(r'\s*File "([^"]+)", line (\d+)', text)
-        if m and not any(d in m[1] for d in _LIBRARY_DIRS):
-            src = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            best = f"{m[1]}:{m[2]}" + (f": {src}" if src else "")
-    return best
+        if not m or any(d in m[1] for d in _TOOL_DIRS):
+            continue
+        src = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        where = f"{m[1]}:{m[2]}" + (f": {src}" if src else "")
+        if any(d in m[1] for d in _LIBRARY_DIRS):
+            library = where
+        else:
+            best = where
+    return best or library
 
 
 def _location_of(node) -> str:
@@ -399,8 +406,9 @@ class _Builder:
                 raise Error(f"cannot convert aten::{name} (from module {_module_of(node)}): {e}",
                             type="frontend", location=_location_of(node)) from e
         else:
-            raise Error(f"unsupported operation {target} (from module {_module_of(node)})",
-                        type="frontend", location=_location_of(node))
+            what = f"a custom operator of the '{ns}' library, whose body tilefx cannot see" if ns else ""
+            raise Error(f"unsupported operation {target}{' (' + what + ')' if what else ''} (from module "
+                        f"{_module_of(node)})", type="frontend", location=_location_of(node))
         loc = _location_of(node)
         if loc:
             file, _, line = loc.rpartition(":")
@@ -713,28 +721,81 @@ class _TensorAttributes:
     when it builds the graph, so `self.i += 1` in forward returns the initial
     value plus one at every call). While tracing they are registered as
     non-persistent buffers on copies, so in-place changes trace functionally;
-    the lowering turns them into constants and drops their updates."""
+    the lowering turns them into constants and drops their updates. Tensors
+    in a plain dict attribute (a cache) are constants the same way, and the
+    dict the model holds is never the one the trace writes to."""
 
     def __init__(self, model: torch.nn.Module):
-        self.found = []  # (module, attribute, original tensor)
+        self.model = model
+        self.found = []  # (module, buffer name, original tensor, qualified name)
+        self.dicts = []  # (module, attribute, original dict, {key: buffer name})
         for mname, m in model.named_modules():
             for k, v in list(vars(m).items()):
                 if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter) and \
                         k not in m._buffers and k not in m._parameters:
                     self.found.append((m, k, v, f"{mname}.{k}" if mname else k))
+                elif type(v) is dict and k not in _MODULE_STATE and \
+                        all(isinstance(t, torch.Tensor) for t in v.values()):
+                    # a cache of tensors (LeViT's attention biases in eval mode): its
+                    # tensors are constants too, and what the trace stores in it stays
+                    # out of the model
+                    keys = {key: f"{k}[{i}]" for i, key in enumerate(v)}
+                    self.dicts.append((m, k, v, keys))
+                    self.found += [(m, b, v[key], f"{mname}.{b}" if mname else b) for key, b in keys.items()]
         self.values = {qual: v for _, _, v, qual in self.found}
 
     def __enter__(self):
         for m, k, v, _ in self.found:
-            del m.__dict__[k]
+            m.__dict__.pop(k, None)
             m.register_buffer(k, v.detach().clone(), persistent=False)
+        self._fresh_dicts()
+        # the tracer runs forward more than once: each run starts from the model's dicts
+        self._hook = self.model.register_forward_pre_hook(lambda m, a: self._fresh_dicts(), prepend=True)
         return self
 
+    def _fresh_dicts(self) -> None:
+        for m, k, v, keys in self.dicts:
+            m.__dict__[k] = _BufferBackedDict(m, v, keys)
+
     def __exit__(self, *exc):
+        self._hook.remove()
+        for m, k, v, _ in self.dicts:
+            m.__dict__[k] = v
         for m, k, v, _ in self.found:
             m._buffers.pop(k, None)
-            m.__dict__[k] = v
+            if not any(m is dm and k in keys.values() for dm, _, _, keys in self.dicts):
+                m.__dict__[k] = v  # a tensor attribute (a dict's entries went back with the dict)
         return False
+
+
+_MODULE_STATE = frozenset(vars(torch.nn.Module()))  # _parameters, _buffers, hooks: torch's own
+
+
+class _BufferBackedDict(dict):
+    """A copy of a module's dict of tensors whose entries read the buffers that
+    stand for them while tracing (the tracer swaps buffers, not dict entries)."""
+
+    def __init__(self, module: torch.nn.Module, items: dict, keys: dict):
+        super().__init__(items)
+        self._module, self._keys = module, dict(keys)
+
+    def __getitem__(self, key):
+        if key in self._keys:
+            return self._module._buffers[self._keys[key]]
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __setitem__(self, key, value):
+        self._keys.pop(key, None)
+        super().__setitem__(key, value)
+
+    def values(self):
+        return [self[k] for k in self]
+
+    def items(self):
+        return [(k, self[k]) for k in self]
 
 
 class _MetaAsFake:

@@ -263,6 +263,25 @@ def cumsum(self, dim, *, dtype=None):
     return _ret(np.cumsum(_cast(self, ct), axis=_wrap(dim, self.ndim), dtype=ct), dt)
 
 
+@_kernel("histc.default")
+def histc(self, bins=100, min=0, max=0):
+    """Counts in `bins` equal bins over [min, max] (both 0: the data's range;
+    a value equal to max falls in the last bin, values outside are dropped):
+    a static shape whatever the data (MoE routers count tokens per expert)."""
+    ct = _compute_dtype(self.dtype)
+    x = _cast(self, ct).reshape(-1)
+    lo, hi = ct.type(min), ct.type(max)
+    if lo == hi and x.size:
+        lo, hi = x.min(), x.max()
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    keep = x[(x >= lo) & (x <= hi)]
+    with np.errstate(all="ignore"):
+        pos = ((keep - lo) * ct.type(bins) / (hi - lo)).astype(np.int64)
+    counts = np.bincount(np.minimum(pos, bins - 1), minlength=bins)
+    return _ret(counts, self.dtype)
+
+
 @_kernel("cumprod.default")
 def cumprod(self, dim, *, dtype=None):
     dt = _dtype(dtype)

@@ -1,8 +1,9 @@
 """Ops outside the core-ATen set that models call and the decompositions
 keep: special functions and sign manipulation (i0, hypot, copysign,
 heaviside), a log-space scan (logcumsumexp), searches in sorted tables
-(bucketize, searchsorted), order statistics (kthvalue, median, nanmedian)
-and histc. Dtype rules are ATen's, as in `_common`.
+(bucketize, searchsorted), order statistics (kthvalue, median, nanmedian,
+cummin) and special functions through scipy.special. Dtype rules are
+ATen's, as in `_common`.
 """
 
 from __future__ import annotations
@@ -146,22 +147,6 @@ def nanmedian_dim(self, dim, keepdim=False):
 @_kernel("nanmedian.default")
 def nanmedian_default(self):
     return nanmedian_dim(self.reshape(-1), 0)[0]
-
-
-@_kernel("histc.default")
-def histc(self, bins=100, min=0, max=0):  # noqa: A002 - schema names
-    """Counts in `bins` equal bins over [min, max] (the data's range when both
-    are 0); values outside are not counted, max falls in the last bin."""
-    x = self.astype(np.float64).reshape(-1)
-    lo, hi = float(min), float(max)
-    if lo == hi and x.size:
-        lo, hi = float(np.min(x)), float(np.max(x))
-    if lo == hi:
-        lo, hi = lo - 1, hi + 1
-    if lo > hi:
-        raise ValueError(f"histc: max ({hi}) must be larger than min ({lo})")
-    counts, _ = np.histogram(x[(x >= lo) & (x <= hi)], bins=int(bins), range=(lo, hi))
-    return _ret(counts, self.dtype if self.dtype.kind == "f" else _F32)
 
 
 def _scipy_unary(name: str, fn_name: str) -> None:
