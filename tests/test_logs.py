@@ -89,7 +89,7 @@ def test_ops_and_errors_carry_the_users_source_line():
 
     class Bad(torch.nn.Module):
         def forward(self, x):
-            return torch.special.bessel_j0(x)  # LINE_OF_BAD
+            return torch.special.bessel_y1(x)  # LINE_OF_BAD
 
     with pytest.raises(poptorch.Error) as info:
         poptorch.inferenceModel(Bad())(torch.ones(2))
