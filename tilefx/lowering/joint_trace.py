@@ -114,6 +114,8 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
     from torch._decomp import core_aten_decompositions
     from torch._dispatch.python import enable_python_dispatcher
     from torch._functorch._aot_autograd.functional_utils import from_fun, has_data_mutation, to_fun
+    from torch._functorch._aot_autograd.logging_utils import setup_stacktrace_preservation_hooks
+    from torch._functorch._aot_autograd.utils import copy_fwd_metadata_to_bw_nodes
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
     from torch._subclasses.functional_tensor import FunctionalTensorMode
     from torch.fx.experimental.proxy_tensor import _MakefxTracer
@@ -177,7 +179,10 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
                     seed = torch.ops.aten.full.default(list(loss.shape), 1.0, dtype=loss.dtype,
                                                        device=loss.device)
                     result["seed"] = seed
-                    # anomaly mode: backward nodes get the forward's stack trace
+                    # backward nodes get the sequence number (and stack trace) of the
+                    # forward op they differentiate, so its custom meta can follow them
+                    if loss.grad_fn is not None:
+                        setup_stacktrace_preservation_hooks([loss.grad_fn])
                     with torch.autograd.detect_anomaly(check_nan=False):
                         gs = torch.autograd.grad([loss], [t for _, t in wrt], grad_outputs=[seed],
                                                  allow_unused=True)
@@ -200,7 +205,7 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
         return values
 
     with fake_mode, enable_python_dispatcher(), \
-            FunctionalTensorMode(pre_dispatch=False, export=True, _allow_token_discovery=True):
+            FunctionalTensorMode(pre_dispatch=False, export=False, _allow_token_discovery=True):
         # make_fx(...) itself is this tracer plus a read of torch._inductor's config
         # (for its provenance-tracking flag), whose import loads inductor and dynamo
         tracer = _MakefxTracer(core_aten_decompositions(), "real", _allow_non_fake_inputs=False,
@@ -208,6 +213,7 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
                                _allow_fake_constant=False, _error_on_data_dependent_ops=True)
         gm = tracer.trace(joint, *flat)
 
+    copy_fwd_metadata_to_bw_nodes(gm)  # Block annotations, autocast, module paths
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for n, d in zip(placeholders, in_descs):
         n.meta["desc"] = d
