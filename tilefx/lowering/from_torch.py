@@ -1,17 +1,23 @@
 """torch.nn.Module -> graph IR (a `func.func @main` of aten.* and ipu.* ops).
 
-Training graphs come from `aot_export_joint_with_descriptors`: one functional
-ATen graph holding forward and backward, whose inputs and outputs carry
-descriptors (parameter, buffer, user input, tangent; user output, gradient,
-buffer mutation). Those descriptors become argument / result attributes:
+Graphs come from `joint_trace.trace_joint`: make_fx traces the model run
+functionally on fake tensors (and, in training, `torch.autograd.grad` of its
+loss) into one functional ATen graph holding forward and backward, with
+core-ATen decompositions, whose inputs and outputs carry descriptors
+(parameter, buffer, user input; mutated input, user output, gradient). This
+is the recipe of torch's aot_autograd without aot_autograd, whose import
+loads torch.compile (~2 s of a cold compile); `no_compiler.py` lets torch's
+tracing run without loading it (issue 13). Those descriptors become
+argument / result attributes:
 
     {tilefx.param = "fc.weight"}  {tilefx.buffer = "bn.running_mean"}
     {tilefx.input = 0}            {tilefx.const = "_tensor_constant0"}
     {tilefx.output = 0}           {tilefx.grad = "fc.weight"}
 
-The loss output is marked `tilefx.loss`; the tangent fed to its backward is
-an `aten.full` of ones marked `tilefx.loss_seed` (the loss-scaling pass finds
-it there); tangents of other outputs are zeros.
+The loss output is marked `tilefx.loss`; the seed fed to its backward is an
+`aten.full` of ones marked `tilefx.loss_seed` (the loss-scaling pass finds it
+there). The backward starts from the loss alone: other outputs feed it
+nothing (a zero tangent would add only zeros).
 """
 
 from __future__ import annotations
@@ -573,14 +579,11 @@ class _Builder:
         self.emit(op)
         self.values[end] = list(op.results)
 
-    def tangent(self, node, output_idx: int | None) -> None:
+    def loss_seed(self, node) -> None:
+        """The ones the backward of the loss starts from, marked for the loss-scaling pass."""
         val = node.meta["val"]
-        is_loss = output_idx is not None and output_idx == self.loss_index
-        attrs: dict[str, Attribute] = {ipu.PLACE_KEY: ipu.PlacementAttr("bwd")}
-        if is_loss:
-            attrs[LOSS_SEED_KEY] = UnitAttr()
-        op = create_aten_op("full.default", {}, {"size": list(val.shape),
-                                                 "fill_value": 1.0 if is_loss else 0.0,
+        attrs: dict[str, Attribute] = {ipu.PLACE_KEY: ipu.PlacementAttr("bwd"), LOSS_SEED_KEY: UnitAttr()}
+        op = create_aten_op("full.default", {}, {"size": list(val.shape), "fill_value": 1.0,
                                                  "dtype": np_dtype_of(val.dtype)},
                             [tensor_type_of(val)], attrs)
         self.emit(op)
@@ -913,7 +916,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             consts[name] = to_numpy(getattr(gm, name))
             b.add_arg(node, {CONST_KEY: StringAttr(name)})
         elif node.op == "call_function" and isinstance(node.meta.get("desc"), LossSeed):
-            b.tangent(node, node.meta["desc"].output.idx)
+            b.loss_seed(node)
         elif node.op == "call_function":
             b.call(node)
 
