@@ -124,6 +124,31 @@ def test_a_model_that_asks_dynamo_during_the_trace_gets_the_real_module():
     assert r["out"] == [[2.0] * 3] * 2 and r["dynamo"]
 
 
+def test_a_tensor_constant_in_forward_traces_right():
+    # torch's fake tensors name a real tensor met in a forward through
+    # torch._dynamo.source: the stand-in steps aside and the real one loads
+    r = _run(_MODEL + """
+    SCALE = torch.tensor([1.0, 2.0, 3.0])
+
+    class Const(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.fc(x) * torch.tensor([2.0, 3.0, 4.0]) + SCALE
+
+    torch.manual_seed(0)
+    m = Const()
+    x = torch.randn(2, 3)
+    out = tilefx.inferenceModel(m)(x)
+    f = torch.compile(lambda a: a * 3, backend="eager")
+    print(json.dumps({"close": torch.allclose(out, m(x), atol=1e-6),
+                      "compiled": torch.allclose(f(x), x * 3)}))
+    """)
+    assert r["close"] and r["compiled"]
+
+
 def test_tilefx_opt_verifies_aten_ops_without_the_compiler():
     r = _run("""
     import json, sys
