@@ -180,15 +180,17 @@ sys.path.insert(0, sys.argv[1])
 from models import TutorialCNN, WithLoss
 from torch import nn
 x, y = torch.randn(40, 1, 28, 28), torch.randint(0, 10, (40,))
-times = []
+times, cpu = [], []
 for _ in range(2):
     m = WithLoss(TutorialCNN(), nn.CrossEntropyLoss())
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     ex = tilefx.trainingModel(m, optimizer=tilefx.optim.AdamW(m.parameters(), lr=1e-3))
     ex.compile(x, y)
     times.append(time.perf_counter() - t)
+    cpu.append(time.process_time() - c)
 print(json.dumps({"import_torch": t1 - t0, "import_tilefx": t2 - t1, "cold_compile": times[0],
-                  "warm_compile": times[1]}))
+                  "warm_compile": times[1], "cold_compile_cpu": cpu[0], "warm_compile_cpu": cpu[1],
+                  "dynamo_loaded": "torch._dynamo" in sys.modules}))
 """
 
 
@@ -201,7 +203,9 @@ def cold(runs: int) -> dict:
                              env={**os.environ, "PYTHONPATH": os.path.join(HERE, "..") + os.pathsep
                                   + os.environ.get("PYTHONPATH", "")})
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    return {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+    out = {k: statistics.median(r[k] for r in rows) for k in rows[0] if k != "dynamo_loaded"}
+    out["dynamo_loaded"] = any(r["dynamo_loaded"] for r in rows)
+    return out
 
 
 def main():
@@ -243,7 +247,9 @@ def main():
         print(f"\ncold start (median of {args.cold_runs} fresh processes): import torch "
               f"{c['import_torch']:.2f} s, import tilefx on top {c['import_tilefx']:.2f} s, "
               f"first compile of the tutorial CNN {c['cold_compile']:.2f} s, second "
-              f"{c['warm_compile']:.2f} s")
+              f"{c['warm_compile']:.2f} s (CPU time {c['cold_compile_cpu']:.2f} s / "
+              f"{c['warm_compile_cpu']:.2f} s); torch._dynamo loaded: {c['dynamo_loaded']}; "
+              f"load average {os.getloadavg()[0]:.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -44,6 +44,7 @@ from typing import Any
 import torch
 
 from tilefx.errors import Error
+from tilefx.lowering.no_compiler import without_compiler
 from tilefx.passes.training_step import BOOL_HYPERS, HYPERS
 
 log = logging.getLogger("tilefx")
@@ -176,9 +177,10 @@ class SGD(_Optimizer, torch.optim.SGD):
         local = dict(locals())
         if maximize:
             raise Error("SGD: maximize=True is not supported")
-        super().__init__(params, lr=0.01 if lr is None else lr, momentum=momentum or 0.0,
-                         dampening=dampening or 0.0, weight_decay=weight_decay or 0.0,
-                         nesterov=bool(nesterov))
+        with without_compiler():  # torch's add_param_group would import torch._dynamo (~2 s)
+            super().__init__(params, lr=0.01 if lr is None else lr, momentum=momentum or 0.0,
+                             dampening=dampening or 0.0, weight_decay=weight_decay or 0.0,
+                             nesterov=bool(nesterov))
         combined = bool(use_combined_accum)
         if velocity_scaling is not None and not combined:
             log.warning("SGD: velocity_scaling is ignored by the separate variant (use_combined_accum=False)")
@@ -218,10 +220,11 @@ class Adam(_Optimizer, torch.optim.Adam):
         if maximize:
             raise Error(f"{type(self).__name__}: maximize=True is not supported")
         base = torch.optim.AdamW if self._kind == "adamw" else torch.optim.Adam
-        base.__init__(self, params, lr=1e-3 if lr is None else lr,
-                                  betas=(0.9, 0.999) if betas is None else betas,
-                                  eps=1e-8 if eps is None else eps,
-                                  weight_decay=self._default_wd if weight_decay is None else weight_decay)
+        with without_compiler():  # torch's add_param_group would import torch._dynamo (~2 s)
+            base.__init__(self, params, lr=1e-3 if lr is None else lr,
+                          betas=(0.9, 0.999) if betas is None else betas,
+                          eps=1e-8 if eps is None else eps,
+                          weight_decay=self._default_wd if weight_decay is None else weight_decay)
         self._init_tilefx(local, {
             "loss_scaling": 1.0 if loss_scaling is None else float(loss_scaling),
             "bias_correction": True if bias_correction is None else bool(bias_correction),
@@ -263,9 +266,10 @@ class RMSprop(_Optimizer, torch.optim.RMSprop):
         local = dict(locals())
         if maximize:
             raise Error("RMSprop: maximize=True is not supported")
-        super().__init__(params, lr=1e-2 if lr is None else lr, alpha=0.99 if alpha is None else alpha,
-                         eps=1e-8 if eps is None else eps, weight_decay=weight_decay or 0.0,
-                         momentum=momentum or 0.0, centered=bool(centered))
+        with without_compiler():  # torch's add_param_group would import torch._dynamo (~2 s)
+            super().__init__(params, lr=1e-2 if lr is None else lr, alpha=0.99 if alpha is None else alpha,
+                             eps=1e-8 if eps is None else eps, weight_decay=weight_decay or 0.0,
+                             momentum=momentum or 0.0, centered=bool(centered))
         self._init_tilefx(local, {
             "loss_scaling": 1.0 if loss_scaling is None else float(loss_scaling),
             "accum_type": accum_type,
@@ -298,7 +302,8 @@ class LAMB(_Optimizer, torch.optim.Optimizer):
                         eps=1e-8 if eps is None else eps,
                         weight_decay=1e-2 if weight_decay is None else weight_decay,
                         max_weight_norm=65500.0 if max_weight_norm is None else float(max_weight_norm))
-        torch.optim.Optimizer.__init__(self, params, defaults)
+        with without_compiler():  # torch's add_param_group would import torch._dynamo (~2 s)
+            torch.optim.Optimizer.__init__(self, params, defaults)
         self._init_tilefx(local, {
             "loss_scaling": 1.0 if loss_scaling is None else float(loss_scaling),
             "bias_correction": True if bias_correction is None else bool(bias_correction),

@@ -299,6 +299,32 @@ def _verify(self) -> None:
         rule(self)
 
 
+def _lazy_assembly_format(fmt: str) -> tuple[Any, Any]:
+    """`parse` and `print` of a declarative assembly format, compiled on first
+    use: exactly what xdsl generates for `assembly_format = fmt`, but xdsl
+    compiles the format when the class is defined, and compiling ~240 of them
+    made the first `import` of this dialect cost a good part of a cold model
+    compile, which prints and parses no aten op (issue 13)."""
+    program = None
+
+    def compiled(cls: type[IRDLOperation]):
+        nonlocal program
+        if program is None:
+            from xdsl.irdl.declarative_assembly_format import FormatProgram
+
+            program = FormatProgram.from_str(fmt, cls.get_irdl_definition())
+        return program
+
+    @classmethod
+    def parse(cls, parser):
+        return compiled(cls).parse(parser, cls)
+
+    def print_(self, printer):
+        return compiled(type(self)).print(printer, self)
+
+    return parse, print_
+
+
 def _make_op(schema: Schema) -> type[IRDLOperation]:
     ns: dict[str, Any] = {"name": op_name(schema.name)}
     n_var = 0
@@ -329,7 +355,7 @@ def _make_op(schema: Schema) -> type[IRDLOperation]:
     if n_var > 1:
         options.append(AttrSizedOperandSegments(as_property=True))
     ns["irdl_options"] = tuple(options)
-    ns["assembly_format"] = _assembly_format(schema).replace("$results", "$results_")
+    ns["parse"], ns["print"] = _lazy_assembly_format(_assembly_format(schema).replace("$results", "$results_"))
     ns["__doc__"] = f"aten::{schema.name}: one node of the traced ATen graph."
     ns["verify_"] = _verify
     cls = irdl_op_definition(type(class_name(schema.name), (IRDLOperation,), ns))

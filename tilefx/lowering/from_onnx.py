@@ -3,12 +3,12 @@
 How: `OnnxModule` is a torch.nn.Module that holds the graph's float
 initializers as parameters (named by their ONNX names: "fc1.weight" is the
 parameter `fc1.weight`) and whose forward runs the ONNX nodes with the torch
-functions of `onnx_ops.py`. The torch frontend (`from_torch.trace`,
-aot_export with core-ATen decompositions) then traces it, so an ONNX graph
+functions of `onnx_ops.py`. The torch frontend (`from_torch.trace`: make_fx
+with core-ATen decompositions, `joint_trace.py`) then traces it, so an ONNX graph
 becomes the same aten/ipu IR, with the same argument roles (`tilefx.param`
 for initializers, `tilefx.buffer` for BatchNormalization running statistics,
 `tilefx.input` for graph inputs), as a torch model. Training needs a backward:
-it is the one aot_export derives from those torch functions, i.e. PyTorch's
+it is the one torch's autograd derives from those torch functions, i.e. PyTorch's
 autograd formulas for each ONNX operator; the training passes then run
 unchanged.
 

@@ -1,17 +1,23 @@
 """torch.nn.Module -> graph IR (a `func.func @main` of aten.* and ipu.* ops).
 
-Training graphs come from `aot_export_joint_with_descriptors`: one functional
-ATen graph holding forward and backward, whose inputs and outputs carry
-descriptors (parameter, buffer, user input, tangent; user output, gradient,
-buffer mutation). Those descriptors become argument / result attributes:
+Graphs come from `joint_trace.trace_joint`: make_fx traces the model run
+functionally on fake tensors (and, in training, `torch.autograd.grad` of its
+loss) into one functional ATen graph holding forward and backward, with
+core-ATen decompositions, whose inputs and outputs carry descriptors
+(parameter, buffer, user input; mutated input, user output, gradient). This
+is the recipe of torch's aot_autograd without aot_autograd, whose import
+loads torch.compile (~2 s of a cold compile); `no_compiler.py` lets torch's
+tracing run without loading it (issue 13). Those descriptors become
+argument / result attributes:
 
     {tilefx.param = "fc.weight"}  {tilefx.buffer = "bn.running_mean"}
     {tilefx.input = 0}            {tilefx.const = "_tensor_constant0"}
     {tilefx.output = 0}           {tilefx.grad = "fc.weight"}
 
-The loss output is marked `tilefx.loss`; the tangent fed to its backward is
-an `aten.full` of ones marked `tilefx.loss_seed` (the loss-scaling pass finds
-it there); tangents of other outputs are zeros.
+The loss output is marked `tilefx.loss`; the seed fed to its backward is an
+`aten.full` of ones marked `tilefx.loss_seed` (the loss-scaling pass finds it
+there). The backward starts from the loss alone: other outputs feed it
+nothing (a zero tangent would add only zeros).
 """
 
 from __future__ import annotations
@@ -24,7 +30,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 from torch._export.utils import _compiling_state_context
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from xdsl.dialects import func
@@ -47,6 +52,9 @@ from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
 from tilefx.dialects.aten_schema import Schema
 from tilefx.lowering.call_spec import CallSpec, CallWith, bind_call
+from tilefx.lowering.joint_trace import (BufferInput, GradOutput, InputMutation, LossSeed, ParamInput, PlainInput,
+                                         PlainOutput, trace_joint)
+from tilefx.lowering.no_compiler import without_compiler
 from tilefx.lowering.static_ops import static_ops
 from tilefx.lowering.tracing_state import GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
 from tilefx.dialects.names import LOC_META_KEY, MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
@@ -581,14 +589,11 @@ class _Builder:
         self.emit(op)
         self.values[end] = list(op.results)
 
-    def tangent(self, node, output_idx: int | None) -> None:
+    def loss_seed(self, node) -> None:
+        """The ones the backward of the loss starts from, marked for the loss-scaling pass."""
         val = node.meta["val"]
-        is_loss = output_idx is not None and output_idx == self.loss_index
-        attrs: dict[str, Attribute] = {ipu.PLACE_KEY: ipu.PlacementAttr("bwd")}
-        if is_loss:
-            attrs[LOSS_SEED_KEY] = UnitAttr()
-        op = create_aten_op("full.default", {}, {"size": list(val.shape),
-                                                 "fill_value": 1.0 if is_loss else 0.0,
+        attrs: dict[str, Attribute] = {ipu.PLACE_KEY: ipu.PlacementAttr("bwd"), LOSS_SEED_KEY: UnitAttr()}
+        op = create_aten_op("full.default", {}, {"size": list(val.shape), "fill_value": 1.0,
                                                  "dtype": np_dtype_of(val.dtype)},
                             [tensor_type_of(val)], attrs)
         self.emit(op)
@@ -670,6 +675,15 @@ def _find_loss(plain_outputs: list, differentiable: set[int]) -> int | None:
                     "one to minimise with poptorch.identity_loss(loss, reduction='none')",
                     type="frontend")
     return scalars[0] if scalars else None
+
+
+def _loss_or_error(plain_outputs: list, differentiable: set[int]) -> int:
+    loss_index = _find_loss(plain_outputs, differentiable)
+    if loss_index is None:
+        raise Error("trainingModel: the model must return a loss: a scalar float output that "
+                    "depends on the parameters (e.g. from a torch.nn loss) or the result of "
+                    "poptorch.identity_loss")
+    return loss_index
 
 
 @contextlib.contextmanager
@@ -839,6 +853,11 @@ class _MetaAsFake:
                           for a in self.args)
         return self
 
+    @property
+    def fake_mode(self):
+        """The FakeTensorMode of the swapped tensors (None: no meta tensors)."""
+        return self._mode
+
     def __exit__(self, *exc):
         for table, k, v in reversed(self.swapped):
             table[k] = v
@@ -864,16 +883,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     if call is None:
         call = bind_call(None, tuple(args), {})[0]
     model, prefix = CallWith(model, call, upcast_inputs), "inner."
-    from torch._functorch._aot_autograd.descriptors import (
-        BufferAOTInput,
-        GradAOTOutput,
-        InputMutationAOTOutput,
-        ParamAOTInput,
-        PlainAOTInput,
-        PlainAOTOutput,
-        TangentAOTInput,
-    )
-
+    requested = list(GradientOutputs.requested) if training else []
     Tracing.on = True
     frozen = _TensorAttributes(model)
     metas = _MetaAsFake(model, tuple(args))
@@ -892,14 +902,14 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             # RNNs decompose to matmuls and pointwise ops, not to oneDNN's fused layer
             stack.enter_context(_mkldnn_off())
             stack.enter_context(SourceLocations())
+            stack.enter_context(without_compiler())
             if not training:
                 stack.enter_context(torch.no_grad())
             try:
                 watch = _LayerWatch(model, prefix)
                 try:
-                    joint = aot_export_joint_with_descriptors(
-                        stack, model, tuple(args), decompositions=torch._decomp.core_aten_decompositions(),
-                        ignore_shape_env=True)  # static shapes, also for graphs from torch.compile
+                    joint = trace_joint(model, tuple(args), training, _loss_or_error, requested,
+                                        fake_mode=metas.fake_mode)
                 finally:
                     watch.remove()
             except Error:
@@ -925,15 +935,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     out_node = nodes[-1]
     out_descs = out_node.meta["desc"]
     outs = out_node.args[0]
-    plain = [(d.idx, n) for d, n in zip(out_descs, outs) if isinstance(d, PlainAOTOutput)]
-    differentiable = {n.meta["desc"].output.idx for n in nodes if n.op == "placeholder"
-                      and isinstance(n.meta.get("desc"), TangentAOTInput)
-                      and isinstance(n.meta["desc"].output, PlainAOTOutput)}
-    loss_index = _find_loss(plain, differentiable) if training else None
-    if training and loss_index is None:
-        raise Error("trainingModel: the model must return a loss: a scalar float output that "
-                    "depends on the parameters (e.g. from a torch.nn loss) or the result of "
-                    "poptorch.identity_loss")
+    loss_index = joint.loss_index
     has_blocks = any(
         BLOCK_META_KEY in (n.meta.get("custom") or {}) or IPU_META_KEY in (n.meta.get("custom") or {})
         for n in nodes)
@@ -952,33 +954,32 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     for node in nodes:
         if node.op == "placeholder":
             d = node.meta["desc"]
-            if isinstance(d, ParamAOTInput):
+            if isinstance(d, ParamInput):
                 name = canonical.get(d.target, d.target.removeprefix(prefix))
                 if name in param_args:  # a tied weight: one argument for all its names
                     b.values[node] = param_args[name]
                     continue
                 params.append(name)
                 param_args[name] = b.add_arg(node, {PARAM_KEY: StringAttr(name)})
-            elif isinstance(d, BufferAOTInput) and d.target in frozen.values:  # a constant
+            elif isinstance(d, BufferInput) and d.target in frozen.values:  # a constant
                 consts[d.target.removeprefix(prefix)] = to_numpy(frozen.values[d.target])
                 b.add_arg(node, {CONST_KEY: StringAttr(d.target.removeprefix(prefix))})
-            elif isinstance(d, BufferAOTInput):
+            elif isinstance(d, BufferInput):
                 buffers.append(d.target.removeprefix(prefix))
                 b.add_arg(node, {BUFFER_KEY: StringAttr(buffers[-1])})
-            elif isinstance(d, PlainAOTInput):
+            elif isinstance(d, PlainInput):
                 num_inputs = max(num_inputs, d.idx + 1)
                 arg = b.add_arg(node, {INPUT_KEY: IntegerAttr(d.idx, i64)})
                 if d.idx < len(input_names) and SSAValue.is_valid_name(input_names[d.idx]):
                     arg.name_hint = input_names[d.idx]  # the forward's own name (tilefx-run --inputs)
-            elif isinstance(d, TangentAOTInput):
-                od = d.output
-                b.tangent(node, od.idx if isinstance(od, PlainAOTOutput) else None)
             else:
                 raise Error(f"unsupported graph input {d}", type="frontend")
         elif node.op == "get_attr":
             name = str(node.target)
             consts[name] = to_numpy(getattr(gm, name))
             b.add_arg(node, {CONST_KEY: StringAttr(name)})
+        elif node.op == "call_function" and isinstance(node.meta.get("desc"), LossSeed):
+            b.loss_seed(node)
         elif node.op == "call_function":
             b.call(node)
 
@@ -989,22 +990,21 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     results, res_attrs = [], []
     num_outputs = 0
     out_consts: dict[int, object] = {}
-    requested = list(GradientOutputs.requested) if training else []
-    first_extra = 1 + max((d.idx for d in out_descs if isinstance(d, PlainAOTOutput)), default=-1)
+    first_extra = 1 + max((d.idx for d in out_descs if isinstance(d, PlainOutput)), default=-1)
     extra: dict[int, SSAValue] = {}  # requested gradients by output index
     for d, n in zip(out_descs, outs):
-        if isinstance(d, PlainAOTOutput) and not isinstance(n, torch.fx.Node):
+        if isinstance(d, PlainOutput) and not isinstance(n, torch.fx.Node):
             num_outputs = max(num_outputs, d.idx + 1)
             out_consts[d.idx] = n  # None or a Python value the model returned
             continue
         if n is None:
             continue
-        if isinstance(d, PlainAOTOutput):
+        if isinstance(d, PlainOutput):
             num_outputs = max(num_outputs, d.idx + 1)
             attrs: dict[str, Attribute] = {OUTPUT_KEY: IntegerAttr(d.idx, i64)}
             if d.idx == loss_index:
                 attrs[LOSS_KEY] = UnitAttr()
-        elif isinstance(d, GradAOTOutput) and isinstance(d.grad_of, ParamAOTInput):
+        elif isinstance(d, GradOutput) and isinstance(d.grad_of, ParamInput):
             name = canonical.get(d.grad_of.target, d.grad_of.target.removeprefix(prefix))
             if name in grad_index:  # a tied weight: its gradients add up
                 i = grad_index[name]
@@ -1017,17 +1017,17 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             attrs = {GRAD_KEY: StringAttr(name)}
             if name in requested and n is not None:
                 extra[first_extra + requested.index(name)] = b.value(n)
-        elif isinstance(d, InputMutationAOTOutput) and isinstance(d.mutated_input, BufferAOTInput) \
+        elif isinstance(d, InputMutation) and isinstance(d.mutated_input, BufferInput) \
                 and d.mutated_input.target in frozen.values:
             continue  # a tensor attribute changed in forward: the change is not kept (seeds/000 4.8)
-        elif isinstance(d, InputMutationAOTOutput) and isinstance(d.mutated_input, BufferAOTInput):
+        elif isinstance(d, InputMutation) and isinstance(d.mutated_input, BufferInput):
             attrs = {BUFFER_KEY: StringAttr(d.mutated_input.target.removeprefix(prefix))}
-        elif isinstance(d, InputMutationAOTOutput) and isinstance(d.mutated_input, PlainAOTInput):
+        elif isinstance(d, InputMutation) and isinstance(d.mutated_input, PlainInput):
             # an in-place or out= write to a user input: the functional graph
             # returns the new value, the executor copies it into the caller's tensor
             attrs = {MUTATED_INPUT_KEY: IntegerAttr(d.mutated_input.idx, i64)}
-        elif isinstance(d, GradAOTOutput):
-            if isinstance(d.grad_of, PlainAOTInput) and d.grad_of.idx in requested and n is not None:
+        elif isinstance(d, GradOutput):
+            if isinstance(d.grad_of, PlainInput) and d.grad_of.idx in requested and n is not None:
                 extra[first_extra + requested.index(d.grad_of.idx)] = b.value(n)
             continue  # gradient of a user input: returned only when requested
         else:

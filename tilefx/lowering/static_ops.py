@@ -46,8 +46,8 @@ def static_ctc_loss():
     """While tracing, `F.ctc_loss` (which `nn.CTCLoss` calls) is `tilefx::ctc_loss`:
     torch's `_ctc_loss` also returns the forward variables, sized by the
     longest target's value, which a static graph cannot hold; the loss itself
-    is [N]. (aot_export runs the model outside any torch-function mode, so the
-    function is swapped for the trace and put back after.)"""
+    is [N]. (The function is swapped for the trace and put back after, so the
+    model's own call of `F.ctc_loss` reaches it whatever module it imported it from.)"""
     original = torch.nn.functional.ctc_loss
 
     def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",

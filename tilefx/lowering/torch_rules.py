@@ -103,6 +103,8 @@ def _signature(op: IRDLOperation) -> tuple[tuple, dict[str, Any]]:
 def _torch_results(schema, args: dict[str, Any]) -> tuple:
     """("ok", [(shape, key), ...]) | ("error", message) | ("unknown",)."""
     torch = _load_torch()
+    from tilefx.lowering.no_compiler import without_compiler
+
     base, overload = schema.name.split(".")
     try:
         fn = getattr(getattr(torch.ops.aten, base), overload)
@@ -124,7 +126,7 @@ def _torch_results(schema, args: dict[str, Any]) -> tuple:
         else:
             kwargs[name] = None if v is None else meta(v)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), without_compiler():  # meta functions load no compiler
             warnings.simplefilter("ignore")
             out = fn(**kwargs)
     except NotImplementedError:  # no meta function (data-dependent shapes): not checkable

@@ -1,0 +1,172 @@
+"""The first compile in a fresh process loads no part of torch.compile
+(torch._dynamo / torch._inductor cost ~2 s to import; issue 13), and a user
+who does use torch.compile in the same process, before or after, gets
+torch's own behaviour. Each case runs in a subprocess: the property is about
+what a fresh process imports. Assertions are on the module set, not on time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(code: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+_MODEL = """
+    import json, sys
+    import torch
+    from torch import nn
+    import tilefx
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 2, 3)
+            self.bn = nn.BatchNorm2d(2)  # running statistics: buffers written in forward
+            self.fc = nn.Linear(2 * 4 * 4, 3)
+            self.loss = nn.CrossEntropyLoss()
+
+        def forward(self, x, y):
+            h = torch.relu(self.bn(self.conv(x)))
+            out = self.fc(h.flatten(1))
+            return out, self.loss(out, y)
+
+    def compiler_modules():
+        return sorted(m for m in sys.modules if m == "torch._dynamo" or m == "torch._inductor")
+"""
+
+
+def test_first_compile_loads_no_compiler_and_trains_like_torch():
+    r = _run(_MODEL + """
+    torch.manual_seed(0)
+    model = Net()
+    import copy
+    ref = copy.deepcopy(model)
+    x, y = torch.randn(2, 1, 6, 6), torch.tensor([0, 2])
+    t = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+    out, loss = t(x, y)
+    tilefx.inferenceModel(Net().eval())(x, y)
+    compiler = compiler_modules()  # before the reference: torch.optim itself imports dynamo
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    ref_out, ref_loss = ref(x, y)
+    ref_opt.zero_grad(); ref_loss.backward(); ref_opt.step()
+    t.copyWeightsToHost()
+    weight_close = torch.allclose(model.fc.weight, ref.fc.weight, atol=1e-6)
+    stats_close = torch.allclose(model.bn.running_mean, ref.bn.running_mean, atol=1e-6)
+    print(json.dumps({"compiler": compiler, "loss": float(loss), "ref": float(ref_loss),
+                      "weights": weight_close, "stats": stats_close}))
+    """)
+    assert r["compiler"] == []
+    assert abs(r["loss"] - r["ref"]) < 1e-5
+    assert r["weights"] and r["stats"]
+
+
+def test_torch_compile_after_a_tilefx_compile_is_torch_s_own():
+    r = _run(_MODEL + """
+    x, y = torch.randn(2, 1, 6, 6), torch.tensor([0, 2])
+    tilefx.inferenceModel(Net().eval())(x, y)
+    before = compiler_modules()
+    # no function is left with the stand-in's cached `disable` (itself)
+    from torch.fx.experimental.proxy_tensor import dispatch_trace
+    leftover = getattr(dispatch_trace.__wrapped__, "__dynamo_disable", None) is not None
+    import torch._dynamo, torch._inductor.config
+    f = torch.compile(lambda a: torch.sin(a) * 2 + a.sum(), backend="eager", fullgraph=True)
+    a = torch.randn(5)
+    same = torch.allclose(f(a), torch.sin(a) * 2 + a.sum())
+    # the wrapped functions now cache dynamo's real disable, as in a process without tilefx
+    torch.fx.experimental.proxy_tensor.make_fx(lambda a: a + 1)(a)
+    real = getattr(dispatch_trace.__wrapped__, "__dynamo_disable", None)
+    print(json.dumps({"before": before, "leftover": leftover, "same": same,
+                      "real_disable": real is not None and real is not dispatch_trace.__wrapped__,
+                      "inductor_config": hasattr(torch._inductor, "config")}))
+    """)
+    assert r["before"] == []
+    assert not r["leftover"]
+    assert r["same"] and r["real_disable"] and r["inductor_config"]
+
+
+def test_torch_compile_before_a_tilefx_compile_still_works():
+    r = _run(_MODEL + """
+    f = torch.compile(lambda a: torch.cos(a) + 1, backend="eager")
+    a = torch.randn(4)
+    first = torch.allclose(f(a), torch.cos(a) + 1)
+    x, y = torch.randn(2, 1, 6, 6), torch.tensor([0, 2])
+    out, _ = tilefx.inferenceModel(Net().eval())(x, y)
+    again = torch.allclose(f(a + 1), torch.cos(a + 1) + 1)
+    print(json.dumps({"first": first, "again": again, "dynamo": "torch._dynamo" in sys.modules,
+                      "shape": list(out.shape)}))
+    """)
+    assert r["first"] and r["again"] and r["dynamo"] and r["shape"] == [2, 3]
+
+
+def test_a_model_that_asks_dynamo_during_the_trace_gets_the_real_module():
+    r = _run(_MODEL + """
+    class Asks(nn.Module):
+        def forward(self, x):
+            import torch._dynamo
+            # a library asking the compiler something while tilefx traces
+            return x * 2 if torch._dynamo.is_compiling() is not None else x
+    out = tilefx.inferenceModel(Asks())(torch.ones(2, 3))
+    print(json.dumps({"out": out.tolist(), "dynamo": "torch._dynamo" in sys.modules}))
+    """)
+    assert r["out"] == [[2.0] * 3] * 2 and r["dynamo"]
+
+
+def test_a_tensor_constant_in_forward_traces_right():
+    # torch's fake tensors name a real tensor met in a forward through
+    # torch._dynamo.source: the stand-in steps aside and the real one loads
+    r = _run(_MODEL + """
+    SCALE = torch.tensor([1.0, 2.0, 3.0])
+
+    class Const(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.fc(x) * torch.tensor([2.0, 3.0, 4.0]) + SCALE
+
+    torch.manual_seed(0)
+    m = Const()
+    x = torch.randn(2, 3)
+    out = tilefx.inferenceModel(m)(x)
+    f = torch.compile(lambda a: a * 3, backend="eager")
+    print(json.dumps({"close": torch.allclose(out, m(x), atol=1e-6),
+                      "compiled": torch.allclose(f(x), x * 3)}))
+    """)
+    assert r["close"] and r["compiled"]
+
+
+def test_tilefx_opt_verifies_aten_ops_without_the_compiler():
+    r = _run("""
+    import json, sys
+    from tilefx.tools.opt import main
+    import tempfile, os
+    src = '''
+    func.func @main(%x: tensor<2x3xf32>, %y: tensor<3xf32>) -> tensor<2x3xf32> {
+      %0 = aten.add.Tensor %x, %y {alpha = 1 : i64} : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+      %1 = aten.mul.Tensor %0, %y : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+      func.return %1 : tensor<2x3xf32>
+    }
+    '''
+    with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:
+        f.write(src)
+    sys.argv = ["tilefx-opt", f.name]
+    code = main([f.name])
+    os.unlink(f.name)
+    print(json.dumps({"code": code, "torch": "torch" in sys.modules,
+                      "compiler": sorted(m for m in sys.modules if m in ("torch._dynamo", "torch._inductor"))}))
+    """)
+    assert r["code"] == 0 and r["torch"] and r["compiler"] == []

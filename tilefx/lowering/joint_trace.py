@@ -1,0 +1,225 @@
+"""One functional ATen graph of a model's forward and backward, from make_fx.
+
+`trace_joint` runs the model functionally (`torch.func.functional_call` on
+its parameters and buffers), takes `torch.autograd.grad` of the loss, and
+traces all of it with `make_fx` under a fake-tensor mode and torch's Python
+functionalization (`FunctionalTensorMode`), with the core ATen
+decompositions: the same recipe torch's aot_autograd uses for its joint
+graph, without aot_autograd (whose import loads torch._dynamo, ~2 s of a
+cold compile; see `no_compiler.py`).
+
+The graph's placeholders and outputs carry small descriptor records in
+`node.meta["desc"]` (the output node: a list, one per output):
+
+    inputs:  ParamInput(name), BufferInput(name), PlainInput(index)
+    outputs: InputMutation(of a BufferInput / PlainInput), PlainOutput(index),
+             GradOutput(of a ParamInput / PlainInput)
+
+in that order (mutated inputs, the model's outputs, gradients). The loss
+seed, `aten.full` of ones fed to the backward, is the call node whose desc
+is `LossSeed(output)`. Backward nodes carry `partitioner_tag =
+"is_backward"` and, through torch's node-meta replay (`seq_nr`), the custom
+meta (Block annotations, source lines) of the forward node they come from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.fx.traceback as fx_traceback
+from torch.utils import _pytree as pytree
+
+
+@dataclass(frozen=True)
+class ParamInput:
+    target: str
+
+
+@dataclass(frozen=True)
+class BufferInput:
+    target: str
+
+
+@dataclass(frozen=True)
+class PlainInput:
+    idx: int
+
+
+@dataclass(frozen=True)
+class PlainOutput:
+    idx: int
+
+
+@dataclass(frozen=True)
+class GradOutput:
+    grad_of: ParamInput | PlainInput
+
+
+@dataclass(frozen=True)
+class InputMutation:
+    mutated_input: BufferInput | PlainInput
+
+
+@dataclass(frozen=True)
+class LossSeed:
+    output: PlainOutput
+
+
+@dataclass
+class JointGraph:
+    graph_module: torch.fx.GraphModule
+    out_spec: object  # the pytree structure of the model's outputs
+    loss_index: int | None
+
+
+@contextlib.contextmanager
+def _backward_meta():
+    """Nodes traced in the backward are tagged as such (torch's partitioner tag)."""
+    old = fx_traceback.current_meta.get("partitioner_tag")
+    fx_traceback.current_meta["partitioner_tag"] = "is_backward"
+    try:
+        yield
+    finally:
+        fx_traceback.current_meta["partitioner_tag"] = old
+
+
+def _node_of(t: torch.Tensor):
+    """The fx node that made `t` in the make_fx trace running now (None: not traced)."""
+    from torch._subclasses.functional_tensor import FunctionalTensor
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot
+
+    mode = get_proxy_mode()
+    if mode is None or not isinstance(t, torch.Tensor):
+        return None
+    if isinstance(t, FunctionalTensor):
+        torch._sync(t)
+        t = torch._from_functional_tensor(t.elem)
+    proxy = get_proxy_slot(t, mode.tracer, None)
+    return None if proxy is None else proxy.proxy.node
+
+
+def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
+                find_loss: Callable[[list, set], int | None], requested: tuple = (),
+                fake_mode=None) -> JointGraph:
+    """Trace `model(*args)` (and, when `training`, the backward of its loss)
+    into a functional ATen graph. `find_loss(plain_outputs, differentiable)`
+    picks the loss among [(index, fx node)] given the indices with a gradient
+    path. Gradients are returned for the trainable parameters and for the
+    inputs in `requested` (indices; the caller made them require grad).
+    `fake_mode`: the FakeTensorMode the model's tensors already live in, if any."""
+    from torch._decomp import core_aten_decompositions
+    from torch._dispatch.python import enable_python_dispatcher
+    from torch._functorch._aot_autograd.functional_utils import from_fun, has_data_mutation, to_fun
+    from torch._functorch._aot_autograd.logging_utils import setup_stacktrace_preservation_hooks
+    from torch._functorch._aot_autograd.utils import copy_fwd_metadata_to_bw_nodes
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    from torch._subclasses.functional_tensor import FunctionalTensorMode
+    from torch.fx.experimental.proxy_tensor import _MakefxTracer
+
+    # the proxy mode checks nodes against this module's classes; it is loaded as
+    # a side effect of importing torch.compile, which the trace does without
+    import torch._higher_order_ops.triton_kernel_wrap  # noqa: F401
+
+    params = dict(model.named_parameters())  # tied weights: one entry, the first name
+    buffers = dict(model.named_buffers())
+    tensor_args = list(args)
+    in_descs = ([ParamInput(n) for n in params] + [BufferInput(n) for n in buffers]
+                + [PlainInput(i) for i in range(len(tensor_args))])
+    n_params, n_buffers = len(params), len(buffers)
+    result: dict = {}
+
+    if fake_mode is None:
+        fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+
+    memo: dict[int, torch.Tensor] = {}
+
+    def fake(t):
+        """A fake tensor of `t`'s shape, strides, dtype, device and requires_grad.
+        (Built from a meta tensor: `fake_mode.from_tensor` would name it with a
+        dynamo Source, importing the compiler.) One tensor passed twice stays one."""
+        if not isinstance(t, torch.Tensor) or isinstance(t, FakeTensor):
+            return t
+        if id(t) not in memo:
+            meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+            f = fake_mode.fake_tensor_converter.from_meta_and_device(fake_mode, meta, t.device)
+            memo[id(t)] = f.requires_grad_(t.requires_grad) if t.requires_grad else f
+        return memo[id(t)]
+
+    flat = [fake(t) for t in [*params.values(), *buffers.values(), *tensor_args]]
+
+    def joint(*primals):
+        f_in = [to_fun(t) for t in primals]
+        state = dict(zip(list(params) + list(buffers), f_in[:n_params + n_buffers]))
+        user = f_in[n_params + n_buffers:]
+        with torch.set_grad_enabled(training and torch.is_grad_enabled()):
+            out = torch.func.functional_call(model, state, tuple(user), strict=False, tie_weights=True)
+        outs, spec = pytree.tree_flatten(out)
+        result["out_spec"] = spec
+        out_descs: list = []
+        values: list = []
+        loss_index = None
+        grads: list = []
+        grad_descs: list = []
+        if training:
+            plain = [(i, _node_of(o)) for i, o in enumerate(outs) if isinstance(o, torch.Tensor)]
+            differentiable = {i for i, o in enumerate(outs)
+                              if isinstance(o, torch.Tensor) and o.requires_grad}
+            loss_index = find_loss(plain, differentiable)
+            result["loss_index"] = loss_index
+            wrt = [(d, t) for d, t in zip(in_descs, f_in) if isinstance(t, torch.Tensor) and t.requires_grad
+                   and (isinstance(d, ParamInput) or (isinstance(d, PlainInput) and d.idx in requested))]
+            loss = outs[loss_index]
+            if wrt and loss.requires_grad:
+                with fx_traceback.preserve_node_meta(), _backward_meta(), warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", "Anomaly Detection has been enabled.")
+                    seed = torch.ops.aten.full.default(list(loss.shape), 1.0, dtype=loss.dtype,
+                                                       device=loss.device)
+                    result["seed"] = seed
+                    # backward nodes get the sequence number (and stack trace) of the
+                    # forward op they differentiate, so its custom meta can follow them
+                    if loss.grad_fn is not None:
+                        setup_stacktrace_preservation_hooks([loss.grad_fn])
+                    with torch.autograd.detect_anomaly(check_nan=False):
+                        gs = torch.autograd.grad([loss], [t for _, t in wrt], grad_outputs=[seed],
+                                                 allow_unused=True)
+                for (d, _), g in zip(wrt, gs):
+                    grads.append(g)
+                    grad_descs.append(GradOutput(d))
+        # data written into inputs (buffers updated in forward, in-place writes to user inputs)
+        for d, t in zip(in_descs, f_in):
+            if isinstance(t, torch.Tensor) and not isinstance(d, ParamInput) and has_data_mutation(t):
+                values.append(from_fun(t))
+                out_descs.append(InputMutation(d))
+        for i, o in enumerate(outs):
+            values.append(from_fun(o) if isinstance(o, torch.Tensor) else o)
+            out_descs.append(PlainOutput(i))
+        values += [from_fun(g) if g is not None else None for g in grads]
+        out_descs += grad_descs
+        result["out_descs"] = out_descs
+        if "seed" in result:
+            result["seed_node"] = _node_of(result.pop("seed"))
+        return values
+
+    with fake_mode, enable_python_dispatcher(), \
+            FunctionalTensorMode(pre_dispatch=False, export=False, _allow_token_discovery=True):
+        # make_fx(...) itself is this tracer plus a read of torch._inductor's config
+        # (for its provenance-tracking flag), whose import loads inductor and dynamo
+        tracer = _MakefxTracer(core_aten_decompositions(), "real", _allow_non_fake_inputs=False,
+                               pre_dispatch=False, record_module_stack=False,
+                               _allow_fake_constant=False, _error_on_data_dependent_ops=True)
+        gm = tracer.trace(joint, *flat)
+
+    copy_fwd_metadata_to_bw_nodes(gm)  # Block annotations, autocast, module paths
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for n, d in zip(placeholders, in_descs):
+        n.meta["desc"] = d
+    out_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    out_node.meta["desc"] = result["out_descs"]
+    seed_node = result.get("seed_node")
+    if seed_node is not None:
+        seed_node.meta["desc"] = LossSeed(PlainOutput(result["loss_index"]))
+    return JointGraph(gm, result.get("out_spec"), result.get("loss_index"))
