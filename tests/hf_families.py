@@ -224,9 +224,6 @@ _DECODER = dict(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidd
 _S2S = dict(vocab_size=VOCAB, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
             decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=32,
             pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
-_VIT = dict(image_size=IMAGE, patch_size=8, num_channels=3, hidden_size=16, num_hidden_layers=1,
-            num_attention_heads=2, intermediate_size=32, num_labels=LABELS)
-
 
 def _hf(config: str, head: str, **kw):
     """`transformers.<head>(<config>(**kw))`: a builder without dropout arguments."""
@@ -304,15 +301,11 @@ MORE_FAMILIES = [
            labels=("start_positions", "end_positions"), output="start_logits"),
     Family("mpnet", _hf("MPNetConfig", "MPNetForMultipleChoice", **_TEXT, **_NO_DROPOUT, pad_token_id=0),
            _multiple_choice),
-    Family("bart", _hf("BartConfig", "BartForConditionalGeneration", **_S2S, dropout=0.0,
-                       attention_dropout=0.0, activation_dropout=0.0), _t5_inputs, seq2seq=True),
     Family("bloom", _hf("BloomConfig", "BloomForCausalLM", vocab_size=VOCAB, hidden_size=16, n_layer=1,
                         n_head=2, hidden_dropout=0.0, attention_dropout=0.0), _causal),
     Family("gemma2", _hf("Gemma2Config", "Gemma2ForCausalLM", **_DECODER, num_key_value_heads=1, head_dim=8,
                          sliding_window=4), _causal),
     Family("mixtral", _mixtral, _causal),
-    Family("beit", _hf("BeitConfig", "BeitForImageClassification", **_VIT, **_NO_DROPOUT,
-                       use_relative_position_bias=True, use_mean_pooling=True), _image),
     Family("segformer", _hf("SegformerConfig", "SegformerForSemanticSegmentation", **_SEGFORMER,
                             **_NO_DROPOUT, classifier_dropout_prob=0.0, semantic_loss_ignore_index=255),
            _segmentation),

@@ -42,6 +42,10 @@ class CallSpec:
     leaves: list[Any]  # non-tensor values; tensor leaves as None
     is_tensor: list[bool]
     names: list[str]
+    # the names of the last positional arguments, passed by keyword when the
+    # call is rebuilt (the spec keeps the positional form: a lazily compiled
+    # forward's signature, `*args` before its first call, may change under it)
+    keywords: tuple[str, ...] = ()
 
     @property
     def num_tensors(self) -> int:
@@ -55,7 +59,8 @@ class CallSpec:
         it = iter(tensors)
         leaves = [next(it) if t else v for v, t in zip(self.leaves, self.is_tensor)]
         args, kwargs = pytree.tree_unflatten(leaves, self.spec)
-        return tuple(args), dict(kwargs)
+        n = len(args) - len(self.keywords)
+        return tuple(args[:n]), {**dict(zip(self.keywords, args[n:])), **kwargs}
 
     def check_same(self, other: CallSpec, tensors: list[torch.Tensor],
                    compiled: list[tuple[tuple, torch.dtype]]) -> None:
@@ -129,13 +134,21 @@ def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.
                     and not isinstance(p.default, torch.Tensor) and p.kind not in (
                         inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
                 bound.arguments[name] = p.default
-        args, kwargs = _by_keyword(sig, bound)
+        args, kwargs = bound.args, bound.kwargs
         positional = [n for n, p in sig.parameters.items() if p.kind in (
             inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        # the model gets by keyword what it can take by keyword (as users call
+        # Hugging Face models: transformers' config-default decorator reads
+        # arguments by position in the function it wraps, and broke XGLM)
+        star_used = any(p.kind == inspect.Parameter.VAR_POSITIONAL and bound.arguments.get(n)
+                        for n, p in sig.parameters.items())
+        keywords = () if star_used else tuple(
+            n for n in positional[:len(args)]
+            if sig.parameters[n].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD)
         star = next((n for n, p in sig.parameters.items()
                      if p.kind == inspect.Parameter.VAR_POSITIONAL), "args")
     else:
-        positional, star = [], "args"
+        positional, star, keywords = [], "args", ()
     _open_dict_subclasses((tuple(args), dict(kwargs)))
     with_path, spec = pytree.tree_flatten_with_path((tuple(args), dict(kwargs)), is_leaf=_is_leaf)
     names, leaves, is_tensor, tensors = [], [], [], []
@@ -157,30 +170,7 @@ def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.
         else:
             leaves.append(leaf)
             is_tensor.append(False)
-    return CallSpec(spec, leaves, is_tensor, names), tensors
-
-
-def _by_keyword(sig: inspect.Signature, bound: inspect.BoundArguments) -> tuple[tuple, dict]:
-    """The bound call in one form whatever the caller wrote: positional-only
-    parameters (and those before a used `*args`) by position, every other by
-    keyword, as users call Hugging Face models; library decorators that look
-    arguments up by position (transformers' config defaults) then see the call
-    as eager PyTorch did."""
-    kinds = inspect.Parameter
-    star = [n for n, p in sig.parameters.items() if p.kind == kinds.VAR_POSITIONAL]
-    if star and bound.arguments.get(star[0]):
-        return bound.args, bound.kwargs
-    args, kwargs = [], {}
-    for name, p in sig.parameters.items():
-        if name not in bound.arguments:
-            continue
-        if p.kind == kinds.POSITIONAL_ONLY:
-            args.append(bound.arguments[name])
-        elif p.kind == kinds.VAR_KEYWORD:
-            kwargs.update(bound.arguments[name])
-        elif p.kind != kinds.VAR_POSITIONAL:
-            kwargs[name] = bound.arguments[name]
-    return tuple(args), kwargs
+    return CallSpec(spec, leaves, is_tensor, names, keywords), tensors
 
 
 class CallWith(torch.nn.Module):
