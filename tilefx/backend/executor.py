@@ -29,7 +29,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import bf16, f16
 from xdsl.ir import Operation, SSAValue
 
-from tilefx.backend.kernels import IPU_KERNELS, KERNELS
+from tilefx.backend.kernels import FIRST_RESULT_KERNELS, IPU_KERNELS, KERNELS
 from tilefx.backend.kernels.ipu import IN_PLACE_OPERANDS
 from tilefx.backend.kernels.tuning import (
     blas_threads_for,
@@ -48,6 +48,9 @@ KERNEL_TABLE: dict[str, Callable[..., Any]] = {
     **{cls.name: KERNELS[schema_name] for schema_name, cls in ATEN_OPS.items()},
     **IPU_KERNELS,
 }
+# ops whose later results nothing may read: a kernel computing the first alone
+FIRST_RESULT_TABLE = {cls.name: FIRST_RESULT_KERNELS[s] for s, cls in ATEN_OPS.items()
+                      if s in FIRST_RESULT_KERNELS}
 RANDOM_OPS = {op_name(s) for s in RANDOM_SCHEMAS}
 MOVE_OPS = {"ipu.copy", "tile.exchange", "tile.ipu_copy", "tile.host_in", "tile.host_out",
             "tile.remote_load", "tile.remote_store"}
@@ -195,6 +198,8 @@ class CompiledFunction:
                     kernel = KERNEL_TABLE.get(op.name)
                     if kernel is None:
                         raise ExecutionError(f"no kernel for {op.name}")
+                    if op.name in FIRST_RESULT_TABLE and not any(r.uses for r in op.results[1:]):
+                        kernel = FIRST_RESULT_TABLE[op.name]  # e.g. max pooling's unread indices
                     layout = _operand_layout(op, slot)
                     step = self._step(op, kernel, layout, [slot(r) for r in op.results])
                     if op.name in IN_PLACE_OPERANDS and steps is self.steps:

@@ -30,6 +30,7 @@ from tilefx.backend.kernels import (
     linalg,
     normalization,
     pointwise_math,
+    pooling,
     random,
     reductions,
     resampling,
@@ -40,10 +41,10 @@ from tilefx.backend.kernels import (
 from tilefx.backend.kernels._common import Kernel
 from tilefx.backend.kernels.ipu import IPU_KERNELS
 
-__all__ = ["FAMILIES", "IPU_KERNELS", "KERNELS", "Kernel"]
+__all__ = ["FAMILIES", "FIRST_RESULT_KERNELS", "IPU_KERNELS", "KERNELS", "Kernel"]
 
 FAMILIES = (elementwise, pointwise_math, views, indexing, reductions, sorting, linalg, normalization,
-            random, convolution, resampling, spectral)
+            random, convolution, pooling, resampling, spectral)
 
 
 def _join() -> dict[str, Kernel]:
@@ -57,3 +58,6 @@ def _join() -> dict[str, Kernel]:
 
 
 KERNELS: dict[str, Kernel] = _join()
+# kernels that compute only the first result of a multi-result op, for when
+# nothing reads the others (the executor chooses; same signature as KERNELS')
+FIRST_RESULT_KERNELS: dict[str, Kernel] = dict(pooling.FIRST_RESULT_KERNELS)
