@@ -18,9 +18,10 @@ executor knows nothing of torch, and nothing of any particular kernel:
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
-from functools import partial
+from functools import lru_cache, partial
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -275,6 +276,9 @@ class CompiledFunction:
             def kernel(*vals, **kw):
                 return base_kernel(**dict(zip(names, vals)), **kw)
 
+            if _operands_lead(base_kernel, tuple(names)):
+                kernel = base_kernel  # the same call positionally: no dict per call
+
             if op.name in RANDOM_OPS:  # the generator of this call (`self.rng` may change per replica)
                 def kernel(*vals, **kw):
                     return base_kernel(**dict(zip(names, vals)), rng=self.rng, **kw)
@@ -405,6 +409,20 @@ def _bf16_rounded(step, op: Operation, outs: list[int]):
                 env[o] = round_to_bf16(v)
 
     return run
+
+
+@lru_cache(maxsize=None)
+def _operands_lead(kernel, names: tuple[str, ...]) -> bool:
+    """Whether `kernel`'s first parameters are the operands `names`, in
+    order, each positional: then calling it with the operands positionally
+    is the same as by name (~1 us less per op than building a dict)."""
+    try:
+        params = list(inspect.signature(kernel).parameters.values())[:len(names)]
+    except (TypeError, ValueError):
+        return False
+    return len(params) == len(names) and all(
+        p.name == n and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        for p, n in zip(params, names))
 
 
 def _with_blas_threads(step, threads: int):
