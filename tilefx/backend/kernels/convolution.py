@@ -326,8 +326,8 @@ def _conv_backward_rows(go, x, w, g: _Geom, G: int, output_mask, ct, gi_out, n0)
         Xi[(c, i), n, s] = x[n, c, s + i*dh*Wp]
         Gj[(o, j), n, s] = go_flat[o, n, s - j*dw]     (0 outside the outputs)
         grad_weight[o, c, i, j] = sum_{n, s} Xi[(c, i), n, s] Gj[(o, j), n, s]
-        P[n, (c, i)] = W[(c, i), (o, j)] @ Gj[n]
-        grad_input[n, c, i*dh*Wp + s] += P[n, (c, i), s]
+        P[(c, i), n] = W[(c, i), (o, j)] @ Gj[(o, j), n]
+        grad_input[n, c, i*dh*Wp + s] += P[(c, i), n, s]
 
     so col2im is KH shifted contiguous adds instead of KH*KW strided ones,
     and neither operand is the KH*KW-times inflated column matrix. Same
@@ -364,8 +364,10 @@ def _conv_backward_rows(go, x, w, g: _Geom, G: int, output_mask, ct, gi_out, n0)
         gw = gwm.reshape(G, Cg, KH, Og, KW).transpose(0, 3, 1, 2, 4)
     if output_mask[0]:
         wr = w.reshape(G, Og, Cg, KH, KW).transpose(0, 2, 3, 1, 4)
-        p = np.matmul(wr.reshape(G, Cg * KH, Og * KW), _per_image(gj, G, N))
-        p = p.reshape(N, C, KH, S)
+        # one 2-D product per group over all the images (CNN conv2: 0.65 ms
+        # against 1.1 for per-image ones); the adds read it transposed
+        p = np.matmul(wr.reshape(G, Cg * KH, Og * KW), gj.reshape(G, Og * KW, N * S))
+        p = p.reshape(C, KH, N, S).transpose(2, 0, 1, 3)
         target = gi_out[n0 : n0 + N]
         padded = bool(g.ph or g.pw)
         if padded:
