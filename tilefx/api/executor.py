@@ -854,9 +854,13 @@ class PoplarExecutor:
         a read-only -0.0 of each weight's shape, no memory to zero, for which
         ipu.accumulate's acc + grad is exactly grad (backend/kernels/ipu.py)."""
         out = {}
+        zeros = self.__dict__.setdefault("_neg_zeros", {})  # read-only, so kept from call to call
         for n in trained:
             w = self._groups.weight(self._weights, n, r)  # a grouped weight: the replica's group's
-            out[n] = np.broadcast_to(np.array(-0.0, w.dtype), w.shape)
+            z = zeros.get(n)
+            if z is None or z.shape != w.shape or z.dtype != w.dtype:
+                z = zeros[n] = np.broadcast_to(np.array(-0.0, w.dtype), w.shape)
+            out[n] = z
         return out
 
     def _apply_update(self, accum: dict[str, np.ndarray]) -> None:
