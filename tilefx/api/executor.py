@@ -34,7 +34,8 @@ from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode
 from tilefx.errors import Error
 from tilefx.api.options import Options
 from tilefx.api.optim import SGD, optimizer_config
-from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups
+from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
+from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups, settings_count
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
 from tilefx.lowering.call_spec import CallSpec, bind_call
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
@@ -175,6 +176,10 @@ class PoplarExecutor:
         self._opt_state: dict[str, np.ndarray] = {}
         self._step = 0
         self._host_version = -1
+        self._named: ModuleSnapshot | None = None
+        self._host_seen: tuple = ()  # (snapshot, _HostVersion.counter) at the last sync check
+        self._groups_checked: tuple = ()  # (snapshot, replicaGrouping calls) at the last check
+        self._fast_call: tuple | None = None  # (forward function, argument count): see _same_call_inputs
         self._destroyed = False
         self._runs = 0
         self._seed_random(self._options.random_seed)
@@ -206,20 +211,60 @@ class PoplarExecutor:
         if self._options.offline_ipu_target:
             raise Error("this model was compiled for an offline IPU target (useOfflineIpuTarget): "
                         "it can be compiled and saved, not run")
-        call, inputs = self._flatten_inputs(args, kwargs)
-        _check_not_meta([(f"input {n}", x) for n, x in zip(call.tensor_names(), inputs)])
-        if self._program is None:
-            self._compile(inputs, call)
-        elif self._call is not None:  # None: loaded from an executable file
-            self._call.check_same(call, inputs, self._compiled_inputs)
+        inputs = self._same_call_inputs(args, kwargs)
+        if inputs is None:
+            call, inputs = self._flatten_inputs(args, kwargs)
+            _check_not_meta([(f"input {n}", x) for n, x in zip(call.tensor_names(), inputs)])
+            if self._program is None:
+                self._compile(inputs, call)
+            elif self._call is not None:  # None: loaded from an executable file
+                self._call.check_same(call, inputs, self._compiled_inputs)
+            self._remember_call(args, kwargs, inputs)
+        snap = self._snapshot()
+        if self._call is not None and self._groups_checked != (snap, settings_count()):
             self._groups.check_unchanged(self._user_model)
-        if _HostVersion.latest(self._host_tensors()) > self._host_version:
-            self.copyWeightsToDevice()
+            self._groups_checked = (snap, settings_count())
+        # only an executor's write-back moves the counter: unchanged, no tensor can be newer
+        if self._host_seen != (snap, _HostVersion.counter):
+            if _HostVersion.latest(self._host_tensors()) > self._host_version:
+                self.copyWeightsToDevice()
+            self._host_seen = (self._snapshot(), _HostVersion.counter)
         out = self._run(inputs)
         self._runs += 1
         if self._training:
             self._write_back()
         return out
+
+    def _same_call_inputs(self, args: tuple, kwargs: dict) -> list[torch.Tensor] | None:
+        """The inputs of a call made like the last checked one (the same
+        forward, only plain CPU tensors passed positionally, no keywords):
+        binding it to the signature would give the same structure and these
+        tensors in order, so only their shapes and dtypes are checked. None
+        when the call needs the full binding and its checks."""
+        fast = self._fast_call
+        if fast is None or kwargs or len(args) != fast[1] or \
+                getattr(self._user_model.forward, "__func__", None) is not fast[0]:
+            return None
+        for x, (shape, dtype) in zip(args, self._compiled_inputs):
+            if type(x) is not torch.Tensor or x.shape != shape or x.dtype != dtype or \
+                    x.device.type != "cpu":
+                return None  # the full path says what is wrong, or handles it
+        return list(args)
+
+    def _remember_call(self, args: tuple, kwargs: dict, inputs: list[torch.Tensor]) -> None:
+        """Let later calls like this one (positional plain tensors, each one
+        input in order) skip the binding (see _same_call_inputs)."""
+        fn = getattr(self._user_model.forward, "__func__", None)
+        plain = not kwargs and len(inputs) == len(args) and self._call is not None and \
+            all(type(a) is torch.Tensor and a is x and a.device.type == "cpu"
+                for a, x in zip(args, inputs))
+        self._fast_call = (fn, len(args)) if plain and fn is not None else None
+
+    def _snapshot(self) -> ModuleSnapshot:
+        """The model's parameters and buffers by name (walked again only when
+        the module tree changed: api/module_snapshot.py)."""
+        self._named = snapshot_of(self._user_model, self._named)
+        return self._named
 
     def compileAndExport(self, filename: str, *args, export_model: bool = True, **kwargs) -> None:
         """Compile for these inputs and write the executable to `filename` (a
@@ -475,6 +520,7 @@ class PoplarExecutor:
         """Make the compiled graph IR this executor's program (after the passes,
         or as loaded from an executable file)."""
         self._traced_params = set(traced.params)
+        self._fast_call = None  # a new program: the next call is checked in full
         self._check_ipu_count(module)
         if traced.meta_tensors and not self._options.offline_ipu_target:
             _check_not_meta(traced.meta_tensors)
@@ -808,9 +854,13 @@ class PoplarExecutor:
         a read-only -0.0 of each weight's shape, no memory to zero, for which
         ipu.accumulate's acc + grad is exactly grad (backend/kernels/ipu.py)."""
         out = {}
+        zeros = self.__dict__.setdefault("_neg_zeros", {})  # read-only, so kept from call to call
         for n in trained:
             w = self._groups.weight(self._weights, n, r)  # a grouped weight: the replica's group's
-            out[n] = np.broadcast_to(np.array(-0.0, w.dtype), w.shape)
+            z = zeros.get(n)
+            if z is None or z.shape != w.shape or z.dtype != w.dtype:
+                z = zeros[n] = np.broadcast_to(np.array(-0.0, w.dtype), w.shape)
+            out[n] = z
         return out
 
     def _apply_update(self, accum: dict[str, np.ndarray]) -> None:
@@ -910,8 +960,8 @@ class PoplarExecutor:
         return results[0] if len(results) == 1 else tuple(results)
 
     def _write_back(self) -> None:
-        named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
-        named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
+        snap = self._snapshot()
+        named_p, named_b = snap.named_p, snap.named_b
         # numpy copies into the tensors' memory: torch's own copy_ would wake its
         # thread pool, which then spins next to the numpy kernels on 2 cores
         for n, w in self._weights.items():
@@ -924,13 +974,14 @@ class PoplarExecutor:
         for n, b in self._device_buffers.items():
             _copy_into(named_b[n], np.asarray(b))
         self._host_version = _HostVersion.mark(self._host_tensors(named_p, named_b))
+        self._host_seen = (snap, _HostVersion.counter)
 
     def _host_tensors(self, named_p: dict | None = None, named_b: dict | None = None) -> list[torch.Tensor]:
         if self._program is None:
             return []
-        if named_p is None:  # walking the modules costs ~1 ms a call on a BERT
-            named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
-            named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
+        if named_p is None:  # walking the modules costs ~1 ms a call on a BERT: a snapshot
+            snap = self._snapshot()
+            named_p, named_b = snap.named_p, snap.named_b
         return [named_p[n] for n in self._program.traced.params] + \
             [named_b[n] for n in self._program.traced.buffers]
 

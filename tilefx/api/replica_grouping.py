@@ -32,6 +32,12 @@ from tilefx.api.enums import CommGroup, CommGroupType, VariableRetrievalMode
 from tilefx.errors import Error
 
 _ATTR = "_tilefx_replica_grouping"
+_SET_COUNT = [0]  # replicaGrouping calls so far: an executor re-checks its weights when it moves
+
+
+def settings_count() -> int:
+    """How many times replicaGrouping was called in this process."""
+    return _SET_COUNT[0]
 
 
 def _replica_grouping(self: torch.nn.Parameter, comm_group_type: CommGroupType, shards: int,
@@ -45,6 +51,7 @@ def _replica_grouping(self: torch.nn.Parameter, comm_group_type: CommGroupType, 
                     f"got {variable_retrieval_mode!r}")
     group = CommGroup(comm_group_type, shards)  # checks the size
     object.__setattr__(self, _ATTR, (group, variable_retrieval_mode))
+    _SET_COUNT[0] += 1
 
 
 def install_parameter_method() -> None:

@@ -18,9 +18,10 @@ executor knows nothing of torch, and nothing of any particular kernel:
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
-from functools import partial
+from functools import lru_cache, partial
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,7 +30,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import bf16, f16
 from xdsl.ir import Operation, SSAValue
 
-from tilefx.backend.kernels import IPU_KERNELS, KERNELS
+from tilefx.backend.kernels import FIRST_RESULT_KERNELS, IPU_KERNELS, KERNELS
 from tilefx.backend.kernels.ipu import IN_PLACE_OPERANDS
 from tilefx.backend.kernels.tuning import (
     blas_threads_for,
@@ -49,6 +50,9 @@ KERNEL_TABLE: dict[str, Callable[..., Any]] = {
     **{cls.name: KERNELS[schema_name] for schema_name, cls in ATEN_OPS.items()},
     **IPU_KERNELS,
 }
+# ops whose later results nothing may read: a kernel computing the first alone
+FIRST_RESULT_TABLE = {cls.name: FIRST_RESULT_KERNELS[s] for s, cls in ATEN_OPS.items()
+                      if s in FIRST_RESULT_KERNELS}
 RANDOM_OPS = {op_name(s) for s in RANDOM_SCHEMAS}
 MOVE_OPS = {"ipu.copy", "tile.exchange", "tile.ipu_copy", "tile.host_in", "tile.host_out",
             "tile.remote_load", "tile.remote_store"}
@@ -200,6 +204,8 @@ class CompiledFunction:
                     kernel = KERNEL_TABLE.get(op.name)
                     if kernel is None:
                         raise ExecutionError(f"no kernel for {op.name}")
+                    if op.name in FIRST_RESULT_TABLE and not any(r.uses for r in op.results[1:]):
+                        kernel = FIRST_RESULT_TABLE[op.name]  # e.g. max pooling's unread indices
                     layout = _operand_layout(op, slot)
                     step = self._step(op, kernel, layout, [slot(r) for r in op.results])
                     if op.name in IN_PLACE_OPERANDS and steps is self.steps:
@@ -274,6 +280,9 @@ class CompiledFunction:
 
             def kernel(*vals, **kw):
                 return base_kernel(**dict(zip(names, vals)), **kw)
+
+            if _operands_lead(base_kernel, tuple(names)):
+                kernel = base_kernel  # the same call positionally: no dict per call
 
             if op.name in RANDOM_OPS:  # the generator of this call (`self.rng` may change per replica)
                 def kernel(*vals, **kw):
@@ -414,6 +423,20 @@ def _bf16_rounded(step, op: Operation, outs: list[int]):
                 env[o] = round_to_bf16(v)
 
     return run
+
+
+@lru_cache(maxsize=None)
+def _operands_lead(kernel, names: tuple[str, ...]) -> bool:
+    """Whether `kernel`'s first parameters are the operands `names`, in
+    order, each positional: then calling it with the operands positionally
+    is the same as by name (~1 us less per op than building a dict)."""
+    try:
+        params = list(inspect.signature(kernel).parameters.values())[:len(names)]
+    except (TypeError, ValueError):
+        return False
+    return len(params) == len(names) and all(
+        p.name == n and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        for p, n in zip(params, names))
 
 
 def _with_blas_threads(step, threads: int):

@@ -30,6 +30,7 @@ from tilefx.backend.kernels import (
     linalg,
     normalization,
     pointwise_math,
+    pooling,
     random,
     reductions,
     resampling,
@@ -41,10 +42,10 @@ from tilefx.backend.kernels import (
 from tilefx.backend.kernels._common import Kernel
 from tilefx.backend.kernels.ipu import IPU_KERNELS
 
-__all__ = ["FAMILIES", "IPU_KERNELS", "KERNELS", "Kernel"]
+__all__ = ["FAMILIES", "FIRST_RESULT_KERNELS", "IPU_KERNELS", "KERNELS", "Kernel"]
 
 FAMILIES = (elementwise, pointwise_math, views, indexing, reductions, sorting, linalg, normalization,
-            random, convolution, resampling, spectral, special)
+            random, convolution, pooling, resampling, spectral, special)
 
 
 def _join() -> dict[str, Kernel]:
@@ -58,3 +59,6 @@ def _join() -> dict[str, Kernel]:
 
 
 KERNELS: dict[str, Kernel] = _join()
+# kernels that compute only the first result of a multi-result op, for when
+# nothing reads the others (the executor chooses; same signature as KERNELS')
+FIRST_RESULT_KERNELS: dict[str, Kernel] = dict(pooling.FIRST_RESULT_KERNELS)

@@ -1,0 +1,136 @@
+"""The per-call path of a wrapped model keeps every check while it caches
+what does not change between calls (api/module_snapshot.py, the same-call
+fast path of PoplarExecutor.__call__): the implicit weight sync between a
+training and an inference model, the write-back into the module's current
+tensors, input validation on later calls and replicaGrouping set late."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import tilefx
+from models import TutorialCNN, WithLoss
+from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
+
+
+def _data(n=4):
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g)
+
+
+def test_training_and_inference_alternate_with_implicit_sync():
+    torch.manual_seed(0)
+    model = TutorialCNN()
+    trainer = tilefx.trainingModel(WithLoss(model, nn.CrossEntropyLoss()),
+                                   optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+    inference = tilefx.inferenceModel(model)
+    x, y = _data()
+    seen = []
+    for _ in range(3):
+        trainer(x, y)
+        out = inference(x)
+        out_again = inference(x)  # nothing written in between: no reload, same numbers
+        torch.testing.assert_close(out, model.eval()(x), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out_again, out, rtol=0, atol=0)
+        seen.append(out)
+    assert not torch.allclose(seen[0], seen[1]) and not torch.allclose(seen[1], seen[2])
+
+
+def test_inference_sees_copy_weights_to_host_of_another_executor():
+    torch.manual_seed(0)
+    model = TutorialCNN()
+    trainer = tilefx.trainingModel(WithLoss(model, nn.CrossEntropyLoss()),
+                                   optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+    inference = tilefx.inferenceModel(model)
+    x, y = _data()
+    inference(x)
+    trainer(x, y)
+    trainer.copyWeightsToHost()
+    torch.testing.assert_close(inference(x), model.eval()(x), rtol=1e-5, atol=1e-5)
+
+
+def test_write_back_goes_to_a_parameter_replaced_after_compiling():
+    """Replacing a parameter object makes the executor walk the module tree
+    again: the trained weight is written into the new tensor, as before the
+    snapshot existed."""
+    torch.manual_seed(0)
+    model = WithLoss(TutorialCNN(), nn.CrossEntropyLoss())
+    trainer = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+    x, y = _data()
+    trainer(x, y)
+    old = model.model.layer4.bias
+    new = nn.Parameter(old.detach().clone())
+    model.model.layer4.bias = new
+    device_before = torch.from_numpy(trainer._weights["model.layer4.bias"].copy())
+    trainer(x, y)
+    after = torch.from_numpy(trainer._weights["model.layer4.bias"].copy())
+    assert not torch.equal(after, device_before)
+    torch.testing.assert_close(new.detach(), after, rtol=0, atol=0)  # the new tensor got the step
+    torch.testing.assert_close(old.detach(), device_before, rtol=0, atol=0)  # the old one did not
+
+
+def test_later_calls_are_still_checked():
+    torch.manual_seed(0)
+    model = TutorialCNN()
+    inference = tilefx.inferenceModel(model)
+    x, _ = _data()
+    inference(x)
+    inference(x)  # the fast path
+    with pytest.raises(tilefx.Error, match=r"has shape \(2, 1, 28, 28\)"):
+        inference(x[:2])
+    with pytest.raises(tilefx.Error, match="dtype torch.float64"):
+        inference(x.double())
+    with pytest.raises(tilefx.Error, match="meta device"):
+        inference(torch.empty(4, 1, 28, 28, device="meta"))
+    with pytest.raises(tilefx.Error, match="does not match"):
+        inference(x, x)
+    # by keyword, and with a tensor subclass: the full binding, the same numbers
+    torch.testing.assert_close(inference(x=x), inference(x), rtol=0, atol=0)
+    torch.testing.assert_close(inference(nn.Parameter(x, requires_grad=False)), inference(x),
+                               rtol=0, atol=0)
+
+
+def test_replica_grouping_set_between_calls_is_still_an_error():
+    from tilefx import CommGroupType, VariableRetrievalMode
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.W = nn.Parameter(torch.randn(5, 3))
+
+        def forward(self, x):
+            return x @ self.W
+
+    model = Net()
+    pt = tilefx.inferenceModel(model, tilefx.Options().replicationFactor(2))
+    pt(torch.randn(4, 5))
+    pt(torch.randn(4, 5))
+    model.W.data = torch.randn(2, 5, 3)
+    pt.W.replicaGrouping(CommGroupType.NoGrouping, 0, VariableRetrievalMode.OnePerGroup)
+    with pytest.raises(tilefx.Error, match="after the model was compiled"):
+        pt(torch.randn(4, 5))
+
+
+def test_module_snapshot_notices_every_change_of_the_tree():
+    model = WithLoss(TutorialCNN(), nn.CrossEntropyLoss())
+    snap = ModuleSnapshot(model)
+    assert snap.valid() and snapshot_of(model, snap) is snap
+    assert set(snap.named_p) == {n for n, _ in model.named_parameters()}
+    changes = [
+        lambda m: setattr(m.model.layer3, "weight", nn.Parameter(torch.zeros(256, 320))),
+        lambda m: m.model.layer3.register_buffer("extra", torch.zeros(1)),
+        lambda m: setattr(m.model, "layer1", nn.Linear(2, 2)),
+        lambda m: setattr(m.model.layer3, "bias", None),
+        lambda m: delattr(m.model, "layer3_act"),
+        lambda m: m.model.layer1.conv.add_module("more", nn.ReLU()),
+    ]
+    for change in changes:
+        m = copy.deepcopy(model)
+        snap = ModuleSnapshot(m)
+        change(m)
+        assert not snap.valid()
+        fresh = snapshot_of(m, snap)
+        assert fresh is not snap and fresh.valid()
+        assert fresh.named_p.keys() == dict(m.named_parameters(remove_duplicate=False)).keys()

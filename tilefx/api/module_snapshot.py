@@ -1,0 +1,54 @@
+"""The parameters and buffers of a wrapped model, walked once and reused
+from call to call while the module tree stays the same.
+
+Every call of a wrapped model reads the torch module's tensors by name: to
+see whether another executor wrote them (the implicit weight sync between a
+training and an inference model, seeds/000), to write a training step's
+weights back, and to check that no replicaGrouping was set after compiling.
+torch's `named_parameters()` walks the module tree with nested generators
+and builds every dotted name again (~60 us for the tutorial CNN, ~1 ms for
+a BERT, several times per call). A snapshot keeps the two name -> tensor
+dicts and, per module, the names and identities of its submodules,
+parameters and buffers; `valid()` compares those (C-level list comparisons,
+~7 us for the CNN), so replacing, adding or removing a submodule, a
+parameter or a buffer anywhere in the tree makes the executor walk the tree
+again.
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+from operator import is_
+
+import torch
+
+
+class ModuleSnapshot:
+    """`named_parameters` / `named_buffers` (remove_duplicate=False) of `model`
+    as dicts, with what it takes to tell whether they are still the model's."""
+
+    __slots__ = ("model", "named_p", "named_b", "_dicts", "_sizes", "_keys", "_values")
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.named_p = dict(model.named_parameters(remove_duplicate=False))
+        self.named_b = dict(model.named_buffers(remove_duplicate=False))
+        self._dicts = [d for m in model.modules() for d in (m._modules, m._parameters, m._buffers)]
+        self._sizes = list(map(len, self._dicts))
+        self._keys = list(chain.from_iterable(self._dicts))
+        # held, so that no other object can take one of their ids while compared
+        self._values = list(chain.from_iterable(map(dict.values, self._dicts)))
+
+    def valid(self) -> bool:
+        """True while every module of the tree holds the same submodules,
+        parameters and buffers under the same names as when walked."""
+        return list(map(len, self._dicts)) == self._sizes and \
+            all(map(is_, chain.from_iterable(map(dict.values, self._dicts)), self._values)) and \
+            list(chain.from_iterable(self._dicts)) == self._keys
+
+
+def snapshot_of(model: torch.nn.Module, current: ModuleSnapshot | None) -> ModuleSnapshot:
+    """`current` while it still describes `model`, else a new walk."""
+    if current is not None and current.model is model and current.valid():
+        return current
+    return ModuleSnapshot(model)
