@@ -134,21 +134,101 @@ def _ret(r, dt: np.dtype | None = None) -> np.ndarray:
 
 CHUNK = 32768  # elements: a chunk of a few arrays and temporaries stays in the L2 cache
 
+# Threads the chunked kernels may spread their chunks over. 1 (the default)
+# outside the executor, which sets it for the length of a call from the
+# machine's free cores (backend/executor.py, kernels/tuning.py).
+_THREADS = [1]
+PARALLEL_MIN = 4 * CHUNK  # elements: below this a hand-off to a worker costs more than it saves
+_WORKERS: list = []
+
+
+def set_kernel_threads(n: int) -> int:
+    """Let the chunked kernels use `n` threads (the caller's included); the
+    previous setting is returned so the caller can give it back."""
+    old = _THREADS[0]
+    _THREADS[0] = max(1, int(n))
+    return old
+
+
+def kernel_threads() -> int:
+    return _THREADS[0]
+
+
+def _workers(n: int):
+    """A pool of n - 1 worker threads, made on first use (the caller's thread is the n-th)."""
+    if not _WORKERS or _WORKERS[0]._max_workers < n - 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        if _WORKERS:
+            _WORKERS.pop().shutdown(wait=False)
+        _WORKERS.append(ThreadPoolExecutor(max_workers=n - 1, thread_name_prefix="tilefx-kernel"))
+    return _WORKERS[0]
+
+
+def parallel_ranges(run, n: int, step: int = CHUNK, work: int | None = None) -> None:
+    """run(lo, hi) over [0, n) split at multiples of `step` into one range
+    per kernel thread: the caller's thread takes the first, the pool the
+    others. numpy releases the GIL inside its loops, so the ranges run at
+    the same time on several cores. Workers see the caller's errstate.
+    `work`: the elements the whole run touches (default n), for the
+    PARALLEL_MIN threshold."""
+    threads = _THREADS[0] if (n if work is None else work) >= PARALLEL_MIN else 1
+    steps = -(-n // step)
+    pieces = min(threads, steps)
+    if pieces <= 1:
+        run(0, n)
+        return
+    per = -(-steps // pieces) * step  # whole steps per range
+    bounds = [(lo, min(lo + per, n)) for lo in range(0, n, per)]
+    err = np.geterr()
+
+    def in_worker(lo, hi):
+        with np.errstate(**err):
+            run(lo, hi)
+
+    pool = _workers(threads)
+    futures = [pool.submit(in_worker, lo, hi) for lo, hi in bounds[1:]]
+    try:
+        run(*bounds[0])
+    finally:
+        for f in futures:
+            f.result()
+
+
+def by_rows(body, rows: int, row_len: int) -> None:
+    """body(lo, hi) on runs of whole rows [lo, hi) of about CHUNK elements
+    each, the runs spread over the kernel threads: row-wise kernels
+    (softmax, layer norm) whose reductions are per row compute the same in
+    any split."""
+    per = max(1, CHUNK // max(1, row_len))
+
+    def run(lo, hi):
+        for s in range(lo, hi, per):
+            body(s, min(s + per, hi))
+
+    parallel_ranges(run, rows, per, work=rows * row_len)
+
 
 def in_chunks(body, arrays: list[np.ndarray], scratch: int, dtype=np.float32) -> None:
     """body(*chunks_of_arrays, *scratch_chunks) on the same flat chunk of every
     array in turn: a chain of passes over arrays larger than the cache runs
     on data in cache (elementwise chains: the same operations on every
-    element). Arrays of one size; not all C-contiguous: one chunk, the whole."""
+    element). Large arrays are split between the kernel threads
+    (`parallel_ranges`), each with scratch of its own. Arrays of one size;
+    not all C-contiguous: one chunk, the whole."""
     n = arrays[0].size
     if not all(a.flags.c_contiguous for a in arrays):
         body(*arrays, *[np.empty(arrays[0].shape, dtype) for _ in range(scratch)])
         return
     flats = [a.reshape(-1) for a in arrays]
-    bufs = [np.empty(min(n, CHUNK), dtype) for _ in range(scratch)]
-    for s in range(0, n, CHUNK):
-        e = min(s + CHUNK, n)
-        body(*[f[s:e] for f in flats], *[b[: e - s] for b in bufs])
+
+    def run(lo, hi):
+        bufs = [np.empty(min(hi - lo, CHUNK), dtype) for _ in range(scratch)]
+        for s in range(lo, hi, CHUNK):
+            e = min(s + CHUNK, hi)
+            body(*[f[s:e] for f in flats], *[b[: e - s] for b in bufs])
+
+    parallel_ranges(run, n)
 
 
 def _ufunc_at(ufunc, out: np.ndarray, idx: tuple, values) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilefx.backend.kernels._common import registrar
+from tilefx.backend.kernels._common import kernel_threads, parallel_ranges, registrar
 from tilefx.backend.kernels._common import (
     _cast,
     _compute_dtype,
@@ -36,7 +36,20 @@ def mm(self, mat2):
 
 @_kernel("bmm.default")
 def bmm(self, mat2):
-    return _matmul(self, mat2)
+    """One GEMM per batch entry (numpy's matmul loops over the batch); the
+    entries are small (attention's 128 x 64 x 128), too small for BLAS's own
+    threads, so a large batch is split between the kernel threads instead."""
+    if (self.ndim != 3 or mat2.ndim != 3 or self.shape[0] < 2 or self.shape[0] != mat2.shape[0]
+            or kernel_threads() < 2):
+        return _matmul(self, mat2)
+    rt = _promote(self.dtype, mat2.dtype)
+    ct = _compute_dtype(rt)
+    a, b = _cast(self, ct), _cast(mat2, ct)
+    out = np.empty((a.shape[0], a.shape[1], b.shape[2]), ct)
+    work = out.size * max(1, a.shape[2] // 8)  # ~ the elementwise passes a GEMM is worth
+    parallel_ranges(lambda lo, hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]), a.shape[0], 1,
+                    work=work)
+    return _ret(out, rt)
 
 
 @_kernel("addmm.default")

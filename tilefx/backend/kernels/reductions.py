@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilefx.backend.kernels._common import registrar
+from tilefx.backend.kernels._common import CHUNK, by_rows, registrar
 from tilefx.backend.kernels._common import (
     _BOOL,
     _F16,
@@ -113,6 +113,33 @@ def var_mean_correction(self, dim=None, *, correction=None, keepdim=False):
 # ---------------------------------------------------------------------------
 
 
+def _rowwise(x: np.ndarray, dim: int, body) -> np.ndarray | None:
+    """Along the last axis of a large array: body(rows_in, rows_out) on runs
+    of rows of a 2-d view, in cache and over the kernel threads (the
+    reductions are per row, so the split changes nothing). None otherwise:
+    the caller runs on the whole array."""
+    if dim != x.ndim - 1 or x.size < CHUNK or x.shape[-1] == 0:
+        return None
+    n = x.shape[-1]
+    x2 = x.reshape(-1, n)
+    out = np.empty(x.shape, x.dtype)
+    o2 = out.reshape(-1, n)
+    by_rows(lambda lo, hi: body(x2[lo:hi], o2[lo:hi]), x2.shape[0], n)
+    return out
+
+
+def _softmax_rows(x, e, dim=-1):
+    np.subtract(x, np.max(x, axis=dim, keepdims=True), out=e)
+    np.exp(e, out=e)  # in place: one array for the whole softmax
+    e /= np.sum(e, axis=dim, keepdims=True)
+
+
+def _log_softmax_rows(x, s, dim=-1):
+    np.subtract(x, np.max(x, axis=dim, keepdims=True), out=s)
+    with np.errstate(divide="ignore"):
+        s -= np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
+
+
 @_kernel("_softmax.default")
 def _softmax(self, dim, half_to_float):
     rt = _F32 if half_to_float and self.dtype == _F16 else self.dtype
@@ -120,9 +147,10 @@ def _softmax(self, dim, half_to_float):
     if x.ndim == 0:
         return _ret(np.exp(x - x), rt)
     dim = _wrap(dim, x.ndim)
-    e = np.subtract(x, np.max(x, axis=dim, keepdims=True))
-    np.exp(e, out=e)  # in place: one array for the whole softmax
-    e /= np.sum(e, axis=dim, keepdims=True)
+    e = _rowwise(x, dim, _softmax_rows)
+    if e is None:
+        e = np.empty(x.shape, x.dtype)
+        _softmax_rows(x, e, dim)
     return _ret(e, rt)
 
 
@@ -133,9 +161,10 @@ def _log_softmax(self, dim, half_to_float):
     if x.ndim == 0:
         return _ret(x - x, rt)
     dim = _wrap(dim, x.ndim)
-    s = x - np.max(x, axis=dim, keepdims=True)
-    with np.errstate(divide="ignore"):
-        s -= np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
+    s = _rowwise(x, dim, _log_softmax_rows)
+    if s is None:
+        s = np.empty(x.shape, x.dtype)
+        _log_softmax_rows(x, s, dim)
     return _ret(s, rt)
 
 
