@@ -229,3 +229,38 @@ def test_chunked_group_is_bitwise_op_by_op_and_equals_torch(shape):
         np.testing.assert_array_equal(again, plain)
         assert not np.shares_memory(out, again)  # `out` was still held: a new buffer
     np.testing.assert_allclose(plain, ref, rtol=1e-5, atol=1e-6)
+
+
+SINGLE = """
+func.func @main(%x: tensor<300x700xf32>, %y: tensor<700xf32>, %n: tensor<i64>)
+    -> (tensor<300x700xf32>, tensor<300x700xf32>, tensor<700x300xf32>) {
+  %a = aten.mul.Tensor %x, %y : tensor<300x700xf32>, tensor<700xf32> -> tensor<300x700xf32>
+  %b = aten.div.Tensor %a, %n : tensor<300x700xf32>, tensor<i64> -> tensor<300x700xf32>
+  %c = aten.sub.Tensor %b, %a : tensor<300x700xf32>, tensor<300x700xf32> -> tensor<300x700xf32>
+  %t = aten.permute %x {dims = array<i64: 1, 0>} : tensor<300x700xf32> -> tensor<700x300xf32>
+  %d = aten.clone %t : tensor<700x300xf32> -> tensor<700x300xf32>
+  func.return %a, %c, %d : tensor<300x700xf32>, tensor<300x700xf32>, tensor<700x300xf32>
+}
+"""
+
+
+def test_large_ops_alone_split_between_threads_bitwise(monkeypatch):
+    """With kernel threads, a large f32 elementwise op outside any group (here
+    `a`, read twice) and a clone of a transposed view run chunk by chunk."""
+    monkeypatch.setenv("TILEFX_BLAS_THREADS", "2")
+    fn = find_func(Parser(graph_context(), SINGLE).parse_module(), "main")
+    xs = [_r(300, 700), _r(700, seed=1), np.array(3)]
+    f, plain = CompiledFunction(fn), CompiledFunction(fn, fuse=False)
+    assert f.kernel_threads == 2
+    names = [s.__qualname__ for s in f.steps]
+    assert "fused mul.Tensor" in names and "fused clone" in names, names
+    first = f(*xs)
+    for a, b in zip(first, plain(*xs)):
+        np.testing.assert_array_equal(a, b)
+    second = f(*xs)
+    for a, b in zip(first, second):  # a new array each call: the first results stay
+        assert not np.shares_memory(a, b)
+        np.testing.assert_array_equal(a, b)
+    d = second[2]
+    assert d.flags.c_contiguous
+    np.testing.assert_array_equal(d, xs[0].T)
