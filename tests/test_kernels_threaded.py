@@ -231,36 +231,44 @@ def test_chunked_group_is_bitwise_op_by_op_and_equals_torch(shape):
     np.testing.assert_allclose(plain, ref, rtol=1e-5, atol=1e-6)
 
 
-SINGLE = """
-func.func @main(%x: tensor<300x700xf32>, %y: tensor<700xf32>, %n: tensor<i64>)
-    -> (tensor<300x700xf32>, tensor<300x700xf32>, tensor<700x300xf32>) {
-  %a = aten.mul.Tensor %x, %y : tensor<300x700xf32>, tensor<700xf32> -> tensor<300x700xf32>
-  %b = aten.div.Tensor %a, %n : tensor<300x700xf32>, tensor<i64> -> tensor<300x700xf32>
-  %c = aten.sub.Tensor %b, %a : tensor<300x700xf32>, tensor<300x700xf32> -> tensor<300x700xf32>
-  %t = aten.permute %x {dims = array<i64: 1, 0>} : tensor<300x700xf32> -> tensor<700x300xf32>
-  %d = aten.clone %t : tensor<700x300xf32> -> tensor<700x300xf32>
-  func.return %a, %c, %d : tensor<300x700xf32>, tensor<300x700xf32>, tensor<700x300xf32>
+
+# --- 2-d products split by rows ---------------------------------------------------
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_mm_split_by_rows(threads, ta, tb):
+    """Above SPLIT_MIN_FLOPS the rows go to the kernel threads, one BLAS call
+    each; transposed operands (a linear layer's backward) are views, not copies."""
+    a = _r(384, 300).T if ta else _r(300, 384)
+    b = _r(256, 384, seed=1).T if tb else _r(384, 256, seed=1)
+    check("mm.default", a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_addmm_split_by_rows(threads):
+    check("addmm.default", _r(256, seed=2), _r(300, 384), _r(384, 256, seed=1), rtol=1e-4, atol=1e-4)
+    check("addmm.default", _r(300, 256, seed=2), _r(384, 300).T, _r(384, 256, seed=1), beta=0.5,
+          alpha=2, rtol=1e-4, atol=1e-4)
+    check("addmm.default", _r(256, seed=2, dtype=F16), _r(300, 384, dtype=F16),
+          _r(384, 256, seed=1, dtype=F16), rtol=2e-3, atol=2e-3)
+
+
+def test_the_executor_runs_split_products_on_one_blas_thread(monkeypatch):
+    """With kernel threads the executor gives mm / addmm / bmm one BLAS thread
+    (their kernels split the rows); without, BLAS's own threads by size."""
+    from tilefx.backend import executor
+
+    ir = """
+func.func @main(%a: tensor<512x512xf32>, %b: tensor<512x512xf32>) -> (tensor<512x512xf32>) {
+  %c = aten.mm %a, %b : tensor<512x512xf32>, tensor<512x512xf32> -> tensor<512x512xf32>
+  func.return %c : tensor<512x512xf32>
 }
 """
-
-
-def test_large_ops_alone_split_between_threads_bitwise(monkeypatch):
-    """With kernel threads, a large f32 elementwise op outside any group (here
-    `a`, read twice) and a clone of a transposed view run chunk by chunk."""
-    monkeypatch.setenv("TILEFX_BLAS_THREADS", "2")
-    fn = find_func(Parser(graph_context(), SINGLE).parse_module(), "main")
-    xs = [_r(300, 700), _r(700, seed=1), np.array(3)]
-    f, plain = CompiledFunction(fn), CompiledFunction(fn, fuse=False)
-    assert f.kernel_threads == 2
-    names = [s.__qualname__ for s in f.steps]
-    assert "fused mul.Tensor" in names and "fused clone" in names, names
-    first = f(*xs)
-    for a, b in zip(first, plain(*xs)):
-        np.testing.assert_array_equal(a, b)
-    second = f(*xs)
-    for a, b in zip(first, second):  # a new array each call: the first results stay
-        assert not np.shares_memory(a, b)
-        np.testing.assert_array_equal(a, b)
-    d = second[2]
-    assert d.flags.c_contiguous
-    np.testing.assert_array_equal(d, xs[0].T)
+    seen = []
+    monkeypatch.setattr(executor, "set_blas_threads", seen.append)
+    a, b = _r(512, 512), _r(512, 512, seed=1)
+    for cap, want in (("2", 1), ("1", 1)):
+        monkeypatch.setenv("TILEFX_BLAS_THREADS", cap)
+        f = CompiledFunction(find_func(Parser(graph_context(), ir).parse_module(), "main"))
+        assert f.kernel_threads == int(cap)
+        seen.clear()
+        np.testing.assert_allclose(f(a, b)[0], a @ b, rtol=1e-4, atol=1e-3)
+        assert seen == [want]

@@ -30,9 +30,15 @@ from xdsl.dialects.builtin import bf16, f16, f32
 from xdsl.ir import Operation, SSAValue
 
 from tilefx.backend.kernels import IPU_KERNELS, KERNELS
-from tilefx.backend.kernels._common import CHUNK, PARALLEL_MIN, parallel_ranges, set_kernel_threads
+from tilefx.backend.kernels._common import (
+    CHUNK,
+    chunk_size,
+    parallel_ranges,
+    set_kernel_threads,
+)
 from tilefx.backend.kernels.elementwise import _erf_chunk
 from tilefx.backend.kernels.ipu import IN_PLACE_OPERANDS
+from tilefx.backend.kernels.linalg import SPLIT_GEMM_OPS
 from tilefx.backend.kernels.tuning import (
     blas_cores,
     blas_threads_for,
@@ -45,7 +51,7 @@ from tilefx.dialects.aten_schema import RANDOM_SCHEMAS, py_name
 from tilefx.dialects.ipu import PLACE_KEY
 from tilefx.dialects.irutil import to_py
 from tilefx.dialects.names import ROLE_PREFIX
-from tilefx.passes.fuse_elementwise import FusionGroup, fusion_groups, is_fusible
+from tilefx.passes.fuse_elementwise import fusion_groups
 
 KERNEL_TABLE: dict[str, Callable[..., Any]] = {
     **{cls.name: KERNELS[schema_name] for schema_name, cls in ATEN_OPS.items()},
@@ -157,11 +163,6 @@ class CompiledFunction:
         for g in fusion_groups(fn) if fuse else ():
             fused_at[g.root] = g
             inside.update(g.ops)
-        if fuse and self.kernel_threads > 1:  # a large op alone: its chunks over the threads too
-            for op in fn.walk():
-                if op not in inside and _splittable_alone(op):
-                    fused_at[op] = FusionGroup((op,))
-                    inside.add(op)
 
         def alias(new: SSAValue, old: SSAValue) -> None:
             slots[new] = slot(old)
@@ -214,7 +215,9 @@ class CompiledFunction:
                                   for j in (x if isinstance(x, list) else [x])})
                     flops = gemm_flops(op)
                     if flops is not None:
-                        step = _with_blas_threads(step, blas_threads_for(flops))
+                        # the kernel threads split these (kernels.linalg): BLAS on one thread
+                        split = op.name in SPLIT_GEMM_OPS and self.kernel_threads > 1
+                        step = _with_blas_threads(step, 1 if split else blas_threads_for(flops))
                     steps.append(step)
 
         compile_ops(fn.body.block.ops, self.steps, self.reads)
@@ -352,8 +355,7 @@ class CompiledFunction:
             if out is None:
                 out = self._buffer(shape)
             reg[op.results[0]] = out
-            prog.append(((_FUSED_EVAL.get(op.name) or _ALONE_EVAL[op.name]), ins, out,
-                         _fused_props(op)))
+            prog.append((_FUSED_EVAL[op.name], ins, out, _fused_props(op)))
         # 0-d operands of another dtype (is_real_scalar): their value as f32, as the kernels cast it
         casts = [s for s, v in ((slot(v), v) for op in group.ops for v in op.operands
                                 if v.owner not in members)
@@ -373,7 +375,7 @@ class CompiledFunction:
 
         if _numel(root_shape) > CHUNK:
             step = _chunked_group(prog, externals, self._buffer_shapes, root, root_shape, bufs,
-                                  result, inputs, keep=len(group.ops) > 1)
+                                  result, inputs, chunk_size(_numel(root_shape), self.kernel_threads))
             step.__qualname__ = name
             return step, reads
 
@@ -474,20 +476,17 @@ def _chunk_index(shape: tuple[int, ...], ndim: int, outer: tuple[int, ...], axis
 
 
 def _chunked_group(prog, externals: dict[int, tuple[int, ...]], reg_shapes, root: int,
-                   root_shape: tuple[int, ...], bufs: list, result: int, inputs, keep: bool = True):
+                   root_shape: tuple[int, ...], bufs: list, result: int, inputs, chunk: int):
     """A fusion group's step chunk by chunk: the result is cut into chunks of
-    about CHUNK elements (whole trailing axes, a run of rows of one axis, one
+    about `chunk` elements (whole trailing axes, a run of rows of one axis, one
     index of the axes before it), each member is evaluated on the matching
     parts of its operands into a chunk-sized temporary (the root into its
     part of the output buffer), and the chunks are spread over the kernel
     threads. Elementwise ops compute every element the same way in any
-    order, so the result is bit for bit the whole-array evaluation's.
-    `keep`: the output buffer is the executable's, reused from call to
-    call (a group); otherwise a new one each call (one op alone, whose
-    result's memory goes back when its last reader is done)."""
+    order, so the result is bit for bit the whole-array evaluation's."""
     nd = len(root_shape)
-    axis = next(a for a in range(nd) if _numel(root_shape[a + 1:]) <= CHUNK)
-    rows = max(1, CHUNK // max(1, _numel(root_shape[axis + 1:])))
+    axis = next(a for a in range(nd) if _numel(root_shape[a + 1:]) <= chunk)
+    rows = max(1, chunk // max(1, _numel(root_shape[axis + 1:])))
     chunks = [(outer, lo, min(lo + rows, root_shape[axis]))
               for outer in np.ndindex(*root_shape[:axis])
               for lo in range(0, root_shape[axis], rows)]
@@ -505,13 +504,9 @@ def _chunked_group(prog, externals: dict[int, tuple[int, ...]], reg_shapes, root
     f32 = np.float32
 
     def step(env):
-        if not keep:
-            whole = np.empty(root_shape, f32)
-        else:
-            if bufs[root] is None or sys.getrefcount(bufs[root]) > 2:  # held elsewhere: a new one
-                bufs[root] = np.empty(root_shape, f32)
-            whole = bufs[root]
-        vals = inputs(env)
+        if bufs[root] is None or sys.getrefcount(bufs[root]) > 2:  # held elsewhere: a new one
+            bufs[root] = np.empty(root_shape, f32)
+        vals, whole = inputs(env), bufs[root]
         scalar = {s for s, v in vals.items() if np.ndim(v) == 0}
 
         def run(lo, hi):
@@ -587,11 +582,6 @@ def _erf_into(x, *, out):
     return out
 
 
-def _copy_into(x, *, out):
-    np.copyto(out, x)
-    return out
-
-
 def _unary(ufunc):
     def run(x, *, out):
         return ufunc(x, out=out)
@@ -609,24 +599,6 @@ _FUSED_EVAL = {
     "aten.sqrt": _unary(np.sqrt), "aten.rsqrt": _rsqrt, "aten.reciprocal": _unary(np.reciprocal),
     "aten.relu": _relu, "aten.sigmoid": _sigmoid, "aten.erf": _erf_into,
 }
-
-
-# ops evaluated alone by the chunked group step (not chained: clone's copy is a
-# new array that some op may write into, never a group intermediate)
-_ALONE_EVAL = {"aten.clone": _copy_into}
-
-
-def _splittable_alone(op: Operation) -> bool:
-    """A float32 elementwise op (or clone) large enough that splitting it
-    between the kernel threads pays (kernels._common.PARALLEL_MIN)."""
-    if not (is_fusible(op) or (op.name in _ALONE_EVAL and len(op.operands) == 1
-                               and getattr(op.operands[0].type, "element_type", None) == f32
-                               and getattr(op.results[0].type, "element_type", None) == f32
-                               and hasattr(op.results[0].type, "get_shape")
-                               and tuple(op.operands[0].type.get_shape())
-                               == tuple(op.results[0].type.get_shape()))):
-        return False
-    return _numel(tuple(op.results[0].type.get_shape())) >= PARALLEL_MIN
 
 
 def _loop_step(count: int, arg_slots: list[int], in_slots: list[int], yield_slots: list[int],
