@@ -27,12 +27,21 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import bf16, f16
+from xdsl.dialects.builtin import bf16, f16, f32
 from xdsl.ir import Operation, SSAValue
 
 from tilefx.backend.kernels import FIRST_RESULT_KERNELS, IPU_KERNELS, KERNELS
+from tilefx.backend.kernels._common import (
+    CHUNK,
+    chunk_size,
+    parallel_ranges,
+    set_kernel_threads,
+)
+from tilefx.backend.kernels.elementwise import _erf_chunk
 from tilefx.backend.kernels.ipu import IN_PLACE_OPERANDS
+from tilefx.backend.kernels.linalg import SPLIT_GEMM_OPS
 from tilefx.backend.kernels.tuning import (
+    blas_cores,
     blas_threads_for,
     configure_process,
     restore_blas_threads,
@@ -93,6 +102,8 @@ def gemm_flops(op: Operation) -> int | None:
             y = _dims(outs[0]) if name == "convolution" else _dims(ins[0])
             w = _dims(ins[1]) if name == "convolution" else _dims(ins[2])
             return 2 * _numel((y[0],) + y[2:]) * _numel(w) // groups
+        if name == "sum.dim_IntList":  # a product with ones over the trailing axes (kernels.reductions)
+            return 2 * _numel(_dims(ins[0]))
         if op.name == "ipu.serialized_matmul":
             return 2 * _numel(_dims(ins[0])) * _dims(ins[1])[-1] // int(op.factor.value.data)
     except (IndexError, TypeError, ValueError, AttributeError):
@@ -133,6 +144,7 @@ class CompiledFunction:
                  stochastic_rounding: bool = False, half_partials: bool = False,
                  check_types: bool = False, fuse: bool = True):
         configure_process()
+        self.kernel_threads = blas_cores()  # for the chunked kernels (kernels._common)
         self.name = fn.sym_name.data
         self.rng = rng if rng is not None else np.random.default_rng(0)
         self.stochastic_rounding = stochastic_rounding
@@ -214,7 +226,9 @@ class CompiledFunction:
                                   for j in (x if isinstance(x, list) else [x])})
                     flops = gemm_flops(op)
                     if flops is not None:
-                        step = _with_blas_threads(step, blas_threads_for(flops))
+                        # the kernel threads split these (kernels.linalg): BLAS on one thread
+                        split = op.name in SPLIT_GEMM_OPS and self.kernel_threads > 1
+                        step = _with_blas_threads(step, 1 if split else blas_threads_for(flops))
                     steps.append(step)
 
         compile_ops(fn.body.block.ops, self.steps, self.reads)
@@ -332,13 +346,17 @@ class CompiledFunction:
         """One step for a fusion group: its ops as numpy ufuncs writing into
         buffers of this executable. An intermediate is overwritten by the op
         that reads it (its only reader); the group's output buffer is reused
-        from call to call unless someone still holds it (a caller, a view)."""
+        from call to call unless someone still holds it (a caller, a view).
+        A group larger than a cache chunk runs chunk by chunk (the same
+        operations on every element, its intermediates in cache), the
+        chunks spread over the kernel threads (kernels._common)."""
         if not hasattr(self, "_buffer_shapes"):
             self._buffer_shapes: list[tuple[int, ...]] = []
         members = set(group.ops)
         reg: dict[SSAValue, int] = {}
         prog = []
         reads: set[int] = set()
+        externals: dict[int, tuple[int, ...]] = {}  # slot -> shape
         for op in group.ops:
             ins = []
             for v in op.operands:
@@ -347,6 +365,7 @@ class CompiledFunction:
                 else:
                     ins.append((False, slot(v)))
                     reads.add(slot(v))
+                    externals[slot(v)] = tuple(v.type.get_shape())
             shape = tuple(op.results[0].type.get_shape())
             out = next((r for internal, r in ins if internal and self._buffer_shapes[r] == shape),
                        None)
@@ -354,21 +373,40 @@ class CompiledFunction:
                 out = self._buffer(shape)
             reg[op.results[0]] = out
             prog.append((_FUSED_EVAL[op.name], ins, out, _fused_props(op)))
+        # 0-d operands of another dtype (is_real_scalar): their value as f32, as the kernels cast it
+        casts = [s for s, v in ((slot(v), v) for op in group.ops for v in op.operands
+                                if v.owner not in members)
+                 if getattr(v.type, "element_type", None) != f32]
         used = sorted({o for _, _, o, _ in prog})
         shapes = [self._buffer_shapes[b] for b in used]
         bufs, result, root = self.buffers, slot(group.root.results[0]), reg[group.root.results[0]]
-        f32 = np.float32
+        root_shape = self._buffer_shapes[root]
+        name = "fused " + " ".join(op.name.removeprefix("aten.") for op in group.ops)
+        f32_ = np.float32
+
+        def inputs(env):
+            vals = {s: env[s] for s in externals}
+            for s in casts:
+                vals[s] = f32_(vals[s])
+            return vals
+
+        if _numel(root_shape) > CHUNK:
+            step = _chunked_group(prog, externals, self._buffer_shapes, root, root_shape, bufs,
+                                  result, inputs, chunk_size(_numel(root_shape), self.kernel_threads))
+            step.__qualname__ = name
+            return step, reads
 
         def step(env):
             for b, shape in zip(used, shapes):
                 if bufs[b] is None or sys.getrefcount(bufs[b]) > 2:  # held elsewhere: a new one
-                    bufs[b] = np.empty(shape, f32)
+                    bufs[b] = np.empty(shape, f32_)
+            vals = inputs(env)
             for fn, ins, out, props in prog:
-                fn(*[bufs[r] if internal else env[r] for internal, r in ins], out=bufs[out],
+                fn(*[bufs[r] if internal else vals[r] for internal, r in ins], out=bufs[out],
                    **props)
             env[result] = bufs[root]
 
-        step.__qualname__ = "fused " + " ".join(op.name.removeprefix("aten.") for op in group.ops)
+        step.__qualname__ = name
         return step, reads
 
     def __call__(self, *args: np.ndarray, donated: Sequence[int] = ()) -> list[np.ndarray]:
@@ -385,16 +423,20 @@ class CompiledFunction:
         try:
             with self._running, np.errstate(all="ignore"):
                 self._donated = frozenset(donated)
-                for step, dead in zip(self.steps, self.dead):
-                    try:
-                        step(env)
-                    except (ValueError, TypeError, IndexError, ArithmeticError, NotImplementedError) as e:
-                        # a kernel refusing its operands: the user's data (a class index out of
-                        # range, ...) or an unsupported case; name the op, keep numpy's words
-                        what = step.__qualname__.split(" ")[0]
-                        raise ExecutionError(f"{what} failed at run time: {type(e).__name__}: {e}") from None
-                    for j in dead:
-                        env[j] = None
+                threads = set_kernel_threads(self.kernel_threads)
+                try:
+                    for step, dead in zip(self.steps, self.dead):
+                        try:
+                            step(env)
+                        except (ValueError, TypeError, IndexError, ArithmeticError, NotImplementedError) as e:
+                            # a kernel refusing its operands: the user's data (a class index out of
+                            # range, ...) or an unsupported case; name the op, keep numpy's words
+                            what = step.__qualname__.split(" ")[0]
+                            raise ExecutionError(f"{what} failed at run time: {type(e).__name__}: {e}") from None
+                        for j in dead:
+                            env[j] = None
+                finally:
+                    set_kernel_threads(threads)
         finally:
             self._donated = frozenset()
             restore_blas_threads()
@@ -450,6 +492,81 @@ def _with_blas_threads(step, threads: int):
     return run
 
 
+def _chunk_index(shape: tuple[int, ...], ndim: int, outer: tuple[int, ...], axis: int,
+                 lo: int, hi: int) -> tuple:
+    """The part of a value of `shape` (broadcast against a result of `ndim`
+    dimensions) that one chunk reads: index `outer` on the leading axes,
+    rows lo:hi of `axis`, everything after; whole along broadcast (size-1)
+    axes. Slices only, so every part keeps its dimensions."""
+    lead = ndim - len(shape)
+    idx = []
+    for j in range(lead, ndim):
+        if shape[j - lead] == 1:
+            idx.append(slice(None))
+        elif j < axis:
+            idx.append(slice(outer[j], outer[j] + 1))
+        elif j == axis:
+            idx.append(slice(lo, hi))
+        else:
+            idx.append(slice(None))
+    return tuple(idx)
+
+
+def _chunked_group(prog, externals: dict[int, tuple[int, ...]], reg_shapes, root: int,
+                   root_shape: tuple[int, ...], bufs: list, result: int, inputs, chunk: int):
+    """A fusion group's step chunk by chunk: the result is cut into chunks of
+    about `chunk` elements (whole trailing axes, a run of rows of one axis, one
+    index of the axes before it), each member is evaluated on the matching
+    parts of its operands into a chunk-sized temporary (the root into its
+    part of the output buffer), and the chunks are spread over the kernel
+    threads. Elementwise ops compute every element the same way in any
+    order, so the result is bit for bit the whole-array evaluation's."""
+    nd = len(root_shape)
+    axis = next(a for a in range(nd) if _numel(root_shape[a + 1:]) <= chunk)
+    rows = max(1, chunk // max(1, _numel(root_shape[axis + 1:])))
+    chunks = [(outer, lo, min(lo + rows, root_shape[axis]))
+              for outer in np.ndindex(*root_shape[:axis])
+              for lo in range(0, root_shape[axis], rows)]
+    # per chunk: the index of each external operand, of the root, and each register's part shape
+    plans = []
+    for outer, lo, hi in chunks:
+        ext = {s: _chunk_index(shape, nd, outer, axis, lo, hi) for s, shape in externals.items()}
+        part_shapes = {}
+        for _, _, out, _ in prog:
+            shape = reg_shapes[out]
+            part_shapes[out] = tuple(
+                1 if d == 1 else (1 if j < axis else hi - lo if j == axis else d)
+                for j, d in zip(range(nd - len(shape), nd), shape))
+        plans.append((ext, _chunk_index(root_shape, nd, outer, axis, lo, hi), part_shapes))
+    f32 = np.float32
+
+    def step(env):
+        if bufs[root] is None or sys.getrefcount(bufs[root]) > 2:  # held elsewhere: a new one
+            bufs[root] = np.empty(root_shape, f32)
+        vals, whole = inputs(env), bufs[root]
+        scalar = {s for s, v in vals.items() if np.ndim(v) == 0}
+
+        def run(lo, hi):
+            for ext, root_idx, part_shapes in plans[lo:hi]:
+                parts = {s: v if s in scalar else v[ext[s]] for s, v in vals.items()}
+                regs: dict[int, np.ndarray] = {}
+                for fn, ins, out, props in prog:
+                    args = [regs[r] if internal else parts[r] for internal, r in ins]
+                    if out == root:
+                        dest = whole[root_idx]
+                    elif out in regs:  # an internal operand's buffer, overwritten by its one reader
+                        dest = regs[out]
+                    else:
+                        dest = np.empty(part_shapes[out], f32)
+                    fn(*args, out=dest, **props)
+                    regs[out] = dest
+
+        parallel_ranges(run, len(plans), 1, work=_numel(root_shape))
+        env[result] = whole
+
+    return step
+
+
 # --- fused elementwise groups: each op as ufuncs into `out` ----------------
 # The same float32 operations, in the same order, as the op's kernel in
 # backend/kernels/elementwise.py (members are f32 only, so no promotion).
@@ -496,6 +613,12 @@ def _sigmoid(x, *, out):
     return np.reciprocal(out, out=out)
 
 
+def _erf_into(x, *, out):
+    """erf of float32 as the kernel computes it (kernels.elementwise._erf_chunk)."""
+    _erf_chunk(x, out, *(np.empty(out.shape, _F32) for _ in range(3)))
+    return out
+
+
 def _unary(ufunc):
     def run(x, *, out):
         return ufunc(x, out=out)
@@ -511,7 +634,7 @@ _FUSED_EVAL = {
     "aten.div.Scalar": _binary_ufunc(np.true_divide),
     "aten.neg": _unary(np.negative), "aten.exp": _unary(np.exp), "aten.tanh": _unary(np.tanh),
     "aten.sqrt": _unary(np.sqrt), "aten.rsqrt": _rsqrt, "aten.reciprocal": _unary(np.reciprocal),
-    "aten.relu": _relu, "aten.sigmoid": _sigmoid,
+    "aten.relu": _relu, "aten.sigmoid": _sigmoid, "aten.erf": _erf_into,
 }
 
 

@@ -8,7 +8,11 @@ its intermediates written in place (backend/executor.py):
 
 - a member is an aten op of `FUSIBLE` whose result and tensor operands are
   all f32 (so torch's type promotion is the identity and the group computes
-  exactly what the op-by-op kernels compute);
+  exactly what the op-by-op kernels compute), except that the arithmetic
+  ops of `SCALAR_OPERAND_OPS` may also take a 0-d tensor of another real
+  dtype (`x * scalar_tensor(256)` in a decomposed layer-norm backward):
+  with an f32 result the kernel casts that value to f32 first, and so does
+  the executor;
 - a member's result feeds exactly one op, a member of the same group in the
   same block; the group's root is the one member whose result is used
   elsewhere (several times, by another op, or returned);
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr, f32, i64
+from xdsl.dialects.builtin import AnyFloat, IntegerAttr, IntegerType, ModuleOp, UnitAttr, f32, i64
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -37,7 +41,11 @@ FUSIBLE = frozenset({
     "aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar",
     "aten.mul.Tensor", "aten.mul.Scalar", "aten.div.Tensor", "aten.div.Scalar",
     "aten.neg", "aten.exp", "aten.tanh", "aten.sqrt", "aten.rsqrt", "aten.reciprocal",
-    "aten.relu", "aten.sigmoid",
+    "aten.relu", "aten.sigmoid", "aten.erf",
+})
+# members whose 0-d operands may be of any integer or float dtype (cast to f32)
+SCALAR_OPERAND_OPS = frozenset({
+    "aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.div.Tensor",
 })
 
 
@@ -46,9 +54,20 @@ def _is_f32_tensor(v: SSAValue) -> bool:
     return hasattr(t, "get_shape") and getattr(t, "element_type", None) == f32
 
 
+def is_real_scalar(v: SSAValue) -> bool:
+    """A 0-d tensor of an integer or float dtype (not bool, not complex)."""
+    t = v.type
+    if not hasattr(t, "get_shape") or tuple(t.get_shape()) != ():
+        return False
+    et = getattr(t, "element_type", None)
+    return isinstance(et, AnyFloat) or (isinstance(et, IntegerType) and et.width.data > 1)
+
+
 def is_fusible(op: Operation) -> bool:
-    return (op.name in FUSIBLE and len(op.results) == 1 and _is_f32_tensor(op.results[0])
-            and all(_is_f32_tensor(v) for v in op.operands))
+    if op.name not in FUSIBLE or len(op.results) != 1 or not _is_f32_tensor(op.results[0]):
+        return False
+    scalars_ok = op.name in SCALAR_OPERAND_OPS
+    return all(_is_f32_tensor(v) or (scalars_ok and is_real_scalar(v)) for v in op.operands)
 
 
 def _single_user(v: SSAValue) -> Operation | None:

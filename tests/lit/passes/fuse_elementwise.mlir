@@ -51,3 +51,22 @@ func.func @shared(%x: tensor<3x3xf32>, %y: tensor<3xf16>) -> (tensor<3x3xf32>, t
   %n = aten.relu %m : tensor<3x3xf32> -> tensor<3x3xf32>
   func.return %n, %i : tensor<3x3xf32>, tensor<3xf16>
 }
+
+// -----
+
+// erf is a member, and add/sub/mul/div may take a 0-d operand of another
+// real dtype (cast to f32, as the kernel does: a decomposed layer-norm or
+// GELU backward); a dimensioned integer operand still keeps an op out.
+
+// CHECK-LABEL: func.func @scalars(
+// CHECK-NEXT:    %a = aten.mul.Tensor %x, %n {ipu.fuse = 0 : i64}
+// CHECK-NEXT:    %b = aten.erf %a {ipu.fuse = 0 : i64}
+// CHECK-NEXT:    %c = aten.div.Tensor %b, %d {ipu.fuse = 0 : i64, ipu.fuse_root}
+// CHECK-NEXT:    %e = aten.mul.Tensor %c, %k : tensor<4x8xf32>, tensor<8xi64> -> tensor<4x8xf32>
+func.func @scalars(%x: tensor<4x8xf32>, %n: tensor<i64>, %d: tensor<f64>, %k: tensor<8xi64>) -> tensor<4x8xf32> {
+  %a = aten.mul.Tensor %x, %n : tensor<4x8xf32>, tensor<i64> -> tensor<4x8xf32>
+  %b = aten.erf %a : tensor<4x8xf32> -> tensor<4x8xf32>
+  %c = aten.div.Tensor %b, %d : tensor<4x8xf32>, tensor<f64> -> tensor<4x8xf32>
+  %e = aten.mul.Tensor %c, %k : tensor<4x8xf32>, tensor<8xi64> -> tensor<4x8xf32>
+  func.return %e : tensor<4x8xf32>
+}

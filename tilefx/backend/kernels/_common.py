@@ -9,6 +9,8 @@ the way the IPU keeps fp32 partials.
 
 from __future__ import annotations
 
+import itertools
+import threading
 from typing import Callable
 
 import numpy as np
@@ -134,21 +136,136 @@ def _ret(r, dt: np.dtype | None = None) -> np.ndarray:
 
 CHUNK = 32768  # elements: a chunk of a few arrays and temporaries stays in the L2 cache
 
+# Threads the chunked kernels may spread their chunks over. 1 (the default)
+# outside the executor, which sets it for the length of a call from the
+# machine's free cores (backend/executor.py, kernels/tuning.py).
+_THREADS = [1]
+PARALLEL_MIN = 4 * CHUNK  # elements: below this a hand-off to a worker costs more than it saves
+# Elements per piece when the kernel threads are several. Each numpy call
+# takes the GIL back when its loop ends, so two threads making many short
+# calls on cache-sized chunks wait for each other's GIL more than they gain
+# (measured: GELU, layer norm 1.2-1.25x slower on 2 threads in 32768-element
+# chunks; softmax, layer norm 0.4-0.6x the one-thread time in 262144).
+THREADED_CHUNK = 8 * CHUNK
+
+
+def chunk_size(n: int, threads: int | None = None) -> int:
+    """Elements per piece of a chunked kernel over n elements: cache-sized on
+    one thread; on several, one piece per thread (at most THREADED_CHUNK,
+    at least CHUNK), so that an array just above PARALLEL_MIN is split too."""
+    t = _THREADS[0] if threads is None else threads
+    if t <= 1 or n < PARALLEL_MIN:
+        return CHUNK
+    return min(THREADED_CHUNK, max(CHUNK, -(-n // t)))
+_WORKERS: list = []
+
+
+def set_kernel_threads(n: int) -> int:
+    """Let the chunked kernels use `n` threads (the caller's included); the
+    previous setting is returned so the caller can give it back."""
+    old = _THREADS[0]
+    _THREADS[0] = max(1, int(n))
+    return old
+
+
+def kernel_threads() -> int:
+    return _THREADS[0]
+
+
+def _workers(n: int):
+    """A pool of n - 1 worker threads, made on first use (the caller's thread is the n-th)."""
+    if not _WORKERS or _WORKERS[0]._max_workers < n - 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        if _WORKERS:
+            _WORKERS.pop().shutdown(wait=False)
+        _WORKERS.append(ThreadPoolExecutor(max_workers=n - 1, thread_name_prefix="tilefx-kernel"))
+    return _WORKERS[0]
+
+
+def parallel_ranges(run, n: int, step: int = CHUNK, work: int | None = None) -> None:
+    """run(lo, hi) on every range [lo, lo + step) of [0, n), spread over the
+    kernel threads: the caller's thread and the pool's take the next range
+    in turn until none is left. numpy releases the GIL inside its loops, so
+    ranges run at the same time on several cores. Taking ranges one by one
+    (not half each) keeps a busy machine from costing more than one thread:
+    a worker that gets no core takes no range, and the caller only waits
+    for the ranges a worker has started. Workers see the caller's errstate;
+    the first error is raised here. `work`: the elements the whole run
+    touches (default n), for the PARALLEL_MIN threshold."""
+    threads = _THREADS[0] if (n if work is None else work) >= PARALLEL_MIN else 1
+    total = -(-n // step)
+    if threads <= 1 or total <= 1:
+        run(0, n)
+        return
+    claim = itertools.count()
+    done, errors = [0], []
+    lock, finished = threading.Lock(), threading.Event()
+
+    def take():
+        while True:
+            i = next(claim)  # atomic under the GIL
+            if i >= total:
+                return
+            try:
+                run(i * step, min((i + 1) * step, n))
+            except BaseException as e:  # noqa: BLE001 - raised in the caller's thread
+                errors.append(e)
+            with lock:
+                done[0] += 1
+                if done[0] == total:
+                    finished.set()
+
+    err = np.geterr()
+
+    def in_worker():
+        with np.errstate(**err):
+            take()
+
+    pool = _workers(threads)
+    for _ in range(threads - 1):
+        pool.submit(in_worker)
+    take()
+    finished.wait()
+    if errors:
+        raise errors[0]
+
+
+def by_rows(body, rows: int, row_len: int) -> None:
+    """body(lo, hi) on runs of whole rows [lo, hi) of about CHUNK elements
+    each, the runs spread over the kernel threads: row-wise kernels
+    (softmax, layer norm) whose reductions are per row compute the same in
+    any split."""
+    per = max(1, chunk_size(rows * row_len) // max(1, row_len))
+
+    def run(lo, hi):
+        for s in range(lo, hi, per):
+            body(s, min(s + per, hi))
+
+    parallel_ranges(run, rows, per, work=rows * row_len)
+
 
 def in_chunks(body, arrays: list[np.ndarray], scratch: int, dtype=np.float32) -> None:
     """body(*chunks_of_arrays, *scratch_chunks) on the same flat chunk of every
     array in turn: a chain of passes over arrays larger than the cache runs
     on data in cache (elementwise chains: the same operations on every
-    element). Arrays of one size; not all C-contiguous: one chunk, the whole."""
+    element). Large arrays are split between the kernel threads
+    (`parallel_ranges`), each with scratch of its own. Arrays of one size;
+    not all C-contiguous: one chunk, the whole."""
     n = arrays[0].size
     if not all(a.flags.c_contiguous for a in arrays):
         body(*arrays, *[np.empty(arrays[0].shape, dtype) for _ in range(scratch)])
         return
     flats = [a.reshape(-1) for a in arrays]
-    bufs = [np.empty(min(n, CHUNK), dtype) for _ in range(scratch)]
-    for s in range(0, n, CHUNK):
-        e = min(s + CHUNK, n)
-        body(*[f[s:e] for f in flats], *[b[: e - s] for b in bufs])
+    size = chunk_size(n)
+
+    def run(lo, hi):
+        bufs = [np.empty(min(hi - lo, size), dtype) for _ in range(scratch)]
+        for s in range(lo, hi, size):
+            e = min(s + size, hi)
+            body(*[f[s:e] for f in flats], *[b[: e - s] for b in bufs])
+
+    parallel_ranges(run, n, size)
 
 
 def _ufunc_at(ufunc, out: np.ndarray, idx: tuple, values) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilefx.backend.kernels._common import registrar
+from tilefx.backend.kernels._common import kernel_threads, parallel_ranges, registrar
 from tilefx.backend.kernels._common import (
     _cast,
     _compute_dtype,
@@ -23,10 +23,38 @@ _kernel = registrar(KERNELS)
 # ---------------------------------------------------------------------------
 
 
+# A 2-d product of at least this many flops (2 M N K) is split by rows
+# between the kernel threads, each row block one single-threaded BLAS call.
+SPLIT_MIN_FLOPS = 1 << 25
+# The ops whose kernels split so: the executor runs them on one BLAS thread
+# when it has kernel threads (backend/executor.py).
+SPLIT_GEMM_OPS = frozenset({"aten.mm", "aten.addmm", "aten.bmm"})
+
+
+def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b for 2-d a, b of one float dtype. With several kernel threads and
+    a large product, the rows of a are cut into one block per thread and
+    each block is one BLAS call (numpy releases the GIL inside it). Why not
+    BLAS's own threads: OpenBLAS's workers busy-wait for ~0.1 s after each
+    call and take the second core from the elementwise work that follows
+    (the encoder's training step measured 294 against 361 ms with the
+    workers put to sleep at once); the kernel threads' worker sleeps."""
+    threads = kernel_threads()
+    m = a.shape[0]
+    if (threads < 2 or a.ndim != 2 or b.ndim != 2 or m < 2 * threads
+            or 2 * m * a.shape[1] * b.shape[1] < SPLIT_MIN_FLOPS):
+        return np.matmul(a, b)
+    out = np.empty((m, b.shape[1]), np.result_type(a, b))
+    per = -(-m // threads)
+    parallel_ranges(lambda lo, hi: np.matmul(a[lo:hi], b, out=out[lo:hi]), m, per,
+                    work=1 << 62)
+    return out
+
+
 def _matmul(a, b):
     rt = _promote(a.dtype, b.dtype)
     ct = _compute_dtype(rt)
-    return _ret(np.matmul(_cast(a, ct), _cast(b, ct)), rt)
+    return _ret(_product(_cast(a, ct), _cast(b, ct)), rt)
 
 
 @_kernel("mm.default")
@@ -36,14 +64,28 @@ def mm(self, mat2):
 
 @_kernel("bmm.default")
 def bmm(self, mat2):
-    return _matmul(self, mat2)
+    """One GEMM per batch entry (numpy's matmul loops over the batch); the
+    entries are small (attention's 128 x 64 x 128), too small for BLAS's own
+    threads, so a large batch is split between the kernel threads instead."""
+    if (self.ndim != 3 or mat2.ndim != 3 or self.shape[0] < 2 or self.shape[0] != mat2.shape[0]
+            or kernel_threads() < 2):
+        return _matmul(self, mat2)
+    rt = _promote(self.dtype, mat2.dtype)
+    ct = _compute_dtype(rt)
+    a, b = _cast(self, ct), _cast(mat2, ct)
+    out = np.empty((a.shape[0], a.shape[1], b.shape[2]), ct)
+    work = out.size * max(1, a.shape[2] // 8)  # ~ the elementwise passes a GEMM is worth
+    per = -(-a.shape[0] // kernel_threads())  # one run of entries per thread: few GIL hand-offs
+    parallel_ranges(lambda lo, hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]), a.shape[0], per,
+                    work=work)
+    return _ret(out, rt)
 
 
 @_kernel("addmm.default")
 def addmm(self, mat1, mat2, *, beta=1, alpha=1):
     rt = _result_type(self, mat1, mat2)
     ct = _compute_dtype(rt)
-    r = np.matmul(_cast(mat1, ct), _cast(mat2, ct))
+    r = _product(_cast(mat1, ct), _cast(mat2, ct))
     if alpha != 1:
         r *= ct.type(alpha)
     if beta != 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilefx.backend.kernels._common import registrar
+from tilefx.backend.kernels._common import CHUNK, by_rows, registrar
 from tilefx.backend.kernels._common import (
     _F16,
     _F32,
@@ -22,20 +22,48 @@ _kernel = registrar(KERNELS)
 # ---------------------------------------------------------------------------
 
 
+def _layer_norm_rows(x, out, mean, rstd, w, b, eps):
+    """Rows of a 2-d x (one normalized row each) into out, their mean and 1/std."""
+    axes = (1,)
+    np.mean(x, axis=axes, keepdims=True, dtype=x.dtype, out=mean)
+    d = np.subtract(x, mean, out=out)
+    np.mean(np.square(d), axis=axes, keepdims=True, dtype=x.dtype, out=rstd)
+    rstd += x.dtype.type(eps)
+    np.sqrt(rstd, out=rstd)
+    np.divide(1, rstd, out=rstd)
+    np.multiply(d, rstd, out=d)  # normalized in place
+    if w is not None:
+        d *= w
+    if b is not None:
+        d += b
+
+
 @_kernel("native_layer_norm.default")
 def native_layer_norm(input, weight, bias, normalized_shape, eps):
     k = len(normalized_shape)
     x = _f32(input)
-    axes = tuple(range(x.ndim - k, x.ndim))
-    mean = np.mean(x, axis=axes, keepdims=True, dtype=x.dtype)
-    d = x - mean
-    var = np.mean(np.square(d), axis=axes, keepdims=True, dtype=x.dtype)
-    rstd = 1 / np.sqrt(var + x.dtype.type(eps))
-    out = np.multiply(d, rstd, out=d)  # d is ours: normalized in place
-    if weight is not None:
-        out *= _f32(weight)
-    if bias is not None:
-        out += _f32(bias)
+    w = _f32(weight) if weight is not None else None
+    b = _f32(bias) if bias is not None else None
+    stat_shape = x.shape[:x.ndim - k] + (1,) * k
+    mean, rstd = np.empty(stat_shape, x.dtype), np.empty(stat_shape, x.dtype)
+    out = np.empty(x.shape, x.dtype)
+    n = x.shape[-1] if k == 1 and x.ndim else 0
+    if k == 1 and x.size >= CHUNK and n > 0:  # by runs of rows, in cache, over the kernel threads
+        x2, o2 = x.reshape(-1, n), out.reshape(-1, n)
+        m2, r2 = mean.reshape(-1, 1), rstd.reshape(-1, 1)
+        by_rows(lambda lo, hi: _layer_norm_rows(x2[lo:hi], o2[lo:hi], m2[lo:hi], r2[lo:hi], w, b,
+                                                eps), x2.shape[0], n)
+    else:
+        axes = tuple(range(x.ndim - k, x.ndim))
+        np.mean(x, axis=axes, keepdims=True, dtype=x.dtype, out=mean)
+        d = np.subtract(x, mean, out=out)
+        np.mean(np.square(d), axis=axes, keepdims=True, dtype=x.dtype, out=rstd)
+        rstd[...] = 1 / np.sqrt(rstd + x.dtype.type(eps))
+        np.multiply(d, rstd, out=d)  # normalized in place
+        if w is not None:
+            d *= w
+        if b is not None:
+            d += b
     return _ret(out, input.dtype), _ret(mean, input.dtype), _ret(rstd, input.dtype)
 
 
