@@ -238,8 +238,8 @@ def _user_line(stack_trace: str) -> str:
     lines = stack_trace.splitlines()
     for i, text in enumerate(lines):
         m = re.match(r'\s*File "([^"]+)", line (\d+)', text)
-        if not m or any(d in m[1] for d in _TOOL_DIRS):
-            continue
+        if not m or m[1].startswith("<") or any(d in m[1] for d in _TOOL_DIRS):
+            continue  # generated code (`<string>`, `<eval_with_key>`) is nobody's line
         src = lines[i + 1].strip() if i + 1 < len(lines) else ""
         where = f"{m[1]}:{m[2]}" + (f": {src}" if src else "")
         if any(d in m[1] for d in _LIBRARY_DIRS):
