@@ -6,6 +6,7 @@ a tilefx.Error naming the op, the module and the source line."""
 from __future__ import annotations
 
 import copy
+import logging
 import os
 
 import pytest
@@ -139,7 +140,12 @@ def test_causal_lm_called_directly_returns_logits_and_no_cache(caplog):
     fam = FAMILIES["llama"]
     model = fam.build(0.0).eval()
     ids = fam.example(training=False)[0]
-    out = tilefx.inferenceModel(model)(input_ids=ids)
+    tilefx_log = logging.getLogger("tilefx")  # tilefx's loggers do not propagate to the root
+    tilefx_log.addHandler(caplog.handler)
+    try:
+        out = tilefx.inferenceModel(model)(input_ids=ids)
+    finally:
+        tilefx_log.removeHandler(caplog.handler)
     assert out.past_key_values is None and "DynamicCache" in caplog.text
     with torch.no_grad():
         torch.testing.assert_close(out.logits, model(input_ids=ids).logits, rtol=RTOL, atol=1e-5)
