@@ -20,9 +20,16 @@ F32, I64 = TensorProto.FLOAT, TensorProto.INT64
 RNG = np.random.default_rng(0)
 
 
-def _run_both(model: onnx.ModelProto, feeds: dict, outs: list[str]):
+def _run_both(model: onnx.ModelProto, feeds: dict, outs: list[str], reference: str = "onnxruntime"):
+    """tilefx's outputs and the reference's: onnxruntime, or onnx's reference
+    evaluator ("onnx") for operators onnxruntime lacks."""
     proto = model.SerializeToString()
-    ref = ort.InferenceSession(proto).run(outs, feeds)
+    if reference == "onnx":
+        from onnx.reference import ReferenceEvaluator
+
+        ref = ReferenceEvaluator(model).run(outs, feeds)
+    else:
+        ref = ort.InferenceSession(proto).run(outs, feeds)
     s = popart.InferenceSession(proto, popart.DataFlow(1, outs), popart.DeviceManager().createCpuDevice())
     s.prepareDevice()
     anchors = s.initAnchorArrays()
@@ -30,14 +37,14 @@ def _run_both(model: onnx.ModelProto, feeds: dict, outs: list[str]):
     return [anchors[o] for o in outs], ref
 
 
-def check(nodes, inputs: dict, outs, inits=(), opset=18, rtol=1e-5, atol=1e-5):
-    """Build a graph of `nodes` over float/int `inputs` and compare every output."""
-    vi = [helper.make_tensor_value_info(n, F32 if a.dtype == np.float32 else I64, list(a.shape))
+def check(nodes, inputs: dict, outs, inits=(), opset=18, rtol=1e-5, atol=1e-5, reference="onnxruntime"):
+    """Build a graph of `nodes` over `inputs` and compare every output with the reference."""
+    vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
           for n, a in inputs.items()]
     model = helper.make_model(helper.make_graph(nodes, "g", vi, [helper.make_empty_tensor_value_info(o)
                                                                 for o in outs], list(inits)),
                               opset_imports=[helper.make_opsetid("", opset)])
-    got, ref = _run_both(model, inputs, outs)
+    got, ref = _run_both(model, inputs, outs, reference)
     for name, g, r in zip(outs, got, ref):
         assert g.shape == r.shape, (name, g.shape, r.shape)
         np.testing.assert_allclose(g.astype(np.float64) if g.dtype != bool else g, r, rtol=rtol,
@@ -299,26 +306,6 @@ def test_pads_of_the_wrong_length_are_a_clear_error():
         s.prepareDevice()
 
 
-def _check_reference(nodes, inputs: dict, outs, inits=(), opset=18, rtol=1e-5, atol=1e-5):
-    """As check(), against onnx's reference evaluator (operators onnxruntime lacks)."""
-    from onnx.reference import ReferenceEvaluator
-
-    vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
-          for n, a in inputs.items()]
-    model = helper.make_model(helper.make_graph(nodes, "g", vi, [helper.make_empty_tensor_value_info(o)
-                                                                for o in outs], list(inits)),
-                              opset_imports=[helper.make_opsetid("", opset)])
-    ref = ReferenceEvaluator(model).run(outs, inputs)
-    s = popart.InferenceSession(model.SerializeToString(), popart.DataFlow(1, outs),
-                                popart.DeviceManager().createCpuDevice())
-    s.prepareDevice()
-    anchors = s.initAnchorArrays()
-    s.run(popart.PyStepIO(inputs, anchors))
-    for name, r in zip(outs, ref):
-        assert anchors[name].shape == r.shape, (name, anchors[name].shape, r.shape)
-        np.testing.assert_allclose(anchors[name], r, rtol=rtol, atol=atol, err_msg=name)
-
-
 def test_upsample_and_lp_pools():
     x = f32(2, 3, 5, 4)
     check([helper.make_node("Upsample", ["x", "s"], ["y"], mode="nearest")], {"x": x}, ["y"],
@@ -363,13 +350,13 @@ def test_reverse_sequence_max_unpool_col2im():
 
 def test_newer_opset_operators_equal_the_reference():
     x = f32(2, 3, 6)
-    _check_reference([helper.make_node("CenterCropPad", ["x", "shape"], ["y"], axes=[1, 2])], {"x": x},
-                     ["y"], inits=[helper.make_tensor("shape", I64, [2], [5, 4])])
-    _check_reference([helper.make_node("RMSNormalization", ["x", "g"], ["y"], axis=-1, epsilon=1e-5)],
-                     {"x": x}, ["y"], inits=[helper.make_tensor("g", F32, [6], [1, 2, 3, 0.5, 1, 1])],
-                     opset=23)
-    _check_reference([helper.make_node("AffineGrid", ["theta", "size"], ["y"], align_corners=0)],
-                     {"theta": f32(2, 2, 3)}, ["y"],
-                     inits=[helper.make_tensor("size", I64, [4], [2, 1, 3, 4])], opset=20)
-    _check_reference([helper.make_node("CumProd", ["x", "ax"], ["y"], exclusive=1, reverse=1)],
-                     {"x": x}, ["y"], inits=[helper.make_tensor("ax", I64, [], [2])], opset=26)
+    check([helper.make_node("CenterCropPad", ["x", "shape"], ["y"], axes=[1, 2])], {"x": x}, ["y"],
+          inits=[helper.make_tensor("shape", I64, [2], [5, 4])], reference="onnx")
+    check([helper.make_node("RMSNormalization", ["x", "g"], ["y"], axis=-1, epsilon=1e-5)], {"x": x},
+          ["y"], inits=[helper.make_tensor("g", F32, [6], [1, 2, 3, 0.5, 1, 1])], opset=23,
+          reference="onnx")
+    check([helper.make_node("AffineGrid", ["theta", "size"], ["y"], align_corners=0)],
+          {"theta": f32(2, 2, 3)}, ["y"], inits=[helper.make_tensor("size", I64, [4], [2, 1, 3, 4])],
+          opset=20, reference="onnx")
+    check([helper.make_node("CumProd", ["x", "ax"], ["y"], exclusive=1, reverse=1)], {"x": x}, ["y"],
+          inits=[helper.make_tensor("ax", I64, [], [2])], opset=26, reference="onnx")
