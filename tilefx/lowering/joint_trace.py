@@ -112,6 +112,8 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
     inputs in `requested` (indices; the caller made them require grad).
     `fake_mode`: the FakeTensorMode the model's tensors already live in, if any."""
     from torch._decomp import core_aten_decompositions
+
+    from tilefx.lowering.decompositions import tracing_decompositions
     from torch._dispatch.python import enable_python_dispatcher
     from torch._functorch._aot_autograd.functional_utils import from_fun, has_data_mutation, to_fun
     from torch._functorch._aot_autograd.logging_utils import setup_stacktrace_preservation_hooks
@@ -208,7 +210,7 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
             FunctionalTensorMode(pre_dispatch=False, export=False, _allow_token_discovery=True):
         # make_fx(...) itself is this tracer plus a read of torch._inductor's config
         # (for its provenance-tracking flag), whose import loads inductor and dynamo
-        tracer = _MakefxTracer(core_aten_decompositions(), "real", _allow_non_fake_inputs=False,
+        tracer = _MakefxTracer(tracing_decompositions(core_aten_decompositions()), "real", _allow_non_fake_inputs=False,
                                pre_dispatch=False, record_module_stack=False,
                                _allow_fake_constant=False, _error_on_data_dependent_ops=True)
         gm = tracer.trace(joint, *flat)

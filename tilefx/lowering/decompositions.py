@@ -1,0 +1,27 @@
+"""Which ATen ops the tracer decomposes: torch's core-ATen table, less the
+backward ops the executor runs better whole.
+
+Core ATen decomposes the backward of layer norm, softmax, log-softmax, GELU
+and ReLU into chains of 5 to 15 elementwise ops and reductions, for backends
+that generate their own fused code. tilefx runs a graph op by op, so each
+link is one more pass over memory: torch running the traced encoder's joint
+graph took 194 ms decomposed and 156 ms with these five kept whole (eager
+training, optimizer included, 154 ms; benchmarks/RESULTS.md, session 5).
+Each kept op is in the aten dialect with its numpy kernel (IPU float16
+semantics) and its ATen kernel (lowering/aten_kernels.py), and keeps its
+node's annotations as any traced op does.
+"""
+
+from __future__ import annotations
+
+# ATen packets kept whole (every overload of each)
+KEPT_WHOLE = ("native_layer_norm_backward", "_softmax_backward_data", "_log_softmax_backward_data",
+              "gelu_backward", "threshold_backward")
+
+
+def tracing_decompositions(table: dict) -> dict:
+    """`table` (torch's core-ATen decompositions) without the ops kept whole."""
+    import torch
+
+    drop = {getattr(torch.ops.aten, name) for name in KEPT_WHOLE}
+    return {k: v for k, v in table.items() if getattr(k, "overloadpacket", None) not in drop}
