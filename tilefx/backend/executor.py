@@ -63,6 +63,15 @@ KERNEL_TABLE: dict[str, Callable[..., Any]] = {
 FIRST_RESULT_TABLE = {cls.name: FIRST_RESULT_KERNELS[s] for s, cls in ATEN_OPS.items()
                       if s in FIRST_RESULT_KERNELS}
 RANDOM_OPS = {op_name(s) for s in RANDOM_SCHEMAS}
+# Hooks that may supply a kernel for an op instead of the numpy table's, or
+# return None: for an aten op a kernel(*operand groups) with the properties
+# bound, returning the result (or the list of results); for an ipu op a
+# kernel with the table kernel's signature. The lowering installs ATen's own
+# kernels here (lowering/aten_kernels.py); the backend knows nothing of torch.
+KERNEL_PROVIDERS: list[Callable[[Operation], Callable[..., Any] | None]] = []
+# Hooks run as each call starts; each returns a function that undoes what it
+# set for the call, or None (the ATen kernels' thread count: aten_kernels.py).
+CALL_HOOKS: list[Callable[[], Callable[[], None] | None]] = []
 MOVE_OPS = {"ipu.copy", "tile.exchange", "tile.ipu_copy", "tile.host_in", "tile.host_out",
             "tile.remote_load", "tile.remote_store"}
 
@@ -212,9 +221,15 @@ class CompiledFunction:
                     reads.append(group_reads)
                 elif op in inside:  # computed by its group's step, at the root
                     continue
+                elif (provided := _provided_kernel(op)) is not None and op.name.startswith("aten."):
+                    layout = _operand_layout(op, slot)
+                    steps.append(self._provided_step(op, provided, layout,
+                                                     [slot(r) for r in op.results]))
+                    reads.append({j for x in layout if x is not None
+                                  for j in (x if isinstance(x, list) else [x])})
                 else:
-                    kernel = KERNEL_TABLE.get(op.name)
-                    if kernel is None:
+                    kernel = provided or KERNEL_TABLE.get(op.name)  # an ipu op's provided kernel:
+                    if kernel is None:                               # the table's signature
                         raise ExecutionError(f"no kernel for {op.name}")
                     if op.name in FIRST_RESULT_TABLE and not any(r.uses for r in op.results[1:]):
                         kernel = FIRST_RESULT_TABLE[op.name]  # e.g. max pooling's unread indices
@@ -337,6 +352,35 @@ class CompiledFunction:
             return _checked(step, op, outs)
         return step
 
+    def _provided_step(self, op: Operation, kernel, layout: list, outs: list[int]):
+        """A step calling a provider's kernel (KERNEL_PROVIDERS), which has
+        the op's properties bound already: operands in, results out."""
+        simple = all(type(x) is int for x in layout)
+        single = len(outs) == 1 and (getattr(op, "schema", None) is None
+                                     or op.schema.num_results != -1)
+
+        def fetch(env):
+            return [env[x] if type(x) is int else None if x is None else [env[j] for j in x]
+                    for x in layout]
+
+        if single and simple:
+            out = outs[0]
+
+            def step(env):
+                env[out] = kernel(*[env[i] for i in layout])
+        elif single:
+            out = outs[0]
+
+            def step(env):
+                env[out] = kernel(*fetch(env))
+        else:
+            def step(env):
+                for o, r in zip(outs, kernel(*fetch(env))):
+                    env[o] = r
+
+        step.__qualname__ = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
+        return _checked(step, op, outs) if self.check_types else step
+
     def _buffer(self, shape: tuple[int, ...]) -> int:
         self.buffers.append(None)
         self._buffer_shapes.append(shape)
@@ -424,6 +468,7 @@ class CompiledFunction:
             with self._running, np.errstate(all="ignore"):
                 self._donated = frozenset(donated)
                 threads = set_kernel_threads(self.kernel_threads)
+                undo = [u for u in (hook() for hook in CALL_HOOKS) if u is not None]
                 try:
                     for step, dead in zip(self.steps, self.dead):
                         try:
@@ -437,10 +482,21 @@ class CompiledFunction:
                             env[j] = None
                 finally:
                     set_kernel_threads(threads)
+                    for u in undo:
+                        u()
         finally:
             self._donated = frozenset()
             restore_blas_threads()
         return [env[s] for s in self.result_slots]
+
+
+def _provided_kernel(op: Operation):
+    """The first kernel a provider offers for `op`, or None."""
+    for provide in KERNEL_PROVIDERS:
+        kernel = provide(op)
+        if kernel is not None:
+            return kernel
+    return None
 
 
 def round_to_bf16(x: np.ndarray) -> np.ndarray:

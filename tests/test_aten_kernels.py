@@ -1,0 +1,223 @@
+"""ATen's own kernels in the executor (lowering/aten_kernels.py,
+lowering/aten_optimizers.py) and the backward ops the tracer keeps whole
+(lowering/decompositions.py)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import tilefx
+from tilefx.backend import executor as backend_executor
+from tilefx.lowering import aten_kernels
+from tilefx.lowering.aten_optimizers import make as make_optimizers
+from tilefx.lowering.decompositions import KEPT_WHOLE
+from models import WithLoss
+
+
+class Net(nn.Module):
+    """Large enough (>= aten_kernels.MIN_ELEMENTS) for every op to take ATen's kernel."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(100, 64)
+        self.ln = nn.LayerNorm(64)
+        self.fc1 = nn.Linear(64, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, tok):
+        h = self.ln(self.emb(tok))
+        a = torch.softmax(h @ h.transpose(1, 2) / 8.0, dim=-1) @ h
+        return self.fc2(nn.functional.gelu(self.fc1(a)).relu()).mean(dim=1)
+
+
+def _data():
+    g = torch.Generator().manual_seed(0)
+    return torch.randint(0, 100, (8, 32), generator=g), torch.randint(0, 10, (8,), generator=g)
+
+
+def _train(kernels: str, monkeypatch, optimizer, steps=3):
+    monkeypatch.setenv(aten_kernels.KERNELS_ENV, kernels)
+    torch.manual_seed(0)
+    model = WithLoss(Net(), nn.CrossEntropyLoss())
+    tok, y = _data()
+    ex = tilefx.trainingModel(model, optimizer=optimizer(model.parameters()))
+    losses = [float(ex(tok, y)[1]) for _ in range(steps)]
+    ex.copyWeightsToHost()
+    ex.destroy()
+    return model, losses
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda p: tilefx.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=1e-3),
+    lambda p: tilefx.optim.AdamW(p, lr=1e-2, weight_decay=0.01),
+], ids=["sgd", "adamw"])
+def test_aten_and_numpy_kernels_agree_with_torch(make_opt, monkeypatch):
+    """Both kernel sets train the model as PyTorch does; each against torch eager."""
+    torch.manual_seed(0)
+    ref = WithLoss(Net(), nn.CrossEntropyLoss())
+    tok, y = _data()
+    torch_opt = {"SGD": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=1e-3),
+                 "AdamW": lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.01)}
+    opt = torch_opt[type(make_opt(ref.parameters())).__name__](ref.parameters())
+    ref_losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = ref(tok, y)[1]
+        ref_losses.append(float(loss.detach()))
+        loss.backward()
+        opt.step()
+    for kernels in ("aten", "numpy"):
+        model, losses = _train(kernels, monkeypatch, make_opt)
+        np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+        for p, q in zip(model.parameters(), ref.parameters()):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_large_ops_run_on_aten_small_and_half_on_numpy(monkeypatch):
+    """Which kernel each op gets: ATen for large full-precision ops and every
+    product, numpy for small ops, float16, random ops and views, and numpy for
+    all with TILEFX_KERNELS=numpy."""
+    seen: dict[str, bool] = {}
+    orig = backend_executor._provided_kernel
+
+    def spy(op):
+        k = orig(op)
+        seen[op.name] = seen.get(op.name, False) or k is not None
+        return k
+
+    monkeypatch.setattr(backend_executor, "_provided_kernel", spy)
+    tok, _ = _data()
+    tilefx.inferenceModel(Net().eval())(tok)
+    assert any(seen.get(f"aten.{p}") for p in ("mm", "bmm", "addmm")), seen
+    assert seen["aten.native_layer_norm"] and seen["aten._softmax"] and seen["aten.gelu"]
+    assert not seen["aten.view"]  # views stay numpy's (free)
+
+    seen.clear()
+    small = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    tilefx.inferenceModel(small)(torch.randn(2, 4))
+    assert seen["aten.addmm"] and not seen["aten.relu"]  # products always; a 2x4 ReLU on numpy
+
+    seen.clear()
+    tilefx.inferenceModel(copy.deepcopy(Net()).half().eval())(tok)
+    assert not any(seen.values())  # float16: the IPU's fp32-partials kernels
+
+    seen.clear()
+    monkeypatch.setenv(aten_kernels.KERNELS_ENV, "numpy")
+    tilefx.inferenceModel(Net().eval())(tok)
+    assert seen and not any(seen.values())
+
+
+def _torch_step(kind, w, g, states, step, **hp):
+    p = torch.nn.Parameter(torch.from_numpy(w.copy()))
+    p.grad = torch.from_numpy(g.copy())
+    if kind == "adam":
+        opt = torch.optim.AdamW([p], lr=hp["lr"], weight_decay=hp["weight_decay"], foreach=False)
+        opt.state[p] = {"step": torch.tensor(float(step - 1)), "exp_avg": torch.from_numpy(states[0].copy()),
+                        "exp_avg_sq": torch.from_numpy(states[1].copy())}
+    else:
+        opt = torch.optim.SGD([p], lr=hp["lr"], momentum=0.9, weight_decay=hp["weight_decay"],
+                              foreach=False)
+        if step > 1:
+            opt.state[p] = {"momentum_buffer": torch.from_numpy(states[0].copy())}
+    opt.step()
+    st = opt.state[p]
+    return [p.detach().numpy()] + ([st["exp_avg"].numpy(), st["exp_avg_sq"].numpy()] if kind == "adam"
+                                   else [st["momentum_buffer"].numpy()])
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("step", [1, 5])
+def test_optimizer_updates_are_torch_optim_bit_for_bit(step, inplace):
+    """ipu.adam (decoupled: AdamW) and ipu.sgd on float32 equal torch.optim's
+    single-tensor update exactly, in place or not."""
+    kern = make_optimizers(torch)
+    rng = np.random.default_rng(0)
+    w, g = rng.standard_normal((2, 5000)).astype(np.float32)
+    m, v = rng.standard_normal(5000).astype(np.float32), rng.random(5000).astype(np.float32)
+    lr = np.float32(1e-2)
+    want = _torch_step("adam", w, g, [m, v], step, lr=float(lr), weight_decay=0.01)
+    got = kern["ipu.adam"](w.copy(), g, m.copy(), v.copy(), np.float32(step), lr, None, None, None,
+                           None, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, decoupled=True,
+                           bias_correction=True, grad_scale=1.0, inplace=inplace)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    want = _torch_step("sgd", w, g, [m], step, lr=float(lr), weight_decay=1e-3)
+    got = kern["ipu.sgd"](w.copy(), g, lr, m.copy(), np.float32(step), None, None, None, None, None,
+                          momentum=0.9, dampening=0.0, weight_decay=1e-3, nesterov=False,
+                          inplace=inplace)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_out_of_range_index_on_aten_kernel_is_a_tilefx_error():
+    """ATen's own index check becomes the executor's error naming the op."""
+    model = nn.Embedding(100, 64)
+    ex = tilefx.inferenceModel(model)
+    ex(torch.randint(0, 100, (4, 32)))
+    with pytest.raises(tilefx.Error, match="embedding"):
+        ex(torch.full((4, 32), 100))
+
+
+def _op(name, operand_types, props, result_types):
+    """An aten op over block arguments of the given types (no function around it)."""
+    from xdsl.ir import Block
+
+    from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op, tensor_type
+
+    block = Block(arg_types=[tensor_type(*t) for t in operand_types])
+    names = [a.name for a in ATEN_SCHEMAS[name].operands]
+    return create_aten_op(name, dict(zip(names, block.args)), props,
+                          [tensor_type(*t) for t in result_types])
+
+
+def test_clone_of_transposed_value_is_row_major():
+    """aten.clone on ATen's kernel gives a row-major result, as the numpy
+    kernel does (the IR has no layouts; ATen's default would keep the
+    transposed strides and every later view would copy)."""
+    op = _op("clone.default", [((64, 128), np.float32)], {}, [((64, 128), np.float32)])
+    kernel = aten_kernels.provide(op)
+    assert kernel is not None
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64).T
+    out = kernel(x)
+    assert out.flags.c_contiguous
+    np.testing.assert_array_equal(out, x)
+
+
+def test_provided_kernel_binds_properties_and_optionals():
+    """Properties and absent optional operands reach ATen in its schema's order."""
+    op = _op("native_layer_norm.default", [((8, 1024), np.float32), ((1024,), np.float32)],
+             {"normalized_shape": [1024], "eps": 1e-5},
+             [((8, 1024), np.float32), ((8, 1), np.float32), ((8, 1), np.float32)])
+    kernel = aten_kernels.provide(op)
+    x = np.random.default_rng(0).standard_normal((8, 1024)).astype(np.float32)
+    w = np.linspace(0.5, 1.5, 1024, dtype=np.float32)
+    out, mean, rstd = kernel(x, w, None)
+    want = torch.ops.aten.native_layer_norm(torch.from_numpy(x), [1024], torch.from_numpy(w), None, 1e-5)
+    for a, b in zip((out, mean, rstd), want):
+        np.testing.assert_array_equal(a, b.numpy())
+
+
+def test_thread_hook_restores_the_users_setting(monkeypatch):
+    before = torch.get_num_threads()
+    monkeypatch.setattr(aten_kernels, "blas_cores", lambda: 1)
+    undo = aten_kernels.threads_for_call()
+    if before > 1:
+        assert torch.get_num_threads() == 1
+        undo()
+    assert torch.get_num_threads() == before
+
+
+def test_backward_ops_kept_whole_in_the_traced_graph():
+    """The tracer keeps layer norm's, softmax's, log-softmax's, GELU's and
+    ReLU's backward as single ops (lowering/decompositions.py)."""
+    model = WithLoss(Net(), nn.CrossEntropyLoss())
+    tok, y = _data()
+    text = str(tilefx.compile(model, tok, y, training=True,
+                              optimizer=torch.optim.SGD(model.parameters(), lr=0.1)).ir("import"))
+    for name in KEPT_WHOLE:
+        assert f"aten.{name}" in text, name

@@ -1,0 +1,285 @@
+"""ATen's own CPU kernels for the executor's large full-precision ops.
+
+Every `aten` op names a real ATen overload, so the kernel that computes it
+exactly as PyTorch does on the CPU is that overload itself. For the ops where
+it pays, the executor calls it on its numpy arrays through zero-copy tensor
+views (`torch.from_numpy` in, `Tensor.numpy()` out), instead of the numpy
+kernel of the same op in `backend/kernels/`:
+
+- speed: ATen's kernels are vectorised and run on torch's intra-op threads
+  (MKL for products, oneDNN for convolutions), where numpy makes one
+  single-threaded pass per ufunc. Running the program on the same thread
+  pool as the user's torch code also ends the fight between two pools:
+  OpenBLAS's and OpenMP's workers each busy-wait after their calls and took
+  the second core from the other side (benchmarks/RESULTS.md, session 4);
+- numerics: the results are PyTorch's, bit for bit, for the ops taken here.
+
+What stays on the numpy kernels (`provide` returns None): anything with a
+float16 or bfloat16 operand or result (the IPU computes those with float32
+partials and rounds once per op, which ATen's CPU kernels do not do), the
+random ops (one seeded numpy stream per replica), ops whose only read result
+the numpy table computes alone (values-only max pooling), small ops (below
+`MIN_ELEMENTS` a numpy ufunc's ~1 us beats ATen's ~7 us of dispatch and
+conversion) and fused elementwise groups (passes/fuse_elementwise, run by the
+executor). `TILEFX_KERNELS=numpy` turns this table off, which is how the
+numpy kernels are tested as a whole (tests/test_aten_kernels.py).
+
+The backend cannot import torch (tests/test_layers.py): it exposes a hook list
+(`backend.executor.KERNEL_PROVIDERS`) and `install()` here appends `provide`;
+importing the lowering package installs it, as it installs torch's shape rules
+into the verifier (torch_rules.py).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+from xdsl.ir import Operation
+
+from tilefx.backend.executor import CALL_HOOKS, KERNEL_PROVIDERS, RANDOM_OPS
+from tilefx.backend.kernels.tuning import blas_cores
+from tilefx.backend.kernels import FIRST_RESULT_KERNELS
+from tilefx.dialects.aten import ATEN_OPS, field_name, from_attr, type_key
+
+KERNELS_ENV = "TILEFX_KERNELS"  # "numpy": the numpy kernels for every op
+# An op whose largest operand or result has fewer elements runs on numpy.
+MIN_ELEMENTS = 4096
+# element types ATen computes as the IPU program does (not f16 / bf16)
+_EXACT_TYPES = {"f32", "f64", "i64", "i32", "i16", "i8", "ui8", "i1"}
+# products and convolutions: ATen's (MKL / oneDNN) whatever their size
+_ALWAYS = {"aten.mm", "aten.addmm", "aten.bmm", "aten.convolution", "aten.convolution_backward"}
+# Ops left to their numpy kernels although ATen has them: checks whose
+# failure the numpy kernel words as torch does and the executor reports,
+# ops returning host numbers, and views (numpy's are free and need no copy
+# back).
+_NUMPY_ONLY = {
+    "aten._assert_async.msg", "aten.sym_size.int", "aten.sym_numel", "aten.sym_stride.int",
+    "aten._local_scalar_dense", "aten.view", "aten._unsafe_view", "aten.reshape",
+    "aten.permute", "aten.expand", "aten.alias", "aten.squeeze.dims", "aten.squeeze.dim",
+    "aten.unsqueeze", "aten.slice.Tensor", "aten.select.int", "aten.t", "aten.transpose.int",
+    "aten.as_strided", "aten.split_with_sizes", "aten.unbind.int", "aten.detach",
+    "aten.lift_fresh_copy",
+}
+_FIRST_RESULT_OPS = {"aten." + s.removesuffix(".default") for s in FIRST_RESULT_KERNELS}
+
+_torch: Any = None
+_TORCH_DTYPES: dict[np.dtype, Any] = {}
+
+
+def _load_torch() -> Any:
+    global _torch
+    if _torch is None:
+        import torch
+
+        _TORCH_DTYPES.update({np.dtype(k): v for k, v in (
+            ("float32", torch.float32), ("float64", torch.float64), ("float16", torch.float16),
+            ("int64", torch.int64), ("int32", torch.int32), ("int16", torch.int16),
+            ("int8", torch.int8), ("uint8", torch.uint8), ("bool", torch.bool))})
+        _torch = torch
+    return _torch
+
+
+def enabled() -> bool:
+    return os.environ.get(KERNELS_ENV, "").strip().lower() != "numpy"
+
+
+def _numel(t) -> int:
+    shape = t.get_shape() if hasattr(t, "get_shape") else ()
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _types_exact(op: Operation) -> bool:
+    for v in (*op.operands, *op.results):
+        t = v.type
+        if not hasattr(t, "element_type"):
+            return False
+        try:
+            if type_key(t.element_type) not in _EXACT_TYPES:
+                return False
+        except ValueError:
+            return False
+    return True
+
+
+def provide(op: Operation) -> Callable | None:
+    """An ATen kernel for `op`, or None to keep its numpy kernel. For an aten
+    op the kernel takes the op's operand groups (array, None or list of
+    arrays) and returns its result, or the list of its results; for the
+    optimizer updates it has the numpy kernel's signature (aten_optimizers)."""
+    name = op.name
+    if name in ("ipu.sgd", "ipu.adam") and enabled():
+        return _optimizers()[name]
+    if not name.startswith("aten.") or name in _NUMPY_ONLY or name in RANDOM_OPS:
+        return None
+    if name in _FIRST_RESULT_OPS and not any(r.uses for r in op.results[1:]):
+        return None
+    if not enabled() or not _types_exact(op):
+        return None
+    if name not in _ALWAYS and max((_numel(v.type) for v in (*op.operands, *op.results)),
+                                   default=0) < MIN_ELEMENTS:
+        return None
+    schema = getattr(op, "schema", None)
+    if schema is None:
+        return None
+    torch = _load_torch()
+    base, overload = schema.name.split(".")
+    try:
+        overload_fn = getattr(getattr(torch.ops.aten, base), overload)
+    except (AttributeError, RuntimeError):
+        return None
+    return _bind(overload_fn, schema, op)
+
+
+_OPTIMIZERS: dict[str, Callable] = {}
+
+
+def _optimizers() -> dict[str, Callable]:
+    """torch.optim's updates (aten_optimizers.py): kernels with the numpy
+    kernels' signature, `inplace=` included, which the executor calls as it
+    calls those."""
+    if not _OPTIMIZERS:
+        from tilefx.lowering.aten_optimizers import make
+
+        _OPTIMIZERS.update(make(_load_torch()))
+    return _OPTIMIZERS
+
+
+def _constant(schema, name: str, attr) -> Any:
+    v = from_attr(attr)
+    if any(a.name == name and a.base == "ScalarType" for a in schema.properties):
+        return _TORCH_DTYPES[np.dtype(v)]
+    return v
+
+
+def _bind(overload_fn, schema, op: Operation) -> Callable | None:
+    """The overload called positionally with the op's operands (as tensors)
+    and properties (as constants), in the order of ATen's own schema."""
+    operand_index = {a.name: i for i, a in enumerate(schema.operands)}
+    kinds = [a.kind for a in schema.operands]
+    consts = {a.name: _constant(schema, a.name, op.properties[a.name])
+              for a in schema.properties if a.name in op.properties}
+    positional: list[tuple[bool, Any]] = []  # (is operand, operand index | constant)
+    keywords: dict[str, tuple[bool, Any]] = {}
+    for arg in overload_fn._schema.arguments:
+        if arg.name in operand_index:
+            entry = (True, operand_index[arg.name])
+        elif arg.name in consts:
+            entry = (False, consts[arg.name])
+        elif arg.name == "memory_format":
+            # the IR has no layouts: results are row-major, as the numpy kernels
+            # make them (ATen's default, preserve, would keep a transposed
+            # operand's strides and every later view would copy)
+            entry = (False, _torch.contiguous_format)
+        elif arg.kwarg_only:
+            continue  # left at ATen's default (layout, device, pin_memory, ...)
+        elif arg.has_default_value():
+            entry = (False, arg.default_value)
+        else:
+            entry = (False, None)  # an optional the IR leaves out
+        if arg.kwarg_only:
+            keywords[arg.name] = entry
+        else:
+            positional.append(entry)
+    fn = overload_fn._op
+    n_results = schema.num_results
+    lead = len(kinds)
+    simple = (not keywords and all(k == "tensor" for k in kinds)
+              and all(is_op and i == j for j, (is_op, i) in enumerate(positional[:lead]))
+              and not any(is_op for is_op, _ in positional[lead:]))
+    tail = tuple(c for _, c in positional[lead:])
+    as_tensor = _as_tensor
+
+    def tensors(vals):
+        out = []
+        for k, v in zip(kinds, vals):
+            if k == "tensor":
+                out.append(as_tensor(v))
+            elif k == "optional":
+                out.append(None if v is None else as_tensor(v))
+            else:
+                out.append([None if x is None else as_tensor(x) for x in v])
+        return out
+
+    if simple:
+        def call(*vals):
+            return fn(*[as_tensor(v) for v in vals], *tail)
+    else:
+        def call(*vals):
+            ts = tensors(vals)
+            args = [ts[c] if is_op else c for is_op, c in positional]
+            kw = {k: ts[c] if is_op else c for k, (is_op, c) in keywords.items()}
+            return fn(*args, **kw)
+
+    if n_results == 1:
+        def kernel(*vals):
+            try:
+                return _as_array(call(*vals))
+            except RuntimeError as e:  # ATen's own check (an index out of range): the user's data
+                raise ValueError(str(e).strip().splitlines()[0] if str(e).strip() else "failed") from None
+    else:
+        def kernel(*vals):
+            try:
+                res = call(*vals)
+            except RuntimeError as e:
+                raise ValueError(str(e).strip().splitlines()[0] if str(e).strip() else "failed") from None
+            if isinstance(res, (tuple, list)):
+                return [None if r is None else _as_array(r) for r in res]
+            return [_as_array(res)]
+    kernel.__qualname__ = f"aten kernel {op.name}"
+    return kernel
+
+
+def _as_tensor(a):
+    """A tensor sharing `a`'s memory (a copy only where torch cannot view it:
+    negative strides)."""
+    if type(a) is not np.ndarray:
+        a = np.asarray(a)
+    if not a.flags.writeable:  # a broadcast constant: ATen only reads it here
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _tensor_of(a)
+    return _tensor_of(a)
+
+
+def _tensor_of(a: np.ndarray):
+    try:
+        return _torch.from_numpy(a)
+    except (ValueError, TypeError):  # negative strides, a byte order torch lacks
+        return _torch.from_numpy(np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("=")))
+
+
+def _as_array(t) -> np.ndarray:
+    if isinstance(t, _torch.Tensor):
+        return t.numpy()
+    return np.asarray(t)
+
+
+def threads_for_call():
+    """Run this call's ATen kernels on at most `blas_cores()` threads: one on
+    an oversubscribed machine, where OpenMP's workers wait at every kernel's
+    barrier for a thread the OS has put aside (an SGD update measured 4 ms
+    instead of 0.2 at load 5 on 2 cores). The user's setting is restored
+    when the call ends."""
+    if _torch is None:
+        return None
+    before = _torch.get_num_threads()
+    want = min(before, blas_cores())
+    if want == before:
+        return None
+    _torch.set_num_threads(want)
+    return lambda: _torch.set_num_threads(before)
+
+
+def install() -> None:
+    """Add `provide` to the executor's kernel providers and the thread
+    setting to its call hooks (once)."""
+    if provide not in KERNEL_PROVIDERS:
+        KERNEL_PROVIDERS.append(provide)
+    if threads_for_call not in CALL_HOOKS:
+        CALL_HOOKS.append(threads_for_call)
