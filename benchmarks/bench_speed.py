@@ -217,11 +217,16 @@ def main():
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--torch-threads", type=int, default=None,
                     help="torch.set_num_threads for the reference (default: torch's own)")
+    ap.add_argument("--kernels", choices=("aten", "numpy"), default="aten",
+                    help="numpy: the numpy kernels for every op (TILEFX_KERNELS=numpy), "
+                         "as before session 5")
     ap.add_argument("--ablate-fusion", action="store_true",
                     help="instead: training step with elementwise fusion on / off")
     args = ap.parse_args()
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
+    if args.kernels == "numpy":
+        os.environ["TILEFX_KERNELS"] = "numpy"
     if args.ablate_fusion:
         for k in args.only or list(cases()):
             on, off = ablate_fusion(k, args.steps)
@@ -229,8 +234,8 @@ def main():
                   flush=True)
         return
     keys = list(cases()) if args.only is None else args.only  # `--only` alone: cold start only
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; median of {args.steps} "
-          f"alternating steps; ratio = tilefx / torch")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; tilefx kernels: "
+          f"{args.kernels}; median of {args.steps} alternating steps; ratio = tilefx / torch")
     print("| model | training step tilefx / torch (ms) | ratio | inference tilefx / torch (ms) | ratio |")
     print("|---|---|---|---|---|")
     results = []

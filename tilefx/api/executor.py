@@ -962,8 +962,8 @@ class PoplarExecutor:
     def _write_back(self) -> None:
         snap = self._snapshot()
         named_p, named_b = snap.named_p, snap.named_b
-        # numpy copies into the tensors' memory: torch's own copy_ would wake its
-        # thread pool, which then spins next to the numpy kernels on 2 cores
+        # torch's copy_ on its own threads: the program's large ops ran on the
+        # same pool (lowering/aten_kernels.py), so nothing else is waiting for it
         for n, w in self._weights.items():
             if n in self._groups.names:  # VariableRetrievalMode: one value per group or per replica
                 w = self._groups.to_host(n, w)
@@ -1087,11 +1087,12 @@ def _held_alone(args: list, roles: list[tuple[str, Any]], kinds: tuple[str, ...]
 
 
 def _copy_into(t: torch.Tensor, value: np.ndarray) -> None:
-    if t.is_contiguous() and t.device.type == "cpu" and t.dtype != torch.bfloat16:
-        np.copyto(t.detach().numpy(), value, casting="same_kind")
-    else:
-        with torch.no_grad():
-            t.copy_(torch.from_numpy(np.ascontiguousarray(value)))
+    if not (value.flags.writeable and value.flags.c_contiguous):  # from_numpy views only these
+        value = np.ascontiguousarray(value)
+        if not value.flags.writeable:
+            value = value.copy()
+    with torch.no_grad():
+        t.copy_(torch.from_numpy(value))
 
 
 def _join(items: list[np.ndarray]) -> np.ndarray:
