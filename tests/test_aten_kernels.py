@@ -179,10 +179,10 @@ def test_clone_of_transposed_value_is_row_major():
     """aten.clone on ATen's kernel gives a row-major result, as the numpy
     kernel does (the IR has no layouts; ATen's default would keep the
     transposed strides and every later view would copy)."""
-    op = _op("clone.default", [((64, 128), np.float32)], {}, [((64, 128), np.float32)])
+    op = _op("clone.default", [((512, 512), np.float32)], {}, [((512, 512), np.float32)])
     kernel = aten_kernels.provide(op)
     assert kernel is not None
-    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64).T
+    x = np.arange(512 * 512, dtype=np.float32).reshape(512, 512).T
     out = kernel(x)
     assert out.flags.c_contiguous
     np.testing.assert_array_equal(out, x)

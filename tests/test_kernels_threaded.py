@@ -21,6 +21,13 @@ from test_kernels import check
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 
 
+@pytest.fixture(autouse=True)
+def numpy_kernels(monkeypatch):
+    """These tests are about the numpy kernels and the executor's own threads:
+    no op may be handed to ATen's kernels (lowering/aten_kernels.py)."""
+    monkeypatch.setenv("TILEFX_KERNELS", "numpy")
+
+
 @pytest.fixture(params=[1, 2], ids=["1-thread", "2-threads"])
 def threads(request):
     old = set_kernel_threads(request.param)

@@ -19,8 +19,8 @@ float16 or bfloat16 operand or result (the IPU computes those with float32
 partials and rounds once per op, which ATen's CPU kernels do not do), the
 random ops (one seeded numpy stream per replica), ops whose only read result
 the numpy table computes alone (values-only max pooling), small ops (below
-`MIN_ELEMENTS` a numpy ufunc's ~1 us beats ATen's ~7 us of dispatch and
-conversion) and fused elementwise groups (passes/fuse_elementwise, run by the
+`MIN_ELEMENTS`, or `MIN_ELEMENTS_CHEAP` for one-flop ops, a numpy ufunc's
+~1 us beats ATen's ~7 us of dispatch and conversion) and fused elementwise groups (passes/fuse_elementwise, run by the
 executor). `TILEFX_KERNELS=numpy` turns this table off, which is how the
 numpy kernels are tested as a whole (tests/test_aten_kernels.py).
 
@@ -45,8 +45,23 @@ from tilefx.backend.kernels import FIRST_RESULT_KERNELS
 from tilefx.dialects.aten import ATEN_OPS, field_name, from_attr, type_key
 
 KERNELS_ENV = "TILEFX_KERNELS"  # "numpy": the numpy kernels for every op
-# An op whose largest operand or result has fewer elements runs on numpy.
+# An op whose largest operand or result has fewer elements runs on numpy:
+# ATen's call costs ~7 us (two views in, one out, the dispatch) against
+# numpy's ~1 us, so it pays from ~10,000 elements for transcendental
+# functions and reductions (exp of 16,384: 18.6 against 21.5 us), but only
+# from ~150,000 for one-flop elementwise ops and copies, which are memory
+# bound on either side (mul of 262,144: 35.6 against 43.6 us).
 MIN_ELEMENTS = 4096
+MIN_ELEMENTS_CHEAP = 1 << 17
+CHEAP = {f"aten.{n}" for n in (
+    "add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "mul.Tensor", "mul.Scalar",
+    "div.Tensor", "div.Scalar", "neg", "abs", "relu", "threshold_backward", "where.self",
+    "maximum", "minimum", "clamp", "clone", "copy", "_to_copy", "cat", "full", "full_like",
+    "scalar_tensor", "fill.Scalar", "eq.Scalar", "eq.Tensor", "ne.Scalar", "ne.Tensor",
+    "lt.Scalar", "lt.Tensor", "le.Scalar", "le.Tensor", "gt.Scalar", "gt.Tensor", "ge.Scalar",
+    "ge.Tensor", "logical_and", "logical_or", "logical_not", "bitwise_and.Tensor",
+    "bitwise_or.Tensor", "bitwise_not", "constant_pad_nd", "index.Tensor", "embedding",
+    "gather", "masked_fill.Scalar", "slice_scatter", "select_scatter")}
 # element types ATen computes as the IPU program does (not f16 / bf16)
 _EXACT_TYPES = {"f32", "f64", "i64", "i32", "i16", "i8", "ui8", "i1"}
 # products and convolutions: ATen's (MKL / oneDNN) whatever their size
@@ -122,7 +137,7 @@ def provide(op: Operation) -> Callable | None:
     if not enabled() or not _types_exact(op):
         return None
     if name not in _ALWAYS and max((_numel(v.type) for v in (*op.operands, *op.results)),
-                                   default=0) < MIN_ELEMENTS:
+                                   default=0) < (MIN_ELEMENTS_CHEAP if name in CHEAP else MIN_ELEMENTS):
         return None
     schema = getattr(op, "schema", None)
     if schema is None:
