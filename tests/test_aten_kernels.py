@@ -221,3 +221,29 @@ def test_backward_ops_kept_whole_in_the_traced_graph():
                               optimizer=torch.optim.SGD(model.parameters(), lr=0.1)).ir("import"))
     for name in KEPT_WHOLE:
         assert f"aten.{name}" in text, name
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.int64])
+def test_numpy_where_and_relu_backward_keep_every_bit(dtype):
+    """The numpy kernels of where and threshold_backward select by bit masks
+    (kernels/elementwise.py `_select`): NaN, infinities and -0.0 come out as
+    torch's, for broadcast and 0-d operands too."""
+    from tilefx.backend.kernels import KERNELS
+
+    rng = np.random.default_rng(0)
+    for shape in [(64, 70), (3, 1, 5), ()]:
+        x = np.asarray(rng.standard_normal(shape) * 3).astype(dtype)
+        g = np.asarray(rng.standard_normal(shape) * 3).astype(dtype)
+        if x.dtype.kind == "f" and x.size > 5:
+            g.flat[:3] = [np.nan, -0.0, np.inf]
+            x.flat[:2] = [np.nan, 0]
+        got = np.asarray(KERNELS["threshold_backward.default"](g, x, 0))
+        want = torch.ops.aten.threshold_backward(torch.from_numpy(g.copy()), torch.from_numpy(x.copy()), 0)
+        assert got.dtype == want.numpy().dtype and got.tobytes() == want.numpy().tobytes()
+        cond = np.asarray(x > 0)
+        for a, b in [(g, x), (g, np.asarray(0, dtype)), (np.asarray(1, dtype), g),
+                     (g[..., :1] if g.ndim else g, x)]:
+            got = np.asarray(KERNELS["where.self"](cond, a, b))
+            want = torch.where(torch.from_numpy(cond.copy()), torch.from_numpy(np.array(a)),
+                               torch.from_numpy(np.array(b))).numpy()
+            assert got.shape == want.shape and got.tobytes() == np.ascontiguousarray(want).tobytes()

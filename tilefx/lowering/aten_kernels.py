@@ -47,21 +47,20 @@ from tilefx.dialects.aten import ATEN_OPS, field_name, from_attr, type_key
 KERNELS_ENV = "TILEFX_KERNELS"  # "numpy": the numpy kernels for every op
 # An op whose largest operand or result has fewer elements runs on numpy:
 # ATen's call costs ~7 us (two views in, one out, the dispatch) against
-# numpy's ~1 us, so it pays from ~10,000 elements for transcendental
-# functions and reductions (exp of 16,384: 18.6 against 21.5 us), but only
-# from ~150,000 for one-flop elementwise ops and copies, which are memory
-# bound on either side (mul of 262,144: 35.6 against 43.6 us).
+# numpy's ~1 us. Measured per op (tilefx's numpy kernel against this one,
+# benchmarks/RESULTS.md, session 5): transcendental functions, reductions,
+# ReLU and its backward, `where` and copies of transposed values pay from a
+# few thousand elements (threshold_backward of 65,536: 251 us on numpy, 18
+# on ATen); one-flop arithmetic and dtype casts only from ~150,000, being
+# memory bound on either side (mul of 262,144: 45.6 against 33.2 us).
 MIN_ELEMENTS = 4096
 MIN_ELEMENTS_CHEAP = 1 << 17
 CHEAP = {f"aten.{n}" for n in (
     "add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "mul.Tensor", "mul.Scalar",
-    "div.Tensor", "div.Scalar", "neg", "abs", "relu", "threshold_backward", "where.self",
-    "maximum", "minimum", "clamp", "clone", "copy", "_to_copy", "cat", "full", "full_like",
-    "scalar_tensor", "fill.Scalar", "eq.Scalar", "eq.Tensor", "ne.Scalar", "ne.Tensor",
-    "lt.Scalar", "lt.Tensor", "le.Scalar", "le.Tensor", "gt.Scalar", "gt.Tensor", "ge.Scalar",
-    "ge.Tensor", "logical_and", "logical_or", "logical_not", "bitwise_and.Tensor",
-    "bitwise_or.Tensor", "bitwise_not", "constant_pad_nd", "index.Tensor", "embedding",
-    "gather", "masked_fill.Scalar", "slice_scatter", "select_scatter")}
+    "div.Tensor", "div.Scalar", "neg", "copy", "_to_copy", "cat", "full", "full_like",
+    "scalar_tensor", "fill.Scalar", "logical_and", "logical_or", "logical_not",
+    "bitwise_and.Tensor", "bitwise_or.Tensor", "bitwise_not", "constant_pad_nd", "index.Tensor",
+    "embedding", "gather", "masked_fill.Scalar", "slice_scatter", "select_scatter")}
 # element types ATen computes as the IPU program does (not f16 / bf16)
 _EXACT_TYPES = {"f32", "f64", "i64", "i32", "i16", "i8", "ui8", "i1"}
 # products and convolutions: ATen's (MKL / oneDNN) whatever their size
@@ -77,6 +76,11 @@ _NUMPY_ONLY = {
     "aten.unsqueeze", "aten.slice.Tensor", "aten.select.int", "aten.t", "aten.transpose.int",
     "aten.as_strided", "aten.split_with_sizes", "aten.unbind.int", "aten.detach",
     "aten.lift_fresh_copy",
+    # comparisons: ATen's boolean results are slower than numpy's at every size
+    # measured (le.Scalar of 262,144: 108 us against 25)
+    "aten.eq.Scalar", "aten.eq.Tensor", "aten.ne.Scalar", "aten.ne.Tensor", "aten.lt.Scalar",
+    "aten.lt.Tensor", "aten.le.Scalar", "aten.le.Tensor", "aten.gt.Scalar", "aten.gt.Tensor",
+    "aten.ge.Scalar", "aten.ge.Tensor",
 }
 _FIRST_RESULT_OPS = {"aten." + s.removesuffix(".default") for s in FIRST_RESULT_KERNELS}
 
