@@ -20,8 +20,13 @@ KEPT_WHOLE = ("native_layer_norm_backward", "_softmax_backward_data", "_log_soft
 
 
 def tracing_decompositions(table: dict) -> dict:
-    """`table` (torch's core-ATen decompositions) without the ops kept whole."""
+    """`table` (torch's core-ATen decompositions) without the ops kept whole,
+    removed in place (`table.pop`), so a table that decides its entries
+    lazily is not read whole."""
     import torch
 
-    drop = {getattr(torch.ops.aten, name) for name in KEPT_WHOLE}
-    return {k: v for k, v in table.items() if getattr(k, "overloadpacket", None) not in drop}
+    for name in KEPT_WHOLE:
+        packet = getattr(torch.ops.aten, name)
+        for overload in packet.overloads():
+            table.pop(getattr(packet, overload), None)
+    return table
