@@ -204,7 +204,7 @@ def test_provided_kernel_binds_properties_and_optionals():
 
 def test_thread_hook_restores_the_users_setting(monkeypatch):
     before = torch.get_num_threads()
-    monkeypatch.setattr(aten_kernels, "blas_cores", lambda: 1)
+    monkeypatch.setattr(aten_kernels, "blas_cores", lambda own_threads=0: 1)
     undo = aten_kernels.threads_for_call()
     if before > 1:
         assert torch.get_num_threads() == 1

@@ -281,14 +281,16 @@ def _as_array(t) -> np.ndarray:
 
 def threads_for_call():
     """Run this call's ATen kernels on at most `blas_cores()` threads: one on
-    an oversubscribed machine, where OpenMP's workers wait at every kernel's
+    a machine oversubscribed by other work, where OpenMP's workers wait at every kernel's
     barrier for a thread the OS has put aside (an SGD update measured 4 ms
     instead of 0.2 at load 5 on 2 cores). The user's setting is restored
     when the call ends."""
     if _torch is None:
         return None
     before = _torch.get_num_threads()
-    want = min(before, blas_cores())
+    # the load average counts this process's own busy threads: the caller's
+    # and torch's workers (spinning between its calls, as eager torch's do)
+    want = min(before, blas_cores(own_threads=before))
     if want == before:
         return None
     _torch.set_num_threads(want)

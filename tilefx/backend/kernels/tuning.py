@@ -90,14 +90,16 @@ def _pool() -> _BlasPool:
     return _POOL[0]
 
 
-def blas_cores() -> int:
+def blas_cores(own_threads: int = 0) -> int:
     """Threads a large product may use: the cores this process may run on,
     capped by TILEFX_BLAS_THREADS; one when the machine is oversubscribed
     (a 1-minute load average above the cores), where a threaded GEMM's
     workers wait for cores held by other processes: measured 64x1024x1024 in
     160 ms on two threads against 10 ms on one, at load 9 on 2 cores, and a
     whole MLP step in 226 ms against 18 ms at load 3.9 (the earlier bar,
-    twice the cores, let that one through)."""
+    twice the cores, let that one through). `own_threads`: threads of this
+    process that the load average counts while it asks (a running program's
+    own workers are not other work)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -106,7 +108,7 @@ def blas_cores() -> int:
     if cap.isdigit() and int(cap) > 0:
         return max(1, min(cores, int(cap)))
     try:
-        if os.getloadavg()[0] > cores:
+        if os.getloadavg()[0] - own_threads > cores:
             return 1
     except OSError:
         pass
