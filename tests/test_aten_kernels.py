@@ -247,3 +247,15 @@ def test_numpy_where_and_relu_backward_keep_every_bit(dtype):
             want = torch.where(torch.from_numpy(cond.copy()), torch.from_numpy(np.array(a)),
                                torch.from_numpy(np.array(b))).numpy()
             assert got.shape == want.shape and got.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+def test_ops_whose_aten_kernel_writes_an_operand_stay_numpy():
+    """`_native_batch_norm_legit` updates its running statistics in place in
+    ATen; the executor's arrays are values, so it keeps the numpy kernel."""
+    c = 64
+    op = _op("_native_batch_norm_legit.default",
+             [((8, c, 16, 16), np.float32), ((c,), np.float32), ((c,), np.float32),
+              ((c,), np.float32), ((c,), np.float32)],
+             {"training": True, "momentum": 0.1, "eps": 1e-5},
+             [((8, c, 16, 16), np.float32), ((c,), np.float32), ((c,), np.float32)])
+    assert aten_kernels.provide(op) is None

@@ -152,6 +152,11 @@ def provide(op: Operation) -> Callable | None:
         overload_fn = getattr(getattr(torch.ops.aten, base), overload)
     except (AttributeError, RuntimeError):
         return None
+    if any(a.alias_info is not None and a.alias_info.is_write for a in overload_fn._schema.arguments):
+        # ATen writes into an operand (`_native_batch_norm_legit`'s running
+        # statistics, `resize_`, `out=` forms): the executor's arrays are
+        # values, which the numpy kernels never change
+        return None
     return _bind(overload_fn, schema, op)
 
 
