@@ -10,6 +10,8 @@ differently: those are compared through sign-free quantities (V diag(w) V^T,
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -132,3 +134,127 @@ def test_check_errors_raise_torch_messages():
     with pytest.raises(ValueError, match="singular"):
         KERNELS["_linalg_solve_ex.default"](singular, r(2, 2, 1), check_errors=True)
     KERNELS["_linalg_check_errors.default"](np.zeros(2, np.int32), "linalg.inv", is_matrix=False)
+
+
+# ---------------------------------------------------------------------------
+# models: each torch function traced, run and trained against PyTorch eager
+# ---------------------------------------------------------------------------
+
+N = 3
+
+
+def _outs(*tensors):
+    return [t for t in tensors]
+
+
+# name -> f(A, B, R): A (2, N, N) symmetric positive-definite, B (2, N, 2), R (2, 4, N)
+# rectangular; every output is sign-free (see the module docstring)
+FUNCTIONS = {
+    "inv": lambda A, B, R: [torch.linalg.inv(A)],
+    "inv_ex": lambda A, B, R: [torch.linalg.inv_ex(A)[0]],
+    "solve": lambda A, B, R: [torch.linalg.solve(A, B)],
+    "solve-vector": lambda A, B, R: [torch.linalg.solve(A, B[..., 0])],
+    "solve-left-false": lambda A, B, R: [torch.linalg.solve(A, B.mT, left=False)],
+    "solve_ex": lambda A, B, R: [torch.linalg.solve_ex(A, B)[0]],
+    "det": lambda A, B, R: [torch.linalg.det(A) / 30, torch.det(A.mT) / 30],
+    "slogdet": lambda A, B, R: list(torch.linalg.slogdet(A - 4 * torch.eye(N))),
+    "logdet": lambda A, B, R: [torch.logdet(A)],
+    "cholesky": lambda A, B, R: [torch.linalg.cholesky(A), torch.linalg.cholesky(A, upper=True)],
+    "cholesky_ex": lambda A, B, R: [torch.linalg.cholesky_ex(A)[0]],
+    "cholesky_solve": lambda A, B, R: [torch.cholesky_solve(B, torch.linalg.cholesky(A))],
+    "cholesky_inverse": lambda A, B, R: [torch.cholesky_inverse(torch.linalg.cholesky(A))],
+    "qr": lambda A, B, R: list(torch.linalg.qr(R)) + list(torch.linalg.qr(A, mode="complete")),
+    "svd": lambda A, B, R: _svd_outs(*torch.linalg.svd(R, full_matrices=False)),
+    "svdvals": lambda A, B, R: [torch.linalg.svdvals(R)],
+    "eigh": lambda A, B, R: _eigh_outs(*torch.linalg.eigh(A)),
+    "eigvalsh": lambda A, B, R: [torch.linalg.eigvalsh(A, UPLO="U")],
+    "lu_factor": lambda A, B, R: [torch.linalg.lu_factor(A + R[:, :N])[0]],
+    "lu": lambda A, B, R: list(torch.linalg.lu(A + R[:, :N])),
+    "lu_solve": lambda A, B, R: [torch.linalg.lu_solve(*torch.linalg.lu_factor(A + R[:, :N]), B)],
+    "triangular_solve": lambda A, B, R: [torch.triangular_solve(B, A.triu()).solution],
+    "solve_triangular": lambda A, B, R: [torch.linalg.solve_triangular(A.tril(), B, upper=False)],
+    "pinv": lambda A, B, R: [torch.linalg.pinv(R), torch.linalg.pinv(A, hermitian=True)],
+    "matrix_norm": lambda A, B, R: [torch.linalg.matrix_norm(R), torch.linalg.matrix_norm(R, "nuc"),
+                                    torch.linalg.matrix_norm(R, 2)],
+    "matrix_exp": lambda A, B, R: [torch.linalg.matrix_exp(0.1 * A)],
+    "cov": lambda A, B, R: [torch.cov(R[0].mT), R[1].cov(correction=0)],
+    "corrcoef": lambda A, B, R: [torch.corrcoef(R[0].mT)],
+    "cov-weights": lambda A, B, R: [torch.cov(R[0].mT, fweights=torch.tensor([1, 2, 1, 3]),
+                                              aweights=torch.tensor([0.5, 1.0, 2.0, 1.0]))],
+}
+
+
+def _svd_outs(U, S, Vh):
+    return [S, U @ Vh, (U * S.unsqueeze(-2)) @ Vh]
+
+
+def _eigh_outs(w, V):
+    return [w, (V * torch.exp(-w / 10).unsqueeze(-2)) @ V.mT]
+
+
+class LinalgModel(torch.nn.Module):
+    """Parameters feed every operand, so one SGD step moves them by the
+    gradient of each op's backward."""
+
+    def __init__(self, fn, dtype=torch.float32):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.fn = fn
+        self.w = torch.nn.Parameter(0.3 * torch.randn(N, N, generator=g, dtype=dtype))
+        self.b = torch.nn.Parameter(torch.randn(N, 2, generator=g, dtype=dtype))
+        self.r = torch.nn.Parameter(torch.randn(4, N, generator=g, dtype=dtype))
+
+    def forward(self, x):
+        A = x + self.w @ self.w.mT
+        outs = self.fn(A, self.b * x[..., :1, :1], self.r * x[..., :1, :1].sqrt())
+        out = torch.cat([o.reshape(-1) for o in outs])
+        return out, (out * out).mean()
+
+
+def _spd_input(dtype):
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(2, N, N, generator=g, dtype=torch.float64)
+    return (a @ a.mT + N * torch.eye(N, dtype=torch.float64)).to(dtype)
+
+
+def max_rel_error(ours, ref) -> float:
+    """max |ours - ref| / max |ref|: the normwise relative error (an entry
+    computed with cancellation, 0.02 among entries of 10, carries float32's
+    rounding of the large ones in torch's result as in ours)."""
+    ours, ref = ours.detach().double(), ref.detach().double()
+    return float((ours - ref).abs().max() / ref.abs().max().clamp(min=1e-30))
+
+
+def run_against_torch(name, dtype=torch.float32, steps=2, lr=0.0625):
+    """Forward (inference) and `steps` SGD steps (training) through tilefx and
+    PyTorch eager: the largest relative error of outputs, losses and weights.
+    (lr is a power of two: tilefx holds it as a float32 operand, which must
+    not round a float64 model's steps.)"""
+    fn = FUNCTIONS[name]
+    x = _spd_input(dtype)
+    model = LinalgModel(fn, dtype)
+    ref = copy.deepcopy(model)
+    errors = [max_rel_error(tilefx.inferenceModel(copy.deepcopy(model))(x)[0], ref(x)[0])]
+    opt = torch.optim.SGD(ref.parameters(), lr=lr)
+    trainer = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=lr))
+    for _ in range(steps):
+        opt.zero_grad()
+        out, loss = ref(x)
+        loss.backward()
+        opt.step()
+        our_out, our_loss = trainer(x)
+        errors += [max_rel_error(our_out, out), max_rel_error(our_loss, loss)]
+    trainer.copyWeightsToHost() if hasattr(trainer, "copyWeightsToHost") else None
+    errors += [max_rel_error(q, p) for p, q in zip(ref.parameters(), model.parameters())]
+    trainer.destroy() if hasattr(trainer, "destroy") else None
+    return max(errors)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_model_forward_and_training_match_torch(name):
+    assert run_against_torch(name) < 1e-5
+
+
+@pytest.mark.parametrize("name", ["solve", "det", "cholesky", "qr", "eigh", "svd", "matrix_exp", "cov"])
+def test_model_float64(name):
+    assert run_against_torch(name, torch.float64) < 1e-12

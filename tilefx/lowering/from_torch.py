@@ -405,6 +405,11 @@ class _Builder:
                 raise Error(f"unsupported operation aten::{name} with bicubic interpolation (from module "
                             f"{_module_of(node)}): use mode='bilinear' or 'nearest'", type="frontend")
             operands = {k: self.operand(v, val) for k, v in operands.items()}
+            if name in ("_linalg_det.default", "_linalg_slogdet.default") and \
+                    not node.args[0].meta["val"].is_contiguous():
+                # torch factors A^T of a contiguous A, A itself otherwise, and the traced
+                # backward solves with that LU; the kernel factors its operand's transpose
+                operands["A"] = self.matrix_transposed(operands["A"], attrs)
             if name in ("index.Tensor", "index_put.default") and None in operands["indices"]:
                 self.values[node] = self.sliced_index(name, operands, props, rtypes[0], attrs)
                 return
@@ -424,6 +429,15 @@ class _Builder:
         self.emit(op)
         results = list(op.results)
         self.values[node] = results if isinstance(val, (list, tuple)) else results[0] if results else None
+
+    def matrix_transposed(self, x: SSAValue, attrs) -> SSAValue:
+        """x with its last two dimensions swapped (an aten.permute)."""
+        shape = list(x.type.get_shape())
+        dims = list(range(len(shape) - 2)) + [len(shape) - 1, len(shape) - 2]
+        op = create_aten_op("permute.default", {"self": x}, {"dims": dims},
+                            [TensorType(x.type.element_type, [shape[d] for d in dims])], attrs)
+        self.emit(op)
+        return op.results[0]
 
     def sliced_index(self, name, operands, props, rtype, attrs) -> SSAValue:
         """x[:, idx] (a None among the indices: a full slice) as permute, an
