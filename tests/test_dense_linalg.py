@@ -53,6 +53,7 @@ for _dt, _tag in ((F32, "f32"), (F64, "f64")):
     case("linalg_lu.default", r(2, 3, 4, dtype=_dt), id=f"lu-{_tag}")
     case("linalg_cholesky_ex.default", _A, id=f"cholesky_ex-{_tag}")
     case("linalg_cholesky_ex.default", _A, upper=True, id=f"cholesky_ex-upper-{_tag}")
+    case("cholesky.default", _A, True, id=f"cholesky-upper-{_tag}")
     case("cholesky_solve.default", _B, lower(2, 3, 3, dtype=_dt), id=f"cholesky_solve-{_tag}")
     case("cholesky_solve.default", _B, np.swapaxes(lower(3, 3, dtype=_dt), 0, 1).copy(), True,
          id=f"cholesky_solve-upper-{_tag}")
@@ -161,6 +162,7 @@ FUNCTIONS = {
     "logdet": lambda A, B, R: [torch.logdet(A)],
     "cholesky": lambda A, B, R: [torch.linalg.cholesky(A), torch.linalg.cholesky(A, upper=True)],
     "cholesky_ex": lambda A, B, R: [torch.linalg.cholesky_ex(A)[0]],
+    "cholesky-deprecated": lambda A, B, R: [torch.cholesky(A)],
     "cholesky_solve": lambda A, B, R: [torch.cholesky_solve(B, torch.linalg.cholesky(A))],
     "cholesky_inverse": lambda A, B, R: [torch.cholesky_inverse(torch.linalg.cholesky(A))],
     "qr": lambda A, B, R: list(torch.linalg.qr(R)) + list(torch.linalg.qr(A, mode="complete")),
@@ -258,3 +260,44 @@ def test_model_forward_and_training_match_torch(name):
 @pytest.mark.parametrize("name", ["solve", "det", "cholesky", "qr", "eigh", "svd", "matrix_exp", "cov"])
 def test_model_float64(name):
     assert run_against_torch(name, torch.float64) < 1e-12
+
+
+class _Apply(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+@pytest.mark.parametrize("fn, words", [
+    (torch.linalg.inv, "linalg.inv: (Batch element 1): The diagonal element 2 is zero"),
+    (torch.linalg.cholesky, "linalg.cholesky: (Batch element 1): The factorization could not be completed"),
+    (lambda a: torch.linalg.solve(a, a[..., :1]), "torch.linalg.solve: (Batch element 1): The solver failed"),
+])
+def test_singular_matrices_fail_the_call_as_in_torch(fn, words):
+    """The check torch makes on the host after a factorization runs in the
+    graph: the call fails with torch's message; a good matrix runs."""
+    good = torch.eye(2).repeat(2, 1, 1)
+    bad = good.clone()
+    bad[1] = torch.tensor([[1.0, 2.0], [2.0, 4.0]]) if fn is not torch.linalg.cholesky else -torch.eye(2)
+    with pytest.raises(RuntimeError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        fn(bad)
+    model = tilefx.inferenceModel(_Apply(fn))
+    torch.testing.assert_close(model(good), fn(good))
+    with pytest.raises(tilefx.Error, match=words.replace("(", r"\(").replace(")", r"\)")):
+        model(bad)
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda a: torch.linalg.lstsq(a, a[..., :1]).solution, "data-dependent operation aten::linalg_lstsq"),
+    (lambda a: torch.linalg.eigvals(a).real, "complex numbers are not supported"),
+    (lambda a: torch.linalg.svd(a, driver="gesvd")[1], "only supported on CUDA"),
+])
+def test_what_stays_an_error(fn, words):
+    """lstsq (its residuals' shape depends on the matrix's rank, on the host),
+    eig/eigvals of a general matrix (complex results) and a cuSOLVER driver
+    name are clear errors naming the op."""
+    with pytest.raises(tilefx.Error, match=words):
+        tilefx.inferenceModel(_Apply(fn))(_spd_input(torch.float32))

@@ -255,6 +255,7 @@ DENSE_LINALG_FLOPS = {
     "_linalg_det": _LU, "_linalg_slogdet": _LU, "linalg_lu_factor_ex": _LU, "linalg_lu": _LU,
     "linalg_lu_solve": _SOLVE, "cholesky_solve": _SOLVE,
     "linalg_cholesky_ex": lambda m, n, k: n ** 3 / 3,
+    "cholesky": lambda m, n, k: n ** 3 / 3,
     "cholesky_inverse": lambda m, n, k: 2 / 3 * n ** 3,
     "linalg_solve_triangular": lambda m, n, k: n * n * k,
     "triangular_solve": lambda m, n, k: n * n * k,

@@ -250,6 +250,15 @@ def linalg_cholesky_ex(self, upper=False, check_errors=False):
     return out, info
 
 
+@_kernel("cholesky.default")
+def cholesky(self, upper=False):
+    """The deprecated torch.cholesky: torch raises for a matrix that is not
+    positive-definite (no `info` result to check later)."""
+    out, info = linalg_cholesky_ex(self, upper)
+    _check(info, "cholesky", self.ndim == 2)
+    return out
+
+
 @_kernel("cholesky_solve.default")
 def cholesky_solve(self, input2, upper=False):
     """A X = B for A = L L^T given L (`input2`) and B (`self`): potrs."""
