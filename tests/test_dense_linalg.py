@@ -179,6 +179,8 @@ FUNCTIONS = {
     "matrix_norm": lambda A, B, R: [torch.linalg.matrix_norm(R), torch.linalg.matrix_norm(R, "nuc"),
                                     torch.linalg.matrix_norm(R, 2)],
     "matrix_exp": lambda A, B, R: [torch.linalg.matrix_exp(0.1 * A)],
+    "mode": lambda A, B, R: [torch.mode(torch.round(A * 2) * B[..., :1], dim=-1).values,
+                             torch.mode(torch.round(R * 3), 0, keepdim=True)[0]],
     "cov": lambda A, B, R: [torch.cov(R[0].mT), R[1].cov(correction=0)],
     "corrcoef": lambda A, B, R: [torch.corrcoef(R[0].mT)],
     "cov-weights": lambda A, B, R: [torch.cov(R[0].mT, fweights=torch.tensor([1, 2, 1, 3]),
