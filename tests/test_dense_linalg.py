@@ -77,6 +77,14 @@ for _dt, _tag in ((F32, "f32"), (F64, "f64")):
     case("linalg_pinv.atol_rtol_tensor", r(3, 2, dtype=_dt), atol=np.asarray(0.1, _dt),
          id=f"pinv-atol-{_tag}")
     case("linalg_matrix_exp.default", 0.3 * r(2, 3, 3, dtype=_dt), id=f"matrix_exp-{_tag}")
+# two batch dimensions, broadcast against each other
+case("_linalg_solve_ex.default", spd(2, 1, 3, 3), r(1, 2, 3, 2), id="solve_ex-batch-broadcast")
+case("linalg_solve_triangular.default", lower(2, 1, 3, 3), r(3, 3, 2), upper=False,
+     id="solve_triangular-batch-broadcast")
+case("cholesky_solve.default", r(1, 2, 3, 2), lower(2, 1, 3, 3), id="cholesky_solve-batch-broadcast")
+case("_linalg_slogdet.default", r(2, 2, 3, 3), id="slogdet-2-batch-dims")
+case("linalg_qr.default", r(2, 2, 3, 2), id="qr-2-batch-dims")
+case("linalg_inv_ex.default", spd(3, 2, 2, 2), id="inv_ex-2-batch-dims")
 _LU, _PIV = (t.numpy() for t in torch.linalg.lu_factor(torch.from_numpy(r(2, 3, 3))))
 case("linalg_lu_solve.default", _LU, _PIV, r(2, 3, 2), id="lu_solve")
 case("linalg_lu_solve.default", _LU, _PIV, r(3, 2), adjoint=True, id="lu_solve-adjoint")
