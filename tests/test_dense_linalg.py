@@ -152,10 +152,6 @@ def test_check_errors_raise_torch_messages():
 N = 3
 
 
-def _outs(*tensors):
-    return [t for t in tensors]
-
-
 # name -> f(A, B, R): A (2, N, N) symmetric positive-definite, B (2, N, 2), R (2, 4, N)
 # rectangular; every output is sign-free (see the module docstring)
 FUNCTIONS = {
