@@ -726,9 +726,10 @@ def test_conv_benchmark_shapes(layer, mask):
 
 
 def test_every_op_has_a_case():
+    from test_dense_linalg import CASES as LINALG_CASES
     from test_kernels_core import CASES as CORE_CASES, NO_RESULT_OPS, SCALAR_RESULT_OPS
 
-    tested = {p.values[0] for p in CASES + CORE_CASES} | RANDOM_OPS | set(SCALAR_RESULT_OPS) | \
+    tested = {p.values[0] for p in CASES + CORE_CASES + LINALG_CASES} | RANDOM_OPS | set(SCALAR_RESULT_OPS) | \
         set(NO_RESULT_OPS)
     assert tested >= set(ATEN_SCHEMAS), sorted(set(ATEN_SCHEMAS) - tested)
 

@@ -368,14 +368,16 @@ def test_kernel_matches_aten(name, args, kwargs, tol):
 
 
 def test_every_new_op_has_a_case():
+    from test_dense_linalg import CASES as LINALG_CASES
     from test_kernels import CASES as FIRST_CASES
 
-    tested = {p.values[0] for p in CASES + FIRST_CASES} | RANDOM_SCHEMAS | set(SCALAR_RESULT_OPS) | \
+    tested = {p.values[0] for p in CASES + FIRST_CASES + LINALG_CASES} | RANDOM_SCHEMAS | set(SCALAR_RESULT_OPS) | \
         set(NO_RESULT_OPS)
     assert sorted(set(ATEN_SCHEMAS) - tested) == []
 
 
-NO_RESULT_OPS = ["_assert_async.msg"]  # checks: test_assert_async_raises_the_message
+# checks: test_assert_async_raises_the_message, test_dense_linalg's test_check_errors_raise_torch_messages
+NO_RESULT_OPS = ["_assert_async.msg", "_linalg_check_errors.default"]
 SCALAR_RESULT_OPS = ["_local_scalar_dense.default", "sym_size.int", "sym_stride.int",
                      "sym_storage_offset.default", "sym_numel.default", "sym_is_contiguous.default"]
 

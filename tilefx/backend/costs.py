@@ -52,7 +52,7 @@ ROW_REDUCTIONS = {"_softmax": 5, "_log_softmax": 6, "_softmax_backward_data": 3,
 COPY_OPS |= {"lift_fresh_copy", "repeat", "flip", "select_scatter", "diagonal_scatter",
              "as_strided_scatter", "reflection_pad1d", "reflection_pad2d", "reflection_pad3d",
              "replication_pad2d", "replication_pad3d", "fill.Scalar", "masked_fill.Scalar", "unfold",
-             "resize_", "upsample_nearest2d.vec"}
+             "resize_", "upsample_nearest2d.vec", "lu_unpack"}
 REDUCTION_OPS |= {"prod", "prod.dim_int", "var.dim", "var.correction", "any", "any.dims", "argmin",
                   "linalg_vector_norm", "_assert_async.msg", "adaptive_max_pool2d",
                   "adaptive_max_pool2d_backward", "_trilinear", "_weight_norm_interface_backward",
@@ -64,7 +64,7 @@ REDUCTION_OPS |= {"prod", "prod.dim_int", "var.dim", "var.correction", "any", "a
                   "adaptive_avg_pool1d", "_adaptive_avg_pool2d_backward",
                   "_adaptive_avg_pool3d_backward", "_pdist_forward", "_pdist_backward",
                   "_cdist_forward", "_cdist_backward", "replication_pad2d_backward",
-                  "replication_pad3d_backward", "col2im"}
+                  "replication_pad3d_backward", "col2im", "mode", "_linalg_check_errors"}
 GATHER_OPS |= {"index_select", "masked_scatter", "masked_scatter_backward", "scatter_reduce.two",
                "_embedding_bag", "_embedding_bag_backward", "max_pool3d_with_indices",
                "max_pool3d_with_indices_backward", "avg_pool3d", "avg_pool3d_backward", "avg_pool1d",
@@ -241,6 +241,58 @@ def linear_cost(out_elems: int, in_bytes: int, out_bytes: int, itemsize: int, ma
     return OpCost(compute, exch_bytes, exch, sync, 0, float(out_elems * flops_per_elem), "", tiles)
 
 
+# The dense linear algebra ops: flops of one matrix as a function of its rows m,
+# columns n (m >= n after a swap) and right-hand-side columns k, the standard
+# counts of the LAPACK drivers the kernels run (LAPACK Working Note 41 for
+# getrf, potrf, geqrf/orgqr, getrs, trsm; Golub & Van Loan, Matrix
+# Computations, 4th ed., sections 8.3 and 8.6, for syevd and the R-SVD), e.g.
+# LU 2/3 n^3, Cholesky 1/3 n^3, QR with Q 4mn^2 - 4/3 n^3. matrix_exp: a
+# degree-13 Pade approximant, ~6 products, a solve and a few squarings (~20 n^3).
+_LU, _SOLVE = (lambda m, n, k: m * n * n - n ** 3 / 3), (lambda m, n, k: 2 * n * n * k)
+DENSE_LINALG_FLOPS = {
+    "linalg_inv_ex": lambda m, n, k: 2 / 3 * n ** 3 + 2 * n ** 3,
+    "_linalg_solve_ex": lambda m, n, k: 2 / 3 * n ** 3 + 2 * n * n * k,
+    "_linalg_det": _LU, "_linalg_slogdet": _LU, "linalg_lu_factor_ex": _LU, "linalg_lu": _LU,
+    "linalg_lu_solve": _SOLVE, "cholesky_solve": _SOLVE,
+    "linalg_cholesky_ex": lambda m, n, k: n ** 3 / 3,
+    "cholesky": lambda m, n, k: n ** 3 / 3,
+    "cholesky_inverse": lambda m, n, k: 2 / 3 * n ** 3,
+    "linalg_solve_triangular": lambda m, n, k: n * n * k,
+    "triangular_solve": lambda m, n, k: n * n * k,
+    "linalg_qr": lambda m, n, k: 4 * m * n * n - 4 / 3 * n ** 3,
+    "_linalg_svd": lambda m, n, k: 6 * m * n * n + 20 * n ** 3,
+    "_linalg_eigh": lambda m, n, k: 9 * n ** 3,
+    "linalg_pinv.atol_rtol_tensor": lambda m, n, k: 6 * m * n * n + 20 * n ** 3 + 2 * m * n * n,
+    "linalg_matrix_exp": lambda m, n, k: 20 * n ** 3,
+}
+
+
+def dense_linalg_cost(name: str, ins: list, in_bytes: int, out_bytes: int, itemsize: int,
+                      machine: Machine) -> OpCost:
+    """A batch of factorizations or solves: each is a chain of dependent column
+    steps, so one matrix runs on one tile (no exchange between its steps) and
+    the batch spreads over the tiles; its operands arrive over the exchange."""
+    # which operand is the matrix and which the right-hand side (k columns)
+    a_at, b_at = {"_linalg_solve_ex": (0, 1), "cholesky_solve": (1, 0), "triangular_solve": (1, 0),
+                  "linalg_lu_solve": (0, 2), "linalg_solve_triangular": (0, 1)}.get(name, (0, None))
+    sa = _shape(ins[a_at])
+    m, n = (max(sa[-2:]), min(sa[-2:])) if len(sa) >= 2 else (1, 1)
+    batch, k = _numel(sa[:-2]), 1
+    if b_at is not None:
+        sb = _shape(ins[b_at])
+        k = sb[-1] if len(sb) >= 2 and sb[-2] == sa[-1] else 1
+        batch = max(batch, _numel(sb[:-2]))
+    per_matrix = max(DENSE_LINALG_FLOPS[name](m, n, k), 1.0)
+    tiles = max(1, min(machine.tiles, batch))
+    rounds = math.ceil(batch / tiles)
+    compute = math.ceil(rounds * per_matrix / machine.elems_per_cycle(itemsize))
+    exch_bytes = math.ceil(max(in_bytes, out_bytes) / tiles)
+    exch = math.ceil(exch_bytes / machine.exchange_bytes_per_cycle)
+    sync = machine.sync_cycles(1) + machine.compute_set_overhead_cycles
+    return OpCost(compute, exch_bytes, exch, sync, 0, float(batch * per_matrix),
+                  f"{batch} matrices of {m}x{n} on {tiles} tiles", tiles)
+
+
 # ---------------------------------------------------------------------------
 # costs of IR ops
 
@@ -378,6 +430,8 @@ def op_cost(op, machine: Machine, proportion: float = DEFAULT_PROPORTION) -> OpC
         w = int(op.beam_width.value.data)
         return linear_cost(B * w * C * T, in_bytes, out_bytes, 4, machine, flops_per_elem=4,
                            reduction=True)
+    if name in DENSE_LINALG_FLOPS:
+        return dense_linalg_cost(name, ins, in_bytes, out_bytes, isz, machine)
     if name in GATHER_OPS or op.name in ("ipu.dynamic_slice", "ipu.dynamic_update"):
         return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=2, moves=True)
     if name in COPY_OPS:

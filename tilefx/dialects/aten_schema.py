@@ -294,6 +294,27 @@ grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int inte
 avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor
 max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor
 _adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor
+_linalg_check_errors(Tensor info, str api_name, *, bool is_matrix) -> ()
+linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)
+_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)
+_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)
+_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)
+linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)
+linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)
+lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)
+linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor
+linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)
+cholesky(Tensor self, bool upper=False) -> Tensor
+cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor
+cholesky_inverse(Tensor self, bool upper=False) -> Tensor
+linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor
+triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)
+linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)
+_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)
+_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)
+linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor
+linalg_matrix_exp(Tensor self) -> Tensor
+mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)
 """
 
 _ARG = re.compile(r"^(?P<type>[\w\[\]\d?]+)\s+(?P<name>\w+)(?:=(?P<default>.+))?$")

@@ -8,6 +8,7 @@ the one context the tracer enters.
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import torch
 
@@ -15,8 +16,116 @@ import torch
 @contextlib.contextmanager
 def static_ops():
     """Every swap of this module, for the duration of a trace."""
-    with static_ctc_loss(), undetected_causal_masks():
+    with static_ctc_loss(), undetected_causal_masks(), linalg_checks_in_graph(), static_cov():
         yield
+
+
+@contextlib.contextmanager
+def linalg_checks_in_graph():
+    """While tracing, torch.linalg's `_linalg_check_errors` (inv of a singular
+    matrix, cholesky of one not positive-definite, ...) is a plain op of the
+    graph: torch registers it as effectful, so functionalization threads an
+    effect token through it (`with_effects`, an extra graph input). It has
+    no result and reads only the factorizations' `info`, so as a plain op it
+    stays where it is and the executor fails the call with torch's message."""
+    from torch._library.simple_registry import singleton
+
+    holder = singleton.find("aten::_linalg_check_errors").effect
+    previous = holder.effect
+    holder.register(None)
+    try:
+        yield
+    finally:
+        holder.register(previous)
+
+
+def _cov(original):
+    """torch.cov as at::native::cov computes it, with the checks that read
+    values on the host (`is_scalar_tensor_true`: weights not negative, not
+    summing to zero; degrees of freedom <= 0) as graph ops: the weight checks
+    become `_assert_async` (the call fails at run time, as torch raises) and
+    the normalization's clamp to 0 a `where`. Without weights the degrees of
+    freedom are a shape, checked (and warned about) while tracing."""
+
+    def cov(input, *, correction=1, fweights=None, aweights=None):
+        weights = [w for w in (fweights, aweights) if w is not None]
+        if input.dim() > 2 or input.dtype == torch.bool or any(w.dim() > 1 for w in weights) \
+                or (fweights is not None and (fweights.is_floating_point() or fweights.is_complex())) \
+                or (aweights is not None and not aweights.is_floating_point()) \
+                or any(w.numel() != (input.shape[-1] if input.dim() == 2 else input.numel())
+                       for w in weights):
+            return original(input, correction=correction, fweights=fweights, aweights=aweights)
+        x = input if input.dim() == 2 else input.view(1, -1)
+        n = x.shape[1]
+        w = None
+        for kind, weight in (("fweights", fweights), ("aweights", aweights)):
+            if weight is None:
+                continue
+            if n:
+                torch._assert_async(weight.amin() >= 0, f"cov(): {kind} cannot be negative")
+            w = weight if w is None else w * weight
+        if w is None:
+            norm = n - correction
+            if norm <= 0:
+                warnings.warn("cov(): degrees of freedom is <= 0. Correction should be strictly less "
+                              "than the number of observations.")
+                norm = 0
+            xc = x - (x.sum(1) / n).unsqueeze(1)
+            return torch.true_divide(torch.mm(xc, xc.t().conj()), norm).squeeze()
+        w_sum = w.sum()
+        torch._assert_async(w_sum != 0, "cov(): weights sum to zero, can't be normalized")
+        xc = x - ((x * w).sum(1) / w_sum).unsqueeze(1)
+        if aweights is not None and correction != 0:
+            norm = w_sum - correction * (w * aweights).sum() / w_sum
+        else:
+            norm = w_sum - correction
+        norm = torch.where(norm <= 0, torch.zeros_like(norm), norm)
+        return torch.true_divide(torch.mm(xc, (xc * w).t().conj()), norm).squeeze()
+
+    return cov
+
+
+def _corrcoef(cov, original):
+    """torch.corrcoef as at::native::corrcoef, on the static torch.cov."""
+
+    def corrcoef(input):
+        if input.dim() > 2 or input.dtype == torch.bool or input.is_complex():
+            return original(input)
+        c = cov(input)
+        if c.dim() == 0:
+            return c / c
+        std = torch.sqrt(c.diagonal())
+        return (c / std.view(-1, 1) / std.view(1, -1)).clip(-1, 1)
+
+    return corrcoef
+
+
+@contextlib.contextmanager
+def static_cov():
+    """While tracing, torch.cov and torch.corrcoef (functions and tensor
+    methods) are their own formulas in torch ops: ATen's composite asks
+    data-dependent questions (`aten::equal` on the weights and the degrees of
+    freedom) that stop the trace. Same numbers, same warnings and errors."""
+    functions = {"cov": torch.cov, "corrcoef": torch.corrcoef}
+    methods = {name: torch.Tensor.__dict__.get(name) for name in functions}
+    cov = _cov(functions["cov"])
+    swapped = {"cov": cov, "corrcoef": _corrcoef(cov, functions["corrcoef"])}
+
+    def as_method(fn):
+        return lambda self, *args, **kwargs: fn(self, *args, **kwargs)
+
+    for name, fn in swapped.items():
+        setattr(torch, name, fn)
+        setattr(torch.Tensor, name, as_method(fn))
+    try:
+        yield
+    finally:
+        for name, fn in functions.items():
+            setattr(torch, name, fn)
+            if methods[name] is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, methods[name])
 
 
 @contextlib.contextmanager

@@ -645,7 +645,6 @@ func.func @core_ops(%acos_self: tensor<3x4xf32>, %acosh_self: tensor<3x4xf32>, %
 // CHECK-NEXT:    %cummin, %cummin_1 = aten.cummin %x {dim = 1 : i64} : tensor<3x4xf32> -> tensor<3x4xf32>, tensor<3x4xi64>
 // CHECK-NEXT:    func.return %cummin : tensor<3x4xf32>
 // CHECK-NEXT:    }
-// CHECK-NEXT:  }
 func.func @special(%x: tensor<3x4xf32>, %y: tensor<3x4xf32>, %e: tensor<3x4xi64>, %b: tensor<4xf32>) -> tensor<3x4xf32> {
   %i0 = aten.i0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
   %hypot = aten.hypot %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
@@ -680,4 +679,57 @@ func.func @special(%x: tensor<3x4xf32>, %y: tensor<3x4xf32>, %e: tensor<3x4xi64>
   %signbit = aten.signbit %x : tensor<3x4xf32> -> tensor<3x4xi1>
   %cummin:2 = aten.cummin %x {dim = 1 : i64} : tensor<3x4xf32> -> tensor<3x4xf32>, tensor<3x4xi64>
   func.return %cummin#0 : tensor<3x4xf32>
+}
+
+// Dense linear algebra (torch.linalg) and mode.
+// CHECK-LABEL: func.func @dense_linalg(
+// CHECK-SAME:  %a: tensor<2x3x3xf32>, %b: tensor<2x3x2xf32>, %r: tensor<2x4x3xf64>, %v: tensor<3x5xf32>) -> tensor<2x3x3xf32>
+// CHECK-NEXT:    %inv, %inv_1 = aten.linalg_inv_ex %a : tensor<2x3x3xf32> -> tensor<2x3x3xf32>, tensor<2xi32>
+// CHECK-NEXT:    aten._linalg_check_errors %inv_1 {api_name = "linalg.inv", is_matrix = false} : tensor<2xi32> -> ()
+// CHECK-NEXT:    %solve, %solve_1, %solve_2, %solve_3 = aten._linalg_solve_ex %a, %b {left = true} : tensor<2x3x3xf32>, tensor<2x3x2xf32> -> tensor<2x3x2xf32>, tensor<2x3x3xf32>, tensor<2x3xi32>, tensor<2xi32>
+// CHECK-NEXT:    %det, %det_1, %det_2 = aten._linalg_det %a : tensor<2x3x3xf32> -> tensor<2xf32>, tensor<2x3x3xf32>, tensor<2x3xi32>
+// CHECK-NEXT:    %sld, %sld_1, %sld_2, %sld_3 = aten._linalg_slogdet %a : tensor<2x3x3xf32> -> tensor<2xf32>, tensor<2xf32>, tensor<2x3x3xf32>, tensor<2x3xi32>
+// CHECK-NEXT:    %luf, %luf_1, %luf_2 = aten.linalg_lu_factor_ex %r {pivot = true, check_errors = false} : tensor<2x4x3xf64> -> tensor<2x4x3xf64>, tensor<2x3xi32>, tensor<2xi32>
+// CHECK-NEXT:    %lu, %lu_1, %lu_2 = aten.linalg_lu %r : tensor<2x4x3xf64> -> tensor<2x4x4xf64>, tensor<2x4x3xf64>, tensor<2x3x3xf64>
+// CHECK-NEXT:    %unp, %unp_1, %unp_2 = aten.lu_unpack %luf, %luf_1 {unpack_data = true, unpack_pivots = true} : tensor<2x4x3xf64>, tensor<2x3xi32> -> tensor<2x4x4xf64>, tensor<2x4x3xf64>, tensor<2x3x3xf64>
+// CHECK-NEXT:    %lus = aten.linalg_lu_solve %solve_1, %solve_2, %b {adjoint = true} : tensor<2x3x3xf32>, tensor<2x3xi32>, tensor<2x3x2xf32> -> tensor<2x3x2xf32>
+// CHECK-NEXT:    %chol, %chol_1 = aten.linalg_cholesky_ex %a {upper = false} : tensor<2x3x3xf32> -> tensor<2x3x3xf32>, tensor<2xi32>
+// CHECK-NEXT:    %cholu = aten.cholesky %a {upper = true} : tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+// CHECK-NEXT:    %chs = aten.cholesky_solve %b, %chol : tensor<2x3x2xf32>, tensor<2x3x3xf32> -> tensor<2x3x2xf32>
+// CHECK-NEXT:    %chi = aten.cholesky_inverse %chol {upper = false} : tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+// CHECK-NEXT:    %tri = aten.linalg_solve_triangular %chol, %b {upper = false, left = true} : tensor<2x3x3xf32>, tensor<2x3x2xf32> -> tensor<2x3x2xf32>
+// CHECK-NEXT:    %trs, %trs_1 = aten.triangular_solve %b, %chol {upper = false} : tensor<2x3x2xf32>, tensor<2x3x3xf32> -> tensor<2x3x2xf32>, tensor<2x3x3xf32>
+// CHECK-NEXT:    %qr, %qr_1 = aten.linalg_qr %r {mode = "complete"} : tensor<2x4x3xf64> -> tensor<2x4x4xf64>, tensor<2x4x3xf64>
+// CHECK-NEXT:    %svd, %svd_1, %svd_2 = aten._linalg_svd %r {full_matrices = false, compute_uv = true} : tensor<2x4x3xf64> -> tensor<2x4x3xf64>, tensor<2x3xf64>, tensor<2x3x3xf64>
+// CHECK-NEXT:    %eigh, %eigh_1 = aten._linalg_eigh %a {UPLO = "U", compute_v = true} : tensor<2x3x3xf32> -> tensor<2x3xf32>, tensor<2x3x3xf32>
+// CHECK-NEXT:    %pinv = aten.linalg_pinv.atol_rtol_tensor %r {hermitian = false} : tensor<2x4x3xf64> -> tensor<2x3x4xf64>
+// CHECK-NEXT:    %exp = aten.linalg_matrix_exp %a : tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+// CHECK-NEXT:    %mode, %mode_1 = aten.mode %v {dim = -1 : i64, keepdim = false} : tensor<3x5xf32> -> tensor<3xf32>, tensor<3xi64>
+// CHECK-NEXT:    func.return %exp : tensor<2x3x3xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+
+func.func @dense_linalg(%a: tensor<2x3x3xf32>, %b: tensor<2x3x2xf32>, %r: tensor<2x4x3xf64>, %v: tensor<3x5xf32>) -> tensor<2x3x3xf32> {
+  %inv:2 = aten.linalg_inv_ex %a : tensor<2x3x3xf32> -> tensor<2x3x3xf32>, tensor<2xi32>
+  aten._linalg_check_errors %inv#1 {api_name = "linalg.inv", is_matrix = false} : tensor<2xi32> -> ()
+  %solve:4 = aten._linalg_solve_ex %a, %b {left = true} : tensor<2x3x3xf32>, tensor<2x3x2xf32> -> tensor<2x3x2xf32>, tensor<2x3x3xf32>, tensor<2x3xi32>, tensor<2xi32>
+  %det:3 = aten._linalg_det %a : tensor<2x3x3xf32> -> tensor<2xf32>, tensor<2x3x3xf32>, tensor<2x3xi32>
+  %sld:4 = aten._linalg_slogdet %a : tensor<2x3x3xf32> -> tensor<2xf32>, tensor<2xf32>, tensor<2x3x3xf32>, tensor<2x3xi32>
+  %luf:3 = aten.linalg_lu_factor_ex %r {pivot = true, check_errors = false} : tensor<2x4x3xf64> -> tensor<2x4x3xf64>, tensor<2x3xi32>, tensor<2xi32>
+  %lu:3 = aten.linalg_lu %r : tensor<2x4x3xf64> -> tensor<2x4x4xf64>, tensor<2x4x3xf64>, tensor<2x3x3xf64>
+  %unp:3 = aten.lu_unpack %luf#0, %luf#1 {unpack_data = true, unpack_pivots = true} : tensor<2x4x3xf64>, tensor<2x3xi32> -> tensor<2x4x4xf64>, tensor<2x4x3xf64>, tensor<2x3x3xf64>
+  %lus = aten.linalg_lu_solve %solve#1, %solve#2, %b {adjoint = true} : tensor<2x3x3xf32>, tensor<2x3xi32>, tensor<2x3x2xf32> -> tensor<2x3x2xf32>
+  %chol:2 = aten.linalg_cholesky_ex %a {upper = false} : tensor<2x3x3xf32> -> tensor<2x3x3xf32>, tensor<2xi32>
+  %cholu = aten.cholesky %a {upper = true} : tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %chs = aten.cholesky_solve %b, %chol#0 : tensor<2x3x2xf32>, tensor<2x3x3xf32> -> tensor<2x3x2xf32>
+  %chi = aten.cholesky_inverse %chol#0 {upper = false} : tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %tri = aten.linalg_solve_triangular %chol#0, %b {upper = false, left = true} : tensor<2x3x3xf32>, tensor<2x3x2xf32> -> tensor<2x3x2xf32>
+  %trs:2 = aten.triangular_solve %b, %chol#0 {upper = false} : tensor<2x3x2xf32>, tensor<2x3x3xf32> -> tensor<2x3x2xf32>, tensor<2x3x3xf32>
+  %qr:2 = aten.linalg_qr %r {mode = "complete"} : tensor<2x4x3xf64> -> tensor<2x4x4xf64>, tensor<2x4x3xf64>
+  %svd:3 = aten._linalg_svd %r {full_matrices = false, compute_uv = true} : tensor<2x4x3xf64> -> tensor<2x4x3xf64>, tensor<2x3xf64>, tensor<2x3x3xf64>
+  %eigh:2 = aten._linalg_eigh %a {UPLO = "U", compute_v = true} : tensor<2x3x3xf32> -> tensor<2x3xf32>, tensor<2x3x3xf32>
+  %pinv = aten.linalg_pinv.atol_rtol_tensor %r {hermitian = false} : tensor<2x4x3xf64> -> tensor<2x3x4xf64>
+  %exp = aten.linalg_matrix_exp %a : tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %mode:2 = aten.mode %v {dim = -1 : i64, keepdim = false} : tensor<3x5xf32> -> tensor<3xf32>, tensor<3xi64>
+  func.return %exp : tensor<2x3x3xf32>
 }

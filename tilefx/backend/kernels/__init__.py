@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from tilefx.backend.kernels import (
     convolution,
+    dense_linalg,
     elementwise,
     indexing,
     linalg,
@@ -45,7 +46,7 @@ from tilefx.backend.kernels.ipu import IPU_KERNELS
 __all__ = ["FAMILIES", "FIRST_RESULT_KERNELS", "IPU_KERNELS", "KERNELS", "Kernel"]
 
 FAMILIES = (elementwise, pointwise_math, views, indexing, reductions, sorting, linalg, normalization,
-            random, convolution, pooling, resampling, spectral, special)
+            random, convolution, pooling, resampling, spectral, special, dense_linalg)
 
 
 def _join() -> dict[str, Kernel]:
