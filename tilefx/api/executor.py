@@ -40,7 +40,6 @@ from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
 from tilefx.lowering.call_spec import CallSpec, bind_call
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
 from tilefx.lowering.no_compiler import without_compiler
-from tilefx.lowering.to_device import lower_to_device
 from tilefx.passes.pipelines import run_graph_passes
 from tilefx.backend import schedule
 from tilefx.backend.machine import machine
@@ -376,6 +375,8 @@ class PoplarExecutor:
         if level == "graph":
             return str(self._program.module)
         if level == "device":
+            from tilefx.lowering.to_device import lower_to_device  # the tile dialect: only for this view
+
             device = self._program.module.clone()
             loc = self._options.TensorLocations.optimizer
             lower_to_device(device, machine(self._options.machine),
