@@ -1,7 +1,7 @@
 """The first compile in a fresh process loads no part of torch.compile
-(torch._dynamo / torch._inductor cost ~2 s to import; issue 13), and a user
-who does use torch.compile in the same process, before or after, gets
-torch's own behaviour. Each case runs in a subprocess: the property is about
+(torch._dynamo / torch._inductor cost ~2 s to import; issue 13) and not
+torch.distributed.tensor (~0.3 s), and a user who does use torch.compile or
+DTensor in the same process, before or after, gets torch's own behaviour. Each case runs in a subprocess: the property is about
 what a fresh process imports. Assertions are on the module set, not on time.
 """
 
@@ -45,6 +45,9 @@ _MODEL = """
 
     def compiler_modules():
         return sorted(m for m in sys.modules if m == "torch._dynamo" or m == "torch._inductor")
+
+    def dtensor_loaded():
+        return "torch.distributed.tensor" in sys.modules
 """
 
 
@@ -59,16 +62,17 @@ def test_first_compile_loads_no_compiler_and_trains_like_torch():
     out, loss = t(x, y)
     tilefx.inferenceModel(Net().eval())(x, y)
     compiler = compiler_modules()  # before the reference: torch.optim itself imports dynamo
+    dtensor = dtensor_loaded()
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
     ref_out, ref_loss = ref(x, y)
     ref_opt.zero_grad(); ref_loss.backward(); ref_opt.step()
     t.copyWeightsToHost()
     weight_close = torch.allclose(model.fc.weight, ref.fc.weight, atol=1e-6)
     stats_close = torch.allclose(model.bn.running_mean, ref.bn.running_mean, atol=1e-6)
-    print(json.dumps({"compiler": compiler, "loss": float(loss), "ref": float(ref_loss),
+    print(json.dumps({"compiler": compiler, "dtensor": dtensor, "loss": float(loss), "ref": float(ref_loss),
                       "weights": weight_close, "stats": stats_close}))
     """)
-    assert r["compiler"] == []
+    assert r["compiler"] == [] and not r["dtensor"]
     assert abs(r["loss"] - r["ref"]) < 1e-5
     assert r["weights"] and r["stats"]
 
@@ -77,7 +81,8 @@ def test_torch_compile_after_a_tilefx_compile_is_torch_s_own():
     r = _run(_MODEL + """
     x, y = torch.randn(2, 1, 6, 6), torch.tensor([0, 2])
     tilefx.inferenceModel(Net().eval())(x, y)
-    before = compiler_modules()
+    tilefx.inferenceModel(Net().eval())(x, y)  # the second session reuses the flag tables
+    before = sorted(m for m in sys.modules if m.startswith(("torch._dynamo", "torch._inductor")))
     # no function is left with the stand-in's cached `disable` (itself)
     from torch.fx.experimental.proxy_tensor import dispatch_trace
     leftover = getattr(dispatch_trace.__wrapped__, "__dynamo_disable", None) is not None
@@ -170,3 +175,60 @@ def test_tilefx_opt_verifies_aten_ops_without_the_compiler():
                       "compiler": sorted(m for m in sys.modules if m in ("torch._dynamo", "torch._inductor"))}))
     """)
     assert r["code"] == 0 and r["torch"] and r["compiler"] == []
+
+
+def test_dtensor_after_a_tilefx_compile_takes_torch_s_own_route():
+    # the compile answers torch's C++ DTensor lookup without importing DTensor;
+    # a DTensor made afterwards still dispatches through the C++ fast path
+    # (its sharding cache is hit) and computes what it should
+    r = _run(_MODEL + """
+    x, y = torch.randn(2, 1, 6, 6), torch.tensor([0, 2])
+    tilefx.inferenceModel(Net().eval())(x, y)
+    from tilefx.lowering import dtensor_lookup
+    primed, loaded = dtensor_lookup._primed, dtensor_loaded()
+    import torch.distributed as dist
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    from torch.distributed.tensor import DTensor, Shard, distribute_tensor
+    from torch.distributed.device_mesh import DeviceMesh
+    t = torch.arange(12.0).reshape(3, 4)
+    dt = distribute_tensor(t, DeviceMesh("cpu", [0]), [Shard(0)])
+    before = torch._C._get_DTensor_sharding_propagator_cache_stats()
+    for _ in range(5):
+        out = (dt * 2 + 1).sum(0)
+    after = torch._C._get_DTensor_sharding_propagator_cache_stats()
+
+    print(json.dumps({"primed": primed, "loaded": loaded, "dtensor": isinstance(out, DTensor),
+                      "value": out.full_tensor().tolist(), "want": (t * 2 + 1).sum(0).tolist(),
+                      "hits": after[0] - before[0]}))
+    dist.destroy_process_group()
+    """)
+    assert r["primed"] and not r["loaded"]
+    assert r["dtensor"] and r["value"] == r["want"]
+    assert r["hits"] > 0
+
+
+def test_a_model_that_imports_dtensor_while_traced_gets_the_real_module():
+    r = _run(_MODEL + """
+    class Asks(nn.Module):
+        def forward(self, x):
+            from torch.distributed.tensor import DTensor
+            import torch.distributed.tensor._api as api
+            return x * 2 if DTensor is api.DTensor and not isinstance(x, DTensor) else x
+    out = tilefx.inferenceModel(Asks())(torch.ones(2, 3))
+    import torch.distributed.tensor
+    print(json.dumps({"out": out.tolist(), "real": hasattr(torch.distributed.tensor, "distribute_tensor")}))
+    """)
+    assert r["out"] == [[2.0] * 3] * 2 and r["real"]
+
+
+def test_dtensor_loaded_before_the_compile_is_left_alone():
+    r = _run(_MODEL + """
+    import torch.distributed.tensor
+    from torch.distributed.tensor import DTensor
+    x, y = torch.randn(2, 1, 6, 6), torch.tensor([0, 2])
+    out, _ = tilefx.inferenceModel(Net().eval())(x, y)
+    from tilefx.lowering import dtensor_lookup
+    print(json.dumps({"primed": dtensor_lookup._primed, "same": torch.distributed.tensor.DTensor is DTensor,
+                      "shape": list(out.shape)}))
+    """)
+    assert not r["primed"] and r["same"] and r["shape"] == [2, 3]

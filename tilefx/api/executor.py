@@ -39,7 +39,7 @@ from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups, settings_count
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
 from tilefx.lowering.call_spec import CallSpec, bind_call
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
-from tilefx.lowering.to_device import lower_to_device
+from tilefx.lowering.no_compiler import without_compiler
 from tilefx.passes.pipelines import run_graph_passes
 from tilefx.backend import schedule
 from tilefx.backend.machine import machine
@@ -375,6 +375,8 @@ class PoplarExecutor:
         if level == "graph":
             return str(self._program.module)
         if level == "device":
+            from tilefx.lowering.to_device import lower_to_device  # the tile dialect: only for this view
+
             device = self._program.module.clone()
             loc = self._options.TensorLocations.optimizer
             lower_to_device(device, machine(self._options.machine),
@@ -424,6 +426,12 @@ class PoplarExecutor:
         return names
 
     def _compile(self, inputs: list[torch.Tensor], call: CallSpec) -> None:
+        # one session without torch.compile for all of it: the trace, the verifier's
+        # meta functions and the optimizer's param groups would each start their own
+        with without_compiler():
+            self._compile_in_session(inputs, call)
+
+    def _compile_in_session(self, inputs: list[torch.Tensor], call: CallSpec) -> None:
         from tilefx.api import export
 
         start = time.perf_counter()

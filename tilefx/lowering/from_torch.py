@@ -54,6 +54,7 @@ from tilefx.dialects.aten_schema import Schema
 from tilefx.lowering.call_spec import CallSpec, CallWith, bind_call
 from tilefx.lowering.joint_trace import (BufferInput, GradOutput, InputMutation, LossSeed, ParamInput, PlainInput,
                                          PlainOutput, trace_joint)
+from tilefx.lowering.dtensor_lookup import prime as prime_dtensor_lookup
 from tilefx.lowering.no_compiler import without_compiler
 from tilefx.lowering.model_state import MetaAsFake, TensorAttributes
 from tilefx.lowering.static_ops import static_ops
@@ -761,6 +762,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     are fp16 and cast to fp32 inside the graph."""
     if call is None:
         call = bind_call(None, tuple(args), {})[0]
+    prime_dtensor_lookup()  # before any mode is on: torch's DTensor check without importing it
     model, prefix = CallWith(model, call, upcast_inputs), "inner."
     requested = list(GradientOutputs.requested) if training else []
     Tracing.on = True

@@ -4,9 +4,9 @@
 its parameters and buffers), takes `torch.autograd.grad` of the loss, and
 traces all of it with `make_fx` under a fake-tensor mode and torch's Python
 functionalization (`FunctionalTensorMode`), with the core ATen
-decompositions: the same recipe torch's aot_autograd uses for its joint
-graph, without aot_autograd (whose import loads torch._dynamo, ~2 s of a
-cold compile; see `no_compiler.py`).
+decompositions (`decomp_table.py`): the same recipe torch's aot_autograd
+uses for its joint graph, without aot_autograd (whose import loads
+torch._dynamo, ~2 s of a cold compile; see `no_compiler.py`).
 
 The graph's placeholders and outputs carry small descriptor records in
 `node.meta["desc"]` (the output node: a list, one per output):
@@ -32,6 +32,8 @@ from typing import Callable
 import torch
 import torch.fx.traceback as fx_traceback
 from torch.utils import _pytree as pytree
+
+from tilefx.lowering.decomp_table import DecompTable
 
 
 @dataclass(frozen=True)
@@ -111,8 +113,6 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
     path. Gradients are returned for the trainable parameters and for the
     inputs in `requested` (indices; the caller made them require grad).
     `fake_mode`: the FakeTensorMode the model's tensors already live in, if any."""
-    from torch._decomp import core_aten_decompositions
-
     from tilefx.lowering.decompositions import tracing_decompositions
     from torch._dispatch.python import enable_python_dispatcher
     from torch._functorch._aot_autograd.functional_utils import from_fun, has_data_mutation, to_fun
@@ -210,9 +210,14 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
             FunctionalTensorMode(pre_dispatch=False, export=False, _allow_token_discovery=True):
         # make_fx(...) itself is this tracer plus a read of torch._inductor's config
         # (for its provenance-tracking flag), whose import loads inductor and dynamo
-        tracer = _MakefxTracer(tracing_decompositions(core_aten_decompositions()), "real", _allow_non_fake_inputs=False,
+        tracer = _MakefxTracer({}, "real", _allow_non_fake_inputs=False,
                                pre_dispatch=False, record_module_stack=False,
                                _allow_fake_constant=False, _error_on_data_dependent_ops=True)
+        # torch's core ATen decompositions, set after the constructor (which would copy
+        # the whole table, and listing it costs ~0.2 s; see decomp_table.py)
+        table = tracing_decompositions(DecompTable())  # less the backward ops kept whole
+        table.setdefault(torch.ops.aten.sym_numel.default, torch._decomp.decompositions.sym_numel)
+        tracer.decomposition_table = table
         gm = tracer.trace(joint, *flat)
 
     copy_fwd_metadata_to_bw_nodes(gm)  # Block annotations, autocast, module paths
