@@ -259,3 +259,20 @@ def test_ops_whose_aten_kernel_writes_an_operand_stay_numpy():
              {"training": True, "momentum": 0.1, "eps": 1e-5},
              [((8, c, 16, 16), np.float32), ((c,), np.float32), ((c,), np.float32)])
     assert aten_kernels.provide(op) is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_eigen_and_singular_vectors_carry_torchs_signs(dtype):
+    """Dense linear algebra runs on ATen's LAPACK at every size: the vectors,
+    defined only up to sign, are torch's exactly."""
+
+    class Decompose(nn.Module):
+        def forward(self, a):
+            _, v = torch.linalg.eigh(a @ a.transpose(-1, -2))
+            u, _, vh = torch.linalg.svd(a)
+            q, _ = torch.linalg.qr(a)
+            return v, u, vh, q
+
+    a = torch.randn(3, 6, 6, generator=torch.Generator().manual_seed(0), dtype=dtype)
+    for got, want in zip(tilefx.inferenceModel(Decompose())(a), Decompose()(a)):
+        assert torch.equal(got, want)
