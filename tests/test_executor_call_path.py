@@ -134,3 +134,25 @@ def test_module_snapshot_notices_every_change_of_the_tree():
         fresh = snapshot_of(m, snap)
         assert fresh is not snap and fresh.valid()
         assert fresh.named_p.keys() == dict(m.named_parameters(remove_duplicate=False)).keys()
+
+
+def test_training_weights_are_the_parameters_memory():
+    """A training executor updates the host model's parameters in place (its
+    weights are their memory), so the write-back after a step copies nothing;
+    the values are those of a copy-based write-back."""
+    torch.manual_seed(0)
+    model = WithLoss(TutorialCNN(), nn.CrossEntropyLoss())
+    ref = copy.deepcopy(model)
+    trainer = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1,
+                                                                       momentum=0.9))
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    x, y = _data()
+    for _ in range(2):
+        trainer(x, y)
+        ref_opt.zero_grad()
+        ref(x, y)[1].backward()
+        ref_opt.step()
+    w = model.model.layer4.bias
+    assert trainer._weights["model.layer4.bias"].ctypes.data == w.data_ptr()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)

@@ -221,6 +221,8 @@ class PoplarExecutor:
                 self._call.check_same(call, inputs, self._compiled_inputs)
             self._remember_call(args, kwargs, inputs)
         snap = self._snapshot()
+        if self._training and snap is not self.__dict__.get("_aliased_in"):
+            self._unalias_replaced(snap)
         if self._call is not None and self._groups_checked != (snap, settings_count()):
             self._groups.check_unchanged(self._user_model)
             self._groups_checked = (snap, settings_count())
@@ -260,6 +262,19 @@ class PoplarExecutor:
                 for a, x in zip(args, inputs))
         self._fast_call = (fn, len(args)) if plain and fn is not None else None
 
+    def _unalias_replaced(self, snap: ModuleSnapshot) -> None:
+        """A weight that is the memory of a parameter the user has since
+        replaced in the module (copyWeightsToDevice) becomes the executor's
+        own copy before the next update, which would otherwise write into the
+        detached tensor; the write-back then fills the new parameter."""
+        if self._program is not None:
+            for n in self._program.traced.params:
+                w, p = self._weights.get(n), snap.named_p.get(n)
+                if isinstance(w, np.ndarray) and w.base is not None \
+                        and not isinstance(w.base, np.ndarray) and (p is None or not _same_memory(p, w)):
+                    self._weights[n] = w.copy()
+        self._aliased_in = snap
+
     def _snapshot(self) -> ModuleSnapshot:
         """The model's parameters and buffers by name (walked again only when
         the module tree changed: api/module_snapshot.py)."""
@@ -294,7 +309,13 @@ class PoplarExecutor:
             _check_not_meta([(n, named_p[n]) for n in self._program.traced.params] +
                             [(n, named_b[n]) for n in self._program.traced.buffers])
             for n in self._program.traced.params:
-                self._weights[n] = self._groups.to_device(n, _to_np(named_p[n]))
+                if self._training and n not in self._groups.names and _viewable(named_p[n]):
+                    # the executor's weight is the parameter's own memory: the
+                    # in-place optimizer updates write the host model's weights,
+                    # and the write-back after each step has nothing to copy
+                    self._weights[n] = named_p[n].detach().numpy()
+                else:
+                    self._weights[n] = self._groups.to_device(n, _to_np(named_p[n]))
             for n in self._program.traced.buffers:
                 self._device_buffers[n] = _to_np(named_b[n])
             if self._dist is not None:  # the processes compare their weights at the next call
@@ -978,7 +999,8 @@ class PoplarExecutor:
                 if tuple(named_p[n].shape) != w.shape:
                     named_p[n].data = torch.from_numpy(np.array(w))
                     continue
-            _copy_into(named_p[n], w)
+            if not _same_memory(named_p[n], w):  # an update that did not run in place
+                _copy_into(named_p[n], w)
         for n, b in self._device_buffers.items():
             _copy_into(named_b[n], np.asarray(b))
         self._host_version = _HostVersion.mark(self._host_tensors(named_p, named_b))
@@ -1109,6 +1131,17 @@ def _join(items: list[np.ndarray]) -> np.ndarray:
     if items[0].ndim == 0:
         return np.stack(items)
     return np.concatenate(items, axis=0)
+
+
+def _viewable(t: torch.Tensor) -> bool:
+    """A tensor numpy can view as it is: CPU, row-major, of a numpy dtype."""
+    return (t.device.type == "cpu" and t.is_contiguous() and t.dtype != torch.bfloat16
+            and not t.is_complex() and t.layout == torch.strided and type(t.data) is torch.Tensor)
+
+
+def _same_memory(t: torch.Tensor, a: np.ndarray) -> bool:
+    return (a.ctypes.data == t.data_ptr() and a.shape == tuple(t.shape) and a.flags.c_contiguous
+            and t.is_contiguous())
 
 
 def _to_np(t: torch.Tensor) -> np.ndarray:
