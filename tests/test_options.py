@@ -22,6 +22,7 @@ from tilefx.api.enums import (
     ReductionType,
     SyncPattern,
 )
+import tilefx.popart as popart
 from tilefx.api.errors import Error
 from tilefx.api.options import (
     FROZEN_MESSAGE,
@@ -731,9 +732,9 @@ def optimum_to_options(for_inference, compile_only, *, replication_factor=4,
                        replicated_tensor_sharding=True, matmul_proportion=0.2,
                        ipus_per_replica=4, executable_cache_dir="./cache",
                        enable_half_partials=True, explicit_ir_inference=True):
-    # popart enum values used by optimum, as plain ints.
-    overlap_memory_optimized = 2  # AccumulateOuterFragmentSchedule
-    just_in_time = 1  # SubgraphCopyingStrategy
+    # the popart enums optimum reads, from tilefx.popart as optimum's `import popart` finds them
+    overlap_memory_optimized = popart.AccumulateOuterFragmentSchedule.OverlapMemoryOptimized
+    just_in_time = popart.SubgraphCopyingStrategy.JustInTime
     opts = Options()
     opts.autoRoundNumIPUs(True)
     opts.replicationFactor(replication_factor)
@@ -830,6 +831,9 @@ def test_optimum_graphcore_to_options(for_inference, compile_only):
     assert opts.executable_cache_dir == "./cache"
     assert opts.Precision.partials_type == torch.float16
     assert opts._Popart.options["patterns"]["TiedGather"] is True
+    # PopART's enum values, read by optimum as `int(popart.X.Y)`
+    assert opts._Popart.options["accumulateOuterFragmentSettings.schedule"] == 3
+    assert opts._Popart.options["subgraphCopyingStrategy"] == 1
     assert opts._Popart.options["engineOptions"][
         "target.syncReplicasIndependently"] == "true"
 
