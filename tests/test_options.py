@@ -514,6 +514,24 @@ def test_tensor_locations_group():
         locations.setWeightLocation({"onChip": 1})
 
 
+def test_tensor_locations_print_as_the_tutorial_shows():
+    """The pipelining tutorial (seeds/003) prints opts.TensorLocations after
+    setOptimizerLocation(TensorLocationSettings().useOnChipStorage(False)) and
+    shows PopTorch's backend dictionary: location_optimizer={'onChip': 0}."""
+    opts = Options()
+    assert repr(opts.TensorLocations) == "_TensorLocationOptions()"
+    opts.TensorLocations.setOptimizerLocation(
+        TensorLocationSettings().useOnChipStorage(False))
+    assert repr(opts.TensorLocations) == \
+        "_TensorLocationOptions(location_optimizer={'onChip': 0})"
+    assert "TensorLocations=_TensorLocationOptions(location_optimizer={'onChip': 0})" in repr(opts)
+    opts.TensorLocations.setWeightLocation(
+        TensorLocationSettings().useReplicatedTensorSharding(True)).numIOTiles(32)
+    assert repr(opts.TensorLocations) == (
+        "_TensorLocationOptions(location_weight={'useReplicatedTensorSharding': 1}, "
+        "location_optimizer={'onChip': 0}, num_io_tiles=32)")
+
+
 def test_num_io_tiles():
     locations = Options().TensorLocations
     message = "numIOTiles must be an even number between 32 and 192."
