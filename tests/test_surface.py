@@ -70,3 +70,41 @@ def test_inference_model_from_a_training_executor_shares_weights():
     assert validation.options.Training.gradient_accumulation == 1
     training(x)  # the inference executor picks the new weights up implicitly
     torch.testing.assert_close(validation(x), training.model(x), rtol=1e-5, atol=1e-6)
+
+
+def test_backward_on_an_output_is_poptorchs_error_and_training_still_matches_torch():
+    """A CPU training loop ported as is calls loss.backward() on the loss the
+    trainingModel returned: PopTorch answers that the backward pass already ran
+    (its own poptorch.Error), where torch would say "element 0 of tensors does not
+    require grad". The model's numbers are unaffected (compared with torch)."""
+    import pytest
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            out = self.fc(x)
+            return out, out.pow(2).mean()
+
+    torch.manual_seed(0)
+    model, reference = Net(), Net()
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(2, 4)
+    training = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(2):
+        out, loss = training(x)
+        with pytest.raises(poptorch.Error, match=r"backward\(\) cannot be called explicitly"):
+            loss.backward()
+        optimizer.zero_grad()
+        want_out, want_loss = reference(x)
+        want_loss.backward()
+        optimizer.step()
+        torch.testing.assert_close(loss, want_loss.detach(), rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(out, want_out.detach(), rtol=1e-6, atol=1e-7)
+    inference = poptorch.inferenceModel(Net())
+    out, loss = inference(x)
+    with pytest.raises(poptorch.Error, match="use a trainingModel instead"):
+        out.backward()

@@ -109,6 +109,27 @@ def _role_list(roles: list[dict]) -> list[tuple[str, Any]]:
     return out
 
 
+def _no_backward(*_args, **_kwargs):
+    raise Error("backward() cannot be called explicitly on outputs of a PopTorch model. If you're "
+                "using a trainingModel, the backwards pass is performed automatically when invoking "
+                "the model. If you're using an inferenceModel, you should use a trainingModel instead.")
+
+
+def _guard_backward(out) -> None:
+    """Outputs are plain tensors without a graph, so a CPU training loop ported as is
+    (`loss.backward(); optimizer.step()`) would fail in torch with "element 0 of tensors
+    does not require grad": each output tensor's `backward` raises PopTorch's own
+    explanation instead (as PopTorch does)."""
+    if type(out) is torch.Tensor:
+        out.backward = _no_backward
+    elif isinstance(out, (tuple, list)):
+        for o in out:
+            _guard_backward(o)
+    elif isinstance(out, dict):
+        for o in out.values():
+            _guard_backward(o)
+
+
 # the attributes torch.nn.Module keeps in an instance (shared with the wrapped model)
 _MODULE_STATE = frozenset(torch.nn.Module().__dict__)
 
@@ -233,6 +254,7 @@ class PoplarExecutor:
         self._runs += 1
         if self._training:
             self._write_back()
+        _guard_backward(out)
         return out
 
     def _same_call_inputs(self, args: tuple, kwargs: dict) -> list[torch.Tensor] | None:
