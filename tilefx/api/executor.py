@@ -202,6 +202,7 @@ class PoplarExecutor:
         self._groups_checked: tuple = ()  # (snapshot, replicaGrouping calls) at the last check
         self._fast_call: tuple | None = None  # (forward function, argument count): see _same_call_inputs
         self._destroyed = False
+        self._attached = False  # set by the first call and attachToDevice, cleared by detachFromDevice
         self._runs = 0
         self._seed_random(self._options.random_seed)
         self._dist = None  # the other processes of a distributed training model (api/distributed.py)
@@ -250,6 +251,7 @@ class PoplarExecutor:
             if _HostVersion.latest(self._host_tensors()) > self._host_version:
                 self.copyWeightsToDevice()
             self._host_seen = (self._snapshot(), _HostVersion.counter)
+        self._attached = True  # a detached model attaches again when called (PopTorch)
         out = self._run(inputs)
         self._runs += 1
         if self._training:
@@ -567,6 +569,7 @@ class PoplarExecutor:
         self._schedule = self._make_schedule(module)
         self._profile = self._make_profile(program)
         self._program = program
+        self._attached = not self._options.offline_ipu_target  # PopTorch attaches when it compiles
         self.copyWeightsToDevice()
         self._consts = traced.consts
         if self._training and not self._options.offline_ipu_target:
@@ -627,9 +630,88 @@ class PoplarExecutor:
             raise Error("cycleCount: the model has not run yet")
         return self._profile.total_cycles
 
-    def getComputeLatency(self) -> float:
-        """Seconds one call takes on the simulated IPUs (host excluded)."""
-        return self.profile.seconds
+    # -- attaching and the performance counters (PopTorch's PoplarExecutor) --
+    def isAttachedToDevice(self) -> bool:
+        """True once compiled and attached (a call attaches; detachFromDevice detaches)."""
+        return self._program is not None and not self._destroyed and self._attached
+
+    def detachFromDevice(self) -> None:
+        """Release the (simulated) IPUs, reading the trained weights back to the
+        host first, as PopTorch does; the next call attaches again (PopTorch:
+        ``if not self._is_attached: self.attachToDevice()``)."""
+        self._check_alive()
+        if self._program is None:
+            raise Error("Model has not been compiled or has been destroyed.")
+        if not self._attached:
+            raise Error("Device is not attached")
+        if self._training:
+            self._write_back()
+        self._attached = False
+
+    def attachToDevice(self) -> None:
+        """Attach to the (simulated) IPUs again after detachFromDevice."""
+        self._check_alive()
+        if self._program is None:
+            raise Error("Model has not been compiled or has been destroyed.")
+        if self._attached:
+            raise Error("Device is already attached")
+        self._attached = True
+
+    def getPerfCounters(self) -> dict[str, list[list[float]]]:
+        """PopTorch's performance counters of the last call, from the machine
+        model's timeline: for each input (``input``, ``input_complete``) and each
+        output (``output``, ``output_complete``), one time in seconds per
+        micro-batch streamed (the reference point is the start of the call).
+        Before any run: ``[[]]`` for each key, as PopTorch returns."""
+        keys = ("input", "input_complete", "output", "output_complete")
+        if self._program is None or self._runs == 0:
+            return {k: [[]] for k in keys}
+        prof = self._profile
+        repeats = prof.updates_per_call if self._training else 1
+
+        def times(direction: str, edge: str) -> list[float]:
+            steps = sorted((t for t in prof.timeline if t.kind == "host" and t.direction == direction),
+                           key=lambda t: t.start)
+            return [prof.machine.seconds(r * prof.cycles_per_update + getattr(t, edge))
+                    for r in range(repeats) for t in steps]
+
+        counts = {"in": len(self._compiled_inputs), "out": self._program.traced.num_outputs}
+        out = {}
+        for key, direction, edge in (("input", "in", "start"), ("input_complete", "in", "end"),
+                                     ("output", "out", "start"), ("output_complete", "out", "end")):
+            values = times(direction, edge)
+            out[key] = [list(values) for _ in range(counts[direction])] if values and counts[direction] else [[]]
+        return out
+
+    def _latency(self, from_event: str, from_reduce, to_event: str, to_reduce) -> tuple[float, float, float]:
+        """(min, max, average) seconds between two counters over the iterations
+        of the last call, PopTorch's rule: each output tick closes the group of
+        input ticks before it."""
+        counters = self.getPerfCounters()
+        starts = [from_reduce(col) for col in zip(*counters[from_event])] if counters[from_event][0] else []
+        ends = [to_reduce(col) for col in zip(*counters[to_event])] if counters[to_event][0] else []
+        if not ends or not starts:
+            return (0.0, 0.0, 0.0)
+        factor = max(1, len(starts) // len(ends))
+        groups = [min(starts[i:i + factor]) for i in range(0, factor * len(ends), factor)]
+        durations = [e - b for b, e in zip(groups, ends)]
+        return (min(durations), max(durations), sum(durations) / len(durations))
+
+    def getHostIpuLatency(self) -> tuple[float, float, float]:
+        """First input requested to last input transferred: (min, max, avg) seconds."""
+        return self._latency("input", min, "input_complete", max)
+
+    def getComputeLatency(self) -> tuple[float, float, float]:
+        """Last input transferred to last output requested: (min, max, avg) seconds."""
+        return self._latency("input_complete", max, "output", max)
+
+    def getIpuHostLatency(self) -> tuple[float, float, float]:
+        """First output available to last output on the host: (min, max, avg) seconds."""
+        return self._latency("output", min, "output_complete", max)
+
+    def getLatency(self) -> tuple[float, float, float]:
+        """Round trip, first input requested to last output on the host: (min, max, avg) seconds."""
+        return self._latency("input", min, "output_complete", max)
 
     def _make_schedule(self, module: ModuleOp) -> Schedule:
         info = to_py(module.attributes[STAGES_KEY])
