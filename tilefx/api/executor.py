@@ -451,6 +451,10 @@ class PoplarExecutor:
         from tilefx.api import export
 
         start = time.perf_counter()
+        if self._options.anchored_tensors:
+            log.warning("Options.anchorTensor(%s): anchoring tensors is not supported by tilefx yet; "
+                        "getAnchoredTensor will raise (gradient anchors: tilefx.popart sessions)",
+                        ", ".join(sorted(self._options.anchored_tensors)))
         self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
         if self._joins_processes():  # meet the others first: a bad rendezvous fails before tracing
             from tilefx.api import distributed
@@ -621,6 +625,17 @@ class PoplarExecutor:
         if self._program is None:
             raise Error("the model is not compiled yet: call it or compile() first")
         return self._profile
+
+    def getAnchoredTensor(self, short_name: str) -> torch.Tensor:
+        """PopTorch reads a tensor anchored with Options.anchorTensor; tilefx does not
+        anchor tensors yet, so this says so (the call used to be an AttributeError
+        and the option silently had no effect)."""
+        if short_name not in self._options.anchored_tensors:
+            raise Error(f"getAnchoredTensor: no tensor is anchored as {short_name!r} "
+                        "(Options.anchorTensor(short_name, long_name))")
+        raise Error(f"getAnchoredTensor({short_name!r}): anchoring tensors "
+                    f"({self._options.anchored_tensors[short_name]['long_name']!r}) is not supported by "
+                    "tilefx yet; gradients can be anchored in tilefx.popart sessions (Gradient___<name>)")
 
     def cycleCount(self) -> int:
         """Cycles of the last run on the simulated IPUs (needs Options.logCycleCount(True))."""
