@@ -1162,3 +1162,15 @@ def test_module_imports_only_errors_and_enums():
     ]
     assert os.path.basename(options_module.__file__) == "options.py"
     assert isinstance(OptionsError("x"), ValueError)
+
+
+def test_exists_says_whether_an_option_has_a_value():
+    """PopTorch's Options.exists (its DataLoader asks exists("random_seed"))
+    was an AttributeError."""
+    opts = Options()
+    assert not opts.exists("random_seed")
+    assert opts.exists("device_iterations")
+    assert not opts.exists("no_such_option") and not opts.exists("_frozen")
+    opts.randomSeed(3)
+    assert opts.exists("random_seed")
+    assert opts.Training.exists("gradient_accumulation")

@@ -291,6 +291,12 @@ class _OptionsBase:
         return [(k, v) for k, v in self.__dict__.items()
                 if not k.startswith("_")]
 
+    def exists(self, option: str) -> bool:
+        """PopTorch's ``Options.exists(name)``: whether the option has a value
+        (``exists("random_seed")`` is False until ``randomSeed`` is called; PopTorch's
+        own DataLoader asks it before shuffling across processes)."""
+        return not option.startswith("_") and self.__dict__.get(option) is not None
+
     def toDict(self) -> dict[str, Any]:
         """The stored values, keyed by attribute name (a deep copy)."""
         out = {}
