@@ -142,3 +142,43 @@ def test_anchored_tensors_are_a_clear_error_not_silently_nothing(caplog):
         inference.getAnchoredTensor("grad_w")
     with pytest.raises(poptorch.Error, match="no tensor is anchored as 'other'"):
         inference.getAnchoredTensor("other")
+
+
+def test_wrapping_a_model_again_for_training_needs_destroy_first():
+    """seeds/000 4.5.5: "Destroy original model to prevent an error when wrapping
+    the model again" (PopTorch: "Model has already been wrapped in
+    'poptorch.trainingModel'"). tilefx let two live training wrappers own the same
+    weights, each with its own optimizer state. After destroy() the new wrapper
+    carries on from the trained weights, as torch does."""
+    import pytest
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            out = self.fc(x)
+            return out, out.pow(2).mean()
+
+    torch.manual_seed(0)
+    model, reference = Net(), Net()
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(2, 4)
+    first = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    first(x)
+    with pytest.raises(poptorch.Error, match="already been wrapped in 'poptorch.trainingModel'"):
+        poptorch.trainingModel(model)
+    with pytest.raises(RuntimeError, match="model.destroy()"):  # PopTorch raises a RuntimeError
+        poptorch.trainingModel(first)
+    poptorch.inferenceModel(model)  # inference wrappers are not training wrappers
+    first.destroy()
+    second = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    _, loss = second(x)
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(2):
+        optimizer.zero_grad()
+        want = reference(x)[1]
+        want.backward()
+        optimizer.step()
+    torch.testing.assert_close(loss, want.detach(), rtol=1e-6, atol=1e-7)

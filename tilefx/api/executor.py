@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1227,9 +1228,40 @@ def _to_np(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().copy()
 
 
+# each module's live training wrapper (PopTorch allows one: seeds/000 4.5.5 "Destroy
+# original model to prevent an error when wrapping the model again")
+_TRAINING_WRAPPERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def trainingModel(model, options=None, optimizer=None) -> PoplarExecutor:
-    """Wrap `model` for training on the simulated IPU (seeds/000 4.2.1)."""
-    return PoplarExecutor(model, options, training=True, optimizer=optimizer)
+    """Wrap `model` for training on the simulated IPU (seeds/000 4.2.1). A module
+    that another live training model still wraps (not destroyed, still referenced)
+    is PopTorch's error: two training wrappers would each keep their own optimizer
+    state for the same weights. Wrappers for an offline target never train, so
+    they do not count (sizing a model several ways compiles several)."""
+    user = model._user_model if isinstance(model, PoplarExecutor) else model
+    offline = options is not None and isinstance(options, Options) and options.offline_ipu_target
+    if isinstance(user, torch.nn.Module) and not offline and _live_training_wrapper(user):
+        raise Error("Model has already been wrapped in 'poptorch.trainingModel'. Call model.destroy() "
+                    "on the model to unwrap before wrapping again.")
+    ex = PoplarExecutor(model, options, training=True, optimizer=optimizer)
+    if not ex._options.offline_ipu_target:
+        _TRAINING_WRAPPERS[user] = weakref.ref(ex)
+    return ex
+
+
+def _live_training_wrapper(user: torch.nn.Module) -> bool:
+    """Whether a training wrapper of `user` is alive: not destroyed and still
+    reachable (a dropped wrapper kept only by reference cycles is collected first,
+    so re-running `t = trainingModel(m)` in a notebook is not an error)."""
+    ref = _TRAINING_WRAPPERS.get(user)
+    if ref is None or ref() is None or ref()._destroyed:
+        return False
+    import gc
+
+    gc.collect()
+    previous = ref()
+    return previous is not None and not previous._destroyed
 
 
 def inferenceModel(model, options=None) -> PoplarExecutor:
