@@ -60,6 +60,42 @@ def test_export_then_load_continues_training_exactly(tmp_path):
         assert "func.func @update" in z.read("graph.mlir").decode()
 
 
+def test_an_executable_compiled_offline_loads_and_trains_like_torch(tmp_path):
+    """The guide's precompilation story (seeds/000 4.10.2): compile with
+    useOfflineIpuTarget on a machine without an IPU, export, then poptorch.load the
+    file elsewhere and run it. The offline target describes the compiling machine:
+    load used to keep it, so the loaded model refused to run."""
+    torch.manual_seed(0)
+    x, t = _data()
+    model = ExampleModelWithLoss()
+    reference = ExampleModelWithLoss()
+    reference.load_state_dict(model.state_dict())
+    opts = poptorch.Options()
+    opts.useOfflineIpuTarget(poptorch.ipuHardwareVersion())
+    offline = poptorch.trainingModel(model, opts, poptorch.optim.SGD(model.parameters(), lr=0.1))
+    path = tmp_path / "offline.poptorch"
+    offline.compileAndExport(str(path), x, t)
+    with pytest.raises(poptorch.Error, match="offline IPU target"):
+        offline(x, t)  # the compiling machine still cannot run it
+    loaded = poptorch.load(str(path))
+    assert not loaded.options.offline_ipu_target
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(2):
+        out, loss = loaded(x, t)
+        optimizer.zero_grad()
+        want_out, want_loss = reference(x, t)
+        want_loss.backward()
+        optimizer.step()
+        torch.testing.assert_close(loss, want_loss.detach(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(out, want_out.detach(), rtol=1e-5, atol=1e-6)
+    loaded.copyWeightsToHost()
+    torch.testing.assert_close(loaded.model.fc.weight, reference.fc.weight.detach(), rtol=1e-5, atol=1e-6)
+    # edit_opts_fn still decides: it sees the options after the offline target is dropped
+    still = poptorch.load(str(path), edit_opts_fn=lambda o: o.useOfflineIpuTarget())
+    with pytest.raises(poptorch.Error, match="offline IPU target"):
+        still(x, t)
+
+
 def test_load_executable_into_a_wrapper_and_export_model_false(tmp_path):
     torch.manual_seed(0)
     x, _ = _data()

@@ -167,6 +167,58 @@ def test_optimizer_state_off_chip_frees_the_state_bytes():
     assert c_off.profile.cycles_per_update > c_on.profile.cycles_per_update
 
 
+def test_perf_counters_and_attaching_follow_poptorch():
+    """PoplarExecutor's getPerfCounters / get*Latency / attachToDevice /
+    detachFromDevice / isAttachedToDevice (PopTorch's executor API, which scripts
+    such as optimum-graphcore's trainer call) were missing: AttributeError."""
+    model = Chain([8, 8], blocks=False)
+    D = 3
+    inf = tilefx.inferenceModel(model, tilefx.Options().deviceIterations(D))
+    assert inf.getPerfCounters() == {k: [[]] for k in ("input", "input_complete", "output",
+                                                          "output_complete")}
+    assert not inf.isAttachedToDevice()
+    with pytest.raises(tilefx.Error, match="not been compiled"):
+        inf.detachFromDevice()
+    x = torch.randn(2 * D, 8)
+    out = inf(x)
+    torch.testing.assert_close(out, model(x), rtol=1e-6, atol=1e-7)
+    assert inf.isAttachedToDevice()
+    counters = inf.getPerfCounters()
+    assert [len(counters[k]) for k in counters] == [1, 1, 1, 1]  # one input, one output
+    assert all(len(counters[k][0]) == D for k in counters)  # one time per device iteration
+    for i in range(D):
+        assert counters["input"][0][i] < counters["input_complete"][0][i] <= \
+            counters["output"][0][i] < counters["output_complete"][0][i]
+    low, high, avg = inf.getLatency()
+    assert 0 < low <= avg <= high
+    inf.detachFromDevice()
+    assert not inf.isAttachedToDevice()
+    with pytest.raises(tilefx.Error, match="not attached"):
+        inf.detachFromDevice()
+    inf.attachToDevice()
+    with pytest.raises(tilefx.Error, match="already attached"):
+        inf.attachToDevice()
+    inf.detachFromDevice()
+    torch.testing.assert_close(inf(x), model(x), rtol=1e-6, atol=1e-7)  # a call attaches again
+    assert inf.isAttachedToDevice()
+
+    # a training model detached reads its weights back: they equal torch's after the step
+    torch.manual_seed(0)
+    net = WithLoss(Chain([8, 4], blocks=False), nn.MSELoss())
+    reference = WithLoss(Chain([8, 4], blocks=False), nn.MSELoss())
+    reference.load_state_dict(net.state_dict())
+    train = tilefx.trainingModel(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.1))
+    y = torch.randn(4, 4)
+    train(x[:4], y)
+    train.detachFromDevice()
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    optimizer.zero_grad()
+    reference(x[:4], y)[1].backward()
+    optimizer.step()
+    for p, q in zip(net.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-6, atol=1e-7)
+
+
 def test_cycle_count_and_latency():
     model = Chain([64, 64], blocks=False)
     opts = tilefx.Options().logCycleCount(True)
@@ -175,7 +227,14 @@ def test_cycle_count_and_latency():
         inf.cycleCount()
     inf(torch.randn(4, 64))
     assert inf.cycleCount() == inf.profile.total_cycles > 0
-    assert inf.getComputeLatency() == pytest.approx(inf.cycleCount() / MK2.clock_hz)
+    # PopTorch's latency API: (min, max, average) seconds over the call's iterations,
+    # here from the simulated timeline (one micro-batch: host in, compute, host out)
+    low, high, avg = inf.getLatency()
+    assert low == high == avg == pytest.approx(inf.cycleCount() / MK2.clock_hz)
+    host_in, compute, host_out = (inf.getHostIpuLatency()[2], inf.getComputeLatency()[2],
+                                  inf.getIpuHostLatency()[2])
+    assert min(host_in, compute, host_out) > 0
+    assert host_in + compute + host_out == pytest.approx(avg)
     off = tilefx.inferenceModel(model, tilefx.Options())
     off(torch.randn(4, 64))
     with pytest.raises(tilefx.Error, match="logCycleCount"):

@@ -657,11 +657,13 @@ def test_load_state_dict_errors():
     with pytest.raises(tilefx.Error, match="only tilefx optimizer states"):
         opt.load_state_dict(cpu.state_dict())
     sgd = X.SGD(m.parameters(), lr=0.1, momentum=0.9)
-    tilefx.trainingModel(m, optimizer=sgd).compile(*_data(1)[0])
+    first = tilefx.trainingModel(m, optimizer=sgd)
+    first.compile(*_data(1)[0])
     with pytest.raises(tilefx.Error, match="belongs to a sgd optimizer"):
         opt.load_state_dict(sgd.state_dict())
     other = X.SGD(m.parameters(), lr=0.1, momentum=0.9)
     sd = sgd.state_dict()
+    first.destroy()  # one live training wrapper per module (seeds/000 4.5.5)
     sd["ipu_state"]["model.fc1.weight"]["momentum_buffer"] = torch.zeros(3, 3)
     other.load_state_dict(sd)
     with pytest.raises(tilefx.Error, match="shape"):

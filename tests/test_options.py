@@ -22,6 +22,7 @@ from tilefx.api.enums import (
     ReductionType,
     SyncPattern,
 )
+import tilefx.popart as popart
 from tilefx.api.errors import Error
 from tilefx.api.options import (
     FROZEN_MESSAGE,
@@ -513,6 +514,24 @@ def test_tensor_locations_group():
         locations.setWeightLocation({"onChip": 1})
 
 
+def test_tensor_locations_print_as_the_tutorial_shows():
+    """The pipelining tutorial (seeds/003) prints opts.TensorLocations after
+    setOptimizerLocation(TensorLocationSettings().useOnChipStorage(False)) and
+    shows PopTorch's backend dictionary: location_optimizer={'onChip': 0}."""
+    opts = Options()
+    assert repr(opts.TensorLocations) == "_TensorLocationOptions()"
+    opts.TensorLocations.setOptimizerLocation(
+        TensorLocationSettings().useOnChipStorage(False))
+    assert repr(opts.TensorLocations) == \
+        "_TensorLocationOptions(location_optimizer={'onChip': 0})"
+    assert "TensorLocations=_TensorLocationOptions(location_optimizer={'onChip': 0})" in repr(opts)
+    opts.TensorLocations.setWeightLocation(
+        TensorLocationSettings().useReplicatedTensorSharding(True)).numIOTiles(32)
+    assert repr(opts.TensorLocations) == (
+        "_TensorLocationOptions(location_weight={'useReplicatedTensorSharding': 1}, "
+        "location_optimizer={'onChip': 0}, num_io_tiles=32)")
+
+
 def test_num_io_tiles():
     locations = Options().TensorLocations
     message = "numIOTiles must be an even number between 32 and 192."
@@ -731,9 +750,9 @@ def optimum_to_options(for_inference, compile_only, *, replication_factor=4,
                        replicated_tensor_sharding=True, matmul_proportion=0.2,
                        ipus_per_replica=4, executable_cache_dir="./cache",
                        enable_half_partials=True, explicit_ir_inference=True):
-    # popart enum values used by optimum, as plain ints.
-    overlap_memory_optimized = 2  # AccumulateOuterFragmentSchedule
-    just_in_time = 1  # SubgraphCopyingStrategy
+    # the popart enums optimum reads, from tilefx.popart as optimum's `import popart` finds them
+    overlap_memory_optimized = popart.AccumulateOuterFragmentSchedule.OverlapMemoryOptimized
+    just_in_time = popart.SubgraphCopyingStrategy.JustInTime
     opts = Options()
     opts.autoRoundNumIPUs(True)
     opts.replicationFactor(replication_factor)
@@ -830,6 +849,9 @@ def test_optimum_graphcore_to_options(for_inference, compile_only):
     assert opts.executable_cache_dir == "./cache"
     assert opts.Precision.partials_type == torch.float16
     assert opts._Popart.options["patterns"]["TiedGather"] is True
+    # PopART's enum values, read by optimum as `int(popart.X.Y)`
+    assert opts._Popart.options["accumulateOuterFragmentSettings.schedule"] == 3
+    assert opts._Popart.options["subgraphCopyingStrategy"] == 1
     assert opts._Popart.options["engineOptions"][
         "target.syncReplicasIndependently"] == "true"
 
@@ -1140,3 +1162,15 @@ def test_module_imports_only_errors_and_enums():
     ]
     assert os.path.basename(options_module.__file__) == "options.py"
     assert isinstance(OptionsError("x"), ValueError)
+
+
+def test_exists_says_whether_an_option_has_a_value():
+    """PopTorch's Options.exists (its DataLoader asks exists("random_seed"))
+    was an AttributeError."""
+    opts = Options()
+    assert not opts.exists("random_seed")
+    assert opts.exists("device_iterations")
+    assert not opts.exists("no_such_option") and not opts.exists("_frozen")
+    opts.randomSeed(3)
+    assert opts.exists("random_seed")
+    assert opts.Training.exists("gradient_accumulation")

@@ -421,3 +421,40 @@ def test_indices_out_of_range_at_run_time_are_a_tilefx_error_naming_the_op():
     # the executable is still usable
     out, loss = ex(ids, torch.tensor([0, 1, 2, 1]))
     assert torch.isfinite(loss)
+
+
+def test_a_shape_error_while_tracing_is_one_tilefx_error_without_torchs_log():
+    """An op whose operands do not fit (a float class target, a matmul of the wrong
+    width) used to log torch's fake-tensor record, a page of torch internals, on
+    stderr before the tilefx.Error that reports the same failure with the user's line.
+    The records are collected by a handler on torch's logger (its stream handler writes
+    to whatever stderr was when torch was imported, which pytest does not capture)."""
+    import logging
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    logger.addHandler(handler)
+    try:
+        class WrongWidth(nn.Module):
+            def forward(self, x):
+                return x @ torch.ones(3, 3)
+
+        with pytest.raises(tilefx.Error, match="tracing the model failed: RuntimeError: a and b must"):
+            tilefx.inferenceModel(WrongWidth())(torch.randn(2, 4))
+
+        class FloatTarget(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 3)
+
+            def forward(self, x, y):
+                out = self.fc(x)
+                return out, nn.functional.cross_entropy(out, y)
+
+        with pytest.raises(tilefx.Error, match=r"gather\(\): Expected dtype int32/int64"):
+            tilefx.trainingModel(FloatTarget())(torch.randn(4, 4), torch.randn(4))
+    finally:
+        logger.removeHandler(handler)
+    assert [r.getMessage() for r in records] == []

@@ -358,3 +358,88 @@ def test_input_replica_grouping_shares_inputs_within_a_group():
     opt.step()
     for p, q in zip(ref.parameters(), ours.parameters()):
         torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+
+
+class _FStringPhases(nn.Module):
+    """The guide's ParallelPhasedExecution example with f-string block names
+    (seeds/000 4.4.1, Listing 4.11): two matmuls share phase 1, 3 and 5, so the two
+    stages of those phases feed each other (phase1_ipu1 -> phase1_ipu0 and back)."""
+
+    N, size = 3, 10
+
+    def __init__(self):
+        super().__init__()
+        self.weights = nn.ParameterList([nn.Parameter(torch.rand(self.size, self.size) * 0.3)
+                                         for _ in range(self.N * 6)])
+
+    def forward(self, in0, target=None):
+        phase = 0
+        weight = iter(self.weights)
+        with tilefx.Block("phase0_ipu0"):
+            ins = torch.split(in0, self.size)
+        for n in range(self.N * 3):
+            out = []
+            for ipu in range(2):
+                x = ins[ipu]
+                with tilefx.Block(f"phase{phase}_ipu{ipu}"):
+                    x = torch.matmul(next(weight), x)
+                    out.append(torch.relu(x))
+            ins = out[1], out[0]
+            if n % 3 != 1:  # 2 matmuls in the same phase
+                phase += 1
+        with tilefx.Block(f"phase{self.N * 2 - 1}_ipu1"):
+            res = ins[0] + ins[1]
+        if target is None:
+            return res
+        return res, nn.L1Loss(reduction="mean")(res, target)
+
+
+def test_guides_f_string_parallel_phased_example_trains_like_torch():
+    """Stages of one phase exchanging values both ways were refused ("stage ids
+    must not decrease along the data flow"); phased execution only needs phases
+    not to decrease. Training equals torch's SGD step."""
+    N = _FStringPhases.N
+    torch.manual_seed(0)
+    model = _FStringPhases()
+    reference = copy.deepcopy(model)
+    x, target = torch.rand(20, 1), torch.rand(10, 1)
+    opts = tilefx.Options()
+    phases = []
+    for n in range(N):
+        phases.append([tilefx.Stage(f"phase{2 * n}_ipu0").ipu(0), tilefx.Stage(f"phase{2 * n}_ipu1").ipu(2)])
+        phases.append([tilefx.Stage(f"phase{2 * n + 1}_ipu0").ipu(1),
+                       tilefx.Stage(f"phase{2 * n + 1}_ipu1").ipu(3)])
+    opts.setExecutionStrategy(tilefx.ParallelPhasedExecution(*phases))
+    training = tilefx.trainingModel(model, opts, torch.optim.SGD(model.parameters(), lr=0.01))
+    training.compile(x, target)
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.01)
+    for _ in range(2):
+        out, loss = training(x, target)
+        optimizer.zero_grad()
+        want_out, want_loss = reference(x, target)
+        want_loss.backward()
+        optimizer.step()
+        torch.testing.assert_close(loss, want_loss.detach(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(out, want_out.detach(), rtol=1e-5, atol=1e-6)
+    training.copyWeightsToHost()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
+    assert training.profile.num_ipus == 4
+
+
+def test_a_value_from_a_later_phase_is_still_an_error():
+    class Backwards(nn.Module):
+        def forward(self, x):
+            with tilefx.Block("A"):
+                a = x + 1
+            with tilefx.Block("B"):
+                b = a * 2
+            with tilefx.Block("C"):
+                c = b - a
+            return c
+
+    opts = tilefx.Options().setExecutionStrategy(tilefx.SerialPhasedExecution(
+        tilefx.Phase(tilefx.Stage("A").ipu(0)), tilefx.Phase(tilefx.Stage("C").ipu(0)),
+        tilefx.Phase(tilefx.Stage("B").ipu(0))))
+    with pytest.raises(tilefx.Error, match="phase ids must not decrease"):
+        tilefx.inferenceModel(Backwards(), opts)(torch.randn(2, 3))

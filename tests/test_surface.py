@@ -70,3 +70,115 @@ def test_inference_model_from_a_training_executor_shares_weights():
     assert validation.options.Training.gradient_accumulation == 1
     training(x)  # the inference executor picks the new weights up implicitly
     torch.testing.assert_close(validation(x), training.model(x), rtol=1e-5, atol=1e-6)
+
+
+def test_backward_on_an_output_is_poptorchs_error_and_training_still_matches_torch():
+    """A CPU training loop ported as is calls loss.backward() on the loss the
+    trainingModel returned: PopTorch answers that the backward pass already ran
+    (its own poptorch.Error), where torch would say "element 0 of tensors does not
+    require grad". The model's numbers are unaffected (compared with torch)."""
+    import pytest
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            out = self.fc(x)
+            return out, out.pow(2).mean()
+
+    torch.manual_seed(0)
+    model, reference = Net(), Net()
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(2, 4)
+    training = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(2):
+        out, loss = training(x)
+        with pytest.raises(poptorch.Error, match=r"backward\(\) cannot be called explicitly"):
+            loss.backward()
+        optimizer.zero_grad()
+        want_out, want_loss = reference(x)
+        want_loss.backward()
+        optimizer.step()
+        torch.testing.assert_close(loss, want_loss.detach(), rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(out, want_out.detach(), rtol=1e-6, atol=1e-7)
+    inference = poptorch.inferenceModel(Net())
+    out, loss = inference(x)
+    with pytest.raises(poptorch.Error, match="use a trainingModel instead"):
+        out.backward()
+
+
+def test_anchored_tensors_are_a_clear_error_not_silently_nothing(caplog):
+    """Options.anchorTensor was accepted and ignored and getAnchoredTensor did not
+    exist (AttributeError): compiling now warns and reading says it is not supported."""
+    import logging
+
+    import pytest
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.fc(x)
+
+    opts = poptorch.Options()
+    opts.anchorTensor("grad_w", "Gradient___fc.weight")
+    model = Net()
+    inference = poptorch.inferenceModel(model, opts)
+    x = torch.randn(2, 4)
+    with caplog.at_level(logging.WARNING, logger="tilefx"):
+        logging.getLogger("tilefx").addHandler(caplog.handler)
+        try:
+            out = inference(x)
+        finally:
+            logging.getLogger("tilefx").removeHandler(caplog.handler)
+    assert "anchorTensor(grad_w)" in caplog.text
+    torch.testing.assert_close(out, model(x), rtol=1e-6, atol=1e-7)
+    with pytest.raises(poptorch.Error, match="not supported by tilefx yet"):
+        inference.getAnchoredTensor("grad_w")
+    with pytest.raises(poptorch.Error, match="no tensor is anchored as 'other'"):
+        inference.getAnchoredTensor("other")
+
+
+def test_wrapping_a_model_again_for_training_needs_destroy_first():
+    """seeds/000 4.5.5: "Destroy original model to prevent an error when wrapping
+    the model again" (PopTorch: "Model has already been wrapped in
+    'poptorch.trainingModel'"). tilefx let two live training wrappers own the same
+    weights, each with its own optimizer state. After destroy() the new wrapper
+    carries on from the trained weights, as torch does."""
+    import pytest
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            out = self.fc(x)
+            return out, out.pow(2).mean()
+
+    torch.manual_seed(0)
+    model, reference = Net(), Net()
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(2, 4)
+    first = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    first(x)
+    with pytest.raises(poptorch.Error, match="already been wrapped in 'poptorch.trainingModel'"):
+        poptorch.trainingModel(model)
+    with pytest.raises(RuntimeError, match="model.destroy()"):  # PopTorch raises a RuntimeError
+        poptorch.trainingModel(first)
+    poptorch.inferenceModel(model)  # inference wrappers are not training wrappers
+    first.destroy()
+    second = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    _, loss = second(x)
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(2):
+        optimizer.zero_grad()
+        want = reference(x)[1]
+        want.backward()
+        optimizer.step()
+    torch.testing.assert_close(loss, want.detach(), rtol=1e-6, atol=1e-7)

@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +110,27 @@ def _role_list(roles: list[dict]) -> list[tuple[str, Any]]:
     return out
 
 
+def _no_backward(*_args, **_kwargs):
+    raise Error("backward() cannot be called explicitly on outputs of a PopTorch model. If you're "
+                "using a trainingModel, the backwards pass is performed automatically when invoking "
+                "the model. If you're using an inferenceModel, you should use a trainingModel instead.")
+
+
+def _guard_backward(out) -> None:
+    """Outputs are plain tensors without a graph, so a CPU training loop ported as is
+    (`loss.backward(); optimizer.step()`) would fail in torch with "element 0 of tensors
+    does not require grad": each output tensor's `backward` raises PopTorch's own
+    explanation instead (as PopTorch does)."""
+    if type(out) is torch.Tensor:
+        out.backward = _no_backward
+    elif isinstance(out, (tuple, list)):
+        for o in out:
+            _guard_backward(o)
+    elif isinstance(out, dict):
+        for o in out.values():
+            _guard_backward(o)
+
+
 # the attributes torch.nn.Module keeps in an instance (shared with the wrapped model)
 _MODULE_STATE = frozenset(torch.nn.Module().__dict__)
 
@@ -181,6 +203,7 @@ class PoplarExecutor:
         self._groups_checked: tuple = ()  # (snapshot, replicaGrouping calls) at the last check
         self._fast_call: tuple | None = None  # (forward function, argument count): see _same_call_inputs
         self._destroyed = False
+        self._attached = False  # set by the first call and attachToDevice, cleared by detachFromDevice
         self._runs = 0
         self._seed_random(self._options.random_seed)
         self._dist = None  # the other processes of a distributed training model (api/distributed.py)
@@ -231,10 +254,12 @@ class PoplarExecutor:
             if _HostVersion.latest(self._host_tensors()) > self._host_version:
                 self.copyWeightsToDevice()
             self._host_seen = (self._snapshot(), _HostVersion.counter)
+        self._attached = True  # a detached model attaches again when called (PopTorch)
         out = self._run(inputs)
         self._runs += 1
         if self._training:
             self._write_back()
+        _guard_backward(out)
         return out
 
     def _same_call_inputs(self, args: tuple, kwargs: dict) -> list[torch.Tensor] | None:
@@ -456,6 +481,10 @@ class PoplarExecutor:
         from tilefx.api import export
 
         start = time.perf_counter()
+        if self._options.anchored_tensors:
+            log.warning("Options.anchorTensor(%s): anchoring tensors is not supported by tilefx yet; "
+                        "getAnchoredTensor will raise (gradient anchors: tilefx.popart sessions)",
+                        ", ".join(sorted(self._options.anchored_tensors)))
         self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
         if self._joins_processes():  # meet the others first: a bad rendezvous fails before tracing
             from tilefx.api import distributed
@@ -574,6 +603,7 @@ class PoplarExecutor:
         self._schedule = self._make_schedule(module)
         self._profile = self._make_profile(program)
         self._program = program
+        self._attached = not self._options.offline_ipu_target  # PopTorch attaches when it compiles
         self.copyWeightsToDevice()
         self._consts = traced.consts
         if self._training and not self._options.offline_ipu_target:
@@ -626,6 +656,17 @@ class PoplarExecutor:
             raise Error("the model is not compiled yet: call it or compile() first")
         return self._profile
 
+    def getAnchoredTensor(self, short_name: str) -> torch.Tensor:
+        """PopTorch reads a tensor anchored with Options.anchorTensor; tilefx does not
+        anchor tensors yet, so this says so (the call used to be an AttributeError
+        and the option silently had no effect)."""
+        if short_name not in self._options.anchored_tensors:
+            raise Error(f"getAnchoredTensor: no tensor is anchored as {short_name!r} "
+                        "(Options.anchorTensor(short_name, long_name))")
+        raise Error(f"getAnchoredTensor({short_name!r}): anchoring tensors "
+                    f"({self._options.anchored_tensors[short_name]['long_name']!r}) is not supported by "
+                    "tilefx yet; gradients can be anchored in tilefx.popart sessions (Gradient___<name>)")
+
     def cycleCount(self) -> int:
         """Cycles of the last run on the simulated IPUs (needs Options.logCycleCount(True))."""
         if not self._options.log_cycle_count:
@@ -634,9 +675,88 @@ class PoplarExecutor:
             raise Error("cycleCount: the model has not run yet")
         return self._profile.total_cycles
 
-    def getComputeLatency(self) -> float:
-        """Seconds one call takes on the simulated IPUs (host excluded)."""
-        return self.profile.seconds
+    # -- attaching and the performance counters (PopTorch's PoplarExecutor) --
+    def isAttachedToDevice(self) -> bool:
+        """True once compiled and attached (a call attaches; detachFromDevice detaches)."""
+        return self._program is not None and not self._destroyed and self._attached
+
+    def detachFromDevice(self) -> None:
+        """Release the (simulated) IPUs, reading the trained weights back to the
+        host first, as PopTorch does; the next call attaches again (PopTorch:
+        ``if not self._is_attached: self.attachToDevice()``)."""
+        self._check_alive()
+        if self._program is None:
+            raise Error("Model has not been compiled or has been destroyed.")
+        if not self._attached:
+            raise Error("Device is not attached")
+        if self._training:
+            self._write_back()
+        self._attached = False
+
+    def attachToDevice(self) -> None:
+        """Attach to the (simulated) IPUs again after detachFromDevice."""
+        self._check_alive()
+        if self._program is None:
+            raise Error("Model has not been compiled or has been destroyed.")
+        if self._attached:
+            raise Error("Device is already attached")
+        self._attached = True
+
+    def getPerfCounters(self) -> dict[str, list[list[float]]]:
+        """PopTorch's performance counters of the last call, from the machine
+        model's timeline: for each input (``input``, ``input_complete``) and each
+        output (``output``, ``output_complete``), one time in seconds per
+        micro-batch streamed (the reference point is the start of the call).
+        Before any run: ``[[]]`` for each key, as PopTorch returns."""
+        keys = ("input", "input_complete", "output", "output_complete")
+        if self._program is None or self._runs == 0:
+            return {k: [[]] for k in keys}
+        prof = self._profile
+        repeats = prof.updates_per_call if self._training else 1
+
+        def times(direction: str, edge: str) -> list[float]:
+            steps = sorted((t for t in prof.timeline if t.kind == "host" and t.direction == direction),
+                           key=lambda t: t.start)
+            return [prof.machine.seconds(r * prof.cycles_per_update + getattr(t, edge))
+                    for r in range(repeats) for t in steps]
+
+        counts = {"in": len(self._compiled_inputs), "out": self._program.traced.num_outputs}
+        out = {}
+        for key, direction, edge in (("input", "in", "start"), ("input_complete", "in", "end"),
+                                     ("output", "out", "start"), ("output_complete", "out", "end")):
+            values = times(direction, edge)
+            out[key] = [list(values) for _ in range(counts[direction])] if values and counts[direction] else [[]]
+        return out
+
+    def _latency(self, from_event: str, from_reduce, to_event: str, to_reduce) -> tuple[float, float, float]:
+        """(min, max, average) seconds between two counters over the iterations
+        of the last call, PopTorch's rule: each output tick closes the group of
+        input ticks before it."""
+        counters = self.getPerfCounters()
+        starts = [from_reduce(col) for col in zip(*counters[from_event])] if counters[from_event][0] else []
+        ends = [to_reduce(col) for col in zip(*counters[to_event])] if counters[to_event][0] else []
+        if not ends or not starts:
+            return (0.0, 0.0, 0.0)
+        factor = max(1, len(starts) // len(ends))
+        groups = [min(starts[i:i + factor]) for i in range(0, factor * len(ends), factor)]
+        durations = [e - b for b, e in zip(groups, ends)]
+        return (min(durations), max(durations), sum(durations) / len(durations))
+
+    def getHostIpuLatency(self) -> tuple[float, float, float]:
+        """First input requested to last input transferred: (min, max, avg) seconds."""
+        return self._latency("input", min, "input_complete", max)
+
+    def getComputeLatency(self) -> tuple[float, float, float]:
+        """Last input transferred to last output requested: (min, max, avg) seconds."""
+        return self._latency("input_complete", max, "output", max)
+
+    def getIpuHostLatency(self) -> tuple[float, float, float]:
+        """First output available to last output on the host: (min, max, avg) seconds."""
+        return self._latency("output", min, "output_complete", max)
+
+    def getLatency(self) -> tuple[float, float, float]:
+        """Round trip, first input requested to last output on the host: (min, max, avg) seconds."""
+        return self._latency("input", min, "output_complete", max)
 
     def _make_schedule(self, module: ModuleOp) -> Schedule:
         info = to_py(module.attributes[STAGES_KEY])
@@ -1150,9 +1270,40 @@ def _to_np(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().copy()
 
 
+# each module's live training wrapper (PopTorch allows one: seeds/000 4.5.5 "Destroy
+# original model to prevent an error when wrapping the model again")
+_TRAINING_WRAPPERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def trainingModel(model, options=None, optimizer=None) -> PoplarExecutor:
-    """Wrap `model` for training on the simulated IPU (seeds/000 4.2.1)."""
-    return PoplarExecutor(model, options, training=True, optimizer=optimizer)
+    """Wrap `model` for training on the simulated IPU (seeds/000 4.2.1). A module
+    that another live training model still wraps (not destroyed, still referenced)
+    is PopTorch's error: two training wrappers would each keep their own optimizer
+    state for the same weights. Wrappers for an offline target never train, so
+    they do not count (sizing a model several ways compiles several)."""
+    user = model._user_model if isinstance(model, PoplarExecutor) else model
+    offline = options is not None and isinstance(options, Options) and options.offline_ipu_target
+    if isinstance(user, torch.nn.Module) and not offline and _live_training_wrapper(user):
+        raise Error("Model has already been wrapped in 'poptorch.trainingModel'. Call model.destroy() "
+                    "on the model to unwrap before wrapping again.")
+    ex = PoplarExecutor(model, options, training=True, optimizer=optimizer)
+    if not ex._options.offline_ipu_target:
+        _TRAINING_WRAPPERS[user] = weakref.ref(ex)
+    return ex
+
+
+def _live_training_wrapper(user: torch.nn.Module) -> bool:
+    """Whether a training wrapper of `user` is alive: not destroyed and still
+    reachable (a dropped wrapper kept only by reference cycles is collected first,
+    so re-running `t = trainingModel(m)` in a notebook is not an error)."""
+    ref = _TRAINING_WRAPPERS.get(user)
+    if ref is None or ref() is None or ref()._destroyed:
+        return False
+    import gc
+
+    gc.collect()
+    previous = ref()
+    return previous is not None and not previous._destroyed
 
 
 def inferenceModel(model, options=None) -> PoplarExecutor:

@@ -366,6 +366,7 @@ class LoadedModel(torch.nn.Module):
 
 def load(filename: str, edit_opts_fn=None):
     """`poptorch.load(filename, edit_opts_fn=None)`: an executor ready to run."""
+    from tilefx.api.enums import ConnectionType
     from tilefx.api.executor import PoplarExecutor
 
     if edit_opts_fn is not None and not callable(edit_opts_fn):
@@ -380,6 +381,14 @@ def load(filename: str, edit_opts_fn=None):
                         {n: tensors[f"param/{n}"] for n in meta["params"]},
                         {n: tensors[f"buffer/{n}"] for n in meta["buffers"]})
     opts = options_from_json(parts["options"])
+    if opts.offline_ipu_target:
+        # the offline target is where the file was compiled (seeds/000 4.10.2: "compile
+        # your model on a machine which doesn't have an IPU ... then reload and execute
+        # it on a different machine"); the loading machine attaches as usual.
+        # edit_opts_fn still sees the options and may choose otherwise.
+        opts.offline_ipu_target = False
+        if opts.connection_type == ConnectionType.Never:
+            opts.connection_type = ConnectionType.Always
     if edit_opts_fn is not None:
         edit_opts_fn(opts)
     training = bool(meta.get("training"))

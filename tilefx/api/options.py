@@ -291,6 +291,12 @@ class _OptionsBase:
         return [(k, v) for k, v in self.__dict__.items()
                 if not k.startswith("_")]
 
+    def exists(self, option: str) -> bool:
+        """PopTorch's ``Options.exists(name)``: whether the option has a value
+        (``exists("random_seed")`` is False until ``randomSeed`` is called; PopTorch's
+        own DataLoader asks it before shuffling across processes)."""
+        return not option.startswith("_") and self.__dict__.get(option) is not None
+
     def toDict(self) -> dict[str, Any]:
         """The stored values, keyed by attribute name (a deep copy)."""
         out = {}
@@ -463,6 +469,17 @@ class _TensorLocationOptions(_OptionsBase):
                 message)
         _assert(32 <= num_tiles <= 192 and num_tiles % 2 == 0, message)
         self.num_io_tiles = num_tiles
+
+    def __repr__(self) -> str:
+        """PopTorch's form, which the pipelining tutorial prints (seeds/003:
+        ``_TensorLocationOptions(location_optimizer={'onChip': 0})``): each
+        location set, as its backend dictionary, then the IO tiles if any."""
+        parts = [f"location_{kind}={getattr(self, kind).toDict()!r}"
+                 for kind in ("activation", "weight", "optimizer", "accumulator")
+                 if getattr(self, kind) is not None]
+        if self.num_io_tiles:
+            parts.append(f"num_io_tiles={self.num_io_tiles}")
+        return f"{type(self).__name__}({', '.join(parts)})"
 
     # PopTorch's names for the stored dictionaries.
     @property

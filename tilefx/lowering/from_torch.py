@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import logging
 import operator
 from dataclasses import dataclass, field
 
@@ -713,6 +714,27 @@ def _mkldnn_off():
         torch._C._set_mkldnn_enabled(was)
 
 
+class _DropMetaFailureLog(logging.Filter):
+    """Drops the record torch's fake tensors log (with the whole stack) when an op's shape
+    function rejects its operands: the same exception reaches `trace`, which reports it
+    as a `tilefx.Error` naming the module and line, so the user saw the error twice, the
+    first time as a page of torch internals on stderr."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("failed while attempting to run meta")
+
+
+@contextlib.contextmanager
+def _quiet_meta_failures():
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    flt = _DropMetaFailureLog()
+    logger.addFilter(flt)
+    try:
+        yield
+    finally:
+        logger.removeFilter(flt)
+
+
 def _traceback_line(e: BaseException) -> str:
     import traceback
 
@@ -782,6 +804,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             stack.enter_context(_compiling_state_context())
             # RNNs decompose to matmuls and pointwise ops, not to oneDNN's fused layer
             stack.enter_context(_mkldnn_off())
+            stack.enter_context(_quiet_meta_failures())
             stack.enter_context(SourceLocations())
             stack.enter_context(without_compiler())
             if not training:

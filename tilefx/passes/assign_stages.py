@@ -143,7 +143,7 @@ class AssignStagesPass(ModulePass):
             pipe_of_user[s] = p_idx
         num_fwd = p_idx + 1
 
-        self._check_data_flow(ops, where)
+        self._check_data_flow(ops, where, phased=kind.endswith("phased"))
         num_phases = max(ph for _, _, ph in where.values()) + 1
         if kind == "pipelined" and num_fwd > 1:
             # PopTorch's fill-drain schedule needs every pipeline stage busy once;
@@ -286,12 +286,17 @@ class AssignStagesPass(ModulePass):
             raise PlacementError(f"blocks {missing} are not in any Stage or Phase of the strategy")
         return where
 
-    def _check_data_flow(self, ops, where) -> None:
+    def _check_data_flow(self, ops, where, phased: bool = False) -> None:
+        """A value may only flow to the same or a later stage (pipelined, sharded).
+        Phased: to the same or a later phase; the stages of one phase run at once on
+        their IPUs and exchange values either way (the guide's f-string example of
+        ParallelPhasedExecution, seeds/000 4.4.1, feeds phase1_ipu1 into phase1_ipu0)."""
+        key, what = (2, "phase") if phased else (0, "stage")
         for o in ops:
             p = _place(o)
             if p is None or p.is_backward or not p.block.data:
                 continue
-            s = where[p.block.data][0]
+            s = where[p.block.data][key]
             for v in o.operands:
                 src = v.owner
                 if not isinstance(src, Operation):
@@ -299,12 +304,12 @@ class AssignStagesPass(ModulePass):
                 q = _place(src)
                 if q is None or q.is_backward or not q.block.data:
                     continue
-                t = where[q.block.data][0]
+                t = where[q.block.data][key]
                 if t > s:
                     raise PlacementError(
-                        f"stage ids must not decrease along the data flow: {o.name} in block "
-                        f"{p.block.data!r} (stage {s}) uses a value of {src.name} in block "
-                        f"{q.block.data!r} (stage {t})")
+                        f"{what} ids must not decrease along the data flow: {o.name} in block "
+                        f"{p.block.data!r} ({what} {s}) uses a value of {src.name} in block "
+                        f"{q.block.data!r} ({what} {t})")
 
 
 def _place(o: Operation) -> PlacementAttr | None:

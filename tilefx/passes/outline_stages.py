@@ -7,6 +7,9 @@ IPU). Stage s's ops keep their program order; the regions run in stage
 order 0, 1, ..., which is a valid order because stage ids never decrease
 along the data flow (the forward of stage k comes before stage k+1, the
 backward of stage k, numbered 2P-2-k, after the backward of stage k+1).
+Phased execution only needs phases not to decrease: the stages of one phase
+run at once and may feed each other both ways, and then each stage gets one
+region per run of its ops in phase order (see `_phase_runs`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from xdsl.passes import ModulePass
 
 from tilefx.dialects.ipu import PLACE_KEY, CopyOp, PlacementAttr, StageOp, YieldOp
 from tilefx.passes.assign_stages import PlacementError
-from tilefx.dialects.irutil import find_func
+from tilefx.dialects.irutil import find_func, to_py
+from tilefx.dialects.names import STAGES_KEY
 
 
 def _place(o: Operation) -> PlacementAttr:
@@ -44,15 +48,21 @@ class OutlineStagesPass(ModulePass):
         if any(isinstance(o, StageOp) for o in ops):
             return  # already outlined
         stage_of = {o: _place(o).stage.data for o in ops}
-        for o in ops:
-            for v in o.operands:
-                if isinstance(v.owner, Operation) and stage_of[v.owner] > stage_of[o]:
-                    raise PlacementError(
-                        f"{o.name} (stage {stage_of[o]}) uses a value of {v.owner.name} from the later "
-                        f"stage {stage_of[v.owner]}")
-        stages = sorted(set(stage_of.values()))
-        for s in stages:
-            members = [o for o in ops if stage_of[o] == s]
+        back = [(o, v.owner) for o in ops for v in o.operands
+                if isinstance(v.owner, Operation) and stage_of[v.owner] > stage_of[o]]
+        if not back:
+            groups = [[o for o in ops if stage_of[o] == s] for s in sorted(set(stage_of.values()))]
+        else:
+            phase_of = {o: _place(o).phase.data for o in ops}
+            bad = [(o, src) for o, src in back if phase_of[src] > phase_of[o]] if _is_phased(op) else back
+            if bad:
+                o, src = bad[0]
+                raise PlacementError(
+                    f"{o.name} (stage {stage_of[o]}) uses a value of {src.name} from the later "
+                    f"stage {stage_of[src]}")
+            groups = _phase_runs(ops, stage_of, phase_of)
+        for members in groups:
+            s = stage_of[members[0]]
             first = _place(members[0])
             ipu = first.ipu.data
             directions = {_place(o).direction.data for o in members}
@@ -92,6 +102,27 @@ class OutlineStagesPass(ModulePass):
                 for use in list(r.uses):
                     if _outside(use.operation, member_set, copies):
                         use.operation.operands[use.index] = new
+
+
+def _is_phased(module: ModuleOp) -> bool:
+    info = module.attributes.get(STAGES_KEY)
+    return info is not None and str(to_py(info).get("kind", "")).endswith("phased")
+
+
+def _phase_runs(ops: list, stage_of: dict, phase_of: dict) -> list[list]:
+    """Regions for phased execution whose stages of one phase exchange values both
+    ways (they run at once on their IPUs: the guide's ParallelPhasedExecution
+    example, seeds/000 4.4.1): the ops in phase order (values never flow to an
+    earlier phase; within a phase, program order), cut into runs of one stage. A
+    stage may then have several regions, which the machine model adds up."""
+    ordered = sorted(ops, key=lambda o: phase_of[o])  # stable: program order within a phase
+    groups: list[list] = []
+    for o in ordered:
+        if groups and stage_of[groups[-1][0]] == stage_of[o]:
+            groups[-1].append(o)
+        else:
+            groups.append([o])
+    return groups
 
 
 def _outside(user: Operation, members: set, copies: dict) -> bool:

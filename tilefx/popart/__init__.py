@@ -44,6 +44,7 @@ from tilefx.popart.optimizers import (
 from tilefx.popart.patterns import Patterns, PatternsLevel
 from tilefx.popart.session import (
     GRADIENT_PREFIX,
+    AccumulateOuterFragmentSchedule,
     AnchorReturnType,
     AnchorReturnTypeId,
     DataFlow,
@@ -54,6 +55,7 @@ from tilefx.popart.session import (
     PyWeightsIO,
     Report,
     SessionOptions,
+    SubgraphCopyingStrategy,
     SyntheticDataMode,
     TrainingSession,
     VirtualGraphMode,
@@ -81,6 +83,7 @@ __all__ = [
     "Patterns",
     "PatternsLevel",
     "SGD",
+    "AccumulateOuterFragmentSchedule",
     "Adam",
     "AdamMode",
     "AnchorReturnType",
@@ -104,6 +107,7 @@ __all__ = [
     "ReductionType",
     "Report",
     "SessionOptions",
+    "SubgraphCopyingStrategy",
     "SyncPattern",
     "SyntheticDataMode",
     "TensorInfo",

@@ -184,6 +184,28 @@ class SyntheticDataMode(enum.Enum):
     RandomNormal = "RandomNormal"
 
 
+class AccumulateOuterFragmentSchedule(enum.IntEnum):
+    """PopART's schedule of the accumulate-outer fragment (the optimizer step after gradient
+    accumulation). Downstream libraries pass it as an int to a session option
+    (optimum-graphcore: `int(popart.AccumulateOuterFragmentSchedule.OverlapMemoryOptimized)`,
+    seeds/004); the values are PopART's. The option is accepted and has no effect on the
+    simulated machine's numbers."""
+
+    Scheduler = 0
+    Serial = 1
+    OverlapCycleOptimized = 2
+    OverlapMemoryOptimized = 3
+
+
+class SubgraphCopyingStrategy(enum.IntEnum):
+    """PopART's strategy for copying outlined subgraph inputs and outputs, passed as an int
+    by downstream libraries (`int(popart.SubgraphCopyingStrategy.JustInTime)`, seeds/004);
+    PopART's values, no effect on the simulated numbers."""
+
+    OnEnterAndExit = 0
+    JustInTime = 1
+
+
 class _ExecutionPhaseSettings:
     def __init__(self):
         self.phases = 0
