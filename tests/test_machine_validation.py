@@ -51,7 +51,7 @@ def test_largest_bert_large_stack_on_one_mk2():
     train8 = mv.largest_bert_large_stack(8, training=True)
     train1 = mv.largest_bert_large_stack(1, training=True)
     infer8 = mv.largest_bert_large_stack(8, training=False)
-    assert (train1, train8, infer8) == (4, 3, 24)
+    assert (train1, train8, infer8) == (5, 4, 24)
     # training holds gradients, optimizer state and every layer's activations:
     # Graphcore's BERT-Large training needs 4 IPUs ([3, 7, 7, 7] layers) even with
     # recomputation and the optimizer state off chip; inference of all 24 fits one

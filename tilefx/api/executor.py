@@ -1237,6 +1237,9 @@ def _held_alone(args: list, roles: list[tuple[str, Any]], kinds: tuple[str, ...]
 
 
 def _copy_into(t: torch.Tensor, value: np.ndarray) -> None:
+    value = np.asarray(value)
+    if value.shape != tuple(t.shape) and value.size == t.numel():  # a 0-d buffer sent as [1]
+        value = value.reshape(tuple(t.shape))
     if not (value.flags.writeable and value.flags.c_contiguous):  # from_numpy views only these
         value = np.ascontiguousarray(value)
         if not value.flags.writeable:
