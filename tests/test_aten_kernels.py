@@ -276,3 +276,24 @@ def test_eigen_and_singular_vectors_carry_torchs_signs(dtype):
     a = torch.randn(3, 6, 6, generator=torch.Generator().manual_seed(0), dtype=dtype)
     for got, want in zip(tilefx.inferenceModel(Decompose())(a), Decompose()(a)):
         assert torch.equal(got, want)
+
+
+def test_numpy_kernels_kept_where_they_measured_faster():
+    """A first layer's convolution backward (few input channels) and 2x2 max
+    pooling with indices keep tilefx's numpy kernels; a wide convolution's
+    backward takes ATen's."""
+    def conv_bwd(ci):
+        return _op("convolution_backward.default",
+                   [((8, 16, 12, 12), np.float32), ((8, ci, 16, 16), np.float32),
+                    ((16, ci, 5, 5), np.float32)],
+                   {"bias_sizes": [16], "stride": [1, 1], "padding": [0, 0], "dilation": [1, 1],
+                    "transposed": False, "output_padding": [0, 0], "groups": 1,
+                    "output_mask": [True, True, True]},
+                   [((8, ci, 16, 16), np.float32), ((16, ci, 5, 5), np.float32), ((16,), np.float32)])
+
+    assert aten_kernels.provide(conv_bwd(1)) is None
+    assert aten_kernels.provide(conv_bwd(32)) is not None
+    pool = _op("max_pool2d_with_indices.default", [((8, 16, 32, 32), np.float32)],
+               {"kernel_size": [2, 2], "stride": [2, 2]},
+               [((8, 16, 16, 16), np.float32), ((8, 16, 16, 16), np.int64)])
+    assert aten_kernels.provide(pool) is None

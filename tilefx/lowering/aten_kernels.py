@@ -147,7 +147,7 @@ def provide(op: Operation) -> Callable | None:
         return None
     if name in _FIRST_RESULT_OPS and not any(r.uses for r in op.results[1:]):
         return None
-    if not enabled() or not _types_exact(op):
+    if not enabled() or not _types_exact(op) or _numpy_faster(op):
         return None
     if name not in _ALWAYS and max((_numel(v.type) for v in (*op.operands, *op.results)),
                                    default=0) < (MIN_ELEMENTS_CHEAP if name in CHEAP else MIN_ELEMENTS):
@@ -181,6 +181,22 @@ def _optimizers() -> dict[str, Callable]:
 
         _OPTIMIZERS.update(make(_load_torch()))
     return _OPTIMIZERS
+
+
+def _numpy_faster(op: Operation) -> bool:
+    """Where tilefx's own numpy kernel measured faster (benchmarks/RESULTS.md,
+    session 5): the weight gradient of a convolution over few input channels
+    (the first layer of a CNN: ATen 1.78 ms against 0.50 for 40 images of
+    1x28x28, 5x5 kernels; from 64 channels ATen's is 1.2-1.7x faster), and
+    2x2 / stride 2 max pooling with its indices (a branch-free formula,
+    kernels/pooling.py: 0.31 against 0.54 ms on the tutorial CNN's)."""
+    if op.name == "aten.convolution_backward":
+        x = op.operands[1].type
+        return hasattr(x, "get_shape") and len(x.get_shape()) > 1 and x.get_shape()[1] < 8
+    if op.name == "aten.max_pool2d_with_indices":
+        props = {k: from_attr(v) for k, v in op.properties.items() if k in ("kernel_size", "stride")}
+        return list(props.get("kernel_size", ())) == [2, 2] and list(props.get("stride", [2, 2])) in ([2, 2], [])
+    return False
 
 
 def _constant(schema, name: str, attr) -> Any:
