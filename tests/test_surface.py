@@ -72,6 +72,18 @@ def test_inference_model_from_a_training_executor_shares_weights():
     torch.testing.assert_close(validation(x), training.model(x), rtol=1e-5, atol=1e-6)
 
 
+class _LinearWithSquareLoss(torch.nn.Module):
+    """A linear layer returning its output and a loss made from it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        out = self.fc(x)
+        return out, out.pow(2).mean()
+
+
 def test_backward_on_an_output_is_poptorchs_error_and_training_still_matches_torch():
     """A CPU training loop ported as is calls loss.backward() on the loss the
     trainingModel returned: PopTorch answers that the backward pass already ran
@@ -79,14 +91,7 @@ def test_backward_on_an_output_is_poptorchs_error_and_training_still_matches_tor
     require grad". The model's numbers are unaffected (compared with torch)."""
     import pytest
 
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc = torch.nn.Linear(4, 3)
-
-        def forward(self, x):
-            out = self.fc(x)
-            return out, out.pow(2).mean()
+    Net = _LinearWithSquareLoss
 
     torch.manual_seed(0)
     model, reference = Net(), Net()
@@ -152,14 +157,7 @@ def test_wrapping_a_model_again_for_training_needs_destroy_first():
     carries on from the trained weights, as torch does."""
     import pytest
 
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc = torch.nn.Linear(4, 3)
-
-        def forward(self, x):
-            out = self.fc(x)
-            return out, out.pow(2).mean()
+    Net = _LinearWithSquareLoss
 
     torch.manual_seed(0)
     model, reference = Net(), Net()
