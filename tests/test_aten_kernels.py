@@ -156,11 +156,14 @@ def test_optimizer_updates_are_torch_optim_bit_for_bit(step, inplace):
 
 def test_out_of_range_index_on_aten_kernel_is_a_tilefx_error():
     """ATen's own index check becomes the executor's error naming the op."""
-    model = nn.Embedding(100, 64)
-    ex = tilefx.inferenceModel(model)
-    ex(torch.randint(0, 100, (4, 32)))
+    rows = 4096  # 262,144 weights: above the one-flop ops' threshold, so ATen's embedding
+    op = _op("embedding.default", [((rows, 64), np.float32), ((4, 32), np.int64)], {},
+             [((4, 32, 64), np.float32)])
+    assert aten_kernels.provide(op) is not None
+    ex = tilefx.inferenceModel(nn.Embedding(rows, 64))
+    ex(torch.randint(0, rows, (4, 32)))
     with pytest.raises(tilefx.Error, match="embedding"):
-        ex(torch.full((4, 32), 100))
+        ex(torch.full((4, 32), rows))
 
 
 def _op(name, operand_types, props, result_types):
@@ -200,6 +203,12 @@ def test_provided_kernel_binds_properties_and_optionals():
     want = torch.ops.aten.native_layer_norm(torch.from_numpy(x), [1024], torch.from_numpy(w), None, 1e-5)
     for a, b in zip((out, mean, rstd), want):
         np.testing.assert_array_equal(a, b.numpy())
+    # a dtype property reaches ATen as torch's dtype
+    cast = aten_kernels.provide(_op("_to_copy.default", [((512, 512), np.float32)],
+                                    {"dtype": np.dtype(np.float64)}, [((512, 512), np.float64)]))
+    x = np.random.default_rng(1).random((512, 512), dtype=np.float32)
+    got = cast(x)
+    assert got.dtype == np.float64 and np.array_equal(got, x.astype(np.float64))
 
 
 def test_thread_hook_restores_the_users_setting(monkeypatch):

@@ -1111,8 +1111,8 @@ class PoplarExecutor:
     def _write_back(self) -> None:
         snap = self._snapshot()
         named_p, named_b = snap.named_p, snap.named_b
-        # torch's copy_ on its own threads: the program's large ops ran on the
-        # same pool (lowering/aten_kernels.py), so nothing else is waiting for it
+        # a training executor's weights are mostly the parameters' own memory
+        # (copyWeightsToDevice): only what did not update in place is copied
         for n, w in self._weights.items():
             if n in self._groups.names:  # VariableRetrievalMode: one value per group or per replica
                 w = self._groups.to_host(n, w)
@@ -1237,15 +1237,11 @@ def _held_alone(args: list, roles: list[tuple[str, Any]], kinds: tuple[str, ...]
 
 
 def _copy_into(t: torch.Tensor, value: np.ndarray) -> None:
-    value = np.asarray(value)
-    if value.shape != tuple(t.shape) and value.size == t.numel():  # a 0-d buffer sent as [1]
-        value = value.reshape(tuple(t.shape))
-    if not (value.flags.writeable and value.flags.c_contiguous):  # from_numpy views only these
-        value = np.ascontiguousarray(value)
-        if not value.flags.writeable:
-            value = value.copy()
-    with torch.no_grad():
-        t.copy_(torch.from_numpy(value))
+    if t.is_contiguous() and t.device.type == "cpu" and t.dtype != torch.bfloat16:
+        np.copyto(t.detach().numpy(), value, casting="same_kind")
+    else:
+        with torch.no_grad():
+            t.copy_(torch.from_numpy(np.ascontiguousarray(value)))
 
 
 def _join(items: list[np.ndarray]) -> np.ndarray:

@@ -299,7 +299,6 @@ class CompiledFunction:
             for a in schema.properties:
                 if a.optional and not a.has_default and py_name(a.name) not in props:
                     props[py_name(a.name)] = None
-        simple = all(type(x) is int for x in layout)
         name, place = op.name, op.attributes.get(PLACE_KEY)
         if schema is not None:
             # aten kernels take the schema's arguments by name (tensors and
@@ -324,11 +323,7 @@ class CompiledFunction:
                     getattr(r.type, "element_type", None) == f16 for r in op.results):
                 kernel = _stochastically_rounded(kernel, self.rng)
 
-        def fetch(env):
-            if simple:
-                return [env[i] for i in layout]
-            return [env[x] if type(x) is int else None if x is None else [env[j] for j in x]
-                    for x in layout]
+        fetch = _fetcher(layout)
 
         variadic = schema is not None and schema.num_results == -1  # a list, even of one
         if not outs and not variadic:  # a check (`_assert_async`): it raises or returns nothing
@@ -355,20 +350,8 @@ class CompiledFunction:
     def _provided_step(self, op: Operation, kernel, layout: list, outs: list[int]):
         """A step calling a provider's kernel (KERNEL_PROVIDERS), which has
         the op's properties bound already: operands in, results out."""
-        simple = all(type(x) is int for x in layout)
-        single = len(outs) == 1 and (getattr(op, "schema", None) is None
-                                     or op.schema.num_results != -1)
-
-        def fetch(env):
-            return [env[x] if type(x) is int else None if x is None else [env[j] for j in x]
-                    for x in layout]
-
-        if single and simple:
-            out = outs[0]
-
-            def step(env):
-                env[out] = kernel(*[env[i] for i in layout])
-        elif single:
+        fetch = _fetcher(layout)
+        if len(outs) == 1 and (getattr(op, "schema", None) is None or op.schema.num_results != -1):
             out = outs[0]
 
             def step(env):
@@ -488,6 +471,15 @@ class CompiledFunction:
             self._donated = frozenset()
             restore_blas_threads()
         return [env[s] for s in self.result_slots]
+
+
+def _fetcher(layout: list):
+    """env -> the operand groups of a step: a value, None (an absent optional
+    operand) or a list of values."""
+    if all(type(x) is int for x in layout):
+        return lambda env: [env[i] for i in layout]
+    return lambda env: [env[x] if type(x) is int else None if x is None else [env[j] for j in x]
+                        for x in layout]
 
 
 def _provided_kernel(op: Operation):

@@ -32,6 +32,7 @@ into the verifier (torch_rules.py).
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from typing import Any, Callable
@@ -39,10 +40,12 @@ from typing import Any, Callable
 import numpy as np
 from xdsl.ir import Operation
 
-from tilefx.backend.executor import CALL_HOOKS, KERNEL_PROVIDERS, RANDOM_OPS
+from xdsl.dialects.builtin import TypeAttribute
+
+from tilefx.backend.executor import CALL_HOOKS, FIRST_RESULT_TABLE, KERNEL_PROVIDERS, RANDOM_OPS
 from tilefx.backend.kernels.tuning import blas_cores
-from tilefx.backend.kernels import FIRST_RESULT_KERNELS
-from tilefx.dialects.aten import ATEN_OPS, field_name, from_attr, type_key
+from tilefx.dialects.aten import from_attr, type_key
+from tilefx.lowering.torch_rules import TORCH_DTYPES, load_torch
 
 KERNELS_ENV = "TILEFX_KERNELS"  # "numpy": the numpy kernels for every op
 # An op whose largest operand or result has fewer elements runs on numpy:
@@ -91,22 +94,13 @@ _NUMPY_ONLY = {
     "aten.lt.Tensor", "aten.le.Scalar", "aten.le.Tensor", "aten.gt.Scalar", "aten.gt.Tensor",
     "aten.ge.Scalar", "aten.ge.Tensor",
 }
-_FIRST_RESULT_OPS = {"aten." + s.removesuffix(".default") for s in FIRST_RESULT_KERNELS}
-
 _torch: Any = None
-_TORCH_DTYPES: dict[np.dtype, Any] = {}
 
 
 def _load_torch() -> Any:
     global _torch
     if _torch is None:
-        import torch
-
-        _TORCH_DTYPES.update({np.dtype(k): v for k, v in (
-            ("float32", torch.float32), ("float64", torch.float64), ("float16", torch.float16),
-            ("int64", torch.int64), ("int32", torch.int32), ("int16", torch.int16),
-            ("int8", torch.int8), ("uint8", torch.uint8), ("bool", torch.bool))})
-        _torch = torch
+        _torch = load_torch()
     return _torch
 
 
@@ -115,11 +109,7 @@ def enabled() -> bool:
 
 
 def _numel(t) -> int:
-    shape = t.get_shape() if hasattr(t, "get_shape") else ()
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+    return math.prod(t.get_shape()) if hasattr(t, "get_shape") else 1
 
 
 def _types_exact(op: Operation) -> bool:
@@ -145,7 +135,7 @@ def provide(op: Operation) -> Callable | None:
         return _optimizers()[name]
     if not name.startswith("aten.") or name in _NUMPY_ONLY or name in RANDOM_OPS:
         return None
-    if name in _FIRST_RESULT_OPS and not any(r.uses for r in op.results[1:]):
+    if name in FIRST_RESULT_TABLE and not any(r.uses for r in op.results[1:]):
         return None
     if not enabled() or not _types_exact(op) or _numpy_faster(op):
         return None
@@ -199,11 +189,9 @@ def _numpy_faster(op: Operation) -> bool:
     return False
 
 
-def _constant(schema, name: str, attr) -> Any:
-    v = from_attr(attr)
-    if any(a.name == name and a.base == "ScalarType" for a in schema.properties):
-        return _TORCH_DTYPES[np.dtype(v)]
-    return v
+def _constant(attr) -> Any:
+    """A property as the overload takes it (a dtype as torch's)."""
+    return TORCH_DTYPES[type_key(attr)] if isinstance(attr, TypeAttribute) else from_attr(attr)
 
 
 def _bind(overload_fn, schema, op: Operation) -> Callable | None:
@@ -211,7 +199,7 @@ def _bind(overload_fn, schema, op: Operation) -> Callable | None:
     and properties (as constants), in the order of ATen's own schema."""
     operand_index = {a.name: i for i, a in enumerate(schema.operands)}
     kinds = [a.kind for a in schema.operands]
-    consts = {a.name: _constant(schema, a.name, op.properties[a.name])
+    consts = {a.name: _constant(op.properties[a.name])
               for a in schema.properties if a.name in op.properties}
     positional: list[tuple[bool, Any]] = []  # (is operand, operand index | constant)
     keywords: dict[str, tuple[bool, Any]] = {}
@@ -269,19 +257,26 @@ def _bind(overload_fn, schema, op: Operation) -> Callable | None:
         def kernel(*vals):
             try:
                 return _as_array(call(*vals))
-            except RuntimeError as e:  # ATen's own check (an index out of range): the user's data
-                raise ValueError(str(e).strip().splitlines()[0] if str(e).strip() else "failed") from None
+            except RuntimeError as e:
+                raise _users_data(e) from None
     else:
         def kernel(*vals):
             try:
                 res = call(*vals)
             except RuntimeError as e:
-                raise ValueError(str(e).strip().splitlines()[0] if str(e).strip() else "failed") from None
+                raise _users_data(e) from None
             if isinstance(res, (tuple, list)):
                 return [None if r is None else _as_array(r) for r in res]
             return [_as_array(res)]
     kernel.__qualname__ = f"aten kernel {op.name}"
     return kernel
+
+
+def _users_data(e: RuntimeError) -> ValueError:
+    """ATen's own check failed (an index out of range): the user's data, which
+    the executor reports as the op's error in ATen's first line of words."""
+    text = str(e).strip()
+    return ValueError(text.splitlines()[0] if text else "failed")
 
 
 def _as_tensor(a):

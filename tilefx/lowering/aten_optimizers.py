@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilefx.backend.kernels.ipu import _hp
 from tilefx.backend.kernels.ipu import adam as numpy_adam
 from tilefx.backend.kernels.ipu import sgd as numpy_sgd
+from tilefx.lowering.aten_kernels import _as_tensor
 
 _F32 = np.dtype(np.float32)
 
 
 def _f32(*arrays) -> bool:
     return all(a is None or (type(a) is np.ndarray and a.dtype == _F32) for a in arrays)
-
-
-def _hp(var, const):
-    return const if var is None else float(var)
 
 
 def _owned(a: np.ndarray, inplace: bool) -> np.ndarray:
@@ -55,19 +53,17 @@ def make(torch):
         weight_decay = _hp(weight_decay_var, weight_decay)
         nesterov = bool(_hp(nesterov_var, nesterov))
         w_arr = _owned(weight, inplace)
-        w, d_p = T(w_arr), T(np.asarray(grad)) if grad.flags.writeable else T(np.array(grad))
+        w, d_p = T(w_arr), _as_tensor(grad)
         if weight_decay:
             d_p = d_p.add(w, alpha=weight_decay)
         if velocity is None or momentum == 0.0:
             w.add_(d_p, alpha=-float(lr))
             return w_arr if velocity is None else (w_arr, velocity)
+        v_arr = _owned(velocity, inplace)
+        buf = T(v_arr)
         if int(step) <= 1:
-            v_arr = _owned(velocity, inplace)
-            buf = T(v_arr)
             buf.copy_(d_p)
         else:
-            v_arr = _owned(velocity, inplace)
-            buf = T(v_arr)
             buf.mul_(momentum).add_(d_p, alpha=1.0 - dampening)
         d_p = d_p.add(buf, alpha=momentum) if nesterov else buf
         w.add_(d_p, alpha=-float(lr))
@@ -87,7 +83,7 @@ def make(torch):
         lr, t = float(lr), float(step)
         w_arr, m_arr, v_arr = (_owned(a, inplace) for a in (weight, exp_avg, exp_avg_sq))
         w, m, v = T(w_arr), T(m_arr), T(v_arr)
-        g = T(grad if grad.flags.writeable else np.array(grad))
+        g = _as_tensor(grad)
         if weight_decay:
             if decoupled:
                 w.mul_(1.0 - lr * weight_decay)

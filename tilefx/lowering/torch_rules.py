@@ -32,19 +32,20 @@ from tilefx.dialects.aten import RESULT_TYPE_RULES, field_name, from_attr, type_
 _CACHE_LIMIT = 65536
 _cache: dict[tuple, tuple] = {}
 _torch: Any = None
-_DTYPES: dict[str, Any] = {}
+TORCH_DTYPES: dict[str, Any] = {}  # IR element type key -> torch dtype
 _FLOATS = {"f16", "bf16", "f32", "f64"}
 
 
-def _load_torch() -> Any:
+def load_torch() -> Any:
+    """torch, imported on first use (with TORCH_DTYPES filled)."""
     global _torch
     if _torch is None:
         import torch
 
-        _DTYPES.update({"f32": torch.float32, "f16": torch.float16, "f64": torch.float64,
-                        "bf16": torch.bfloat16, "i64": torch.int64, "i32": torch.int32,
-                        "i16": torch.int16, "i8": torch.int8, "ui8": torch.uint8, "i1": torch.bool,
-                        "c64": torch.complex64})
+        TORCH_DTYPES.update({"f32": torch.float32, "f16": torch.float16, "f64": torch.float64,
+                             "bf16": torch.bfloat16, "i64": torch.int64, "i32": torch.int32,
+                             "i16": torch.int16, "i8": torch.int8, "ui8": torch.uint8,
+                             "i1": torch.bool, "c64": torch.complex64})
         _torch = torch
     return _torch
 
@@ -102,7 +103,7 @@ def _signature(op: IRDLOperation) -> tuple[tuple, dict[str, Any]]:
 
 def _torch_results(schema, args: dict[str, Any]) -> tuple:
     """("ok", [(shape, key), ...]) | ("error", message) | ("unknown",)."""
-    torch = _load_torch()
+    torch = load_torch()
     from tilefx.lowering.no_compiler import without_compiler
 
     base, overload = schema.name.split(".")
@@ -113,14 +114,14 @@ def _torch_results(schema, args: dict[str, Any]) -> tuple:
 
     def meta(sig):
         shape, key = sig
-        if key not in _DTYPES:
+        if key not in TORCH_DTYPES:
             raise VerifyException(f"element type {key} has no torch dtype")
-        return torch.empty(shape, dtype=_DTYPES[key], device="meta")
+        return torch.empty(shape, dtype=TORCH_DTYPES[key], device="meta")
 
     kwargs: dict[str, Any] = {}
     for name, v in args.items():
         if name.startswith("\0"):
-            kwargs[name[1:]] = _DTYPES.get(v, v) if _is_scalar_type(schema, name[1:]) else v
+            kwargs[name[1:]] = TORCH_DTYPES.get(v, v) if _is_scalar_type(schema, name[1:]) else v
         elif isinstance(v, list):
             kwargs[name] = [meta(x) for x in v]
         else:
@@ -141,7 +142,7 @@ def _torch_results(schema, args: dict[str, Any]) -> tuple:
         return ("error", f"{type(e).__name__}: {text[:300]}")
     outs = out if isinstance(out, (tuple, list)) else () if out is None and schema.num_results == 0 \
         else (out,)
-    keys = {v: k for k, v in _DTYPES.items()}
+    keys = {v: k for k, v in TORCH_DTYPES.items()}
     # None: an output the op's mask turned off (convolution_backward); any type goes
     def sig(t):
         if t is None:
