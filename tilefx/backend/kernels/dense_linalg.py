@@ -19,9 +19,9 @@ fails the call at run time with torch's message.
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
-from scipy import linalg as sl
-from scipy.linalg import blas, lapack
 
 from tilefx.backend.kernels._common import _I64, _wrap, registrar
 
@@ -29,6 +29,15 @@ KERNELS: dict = {}
 _kernel = registrar(KERNELS)
 
 _I32 = np.dtype(np.int32)
+
+
+def _scipy() -> types.SimpleNamespace:
+    """scipy.linalg and its LAPACK and BLAS wrappers, imported on first use:
+    the import is ~0.15 s of every cold start, for ops few programs have."""
+    from scipy import linalg
+    from scipy.linalg import blas, lapack
+
+    return types.SimpleNamespace(sl=linalg, blas=blas, lapack=lapack)
 
 
 def _mT(a: np.ndarray) -> np.ndarray:
@@ -99,7 +108,7 @@ def _linalg_check_errors(info, api_name, is_matrix):
 def _lu_factor(a: np.ndarray):
     """(LU, pivots (1-based int32), info (int32)) of every matrix of a
     (..., m, n): LAPACK's getrf, as torch.linalg.lu_factor_ex on the CPU."""
-    (getrf,) = lapack.get_lapack_funcs(("getrf",), (a,))
+    (getrf,) = _scipy().lapack.get_lapack_funcs(("getrf",), (a,))
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
     lu = np.empty(a.shape, a.dtype)
@@ -113,7 +122,7 @@ def _lu_factor(a: np.ndarray):
 
 def _lu_solve(lu: np.ndarray, piv: np.ndarray, b: np.ndarray, trans: int) -> np.ndarray:
     """op(A) X = B from A's LU (trans 0: A, 1: A^T), batches broadcast."""
-    (getrs,) = lapack.get_lapack_funcs(("getrs",), (lu,))
+    (getrs,) = _scipy().lapack.get_lapack_funcs(("getrs",), (lu,))
     batch, (lu_b, b_b) = _batched(lu, b, cores=(2, 2))
     piv_b = np.broadcast_to(piv, batch + piv.shape[-1:])
     out = np.empty(batch + b.shape[-2:], lu.dtype)
@@ -239,7 +248,7 @@ def _linalg_slogdet(A):
 def linalg_cholesky_ex(self, upper=False, check_errors=False):
     """potrf on the lower (upper) triangle of each matrix; the other triangle
     of the result is zero."""
-    (potrf,) = lapack.get_lapack_funcs(("potrf",), (self,))
+    (potrf,) = _scipy().lapack.get_lapack_funcs(("potrf",), (self,))
     batch = self.shape[:-2]
     out = np.empty(self.shape, self.dtype)
     info = np.zeros(batch, _I32)
@@ -262,7 +271,7 @@ def cholesky(self, upper=False):
 @_kernel("cholesky_solve.default")
 def cholesky_solve(self, input2, upper=False):
     """A X = B for A = L L^T given L (`input2`) and B (`self`): potrs."""
-    (potrs,) = lapack.get_lapack_funcs(("potrs",), (input2,))
+    (potrs,) = _scipy().lapack.get_lapack_funcs(("potrs",), (input2,))
     batch, (b, c) = _batched(self, input2, cores=(2, 2))
     out = np.empty(batch + self.shape[-2:], self.dtype)
     for i in _each(batch):
@@ -273,7 +282,7 @@ def cholesky_solve(self, input2, upper=False):
 @_kernel("cholesky_inverse.default")
 def cholesky_inverse(self, upper=False):
     """(L L^T)^-1 from L: potri fills one triangle, mirrored to the other."""
-    (potri,) = lapack.get_lapack_funcs(("potri",), (self,))
+    (potri,) = _scipy().lapack.get_lapack_funcs(("potri",), (self,))
     batch = self.shape[:-2]
     out = np.empty(self.shape, self.dtype)
     for i in _each(batch):
@@ -286,7 +295,7 @@ def cholesky_inverse(self, upper=False):
 def _trsm(a: np.ndarray, b: np.ndarray, upper: bool, left: bool, trans: bool, unit: bool) -> np.ndarray:
     """op(A) X = B (left) or X op(A) = B with triangular A: BLAS trsm, which
     reads only A's `upper`/lower triangle, as torch on the CPU."""
-    (trsm,) = blas.get_blas_funcs(("trsm",), (a,))
+    (trsm,) = _scipy().blas.get_blas_funcs(("trsm",), (a,))
     batch, (a_b, b_b) = _batched(a, b, cores=(2, 2))
     out = np.empty(batch + b.shape[-2:], a.dtype)
     for i in _each(batch):
@@ -327,7 +336,7 @@ def linalg_qr(A, mode="reduced"):
     Q = np.empty((0,), A.dtype) if mode == "r" else np.empty(batch + (m, rows), A.dtype)
     how = {"reduced": "economic", "complete": "full", "r": "r"}[mode]
     for i in _each(batch):
-        res = sl.qr(A[i], mode=how, check_finite=False)
+        res = _scipy().sl.qr(A[i], mode=how, check_finite=False)
         if mode == "r":
             R[i] = res[0]
         else:
@@ -348,13 +357,13 @@ def _linalg_svd(A, full_matrices=False, compute_uv=True, driver=None):
     S = np.empty(batch + (k,), A.dtype)
     if not compute_uv:
         for i in _each(batch):
-            S[i] = sl.svd(A[i], compute_uv=False, lapack_driver="gesdd", check_finite=False)
+            S[i] = _scipy().sl.svd(A[i], compute_uv=False, lapack_driver="gesdd", check_finite=False)
         return np.empty((0,), A.dtype), S, np.empty((0,), A.dtype)
     ku, kv = (m, n) if full_matrices else (k, k)
     U = np.empty(batch + (m, ku), A.dtype)
     Vh = np.empty(batch + (kv, n), A.dtype)
     for i in _each(batch):
-        U[i], S[i], Vh[i] = sl.svd(A[i], full_matrices=full_matrices, lapack_driver="gesdd",
+        U[i], S[i], Vh[i] = _scipy().sl.svd(A[i], full_matrices=full_matrices, lapack_driver="gesdd",
                                    check_finite=False)
     return U, S, Vh
 
@@ -369,7 +378,7 @@ def _linalg_eigh(A, UPLO="L", compute_v=True):
     w = np.empty(batch + (n,), A.dtype)
     V = np.empty(batch + (n, n), A.dtype) if compute_v else np.empty((0,), A.dtype)
     for i in _each(batch):
-        res = sl.eigh(A[i], lower=UPLO == "L", eigvals_only=not compute_v, driver="evd",
+        res = _scipy().sl.eigh(A[i], lower=UPLO == "L", eigvals_only=not compute_v, driver="evd",
                       check_finite=False)
         if compute_v:
             w[i], V[i] = res
@@ -414,7 +423,7 @@ def linalg_matrix_exp(self):
     polynomial of the same accuracy: the two agree to rounding)."""
     if self.shape[-1] == 0:
         return self.copy()
-    return np.asarray(sl.expm(self), self.dtype)
+    return np.asarray(_scipy().sl.expm(self), self.dtype)
 
 
 # ---------------------------------------------------------------------------
