@@ -232,3 +232,28 @@ def test_dtensor_loaded_before_the_compile_is_left_alone():
                       "shape": list(out.shape)}))
     """)
     assert not r["primed"] and r["same"] and r["shape"] == [2, 3]
+
+
+def test_the_compile_pauses_the_garbage_collector_and_restores_it():
+    # gcpause.py: the collector is off while the model is traced, and as the
+    # caller left it afterwards (on, or off if the caller turned it off)
+    r = _run(_MODEL + """
+    import gc
+    seen = []
+
+    class Probe(Net):
+        def forward(self, x, y):
+            seen.append(gc.isenabled())
+            return super().forward(x, y)
+
+    x, y = torch.randn(2, 1, 6, 6), torch.tensor([0, 2])
+    tilefx.inferenceModel(Probe().eval()).compile(x, y)
+    on_after = gc.isenabled()
+    gc.disable()
+    tilefx.inferenceModel(Probe().eval()).compile(x, y)
+    off_after = gc.isenabled()
+    gc.enable()
+    print(json.dumps({"during": seen, "on_after": on_after, "off_after": off_after}))
+    """)
+    assert r["during"] and not any(r["during"])
+    assert r["on_after"] and not r["off_after"]

@@ -13,6 +13,7 @@ import importlib.util
 import sys
 
 from tilefx.errors import Error, RecoverableError, UnrecoverableError
+from tilefx.gcpause import gc_paused as _gc_paused
 
 __version__ = "0.1.0"
 
@@ -108,7 +109,8 @@ def __getattr__(name: str):
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tilefx' has no attribute {name!r}")
-    mod = importlib.import_module(module)
+    with _gc_paused():  # the first use imports the compiler: xDSL, the dialects (gcpause.py)
+        mod = importlib.import_module(module)
     value = mod if name in _MODULES else getattr(mod, name)
     globals()[name] = value
     return value

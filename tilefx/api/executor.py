@@ -33,6 +33,7 @@ from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, Module
 from tilefx.api.logs import CompileProgress
 from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode, ReductionType
 from tilefx.errors import Error
+from tilefx.gcpause import gc_paused
 from tilefx.api.options import Options
 from tilefx.api.optim import SGD, optimizer_config
 from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
@@ -474,7 +475,7 @@ class PoplarExecutor:
     def _compile(self, inputs: list[torch.Tensor], call: CallSpec) -> None:
         # one session without torch.compile for all of it: the trace, the verifier's
         # meta functions and the optimizer's param groups would each start their own
-        with without_compiler():
+        with without_compiler(), gc_paused():
             self._compile_in_session(inputs, call)
 
     def _compile_in_session(self, inputs: list[torch.Tensor], call: CallSpec) -> None:
