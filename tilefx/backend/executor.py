@@ -221,6 +221,10 @@ class CompiledFunction:
                     reads.append(group_reads)
                 elif op in inside:  # computed by its group's step, at the root
                     continue
+                elif op.name == "aten.clone":
+                    steps.append(_clone_step(op, _provided_kernel(op) or KERNEL_TABLE[op.name],
+                                             slot(op.operands[0]), slot(op.results[0])))
+                    reads.append({slot(op.operands[0])})
                 elif (provided := _provided_kernel(op)) is not None and op.name.startswith("aten."):
                     layout = _operand_layout(op, slot)
                     steps.append(self._provided_step(op, provided, layout,
@@ -471,6 +475,22 @@ class CompiledFunction:
             self._donated = frozenset()
             restore_blas_threads()
         return [env[s] for s in self.result_slots]
+
+
+def _clone_step(op: Operation, copy, src: int, out: int):
+    """`aten.clone`: the operand itself when it is row-major already, else a
+    row-major copy. A copy of a value is the value here: the executor never
+    writes an array once made (an in-place form only takes a donated argument
+    that no other step reads, and the clone reads it too). The traced graphs
+    clone for dropout in eval or with p=0, a copy torch eager does not make,
+    and before a view that needs a row-major operand (a transposed or
+    broadcast one), which the copy makes."""
+    def step(env):
+        a = env[src]
+        env[out] = a if type(a) is np.ndarray and a.flags.c_contiguous else copy(a)
+
+    step.__qualname__ = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
+    return step
 
 
 def _fetcher(layout: list):
