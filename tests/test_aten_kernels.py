@@ -112,44 +112,70 @@ def test_large_ops_run_on_aten_small_and_half_on_numpy(monkeypatch):
     assert seen and not any(seen.values())
 
 
-def _torch_step(kind, w, g, states, step, **hp):
+def _torch_step(kind, w, g, states, step, fused=None, **hp):
+    """One torch.optim step from the given weight, gradient and state."""
     p = torch.nn.Parameter(torch.from_numpy(w.copy()))
     p.grad = torch.from_numpy(g.copy())
-    if kind == "adam":
-        opt = torch.optim.AdamW([p], lr=hp["lr"], weight_decay=hp["weight_decay"], foreach=False)
+    if kind in ("adam", "adamw"):
+        cls = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
+        opt = cls([p], lr=hp["lr"], weight_decay=hp["weight_decay"], foreach=False if not fused else None,
+                  fused=fused)
         opt.state[p] = {"step": torch.tensor(float(step - 1)), "exp_avg": torch.from_numpy(states[0].copy()),
                         "exp_avg_sq": torch.from_numpy(states[1].copy())}
     else:
-        opt = torch.optim.SGD([p], lr=hp["lr"], momentum=0.9, weight_decay=hp["weight_decay"],
-                              foreach=False)
-        if step > 1:
+        opt = torch.optim.SGD([p], lr=hp["lr"], momentum=hp.get("momentum", 0.9),
+                              dampening=hp.get("dampening", 0.0), nesterov=hp.get("nesterov", False),
+                              weight_decay=hp["weight_decay"], foreach=False)
+        if step > 1 and hp.get("momentum", 0.9):
             opt.state[p] = {"momentum_buffer": torch.from_numpy(states[0].copy())}
     opt.step()
     st = opt.state[p]
-    return [p.detach().numpy()] + ([st["exp_avg"].numpy(), st["exp_avg_sq"].numpy()] if kind == "adam"
-                                   else [st["momentum_buffer"].numpy()])
+    if kind in ("adam", "adamw"):
+        return [p.detach().numpy(), st["exp_avg"].numpy(), st["exp_avg_sq"].numpy()]
+    return [p.detach().numpy()] + ([st["momentum_buffer"].numpy()] if hp.get("momentum", 0.9) else [])
 
 
 @pytest.mark.parametrize("inplace", [False, True])
 @pytest.mark.parametrize("step", [1, 5])
-def test_optimizer_updates_are_torch_optim_bit_for_bit(step, inplace):
-    """ipu.adam (decoupled: AdamW) and ipu.sgd on float32 equal torch.optim's
-    single-tensor update exactly, in place or not."""
+@pytest.mark.parametrize("decoupled", [True, False])
+def test_adam_is_torch_fused_adam_bit_for_bit(step, inplace, decoupled):
+    """ipu.adam on float32 is torch's fused Adam / AdamW (`fused=True`) exactly,
+    in place or not, and torch's default single-tensor update up to a few
+    units in the last place (the same formula, rounded differently)."""
     kern = make_optimizers(torch)
     rng = np.random.default_rng(0)
     w, g = rng.standard_normal((2, 5000)).astype(np.float32)
     m, v = rng.standard_normal(5000).astype(np.float32), rng.random(5000).astype(np.float32)
     lr = np.float32(1e-2)
-    want = _torch_step("adam", w, g, [m, v], step, lr=float(lr), weight_decay=0.01)
+    kind = "adamw" if decoupled else "adam"
     got = kern["ipu.adam"](w.copy(), g, m.copy(), v.copy(), np.float32(step), lr, None, None, None,
-                           None, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, decoupled=True,
+                           None, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, decoupled=decoupled,
                            bias_correction=True, grad_scale=1.0, inplace=inplace)
-    for a, b in zip(got, want):
+    fused = _torch_step(kind, w, g, [m, v], step, fused=True, lr=float(lr), weight_decay=0.01)
+    single = _torch_step(kind, w, g, [m, v], step, lr=float(lr), weight_decay=0.01)
+    for a, b, c in zip(got, fused, single):
         np.testing.assert_array_equal(a, b)
-    want = _torch_step("sgd", w, g, [m], step, lr=float(lr), weight_decay=1e-3)
-    got = kern["ipu.sgd"](w.copy(), g, lr, m.copy(), np.float32(step), None, None, None, None, None,
-                          momentum=0.9, dampening=0.0, weight_decay=1e-3, nesterov=False,
-                          inplace=inplace)
+        np.testing.assert_allclose(a, c, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("step", [1, 5])
+@pytest.mark.parametrize("variant", [dict(), dict(nesterov=True), dict(dampening=0.3),
+                                     dict(momentum=0.0), dict(weight_decay=0.0)])
+def test_sgd_is_torch_optim_sgd_bit_for_bit(step, inplace, variant):
+    """ipu.sgd on float32 (torch's fused kernel) equals torch.optim.SGD's
+    default single-tensor update exactly, in place or not."""
+    kern = make_optimizers(torch)
+    rng = np.random.default_rng(1)
+    w, g, m = rng.standard_normal((3, 5000)).astype(np.float32)
+    lr = np.float32(1e-2)
+    hp = dict(momentum=0.9, dampening=0.0, nesterov=False, weight_decay=1e-3) | variant
+    want = _torch_step("sgd", w, g, [m], step, lr=float(lr), **hp)
+    got = kern["ipu.sgd"](w.copy(), g, lr, m.copy() if hp["momentum"] else None, np.float32(step),
+                          None, None, None, None, None, momentum=hp["momentum"],
+                          dampening=hp["dampening"], weight_decay=hp["weight_decay"],
+                          nesterov=hp["nesterov"], inplace=inplace)
+    got = got if isinstance(got, tuple) else (got,)
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
 
@@ -306,3 +332,27 @@ def test_numpy_kernels_kept_where_they_measured_faster():
                {"kernel_size": [2, 2], "stride": [2, 2]},
                [((8, 16, 16, 16), np.float32), ((8, 16, 16, 16), np.int64)])
     assert aten_kernels.provide(pool) is None
+
+
+def test_fused_updates_read_a_transposed_gradient_by_its_values():
+    """The fused kernels walk memory in one order: a gradient that is a
+    transposed view (a convolution's weight gradient can be) is read by its
+    values, as torch.optim reads it."""
+    kern = make_optimizers(torch)
+    rng = np.random.default_rng(2)
+    w, m = rng.standard_normal((2, 64, 48)).astype(np.float32)
+    g = rng.standard_normal((48, 64)).astype(np.float32).T  # not row-major
+    lr = np.float32(0.01)  # the executor's learning rate is a float32
+    want = _torch_step("sgd", w, np.ascontiguousarray(g), [m], 5, lr=float(lr), weight_decay=1e-3)
+    got = kern["ipu.sgd"](w.copy(), g, lr, m.copy(), np.float32(5), None, None, None,
+                          None, None, momentum=0.9, dampening=0.0, weight_decay=1e-3, nesterov=False)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    v = rng.random((64, 48)).astype(np.float32)
+    want = _torch_step("adamw", w, np.ascontiguousarray(g), [m, v], 5, fused=True, lr=float(lr),
+                       weight_decay=0.01)
+    got = kern["ipu.adam"](w.copy(), g, m.copy(), v.copy(), np.float32(5), lr, None, None,
+                           None, None, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01,
+                           decoupled=True, bias_correction=True, grad_scale=1.0)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)

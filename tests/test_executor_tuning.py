@@ -38,10 +38,12 @@ def test_threads_by_size_and_cap(monkeypatch):
     assert tuning.blas_threads_for(1e12) == 1
     monkeypatch.setenv(tuning.BLAS_THREADS_ENV, "64")
     monkeypatch.setattr(tuning.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    tuning.forget_machine_reading()
     assert tuning.blas_threads_for(tuning.BLAS_THREADS_MIN_FLOPS) == tuning.blas_cores() >= 1
     assert tuning.blas_threads_for(tuning.BLAS_THREADS_MIN_FLOPS - 1) == 1
     monkeypatch.delenv(tuning.BLAS_THREADS_ENV)
     monkeypatch.setattr(tuning.os, "getloadavg", lambda: (1e6, 0.0, 0.0))  # oversubscribed
+    tuning.forget_machine_reading()
     assert tuning.blas_threads_for(1e12) == 1
 
 
@@ -56,3 +58,16 @@ def test_a_call_gives_the_blas_setting_back():
     f(*args)
     pool = tuning._pool()
     assert pool.current == pool.initial
+
+
+def test_the_machine_is_read_once_per_interval(monkeypatch):
+    reads = []
+    monkeypatch.setattr(tuning.os, "getloadavg", lambda: reads.append(1) or (0.0, 0.0, 0.0))
+    tuning.forget_machine_reading()
+    first = tuning.blas_cores()
+    assert [tuning.blas_cores() for _ in range(5)] == [first] * 5
+    assert len(reads) == 1
+    monkeypatch.setattr(tuning, "LOAD_READING_SECONDS", 0.0)  # every call reads again
+    tuning.blas_cores(), tuning.blas_cores()
+    assert len(reads) == 3
+    tuning.forget_machine_reading()

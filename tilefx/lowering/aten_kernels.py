@@ -269,7 +269,64 @@ def _bind(overload_fn, schema, op: Operation) -> Callable | None:
                 return [None if r is None else _as_array(r) for r in res]
             return [_as_array(res)]
     kernel.__qualname__ = f"aten kernel {op.name}"
+    if simple and n_results == 1:
+        kernel.direct_step = _direct_step(fn, tail, kernel)
     return kernel
+
+
+def _direct_step(fn, tail: tuple, kernel: Callable) -> Callable:
+    """`make(ins, out)`: an executor step computing slot `out` from slots
+    `ins` with `fn` in one frame. It takes the plain case: writable numpy
+    arrays torch can view. Anything else (a read-only broadcast, a numpy
+    scalar, negative strides) goes through `kernel`, which converts it."""
+    from_numpy = _torch.from_numpy
+    ndarray = np.ndarray
+
+    def make(ins: list[int], out: int) -> Callable:
+        if len(ins) == 1:
+            (i0,) = ins
+
+            def step(env):
+                a = env[i0]
+                if type(a) is ndarray and a.flags.writeable:
+                    try:
+                        env[out] = fn(from_numpy(a), *tail).numpy()
+                        return
+                    except RuntimeError as e:
+                        raise _users_data(e) from None
+                    except ValueError:  # negative strides: the kernel copies
+                        pass
+                env[out] = kernel(a)
+        elif len(ins) == 2:
+            i0, i1 = ins
+
+            def step(env):
+                a, b = env[i0], env[i1]
+                if type(a) is ndarray and type(b) is ndarray and a.flags.writeable and \
+                        b.flags.writeable:
+                    try:
+                        env[out] = fn(from_numpy(a), from_numpy(b), *tail).numpy()
+                        return
+                    except RuntimeError as e:
+                        raise _users_data(e) from None
+                    except ValueError:
+                        pass
+                env[out] = kernel(a, b)
+        else:
+            def step(env):
+                vals = [env[i] for i in ins]
+                if all(type(v) is ndarray and v.flags.writeable for v in vals):
+                    try:
+                        env[out] = fn(*[from_numpy(v) for v in vals], *tail).numpy()
+                        return
+                    except RuntimeError as e:
+                        raise _users_data(e) from None
+                    except ValueError:
+                        pass
+                env[out] = kernel(*vals)
+        return step
+
+    return make
 
 
 def _users_data(e: RuntimeError) -> ValueError:

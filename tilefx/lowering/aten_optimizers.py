@@ -1,16 +1,27 @@
-"""The optimizer updates of `ipu.sgd` and `ipu.adam` as torch.optim computes
-them, on the executor's float32 arrays (zero-copy tensor views).
+"""The optimizer updates of `ipu.sgd` and `ipu.adam` on the executor's
+float32 arrays (zero-copy tensor views), with torch's fused CPU kernels.
 
-torch.optim's SGD and Adam/AdamW on CPU tensors run their single-tensor
-algorithms: `add_` with `alpha` (a fused multiply-add in ATen's vectorised
-kernel), `lerp_`, `addcmul_`, `addcdiv_`, on torch's intra-op threads. The
-numpy kernels (backend/kernels/ipu.py) follow the same operation order with
-numpy ufuncs, which round the multiply-adds twice and run on one core. These
-versions make a training step's weights PyTorch's bit for bit and let the
-update run on the thread pool the rest of the program (lowering/aten_kernels.py)
-uses. They take the numpy kernels' signature and fall back to them for what
-they do not cover: float16/float64 weights or state, PopTorch's combined SGD
-variant (velocity scaling) and loss-scaled gradients.
+torch.optim's SGD and Adam/AdamW on CPU tensors run, by default, their
+single-tensor algorithms: one pass over memory per operation (`mul_`,
+`add_`, `lerp_`, `addcmul_`, `sqrt`, `addcdiv_`). torch also has fused CPU
+kernels for both (`torch._fused_sgd_`, `torch._fused_adam_`,
+`torch._fused_adamw_`: what `fused=True` selects), which read each weight
+and its state once. The IPU applies its optimizer as one fused update per
+weight too, so these are the kernels used here:
+
+- SGD: the fused kernel is bit for bit the single-tensor algorithm (tested
+  over momentum, dampening, Nesterov and weight decay), 0.81 against 1.34 ms
+  for three 1024x1024 weights (benchmarks/RESULTS.md, session 6);
+- Adam/AdamW: the fused kernel is torch's `fused=True` bit for bit and
+  differs from the default single-tensor algorithm by at most a few units
+  in the last place (a different rounding of the same formula), 1.3
+  against 5.4 ms for the same weights.
+
+The numpy kernels (backend/kernels/ipu.py) follow the single-tensor
+operation order with numpy ufuncs, on one core. These kernels take their
+signature and fall back to them for what they do not cover: float16/float64
+weights or state, PopTorch's combined SGD variant (velocity scaling),
+loss-scaled gradients and Adam without bias correction.
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ import numpy as np
 from tilefx.backend.kernels.ipu import _hp
 from tilefx.backend.kernels.ipu import adam as numpy_adam
 from tilefx.backend.kernels.ipu import sgd as numpy_sgd
-from tilefx.lowering.aten_kernels import _as_tensor
+from tilefx.lowering.aten_kernels import _as_tensor, _load_torch
 
 _F32 = np.dtype(np.float32)
 
@@ -30,12 +41,21 @@ def _f32(*arrays) -> bool:
 
 
 def _owned(a: np.ndarray, inplace: bool) -> np.ndarray:
-    """`a` itself when the executor gave it up for the update, else a copy."""
-    return a if inplace and a.flags.writeable else np.array(a)
+    """`a` itself when the executor gave it up for the update, else a
+    row-major copy (the fused kernels walk every operand's memory in one
+    order: they take dense row-major tensors)."""
+    return a if inplace and a.flags.writeable and a.flags.c_contiguous else np.array(a, order="C")
+
+
+def _dense(a: np.ndarray):
+    """A gradient as the fused kernels read it: row-major (a transposed or
+    broadcast one is copied)."""
+    return _as_tensor(a if a.flags.c_contiguous else np.ascontiguousarray(a))
 
 
 def make(torch):
     """The two kernels, bound to the torch module."""
+    _load_torch()  # _as_tensor's
     T = torch.from_numpy
 
     def sgd(weight, grad, lr, velocity, step, momentum_var, dampening_var, weight_decay_var,
@@ -48,56 +68,36 @@ def make(torch):
                              momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                              nesterov=nesterov, grad_scale=grad_scale,
                              velocity_scaling=velocity_scaling, combined=combined, inplace=inplace)
-        momentum = _hp(momentum_var, momentum)
-        dampening = _hp(dampening_var, dampening)
-        weight_decay = _hp(weight_decay_var, weight_decay)
-        nesterov = bool(_hp(nesterov_var, nesterov))
+        momentum = float(_hp(momentum_var, momentum))
         w_arr = _owned(weight, inplace)
-        w, d_p = T(w_arr), _as_tensor(grad)
-        if weight_decay:
-            d_p = d_p.add(w, alpha=weight_decay)
-        if velocity is None or momentum == 0.0:
-            w.add_(d_p, alpha=-float(lr))
-            return w_arr if velocity is None else (w_arr, velocity)
-        v_arr = _owned(velocity, inplace)
-        buf = T(v_arr)
-        if int(step) <= 1:
-            buf.copy_(d_p)
-        else:
-            buf.mul_(momentum).add_(d_p, alpha=1.0 - dampening)
-        d_p = d_p.add(buf, alpha=momentum) if nesterov else buf
-        w.add_(d_p, alpha=-float(lr))
-        return w_arr, v_arr
+        with_velocity = velocity is not None and momentum != 0.0
+        v_arr = _owned(velocity, inplace) if with_velocity else None
+        torch._fused_sgd_([T(w_arr)], [_dense(grad)], [T(v_arr)] if with_velocity else [],
+                          weight_decay=float(_hp(weight_decay_var, weight_decay)),
+                          momentum=momentum, lr=float(lr),
+                          dampening=float(_hp(dampening_var, dampening)),
+                          nesterov=bool(_hp(nesterov_var, nesterov)), maximize=False,
+                          is_first_step=with_velocity and int(step) <= 1)
+        if velocity is None:
+            return w_arr
+        return w_arr, (v_arr if with_velocity else velocity)
 
     def adam(weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var, eps_var,
              weight_decay_var, *, beta1=None, beta2=None, eps=None, weight_decay=None,
              decoupled, bias_correction, grad_scale, inplace=False):
-        if grad_scale != 1.0 or not _f32(weight, grad, exp_avg, exp_avg_sq):
+        if grad_scale != 1.0 or not bias_correction or not _f32(weight, grad, exp_avg, exp_avg_sq):
             return numpy_adam(weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var,
                               eps_var, weight_decay_var, beta1=beta1, beta2=beta2, eps=eps,
                               weight_decay=weight_decay, decoupled=decoupled,
                               bias_correction=bias_correction, grad_scale=grad_scale,
                               inplace=inplace)
-        beta1, beta2 = _hp(beta1_var, beta1), _hp(beta2_var, beta2)
-        eps, weight_decay = _hp(eps_var, eps), _hp(weight_decay_var, weight_decay)
-        lr, t = float(lr), float(step)
         w_arr, m_arr, v_arr = (_owned(a, inplace) for a in (weight, exp_avg, exp_avg_sq))
-        w, m, v = T(w_arr), T(m_arr), T(v_arr)
-        g = _as_tensor(grad)
-        if weight_decay:
-            if decoupled:
-                w.mul_(1.0 - lr * weight_decay)
-            else:
-                g = g.add(w, alpha=weight_decay)
-        m.lerp_(g, 1.0 - beta1)
-        v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
-        if bias_correction:
-            step_size = lr / (1.0 - beta1 ** t)
-            bc2_sqrt = (1.0 - beta2 ** t) ** 0.5
-        else:
-            step_size, bc2_sqrt = lr, 1.0
-        denom = (v.sqrt() / bc2_sqrt).add_(eps)
-        w.addcdiv_(m, denom, value=-step_size)
+        fused = torch._fused_adamw_ if decoupled else torch._fused_adam_
+        fused([T(w_arr)], [_dense(grad)], [T(m_arr)], [T(v_arr)], [],
+              [torch.tensor(float(step))], lr=float(lr),
+              beta1=float(_hp(beta1_var, beta1)), beta2=float(_hp(beta2_var, beta2)),
+              weight_decay=float(_hp(weight_decay_var, weight_decay)),
+              eps=float(_hp(eps_var, eps)), amsgrad=False, maximize=False)
         return w_arr, m_arr, v_arr
 
     return {"ipu.sgd": sgd, "ipu.adam": adam}

@@ -14,6 +14,7 @@ user's setting back when a call ends.
 from __future__ import annotations
 
 import os
+import time
 
 
 _DONE: list[bool] = []
@@ -90,6 +91,37 @@ def _pool() -> _BlasPool:
     return _POOL[0]
 
 
+# The machine reading behind blas_cores: (time, cores, 1-minute load). The
+# kernel refreshes the load average every 5 s, so reading it (and the
+# affinity) once per LOAD_READING_SECONDS instead of on every call loses
+# nothing; it was ~20 us of every executor call.
+LOAD_READING_SECONDS = 1.0
+_reading: list[tuple[float, int, float | None]] = []
+
+
+def _machine() -> tuple[int, float | None]:
+    """This process's cores and the 1-minute load average (None: unknown),
+    read at most once per LOAD_READING_SECONDS."""
+    now = time.monotonic()
+    if _reading and now - _reading[0][0] < LOAD_READING_SECONDS:
+        return _reading[0][1:]
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        load: float | None = os.getloadavg()[0]
+    except OSError:
+        load = None
+    _reading[:] = [(now, cores, load)]
+    return cores, load
+
+
+def forget_machine_reading() -> None:
+    """Read the cores and the load afresh at the next call (tests)."""
+    _reading.clear()
+
+
 def blas_cores(own_threads: int = 0) -> int:
     """Threads a large product may use: the cores this process may run on,
     capped by TILEFX_BLAS_THREADS; one when the machine is oversubscribed
@@ -100,18 +132,12 @@ def blas_cores(own_threads: int = 0) -> int:
     twice the cores, let that one through). `own_threads`: threads of this
     process that the load average counts while it asks (a running program's
     own workers are not other work)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
+    cores, load = _machine()
     cap = os.environ.get(BLAS_THREADS_ENV, "").strip()
     if cap.isdigit() and int(cap) > 0:
         return max(1, min(cores, int(cap)))
-    try:
-        if os.getloadavg()[0] - own_threads > cores:
-            return 1
-    except OSError:
-        pass
+    if load is not None and load - own_threads > cores:
+        return 1
     return max(1, cores)
 
 
