@@ -6,6 +6,7 @@ tensors, input validation on later calls and replicaGrouping set late."""
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -156,3 +157,70 @@ def test_training_weights_are_the_parameters_memory():
     assert trainer._weights["model.layer4.bias"].ctypes.data == w.data_ptr()
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+class _Returns(nn.Module):
+    """Returns what the executor keeps or was given: a weight, a view of it,
+    the input (dropout in eval is a clone, which the executor aliases), a
+    buffer it updates, and one computed value."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.drop = nn.Dropout(0.5)
+        self.register_buffer("count", torch.zeros(4))
+
+    def forward(self, x):
+        self.count.add_(1.0)
+        return self.fc.weight, self.fc.weight.t(), self.drop(x), self.count, self.fc(x)
+
+
+def test_outputs_never_share_memory_with_what_the_executor_keeps():
+    """Outputs are handed over without a copy only when nothing else holds
+    them (api/executor.py _fresh_outputs): a weight, a view of one, the input
+    and an updated buffer come back as copies, and writing into any output
+    changes neither the model nor the next call."""
+    torch.manual_seed(0)
+    m = _Returns().eval()
+    ex = tilefx.inferenceModel(m)
+    x = torch.randn(2, 4)
+    w, wt, same_x, count, y = ex(x)
+    for out, kept in ((w, m.fc.weight), (wt, m.fc.weight), (same_x, x)):
+        assert not np.shares_memory(out.numpy(), kept.detach().numpy())
+    torch.testing.assert_close(same_x, x)
+    want_y = m.fc(x).detach()
+    for out in (w, wt, same_x, count, y):
+        out.mul_(0.0)  # the caller's to change
+    w2, _, same_x2, count2, y2 = ex(x)
+    torch.testing.assert_close(w2, m.fc.weight.detach())
+    torch.testing.assert_close(same_x2, x)
+    torch.testing.assert_close(count2, torch.full((4,), 2.0))
+    torch.testing.assert_close(y2, want_y)
+    assert not np.shares_memory(y2.numpy(), y.numpy())
+
+
+def test_an_output_of_one_call_is_not_overwritten_by_the_next():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 64), nn.Tanh())  # a fused tail
+    ex = tilefx.inferenceModel(m)
+    a, b = torch.randn(8, 64), torch.randn(8, 64)
+    first = ex(a)
+    kept = first.clone()
+    second = ex(b)
+    torch.testing.assert_close(first, kept)
+    torch.testing.assert_close(second, m(b).detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_writing_into_an_input_after_the_call_changes_nothing_returned():
+    """The executor reads a call's inputs in place (no copy), and no output
+    or kept value is that memory."""
+    torch.manual_seed(0)
+    m = _Returns().eval()
+    ex = tilefx.inferenceModel(m)
+    x = torch.randn(2, 4)
+    outs = ex(x)
+    before = [o.clone() for o in outs]
+    x.fill_(7.0)
+    for o, b in zip(outs, before):
+        torch.testing.assert_close(o, b)
+    torch.testing.assert_close(ex(torch.zeros(2, 4))[3], torch.full((4,), 2.0))

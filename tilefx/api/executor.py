@@ -922,7 +922,7 @@ class PoplarExecutor:
         p = self._program
         D, R, gsize, G = self._factors()
         r_in = R // gsize
-        xs = [_to_np(x).reshape((D, G, r_in) + shape) for x, shape in zip(inputs, p.input_shapes)]
+        xs = [_input_np(x).reshape((D, G, r_in) + shape) for x, shape in zip(inputs, p.input_shapes)]
         # broadcastBuffers (default): every replica starts from the host's buffers;
         # broadcastBuffers(False): each replica keeps its own from call to call
         own = getattr(self, "_replica_buffers", None)
@@ -936,6 +936,7 @@ class PoplarExecutor:
         mutated: dict[int, np.ndarray] = {}
         outputs: list[list[list[list[np.ndarray]]]] = []
         out_index = [i for i, (k, _) in enumerate(p.main_results) if k == "output"]
+        fresh: set[int] = set()  # ids of output arrays only the caller will hold
         for d in range(D):
             accs = [self._zeroed_accumulators(r, trained) for r in range(R)]
             als_counts = (self._als_upper, self._als_lower)
@@ -971,6 +972,7 @@ class PoplarExecutor:
                             self._als_upper += int(v)
                             self._als_lower += self._als_tracked - int(v)
                     per_r.append([res[i] for i in out_index])
+                    fresh.update(_fresh_outputs(args, res, p.main_results))
                     del args, res  # the weights are the executor's alone again (_held_alone)
                 per_g.append(per_r)
             outputs.append(per_g)
@@ -997,7 +999,7 @@ class PoplarExecutor:
             self._device_buffers = self._dist.broadcast_arrays(self._device_buffers,
                                                                "the broadcast of process 0's buffers")
         self._replica_buffers = buffers
-        return self._collect(outputs, [p.main_results[i][1] for i in out_index])
+        return self._collect(outputs, [p.main_results[i][1] for i in out_index], fresh)
 
     def _zeroed_accumulators(self, r: int, trained: list[str]) -> dict[str, np.ndarray]:
         """Replica r's gradient accumulators at the start of a weight update:
@@ -1073,8 +1075,10 @@ class PoplarExecutor:
         """The automatic loss scaling factor (starts at 1; halves or doubles per period)."""
         return getattr(self, "_als_factor", 1.0)
 
-    def _collect(self, outputs, out_ids: list[int]):
-        """Apply the output mode to outputs[d][g][r][k] (REFERENCE.md section 2)."""
+    def _collect(self, outputs, out_ids: list[int], fresh: set[int] = frozenset()):
+        """Apply the output mode to outputs[d][g][r][k] (REFERENCE.md section 2).
+        A single array whose id is in `fresh` becomes the output tensor as it
+        is (see _fresh_outputs); any other is copied."""
         D, R, _, G = self._factors()
         mode = self._options.output_mode
         if mode == OutputMode.Default:
@@ -1094,7 +1098,10 @@ class PoplarExecutor:
                          .astype(outputs[0][0][r][k].dtype) for r in range(R)]
             else:
                 raise Error(f"unsupported output mode {mode}")
-            results.append(torch.from_numpy(np.array(_join(items), order="C")))
+            if len(items) == 1 and id(items[0]) in fresh:
+                results.append(torch.from_numpy(items[0]))
+            else:
+                results.append(torch.from_numpy(np.array(_join(items), order="C")))
         out_index = [i for i, (kind, _) in enumerate(self._program.main_results) if kind == "output"]
         results = [t.to(torch.bfloat16) if i in self._program.main.bf16_results else t
                    for i, t in zip(out_index, results)]
@@ -1226,6 +1233,23 @@ def _is_variable(optimizer, attr: str) -> bool:
     return va is not None and not va.isConstant(attr)
 
 
+def _fresh_outputs(args: list, res: list, roles: list[tuple[str, Any]]) -> list[int]:
+    """Ids of the output arrays of one call that nothing of the executor's
+    will hold or read again, so the caller may have them without a copy:
+    not an argument of the call (a weight, a buffer, an input, a constant)
+    nor a result the executor keeps (buffers, accumulators, mutated
+    inputs), not a view of another array, row-major and writable. Results
+    of kernels are fresh arrays (ATen's functional ops return new tensors;
+    the provider takes no op whose schema returns an alias); a fused group's
+    output buffer is reused by the next call only while no one else holds
+    it (backend/executor.py)."""
+    kept = {id(a) for a in args}
+    kept.update(id(v) for (kind, _), v in zip(roles, res) if kind != "output")
+    return [id(v) for (kind, _), v in zip(roles, res)
+            if kind == "output" and type(v) is np.ndarray and id(v) not in kept
+            and not isinstance(v.base, np.ndarray) and v.flags.c_contiguous and v.flags.writeable]
+
+
 def _held_alone(args: list, roles: list[tuple[str, Any]], kinds: tuple[str, ...]) -> list[int]:
     """Positions of the `kinds` arguments that only this executor holds: in
     one table of its own and in `args` (reference count 3 with getrefcount's
@@ -1262,6 +1286,15 @@ def _viewable(t: torch.Tensor) -> bool:
 def _same_memory(t: torch.Tensor, a: np.ndarray) -> bool:
     return (a.ctypes.data == t.data_ptr() and a.shape == tuple(t.shape) and a.flags.c_contiguous
             and t.is_contiguous())
+
+
+def _input_np(t: torch.Tensor) -> np.ndarray:
+    """A call's input as the executor reads it: the tensor's own memory where
+    numpy can view it (the call only reads its inputs; outputs and kept
+    results that come out equal to one are copied or are new arrays)."""
+    if t.dtype == torch.bfloat16 or t.device.type != "cpu" or t.is_conj() or t.is_neg():
+        return _to_np(t)
+    return t.detach().numpy()
 
 
 def _to_np(t: torch.Tensor) -> np.ndarray:

@@ -156,6 +156,10 @@ def provide(op: Operation) -> Callable | None:
         # statistics, `resize_`, `out=` forms): the executor's arrays are
         # values, which the numpy kernels never change
         return None
+    if any(r.alias_info is not None for r in overload_fn._schema.returns):
+        # a view of an operand: the executor's views are numpy's, and an output
+        # that is one is copied (api/executor.py's _fresh_outputs counts on it)
+        return None
     return _bind(overload_fn, schema, op)
 
 
