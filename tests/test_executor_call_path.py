@@ -224,3 +224,21 @@ def test_writing_into_an_input_after_the_call_changes_nothing_returned():
     for o, b in zip(outs, before):
         torch.testing.assert_close(o, b)
     torch.testing.assert_close(ex(torch.zeros(2, 4))[3], torch.full((4,), 2.0))
+
+
+def test_a_constant_output_is_a_copy_each_call():
+    """Constants the program makes once (executor.constants) come out as
+    copies: writing into one changes nothing later."""
+    class Const(nn.Module):
+        def forward(self, x):
+            return x * 2, torch.full((3,), 5.0), torch.tensor(1.5)
+
+    ex = tilefx.inferenceModel(Const())
+    x = torch.ones(2)
+    _, c, s = ex(x)
+    assert ex._program.main.constants  # the fills were made once
+    c.fill_(0.0)
+    s.fill_(0.0)
+    _, c2, s2 = ex(x)
+    torch.testing.assert_close(c2, torch.full((3,), 5.0))
+    torch.testing.assert_close(s2, torch.tensor(1.5))

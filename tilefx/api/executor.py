@@ -972,7 +972,7 @@ class PoplarExecutor:
                             self._als_upper += int(v)
                             self._als_lower += self._als_tracked - int(v)
                     per_r.append([res[i] for i in out_index])
-                    fresh.update(_fresh_outputs(args, res, p.main_results))
+                    fresh.update(_fresh_outputs(args, res, p.main_results, p.main.constants))
                     del args, res  # the weights are the executor's alone again (_held_alone)
                 per_g.append(per_r)
             outputs.append(per_g)
@@ -1233,17 +1233,20 @@ def _is_variable(optimizer, attr: str) -> bool:
     return va is not None and not va.isConstant(attr)
 
 
-def _fresh_outputs(args: list, res: list, roles: list[tuple[str, Any]]) -> list[int]:
+def _fresh_outputs(args: list, res: list, roles: list[tuple[str, Any]],
+                   constants: list[tuple[int, Any]] = ()) -> list[int]:
     """Ids of the output arrays of one call that nothing of the executor's
     will hold or read again, so the caller may have them without a copy:
     not an argument of the call (a weight, a buffer, an input, a constant)
     nor a result the executor keeps (buffers, accumulators, mutated
-    inputs), not a view of another array, row-major and writable. Results
+    inputs, the program's precomputed constants), not a view of another
+    array, row-major and writable. Results
     of kernels are fresh arrays (ATen's functional ops return new tensors;
     the provider takes no op whose schema returns an alias); a fused group's
     output buffer is reused by the next call only while no one else holds
     it (backend/executor.py)."""
     kept = {id(a) for a in args}
+    kept.update(id(v) for _, v in constants)
     kept.update(id(v) for (kind, _), v in zip(roles, res) if kind != "output")
     return [id(v) for (kind, _), v in zip(roles, res)
             if kind == "output" and type(v) is np.ndarray and id(v) not in kept

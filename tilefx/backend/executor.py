@@ -76,6 +76,19 @@ MOVE_OPS = {"ipu.copy", "tile.exchange", "tile.ipu_copy", "tile.host_in", "tile.
             "tile.remote_load", "tile.remote_store"}
 
 
+# ops whose result is their operand's value: a slot shared with it (values
+# are never written once made; an in-place form only takes a donated
+# argument that no other step reads)
+SAME_VALUE_OPS = {"aten.alias", "aten.detach", "aten.lift_fresh_copy"}
+# a constant op (no operands, not random) made once per executable, up to this size
+CONSTANT_BYTES = 1 << 20
+
+
+def _constant_op(op: Operation) -> bool:
+    return (not op.operands and not op.regions and len(op.results) == 1
+            and op.name.startswith("aten.") and op.name not in RANDOM_OPS)
+
+
 class ExecutionError(Error):
     """A program failed on its inputs (an index out of range, a bad shape in
     hand-written IR): a tilefx.Error naming the op, not numpy's traceback."""
@@ -211,7 +224,7 @@ class CompiledFunction:
                 elif op.name == "ipu.yield":  # stage results are the yielded values
                     for r, v in zip(op.parent_op().results, op.operands):
                         alias(r, v)
-                elif op.name in MOVE_OPS:  # copies, exchanges, streams: same numbers
+                elif op.name in MOVE_OPS or op.name in SAME_VALUE_OPS:  # same numbers
                     alias(op.results[0], op.operands[0])
                 elif op.name == "tile.sync":
                     continue
@@ -248,8 +261,14 @@ class CompiledFunction:
                         # the kernel threads split these (kernels.linalg): BLAS on one thread
                         split = op.name in SPLIT_GEMM_OPS and self.kernel_threads > 1
                         step = _with_blas_threads(step, 1 if split else blas_threads_for(flops))
+                    if steps is self.steps and _constant_op(op) and self._precompute(step, op, slot):
+                        reads.pop()
+                        continue
                     steps.append(step)
 
+        # values of ops without operands (0-d constants, fills), made once
+        # here and put in every call's slots: (slot, value); never written
+        self.constants: list[tuple[int, Any]] = []
         compile_ops(fn.body.block.ops, self.steps, self.reads)
         self.num_slots = len(slots)
         # liveness: drop each intermediate after the step that reads it last, so
@@ -350,6 +369,25 @@ class CompiledFunction:
         if self.check_types:
             return _checked(step, op, outs)
         return step
+
+    def _precompute(self, step, op: Operation, slot) -> bool:
+        """Run a constant op's step now and keep its value for every call (a
+        step less per call: the traced graphs make 0-d constants and fills
+        for every scalar of a loss or a scaling). False, and the op stays a
+        step, when its kernel fails here (it then fails at run time, as
+        before) or it yields something other than a small enough array."""
+        out = slot(op.results[0])
+        scratch: dict[int, Any] = {}
+        try:
+            with np.errstate(all="ignore"):
+                step(scratch)
+        except Exception:  # noqa: BLE001 - reported when the program runs, as without this
+            return False
+        value = scratch.get(out)
+        if not isinstance(value, np.ndarray) or value.nbytes > CONSTANT_BYTES:
+            return False
+        self.constants.append((out, value))
+        return True
 
     def _provided_step(self, op: Operation, kernel, layout: list, outs: list[int]):
         """A step calling a provider's kernel (KERNEL_PROVIDERS), which has
@@ -457,6 +495,8 @@ class CompiledFunction:
         env: list = [None] * self.num_slots
         for s, a in zip(self.arg_slots, args):
             env[s] = a
+        for s, v in self.constants:
+            env[s] = v
         # overflow to inf/nan is data here (loss scaling looks for it), not an error
         try:
             with self._running, np.errstate(all="ignore"):
