@@ -95,7 +95,7 @@ def test_large_ops_run_on_aten_small_and_half_on_numpy(monkeypatch):
     tilefx.inferenceModel(Net().eval())(tok)
     assert any(seen.get(f"aten.{p}") for p in ("mm", "bmm", "addmm")), seen
     assert seen["aten.native_layer_norm"] and seen["aten._softmax"] and seen["aten.gelu"]
-    assert not seen["aten.view"]  # views stay numpy's (free)
+    assert not seen.get("aten.view")  # views are numpy views, never offered to ATen
 
     seen.clear()
     small = nn.Sequential(nn.Linear(4, 4), nn.ReLU())

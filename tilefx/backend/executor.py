@@ -80,6 +80,9 @@ MOVE_OPS = {"ipu.copy", "tile.exchange", "tile.ipu_copy", "tile.host_in", "tile.
 # are never written once made; an in-place form only takes a donated
 # argument that no other step reads)
 SAME_VALUE_OPS = {"aten.alias", "aten.detach", "aten.lift_fresh_copy"}
+# views computed from the result type (CompiledFunction._view_step)
+VIEW_OPS = {"aten.view", "aten.unsqueeze", "aten.squeeze.dim", "aten.squeeze.dims", "aten.permute",
+            "aten.expand"}
 # a constant op (no operands, not random) made once per executable, up to this size
 CONSTANT_BYTES = 1 << 20
 
@@ -234,6 +237,9 @@ class CompiledFunction:
                     reads.append(group_reads)
                 elif op in inside:  # computed by its group's step, at the root
                     continue
+                elif op.name in VIEW_OPS and (view := self._view_step(op, slot)) is not None:
+                    steps.append(view)
+                    reads.append({slot(op.operands[0])})
                 elif op.name == "aten.clone":
                     steps.append(_clone_step(op, _provided_kernel(op) or KERNEL_TABLE[op.name],
                                              slot(op.operands[0]), slot(op.results[0])))
@@ -369,6 +375,29 @@ class CompiledFunction:
         if self.check_types:
             return _checked(step, op, outs)
         return step
+
+    def _view_step(self, op: Operation, slot):
+        """A view op as one numpy call on its operand's slot, its result shape
+        taken from the IR (views are most of a transformer's ops; this skips
+        the kernel table's argument handling)."""
+        shape = getattr(op.results[0].type, "get_shape", None)
+        if shape is None or len(op.operands) != 1:
+            return None
+        shape, src, out = tuple(shape()), slot(op.operands[0]), slot(op.results[0])
+        if op.name == "aten.permute":
+            dims = tuple(int(d) for d in _props(op)["dims"])
+
+            def step(env):
+                env[out] = env[src].transpose(dims)
+        elif op.name == "aten.expand":
+            def step(env):
+                env[out] = np.broadcast_to(env[src], shape)
+        else:  # view, unsqueeze, squeeze: the same elements in the result's shape
+            def step(env):
+                env[out] = np.reshape(env[src], shape)
+
+        step.__qualname__ = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
+        return _checked(step, op, [out]) if self.check_types else step
 
     def _precompute(self, step, op: Operation, slot) -> bool:
         """Run a constant op's step now and keep its value for every call (a
