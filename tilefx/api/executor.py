@@ -16,6 +16,7 @@ outputs are returned in the same order, reduced as the output mode says.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
@@ -93,6 +94,21 @@ class _Program:
     input_shapes: list[tuple] = field(default_factory=list)  # micro-batch shapes
     input_dtypes: list[np.dtype] = field(default_factory=list)
     compile_seconds: float = 0.0
+
+    @functools.cached_property
+    def trained(self) -> list[str]:
+        """The weights whose gradients main accumulates."""
+        return [n for k, n in self.main_args if k == "accum"]
+
+    @functools.cached_property
+    def out_index(self) -> list[int]:
+        """Positions of main's results that are the model's outputs."""
+        return [i for i, (k, _) in enumerate(self.main_results) if k == "output"]
+
+    @functools.cached_property
+    def out_ids(self) -> list[int]:
+        """The model output index of each of those."""
+        return [self.main_results[i][1] for i in self.out_index]
 
 
 def _role_list(roles: list[dict]) -> list[tuple[str, Any]]:
@@ -921,6 +937,10 @@ class PoplarExecutor:
     def _run(self, inputs: list[torch.Tensor]):
         p = self._program
         D, R, gsize, G = self._factors()
+        if D == R == G == 1 and self._dist is None and _one_replica_program(p) and \
+                not self._groups.grouped and self._options.broadcast_buffers and \
+                self._options.output_mode in (OutputMode.Default, OutputMode.All, OutputMode.Final):
+            return self._run_one(inputs)
         r_in = R // gsize
         xs = [_input_np(x).reshape((D, G, r_in) + shape) for x, shape in zip(inputs, p.input_shapes)]
         # broadcastBuffers (default): every replica starts from the host's buffers;
@@ -1000,6 +1020,53 @@ class PoplarExecutor:
                                                                "the broadcast of process 0's buffers")
         self._replica_buffers = buffers
         return self._collect(outputs, [p.main_results[i][1] for i in out_index], fresh)
+
+    def _run_one(self, inputs: list[torch.Tensor]):
+        """`_run` for one micro-batch on one replica, the common case: the
+        same steps without the loops over iterations, accumulation and
+        replicas. Each line of Python here runs once per call, after the
+        program's kernels have left the caches cold: the general loops cost
+        ~0.2 ms a call on the MLP (benchmarks/RESULTS.md, session 6)."""
+        p = self._program
+        buffers = dict(self._device_buffers)
+        accs = self._zeroed_accumulators(0, p.trained) if p.trained else {}
+        weights = self._weights
+        args = []
+        for kind, key in p.main_args:
+            if kind == "param":
+                args.append(weights[key])
+            elif kind == "buffer":
+                args.append(buffers[key])
+            elif kind == "input":
+                args.append(_input_np(inputs[key]))
+            elif kind == "const":
+                args.append(self._consts[key])
+            elif kind == "hyper":
+                args.append(np.asarray(self.loss_scale, dtype=np.float32))
+            else:
+                args.append(accs[key])
+        p.main.rng = self._replica_rngs[0]
+        res = p.main(*args, donated=_held_alone(args, p.main_args, ("accum",)))
+        outputs = []
+        for (kind, key), v in zip(p.main_results, res):
+            if kind == "output":
+                outputs.append(v)
+            elif kind == "buffer":
+                buffers[key] = v
+            else:  # accum (_one_replica_program)
+                accs[key] = v
+        fresh = set(_fresh_outputs(args, res, p.main_results, p.main.constants))
+        del args, res  # the weights are the executor's alone again (_held_alone)
+        if self._training and p.update is not None:
+            if self._als_tracked or self._loss_scaling() != 1.0:
+                self._loss_scaled_update(accs)
+            else:
+                self._apply_update(accs)
+        self._device_buffers = buffers
+        self._replica_buffers = [buffers]
+        return self._structured([torch.from_numpy(v) if id(v) in fresh else
+                                 torch.from_numpy(np.array(v, order="C")) for v in outputs],
+                                p.out_ids)
 
     def _zeroed_accumulators(self, r: int, trained: list[str]) -> dict[str, np.ndarray]:
         """Replica r's gradient accumulators at the start of a weight update:
@@ -1102,9 +1169,16 @@ class PoplarExecutor:
                 results.append(torch.from_numpy(items[0]))
             else:
                 results.append(torch.from_numpy(np.array(_join(items), order="C")))
-        out_index = [i for i, (kind, _) in enumerate(self._program.main_results) if kind == "output"]
-        results = [t.to(torch.bfloat16) if i in self._program.main.bf16_results else t
-                   for i, t in zip(out_index, results)]
+        return self._structured(results, out_ids)
+
+    def _structured(self, results: list[torch.Tensor], out_ids: list[int]):
+        """The output tensors (one per output result, in order) as the model
+        returned them: bfloat16 where the IR says so, with the model's
+        non-tensor outputs, in its pytree structure."""
+        out_index = self._program.out_index
+        bf16 = self._program.main.bf16_results
+        if bf16:
+            results = [t.to(torch.bfloat16) if i in bf16 else t for i, t in zip(out_index, results)]
         leaves: list[Any] = [None] * self._program.traced.num_outputs
         for i, r in zip(out_ids, results):
             leaves[i] = r
@@ -1231,6 +1305,13 @@ def host_weights(ex) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
 def _is_variable(optimizer, attr: str) -> bool:
     va = getattr(optimizer, "variable_attrs", None)
     return va is not None and not va.isConstant(attr)
+
+
+def _one_replica_program(p: _Program) -> bool:
+    """Whether `_run_one` covers main's arguments and results (not loss
+    scaling statistics, nor writes into the caller's inputs)."""
+    return all(k in ("param", "buffer", "input", "const", "hyper", "accum") for k, _ in p.main_args) \
+        and all(k in ("output", "buffer", "accum") for k, _ in p.main_results)
 
 
 def _fresh_outputs(args: list, res: list, roles: list[tuple[str, Any]],
