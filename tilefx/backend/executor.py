@@ -87,6 +87,20 @@ VIEW_OPS = {"aten.view", "aten.unsqueeze", "aten.squeeze.dim", "aten.squeeze.dim
 CONSTANT_BYTES = 1 << 20
 
 
+def _same_shape_view(op: Operation) -> bool:
+    """A view whose result is its operand unchanged: an expand or view to
+    the operand's own shape, a permute that keeps the order (the traced
+    matmuls expand every batched operand, mostly to the shape it has)."""
+    src, res = op.operands[0].type, op.results[0].type
+    if not hasattr(src, "get_shape") or not hasattr(res, "get_shape") or \
+            tuple(src.get_shape()) != tuple(res.get_shape()) or src != res:
+        return False
+    if op.name == "aten.permute":
+        dims = [int(d) for d in _props(op)["dims"]]
+        return dims == sorted(dims) and all(d >= 0 for d in dims)
+    return True
+
+
 def _constant_op(op: Operation) -> bool:
     return (not op.operands and not op.regions and len(op.results) == 1
             and op.name.startswith("aten.") and op.name not in RANDOM_OPS)
@@ -237,6 +251,8 @@ class CompiledFunction:
                     reads.append(group_reads)
                 elif op in inside:  # computed by its group's step, at the root
                     continue
+                elif op.name in VIEW_OPS and _same_shape_view(op):  # expand to its own shape, ...
+                    alias(op.results[0], op.operands[0])
                 elif op.name in VIEW_OPS and (view := self._view_step(op, slot)) is not None:
                     steps.append(view)
                     reads.append({slot(op.operands[0])})
