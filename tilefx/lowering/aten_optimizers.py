@@ -100,4 +100,70 @@ def make(torch):
               eps=float(_hp(eps_var, eps)), amsgrad=False, maximize=False)
         return w_arr, m_arr, v_arr
 
+    def sgd_batched(members):
+        """`sgd` for several weights: [(operands, properties, inplace)] ->
+        [(weight,) or (weight, velocity)]. The weights whose update has the
+        same hyper-parameters go to one `_fused_sgd_` call (it updates each
+        tensor of its lists as a call for that tensor alone would)."""
+        out: list = [None] * len(members)
+        buckets: dict[tuple, list[int]] = {}
+        arrays: list = [None] * len(members)
+        for k, (vals, props, inplace) in enumerate(members):
+            weight, grad, lr, velocity, step = vals[:5]
+            m_var, d_var, wd_var, n_var = vals[5:9]
+            if props.get("combined") or props.get("grad_scale", 1.0) != 1.0 or \
+                    not _f32(weight, grad, velocity):
+                r = sgd(*vals, **props, inplace=inplace)
+                out[k] = r if isinstance(r, tuple) else (r,)
+                continue
+            momentum = float(_hp(m_var, props.get("momentum")))
+            with_velocity = velocity is not None and momentum != 0.0
+            key = (float(lr), momentum, float(_hp(d_var, props.get("dampening"))),
+                   float(_hp(wd_var, props.get("weight_decay"))),
+                   bool(_hp(n_var, props.get("nesterov"))), with_velocity,
+                   with_velocity and int(step) <= 1)
+            w_arr = _owned(weight, inplace)
+            v_arr = _owned(velocity, inplace) if with_velocity else None
+            arrays[k] = (w_arr, _dense(grad), v_arr, velocity)
+            buckets.setdefault(key, []).append(k)
+        for (lr, momentum, dampening, wd, nesterov, with_velocity, first), ks in buckets.items():
+            torch._fused_sgd_([T(arrays[k][0]) for k in ks], [arrays[k][1] for k in ks],
+                              [T(arrays[k][2]) for k in ks] if with_velocity else [],
+                              weight_decay=wd, momentum=momentum, lr=lr, dampening=dampening,
+                              nesterov=nesterov, maximize=False, is_first_step=first)
+            for k in ks:
+                w_arr, _, v_arr, velocity = arrays[k]
+                out[k] = (w_arr,) if velocity is None else (w_arr, v_arr if with_velocity else velocity)
+        return out
+
+    def adam_batched(members):
+        """`adam` for several weights: [(operands, properties, inplace)] ->
+        [(weight, exp_avg, exp_avg_sq)], one fused call per set of equal
+        hyper-parameters and step."""
+        out: list = [None] * len(members)
+        buckets: dict[tuple, list[int]] = {}
+        arrays: list = [None] * len(members)
+        for k, (vals, props, inplace) in enumerate(members):
+            weight, grad, exp_avg, exp_avg_sq, step, lr, b1_var, b2_var, eps_var, wd_var = vals
+            if props.get("grad_scale", 1.0) != 1.0 or not props.get("bias_correction") or \
+                    not _f32(weight, grad, exp_avg, exp_avg_sq):
+                out[k] = adam(*vals, **props, inplace=inplace)
+                continue
+            key = (bool(props["decoupled"]), float(lr), float(_hp(b1_var, props.get("beta1"))),
+                   float(_hp(b2_var, props.get("beta2"))), float(_hp(eps_var, props.get("eps"))),
+                   float(_hp(wd_var, props.get("weight_decay"))), float(step))
+            arrays[k] = tuple(_owned(a, inplace) for a in (weight, exp_avg, exp_avg_sq)) + (_dense(grad),)
+            buckets.setdefault(key, []).append(k)
+        for (decoupled, lr, beta1, beta2, eps, wd, step), ks in buckets.items():
+            fused = torch._fused_adamw_ if decoupled else torch._fused_adam_
+            fused([T(arrays[k][0]) for k in ks], [arrays[k][3] for k in ks],
+                  [T(arrays[k][1]) for k in ks], [T(arrays[k][2]) for k in ks], [],
+                  [torch.tensor(step) for _ in ks], lr=lr, beta1=beta1, beta2=beta2,
+                  weight_decay=wd, eps=eps, amsgrad=False, maximize=False)
+            for k in ks:
+                out[k] = arrays[k][:3]
+        return out
+
+    sgd.batched = sgd_batched
+    adam.batched = adam_batched
     return {"ipu.sgd": sgd, "ipu.adam": adam}
