@@ -381,6 +381,24 @@ _emb_idx = np.array([[1, 2, 0], [2, 2, 7]], dtype=I64)
 case("embedding_dense_backward.default", r(2, 3, 4), _emb_idx, 10, -1, False)
 case("embedding_dense_backward.default", r(2, 3, 4), _emb_idx, 10, 2, False, id="emb-bwd-pad")
 case("embedding_dense_backward.default", r(2, 3, 4), _emb_idx, 10, -1, True, id="emb-bwd-freq")
+# the negative log-likelihood's data from a generator of its own (drawing from
+# _rng here would change every later case's data)
+_nll_rng = np.random.default_rng(11)
+_nll_t = np.array([0, 4, -100, 2], I64)  # one ignored row
+_nll_w = (_nll_rng.random(5) + 0.1).astype(F32)
+_nll = lambda *shape: _nll_rng.standard_normal(shape).astype(F32)  # noqa: E731
+for _red in (0, 1, 2):
+    case("nll_loss_forward.default", _nll(4, 5), _nll_t, None, _red, -100, id=f"nll-fwd-{_red}")
+    case("nll_loss_forward.default", _nll(4, 5), _nll_t, _nll_w, _red, -100, id=f"nll-fwd-weight-{_red}")
+    case("nll_loss_forward.default", _nll(5), np.array(3, I64), _nll_w, _red, -100, id=f"nll-fwd-1d-{_red}")
+    _nll_x = _nll(4, 5)
+    _nll_out, _nll_total = torch.ops.aten.nll_loss_forward(
+        torch.from_numpy(_nll_x), torch.from_numpy(_nll_t), torch.from_numpy(_nll_w), _red, -100)
+    case("nll_loss_backward.default", _nll(*_nll_out.shape), _nll_x, _nll_t, _nll_w, _red, -100,
+         _nll_total.numpy(), id=f"nll-bwd-weight-{_red}")
+case("nll_loss_forward.default", _nll(4, 5).astype(F16), _nll_t, None, 1, -100, id="nll-fwd-f16",
+     tol=dict(rtol=2e-3, atol=1e-3))
+case("nll_loss_backward.default", s(1.0), _nll(4, 5), _nll_t, None, 1, -100, s(3.0), id="nll-bwd-mean")
 _gidx = ri(3, 4, lo=0, hi=5)
 case("gather.default", r(3, 5), 1, _gidx)
 case("gather.default", r(5, 4), 0, _gidx)

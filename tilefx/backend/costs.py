@@ -42,7 +42,8 @@ REDUCTION_OPS = {"sum.dim_IntList", "sum", "mean", "mean.dim", "amax", "amin", "
                  "_native_batch_norm_legit_functional", "identity_loss"}
 GATHER_OPS = {"embedding", "embedding_dense_backward", "index.Tensor", "index_put", "gather",
               "scatter.value", "scatter.src", "scatter_add", "max_pool2d_with_indices",
-              "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward"}
+              "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward",
+              "nll_loss_forward", "nll_loss_backward"}
 # reductions along the last axis with full-size results, and their elementwise
 # operations per input element (an estimate: max, subtract, exp, sum, divide...)
 ROW_REDUCTIONS = {"_softmax": 5, "_log_softmax": 6, "_softmax_backward_data": 3,

@@ -111,6 +111,8 @@ _softmax(Tensor self, int dim, bool half_to_float) -> Tensor
 _softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor
 _log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
 _log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor
+nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)
+nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor
 split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]
 sqrt(Tensor self) -> Tensor
 squeeze.dims(Tensor self, int[] dim) -> Tensor

@@ -52,6 +52,10 @@ _DEFAULT = {
     "demote": "",
 }
 _FLOATS = (f16, f32)
+# ops that keep the types they were traced with when an operand turns float16:
+# the negative log-likelihood, which torch.autocast runs in float32 (it is on
+# autocast's float32 list), so a float16 model's loss stays float32
+_FLOAT32_ALWAYS = {"aten.nll_loss_forward", "aten.nll_loss_backward"}
 _CASTINGS = ("upcast", "downcast")
 
 
@@ -161,7 +165,7 @@ class _Casting:
         """Re-type an op whose float operands changed by PyTorch's promotion."""
         if not self._changed(o):
             return
-        if not o.name.startswith("aten.") or o.regions or any(
+        if not o.name.startswith("aten.") or o.regions or o.name in _FLOAT32_ALWAYS or any(
                 isinstance(v.type, TensorType) and v.type.element_type == bf16 for v in o.operands):
             self._restore(o)  # a boundary: its operands get back the types it was built for
             return
@@ -172,6 +176,8 @@ class _Casting:
                 self._cast_operands(o, new)
             return
         self._cast_operands(o, new)
+        if _type_property(o, "input_dtype") == old:  # a softmax backward: its forward's input type
+            o.properties["input_dtype"] = new
         for r in list(o.results):
             if _is_float(r) and r.type.element_type == old:
                 self._retype(r, new)
@@ -202,6 +208,11 @@ class _Casting:
                 ret.operands[i] = _cast(v, want.element_type, ret)
         main.function_type = func.FunctionType.from_lists(
             list(main.function_type.inputs.data), [v.type for v in ret.operands])
+
+
+def _type_property(o: Operation, name: str) -> Attribute | None:
+    attr = o.properties.get(name)
+    return attr if attr in _FLOATS else None
 
 
 def _make_cast(v: SSAValue, to, near: Operation) -> Operation:

@@ -322,6 +322,18 @@ func.func @activation_backward(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %out: t
   func.return %log_softmax_bwd : tensor<4x8xf32>
 }
 
+// CHECK-LABEL: func.func @nll_loss(
+// CHECK-SAME:  %logp: tensor<4x8xf32>, %t: tensor<4xi64>, %w: tensor<8xf32>, %g: tensor<f32>) -> tensor<4x8xf32> {
+// CHECK-NEXT:    %loss, %total = aten.nll_loss_forward %logp, %t weight %w {reduction = 1 : i64, ignore_index = -100 : i64} : tensor<4x8xf32>, tensor<4xi64> weight tensor<8xf32> -> tensor<f32>, tensor<f32>
+// CHECK-NEXT:    %grad = aten.nll_loss_backward %g, %logp, %t, %total weight %w {reduction = 1 : i64, ignore_index = -100 : i64} : tensor<f32>, tensor<4x8xf32>, tensor<4xi64>, tensor<f32> weight tensor<8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    func.return %grad : tensor<4x8xf32>
+// CHECK-NEXT:    }
+func.func @nll_loss(%logp: tensor<4x8xf32>, %t: tensor<4xi64>, %w: tensor<8xf32>, %g: tensor<f32>) -> tensor<4x8xf32> {
+  %loss, %total = aten.nll_loss_forward %logp, %t weight %w {reduction = 1 : i64, ignore_index = -100 : i64} : tensor<4x8xf32>, tensor<4xi64> weight tensor<8xf32> -> tensor<f32>, tensor<f32>
+  %grad = aten.nll_loss_backward %g, %logp, %t, %total weight %w {reduction = 1 : i64, ignore_index = -100 : i64} : tensor<f32>, tensor<4x8xf32>, tensor<4xi64>, tensor<f32> weight tensor<8xf32> -> tensor<4x8xf32>
+  func.return %grad : tensor<4x8xf32>
+}
+
 // The ops beyond the first hundred (the rest of the core-ATen set, random ops, the
 // backward and helper ops traced graphs keep); generated from the kernel test cases.
 // CHECK-LABEL: func.func @model_families(

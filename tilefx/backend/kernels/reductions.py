@@ -348,3 +348,54 @@ def cumprod(self, dim, *, dtype=None):
     if self.ndim == 0:
         return _ret(_cast(self, dt).copy(), dt)
     return _ret(np.cumprod(_cast(self, ct), axis=_wrap(dim, self.ndim), dtype=ct), dt)
+
+
+# -- negative log-likelihood (kept whole by the tracer: lowering/decompositions.py)
+# reduction: 0 none, 1 mean, 2 sum (torch's Reduction enum)
+
+def _nll_picked(self, target, weight, ignore_index):
+    """Rows of `self` as [N, C], the target class of each (0 where ignored)
+    and its weight (0 where ignored); a 1-D input is one row."""
+    x = _f32(self).reshape(1, -1) if self.ndim == 1 else _f32(self)
+    t = np.asarray(target).reshape(-1).astype(np.int64, copy=False)
+    keep = t != ignore_index
+    if np.any(keep & ((t < 0) | (t >= x.shape[1]))):
+        bad = t[keep & ((t < 0) | (t >= x.shape[1]))][0]
+        raise IndexError(f"Target {bad} is out of bounds.")
+    safe = np.where(keep, t, 0)
+    w = np.ones(len(t), x.dtype) if weight is None else _f32(weight)[safe].astype(x.dtype, copy=False)
+    return x, safe, np.where(keep, w, x.dtype.type(0))
+
+
+@_kernel("nll_loss_forward.default")
+def nll_loss_forward(self, target, weight, reduction, ignore_index):
+    x, safe, w = _nll_picked(self, target, weight, ignore_index)
+    losses = -x[np.arange(len(safe)), safe] * w
+    total = w.sum(dtype=x.dtype)
+    if reduction == 0:  # a batch's total weight is 0 then, a single row's its weight (as torch)
+        if self.ndim == 1:
+            return _ret(losses.reshape(()), self.dtype), _ret(total, self.dtype)
+        return _ret(losses, self.dtype), _ret(np.zeros((), x.dtype), self.dtype)
+    out = losses.sum(dtype=x.dtype)
+    if reduction == 1:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = out / total
+    return _ret(out, self.dtype), _ret(total, self.dtype)
+
+
+@_kernel("nll_loss_backward.default")
+def nll_loss_backward(grad_output, self, target, weight, total_weight, reduction, ignore_index):
+    """The operands first (ATen's schema puts `total_weight` after the
+    properties): the executor passes operands in order, properties by name."""
+    x, safe, w = _nll_picked(self, target, weight, ignore_index)
+    g = _f32(np.asarray(grad_output))
+    if reduction == 0:
+        scale = g.reshape(-1) if g.ndim else g
+    elif reduction == 1:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            scale = g / _f32(np.asarray(total_weight))
+    else:
+        scale = g
+    grad = np.zeros(x.shape, x.dtype)
+    grad[np.arange(len(safe)), safe] = -w * scale
+    return _ret(grad.reshape(self.shape), self.dtype)
