@@ -106,6 +106,14 @@ class _Program:
         return [i for i, (k, _) in enumerate(self.main_results) if k == "output"]
 
     @functools.cached_property
+    def one_replica(self) -> bool:
+        """Whether `PoplarExecutor._run_one` covers main's arguments and
+        results (not loss scaling statistics, nor writes into the caller's
+        inputs)."""
+        return all(k in ("param", "buffer", "input", "const", "hyper", "accum") for k, _ in self.main_args) \
+            and all(k in ("output", "buffer", "accum") for k, _ in self.main_results)
+
+    @functools.cached_property
     def out_ids(self) -> list[int]:
         """The model output index of each of those."""
         return [self.main_results[i][1] for i in self.out_index]
@@ -937,7 +945,7 @@ class PoplarExecutor:
     def _run(self, inputs: list[torch.Tensor]):
         p = self._program
         D, R, gsize, G = self._factors()
-        if D == R == G == 1 and self._dist is None and _one_replica_program(p) and \
+        if D == R == G == 1 and self._dist is None and p.one_replica and \
                 not self._groups.grouped and self._options.broadcast_buffers and \
                 self._options.output_mode in (OutputMode.Default, OutputMode.All, OutputMode.Final):
             return self._run_one(inputs)
@@ -952,10 +960,10 @@ class PoplarExecutor:
             buffers = [dict(self._device_buffers) for _ in range(R)]
         else:
             buffers = [dict(b) for b in own]
-        trained = [n for k, n in p.main_args if k == "accum"]
+        trained = p.trained
         mutated: dict[int, np.ndarray] = {}
         outputs: list[list[list[list[np.ndarray]]]] = []
-        out_index = [i for i, (k, _) in enumerate(p.main_results) if k == "output"]
+        out_index = p.out_index
         fresh: set[int] = set()  # ids of output arrays only the caller will hold
         for d in range(D):
             accs = [self._zeroed_accumulators(r, trained) for r in range(R)]
@@ -1006,10 +1014,7 @@ class PoplarExecutor:
                             [self._als_upper - als_counts[0], self._als_lower - als_counts[1]],
                             f"the loss scaling statistics of weight update {self._step + 1}")
                         self._als_upper, self._als_lower = als_counts[0] + up, als_counts[1] + low
-                if self._als_tracked or self._loss_scaling() != 1.0:
-                    self._loss_scaled_update(total)
-                else:
-                    self._apply_update(total)
+                self._update(total)
         for key, value in mutated.items():  # in-place / out= writes to user inputs (as PopTorch)
             with torch.no_grad():
                 inputs[key].copy_(torch.from_numpy(value.reshape(inputs[key].shape)))
@@ -1019,7 +1024,7 @@ class PoplarExecutor:
             self._device_buffers = self._dist.broadcast_arrays(self._device_buffers,
                                                                "the broadcast of process 0's buffers")
         self._replica_buffers = buffers
-        return self._collect(outputs, [p.main_results[i][1] for i in out_index], fresh)
+        return self._collect(outputs, p.out_ids, fresh)
 
     def _run_one(self, inputs: list[torch.Tensor]):
         """`_run` for one micro-batch on one replica, the common case: the
@@ -1053,15 +1058,12 @@ class PoplarExecutor:
                 outputs.append(v)
             elif kind == "buffer":
                 buffers[key] = v
-            else:  # accum (_one_replica_program)
+            else:  # accum (_Program.one_replica)
                 accs[key] = v
         fresh = set(_fresh_outputs(args, res, p.main_results, p.main.constants))
         del args, res  # the weights are the executor's alone again (_held_alone)
         if self._training and p.update is not None:
-            if self._als_tracked or self._loss_scaling() != 1.0:
-                self._loss_scaled_update(accs)
-            else:
-                self._apply_update(accs)
+            self._update(accs)
         self._device_buffers = buffers
         self._replica_buffers = [buffers]
         return self._structured([torch.from_numpy(v) if id(v) in fresh else
@@ -1081,6 +1083,14 @@ class PoplarExecutor:
                 z = zeros[n] = np.broadcast_to(np.array(-0.0, w.dtype), w.shape)
             out[n] = z
         return out
+
+    def _update(self, total: dict[str, np.ndarray]) -> None:
+        """One weight update from the summed gradients (checked for overflow
+        first under loss scaling)."""
+        if self._als_tracked or self._loss_scaling() != 1.0:
+            self._loss_scaled_update(total)
+        else:
+            self._apply_update(total)
 
     def _apply_update(self, accum: dict[str, np.ndarray]) -> None:
         if self._groups.apply_update(self, accum):  # once per group of a grouped weight
@@ -1305,13 +1315,6 @@ def host_weights(ex) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
 def _is_variable(optimizer, attr: str) -> bool:
     va = getattr(optimizer, "variable_attrs", None)
     return va is not None and not va.isConstant(attr)
-
-
-def _one_replica_program(p: _Program) -> bool:
-    """Whether `_run_one` covers main's arguments and results (not loss
-    scaling statistics, nor writes into the caller's inputs)."""
-    return all(k in ("param", "buffer", "input", "const", "hyper", "accum") for k, _ in p.main_args) \
-        and all(k in ("output", "buffer", "accum") for k, _ in p.main_results)
 
 
 def _fresh_outputs(args: list, res: list, roles: list[tuple[str, Any]],

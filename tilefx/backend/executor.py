@@ -263,8 +263,10 @@ class CompiledFunction:
                     steps.append(view)
                     reads.append({slot(op.operands[0])})
                 elif op.name == "aten.clone":
-                    steps.append(_clone_step(op, _provided_kernel(op) or KERNEL_TABLE[op.name],
-                                             slot(op.operands[0]), slot(op.results[0])))
+                    clone = _clone_step(op, _provided_kernel(op) or KERNEL_TABLE[op.name],
+                                        slot(op.operands[0]), slot(op.results[0]))
+                    steps.append(_checked(clone, op, [slot(op.results[0])]) if self.check_types
+                                 else clone)
                     reads.append({slot(op.operands[0])})
                 elif (provided := _provided_kernel(op)) is not None and op.name.startswith("aten."):
                     layout = _operand_layout(op, slot)
@@ -322,68 +324,65 @@ class CompiledFunction:
             if j not in keep:
                 dead[i].append(j)
         self.dead = [tuple(d) for d in dead]
-        self._compile_in_place(in_place, last)
+        need = self._donation_rule(last)
+        self._compile_in_place(in_place, need)
         at = len(self.steps) - len(batches)
         for i, (batched, members) in enumerate(batches.values(), start=at):
-            self.steps[i] = self._batched_step(batched, members, i, last)
+            self.steps[i] = self._batched_step(batched, members, i, need)
 
-    def _compile_in_place(self, candidates, last: dict[int, int]) -> None:
-        """Give each in-place capable step a second form that overwrites its
-        operands, used when every one of them is an argument donated for the
-        call, read by this step only and not returned."""
-        arg_pos = {s: i for i, s in enumerate(self.arg_slots)}
-        readers: dict[int, int] = {}
-        for reads in self.reads:
-            for j in reads:
-                readers[j] = readers.get(j, 0) + 1
-        results = set(self.result_slots)
-        for i, op, kernel, layout, outs in candidates:
-            slots = [layout[k] for k in IN_PLACE_OPERANDS[op.name]
-                     if k < len(layout) and layout[k] is not None]
-            if not slots or not all(type(j) is int and j in arg_pos and readers.get(j) == 1
-                                    and last.get(j) == i and j not in results for j in slots):
-                continue
-            if len(set(slots)) != len(slots):
-                continue
-            need = frozenset(arg_pos[j] for j in slots)
-            fresh, own = self.steps[i], self._step(op, partial(kernel, inplace=True), layout, outs)
-
-            def step(env, fresh=fresh, own=own, need=need):
-                (own if need <= self._donated else fresh)(env)
-
-            step.__qualname__ = fresh.__qualname__ + " (in place when donated)"
-            self.steps[i] = step
-
-    def _batched_step(self, batched, members, i: int, last: dict[int, int]):
-        """One step for several ops of one kind (a weight's optimizer update
-        each): the provider's batched kernel takes every member's operands,
-        properties and whether it may write them (each member as
-        `_compile_in_place` decides for a single step), and returns each
-        member's results. torch's fused updates take lists of tensors: one
-        call for the weights that share their hyper-parameters instead of one
-        per weight (the per-call Python was ~30 us a weight after the
-        kernels had left the caches cold)."""
+    def _donation_rule(self, last: dict[int, int]):
+        """`need(op, layout, i)`: the argument positions step i must have been
+        given up for it to write op's in-place operands (IN_PLACE_OPERANDS),
+        or None when it never may: each of them an argument, read by step i
+        only, not returned, and no two the same."""
         arg_pos = {s: k for k, s in enumerate(self.arg_slots)}
         readers: dict[int, int] = {}
         for reads in self.reads:
             for j in reads:
                 readers[j] = readers.get(j, 0) + 1
         results = set(self.result_slots)
-        plan = []
-        for op, layout, outs in members:
+
+        def need(op: Operation, layout: list, i: int) -> frozenset[int] | None:
             slots = [layout[k] for k in IN_PLACE_OPERANDS.get(op.name, ())
                      if k < len(layout) and layout[k] is not None]
-            need = None
-            if slots and len(set(slots)) == len(slots) and all(
+            if not slots or len(set(slots)) != len(slots) or not all(
                     type(j) is int and j in arg_pos and readers.get(j) == 1 and last.get(j) == i
                     and j not in results for j in slots):
-                need = frozenset(arg_pos[j] for j in slots)
-            plan.append((_fetcher(layout), _props(op), need, outs))
+                return None
+            return frozenset(arg_pos[j] for j in slots)
+
+        return need
+
+    def _compile_in_place(self, candidates, need) -> None:
+        """Give each in-place capable step a second form that overwrites its
+        operands, used when the caller donated every one of them (`need`)."""
+        for i, op, kernel, layout, outs in candidates:
+            needed = need(op, layout, i)
+            if needed is None:
+                continue
+            fresh, own = self.steps[i], self._step(op, partial(kernel, inplace=True), layout, outs)
+
+            def step(env, fresh=fresh, own=own, needed=needed):
+                (own if needed <= self._donated else fresh)(env)
+
+            step.__qualname__ = fresh.__qualname__ + " (in place when donated)"
+            self.steps[i] = step
+
+    def _batched_step(self, batched, members, i: int, need):
+        """One step for several ops of one kind (a weight's optimizer update
+        each): the provider's batched kernel takes every member's operands,
+        properties and whether it may write them (each member as a single
+        step would, `need`), and returns each member's results. torch's fused
+        updates take lists of tensors: one call for the weights that share
+        their hyper-parameters instead of one per weight (the per-call Python
+        was ~30 us a weight after the kernels had left the caches cold)."""
+        plan = [(_fetcher(layout), _props(op), need(op, layout, i), outs)
+                for op, layout, outs in members]
 
         def step(env):
             donated = self._donated
-            res = batched([(fetch(env), props, need is not None and need <= donated)
-                           for fetch, props, need, _ in plan])
+            res = batched([(fetch(env), props, needed is not None and needed <= donated)
+                           for fetch, props, needed, _ in plan])
             for (_, _, _, outs), r in zip(plan, res):
                 for o, v in zip(outs, r):
                     env[o] = v

@@ -59,46 +59,18 @@ def make(torch):
     T = torch.from_numpy
 
     def sgd(weight, grad, lr, velocity, step, momentum_var, dampening_var, weight_decay_var,
-            nesterov_var, velocity_scaling_var, *, momentum=None, dampening=None,
-            weight_decay=None, nesterov=None, grad_scale=1.0, velocity_scaling=None,
-            combined=False, inplace=False):
-        if combined or grad_scale != 1.0 or not _f32(weight, grad, velocity):
-            return numpy_sgd(weight, grad, lr, velocity, step, momentum_var, dampening_var,
-                             weight_decay_var, nesterov_var, velocity_scaling_var,
-                             momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                             nesterov=nesterov, grad_scale=grad_scale,
-                             velocity_scaling=velocity_scaling, combined=combined, inplace=inplace)
-        momentum = float(_hp(momentum_var, momentum))
-        w_arr = _owned(weight, inplace)
-        with_velocity = velocity is not None and momentum != 0.0
-        v_arr = _owned(velocity, inplace) if with_velocity else None
-        torch._fused_sgd_([T(w_arr)], [_dense(grad)], [T(v_arr)] if with_velocity else [],
-                          weight_decay=float(_hp(weight_decay_var, weight_decay)),
-                          momentum=momentum, lr=float(lr),
-                          dampening=float(_hp(dampening_var, dampening)),
-                          nesterov=bool(_hp(nesterov_var, nesterov)), maximize=False,
-                          is_first_step=with_velocity and int(step) <= 1)
-        if velocity is None:
-            return w_arr
-        return w_arr, (v_arr if with_velocity else velocity)
+            nesterov_var, velocity_scaling_var, *, inplace=False, **props):
+        """One weight's update: a batch of one."""
+        (r,) = sgd_batched([((weight, grad, lr, velocity, step, momentum_var, dampening_var,
+                              weight_decay_var, nesterov_var, velocity_scaling_var), props, inplace)])
+        return r[0] if velocity is None else r
 
     def adam(weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var, eps_var,
-             weight_decay_var, *, beta1=None, beta2=None, eps=None, weight_decay=None,
-             decoupled, bias_correction, grad_scale, inplace=False):
-        if grad_scale != 1.0 or not bias_correction or not _f32(weight, grad, exp_avg, exp_avg_sq):
-            return numpy_adam(weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var,
-                              eps_var, weight_decay_var, beta1=beta1, beta2=beta2, eps=eps,
-                              weight_decay=weight_decay, decoupled=decoupled,
-                              bias_correction=bias_correction, grad_scale=grad_scale,
-                              inplace=inplace)
-        w_arr, m_arr, v_arr = (_owned(a, inplace) for a in (weight, exp_avg, exp_avg_sq))
-        fused = torch._fused_adamw_ if decoupled else torch._fused_adam_
-        fused([T(w_arr)], [_dense(grad)], [T(m_arr)], [T(v_arr)], [],
-              [torch.tensor(float(step))], lr=float(lr),
-              beta1=float(_hp(beta1_var, beta1)), beta2=float(_hp(beta2_var, beta2)),
-              weight_decay=float(_hp(weight_decay_var, weight_decay)),
-              eps=float(_hp(eps_var, eps)), amsgrad=False, maximize=False)
-        return w_arr, m_arr, v_arr
+             weight_decay_var, *, inplace=False, **props):
+        """One weight's update: a batch of one."""
+        (r,) = adam_batched([((weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var,
+                               eps_var, weight_decay_var), props, inplace)])
+        return r
 
     def sgd_batched(members):
         """`sgd` for several weights: [(operands, properties, inplace)] ->
@@ -113,7 +85,7 @@ def make(torch):
             m_var, d_var, wd_var, n_var = vals[5:9]
             if props.get("combined") or props.get("grad_scale", 1.0) != 1.0 or \
                     not _f32(weight, grad, velocity):
-                r = sgd(*vals, **props, inplace=inplace)
+                r = numpy_sgd(*vals, **props, inplace=inplace)
                 out[k] = r if isinstance(r, tuple) else (r,)
                 continue
             momentum = float(_hp(m_var, props.get("momentum")))
@@ -147,7 +119,7 @@ def make(torch):
             weight, grad, exp_avg, exp_avg_sq, step, lr, b1_var, b2_var, eps_var, wd_var = vals
             if props.get("grad_scale", 1.0) != 1.0 or not props.get("bias_correction") or \
                     not _f32(weight, grad, exp_avg, exp_avg_sq):
-                out[k] = adam(*vals, **props, inplace=inplace)
+                out[k] = numpy_adam(*vals, **props, inplace=inplace)
                 continue
             key = (bool(props["decoupled"]), float(lr), float(_hp(b1_var, props.get("beta1"))),
                    float(_hp(b2_var, props.get("beta2"))), float(_hp(eps_var, props.get("eps"))),

@@ -19,6 +19,7 @@ fails the call at run time with torch's message.
 
 from __future__ import annotations
 
+import functools
 import types
 
 import numpy as np
@@ -31,6 +32,7 @@ _kernel = registrar(KERNELS)
 _I32 = np.dtype(np.int32)
 
 
+@functools.cache
 def _scipy() -> types.SimpleNamespace:
     """scipy.linalg and its LAPACK and BLAS wrappers, imported on first use:
     the import is ~0.15 s of every cold start, for ops few programs have."""
