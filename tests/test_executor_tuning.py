@@ -1,5 +1,6 @@
 """The executor's per-op BLAS thread choice (no timing: which ops, how many threads)."""
 
+import pytest
 from xdsl.parser import Parser
 
 from tilefx.backend.executor import CompiledFunction, gemm_flops
@@ -20,6 +21,15 @@ func.func @main(%a: tensor<64x1024xf32>, %w: tensor<1024x1024xf32>, %b: tensor<1
 """
 
 
+@pytest.fixture(autouse=True)
+def _fresh_reading():
+    """Each test reads the machine and the environment afresh, and leaves no
+    reading of its own (a cap it set) to the tests after it."""
+    tuning.forget_machine_reading()
+    yield
+    tuning.forget_machine_reading()
+
+
 def _ops():
     fn = find_func(Parser(graph_context(), IR).parse_module(), "main")
     return fn, {op.name: op for op in fn.walk()}
@@ -36,6 +46,7 @@ def test_gemm_flops_of_each_blas_op():
 def test_threads_by_size_and_cap(monkeypatch):
     monkeypatch.setenv(tuning.BLAS_THREADS_ENV, "1")
     assert tuning.blas_threads_for(1e12) == 1
+    tuning.forget_machine_reading()
     monkeypatch.setenv(tuning.BLAS_THREADS_ENV, "64")
     monkeypatch.setattr(tuning.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     tuning.forget_machine_reading()

@@ -114,6 +114,21 @@ class _Program:
             and all(k in ("output", "buffer", "accum") for k, _ in self.main_results)
 
     @functools.cached_property
+    def outputs_only(self) -> bool:
+        """Whether every result of main is a model output (an inference
+        program: no buffers nor accumulators to keep)."""
+        return all(k == "output" for k, _ in self.main_results)
+
+    @functools.cached_property
+    def one_plain_output(self) -> bool:
+        """Whether the model returns one tensor, as the IR holds it (not
+        bfloat16): `_structured` hands it back as it is."""
+        spec = self.traced.out_spec
+        return len(self.out_index) == 1 and self.traced.num_outputs == 1 and \
+            not self.traced.out_consts and not self.main.bf16_results and \
+            (spec is None or spec.num_leaves == 1 and spec.is_leaf())
+
+    @functools.cached_property
     def out_ids(self) -> list[int]:
         """The model output index of each of those."""
         return [self.main_results[i][1] for i in self.out_index]
@@ -229,7 +244,7 @@ class PoplarExecutor:
         self._fast_call: tuple | None = None  # (forward function, argument count): see _same_call_inputs
         self._destroyed = False
         self._attached = False  # set by the first call and attachToDevice, cleared by detachFromDevice
-        self._runs = 0
+        self._has_run = False  # cycleCount and getTimestamps need a run
         self._seed_random(self._options.random_seed)
         self._dist = None  # the other processes of a distributed training model (api/distributed.py)
         if not training and self._options.Training.gradient_accumulation != 1:
@@ -255,7 +270,11 @@ class PoplarExecutor:
         self._compile(inputs, call)
 
     def __call__(self, *args, **kwargs):
-        self._check_alive()
+        # Each function this path calls runs on caches the last call's
+        # kernels evicted (a few us each, against ~0.2 us hot): the checks are
+        # written out here rather than in small helpers.
+        if self._destroyed:
+            self._check_alive()
         if self._options.offline_ipu_target:
             raise Error("this model was compiled for an offline IPU target (useOfflineIpuTarget): "
                         "it can be compiled and saved, not run")
@@ -268,7 +287,9 @@ class PoplarExecutor:
             elif self._call is not None:  # None: loaded from an executable file
                 self._call.check_same(call, inputs, self._compiled_inputs)
             self._remember_call(args, kwargs, inputs)
-        snap = self._snapshot()
+        snap = self._named
+        if snap is None or snap.model is not self._user_model or not snap.valid():
+            snap = self._snapshot()
         if self._training and snap is not self.__dict__.get("_aliased_in"):
             self._unalias_replaced(snap)
         if self._call is not None and self._groups_checked != (snap, settings_count()):
@@ -279,9 +300,11 @@ class PoplarExecutor:
             if _HostVersion.latest(self._host_tensors()) > self._host_version:
                 self.copyWeightsToDevice()
             self._host_seen = (self._snapshot(), _HostVersion.counter)
-        self._attached = True  # a detached model attaches again when called (PopTorch)
+        if not self._attached:
+            self._attached = True  # a detached model attaches again when called (PopTorch)
         out = self._run(inputs)
-        self._runs += 1
+        if not self._has_run:
+            self._has_run = True
         if self._training:
             self._write_back()
         _guard_backward(out)
@@ -298,8 +321,7 @@ class PoplarExecutor:
                 getattr(self._user_model.forward, "__func__", None) is not fast[0]:
             return None
         for x, (shape, dtype) in zip(args, self._compiled_inputs):
-            if type(x) is not torch.Tensor or x.shape != shape or x.dtype != dtype or \
-                    x.device.type != "cpu":
+            if type(x) is not torch.Tensor or x.shape != shape or x.dtype != dtype or not x.is_cpu:
                 return None  # the full path says what is wrong, or handles it
         return list(args)
 
@@ -696,7 +718,7 @@ class PoplarExecutor:
         """Cycles of the last run on the simulated IPUs (needs Options.logCycleCount(True))."""
         if not self._options.log_cycle_count:
             raise Error("cycle count logging is disabled: use Options.logCycleCount(True)")
-        if self._runs == 0:
+        if not self._has_run:
             raise Error("cycleCount: the model has not run yet")
         return self._profile.total_cycles
 
@@ -734,7 +756,7 @@ class PoplarExecutor:
         micro-batch streamed (the reference point is the start of the call).
         Before any run: ``[[]]`` for each key, as PopTorch returns."""
         keys = ("input", "input_complete", "output", "output_complete")
-        if self._program is None or self._runs == 0:
+        if self._program is None or not self._has_run:
             return {k: [[]] for k in keys}
         prof = self._profile
         repeats = prof.updates_per_call if self._training else 1
@@ -1000,7 +1022,7 @@ class PoplarExecutor:
                             self._als_upper += int(v)
                             self._als_lower += self._als_tracked - int(v)
                     per_r.append([res[i] for i in out_index])
-                    fresh.update(_fresh_outputs(args, res, p.main_results, p.main.constants))
+                    fresh.update(_fresh_outputs(args, res, p.main_results, p.main.constant_ids))
                     del args, res  # the weights are the executor's alone again (_held_alone)
                 per_g.append(per_r)
             outputs.append(per_g)
@@ -1033,42 +1055,48 @@ class PoplarExecutor:
         program's kernels have left the caches cold: the general loops cost
         ~0.2 ms a call on the MLP (benchmarks/RESULTS.md, session 6)."""
         p = self._program
-        buffers = dict(self._device_buffers)
-        accs = self._zeroed_accumulators(0, p.trained) if p.trained else {}
+        trained = p.trained
+        accs = self._zeroed_accumulators(0, trained) if trained else None
         weights = self._weights
+        buffers = self._device_buffers
         args = []
         for kind, key in p.main_args:
             if kind == "param":
                 args.append(weights[key])
-            elif kind == "buffer":
-                args.append(buffers[key])
             elif kind == "input":
                 args.append(_input_np(inputs[key]))
+            elif kind == "buffer":
+                args.append(buffers[key])
             elif kind == "const":
                 args.append(self._consts[key])
             elif kind == "hyper":
                 args.append(np.asarray(self.loss_scale, dtype=np.float32))
             else:
                 args.append(accs[key])
-        p.main.rng = self._replica_rngs[0]
-        res = p.main(*args, donated=_held_alone(args, p.main_args, ("accum",)))
-        outputs = []
-        for (kind, key), v in zip(p.main_results, res):
-            if kind == "output":
-                outputs.append(v)
-            elif kind == "buffer":
-                buffers[key] = v
-            else:  # accum (_Program.one_replica)
-                accs[key] = v
-        fresh = set(_fresh_outputs(args, res, p.main_results, p.main.constants))
+        main = p.main
+        main.rng = self._replica_rngs[0]
+        res = main(*args, donated=_held_alone(args, p.main_args, ("accum",)) if trained else ())
+        fresh = _fresh_outputs(args, res, p.main_results, main.constant_ids)
+        if p.outputs_only:
+            outputs = res
+        else:
+            outputs = []
+            buffers = dict(buffers)
+            for (kind, key), v in zip(p.main_results, res):
+                if kind == "output":
+                    outputs.append(v)
+                elif kind == "buffer":
+                    buffers[key] = v
+                else:  # accum (_Program.one_replica)
+                    accs[key] = v
+            self._device_buffers = buffers
+            self._replica_buffers = [buffers]
         del args, res  # the weights are the executor's alone again (_held_alone)
         if self._training and p.update is not None:
-            self._update(accs)
-        self._device_buffers = buffers
-        self._replica_buffers = [buffers]
-        return self._structured([torch.from_numpy(v) if id(v) in fresh else
-                                 torch.from_numpy(np.array(v, order="C")) for v in outputs],
-                                p.out_ids)
+            self._update(accs if accs is not None else {})
+        from_numpy = torch.from_numpy
+        results = [from_numpy(v) if id(v) in fresh else from_numpy(np.array(v, order="C")) for v in outputs]
+        return results[0] if p.one_plain_output else self._structured(results, p.out_ids)
 
     def _zeroed_accumulators(self, r: int, trained: list[str]) -> dict[str, np.ndarray]:
         """Replica r's gradient accumulators at the start of a weight update:
@@ -1185,6 +1213,8 @@ class PoplarExecutor:
         """The output tensors (one per output result, in order) as the model
         returned them: bfloat16 where the IR says so, with the model's
         non-tensor outputs, in its pytree structure."""
+        if self._program.one_plain_output:
+            return results[0]
         out_index = self._program.out_index
         bf16 = self._program.main.bf16_results
         if bf16:
@@ -1318,23 +1348,29 @@ def _is_variable(optimizer, attr: str) -> bool:
 
 
 def _fresh_outputs(args: list, res: list, roles: list[tuple[str, Any]],
-                   constants: list[tuple[int, Any]] = ()) -> list[int]:
+                   constant_ids: frozenset[int] = frozenset()) -> list[int]:
     """Ids of the output arrays of one call that nothing of the executor's
     will hold or read again, so the caller may have them without a copy:
     not an argument of the call (a weight, a buffer, an input, a constant)
     nor a result the executor keeps (buffers, accumulators, mutated
-    inputs, the program's precomputed constants), not a view of another
-    array, row-major and writable. Results
-    of kernels are fresh arrays (ATen's functional ops return new tensors;
-    the provider takes no op whose schema returns an alias); a fused group's
-    output buffer is reused by the next call only while no one else holds
-    it (backend/executor.py)."""
-    kept = {id(a) for a in args}
-    kept.update(id(v) for _, v in constants)
-    kept.update(id(v) for (kind, _), v in zip(roles, res) if kind != "output")
-    return [id(v) for (kind, _), v in zip(roles, res)
-            if kind == "output" and type(v) is np.ndarray and id(v) not in kept
-            and not isinstance(v.base, np.ndarray) and v.flags.c_contiguous and v.flags.writeable]
+    inputs, the program's precomputed constants: `constant_ids`), not a
+    view of another array, row-major and writable. Results of kernels are
+    fresh arrays (ATen's functional ops return new tensors; the provider
+    takes no op whose schema returns an alias); a fused group's output
+    buffer is reused by the next call only while no one else holds it
+    (backend/executor.py)."""
+    ids = []
+    for (kind, _), v in zip(roles, res):
+        if kind == "output" and type(v) is np.ndarray and not isinstance(v.base, np.ndarray) \
+                and v.flags.c_contiguous and v.flags.writeable:
+            ids.append(id(v))
+    if not ids:
+        return ids
+    kept = set(map(id, args))
+    for (kind, _), v in zip(roles, res):
+        if kind != "output":
+            kept.add(id(v))
+    return [i for i in ids if i not in kept and i not in constant_ids]
 
 
 def _held_alone(args: list, roles: list[tuple[str, Any]], kinds: tuple[str, ...]) -> list[int]:
@@ -1379,9 +1415,10 @@ def _input_np(t: torch.Tensor) -> np.ndarray:
     """A call's input as the executor reads it: the tensor's own memory where
     numpy can view it (the call only reads its inputs; outputs and kept
     results that come out equal to one are copied or are new arrays)."""
-    if t.dtype == torch.bfloat16 or t.device.type != "cpu" or t.is_conj() or t.is_neg():
+    try:  # numpy() itself refuses what it cannot view: bfloat16, another device, conj/neg bits
+        return (t.detach() if t.requires_grad else t).numpy()
+    except (TypeError, RuntimeError):
         return _to_np(t)
-    return t.detach().numpy()
 
 
 def _to_np(t: torch.Tensor) -> np.ndarray:

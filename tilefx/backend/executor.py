@@ -34,7 +34,9 @@ from tilefx.backend.kernels import FIRST_RESULT_KERNELS, IPU_KERNELS, KERNELS
 from tilefx.backend.kernels._common import (
     CHUNK,
     chunk_size,
+    ignore_fp_errors,
     parallel_ranges,
+    restore_fp_errors,
     set_kernel_threads,
 )
 from tilefx.backend.kernels.elementwise import _erf_chunk
@@ -72,6 +74,7 @@ KERNEL_PROVIDERS: list[Callable[[Operation], Callable[..., Any] | None]] = []
 # Hooks run as each call starts; each returns a function that undoes what it
 # set for the call, or None (the ATen kernels' thread count: aten_kernels.py).
 CALL_HOOKS: list[Callable[[], Callable[[], None] | None]] = []
+_NONE_DONATED: frozenset[int] = frozenset()
 MOVE_OPS = {"ipu.copy", "tile.exchange", "tile.ipu_copy", "tile.host_in", "tile.host_out",
             "tile.remote_load", "tile.remote_store"}
 
@@ -312,6 +315,7 @@ class CompiledFunction:
             self.reads.append({j for _, layout, _ in members for x in layout if x is not None
                                for j in (x if isinstance(x, list) else [x])})
         self.num_slots = len(slots)
+        self.constant_ids = frozenset(id(v) for _, v in self.constants)  # held: the ids stay theirs
         # liveness: drop each intermediate after the step that reads it last, so
         # its memory goes back to the allocator (hot in cache) for the next result
         keep = set(self.result_slots) | set(self.arg_slots)
@@ -465,8 +469,15 @@ class CompiledFunction:
             def step(env):
                 env[out] = np.broadcast_to(env[src], shape)
         else:  # view, unsqueeze, squeeze: the same elements in the result's shape
+            # the array's own method: np.reshape is a Python wrapper around it,
+            # ~1 us hot and several after a kernel has evicted it (169 views a
+            # step in the encoder's training graph)
             def step(env):
-                env[out] = np.reshape(env[src], shape)
+                a = env[src]
+                try:
+                    env[out] = a.reshape(shape)
+                except AttributeError:  # a Python scalar
+                    env[out] = np.reshape(a, shape)
 
         step.__qualname__ = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
         return _checked(step, op, [out]) if self.check_types else step
@@ -600,11 +611,16 @@ class CompiledFunction:
             env[s] = v
         # overflow to inf/nan is data here (loss scaling looks for it), not an error
         try:
-            with self._running, np.errstate(all="ignore"):
-                self._donated = frozenset(donated)
+            with self._running:
+                self._donated = frozenset(donated) if donated else _NONE_DONATED
                 threads = set_kernel_threads(self.kernel_threads)
-                undo = [u for u in (hook() for hook in CALL_HOOKS) if u is not None]
+                fp = ignore_fp_errors()
+                undo = []
                 try:
+                    for hook in CALL_HOOKS:
+                        u = hook()
+                        if u is not None:
+                            undo.append(u)
                     for step, dead in zip(self.steps, self.dead):
                         try:
                             step(env)
@@ -619,8 +635,9 @@ class CompiledFunction:
                     set_kernel_threads(threads)
                     for u in undo:
                         u()
+                    restore_fp_errors(fp)
         finally:
-            self._donated = frozenset()
+            self._donated = _NONE_DONATED
             restore_blas_threads()
         return [env[s] for s in self.result_slots]
 

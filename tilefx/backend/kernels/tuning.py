@@ -91,20 +91,22 @@ def _pool() -> _BlasPool:
     return _POOL[0]
 
 
-# The machine reading behind blas_cores: (time, cores, 1-minute load). The
-# kernel refreshes the load average every 5 s, so reading it (and the
-# affinity) once per LOAD_READING_SECONDS instead of on every call loses
-# nothing; it was ~20 us of every executor call.
+# The machine reading behind blas_cores: (time, cores, 1-minute load, the
+# TILEFX_BLAS_THREADS cap). The kernel refreshes the load average every 5 s,
+# so reading it (and the affinity, and the environment) once per
+# LOAD_READING_SECONDS instead of on every call loses nothing; it was ~20 us
+# of every executor call.
 LOAD_READING_SECONDS = 1.0
-_reading: list[tuple[float, int, float | None]] = []
+_reading: list = []  # [time read, (cores, load, cap)]
 
 
-def _machine() -> tuple[int, float | None]:
-    """This process's cores and the 1-minute load average (None: unknown),
-    read at most once per LOAD_READING_SECONDS."""
+def _machine() -> tuple[int, float | None, int | None]:
+    """This process's cores, the 1-minute load average (None: unknown) and
+    the thread cap from the environment (None: none), read at most once per
+    LOAD_READING_SECONDS."""
     now = time.monotonic()
-    if _reading and now - _reading[0][0] < LOAD_READING_SECONDS:
-        return _reading[0][1:]
+    if _reading and now - _reading[0] < LOAD_READING_SECONDS:
+        return _reading[1]
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -113,12 +115,15 @@ def _machine() -> tuple[int, float | None]:
         load: float | None = os.getloadavg()[0]
     except OSError:
         load = None
-    _reading[:] = [(now, cores, load)]
-    return cores, load
+    cap = os.environ.get(BLAS_THREADS_ENV, "").strip()
+    _reading[:] = [now, (cores, load, int(cap) if cap.isdigit() and int(cap) > 0 else None)]
+    return _reading[1]
 
 
 def forget_machine_reading() -> None:
-    """Read the cores and the load afresh at the next call (tests)."""
+    """Read the cores, the load and the environment afresh at the next call
+    (tests; a program that changes TILEFX_BLAS_THREADS sees it within
+    LOAD_READING_SECONDS)."""
     _reading.clear()
 
 
@@ -132,10 +137,12 @@ def blas_cores(own_threads: int = 0) -> int:
     twice the cores, let that one through). `own_threads`: threads of this
     process that the load average counts while it asks (a running program's
     own workers are not other work)."""
-    cores, load = _machine()
-    cap = os.environ.get(BLAS_THREADS_ENV, "").strip()
-    if cap.isdigit() and int(cap) > 0:
-        return max(1, min(cores, int(cap)))
+    if _reading and time.monotonic() - _reading[0] < LOAD_READING_SECONDS:  # _machine's test, inline:
+        cores, load, cap = _reading[1]  # this runs as every call starts, on cold caches
+    else:
+        cores, load, cap = _machine()
+    if cap is not None:
+        return max(1, min(cores, cap))
     if load is not None and load - own_threads > cores:
         return 1
     return max(1, cores)
@@ -153,5 +160,5 @@ def set_blas_threads(n: int) -> None:
 
 def restore_blas_threads() -> None:
     """Give the process its BLAS thread count from before tilefx switched it."""
-    if _POOL:
+    if _POOL and _POOL[0].current != _POOL[0].initial:
         _POOL[0].set(_POOL[0].initial)
