@@ -40,6 +40,7 @@ from tilefx.backend.kernels._common import (
     set_kernel_threads,
 )
 from tilefx.backend.kernels.elementwise import _erf_chunk
+from tilefx.backend.in_place import overwritable
 from tilefx.backend.kernels.ipu import IN_PLACE_OPERANDS
 from tilefx.backend.kernels.linalg import SPLIT_GEMM_OPS
 from tilefx.backend.kernels.tuning import (
@@ -214,6 +215,10 @@ class CompiledFunction:
         self.buffers: list[np.ndarray | None] = []  # the fused steps' outputs, reused when free
         self._donated: frozenset[int] = frozenset()  # argument positions given up for this call
         in_place: list[tuple[int, Operation, Any, list, list[int]]] = []
+        # for the elementwise steps that may overwrite a dying operand (backend/in_place.py)
+        elementwise: list[tuple[int, Operation, Any, list[int], int, list[bool]]] = []
+        view_of: dict[int, int] = {}  # a view's slot -> its operand's (memory they may share)
+        fresh: set[int] = set()  # slots of arrays their step made (provider results)
         self._running = threading.Lock()  # one call at a time: the buffers are per executable
         fused_at: dict[Operation, Any] = {}
         inside: set[Operation] = set()
@@ -265,18 +270,28 @@ class CompiledFunction:
                 elif op.name in VIEW_OPS and (view := self._view_step(op, slot)) is not None:
                     steps.append(view)
                     reads.append({slot(op.operands[0])})
+                    view_of[slot(op.results[0])] = slot(op.operands[0])
                 elif op.name == "aten.clone":
                     clone = _clone_step(op, _provided_kernel(op) or KERNEL_TABLE[op.name],
                                         slot(op.operands[0]), slot(op.results[0]))
                     steps.append(_checked(clone, op, [slot(op.results[0])]) if self.check_types
                                  else clone)
                     reads.append({slot(op.operands[0])})
+                    view_of[slot(op.results[0])] = slot(op.operands[0])  # row-major: the operand
                 elif (provided := _provided_kernel(op)) is not None and op.name.startswith("aten."):
                     layout = _operand_layout(op, slot)
-                    steps.append(self._provided_step(op, provided, layout,
-                                                     [slot(r) for r in op.results]))
+                    outs = [slot(r) for r in op.results]
+                    steps.append(self._provided_step(op, provided, layout, outs))
                     reads.append({j for x in layout if x is not None
                                   for j in (x if isinstance(x, list) else [x])})
+                    if steps is self.steps:
+                        fresh.update(outs)  # ATen's functional ops return new tensors
+                        maker = getattr(provided, "in_place", None)
+                        if maker is not None and not self.check_types and len(outs) == 1 and \
+                                all(type(x) is int for x in layout):
+                            writable = [k in maker.operands and v.type == op.results[0].type
+                                        for k, v in enumerate(op.operands)]
+                            elementwise.append((len(steps) - 1, op, maker, layout, outs[0], writable))
                 elif steps is self.steps and getattr(provided, "batched", None) is not None and \
                         not self.check_types and _only_returned(op):
                     # optimizer updates: one call of the provider's batched kernel for all
@@ -330,6 +345,13 @@ class CompiledFunction:
         self.dead = [tuple(d) for d in dead]
         need = self._donation_rule(last)
         self._compile_in_place(in_place, need)
+        written = overwritable([(i, layout, writable) for i, _, _, layout, _, writable in elementwise],
+                               view_of, fresh, last, keep)
+        for i, op, maker, layout, out, _ in elementwise:
+            if i in written:
+                step = maker(layout, out, written[i])
+                step.__qualname__ = f"{op.name} {op.attributes.get(PLACE_KEY) or ''} (in place)"
+                self.steps[i] = step
         at = len(self.steps) - len(batches)
         for i, (batched, members) in enumerate(batches.values(), start=at):
             self.steps[i] = self._batched_step(batched, members, i, need)

@@ -230,10 +230,12 @@ def _bind(overload_fn, schema, op: Operation) -> Callable | None:
     fn = overload_fn._op
     n_results = schema.num_results
     lead = len(kinds)
-    simple = (not keywords and all(k == "tensor" for k in kinds)
+    simple = (all(k == "tensor" for k in kinds)
               and all(is_op and i == j for j, (is_op, i) in enumerate(positional[:lead]))
-              and not any(is_op for is_op, _ in positional[lead:]))
+              and not any(is_op for is_op, _ in positional[lead:])
+              and not any(is_op for is_op, _ in keywords.values()))
     tail = tuple(c for _, c in positional[lead:])
+    kw_tail = {k: c for k, (_, c) in keywords.items()}  # constants only, when simple (`alpha`)
     as_tensor = _as_tensor
 
     def tensors(vals):
@@ -249,7 +251,7 @@ def _bind(overload_fn, schema, op: Operation) -> Callable | None:
 
     if simple:
         def call(*vals):
-            return fn(*[as_tensor(v) for v in vals], *tail)
+            return fn(*[as_tensor(v) for v in vals], *tail, **kw_tail)
     else:
         def call(*vals):
             ts = tensors(vals)
@@ -274,11 +276,80 @@ def _bind(overload_fn, schema, op: Operation) -> Callable | None:
             return [_as_array(res)]
     kernel.__qualname__ = f"aten kernel {op.name}"
     if simple and n_results == 1:
-        kernel.direct_step = _direct_step(fn, tail, kernel)
+        kernel.direct_step = _direct_step(fn, tail, kw_tail, kernel)
+        form = IN_PLACE_FORMS.get(schema.name)
+        if form is not None and len(kinds) in (1, 2):
+            name, overload, operands = form
+            if operands == (0, 1) and kw_tail.get("alpha", 1) != 1:
+                operands = (0,)  # b + alpha * a is not a + alpha * b
+            in_place = getattr(getattr(_torch.ops.aten, name), overload)._op
+            kernel.in_place = _in_place_step(in_place, tail, kw_tail, kernel, operands)
     return kernel
 
 
-def _direct_step(fn, tail: tuple, kernel: Callable) -> Callable:
+# The elementwise ops the executor may run in place when an operand dies at
+# them (backend/in_place.py): schema -> (ATen's in-place overload, operands
+# it may overwrite). Writing the second operand computes other + self, or
+# other * self: IEEE addition and multiplication commute exactly. Memory-bound
+# ops only: GELU's in-place form measured no faster (its erf is the cost).
+IN_PLACE_FORMS = {
+    "relu.default": ("relu_", "default", (0,)),
+    "add.Tensor": ("add_", "Tensor", (0, 1)),
+    "mul.Tensor": ("mul_", "Tensor", (0, 1)),
+    "sub.Tensor": ("sub_", "Tensor", (0,)),
+    "div.Tensor": ("div_", "Tensor", (0,)),
+    "neg.default": ("neg_", "default", (0,)),
+}
+
+
+def _in_place_step(fn_, tail: tuple, kw: dict, kernel: Callable, operands: tuple[int, ...]) -> Callable:
+    """`make(ins, out, k)`: a step computing slot `out` into the array of
+    operand k (which the executor has found dies here), with ATen's in-place
+    overload `fn_`; an operand torch cannot view writably (read-only, a numpy
+    scalar, negative strides) takes the functional kernel instead."""
+    from_numpy = _torch.from_numpy
+    ndarray = np.ndarray
+
+    def make(ins: list[int], out: int, k: int) -> Callable:
+        if len(ins) == 1:
+            (i0,) = ins
+
+            def step(env):
+                a = env[i0]
+                if type(a) is ndarray and a.flags.writeable:
+                    try:
+                        fn_(from_numpy(a), *tail, **kw)
+                        env[out] = a
+                        return
+                    except RuntimeError as e:
+                        raise _users_data(e) from None
+                    except ValueError:
+                        pass
+                env[out] = kernel(a)
+        else:
+            iw, io = (ins[0], ins[1]) if k == 0 else (ins[1], ins[0])  # written, other
+            i0, i1 = ins
+
+            def step(env):
+                w, o = env[iw], env[io]
+                if type(w) is ndarray and type(o) is ndarray and w.flags.writeable and \
+                        o.flags.writeable:
+                    try:
+                        fn_(from_numpy(w), from_numpy(o), *tail, **kw)
+                        env[out] = w
+                        return
+                    except RuntimeError as e:
+                        raise _users_data(e) from None
+                    except ValueError:
+                        pass
+                env[out] = kernel(env[i0], env[i1])
+        return step
+
+    make.operands = operands
+    return make
+
+
+def _direct_step(fn, tail: tuple, kw: dict, kernel: Callable) -> Callable:
     """`make(ins, out)`: an executor step computing slot `out` from slots
     `ins` with `fn` in one frame. It takes the plain case: writable numpy
     arrays torch can view. Anything else (a read-only broadcast, a numpy
@@ -294,7 +365,7 @@ def _direct_step(fn, tail: tuple, kernel: Callable) -> Callable:
                 a = env[i0]
                 if type(a) is ndarray and a.flags.writeable:
                     try:
-                        env[out] = fn(from_numpy(a), *tail).numpy()
+                        env[out] = fn(from_numpy(a), *tail, **kw).numpy()
                         return
                     except RuntimeError as e:
                         raise _users_data(e) from None
@@ -309,7 +380,7 @@ def _direct_step(fn, tail: tuple, kernel: Callable) -> Callable:
                 if type(a) is ndarray and type(b) is ndarray and a.flags.writeable and \
                         b.flags.writeable:
                     try:
-                        env[out] = fn(from_numpy(a), from_numpy(b), *tail).numpy()
+                        env[out] = fn(from_numpy(a), from_numpy(b), *tail, **kw).numpy()
                         return
                     except RuntimeError as e:
                         raise _users_data(e) from None
@@ -321,7 +392,7 @@ def _direct_step(fn, tail: tuple, kernel: Callable) -> Callable:
                 vals = [env[i] for i in ins]
                 if all(type(v) is ndarray and v.flags.writeable for v in vals):
                     try:
-                        env[out] = fn(*[from_numpy(v) for v in vals], *tail).numpy()
+                        env[out] = fn(*[from_numpy(v) for v in vals], *tail, **kw).numpy()
                         return
                     except RuntimeError as e:
                         raise _users_data(e) from None
