@@ -387,6 +387,21 @@ def _direct_step(fn, tail: tuple, kw: dict, kernel: Callable) -> Callable:
                     except ValueError:
                         pass
                 env[out] = kernel(a, b)
+        elif len(ins) == 3:  # addmm, baddbmm, where, layer norm: no per-call lists
+            i0, i1, i2 = ins
+
+            def step(env):
+                a, b, c = env[i0], env[i1], env[i2]
+                if type(a) is ndarray and type(b) is ndarray and type(c) is ndarray and \
+                        a.flags.writeable and b.flags.writeable and c.flags.writeable:
+                    try:
+                        env[out] = fn(from_numpy(a), from_numpy(b), from_numpy(c), *tail, **kw).numpy()
+                        return
+                    except RuntimeError as e:
+                        raise _users_data(e) from None
+                    except ValueError:
+                        pass
+                env[out] = kernel(a, b, c)
         else:
             def step(env):
                 vals = [env[i] for i in ins]
