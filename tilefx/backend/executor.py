@@ -534,6 +534,12 @@ class CompiledFunction:
             step = direct(list(layout), outs[0])
             step.__qualname__ = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
             return _checked(step, op, outs) if self.check_types else step
+        direct = getattr(kernel, "direct_multi_step", None)
+        if direct is not None and len(outs) == len(op.results) > 1 and \
+                all(type(x) is int for x in layout):
+            step = direct(list(layout), outs, [bool(r.uses) for r in op.results])
+            step.__qualname__ = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
+            return _checked(step, op, outs) if self.check_types else step
         if len(outs) == 1 and (getattr(op, "schema", None) is None or op.schema.num_results != -1):
             out = outs[0]
 

@@ -230,10 +230,11 @@ def _bind(overload_fn, schema, op: Operation) -> Callable | None:
     fn = overload_fn._op
     n_results = schema.num_results
     lead = len(kinds)
-    simple = (all(k == "tensor" for k in kinds)
-              and all(is_op and i == j for j, (is_op, i) in enumerate(positional[:lead]))
-              and not any(is_op for is_op, _ in positional[lead:])
-              and not any(is_op for is_op, _ in keywords.values()))
+    # the operands first, in order, then constants only: one positional call
+    in_order = (all(is_op and i == j for j, (is_op, i) in enumerate(positional[:lead]))
+                and not any(is_op for is_op, _ in positional[lead:])
+                and not any(is_op for is_op, _ in keywords.values()))
+    simple = in_order and all(k == "tensor" for k in kinds)
     tail = tuple(c for _, c in positional[lead:])
     kw_tail = {k: c for k, (_, c) in keywords.items()}  # constants only, when simple (`alpha`)
     as_tensor = _as_tensor
@@ -275,6 +276,10 @@ def _bind(overload_fn, schema, op: Operation) -> Callable | None:
                 return [None if r is None else _as_array(r) for r in res]
             return [_as_array(res)]
     kernel.__qualname__ = f"aten kernel {op.name}"
+    if in_order and n_results > 1 and all(k in ("tensor", "optional") for k in kinds):
+        # (an optional operand the IR leaves out takes `kernel`: the executor
+        # uses a direct step only where every operand is a value)
+        kernel.direct_multi_step = _direct_multi_step(fn, tail, kw_tail, kernel)
     if simple and n_results == 1:
         kernel.direct_step = _direct_step(fn, tail, kw_tail, kernel)
         form = IN_PLACE_FORMS.get(schema.name)
@@ -414,6 +419,39 @@ def _direct_step(fn, tail: tuple, kw: dict, kernel: Callable) -> Callable:
                     except ValueError:
                         pass
                 env[out] = kernel(*vals)
+        return step
+
+    return make
+
+
+def _direct_multi_step(fn, tail: tuple, kw: dict, kernel: Callable) -> Callable:
+    """`make(ins, outs, used)`: `_direct_step` for an op of several results
+    (layer norm and its backward, convolution backward, pooling with
+    indices), converting only the results something reads (`used`)."""
+    from_numpy = _torch.from_numpy
+    ndarray = np.ndarray
+    Tensor = _torch.Tensor
+
+    def make(ins: list[int], outs: list[int], used: list[bool]) -> Callable:
+        wanted = list(zip(outs, used))
+
+        def step(env):
+            vals = [env[i] for i in ins]
+            if all(type(v) is ndarray and v.flags.writeable for v in vals):
+                try:
+                    res = fn(*[from_numpy(v) for v in vals], *tail, **kw)
+                except RuntimeError as e:
+                    raise _users_data(e) from None
+                except ValueError:  # negative strides: the kernel copies
+                    res = None
+                if res is not None:
+                    for (o, u), r in zip(wanted, res):
+                        env[o] = (r.numpy() if type(r) is Tensor else _as_array(r)) \
+                            if u and r is not None else None
+                    return
+            for o, r in zip(outs, kernel(*vals)):
+                env[o] = r
+
         return step
 
     return make
