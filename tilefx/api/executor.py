@@ -556,8 +556,6 @@ class PoplarExecutor:
         untrained = self._params_outside_optimizer() if self._training else []
         for p_ in untrained:
             p_.requires_grad_(False)
-        import tilefx.api.ops  # noqa: F401  (registers the tilefx:: torch ops the tracer maps, e.g. ctc_loss)
-
         try:
             with self._groups.per_replica_view(model):
                 traced = trace(model, tuple(x[: x.shape[0] // n] if x.dim() else x for x in inputs),

@@ -311,53 +311,6 @@ def recomputationCheckpoint(*tensors):
     return out[0] if len(out) == 1 else tuple(out)
 
 
-# -- CTC loss: torch's op has a data-dependent output, this one a static [N] ---------
-
-@torch.library.custom_op("tilefx::ctc_loss", mutates_args=())
-def _ctc_loss(log_probs: torch.Tensor, targets: torch.Tensor, input_lengths: torch.Tensor,
-              target_lengths: torch.Tensor, blank: int, zero_infinity: bool) -> torch.Tensor:
-    from tilefx.backend.kernels.ctc import ctc_loss as kernel
-
-    return torch.from_numpy(kernel(log_probs.detach().numpy(), targets.numpy(), input_lengths.numpy(),
-                                   target_lengths.numpy(), blank=blank, zero_infinity=zero_infinity))
-
-
-@_ctc_loss.register_fake
-def _(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
-    return log_probs.new_empty((log_probs.shape[1],))
-
-
-@torch.library.custom_op("tilefx::ctc_loss_grad", mutates_args=())
-def _ctc_loss_grad(grad: torch.Tensor, log_probs: torch.Tensor, targets: torch.Tensor,
-                   input_lengths: torch.Tensor, target_lengths: torch.Tensor, blank: int,
-                   zero_infinity: bool) -> torch.Tensor:
-    from tilefx.backend.kernels.ctc import ctc_loss_grad as kernel
-
-    return torch.from_numpy(kernel(grad.detach().numpy(), log_probs.detach().numpy(), targets.numpy(),
-                                   input_lengths.numpy(), target_lengths.numpy(), blank=blank,
-                                   zero_infinity=zero_infinity))
-
-
-@_ctc_loss_grad.register_fake
-def _(grad, log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
-    return torch.empty_like(log_probs)
-
-
-def _ctc_setup(ctx, inputs, output):
-    ctx.save_for_backward(*inputs[:4])
-    ctx.blank, ctx.zero_infinity = inputs[4], inputs[5]
-
-
-def _ctc_backward(ctx, grad):
-    log_probs, targets, input_lengths, target_lengths = ctx.saved_tensors
-    g = torch.ops.tilefx.ctc_loss_grad(grad, log_probs, targets, input_lengths, target_lengths,
-                                       ctx.blank, ctx.zero_infinity)
-    return g, None, None, None, None, None
-
-
-_ctc_loss.register_autograd(_ctc_backward, setup_context=_ctc_setup)
-
-
 # -- CTC beam search decoder (seeds/000 4.6.1) ----------------------------------
 
 @torch.library.custom_op("tilefx::ctc_beam_search_decoder", mutates_args=())

@@ -1,7 +1,8 @@
 """torch functions whose own ops the static IPU graph cannot hold, replaced
 while tilefx traces a model: by ops of static shape (registered by the API
 layer as `torch.ops.tilefx.*`, lowered to the `ipu` dialect), or by the
-branch that does not read a tensor's value on the host. `static_ops()` is
+branch that does not read a tensor's value on the host. The CTC loss ops are
+registered here, when a traced model first calls `F.ctc_loss`. `static_ops()` is
 the one context the tracer enters.
 """
 
@@ -161,6 +162,7 @@ def static_ctc_loss():
 
     def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
                  zero_infinity=False):
+        register_ctc_ops()
         lengths = [torch.as_tensor(v, dtype=torch.int64) if not isinstance(v, torch.Tensor)
                    else v.to(torch.int64) for v in (input_lengths, target_lengths)]
         loss = torch.ops.tilefx.ctc_loss(log_probs, targets.to(torch.int64), *lengths, int(blank),
@@ -171,9 +173,59 @@ def static_ctc_loss():
             return loss.sum()
         return loss
 
-    if hasattr(torch.ops.tilefx, "ctc_loss"):  # registered by the API layer
-        torch.nn.functional.ctc_loss = ctc_loss
+    torch.nn.functional.ctc_loss = ctc_loss
     try:
         yield
     finally:
         torch.nn.functional.ctc_loss = original
+
+
+_CTC_REGISTERED: list[bool] = []
+
+
+def register_ctc_ops() -> None:
+    """Register `tilefx::ctc_loss` (torch's op has a data-dependent output,
+    this one a static [N]) and its gradient, the first time a traced model
+    calls `F.ctc_loss` (registering torch ops costs ~3 ms each, which a
+    compile of a model without CTC need not pay)."""
+    if _CTC_REGISTERED:
+        return
+    _CTC_REGISTERED.append(True)
+
+    @torch.library.custom_op("tilefx::ctc_loss", mutates_args=())
+    def _ctc_loss(log_probs: torch.Tensor, targets: torch.Tensor, input_lengths: torch.Tensor,
+                  target_lengths: torch.Tensor, blank: int, zero_infinity: bool) -> torch.Tensor:
+        from tilefx.backend.kernels.ctc import ctc_loss as kernel
+
+        return torch.from_numpy(kernel(log_probs.detach().numpy(), targets.numpy(), input_lengths.numpy(),
+                                       target_lengths.numpy(), blank=blank, zero_infinity=zero_infinity))
+
+    @_ctc_loss.register_fake
+    def _(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
+        return log_probs.new_empty((log_probs.shape[1],))
+
+    @torch.library.custom_op("tilefx::ctc_loss_grad", mutates_args=())
+    def _ctc_loss_grad(grad: torch.Tensor, log_probs: torch.Tensor, targets: torch.Tensor,
+                       input_lengths: torch.Tensor, target_lengths: torch.Tensor, blank: int,
+                       zero_infinity: bool) -> torch.Tensor:
+        from tilefx.backend.kernels.ctc import ctc_loss_grad as kernel
+
+        return torch.from_numpy(kernel(grad.detach().numpy(), log_probs.detach().numpy(), targets.numpy(),
+                                       input_lengths.numpy(), target_lengths.numpy(), blank=blank,
+                                       zero_infinity=zero_infinity))
+
+    @_ctc_loss_grad.register_fake
+    def _(grad, log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
+        return torch.empty_like(log_probs)
+
+    def _ctc_setup(ctx, inputs, output):
+        ctx.save_for_backward(*inputs[:4])
+        ctx.blank, ctx.zero_infinity = inputs[4], inputs[5]
+
+    def _ctc_backward(ctx, grad):
+        log_probs, targets, input_lengths, target_lengths = ctx.saved_tensors
+        g = torch.ops.tilefx.ctc_loss_grad(grad, log_probs, targets, input_lengths, target_lengths,
+                                           ctx.blank, ctx.zero_infinity)
+        return g, None, None, None, None, None
+
+    _ctc_loss.register_autograd(_ctc_backward, setup_context=_ctc_setup)
