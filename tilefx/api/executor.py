@@ -59,6 +59,10 @@ from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KE
 log = logging.getLogger("tilefx")
 
 
+# the output modes of one micro-batch whose call returns its one result (_run_one)
+_ONE_CALL_OUTPUT_MODES = (OutputMode.Default, OutputMode.All, OutputMode.Final)
+
+
 class _HostVersion:
     """Counts writes of executors into the torch parameters and buffers, so
     every other executor sharing a tensor reloads it before its next run
@@ -302,7 +306,14 @@ class PoplarExecutor:
             self._host_seen = (self._snapshot(), _HostVersion.counter)
         if not self._attached:
             self._attached = True  # a detached model attaches again when called (PopTorch)
-        out = self._run(inputs)
+        o = self._options  # _run's test for the lean path, without its two calls
+        if o.device_iterations == o.replication_factor == 1 and self._dist is None and \
+                (not self._training or o.Training.gradient_accumulation == 1) and \
+                self._program.one_replica and not self._groups.grouped and o.broadcast_buffers and \
+                o.output_mode in _ONE_CALL_OUTPUT_MODES:
+            out = self._run_one(inputs)
+        else:
+            out = self._run(inputs)
         if not self._has_run:
             self._has_run = True
         if self._training:
@@ -967,7 +978,7 @@ class PoplarExecutor:
         D, R, gsize, G = self._factors()
         if D == R == G == 1 and self._dist is None and p.one_replica and \
                 not self._groups.grouped and self._options.broadcast_buffers and \
-                self._options.output_mode in (OutputMode.Default, OutputMode.All, OutputMode.Final):
+                self._options.output_mode in _ONE_CALL_OUTPUT_MODES:
             return self._run_one(inputs)
         r_in = R // gsize
         xs = [_input_np(x).reshape((D, G, r_in) + shape) for x, shape in zip(inputs, p.input_shapes)]
