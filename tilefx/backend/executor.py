@@ -59,12 +59,11 @@ from tilefx.errors import Error
 from tilefx.passes.fuse_elementwise import fusion_groups
 
 KERNEL_TABLE: dict[str, Callable[..., Any]] = {
-    **{cls.name: KERNELS[schema_name] for schema_name, cls in ATEN_OPS.items()},
+    **{op_name(schema_name): KERNELS[schema_name] for schema_name in ATEN_OPS},
     **IPU_KERNELS,
 }
 # ops whose later results nothing may read: a kernel computing the first alone
-FIRST_RESULT_TABLE = {cls.name: FIRST_RESULT_KERNELS[s] for s, cls in ATEN_OPS.items()
-                      if s in FIRST_RESULT_KERNELS}
+FIRST_RESULT_TABLE = {op_name(s): FIRST_RESULT_KERNELS[s] for s in ATEN_OPS if s in FIRST_RESULT_KERNELS}
 RANDOM_OPS = {op_name(s) for s in RANDOM_SCHEMAS}
 # Hooks that may supply a kernel for an op instead of the numpy table's, or
 # return None: for an aten op a kernel(*operand groups) with the properties

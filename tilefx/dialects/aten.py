@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import keyword
 import math
+import threading
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import numpy as np
@@ -363,7 +365,37 @@ def _make_op(schema: Schema) -> type[IRDLOperation]:
     return cls
 
 
-ATEN_OPS: dict[str, type[IRDLOperation]] = {name: _make_op(s) for name, s in ATEN_SCHEMAS.items()}
+class _OpClasses(Mapping):
+    """Schema name -> op class, each class defined the first time it is asked
+    for. Defining all ~320 (xDSL's `irdl_op_definition` each) was ~45 ms of
+    a cold compile, which uses a few dozen; enumerating the mapping (the
+    dialect, a pass that lists every op) defines the rest."""
+
+    def __init__(self):
+        self._classes: dict[str, type[IRDLOperation]] = {}
+        self._lock = threading.Lock()  # one class per op, whichever thread asks first
+
+    def __getitem__(self, name: str) -> type[IRDLOperation]:
+        cls = self._classes.get(name)
+        if cls is None:
+            schema = ATEN_SCHEMAS[name]  # KeyError: no such op
+            with self._lock:
+                cls = self._classes.get(name)
+                if cls is None:
+                    cls = self._classes[name] = _make_op(schema)
+        return cls
+
+    def __contains__(self, name: object) -> bool:
+        return name in ATEN_SCHEMAS
+
+    def __iter__(self):
+        return iter(ATEN_SCHEMAS)
+
+    def __len__(self) -> int:
+        return len(ATEN_SCHEMAS)
+
+
+ATEN_OPS: Mapping[str, type[IRDLOperation]] = _OpClasses()
 
 
 def create_aten_op(
@@ -428,7 +460,17 @@ def op_operands(op: IRDLOperation) -> list[Any]:
     return out
 
 
-ATen = Dialect("aten", list(ATEN_OPS.values()), [])
+_DIALECT: list[Dialect] = []
+
+
+def __getattr__(name: str):
+    # `ATen`, the dialect (every op class), made when first imported: a compile
+    # parses no aten op and needs none of the classes it does not build
+    if name == "ATen":
+        if not _DIALECT:
+            _DIALECT.append(Dialect("aten", list(ATEN_OPS.values()), []))
+        return _DIALECT[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["ATen", "ATEN_OPS", "RESULT_TYPE_RULES", "create_aten_op", "op_props", "op_operands", "to_attr", "from_attr",
            "np_dtype", "element_type", "tensor_type", "Arg", "math"]

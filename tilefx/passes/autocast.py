@@ -39,7 +39,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
-from tilefx.dialects.aten import ATEN_OPS, create_aten_op, np_dtype
+from tilefx.dialects.aten import ATEN_OPS, create_aten_op, np_dtype, op_name
 from tilefx.dialects.ipu import PLACE_KEY
 from tilefx.dialects.irutil import attrs_of, find_func, to_py
 from tilefx.dialects.names import AUTOCAST_KEY, AUTOCAST_POLICY_KEY, HALF_FLOAT_CASTING_KEY, OUTPUT_KEY, UPCAST_INPUT_KEY
@@ -76,7 +76,7 @@ class AutocastPass(ModulePass):
     def __post_init__(self):
         from tilefx.dialects.ipu import IPU
 
-        known = {c.name for c in ATEN_OPS.values()} | {c.name for c in IPU.operations}
+        known = {op_name(s) for s in ATEN_OPS} | {c.name for c in IPU.operations}
         for k in _DEFAULT:
             for n in getattr(self, k).split(","):
                 check_option(self.name, not n or n in known,
