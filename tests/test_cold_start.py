@@ -257,3 +257,24 @@ def test_the_compile_pauses_the_garbage_collector_and_restores_it():
     """)
     assert r["during"] and not any(r["during"])
     assert r["on_after"] and not r["off_after"]
+
+
+def test_torch_imported_after_tilefx_gets_poptorch_s_additions():
+    # the IR tools import tilefx without torch; a program that imports tilefx
+    # first still finds `model.autocast()` once it imports torch, as PopTorch's
+    # users do, and torch's own loader still answers for torch's source
+    r = _run("""
+    import inspect, json, sys
+    import tilefx
+    before = "torch" in sys.modules
+    import torch
+    from torch import nn
+    model = nn.Sequential(nn.Linear(4, 4)).autocast()
+    x = torch.randn(2, 4)
+    out = tilefx.inferenceModel(model)(x)
+    print(json.dumps({"torch_before": before, "autocast": hasattr(nn.Module, "autocast"),
+                      "source": len(inspect.getsource(torch)) > 0,
+                      "dynamo": "torch._dynamo" in sys.modules,
+                      "shape": list(out.shape)}))
+    """)
+    assert r == {"torch_before": False, "autocast": True, "source": True, "dynamo": False, "shape": [2, 4]}

@@ -97,12 +97,54 @@ if not any(isinstance(f, _Aliases) for f in sys.meta_path):
     sys.meta_path.append(_Aliases())
 
 
-if "torch" in sys.modules:  # torch already loaded, so this is cheap: `model.autocast()` as in
-    importlib.import_module("tilefx.api.autocast")  # PopTorch
-    # torch.compile(backend="tilefx"): importing torch._dynamo costs ~1 s, so only when it is
-    # loaded already or no entry point (pyproject.toml) will register the backend lazily
+def _with_torch() -> None:
+    """What PopTorch adds to torch: `model.autocast()` on every module, and
+    torch.compile(backend="tilefx") (importing torch._dynamo costs ~1 s, so only
+    when it is loaded already or no entry point in pyproject.toml will
+    register the backend lazily)."""
+    importlib.import_module("tilefx.api.autocast")
     if "torch._dynamo" in sys.modules or not _dynamo_entry_point_installed():
         importlib.import_module("tilefx.api.dynamo")
+
+
+class _AfterTorch(importlib.abc.MetaPathFinder):
+    """torch imported after tilefx (the IR tools import tilefx without it):
+    `_with_torch` runs once torch has loaded, as it would have had torch come
+    first. The finder steps aside after that one import; torch's own loader
+    does the loading."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenWithTorch(spec.loader)
+        return spec
+
+
+class _ThenWithTorch(importlib.abc.Loader):
+    """torch's loader, then `_with_torch`; anything else asked of it is its own."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        self._inner.exec_module(module)
+        _with_torch()
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+if "torch" in sys.modules:  # torch already loaded, so this is cheap
+    _with_torch()
+elif not any(isinstance(f, _AfterTorch) for f in sys.meta_path):
+    sys.meta_path.insert(0, _AfterTorch())
 
 
 def __getattr__(name: str):
