@@ -974,12 +974,10 @@ class PoplarExecutor:
         return r // gsize
 
     def _run(self, inputs: list[torch.Tensor]):
+        """A call in general: iterations, accumulation, replicas (`__call__`
+        sends one micro-batch on one replica to `_run_one`)."""
         p = self._program
         D, R, gsize, G = self._factors()
-        if D == R == G == 1 and self._dist is None and p.one_replica and \
-                not self._groups.grouped and self._options.broadcast_buffers and \
-                self._options.output_mode in _ONE_CALL_OUTPUT_MODES:
-            return self._run_one(inputs)
         r_in = R // gsize
         xs = [_input_np(x).reshape((D, G, r_in) + shape) for x, shape in zip(inputs, p.input_shapes)]
         # broadcastBuffers (default): every replica starts from the host's buffers;

@@ -309,46 +309,15 @@ IN_PLACE_FORMS = {
 
 def _in_place_step(fn_, tail: tuple, kw: dict, kernel: Callable, operands: tuple[int, ...]) -> Callable:
     """`make(ins, out, k)`: a step computing slot `out` into the array of
-    operand k (which the executor has found dies here), with ATen's in-place
-    overload `fn_`; an operand torch cannot view writably (read-only, a numpy
-    scalar, negative strides) takes the functional kernel instead."""
-    from_numpy = _torch.from_numpy
-    ndarray = np.ndarray
+    operand k (which the executor has found dies here): `_direct_step` over
+    ATen's in-place overload `fn_`, the written operand first (k = 1 only
+    where the op commutes, IN_PLACE_FORMS). An operand torch cannot view
+    writably (read-only, a numpy scalar, negative strides) takes the
+    functional kernel instead, as a direct step's does."""
+    direct = _direct_step(fn_, tail, kw, kernel)
 
     def make(ins: list[int], out: int, k: int) -> Callable:
-        if len(ins) == 1:
-            (i0,) = ins
-
-            def step(env):
-                a = env[i0]
-                if type(a) is ndarray and a.flags.writeable:
-                    try:
-                        fn_(from_numpy(a), *tail, **kw)
-                        env[out] = a
-                        return
-                    except RuntimeError as e:
-                        raise _users_data(e) from None
-                    except ValueError:
-                        pass
-                env[out] = kernel(a)
-        else:
-            iw, io = (ins[0], ins[1]) if k == 0 else (ins[1], ins[0])  # written, other
-            i0, i1 = ins
-
-            def step(env):
-                w, o = env[iw], env[io]
-                if type(w) is ndarray and type(o) is ndarray and w.flags.writeable and \
-                        o.flags.writeable:
-                    try:
-                        fn_(from_numpy(w), from_numpy(o), *tail, **kw)
-                        env[out] = w
-                        return
-                    except RuntimeError as e:
-                        raise _users_data(e) from None
-                    except ValueError:
-                        pass
-                env[out] = kernel(env[i0], env[i1])
-        return step
+        return direct(ins if k == 0 else [ins[1], ins[0]], out)
 
     make.operands = operands
     return make
