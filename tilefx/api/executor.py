@@ -133,6 +133,13 @@ class _Program:
             (spec is None or spec.num_leaves == 1 and spec.is_leaf())
 
     @functools.cached_property
+    def lean_args(self) -> list[tuple[str, Any, bool]]:
+        """main's arguments as `_run_one` fills them: (kind, key, whether it
+        may pass a tensor: main's `tensor_args`, read only by ATen's direct
+        steps)."""
+        return [(kind, key, i in self.main.tensor_args) for i, (kind, key) in enumerate(self.main_args)]
+
+    @functools.cached_property
     def out_ids(self) -> list[int]:
         """The model output index of each of those."""
         return [self.main_results[i][1] for i in self.out_index]
@@ -237,6 +244,8 @@ class PoplarExecutor:
         self._program: _Program | None = None
         self._call: CallSpec | None = None  # how the compiled call bound its arguments
         self._weights: dict[str, np.ndarray] = {}
+        # a weight's tensor for main (_run_one): name -> (the array it views, the tensor)
+        self._weight_tensors: dict[str, tuple[np.ndarray, torch.Tensor]] = {}
         self._groups = NO_GROUPS  # weights with a replicaGrouping (set when compiling)
         self._device_buffers: dict[str, np.ndarray] = {}
         self._opt_state: dict[str, np.ndarray] = {}
@@ -427,6 +436,7 @@ class PoplarExecutor:
         if self._program is not None and self._training:
             self._write_back()
         self._program = None
+        self._weight_tensors = {}
         self._destroyed = True
 
     def setOptimizer(self, optimizer: torch.optim.Optimizer) -> None:
@@ -1066,12 +1076,30 @@ class PoplarExecutor:
         accs = self._zeroed_accumulators(0, trained) if trained else None
         weights = self._weights
         buffers = self._device_buffers
+        # Where only ATen's direct steps read an argument, it goes in as a
+        # tensor (main.tensor_args): the input itself, a weight's tensor kept
+        # from call to call while the array is the same (not in training: an
+        # update may write a weight in place only while nothing else holds
+        # it, _held_alone). One conversion instead of one per reading step.
+        held = self._weight_tensors if not trained else None
+        from_numpy = torch.from_numpy
         args = []
-        for kind, key in p.main_args:
+        for kind, key, as_tensor in p.lean_args:
             if kind == "param":
-                args.append(weights[key])
+                w = weights[key]
+                if as_tensor and type(w) is np.ndarray and w.flags.writeable:
+                    if held is None:
+                        w = from_numpy(w)
+                    else:
+                        h = held.get(key)
+                        if h is None or h[0] is not w:
+                            h = held[key] = (w, from_numpy(w))
+                        w = h[1]
+                args.append(w)
             elif kind == "input":
-                args.append(_input_np(inputs[key]))
+                t = inputs[key]
+                args.append((t.detach() if t.requires_grad else t) if as_tensor and t.layout is torch.strided
+                            else _input_np(t))
             elif kind == "buffer":
                 args.append(buffers[key])
             elif kind == "const":
@@ -1080,9 +1108,20 @@ class PoplarExecutor:
                 args.append(np.asarray(self.loss_scale, dtype=np.float32))
             else:
                 args.append(accs[key])
+        w = h = None  # the last weight's tensor is args' alone (_held_alone counts)
         main = p.main
         main.rng = self._replica_rngs[0]
-        res = main(*args, donated=_held_alone(args, p.main_args, ("accum",)) if trained else ())
+        res = main(*args, donated=_held_alone(args, p.main_args, ("accum",)) if trained else (),
+                   tensors=p.outputs_only)
+        if p.outputs_only and p.one_plain_output:
+            # an inference model returning one tensor, most often an ATen step's
+            # own (main's tensors): _fresh_outputs' test for it, without its lists
+            v = res[0]
+            if type(v) is torch.Tensor and v._base is None and v.is_contiguous():
+                for a in args:
+                    if a is v:
+                        return _copied(v)
+                return v
         fresh = _fresh_outputs(args, res, p.main_results, main.constant_ids)
         if p.outputs_only:
             outputs = res
@@ -1101,8 +1140,8 @@ class PoplarExecutor:
         del args, res  # the weights are the executor's alone again (_held_alone)
         if self._training and p.update is not None:
             self._update(accs if accs is not None else {})
-        from_numpy = torch.from_numpy
-        results = [from_numpy(v) if id(v) in fresh else from_numpy(np.array(v, order="C")) for v in outputs]
+        results = [(v if type(v) is torch.Tensor else from_numpy(v)) if id(v) in fresh else _copied(v)
+                   for v in outputs]
         return results[0] if p.one_plain_output else self._structured(results, p.out_ids)
 
     def _zeroed_accumulators(self, r: int, trained: list[str]) -> dict[str, np.ndarray]:
@@ -1368,9 +1407,13 @@ def _fresh_outputs(args: list, res: list, roles: list[tuple[str, Any]],
     (backend/executor.py)."""
     ids = []
     for (kind, _), v in zip(roles, res):
-        if kind == "output" and type(v) is np.ndarray and not isinstance(v.base, np.ndarray) \
-                and v.flags.c_contiguous and v.flags.writeable:
-            ids.append(id(v))
+        if kind != "output":
+            continue
+        if type(v) is np.ndarray:
+            if not isinstance(v.base, np.ndarray) and v.flags.c_contiguous and v.flags.writeable:
+                ids.append(id(v))
+        elif type(v) is torch.Tensor and v._base is None and v.is_contiguous():
+            ids.append(id(v))  # an ATen step's result (main's tensors=True), not a view
     if not ids:
         return ids
     kept = set(map(id, args))
@@ -1389,6 +1432,13 @@ def _held_alone(args: list, roles: list[tuple[str, Any]], kinds: tuple[str, ...]
     return [i for i, (kind, _) in enumerate(roles)
             if kind in kinds and isinstance(args[i], np.ndarray) and sys.getrefcount(args[i]) <= 3
             and args[i].flags.writeable and not isinstance(args[i].base, np.ndarray)]
+
+
+def _copied(v) -> torch.Tensor:
+    """A row-major tensor of its own with `v`'s values (an array or a tensor)."""
+    if type(v) is torch.Tensor:
+        return v.clone(memory_format=torch.contiguous_format)
+    return torch.from_numpy(np.array(v, order="C"))
 
 
 def _copy_into(t: torch.Tensor, value: np.ndarray) -> None:

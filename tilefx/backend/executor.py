@@ -218,6 +218,12 @@ class CompiledFunction:
         elementwise: list[tuple[int, Operation, Any, list[int], int, list[bool]]] = []
         view_of: dict[int, int] = {}  # a view's slot -> its operand's (memory they may share)
         fresh: set[int] = set()  # slots of arrays their step made (provider results)
+        # the steps that may leave a provider's tensors in their result slots
+        # (_keep_tensors): a direct step's rebuild, by step; a clone's (operand,
+        # result) slots, whose result is a tensor when its operand is
+        retype: dict[int, tuple[Callable[[list[bool]], Callable], list[int]]] = {}
+        passes: dict[int, tuple[int, int]] = {}
+        views: set[int] = set()  # the view steps (numpy's)
         self._running = threading.Lock()  # one call at a time: the buffers are per executable
         fused_at: dict[Operation, Any] = {}
         inside: set[Operation] = set()
@@ -270,6 +276,8 @@ class CompiledFunction:
                     steps.append(view)
                     reads.append({slot(op.operands[0])})
                     view_of[slot(op.results[0])] = slot(op.operands[0])
+                    if steps is self.steps:
+                        views.add(len(steps) - 1)
                 elif op.name == "aten.clone":
                     clone = _clone_step(op, _provided_kernel(op) or KERNEL_TABLE[op.name],
                                         slot(op.operands[0]), slot(op.results[0]))
@@ -277,13 +285,18 @@ class CompiledFunction:
                                  else clone)
                     reads.append({slot(op.operands[0])})
                     view_of[slot(op.results[0])] = slot(op.operands[0])  # row-major: the operand
+                    if steps is self.steps:
+                        passes[len(steps) - 1] = (slot(op.operands[0]), slot(op.results[0]))
                 elif (provided := _provided_kernel(op)) is not None and op.name.startswith("aten."):
                     layout = _operand_layout(op, slot)
                     outs = [slot(r) for r in op.results]
-                    steps.append(self._provided_step(op, provided, layout, outs))
+                    step, rebuild = self._provided_step(op, provided, layout, outs)
+                    steps.append(step)
                     reads.append({j for x in layout if x is not None
                                   for j in (x if isinstance(x, list) else [x])})
                     if steps is self.steps:
+                        if rebuild is not None:
+                            retype[len(steps) - 1] = (rebuild, outs)
                         fresh.update(outs)  # ATen's functional ops return new tensors
                         maker = getattr(provided, "in_place", None)
                         if maker is not None and not self.check_types and len(outs) == 1 and \
@@ -348,12 +361,54 @@ class CompiledFunction:
                                view_of, fresh, last, keep)
         for i, op, maker, layout, out, _ in elementwise:
             if i in written:
-                step = maker(layout, out, written[i])
-                step.__qualname__ = f"{op.name} {op.attributes.get(PLACE_KEY) or ''} (in place)"
-                self.steps[i] = step
+                name = f"{op.name} {op.attributes.get(PLACE_KEY) or ''} (in place)"
+                self.steps[i] = _named(maker(layout, out, written[i]), name)
+                retype[i] = (lambda keep, maker=maker, layout=layout, out=out, k=written[i], name=name:
+                             _named(maker(layout, out, k, keep[0]), name), [out])
+        self._keep_tensors(retype, passes)
+        self._aten_only = not self.check_types and all(
+            i in retype or i in passes or i in views for i in range(len(self.steps)))
         at = len(self.steps) - len(batches)
         for i, (batched, members) in enumerate(batches.values(), start=at):
             self.steps[i] = self._batched_step(batched, members, i, need)
+
+    def _keep_tensors(self, retype: dict, passes: dict[int, tuple[int, int]]) -> None:
+        """Let a provider's results stay its own tensors where only its direct
+        steps read them, instead of a numpy view each step makes and the next
+        wraps again (~2 us a step hot, several after a kernel has left the
+        caches cold). `tensor_slots`: the slots every reader of which is a
+        direct step (`retype`), or a clone (`passes`, a tensor from a tensor)
+        whose result is such a slot; the function's results among them are
+        turned into numpy arrays as it returns, unless the caller asks for
+        tensors (`__call__(tensors=True)`). `tensor_args`: the argument
+        positions a caller may pass a tensor in. Views stay numpy's: torch
+        makes a view in ~2 us hot and 6-9 in a program (the encoder's 111
+        views took 0.72 ms more a call as tensors), numpy in 0.2, so a view's
+        operand is an array, and its result wrapped by the step reading it."""
+        self.tensor_slots: frozenset[int] = frozenset()
+        self.tensor_args: frozenset[int] = frozenset()
+        self._tensor_results: tuple[int, ...] = ()
+        if self.check_types or not retype:
+            return
+        readers: dict[int, list[int]] = {}
+        for i, reads in enumerate(self.reads):
+            for j in reads:
+                readers.setdefault(j, []).append(i)
+        made = {o for _, outs in retype.values() for o in outs}
+        ok = {j for j, rs in readers.items() if all(i in retype or i in passes for i in rs)}
+        ok |= made - set(readers)  # read by nothing here: returned, or dropped
+        while True:  # a clone of a tensor is a tensor: its result must be such a slot too
+            drop = {src for src, out in passes.values() if src in ok and out not in ok}
+            if not drop:
+                break
+            ok -= drop
+        self.tensor_slots = frozenset(ok)
+        self.tensor_args = frozenset(k for k, s in enumerate(self.arg_slots) if s in ok)
+        self._tensor_results = tuple(k for k, s in enumerate(self.result_slots) if s in ok)
+        for i, (rebuild, outs) in retype.items():
+            keep = [o in ok for o in outs]
+            if any(keep):
+                self.steps[i] = _named(rebuild(keep), self.steps[i].__qualname__)
 
     def _donation_rule(self, last: dict[int, int]):
         """`need(op, layout, i)`: the argument positions step i must have been
@@ -526,19 +581,24 @@ class CompiledFunction:
         """A step calling a provider's kernel (KERNEL_PROVIDERS), which has
         the op's properties bound already: operands in, results out."""
         fetch = _fetcher(layout)
+        name = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
         direct = getattr(kernel, "direct_step", None)
         if direct is not None and len(outs) == 1 and all(type(x) is int for x in layout):
             # the provider's own step reading and writing the slots: no
             # operand list, no wrapper frames (~3 us of ~10 per small op)
-            step = direct(list(layout), outs[0])
-            step.__qualname__ = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
-            return _checked(step, op, outs) if self.check_types else step
+            ins = list(layout)
+            step = _named(direct(ins, outs[0]), name)
+            if self.check_types:
+                return _checked(step, op, outs), None
+            return step, lambda keep: direct(ins, outs[0], keep[0])
         direct = getattr(kernel, "direct_multi_step", None)
         if direct is not None and len(outs) == len(op.results) > 1 and \
                 all(type(x) is int for x in layout):
-            step = direct(list(layout), outs, [bool(r.uses) for r in op.results])
-            step.__qualname__ = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
-            return _checked(step, op, outs) if self.check_types else step
+            ins, used = list(layout), [bool(r.uses) for r in op.results]
+            step = _named(direct(ins, outs, used), name)
+            if self.check_types:
+                return _checked(step, op, outs), None
+            return step, lambda keep: direct(ins, outs, used, keep)
         if len(outs) == 1 and (getattr(op, "schema", None) is None or op.schema.num_results != -1):
             out = outs[0]
 
@@ -549,8 +609,8 @@ class CompiledFunction:
                 for o, r in zip(outs, kernel(*fetch(env))):
                     env[o] = r
 
-        step.__qualname__ = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
-        return _checked(step, op, outs) if self.check_types else step
+        step.__qualname__ = name
+        return (_checked(step, op, outs) if self.check_types else step), None
 
     def _buffer(self, shape: tuple[int, ...]) -> int:
         self.buffers.append(None)
@@ -624,11 +684,15 @@ class CompiledFunction:
         step.__qualname__ = name
         return step, reads
 
-    def __call__(self, *args: np.ndarray, donated: Sequence[int] = ()) -> list[np.ndarray]:
+    def __call__(self, *args: np.ndarray, donated: Sequence[int] = (),
+                 tensors: bool = False) -> list[np.ndarray]:
         """Run on `args`. `donated`: positions of arguments the caller holds
         alone and gives up for this call (its weights, optimizer state,
         accumulators): optimizer and accumulation steps may write their
-        results into them. The results then are those same arrays."""
+        results into them. The results then are those same arrays.
+        `tensors`: results a provider's direct step made may be its tensors
+        (`_keep_tensors`), else every result is a numpy array. Arguments at
+        `tensor_args` may be such tensors."""
         if len(args) != len(self.arg_slots):
             raise ExecutionError(f"@{self.name} takes {len(self.arg_slots)} arguments, got {len(args)}")
         env: list = [None] * self.num_slots
@@ -637,11 +701,15 @@ class CompiledFunction:
         for s, v in self.constants:
             env[s] = v
         # overflow to inf/nan is data here (loss scaling looks for it), not an error
+        # a function of ATen's steps and numpy's views only (_keep_tensors) does
+        # no numpy arithmetic nor BLAS product: no settings of theirs to make
+        lean = self._aten_only
         try:
             with self._running:
-                self._donated = frozenset(donated) if donated else _NONE_DONATED
-                threads = set_kernel_threads(self.kernel_threads)
-                fp = ignore_fp_errors()
+                if not lean:
+                    self._donated = frozenset(donated) if donated else _NONE_DONATED
+                    threads = set_kernel_threads(self.kernel_threads)
+                    fp = ignore_fp_errors()
                 undo = []
                 try:
                     for hook in CALL_HOOKS:
@@ -659,14 +727,22 @@ class CompiledFunction:
                         for j in dead:
                             env[j] = None
                 finally:
-                    set_kernel_threads(threads)
+                    if not lean:
+                        set_kernel_threads(threads)
+                        restore_fp_errors(fp)
                     for u in undo:
                         u()
-                    restore_fp_errors(fp)
         finally:
-            self._donated = _NONE_DONATED
-            restore_blas_threads()
-        return [env[s] for s in self.result_slots]
+            if not lean:
+                self._donated = _NONE_DONATED
+                restore_blas_threads()
+        res = [env[s] for s in self.result_slots]
+        if self._tensor_results and not tensors:
+            for k in self._tensor_results:
+                v = res[k]
+                if type(v) is not np.ndarray and hasattr(v, "numpy"):
+                    res[k] = v.numpy()
+        return res
 
 
 def _clone_step(op: Operation, copy, src: int, out: int):
@@ -679,7 +755,12 @@ def _clone_step(op: Operation, copy, src: int, out: int):
     broadcast one), which the copy makes."""
     def step(env):
         a = env[src]
-        env[out] = a if type(a) is np.ndarray and a.flags.c_contiguous else copy(a)
+        if type(a) is np.ndarray:
+            env[out] = a if a.flags.c_contiguous else copy(a)
+        elif hasattr(a, "is_contiguous"):  # a provider's tensor (CompiledFunction._keep_tensors)
+            env[out] = a if a.is_contiguous() else a.contiguous()
+        else:
+            env[out] = copy(a)
 
     step.__qualname__ = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
     return step
@@ -918,6 +999,11 @@ def _loop_step(count: int, arg_slots: list[int], in_slots: list[int], yield_slot
             env[o] = env[a]
 
     step.__qualname__ = f"ipu.for x{count}"
+    return step
+
+
+def _named(step, name: str):
+    step.__qualname__ = name
     return step
 
 

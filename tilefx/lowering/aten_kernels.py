@@ -308,118 +308,152 @@ IN_PLACE_FORMS = {
 
 
 def _in_place_step(fn_, tail: tuple, kw: dict, kernel: Callable, operands: tuple[int, ...]) -> Callable:
-    """`make(ins, out, k)`: a step computing slot `out` into the array of
-    operand k (which the executor has found dies here): `_direct_step` over
-    ATen's in-place overload `fn_`, the written operand first (k = 1 only
-    where the op commutes, IN_PLACE_FORMS). An operand torch cannot view
-    writably (read-only, a numpy scalar, negative strides) takes the
+    """`make(ins, out, k, keep)`: a step computing slot `out` into the array
+    of operand k (which the executor has found dies here): `_direct_step`
+    over ATen's in-place overload `fn_`, the written operand first (k = 1
+    only where the op commutes, IN_PLACE_FORMS). An operand torch cannot
+    view writably (read-only, a numpy scalar, negative strides) takes the
     functional kernel instead, as a direct step's does."""
     direct = _direct_step(fn_, tail, kw, kernel)
 
-    def make(ins: list[int], out: int, k: int) -> Callable:
-        return direct(ins if k == 0 else [ins[1], ins[0]], out)
+    def make(ins: list[int], out: int, k: int, keep: bool = False) -> Callable:
+        return direct(ins if k == 0 else [ins[1], ins[0]], out, keep)
 
     make.operands = operands
     return make
 
 
 def _direct_step(fn, tail: tuple, kw: dict, kernel: Callable) -> Callable:
-    """`make(ins, out)`: an executor step computing slot `out` from slots
-    `ins` with `fn` in one frame. It takes the plain case: writable numpy
-    arrays torch can view. Anything else (a read-only broadcast, a numpy
-    scalar, negative strides) goes through `kernel`, which converts it."""
+    """`make(ins, out, keep)`: an executor step computing slot `out` from
+    slots `ins` with `fn` in one frame. An operand is a torch tensor (the
+    result of another such step, or an argument the caller passed as one)
+    or a writable numpy array torch can view; anything else (a read-only
+    broadcast, a numpy scalar, negative strides) goes through `kernel`,
+    which converts it. `keep`: the result stays a tensor, for a slot only
+    such steps read (the executor's `tensor_slots`); else it is the
+    tensor's numpy view."""
     from_numpy = _torch.from_numpy
     ndarray = np.ndarray
+    Tensor = _torch.Tensor
 
-    def make(ins: list[int], out: int) -> Callable:
+    def make(ins: list[int], out: int, keep: bool = False) -> Callable:
         if len(ins) == 1:
             (i0,) = ins
 
             def step(env):
                 a = env[i0]
-                if type(a) is ndarray and a.flags.writeable:
-                    try:
-                        env[out] = fn(from_numpy(a), *tail, **kw).numpy()
-                        return
-                    except RuntimeError as e:
-                        raise _users_data(e) from None
-                    except ValueError:  # negative strides: the kernel copies
-                        pass
-                env[out] = kernel(a)
+                try:
+                    if type(a) is not Tensor:
+                        if type(a) is not ndarray or not a.flags.writeable:
+                            raise ValueError
+                        a = from_numpy(a)
+                    r = fn(a, *tail, **kw)
+                except RuntimeError as e:
+                    raise _users_data(e) from None
+                except ValueError:  # negative strides, read-only: the kernel converts
+                    r = kernel(env[i0])
+                env[out] = r if keep or type(r) is not Tensor else r.numpy()
         elif len(ins) == 2:
             i0, i1 = ins
 
             def step(env):
                 a, b = env[i0], env[i1]
-                if type(a) is ndarray and type(b) is ndarray and a.flags.writeable and \
-                        b.flags.writeable:
-                    try:
-                        env[out] = fn(from_numpy(a), from_numpy(b), *tail, **kw).numpy()
-                        return
-                    except RuntimeError as e:
-                        raise _users_data(e) from None
-                    except ValueError:
-                        pass
-                env[out] = kernel(a, b)
+                try:
+                    if type(a) is not Tensor:
+                        if type(a) is not ndarray or not a.flags.writeable:
+                            raise ValueError
+                        a = from_numpy(a)
+                    if type(b) is not Tensor:
+                        if type(b) is not ndarray or not b.flags.writeable:
+                            raise ValueError
+                        b = from_numpy(b)
+                    r = fn(a, b, *tail, **kw)
+                except RuntimeError as e:
+                    raise _users_data(e) from None
+                except ValueError:
+                    r = kernel(env[i0], env[i1])
+                env[out] = r if keep or type(r) is not Tensor else r.numpy()
         elif len(ins) == 3:  # addmm, baddbmm, where, layer norm: no per-call lists
             i0, i1, i2 = ins
 
             def step(env):
                 a, b, c = env[i0], env[i1], env[i2]
-                if type(a) is ndarray and type(b) is ndarray and type(c) is ndarray and \
-                        a.flags.writeable and b.flags.writeable and c.flags.writeable:
-                    try:
-                        env[out] = fn(from_numpy(a), from_numpy(b), from_numpy(c), *tail, **kw).numpy()
-                        return
-                    except RuntimeError as e:
-                        raise _users_data(e) from None
-                    except ValueError:
-                        pass
-                env[out] = kernel(a, b, c)
+                try:
+                    if type(a) is not Tensor:
+                        if type(a) is not ndarray or not a.flags.writeable:
+                            raise ValueError
+                        a = from_numpy(a)
+                    if type(b) is not Tensor:
+                        if type(b) is not ndarray or not b.flags.writeable:
+                            raise ValueError
+                        b = from_numpy(b)
+                    if type(c) is not Tensor:
+                        if type(c) is not ndarray or not c.flags.writeable:
+                            raise ValueError
+                        c = from_numpy(c)
+                    r = fn(a, b, c, *tail, **kw)
+                except RuntimeError as e:
+                    raise _users_data(e) from None
+                except ValueError:
+                    r = kernel(env[i0], env[i1], env[i2])
+                env[out] = r if keep or type(r) is not Tensor else r.numpy()
         else:
             def step(env):
                 vals = [env[i] for i in ins]
-                if all(type(v) is ndarray and v.flags.writeable for v in vals):
-                    try:
-                        env[out] = fn(*[from_numpy(v) for v in vals], *tail, **kw).numpy()
-                        return
-                    except RuntimeError as e:
-                        raise _users_data(e) from None
-                    except ValueError:
-                        pass
-                env[out] = kernel(*vals)
+                try:
+                    r = fn(*_viewed(vals, from_numpy, ndarray, Tensor), *tail, **kw)
+                except RuntimeError as e:
+                    raise _users_data(e) from None
+                except ValueError:
+                    r = kernel(*vals)
+                env[out] = r if keep or type(r) is not Tensor else r.numpy()
         return step
 
     return make
 
 
+def _viewed(vals: list, from_numpy, ndarray, Tensor) -> list:
+    """Operands as tensors, as `_direct_step` takes them one by one (ValueError:
+    one only the kernel converts)."""
+    out = []
+    for v in vals:
+        if type(v) is not Tensor:
+            if type(v) is not ndarray or not v.flags.writeable:
+                raise ValueError
+            v = from_numpy(v)
+        out.append(v)
+    return out
+
+
 def _direct_multi_step(fn, tail: tuple, kw: dict, kernel: Callable) -> Callable:
-    """`make(ins, outs, used)`: `_direct_step` for an op of several results
-    (layer norm and its backward, convolution backward, pooling with
-    indices), converting only the results something reads (`used`)."""
+    """`make(ins, outs, used, keep)`: `_direct_step` for an op of several
+    results (layer norm and its backward, convolution backward, pooling with
+    indices), converting only the results something reads (`used`); `keep`
+    says for each whether it stays a tensor."""
     from_numpy = _torch.from_numpy
     ndarray = np.ndarray
     Tensor = _torch.Tensor
 
-    def make(ins: list[int], outs: list[int], used: list[bool]) -> Callable:
-        wanted = list(zip(outs, used))
+    def make(ins: list[int], outs: list[int], used: list[bool], keep: list[bool] | None = None) -> Callable:
+        wanted = list(zip(outs, used, keep or [False] * len(outs)))
 
         def step(env):
             vals = [env[i] for i in ins]
-            if all(type(v) is ndarray and v.flags.writeable for v in vals):
-                try:
-                    res = fn(*[from_numpy(v) for v in vals], *tail, **kw)
-                except RuntimeError as e:
-                    raise _users_data(e) from None
-                except ValueError:  # negative strides: the kernel copies
-                    res = None
-                if res is not None:
-                    for (o, u), r in zip(wanted, res):
-                        env[o] = (r.numpy() if type(r) is Tensor else _as_array(r)) \
-                            if u and r is not None else None
-                    return
-            for o, r in zip(outs, kernel(*vals)):
-                env[o] = r
+            try:
+                res = fn(*_viewed(vals, from_numpy, ndarray, Tensor), *tail, **kw)
+            except RuntimeError as e:
+                raise _users_data(e) from None
+            except ValueError:  # negative strides, read-only: the kernel converts
+                for o, r in zip(outs, kernel(*vals)):
+                    env[o] = r
+                return
+            for (o, u, k), r in zip(wanted, res):
+                if not u or r is None:
+                    env[o] = None
+                elif type(r) is Tensor:
+                    env[o] = r if k else r.numpy()
+                else:
+                    env[o] = _as_array(r)
 
         return step
 
@@ -437,6 +471,8 @@ def _as_tensor(a):
     """A tensor sharing `a`'s memory (a copy only where torch cannot view it:
     negative strides)."""
     if type(a) is not np.ndarray:
+        if isinstance(a, _torch.Tensor):
+            return a
         a = np.asarray(a)
     if not a.flags.writeable:  # a broadcast constant: ATen only reads it here
         with warnings.catch_warnings():
@@ -458,28 +494,48 @@ def _as_array(t) -> np.ndarray:
     return np.asarray(t)
 
 
-def threads_for_call():
-    """Run this call's ATen kernels on at most `blas_cores()` threads: one on
-    a machine oversubscribed by other work, where OpenMP's workers wait at every kernel's
-    barrier for a thread the OS has put aside (an SGD update measured 4 ms
-    instead of 0.2 at load 5 on 2 cores). The user's setting is restored
-    when the call ends."""
+def settings_for_call():
+    """Run this call's ATen kernels without autograd and on at most
+    `blas_cores()` threads; the user's settings come back when the call
+    ends.
+
+    - grad mode off: the program's tensors never require a gradient (the
+      backward is in the traced graph), so autograd has nothing to record,
+      but with grad mode on each ATen call still passes its dispatch layer
+      (measured ~0.5% of the encoder's inference call);
+    - one thread on a machine oversubscribed by other work, where OpenMP's
+      workers wait at every kernel's barrier for a thread the OS has put
+      aside (an SGD update measured 4 ms instead of 0.2 at load 5 on 2
+      cores)."""
     if _torch is None:
         return None
     before = _torch.get_num_threads()
     # the load average counts this process's own busy threads: the caller's
     # and torch's workers (spinning between its calls, as eager torch's do)
     want = min(before, blas_cores(own_threads=before))
-    if want == before:
-        return None
-    _torch.set_num_threads(want)
-    return lambda: _torch.set_num_threads(before)
+    grad = _torch.is_grad_enabled()
+    if grad:
+        _torch._C._set_grad_enabled(False)
+    if want != before:
+        _torch.set_num_threads(want)
+        return lambda: _restore(before, grad)
+    return _grad_on if grad else None
+
+
+def _restore(threads: int, grad: bool) -> None:
+    _torch.set_num_threads(threads)
+    if grad:
+        _torch._C._set_grad_enabled(True)
+
+
+def _grad_on() -> None:
+    _torch._C._set_grad_enabled(True)
 
 
 def install() -> None:
-    """Add `provide` to the executor's kernel providers and the thread
-    setting to its call hooks (once)."""
+    """Add `provide` to the executor's kernel providers and the call's
+    torch settings to its call hooks (once)."""
     if provide not in KERNEL_PROVIDERS:
         KERNEL_PROVIDERS.append(provide)
-    if threads_for_call not in CALL_HOOKS:
-        CALL_HOOKS.append(threads_for_call)
+    if settings_for_call not in CALL_HOOKS:
+        CALL_HOOKS.append(settings_for_call)

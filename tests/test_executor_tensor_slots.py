@@ -1,0 +1,190 @@
+"""Values that stay ATen's tensors between ATen's own steps
+(CompiledFunction._keep_tensors): which slots, on compiled IR; that the
+numbers are the same bits whichever way a value travels; and, through a
+wrapped model, that outputs, inputs and weights keep their contracts."""
+
+import copy
+
+import numpy as np
+import torch
+from torch import nn
+from xdsl.parser import Parser
+
+import tilefx
+import tilefx.lowering.aten_kernels  # noqa: F401 - installs ATen's kernels, whose tensors these are
+from tilefx.backend.executor import CompiledFunction
+from tilefx.passes.pipelines import graph_context
+from tilefx.passes.training_step import find_func
+
+RNG = np.random.default_rng(0)
+
+# x -> addmm (b, x, permute(w)) -> relu -> view -> mm with w2, and the relu's
+# result returned as well: the addmm's result is read by the relu only (a
+# tensor); the relu's by a view and the return (an array: views are numpy's)
+IR = """
+func.func @main(%x: tensor<64x256xf32>, %w: tensor<512x256xf32>, %b: tensor<512xf32>, %w2: tensor<1024x128xf32>) -> (tensor<32x128xf32>, tensor<64x512xf32>) {
+  %wt = aten.permute %w {dims = array<i64: 1, 0>} : tensor<512x256xf32> -> tensor<256x512xf32>
+  %h = aten.addmm %b, %x, %wt {beta = 1 : i64, alpha = 1 : i64} : tensor<512xf32>, tensor<64x256xf32>, tensor<256x512xf32> -> tensor<64x512xf32>
+  %r = aten.relu %h : tensor<64x512xf32> -> tensor<64x512xf32>
+  %v = aten.view %r {size = array<i64: 32, 1024>} : tensor<64x512xf32> -> tensor<32x1024xf32>
+  %g = aten.gelu %v {approximate = "none"} : tensor<32x1024xf32> -> tensor<32x1024xf32>
+  %y = aten.mm %g, %w2 : tensor<32x1024xf32>, tensor<1024x128xf32> -> tensor<32x128xf32>
+  func.return %y, %r : tensor<32x128xf32>, tensor<64x512xf32>
+}
+"""
+
+
+def _compiled(ir: str) -> CompiledFunction:
+    return CompiledFunction(find_func(Parser(graph_context(), ir).parse_module(), "main"), fuse=False)
+
+
+def _args():
+    return [RNG.standard_normal(s).astype(np.float32) for s in ((64, 256), (512, 256), (512,), (1024, 128))]
+
+
+def _torch_reference(x, w, b, w2):
+    x, w, b, w2 = map(torch.from_numpy, (x, w, b, w2))
+    r = torch.relu(torch.addmm(b, x, w.t()))
+    return torch.nn.functional.gelu(r.view(32, 1024)) @ w2, r
+
+
+def test_which_slots_hold_tensors():
+    f = _compiled(IR)
+    x, w, b, w2 = range(4)  # argument positions
+    # x, b and w2 are read by ATen's steps alone; w by a view (numpy's)
+    assert f.tensor_args == frozenset({x, b, w2})
+    names = [s.__qualname__.split(" ")[0] for s in f.steps]
+    assert names == ["aten.permute", "aten.addmm", "aten.relu", "aten.view", "aten.gelu", "aten.mm"]
+    assert "(in place)" in f.steps[2].__qualname__  # the relu, over the product
+    y_slot, r_slot = f.result_slots
+    # the last product is only returned: a tensor; the relu's result is read by
+    # a view (and returned): an array, which the view and the caller take
+    assert y_slot in f.tensor_slots and r_slot not in f.tensor_slots
+    assert f._tensor_results == (0,)
+    assert f._aten_only  # no numpy arithmetic: no floating-point state, no BLAS threads to set
+
+
+def test_the_numbers_are_the_same_bits_whichever_way_values_travel():
+    f = _compiled(IR)
+    args = _args()
+    kept = [a.copy() for a in args]
+    want_y, want_r = _torch_reference(*kept)
+    y, r = f(*args)
+    assert type(y) is np.ndarray and type(r) is np.ndarray  # the default: arrays
+    ty, tr = f(*[torch.from_numpy(a) if i in f.tensor_args else a for i, a in enumerate(args)],
+               tensors=True)
+    assert type(ty) is torch.Tensor and type(tr) is np.ndarray
+    for got in (y, ty):
+        assert torch.equal(torch.as_tensor(got), want_y)
+    for got in (r, tr):
+        assert torch.equal(torch.from_numpy(got), want_r)
+    for a, k in zip(args, kept):  # nothing written into an argument
+        np.testing.assert_array_equal(a, k)
+
+
+def test_a_numpy_kernel_makes_the_function_set_numpys_state():
+    # a product below ATen's size threshold runs on numpy's kernel
+    ir = """
+func.func @main(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) -> (tensor<4x4xf32>) {
+  %t = aten.tanh %a : tensor<4x4xf32> -> tensor<4x4xf32>
+  %m = aten.mm %t, %b : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  func.return %m : tensor<4x4xf32>
+}
+"""
+    f = _compiled(ir)
+    assert not f._aten_only
+    a, b = (RNG.standard_normal((4, 4)).astype(np.float32) for _ in range(2))
+    (m,) = f(a, b, tensors=True)
+    torch.testing.assert_close(torch.as_tensor(m), torch.tanh(torch.from_numpy(a)) @ torch.from_numpy(b))
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                                 nn.Linear(512, 10))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def test_a_wrapped_model_hands_over_atens_tensor_and_keeps_its_contracts():
+    torch.manual_seed(0)
+    model = MLP().eval()
+    ref = copy.deepcopy(model)
+    ie = tilefx.inferenceModel(model)
+    x = torch.randn(64, 256, requires_grad=True)
+    out = ie(x)
+    main = ie._program.main
+    assert main.tensor_args  # the input and the biases go in as tensors
+    with torch.no_grad():
+        want = ref(x)
+    assert torch.equal(out, want)
+    assert not out.requires_grad and out._base is None and torch.is_grad_enabled()
+    for t in (x, *model.parameters()):
+        assert not np.shares_memory(out.detach().numpy(), t.detach().numpy())
+    out2 = ie(x)
+    assert out2 is not out and torch.equal(out2, out) and not np.shares_memory(out2.numpy(), out.numpy())
+    # a transposed input: ATen reads its strides
+    xt = torch.randn(256, 64).t()
+    with torch.no_grad():
+        assert torch.equal(ie(xt), ref(xt))
+
+
+def test_inference_sees_new_weights_through_its_kept_tensors():
+    """The executor keeps each weight's tensor from call to call while the
+    weight is the same array: weights loaded into the model, written in
+    place, or a parameter replaced all reach the call after
+    copyWeightsToDevice."""
+    torch.manual_seed(0)
+    model = MLP().eval()
+    ie = tilefx.inferenceModel(model)
+    x = torch.randn(8, 256)
+    ie(x)
+    other = MLP().eval()
+    model.load_state_dict(other.state_dict())
+    ie.copyWeightsToDevice()
+    with torch.no_grad():
+        assert torch.equal(ie(x), other(x))
+        model.net[4].bias.add_(1.0)
+    ie.copyWeightsToDevice()
+    with torch.no_grad():
+        assert torch.equal(ie(x), model(x))
+    model.net[4].bias = nn.Parameter(torch.full((10,), 3.0))  # a new array for the weight
+    ie.copyWeightsToDevice()
+    with torch.no_grad():
+        assert torch.equal(ie(x), model(x))
+
+
+def test_training_with_a_frozen_layer_still_updates_in_place():
+    """A frozen layer's weights are read by ATen's steps alone and go in as
+    tensors; the trained ones stay the parameters' memory, updated in place."""
+    torch.manual_seed(0)
+    model = MLP()
+    model.net[0].requires_grad_(False)
+    ref = copy.deepcopy(model)
+
+    class Loss(nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x, y):
+            out = self.m(x)
+            return out, nn.functional.cross_entropy(out, y)
+
+    mine = Loss(model)
+    tm = tilefx.trainingModel(mine, optimizer=tilefx.optim.SGD(
+        [p for p in mine.parameters() if p.requires_grad], lr=0.1, momentum=0.9))
+    opt = torch.optim.SGD([p for p in ref.parameters() if p.requires_grad], lr=0.1, momentum=0.9)
+    x, y = torch.randn(16, 256), torch.randint(0, 10, (16,))
+    for _ in range(3):
+        _, loss = tm(x, y)
+        opt.zero_grad()
+        rloss = nn.functional.cross_entropy(ref(x), y)
+        rloss.backward()
+        opt.step()
+        torch.testing.assert_close(loss, rloss.detach(), rtol=1e-6, atol=1e-6)
+    assert tm._weights["m.net.4.bias"].ctypes.data == model.net[4].bias.data_ptr()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
