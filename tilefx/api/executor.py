@@ -254,7 +254,9 @@ class PoplarExecutor:
         self._named: ModuleSnapshot | None = None
         self._host_seen: tuple = ()  # (snapshot, _HostVersion.counter) at the last sync check
         self._groups_checked: tuple = ()  # (snapshot, replicaGrouping calls) at the last check
-        self._fast_call: tuple | None = None  # (forward function, argument count): see _same_call_inputs
+        self._fast_call: tuple | None = None  # (forward function, argument count): see _remember_call
+        self._one_call_for: _Program | None = None  # the program _one_call was decided for
+        self._one_call = False
         self._destroyed = False
         self._attached = False  # set by the first call and attachToDevice, cleared by detachFromDevice
         self._has_run = False  # cycleCount and getTimestamps need a run
@@ -291,7 +293,19 @@ class PoplarExecutor:
         if self._options.offline_ipu_target:
             raise Error("this model was compiled for an offline IPU target (useOfflineIpuTarget): "
                         "it can be compiled and saved, not run")
-        inputs = self._same_call_inputs(args, kwargs)
+        # A call made like the last checked one (the same forward, only plain
+        # CPU tensors passed positionally, no keywords; _remember_call): binding
+        # it to the signature would give the same structure and these tensors
+        # in order, so only their shapes and dtypes are checked here.
+        inputs = None
+        fast = self._fast_call
+        if fast is not None and not kwargs and len(args) == fast[1] and \
+                getattr(self._user_model.forward, "__func__", None) is fast[0]:
+            inputs = list(args)
+            for x, (shape, dtype) in zip(args, self._compiled_inputs):
+                if type(x) is not torch.Tensor or x.shape != shape or x.dtype != dtype or not x.is_cpu:
+                    inputs = None  # the full path says what is wrong, or handles it
+                    break
         if inputs is None:
             call, inputs = self._flatten_inputs(args, kwargs)
             _check_not_meta([(f"input {n}", x) for n, x in zip(call.tensor_names(), inputs)])
@@ -315,11 +329,9 @@ class PoplarExecutor:
             self._host_seen = (self._snapshot(), _HostVersion.counter)
         if not self._attached:
             self._attached = True  # a detached model attaches again when called (PopTorch)
-        o = self._options  # _run's test for the lean path, without its two calls
-        if o.device_iterations == o.replication_factor == 1 and self._dist is None and \
-                (not self._training or o.Training.gradient_accumulation == 1) and \
-                self._program.one_replica and not self._groups.grouped and o.broadcast_buffers and \
-                o.output_mode in _ONE_CALL_OUTPUT_MODES:
+        if self._one_call_for is not self._program:  # decided once per program (options are frozen)
+            self._one_call_for, self._one_call = self._program, self._one_micro_batch()
+        if self._one_call:
             out = self._run_one(inputs)
         else:
             out = self._run(inputs)
@@ -330,24 +342,20 @@ class PoplarExecutor:
         _guard_backward(out)
         return out
 
-    def _same_call_inputs(self, args: tuple, kwargs: dict) -> list[torch.Tensor] | None:
-        """The inputs of a call made like the last checked one (the same
-        forward, only plain CPU tensors passed positionally, no keywords):
-        binding it to the signature would give the same structure and these
-        tensors in order, so only their shapes and dtypes are checked. None
-        when the call needs the full binding and its checks."""
-        fast = self._fast_call
-        if fast is None or kwargs or len(args) != fast[1] or \
-                getattr(self._user_model.forward, "__func__", None) is not fast[0]:
-            return None
-        for x, (shape, dtype) in zip(args, self._compiled_inputs):
-            if type(x) is not torch.Tensor or x.shape != shape or x.dtype != dtype or not x.is_cpu:
-                return None  # the full path says what is wrong, or handles it
-        return list(args)
+    def _one_micro_batch(self) -> bool:
+        """Whether a call is one micro-batch on one replica (`_run_one`): no
+        device iterations, replicas, gradient accumulation or replica groups,
+        and every output mode that returns that one micro-batch's outputs."""
+        o = self._options
+        return o.device_iterations == o.replication_factor == 1 and self._dist is None and \
+            (not self._training or o.Training.gradient_accumulation == 1) and \
+            self._program.one_replica and not self._groups.grouped and o.broadcast_buffers and \
+            o.output_mode in _ONE_CALL_OUTPUT_MODES
 
     def _remember_call(self, args: tuple, kwargs: dict, inputs: list[torch.Tensor]) -> None:
         """Let later calls like this one (positional plain tensors, each one
-        input in order) skip the binding (see _same_call_inputs)."""
+        input in order) skip the binding (__call__ checks their shapes and
+        dtypes only)."""
         fn = getattr(self._user_model.forward, "__func__", None)
         plain = not kwargs and len(inputs) == len(args) and self._call is not None and \
             all(type(a) is torch.Tensor and a is x and a.device.type == "cpu"
@@ -1082,18 +1090,17 @@ class PoplarExecutor:
         # update may write a weight in place only while nothing else holds
         # it, _held_alone). One conversion instead of one per reading step.
         held = self._weight_tensors if not trained else None
-        from_numpy = torch.from_numpy
         args = []
         for kind, key, as_tensor in p.lean_args:
             if kind == "param":
                 w = weights[key]
-                if as_tensor and type(w) is np.ndarray and w.flags.writeable:
+                if as_tensor:
                     if held is None:
-                        w = from_numpy(w)
+                        w = _weight_tensor(w)
                     else:
                         h = held.get(key)
-                        if h is None or h[0] is not w:
-                            h = held[key] = (w, from_numpy(w))
+                        if h is None or h[0] is not w:  # (each flags test was ~1.5 us cold)
+                            h = held[key] = (w, _weight_tensor(w))
                         w = h[1]
                 args.append(w)
             elif kind == "input":
@@ -1140,6 +1147,7 @@ class PoplarExecutor:
         del args, res  # the weights are the executor's alone again (_held_alone)
         if self._training and p.update is not None:
             self._update(accs if accs is not None else {})
+        from_numpy = torch.from_numpy
         results = [(v if type(v) is torch.Tensor else from_numpy(v)) if id(v) in fresh else _copied(v)
                    for v in outputs]
         return results[0] if p.one_plain_output else self._structured(results, p.out_ids)
@@ -1432,6 +1440,15 @@ def _held_alone(args: list, roles: list[tuple[str, Any]], kinds: tuple[str, ...]
     return [i for i, (kind, _) in enumerate(roles)
             if kind in kinds and isinstance(args[i], np.ndarray) and sys.getrefcount(args[i]) <= 3
             and args[i].flags.writeable and not isinstance(args[i].base, np.ndarray)]
+
+
+def _weight_tensor(w):
+    """A weight as main takes it at a `tensor_args` position: a tensor of its
+    memory, or the array itself where torch cannot view it writably (main's
+    steps then wrap it as they read it; they never write an argument)."""
+    if type(w) is np.ndarray and w.flags.writeable:
+        return torch.from_numpy(w)
+    return w
 
 
 def _copied(v) -> torch.Tensor:
