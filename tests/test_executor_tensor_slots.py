@@ -188,3 +188,59 @@ def test_training_with_a_frozen_layer_still_updates_in_place():
     assert tm._weights["m.net.4.bias"].ctypes.data == model.net[4].bias.data_ptr()
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
+
+
+class _ReturnsItsArguments(nn.Module):
+    """Returns its input and a weight next to what it computes (and, in
+    inference, updates a buffer, so its program's results are not outputs
+    alone)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(256, 4096)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x, y=None):
+        self.calls.add_(1)
+        out = self.fc(x)
+        if y is None:
+            return out, x, self.fc.bias
+        return x, self.fc.bias, nn.functional.cross_entropy(out, y)
+
+
+def test_a_returned_argument_is_a_copy_in_training_and_inference():
+    """An argument the program returns comes back as a copy: never the
+    user's input, a parameter's memory or a weight the executor keeps."""
+    torch.manual_seed(0)
+    m = _ReturnsItsArguments().eval()
+    ie = tilefx.inferenceModel(m)
+    x = torch.randn(64, 256)
+    out, xo, b = ie(x)
+    assert not np.shares_memory(xo.numpy(), x.numpy())
+    assert not np.shares_memory(b.numpy(), m.fc.bias.detach().numpy())
+    b.add_(100.0)  # the caller's to change
+    xo.add_(100.0)
+    out2, _, b2 = ie(x)
+    assert torch.equal(b2, m.fc.bias.detach()) and torch.equal(out2, out)
+
+    m = _ReturnsItsArguments()
+    tm = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.1))
+    y = torch.randint(0, 10, (64,))
+    before = m.fc.bias.detach().clone()
+    xo, b, _ = tm(x, y)
+    assert not np.shares_memory(xo.numpy(), x.numpy())
+    assert not np.shares_memory(b.numpy(), m.fc.bias.detach().numpy())
+    assert torch.equal(b, before)  # the value the forward read, before the update
+    assert not torch.equal(m.fc.bias.detach(), before)
+
+
+def test_destroy_lets_the_program_go():
+    import gc
+    import weakref
+
+    ie = tilefx.inferenceModel(MLP().eval())
+    ie(torch.randn(4, 256))
+    program = weakref.ref(ie._program)
+    ie.destroy()
+    gc.collect()
+    assert program() is None

@@ -135,9 +135,13 @@ class _Program:
     @functools.cached_property
     def lean_args(self) -> list[tuple[str, Any, bool]]:
         """main's arguments as `_run_one` fills them: (kind, key, whether it
-        may pass a tensor: main's `tensor_args`, read only by ATen's direct
-        steps)."""
-        return [(kind, key, i in self.main.tensor_args) for i, (kind, key) in enumerate(self.main_args)]
+        passes a tensor: main's `tensor_args`, read only by ATen's direct
+        steps). Only for an inference program, whose results come back as
+        they are (`tensors=True`): an argument returned as a result is then
+        the very object passed, which `_fresh_outputs` copies; converted to a
+        new array it would pass for fresh and alias the input or the weight."""
+        return [(kind, key, self.outputs_only and i in self.main.tensor_args)
+                for i, (kind, key) in enumerate(self.main_args)]
 
     @functools.cached_property
     def out_ids(self) -> list[int]:
@@ -445,6 +449,7 @@ class PoplarExecutor:
             self._write_back()
         self._program = None
         self._weight_tensors = {}
+        self._one_call_for = None
         self._destroyed = True
 
     def setOptimizer(self, optimizer: torch.optim.Optimizer) -> None:
@@ -1084,24 +1089,22 @@ class PoplarExecutor:
         accs = self._zeroed_accumulators(0, trained) if trained else None
         weights = self._weights
         buffers = self._device_buffers
-        # Where only ATen's direct steps read an argument, it goes in as a
-        # tensor (main.tensor_args): the input itself, a weight's tensor kept
-        # from call to call while the array is the same (not in training: an
+        # In an inference program, an argument only ATen's direct steps read
+        # goes in as a tensor (p.lean_args): the input itself, a weight's
+        # tensor kept from call to call while the array is the same. One
+        # conversion instead of one per reading step. (Not in training: an
         # update may write a weight in place only while nothing else holds
-        # it, _held_alone). One conversion instead of one per reading step.
-        held = self._weight_tensors if not trained else None
+        # it, _held_alone.)
+        held = self._weight_tensors
         args = []
         for kind, key, as_tensor in p.lean_args:
             if kind == "param":
                 w = weights[key]
                 if as_tensor:
-                    if held is None:
-                        w = _weight_tensor(w)
-                    else:
-                        h = held.get(key)
-                        if h is None or h[0] is not w:  # (each flags test was ~1.5 us cold)
-                            h = held[key] = (w, _weight_tensor(w))
-                        w = h[1]
+                    h = held.get(key)
+                    if h is None or h[0] is not w:  # (each flags test was ~1.5 us cold)
+                        h = held[key] = (w, _weight_tensor(w))
+                    w = h[1]
                 args.append(w)
             elif kind == "input":
                 t = inputs[key]
@@ -1115,7 +1118,7 @@ class PoplarExecutor:
                 args.append(np.asarray(self.loss_scale, dtype=np.float32))
             else:
                 args.append(accs[key])
-        w = h = None  # the last weight's tensor is args' alone (_held_alone counts)
+        w = None  # the last weight is args' alone (_held_alone counts)
         main = p.main
         main.rng = self._replica_rngs[0]
         res = main(*args, donated=_held_alone(args, p.main_args, ("accum",)) if trained else (),
