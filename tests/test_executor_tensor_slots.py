@@ -6,6 +6,7 @@ wrapped model, that outputs, inputs and weights keep their contracts."""
 import copy
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 from xdsl.parser import Parser
@@ -244,3 +245,102 @@ def test_destroy_lets_the_program_go():
     ie.destroy()
     gc.collect()
     assert program() is None
+
+
+# -- random models: numbers and aliasing -----------------------------------------
+
+_OPS = ("linear", "relu", "gelu", "add_input", "mul_self", "view", "transpose_back", "clone",
+        "softmax", "layernorm", "tanh", "neg", "div2", "sub_bias")
+_RETURNS = ("one", "pair_input", "pair_weight", "pair_mid", "dict", "same_twice", "view_out")
+
+
+class _Random(nn.Module):
+    """A chain of ops drawn from _OPS (a linear layer first, so a loss on it
+    trains), returning one of _RETURNS: its result alone, next to its input,
+    a weight, an intermediate, in a dict, twice, or as a view."""
+
+    def __init__(self, rng, d):
+        super().__init__()
+        self.plan = ["linear"] + [rng.choice(_OPS) for _ in range(rng.randint(1, 6))]
+        self.lins = nn.ModuleList(nn.Linear(d, d) for _ in self.plan)
+        self.ln = nn.LayerNorm(d)
+        self.ret = rng.choice(_RETURNS)
+
+    def forward(self, x):
+        h, mids = x, []
+        for i, op in enumerate(self.plan):
+            h = {"linear": lambda: self.lins[i](h), "relu": lambda: torch.relu(h),
+                 "gelu": lambda: nn.functional.gelu(h), "add_input": lambda: h + x,
+                 "mul_self": lambda: h * h, "view": lambda: h.reshape(-1).reshape(h.shape),
+                 "transpose_back": lambda: h.t().contiguous().t(), "clone": lambda: h.clone(),
+                 "softmax": lambda: torch.softmax(h, -1), "layernorm": lambda: self.ln(h),
+                 "tanh": lambda: torch.tanh(h), "neg": lambda: -h, "div2": lambda: h / 2.0,
+                 "sub_bias": lambda: h - self.lins[i].bias}[op]()
+            mids.append(h)
+        return {"one": lambda: h, "pair_input": lambda: (h, x),
+                "pair_weight": lambda: (h, self.lins[0].weight), "pair_mid": lambda: (h, mids[0]),
+                "dict": lambda: {"h": h, "m": mids[-1] * 1.0}, "same_twice": lambda: (h, h),
+                "view_out": lambda: h.t()}[self.ret]()
+
+
+def _leaves(o):
+    if isinstance(o, dict):
+        return [v for k in sorted(o) for v in _leaves(o[k])]
+    if isinstance(o, (tuple, list)):
+        return [v for x in o for v in _leaves(x)]
+    return [o]
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_models_match_torch_and_alias_nothing(seed):
+    """Whichever slots hold tensors: the numbers are eager's, no output shares
+    memory with the input or a parameter, and neither the next call nor the
+    caller writing into an output changes another call's results."""
+    import random
+
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    d, n = rng.choice([64, 128, 256]), rng.choice([32, 64, 128])
+    model = _Random(rng, d).eval()
+    ref = copy.deepcopy(model)
+    x = torch.randn(n, d)
+    ie = tilefx.inferenceModel(model)
+    out = _leaves(ie(x))
+    with torch.no_grad():
+        want = _leaves(ref(x))
+    kept = [x.numpy(), *(p.detach().numpy() for p in model.parameters())]
+    for o, w in zip(out, want):
+        torch.testing.assert_close(o, w, rtol=1e-5, atol=1e-5)
+        assert not any(np.shares_memory(o.numpy(), k) for k in kept)
+    saved = [o.clone() for o in out]
+    again = _leaves(ie(x))
+    assert all(torch.equal(o, s) for o, s in zip(out, saved))
+    for o in out + again:
+        o.mul_(0.0)
+    for o, w in zip(_leaves(ie(x)), want):
+        torch.testing.assert_close(o, w, rtol=1e-5, atol=1e-5)
+
+    class Loss(nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            o = self.m(x)
+            first = _leaves(o)[0]
+            return o, (first * first).mean()
+
+    mine, theirs = Loss(copy.deepcopy(ref).train()), Loss(copy.deepcopy(ref).train())
+    tm = tilefx.trainingModel(mine, optimizer=tilefx.optim.SGD(mine.parameters(), lr=0.01))
+    opt = torch.optim.SGD(theirs.parameters(), lr=0.01)
+    for _ in range(2):
+        o, loss = tm(x)
+        opt.zero_grad()
+        _, want_loss = theirs(x)
+        want_loss.backward()
+        opt.step()
+        torch.testing.assert_close(loss, want_loss.detach(), rtol=1e-4, atol=1e-5)
+        kept = [x.numpy(), *(p.detach().numpy() for p in mine.parameters())]
+        assert not any(np.shares_memory(a.numpy(), k) for a in _leaves(o) for k in kept)
+    for p, q in zip(mine.parameters(), theirs.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-4, atol=1e-5)
