@@ -237,20 +237,17 @@ def test_provided_kernel_binds_properties_and_optionals():
     assert got.dtype == np.float64 and np.array_equal(got, x.astype(np.float64))
 
 
-def test_call_hook_restores_the_users_settings(monkeypatch):
-    """The call hook sets one thread on a loaded machine and grad mode off,
-    and gives both back; an executor call leaves them as the user had them."""
+def test_thread_hook_restores_the_users_setting(monkeypatch):
+    """The call hook sets one thread on a loaded machine and gives the
+    user's count back; an executor call leaves threads and grad mode as the
+    user had them, and its outputs carry no graph."""
     before = torch.get_num_threads()
     monkeypatch.setattr(aten_kernels, "blas_cores", lambda own_threads=0: 1)
-    for grad in (True, False):
-        with torch.set_grad_enabled(grad):
-            undo = aten_kernels.settings_for_call()
-            assert not torch.is_grad_enabled()
-            if before > 1:
-                assert torch.get_num_threads() == 1
-            if undo is not None:
-                undo()
-            assert torch.get_num_threads() == before and torch.is_grad_enabled() == grad
+    undo = aten_kernels.threads_for_call()
+    if before > 1:
+        assert torch.get_num_threads() == 1
+        undo()
+    assert torch.get_num_threads() == before
     model = nn.Sequential(nn.Linear(64, 4096), nn.ReLU(), nn.Linear(4096, 4))
     x = torch.randn(8, 64, requires_grad=True)
     out = tilefx.inferenceModel(model)(x)

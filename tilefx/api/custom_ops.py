@@ -39,8 +39,6 @@ def register_custom_op(name: str, domain: str, domain_version: int, forward, *, 
     shape(*input_specs, **attributes) -> [(shape, dtype), ...] per output, each input spec a
         (shape, dtype) pair; optional: without it the outputs take the types of
         `example_outputs`.
-    The functions run inside the executor's call, with torch's grad mode off
-    (a model's gradients are ops of its program, not torch's autograd).
     """
     for what, v in (("name", name), ("domain", domain)):
         if not isinstance(v, str) or not v:

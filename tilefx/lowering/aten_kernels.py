@@ -494,48 +494,31 @@ def _as_array(t) -> np.ndarray:
     return np.asarray(t)
 
 
-def settings_for_call():
-    """Run this call's ATen kernels without autograd and on at most
-    `blas_cores()` threads; the user's settings come back when the call
-    ends.
-
-    - grad mode off: the program's tensors never require a gradient (the
-      backward is in the traced graph), so autograd has nothing to record,
-      but with grad mode on each ATen call still passes its dispatch layer
-      (measured ~0.5% of the encoder's inference call);
-    - one thread on a machine oversubscribed by other work, where OpenMP's
-      workers wait at every kernel's barrier for a thread the OS has put
-      aside (an SGD update measured 4 ms instead of 0.2 at load 5 on 2
-      cores)."""
+def threads_for_call():
+    """Run this call's ATen kernels on at most `blas_cores()` threads: one on
+    a machine oversubscribed by other work, where OpenMP's workers wait at
+    every kernel's barrier for a thread the OS has put aside (an SGD update
+    measured 4 ms instead of 0.2 at load 5 on 2 cores). The user's setting
+    is restored when the call ends. (Grad mode is left as the caller has it:
+    turning it off for the call saves autograd's dispatch layer, ~0.3 us an
+    ATen call, but the two switches cost more than that on the MLP, 0.998-
+    1.003 against 0.990-0.999 of eager, session 8.)"""
     if _torch is None:
         return None
     before = _torch.get_num_threads()
     # the load average counts this process's own busy threads: the caller's
     # and torch's workers (spinning between its calls, as eager torch's do)
     want = min(before, blas_cores(own_threads=before))
-    grad = _torch.is_grad_enabled()
-    if grad:
-        _torch._C._set_grad_enabled(False)
-    if want != before:
-        _torch.set_num_threads(want)
-        return lambda: _restore(before, grad)
-    return _grad_on if grad else None
-
-
-def _restore(threads: int, grad: bool) -> None:
-    _torch.set_num_threads(threads)
-    if grad:
-        _torch._C._set_grad_enabled(True)
-
-
-def _grad_on() -> None:
-    _torch._C._set_grad_enabled(True)
+    if want == before:
+        return None
+    _torch.set_num_threads(want)
+    return lambda: _torch.set_num_threads(before)
 
 
 def install() -> None:
-    """Add `provide` to the executor's kernel providers and the call's
-    torch settings to its call hooks (once)."""
+    """Add `provide` to the executor's kernel providers and the thread
+    setting to its call hooks (once)."""
     if provide not in KERNEL_PROVIDERS:
         KERNEL_PROVIDERS.append(provide)
-    if settings_for_call not in CALL_HOOKS:
-        CALL_HOOKS.append(settings_for_call)
+    if threads_for_call not in CALL_HOOKS:
+        CALL_HOOKS.append(threads_for_call)
