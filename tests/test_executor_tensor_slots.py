@@ -158,8 +158,10 @@ def test_inference_sees_new_weights_through_its_kept_tensors():
 
 
 def test_training_with_a_frozen_layer_still_updates_in_place():
-    """A frozen layer's weights are read by ATen's steps alone and go in as
-    tensors; the trained ones stay the parameters' memory, updated in place."""
+    """A frozen layer's weights are read by ATen's steps alone (main may take
+    them as tensors), but a training call passes arrays only (a returned
+    argument must come back as the object passed, to be copied); the trained
+    weights stay the parameters' memory, updated in place."""
     torch.manual_seed(0)
     model = MLP()
     model.net[0].requires_grad_(False)
@@ -186,6 +188,8 @@ def test_training_with_a_frozen_layer_still_updates_in_place():
         rloss.backward()
         opt.step()
         torch.testing.assert_close(loss, rloss.detach(), rtol=1e-6, atol=1e-6)
+    p = tm._program
+    assert p.main.tensor_args and not any(as_tensor for _, _, as_tensor in p.lean_args)
     assert tm._weights["m.net.4.bias"].ctypes.data == model.net[4].bias.data_ptr()
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
