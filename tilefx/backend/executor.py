@@ -56,6 +56,7 @@ from tilefx.dialects.ipu import PLACE_KEY
 from tilefx.dialects.irutil import to_py
 from tilefx.dialects.names import ROLE_PREFIX
 from tilefx.errors import Error
+from tilefx.passes.fuse_attention import AttentionGroup, attention_groups
 from tilefx.passes.fuse_elementwise import fusion_groups
 
 KERNEL_TABLE: dict[str, Callable[..., Any]] = {
@@ -71,6 +72,11 @@ RANDOM_OPS = {op_name(s) for s in RANDOM_SCHEMAS}
 # kernel with the table kernel's signature. The lowering installs ATen's own
 # kernels here (lowering/aten_kernels.py); the backend knows nothing of torch.
 KERNEL_PROVIDERS: list[Callable[[Operation], Callable[..., Any] | None]] = []
+# Hooks that may supply the kernel of an attention group (passes/fuse_attention.py):
+# hook(scale, key_transposed, check_rows, result shape) -> make(ins, out, keep)
+# building the step from the slots of q, k, v (and the mask), or None, when
+# the group's members run op by op (the lowering's: aten_kernels.provide_attention).
+ATTENTION_PROVIDERS: list[Callable[..., Callable | None]] = []
 # Hooks run as each call starts; each returns a function that undoes what it
 # set for the call, or None (the ATen kernels' thread count: aten_kernels.py).
 CALL_HOOKS: list[Callable[[], Callable[[], None] | None]] = []
@@ -227,7 +233,14 @@ class CompiledFunction:
         self._running = threading.Lock()  # one call at a time: the buffers are per executable
         fused_at: dict[Operation, Any] = {}
         inside: set[Operation] = set()
-        for g in fusion_groups(fn) if fuse else ():
+        # attention as one kernel, where a provider has one (passes/fuse_attention)
+        attention_at: dict[Operation, tuple[AttentionGroup, Callable]] = {}
+        for g in attention_groups(fn) if fuse and ATTENTION_PROVIDERS else ():
+            make = self._attention_kernel(g)
+            if make is not None:
+                attention_at[g.root] = (g, make)
+                inside.update(g.ops)
+        for g in fusion_groups(fn, exclude=inside) if fuse else ():
             fused_at[g.root] = g
             inside.update(g.ops)
 
@@ -268,6 +281,19 @@ class CompiledFunction:
                     step, group_reads = self._fused_step(fused_at[op], slot)
                     steps.append(step)
                     reads.append(group_reads)
+                elif op in attention_at:
+                    g, make = attention_at[op]
+                    ins = [slot(v) for v in (g.query, g.key, g.value, g.mask) if v is not None]
+                    out = slot(op.results[0])
+                    name = f"attention {op.attributes.get(PLACE_KEY) or ''}"
+                    step = _named(make(ins, out, False), name)
+                    steps.append(_checked(step, op, [out]) if self.check_types else step)
+                    reads.append(set(ins))
+                    if steps is self.steps and not self.check_types:
+                        retype[len(steps) - 1] = (
+                            lambda keep, make=make, ins=ins, out=out, name=name:
+                            _named(make(ins, out, keep[0]), name), [out])
+                        fresh.add(out)  # the kernel's new tensor
                 elif op in inside:  # computed by its group's step, at the root
                     continue
                 elif op.name in VIEW_OPS and _same_shape_view(op):  # expand to its own shape, ...
@@ -371,6 +397,15 @@ class CompiledFunction:
         at = len(self.steps) - len(batches)
         for i, (batched, members) in enumerate(batches.values(), start=at):
             self.steps[i] = self._batched_step(batched, members, i, need)
+
+    @staticmethod
+    def _attention_kernel(g: AttentionGroup) -> Callable | None:
+        shape = tuple(g.root.results[0].type.get_shape())
+        for provider in ATTENTION_PROVIDERS:
+            make = provider(g.scale, g.key_transposed, g.check_rows, shape)
+            if make is not None:
+                return make
+        return None
 
     def _keep_tensors(self, retype: dict, passes: dict[int, tuple[int, int]]) -> None:
         """Let a provider's results stay its own tensors where only its direct

@@ -49,6 +49,8 @@ STAGES_KEY = "ipu.stages"  # the stage summary left by ipu-assign-stages
 ALS_TRACKED_KEY = "ipu.als_tracked_elements"  # loss scaling: tracked gradient size
 FUSE_KEY = "ipu.fuse"  # per-op: its elementwise fusion group (ipu-fuse-elementwise)
 FUSE_ROOT_KEY = "ipu.fuse_root"  # per-op: the member whose result leaves the group
+ATTENTION_KEY = "ipu.attention"  # per-op: its attention group (ipu-fuse-attention)
+ATTENTION_ROOT_KEY = "ipu.attention_root"  # per-op: the member whose result is the attention output
 AUTO_STAGE_KEY = "ipu.auto_stage"  # ipu-auto-stage's report: cut points, stage cycles and memory
 
 # -- annotation keys the API stamps on traced torch nodes ---------------------

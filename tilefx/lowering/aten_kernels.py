@@ -42,7 +42,13 @@ from xdsl.ir import Operation
 
 from xdsl.dialects.builtin import TypeAttribute
 
-from tilefx.backend.executor import CALL_HOOKS, FIRST_RESULT_TABLE, KERNEL_PROVIDERS, RANDOM_OPS
+from tilefx.backend.executor import (
+    ATTENTION_PROVIDERS,
+    CALL_HOOKS,
+    FIRST_RESULT_TABLE,
+    KERNEL_PROVIDERS,
+    RANDOM_OPS,
+)
 from tilefx.backend.kernels.tuning import blas_cores
 from tilefx.dialects.aten import from_attr, type_key
 from tilefx.lowering.torch_rules import TORCH_DTYPES, load_torch
@@ -460,6 +466,63 @@ def _direct_multi_step(fn, tail: tuple, kw: dict, kernel: Callable) -> Callable:
     return make
 
 
+def provide_attention(scale: float, key_transposed: bool, check_rows: bool,
+                      shape: tuple[int, ...]) -> Callable | None:
+    """`make(ins, out, keep)` for an attention group (passes/fuse_attention.py):
+    a step computing slot `out`, of `shape`, from the slots of q, k, v and
+    perhaps the mask with ATen's fused CPU attention kernel, the one eager
+    torch runs for `F.scaled_dot_product_attention`. None with the numpy
+    kernels chosen: the group's members then run op by op. `check_rows`: a
+    row of the mask that is all -inf gives NaN op by op and 0 fused, so the
+    step then computes the chain op by op, as eager torch does."""
+    if not enabled():
+        return None
+    torch = _load_torch()
+    fused = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    Tensor = torch.Tensor
+
+    def attend(q, k, v, m):
+        if key_transposed:
+            k = k.transpose(-2, -1)
+        if q.dim() == 3:  # no heads: the kernel wants (batch, heads, length, features)
+            q, k, v = q[None], k[None], v[None]
+        if m is not None and m.dim() not in (2, 4):
+            m = m.reshape((1,) * (4 - m.dim()) + tuple(m.shape))
+        # the kernel reads any strides but the last one's, which must be 1
+        # (a transposed key gives numbers that are wrong, not an error)
+        if q.stride(-1) != 1:
+            q = q.contiguous()
+        if k.stride(-1) != 1:
+            k = k.contiguous()
+        if v.stride(-1) != 1:
+            v = v.contiguous()
+        if m is not None and m.stride(-1) != 1:
+            m = m.contiguous()
+        if m is not None and check_rows and bool(torch.isneginf(m).all(-1).any()):
+            p = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) * scale + m, -1)
+            return torch.matmul(p, v).reshape(shape)
+        try:
+            return fused(q, k, v, attn_mask=m, scale=scale)[0].view(shape)
+        except RuntimeError as e:
+            raise _users_data(e) from None
+
+    def make(ins: list[int], out: int, keep: bool = False) -> Callable:
+        qi, ki, vi = ins[:3]
+        mi = ins[3] if len(ins) > 3 else None
+
+        def step(env):
+            q, k, v = env[qi], env[ki], env[vi]
+            m = None if mi is None else env[mi]
+            r = attend(q if type(q) is Tensor else _as_tensor(q), k if type(k) is Tensor else _as_tensor(k),
+                       v if type(v) is Tensor else _as_tensor(v),
+                       None if m is None else m if type(m) is Tensor else _as_tensor(m))
+            env[out] = r if keep else r.numpy()
+
+        return step
+
+    return make
+
+
 def _users_data(e: RuntimeError) -> ValueError:
     """ATen's own check failed (an index out of range): the user's data, which
     the executor reports as the op's error in ATen's first line of words."""
@@ -520,5 +583,7 @@ def install() -> None:
     setting to its call hooks (once)."""
     if provide not in KERNEL_PROVIDERS:
         KERNEL_PROVIDERS.append(provide)
+    if provide_attention not in ATTENTION_PROVIDERS:
+        ATTENTION_PROVIDERS.append(provide_attention)
     if threads_for_call not in CALL_HOOKS:
         CALL_HOOKS.append(threads_for_call)

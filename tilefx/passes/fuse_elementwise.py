@@ -86,10 +86,10 @@ class FusionGroup:
         return self.ops[-1]
 
 
-def _block_groups(block: Block) -> list[FusionGroup]:
+def _block_groups(block: Block, exclude: frozenset[Operation] | set[Operation]) -> list[FusionGroup]:
     group_of: dict[Operation, list[Operation]] = {}
     for op in block.ops:
-        if not is_fusible(op):
+        if not is_fusible(op) or op in exclude:
             continue
         members = [op]
         for v in op.operands:
@@ -106,13 +106,15 @@ def _block_groups(block: Block) -> list[FusionGroup]:
     return sorted(out, key=lambda g: order[g.root])
 
 
-def fusion_groups(fn: func.FuncOp) -> list[FusionGroup]:
-    """The elementwise groups of every block of `fn` (stage bodies included)."""
+def fusion_groups(fn: func.FuncOp, exclude: frozenset[Operation] | set[Operation] = frozenset()
+                  ) -> list[FusionGroup]:
+    """The elementwise groups of every block of `fn` (stage bodies included),
+    leaving out the ops in `exclude` (another group's: an attention's scale)."""
     groups: list[FusionGroup] = []
     for op in fn.walk():  # fn itself first
         for region in op.regions:
             for block in region.blocks:
-                groups.extend(_block_groups(block))
+                groups.extend(_block_groups(block, exclude))
     return groups
 
 

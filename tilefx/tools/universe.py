@@ -82,6 +82,12 @@ def _fuse_elementwise():
     return FuseElementwisePass
 
 
+def _fuse_attention():
+    from tilefx.passes.fuse_attention import FuseAttentionPass
+
+    return FuseAttentionPass
+
+
 def _recompute():
     from tilefx.passes.recompute import RecomputePass
 
@@ -100,6 +106,7 @@ PASSES = {
     "ipu-loss-scaling": _loss_scaling,
     "ipu-autocast": _autocast,
     "ipu-fuse-elementwise": _fuse_elementwise,
+    "ipu-fuse-attention": _fuse_attention,
     "ipu-recompute": _recompute,
 }
 

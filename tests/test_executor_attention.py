@@ -1,0 +1,236 @@
+"""Attention run as ATen's fused kernel (passes/fuse_attention.py, the
+executor's attention step): the forms models write and torch decomposes,
+against eager torch at tight tolerances; fully masked rows as op by op;
+and where it must not apply (training steps, the numpy kernels)."""
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from xdsl.parser import Parser
+
+import tilefx
+import tilefx.lowering.aten_kernels  # noqa: F401 - installs ATen's kernels (and the attention one)
+from tilefx.backend.executor import CompiledFunction
+from tilefx.passes.pipelines import graph_context
+from tilefx.passes.training_step import find_func
+from models import Transformer, WithLoss
+
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def _attention_steps(executor) -> int:
+    return sum("attention" in s.__qualname__.split(" ")[0] for s in executor._program.main.steps)
+
+
+class Written(nn.Module):
+    """Attention as a model writes it: q k^T / sqrt(d), an optional additive
+    mask, softmax, @ v; `heads=0` keeps three dimensions (torch.bmm)."""
+
+    def __init__(self, d=32, heads=4, scale="div"):
+        super().__init__()
+        self.heads, self.scale = heads, scale
+        self.qkv = nn.Linear(d, 3 * d)
+
+    def forward(self, x, mask=None):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        if self.heads:
+            q, k, v = (t.reshape(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+            scores = q @ k.transpose(-2, -1)
+            e = d // self.heads
+        else:
+            scores = torch.bmm(q, k.transpose(1, 2))
+            e = d
+        if self.scale == "div":
+            scores = scores / math.sqrt(e)
+        elif self.scale == "mul":
+            scores = scores * (1 / math.sqrt(e))
+        if mask is not None:
+            scores = scores + mask
+        p = torch.softmax(scores, dim=-1)
+        return p @ v if self.heads else torch.bmm(p, v)
+
+
+class Sdpa(nn.Module):
+    """`F.scaled_dot_product_attention`, which eager torch runs as the fused kernel."""
+
+    def __init__(self, d=32, heads=4, causal=False):
+        super().__init__()
+        self.heads, self.causal = heads, causal
+        self.qkv = nn.Linear(d, 3 * d)
+
+    def forward(self, x, mask=None):
+        b, s, d = x.shape
+        q, k, v = (t.reshape(b, s, self.heads, d // self.heads).transpose(1, 2)
+                   for t in self.qkv(x).chunk(3, dim=-1))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal)
+
+
+class Cross(nn.Module):
+    """Cross-attention: queries of one length, keys and values of another."""
+
+    def __init__(self, d=24, heads=3):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(d, heads, batch_first=True)
+
+    def forward(self, x, memory):
+        return self.mha(x, memory, memory, need_weights=False)[0]
+
+
+def _x(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+CASES = {
+    "written, 4 heads": (lambda: Written(), lambda: (_x(2, 8, 32),)),
+    "written, no heads": (lambda: Written(heads=0), lambda: (_x(3, 8, 32),)),
+    "written, scale by a product": (lambda: Written(scale="mul"), lambda: (_x(2, 8, 32),)),
+    "written, no scale": (lambda: Written(scale=None), lambda: (_x(2, 8, 32),)),
+    "written, additive mask": (lambda: Written(), lambda: (_x(2, 8, 32), _x(2, 1, 1, 8, seed=1))),
+    "written, causal mask": (lambda: Written(), lambda: (
+        _x(2, 8, 32), torch.full((8, 8), float("-inf")).triu(1))),
+    "sdpa": (lambda: Sdpa(), lambda: (_x(2, 8, 32),)),
+    "sdpa, causal": (lambda: Sdpa(causal=True), lambda: (_x(2, 8, 32),)),
+    "sdpa, float mask": (lambda: Sdpa(), lambda: (_x(2, 8, 32), _x(2, 4, 8, 8, seed=1))),
+    "sdpa, boolean mask": (lambda: Sdpa(), lambda: (_x(2, 8, 32), _x(2, 1, 8, 8, seed=1) > 0)),
+    "multi-head attention, cross": (lambda: Cross(), lambda: (_x(2, 5, 24), _x(2, 7, 24, seed=1))),
+    "transformer encoder": (lambda: Transformer(vocab=50, d=32, heads=4, layers=2, seq=8),
+                            lambda: (torch.randint(0, 50, (2, 8), generator=torch.Generator().manual_seed(0)),)),
+    "transformer, nn.MultiheadAttention": (
+        lambda: Transformer(vocab=50, d=32, heads=4, layers=2, seq=8, torch_mha=True),
+        lambda: (torch.randint(0, 50, (2, 8), generator=torch.Generator().manual_seed(0)),)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_inference_runs_attention_fused_and_matches_eager(name):
+    make, inputs = CASES[name]
+    torch.manual_seed(0)
+    model = make().eval()
+    args = inputs()
+    with torch.no_grad():
+        want = model(*args)
+    ie = tilefx.inferenceModel(copy.deepcopy(model))
+    got = ie(*args)
+    assert _attention_steps(ie) >= 1
+    torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(ie(*args), want, rtol=RTOL, atol=ATOL)  # and again, from the same program
+
+
+def test_a_row_masked_out_entirely_is_nan_as_op_by_op():
+    """The fused kernel gives 0 for a row of -inf scores, softmax NaN: with a
+    mask of the model's own (no zeroing of such rows) the step computes the
+    chain instead, so the row is NaN as in eager; other rows are the numbers."""
+    torch.manual_seed(0)
+    model = Written().eval()
+    x = _x(2, 8, 32)
+    mask = torch.zeros(2, 1, 1, 8)
+    mask[1] = float("-inf")  # every key masked for the second sample
+    with torch.no_grad():
+        want = model(x, mask)
+    ie = tilefx.inferenceModel(copy.deepcopy(model))
+    got = ie(x, mask)
+    assert _attention_steps(ie) == 1
+    assert torch.isnan(want[1]).all() and torch.isnan(got[1]).all()
+    torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL, equal_nan=True)
+    # the same program with a mask that masks no whole row: fused again
+    mask[1, ..., :4] = 0
+    with torch.no_grad():
+        want = model(x, mask)
+    torch.testing.assert_close(ie(x, mask), want, rtol=RTOL, atol=ATOL)
+
+
+def test_sdpa_zeroes_rows_masked_out_entirely_as_eager_does():
+    torch.manual_seed(0)
+    model = Sdpa().eval()
+    x = _x(2, 8, 32)
+    mask = torch.ones(2, 1, 8, 8, dtype=torch.bool)
+    mask[0, :, 3] = False  # query 3 of sample 0 sees nothing
+    with torch.no_grad():
+        want = model(x, mask)
+    ie = tilefx.inferenceModel(copy.deepcopy(model))
+    got = ie(x, mask)
+    assert _attention_steps(ie) == 1
+    torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL, equal_nan=True)
+
+
+def test_training_runs_attention_op_by_op():
+    """A training step's backward reads the softmax's result: no group, and
+    the step's numbers are eager's as before."""
+    torch.manual_seed(0)
+    base = Transformer(vocab=50, d=32, heads=4, layers=2, seq=8)
+    x = torch.randint(0, 50, (2, 8), generator=torch.Generator().manual_seed(0))
+    y = torch.randint(0, 50, (2, 8), generator=torch.Generator().manual_seed(1))
+    ours = WithLoss(copy.deepcopy(base), nn.CrossEntropyLoss())
+    ref = WithLoss(copy.deepcopy(base), nn.CrossEntropyLoss())
+    tr = tilefx.trainingModel(ours, optimizer=tilefx.optim.SGD(ours.parameters(), lr=0.1))
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for _ in range(2):
+        _, loss = tr(x, y)
+        opt.zero_grad()
+        _, want = ref(x, y)
+        want.backward()
+        opt.step()
+        torch.testing.assert_close(loss, want.detach(), rtol=RTOL, atol=ATOL)
+    assert _attention_steps(tr) == 0
+    tr.copyWeightsToHost()
+    for (n, p), q in zip(ours.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=RTOL, atol=ATOL, msg=n)
+
+
+def test_numpy_kernels_run_attention_op_by_op(monkeypatch):
+    monkeypatch.setenv("TILEFX_KERNELS", "numpy")
+    torch.manual_seed(0)
+    model = Written().eval()
+    x = _x(2, 8, 32)
+    with torch.no_grad():
+        want = model(x)
+    ie = tilefx.inferenceModel(copy.deepcopy(model))
+    got = ie(x)
+    assert _attention_steps(ie) == 0
+    torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
+
+
+def test_pipelined_inference_fuses_attention_in_each_stage():
+    torch.manual_seed(0)
+    model = Transformer(vocab=50, d=32, heads=4, layers=2, seq=8).eval()
+    x = torch.randint(0, 50, (4, 8), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want = model(x)
+    staged = copy.deepcopy(model)
+    staged.layers[1] = tilefx.BeginBlock(staged.layers[1], ipu_id=1)
+    ie = tilefx.inferenceModel(staged, tilefx.Options().deviceIterations(2))
+    got = ie(x)
+    assert _attention_steps(ie) == 2
+    torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
+
+
+# q, k^T and v arguments of a hand-written group, v wider than the heads
+IR = """
+func.func @main(%q: tensor<6x5x4xf32>, %kt: tensor<6x4x7xf32>, %v: tensor<6x7x4xf32>, %m: tensor<5x7xf32>) -> tensor<6x5x4xf32> {
+  %s = aten.bmm %q, %kt : tensor<6x5x4xf32>, tensor<6x4x7xf32> -> tensor<6x5x7xf32>
+  %sc = aten.mul.Scalar %s {other = 0.5 : f64} : tensor<6x5x7xf32> -> tensor<6x5x7xf32>
+  %x = aten.add.Tensor %sc, %m : tensor<6x5x7xf32>, tensor<5x7xf32> -> tensor<6x5x7xf32>
+  %p = aten._softmax %x {dim = -1 : i64, half_to_float = false} : tensor<6x5x7xf32> -> tensor<6x5x7xf32>
+  %o = aten.bmm %p, %v : tensor<6x5x7xf32>, tensor<6x7x4xf32> -> tensor<6x5x4xf32>
+  func.return %o : tensor<6x5x4xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_hand_written_ir_against_torch(fuse):
+    f = CompiledFunction(find_func(Parser(graph_context(), IR).parse_module(), "main"), fuse=fuse)
+    assert any("attention" in s.__qualname__ for s in f.steps) == fuse
+    rng = np.random.default_rng(0)
+    q, kt, v, m = (rng.standard_normal(s).astype(np.float32) for s in ((6, 5, 4), (6, 4, 7), (6, 7, 4), (5, 7)))
+    (got,) = f(q, kt, v, m)
+    tq, tkt, tv, tm = map(torch.from_numpy, (q, kt, v, m))
+    want = torch.softmax(torch.bmm(tq, tkt) * 0.5 + tm, -1).bmm(tv)
+    assert type(got) is np.ndarray
+    torch.testing.assert_close(torch.from_numpy(got), want, rtol=RTOL, atol=ATOL)

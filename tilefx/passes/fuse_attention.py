@@ -1,0 +1,355 @@
+"""`ipu-fuse-attention`: find scaled dot-product attention for the executor.
+
+Attention reaches the IR as a chain, whether the model writes it out or calls
+`F.scaled_dot_product_attention` (which the trace decomposes): two batched
+products around a softmax, each operand flattened to three dimensions by an
+expand, a copy and a view, with a scale and perhaps an additive mask between:
+
+    s = bmm(view(clone(expand(q))), view(clone(expand(k^T))))      (B*H, L, S)
+    p = softmax(view(s) * scale [+ mask], dim=-1)
+    o = view(bmm(view(expand(p)), view(clone(expand(v)))))          (B, H, L, E)
+
+Run op by op that is three copies of the operands and four passes over the
+(B, H, L, S) scores. ATen's fused CPU kernel for attention, the one eager
+torch runs for `F.scaled_dot_product_attention`, reads q, k and v where they
+are (strided views of the projections) and keeps the scores in cache-sized
+blocks: one layer of the benchmark encoder in 1.2 ms against 1.6-2.1 for the
+chain. Its results differ from the chain's in the last bits only (an online
+softmax, the scale applied once).
+
+A group is:
+- `bmm(a, b)` whose operands, seen through views that only split or merge
+  the leading dimensions, same-shape expands and copies, are q (..., L, E)
+  and k^T (..., E, S) with the same leading dimensions; a `mul.Scalar` on
+  each (torch's decomposition scales both by sqrt(scale)) folds into the
+  scale, and a `permute` swapping the last two dimensions of k is looked
+  through, so the kernel reads k itself;
+- then at most one scale (`mul`/`div` by a Python scalar or a 0-d
+  `scalar_tensor`), at most one additive f32 `mask`, and `_softmax` over
+  the last dimension;
+- optionally the decomposition's zeroing of rows that are masked out
+  entirely (`where(~any(x != -inf, -1), 0, p)`): the fused kernel does the
+  same;
+- optionally a copy (dropout in eval), then `bmm(p, v)` with v (..., S, E)
+  seen the same way, E the same as q's (the kernel's condition);
+- every value between the first member and the root feeds members only.
+  So nothing else reads the scores or the probabilities, which a training
+  step's backward does: groups are found in forward-only code.
+
+A mask without the row zeroing differs from the kernel on one input only: a
+row of -inf gives NaN op by op and 0 fused. The executor's step checks for
+such a row and then computes the chain instead (`AttentionGroup.check_rows`).
+
+`attention_groups(fn)` is the analysis the executor calls, leaving the IR as
+it is; the pass writes it as `ipu.attention = <group id>` on each member and
+`ipu.attention_root` on the root, for tilefx-opt and its tests. The machine
+model ignores both: how the host simulator evaluates attention is not an IPU
+cost, and PopART computes it op by op.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr, f32, i64
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from tilefx.dialects.aten import op_props
+from tilefx.dialects.names import ATTENTION_KEY, ATTENTION_ROOT_KEY
+
+# ops an operand is seen through on its way to a product: they move no numbers
+# the kernel needs moved (views of leading dimensions, same-shape expands, copies)
+_FLATTENING = frozenset({"aten.view", "aten._unsafe_view", "aten.clone", "aten.expand"})
+
+
+@dataclass(frozen=True)
+class AttentionGroup:
+    """Members in program order; the last one is the root, whose result is
+    the attention output: (..., L, E) with q's leading dimensions, or the
+    product's (N, L, E)."""
+
+    ops: tuple[Operation, ...]
+    query: SSAValue  # (..., L, E)
+    key: SSAValue  # (..., S, E), or (..., E, S) when key_transposed
+    value: SSAValue  # (..., S, E)
+    mask: SSAValue | None  # added to the scaled scores, broadcast to (..., L, S)
+    scale: float
+    key_transposed: bool
+    check_rows: bool  # a mask without the row zeroing: the step checks for all -inf rows
+
+    @property
+    def root(self) -> Operation:
+        return self.ops[-1]
+
+
+def _shape(v: SSAValue) -> tuple[int, ...] | None:
+    t = v.type
+    return tuple(t.get_shape()) if hasattr(t, "get_shape") else None
+
+
+def _f32(v: SSAValue) -> bool:
+    return getattr(v.type, "element_type", None) == f32
+
+
+def _owner(v: SSAValue, name: str | tuple[str, ...], uses: int = 1) -> Operation | None:
+    """The op of that name that made v, if v has `uses` uses (the caller
+    knows them for members: by default, v feeds nothing else)."""
+    op = v.owner
+    names = (name,) if isinstance(name, str) else name
+    if isinstance(op, Operation) and op.name in names and len(list(v.uses)) == uses:
+        return op
+    return None
+
+
+def _leading_only(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
+    """A reshape that only splits or merges dimensions before the last two."""
+    return len(src) >= 2 and len(dst) >= 2 and src[-2:] == dst[-2:] and \
+        math.prod(src[:-2]) == math.prod(dst[:-2])
+
+
+def _through(v: SSAValue, members: list[Operation], uses: int = 1, operand: bool = True) -> SSAValue:
+    """The value v was flattened from (views of leading dimensions,
+    same-shape expands, copies), adding the ops passed to `members`.
+    `uses`: v's own, all by members (_owner). An `operand` of a product is
+    followed through views that merge dimensions only, so it stops at the
+    most dimensions it had (the heads'), where q, k and v meet."""
+    while True:
+        op = _owner(v, tuple(_FLATTENING), uses)
+        uses = 1
+        if op is None:
+            return v
+        src, dst = _shape(op.operands[0]), _shape(v)
+        if src is None or dst is None:
+            return v
+        if op.name == "aten.expand" and src != dst:
+            return v
+        if op.name in ("aten.view", "aten._unsafe_view") and (
+                not _leading_only(src, dst) or (operand and len(src) < len(dst))):
+            return v
+        members.append(op)
+        v = op.operands[0]
+
+
+def _constant(v: SSAValue) -> float | None:
+    """The value of a 0-d `scalar_tensor`."""
+    op = v.owner
+    if isinstance(op, Operation) and op.name == "aten.scalar_tensor" and _shape(v) == ():
+        s = op_props(op).get("s")
+        if isinstance(s, (int, float)) and not isinstance(s, bool):
+            return float(s)
+    return None
+
+
+def _scale_of(op: Operation) -> float | None:
+    """The factor a scale op multiplies by, or None."""
+    props = op_props(op)
+    if op.name in ("aten.mul.Scalar", "aten.div.Scalar"):
+        c = props.get("other")
+        c = float(c) if isinstance(c, (int, float)) and not isinstance(c, bool) else None
+    elif op.name in ("aten.mul.Tensor", "aten.div.Tensor"):
+        c = _constant(op.operands[1])
+    else:
+        return None
+    if c is None or not math.isfinite(c) or c == 0:
+        return None
+    if op.name.startswith("aten.div"):
+        # the kernel divides by the divisor's f32 value
+        return float(1 / np.float32(c)) if op.name == "aten.div.Tensor" else 1 / c
+    return c
+
+
+def _row_zeroing(x: SSAValue, p: SSAValue, members: list[Operation]) -> SSAValue | None:
+    """torch's decomposition of masked attention sets rows whose scores `x`
+    are all -inf to 0: `where(~any(~(x == -inf), -1, keepdim), zeros_like(p), p)`.
+    Returns that where's result, adding the chain to `members`."""
+    uses = [u.operation for u in x.uses]
+    eq = next((u for u in uses if u.name == "aten.eq.Scalar"), None)
+    if eq is None or op_props(eq).get("other") != -math.inf:
+        return None
+    chain = [eq]
+    v = eq.results[0]
+    for name in ("aten.logical_not", "aten.any.dim", "aten.logical_not"):
+        uses_v = [u.operation for u in v.uses]
+        if len(uses_v) != 1 or uses_v[0].name != name:
+            return None
+        op = uses_v[0]
+        if name == "aten.any.dim":
+            props = op_props(op)
+            rank = len(_shape(x) or ())
+            if props.get("dim") not in (-1, rank - 1) or not props.get("keepdim"):
+                return None
+        chain.append(op)
+        v = op.results[0]
+    where = next((u.operation for u in v.uses), None)
+    p_users = [u.operation for u in p.uses]
+    if where is None or where.name != "aten.where.self" or len(list(v.uses)) != 1 or \
+            len(p_users) != 2 or where.operands[0] is not v or where.operands[2] is not p:
+        return None
+    zeros = where.operands[1].owner
+    if not isinstance(zeros, Operation) or zeros.name != "aten.full_like" or zeros.operands[0] is not p \
+            or op_props(zeros).get("fill_value") != 0 or len(list(zeros.results[0].uses)) != 1 \
+            or set(p_users) != {zeros, where}:
+        return None
+    members.extend(chain + [zeros, where])
+    return where.results[0]
+
+
+def _match(softmax: Operation) -> AttentionGroup | None:
+    props = op_props(softmax)
+    x, p = softmax.operands[0], softmax.results[0]
+    rank = len(_shape(x) or ())
+    if rank not in (3, 4) or props.get("dim") not in (-1, rank - 1) or props.get("half_to_float") \
+            or not _f32(x) or not _f32(p):
+        return None
+    members: list[Operation] = [softmax]
+    # after the softmax: the row zeroing, then (through copies and views) the second product
+    x_users = list(x.uses)
+    after = p
+    zeroed = False
+    if len(x_users) == 2:
+        after = _row_zeroing(x, p, members)
+        if after is None:
+            return None
+        zeroed = True
+    elif len(x_users) != 1:
+        return None
+    uses = list(after.uses)
+    v = after
+    while len(uses) == 1 and uses[0].operation.name in _FLATTENING:
+        op = uses[0].operation
+        if op.name == "aten.expand" and _shape(op.operands[0]) != _shape(op.results[0]):
+            return None
+        if op.name in ("aten.view", "aten._unsafe_view") and \
+                not _leading_only(_shape(op.operands[0]), _shape(op.results[0])):
+            return None
+        members.append(op)
+        v = op.results[0]
+        uses = list(v.uses)
+    if len(uses) != 1 or uses[0].operation.name != "aten.bmm" or uses[0].index != 0:
+        return None
+    bmm2 = uses[0].operation
+    # before the softmax: the mask, the scale, views, the first product. The
+    # softmax's operand feeds members only (the softmax, and the zeroing's test)
+    scale = 1.0
+    mask = None
+    y, y_uses = x, len(x_users)
+    add = _owner(y, "aten.add.Tensor", y_uses)
+    if add is not None and op_props(add).get("alpha", 1) == 1:
+        # the scores are the operand of the result's shape (a mask may come first)
+        k = 0 if _shape(add.operands[0]) == _shape(x) else 1
+        s, m = add.operands[k], add.operands[1 - k]
+        if _shape(s) == _shape(x) and _f32(m) and m is not s:
+            members.append(add)
+            mask, y, y_uses = m, s, 1
+    if (sc := _owner(y, ("aten.mul.Scalar", "aten.div.Scalar", "aten.mul.Tensor", "aten.div.Tensor"), y_uses)) \
+            is not None and (f := _scale_of(sc)) is not None and _shape(sc.operands[0]) == _shape(y):
+        members.append(sc)
+        scale *= f
+        y, y_uses = sc.operands[0], 1
+    scores = _through(y, members, y_uses, operand=False)
+    bmm1 = _owner(scores, "aten.bmm", y_uses if scores is y else 1)
+    if bmm1 is None:
+        return None
+    members.append(bmm1)
+    q = _through(bmm1.operands[0], members)
+    kt = _through(bmm1.operands[1], members)
+    for side in ("q", "k"):
+        val = q if side == "q" else kt
+        if (mul := _owner(val, "aten.mul.Scalar")) is not None and (f := _scale_of(mul)) is not None:
+            members.append(mul)
+            scale *= f
+            val = mul.operands[0]
+        if side == "q":
+            q = val
+        else:
+            kt = val
+    key, transposed = kt, True
+    if (perm := _owner(kt, "aten.permute")) is not None:
+        dims = [int(d) for d in op_props(perm)["dims"]]
+        n = len(dims)
+        if dims == list(range(n - 2)) + [n - 1, n - 2]:
+            members.append(perm)
+            key, transposed = perm.operands[0], False
+    value = _through(bmm2.operands[1], members)
+    members.append(bmm2)
+    root = bmm2
+    out = bmm2.results[0]
+    if (view := next((u.operation for u in out.uses), None)) is not None and len(list(out.uses)) == 1 \
+            and view.name in ("aten.view", "aten._unsafe_view") \
+            and _shape(view.results[0]) == _shape(q)[:-1] + (_shape(value)[-1],):
+        members.append(view)
+        root = view
+    # the kernel's conditions: q (..., L, E), k (..., S, E), v (..., S, E), one leading shape
+    qs, ks, vs = _shape(q), _shape(key), _shape(value)
+    if qs is None or ks is None or vs is None or not all(_f32(t) for t in (q, key, value)):
+        return None
+    if transposed:
+        ks = ks[:-2] + (ks[-1], ks[-2]) if len(ks) >= 2 else ks
+    if not (len(qs) == len(ks) == len(vs) and len(qs) in (3, 4) and qs[:-2] == ks[:-2] == vs[:-2]
+            and qs[-1] == ks[-1] == vs[-1] and ks[-2] == vs[-2] and min(qs + ks) > 0):
+        return None
+    if math.prod(qs[:-2]) != (_shape(scores) or (0,))[0]:
+        return None
+    ops = set(members)
+    if any(v in ops for v in (q.owner, key.owner, value.owner)) or \
+            (mask is not None and mask.owner in ops):
+        return None
+    return AttentionGroup(tuple(members), q, key, value, mask, scale, transposed,
+                          mask is not None and not zeroed)
+
+
+def _block_groups(block: Block) -> list[AttentionGroup]:
+    order = {op: i for i, op in enumerate(block.ops)}
+    groups = []
+    taken: set[Operation] = set()
+    for op in block.ops:
+        if op.name != "aten._softmax":
+            continue
+        g = _match(op)
+        if g is None or any(m in taken or m not in order for m in g.ops):
+            continue
+        # every member in this block, the root last; each member's result read by members only
+        # (the root's by anything)
+        members = set(g.ops)
+        root = max(g.ops, key=order.__getitem__)
+        if any(u.operation not in members for m in g.ops if m is not root
+               for r in m.results for u in r.uses):
+            continue
+        ops = tuple(sorted(g.ops, key=order.__getitem__))
+        groups.append(AttentionGroup(ops, g.query, g.key, g.value, g.mask, g.scale, g.key_transposed,
+                                     g.check_rows))
+        taken |= members
+    return groups
+
+
+def attention_groups(fn: func.FuncOp) -> list[AttentionGroup]:
+    """The attention groups of every block of `fn` (stage bodies included)."""
+    groups: list[AttentionGroup] = []
+    for op in fn.walk():  # fn itself first
+        for region in op.regions:
+            for block in region.blocks:
+                groups.extend(_block_groups(block))
+    return groups
+
+
+@dataclass(frozen=True)
+class FuseAttentionPass(ModulePass):
+    """Mark the attention groups (`ipu.attention`, `ipu.attention_root`) of every function."""
+
+    name = "ipu-fuse-attention"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        n = 0
+        for fn in op.walk():
+            if not isinstance(fn, func.FuncOp):
+                continue
+            for g in attention_groups(fn):
+                for m in g.ops:
+                    m.attributes[ATTENTION_KEY] = IntegerAttr(n, i64)
+                g.root.attributes[ATTENTION_ROOT_KEY] = UnitAttr()
+                n += 1
