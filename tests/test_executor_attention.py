@@ -71,6 +71,26 @@ class Sdpa(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal)
 
 
+class Grouped(nn.Module):
+    """Grouped-query attention as Llama writes it: 2 key/value heads each
+    repeated for 2 query heads (expand and reshape), then SDPA."""
+
+    def __init__(self, d=32, heads=4, kv_heads=2):
+        super().__init__()
+        self.heads, self.kv_heads, self.e = heads, kv_heads, d // heads
+        self.q = nn.Linear(d, d)
+        self.kv = nn.Linear(d, 2 * kv_heads * self.e)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q = self.q(x).reshape(b, s, self.heads, self.e).transpose(1, 2)
+        k, v = (t.reshape(b, s, self.kv_heads, self.e).transpose(1, 2) for t in self.kv(x).chunk(2, dim=-1))
+        rep = self.heads // self.kv_heads
+        k, v = (t[:, :, None].expand(b, self.kv_heads, rep, s, self.e).reshape(b, self.heads, s, self.e)
+                for t in (k, v))
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
 class Cross(nn.Module):
     """Cross-attention: queries of one length, keys and values of another."""
 
@@ -98,6 +118,7 @@ CASES = {
     "sdpa, causal": (lambda: Sdpa(causal=True), lambda: (_x(2, 8, 32),)),
     "sdpa, float mask": (lambda: Sdpa(), lambda: (_x(2, 8, 32), _x(2, 4, 8, 8, seed=1))),
     "sdpa, boolean mask": (lambda: Sdpa(), lambda: (_x(2, 8, 32), _x(2, 1, 8, 8, seed=1) > 0)),
+    "grouped keys and values": (lambda: Grouped(), lambda: (_x(2, 8, 32),)),
     "multi-head attention, cross": (lambda: Cross(), lambda: (_x(2, 5, 24), _x(2, 7, 24, seed=1))),
     "transformer encoder": (lambda: Transformer(vocab=50, d=32, heads=4, layers=2, seq=8),
                             lambda: (torch.randint(0, 50, (2, 8), generator=torch.Generator().manual_seed(0)),)),

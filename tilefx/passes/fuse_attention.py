@@ -116,8 +116,9 @@ def _through(v: SSAValue, members: list[Operation], uses: int = 1, operand: bool
     """The value v was flattened from (views of leading dimensions,
     same-shape expands, copies), adding the ops passed to `members`.
     `uses`: v's own, all by members (_owner). An `operand` of a product is
-    followed through views that merge dimensions only, so it stops at the
-    most dimensions it had (the heads'), where q, k and v meet."""
+    followed through views that merge dimensions only, up to four (the
+    kernel's), so it stops where q, k and v have their heads: grouped keys
+    and values shared by several heads stop at the view that repeats them."""
     while True:
         op = _owner(v, tuple(_FLATTENING), uses)
         uses = 1
@@ -129,7 +130,7 @@ def _through(v: SSAValue, members: list[Operation], uses: int = 1, operand: bool
         if op.name == "aten.expand" and src != dst:
             return v
         if op.name in ("aten.view", "aten._unsafe_view") and (
-                not _leading_only(src, dst) or (operand and len(src) < len(dst))):
+                not _leading_only(src, dst) or (operand and not len(dst) <= len(src) <= 4)):
             return v
         members.append(op)
         v = op.operands[0]
