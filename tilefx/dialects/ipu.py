@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -135,7 +136,6 @@ class _UnaryTensorOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
 
-@irdl_op_definition
 class IdentityLossOp(_UnaryTensorOp):
     """`poptorch.identity_loss(x, reduction)`: the loss of a custom loss
     function; backward sends ones (scaled by the reduction) through it."""
@@ -149,14 +149,12 @@ class IdentityLossOp(_UnaryTensorOp):
             raise VerifyException(f"reduction must be one of {_REDUCTIONS}, got {self.reduction.data!r}")
 
 
-@irdl_op_definition
 class NopOp(_UnaryTensorOp):
     """`poptorch.nop(x)`: an identity the optimiser keeps (for debugging)."""
 
     name = "ipu.nop"
 
 
-@irdl_op_definition
 class PrintTensorOp(_UnaryTensorOp):
     """`poptorch.ipu_print_tensor(x, title)`: prints when it runs."""
 
@@ -165,7 +163,6 @@ class PrintTensorOp(_UnaryTensorOp):
     irdl_options = (ParsePropInAttrDict(),)
 
 
-@irdl_op_definition
 class SetAvailableMemoryOp(_UnaryTensorOp):
     """`poptorch.set_available_memory(x, p)`: the proportion of tile memory
     the op producing `x` may use for temporaries (0 < p <= 1)."""
@@ -180,7 +177,6 @@ class SetAvailableMemoryOp(_UnaryTensorOp):
             raise VerifyException(f"available memory proportion must be in (0, 1], got {p}")
 
 
-@irdl_op_definition
 class SerializedMatmulOp(IRDLOperation):
     """`poptorch.serializedMatMul(lhs, rhs, mode, factor, keep_precision)`."""
 
@@ -201,7 +197,6 @@ class SerializedMatmulOp(IRDLOperation):
             raise VerifyException(f"factor must be >= 1, got {self.factor.value.data}")
 
 
-@irdl_op_definition
 class AccumulateOp(IRDLOperation):
     """Gradient accumulation: `acc + grad`, one per micro-batch and replica."""
 
@@ -252,7 +247,6 @@ def _constant(op: IRDLOperation, name: str):
 SGD_HYPERS = ("momentum", "dampening", "weight_decay", "nesterov", "velocity_scaling")
 
 
-@irdl_op_definition
 class SGDOp(IRDLOperation):
     """One SGD update of `weight` from its accumulated gradient, as torch.optim.SGD.
 
@@ -309,7 +303,6 @@ class SGDOp(IRDLOperation):
 ADAM_HYPERS = ("beta1", "beta2", "eps", "weight_decay")
 
 
-@irdl_op_definition
 class AdamOp(IRDLOperation):
     """One Adam / AdamW update (`decoupled` selects AdamW's weight decay)."""
 
@@ -349,7 +342,6 @@ class AdamOp(IRDLOperation):
 RMSPROP_HYPERS = ("alpha", "eps", "weight_decay", "momentum", "centered")
 
 
-@irdl_op_definition
 class RMSpropOp(IRDLOperation):
     """One RMSprop update: torch.optim.RMSprop, or with `tf_variant = true`
     TensorFlow's (square_avg starts at ones, eps inside the square root, lr
@@ -405,7 +397,6 @@ class RMSpropOp(IRDLOperation):
 LAMB_HYPERS = ("beta1", "beta2", "eps", "weight_decay", "max_weight_norm")
 
 
-@irdl_op_definition
 class LambOp(IRDLOperation):
     """One LAMB update (You et al. 2019, PopTorch's formulation): the Adam
     direction plus decoupled weight decay, scaled by the trust ratio
@@ -444,7 +435,6 @@ class LambOp(IRDLOperation):
         _check_hypers(self, LAMB_HYPERS)
 
 
-@irdl_op_definition
 class ClipGradNormOp(IRDLOperation):
     """`torch.nn.utils.clip_grad_norm_(parameters, max_norm)` over every trained
     parameter at once: the global L2 norm of the gradients (each accumulated
@@ -474,7 +464,6 @@ class ClipGradNormOp(IRDLOperation):
                 raise VerifyException(f"clip_grad_norm: result type {c.type} differs from gradient type {g.type}")
 
 
-@irdl_op_definition
 class CopyOp(IRDLOperation):
     """An IPU-to-IPU copy of a tensor at a stage boundary."""
 
@@ -489,7 +478,6 @@ class CopyOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` type($result)"
 
 
-@irdl_op_definition
 class StageOp(IRDLOperation):
     """One pipeline stage (or phase part) on one IPU, outlined by
     `ipu-outline-stages`: its region runs the stage's ops, its results are
@@ -506,7 +494,6 @@ class StageOp(IRDLOperation):
     assembly_format = "attr-dict (`->` type($outs)^)? $body"
 
 
-@irdl_op_definition
 class ForOp(IRDLOperation):
     """`poptorch.for_loop(count, body, inputs)`: the body region runs `count`
     times. Its block takes the loop-carried values (initialised by `inits`)
@@ -546,7 +533,6 @@ class ForOp(IRDLOperation):
                                   "loop carries (" + ", ".join(map(str, carried)) + ")")
 
 
-@irdl_op_definition
 class YieldOp(IRDLOperation):
     """The values a stage hands on to later stages, or a loop body's next
     carried values."""
@@ -557,7 +543,6 @@ class YieldOp(IRDLOperation):
     assembly_format = "($values^ `:` type($values))? attr-dict"
 
 
-@irdl_op_definition
 class DynamicSliceOp(IRDLOperation):
     """`poptorch.dynamic_slice(x, dim, start, size, step)`: `size` elements
     along `dim` from the runtime index `start` (a one-element integer
@@ -589,7 +574,6 @@ class DynamicSliceOp(IRDLOperation):
         _check_index(self.start.type, "ipu.dynamic_slice")
 
 
-@irdl_op_definition
 class DynamicUpdateOp(IRDLOperation):
     """`poptorch.dynamic_update(x, src, dim, start, size)`: `x` with `src`
     written at the runtime index `start` along `dim`."""
@@ -627,7 +611,6 @@ def _check_index(t, op: str) -> None:
         raise VerifyException(f"{op}: start must be a 0-d or one-element integer tensor, got {t}")
 
 
-@irdl_op_definition
 class RecomputationCheckpointOp(_UnaryTensorOp):
     """`poptorch.recomputationCheckpoint(x)`: an identity whose result the
     backward keeps (stashes); `ipu-recompute` recomputes the forward ops
@@ -636,7 +619,6 @@ class RecomputationCheckpointOp(_UnaryTensorOp):
     name = "ipu.recomputation_checkpoint"
 
 
-@irdl_op_definition
 class CtcBeamSearchDecoderOp(IRDLOperation):
     """`poptorch.ctc_beam_search_decoder(log_probs [T, B, C], lengths [B])`:
     per batch item the `top_paths` most likely label sequences (CTC prefix
@@ -691,7 +673,6 @@ def _ctc_operand_shapes(op, what: str) -> int:
     return n
 
 
-@irdl_op_definition
 class CtcLossOp(IRDLOperation):
     """CTC loss per batch item (`torch.nn.functional.ctc_loss` with reduction
     "none", PopART's ctcloss): -log p(target | log_probs), [N]. torch's own op
@@ -717,7 +698,6 @@ class CtcLossOp(IRDLOperation):
             raise VerifyException(f"ipu.ctc_loss: the loss must be [{n}], got {list(self.loss.type.get_shape())}")
 
 
-@irdl_op_definition
 class CtcLossGradOp(IRDLOperation):
     """The gradient of sum(grad * ctc_loss) with respect to log_probs (torch's
     formula: through the log-softmax that made them)."""
@@ -744,7 +724,6 @@ class CtcLossGradOp(IRDLOperation):
             raise VerifyException("ipu.ctc_loss_grad: the result has the type of log_probs")
 
 
-@irdl_op_definition
 class CustomOp(IRDLOperation):
     """`poptorch.custom_op(inputs, name, domain, domain_version, ...)`: an op
     registered from Python (`tilefx.register_custom_op`) with a numpy
@@ -761,9 +740,41 @@ class CustomOp(IRDLOperation):
     assembly_format = "`(` $inputs `)` attr-dict `:` `(` type($inputs) `)` `->` `(` type($outs) `)`"
 
 
-IPU_OPS = [IdentityLossOp, NopOp, PrintTensorOp, SetAvailableMemoryOp, SerializedMatmulOp,
-           AccumulateOp, SGDOp, AdamOp, RMSpropOp, LambOp, ClipGradNormOp, CopyOp, YieldOp, StageOp,
-           ForOp, DynamicSliceOp, DynamicUpdateOp, RecomputationCheckpointOp, CtcBeamSearchDecoderOp,
-           CtcLossOp, CtcLossGradOp,
-           CustomOp]
-IPU = Dialect("ipu", IPU_OPS, [PlacementAttr])
+# The op classes above are defined plain and made IRDL ops (`irdl_op_definition`,
+# ~1.5 ms each) when first used, as the aten dialect's are: a compile builds
+# the few it makes (a stage, its yield, an optimizer update), not all 22.
+# `from tilefx.dialects.ipu import StageOp` and `ipu.StageOp` both give the
+# IRDL class, a subclass of the plain one (so `HasParent(StageOp, ForOp)` on
+# the yield, written with the plain classes, holds for it).
+_PLAIN = {c.__name__: c for c in (
+    IdentityLossOp, NopOp, PrintTensorOp, SetAvailableMemoryOp, SerializedMatmulOp,
+    AccumulateOp, SGDOp, AdamOp, RMSpropOp, LambOp, ClipGradNormOp, CopyOp, YieldOp, StageOp,
+    ForOp, DynamicSliceOp, DynamicUpdateOp, RecomputationCheckpointOp, CtcBeamSearchDecoderOp,
+    CtcLossOp, CtcLossGradOp, CustomOp)}
+for _name in _PLAIN:
+    del globals()[_name]
+_DEFINING = threading.Lock()
+
+
+def _op_class(name: str) -> type[IRDLOperation]:
+    with _DEFINING:
+        cls = globals().get(name)
+        if cls is None:
+            cls = globals()[name] = irdl_op_definition(_PLAIN[name])
+        return cls
+
+
+def __getattr__(name: str):
+    if name in _PLAIN:
+        return _op_class(name)
+    if name == "IPU_OPS":  # every op class, in declaration order
+        return [_op_class(n) for n in _PLAIN]
+    if name == "IPU":  # the dialect, for parsing and for xDSL's tools
+        with _DEFINING:
+            dialect = globals().get("_DIALECT")
+        if dialect is None:
+            dialect = Dialect("ipu", __getattr__("IPU_OPS"), [PlacementAttr])
+            with _DEFINING:
+                dialect = globals().setdefault("_DIALECT", dialect)
+        return dialect
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -74,11 +74,13 @@ class AutocastPass(ModulePass):
     half_float_casting: str = "upcast"
 
     def __post_init__(self):
-        from tilefx.dialects.ipu import IPU
-
-        known = {op_name(s) for s in ATEN_OPS} | {c.name for c in IPU.operations}
+        known = {op_name(s) for s in ATEN_OPS}
         for k in _DEFAULT:
             for n in getattr(self, k).split(","):
+                if n and n not in known and n.startswith("ipu."):  # the ipu op classes, when named
+                    from tilefx.dialects.ipu import IPU
+
+                    known |= {c.name for c in IPU.operations}
                 check_option(self.name, not n or n in known,
                              f"{k}: {n!r} is not an aten or ipu op name (e.g. aten.mm)")
         check_option(self.name, self.half_float_casting in _CASTINGS,

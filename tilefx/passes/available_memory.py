@@ -116,7 +116,7 @@ class AvailableMemoryPass(ModulePass):
                     f"setAvailableMemoryProportion names IPU{extra[0]}, but the model runs on "
                     f"{', '.join(f'IPU{i}' for i in sorted(used))} only")
         explicit: dict[Operation, float] = {}
-        for sam in [o for o in op.walk() if isinstance(o, ipu.SetAvailableMemoryOp)]:
+        for sam in [o for o in op.walk() if o.name == "ipu.set_available_memory"]:
             p = _check(sam.proportion.value.data, "set_available_memory")
             targets = _producers(sam.input)
             if not targets:

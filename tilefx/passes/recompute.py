@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, RecomputationCheckpointOp
+from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr
 
 _KEPT_OPS = {"aten.native_dropout", "ipu.recomputation_checkpoint", "ipu.for",
              "ipu.ctc_beam_search_decoder", "ipu.custom_op", "ipu.print_tensor"}
@@ -52,7 +52,7 @@ class RecomputePass(ModulePass):
 def recompute(fn: func.FuncOp) -> int:
     """Rewrite `fn`; returns the number of forward ops cloned into the backward."""
     block = fn.body.block
-    if not any(isinstance(op, RecomputationCheckpointOp) for op in block.ops):
+    if not any(op.name == "ipu.recomputation_checkpoint" for op in block.ops):
         return 0
     clones: dict[SSAValue, SSAValue] = {}
     count = 0

@@ -131,7 +131,7 @@ class SerializeMatmulPass(ModulePass):
     name = "ipu-serialize-matmul"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        todo: list[Operation] = [o for o in op.walk() if isinstance(o, ipu.SerializedMatmulOp)]
+        todo: list[Operation] = [o for o in op.walk() if o.name == "ipu.serialized_matmul"]
         for smm in todo:
             smm.result.replace_all_uses_with(_lower(smm))
             smm.parent_block().erase_op(smm)
