@@ -52,8 +52,9 @@ def _torch_reference(x, w, b, w2):
 def test_which_slots_hold_tensors():
     f = _compiled(IR)
     x, w, b, w2 = range(4)  # argument positions
-    # x, b and w2 are read by ATen's steps alone; w by a view (numpy's)
-    assert f.tensor_args == frozenset({x, b, w2})
+    # x, b and w2 are read by ATen's steps alone; w by a view of an argument,
+    # which gives a tensor's view for a tensor, to the addmm alone
+    assert f.tensor_args == frozenset({x, w, b, w2})
     names = [s.__qualname__.split(" ")[0] for s in f.steps]
     assert names == ["aten.permute", "aten.addmm", "aten.relu", "aten.view", "aten.gelu", "aten.mm"]
     assert "(in place)" in f.steps[2].__qualname__  # the relu, over the product
@@ -348,3 +349,43 @@ def test_random_models_match_torch_and_alias_nothing(seed):
         assert not any(np.shares_memory(a.numpy(), k) for a in _leaves(o) for k in kept)
     for p, q in zip(mine.parameters(), theirs.parameters()):
         torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_view_of_an_argument_is_made_once_while_the_argument_is_the_same():
+    """The permute of the weight is the tensor's own view, kept from call to
+    call while the same tensor comes in (a write into the weight shows
+    through it); a new tensor gets a new view, and an array is viewed each
+    call and never held (a training step updates a weight in place only while
+    nothing else refers to it)."""
+    import sys
+
+    f = _compiled(IR)
+    args = _args()
+    tensors = [torch.from_numpy(a) for a in args]
+    permute = f.steps[0]
+    w_slot, wt_slot = f.arg_slots[1], 0
+    env: list = [None] * f.num_slots
+    env[w_slot] = tensors[1]
+    permute(env)
+    wt_slot = next(i for i, v in enumerate(env) if v is not None and i != w_slot)
+    first = env[wt_slot]
+    assert type(first) is torch.Tensor and first._base is tensors[1]
+    permute(env)
+    assert env[wt_slot] is first
+    y1, _ = f(*tensors, tensors=True)
+    tensors[1].mul_(2)  # the caller's weight, written in place: the view shows it
+    y2, _ = f(*tensors, tensors=True)
+    want, _ = _torch_reference(*[t.numpy().copy() for t in tensors])
+    assert torch.equal(y2, want) and not torch.equal(y1, y2)
+    other = tensors[1].clone()
+    env[w_slot] = other
+    permute(env)
+    assert env[wt_slot] is not first and env[wt_slot]._base is other
+    array = args[1].copy()
+    refs = sys.getrefcount(array)
+    env[w_slot] = array
+    permute(env)
+    assert type(env[wt_slot]) is np.ndarray and env[wt_slot].base is array
+    env[wt_slot] = None
+    env[w_slot] = None
+    assert sys.getrefcount(array) == refs  # not held by the step

@@ -247,6 +247,8 @@ class CompiledFunction:
         def alias(new: SSAValue, old: SSAValue) -> None:
             slots[new] = slot(old)
 
+        arg_slots = frozenset(self.arg_slots)
+
         def compile_ops(ops, steps: list, reads: list[set[int]]) -> None:
             """Compile `ops` into `steps`, with the slots each step reads in `reads`."""
             for op in ops:
@@ -299,9 +301,15 @@ class CompiledFunction:
                 elif op.name in VIEW_OPS and _same_shape_view(op):  # expand to its own shape, ...
                     alias(op.results[0], op.operands[0])
                 elif op.name in VIEW_OPS and (view := self._view_step(op, slot)) is not None:
+                    src, out = slot(op.operands[0]), slot(op.results[0])
+                    if steps is self.steps and src in arg_slots and not self.check_types:
+                        # a view of an argument (a weight's transpose): the same as
+                        # the last call's while the argument is the same object
+                        view = _argument_view_step(op, view, src, out)
+                        passes[len(steps)] = (src, out)  # a tensor's view is a tensor
                     steps.append(view)
-                    reads.append({slot(op.operands[0])})
-                    view_of[slot(op.results[0])] = slot(op.operands[0])
+                    reads.append({src})
+                    view_of[out] = src
                     if steps is self.steps:
                         views.add(len(steps) - 1)
                 elif op.name == "aten.clone":
@@ -419,7 +427,10 @@ class CompiledFunction:
         positions a caller may pass a tensor in. Views stay numpy's: torch
         makes a view in ~2 us hot and 6-9 in a program (the encoder's 111
         views took 0.72 ms more a call as tensors), numpy in 0.2, so a view's
-        operand is an array, and its result wrapped by the step reading it."""
+        operand is an array, and its result wrapped by the step reading it;
+        except a view of an argument, made once while the argument is the
+        same object (`_argument_view_step`, in `passes`): a tensor's view
+        for a tensor."""
         self.tensor_slots: frozenset[int] = frozenset()
         self.tensor_args: frozenset[int] = frozenset()
         self._tensor_results: tuple[int, ...] = ()
@@ -778,6 +789,47 @@ class CompiledFunction:
                 if type(v) is not np.ndarray and hasattr(v, "numpy"):
                     res[k] = v.numpy()
         return res
+
+
+def _argument_view_step(op: Operation, view, src: int, out: int):
+    """`view` (a numpy view step of an argument's slot), for a tensor
+    argument (CompiledFunction._keep_tensors: an inference program's
+    weights) the tensor's own view, made once and given again while the
+    argument is the same object: the caller passes a weight as the same
+    tensor call after call, and a view shares its memory, so a write into
+    the weight shows through it. The last tensor is held, so no other object
+    can take its identity. The steps reading the view take it as it is: the
+    MLP's three weight transposes cost ~2% of an inference call as a numpy
+    view and a `from_numpy` each, on cold caches. An array argument is
+    viewed each call, as before."""
+    shape = tuple(op.results[0].type.get_shape())
+    if op.name == "aten.permute":
+        dims = tuple(int(d) for d in _props(op)["dims"])
+
+        def tensor_view(t):
+            return t.permute(dims)
+    elif op.name == "aten.expand":
+        def tensor_view(t):
+            return t.expand(shape)
+    else:  # view, unsqueeze, squeeze: the elements in the result's shape
+        def tensor_view(t):
+            return t.reshape(shape)
+    held: list = [None, None]  # the argument tensor, its view
+
+    def step(env):
+        a = env[src]
+        if a is held[0]:
+            env[out] = held[1]
+        elif type(a) is np.ndarray or not hasattr(a, "permute"):
+            # an array: viewed each call, never held (a training step updates a
+            # weight's array in place only while nothing else refers to it)
+            view(env)
+        else:  # a provider's tensor (an inference program's weight)
+            env[out] = held[1] = tensor_view(a)
+            held[0] = a
+
+    step.__qualname__ = view.__qualname__
+    return step
 
 
 def _clone_step(op: Operation, copy, src: int, out: int):
