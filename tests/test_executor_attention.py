@@ -91,6 +91,42 @@ class Grouped(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
+class PerHead(nn.Module):
+    """BART's form: q, k, v per (batch x head) in three dimensions, the
+    scores viewed to (batch, heads, L, S) for a (batch, 1, L, S) mask. The
+    kernel would take q as (1, batch x heads, L, E), which the mask does not
+    fit: this one runs op by op (review, session 9)."""
+
+    def __init__(self, heads=4):
+        super().__init__()
+        self.heads = heads
+
+    def forward(self, q, k, v, mask):
+        n, length, e = q.shape
+        scores = torch.bmm(q, k.transpose(1, 2)).view(n // self.heads, self.heads, length, -1)
+        p = (scores / math.sqrt(e) + mask).softmax(-1)
+        return torch.bmm(p.view(n, length, -1), v)
+
+
+class FlatResult(nn.Module):
+    """Heads split to four dimensions, then q, k^T and v flattened for
+    torch.bmm, and the three-dimensional result used as it is: the kernel's
+    output follows q's strided layout, so it is reshaped, not viewed
+    (review, session 9)."""
+
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        h, e = self.heads, d // self.heads
+        q, k, v = (t.reshape(b, s, h, e).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
+        q, kt, v = q.reshape(b * h, s, e), k.transpose(-2, -1).reshape(b * h, e, s), v.reshape(b * h, s, e)
+        return torch.bmm(torch.softmax(torch.bmm(q, kt) / math.sqrt(e), -1), v)
+
+
 class Cross(nn.Module):
     """Cross-attention: queries of one length, keys and values of another."""
 
@@ -119,6 +155,7 @@ CASES = {
     "sdpa, float mask": (lambda: Sdpa(), lambda: (_x(2, 8, 32), _x(2, 4, 8, 8, seed=1))),
     "sdpa, boolean mask": (lambda: Sdpa(), lambda: (_x(2, 8, 32), _x(2, 1, 8, 8, seed=1) > 0)),
     "grouped keys and values": (lambda: Grouped(), lambda: (_x(2, 8, 32),)),
+    "flattened heads, three-dimensional result": (lambda: FlatResult(), lambda: (_x(3, 5, 16),)),
     "multi-head attention, cross": (lambda: Cross(), lambda: (_x(2, 5, 24), _x(2, 7, 24, seed=1))),
     "transformer encoder": (lambda: Transformer(vocab=50, d=32, heads=4, layers=2, seq=8),
                             lambda: (torch.randint(0, 50, (2, 8), generator=torch.Generator().manual_seed(0)),)),
@@ -141,6 +178,16 @@ def test_inference_runs_attention_fused_and_matches_eager(name):
     assert _attention_steps(ie) >= 1
     torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
     torch.testing.assert_close(ie(*args), want, rtol=RTOL, atol=ATOL)  # and again, from the same program
+
+
+def test_a_mask_that_does_not_fit_the_kernel_runs_op_by_op():
+    model = PerHead().eval()
+    args = (_x(8, 5, 16), _x(8, 7, 16, seed=1), _x(8, 7, 16, seed=2), _x(2, 1, 5, 7, seed=3))
+    with torch.no_grad():
+        want = model(*args)
+    ie = tilefx.inferenceModel(copy.deepcopy(model))
+    torch.testing.assert_close(ie(*args), want, rtol=RTOL, atol=ATOL)
+    assert _attention_steps(ie) == 0
 
 
 def test_a_row_masked_out_entirely_is_nan_as_op_by_op():

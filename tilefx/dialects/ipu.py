@@ -744,8 +744,9 @@ class CustomOp(IRDLOperation):
 # ~1.5 ms each) when first used, as the aten dialect's are: a compile builds
 # the few it makes (a stage, its yield, an optimizer update), not all 22.
 # `from tilefx.dialects.ipu import StageOp` and `ipu.StageOp` both give the
-# IRDL class, a subclass of the plain one (so `HasParent(StageOp, ForOp)` on
-# the yield, written with the plain classes, holds for it).
+# IRDL class, which is the plain class made into one (irdl_op_definition
+# completes the class it is given, so `HasParent(StageOp, ForOp)` on the
+# yield, written with the plain classes, names the IRDL ones).
 _PLAIN = {c.__name__: c for c in (
     IdentityLossOp, NopOp, PrintTensorOp, SetAvailableMemoryOp, SerializedMatmulOp,
     AccumulateOp, SGDOp, AdamOp, RMSpropOp, LambOp, ClipGradNormOp, CopyOp, YieldOp, StageOp,

@@ -502,7 +502,8 @@ def provide_attention(scale: float, key_transposed: bool, check_rows: bool,
             p = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) * scale + m, -1)
             return torch.matmul(p, v).reshape(shape)
         try:
-            return fused(q, k, v, attn_mask=m, scale=scale)[0].view(shape)
+            # (its result follows q's layout: a view of it when that allows)
+            return fused(q, k, v, attn_mask=m, scale=scale)[0].reshape(shape)
         except RuntimeError as e:
             raise _users_data(e) from None
 

@@ -296,6 +296,8 @@ def _match(softmax: Operation) -> AttentionGroup | None:
         return None
     if math.prod(qs[:-2]) != (_shape(scores) or (0,))[0]:
         return None
+    if mask is not None and (_shape(x) or ())[:-2] != qs[:-2]:
+        return None  # the mask broadcasts to the scores' shape, which the kernel takes as q's
     ops = set(members)
     if any(v in ops for v in (q.owner, key.owner, value.owner)) or \
             (mask is not None and mask.owner in ops):
