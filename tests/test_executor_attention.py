@@ -302,3 +302,62 @@ def test_hand_written_ir_against_torch(fuse):
     want = torch.softmax(torch.bmm(tq, tkt) * 0.5 + tm, -1).bmm(tv)
     assert type(got) is np.ndarray
     torch.testing.assert_close(torch.from_numpy(got), want, rtol=RTOL, atol=ATOL)
+
+
+# the scale a graph divides by as an argument (an ONNX constant comes in as one)
+IR_RUNTIME_SCALE = """
+func.func @main(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x7x4xf32>, %v: tensor<2x3x7x4xf32>, %c: tensor<SCALExf32>) -> tensor<2x3x5x4xf32> {
+  %kt = aten.permute %k {dims = array<i64: 0, 1, 3, 2>} : tensor<2x3x7x4xf32> -> tensor<2x3x4x7xf32>
+  %q3 = aten.view %q {size = array<i64: 6, 5, 4>} : tensor<2x3x5x4xf32> -> tensor<6x5x4xf32>
+  %kc = aten.clone %kt : tensor<2x3x4x7xf32> -> tensor<2x3x4x7xf32>
+  %k3 = aten.view %kc {size = array<i64: 6, 4, 7>} : tensor<2x3x4x7xf32> -> tensor<6x4x7xf32>
+  %s = aten.bmm %q3, %k3 : tensor<6x5x4xf32>, tensor<6x4x7xf32> -> tensor<6x5x7xf32>
+  %s4 = aten.view %s {size = array<i64: 2, 3, 5, 7>} : tensor<6x5x7xf32> -> tensor<2x3x5x7xf32>
+  %x = aten.div.Tensor %s4, %c : tensor<2x3x5x7xf32>, tensor<SCALExf32> -> tensor<2x3x5x7xf32>
+  %p = aten._softmax %x {dim = -1 : i64, half_to_float = false} : tensor<2x3x5x7xf32> -> tensor<2x3x5x7xf32>
+  %p3 = aten.view %p {size = array<i64: 6, 5, 7>} : tensor<2x3x5x7xf32> -> tensor<6x5x7xf32>
+  %v3 = aten.view %v {size = array<i64: 6, 7, 4>} : tensor<2x3x7x4xf32> -> tensor<6x7x4xf32>
+  %o = aten.bmm %p3, %v3 : tensor<6x5x7xf32>, tensor<6x7x4xf32> -> tensor<6x5x4xf32>
+  %o4 = aten.view %o {size = array<i64: 2, 3, 5, 4>} : tensor<6x5x4xf32> -> tensor<2x3x5x4xf32>
+  func.return %o4 : tensor<2x3x5x4xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("shape", ["", "1"])
+@pytest.mark.parametrize("divisor", [2.0, 0.0])
+def test_a_scale_known_only_at_run_time(shape, divisor):
+    """A divisor the graph takes as an argument (0-d, or (1,) as ONNX gives
+    it) is read as the step runs; dividing by 0 gives what op by op gives."""
+    ir = IR_RUNTIME_SCALE.replace("SCALEx", f"{shape}x" if shape else "")
+    f = CompiledFunction(find_func(Parser(graph_context(), ir).parse_module(), "main"))
+    assert any("attention" in s.__qualname__ for s in f.steps)
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 4)))
+    c = np.full((1,) if shape else (), divisor, np.float32)
+    (got,) = f(q, k, v, c)
+    tq, tk, tv = map(torch.from_numpy, (q, k, v))
+    want = torch.softmax(tq @ tk.transpose(-2, -1) / torch.from_numpy(c), -1) @ tv
+    torch.testing.assert_close(torch.from_numpy(got), want, rtol=RTOL, atol=ATOL, equal_nan=True)
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_onnx_exports_of_attention_are_grouped(dynamo):
+    """torch.onnx.export's graphs of the hand-written attention (the scale an
+    initializer: a 0-d argument, or (1,) from the dynamo exporter) form the
+    groups the executor fuses (their numbers: test_onnx_frontend.py, against
+    onnxruntime)."""
+    import onnx
+    from xdsl.dialects import func
+
+    from test_onnx_frontend import export
+    from tilefx.lowering.from_onnx import import_onnx
+    from tilefx.passes.fuse_attention import attention_groups
+
+    torch.manual_seed(0)
+    proto = export(Transformer(), torch.randint(0, 20, (2, 6)), dynamo)
+    imported = import_onnx(onnx.load_model_from_string(proto))
+    module = getattr(imported, "module", imported)
+    fns = [op for op in module.walk() if isinstance(op, func.FuncOp)]
+    groups = [g for fn in fns for g in attention_groups(fn)]
+    assert len(groups) == 2 and all(g.scale_op == "div" for g in groups)

@@ -73,9 +73,9 @@ RANDOM_OPS = {op_name(s) for s in RANDOM_SCHEMAS}
 # kernels here (lowering/aten_kernels.py); the backend knows nothing of torch.
 KERNEL_PROVIDERS: list[Callable[[Operation], Callable[..., Any] | None]] = []
 # Hooks that may supply the kernel of an attention group (passes/fuse_attention.py):
-# hook(scale, key_transposed, check_rows, result shape) -> make(ins, out, keep)
-# building the step from the slots of q, k, v (and the mask), or None, when
-# the group's members run op by op (the lowering's: aten_kernels.provide_attention).
+# hook(group, result shape) -> make(ins, out, keep) building the step from the
+# slots of q, k, v, the mask and the run-time scale (those the group has), or
+# None, when the members run op by op (the lowering's: aten_kernels.provide_attention).
 ATTENTION_PROVIDERS: list[Callable[..., Callable | None]] = []
 # Hooks run as each call starts; each returns a function that undoes what it
 # set for the call, or None (the ATen kernels' thread count: aten_kernels.py).
@@ -285,7 +285,7 @@ class CompiledFunction:
                     reads.append(group_reads)
                 elif op in attention_at:
                     g, make = attention_at[op]
-                    ins = [slot(v) for v in (g.query, g.key, g.value, g.mask) if v is not None]
+                    ins = [slot(v) for v in (g.query, g.key, g.value, g.mask, g.scale_value) if v is not None]
                     out = slot(op.results[0])
                     name = f"attention {op.attributes.get(PLACE_KEY) or ''}"
                     step = _named(make(ins, out, False), name)
@@ -410,7 +410,7 @@ class CompiledFunction:
     def _attention_kernel(g: AttentionGroup) -> Callable | None:
         shape = tuple(g.root.results[0].type.get_shape())
         for provider in ATTENTION_PROVIDERS:
-            make = provider(g.scale, g.key_transposed, g.check_rows, shape)
+            make = provider(g, shape)
             if make is not None:
                 return make
         return None

@@ -466,22 +466,26 @@ def _direct_multi_step(fn, tail: tuple, kw: dict, kernel: Callable) -> Callable:
     return make
 
 
-def provide_attention(scale: float, key_transposed: bool, check_rows: bool,
-                      shape: tuple[int, ...]) -> Callable | None:
-    """`make(ins, out, keep)` for an attention group (passes/fuse_attention.py):
-    a step computing slot `out`, of `shape`, from the slots of q, k, v and
-    perhaps the mask with ATen's fused CPU attention kernel, the one eager
-    torch runs for `F.scaled_dot_product_attention`. None with the numpy
-    kernels chosen: the group's members then run op by op. `check_rows`: a
-    row of the mask that is all -inf gives NaN op by op and 0 fused, so the
-    step then computes the chain op by op, as eager torch does."""
+def provide_attention(group, shape: tuple[int, ...]) -> Callable | None:
+    """`make(ins, out, keep)` for an attention group (passes/fuse_attention.py's
+    AttentionGroup): a step computing slot `out`, of `shape`, from the slots
+    of q, k, v, the mask and the run-time scale (those the group has) with
+    ATen's fused CPU attention kernel, the one eager torch runs for
+    `F.scaled_dot_product_attention`. None with the numpy kernels chosen:
+    the group's members then run op by op. The step computes the chain op by
+    op, as eager torch does, where the kernel would differ: a row of the
+    mask that is all -inf (NaN op by op, 0 fused; `check_rows`, a mask
+    without the decomposition's zeroing of such rows), and a run-time scale
+    that is 0 or not finite."""
     if not enabled():
         return None
     torch = _load_torch()
     fused = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
     Tensor = torch.Tensor
+    scale, key_transposed, check_rows = group.scale, group.key_transposed, group.check_rows
+    has_mask, scale_op = group.mask is not None, group.scale_op
 
-    def attend(q, k, v, m):
+    def attend(q, k, v, m, c):
         if key_transposed:
             k = k.transpose(-2, -1)
         if q.dim() == 3:  # no heads: the kernel wants (batch, heads, length, features)
@@ -498,26 +502,36 @@ def provide_attention(scale: float, key_transposed: bool, check_rows: bool,
             v = v.contiguous()
         if m is not None and m.stride(-1) != 1:
             m = m.contiguous()
-        if m is not None and check_rows and bool(torch.isneginf(m).all(-1).any()):
-            p = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) * scale + m, -1)
+        s = scale
+        if c is not None:
+            c = float(c.reshape(()))  # one element: 0-d, or (1,) from ONNX
+            s = scale * c if scale_op == "mul" else (scale / c if c != 0 else math.inf)
+        if not math.isfinite(s) or s == 0 or \
+                (m is not None and check_rows and bool(torch.isneginf(m).all(-1).any())):
+            scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+            if c is not None:
+                scores = scores * c if scale_op == "mul" else scores / c
+            p = torch.softmax(scores if m is None else scores + m, -1)
             return torch.matmul(p, v).reshape(shape)
         try:
             # (its result follows q's layout: a view of it when that allows)
-            return fused(q, k, v, attn_mask=m, scale=scale)[0].reshape(shape)
+            return fused(q, k, v, attn_mask=m, scale=s)[0].reshape(shape)
         except RuntimeError as e:
             raise _users_data(e) from None
 
     def make(ins: list[int], out: int, keep: bool = False) -> Callable:
         qi, ki, vi = ins[:3]
-        mi = ins[3] if len(ins) > 3 else None
+        mi = ins[3] if has_mask else None
+        ci = ins[-1] if scale_op is not None else None
 
         def step(env):
             q, k, v = env[qi], env[ki], env[vi]
             m = None if mi is None else env[mi]
             r = attend(q if type(q) is Tensor else _as_tensor(q), k if type(k) is Tensor else _as_tensor(k),
                        v if type(v) is Tensor else _as_tensor(v),
-                       None if m is None else m if type(m) is Tensor else _as_tensor(m))
-            env[out] = r if keep else r.numpy()
+                       None if m is None else m if type(m) is Tensor else _as_tensor(m),
+                       None if ci is None else env[ci])
+            env[out] = r if keep or type(r) is not Tensor else r.numpy()
 
         return step
 

@@ -24,9 +24,10 @@ A group is:
   each (torch's decomposition scales both by sqrt(scale)) folds into the
   scale, and a `permute` swapping the last two dimensions of k is looked
   through, so the kernel reads k itself;
-- then at most one scale (`mul`/`div` by a Python scalar or a 0-d
-  `scalar_tensor`), at most one additive f32 `mask`, and `_softmax` over
-  the last dimension;
+- then at most one scale (`mul`/`div` by a Python scalar, a 0-d
+  `scalar_tensor`, or any other single f32 value, which the step reads as
+  it runs: an ONNX graph's constant is an argument), at most one additive f32
+  `mask`, and `_softmax` over the last dimension;
 - optionally the decomposition's zeroing of rows that are masked out
   entirely (`where(~any(x != -inf, -1), 0, p)`): the fused kernel does the
   same;
@@ -49,6 +50,7 @@ cost, and PopART computes it op by op.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -81,6 +83,10 @@ class AttentionGroup:
     scale: float
     key_transposed: bool
     check_rows: bool  # a mask without the row zeroing: the step checks for all -inf rows
+    # a one-element value the scores are divided ("div") or multiplied ("mul") by, known
+    # only at run time (an ONNX graph's constant comes in as an argument)
+    scale_value: SSAValue | None = None
+    scale_op: str | None = None
 
     @property
     def root(self) -> Operation:
@@ -247,11 +253,18 @@ def _match(softmax: Operation) -> AttentionGroup | None:
         if _shape(s) == _shape(x) and _f32(m) and m is not s:
             members.append(add)
             mask, y, y_uses = m, s, 1
+    scale_value, scale_op = None, None
     if (sc := _owner(y, ("aten.mul.Scalar", "aten.div.Scalar", "aten.mul.Tensor", "aten.div.Tensor"), y_uses)) \
-            is not None and (f := _scale_of(sc)) is not None and _shape(sc.operands[0]) == _shape(y):
-        members.append(sc)
-        scale *= f
-        y, y_uses = sc.operands[0], 1
+            is not None and _shape(sc.operands[0]) == _shape(y):
+        if (f := _scale_of(sc)) is not None:
+            members.append(sc)
+            scale *= f
+            y, y_uses = sc.operands[0], 1
+        elif sc.name.endswith(".Tensor") and _f32(sc.operands[1]) and \
+                _shape(sc.operands[1]) is not None and math.prod(_shape(sc.operands[1])) == 1:
+            members.append(sc)  # one f32 value (0-d, or (1,) from ONNX) the step reads as it runs
+            scale_value, scale_op = sc.operands[1], sc.name[len("aten."):-len(".Tensor")]
+            y, y_uses = sc.operands[0], 1
     scores = _through(y, members, y_uses, operand=False)
     bmm1 = _owner(scores, "aten.bmm", y_uses if scores is y else 1)
     if bmm1 is None:
@@ -300,10 +313,10 @@ def _match(softmax: Operation) -> AttentionGroup | None:
         return None  # the mask broadcasts to the scores' shape, which the kernel takes as q's
     ops = set(members)
     if any(v in ops for v in (q.owner, key.owner, value.owner)) or \
-            (mask is not None and mask.owner in ops):
+            any(v is not None and v.owner in ops for v in (mask, scale_value)):
         return None
     return AttentionGroup(tuple(members), q, key, value, mask, scale, transposed,
-                          mask is not None and not zeroed)
+                          mask is not None and not zeroed, scale_value, scale_op)
 
 
 def _block_groups(block: Block) -> list[AttentionGroup]:
@@ -324,8 +337,7 @@ def _block_groups(block: Block) -> list[AttentionGroup]:
                for r in m.results for u in r.uses):
             continue
         ops = tuple(sorted(g.ops, key=order.__getitem__))
-        groups.append(AttentionGroup(ops, g.query, g.key, g.value, g.mask, g.scale, g.key_transposed,
-                                     g.check_rows))
+        groups.append(dataclasses.replace(g, ops=ops))
         taken |= members
     return groups
 
