@@ -754,7 +754,7 @@ _PLAIN = {c.__name__: c for c in (
     CtcLossOp, CtcLossGradOp, CustomOp)}
 for _name in _PLAIN:
     del globals()[_name]
-_DEFINING = threading.Lock()
+_DEFINING = threading.RLock()  # the dialect defines every class under it
 
 
 def _op_class(name: str) -> type[IRDLOperation]:
@@ -772,10 +772,7 @@ def __getattr__(name: str):
         return [_op_class(n) for n in _PLAIN]
     if name == "IPU":  # the dialect, for parsing and for xDSL's tools
         with _DEFINING:
-            dialect = globals().get("_DIALECT")
-        if dialect is None:
-            dialect = Dialect("ipu", __getattr__("IPU_OPS"), [PlacementAttr])
-            with _DEFINING:
-                dialect = globals().setdefault("_DIALECT", dialect)
-        return dialect
+            if "_DIALECT" not in globals():
+                globals()["_DIALECT"] = Dialect("ipu", [_op_class(n) for n in _PLAIN], [PlacementAttr])
+            return globals()["_DIALECT"]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

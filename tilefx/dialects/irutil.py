@@ -79,6 +79,30 @@ def stage_ops(fn: func.FuncOp) -> list:
     return [op for op in fn.body.block.ops if isinstance(op, StageOp)]
 
 
+def blocks_of(op):
+    """Every block of `op` and of the ops nested in it (stage bodies, loop
+    bodies), `op`'s own first."""
+    for o in op.walk():
+        for region in o.regions:
+            yield from region.blocks
+
+
+def mark_groups(module: ModuleOp, groups, key: str, root_key: str) -> None:
+    """Write `groups(fn)` (each with `ops` and a `root`) of every function of
+    `module` on the IR, for tilefx-opt: `key = <group id>` on each member,
+    `root_key` on the root."""
+    from xdsl.dialects.builtin import UnitAttr
+
+    n = 0
+    for fn in module.walk():
+        if isinstance(fn, func.FuncOp):
+            for g in groups(fn):
+                for m in g.ops:
+                    m.attributes[key] = IntegerAttr(n, i64)
+                g.root.attributes[root_key] = UnitAttr()
+                n += 1
+
+
 def flat_ops(block):
     """The ops of `block` with every `ipu.stage` replaced by its body's ops:
     the program order the executor runs."""

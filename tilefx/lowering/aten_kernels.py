@@ -12,7 +12,10 @@ kernel of the same op in `backend/kernels/`:
   pool as the user's torch code also ends the fight between two pools:
   OpenBLAS's and OpenMP's workers each busy-wait after their calls and took
   the second core from the other side (benchmarks/RESULTS.md, session 4);
-- numerics: the results are PyTorch's, bit for bit, for the ops taken here.
+- numerics: the results are PyTorch's, bit for bit, for the ops taken here;
+  an attention group (`provide_attention`) runs the fused kernel eager torch
+  runs for `F.scaled_dot_product_attention`, within the last bits of the
+  op-by-op chain.
 
 What stays on the numpy kernels (`provide` returns None): anything with a
 float16 or bfloat16 operand or result (the IPU computes those with float32

@@ -57,11 +57,12 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr, f32, i64
+from xdsl.dialects.builtin import ModuleOp, f32
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from tilefx.dialects.aten import op_props
+from tilefx.dialects.irutil import blocks_of, mark_groups
 from tilefx.dialects.names import ATTENTION_KEY, ATTENTION_ROOT_KEY
 
 # ops an operand is seen through on its way to a product: they move no numbers
@@ -170,6 +171,15 @@ def _scale_of(op: Operation) -> float | None:
     return c
 
 
+def _unscaled(v: SSAValue, members: list[Operation]) -> tuple[SSAValue, float]:
+    """v before a `mul.Scalar` that feeds nothing else (torch's decomposition
+    scales q and k^T each by sqrt(scale)), and its factor (1 without one)."""
+    if (mul := _owner(v, "aten.mul.Scalar")) is not None and (f := _scale_of(mul)) is not None:
+        members.append(mul)
+        return mul.operands[0], f
+    return v, 1.0
+
+
 def _row_zeroing(x: SSAValue, p: SSAValue, members: list[Operation]) -> SSAValue | None:
     """torch's decomposition of masked attention sets rows whose scores `x`
     are all -inf to 0: `where(~any(~(x == -inf), -1, keepdim), zeros_like(p), p)`.
@@ -270,18 +280,9 @@ def _match(softmax: Operation) -> AttentionGroup | None:
     if bmm1 is None:
         return None
     members.append(bmm1)
-    q = _through(bmm1.operands[0], members)
-    kt = _through(bmm1.operands[1], members)
-    for side in ("q", "k"):
-        val = q if side == "q" else kt
-        if (mul := _owner(val, "aten.mul.Scalar")) is not None and (f := _scale_of(mul)) is not None:
-            members.append(mul)
-            scale *= f
-            val = mul.operands[0]
-        if side == "q":
-            q = val
-        else:
-            kt = val
+    q, fq = _unscaled(_through(bmm1.operands[0], members), members)
+    kt, fk = _unscaled(_through(bmm1.operands[1], members), members)
+    scale *= fq * fk
     key, transposed = kt, True
     if (perm := _owner(kt, "aten.permute")) is not None:
         dims = [int(d) for d in op_props(perm)["dims"]]
@@ -344,12 +345,7 @@ def _block_groups(block: Block) -> list[AttentionGroup]:
 
 def attention_groups(fn: func.FuncOp) -> list[AttentionGroup]:
     """The attention groups of every block of `fn` (stage bodies included)."""
-    groups: list[AttentionGroup] = []
-    for op in fn.walk():  # fn itself first
-        for region in op.regions:
-            for block in region.blocks:
-                groups.extend(_block_groups(block))
-    return groups
+    return [g for block in blocks_of(fn) for g in _block_groups(block)]
 
 
 @dataclass(frozen=True)
@@ -359,12 +355,4 @@ class FuseAttentionPass(ModulePass):
     name = "ipu-fuse-attention"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        n = 0
-        for fn in op.walk():
-            if not isinstance(fn, func.FuncOp):
-                continue
-            for g in attention_groups(fn):
-                for m in g.ops:
-                    m.attributes[ATTENTION_KEY] = IntegerAttr(n, i64)
-                g.root.attributes[ATTENTION_ROOT_KEY] = UnitAttr()
-                n += 1
+        mark_groups(op, attention_groups, ATTENTION_KEY, ATTENTION_ROOT_KEY)

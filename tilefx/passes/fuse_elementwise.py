@@ -30,10 +30,11 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import AnyFloat, IntegerAttr, IntegerType, ModuleOp, UnitAttr, f32, i64
+from xdsl.dialects.builtin import AnyFloat, IntegerType, ModuleOp, f32
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from tilefx.dialects.irutil import blocks_of, mark_groups
 from tilefx.dialects.names import FUSE_KEY, FUSE_ROOT_KEY
 
 # the executor evaluates each of these with numpy ufuncs (backend/executor.py)
@@ -110,12 +111,7 @@ def fusion_groups(fn: func.FuncOp, exclude: frozenset[Operation] | set[Operation
                   ) -> list[FusionGroup]:
     """The elementwise groups of every block of `fn` (stage bodies included),
     leaving out the ops in `exclude` (another group's: an attention's scale)."""
-    groups: list[FusionGroup] = []
-    for op in fn.walk():  # fn itself first
-        for region in op.regions:
-            for block in region.blocks:
-                groups.extend(_block_groups(block, exclude))
-    return groups
+    return [g for block in blocks_of(fn) for g in _block_groups(block, exclude)]
 
 
 @dataclass(frozen=True)
@@ -125,12 +121,4 @@ class FuseElementwisePass(ModulePass):
     name = "ipu-fuse-elementwise"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        n = 0
-        for fn in op.walk():
-            if not isinstance(fn, func.FuncOp):
-                continue
-            for g in fusion_groups(fn):
-                for m in g.ops:
-                    m.attributes[FUSE_KEY] = IntegerAttr(n, i64)
-                g.root.attributes[FUSE_ROOT_KEY] = UnitAttr()
-                n += 1
+        mark_groups(op, fusion_groups, FUSE_KEY, FUSE_ROOT_KEY)
