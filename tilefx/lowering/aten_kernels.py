@@ -21,10 +21,10 @@ What stays on the numpy kernels (`provide` returns None): anything with a
 float16 or bfloat16 operand or result (the IPU computes those with float32
 partials and rounds once per op, which ATen's CPU kernels do not do), the
 random ops (one seeded numpy stream per replica), ops whose only read result
-the numpy table computes alone (values-only max pooling), small ops (below
-`MIN_ELEMENTS`, or `MIN_ELEMENTS_CHEAP` for one-flop ops, a numpy ufunc's
-~1 us beats ATen's ~7 us of dispatch and conversion) and fused elementwise groups (passes/fuse_elementwise, run by the
-executor). `TILEFX_KERNELS=numpy` turns this table off, which is how the
+the numpy table computes alone (values-only max pooling), small one-flop ops
+(below `MIN_ELEMENTS_CHEAP`: a numpy ufunc's ~1 us beats ATen's ~7 us of
+dispatch and conversion) and fused elementwise groups (passes/fuse_elementwise,
+run by the executor). `TILEFX_KERNELS=numpy` turns this table off, which is how the
 numpy kernels are tested as a whole (tests/test_aten_kernels.py).
 
 The backend cannot import torch (tests/test_layers.py): it exposes a hook list
@@ -57,15 +57,21 @@ from tilefx.dialects.aten import from_attr, type_key
 from tilefx.lowering.torch_rules import TORCH_DTYPES, load_torch
 
 KERNELS_ENV = "TILEFX_KERNELS"  # "numpy": the numpy kernels for every op
-# An op whose largest operand or result has fewer elements runs on numpy:
-# ATen's call costs ~7 us (two views in, one out, the dispatch) against
-# numpy's ~1 us. Measured per op (tilefx's numpy kernel against this one,
-# benchmarks/RESULTS.md, session 5): transcendental functions, reductions,
-# ReLU and its backward, `where` and copies of transposed values pay from a
-# few thousand elements (threshold_backward of 65,536: 251 us on numpy, 18
-# on ATen); one-flop arithmetic and dtype casts only from ~150,000, being
-# memory bound on either side (mul of 262,144: 45.6 against 33.2 us).
-MIN_ELEMENTS = 4096
+# A one-flop op (CHEAP) whose largest operand or result has fewer elements
+# runs on numpy: ATen's call costs ~7 us (two views in, one out, the
+# dispatch) against a numpy ufunc's ~1 us, and up to ~150,000 elements both
+# are memory bound (mul of 262,144: 45.6 against 33.2 us; benchmarks/
+# RESULTS.md, session 5). Every other op runs on ATen whatever its size: one
+# ATen call against the numpy kernel's several ufunc passes and their Python.
+# Measured alone on warm caches, the numpy kernels won below ~4,000 elements;
+# but in a program each step runs on caches the last large kernel left cold,
+# where a 64x10 log_softmax took 118 us on numpy and 35 on ATen. The MLP's
+# training step went from 0.99 to 0.95 of torch's (at batch 1, from 0.97 to
+# 0.90; session 10). The one-flop ops below the bar stay faster on numpy in
+# programs too (the MLP step: 0.95 against 0.98 with them on ATen). Dense
+# linear algebra must be ATen's at any size besides: eigenvectors and
+# singular vectors are defined up to sign, and MKL's LAPACK picks other signs
+# than scipy's reference one for about a quarter of the columns.
 MIN_ELEMENTS_CHEAP = 1 << 17
 CHEAP = {f"aten.{n}" for n in (
     "add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "mul.Tensor", "mul.Scalar",
@@ -75,17 +81,6 @@ CHEAP = {f"aten.{n}" for n in (
     "embedding", "gather", "masked_fill.Scalar", "slice_scatter", "select_scatter")}
 # element types ATen computes as the IPU program does (not f16 / bf16)
 _EXACT_TYPES = {"f32", "f64", "i64", "i32", "i16", "i8", "ui8", "i1"}
-# products and convolutions (MKL / oneDNN) and dense linear algebra (MKL's
-# LAPACK) on ATen whatever their size: eigenvectors and singular vectors are
-# defined up to sign, and MKL picks other signs than scipy's reference LAPACK
-# for about a quarter of the columns, so only ATen's give torch's vectors
-_ALWAYS = {"aten.mm", "aten.addmm", "aten.bmm", "aten.convolution", "aten.convolution_backward",
-           *(f"aten.{n}" for n in (
-               "linalg_inv_ex", "_linalg_solve_ex", "_linalg_det", "_linalg_slogdet",
-               "linalg_lu_factor_ex", "linalg_lu", "lu_unpack", "linalg_lu_solve",
-               "linalg_cholesky_ex", "cholesky_solve", "cholesky_inverse",
-               "linalg_solve_triangular", "triangular_solve", "linalg_qr", "_linalg_svd",
-               "_linalg_eigh", "linalg_pinv.atol_rtol_tensor", "linalg_matrix_exp", "mode"))}
 # Ops left to their numpy kernels although ATen has them: checks whose
 # failure the numpy kernel words as torch does and the executor reports,
 # ops returning host numbers, and views (numpy's are free and need no copy
@@ -148,8 +143,8 @@ def provide(op: Operation) -> Callable | None:
         return None
     if not enabled() or not _types_exact(op) or _numpy_faster(op):
         return None
-    if name not in _ALWAYS and max((_numel(v.type) for v in (*op.operands, *op.results)),
-                                   default=0) < (MIN_ELEMENTS_CHEAP if name in CHEAP else MIN_ELEMENTS):
+    if name in CHEAP and max((_numel(v.type) for v in (*op.operands, *op.results)),
+                             default=0) < MIN_ELEMENTS_CHEAP:
         return None
     schema = getattr(op, "schema", None)
     if schema is None:
