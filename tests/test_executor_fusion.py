@@ -40,6 +40,13 @@ func.func @main(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %s: tensor<f32>, %p: ten
 """
 
 
+@pytest.fixture(autouse=True)
+def numpy_kernels(monkeypatch):
+    """Fusion is the numpy kernels' (backend/executor.py's _numpy_group): no
+    op may be handed to ATen's kernels here, except where a test says so."""
+    monkeypatch.setenv("TILEFX_KERNELS", "numpy")
+
+
 def _fn():
     return find_func(Parser(graph_context(), CHAIN).parse_module(), "main")
 
@@ -62,10 +69,7 @@ def test_groups_of_the_chain():
     assert groups[0].root.results[0].name_hint == "m"
 
 
-def test_fused_equals_op_by_op_bitwise(monkeypatch):
-    # a fused group evaluates numpy's ufuncs; op by op, the numpy kernels
-    # (ATen's transcendental functions may differ in the last bit)
-    monkeypatch.setenv("TILEFX_KERNELS", "numpy")
+def test_fused_equals_op_by_op_bitwise():
     fused, plain = CompiledFunction(_fn()), CompiledFunction(_fn(), fuse=False)
     assert len(fused.steps) == 3 and len(plain.steps) == 21
     xs = _inputs()
@@ -99,3 +103,32 @@ def test_inputs_never_written(fuse):
     f(*xs)
     for a, b in zip(xs, before):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_chain_with_an_aten_member_runs_op_by_op(monkeypatch):
+    """With ATen's kernels on, a chain fuses only where every member would
+    run on numpy anyway: one-flop ops on small values. CHAIN's long group
+    holds tanh, exp, ... (ATen's at any size): its ops run one by one; the
+    0-d chain (mul, exp) too; nothing is fused."""
+    import tilefx.lowering  # noqa: F401  (installs ATen's kernels as the provider)
+
+    monkeypatch.delenv("TILEFX_KERNELS")
+    f = CompiledFunction(_fn())
+    assert not any(s.__qualname__.startswith("fused") for s in f.steps)
+    ir = """
+func.func @main(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %a = aten.mul.Tensor %x, %x : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %c = aten.add.Tensor %a, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %d = aten.neg %c : tensor<4x8xf32> -> tensor<4x8xf32>
+  func.return %d : tensor<4x8xf32>
+}
+"""
+    small = CompiledFunction(find_func(Parser(graph_context(), ir).parse_module(), "main"))
+    assert [s.__qualname__ for s in small.steps] == ["fused mul.Tensor add.Tensor neg"]
+    x, b = _inputs()[0], _inputs()[1]
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(small(x, b)[0], -(x * x + b))
+    xs = _inputs()
+    with np.errstate(all="ignore"):
+        for got, want in zip(f(*xs), CompiledFunction(_fn(), fuse=False)(*xs)):
+            np.testing.assert_array_equal(got, want)

@@ -19,7 +19,8 @@ its intermediates written in place (backend/executor.py):
 - groups have at least two members.
 
 `fusion_groups(fn)` is the analysis (the executor calls it, leaving the IR
-as it is); the pass writes it as `ipu.fuse = <group id>` on each member, with
+as it is, and runs a group fused only where every member would otherwise
+run on numpy's kernels: ATen's kernels op by op beat numpy's fused chunks); the pass writes it as `ipu.fuse = <group id>` on each member, with
 `ipu.fuse_root` on the root, for tilefx-opt and its tests. The machine model
 ignores both: how the host simulator evaluates a chain is not a device cost.
 """
