@@ -91,6 +91,30 @@ class Grouped(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
+class GroupedWritten(nn.Module):
+    """Grouped-query attention as Hugging Face's eager attention writes it:
+    `repeat_kv` (expand and reshape), then q k^T * scale + mask, softmax, @ v;
+    or SDPA's own `enable_gqa`."""
+
+    def __init__(self, d=32, heads=4, kv_heads=2, native=False):
+        super().__init__()
+        self.heads, self.kv_heads, self.e, self.native = heads, kv_heads, d // heads, native
+        self.q = nn.Linear(d, d)
+        self.kv = nn.Linear(d, 2 * kv_heads * self.e)
+
+    def forward(self, x, mask):
+        b, s, d = x.shape
+        q = self.q(x).reshape(b, s, self.heads, self.e).transpose(1, 2)
+        k, v = (t.reshape(b, s, self.kv_heads, self.e).transpose(1, 2) for t in self.kv(x).chunk(2, dim=-1))
+        if self.native:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        rep = self.heads // self.kv_heads
+        k, v = (t[:, :, None, :, :].expand(b, self.kv_heads, rep, s, self.e).reshape(b, self.heads, s, self.e)
+                for t in (k, v))
+        p = torch.softmax(q @ k.transpose(2, 3) * self.e ** -0.5 + mask, dim=-1)
+        return (p @ v).transpose(1, 2).reshape(b, s, d)
+
+
 class PerHead(nn.Module):
     """BART's form: q, k, v per (batch x head) in three dimensions, the
     scores viewed to (batch, heads, L, S) for a (batch, 1, L, S) mask. The
@@ -211,6 +235,36 @@ def test_a_row_masked_out_entirely_is_nan_as_op_by_op():
     with torch.no_grad():
         want = model(x, mask)
     torch.testing.assert_close(ie(x, mask), want, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_keys_and_values_shared_by_query_heads_are_read_unrepeated(native):
+    """Grouped-query attention: the kernel takes the 2 key/value heads for 4
+    query heads itself, so the copies that repeat them are group members
+    and no step makes them; a fully masked row still falls back to the chain
+    (with the heads repeated there), NaN as in eager."""
+    from tilefx.passes.fuse_attention import attention_groups
+
+    torch.manual_seed(0)
+    model = GroupedWritten(native=native).eval()
+    x = _x(2, 8, 32)
+    mask = torch.zeros(2, 1, 8, 8)
+    with torch.no_grad():
+        want = model(x, mask)
+    ie = tilefx.inferenceModel(copy.deepcopy(model))
+    torch.testing.assert_close(ie(x, mask), want, rtol=RTOL, atol=ATOL)
+    (g,) = attention_groups(find_func(ie._program.module, "main"))
+    assert tuple(g.key.type.get_shape()) == tuple(g.value.type.get_shape()) == (2, 2, 8, 8)
+    assert tuple(g.query.type.get_shape()) == (2, 4, 8, 8)
+    assert sum(m.name == "aten.clone" and len(m.operands[0].type.get_shape()) == 5 for m in g.ops) == 2
+    # the one copy left merges the output's heads (transpose, reshape)
+    assert sum(s.__qualname__.startswith("aten.clone") for s in ie._program.main.steps) == (0 if native else 1)
+    mask[1, :, 2] = float("-inf")  # query 2 of sample 1 sees no key
+    with torch.no_grad():
+        want = model(x, mask)
+    got = ie(x, mask)
+    torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL, equal_nan=True)
+    assert torch.isnan(got[1, 2]).all() != native  # SDPA zeroes such a row, the written chain gives NaN
 
 
 def test_sdpa_zeroes_rows_masked_out_entirely_as_eager_does():

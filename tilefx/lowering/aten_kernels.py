@@ -506,6 +506,9 @@ def provide_attention(group, shape: tuple[int, ...]) -> Callable | None:
             s = scale * c if scale_op == "mul" else (scale / c if c != 0 else math.inf)
         if not math.isfinite(s) or s == 0 or \
                 (m is not None and check_rows and bool(torch.isneginf(m).all(-1).any())):
+            if k.shape[-3] != q.shape[-3]:  # keys and values shared by groups of query heads
+                r = q.shape[-3] // k.shape[-3]
+                k, v = k.repeat_interleave(r, -3), v.repeat_interleave(r, -3)
             scores = torch.matmul(q, k.transpose(-2, -1)) * scale
             if c is not None:
                 scores = scores * c if scale_op == "mul" else scores / c

@@ -33,6 +33,10 @@ A group is:
   same;
 - optionally a copy (dropout in eval), then `bmm(p, v)` with v (..., S, E)
   seen the same way, E the same as q's (the kernel's condition);
+- keys and values whose heads are each repeated for a group of query heads
+  (grouped-query attention: `view(clone(expand(unsqueeze(x, 2))))`, llama's
+  `repeat_kv`) are read unrepeated, (B, H / r, S, E): the kernel shares
+  them itself, with no copy;
 - every value between the first member and the root feeds members only.
   So nothing else reads the scores or the probabilities, which a training
   step's backward does: groups are found in forward-only code.
@@ -141,6 +145,29 @@ def _through(v: SSAValue, members: list[Operation], uses: int = 1, operand: bool
             return v
         members.append(op)
         v = op.operands[0]
+
+
+def _shared_heads(v: SSAValue, members: list[Operation]) -> SSAValue | None:
+    """x (B, Hkv, S, E) where v (B, Hkv * r, S, E) is x's heads each
+    repeated r times in place (grouped-query attention's `repeat_kv`, and
+    the decomposition of SDPA's `enable_gqa`): view(clone(expand(
+    unsqueeze(x, 2)))). The kernel reads x itself, query head h using
+    x's head h // r. None (members untouched) for anything else."""
+    view = _owner(v, ("aten.view", "aten._unsafe_view"))
+    if view is None:
+        return None
+    clone = _owner(view.operands[0], "aten.clone")
+    expand = clone and _owner(clone.operands[0], "aten.expand")
+    single = expand and _owner(expand.operands[0], ("aten.unsqueeze", "aten.view", "aten._unsafe_view"))
+    if single is None:
+        return None
+    x = single.operands[0]
+    xs, ss, es, vs = _shape(x), _shape(single.results[0]), _shape(expand.results[0]), _shape(v)
+    if xs is None or len(xs) != 4 or ss != xs[:2] + (1,) + xs[2:] or es is None or \
+            es != xs[:2] + (es[2],) + xs[2:] or vs != (xs[0], xs[1] * es[2]) + xs[2:]:
+        return None
+    members.extend((view, clone, expand, single))
+    return x
 
 
 def _constant(v: SSAValue) -> float | None:
@@ -291,6 +318,14 @@ def _match(softmax: Operation) -> AttentionGroup | None:
             members.append(perm)
             key, transposed = perm.operands[0], False
     value = _through(bmm2.operands[1], members)
+    # keys and values shared by groups of query heads: the kernel reads them unrepeated
+    if (_owner(key, ("aten.view", "aten._unsafe_view")) is not None
+            and _owner(value, ("aten.view", "aten._unsafe_view")) is not None):
+        shared: list[Operation] = []
+        k1, v1 = _shared_heads(key, shared), _shared_heads(value, shared)
+        if k1 is not None and v1 is not None and _shape(k1)[1] == _shape(v1)[1]:
+            members.extend(shared)
+            key, value = k1, v1
     members.append(bmm2)
     root = bmm2
     out = bmm2.results[0]
@@ -305,9 +340,11 @@ def _match(softmax: Operation) -> AttentionGroup | None:
         return None
     if transposed:
         ks = ks[:-2] + (ks[-1], ks[-2]) if len(ks) >= 2 else ks
-    if not (len(qs) == len(ks) == len(vs) and len(qs) in (3, 4) and qs[:-2] == ks[:-2] == vs[:-2]
+    if not (len(qs) == len(ks) == len(vs) and len(qs) in (3, 4) and ks[:-2] == vs[:-2]
             and qs[-1] == ks[-1] == vs[-1] and ks[-2] == vs[-2] and min(qs + ks) > 0):
         return None
+    if qs[:-2] != ks[:-2] and not (len(qs) == 4 and qs[0] == ks[0] and qs[1] % ks[1] == 0):
+        return None  # one leading shape, or (B, H) queries over (B, H / r) shared keys
     if math.prod(qs[:-2]) != (_shape(scores) or (0,))[0]:
         return None
     if mask is not None and (_shape(x) or ())[:-2] != qs[:-2]:

@@ -148,3 +148,42 @@ func.func @other_dim(%q: tensor<6x5x4xf32>, %kt: tensor<6x4x7xf32>, %v: tensor<6
   %o = aten.bmm %p, %v : tensor<6x5x7xf32>, tensor<6x7x4xf32> -> tensor<6x5x4xf32>
   func.return %o : tensor<6x5x4xf32>
 }
+
+// -----
+
+// Grouped-query attention: two key/value heads, each repeated for two query
+// heads (unsqueeze, expand, copy, view: llama's `repeat_kv`). The repeats are
+// members, so the kernel reads %k and %v unrepeated and shares them itself.
+
+// CHECK-LABEL: func.func @grouped(
+// CHECK:    %ku = aten.unsqueeze %k {ipu.attention = 0 : i64
+// CHECK-NEXT:    %ke5 = aten.expand %ku {ipu.attention = 0 : i64
+// CHECK-NEXT:    %kc5 = aten.clone %ke5 {ipu.attention = 0 : i64}
+// CHECK-NEXT:    %kr = aten.view %kc5 {ipu.attention = 0 : i64
+// CHECK-NEXT:    %vu = aten.unsqueeze %v {ipu.attention = 0 : i64
+// CHECK-NEXT:    %ve5 = aten.expand %vu {ipu.attention = 0 : i64
+// CHECK-NEXT:    %vc5 = aten.clone %ve5 {ipu.attention = 0 : i64}
+// CHECK-NEXT:    %vr = aten.view %vc5 {ipu.attention = 0 : i64
+// CHECK:    %o4 = aten.view %o {ipu.attention = 0 : i64, ipu.attention_root
+func.func @grouped(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32> {
+  %ku = aten.unsqueeze %k {dim = 2 : i64} : tensor<1x2x8x16xf32> -> tensor<1x2x1x8x16xf32>
+  %ke5 = aten.expand %ku {size = array<i64: 1, 2, 2, 8, 16>} : tensor<1x2x1x8x16xf32> -> tensor<1x2x2x8x16xf32>
+  %kc5 = aten.clone %ke5 : tensor<1x2x2x8x16xf32> -> tensor<1x2x2x8x16xf32>
+  %kr = aten.view %kc5 {size = array<i64: 1, 4, 8, 16>} : tensor<1x2x2x8x16xf32> -> tensor<1x4x8x16xf32>
+  %vu = aten.unsqueeze %v {dim = 2 : i64} : tensor<1x2x8x16xf32> -> tensor<1x2x1x8x16xf32>
+  %ve5 = aten.expand %vu {size = array<i64: 1, 2, 2, 8, 16>} : tensor<1x2x1x8x16xf32> -> tensor<1x2x2x8x16xf32>
+  %vc5 = aten.clone %ve5 : tensor<1x2x2x8x16xf32> -> tensor<1x2x2x8x16xf32>
+  %vr = aten.view %vc5 {size = array<i64: 1, 4, 8, 16>} : tensor<1x2x2x8x16xf32> -> tensor<1x4x8x16xf32>
+  %kt = aten.permute %kr {dims = array<i64: 0, 1, 3, 2>} : tensor<1x4x8x16xf32> -> tensor<1x4x16x8xf32>
+  %q3 = aten.view %q {size = array<i64: 4, 8, 16>} : tensor<1x4x8x16xf32> -> tensor<4x8x16xf32>
+  %k3 = aten.view %kt {size = array<i64: 4, 16, 8>} : tensor<1x4x16x8xf32> -> tensor<4x16x8xf32>
+  %s = aten.bmm %q3, %k3 : tensor<4x8x16xf32>, tensor<4x16x8xf32> -> tensor<4x8x8xf32>
+  %s4 = aten.view %s {size = array<i64: 1, 4, 8, 8>} : tensor<4x8x8xf32> -> tensor<1x4x8x8xf32>
+  %sd = aten.mul.Scalar %s4 {other = 0.25 : f64} : tensor<1x4x8x8xf32> -> tensor<1x4x8x8xf32>
+  %p = aten._softmax %sd {dim = -1 : i64, half_to_float = false} : tensor<1x4x8x8xf32> -> tensor<1x4x8x8xf32>
+  %p3 = aten.view %p {size = array<i64: 4, 8, 8>} : tensor<1x4x8x8xf32> -> tensor<4x8x8xf32>
+  %v3 = aten.view %vr {size = array<i64: 4, 8, 16>} : tensor<1x4x8x16xf32> -> tensor<4x8x16xf32>
+  %o = aten.bmm %p3, %v3 : tensor<4x8x8xf32>, tensor<4x8x16xf32> -> tensor<4x8x16xf32>
+  %o4 = aten.view %o {size = array<i64: 1, 4, 8, 16>} : tensor<4x8x16xf32> -> tensor<1x4x8x16xf32>
+  func.return %o4 : tensor<1x4x8x16xf32>
+}
