@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lit pytest bench bench-speed fuzz clean
+.PHONY: demo test lit pytest bench bench-speed bench-hf-speed fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,9 @@ bench: $(STAMP)
 
 bench-speed: $(STAMP)
 	$(PY) benchmarks/bench_speed.py
+
+bench-hf-speed: $(STAMP)
+	$(PY) benchmarks/bench_hf_speed.py
 
 clean:
 	rm -rf $(VENV)
