@@ -238,15 +238,17 @@ def test_a_row_masked_out_entirely_is_nan_as_op_by_op():
 
 
 @pytest.mark.parametrize("native", [False, True])
-def test_keys_and_values_shared_by_query_heads_are_read_unrepeated(native):
-    """Grouped-query attention: the kernel takes the 2 key/value heads for 4
-    query heads itself, so the copies that repeat them are group members
-    and no step makes them; a fully masked row still falls back to the chain
-    (with the heads repeated there), NaN as in eager."""
+@pytest.mark.parametrize("kv_heads", [2, 1])
+def test_keys_and_values_shared_by_query_heads_are_read_unrepeated(native, kv_heads):
+    """Grouped-query attention: the kernel takes the 2 key/value heads (1:
+    multi-query, whose repeat needs no copy) for 4 query heads itself, so the
+    ops that repeat them are group members and no step runs them; a fully
+    masked row still falls back to the chain (with the heads repeated
+    there), NaN as in eager."""
     from tilefx.passes.fuse_attention import attention_groups
 
     torch.manual_seed(0)
-    model = GroupedWritten(native=native).eval()
+    model = GroupedWritten(kv_heads=kv_heads, native=native).eval()
     x = _x(2, 8, 32)
     mask = torch.zeros(2, 1, 8, 8)
     with torch.no_grad():
@@ -254,9 +256,11 @@ def test_keys_and_values_shared_by_query_heads_are_read_unrepeated(native):
     ie = tilefx.inferenceModel(copy.deepcopy(model))
     torch.testing.assert_close(ie(x, mask), want, rtol=RTOL, atol=ATOL)
     (g,) = attention_groups(find_func(ie._program.module, "main"))
-    assert tuple(g.key.type.get_shape()) == tuple(g.value.type.get_shape()) == (2, 2, 8, 8)
+    assert tuple(g.key.type.get_shape()) == tuple(g.value.type.get_shape()) == (2, kv_heads, 8, 8)
     assert tuple(g.query.type.get_shape()) == (2, 4, 8, 8)
-    assert sum(m.name == "aten.clone" and len(m.operands[0].type.get_shape()) == 5 for m in g.ops) == 2
+    assert sum(m.name == "aten.expand" and len(m.operands[0].type.get_shape()) == 5 for m in g.ops) == 2
+    if kv_heads > 1:  # (one head's repeat is a view, with or without a copy)
+        assert sum(m.name == "aten.clone" and len(m.operands[0].type.get_shape()) == 5 for m in g.ops) == 2
     # the one copy left merges the output's heads (transpose, reshape)
     assert sum(s.__qualname__.startswith("aten.clone") for s in ie._program.main.steps) == (0 if native else 1)
     mask[1, :, 2] = float("-inf")  # query 2 of sample 1 sees no key

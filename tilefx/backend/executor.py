@@ -329,6 +329,8 @@ class CompiledFunction:
                     layout = _operand_layout(op, slot)
                     outs = [slot(r) for r in op.results]
                     step, rebuild = self._provided_step(op, provided, layout, outs)
+                    if steps is self.steps and _constant_op(op) and self._precompute(step, op, slot):
+                        continue  # an arange, a fill: made once here, as the numpy kernels' are
                     steps.append(step)
                     reads.append({j for x in layout if x is not None
                                   for j in (x if isinstance(x, list) else [x])})

@@ -151,13 +151,15 @@ def _shared_heads(v: SSAValue, members: list[Operation]) -> SSAValue | None:
     """x (B, Hkv, S, E) where v (B, Hkv * r, S, E) is x's heads each
     repeated r times in place (grouped-query attention's `repeat_kv`, and
     the decomposition of SDPA's `enable_gqa`): view(clone(expand(
-    unsqueeze(x, 2)))). The kernel reads x itself, query head h using
-    x's head h // r. None (members untouched) for anything else."""
+    unsqueeze(x, 2)))), without the clone for one head (multi-query). The
+    kernel reads x itself, query head h using x's head h // r. None
+    (members untouched) for anything else."""
     view = _owner(v, ("aten.view", "aten._unsafe_view"))
     if view is None:
         return None
+    # the copy is absent where the view needs none (one key/value head: multi-query)
     clone = _owner(view.operands[0], "aten.clone")
-    expand = clone and _owner(clone.operands[0], "aten.expand")
+    expand = _owner(clone.operands[0] if clone else view.operands[0], "aten.expand")
     single = expand and _owner(expand.operands[0], ("aten.unsqueeze", "aten.view", "aten._unsafe_view"))
     if single is None:
         return None
@@ -166,7 +168,7 @@ def _shared_heads(v: SSAValue, members: list[Operation]) -> SSAValue | None:
     if xs is None or len(xs) != 4 or ss != xs[:2] + (1,) + xs[2:] or es is None or \
             es != xs[:2] + (es[2],) + xs[2:] or vs != (xs[0], xs[1] * es[2]) + xs[2:]:
         return None
-    members.extend((view, clone, expand, single))
+    members.extend(op for op in (view, clone, expand, single) if op is not None)
     return x
 
 

@@ -76,11 +76,17 @@ for _name, _fn in {
     _make_rounding(_name, _fn)
 
 
+def _sign(x):
+    """torch.sign: 0 for NaN (numpy's sign keeps NaN)."""
+    r = np.sign(x)
+    return np.where(np.isnan(r), r.dtype.type(0), r) if r.dtype.kind == "f" else r
+
+
 @_kernel("sign.default")
 def sign(self):
     if self.dtype == _BOOL:
         return self.copy()
-    return _same_unary(np.sign, self)
+    return _same_unary(_sign, self)
 
 
 @_kernel("isnan.default")
@@ -116,6 +122,7 @@ def _div_mode(a, b, rounding_mode):
 
     def fn(x, y):
         if x.dtype.kind in "iu":
+            _no_integer_zero(y)
             if rounding_mode == "floor":
                 return np.floor_divide(x, y)
             q = np.floor_divide(np.abs(x), np.abs(y))  # trunc: toward zero
@@ -141,15 +148,23 @@ def div_Scalar_mode(self, other, *, rounding_mode):
     return _div_mode(self, other, rounding_mode)
 
 
+def _no_integer_zero(y) -> None:
+    """Integer division, floor division and remainder by zero raise in
+    torch (numpy returns 0 with a warning): the user's data, reported as the
+    op's error."""
+    if np.any(np.asarray(y) == 0):
+        raise ZeroDivisionError("ZeroDivisionError")
+
+
 def _fmod(x, y):
     if x.dtype.kind in "iu":
-        return np.fmod(x, np.where(y == 0, 1, y))
+        _no_integer_zero(y)
     return np.fmod(x, y)
 
 
 def _remainder(x, y):
     if x.dtype.kind in "iu":
-        return np.remainder(x, np.where(y == 0, 1, y))
+        _no_integer_zero(y)
     return np.remainder(x, y)
 
 

@@ -215,6 +215,10 @@ def index_put(self, indices, values, accumulate=False):
 
 @_kernel("embedding.default")
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    # numpy's take wraps a negative index around; torch refuses it, as any
+    # index past the table
+    if indices.size and (indices.min() < 0 or indices.max() >= weight.shape[0]):
+        raise IndexError("index out of range in self")
     return np.take(weight, indices, axis=0)
 
 

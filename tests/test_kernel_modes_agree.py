@@ -1,0 +1,85 @@
+"""Edge cases of users' data where the numpy kernels (TILEFX_KERNELS=numpy,
+float16/bfloat16 models) and ATen's must agree with eager torch: since
+session 10 small ops run on ATen, so the two paths meet at every size
+(the review of that change found these)."""
+
+import logging
+
+import pytest
+import torch
+from torch import nn
+
+import tilefx
+from tilefx.errors import Error
+
+
+@pytest.fixture(params=["aten", "numpy"])
+def kernels(request, monkeypatch):
+    if request.param == "numpy":
+        monkeypatch.setenv("TILEFX_KERNELS", "numpy")
+    else:
+        monkeypatch.delenv("TILEFX_KERNELS", raising=False)
+    logging.getLogger("tilefx").setLevel(logging.WARNING)
+    return request.param
+
+
+class Lookup(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(4, 2)
+
+    def forward(self, i):
+        return self.emb(i)
+
+
+@pytest.mark.parametrize("index", [-1, 4])
+def test_an_embedding_index_out_of_the_table_is_an_error(kernels, index):
+    """numpy's take wraps -1 around to the last row: a silent wrong result."""
+    model = Lookup()
+    with torch.no_grad():
+        want = model(torch.tensor([0, 3]))
+    m = tilefx.inferenceModel(model)
+    torch.testing.assert_close(m(torch.tensor([0, 3])), want)
+    with pytest.raises(Error, match="index out of range"):
+        m(torch.tensor([0, index]))
+
+
+class IntegerDivision(nn.Module):
+    def forward(self, a, b):
+        return a // b, torch.remainder(a, b), torch.fmod(a, b), torch.div(a, b, rounding_mode="trunc")
+
+
+def test_integer_division_by_zero_is_an_error(kernels):
+    m = tilefx.inferenceModel(IntegerDivision())
+    a, b = torch.tensor([7, -7, 3]), torch.tensor([2, 3, -2])
+    for got, want in zip(m(a, b), IntegerDivision()(a, b)):
+        torch.testing.assert_close(got, want)
+    with pytest.raises(Error, match="ZeroDivisionError"):
+        m(a, torch.tensor([2, 0, 1]))
+
+
+class Sign(nn.Module):
+    def forward(self, x):
+        return torch.sign(x)
+
+
+def test_sign_of_nan_is_zero_as_in_torch(kernels):
+    x = torch.tensor([float("nan"), -0.0, -2.0, 3.0, float("inf")])
+    torch.testing.assert_close(tilefx.inferenceModel(Sign())(x), torch.sign(x))
+
+
+class Constants(nn.Module):
+    def forward(self, x):
+        return x + torch.arange(4.0) * torch.linspace(0, 1, 4)
+
+
+def test_a_small_constant_is_made_once_on_either_kernels(kernels):
+    """An arange or a fill without operands is computed when the program is
+    built, whichever kernel computes it, not on every call."""
+    m = tilefx.inferenceModel(Constants())
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(m(x), Constants()(x))
+    main = m._program.main
+    assert not any(s.__qualname__.startswith(("aten.arange", "aten.full", "aten.scalar_tensor"))
+                   for s in main.steps)
+    assert main.constants
