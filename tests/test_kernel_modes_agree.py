@@ -83,3 +83,15 @@ def test_a_small_constant_is_made_once_on_either_kernels(kernels):
     assert not any(s.__qualname__.startswith(("aten.arange", "aten.full", "aten.scalar_tensor"))
                    for s in main.steps)
     assert main.constants
+
+
+class SoftmaxOverNothing(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, -1), torch.log_softmax(x, 1)
+
+
+def test_softmax_over_an_empty_dimension_is_empty(kernels):
+    x = torch.randn(3, 0)
+    got = tilefx.inferenceModel(SoftmaxOverNothing())(x)
+    for g, w in zip(got, SoftmaxOverNothing()(x)):
+        assert g.shape == w.shape == (3, 0)

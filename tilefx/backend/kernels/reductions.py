@@ -212,6 +212,8 @@ def _softmax(self, dim, half_to_float):
     if x.ndim == 0:
         return _ret(np.exp(x - x), rt)
     dim = _wrap(dim, x.ndim)
+    if x.size == 0:  # no rows, or rows of no elements: an empty result, as torch's
+        return _ret(np.empty(x.shape, x.dtype), rt)
     e = _rowwise(x, dim, _softmax_rows)
     if e is None:
         e = np.empty(x.shape, x.dtype)
@@ -226,6 +228,8 @@ def _log_softmax(self, dim, half_to_float):
     if x.ndim == 0:
         return _ret(x - x, rt)
     dim = _wrap(dim, x.ndim)
+    if x.size == 0:  # no rows, or rows of no elements: an empty result, as torch's
+        return _ret(np.empty(x.shape, x.dtype), rt)
     s = _rowwise(x, dim, _log_softmax_rows)
     if s is None:
         s = np.empty(x.shape, x.dtype)
