@@ -95,3 +95,38 @@ def test_softmax_over_an_empty_dimension_is_empty(kernels):
     got = tilefx.inferenceModel(SoftmaxOverNothing())(x)
     for g, w in zip(got, SoftmaxOverNothing()(x)):
         assert g.shape == w.shape == (3, 0)
+
+
+class Repeats(nn.Module):
+    """The same ops twice: the executor computes each once (backend/executor.py's
+    _repeat_key), and hands back outputs that do not share memory."""
+
+    def forward(self, x, mask):
+        m1 = torch.where(mask, 0.0, float("-inf"))
+        m2 = torch.where(mask, 0.0, float("-inf"))
+        return torch.exp(x) + m1, torch.exp(x) + m2, torch.sigmoid(x), torch.sigmoid(x)
+
+
+def test_repeated_ops_are_computed_once_and_outputs_stay_distinct(kernels):
+    x, mask = torch.randn(3, 4), torch.rand(3, 4) > 0.3
+    m = tilefx.inferenceModel(Repeats())
+    got = m(x, mask)
+    for g, w in zip(got, Repeats()(x, mask)):
+        torch.testing.assert_close(g, w)
+    names = [s.__qualname__.split(" ")[0] for s in m._program.main.steps]
+    assert names.count("aten.sigmoid") <= 1 and names.count("aten.where.self") <= 1, names
+    got[0].zero_()
+    got[2].zero_()
+    torch.testing.assert_close(got[1], torch.exp(x) + torch.where(mask, 0.0, float("-inf")))
+    torch.testing.assert_close(got[3], torch.sigmoid(x))
+    torch.testing.assert_close(m(x, mask)[3], torch.sigmoid(x))  # and the next call's
+
+
+class DropoutTwice(nn.Module):
+    def forward(self, x):
+        return nn.functional.dropout(x, 0.5, True), nn.functional.dropout(x, 0.5, True)
+
+
+def test_random_ops_are_never_merged():
+    a, b = tilefx.inferenceModel(DropoutTwice())(torch.ones(64, 64))
+    assert not torch.equal(a, b)

@@ -1431,6 +1431,8 @@ def _fresh_outputs(args: list, res: list, roles: list[tuple[str, Any]],
     for (kind, _), v in zip(roles, res):
         if kind != "output":
             kept.add(id(v))
+    if len(set(ids)) != len(ids):  # one array for two outputs (the executor computed a
+        kept.update(i for i in ids if ids.count(i) > 1)  # repeated op once): each gets a copy
     return [i for i in ids if i not in kept and i not in constant_ids]
 
 

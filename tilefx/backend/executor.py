@@ -116,6 +116,28 @@ def _same_shape_view(op: Operation) -> bool:
     return True
 
 
+def _repeat_key(op: Operation, slot) -> tuple | None:
+    """What a pure ATen op computes, for finding a repeat of it in the same
+    function: its name, operand slots, properties and result types. Traced
+    models repeat work per layer: each layer turns the same boolean mask
+    into the same additive one (`where`), a SiLU's backward computes its
+    forward's sigmoid again, fills and scalars recur; llama's inference had
+    46 such ops, its training step 73. The IR keeps them (the machine model
+    costs what the graph holds); the executor computes each once. None for
+    what must run every time or has a step of its own kind: random ops,
+    ops writing operands (IN_PLACE_OPERANDS), views, copies, moves."""
+    name = op.name
+    if not name.startswith("aten.") or not op.results or op.regions or name in RANDOM_OPS or \
+            name in IN_PLACE_OPERANDS or name in VIEW_OPS or name in SAME_VALUE_OPS or \
+            name == "aten.clone":
+        return None
+    try:
+        props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
+    except TypeError:
+        return None
+    return (name, tuple(slot(v) for v in op.operands), props, tuple(str(r.type) for r in op.results))
+
+
 def _constant_op(op: Operation) -> bool:
     return (not op.operands and not op.regions and len(op.results) == 1
             and op.name.startswith("aten.") and op.name not in RANDOM_OPS)
@@ -253,9 +275,21 @@ class CompiledFunction:
 
         arg_slots = frozenset(self.arg_slots)
 
+        # the result slots of each pure ATen op computed so far, by what it computes
+        # (_repeat_key): a repeat of it reads them instead of computing them again
+        computed: dict[tuple, list[int]] = {}
+
         def compile_ops(ops, steps: list, reads: list[set[int]]) -> None:
             """Compile `ops` into `steps`, with the slots each step reads in `reads`."""
             for op in ops:
+                if steps is self.steps and not self.check_types and op not in inside and \
+                        op not in fused_at and op not in attention_at and \
+                        (key := _repeat_key(op, slot)) is not None:
+                    if key in computed:
+                        for r, s in zip(op.results, computed[key]):
+                            slots[r] = s
+                        continue
+                    computed[key] = [slot(r) for r in op.results]
                 if isinstance(op, func.ReturnOp):
                     self.result_slots = [slot(v) for v in op.operands]
                     # results held as float32 that the caller should see as bfloat16
