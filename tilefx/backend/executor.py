@@ -131,11 +131,12 @@ def _repeat_key(op: Operation, slot) -> tuple | None:
             name in IN_PLACE_OPERANDS or name in VIEW_OPS or name in SAME_VALUE_OPS or \
             name == "aten.clone":
         return None
+    props = tuple(sorted(op.properties.items()))  # xDSL's attributes: hashable, equal by value
     try:
-        props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
+        hash(props)
     except TypeError:
         return None
-    return (name, tuple(slot(v) for v in op.operands), props, tuple(str(r.type) for r in op.results))
+    return (name, tuple(slot(v) for v in op.operands), props, tuple(r.type for r in op.results))
 
 
 def _constant_op(op: Operation) -> bool:
