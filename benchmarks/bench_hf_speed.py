@@ -14,8 +14,6 @@ import argparse
 import copy
 import logging
 import os
-import statistics
-import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -23,6 +21,7 @@ import torch  # noqa: E402
 import transformers as T  # noqa: E402
 
 import tilefx  # noqa: E402
+from bench_speed import alternate  # noqa: E402  (tilefx and torch alternating, one process)
 
 SEQ, VOCAB = 128, 1000
 
@@ -57,17 +56,6 @@ def families(batch: int) -> dict:
             dict(pixel_values=pixels, labels=torch.randint(0, 10, (batch,), generator=g)),
             dict(pixel_values=pixels)),
     }
-
-
-def alternate(fa, fb, steps: int) -> tuple[float, float]:
-    fa(), fb()
-    ta, tb = [], []
-    for i in range(steps):
-        for f, ts in ((fa, ta), (fb, tb)) if i % 2 == 0 else ((fb, tb), (fa, ta)):
-            t0 = time.perf_counter()
-            f()
-            ts.append(time.perf_counter() - t0)
-    return statistics.median(ta), statistics.median(tb)
 
 
 def bench(make, train_in: dict, infer_in: dict, steps: int) -> dict:

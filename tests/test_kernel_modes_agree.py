@@ -3,8 +3,6 @@ float16/bfloat16 models) and ATen's must agree with eager torch: since
 session 10 small ops run on ATen, so the two paths meet at every size
 (the review of that change found these)."""
 
-import logging
-
 import pytest
 import torch
 from torch import nn
@@ -19,7 +17,6 @@ def kernels(request, monkeypatch):
         monkeypatch.setenv("TILEFX_KERNELS", "numpy")
     else:
         monkeypatch.delenv("TILEFX_KERNELS", raising=False)
-    logging.getLogger("tilefx").setLevel(logging.WARNING)
     return request.param
 
 

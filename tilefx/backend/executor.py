@@ -284,8 +284,7 @@ class CompiledFunction:
             """Compile `ops` into `steps`, with the slots each step reads in `reads`."""
             for op in ops:
                 if steps is self.steps and not self.check_types and op not in inside and \
-                        op not in fused_at and op not in attention_at and \
-                        (key := _repeat_key(op, slot)) is not None:
+                        (key := _repeat_key(op, slot)) is not None:  # (a group's root is inside too)
                     if key in computed:
                         for r, s in zip(op.results, computed[key]):
                             slots[r] = s
