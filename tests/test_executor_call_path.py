@@ -72,6 +72,24 @@ def test_write_back_goes_to_a_parameter_replaced_after_compiling():
     torch.testing.assert_close(old.detach(), device_before, rtol=0, atol=0)  # the old one did not
 
 
+def test_write_back_goes_to_new_data_given_to_a_parameter():
+    """A parameter given new memory (`.data = ...`) is no longer the
+    executor's weight: the write-back, which skips weights updated in their
+    parameter's own memory, copies the trained weight into the new memory."""
+    torch.manual_seed(0)
+    model = WithLoss(TutorialCNN(), nn.CrossEntropyLoss())
+    trainer = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+    x, y = _data()
+    trainer(x, y)
+    p = model.model.layer4.bias
+    p.data = torch.zeros_like(p)
+    assert trainer._weights["model.layer4.bias"].ctypes.data != p.data_ptr()
+    trainer(x, y)
+    torch.testing.assert_close(p.detach(), torch.from_numpy(trainer._weights["model.layer4.bias"].copy()),
+                               rtol=0, atol=0)
+    assert p.abs().sum() > 0
+
+
 def test_later_calls_are_still_checked():
     torch.manual_seed(0)
     model = TutorialCNN()
@@ -242,3 +260,66 @@ def test_a_constant_output_is_a_copy_each_call():
     _, c2, s2 = ex(x)
     torch.testing.assert_close(c2, torch.full((3,), 5.0))
     torch.testing.assert_close(s2, torch.tensor(1.5))
+
+
+class _Views(nn.Module):
+    """Outputs that view other arrays: a result (a language model's logits
+    shaped back to (batch, sequence, vocabulary)), one result viewed twice,
+    the input, and a constant."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 6)
+
+    def forward(self, x):
+        y = self.fc(x.view(-1, 4))
+        z = torch.tanh(x)
+        c = torch.full((2, 6), 3.0)
+        return y.view(2, 3, 6), z.view(-1), z.view(3, 2, 4), x.view(-1), c.view(-1)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_an_output_viewing_a_result_comes_without_a_copy_and_shares_nothing(training, monkeypatch):
+    """A view of a kernel's result that no other output shares is handed over
+    as it is (api/executor.py _fresh_outputs); views of one result seen by two
+    outputs, of the input or of a constant are copies: no output shares
+    memory with another, with the input or with the next call's."""
+    import tilefx.api.executor as api_executor
+
+    torch.manual_seed(0)
+    copies = []
+    copied = api_executor._copied
+    monkeypatch.setattr(api_executor, "_copied", lambda v: copies.append(tuple(v.shape)) or copied(v))
+    m = _Views()
+    ref = copy.deepcopy(m)
+    if training:
+        class Loss(nn.Module):
+            def __init__(self, m):
+                super().__init__()
+                self.m = m
+
+            def forward(self, x):
+                out = self.m(x)
+                return out, out[0].square().mean()
+
+        ex = tilefx.trainingModel(Loss(m), optimizer=tilefx.optim.SGD(m.parameters(), lr=0.0))
+    else:
+        ex = tilefx.inferenceModel(m)
+    x = torch.randn(2, 3, 4)
+    got = ex(x)
+    outs = list(got[0] if training else got)
+    want = ref(x)
+    for o, w in zip(outs, want):
+        torch.testing.assert_close(o, w.detach(), rtol=1e-6, atol=1e-6)
+    assert (2, 3, 6) not in copies  # the logits' view: no copy
+    assert (2, 3, 4) in copies or (24,) in copies  # one of the two views of tanh's result: a copy
+    arrays = [o.numpy() for o in outs] + [x.numpy()]
+    for i, a in enumerate(arrays):
+        for b in arrays[i + 1:]:
+            assert not np.shares_memory(a, b)
+    again = list(ex(x)[0] if training else ex(x))
+    for o, a in zip(outs, again):
+        assert not np.shares_memory(o.numpy(), a.numpy())
+        o.mul_(0.0)
+    for o, w in zip(ex(x)[0] if training else ex(x), want):
+        torch.testing.assert_close(o, w.detach(), rtol=1e-6, atol=1e-6)

@@ -100,6 +100,16 @@ class _Program:
     compile_seconds: float = 0.0
 
     @functools.cached_property
+    def main_donatable(self) -> list[int]:
+        """main's argument positions an executor may give up (_held_alone)."""
+        return [i for i, (kind, _) in enumerate(self.main_args) if kind == "accum"]
+
+    @functools.cached_property
+    def update_donatable(self) -> list[int]:
+        """update's argument positions an executor may give up (_held_alone)."""
+        return [i for i, (kind, _) in enumerate(self.update_args) if kind in ("param", "state")]
+
+    @functools.cached_property
     def trained(self) -> list[str]:
         """The weights whose gradients main accumulates."""
         return [n for k, n in self.main_args if k == "accum"]
@@ -131,6 +141,15 @@ class _Program:
         return len(self.out_index) == 1 and self.traced.num_outputs == 1 and \
             not self.traced.out_consts and not self.main.bf16_results and \
             (spec is None or spec.num_leaves == 1 and spec.is_leaf())
+
+    @functools.cached_property
+    def tuple_output(self) -> bool:
+        """The model returns a plain tuple of tensors (an output and its loss),
+        each an output result in order: `_structured` would rebuild it as is."""
+        spec, n = self.traced.out_spec, self.traced.num_outputs
+        return spec is not None and spec.type is tuple and spec.num_leaves == n and \
+            all(spec.child(i).is_leaf() for i in range(spec.num_children)) and \
+            not self.traced.out_consts and not self.main.bf16_results and self.out_ids == list(range(n))
 
     @functools.cached_property
     def lean_args(self) -> list[tuple[str, Any, bool]]:
@@ -248,6 +267,13 @@ class PoplarExecutor:
         self._program: _Program | None = None
         self._call: CallSpec | None = None  # how the compiled call bound its arguments
         self._weights: dict[str, np.ndarray] = {}
+        # weights that are their parameter's memory: name -> (a weak reference
+        # to the array, the parameter, its data pointer and shape then). The
+        # write-back tells by identity that such a weight needs no copy, where
+        # comparing the memory (_same_memory) cost ~8 us a weight on cold
+        # caches. (Weak: a reference held here would make the update copy
+        # the weight instead of writing it in place, _held_alone.)
+        self._aliased: dict[str, tuple] = {}
         # a weight's tensor for main (_run_one): name -> (the array it views, the tensor)
         self._weight_tensors: dict[str, tuple[np.ndarray, torch.Tensor]] = {}
         self._groups = NO_GROUPS  # weights with a replicaGrouping (set when compiling)
@@ -342,7 +368,8 @@ class PoplarExecutor:
         if not self._has_run:
             self._has_run = True
         if self._training:
-            self._write_back()
+            # the module tree is the one checked above: the program ran, not the module
+            self._write_back(snap)
         _guard_backward(out)
         return out
 
@@ -417,8 +444,11 @@ class PoplarExecutor:
                     # the executor's weight is the parameter's own memory: the
                     # in-place optimizer updates write the host model's weights,
                     # and the write-back after each step has nothing to copy
-                    self._weights[n] = named_p[n].detach().numpy()
+                    t = named_p[n]
+                    self._weights[n] = t.detach().numpy()
+                    self._aliased[n] = (weakref.ref(self._weights[n]), t, t.data_ptr(), t.shape)
                 else:
+                    self._aliased.pop(n, None)
                     self._weights[n] = self._groups.to_device(n, _to_np(named_p[n]))
             for n in self._program.traced.buffers:
                 self._device_buffers[n] = _to_np(named_b[n])
@@ -1040,7 +1070,7 @@ class PoplarExecutor:
                         else:
                             args.append(accs[r][key])
                     p.main.rng = self._replica_rngs[r % len(self._replica_rngs)]
-                    res = p.main(*args, donated=_held_alone(args, p.main_args, ("accum",)))
+                    res = p.main(*args, donated=_held_alone(args, p.main_donatable))
                     for (kind, key), v in zip(p.main_results, res):
                         if kind == "buffer":
                             buffers[r][key] = v
@@ -1118,11 +1148,12 @@ class PoplarExecutor:
                 args.append(np.asarray(self.loss_scale, dtype=np.float32))
             else:
                 args.append(accs[key])
-        w = None  # the last weight is args' alone (_held_alone counts)
         main = p.main
         main.rng = self._replica_rngs[0]
-        res = main(*args, donated=_held_alone(args, p.main_args, ("accum",)) if trained else (),
-                   tensors=p.outputs_only)
+        w = None  # the last weight is args' alone (_held_alone counts)
+        # (nothing donated: the accumulators of one micro-batch are the read-only
+        # zeros of _zeroed_accumulators, which _held_alone never gives up)
+        res = main(*args, tensors=p.outputs_only)
         if p.outputs_only and p.one_plain_output:
             # an inference model returning one tensor, most often an ATen step's
             # own (main's tensors): _fresh_outputs' test for it, without its lists
@@ -1153,7 +1184,9 @@ class PoplarExecutor:
         from_numpy = torch.from_numpy
         results = [(v if type(v) is torch.Tensor else from_numpy(v)) if id(v) in fresh else _copied(v)
                    for v in outputs]
-        return results[0] if p.one_plain_output else self._structured(results, p.out_ids)
+        if p.one_plain_output:
+            return results[0]
+        return tuple(results) if p.tuple_output else self._structured(results, p.out_ids)
 
     def _zeroed_accumulators(self, r: int, trained: list[str]) -> dict[str, np.ndarray]:
         """Replica r's gradient accumulators at the start of a weight update:
@@ -1182,19 +1215,10 @@ class PoplarExecutor:
             return
         p = self._program
         self._step += 1
-        args = []
-        for kind, key in p.update_args:
-            if kind == "param":
-                args.append(self._weights[key])
-            elif kind == "accum":
-                args.append(accum[key])
-            elif kind == "state":
-                args.append(self._opt_state[key])
-            elif kind == "hyper":
-                args.append(self._hypers[key])
-            elif kind == "step":
-                args.append(np.asarray(self._step, dtype=np.float32))
-        res = p.update(*args, donated=_held_alone(args, p.update_args, ("param", "state")))
+        tables = {"param": self._weights, "accum": accum, "state": self._opt_state, "hyper": self._hypers}
+        args = [tables[kind][key] if kind != "step" else np.asarray(self._step, dtype=np.float32)
+                for kind, key in p.update_args]
+        res = p.update(*args, donated=_held_alone(args, p.update_donatable))
         for (kind, key), v in zip(p.update_results, res):
             if kind == "param":
                 self._weights[key] = v
@@ -1287,19 +1311,29 @@ class PoplarExecutor:
             return torch.utils._pytree.tree_unflatten(results, spec)
         return results[0] if len(results) == 1 else tuple(results)
 
-    def _write_back(self) -> None:
-        snap = self._snapshot()
+    def _write_back(self, snap: ModuleSnapshot | None = None) -> None:
+        """Write the executor's weights and buffers into the torch module.
+        `snap`: the module's snapshot, when the caller has just checked it."""
+        if snap is None:
+            snap = self._snapshot()
         named_p, named_b = snap.named_p, snap.named_b
         # a training executor's weights are mostly the parameters' own memory
         # (copyWeightsToDevice): only what did not update in place is copied
+        grouped = self._groups.names
+        aliased = self._aliased
         for n, w in self._weights.items():
-            if n in self._groups.names:  # VariableRetrievalMode: one value per group or per replica
+            t = named_p[n]
+            if n in grouped:  # VariableRetrievalMode: one value per group or per replica
                 w = self._groups.to_host(n, w)
-                if tuple(named_p[n].shape) != w.shape:
-                    named_p[n].data = torch.from_numpy(np.array(w))
+                if tuple(t.shape) != w.shape:
+                    t.data = torch.from_numpy(np.array(w))
                     continue
-            if not _same_memory(named_p[n], w):  # an update that did not run in place
-                _copy_into(named_p[n], w)
+            a = aliased.get(n)
+            if a is not None and a[0]() is w and a[1] is t and t.data_ptr() == a[2] and t.shape == a[3] \
+                    and t.is_contiguous():
+                continue  # updated in place, in the parameter's own memory
+            if not _same_memory(t, w):  # an update that did not run in place
+                _copy_into(t, w)
         for n, b in self._device_buffers.items():
             _copy_into(named_b[n], np.asarray(b))
         self._host_version = _HostVersion.mark(self._host_tensors(named_p, named_b))
@@ -1410,22 +1444,32 @@ def _fresh_outputs(args: list, res: list, roles: list[tuple[str, Any]],
     will hold or read again, so the caller may have them without a copy:
     not an argument of the call (a weight, a buffer, an input, a constant)
     nor a result the executor keeps (buffers, accumulators, mutated
-    inputs, the program's precomputed constants: `constant_ids`), not a
-    view of another array, row-major and writable. Results of kernels are
-    fresh arrays (ATen's functional ops return new tensors; the provider
-    takes no op whose schema returns an alias); a fused group's output
-    buffer is reused by the next call only while no one else holds it
-    (backend/executor.py)."""
+    inputs, the program's precomputed constants: `constant_ids`), nor a
+    view of one, row-major and writable. Results of kernels are fresh
+    arrays (ATen's functional ops return new tensors; the provider takes no
+    op whose schema returns an alias); a fused group's output buffer is
+    reused by the next call only while no one else holds it
+    (backend/executor.py). A view of such a result (a language model's
+    logits, (batch x sequence, vocabulary) viewed as (batch, sequence,
+    vocabulary)) is fresh too when no other output shares its memory: it
+    was copied, 4 MB a step on the encoder benchmark."""
     ids = []
+    views = []  # (id of an output that views another array, id of that array's root)
     for (kind, _), v in zip(roles, res):
         if kind != "output":
             continue
         if type(v) is np.ndarray:
-            if not isinstance(v.base, np.ndarray) and v.flags.c_contiguous and v.flags.writeable:
-                ids.append(id(v))
-        elif type(v) is torch.Tensor and v._base is None and v.is_contiguous():
-            ids.append(id(v))  # an ATen step's result (main's tensors=True), not a view
-    if not ids:
+            if v.flags.c_contiguous and v.flags.writeable:
+                if isinstance(v.base, np.ndarray):
+                    views.append((id(v), id(_root(v))))
+                else:
+                    ids.append(id(v))
+        elif type(v) is torch.Tensor and v.is_contiguous():
+            if v._base is None:
+                ids.append(id(v))  # an ATen step's result (main's tensors=True), not a view
+            else:
+                views.append((id(v), id(v._base)))
+    if not ids and not views:
         return ids
     kept = set(map(id, args))
     for (kind, _), v in zip(roles, res):
@@ -1433,17 +1477,39 @@ def _fresh_outputs(args: list, res: list, roles: list[tuple[str, Any]],
             kept.add(id(v))
     if len(set(ids)) != len(ids):  # one array for two outputs (the executor computed a
         kept.update(i for i in ids if ids.count(i) > 1)  # repeated op once): each gets a copy
-    return [i for i in ids if i not in kept and i not in constant_ids]
+    fresh = [i for i in ids if i not in kept and i not in constant_ids]
+    if views:
+        # the memory a view shares must be no one else's: not an argument's nor a
+        # kept result's (nor of a view of one), not another output's
+        for a in (*args, *(v for (kind, _), v in zip(roles, res) if kind != "output")):
+            if isinstance(a, (np.ndarray, torch.Tensor)):
+                kept.add(id(_root(a)))
+        roots = [r for _, r in views]
+        taken = set(ids)
+        fresh += [i for i, r in views
+                  if r not in kept and r not in constant_ids and r not in taken and roots.count(r) == 1]
+    return fresh
 
 
-def _held_alone(args: list, roles: list[tuple[str, Any]], kinds: tuple[str, ...]) -> list[int]:
-    """Positions of the `kinds` arguments that only this executor holds: in
-    one table of its own and in `args` (reference count 3 with getrefcount's
-    own), writable and not views of another array. A caller's output, a
-    buffer or a view sharing the array raises the count: that array is not
-    given up, and the update leaves it as it was."""
-    return [i for i, (kind, _) in enumerate(roles)
-            if kind in kinds and isinstance(args[i], np.ndarray) and sys.getrefcount(args[i]) <= 3
+def _root(a):
+    """The array or tensor whose memory `a` views (`a` itself if none)."""
+    if type(a) is np.ndarray:
+        while isinstance(a.base, np.ndarray):
+            a = a.base
+        return a
+    base = getattr(a, "_base", None)
+    return a if base is None else base
+
+
+def _held_alone(args: list, positions: list[int]) -> list[int]:
+    """The `positions` (_Program.main_donatable, update_donatable) whose
+    arguments only this executor holds: in one table of its own and in
+    `args` (reference count 3 with getrefcount's own), writable and not
+    views of another array. A caller's output, a buffer or a view sharing
+    the array raises the count: that array is not given up, and the update
+    leaves it as it was."""
+    return [i for i in positions
+            if isinstance(args[i], np.ndarray) and sys.getrefcount(args[i]) <= 3
             and args[i].flags.writeable and not isinstance(args[i].base, np.ndarray)]
 
 

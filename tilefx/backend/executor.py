@@ -416,7 +416,9 @@ class CompiledFunction:
             self.reads.append({j for _, layout, _ in members for x in layout if x is not None
                                for j in (x if isinstance(x, list) else [x])})
         self.num_slots = len(slots)
-        self.constant_ids = frozenset(id(v) for _, v in self.constants)  # held: the ids stay theirs
+        # held, so the ids stay theirs; with the arrays a constant views (a
+        # caller must not get a view of them either: api/executor.py's _fresh_outputs)
+        self.constant_ids = frozenset(id(a) for _, v in self.constants for a in _viewed_chain(v))
         # liveness: drop each intermediate after the step that reads it last, so
         # its memory goes back to the allocator (hot in cache) for the next result
         keep = set(self.result_slots) | set(self.arg_slots)
@@ -829,6 +831,15 @@ class CompiledFunction:
                 if type(v) is not np.ndarray and hasattr(v, "numpy"):
                     res[k] = v.numpy()
         return res
+
+
+def _viewed_chain(a) -> list:
+    """`a` and the arrays it views, innermost last."""
+    out = [a]
+    while isinstance(getattr(a, "base", None), np.ndarray):
+        a = a.base
+        out.append(a)
+    return out
 
 
 def _argument_view_step(op: Operation, view, src: int, out: int):
