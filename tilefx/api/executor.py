@@ -1191,7 +1191,12 @@ class PoplarExecutor:
     def _zeroed_accumulators(self, r: int, trained: list[str]) -> dict[str, np.ndarray]:
         """Replica r's gradient accumulators at the start of a weight update:
         a read-only -0.0 of each weight's shape, no memory to zero, for which
-        ipu.accumulate's acc + grad is exactly grad (backend/kernels/ipu.py)."""
+        ipu.accumulate's acc + grad is exactly grad (backend/kernels/ipu.py).
+        Without grouped weights every replica's are the same, made once per
+        program (the callers fill the dict they get: each gets its own)."""
+        made = self.__dict__.get("_zero_accs")
+        if made is not None and made[0] is trained and not self._groups.grouped:
+            return dict(made[1])
         out = {}
         zeros = self.__dict__.setdefault("_neg_zeros", {})  # read-only, so kept from call to call
         for n in trained:
@@ -1200,6 +1205,7 @@ class PoplarExecutor:
             if z is None or z.shape != w.shape or z.dtype != w.dtype:
                 z = zeros[n] = np.broadcast_to(np.array(-0.0, w.dtype), w.shape)
             out[n] = z
+        self._zero_accs = (trained, dict(out))
         return out
 
     def _update(self, total: dict[str, np.ndarray]) -> None:
