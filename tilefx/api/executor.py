@@ -24,6 +24,7 @@ import os
 import sys
 import time
 import weakref
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1467,14 +1468,14 @@ def _fresh_outputs(args: list, res: list, roles: list[tuple[str, Any]],
         if type(v) is np.ndarray:
             if v.flags.c_contiguous and v.flags.writeable:
                 if isinstance(v.base, np.ndarray):
-                    views.append((id(v), id(_root(v))))
+                    views.append((id(v), _memory_ids(v)[1:]))
                 else:
                     ids.append(id(v))
         elif type(v) is torch.Tensor and v.is_contiguous():
             if v._base is None:
                 ids.append(id(v))  # an ATen step's result (main's tensors=True), not a view
             else:
-                views.append((id(v), id(v._base)))
+                views.append((id(v), _memory_ids(v)[1:]))
     if not ids and not views:
         return ids
     kept = set(map(id, args))
@@ -1486,25 +1487,28 @@ def _fresh_outputs(args: list, res: list, roles: list[tuple[str, Any]],
     fresh = [i for i in ids if i not in kept and i not in constant_ids]
     if views:
         # the memory a view shares must be no one else's: not an argument's nor a
-        # kept result's (nor of a view of one), not another output's
+        # kept result's (nor of what they view), not another output's
         for a in (*args, *(v for (kind, _), v in zip(roles, res) if kind != "output")):
             if isinstance(a, (np.ndarray, torch.Tensor)):
-                kept.add(id(_root(a)))
-        roots = [r for _, r in views]
-        taken = set(ids)
-        fresh += [i for i, r in views
-                  if r not in kept and r not in constant_ids and r not in taken and roots.count(r) == 1]
+                kept.update(_memory_ids(a))
+        seen = Counter(i for _, chain in views for i in chain)
+        kept.update(ids)
+        kept.update(constant_ids)
+        fresh += [i for i, chain in views if not any(c in kept or seen[c] > 1 for c in chain)]
     return fresh
 
 
-def _root(a):
-    """The array or tensor whose memory `a` views (`a` itself if none)."""
-    if type(a) is np.ndarray:
-        while isinstance(a.base, np.ndarray):
-            a = a.base
-        return a
-    base = getattr(a, "_base", None)
-    return a if base is None else base
+def _memory_ids(a) -> tuple[int, ...]:
+    """Ids of the objects whose memory `a` views: the arrays and tensors down
+    to the one that owns it (a numpy view of a tensor's `numpy()` reaches the
+    tensor, a tensor view its base); `(id(a),)` for one that owns its own."""
+    ids = [id(a)]
+    while True:
+        base = a.base if type(a) is np.ndarray else getattr(a, "_base", None)
+        if not isinstance(base, (np.ndarray, torch.Tensor)):
+            return tuple(ids)
+        a = base
+        ids.append(id(a))
 
 
 def _held_alone(args: list, positions: list[int]) -> list[int]:
