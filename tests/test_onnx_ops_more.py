@@ -360,3 +360,60 @@ def test_newer_opset_operators_equal_the_reference():
           opset=20, reference="onnx")
     check([helper.make_node("CumProd", ["x", "ax"], ["y"], exclusive=1, reverse=1)], {"x": x}, ["y"],
           inits=[helper.make_tensor("ax", I64, [], [2])], opset=26, reference="onnx")
+
+
+def check_exact(nodes, inputs: dict, outs, inits=(), opset=18):
+    """As `check`, and the dtypes equal onnxruntime's; integer and boolean results exactly."""
+    vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+          for n, a in inputs.items()]
+    model = helper.make_model(helper.make_graph(nodes, "g", vi, [helper.make_empty_tensor_value_info(o)
+                                                                for o in outs], list(inits)),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    got, ref = _run_both(model, inputs, outs)
+    for name, g, r in zip(outs, got, ref):
+        assert g.dtype == r.dtype and g.shape == r.shape, (name, g.dtype, g.shape, r.dtype, r.shape)
+        if r.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, r, err_msg=name)
+        else:
+            np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "edge", "wrap"])
+@pytest.mark.parametrize("shape,pads", [
+    ((3, 4), [1, 2, 2, 1]),
+    ((2, 3, 5), [0, 0, 2, 0, 0, 3]),                      # torch's ReflectionPad1d
+    ((1, 1, 3, 4), [0, 0, 1, 1, 0, 0, 1, 1]),             # ReflectionPad2d / ReplicationPad2d exports
+    ((1, 2, 3, 4, 4), [0, 0, 1, 2, 1, 0, 0, 2, 1, 3]),    # 3-d padding of a 5-d input
+    ((3, 4, 3, 3), [1, 2, 0, 0, 2, 1, 0, 1]),             # batch and channel axes padded
+    ((4, 5), [-1, 2, 1, -2]),                             # negative pads crop first
+])
+def test_pad_reflect_edge_wrap_any_axis(mode, shape, pads):
+    x = f32(*shape)
+    check_exact([helper.make_node("Pad", ["x", "p"], ["y"], mode=mode)], {"x": x}, ["y"],
+                inits=[const("p", np.array(pads, np.int64))], opset=19 if mode == "wrap" else 13)
+
+
+def test_pad_opset_18_axes_and_constant_value():
+    x = f32(2, 3, 4)
+    ax = helper.make_tensor("ax", I64, [2], [-1, 0])
+    check_exact([helper.make_node("Pad", ["x", "p", "", "ax"], ["y"])], {"x": x}, ["y"],
+                inits=[const("p", np.array([1, 2, 3, 0], np.int64)), ax])
+    check_exact([helper.make_node("Pad", ["x", "p", "", "ax"], ["y"], mode="reflect")], {"x": x}, ["y"],
+                inits=[const("p", np.array([2, 1, 1, 0], np.int64)), ax])
+    check_exact([helper.make_node("Pad", ["x", "p", "", "ax1"], ["y"], mode="edge")], {"x": x}, ["y"],
+                inits=[const("p", np.array([1, 2], np.int64)), helper.make_tensor("ax1", I64, [1], [1])])
+    i = np.arange(6, dtype=np.int64).reshape(2, 3) + 2**40
+    check_exact([helper.make_node("Pad", ["i", "p", "v"], ["y"])], {"i": i}, ["y"],
+                inits=[const("p", np.array([0, 1, 1, 0], np.int64)),
+                       helper.make_tensor("v", I64, [], [2**40 + 3])], opset=13)
+
+
+def test_pad_reflect_beyond_the_axis_is_a_clear_error():
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Pad", ["x", "p"], ["y"], mode="reflect")], "g",
+        [helper.make_tensor_value_info("x", F32, [2, 3])], [helper.make_empty_tensor_value_info("y")],
+        [const("p", np.array([0, 3, 0, 0], np.int64))]), opset_imports=[helper.make_opsetid("", 13)])
+    s = popart.InferenceSession(model.SerializeToString(), popart.DataFlow(1, ["y"]),
+                                popart.DeviceManager().createCpuDevice())
+    with pytest.raises(popart.popart_exception, match="must be smaller than its size 3"):
+        s.prepareDevice()

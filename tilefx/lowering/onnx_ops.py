@@ -347,12 +347,16 @@ def _clip(ins, at, v):
     return torch.clamp(x, lo, hi)
 
 
-def _scalar(x) -> float:
-    """A one-element static operand (a 0-d or [1] tensor) as a number."""
+def _scalar(x, what: str = "this operand"):
+    """A one-element static operand (a 0-d or [1] tensor) as a Python number of its
+    own type (an int stays an int: int64 bounds are exact)."""
+    if isinstance(x, torch.Tensor):
+        raise Error(f"{what} must be known at compile time (a constant or an initializer), but it "
+                    "depends on a graph input", type="frontend")
     a = np.asarray(x)
     if a.size != 1:
         raise Error(f"expected a one-element value, got shape {a.shape}", type="frontend")
-    return float(a.reshape(-1)[0])
+    return a.reshape(-1)[0].item()
 
 
 def _where(ins, at, v):
@@ -360,18 +364,54 @@ def _where(ins, at, v):
 
 
 def _pad(ins, at, v):
+    """Pad: ONNX's pads are the begins of every padded axis, then their ends
+    (axes: opset 18's optional input, default every axis). Constant padding is
+    torch's F.pad (negative pads crop); reflect, edge and wrap gather each padded
+    axis with a static index (numpy's np.pad of the positions gives it), so any
+    axis of any rank pads, where torch's reflect/replicate take the trailing
+    dimensions of 2- to 5-d inputs only."""
     x = _t(ins[0])
     mode = at.get("mode", "constant")
     if v < 11:
-        pads, value = at["pads"], at.get("value", 0.0)
+        pads, value = list(at["pads"]), at.get("value", 0.0)
     else:
         pads = _ints(ins[1])
-        value = float(np.asarray(ins[2])) if len(ins) > 2 and ins[2] is not None else 0.0
+        cv = ins[2] if len(ins) > 2 else None
+        empty = cv is None or (not isinstance(cv, torch.Tensor) and np.asarray(cv).size == 0)
+        value = 0 if empty else _scalar(cv, "Pad's constant_value")
     n = x.dim()
-    flat = []
-    for i in reversed(range(n)):
-        flat += [pads[i], pads[i + n]]
-    return F.pad(x, flat, mode=mode, value=value) if mode == "constant" else F.pad(x, flat, mode=mode)
+    axes = _ints(ins[3]) if v >= 18 and len(ins) > 3 and ins[3] is not None else list(range(n))
+    axes = [_axis(a, n) for a in axes]
+    if len(pads) != 2 * len(axes):
+        raise Error(f"Pad: pads has {len(pads)} values; {len(axes)} padded axes need {2 * len(axes)} "
+                    "(begin and end of each)", type="frontend")
+    begin, end = [0] * n, [0] * n
+    for i, a in enumerate(axes):
+        begin[a], end[a] = pads[i], pads[i + len(axes)]
+    if mode == "constant":
+        flat = []
+        for i in reversed(range(n)):
+            flat += [begin[i], end[i]]
+        return F.pad(x, flat, value=value)
+    if mode not in ("reflect", "edge", "wrap"):
+        raise Error(f"Pad mode {mode!r} is not an ONNX value (constant, reflect, edge, wrap)",
+                    type="frontend")
+    for a in range(n):
+        b, e = begin[a], end[a]
+        if b < 0 or e < 0:  # negative pads remove elements first
+            x = x.narrow(a, max(-b, 0), x.shape[a] - max(-b, 0) - max(-e, 0))
+            b, e = max(b, 0), max(e, 0)
+        if b == 0 and e == 0:
+            continue
+        if (mode == "reflect" and x.shape[a] < 2) or x.shape[a] == 0:
+            raise Error(f"Pad {mode}: axis {a} has {x.shape[a]} element(s), too few to pad from",
+                        type="frontend")
+        if mode == "reflect" and max(b, e) >= x.shape[a]:
+            raise Error(f"Pad reflect: the pads of axis {a} ({b}, {e}) must be smaller than its size "
+                        f"{x.shape[a]}", type="frontend")
+        index = np.pad(np.arange(x.shape[a]), (b, e), mode={"edge": "edge"}.get(mode, mode))
+        x = x.index_select(a, torch.from_numpy(index.astype(np.int64)))
+    return x
 
 
 def _matmul(ins, at, v):
