@@ -417,3 +417,33 @@ def test_pad_reflect_beyond_the_axis_is_a_clear_error():
                                 popart.DeviceManager().createCpuDevice())
     with pytest.raises(popart.popart_exception, match="must be smaller than its size 3"):
         s.prepareDevice()
+
+
+def test_float_initializers_read_as_numbers_stay_compile_time_values():
+    """A Pad value, Range's bounds, a Dropout ratio or a OneHot depth given as a float
+    initializer is a setting, not a weight (a parameter is a traced tensor, not a number)."""
+    x = f32(2, 3)
+    check_exact([helper.make_node("Pad", ["x", "p", "v"], ["y"])], {"x": x}, ["y"],
+                inits=[const("p", np.array([0, 1, 0, 1], np.int64)), helper.make_tensor("v", F32, [], [1.5])],
+                opset=13)
+    check_exact([helper.make_node("Range", ["s", "l", "d"], ["r"]), helper.make_node("Add", ["r", "x"], ["y"])],
+                {"x": f32(4)}, ["y"], inits=[helper.make_tensor(n, F32, [], [v])
+                                             for n, v in [("s", 0.0), ("l", 1.0), ("d", 0.25)]], opset=11)
+    check_exact([helper.make_node("Dropout", ["x", "ratio"], ["y"])], {"x": x}, ["y"],
+                inits=[helper.make_tensor("ratio", F32, [], [0.25])], opset=13)
+    check_exact([helper.make_node("OneHot", ["i", "depth", "vals"], ["y"])],
+                {"i": np.array([0, 2, -1], np.int64)}, ["y"],
+                inits=[helper.make_tensor("depth", F32, [], [4.0]), helper.make_tensor("vals", F32, [2], [0, 3])],
+                opset=11)
+
+
+def test_a_pad_value_from_a_graph_input_is_a_clear_error():
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Pad", ["x", "p", "v"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", F32, [2, 3]), helper.make_tensor_value_info("v", F32, [])],
+        [helper.make_empty_tensor_value_info("y")], [const("p", np.array([0, 1, 0, 1], np.int64))]),
+        opset_imports=[helper.make_opsetid("", 13)])
+    s = popart.InferenceSession(model.SerializeToString(), popart.DataFlow(1, ["y"]),
+                                popart.DeviceManager().createCpuDevice())
+    with pytest.raises(popart.popart_exception, match="Pad's constant_value must be known at compile time"):
+        s.prepareDevice()

@@ -159,8 +159,12 @@ class OnnxModule(torch.nn.Module):
                  for k in (3, 4) if len(n.input) > k}
         self.path: dict[str, str] = {}  # ONNX initializer name -> module attribute path
         self.static: dict[str, np.ndarray] = {}
+        # initializers read as numbers while tracing (a Pad value, Range's bounds, a
+        # Dropout ratio, ...) stay numpy: as parameters they are traced tensors
         compile_time = {n.input[k] for n in g.node for k in onnx_ops.STATIC_INPUTS.get(n.op_type, ())
                         if len(n.input) > k and n.input[k]}
+        compile_time |= {i for n in g.node if n.domain in ("", "ai.onnx")
+                         and n.op_type in onnx_ops.STATIC_ONLY for i in n.input if i}
         for name, t in inits.items():
             arr = numpy_helper.to_array(t).copy()
             if arr.dtype.kind != "f" or name in compile_time:

@@ -425,7 +425,7 @@ def _gelu(ins, at, v):
 def _dropout(ins, at, v, training: bool):
     x = _t(ins[0])
     ratio = at.get("ratio", 0.5) if v < 12 else (
-        float(np.asarray(ins[1])) if len(ins) > 1 and ins[1] is not None else 0.5)
+        float(_scalar(ins[1], "Dropout's ratio")) if len(ins) > 1 and ins[1] is not None else 0.5)
     return F.dropout(x, ratio, training=training) if training and ratio > 0 else x
 
 
@@ -888,8 +888,7 @@ OPS = {
     "Atan": _unary(torch.atan), "Tan": _unary(torch.tan), "Asin": _unary(torch.asin),
     "Acos": _unary(torch.acos), "Sinh": _unary(torch.sinh), "Cosh": _unary(torch.cosh),
     "IsNaN": _unary(torch.isnan), "Round": _unary(torch.round),
-    "Range": lambda ins, at, v: torch.arange(float(np.asarray(ins[0])), float(np.asarray(ins[1])),
-                                             float(np.asarray(ins[2]))),
+    "Range": lambda ins, at, v: torch.arange(*(_scalar(x, "Range's start, limit and delta") for x in ins)),
     "ConvTranspose": _conv_transpose, "Resize": _resize,
     "GatherElements": _gather_elements, "ScatterElements": _scatter_elements, "ScatterND": _scatter_nd,
     "GatherND": _gather_nd, "OneHot": _one_hot, "DepthToSpace": _depth_to_space,
@@ -946,8 +945,11 @@ GRAPHCORE_OPS = {"IdentityLoss": _identityloss, "L1": _l1loss, "Nll": _nllloss,
                  "Detach": lambda ins, at, v: _t(ins[0]).detach()}
 
 # float operands that are settings, not weights: initializers feeding them stay
-# compile-time values instead of becoming parameters
-STATIC_INPUTS = {"Resize": (1, 2), "OneHot": (2,), "Clip": (1, 2), "Upsample": (1,)}
+# compile-time values (numpy arrays) instead of becoming parameters, as do the
+# inputs of the STATIC_ONLY operators (Range's bounds, ...); `_scalar` and `_ints`
+# read them, and say so clearly if one depends on a graph input
+STATIC_INPUTS = {"Resize": (1, 2), "OneHot": (1, 2), "Clip": (1, 2), "Upsample": (1,), "Pad": (2,),
+                 "Dropout": (1,)}
 
 # operators evaluated at compile time only (their result is always static)
 STATIC_ONLY = {"Shape", "ConstantOfShape", "Constant", "Range", "Size", "HannWindow", "HammingWindow",
