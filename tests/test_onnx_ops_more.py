@@ -447,3 +447,21 @@ def test_a_pad_value_from_a_graph_input_is_a_clear_error():
                                 popart.DeviceManager().createCpuDevice())
     with pytest.raises(popart.popart_exception, match="Pad's constant_value must be known at compile time"):
         s.prepareDevice()
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8])
+def test_integer_clip_keeps_the_type_and_exact_values(dtype):
+    big = 16777217 if dtype != np.uint8 else 200  # not a float32
+    x = np.array([big, 3, 0, 7, big - 2], dtype)
+    lo = helper.make_tensor("lo", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), [], [1])
+    hi = helper.make_tensor("hi", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), [],
+                            [2**40 if dtype == np.int64 else big - 1])
+    check_exact([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], {"x": x}, ["y"], inits=[lo, hi], opset=13)
+    check_exact([helper.make_node("Clip", ["x", "", "hi"], ["y"])], {"x": x}, ["y"], inits=[hi], opset=13)
+    check_exact([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+                {"x": x, "lo": np.array(2, dtype), "hi": np.array(big - 1, dtype)}, ["y"], opset=13)
+    if dtype == np.int64:  # beyond float64's integers too
+        x = np.array([2**60 + 1, -(2**60) - 1, 5], np.int64)
+        check_exact([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], {"x": x}, ["y"], opset=13,
+                    inits=[helper.make_tensor("lo", I64, [], [-(2**60)]),
+                           helper.make_tensor("hi", I64, [], [2**61])])
