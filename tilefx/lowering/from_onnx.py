@@ -145,6 +145,8 @@ class OnnxModule(torch.nn.Module):
         g = self.proto.graph
         self.opset = opset_of(self.proto)
         self.graphcore_opset = opset_of(self.proto, onnx_ops.GRAPHCORE_DOMAIN)
+        self.opsets = {"": self.opset, **{o.domain: int(o.version) for o in self.proto.opset_import
+                                           if o.domain not in ("", "ai.onnx")}}
         self.is_training = training
         inits = {t.name: t for t in g.initializer}
         self.input_names = [i.name for i in g.input if i.name not in inits]
@@ -261,7 +263,7 @@ class OnnxModule(torch.nn.Module):
                 node.op_type not in RANDOM_OPS
                 and all(x is None or isinstance(x, np.ndarray) for x in ins) and node.domain == ""
                 and node.op_type != "Shape"):
-            outs = _fold(node, ins, self.opset)
+            outs = _fold(node, ins, self.opsets)
         else:
             outs = self._call(node, ins, at)
         outs = outs if isinstance(outs, tuple) else (outs,)
@@ -333,23 +335,27 @@ def _serialized(ins, ann):
 RANDOM_OPS = ("Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli")
 
 
-def _fold(node: onnx.NodeProto, ins: list, opset: int):
-    """Evaluate a node whose inputs are all known at compile time."""
+def _fold(node: onnx.NodeProto, ins: list, opsets: dict[str, int]):
+    """Evaluate a node whose inputs are all known at compile time, at the opset
+    versions of its model (`opsets`: domain -> version; an opset-11 Unsqueeze
+    takes its axes as an attribute, an opset-13 one as an input)."""
     from onnx.reference import ReferenceEvaluator
 
-    ev = ReferenceEvaluator(helper.make_node(node.op_type, [f"i{k}" if x is not None else ""
-                                                            for k, x in enumerate(ins)],
-                                             list(node.output), domain=node.domain,
-                                             **{a.name: helper.get_attribute_value(a)
-                                                for a in node.attribute if a.name not in _ANNOTATIONS}),
-                            opsets={"": opset})
+    one = helper.make_node(node.op_type, [f"i{k}" if x is not None else "" for k, x in enumerate(ins)],
+                           [f"o{k}" if o else "" for k, o in enumerate(node.output)], domain=node.domain)
+    one.attribute.extend(a for a in node.attribute if a.name not in _ANNOTATIONS)
+    inputs = [helper.make_tensor_value_info(f"i{k}", helper.np_dtype_to_tensor_dtype(np.asarray(x).dtype),
+                                            None) for k, x in enumerate(ins) if x is not None]
+    outputs = [helper.make_empty_tensor_value_info(f"o{k}") for k, o in enumerate(node.output) if o]
+    model = helper.make_model(helper.make_graph([one], "fold", inputs, outputs),
+                              opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
     feeds = {f"i{k}": x for k, x in enumerate(ins) if x is not None}
     try:
-        outs = ev.run(None, feeds)
+        outs = iter(ReferenceEvaluator(model).run(None, feeds))
     except Exception as e:  # noqa: BLE001  (the reference evaluator's errors, as a frontend Error)
         raise Error(f"cannot evaluate ONNX node {node.name or node.op_type!r} ({node.op_type}) at "
                     f"compile time: {type(e).__name__}: {e}", type="frontend") from None
-    return tuple(np.asarray(o) for o in outs)
+    return tuple(np.asarray(next(outs)) if o else None for o in node.output)
 
 
 def _as_tensor(v) -> torch.Tensor:
