@@ -465,3 +465,16 @@ def test_integer_clip_keeps_the_type_and_exact_values(dtype):
         check_exact([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], {"x": x}, ["y"], opset=13,
                     inits=[helper.make_tensor("lo", I64, [], [-(2**60)]),
                            helper.make_tensor("hi", I64, [], [2**61])])
+
+
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("axis", [1, 0])
+def test_topk_ties_come_out_lowest_index_first(largest, axis):
+    x = np.array([[1, 2, 2, 2, 0, 2], [5, 5, 5, 5, 5, 5], [0, 0, 2, 0, 1, 1]], np.float32)
+    x = x if axis == 1 else np.ascontiguousarray(x.T)
+    k = helper.make_tensor("k", I64, [1], [4])
+    check_exact([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)], {"x": x},
+                ["v", "i"], inits=[k], opset=11)
+    many = np.random.default_rng(1).integers(0, 5, (3, 2000)).astype(np.int64)  # ties everywhere
+    check_exact([helper.make_node("TopK", ["m", "k"], ["v", "i"], largest=largest)], {"m": many},
+                ["v", "i"], inits=[helper.make_tensor("k", I64, [1], [700])], opset=11)

@@ -493,11 +493,16 @@ def _group_norm(ins, at, v):
 
 
 def _topk(ins, at, v):
+    """ONNX TopK orders equal values lowest index first (largest and smallest);
+    torch.topk leaves ties in any order: a stable sort, then the first k."""
     x = _t(ins[0])
     k = _ints(ins[1])[0] if v >= 10 else at["k"]
-    values, indices = torch.topk(x, k, dim=at.get("axis", -1), largest=bool(at.get("largest", 1)),
-                                 sorted=bool(at.get("sorted", 1)))
-    return values, indices
+    axis = _axis(at.get("axis", -1), x.dim())
+    if k > x.shape[axis] or k < 0:
+        raise Error(f"TopK: k ({k}) must be between 0 and the size of axis {axis} ({x.shape[axis]})",
+                    type="frontend")
+    values, indices = torch.sort(x, dim=axis, descending=bool(at.get("largest", 1)), stable=True)
+    return values.narrow(axis, 0, k), indices.narrow(axis, 0, k)
 
 
 def _cumsum(ins, at, v):
