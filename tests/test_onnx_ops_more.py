@@ -478,3 +478,13 @@ def test_topk_ties_come_out_lowest_index_first(largest, axis):
     many = np.random.default_rng(1).integers(0, 5, (3, 2000)).astype(np.int64)  # ties everywhere
     check_exact([helper.make_node("TopK", ["m", "k"], ["v", "i"], largest=largest)], {"m": many},
                 ["v", "i"], inits=[helper.make_tensor("k", I64, [1], [700])], opset=11)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_integer_div_and_mod_by_a_graph_input(dtype):
+    """The output shapes are found without the values: a divisor input is no 0."""
+    a = np.array([7, -7, 9, -9, 0], dtype)
+    b = np.array([2, 2, -4, -4, 3], dtype)
+    check_exact([helper.make_node("Div", ["a", "b"], ["q"]), helper.make_node("Mod", ["a", "b"], ["r"]),
+                 helper.make_node("Mod", ["a", "b"], ["f"], fmod=1)], {"a": a, "b": b}, ["q", "r", "f"],
+                opset=13)
