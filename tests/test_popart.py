@@ -904,3 +904,25 @@ def test_scalar_inputs_take_one_value_per_batch(bps):
     sess.run(popart.PyStepIO(feed, a))
     want = xs * scales[:, None, None]
     np.testing.assert_allclose(a[y], want[0] if bps == 1 else want, rtol=1e-6)
+
+
+def test_anchored_identity_of_an_initializer():
+    """Identity(weight) as an anchor: its shape comes without reading the parameter's
+    value (a tensor that requires grad), in inference and in training."""
+    builder, y, loss = classifier()
+    wcopy = builder.aiOnnx.identity(["w"])
+    proto = builder.getModelProto()
+    s = popart.InferenceSession(proto, popart.DataFlow(1, {wcopy: popart.AnchorReturnType("ALL")}), cpu())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({"x": np.zeros((4, 8), np.float32), "label": np.zeros(4, np.int32)}, anchors))
+    np.testing.assert_array_equal(anchors[wcopy], W0)
+    t = popart.TrainingSession(proto, popart.DataFlow(1, {wcopy: popart.AnchorReturnType("FINAL"),
+                                                          loss: popart.AnchorReturnType("ALL")}),
+                               loss, popart.ConstSGD(0.1), deviceInfo=cpu())
+    t.prepareDevice()
+    anchors = t.initAnchorArrays()
+    assert anchors[wcopy].shape == (8, 5) and anchors[wcopy].dtype == np.float32
+    t.run(popart.PyStepIO({"x": RNG.standard_normal((4, 8)).astype(np.float32),
+                           "label": np.array([0, 1, 2, 3], np.int32)}, anchors))
+    np.testing.assert_array_equal(anchors[wcopy], W0)  # the value the step read, before its update
