@@ -488,3 +488,9 @@ def test_integer_div_and_mod_by_a_graph_input(dtype):
     check_exact([helper.make_node("Div", ["a", "b"], ["q"]), helper.make_node("Mod", ["a", "b"], ["r"]),
                  helper.make_node("Mod", ["a", "b"], ["f"], fmod=1)], {"a": a, "b": b}, ["q", "r", "f"],
                 opset=13)
+
+
+def test_size_is_the_static_element_count():
+    check_exact([helper.make_node("Size", ["x"], ["n"]), helper.make_node("Cast", ["n"], ["nf"], to=F32),
+                 helper.make_node("Div", ["x", "nf"], ["y"])], {"x": f32(2, 3, 4)}, ["y", "n"], opset=13)
+    check_exact([helper.make_node("Size", ["x"], ["n"])], {"x": np.zeros((0, 3), np.float32)}, ["n"], opset=13)

@@ -471,6 +471,11 @@ def _shape(ins, at, v):
     return shape[at.get("start", 0): at.get("end", len(shape))]
 
 
+def _size(ins, at, v):
+    """The element count: known from the static shape (an int64 scalar)."""
+    return np.asarray(int(np.prod(ins[0].shape, dtype=np.int64)), dtype=np.int64)
+
+
 def _constant_of_shape(ins, at, v):
     value = at.get("value")
     arr = np.asarray(value if value is not None else np.zeros(1, np.float32))
@@ -875,7 +880,7 @@ OPS = {
     "ReduceMean": _reduce(torch.mean), "ReduceSum": _reduce(torch.sum),
     "ReduceMax": _reduce(torch.amax), "ReduceMin": _reduce(torch.amin), "Cast": _cast,
     "Expand": _expand, "Clip": _clip, "Where": _where, "Pad": _pad,
-    "Shape": _shape, "ConstantOfShape": _constant_of_shape,
+    "Shape": _shape, "Size": _size, "ConstantOfShape": _constant_of_shape,
     "ArgMax": _arg_extreme(torch.argmax),
     "Tile": lambda ins, at, v: _t(ins[0]).repeat(*_ints(ins[1])),
     "InstanceNormalization": _instance_norm,
