@@ -926,3 +926,26 @@ def test_anchored_identity_of_an_initializer():
     t.run(popart.PyStepIO({"x": RNG.standard_normal((4, 8)).astype(np.float32),
                            "label": np.array([0, 1, 2, 3], np.int32)}, anchors))
     np.testing.assert_array_equal(anchors[wcopy], W0)  # the value the step read, before its update
+
+
+def test_external_data_of_a_model_given_as_bytes_is_a_clear_error(tmp_path, monkeypatch):
+    """External weights are found next to the .onnx file: from bytes there is no file."""
+    builder, y, loss = classifier()
+    model = onnx.load_model_from_string(builder.getModelProto())
+    path = tmp_path / "model.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, location="weights.bin", size_threshold=0)
+    raw = path.read_bytes()
+    monkeypatch.chdir(tmp_path)  # even where the working directory holds the file: no guessing
+    for given in (raw, onnx.load(str(path), load_external_data=False)):
+        with pytest.raises(popart.popart_exception,
+                           match=r"'w' keeps its data in the external file 'weights.bin'.*pass the "
+                                 r"model's file path"):
+            popart.InferenceSession(given, popart.DataFlow(1, [y]), cpu())
+    with pytest.raises(popart.popart_exception, match="weights.bin"):
+        popart.Builder(raw)
+    s = popart.InferenceSession(str(path), popart.DataFlow(1, [y]), cpu())  # the path works
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    s.run(popart.PyStepIO({"x": x, "label": np.zeros(4, np.int32)}, anchors))
+    np.testing.assert_allclose(anchors[y], x @ W0 + B0, rtol=1e-5, atol=1e-6)

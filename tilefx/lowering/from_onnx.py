@@ -53,12 +53,16 @@ _ANNOTATIONS = {ONNX_IPU_ATTR, ONNX_PIPELINE_STAGE_ATTR, ONNX_EXECUTION_PHASE_AT
 
 
 def load_model(model) -> onnx.ModelProto:
-    """A ModelProto from a ModelProto, serialized bytes or a file path."""
+    """A ModelProto from a ModelProto, serialized bytes or a file path (whose
+    external data files onnx.load reads from the file's directory)."""
     if isinstance(model, onnx.ModelProto):
+        _no_external_data(model, "a ModelProto")
         return model
     try:
         if isinstance(model, (bytes, bytearray)):
-            return onnx.load_model_from_string(bytes(model))
+            proto = onnx.load_model_from_string(bytes(model))
+            _no_external_data(proto, "bytes")
+            return proto
         if isinstance(model, (str, os.PathLike)):
             if not os.path.exists(model):
                 raise Error(f"ONNX model file {str(model)!r} does not exist", type="frontend")
@@ -69,6 +73,23 @@ def load_model(model) -> onnx.ModelProto:
         raise Error(f"cannot read the ONNX model: {type(e).__name__}: {e}", type="frontend") from None
     raise Error(f"expected an ONNX ModelProto, its bytes or a file path, got {type(model).__name__}",
                 type="frontend")
+
+
+def _no_external_data(model: onnx.ModelProto, given_as: str) -> None:
+    """Weights kept in external data files are found relative to the .onnx file:
+    a model given as bytes (or a ModelProto loaded without them) has no directory
+    to look in, and reading them relative to the working directory would be a guess."""
+    from onnx.external_data_helper import uses_external_data
+
+    tensors = list(model.graph.initializer) + [a.t for n in model.graph.node for a in n.attribute
+                                               if a.type == onnx.AttributeProto.TENSOR]
+    for t in tensors:
+        if uses_external_data(t):
+            location = next((e.value for e in t.external_data if e.key == "location"), "?")
+            raise Error(f"tensor {t.name!r} keeps its data in the external file {location!r}, which cannot "
+                        f"be found from a model given as {given_as} (external data is found relative to "
+                        "the .onnx file): pass the model's file path instead, or load it with "
+                        "onnx.load(path), which reads the external data", type="frontend")
 
 
 def opset_of(model: onnx.ModelProto, domain: str = "") -> int:

@@ -289,9 +289,13 @@ class Builder:
             self._load(modelProtoOrFilename)
 
     def _load(self, model) -> None:
+        from tilefx.errors import Error
         from tilefx.lowering.from_onnx import load_model, opset_of
 
-        proto = load_model(model)
+        try:
+            proto = load_model(model)
+        except Error as e:
+            raise popart_exception(e.message) from None
         g = proto.graph
         self._opset = opset_of(proto)
         self.aiOnnx = _Opset(self, self._opset)
