@@ -362,14 +362,14 @@ def test_newer_opset_operators_equal_the_reference():
           inits=[helper.make_tensor("ax", I64, [], [2])], opset=26, reference="onnx")
 
 
-def check_exact(nodes, inputs: dict, outs, inits=(), opset=18):
+def check_exact(nodes, inputs: dict, outs, inits=(), opset=18, reference="onnxruntime"):
     """As `check`, and the dtypes equal onnxruntime's; integer and boolean results exactly."""
     vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
           for n, a in inputs.items()]
     model = helper.make_model(helper.make_graph(nodes, "g", vi, [helper.make_empty_tensor_value_info(o)
                                                                 for o in outs], list(inits)),
                               opset_imports=[helper.make_opsetid("", opset)])
-    got, ref = _run_both(model, inputs, outs)
+    got, ref = _run_both(model, inputs, outs, reference)
     for name, g, r in zip(outs, got, ref):
         assert g.dtype == r.dtype and g.shape == r.shape, (name, g.dtype, g.shape, r.dtype, r.shape)
         if r.dtype.kind in "biu":
@@ -494,3 +494,11 @@ def test_size_is_the_static_element_count():
     check_exact([helper.make_node("Size", ["x"], ["n"]), helper.make_node("Cast", ["n"], ["nf"], to=F32),
                  helper.make_node("Div", ["x", "nf"], ["y"])], {"x": f32(2, 3, 4)}, ["y", "n"], opset=13)
     check_exact([helper.make_node("Size", ["x"], ["n"])], {"x": np.zeros((0, 3), np.float32)}, ["n"], opset=13)
+
+
+def test_dropout_mask_output_in_inference_equals_onnxruntime():
+    check_exact([helper.make_node("Dropout", ["x", "r"], ["y", "mask"])], {"x": f32(3, 4)}, ["y", "mask"],
+                inits=[helper.make_tensor("r", F32, [], [0.3])], opset=13)
+    # onnxruntime's opset-10 kernel gives an all-False mask; ONNX's reference all True
+    check_exact([helper.make_node("Dropout", ["x"], ["y", "mask"], ratio=0.3)], {"x": f32(3, 4)},
+                ["y", "mask"], opset=10, reference="onnx")

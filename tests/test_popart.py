@@ -949,3 +949,42 @@ def test_external_data_of_a_model_given_as_bytes_is_a_clear_error(tmp_path, monk
     x = RNG.standard_normal((4, 8)).astype(np.float32)
     s.run(popart.PyStepIO({"x": x, "label": np.zeros(4, np.int32)}, anchors))
     np.testing.assert_allclose(anchors[y], x @ W0 + B0, rtol=1e-5, atol=1e-6)
+
+
+def test_dropout_mask_output_in_inference_and_training():
+    """Dropout's mask: all True in inference; in training the keep-mask of the very
+    draw applied (the output is x * mask / (1 - ratio), the same draw as without it)."""
+    def model(with_mask: bool):
+        b = popart.Builder()
+        x = b.addInputTensor(popart.TensorInfo("FLOAT", [4, 6]), "x")
+        w = b.addInitializedInputTensor(np.full((6, 6), 0.5, np.float32), "w")
+        h = b.aiOnnx.matmul([x, w])
+        outs = b.aiOnnx.dropout([h], num_outputs=2 if with_mask else 1, ratio=0.25)
+        y, mask = (outs[0], outs[1]) if with_mask else (outs[0], None)
+        loss = b.aiGraphcore.identityloss([y])
+        return b.getModelProto(), h, y, mask, loss
+
+    proto, h, y, mask, loss = model(True)
+    x = RNG.standard_normal((4, 6)).astype(np.float32) + 3
+    s = popart.InferenceSession(proto, popart.DataFlow(1, [y, mask]), cpu())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({"x": x}, anchors))
+    assert anchors[mask].dtype == np.bool_ and anchors[mask].all()
+    np.testing.assert_allclose(anchors[y], x @ np.full((6, 6), 0.5, np.float32), rtol=1e-6)
+
+    def train(proto, anchored):
+        t = popart.TrainingSession(proto, popart.DataFlow(1, anchored), loss, popart.ConstSGD(0.0),
+                                   deviceInfo=cpu())
+        t.prepareDevice()
+        t.setRandomSeed(7)
+        anchors = t.initAnchorArrays()
+        t.run(popart.PyStepIO({"x": x}, anchors))
+        return anchors
+
+    got = train(proto, [h, y, mask])
+    keep = got[mask]
+    assert keep.dtype == np.bool_ and 0 < keep.sum() < keep.size
+    np.testing.assert_allclose(got[y], np.where(keep, got[h] / 0.75, 0), rtol=1e-6)
+    proto1, _, y1, _, _ = model(False)
+    np.testing.assert_array_equal(train(proto1, [h, y1])[y1], got[y])  # the same draw

@@ -278,7 +278,7 @@ class OnnxModule(torch.nn.Module):
         at = _attrs(node)
         if node.op_type == "Split" and "num_outputs" not in at:
             at["_num_outputs"] = len(node.output)
-        if node.op_type == "MaxPool":  # the Indices output only when the graph asks for it
+        if node.op_type in ("MaxPool", "Dropout"):  # Indices, mask: only when the graph asks for it
             at["_num_outputs"] = len([o for o in node.output if o])
         if node.op_type == "Constant" or (
                 node.op_type not in RANDOM_OPS

@@ -426,7 +426,17 @@ def _dropout(ins, at, v, training: bool):
     x = _t(ins[0])
     ratio = at.get("ratio", 0.5) if v < 12 else (
         float(_scalar(ins[1], "Dropout's ratio")) if len(ins) > 1 and ins[1] is not None else 0.5)
-    return F.dropout(x, ratio, training=training) if training and ratio > 0 else x
+    if at.get("_num_outputs", 1) < 2:
+        return F.dropout(x, ratio, training=training) if training and ratio > 0 else x
+    # the mask output too: True where x is kept (everywhere without dropout); of
+    # x's type before opset 10
+    if not training or ratio == 0:
+        return x, torch.ones_like(x, dtype=torch.bool if v >= 10 else x.dtype)
+    if v < 10:
+        y, keep = torch.native_dropout(x, ratio, True)
+        return y, keep.to(x.dtype)
+    # the op F.dropout traces to in training (the same draw), with its keep-mask
+    return torch.native_dropout(x, ratio, True)
 
 
 def _reduction(x: torch.Tensor, reduction: int) -> torch.Tensor:
