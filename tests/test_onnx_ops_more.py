@@ -502,3 +502,23 @@ def test_dropout_mask_output_in_inference_equals_onnxruntime():
     # onnxruntime's opset-10 kernel gives an all-False mask; ONNX's reference all True
     check_exact([helper.make_node("Dropout", ["x"], ["y", "mask"], ratio=0.3)], {"x": f32(3, 4)},
                 ["y", "mask"], opset=10, reference="onnx")
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_cumsum_and_reductions_keep_the_type(dtype):
+    """CumSum, ReduceSum/Prod/Max/Min keep an integer input's type; ReduceMean of integers
+    truncates the mean, as onnxruntime."""
+    x = np.array([[1, 2, 0], [-1, -2, 0], [-3, 0, 1], [7, 0, 0], [-7, 0, 0], [5, 0, 0], [-5, 0, 0],
+                  [2**30, 2**30, 1]], dtype)
+    ax = helper.make_tensor("ax", I64, [], [1])
+    axes = helper.make_tensor("axes", I64, [1], [1])
+    check_exact([helper.make_node("CumSum", ["x", "ax"], ["c"]),
+                 helper.make_node("CumSum", ["x", "ax"], ["ce"], exclusive=1, reverse=1),
+                 helper.make_node("ReduceMean", ["x"], ["m"], axes=[1], keepdims=0),
+                 helper.make_node("ReduceMean", ["x"], ["mall"], keepdims=1),
+                 helper.make_node("ReduceMax", ["x"], ["mx"], axes=[0])],
+                {"x": x}, ["c", "ce", "m", "mall", "mx"], inits=[ax, axes], opset=13)
+    small = x[:-1]  # sums that fit the type (onnxruntime's int32 overflow saturates)
+    check_exact([helper.make_node("ReduceSum", ["x", "axes"], ["s"], keepdims=0),
+                 helper.make_node("ReduceProd", ["x"], ["p"], axes=[0], keepdims=0)],
+                {"x": small}, ["s", "p"], inits=[axes], opset=13)

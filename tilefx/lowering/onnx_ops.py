@@ -315,7 +315,16 @@ def _reduce(fn):
             if at.get("noop_with_empty_axes", 0):
                 return x
             axes = list(range(x.dim()))
-        return fn(x, dim=axes, keepdim=keep)
+        if x.is_floating_point() or x.dtype == torch.bool:
+            return fn(x, dim=axes, keepdim=keep)
+        if fn is torch.mean:  # as onnxruntime: the sum (in int64) divided with truncation
+            count = int(np.prod([x.shape[_axis(a, x.dim())] for a in axes], dtype=np.int64))
+            total = torch.sum(x, dim=axes, keepdim=keep)
+            return torch.div(total, max(count, 1), rounding_mode="trunc").to(x.dtype)
+        # ONNX's reductions keep the input's type; torch's sums and products of
+        # integers are int64
+        y = fn(x, dim=axes, keepdim=keep)
+        return y.to(x.dtype) if y.dtype == torch.int64 else y
     return impl
 
 
@@ -525,7 +534,7 @@ def _cumsum(ins, at, v):
     axis = _ints(ins[1])[0]
     if at.get("reverse", 0):
         x = torch.flip(x, [axis])
-    y = torch.cumsum(x, axis)
+    y = torch.cumsum(x, axis, dtype=x.dtype)  # torch's integer cumsum is int64; ONNX keeps the type
     if at.get("exclusive", 0):
         y = y - x
     return torch.flip(y, [axis]) if at.get("reverse", 0) else y
