@@ -243,6 +243,46 @@ def test_exported_mlp_with_batchnorm_trains_like_pytorch(tmp_path):
     assert {"bn.running_mean", "bn.running_var", "fc1.weight"} <= set(saved)
 
 
+def test_batchnorm_running_statistics_derived_from_weights_train_like_pytorch():
+    """The legacy exporter without constant folding shares equal initializers: the
+    fresh running_var is Identity(bn.weight), running_mean Identity(bn.bias). Those
+    statistics are not weights (no gradient through them); the training steps equal PyTorch's."""
+    import io
+    import warnings
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3), torch.nn.Tanh())
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model.eval(), (torch.randn(5, 4),), f, dynamo=False, do_constant_folding=False,
+                          input_names=["x"], output_names=["y"])
+    proto = onnx.load_model_from_string(f.getvalue())
+    assert ["1.weight"] in [list(n.input) for n in proto.graph.node if n.op_type == "Identity"]
+    builder = popart.Builder(f.getvalue())
+    loss = builder.aiGraphcore.identityloss(["y"])
+    session = popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, [loss]), loss,
+                                     popart.ConstSGD(0.1), deviceInfo=cpu())
+    session.prepareDevice()
+    anchors = session.initAnchorArrays()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model.train()
+    for _ in range(3):
+        xb = torch.randn(5, 4)
+        session.run(popart.PyStepIO({"x": xb.numpy()}, anchors))
+        opt.zero_grad()
+        ref = model(xb).mean()
+        ref.backward()
+        opt.step()
+        np.testing.assert_allclose(anchors[loss], ref.item(), rtol=1e-5, atol=1e-6)
+    weights = {n: np.zeros(v.shape, np.float32) for n, v in model.state_dict().items() if "running" not in n
+               and "num_batches" not in n}
+    session.weightsToHost()
+    session.readWeights(popart.PyWeightsIO(weights))
+    for name, value in weights.items():
+        np.testing.assert_allclose(value, model.state_dict()[name].numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 # -- anchors and buffer shapes --------------------------------------------------
 def scaled_model():
     """y = x * w (w = 2), z = y + 1: z is the output, y an intermediate anchor."""

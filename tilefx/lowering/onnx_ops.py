@@ -160,6 +160,12 @@ def _global_avgpool(ins, at, v):
 def _batchnorm(ins, at, v, training: bool):
     x, scale, bias, mean, var = (_t(i) for i in ins[:5])
     eps = at.get("epsilon", 1e-5)
+    # running statistics that are graph values derived from weights (the legacy
+    # exporter shares equal initializers: running_var = Identity(bn.weight)) are no
+    # weights: not differentiated, and not updated in place, as there is no buffer
+    # to keep the update in (the normalisation in training uses the batch's anyway)
+    mean, var = ((s.detach().clone() if training else s.detach()) if s.requires_grad else s
+                 for s in (mean, var))
     if training:
         # ONNX: running = running * momentum + batch * (1 - momentum); torch the other way round
         return F.batch_norm(x, mean, var, scale, bias, training=True,
