@@ -652,13 +652,16 @@ def tensor_infos(model: onnx.ModelProto, tensors: list[str], input_shapes: dict 
     if rest:
         from torch._subclasses.fake_tensor import FakeTensorMode
 
+        from tilefx.lowering.static_ops import static_ops
+
         what = ", ".join(map(repr, rest))
         try:
             m = OnnxModule(model, outputs=rest, input_shapes=input_shapes)
-            # on fake tensors: shapes and types only, as the tracer computes them, so no
-            # input value can make the probe fail where the program would not (zeros
-            # divide an integer Div by 0; ones index past a length-1 axis in a Gather)
-            with torch.no_grad(), FakeTensorMode(allow_non_fake_inputs=True) as fake:
+            # on fake tensors, with the tracer's static-shape swaps (F.ctc_loss): shapes
+            # and types only, as the tracer computes them, so no input value can make
+            # the probe fail where the program would not (zeros divide an integer Div
+            # by 0; ones would index past a length-1 axis in a Gather)
+            with torch.no_grad(), static_ops(), FakeTensorMode(allow_non_fake_inputs=True) as fake:
                 values = m(*(fake.from_tensor(x) for x in m.example_inputs()))
                 values = [(v.dtype, list(v.shape)) for v in values]
         except Error as e:
