@@ -82,6 +82,59 @@ def test_legacy_export_shape_arithmetic_is_folded():
     assert "aten.cat" not in text and "aten.remainder" not in text  # ... is not in the IR
 
 
+class _FlattenHead(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(12, 5)
+
+    def forward(self, x):
+        y = x.view(x.size(0), -1)
+        a, _ = torch.split(y, [4, 8], dim=1)
+        return self.fc(y) + y.unsqueeze(1).squeeze(1).sum(dim=1, keepdim=True) + a.sum(1, keepdim=True)
+
+
+def test_opset_11_export_with_dynamic_axes_folds_at_its_own_opset():
+    """An opset-11 export with a dynamic batch computes x.size(0) with Shape -> Gather
+    -> Unsqueeze(axes=[0]): folded at opset 11, where axes is an attribute."""
+    torch.manual_seed(0)
+    model, x = _FlattenHead().eval(), torch.randn(4, 3, 4)
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), f, dynamo=False, opset_version=11, input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "b"}, "y": {0: "b"}})
+    proto = f.getvalue()
+    assert {"Shape", "Unsqueeze", "Concat"} <= {n.op_type for n in onnx.load_model_from_string(proto).graph.node}
+    info = popart.InputShapeInfo()
+    info.add("x", popart.TensorInfo("FLOAT", [4, 3, 4]))
+    s = popart.InferenceSession(proto, popart.DataFlow(1, ["y"]), popart.DeviceManager().createCpuDevice(),
+                                inputShapeInfo=info)
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({"x": x.numpy()}, anchors))
+    ref = ort.InferenceSession(proto).run(["y"], {"x": x.numpy()})[0]
+    np.testing.assert_allclose(anchors["y"], ref, rtol=1e-6, atol=1e-6)
+    # Squeeze, ReduceSum and Split of constants with their opset-11 attributes fold too
+    c = helper.make_tensor("c", onnx.TensorProto.INT64, [1, 2], [3, 4])
+    nodes = [helper.make_node("Squeeze", ["c"], ["sq"], axes=[0]),
+             helper.make_node("Split", ["sq"], ["a", "b"], axis=0, split=[1, 1]),
+             helper.make_node("ReduceSum", ["c"], ["n"], axes=[1], keepdims=0),  # [7]
+             helper.make_node("Concat", ["b", "a"], ["shape"], axis=0),          # [4, 3]
+             helper.make_node("Reshape", ["x", "shape"], ["r"]),
+             helper.make_node("Cast", ["n"], ["nf"], to=onnx.TensorProto.FLOAT),
+             helper.make_node("Mul", ["r", "nf"], ["y"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 4])],
+               [helper.make_empty_tensor_value_info("y")], [c], opset=11)
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    s = popart.InferenceSession(m.SerializeToString(), popart.DataFlow(1, ["y"]),
+                                popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({"x": data}, anchors))
+    np.testing.assert_array_equal(anchors["y"], ort.InferenceSession(m.SerializeToString()).run(
+        ["y"], {"x": data})[0])
+
+
 def _model(nodes, inputs, outputs, inits=(), opset=17):
     return helper.make_model(helper.make_graph(nodes, "g", inputs, outputs, list(inits)),
                              opset_imports=[helper.make_opsetid("", opset)])

@@ -360,3 +360,165 @@ def test_newer_opset_operators_equal_the_reference():
           opset=20, reference="onnx")
     check([helper.make_node("CumProd", ["x", "ax"], ["y"], exclusive=1, reverse=1)], {"x": x}, ["y"],
           inits=[helper.make_tensor("ax", I64, [], [2])], opset=26, reference="onnx")
+
+
+def check_exact(nodes, inputs: dict, outs, inits=(), opset=18, reference="onnxruntime"):
+    """As `check`, and the dtypes equal onnxruntime's; integer and boolean results exactly."""
+    vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+          for n, a in inputs.items()]
+    model = helper.make_model(helper.make_graph(nodes, "g", vi, [helper.make_empty_tensor_value_info(o)
+                                                                for o in outs], list(inits)),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    got, ref = _run_both(model, inputs, outs, reference)
+    for name, g, r in zip(outs, got, ref):
+        assert g.dtype == r.dtype and g.shape == r.shape, (name, g.dtype, g.shape, r.dtype, r.shape)
+        if r.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, r, err_msg=name)
+        else:
+            np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "edge", "wrap"])
+@pytest.mark.parametrize("shape,pads", [
+    ((3, 4), [1, 2, 2, 1]),
+    ((2, 3, 5), [0, 0, 2, 0, 0, 3]),                      # torch's ReflectionPad1d
+    ((1, 1, 3, 4), [0, 0, 1, 1, 0, 0, 1, 1]),             # ReflectionPad2d / ReplicationPad2d exports
+    ((1, 2, 3, 4, 4), [0, 0, 1, 2, 1, 0, 0, 2, 1, 3]),    # 3-d padding of a 5-d input
+    ((3, 4, 3, 3), [1, 2, 0, 0, 2, 1, 0, 1]),             # batch and channel axes padded
+    ((4, 5), [-1, 2, 1, -2]),                             # negative pads crop first
+])
+def test_pad_reflect_edge_wrap_any_axis(mode, shape, pads):
+    x = f32(*shape)
+    check_exact([helper.make_node("Pad", ["x", "p"], ["y"], mode=mode)], {"x": x}, ["y"],
+                inits=[const("p", np.array(pads, np.int64))], opset=19 if mode == "wrap" else 13)
+
+
+def test_pad_opset_18_axes_and_constant_value():
+    x = f32(2, 3, 4)
+    ax = helper.make_tensor("ax", I64, [2], [-1, 0])
+    check_exact([helper.make_node("Pad", ["x", "p", "", "ax"], ["y"])], {"x": x}, ["y"],
+                inits=[const("p", np.array([1, 2, 3, 0], np.int64)), ax])
+    check_exact([helper.make_node("Pad", ["x", "p", "", "ax"], ["y"], mode="reflect")], {"x": x}, ["y"],
+                inits=[const("p", np.array([2, 1, 1, 0], np.int64)), ax])
+    check_exact([helper.make_node("Pad", ["x", "p", "", "ax1"], ["y"], mode="edge")], {"x": x}, ["y"],
+                inits=[const("p", np.array([1, 2], np.int64)), helper.make_tensor("ax1", I64, [1], [1])])
+    i = np.arange(6, dtype=np.int64).reshape(2, 3) + 2**40
+    check_exact([helper.make_node("Pad", ["i", "p", "v"], ["y"])], {"i": i}, ["y"],
+                inits=[const("p", np.array([0, 1, 1, 0], np.int64)),
+                       helper.make_tensor("v", I64, [], [2**40 + 3])], opset=13)
+
+
+def test_pad_reflect_beyond_the_axis_is_a_clear_error():
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Pad", ["x", "p"], ["y"], mode="reflect")], "g",
+        [helper.make_tensor_value_info("x", F32, [2, 3])], [helper.make_empty_tensor_value_info("y")],
+        [const("p", np.array([0, 3, 0, 0], np.int64))]), opset_imports=[helper.make_opsetid("", 13)])
+    s = popart.InferenceSession(model.SerializeToString(), popart.DataFlow(1, ["y"]),
+                                popart.DeviceManager().createCpuDevice())
+    with pytest.raises(popart.popart_exception, match="must be smaller than its size 3"):
+        s.prepareDevice()
+
+
+def test_float_initializers_read_as_numbers_stay_compile_time_values():
+    """A Pad value, Range's bounds, a Dropout ratio or a OneHot depth given as a float
+    initializer is a setting, not a weight (a parameter is a traced tensor, not a number)."""
+    x = f32(2, 3)
+    check_exact([helper.make_node("Pad", ["x", "p", "v"], ["y"])], {"x": x}, ["y"],
+                inits=[const("p", np.array([0, 1, 0, 1], np.int64)), helper.make_tensor("v", F32, [], [1.5])],
+                opset=13)
+    check_exact([helper.make_node("Range", ["s", "l", "d"], ["r"]), helper.make_node("Add", ["r", "x"], ["y"])],
+                {"x": f32(4)}, ["y"], inits=[helper.make_tensor(n, F32, [], [v])
+                                             for n, v in [("s", 0.0), ("l", 1.0), ("d", 0.25)]], opset=11)
+    check_exact([helper.make_node("Dropout", ["x", "ratio"], ["y"])], {"x": x}, ["y"],
+                inits=[helper.make_tensor("ratio", F32, [], [0.25])], opset=13)
+    check_exact([helper.make_node("OneHot", ["i", "depth", "vals"], ["y"])],
+                {"i": np.array([0, 2, -1], np.int64)}, ["y"],
+                inits=[helper.make_tensor("depth", F32, [], [4.0]), helper.make_tensor("vals", F32, [2], [0, 3])],
+                opset=11)
+
+
+def test_a_pad_value_from_a_graph_input_is_a_clear_error():
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Pad", ["x", "p", "v"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", F32, [2, 3]), helper.make_tensor_value_info("v", F32, [])],
+        [helper.make_empty_tensor_value_info("y")], [const("p", np.array([0, 1, 0, 1], np.int64))]),
+        opset_imports=[helper.make_opsetid("", 13)])
+    s = popart.InferenceSession(model.SerializeToString(), popart.DataFlow(1, ["y"]),
+                                popart.DeviceManager().createCpuDevice())
+    with pytest.raises(popart.popart_exception, match="Pad's constant_value must be known at compile time"):
+        s.prepareDevice()
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8])
+def test_integer_clip_keeps_the_type_and_exact_values(dtype):
+    big = 16777217 if dtype != np.uint8 else 200  # not a float32
+    x = np.array([big, 3, 0, 7, big - 2], dtype)
+    lo = helper.make_tensor("lo", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), [], [1])
+    hi = helper.make_tensor("hi", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), [],
+                            [2**40 if dtype == np.int64 else big - 1])
+    check_exact([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], {"x": x}, ["y"], inits=[lo, hi], opset=13)
+    check_exact([helper.make_node("Clip", ["x", "", "hi"], ["y"])], {"x": x}, ["y"], inits=[hi], opset=13)
+    check_exact([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+                {"x": x, "lo": np.array(2, dtype), "hi": np.array(big - 1, dtype)}, ["y"], opset=13)
+    if dtype == np.int64:  # beyond float64's integers too
+        x = np.array([2**60 + 1, -(2**60) - 1, 5], np.int64)
+        check_exact([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], {"x": x}, ["y"], opset=13,
+                    inits=[helper.make_tensor("lo", I64, [], [-(2**60)]),
+                           helper.make_tensor("hi", I64, [], [2**61])])
+
+
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("axis", [1, 0])
+def test_topk_ties_come_out_lowest_index_first(largest, axis):
+    x = np.array([[1, 2, 2, 2, 0, 2], [5, 5, 5, 5, 5, 5], [0, 0, 2, 0, 1, 1]], np.float32)
+    x = x if axis == 1 else np.ascontiguousarray(x.T)
+    k = helper.make_tensor("k", I64, [1], [4])
+    check_exact([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)], {"x": x},
+                ["v", "i"], inits=[k], opset=11)
+    many = np.random.default_rng(1).integers(0, 5, (3, 2000)).astype(np.int64)  # ties everywhere
+    check_exact([helper.make_node("TopK", ["m", "k"], ["v", "i"], largest=largest)], {"m": many},
+                ["v", "i"], inits=[helper.make_tensor("k", I64, [1], [700])], opset=11)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_integer_div_and_mod_by_a_graph_input(dtype):
+    """The output shapes are found without the values: a divisor input is no 0."""
+    a = np.array([7, -7, 9, -9, 0], dtype)
+    b = np.array([2, 2, -4, -4, 3], dtype)
+    check_exact([helper.make_node("Div", ["a", "b"], ["q"]), helper.make_node("Mod", ["a", "b"], ["r"]),
+                 helper.make_node("Mod", ["a", "b"], ["f"], fmod=1)], {"a": a, "b": b}, ["q", "r", "f"],
+                opset=13)
+
+
+def test_size_is_the_static_element_count():
+    check_exact([helper.make_node("Size", ["x"], ["n"]), helper.make_node("Cast", ["n"], ["nf"], to=F32),
+                 helper.make_node("Div", ["x", "nf"], ["y"])], {"x": f32(2, 3, 4)}, ["y", "n"], opset=13)
+    check_exact([helper.make_node("Size", ["x"], ["n"])], {"x": np.zeros((0, 3), np.float32)}, ["n"], opset=13)
+
+
+def test_dropout_mask_output_in_inference_equals_onnxruntime():
+    check_exact([helper.make_node("Dropout", ["x", "r"], ["y", "mask"])], {"x": f32(3, 4)}, ["y", "mask"],
+                inits=[helper.make_tensor("r", F32, [], [0.3])], opset=13)
+    # onnxruntime's opset-10 kernel gives an all-False mask; ONNX's reference all True
+    check_exact([helper.make_node("Dropout", ["x"], ["y", "mask"], ratio=0.3)], {"x": f32(3, 4)},
+                ["y", "mask"], opset=10, reference="onnx")
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_cumsum_and_reductions_keep_the_type(dtype):
+    """CumSum, ReduceSum/Prod/Max/Min keep an integer input's type; ReduceMean of integers
+    truncates the mean, as onnxruntime."""
+    x = np.array([[1, 2, 0], [-1, -2, 0], [-3, 0, 1], [7, 0, 0], [-7, 0, 0], [5, 0, 0], [-5, 0, 0],
+                  [2**30, 2**30, 1]], dtype)
+    ax = helper.make_tensor("ax", I64, [], [1])
+    axes = helper.make_tensor("axes", I64, [1], [1])
+    check_exact([helper.make_node("CumSum", ["x", "ax"], ["c"]),
+                 helper.make_node("CumSum", ["x", "ax"], ["ce"], exclusive=1, reverse=1),
+                 helper.make_node("ReduceMean", ["x"], ["m"], axes=[1], keepdims=0),
+                 helper.make_node("ReduceMean", ["x"], ["mall"], keepdims=1),
+                 helper.make_node("ReduceMax", ["x"], ["mx"], axes=[0])],
+                {"x": x}, ["c", "ce", "m", "mall", "mx"], inits=[ax, axes], opset=13)
+    small = x[:-1]  # sums that fit the type (onnxruntime's int32 overflow saturates)
+    check_exact([helper.make_node("ReduceSum", ["x", "axes"], ["s"], keepdims=0),
+                 helper.make_node("ReduceProd", ["x"], ["p"], axes=[0], keepdims=0)],
+                {"x": small}, ["s", "p"], inits=[axes], opset=13)

@@ -243,6 +243,46 @@ def test_exported_mlp_with_batchnorm_trains_like_pytorch(tmp_path):
     assert {"bn.running_mean", "bn.running_var", "fc1.weight"} <= set(saved)
 
 
+def test_batchnorm_running_statistics_derived_from_weights_train_like_pytorch():
+    """The legacy exporter without constant folding shares equal initializers: the
+    fresh running_var is Identity(bn.weight), running_mean Identity(bn.bias). Those
+    statistics are not weights (no gradient through them); the training steps equal PyTorch's."""
+    import io
+    import warnings
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3), torch.nn.Tanh())
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model.eval(), (torch.randn(5, 4),), f, dynamo=False, do_constant_folding=False,
+                          input_names=["x"], output_names=["y"])
+    proto = onnx.load_model_from_string(f.getvalue())
+    assert ["1.weight"] in [list(n.input) for n in proto.graph.node if n.op_type == "Identity"]
+    builder = popart.Builder(f.getvalue())
+    loss = builder.aiGraphcore.identityloss(["y"])
+    session = popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, [loss]), loss,
+                                     popart.ConstSGD(0.1), deviceInfo=cpu())
+    session.prepareDevice()
+    anchors = session.initAnchorArrays()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model.train()
+    for _ in range(3):
+        xb = torch.randn(5, 4)
+        session.run(popart.PyStepIO({"x": xb.numpy()}, anchors))
+        opt.zero_grad()
+        ref = model(xb).mean()
+        ref.backward()
+        opt.step()
+        np.testing.assert_allclose(anchors[loss], ref.item(), rtol=1e-5, atol=1e-6)
+    weights = {n: np.zeros(v.shape, np.float32) for n, v in model.state_dict().items() if "running" not in n
+               and "num_batches" not in n}
+    session.weightsToHost()
+    session.readWeights(popart.PyWeightsIO(weights))
+    for name, value in weights.items():
+        np.testing.assert_allclose(value, model.state_dict()[name].numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 # -- anchors and buffer shapes --------------------------------------------------
 def scaled_model():
     """y = x * w (w = 2), z = y + 1: z is the output, y an intermediate anchor."""
@@ -904,3 +944,87 @@ def test_scalar_inputs_take_one_value_per_batch(bps):
     sess.run(popart.PyStepIO(feed, a))
     want = xs * scales[:, None, None]
     np.testing.assert_allclose(a[y], want[0] if bps == 1 else want, rtol=1e-6)
+
+
+def test_anchored_identity_of_an_initializer():
+    """Identity(weight) as an anchor: its shape comes without reading the parameter's
+    value (a tensor that requires grad), in inference and in training."""
+    builder, y, loss = classifier()
+    wcopy = builder.aiOnnx.identity(["w"])
+    proto = builder.getModelProto()
+    s = popart.InferenceSession(proto, popart.DataFlow(1, {wcopy: popart.AnchorReturnType("ALL")}), cpu())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({"x": np.zeros((4, 8), np.float32), "label": np.zeros(4, np.int32)}, anchors))
+    np.testing.assert_array_equal(anchors[wcopy], W0)
+    t = popart.TrainingSession(proto, popart.DataFlow(1, {wcopy: popart.AnchorReturnType("FINAL"),
+                                                          loss: popart.AnchorReturnType("ALL")}),
+                               loss, popart.ConstSGD(0.1), deviceInfo=cpu())
+    t.prepareDevice()
+    anchors = t.initAnchorArrays()
+    assert anchors[wcopy].shape == (8, 5) and anchors[wcopy].dtype == np.float32
+    t.run(popart.PyStepIO({"x": RNG.standard_normal((4, 8)).astype(np.float32),
+                           "label": np.array([0, 1, 2, 3], np.int32)}, anchors))
+    np.testing.assert_array_equal(anchors[wcopy], W0)  # the value the step read, before its update
+
+
+def test_external_data_of_a_model_given_as_bytes_is_a_clear_error(tmp_path, monkeypatch):
+    """External weights are found next to the .onnx file: from bytes there is no file."""
+    builder, y, loss = classifier()
+    model = onnx.load_model_from_string(builder.getModelProto())
+    path = tmp_path / "model.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, location="weights.bin", size_threshold=0)
+    raw = path.read_bytes()
+    monkeypatch.chdir(tmp_path)  # even where the working directory holds the file: no guessing
+    for given in (raw, onnx.load(str(path), load_external_data=False)):
+        with pytest.raises(popart.popart_exception,
+                           match=r"'w' keeps its data in the external file 'weights.bin'.*pass the "
+                                 r"model's file path"):
+            popart.InferenceSession(given, popart.DataFlow(1, [y]), cpu())
+    with pytest.raises(popart.popart_exception, match="weights.bin"):
+        popart.Builder(raw)
+    s = popart.InferenceSession(str(path), popart.DataFlow(1, [y]), cpu())  # the path works
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    s.run(popart.PyStepIO({"x": x, "label": np.zeros(4, np.int32)}, anchors))
+    np.testing.assert_allclose(anchors[y], x @ W0 + B0, rtol=1e-5, atol=1e-6)
+
+
+def test_dropout_mask_output_in_inference_and_training():
+    """Dropout's mask: all True in inference; in training the keep-mask of the very
+    draw applied (the output is x * mask / (1 - ratio), the same draw as without it)."""
+    def model(with_mask: bool):
+        b = popart.Builder()
+        x = b.addInputTensor(popart.TensorInfo("FLOAT", [4, 6]), "x")
+        w = b.addInitializedInputTensor(np.full((6, 6), 0.5, np.float32), "w")
+        h = b.aiOnnx.matmul([x, w])
+        outs = b.aiOnnx.dropout([h], num_outputs=2 if with_mask else 1, ratio=0.25)
+        y, mask = (outs[0], outs[1]) if with_mask else (outs[0], None)
+        loss = b.aiGraphcore.identityloss([y])
+        return b.getModelProto(), h, y, mask, loss
+
+    proto, h, y, mask, loss = model(True)
+    x = RNG.standard_normal((4, 6)).astype(np.float32) + 3
+    s = popart.InferenceSession(proto, popart.DataFlow(1, [y, mask]), cpu())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({"x": x}, anchors))
+    assert anchors[mask].dtype == np.bool_ and anchors[mask].all()
+    np.testing.assert_allclose(anchors[y], x @ np.full((6, 6), 0.5, np.float32), rtol=1e-6)
+
+    def train(proto, anchored):
+        t = popart.TrainingSession(proto, popart.DataFlow(1, anchored), loss, popart.ConstSGD(0.0),
+                                   deviceInfo=cpu())
+        t.prepareDevice()
+        t.setRandomSeed(7)
+        anchors = t.initAnchorArrays()
+        t.run(popart.PyStepIO({"x": x}, anchors))
+        return anchors
+
+    got = train(proto, [h, y, mask])
+    keep = got[mask]
+    assert keep.dtype == np.bool_ and 0 < keep.sum() < keep.size
+    np.testing.assert_allclose(got[y], np.where(keep, got[h] / 0.75, 0), rtol=1e-6)
+    proto1, _, y1, _, _ = model(False)
+    np.testing.assert_array_equal(train(proto1, [h, y1])[y1], got[y])  # the same draw

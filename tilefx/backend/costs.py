@@ -59,7 +59,7 @@ REDUCTION_OPS |= {"prod", "prod.dim_int", "var.dim", "var.correction", "any", "a
                   "adaptive_max_pool2d_backward", "_trilinear", "_weight_norm_interface_backward",
                   "logcumsumexp", "kthvalue", "median.dim", "median", "nanmedian.dim", "nanmedian",
                   "histc", "bucketize.Tensor", "searchsorted.Tensor", "cummin",
-                  "cumsum", "cumprod", "max.dim", "min.dim", "sort", "topk", "native_group_norm",
+                  "cumsum", "cumprod", "max.dim", "min.dim", "sort", "sort.stable", "topk", "native_group_norm",
                   "native_group_norm_backward", "_native_batch_norm_legit",
                   "_native_batch_norm_legit.no_stats", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d",
                   "adaptive_avg_pool1d", "_adaptive_avg_pool2d_backward",

@@ -185,6 +185,7 @@ histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
 max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
+sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
 topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)
 scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor
 index_select(Tensor self, int dim, Tensor index) -> Tensor

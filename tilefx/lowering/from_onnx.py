@@ -53,12 +53,16 @@ _ANNOTATIONS = {ONNX_IPU_ATTR, ONNX_PIPELINE_STAGE_ATTR, ONNX_EXECUTION_PHASE_AT
 
 
 def load_model(model) -> onnx.ModelProto:
-    """A ModelProto from a ModelProto, serialized bytes or a file path."""
+    """A ModelProto from a ModelProto, serialized bytes or a file path (whose
+    external data files onnx.load reads from the file's directory)."""
     if isinstance(model, onnx.ModelProto):
+        _no_external_data(model, "a ModelProto")
         return model
     try:
         if isinstance(model, (bytes, bytearray)):
-            return onnx.load_model_from_string(bytes(model))
+            proto = onnx.load_model_from_string(bytes(model))
+            _no_external_data(proto, "bytes")
+            return proto
         if isinstance(model, (str, os.PathLike)):
             if not os.path.exists(model):
                 raise Error(f"ONNX model file {str(model)!r} does not exist", type="frontend")
@@ -69,6 +73,23 @@ def load_model(model) -> onnx.ModelProto:
         raise Error(f"cannot read the ONNX model: {type(e).__name__}: {e}", type="frontend") from None
     raise Error(f"expected an ONNX ModelProto, its bytes or a file path, got {type(model).__name__}",
                 type="frontend")
+
+
+def _no_external_data(model: onnx.ModelProto, given_as: str) -> None:
+    """Weights kept in external data files are found relative to the .onnx file:
+    a model given as bytes (or a ModelProto loaded without them) has no directory
+    to look in, and reading them relative to the working directory would be a guess."""
+    from onnx.external_data_helper import uses_external_data
+
+    tensors = list(model.graph.initializer) + [a.t for n in model.graph.node for a in n.attribute
+                                               if a.type == onnx.AttributeProto.TENSOR]
+    for t in tensors:
+        if uses_external_data(t):
+            location = next((e.value for e in t.external_data if e.key == "location"), "?")
+            raise Error(f"tensor {t.name!r} keeps its data in the external file {location!r}, which cannot "
+                        f"be found from a model given as {given_as} (external data is found relative to "
+                        "the .onnx file): pass the model's file path instead, or load it with "
+                        "onnx.load(path), which reads the external data", type="frontend")
 
 
 def opset_of(model: onnx.ModelProto, domain: str = "") -> int:
@@ -145,6 +166,8 @@ class OnnxModule(torch.nn.Module):
         g = self.proto.graph
         self.opset = opset_of(self.proto)
         self.graphcore_opset = opset_of(self.proto, onnx_ops.GRAPHCORE_DOMAIN)
+        self.opsets = {"": self.opset, **{o.domain: int(o.version) for o in self.proto.opset_import
+                                           if o.domain not in ("", "ai.onnx")}}
         self.is_training = training
         inits = {t.name: t for t in g.initializer}
         self.input_names = [i.name for i in g.input if i.name not in inits]
@@ -159,8 +182,12 @@ class OnnxModule(torch.nn.Module):
                  for k in (3, 4) if len(n.input) > k}
         self.path: dict[str, str] = {}  # ONNX initializer name -> module attribute path
         self.static: dict[str, np.ndarray] = {}
+        # initializers read as numbers while tracing (a Pad value, Range's bounds, a
+        # Dropout ratio, ...) stay numpy: as parameters they are traced tensors
         compile_time = {n.input[k] for n in g.node for k in onnx_ops.STATIC_INPUTS.get(n.op_type, ())
                         if len(n.input) > k and n.input[k]}
+        compile_time |= {i for n in g.node if n.domain in ("", "ai.onnx")
+                         and n.op_type in onnx_ops.STATIC_ONLY for i in n.input if i}
         for name, t in inits.items():
             arr = numpy_helper.to_array(t).copy()
             if arr.dtype.kind != "f" or name in compile_time:
@@ -251,13 +278,13 @@ class OnnxModule(torch.nn.Module):
         at = _attrs(node)
         if node.op_type == "Split" and "num_outputs" not in at:
             at["_num_outputs"] = len(node.output)
-        if node.op_type == "MaxPool":  # the Indices output only when the graph asks for it
+        if node.op_type in ("MaxPool", "Dropout"):  # Indices, mask: only when the graph asks for it
             at["_num_outputs"] = len([o for o in node.output if o])
         if node.op_type == "Constant" or (
                 node.op_type not in RANDOM_OPS
                 and all(x is None or isinstance(x, np.ndarray) for x in ins) and node.domain == ""
                 and node.op_type != "Shape"):
-            outs = _fold(node, ins, self.opset)
+            outs = _fold(node, ins, self.opsets)
         else:
             outs = self._call(node, ins, at)
         outs = outs if isinstance(outs, tuple) else (outs,)
@@ -329,23 +356,27 @@ def _serialized(ins, ann):
 RANDOM_OPS = ("Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli")
 
 
-def _fold(node: onnx.NodeProto, ins: list, opset: int):
-    """Evaluate a node whose inputs are all known at compile time."""
+def _fold(node: onnx.NodeProto, ins: list, opsets: dict[str, int]):
+    """Evaluate a node whose inputs are all known at compile time, at the opset
+    versions of its model (`opsets`: domain -> version; an opset-11 Unsqueeze
+    takes its axes as an attribute, an opset-13 one as an input)."""
     from onnx.reference import ReferenceEvaluator
 
-    ev = ReferenceEvaluator(helper.make_node(node.op_type, [f"i{k}" if x is not None else ""
-                                                            for k, x in enumerate(ins)],
-                                             list(node.output), domain=node.domain,
-                                             **{a.name: helper.get_attribute_value(a)
-                                                for a in node.attribute if a.name not in _ANNOTATIONS}),
-                            opsets={"": opset})
+    one = helper.make_node(node.op_type, [f"i{k}" if x is not None else "" for k, x in enumerate(ins)],
+                           [f"o{k}" if o else "" for k, o in enumerate(node.output)], domain=node.domain)
+    one.attribute.extend(a for a in node.attribute if a.name not in _ANNOTATIONS)
+    inputs = [helper.make_tensor_value_info(f"i{k}", helper.np_dtype_to_tensor_dtype(np.asarray(x).dtype),
+                                            None) for k, x in enumerate(ins) if x is not None]
+    outputs = [helper.make_empty_tensor_value_info(f"o{k}") for k, o in enumerate(node.output) if o]
+    model = helper.make_model(helper.make_graph([one], "fold", inputs, outputs),
+                              opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
     feeds = {f"i{k}": x for k, x in enumerate(ins) if x is not None}
     try:
-        outs = ev.run(None, feeds)
+        outs = iter(ReferenceEvaluator(model).run(None, feeds))
     except Exception as e:  # noqa: BLE001  (the reference evaluator's errors, as a frontend Error)
         raise Error(f"cannot evaluate ONNX node {node.name or node.op_type!r} ({node.op_type}) at "
                     f"compile time: {type(e).__name__}: {e}", type="frontend") from None
-    return tuple(np.asarray(o) for o in outs)
+    return tuple(np.asarray(next(outs)) if o else None for o in node.output)
 
 
 def _as_tensor(v) -> torch.Tensor:

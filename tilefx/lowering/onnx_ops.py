@@ -160,6 +160,12 @@ def _global_avgpool(ins, at, v):
 def _batchnorm(ins, at, v, training: bool):
     x, scale, bias, mean, var = (_t(i) for i in ins[:5])
     eps = at.get("epsilon", 1e-5)
+    # running statistics that are graph values derived from weights (the legacy
+    # exporter shares equal initializers: running_var = Identity(bn.weight)) are no
+    # weights: not differentiated, and not updated in place, as there is no buffer
+    # to keep the update in (the normalisation in training uses the batch's anyway)
+    mean, var = ((s.detach().clone() if training else s.detach()) if s.requires_grad else s
+                 for s in (mean, var))
     if training:
         # ONNX: running = running * momentum + batch * (1 - momentum); torch the other way round
         return F.batch_norm(x, mean, var, scale, bias, training=True,
@@ -315,7 +321,16 @@ def _reduce(fn):
             if at.get("noop_with_empty_axes", 0):
                 return x
             axes = list(range(x.dim()))
-        return fn(x, dim=axes, keepdim=keep)
+        if x.is_floating_point() or x.dtype == torch.bool:
+            return fn(x, dim=axes, keepdim=keep)
+        if fn is torch.mean:  # as onnxruntime: the sum (in int64) divided with truncation
+            count = int(np.prod([x.shape[_axis(a, x.dim())] for a in axes], dtype=np.int64))
+            total = torch.sum(x, dim=axes, keepdim=keep)
+            return torch.div(total, max(count, 1), rounding_mode="trunc").to(x.dtype)
+        # ONNX's reductions keep the input's type; torch's sums and products of
+        # integers are int64
+        y = fn(x, dim=axes, keepdim=keep)
+        return y.to(x.dtype) if y.dtype == torch.int64 else y
     return impl
 
 
@@ -347,12 +362,16 @@ def _clip(ins, at, v):
     return torch.clamp(x, lo, hi)
 
 
-def _scalar(x) -> float:
-    """A one-element static operand (a 0-d or [1] tensor) as a number."""
+def _scalar(x, what: str = "this operand"):
+    """A one-element static operand (a 0-d or [1] tensor) as a Python number of its
+    own type (an int stays an int: int64 bounds are exact)."""
+    if isinstance(x, torch.Tensor):
+        raise Error(f"{what} must be known at compile time (a constant or an initializer), but it "
+                    "depends on a graph input", type="frontend")
     a = np.asarray(x)
     if a.size != 1:
         raise Error(f"expected a one-element value, got shape {a.shape}", type="frontend")
-    return float(a.reshape(-1)[0])
+    return a.reshape(-1)[0].item()
 
 
 def _where(ins, at, v):
@@ -360,18 +379,54 @@ def _where(ins, at, v):
 
 
 def _pad(ins, at, v):
+    """Pad: ONNX's pads are the begins of every padded axis, then their ends
+    (axes: opset 18's optional input, default every axis). Constant padding is
+    torch's F.pad (negative pads crop); reflect, edge and wrap gather each padded
+    axis with a static index (numpy's np.pad of the positions gives it), so any
+    axis of any rank pads, where torch's reflect/replicate take the trailing
+    dimensions of 2- to 5-d inputs only."""
     x = _t(ins[0])
     mode = at.get("mode", "constant")
     if v < 11:
-        pads, value = at["pads"], at.get("value", 0.0)
+        pads, value = list(at["pads"]), at.get("value", 0.0)
     else:
         pads = _ints(ins[1])
-        value = float(np.asarray(ins[2])) if len(ins) > 2 and ins[2] is not None else 0.0
+        cv = ins[2] if len(ins) > 2 else None
+        empty = cv is None or (not isinstance(cv, torch.Tensor) and np.asarray(cv).size == 0)
+        value = 0 if empty else _scalar(cv, "Pad's constant_value")
     n = x.dim()
-    flat = []
-    for i in reversed(range(n)):
-        flat += [pads[i], pads[i + n]]
-    return F.pad(x, flat, mode=mode, value=value) if mode == "constant" else F.pad(x, flat, mode=mode)
+    axes = _ints(ins[3]) if v >= 18 and len(ins) > 3 and ins[3] is not None else list(range(n))
+    axes = [_axis(a, n) for a in axes]
+    if len(pads) != 2 * len(axes):
+        raise Error(f"Pad: pads has {len(pads)} values; {len(axes)} padded axes need {2 * len(axes)} "
+                    "(begin and end of each)", type="frontend")
+    begin, end = [0] * n, [0] * n
+    for i, a in enumerate(axes):
+        begin[a], end[a] = pads[i], pads[i + len(axes)]
+    if mode == "constant":
+        flat = []
+        for i in reversed(range(n)):
+            flat += [begin[i], end[i]]
+        return F.pad(x, flat, value=value)
+    if mode not in ("reflect", "edge", "wrap"):
+        raise Error(f"Pad mode {mode!r} is not an ONNX value (constant, reflect, edge, wrap)",
+                    type="frontend")
+    for a in range(n):
+        b, e = begin[a], end[a]
+        if b < 0 or e < 0:  # negative pads remove elements first
+            x = x.narrow(a, max(-b, 0), x.shape[a] - max(-b, 0) - max(-e, 0))
+            b, e = max(b, 0), max(e, 0)
+        if b == 0 and e == 0:
+            continue
+        if (mode == "reflect" and x.shape[a] < 2) or x.shape[a] == 0:
+            raise Error(f"Pad {mode}: axis {a} has {x.shape[a]} element(s), too few to pad from",
+                        type="frontend")
+        if mode == "reflect" and max(b, e) >= x.shape[a]:
+            raise Error(f"Pad reflect: the pads of axis {a} ({b}, {e}) must be smaller than its size "
+                        f"{x.shape[a]}", type="frontend")
+        index = np.pad(np.arange(x.shape[a]), (b, e), mode={"edge": "edge"}.get(mode, mode))
+        x = x.index_select(a, torch.from_numpy(index.astype(np.int64)))
+    return x
 
 
 def _matmul(ins, at, v):
@@ -385,8 +440,18 @@ def _gelu(ins, at, v):
 def _dropout(ins, at, v, training: bool):
     x = _t(ins[0])
     ratio = at.get("ratio", 0.5) if v < 12 else (
-        float(np.asarray(ins[1])) if len(ins) > 1 and ins[1] is not None else 0.5)
-    return F.dropout(x, ratio, training=training) if training and ratio > 0 else x
+        float(_scalar(ins[1], "Dropout's ratio")) if len(ins) > 1 and ins[1] is not None else 0.5)
+    if at.get("_num_outputs", 1) < 2:
+        return F.dropout(x, ratio, training=training) if training and ratio > 0 else x
+    # the mask output too: True where x is kept (everywhere without dropout); of
+    # x's type before opset 10
+    if not training or ratio == 0:
+        return x, torch.ones_like(x, dtype=torch.bool if v >= 10 else x.dtype)
+    if v < 10:
+        y, keep = torch.native_dropout(x, ratio, True)
+        return y, keep.to(x.dtype)
+    # the op F.dropout traces to in training (the same draw), with its keep-mask
+    return torch.native_dropout(x, ratio, True)
 
 
 def _reduction(x: torch.Tensor, reduction: int) -> torch.Tensor:
@@ -431,6 +496,11 @@ def _shape(ins, at, v):
     return shape[at.get("start", 0): at.get("end", len(shape))]
 
 
+def _size(ins, at, v):
+    """The element count: known from the static shape (an int64 scalar)."""
+    return np.asarray(int(np.prod(ins[0].shape, dtype=np.int64)), dtype=np.int64)
+
+
 def _constant_of_shape(ins, at, v):
     value = at.get("value")
     arr = np.asarray(value if value is not None else np.zeros(1, np.float32))
@@ -453,11 +523,16 @@ def _group_norm(ins, at, v):
 
 
 def _topk(ins, at, v):
+    """ONNX TopK orders equal values lowest index first (largest and smallest);
+    torch.topk leaves ties in any order: a stable sort, then the first k."""
     x = _t(ins[0])
     k = _ints(ins[1])[0] if v >= 10 else at["k"]
-    values, indices = torch.topk(x, k, dim=at.get("axis", -1), largest=bool(at.get("largest", 1)),
-                                 sorted=bool(at.get("sorted", 1)))
-    return values, indices
+    axis = _axis(at.get("axis", -1), x.dim())
+    if k > x.shape[axis] or k < 0:
+        raise Error(f"TopK: k ({k}) must be between 0 and the size of axis {axis} ({x.shape[axis]})",
+                    type="frontend")
+    values, indices = torch.sort(x, dim=axis, descending=bool(at.get("largest", 1)), stable=True)
+    return values.narrow(axis, 0, k), indices.narrow(axis, 0, k)
 
 
 def _cumsum(ins, at, v):
@@ -465,7 +540,7 @@ def _cumsum(ins, at, v):
     axis = _ints(ins[1])[0]
     if at.get("reverse", 0):
         x = torch.flip(x, [axis])
-    y = torch.cumsum(x, axis)
+    y = torch.cumsum(x, axis, dtype=x.dtype)  # torch's integer cumsum is int64; ONNX keeps the type
     if at.get("exclusive", 0):
         y = y - x
     return torch.flip(y, [axis]) if at.get("reverse", 0) else y
@@ -830,7 +905,7 @@ OPS = {
     "ReduceMean": _reduce(torch.mean), "ReduceSum": _reduce(torch.sum),
     "ReduceMax": _reduce(torch.amax), "ReduceMin": _reduce(torch.amin), "Cast": _cast,
     "Expand": _expand, "Clip": _clip, "Where": _where, "Pad": _pad,
-    "Shape": _shape, "ConstantOfShape": _constant_of_shape,
+    "Shape": _shape, "Size": _size, "ConstantOfShape": _constant_of_shape,
     "ArgMax": _arg_extreme(torch.argmax),
     "Tile": lambda ins, at, v: _t(ins[0]).repeat(*_ints(ins[1])),
     "InstanceNormalization": _instance_norm,
@@ -848,8 +923,7 @@ OPS = {
     "Atan": _unary(torch.atan), "Tan": _unary(torch.tan), "Asin": _unary(torch.asin),
     "Acos": _unary(torch.acos), "Sinh": _unary(torch.sinh), "Cosh": _unary(torch.cosh),
     "IsNaN": _unary(torch.isnan), "Round": _unary(torch.round),
-    "Range": lambda ins, at, v: torch.arange(float(np.asarray(ins[0])), float(np.asarray(ins[1])),
-                                             float(np.asarray(ins[2]))),
+    "Range": lambda ins, at, v: torch.arange(*(_scalar(x, "Range's start, limit and delta") for x in ins)),
     "ConvTranspose": _conv_transpose, "Resize": _resize,
     "GatherElements": _gather_elements, "ScatterElements": _scatter_elements, "ScatterND": _scatter_nd,
     "GatherND": _gather_nd, "OneHot": _one_hot, "DepthToSpace": _depth_to_space,
@@ -906,8 +980,11 @@ GRAPHCORE_OPS = {"IdentityLoss": _identityloss, "L1": _l1loss, "Nll": _nllloss,
                  "Detach": lambda ins, at, v: _t(ins[0]).detach()}
 
 # float operands that are settings, not weights: initializers feeding them stay
-# compile-time values instead of becoming parameters
-STATIC_INPUTS = {"Resize": (1, 2), "OneHot": (2,), "Clip": (1, 2), "Upsample": (1,)}
+# compile-time values (numpy arrays) instead of becoming parameters, as do the
+# inputs of the STATIC_ONLY operators (Range's bounds, ...); `_scalar` and `_ints`
+# read them, and say so clearly if one depends on a graph input
+STATIC_INPUTS = {"Resize": (1, 2), "OneHot": (1, 2), "Clip": (1, 2), "Upsample": (1,), "Pad": (2,),
+                 "Dropout": (1,)}
 
 # operators evaluated at compile time only (their result is always static)
 STATIC_ONLY = {"Shape", "ConstantOfShape", "Constant", "Range", "Size", "HannWindow", "HammingWindow",

@@ -289,9 +289,13 @@ class Builder:
             self._load(modelProtoOrFilename)
 
     def _load(self, model) -> None:
+        from tilefx.errors import Error
         from tilefx.lowering.from_onnx import load_model, opset_of
 
-        proto = load_model(model)
+        try:
+            proto = load_model(model)
+        except Error as e:
+            raise popart_exception(e.message) from None
         g = proto.graph
         self._opset = opset_of(proto)
         self.aiOnnx = _Opset(self, self._opset)
@@ -625,7 +629,7 @@ def tensor_info(model: onnx.ModelProto, tensor: str, input_shapes: dict | None =
 
 def tensor_infos(model: onnx.ModelProto, tensors: list[str], input_shapes: dict | None = None) -> dict:
     """Tensors' types and shapes: ONNX shape inference, else by running the graph once
-    on zeros with the ONNX frontend's operators (ai.graphcore ops, shapes given
+    on fake tensors with the ONNX frontend's operators (ai.graphcore ops, shapes given
     by InputShapeInfo)."""
     import torch
 
@@ -646,12 +650,24 @@ def tensor_infos(model: onnx.ModelProto, tensors: list[str], input_shapes: dict 
             pass
     rest = [t for t in tensors if t not in out]
     if rest:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        from tilefx.lowering.static_ops import static_ops
+
+        what = ", ".join(map(repr, rest))
         try:
             m = OnnxModule(model, outputs=rest, input_shapes=input_shapes)
-            with torch.no_grad():
-                values = m(*m.example_inputs())
+            # on fake tensors, with the tracer's static-shape swaps (F.ctc_loss): shapes
+            # and types only, as the tracer computes them, so no input value can make
+            # the probe fail where the program would not (zeros divide an integer Div
+            # by 0; ones would index past a length-1 axis in a Gather)
+            with torch.no_grad(), static_ops(), FakeTensorMode(allow_non_fake_inputs=True) as fake:
+                values = m(*(fake.from_tensor(x) for x in m.example_inputs()))
+                values = [(v.dtype, list(v.shape)) for v in values]
         except Error as e:
-            raise popart_exception(f"cannot infer the shape of {', '.join(map(repr, rest))}: {e.message}") from None
-        for t, v in zip(rest, values):
-            out[t] = TensorInfo(v.numpy().dtype, list(v.shape))
+            raise popart_exception(f"cannot infer the shape of {what}: {e.message}") from None
+        except Exception as e:  # noqa: BLE001  (torch's own, as a PopART error)
+            raise popart_exception(f"cannot infer the shape of {what}: {type(e).__name__}: {e}") from None
+        for t, (dtype, shape) in zip(rest, values):
+            out[t] = TensorInfo(torch.empty(0, dtype=dtype).numpy().dtype, shape)
     return out

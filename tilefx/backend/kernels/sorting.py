@@ -37,6 +37,12 @@ def sort(self, dim=-1, descending=False):
     return _ret(np.take_along_axis(self, idx, axis)), _ret(idx, _I64)
 
 
+@_kernel("sort.stable")
+def sort_stable(self, stable, dim=-1, descending=False):
+    """Equal values keep their order whatever `stable` says (the numpy sort is stable)."""
+    return sort(self, dim, descending)
+
+
 @_kernel("topk.default")
 def topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - schema name
     if self.ndim == 0:
