@@ -24,6 +24,45 @@ def test_submodules_and_module_level_names():
     assert any(e["channel"] == "user" and e["name"] == "step" for e in poptorch.profiling.events())
 
 
+# every `poptorch.X` the seeds name (grep -o 'poptorch\.[A-Za-z_.]*'), without the
+# tutorial's typos (poptorch.Dataloader, Option.TensorLocations, PhasedExecution)
+# and file names (poptorch.conf)
+GUIDE_NAMES = """
+AutoStage.AutoIncrement BeginBlock Block.useAutoId BlockFunction DataLoader DataLoaderMode.Async
+Error HalfFloatCastingBehavior.HalfUpcastToFloat Liveness MultiConv MultiConvPlanType
+Options.TensorLocations Options.autoRoundNumIPUs Options.broadcastBuffers Options.deviceIterations
+Options.enableExecutableCaching Options.loadFromFile Options.outputMode Options.replicationFactor
+Options.setExecutionStrategy Options.useIpuModel OutputMode.All ParallelPhasedExecution Phase
+PipelinedExecution PoplarExecutor.compileAndExport PoplarExecutor.copyWeightsToHost
+PoplarExecutor.setOptimizer RecoverableError ReductionType.Mean SerialPhasedExecution
+ShardedExecution Stage TensorLocationSettings UnrecoverableError autocast autocasting.Policy
+ctc_beam_search_decoder custom_op dynamic_slice dynamic_update enums.CommGroupType.Consecutive
+enums.CommGroupType.Orthogonal enums.VariableRetrievalMode.OnePerGroup identity_loss inferenceModel
+ipuHardwareIsAvailable ipuHardwareVersion ipu_print_tensor isRunningOnIpu load nop optim.Adam
+optim.AdamW optim.LAMB optim.RMSprop optim.SGD optim.VariableAttributes.markAsConstant
+optim.VariableAttributes.markAsVariable options._DistributedOptions options._JitOptions
+options._PrecisionOptions options._TensorLocationOptions options._TrainingOptions.gradientAccumulation
+options._TrainingOptions.setAutomaticLossScaling profiling.Channel serializedMatMul setLogLevel
+set_available_memory trainingModel
+""".split()
+
+
+def test_every_name_the_guide_uses_resolves():
+    """`poptorch.MultiConvPlanType` (seeds/000 4.x MultiConv) and every other
+    name the guide writes as `poptorch.X`; PopTorch's enums are all top level."""
+    for name in GUIDE_NAMES:
+        obj = poptorch
+        for part in name.split("."):
+            assert hasattr(obj, part), f"poptorch.{name}: no {part!r}"
+            obj = getattr(obj, part)
+    assert poptorch.MultiConvPlanType is poptorch.enums.MultiConvPlanType
+    for name in poptorch.enums.__all__:  # PopTorch: `from .enums import *`
+        value = getattr(poptorch.enums, name)
+        if isinstance(value, type):
+            assert getattr(poptorch, name) is value, name
+    assert {"MultiConvPlanType", "OverlapMode"} <= set(dir(poptorch))
+
+
 class _Counter(torch.nn.Module):
     def __init__(self):
         super().__init__()
