@@ -4,6 +4,11 @@ constants (seeds/000 4.8), PVTI channels, post-compile hooks."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
+
 import torch
 
 import tilefx as poptorch
@@ -61,6 +66,35 @@ def test_every_name_the_guide_uses_resolves():
         if isinstance(value, type):
             assert getattr(poptorch, name) is value, name
     assert {"MultiConvPlanType", "OverlapMode"} <= set(dir(poptorch))
+
+
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(poptorch.__file__)))
+
+
+def _python(code: str, path: list[str]) -> str:
+    """Run `code` in a fresh interpreter with PYTHONPATH `path`, from an empty directory."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    with tempfile.TemporaryDirectory() as cwd:
+        done = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True,
+                              text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_bare_import_poptorch_is_tilefx(tmp_path):
+    """`import poptorch` first (no tilefx import before it), as PopTorch code
+    starts: the distribution's `poptorch` package binds the name to tilefx. A
+    real PopTorch elsewhere on the path still wins, even after this checkout."""
+    out = _python("from poptorch.options import Options\n"
+                  "import poptorch, poptorch.enums, tilefx\n"
+                  "assert poptorch is tilefx and Options is tilefx.Options\n"
+                  "assert poptorch.enums.AutoStage is tilefx.AutoStage\n"
+                  "print(poptorch.options.__spec__.name)", [CHECKOUT])
+    assert out.split() == ["tilefx.api.options"]
+    (tmp_path / "poptorch").mkdir()
+    (tmp_path / "poptorch" / "__init__.py").write_text("REAL = True\n")
+    for path in ([CHECKOUT, str(tmp_path)], [str(tmp_path), CHECKOUT]):
+        assert _python("import poptorch, tilefx\nprint(poptorch.REAL)", path).split() == ["True"]
 
 
 class _Counter(torch.nn.Module):
