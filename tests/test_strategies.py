@@ -280,6 +280,19 @@ def test_same_as_ipu_returning_to_an_ipu_is_an_error(how):
         tilefx.inferenceModel(ReturnsToIpu0(how), opts)(torch.randn(8, 4))
 
 
+@pytest.mark.parametrize("make", [
+    lambda: tilefx.PipelinedExecution(tilefx.Stage("A"), tilefx.Stage("A", "B")),
+    lambda: tilefx.ShardedExecution(tilefx.Stage("A", "A")),
+    lambda: tilefx.SerialPhasedExecution(tilefx.Phase(tilefx.Stage("A")), tilefx.Phase(tilefx.Stage("B", "A"))),
+    lambda: tilefx.ParallelPhasedExecution(tilefx.Phase(tilefx.Stage("A"), tilefx.Stage("A"))),
+], ids=["pipelined", "one_stage_twice", "serial_phased", "parallel_phased"])
+def test_a_block_in_two_stages_is_an_error(make):
+    """PopTorch: a block "associated with more than one stage" is an error,
+    not a silent choice of one of them."""
+    with pytest.raises(tilefx.Error, match="block 'A' is associated with more than one stage"):
+        make()
+
+
 def test_unknown_block_in_a_stage_is_an_error():
     with pytest.raises(tilefx.Error, match="names block 'B9'"):
         tilefx.trainingModel(BlockCNN(), _opts(tilefx.PipelinedExecution("B1", "B2", "B3", "B9")))(
