@@ -5,6 +5,7 @@ verified, never unpickled."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import zipfile
 
@@ -94,6 +95,40 @@ def test_an_executable_compiled_offline_loads_and_trains_like_torch(tmp_path):
     still = poptorch.load(str(path), edit_opts_fn=lambda o: o.useOfflineIpuTarget())
     with pytest.raises(poptorch.Error, match="offline IPU target"):
         still(x, t)
+
+
+def test_load_applies_only_run_time_options_from_edit_opts_fn(tmp_path, caplog):
+    """seeds/000 4.10.2: "only run-time options will be applied; all others will
+    be ignored". deviceIterations(5) on an executable compiled with 1 is ignored
+    (with a warning naming it) instead of failing at the call; the IPU id and the
+    seed are taken."""
+    torch.manual_seed(0)
+    x, _ = _data()
+    model = ExampleModelWithLoss().eval()
+    path = tmp_path / "inference.poptorch"
+    poptorch.inferenceModel(model).compileAndExport(str(path), x)
+
+    def edit(opts):
+        opts.deviceIterations(5).useIpuId(1).randomSeed(7)
+        opts.Training.gradientAccumulation(3)
+
+    log = logging.getLogger("tilefx")  # tilefx's loggers do not propagate to the root
+    log.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.WARNING, logger="tilefx"):
+            loaded = poptorch.load(str(path), edit_opts_fn=edit)
+            ignored = caplog.text
+            caplog.clear()
+            poptorch.load(str(path), edit_opts_fn=lambda o: o.useIpuId(1))
+            assert "compile-time" not in caplog.text  # a run-time edit only: nothing to say
+    finally:
+        log.removeHandler(caplog.handler)
+    assert "ignored: Training.gradient_accumulation, device_iterations" in ignored
+    opts = loaded.options
+    assert (opts.device_iterations, opts.Training.gradient_accumulation) == (1, 1)
+    assert (opts.ipu_id, opts.random_seed) == (1, 7)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), model(x), rtol=1e-5, atol=1e-6)
 
 
 def test_load_executable_into_a_wrapper_and_export_model_false(tmp_path):

@@ -96,3 +96,53 @@ def test_ops_and_errors_carry_the_users_source_line():
     bad = next(i for i, t in enumerate(open(__file__).read().splitlines(), 1) if "LINE_OF_BAD" in t
                and "next(" not in t)
     assert info.value.location == f"{__file__}:{bad}"
+
+
+def _line_of(tag: str) -> str:
+    line = next(i for i, t in enumerate(open(__file__).read().splitlines(), 1)
+                if t.rstrip().endswith(f"# {tag}"))
+    return f"{__file__}:{line}"
+
+
+class _ShapeMismatch(torch.nn.Module):
+    def forward(self, x):
+        return x @ torch.ones(3, 3)  # LOC_SHAPE
+
+
+class _DataDependentShape(torch.nn.Module):
+    def forward(self, x):
+        return x[x > 0]  # LOC_NONZERO
+
+
+class _DataDependentBranch(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # LOC_BRANCH
+            return x * 2
+        return x * 3
+
+
+class _Complex(torch.nn.Module):
+    def forward(self, x):
+        return torch.fft.fft(x).real  # LOC_COMPLEX
+
+
+class _BadBlock(torch.nn.Module):
+    def forward(self, x):
+        with poptorch.Block(ipu_id=-1):  # LOC_BLOCK
+            return x + 1
+
+
+@pytest.mark.parametrize("model, x, tag", [
+    (_ShapeMismatch(), torch.ones(2, 4), "LOC_SHAPE"),
+    (_DataDependentShape(), torch.randn(5), "LOC_NONZERO"),
+    (_DataDependentBranch(), torch.ones(3), "LOC_BRANCH"),
+    (_Complex(), torch.ones(3, 4), "LOC_COMPLEX"),
+    (_BadBlock(), torch.ones(3), "LOC_BLOCK"),
+], ids=["shape", "nonzero", "branch", "complex", "tilefx_call"])
+def test_tracing_errors_locate_the_users_line(model, x, tag):
+    """seeds/000 4.3.3: `location` is where the exception was raised: the
+    user's file:line, the one the message names when it names one."""
+    with pytest.raises(poptorch.Error) as info:
+        poptorch.inferenceModel(model, poptorch.Options().showCompilationProgressBar(False))(x)
+    assert info.value.location == _line_of(tag)
+    assert _line_of(tag) in str(info.value)

@@ -5,6 +5,7 @@ types; constant versus variable attributes and setOptimizer; state_dict."""
 
 import copy
 import io
+import logging
 import math
 import re
 
@@ -395,6 +396,49 @@ def test_accumulation_types_must_be_fp16_or_fp32():
     m = _model()
     with pytest.raises(tilefx.Error, match="accum_type must be torch.float16 or torch.float32"):
         tilefx.trainingModel(m, optimizer=X.Adam(m.parameters(), accum_type=torch.bfloat16))(*_data(1)[0])
+
+
+# -- subclasses of the built-in optimizers ------------------------------------------
+class StepLoggingSGD(T.SGD):
+    def step(self, closure=None):  # never called: the program has its own update
+        raise AssertionError("a custom step() must not run")
+
+
+class PlainAdamSubclass(X.Adam):
+    pass
+
+
+def _warnings_of(caplog, run) -> list[str]:
+    log = logging.getLogger("tilefx")  # tilefx's loggers do not propagate to the root
+    log.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.WARNING, logger="tilefx"):
+            run()
+    finally:
+        log.removeHandler(caplog.handler)
+    return [r.getMessage() for r in caplog.records if "subclasses the built-in optimizer" in r.getMessage()]
+
+
+def test_subclassing_a_built_in_optimizer_warns_once(caplog):
+    """seeds/000 4.5: "Subclassing a built-in optimizer will generate a warning";
+    a torch.optim subclass's own step() is named as not used."""
+    def train(make):
+        m = _model()
+        t = tilefx.trainingModel(m, optimizer=make(m))
+        for x, y in _data(2):
+            t(x, y)
+
+    (msg,) = _warnings_of(caplog, lambda: train(lambda m: StepLoggingSGD(m.parameters(), lr=0.1)))
+    assert "StepLoggingSGD subclasses the built-in optimizer torch.optim.SGD" in msg
+    assert "custom step() is not used" in msg
+    caplog.clear()
+    (msg,) = _warnings_of(caplog, lambda: train(lambda m: PlainAdamSubclass(m.parameters(), lr=0.1)))
+    assert "PlainAdamSubclass subclasses the built-in optimizer poptorch.optim.Adam" in msg
+    assert "step()" not in msg
+    for make in (lambda m: T.SGD(m.parameters(), lr=0.1), lambda m: X.AdamW(m.parameters(), lr=0.1),
+                 lambda m: X.LAMB(m.parameters())):
+        caplog.clear()
+        assert _warnings_of(caplog, lambda: train(make)) == []  # the built-ins themselves
 
 
 # -- constant and variable attributes ----------------------------------------------

@@ -284,6 +284,14 @@ def test_set_execution_strategy_takes_a_strategy(value):
         Options().setExecutionStrategy(tilefx.Stage("a"))
 
 
+@pytest.mark.parametrize("value", [tilefx.AutoStage.AutoIncrement, tilefx.AutoStage.SameAsIpu,
+                                   tilefx.Liveness.AlwaysLive])
+def test_set_execution_strategy_rejects_an_enum(value):
+    """Not accepted and then an AttributeError ('no attribute to_config') at compile."""
+    with pytest.raises(OptionsError, match=r"expects an execution strategy.*PipelinedExecution\(poptorch\."):
+        Options().setExecutionStrategy(value)
+
+
 def test_offline_target_compiles_but_does_not_run():
     m = nn.Linear(3, 2).eval()
     ex = tilefx.inferenceModel(m, Options().useOfflineIpuTarget())

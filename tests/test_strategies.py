@@ -220,6 +220,79 @@ def test_same_as_ipu_needs_an_ipu_id():
         tilefx.trainingModel(BlockCNN(), _opts())(*_data(1, 16)[0])
 
 
+class ReturnsToIpu0(nn.Module):
+    """The guide's AutoStage example (seeds/000 4.4.1): three blocks without a
+    user_id on IPUs 0, 1 and 0, made by BeginBlock or by `with Block(...)`."""
+
+    def __init__(self, how="begin"):
+        super().__init__()
+        self.how = how
+        self.a, self.b, self.c = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+        if how == "begin":
+            self.a = tilefx.BeginBlock(self.a, ipu_id=0)
+            self.b = tilefx.BeginBlock(self.b, ipu_id=1)
+            self.c = tilefx.BeginBlock(self.c, ipu_id=0)
+
+    def forward(self, x, y=None):
+        if self.how == "begin":
+            x = self.c(torch.relu(self.b(torch.relu(self.a(x)))))
+        else:
+            with tilefx.Block(ipu_id=0):
+                x = torch.relu(self.a(x))
+            with tilefx.Block(ipu_id=1):
+                x = torch.relu(self.b(x))
+            with tilefx.Block(ipu_id=0):
+                x = self.c(x)
+        return x if y is None else (x, nn.functional.mse_loss(x, y))
+
+
+@pytest.mark.parametrize("how", ["begin", "block"])
+def test_auto_increment_gives_blocks_without_ids_their_own_stages(how):
+    """Id-less blocks get PopTorch's automatic ids "0", "1", "2" (not one block
+    per IPU), so under AutoIncrement the third block is stage 2 on IPU 0 and
+    the model computes torch's numbers, whatever Block.useAutoId() did before."""
+    tilefx.Block.useAutoId()  # outside a trace: no state left behind
+    torch.manual_seed(0)
+    model, x = ReturnsToIpu0(how), torch.randn(8, 4)
+    opts = tilefx.Options().deviceIterations(4).setExecutionStrategy(
+        tilefx.PipelinedExecution(AutoStage.AutoIncrement))
+    inference = tilefx.inferenceModel(model, opts)
+    torch.testing.assert_close(inference(x), model(x), rtol=1e-5, atol=1e-6)
+    ir = inference.ir("graph")
+    for block, ipu, stage in (("0", 0, 0), ("1", 1, 1), ("2", 0, 2)):
+        assert f'block = "{block}", ipu = {ipu}, stage = {stage}' in ir
+    assert inference.schedule.num_stages == 3
+
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(16, 4, generator=g), torch.randn(16, 4, generator=g)) for _ in range(2)]
+    ref, ours = ReturnsToIpu0(how), ReturnsToIpu0(how)
+    ours.load_state_dict(ref.state_dict())
+    _compare_training(ref, ours, _opts(tilefx.PipelinedExecution(AutoStage.AutoIncrement), G=8), batches,
+                      torch.optim.SGD(ref.parameters(), lr=0.05), tilefx.optim.SGD(ours.parameters(), lr=0.05))
+
+
+@pytest.mark.parametrize("how", ["begin", "block"])
+def test_same_as_ipu_returning_to_an_ipu_is_an_error(how):
+    """AutoStage.SameAsIpu (the default): the third block is stage 0 again,
+    which the data flow from stage 1 forbids (seeds/000 4.4.1)."""
+    opts = tilefx.Options().deviceIterations(4)
+    with pytest.raises(tilefx.Error, match=r"must not decrease.*block '2' \(stage 0\).*block '1' \(stage 1\)"):
+        tilefx.inferenceModel(ReturnsToIpu0(how), opts)(torch.randn(8, 4))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: tilefx.PipelinedExecution(tilefx.Stage("A"), tilefx.Stage("A", "B")),
+    lambda: tilefx.ShardedExecution(tilefx.Stage("A", "A")),
+    lambda: tilefx.SerialPhasedExecution(tilefx.Phase(tilefx.Stage("A")), tilefx.Phase(tilefx.Stage("B", "A"))),
+    lambda: tilefx.ParallelPhasedExecution(tilefx.Phase(tilefx.Stage("A"), tilefx.Stage("A"))),
+], ids=["pipelined", "one_stage_twice", "serial_phased", "parallel_phased"])
+def test_a_block_in_two_stages_is_an_error(make):
+    """PopTorch: a block "associated with more than one stage" is an error,
+    not a silent choice of one of them."""
+    with pytest.raises(tilefx.Error, match="block 'A' is associated with more than one stage"):
+        make()
+
+
 def test_unknown_block_in_a_stage_is_an_error():
     with pytest.raises(tilefx.Error, match="names block 'B9'"):
         tilefx.trainingModel(BlockCNN(), _opts(tilefx.PipelinedExecution("B1", "B2", "B3", "B9")))(

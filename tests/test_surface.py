@@ -4,6 +4,11 @@ constants (seeds/000 4.8), PVTI channels, post-compile hooks."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
+
 import torch
 
 import tilefx as poptorch
@@ -22,6 +27,74 @@ def test_submodules_and_module_level_names():
     with ch.tracepoint("step"):
         pass
     assert any(e["channel"] == "user" and e["name"] == "step" for e in poptorch.profiling.events())
+
+
+# every `poptorch.X` the seeds name (grep -o 'poptorch\.[A-Za-z_.]*'), without the
+# tutorial's typos (poptorch.Dataloader, Option.TensorLocations, PhasedExecution)
+# and file names (poptorch.conf)
+GUIDE_NAMES = """
+AutoStage.AutoIncrement BeginBlock Block.useAutoId BlockFunction DataLoader DataLoaderMode.Async
+Error HalfFloatCastingBehavior.HalfUpcastToFloat Liveness MultiConv MultiConvPlanType
+Options.TensorLocations Options.autoRoundNumIPUs Options.broadcastBuffers Options.deviceIterations
+Options.enableExecutableCaching Options.loadFromFile Options.outputMode Options.replicationFactor
+Options.setExecutionStrategy Options.useIpuModel OutputMode.All ParallelPhasedExecution Phase
+PipelinedExecution PoplarExecutor.compileAndExport PoplarExecutor.copyWeightsToHost
+PoplarExecutor.setOptimizer RecoverableError ReductionType.Mean SerialPhasedExecution
+ShardedExecution Stage TensorLocationSettings UnrecoverableError autocast autocasting.Policy
+ctc_beam_search_decoder custom_op dynamic_slice dynamic_update enums.CommGroupType.Consecutive
+enums.CommGroupType.Orthogonal enums.VariableRetrievalMode.OnePerGroup identity_loss inferenceModel
+ipuHardwareIsAvailable ipuHardwareVersion ipu_print_tensor isRunningOnIpu load nop optim.Adam
+optim.AdamW optim.LAMB optim.RMSprop optim.SGD optim.VariableAttributes.markAsConstant
+optim.VariableAttributes.markAsVariable options._DistributedOptions options._JitOptions
+options._PrecisionOptions options._TensorLocationOptions options._TrainingOptions.gradientAccumulation
+options._TrainingOptions.setAutomaticLossScaling profiling.Channel serializedMatMul setLogLevel
+set_available_memory trainingModel
+""".split()
+
+
+def test_every_name_the_guide_uses_resolves():
+    """`poptorch.MultiConvPlanType` (seeds/000 4.x MultiConv) and every other
+    name the guide writes as `poptorch.X`; PopTorch's enums are all top level."""
+    for name in GUIDE_NAMES:
+        obj = poptorch
+        for part in name.split("."):
+            assert hasattr(obj, part), f"poptorch.{name}: no {part!r}"
+            obj = getattr(obj, part)
+    assert poptorch.MultiConvPlanType is poptorch.enums.MultiConvPlanType
+    for name in poptorch.enums.__all__:  # PopTorch: `from .enums import *`
+        value = getattr(poptorch.enums, name)
+        if isinstance(value, type):
+            assert getattr(poptorch, name) is value, name
+    assert {"MultiConvPlanType", "OverlapMode"} <= set(dir(poptorch))
+
+
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(poptorch.__file__)))
+
+
+def _python(code: str, path: list[str]) -> str:
+    """Run `code` in a fresh interpreter with PYTHONPATH `path`, from an empty directory."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    with tempfile.TemporaryDirectory() as cwd:
+        done = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True,
+                              text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_bare_import_poptorch_is_tilefx(tmp_path):
+    """`import poptorch` first (no tilefx import before it), as PopTorch code
+    starts: the distribution's `poptorch` package binds the name to tilefx. A
+    real PopTorch elsewhere on the path still wins, even after this checkout."""
+    out = _python("from poptorch.options import Options\n"
+                  "import poptorch, poptorch.enums, tilefx\n"
+                  "assert poptorch is tilefx and Options is tilefx.Options\n"
+                  "assert poptorch.enums.AutoStage is tilefx.AutoStage\n"
+                  "print(poptorch.options.__spec__.name)", [CHECKOUT])
+    assert out.split() == ["tilefx.api.options"]
+    (tmp_path / "poptorch").mkdir()
+    (tmp_path / "poptorch" / "__init__.py").write_text("REAL = True\n")
+    for path in ([CHECKOUT, str(tmp_path)], [str(tmp_path), CHECKOUT]):
+        assert _python("import poptorch, tilefx\nprint(poptorch.REAL)", path).split() == ["True"]
 
 
 class _Counter(torch.nn.Module):

@@ -28,7 +28,8 @@ _LAZY = {
     **{n: "tilefx.api.enums" for n in (
         "CommGroup", "CommGroupType", "DataLoaderMode", "HalfFloatCastingBehavior", "Liveness",
         "MatMulSerializationMode", "MeanReductionStrategy", "OutputMode", "ReductionType",
-        "SyncPattern", "VariableRetrievalMode", "AutoStage", "ConnectionType", "SharingStrategy")},
+        "SyncPattern", "VariableRetrievalMode", "AutoStage", "ConnectionType", "SharingStrategy",
+        "MultiConvPlanType", "OverlapMode", "AnchorMode")},
     **{n: "tilefx.api.data" for n in ("AsynchronousDataAccessor", "DataLoader")},
     **{n: "tilefx.api.executor" for n in ("PoplarExecutor", "compile", "inferenceModel",
                                           "trainingModel")},

@@ -13,23 +13,23 @@ import torch
 
 from tilefx.errors import Error
 from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY
-from tilefx.lowering.tracing_state import BeginBlockState, Tracing, open_annotation
+from tilefx.lowering.tracing_state import BeginBlockState, Tracing, next_auto_id, open_annotation
 from tilefx.lowering.tracing_state import end_begin_blocks, start_tracing, uses_begin_block  # noqa: F401  (re-exported)
 
 
 class Block(contextlib.ContextDecorator):
-    """`with poptorch.Block("B1", ipu_id=0): ...` puts the ops inside in one block."""
+    """`with poptorch.Block("B1", ipu_id=0): ...` puts the ops inside in one block.
 
-    _auto_id = False
-    _counter = 0
+    A block without a `user_id` gets PopTorch's automatic id when it starts
+    while tilefx traces the model: "0", "1", ... in the order the id-less
+    blocks start in that trace (each `with Block()`, `Block.start()` or
+    BeginBlock layer run is a new block). Blocks sharing one id are one block.
+    """
 
     def __init__(self, user_id: str | None = None, ipu_id: int | None = None):
-        if user_id is None and Block._auto_id:
-            user_id = str(Block._counter)
-            Block._counter += 1
         if user_id is not None and not isinstance(user_id, str):
             user_id = str(user_id)
-        if ipu_id is not None and (not isinstance(ipu_id, int) or ipu_id < 0):
+        if ipu_id is not None and (isinstance(ipu_id, bool) or not isinstance(ipu_id, int) or ipu_id < 0):
             raise Error(f"Block: ipu_id must be a non-negative int, got {ipu_id!r}")
         self.user_id = user_id
         self.ipu_id = ipu_id
@@ -37,9 +37,10 @@ class Block(contextlib.ContextDecorator):
 
     @staticmethod
     def useAutoId() -> None:
-        """Blocks without a user_id get 0, 1, 2, ... in order."""
-        Block._auto_id = True
-        Block._counter = 0
+        """Restart the automatic ids of id-less blocks at "0" (PopTorch: call it
+        at the start of `forward`). Each trace starts them at "0" anyway."""
+        if Tracing.on:
+            BeginBlockState.next_auto_id = 0
 
     @staticmethod
     def start(user_id: str | None = None, ipu_id: int | None = None) -> None:
@@ -51,8 +52,11 @@ class Block(contextlib.ContextDecorator):
 
     def _meta(self) -> dict:
         meta: dict = {}
-        if self.user_id is not None:
-            meta[BLOCK_META_KEY] = self.user_id
+        user_id = self.user_id
+        if user_id is None and Tracing.on:
+            user_id = next_auto_id()
+        if user_id is not None:
+            meta[BLOCK_META_KEY] = user_id
         if self.ipu_id is not None:
             meta[IPU_META_KEY] = self.ipu_id
         return meta
@@ -119,9 +123,8 @@ def BeginBlock(layer: torch.nn.Module, user_id: str | None = None, ipu_id: int |
         raise Error(f"BeginBlock: module {type(layer).__name__} is already assigned to a block")
     if user_id is not None and not isinstance(user_id, str):
         user_id = str(user_id)
-    if user_id is None and Block._auto_id:
-        user_id = str(Block._counter)
-        Block._counter += 1
+    if ipu_id is not None and (isinstance(ipu_id, bool) or not isinstance(ipu_id, int) or ipu_id < 0):
+        raise Error(f"BeginBlock: ipu_id must be a non-negative int, got {ipu_id!r}")
     order = BeginBlockState.declared
     BeginBlockState.declared += 1
     layer._tilefx_begin_block = (user_id, ipu_id)

@@ -364,6 +364,51 @@ class LoadedModel(torch.nn.Module):
                     "executor poptorch.load returned")
 
 
+# The options `poptorch.load`'s edit_opts_fn may change (seeds/000 4.10.2: "When
+# loading a precompiled model, only run-time options will be applied; all others
+# will be ignored"): which device to attach to and when, the random seed, the
+# host's logging. Everything else (batching, strategy, precision, ...) is
+# compiled into the executable's program.
+RUNTIME_OPTIONS = ("ipu_id", "use_ipu_model", "offline_ipu_target", "ipu_version", "connection_type",
+                   "random_seed", "log_dir", "max_repeat_logs", "show_compilation_progress_bar",
+                   "Distributed.timeout_seconds")
+_EDITABLE_GROUPS = ("Precision", "Training", "TensorLocations", "Jit", "Distributed")
+
+
+def _flat_options(opts) -> dict[str, tuple[object, str]]:
+    """"group.name" (or "name") -> (the object holding it, its value as JSON text)."""
+    out = {}
+    for prefix, holder in (("", opts), *((g + ".", getattr(opts, g)) for g in _EDITABLE_GROUPS)):
+        for k, v in _option_items(holder).items():
+            if k not in _EDITABLE_GROUPS:
+                out[prefix + k] = (holder, json.dumps(_encode(v), sort_keys=True, default=repr))
+    out["_Popart"] = (opts._Popart, json.dumps(_encode(dict(opts._Popart.options)), sort_keys=True,
+                                              default=repr))
+    return out
+
+
+def _apply_runtime_edits(opts, edit_opts_fn, filename: str):
+    """`opts` with the run-time options edit_opts_fn changes (on a copy); the
+    compile-time ones it changes are ignored, with a warning naming them."""
+    edited = opts.clone()
+    edit_opts_fn(edited)
+    before, after = _flat_options(opts), _flat_options(edited)
+    ignored = []
+    for key, (holder, value) in after.items():
+        if before.get(key, (None, None))[1] == value:
+            continue
+        if key in RUNTIME_OPTIONS:
+            name = key.rpartition(".")[2]
+            object.__setattr__(before[key][0], name, getattr(holder, name))
+        else:
+            ignored.append(key)
+    if ignored:
+        log.warning("poptorch.load(%s): edit_opts_fn changed compile-time options, which are ignored: "
+                    "%s (the executable was compiled with the file's values; only run-time options "
+                    "apply: %s)", filename, ", ".join(sorted(ignored)), ", ".join(RUNTIME_OPTIONS))
+    return opts
+
+
 def load(filename: str, edit_opts_fn=None):
     """`poptorch.load(filename, edit_opts_fn=None)`: an executor ready to run."""
     from tilefx.api.enums import ConnectionType
@@ -390,7 +435,7 @@ def load(filename: str, edit_opts_fn=None):
         if opts.connection_type == ConnectionType.Never:
             opts.connection_type = ConnectionType.Always
     if edit_opts_fn is not None:
-        edit_opts_fn(opts)
+        opts = _apply_runtime_edits(opts, edit_opts_fn, filename)
     training = bool(meta.get("training"))
     ex = PoplarExecutor(model, opts, training=training)
     ex._optimizer = None  # the compiled optimizer configuration is in the IR (setOptimizer replaces it)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import weakref
 from typing import Any
 
 import torch
@@ -341,6 +342,39 @@ def _kind_of(opt: torch.optim.Optimizer) -> str:
                 "RMSprop or LAMB (or torch.optim SGD, Adam, AdamW, RMSprop)")
 
 
+_warned_subclasses: weakref.WeakSet = weakref.WeakSet()  # optimizers already warned about
+
+
+def _builtin_types() -> tuple[type, ...]:
+    return (SGD, Adam, AdamW, RMSprop, LAMB, torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW,
+            torch.optim.RMSprop)
+
+
+def warn_if_subclassed(opt: torch.optim.Optimizer) -> None:
+    """seeds/000 4.5: "Subclassing a built-in optimizer will generate a warning":
+    the update is compiled from the hyper-parameters of the built-in it derives
+    from, so whatever the subclass adds (a custom step() above all) does not run.
+    Once per optimizer object."""
+    builtins = _builtin_types()
+    cls = type(opt)
+    if cls in builtins or opt in _warned_subclasses:
+        return
+    base = next((c for c in cls.__mro__ if c in builtins), None)
+    if base is None:
+        return
+    _warned_subclasses.add(opt)
+    # torch wraps `step` in its profiling hook (in the subclass too): compare the functions inside
+    builtin_steps = {inspect.unwrap(b.step) for b in builtins}
+    custom_step = inspect.unwrap(cls.step) not in builtin_steps
+    where = "poptorch.optim" if issubclass(base, _Optimizer) else "torch.optim"
+    log.warning("%s subclasses the built-in optimizer %s.%s: tilefx (as PopTorch) uses its own "
+                "implementation of %s, so custom behaviour in the subclass is unlikely to take effect, "
+                "other than setting the existing attributes%s", cls.__qualname__, where,
+                base.__name__, base.__name__,
+                f"; its custom step() is not used (the update compiled into the program replaces it)"
+                if custom_step else "")
+
+
 def _ir_names(attr: str) -> tuple[str, ...]:
     """IR hyper-parameter names of an optimizer attribute (`betas` -> beta1, beta2)."""
     return ("beta1", "beta2") if attr == "betas" else (attr,)
@@ -375,6 +409,7 @@ def optimizer_config(opt: torch.optim.Optimizer, param_names: dict[int, str]) ->
     Accepts tilefx optimizers and torch.optim SGD / Adam / AdamW / RMSprop.
     """
     kind = _kind_of(opt)
+    warn_if_subclassed(opt)
     groups, group_of = [], {}
     for gi, g in enumerate(opt.param_groups):
         for k in ("amsgrad", "maximize"):

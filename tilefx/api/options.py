@@ -1039,6 +1039,11 @@ class Options(_OptionsBase):
         ``ShardedExecution``, ``SerialPhasedExecution`` or
         ``ParallelPhasedExecution`` instance).  None (default) means the
         executor's default (pipelined, ``AutoStage.SameAsIpu``)."""
+        if isinstance(strategy, enum.Enum):  # AutoStage.AutoIncrement and friends
+            raise OptionsError(
+                "setExecutionStrategy expects an execution strategy instance, got "
+                f"{type(strategy).__name__}.{strategy.name}: an AutoStage goes inside the strategy, "
+                f"for example poptorch.PipelinedExecution(poptorch.{type(strategy).__name__}.{strategy.name})")
         if strategy is None or isinstance(strategy, type) or \
                 type(strategy).__module__ == "builtins" or _is_stage_or_phase(strategy):
             raise OptionsError(

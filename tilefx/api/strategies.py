@@ -41,6 +41,18 @@ class Stage:
         return f"Stage({', '.join(map(repr, self.blocks))}){ipu}"
 
 
+def _check_one_stage_per_block(stages: list[Stage], what: str = "stage") -> None:
+    """A block belongs to one stage (PopTorch: "associated with more than one stage")."""
+    seen: dict[str, int] = {}
+    for i, st in enumerate(stages):
+        for b in st.blocks:
+            if b in seen:
+                where = f"{what} {seen[b]} and {what} {i}" if seen[b] != i else f"{what} {i} twice"
+                raise Error(f"block {b!r} is associated with more than one stage ({where}): "
+                            "list each block in one Stage")
+            seen[b] = i
+
+
 def _stage(x) -> Stage:
     if isinstance(x, Stage):
         return x
@@ -88,6 +100,7 @@ class _StagedExecution:
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
             args = tuple(args[0])
         self.stages = [_stage(a) for a in args]
+        _check_one_stage_per_block(self.stages)
         if args and all(isinstance(a, str) for a in args):
             # PipelinedExecution("B1", "B2", ...): stage i on IPU i
             for i, s in enumerate(self.stages):
@@ -168,6 +181,7 @@ class _PhasedExecution:
             phases = tuple(phases[0])
         self.phases = [p if isinstance(p, Phase) else Phase(*p) if isinstance(p, (list, tuple))
                        else Phase(p) for p in phases]
+        _check_one_stage_per_block([s for p in self.phases for s in p.stages], "stage")
         self.separate_backward = False
         self.liveness = Liveness.AlwaysLive
 

@@ -231,25 +231,42 @@ _LIBRARY_DIRS = ("/torch/", "/tilefx/", "/site-packages/", "/dist-packages/", "<
 _TOOL_DIRS = ("/torch/", "/tilefx/", "<frozen", "/contextlib.py", "/functools.py")  # never the model's line
 
 
-def _user_line(stack_trace: str) -> str:
+def _user_frame(stack_trace: str) -> tuple[str, str]:
     """The last `File "...", line N` of a traceback that is the user's code (not
-    torch, tilefx or an installed library): `path:N: source`. Without one (a
-    model from a library, e.g. transformers), the library's last line."""
+    torch, tilefx or an installed library) as ("path:N", its source line).
+    Without one (a model from a library, e.g. transformers), the library's last
+    line; ("", "") when there is none."""
     import re
 
-    best = library = ""
+    best = library = ("", "")
     lines = stack_trace.splitlines()
     for i, text in enumerate(lines):
         m = re.match(r'\s*File "([^"]+)", line (\d+)', text)
         if not m or m[1].startswith("<") or any(d in m[1] for d in _TOOL_DIRS):
             continue  # generated code (`<string>`, `<eval_with_key>`) is nobody's line
         src = lines[i + 1].strip() if i + 1 < len(lines) else ""
-        where = f"{m[1]}:{m[2]}" + (f": {src}" if src else "")
+        where = (f"{m[1]}:{m[2]}", src)
         if any(d in m[1] for d in _LIBRARY_DIRS):
             library = where
         else:
             best = where
-    return best or library
+    return best if best[0] else library
+
+
+def _user_line(stack_trace: str) -> str:
+    """`path:N: source` of `_user_frame` ("" when there is none)."""
+    where, src = _user_frame(stack_trace)
+    return where + (f": {src}" if src and where else "")
+
+
+def _located(err: Error, location: str) -> Error:
+    """`err` with `location` (seeds/000 4.3.3: where the exception was raised)
+    unless it has one; named in its text too when the message does not say it."""
+    if location and not getattr(err, "location", ""):
+        err.location = location
+        if location not in str(err):
+            err.args = (f"{err} (at {location})", *err.args[1:])
+    return err
 
 
 def _location_of(node) -> str:
@@ -365,12 +382,12 @@ class _Builder:
             self.convert(node)
         except Error as e:
             if "(from module" in str(e):
-                raise
+                raise _located(e, _location_of(node))
             raise Error(f"{e.message if hasattr(e, 'message') else e} (in {node.target}, from module "
-                        f"{_module_of(node)})", type="frontend") from None
+                        f"{_module_of(node)})", type="frontend", location=_location_of(node)) from None
         except Exception as e:  # never an internal KeyError/IndexError/... for a user's model
             raise Error(f"cannot convert {node.target} (from module {_module_of(node)}): "
-                        f"{type(e).__name__}: {e}", type="frontend") from e
+                        f"{type(e).__name__}: {e}", type="frontend", location=_location_of(node)) from e
 
     def convert(self, node) -> None:
         target = node.target
@@ -742,6 +759,13 @@ def _traceback_line(e: BaseException) -> str:
     return f", at {line}" if line else ""
 
 
+def _traceback_location(e: BaseException) -> str:
+    """The user's "file:line" in `e`'s traceback (the one `_traceback_line` names)."""
+    import traceback
+
+    return _user_frame("".join(traceback.format_tb(e.__traceback__)))[0]
+
+
 def _data_dependent(e: BaseException, module: str) -> Error | None:
     """A tracing failure on a value- or shape-from-data question, as an Error
     naming the ATen op, the module and the user's line; None for other failures."""
@@ -816,19 +840,20 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                                         fake_mode=metas.fake_mode)
                 finally:
                     watch.remove()
-            except Error:
-                raise
+            except Error as e:  # raised in the model's code (a tilefx call in forward)
+                raise _located(e, _traceback_location(e))
             except Exception as e:  # torch's own tracing failures
                 inner = e
                 while inner is not None and not isinstance(inner, Error):
                     inner = inner.__cause__ or inner.__context__
                 if inner is not None:
-                    raise inner from None
+                    raise _located(inner, _traceback_location(e)) from None
                 dynamic = _data_dependent(e, watch.where())
                 if dynamic is not None:
-                    raise dynamic from e
-                raise Error(f"tracing the model failed: {type(e).__name__}: {e} (in module "
-                            f"{watch.where()}{_traceback_line(e)})", type="frontend") from e
+                    raise _located(dynamic, _traceback_location(e)) from e
+                raise _located(Error(f"tracing the model failed: {type(e).__name__}: {e} (in module "
+                                     f"{watch.where()}{_traceback_line(e)})", type="frontend"),
+                               _traceback_location(e)) from e
             finally:
                 end_begin_blocks()
     finally:

@@ -21,6 +21,16 @@ class BeginBlockState:
     declared = 0
     last_fired = -1
     last_layer = ""
+    next_auto_id = 0  # the id of the next block started without a user_id, in this trace
+
+
+def next_auto_id() -> str:
+    """The id of a block started without a user_id: "0", "1", ... in the order
+    the blocks start in one trace (PopTorch's automatic block ids), so two
+    id-less blocks are two blocks even on one IPU."""
+    n = BeginBlockState.next_auto_id
+    BeginBlockState.next_auto_id += 1
+    return str(n)
 
 
 class Tracing:
@@ -82,6 +92,7 @@ def open_annotation(meta: dict) -> None:
 def start_tracing() -> None:
     BeginBlockState.last_fired = -1
     BeginBlockState.last_layer = ""
+    BeginBlockState.next_auto_id = 0
 
 
 def end_begin_blocks() -> None:

@@ -246,6 +246,8 @@ class AssignStagesPass(ModulePass):
                         if b not in names:
                             raise PlacementError(f"Phase {ph} names block {b!r}, which the model "
                                                  f"does not have (blocks: {sorted(names)})")
+                        if b in where:
+                            raise PlacementError(f"block {b!r} is associated with more than one stage")
                         ipu = st.get("ipu", names[b].ipu)
                         if ipu is None:
                             raise PlacementError(f"block {b!r} in phase {ph} has no IPU: use Phase.ipus(...)")
@@ -269,6 +271,8 @@ class AssignStagesPass(ModulePass):
                         if b not in names:
                             raise PlacementError(f"Stage {s} names block {b!r}, which the model "
                                                  f"does not have (blocks: {sorted(names)})")
+                        if b in where:
+                            raise PlacementError(f"block {b!r} is associated with more than one stage")
                         ipu = st.get("ipu", names[b].ipu)
                         where[b] = (s, s if ipu is None else ipu, 0)
             elif cfg.get("auto_stage") == "auto_increment":

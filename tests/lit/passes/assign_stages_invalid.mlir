@@ -191,3 +191,16 @@ module attributes {ipu.strategy = {kind = "pipelined", stages = [{blocks = ["B1"
     func.return %b : tensor<2x4xf32>
   }
 }
+
+// -----
+// One block listed in two stages (PopTorch: "associated with more than one stage").
+
+// CHECK: block 'B1' is associated with more than one stage
+
+module attributes {ipu.strategy = {kind = "pipelined", stages = [{blocks = ["B1"], ipu = 0 : i64}, {blocks = ["B1", "B2"], ipu = 1 : i64}]}} {
+  func.func @main(%x: tensor<2x4xf32> {tilefx.input = 0 : i64}) -> (tensor<2x4xf32> {tilefx.output = 0 : i64}) {
+    %a = aten.relu %x {ipu.place = #ipu.place<fwd, block = "B1">} : tensor<2x4xf32> -> tensor<2x4xf32>
+    %b = aten.relu %a {ipu.place = #ipu.place<fwd, block = "B2">} : tensor<2x4xf32> -> tensor<2x4xf32>
+    func.return %b : tensor<2x4xf32>
+  }
+}
