@@ -131,6 +131,31 @@ def test_load_applies_only_run_time_options_from_edit_opts_fn(tmp_path, caplog):
         torch.testing.assert_close(loaded(x), model(x), rtol=1e-5, atol=1e-6)
 
 
+def test_a_loaded_executable_checks_its_inputs(tmp_path):
+    """An executable loaded from a file keeps no call signature, but it still
+    refuses inputs of other shapes, dtypes or counts than it was compiled for
+    (a tilefx.Error naming them, not a kernel's failure or rows silently
+    dropped), including a batch another wrapper's options would split."""
+    torch.manual_seed(0)
+    x, _ = _data()
+    model = ExampleModelWithLoss().eval()
+    path = tmp_path / "inference.poptorch"
+    poptorch.inferenceModel(model).compileAndExport(str(path), x)
+    loaded = poptorch.load(str(path))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), model(x), rtol=1e-5, atol=1e-6)
+    for bad, what in ((x[:, :5], r"\(\d+, 5\)"), (torch.cat([x, x]), "compiled for"),
+                      (x.double(), "float64"), (x.long(), "int64")):
+        with pytest.raises(poptorch.Error, match=what):
+            loaded(bad)
+    with pytest.raises(poptorch.Error, match="1 input tensor"):
+        loaded(x, x)
+    other = poptorch.inferenceModel(model, poptorch.Options().deviceIterations(2))
+    other.loadExecutable(str(path))
+    with pytest.raises(poptorch.Error, match="deviceIterations"):
+        other(torch.cat([x, x[:1]]))
+
+
 def test_load_executable_into_a_wrapper_and_export_model_false(tmp_path):
     torch.manual_seed(0)
     x, _ = _data()

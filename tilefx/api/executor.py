@@ -342,8 +342,10 @@ class PoplarExecutor:
             _check_not_meta([(f"input {n}", x) for n, x in zip(call.tensor_names(), inputs)])
             if self._program is None:
                 self._compile(inputs, call)
-            elif self._call is not None:  # None: loaded from an executable file
+            elif self._call is not None:
                 self._call.check_same(call, inputs, self._compiled_inputs)
+            else:  # loaded from an executable file: its shapes and dtypes
+                self._check_loaded_inputs(inputs)
             self._remember_call(args, kwargs, inputs)
         snap = self._named
         if snap is None or snap.model is not self._user_model or not snap.valid():
@@ -373,6 +375,25 @@ class PoplarExecutor:
             self._write_back(snap)
         _guard_backward(out)
         return out
+
+    def _check_loaded_inputs(self, inputs: list[torch.Tensor]) -> None:
+        """A call of an executable loaded from a file (which keeps no call
+        signature) passes tensors of the shapes and dtypes it was compiled
+        for: the micro-batch's, times the options' batch factor in the
+        first dimension."""
+        p = self._program
+        if len(inputs) != len(p.input_shapes):
+            raise Error(f"this executable was compiled for {len(p.input_shapes)} input tensor(s), "
+                        f"the call passes {len(inputs)}")
+        d, r, gsize, g = self._factors()
+        n = d * (r // gsize) * g
+        for i, (x, shape, dtype) in enumerate(zip(inputs, p.input_shapes, p.input_dtypes)):
+            shape = tuple(shape)
+            want = (shape[0] * n, *shape[1:]) if shape else ()
+            if tuple(x.shape) != want or np_dtype_of(x.dtype) != np.dtype(dtype):
+                raise Error(f"input {i} is {tuple(x.shape)} {x.dtype}; this executable was compiled for "
+                            f"{want} {np.dtype(dtype)} (a micro-batch of {shape} times deviceIterations "
+                            f"* replicationFactor / inputReplicaGroupSize * gradientAccumulation = {n})")
 
     def _one_micro_batch(self) -> bool:
         """Whether a call is one micro-batch on one replica (`_run_one`): no
