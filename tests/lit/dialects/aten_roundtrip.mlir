@@ -407,6 +407,7 @@ func.func @model_families(%x: tensor<4x8xf32>, %g: tensor<1x8xf32>, %n: tensor<1
 // CHECK-NEXT:      %max_dim, %max_dim_1 = aten.max.dim %max_dim_self {dim = 1 : i64} : tensor<3x4x5xf32> -> tensor<3x5xf32>, tensor<3x5xi64>
 // CHECK-NEXT:      %min_dim, %min_dim_1 = aten.min.dim %min_dim_self {dim = 0 : i64} : tensor<3x4x5xf32> -> tensor<4x5xf32>, tensor<4x5xi64>
 // CHECK-NEXT:      %sort, %sort_1 = aten.sort %sort_self : tensor<4x6xf32> -> tensor<4x6xf32>, tensor<4x6xi64>
+// CHECK-NEXT:      %sort_stable, %sort_stable_1 = aten.sort.stable %sort_self {stable = true, dim = 1 : i64, descending = true} : tensor<4x6xf32> -> tensor<4x6xf32>, tensor<4x6xi64>
 // CHECK-NEXT:      %topk, %topk_1 = aten.topk %topk_self {k = 3 : i64} : tensor<4x6xf32> -> tensor<4x3xf32>, tensor<4x3xi64>
 // CHECK-NEXT:      %scatter_reduce_two = aten.scatter_reduce.two %scatter_reduce_two_self, %scatter_reduce_two_index, %scatter_reduce_two_src {dim = 1 : i64, reduce = "sum"} : tensor<2x3xf32>, tensor<2x4xi64>, tensor<2x4xf32> -> tensor<2x3xf32>
 // CHECK-NEXT:      %index_select = aten.index_select %index_select_self, %index_select_index {dim = 0 : i64} : tensor<5x3xf32>, tensor<3xi64> -> tensor<3x3xf32>
@@ -541,6 +542,7 @@ func.func @core_ops(%acos_self: tensor<3x4xf32>, %acosh_self: tensor<3x4xf32>, %
   %max_dim, %max_dim_1 = aten.max.dim %max_dim_self {dim = 1 : i64} : tensor<3x4x5xf32> -> tensor<3x5xf32>, tensor<3x5xi64>
   %min_dim, %min_dim_1 = aten.min.dim %min_dim_self {dim = 0 : i64} : tensor<3x4x5xf32> -> tensor<4x5xf32>, tensor<4x5xi64>
   %sort, %sort_1 = aten.sort %sort_self : tensor<4x6xf32> -> tensor<4x6xf32>, tensor<4x6xi64>
+  %sort_stable, %sort_stable_1 = aten.sort.stable %sort_self {stable = true, dim = 1 : i64, descending = true} : tensor<4x6xf32> -> tensor<4x6xf32>, tensor<4x6xi64>
   %topk, %topk_1 = aten.topk %topk_self {k = 3 : i64} : tensor<4x6xf32> -> tensor<4x3xf32>, tensor<4x3xi64>
   %scatter_reduce_two = aten.scatter_reduce.two %scatter_reduce_two_self, %scatter_reduce_two_index, %scatter_reduce_two_src {dim = 1 : i64, reduce = "sum"} : tensor<2x3xf32>, tensor<2x4xi64>, tensor<2x4xf32> -> tensor<2x3xf32>
   %index_select = aten.index_select %index_select_self, %index_select_index {dim = 0 : i64} : tensor<5x3xf32>, tensor<3xi64> -> tensor<3x3xf32>
