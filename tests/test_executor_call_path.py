@@ -323,3 +323,58 @@ def test_an_output_viewing_a_result_comes_without_a_copy_and_shares_nothing(trai
         o.mul_(0.0)
     for o, w in zip(ex(x)[0] if training else ex(x), want):
         torch.testing.assert_close(o, w.detach(), rtol=1e-6, atol=1e-6)
+
+
+def test_load_state_dict_on_the_executor_reaches_the_device():
+    """PopTorch's executor.load_state_dict loads the wrapped model's and copies
+    the weights to the device: an inference executor computes with them at
+    once, a training one trains from them."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3)).eval()
+    ex = tilefx.inferenceModel(model)
+    x = torch.randn(2, 4)
+    before = ex(x)
+    state = copy.deepcopy(model.state_dict())
+    state["0.bias"] += 1.0
+    ex.load_state_dict(state)
+    torch.testing.assert_close(ex(x), before + 1.0)
+    torch.testing.assert_close(model[0].bias.detach(), state["0.bias"])
+
+    net = WithLoss(TutorialCNN(), nn.CrossEntropyLoss())
+    ref = copy.deepcopy(net)
+    trainer = tilefx.trainingModel(net, optimizer=tilefx.optim.SGD(net.parameters(), lr=0.1))
+    xs, ys = _data()
+    trainer(xs, ys)
+    trainer.load_state_dict(ref.state_dict())  # back to the start
+    trainer(xs, ys)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    ref(xs, ys)[1].backward()
+    opt.step()
+    for p, q in zip(net.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_weights_that_no_longer_fit_the_program_are_a_clear_error():
+    """A parameter given other shapes after compiling (a layer replaced by a
+    wider one; an embedding resized in place, as transformers'
+    resize_token_embeddings does through `.data`) is a tilefx.Error at the next
+    call or copyWeightsToDevice, not the old weights used silently nor a
+    kernel's failure."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)).eval()
+    ex = tilefx.inferenceModel(model)
+    x = torch.randn(2, 4)
+    ex(x)
+    model[2] = nn.Linear(3, 5)
+    with pytest.raises(tilefx.Error, match=r"2.weight.*\(5, 3\).*compiled for \(2, 3\)"):
+        ex(x)
+
+    other = nn.Sequential(nn.Embedding(10, 4)).eval()
+    ex2 = tilefx.inferenceModel(other)
+    ids = torch.tensor([[1, 2, 3]])
+    ex2(ids)
+    other[0].weight.data = torch.randn(12, 4)
+    with pytest.raises(tilefx.Error, match=r"0.weight.*\(12, 4\)"):
+        ex2.copyWeightsToDevice()
+    with pytest.raises(tilefx.Error, match="compiled for"):
+        ex2.load_state_dict(other.state_dict())

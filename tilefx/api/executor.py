@@ -350,6 +350,7 @@ class PoplarExecutor:
         snap = self._named
         if snap is None or snap.model is not self._user_model or not snap.valid():
             snap = self._snapshot()
+            self._check_weights_fit(snap)
         if self._training and snap is not self.__dict__.get("_aliased_in"):
             self._unalias_replaced(snap)
         if self._call is not None and self._groups_checked != (snap, settings_count()):
@@ -459,6 +460,7 @@ class PoplarExecutor:
         named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
         named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
         if self._program is not None and not self._options.offline_ipu_target:
+            self._check_weights_fit(self._snapshot())
             _check_not_meta([(n, named_p[n]) for n in self._program.traced.params] +
                             [(n, named_b[n]) for n in self._program.traced.buffers])
             for n in self._program.traced.params:
@@ -477,6 +479,38 @@ class PoplarExecutor:
             if self._dist is not None:  # the processes compare their weights at the next call
                 self._dist.weights_reloaded = True
         self._host_version = _HostVersion.latest(self._host_tensors())
+
+    def _check_weights_fit(self, snap: ModuleSnapshot) -> None:
+        """After the module tree changed: every parameter and buffer the
+        program was compiled for is still there, of the same shape and dtype
+        (`resize_token_embeddings`, a layer replaced by a wider one, `half()`
+        would otherwise leave the program computing with the old weights)."""
+        if self._program is None or self._options.offline_ipu_target:
+            return
+        traced = self._program.traced
+        for kind, names, have, held in (("parameter", traced.params, snap.named_p, self._weights),
+                                        ("buffer", traced.buffers, snap.named_b, self._device_buffers)):
+            for n in names:
+                t, old = have.get(n), held.get(n)
+                if t is None:
+                    raise Error(f"the model no longer has the {kind} {n!r} it was compiled with: "
+                                "wrap the changed model again (or destroy() this one first)")
+                if old is None or n in self._groups.names:
+                    continue
+                if tuple(t.shape) != np.shape(old) or _np_dtype_or_none(t.dtype) != np.asarray(old).dtype:
+                    raise Error(f"the model's {kind} {n!r} is now {tuple(t.shape)} {t.dtype}; it was "
+                                f"compiled for {np.shape(old)} {np.asarray(old).dtype}: wrap the changed "
+                                "model again (or destroy() this one first)")
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """The wrapped model's `load_state_dict`, then its weights copied to
+        the device, as PopTorch's executor does (a compiled executor would
+        otherwise keep computing with the weights it had)."""
+        self._check_alive()
+        result = self._user_model.load_state_dict(state_dict, strict=strict, assign=assign)
+        if self._program is not None:
+            self.copyWeightsToDevice()
+        return result
 
     def copyWeightsToHost(self) -> None:
         """Write the executor's weights and buffers into the torch module."""
@@ -1542,6 +1576,14 @@ def _held_alone(args: list, positions: list[int]) -> list[int]:
     return [i for i in positions
             if isinstance(args[i], np.ndarray) and sys.getrefcount(args[i]) <= 3
             and args[i].flags.writeable and not isinstance(args[i].base, np.ndarray)]
+
+
+def _np_dtype_or_none(dtype: torch.dtype):
+    """The numpy dtype an executor holds a torch dtype in (None: none)."""
+    try:
+        return np_dtype_of(dtype)
+    except Error:
+        return None
 
 
 def _weight_tensor(w):
