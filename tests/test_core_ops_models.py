@@ -493,3 +493,29 @@ def test_weight_norm_and_bilinear_layers_train_like_pytorch():
     torch.manual_seed(0)
     _train_step_matches(WithLoss(Layers(), nn.CrossEntropyLoss()), torch.randn(4, 6),
                         torch.tensor([0, 1, 2, 1]))
+
+
+ALL_ELEMENT_EXTREMES = {
+    # ties: torch spreads the gradient of max()/min() evenly among the tied elements
+    "max_min": lambda w: w / w.abs().max() + w.min() * w + torch.stack([w.max(), w.min()]).sum(),
+    "max_ties": lambda w: torch.cat([w, w]).max() * 3 + torch.round(w * 0).min(),
+}
+
+
+def test_max_min_over_all_elements_train_like_pytorch():
+    """x.max() / x.min() with no dim (aten.max.default), ties included."""
+    _check_gradients(ALL_ELEMENT_EXTREMES, {k: (3, 4) for k in ALL_ELEMENT_EXTREMES})
+
+
+class _AllExtremes(nn.Module):
+    def forward(self, x, i):
+        return x.max(), x.min(), i.max(), i.min(), (x > 0).max(), x.half().max()
+
+
+def test_max_min_over_all_elements_inference():
+    x, i = torch.randn(3, 4), torch.randint(-5, 5, (2, 3))
+    want = _AllExtremes()(x, i)
+    got = tilefx.inferenceModel(_AllExtremes())(x, i)
+    for a, b in zip(got, want):
+        assert a.shape == b.shape == () and a.dtype == b.dtype
+        torch.testing.assert_close(a, b)

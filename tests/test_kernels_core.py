@@ -21,6 +21,7 @@ from tilefx.backend.kernels import KERNELS
 from tilefx.dialects.aten import ATEN_OPS
 from tilefx.dialects.aten_schema import ATEN_SCHEMAS, RANDOM_SCHEMAS
 
+NAN_ALL = np.array([[1.0, np.nan], [3.0, -2.0]], np.float32)
 I8, I16, U8 = np.dtype("int8"), np.dtype("int16"), np.dtype("uint8")
 
 
@@ -364,6 +365,13 @@ case("_weight_norm_interface_backward.default", r(6, 4, 3), _V, _G,
 case("linalg_vector_norm.default", _N, 2, [-1], True, id="vector_norm-keepdim")
 case("linalg_vector_norm.default", h(4, 6), 2, [1], id="vector_norm-f16")
 case("linalg_vector_norm.default", _N, 2, [0], dtype=F64, id="vector_norm-f64")
+
+# max()/min() over every element (no dim): floats with NaN, ints, bools
+case("max.default", r(3, 4, 5))
+case("max.default", NAN_ALL, id="max-nan")
+case("min.default", ri(3, 4), id="min-int")
+case("min.default", r(3, 4) > 0, id="min-bool")
+case("max.default", s(2.5), id="max-0d")
 
 
 @pytest.mark.parametrize("name,args,kwargs,tol", CASES)

@@ -184,6 +184,8 @@ _weight_norm_interface_backward(Tensor grad_w, Tensor saved_v, Tensor saved_g, T
 histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
 max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+max.default(Tensor self) -> Tensor
+min.default(Tensor self) -> Tensor
 sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
 sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
 topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)
