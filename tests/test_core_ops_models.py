@@ -519,3 +519,47 @@ def test_max_min_over_all_elements_inference():
     for a, b in zip(got, want):
         assert a.shape == b.shape == () and a.dtype == b.dtype
         torch.testing.assert_close(a, b)
+
+
+class _MultiLabel(nn.Module):
+    def __init__(self, reduction):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3, 5))
+        self.reduction = reduction
+
+    def forward(self, t):
+        y = self.w * 2
+        return y, F.multilabel_margin_loss(y, t, reduction=self.reduction).sum()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_multilabel_margin_loss_stops_at_the_first_minus_one(reduction):
+    """Labels after a row's first -1 are ignored (torch's decomposition counted them as class 0)."""
+    x = torch.tensor([[0.1, 0.2, 0.4, 0.8]])
+    t = torch.tensor([[3, 0, -1, 1]])
+    got = tilefx.inferenceModel(_Fn(lambda x, t: F.multilabel_margin_loss(x, t)))(x, t)
+    torch.testing.assert_close(got, torch.tensor(0.85))
+    targets = torch.tensor([[3, 0, -1, 1, 2], [1, 2, 4, -1, 0], [-1, 1, 2, 3, 4]])
+    ref = _MultiLabel(reduction)
+    ours = copy.deepcopy(ref)
+    want_out, want_loss = ref(targets)
+    want_loss.backward()
+    got_out, got_loss = tilefx.trainingModel(ours, optimizer=tilefx.optim.SGD(ours.parameters(), lr=0.1))(targets)
+    torch.testing.assert_close(got_loss, want_loss.detach())
+    torch.testing.assert_close(ours.w.detach(), (ref.w - 0.1 * ref.w.grad).detach())
+    inf = tilefx.inferenceModel(_Fn(lambda x, t: F.multilabel_margin_loss(x, t, reduction=reduction)))
+    for x1, t1 in [(want_out.detach(), targets), (want_out.detach()[1], targets[1])]:
+        want = F.multilabel_margin_loss(x1, t1, reduction=reduction)
+        got = inf(x1, t1) if x1.dim() == 2 else tilefx.inferenceModel(
+            _Fn(lambda x, t: F.multilabel_margin_loss(x, t, reduction=reduction)))(x1, t1)
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want)
+
+
+class _Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
