@@ -563,3 +563,24 @@ class _Fn(nn.Module):
 
     def forward(self, *args):
         return self.fn(*args)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("layer", ["bn2d", "bn1d", "instance2d"])
+def test_half_batch_norm_in_eval_runs_like_pytorch(dtype, layer):
+    """The eval-mode batch norm of an f16/bf16 model: its empty saved statistics are f16
+    from the CPU kernel, f32 from torch's meta rule; the verifier takes both."""
+    torch.manual_seed(3)
+    mod = {"bn2d": nn.BatchNorm2d(4), "bn1d": nn.BatchNorm1d(4),
+           "instance2d": nn.InstanceNorm2d(4, affine=True, track_running_stats=True)}[layer]
+    with torch.no_grad():
+        mod.running_mean.uniform_(-1, 1)
+        mod.running_var.uniform_(0.5, 2)
+        mod.weight.uniform_(0.5, 1.5)
+        mod.bias.uniform_(-1, 1)
+    mod = mod.to(dtype).eval()
+    x = (torch.randn(3, 4, 5) if layer == "bn1d" else torch.randn(2, 4, 5, 5)).to(dtype)
+    want = mod(x)
+    got = tilefx.inferenceModel(copy.deepcopy(mod))(x)
+    assert got.dtype == dtype and got.shape == want.shape
+    torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)
