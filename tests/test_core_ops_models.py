@@ -584,3 +584,33 @@ def test_half_batch_norm_in_eval_runs_like_pytorch(dtype, layer):
     got = tilefx.inferenceModel(copy.deepcopy(mod))(x)
     assert got.dtype == dtype and got.shape == want.shape
     torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)
+
+
+class _Bags(nn.Module):
+    def __init__(self, mode, weighted):
+        super().__init__()
+        self.e = nn.EmbeddingBag(6, 3, mode=mode, include_last_offset=True)
+        self.weighted = weighted
+
+    def forward(self, i, o):
+        psw = torch.linspace(0.5, 1.5, i.numel()) if self.weighted else None
+        y = self.e(i, o, per_sample_weights=psw)
+        return y, (y * torch.arange(1.0, 4.0)).sum()
+
+
+@pytest.mark.parametrize("mode, weighted", [("sum", False), ("sum", True), ("mean", False), ("max", False)])
+def test_embedding_bag_with_include_last_offset(mode, weighted):
+    """The last offset closes the last bag (torch's meta rule sizes the auxiliary results
+    one longer than the CPU kernel does; the verifier raised a raw VerifyException)."""
+    torch.manual_seed(5)
+    i, o = torch.tensor([0, 2, 4, 2, 1, 5]), torch.tensor([0, 2, 3, 6])
+    ref = _Bags(mode, weighted)
+    want_inf = ref(i, o)[0]
+    got_inf = tilefx.inferenceModel(copy.deepcopy(ref))(i, o)[0]
+    torch.testing.assert_close(got_inf, want_inf.detach())
+    ours = copy.deepcopy(ref)
+    _, want_loss = ref(i, o)
+    want_loss.backward()
+    _, got_loss = tilefx.trainingModel(ours, optimizer=tilefx.optim.SGD(ours.parameters(), lr=0.1))(i, o)
+    torch.testing.assert_close(got_loss, want_loss.detach())
+    torch.testing.assert_close(ours.e.weight.detach(), (ref.e.weight - 0.1 * ref.e.weight.grad).detach())
