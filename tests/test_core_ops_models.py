@@ -614,3 +614,40 @@ def test_embedding_bag_with_include_last_offset(mode, weighted):
     _, got_loss = tilefx.trainingModel(ours, optimizer=tilefx.optim.SGD(ours.parameters(), lr=0.1))(i, o)
     torch.testing.assert_close(got_loss, want_loss.detach())
     torch.testing.assert_close(ours.e.weight.detach(), (ref.e.weight - 0.1 * ref.e.weight.grad).detach())
+
+
+MORE_OPS = {
+    "round_decimals": lambda w: torch.round(w * 30, decimals=-1) + torch.round(w, decimals=2) + w,
+    "dist": lambda w: torch.dist(w, w.flip(0) * 0.5) + torch.dist(w, w.flip(1), 1)
+    + torch.dist(w, w * 0.3, float("inf")),
+    "addbmm": lambda w: torch.addbmm(w[:, :3], w.reshape(2, 3, 2), w.reshape(2, 2, 3)[:, :, :3], beta=0.5,
+                                     alpha=2.0),
+    "fmax_fmin": lambda w: torch.fmax(w, torch.where(torch.tensor([True, False, True, True]), w.flip(1), torch.nan))
+    + torch.fmin(torch.where(torch.tensor([False, True, True, True]), w.flip(0), torch.nan), w),
+    "xlogy_scalar": lambda w: torch.xlogy(2.0, w.abs() + 0.1) + torch.special.xlogy(w, 3.0),
+    "cummax": lambda w: torch.cummax(w, 1).values + torch.cummax(w, 0).values,
+    "replicate_pad1d": lambda w: F.pad(w[None], (2, 1), mode="replicate")[0] * torch.arange(7.0),
+    "rrelu_eval": lambda w: F.rrelu(w, 0.1, 0.3, training=False),
+    "index_reduce": lambda w: torch.ones(3, 4).index_reduce(0, torch.tensor([0, 2, 2]), w, "prod")
+    + torch.zeros(3, 4).index_reduce(0, torch.tensor([1, 1, 0]), w, "amax", include_self=False)
+    + torch.zeros(3, 4).index_reduce(1, torch.tensor([3, 0, 3, 1]), w, "mean"),
+}
+
+
+def test_gradients_of_more_ops():
+    """Ops beyond the core set: torch's decompositions or ours, or new kernels."""
+    _check_gradients(MORE_OPS, {k: (3, 4) for k in MORE_OPS})
+
+
+def test_integer_and_index_ops():
+    def fn(x, a):
+        return (x[tuple(torch.triu_indices(3, 4, 1))], x[tuple(torch.tril_indices(3, 4, -1))],
+                torch.triu_indices(4, 3), a << 2, a >> 1, a >> 70, torch.lcm(a, torch.tensor([4, 6, 0])),
+                torch.fmax(a, torch.tensor([0, 9, -9])), torch.round(x, decimals=1), torch.cummax(x, 1).indices,
+                torch.cummin(a, 0))
+    x, a = torch.randn(3, 4), torch.tensor([[1, -8, 3], [4, 6, 0]])
+    want = fn(x, a)
+    got = tilefx.inferenceModel(_Fn(fn))(x, a)
+    for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        torch.testing.assert_close(g, w)

@@ -373,6 +373,19 @@ case("min.default", ri(3, 4), id="min-int")
 case("min.default", r(3, 4) > 0, id="min-bool")
 case("max.default", s(2.5), id="max-0d")
 
+case("cummax.default", np.array([[3.0, 1.0, 3.0, 4.0, 0.5], [-1.0, np.nan, 2.0, 5.0, 5.0]], F32), 1)
+case("cummax.default", ri(3, 6), 0, id="cummax-int")
+case("cummax.default", s(1.5), 0, id="cummax-0d")
+_SH = np.array([[-8, 3, 2 ** 40], [1, -1, 0]], np.int64)
+case("__lshift__.Scalar", _SH, 2)
+case("__rshift__.Scalar", _SH, 1)
+case("__rshift__.Scalar", _SH, 70, id="rshift-past-width")
+case("__lshift__.Scalar", _SH, 64, id="lshift-past-width")
+case("__lshift__.Scalar", np.array([100, -3], np.int8), 1, id="lshift-int8-wraps")
+case("__rshift__.Scalar", np.array([200, 7], np.uint8), 3, id="rshift-uint8")
+case("replication_pad1d_backward.default", r(2, 3, 9), r(2, 3, 6), [2, 1])
+case("replication_pad1d_backward.default", r(3, 4), r(3, 5), [0, -1], id="replication_pad1d_backward-crop")
+
 
 @pytest.mark.parametrize("name,args,kwargs,tol", CASES)
 def test_kernel_matches_aten(name, args, kwargs, tol):

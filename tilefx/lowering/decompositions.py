@@ -23,6 +23,102 @@ KEPT_WHOLE = ("native_layer_norm_backward", "_softmax_backward_data", "_log_soft
               "gelu_backward", "threshold_backward", "nll_loss_forward", "nll_loss_backward")
 
 
+# ops outside core ATen whose decomposition in torch's full table (torch._decomp)
+# is made of ops tilefx runs
+TORCH_DECOMPOSED = ("triu_indices.default", "tril_indices.default", "dist.default",
+                    "rrelu_with_noise_backward.default")
+
+
+def _overload(name: str):
+    import torch
+
+    packet, _, overload = name.partition(".")
+    return getattr(getattr(torch.ops.aten if packet != "scalar_tensor" else torch.ops.prims, packet), overload)
+
+
+def _scalar_tensor(s, *, dtype=None, device=None):
+    """prims.scalar_tensor (torch's decompositions of xlogy(2.0, x), ...): a 0-d full."""
+    import torch
+
+    return torch.full((), s, dtype=dtype if dtype is not None else torch.get_default_dtype()
+                      if isinstance(s, float) else None)
+
+
+def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    """addbmm: beta * self + alpha * (sum over the batch of batch1 @ batch2)."""
+    import torch
+
+    prod = torch.bmm(batch1, batch2).sum(0)
+    out = prod if alpha == 1 else prod * alpha
+    if beta == 0:
+        return out.expand(torch.broadcast_shapes(self.shape, out.shape)).clone()
+    return out + (self if beta == 1 else self * beta)
+
+
+def _rrelu_with_noise_functional(self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
+    """rrelu in eval: deterministic, a leaky relu with the mean slope (lower + upper) / 2
+    (training draws random slopes: left to the unsupported-op error)."""
+    import torch
+
+    if training:
+        return NotImplemented
+    return torch.nn.functional.leaky_relu(self, (float(lower) + float(upper)) / 2), noise.clone()
+
+
+def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    """index_reduce as scatter_reduce, the index spread along source's other dimensions."""
+    import torch
+
+    dim = dim % max(self.dim(), 1)
+    shape = [1] * source.dim()
+    if source.dim():
+        shape[dim] = -1
+    idx = index.reshape(shape).expand(source.shape)
+    return torch.scatter_reduce(self, dim, idx, source, reduce, include_self=include_self)
+
+
+def _round_decimals(self, *, decimals=0):
+    """round(x, decimals): ATen's CPU kernel, nearbyint(x * 10^d) / 10^d, or for d < 0
+    nearbyint(x / 10^-d) * 10^-d, in the tensor's own float type (torch's reference
+    decomposition is made of prims)."""
+    import torch
+
+    if decimals == 0:
+        return torch.round(self)
+    if decimals > 0:
+        p = 10.0 ** decimals
+        return torch.round(self * p) / p
+    p = 10.0 ** (-decimals)
+    return torch.round(self / p) * p
+
+
+def _fextreme(largest: bool):
+    def fn(self, other):
+        """fmax/fmin: the non-NaN operand wins; the gradient goes where ATen's formula sends it
+        (to self where self >= other (<= for fmin) or other is NaN)."""
+        import torch
+
+        take = ((self >= other) if largest else (self <= other)) | torch.isnan(other)
+        return torch.where(take, self, other)
+    return fn
+
+
+def _lcm(self, other):
+    """lcm as ATen computes it: |a / gcd(a, b) * b|, 0 where the gcd is 0."""
+    import torch
+
+    g = torch.gcd(self, other)
+    zero = g == 0
+    q = torch.div(self, torch.where(zero, torch.ones_like(g), g), rounding_mode="trunc")
+    return torch.where(zero, torch.zeros_like(g), torch.abs(q * other))
+
+
+OWN_DECOMPOSITIONS = {"round.decimals": _round_decimals, "fmax.default": _fextreme(True),
+                      "fmin.default": _fextreme(False), "lcm.default": _lcm,"scalar_tensor.default": _scalar_tensor, "addbmm.default": _addbmm,
+                      "rrelu_with_noise_functional.default": _rrelu_with_noise_functional,
+                      "index_reduce.default": _index_reduce}
+
+
 def tracing_decompositions(table: dict) -> dict:
     """`table` (torch's core-ATen decompositions) without the ops kept whole,
     removed in place (`table.pop`), so a table that decides its entries
@@ -33,6 +129,11 @@ def tracing_decompositions(table: dict) -> dict:
         packet = getattr(torch.ops.aten, name)
         for overload in packet.overloads():
             table.pop(getattr(packet, overload), None)
+    for name in TORCH_DECOMPOSED:  # torch's decompositions beyond the core set
+        op = _overload(name)
+        table.setdefault(op, torch._decomp.decomposition_table[op])
+    for name, fn in OWN_DECOMPOSITIONS.items():
+        table[_overload(name)] = fn
     # F.multilabel_margin_loss: torch registers its (wrong after a -1) decomposition both in
     # the table and as the op's Python Autograd kernel, which the traced call reaches first
     # (the tracer runs with the Python dispatcher); both become the corrected one
