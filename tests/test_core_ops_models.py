@@ -634,6 +634,19 @@ MORE_OPS = {
 }
 
 
+ANTIALIAS = {
+    f"{mode}_{i}": (lambda w, mode=mode, kw=kw: F.interpolate(w, mode=mode, antialias=True, **kw))
+    for mode in ("bilinear", "bicubic")
+    for i, kw in enumerate([{"size": (2, 3)}, {"size": (5, 9)}, {"size": (3, 2), "align_corners": True},
+                            {"scale_factor": (0.4, 0.6)}])
+}
+
+
+def test_antialiased_interpolation_like_pytorch():
+    """F.interpolate(antialias=True), bilinear and bicubic, down- and upsampling."""
+    _check_gradients(ANTIALIAS, {k: (2, 3, 6, 7) for k in ANTIALIAS})
+
+
 def test_gradients_of_more_ops():
     """Ops beyond the core set: torch's decompositions or ours, or new kernels."""
     _check_gradients(MORE_OPS, {k: (3, 4) for k in MORE_OPS})

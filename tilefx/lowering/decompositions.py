@@ -113,7 +113,68 @@ def _lcm(self, other):
     return torch.where(zero, torch.zeros_like(g), torch.abs(q * other))
 
 
-OWN_DECOMPOSITIONS = {"round.decimals": _round_decimals, "fmax.default": _fextreme(True),
+def _aa_weights(n_in: int, n_out: int, align_corners: bool, scale, bicubic: bool, like):
+    """The [n_out, n_in] matrix of ATen's antialiased resampling along one axis
+    (UpSampleKernel.cpp, _compute_indices_min_size_weights_aa): a triangle (bilinear)
+    or Keys a=-0.5 (bicubic) filter stretched by the scale when downsampling, each
+    row's taps inside [xmin, xmax) normalised to sum 1. Built from traced ops."""
+    import torch
+
+    if align_corners:
+        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        s = 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
+    interp = 4 if bicubic else 2
+    support = interp / 2 * s if s >= 1.0 else interp / 2
+    invscale = 1.0 / s if s >= 1.0 else 1.0
+    center = (torch.arange(n_out, dtype=torch.float64) + 0.5) * s
+    xmin = torch.clamp(torch.trunc(center - support + 0.5), min=0)
+    xmax = torch.clamp(torch.trunc(center + support + 0.5), max=n_in)
+    j = torch.arange(n_in, dtype=torch.float64)
+    x = ((j[None, :] - center[:, None] + 0.5) * invscale).abs()
+    if bicubic:
+        a = -0.5
+        w = torch.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
+                        torch.where(x < 2, (((x - 5) * x + 8) * x - 4) * a, torch.zeros_like(x)))
+    else:
+        w = torch.clamp(1 - x, min=0)
+    inside = (j[None, :] >= xmin[:, None]) & (j[None, :] < xmax[:, None])
+    w = torch.where(inside, w, torch.zeros_like(w))
+    total = w.sum(1, keepdim=True)
+    w = w / torch.where(total != 0, total, torch.ones_like(total))
+    return w.to(like.dtype)
+
+
+def _upsample_aa(bicubic: bool):
+    def fn(self, output_size, align_corners, scales_h=None, scales_w=None):
+        """F.interpolate(..., antialias=True): separable, one weight matrix per axis."""
+        import torch
+
+        h, w = self.shape[-2], self.shape[-1]
+        oh, ow = output_size
+        wh = _aa_weights(h, oh, align_corners, scales_h, bicubic, self)
+        ww = _aa_weights(w, ow, align_corners, scales_w, bicubic, self)
+        return torch.matmul(torch.matmul(wh, self), ww.transpose(0, 1))
+    return fn
+
+
+def _upsample_aa_backward(bicubic: bool):
+    def fn(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
+        """The transpose of the forward's two weight matrices."""
+        import torch
+
+        h, w = input_size[-2], input_size[-1]
+        oh, ow = output_size
+        wh = _aa_weights(h, oh, align_corners, scales_h, bicubic, grad_output)
+        ww = _aa_weights(w, ow, align_corners, scales_w, bicubic, grad_output)
+        return torch.matmul(torch.matmul(wh.transpose(0, 1), grad_output), ww)
+    return fn
+
+
+OWN_DECOMPOSITIONS = {"_upsample_bilinear2d_aa.default": _upsample_aa(False),
+                      "_upsample_bicubic2d_aa.default": _upsample_aa(True),
+                      "_upsample_bilinear2d_aa_backward.default": _upsample_aa_backward(False),
+                      "_upsample_bicubic2d_aa_backward.default": _upsample_aa_backward(True),"round.decimals": _round_decimals, "fmax.default": _fextreme(True),
                       "fmin.default": _fextreme(False), "lcm.default": _lcm,"scalar_tensor.default": _scalar_tensor, "addbmm.default": _addbmm,
                       "rrelu_with_noise_functional.default": _rrelu_with_noise_functional,
                       "index_reduce.default": _index_reduce}
