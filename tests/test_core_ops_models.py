@@ -664,3 +664,25 @@ def test_integer_and_index_ops():
     for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
         assert g.dtype == w.dtype and g.shape == w.shape
         torch.testing.assert_close(g, w)
+
+
+class _RReLU(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(-torch.ones(4000))
+        self.a = nn.RReLU(0.1, 0.3)
+
+    def forward(self, x):
+        y = self.a(self.w * x)
+        return y, y.sum()
+
+
+def test_rrelu_in_training_draws_slopes_and_its_gradient_uses_them():
+    """nn.RReLU in training: each negative element's slope ~ U(lower, upper), the same
+    slope in the output and the gradient (eval mode is in test_gradients_of_more_ops)."""
+    m = _RReLU()
+    y, loss = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=1.0))(torch.ones(4000))
+    slopes = -(m.w.detach() + 1)  # w was -1; its gradient is the slope
+    assert 0.1 <= slopes.min() and slopes.max() <= 0.3 and abs(slopes.mean() - 0.2) < 0.01
+    assert slopes.std() > 0.04  # U(0.1, 0.3): std 0.058
+    torch.testing.assert_close(loss, -slopes.sum(), rtol=1e-5, atol=1e-3)

@@ -56,12 +56,15 @@ def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
 
 
 def _rrelu_with_noise_functional(self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
-    """rrelu in eval: deterministic, a leaky relu with the mean slope (lower + upper) / 2
-    (training draws random slopes: left to the unsupported-op error)."""
+    """rrelu: in eval a leaky relu with the mean slope (lower + upper) / 2; in training
+    each non-positive element draws its slope from U(lower, upper) (ATen's kernel),
+    returned as the noise the backward multiplies by."""
     import torch
 
     if training:
-        return NotImplemented
+        r = torch.rand_like(self) * (float(upper) - float(lower)) + float(lower)
+        noise_out = torch.where(self <= 0, r, torch.ones_like(self))
+        return self * noise_out, noise_out
     return torch.nn.functional.leaky_relu(self, (float(lower) + float(upper)) / 2), noise.clone()
 
 
