@@ -14,6 +14,12 @@ runs two kernels, and PopART's graph has one `NllLoss` op.
 Each kept op is in the aten dialect with its numpy kernel (IPU float16
 semantics) and its ATen kernel (lowering/aten_kernels.py), and keeps its
 node's annotations as any traced op does.
+
+The table also gains decompositions for ops beyond core ATen: some from
+torch's full table (`TORCH_DECOMPOSED`, where those are made of ops tilefx
+runs), the rest written here (`OWN_DECOMPOSITIONS`: where torch's are made of
+prims, wrong, or missing), and it fixes one torch decomposition that the trace
+reaches through the op's Python Autograd kernel (multilabel_margin_loss).
 """
 
 from __future__ import annotations
@@ -186,7 +192,7 @@ OWN_DECOMPOSITIONS = {"_upsample_bilinear2d_aa.default": _upsample_aa(False),
 def tracing_decompositions(table: dict) -> dict:
     """`table` (torch's core-ATen decompositions) without the ops kept whole,
     removed in place (`table.pop`), so a table that decides its entries
-    lazily is not read whole."""
+    lazily is not read whole; plus the decompositions above."""
     import torch
 
     for name in KEPT_WHOLE:
