@@ -493,3 +493,196 @@ def test_weight_norm_and_bilinear_layers_train_like_pytorch():
     torch.manual_seed(0)
     _train_step_matches(WithLoss(Layers(), nn.CrossEntropyLoss()), torch.randn(4, 6),
                         torch.tensor([0, 1, 2, 1]))
+
+
+ALL_ELEMENT_EXTREMES = {
+    # ties: torch spreads the gradient of max()/min() evenly among the tied elements
+    "max_min": lambda w: w / w.abs().max() + w.min() * w + torch.stack([w.max(), w.min()]).sum(),
+    "max_ties": lambda w: torch.cat([w, w]).max() * 3 + torch.round(w * 0).min(),
+}
+
+
+def test_max_min_over_all_elements_train_like_pytorch():
+    """x.max() / x.min() with no dim (aten.max.default), ties included."""
+    _check_gradients(ALL_ELEMENT_EXTREMES, {k: (3, 4) for k in ALL_ELEMENT_EXTREMES})
+
+
+class _AllExtremes(nn.Module):
+    def forward(self, x, i):
+        return x.max(), x.min(), i.max(), i.min(), (x > 0).max(), x.half().max()
+
+
+def test_max_min_over_all_elements_inference():
+    x, i = torch.randn(3, 4), torch.randint(-5, 5, (2, 3))
+    want = _AllExtremes()(x, i)
+    got = tilefx.inferenceModel(_AllExtremes())(x, i)
+    for a, b in zip(got, want):
+        assert a.shape == b.shape == () and a.dtype == b.dtype
+        torch.testing.assert_close(a, b)
+
+
+class _MultiLabel(nn.Module):
+    def __init__(self, reduction):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3, 5))
+        self.reduction = reduction
+
+    def forward(self, t):
+        y = self.w * 2
+        return y, F.multilabel_margin_loss(y, t, reduction=self.reduction).sum()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_multilabel_margin_loss_stops_at_the_first_minus_one(reduction):
+    """Labels after a row's first -1 are ignored (torch's decomposition counted them as class 0)."""
+    x = torch.tensor([[0.1, 0.2, 0.4, 0.8]])
+    t = torch.tensor([[3, 0, -1, 1]])
+    got = tilefx.inferenceModel(_Fn(lambda x, t: F.multilabel_margin_loss(x, t)))(x, t)
+    torch.testing.assert_close(got, torch.tensor(0.85))
+    targets = torch.tensor([[3, 0, -1, 1, 2], [1, 2, 4, -1, 0], [-1, 1, 2, 3, 4]])
+    ref = _MultiLabel(reduction)
+    ours = copy.deepcopy(ref)
+    want_out, want_loss = ref(targets)
+    want_loss.backward()
+    got_out, got_loss = tilefx.trainingModel(ours, optimizer=tilefx.optim.SGD(ours.parameters(), lr=0.1))(targets)
+    torch.testing.assert_close(got_loss, want_loss.detach())
+    torch.testing.assert_close(ours.w.detach(), (ref.w - 0.1 * ref.w.grad).detach())
+    inf = tilefx.inferenceModel(_Fn(lambda x, t: F.multilabel_margin_loss(x, t, reduction=reduction)))
+    for x1, t1 in [(want_out.detach(), targets), (want_out.detach()[1], targets[1])]:
+        want = F.multilabel_margin_loss(x1, t1, reduction=reduction)
+        got = inf(x1, t1) if x1.dim() == 2 else tilefx.inferenceModel(
+            _Fn(lambda x, t: F.multilabel_margin_loss(x, t, reduction=reduction)))(x1, t1)
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want)
+
+
+class _Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("layer", ["bn2d", "bn1d", "instance2d"])
+def test_half_batch_norm_in_eval_runs_like_pytorch(dtype, layer):
+    """The eval-mode batch norm of an f16/bf16 model: its empty saved statistics are f16
+    from the CPU kernel, f32 from torch's meta rule; the verifier takes both."""
+    torch.manual_seed(3)
+    mod = {"bn2d": nn.BatchNorm2d(4), "bn1d": nn.BatchNorm1d(4),
+           "instance2d": nn.InstanceNorm2d(4, affine=True, track_running_stats=True)}[layer]
+    with torch.no_grad():
+        mod.running_mean.uniform_(-1, 1)
+        mod.running_var.uniform_(0.5, 2)
+        mod.weight.uniform_(0.5, 1.5)
+        mod.bias.uniform_(-1, 1)
+    mod = mod.to(dtype).eval()
+    x = (torch.randn(3, 4, 5) if layer == "bn1d" else torch.randn(2, 4, 5, 5)).to(dtype)
+    want = mod(x)
+    got = tilefx.inferenceModel(copy.deepcopy(mod))(x)
+    assert got.dtype == dtype and got.shape == want.shape
+    torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)
+
+
+class _Bags(nn.Module):
+    def __init__(self, mode, weighted):
+        super().__init__()
+        self.e = nn.EmbeddingBag(6, 3, mode=mode, include_last_offset=True)
+        self.weighted = weighted
+
+    def forward(self, i, o):
+        psw = torch.linspace(0.5, 1.5, i.numel()) if self.weighted else None
+        y = self.e(i, o, per_sample_weights=psw)
+        return y, (y * torch.arange(1.0, 4.0)).sum()
+
+
+@pytest.mark.parametrize("mode, weighted", [("sum", False), ("sum", True), ("mean", False), ("max", False)])
+def test_embedding_bag_with_include_last_offset(mode, weighted):
+    """The last offset closes the last bag (torch's meta rule sizes the auxiliary results
+    one longer than the CPU kernel does; the verifier raised a raw VerifyException)."""
+    torch.manual_seed(5)
+    i, o = torch.tensor([0, 2, 4, 2, 1, 5]), torch.tensor([0, 2, 3, 6])
+    ref = _Bags(mode, weighted)
+    want_inf = ref(i, o)[0]
+    got_inf = tilefx.inferenceModel(copy.deepcopy(ref))(i, o)[0]
+    torch.testing.assert_close(got_inf, want_inf.detach())
+    ours = copy.deepcopy(ref)
+    _, want_loss = ref(i, o)
+    want_loss.backward()
+    _, got_loss = tilefx.trainingModel(ours, optimizer=tilefx.optim.SGD(ours.parameters(), lr=0.1))(i, o)
+    torch.testing.assert_close(got_loss, want_loss.detach())
+    torch.testing.assert_close(ours.e.weight.detach(), (ref.e.weight - 0.1 * ref.e.weight.grad).detach())
+
+
+MORE_OPS = {
+    "round_decimals": lambda w: torch.round(w * 30, decimals=-1) + torch.round(w, decimals=2) + w,
+    "dist": lambda w: torch.dist(w, w.flip(0) * 0.5) + torch.dist(w, w.flip(1), 1)
+    + torch.dist(w, w * 0.3, float("inf")),
+    "addbmm": lambda w: torch.addbmm(w[:, :3], w.reshape(2, 3, 2), w.reshape(2, 2, 3)[:, :, :3], beta=0.5,
+                                     alpha=2.0),
+    "fmax_fmin": lambda w: torch.fmax(w, torch.where(torch.tensor([True, False, True, True]), w.flip(1), torch.nan))
+    + torch.fmin(torch.where(torch.tensor([False, True, True, True]), w.flip(0), torch.nan), w),
+    "xlogy_scalar": lambda w: torch.xlogy(2.0, w.abs() + 0.1) + torch.special.xlogy(w, 3.0),
+    "cummax": lambda w: torch.cummax(w, 1).values + torch.cummax(w, 0).values,
+    "replicate_pad1d": lambda w: F.pad(w[None], (2, 1), mode="replicate")[0] * torch.arange(7.0),
+    "rrelu_eval": lambda w: F.rrelu(w, 0.1, 0.3, training=False),
+    "index_reduce": lambda w: torch.ones(3, 4).index_reduce(0, torch.tensor([0, 2, 2]), w, "prod")
+    + torch.zeros(3, 4).index_reduce(0, torch.tensor([1, 1, 0]), w, "amax", include_self=False)
+    + torch.zeros(3, 4).index_reduce(1, torch.tensor([3, 0, 3, 1]), w, "mean"),
+}
+
+
+ANTIALIAS = {
+    f"{mode}_{i}": (lambda w, mode=mode, kw=kw: F.interpolate(w, mode=mode, antialias=True, **kw))
+    for mode in ("bilinear", "bicubic")
+    for i, kw in enumerate([{"size": (2, 3)}, {"size": (5, 9)}, {"size": (3, 2), "align_corners": True},
+                            {"scale_factor": (0.4, 0.6)}])
+}
+
+
+def test_antialiased_interpolation_like_pytorch():
+    """F.interpolate(antialias=True), bilinear and bicubic, down- and upsampling."""
+    _check_gradients(ANTIALIAS, {k: (2, 3, 6, 7) for k in ANTIALIAS})
+
+
+def test_gradients_of_more_ops():
+    """Ops beyond the core set: torch's decompositions or ours, or new kernels."""
+    _check_gradients(MORE_OPS, {k: (3, 4) for k in MORE_OPS})
+
+
+def test_integer_and_index_ops():
+    def fn(x, a):
+        return (x[tuple(torch.triu_indices(3, 4, 1))], x[tuple(torch.tril_indices(3, 4, -1))],
+                torch.triu_indices(4, 3), a << 2, a >> 1, a >> 70, torch.lcm(a, torch.tensor([4, 6, 0])),
+                torch.fmax(a, torch.tensor([0, 9, -9])), torch.round(x, decimals=1), torch.cummax(x, 1).indices,
+                torch.cummin(a, 0))
+    x, a = torch.randn(3, 4), torch.tensor([[1, -8, 3], [4, 6, 0]])
+    want = fn(x, a)
+    got = tilefx.inferenceModel(_Fn(fn))(x, a)
+    for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        torch.testing.assert_close(g, w)
+
+
+class _RReLU(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(-torch.ones(4000))
+        self.a = nn.RReLU(0.1, 0.3)
+
+    def forward(self, x):
+        y = self.a(self.w * x)
+        return y, y.sum()
+
+
+def test_rrelu_in_training_draws_slopes_and_its_gradient_uses_them():
+    """nn.RReLU in training: each negative element's slope ~ U(lower, upper), the same
+    slope in the output and the gradient (eval mode is in test_gradients_of_more_ops)."""
+    m = _RReLU()
+    y, loss = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=1.0))(torch.ones(4000))
+    slopes = -(m.w.detach() + 1)  # w was -1; its gradient is the slope
+    assert 0.1 <= slopes.min() and slopes.max() <= 0.3 and abs(slopes.mean() - 0.2) < 0.01
+    assert slopes.std() > 0.04  # U(0.1, 0.3): std 0.058
+    torch.testing.assert_close(loss, -slopes.sum(), rtol=1e-5, atol=1e-3)

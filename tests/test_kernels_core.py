@@ -21,6 +21,7 @@ from tilefx.backend.kernels import KERNELS
 from tilefx.dialects.aten import ATEN_OPS
 from tilefx.dialects.aten_schema import ATEN_SCHEMAS, RANDOM_SCHEMAS
 
+NAN_ALL = np.array([[1.0, np.nan], [3.0, -2.0]], np.float32)
 I8, I16, U8 = np.dtype("int8"), np.dtype("int16"), np.dtype("uint8")
 
 
@@ -364,6 +365,26 @@ case("_weight_norm_interface_backward.default", r(6, 4, 3), _V, _G,
 case("linalg_vector_norm.default", _N, 2, [-1], True, id="vector_norm-keepdim")
 case("linalg_vector_norm.default", h(4, 6), 2, [1], id="vector_norm-f16")
 case("linalg_vector_norm.default", _N, 2, [0], dtype=F64, id="vector_norm-f64")
+
+# max()/min() over every element (no dim): floats with NaN, ints, bools
+case("max.default", r(3, 4, 5))
+case("max.default", NAN_ALL, id="max-nan")
+case("min.default", ri(3, 4), id="min-int")
+case("min.default", r(3, 4) > 0, id="min-bool")
+case("max.default", s(2.5), id="max-0d")
+
+case("cummax.default", np.array([[3.0, 1.0, 3.0, 4.0, 0.5], [-1.0, np.nan, 2.0, 5.0, 5.0]], F32), 1)
+case("cummax.default", ri(3, 6), 0, id="cummax-int")
+case("cummax.default", s(1.5), 0, id="cummax-0d")
+_SH = np.array([[-8, 3, 2 ** 40], [1, -1, 0]], np.int64)
+case("__lshift__.Scalar", _SH, 2)
+case("__rshift__.Scalar", _SH, 1)
+case("__rshift__.Scalar", _SH, 70, id="rshift-past-width")
+case("__lshift__.Scalar", _SH, 64, id="lshift-past-width")
+case("__lshift__.Scalar", np.array([100, -3], np.int8), 1, id="lshift-int8-wraps")
+case("__rshift__.Scalar", np.array([200, 7], np.uint8), 3, id="rshift-uint8")
+case("replication_pad1d_backward.default", r(2, 3, 9), r(2, 3, 6), [2, 1])
+case("replication_pad1d_backward.default", r(3, 4), r(3, 5), [0, -1], id="replication_pad1d_backward-crop")
 
 
 @pytest.mark.parametrize("name,args,kwargs,tol", CASES)

@@ -184,6 +184,8 @@ _weight_norm_interface_backward(Tensor grad_w, Tensor saved_v, Tensor saved_g, T
 histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
 max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+max.default(Tensor self) -> Tensor
+min.default(Tensor self) -> Tensor
 sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
 sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
 topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)
@@ -250,6 +252,9 @@ frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)
 gcd(Tensor self, Tensor other) -> Tensor
 signbit(Tensor self) -> Tensor
 cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)
+cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)
+__lshift__.Scalar(Tensor self, Scalar other) -> Tensor
+__rshift__.Scalar(Tensor self, Scalar other) -> Tensor
 adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor
 _trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor
 _adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor
@@ -291,6 +296,7 @@ new_empty_strided(Tensor self, SymInt[] size, SymInt[] stride, *, ScalarType? dt
 _pdist_backward(Tensor grad, Tensor self, float p, Tensor pdist) -> Tensor
 _cdist_backward(Tensor grad, Tensor x1, Tensor x2, float p, Tensor cdist) -> Tensor
 _embedding_bag_backward(Tensor grad, Tensor indices, Tensor offsets, Tensor offset2bag, Tensor bag_size, Tensor maximum_indices, SymInt num_weights, bool scale_grad_by_freq, int mode, bool sparse, Tensor? per_sample_weights, int padding_idx=-1) -> Tensor
+replication_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor
 replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor
 replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor
 grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)

@@ -14,6 +14,12 @@ runs two kernels, and PopART's graph has one `NllLoss` op.
 Each kept op is in the aten dialect with its numpy kernel (IPU float16
 semantics) and its ATen kernel (lowering/aten_kernels.py), and keeps its
 node's annotations as any traced op does.
+
+The table also gains decompositions for ops beyond core ATen: some from
+torch's full table (`TORCH_DECOMPOSED`, where those are made of ops tilefx
+runs), the rest written here (`OWN_DECOMPOSITIONS`: where torch's are made of
+prims, wrong, or missing), and it fixes one torch decomposition that the trace
+reaches through the op's Python Autograd kernel (multilabel_margin_loss).
 """
 
 from __future__ import annotations
@@ -23,14 +29,218 @@ KEPT_WHOLE = ("native_layer_norm_backward", "_softmax_backward_data", "_log_soft
               "gelu_backward", "threshold_backward", "nll_loss_forward", "nll_loss_backward")
 
 
+# ops outside core ATen whose decomposition in torch's full table (torch._decomp)
+# is made of ops tilefx runs
+TORCH_DECOMPOSED = ("triu_indices.default", "tril_indices.default", "dist.default",
+                    "rrelu_with_noise_backward.default")
+
+
+def _overload(name: str):
+    import torch
+
+    packet, _, overload = name.partition(".")
+    return getattr(getattr(torch.ops.aten if packet != "scalar_tensor" else torch.ops.prims, packet), overload)
+
+
+def _scalar_tensor(s, *, dtype=None, device=None):
+    """prims.scalar_tensor (torch's decompositions of xlogy(2.0, x), ...): a 0-d full."""
+    import torch
+
+    return torch.full((), s, dtype=dtype if dtype is not None else torch.get_default_dtype()
+                      if isinstance(s, float) else None)
+
+
+def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    """addbmm: beta * self + alpha * (sum over the batch of batch1 @ batch2)."""
+    import torch
+
+    prod = torch.bmm(batch1, batch2).sum(0)
+    out = prod if alpha == 1 else prod * alpha
+    if beta == 0:
+        return out.expand(torch.broadcast_shapes(self.shape, out.shape)).clone()
+    return out + (self if beta == 1 else self * beta)
+
+
+def _rrelu_with_noise_functional(self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
+    """rrelu: in eval a leaky relu with the mean slope (lower + upper) / 2; in training
+    each non-positive element draws its slope from U(lower, upper) (ATen's kernel),
+    returned as the noise the backward multiplies by."""
+    import torch
+
+    if training:
+        r = torch.rand_like(self) * (float(upper) - float(lower)) + float(lower)
+        noise_out = torch.where(self <= 0, r, torch.ones_like(self))
+        return self * noise_out, noise_out
+    return torch.nn.functional.leaky_relu(self, (float(lower) + float(upper)) / 2), noise.clone()
+
+
+def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    """index_reduce as scatter_reduce, the index spread along source's other dimensions."""
+    import torch
+
+    dim = dim % max(self.dim(), 1)
+    shape = [1] * source.dim()
+    if source.dim():
+        shape[dim] = -1
+    idx = index.reshape(shape).expand(source.shape)
+    return torch.scatter_reduce(self, dim, idx, source, reduce, include_self=include_self)
+
+
+def _round_decimals(self, *, decimals=0):
+    """round(x, decimals): ATen's CPU kernel, nearbyint(x * 10^d) / 10^d, or for d < 0
+    nearbyint(x / 10^-d) * 10^-d, in the tensor's own float type (torch's reference
+    decomposition is made of prims)."""
+    import torch
+
+    if decimals == 0:
+        return torch.round(self)
+    if decimals > 0:
+        p = 10.0 ** decimals
+        return torch.round(self * p) / p
+    p = 10.0 ** (-decimals)
+    return torch.round(self / p) * p
+
+
+def _fextreme(largest: bool):
+    def fn(self, other):
+        """fmax/fmin: the non-NaN operand wins; the gradient goes where ATen's formula sends it
+        (to self where self >= other (<= for fmin) or other is NaN)."""
+        import torch
+
+        take = ((self >= other) if largest else (self <= other)) | torch.isnan(other)
+        return torch.where(take, self, other)
+    return fn
+
+
+def _lcm(self, other):
+    """lcm as ATen computes it: |a / gcd(a, b) * b|, 0 where the gcd is 0."""
+    import torch
+
+    g = torch.gcd(self, other)
+    zero = g == 0
+    q = torch.div(self, torch.where(zero, torch.ones_like(g), g), rounding_mode="trunc")
+    return torch.where(zero, torch.zeros_like(g), torch.abs(q * other))
+
+
+def _aa_weights(n_in: int, n_out: int, align_corners: bool, scale, bicubic: bool, like):
+    """The [n_out, n_in] matrix of ATen's antialiased resampling along one axis
+    (UpSampleKernel.cpp, _compute_indices_min_size_weights_aa): a triangle (bilinear)
+    or Keys a=-0.5 (bicubic) filter stretched by the scale when downsampling, each
+    row's taps inside [xmin, xmax) normalised to sum 1. Built from traced ops."""
+    import torch
+
+    if align_corners:
+        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        s = 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
+    interp = 4 if bicubic else 2
+    support = interp / 2 * s if s >= 1.0 else interp / 2
+    invscale = 1.0 / s if s >= 1.0 else 1.0
+    center = (torch.arange(n_out, dtype=torch.float64) + 0.5) * s
+    xmin = torch.clamp(torch.trunc(center - support + 0.5), min=0)
+    xmax = torch.clamp(torch.trunc(center + support + 0.5), max=n_in)
+    j = torch.arange(n_in, dtype=torch.float64)
+    x = ((j[None, :] - center[:, None] + 0.5) * invscale).abs()
+    if bicubic:
+        a = -0.5
+        w = torch.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
+                        torch.where(x < 2, (((x - 5) * x + 8) * x - 4) * a, torch.zeros_like(x)))
+    else:
+        w = torch.clamp(1 - x, min=0)
+    inside = (j[None, :] >= xmin[:, None]) & (j[None, :] < xmax[:, None])
+    w = torch.where(inside, w, torch.zeros_like(w))
+    total = w.sum(1, keepdim=True)
+    w = w / torch.where(total != 0, total, torch.ones_like(total))
+    return w.to(like.dtype)
+
+
+def _upsample_aa(bicubic: bool):
+    def fn(self, output_size, align_corners, scales_h=None, scales_w=None):
+        """F.interpolate(..., antialias=True): separable, one weight matrix per axis."""
+        import torch
+
+        h, w = self.shape[-2], self.shape[-1]
+        oh, ow = output_size
+        wh = _aa_weights(h, oh, align_corners, scales_h, bicubic, self)
+        ww = _aa_weights(w, ow, align_corners, scales_w, bicubic, self)
+        return torch.matmul(torch.matmul(wh, self), ww.transpose(0, 1))
+    return fn
+
+
+def _upsample_aa_backward(bicubic: bool):
+    def fn(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
+        """The transpose of the forward's two weight matrices."""
+        import torch
+
+        h, w = input_size[-2], input_size[-1]
+        oh, ow = output_size
+        wh = _aa_weights(h, oh, align_corners, scales_h, bicubic, grad_output)
+        ww = _aa_weights(w, ow, align_corners, scales_w, bicubic, grad_output)
+        return torch.matmul(torch.matmul(wh.transpose(0, 1), grad_output), ww)
+    return fn
+
+
+OWN_DECOMPOSITIONS = {"_upsample_bilinear2d_aa.default": _upsample_aa(False),
+                      "_upsample_bicubic2d_aa.default": _upsample_aa(True),
+                      "_upsample_bilinear2d_aa_backward.default": _upsample_aa_backward(False),
+                      "_upsample_bicubic2d_aa_backward.default": _upsample_aa_backward(True),"round.decimals": _round_decimals, "fmax.default": _fextreme(True),
+                      "fmin.default": _fextreme(False), "lcm.default": _lcm,"scalar_tensor.default": _scalar_tensor, "addbmm.default": _addbmm,
+                      "rrelu_with_noise_functional.default": _rrelu_with_noise_functional,
+                      "index_reduce.default": _index_reduce}
+
+
 def tracing_decompositions(table: dict) -> dict:
     """`table` (torch's core-ATen decompositions) without the ops kept whole,
     removed in place (`table.pop`), so a table that decides its entries
-    lazily is not read whole."""
+    lazily is not read whole; plus the decompositions above."""
     import torch
 
     for name in KEPT_WHOLE:
         packet = getattr(torch.ops.aten, name)
         for overload in packet.overloads():
             table.pop(getattr(packet, overload), None)
+    for name in TORCH_DECOMPOSED:  # torch's decompositions beyond the core set
+        op = _overload(name)
+        table.setdefault(op, torch._decomp.decomposition_table[op])
+    for name, fn in OWN_DECOMPOSITIONS.items():
+        table[_overload(name)] = fn
+    # F.multilabel_margin_loss: torch registers its (wrong after a -1) decomposition both in
+    # the table and as the op's Python Autograd kernel, which the traced call reaches first
+    # (the tracer runs with the Python dispatcher); both become the corrected one
+    op = torch.ops.aten.multilabel_margin_loss_forward.default
+    table[op] = multilabel_margin_loss_forward
+    if op.py_kernels.get(torch._C.DispatchKey.Autograd) is not multilabel_margin_loss_forward:
+        op.py_kernels[torch._C.DispatchKey.Autograd] = multilabel_margin_loss_forward
+        op._dispatch_cache.clear()
     return table
+
+
+def multilabel_margin_loss_forward(input, target, reduction: int):
+    """torch's decomposition (torch/_decomp/decompositions.py), with the terminator
+    honoured: the labels of a row stop at its first -1. torch's own masks only
+    `is_target` and still adds the margin terms of the positions after the -1
+    (as if they named class 0), so F.multilabel_margin_loss([[.1,.2,.4,.8]],
+    [[3,0,-1,1]]) came out 2.05 where ATen's kernel gives 0.85."""
+    import torch
+
+    orig_target_shape = target.shape
+    input = torch.atleast_2d(input)
+    target = torch.atleast_2d(target)
+    dim = input.shape[1]
+    idx = torch.arange(dim, device=target.device)
+    end_idx = torch.amin(torch.where(target == -1, idx, dim), dim=-1, keepdim=True)
+    target_mask = idx < end_idx  # [batch, j]: label j of the row counts
+    u = torch.gather(input, dim=-1, index=torch.where(target_mask, target, 0))
+    tidx1 = torch.where(target_mask, target, -1)
+    is_target = torch.any(idx == tidx1.unsqueeze(dim=-1), dim=1)
+    z = (1.0 - u.T.unsqueeze(dim=-1) + input).clamp_min(0) / dim  # [j, batch, i]
+    z = torch.where(is_target | ~target_mask.T.unsqueeze(-1), 0, z)
+    if reduction == 1:  # mean
+        z = z.sum(dim=(0, -1)).mean()
+    elif reduction == 2:  # sum
+        z = z.sum()
+    else:
+        z = z.sum(dim=(0, -1))
+        if len(orig_target_shape) < 2:
+            z = z.reshape(())  # an unbatched row: a 0-d loss, as ATen's kernel
+    return z, is_target.to(input.dtype).reshape(orig_target_shape)

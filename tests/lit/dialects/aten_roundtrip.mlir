@@ -696,6 +696,27 @@ func.func @special(%x: tensor<3x4xf32>, %y: tensor<3x4xf32>, %e: tensor<3x4xi64>
 }
 
 // Dense linear algebra (torch.linalg) and mode.
+// ops added by the ops-fixes branch
+// CHECK-LABEL: func.func @ops_fixes(%x: tensor<4x8xf32>, %i: tensor<4x8xi64>, %g: tensor<2x3x9xf32>, %s: tensor<2x3x6xf32>) -> tensor<f32> {
+// CHECK-NEXT:      %max_all = aten.max %x : tensor<4x8xf32> -> tensor<f32>
+// CHECK-NEXT:      %min_all = aten.min %i : tensor<4x8xi64> -> tensor<i64>
+// CHECK-NEXT:      %cummax, %cummax_1 = aten.cummax %x {dim = 1 : i64} : tensor<4x8xf32> -> tensor<4x8xf32>, tensor<4x8xi64>
+// CHECK-NEXT:      %lshift = aten.__lshift__.Scalar %i {other = 2 : i64} : tensor<4x8xi64> -> tensor<4x8xi64>
+// CHECK-NEXT:      %rshift = aten.__rshift__.Scalar %i {other = 1 : i64} : tensor<4x8xi64> -> tensor<4x8xi64>
+// CHECK-NEXT:      %rpad1d_bw = aten.replication_pad1d_backward %g, %s {padding = array<i64: 2, 1>} : tensor<2x3x9xf32>, tensor<2x3x6xf32> -> tensor<2x3x6xf32>
+// CHECK-NEXT:      func.return %max_all : tensor<f32>
+// CHECK-NEXT:    }
+
+func.func @ops_fixes(%x: tensor<4x8xf32>, %i: tensor<4x8xi64>, %g: tensor<2x3x9xf32>, %s: tensor<2x3x6xf32>) -> tensor<f32> {
+  %max_all = aten.max %x : tensor<4x8xf32> -> tensor<f32>
+  %min_all = aten.min %i : tensor<4x8xi64> -> tensor<i64>
+  %cummax:2 = aten.cummax %x {dim = 1 : i64} : tensor<4x8xf32> -> tensor<4x8xf32>, tensor<4x8xi64>
+  %lshift = aten.__lshift__.Scalar %i {other = 2 : i64} : tensor<4x8xi64> -> tensor<4x8xi64>
+  %rshift = aten.__rshift__.Scalar %i {other = 1 : i64} : tensor<4x8xi64> -> tensor<4x8xi64>
+  %rpad1d_bw = aten.replication_pad1d_backward %g, %s {padding = array<i64: 2, 1>} : tensor<2x3x9xf32>, tensor<2x3x6xf32> -> tensor<2x3x6xf32>
+  func.return %max_all : tensor<f32>
+}
+
 // CHECK-LABEL: func.func @dense_linalg(
 // CHECK-SAME:  %a: tensor<2x3x3xf32>, %b: tensor<2x3x2xf32>, %r: tensor<2x4x3xf64>, %v: tensor<3x5xf32>) -> tensor<2x3x3xf32>
 // CHECK-NEXT:    %inv, %inv_1 = aten.linalg_inv_ex %a : tensor<2x3x3xf32> -> tensor<2x3x3xf32>, tensor<2xi32>

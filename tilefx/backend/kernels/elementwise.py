@@ -123,6 +123,32 @@ def bitwise_or_Tensor(self, other):
     return _binary(np.bitwise_or, self, other)
 
 
+def _shift(self, other, left: bool):
+    """ATen's shifts of an integer tensor by a scalar: a count past the width (or
+    negative) gives 0, or the sign for a right shift of a negative; bool shifts as int64."""
+    if self.dtype.kind == "f":
+        raise ValueError(f"shifts are not implemented for {self.dtype} tensors (as in torch)")
+    if self.dtype.kind == "b":
+        self = self.astype(np.int64)
+    n = int(other)
+    bits = self.dtype.itemsize * 8
+    if n < 0 or n >= bits:
+        return _ret(np.zeros_like(self) if left or self.dtype.kind == "u" else
+                    np.where(self < 0, -1, 0), self.dtype)
+    out = np.left_shift(self, self.dtype.type(n)) if left else np.right_shift(self, self.dtype.type(n))
+    return _ret(out, self.dtype)
+
+
+@_kernel("__lshift__.Scalar")
+def __lshift___Scalar(self, other):
+    return _shift(self, other, True)
+
+
+@_kernel("__rshift__.Scalar")
+def __rshift___Scalar(self, other):
+    return _shift(self, other, False)
+
+
 @_kernel("bitwise_not.default")
 def bitwise_not(self):
     return _ret(np.invert(self))

@@ -65,6 +65,11 @@ def _replication_pad_backward(grad_output, self, padding):
     return _ret(g, self.dtype)
 
 
+@_kernel("replication_pad1d_backward.default")
+def replication_pad1d_backward(grad_output, self, padding):
+    return _replication_pad_backward(grad_output, self, padding)
+
+
 @_kernel("replication_pad2d_backward.default")
 def replication_pad2d_backward(grad_output, self, padding):
     return _replication_pad_backward(grad_output, self, padding)

@@ -74,3 +74,21 @@ def max_dim(self, dim, keepdim=False):
 @_kernel("min.dim")
 def min_dim(self, dim, keepdim=False):
     return _extreme(self, dim, keepdim, False)
+
+
+def _extreme_all(x: np.ndarray, largest: bool) -> np.ndarray:
+    """max()/min() over every element, as a 0-d tensor of x's dtype (NaN wins)."""
+    if x.size == 0:
+        raise ValueError(f"{'max' if largest else 'min'}(): expected a non-empty tensor (an empty one "
+                         "has no maximum or minimum; pass a dim to reduce an empty dimension)")
+    return _ret(np.max(x) if largest else np.min(x), x.dtype)
+
+
+@_kernel("max.default")
+def max_default(self):
+    return _extreme_all(self, True)
+
+
+@_kernel("min.default")
+def min_default(self):
+    return _extreme_all(self, False)

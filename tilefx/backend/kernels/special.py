@@ -210,6 +210,17 @@ def signbit(self):
 @_kernel("cummin.default")
 def cummin(self, dim):
     """Running minimum and the index where it was reached (the latest on ties, as torch)."""
+    return _cumulative_extreme(self, dim, False)
+
+
+@_kernel("cummax.default")
+def cummax(self, dim):
+    """Running maximum and the index where it was reached (the latest on ties, as torch)."""
+    return _cumulative_extreme(self, dim, True)
+
+
+def _cumulative_extreme(self, dim, largest: bool):
+    """A NaN, once seen, stays the running value (with its index)."""
     if self.ndim == 0:
         return self.copy(), np.zeros((), _I64)
     axis = _wrap(dim, self.ndim)
@@ -219,7 +230,8 @@ def cummin(self, dim):
     best, at = x[..., 0].copy(), np.zeros(x.shape[:-1], _I64)
     for i in range(x.shape[-1]):
         v = x[..., i]
-        take = (v <= best) | np.isnan(v) if x.dtype.kind == "f" else v <= best
+        better = v >= best if largest else v <= best
+        take = better | np.isnan(v) if x.dtype.kind == "f" else better
         take &= ~np.isnan(best) if x.dtype.kind == "f" else True
         best = np.where(take, v, best)
         at = np.where(take, i, at)
