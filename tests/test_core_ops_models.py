@@ -369,6 +369,38 @@ def test_bfloat16_is_fp32_rounded_to_bf16():
     assert torch.equal(exact, exact.bfloat16().float())  # values are bf16 numbers
 
 
+def test_bfloat16_scalars_keep_their_shape_and_a_bfloat16_model_trains():
+    """A 0-d bfloat16 result stays 0-d (its rounding made it 1-d), and a
+    bfloat16 model's loss seed is typed bfloat16 (it was an f32 `full` with a
+    bf16 result, which failed the verifier)."""
+    class Stats(nn.Module):
+        def forward(self, x):
+            return x.mean(), x.amax(), x * 2
+
+    x = torch.randn(4, 3).bfloat16()
+    for got, want in zip(tilefx.inferenceModel(Stats())(x), Stats()(x)):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)
+
+    class Fit(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 2)
+
+        def forward(self, x):
+            y = self.fc(x)
+            return y, y.square().mean()
+
+    torch.manual_seed(0)
+    model = Fit().bfloat16()
+    ref = copy.deepcopy(model)
+    trainer = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+    _, loss = trainer(x)
+    _, want = ref(x)
+    assert loss.shape == () and loss.dtype == torch.bfloat16
+    torch.testing.assert_close(loss.float(), want.float(), rtol=2e-2, atol=2e-2)
+
+
 def test_complex_numbers_are_a_clear_error():
     class Spectrum(nn.Module):
         def forward(self, x):

@@ -466,3 +466,19 @@ def test_a_shape_error_while_tracing_is_one_tilefx_error_without_torchs_log():
     finally:
         logger.removeHandler(handler)
     assert [r.getMessage() for r in records] == []
+
+
+def test_a_program_that_fails_the_verifier_is_a_tilefx_error(monkeypatch):
+    """An op the trace types against torch's rules (a tilefx bug, not the
+    user's) is a tilefx.Error saying so, never xDSL's VerifyException."""
+    from xdsl.utils.exceptions import VerifyException
+
+    from tilefx.api import executor as api_executor
+
+    def broken(self, inputs, call):
+        raise VerifyException("aten.full: result 0 is tensor<bf16>, torch's rule gives tensor<f32>\nIR ...")
+
+    monkeypatch.setattr(api_executor.PoplarExecutor, "_compile_in_session", broken)
+    with pytest.raises(tilefx.Error, match=r"internal error: .*aten.full.*tilefx bug") as info:
+        tilefx.inferenceModel(torch.nn.Linear(2, 2))(torch.ones(1, 2))
+    assert info.value.type == "internal" and "IR ..." not in str(info.value)

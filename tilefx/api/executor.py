@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.utils.exceptions import VerifyException
 
 from tilefx.api.logs import CompileProgress
 from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode, ReductionType
@@ -642,7 +643,14 @@ class PoplarExecutor:
         # one session without torch.compile for all of it: the trace, the verifier's
         # meta functions and the optimizer's param groups would each start their own
         with without_compiler(), gc_paused():
-            self._compile_in_session(inputs, call)
+            try:
+                self._compile_in_session(inputs, call)
+            except VerifyException as e:
+                # every aten op is checked against torch's own rules: a program that
+                # fails them is tilefx's fault, never a deep traceback for the user
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise Error(f"internal error: the compiled program does not verify ({first}); this is "
+                            "a tilefx bug: please report it with the model", type="internal") from None
 
     def _compile_in_session(self, inputs: list[torch.Tensor], call: CallSpec) -> None:
         from tilefx.api import export

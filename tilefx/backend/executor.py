@@ -937,7 +937,7 @@ def _provided_kernel(op: Operation):
 def round_to_bf16(x: np.ndarray) -> np.ndarray:
     """float32 values rounded to the nearest bfloat16 (ties to even), kept as
     float32: the 8 exponent bits of float32 and the top 7 of its mantissa."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
+    x = np.asarray(x, dtype=np.float32, order="C")  # (ascontiguousarray makes a 0-d array 1-d)
     bits = x.view(np.uint32)
     rounded = ((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))
                & np.uint32(0xFFFF0000)).view(np.float32)

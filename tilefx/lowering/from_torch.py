@@ -628,7 +628,7 @@ class _Builder:
         val = node.meta["val"]
         attrs: dict[str, Attribute] = {ipu.PLACE_KEY: ipu.PlacementAttr("bwd"), LOSS_SEED_KEY: UnitAttr()}
         op = create_aten_op("full.default", {}, {"size": list(val.shape), "fill_value": 1.0,
-                                                 "dtype": np_dtype_of(val.dtype)},
+                                                 "dtype": _ir_dtype(val.dtype)},
                             [tensor_type_of(val)], attrs)
         self.emit(op)
         self.values[node] = op.results[0]
