@@ -89,6 +89,49 @@ def _backward_meta():
         fx_traceback.current_meta["partitioner_tag"] = old
 
 
+@contextlib.contextmanager
+def checkpoint_runs_directly():
+    """While tracing, `torch.utils.checkpoint.checkpoint` runs its function once,
+    as a plain call, with no recomputation in the backward.
+
+    The joint trace runs the model inside `torch.func.functional_call`, which
+    swaps the traced parameters in only until forward returns; the backward
+    (`autograd.grad`) runs after. A non-reentrant checkpoint recomputes its
+    function during the backward, so the recomputed forward read the module's
+    real parameters, which the trace captured as constants: gradients from the
+    second training step on used the first step's weights. (Reentrant
+    checkpoints refuse `autograd.grad` outright.) Recomputation only trades
+    memory for compute, so the same numbers come from running the function
+    directly; the IPU's own recomputation is tilefx's `recomputationCheckpoint`
+    and the recompute options. A reentrant checkpoint whose tensor inputs do
+    not require grad gives no gradient to the weights inside it in eager
+    (`CheckpointFunction` runs its forward under no_grad); that stays so."""
+    import torch.utils.checkpoint as ckpt
+
+    def direct_generator(*args, **kwargs):
+        yield  # `checkpoint` calls function(*args, **kwargs) itself between the two next()s
+
+    def direct_apply(cls, function, preserve_rng_state, *args):
+        if any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            return function(*args)
+        with torch.no_grad():
+            return function(*args)
+
+    old_gen = ckpt._checkpoint_without_reentrant_generator
+    had_apply = "apply" in ckpt.CheckpointFunction.__dict__
+    old_apply = ckpt.CheckpointFunction.__dict__.get("apply")
+    ckpt._checkpoint_without_reentrant_generator = direct_generator
+    ckpt.CheckpointFunction.apply = classmethod(direct_apply)
+    try:
+        yield
+    finally:
+        ckpt._checkpoint_without_reentrant_generator = old_gen
+        if had_apply:
+            ckpt.CheckpointFunction.apply = old_apply
+        else:
+            del ckpt.CheckpointFunction.apply
+
+
 def _node_of(t: torch.Tensor):
     """The fx node that made `t` in the make_fx trace running now (None: not traced)."""
     from torch._subclasses.functional_tensor import FunctionalTensor
@@ -206,7 +249,7 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
             result["seed_node"] = _node_of(result.pop("seed"))
         return values
 
-    with fake_mode, enable_python_dispatcher(), \
+    with fake_mode, enable_python_dispatcher(), checkpoint_runs_directly(), \
             FunctionalTensorMode(pre_dispatch=False, export=False, _allow_token_discovery=True):
         # make_fx(...) itself is this tracer plus a read of torch._inductor's config
         # (for its provenance-tracking flag), whose import loads inductor and dynamo
