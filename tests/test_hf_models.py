@@ -326,3 +326,51 @@ def test_torch_checkpoint_in_a_plain_module_matches_pytorch(reentrant):
         torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-5, atol=1e-7)
         for (n, p), q in zip(model.named_parameters(), ref.parameters()):
             torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-7, msg=f"step {step}: {n}")
+
+
+# -- a key/value cache passed in (incremental decoding) ---------------------------
+
+def _decoder(kind: str):
+    torch.manual_seed(0)
+    if kind == "llama":
+        return transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+            max_position_embeddings=32)).eval()
+    if kind == "gpt2":
+        return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            vocab_size=64, n_embd=16, n_layer=2, n_head=2, n_positions=32, bos_token_id=0,
+            eos_token_id=0)).eval()
+    return transformers.T5ForConditionalGeneration(transformers.T5Config(
+        vocab_size=64, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2, dropout_rate=0.0,
+        decoder_start_token_id=0, pad_token_id=0)).eval()
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2", "t5"])
+def test_past_key_values_cache_passed_in_matches_pytorch(kind):
+    """The cache reached the model as `past_key_values=` next to the bound default
+    `cache=None`, and transformers' rename decorator kept `cache`: the logits were
+    those of a call with no cache. The cache is also opened into graph inputs, so
+    a second call with another cache object runs with its tensors."""
+    model = _decoder(kind)
+    x = torch.randint(3, 64, (2, 8))
+    nxt = torch.tensor([[5], [7]])
+    extra = {"decoder_input_ids": torch.randint(3, 64, (2, 4))} if kind == "t5" else {}
+    step = {"input_ids": x, "decoder_input_ids": nxt} if kind == "t5" else {"input_ids": nxt}
+    with torch.no_grad():
+        past = model(input_ids=x, use_cache=True, **extra).past_key_values
+        ref = model(**step, past_key_values=copy.deepcopy(past)).logits
+        no_cache = model(**step).logits
+    assert (ref - no_cache).abs().max() > 1e-3
+    ipu = tilefx.inferenceModel(model)
+    out = ipu(**step, past_key_values=copy.deepcopy(past)).logits
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+    other = copy.deepcopy(past)
+    caches = [other.self_attention_cache, other.cross_attention_cache] if kind == "t5" else [other]
+    for c in caches:
+        for layer in c.layers:
+            layer.keys = layer.keys + 1.0
+    with torch.no_grad():
+        ref2 = model(**step, past_key_values=copy.deepcopy(other)).logits
+    assert (ref2 - ref).abs().max() > 1e-4
+    torch.testing.assert_close(ipu(**step, past_key_values=other).logits, ref2, rtol=1e-5, atol=1e-5)
