@@ -147,6 +147,30 @@ def _node_of(t: torch.Tensor):
     return None if proxy is None else proxy.proxy.node
 
 
+def _reassigned_buffers(state: dict, buffers: dict, traced: list) -> list:
+    """[(traced buffer, new value)] for the buffers the forward reassigned to
+    another tensor, which must keep the buffer's shape and dtype."""
+    from tilefx.errors import Error
+
+    out = []
+    for (name, real), t in zip(buffers.items(), traced):
+        new = state.get(name, t)
+        if new is t:
+            continue
+        # (from_torch traces the model wrapped as `inner` of its CallWith)
+        where = f"the forward reassigns buffer '{name.removeprefix('inner.')}'"
+        if not isinstance(new, torch.Tensor):
+            raise Error(f"{where} to {type(new).__name__}: a buffer keeps a tensor of its shape and "
+                        f"dtype on the IPU ({tuple(real.shape)}, {real.dtype})", type="frontend")
+        if tuple(new.shape) != tuple(t.shape) or new.dtype != t.dtype:
+            raise Error(f"{where} to a tensor of shape {tuple(new.shape)} and dtype {new.dtype}, but it "
+                        f"has shape {tuple(t.shape)} and dtype {t.dtype}: on the IPU a buffer keeps its "
+                        f"shape and dtype (write into it in place, or make it a value the forward returns)",
+                        type="frontend")
+        out.append((t, new))
+    return out
+
+
 def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
                 find_loss: Callable[[list, set], int | None], requested: tuple = (),
                 fake_mode=None) -> JointGraph:
@@ -202,6 +226,10 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
         user = f_in[n_params + n_buffers:]
         with torch.set_grad_enabled(training and torch.is_grad_enabled()):
             out = torch.func.functional_call(model, state, tuple(user), strict=False, tie_weights=True)
+        # functional_call writes a buffer the forward reassigned (`self.q = new`) back
+        # into `state`; it is written into the buffer after the backward, as an
+        # in-place write would be (not before: the forward may have saved the old one)
+        reassigned = _reassigned_buffers(state, buffers, f_in[n_params:n_params + n_buffers])
         outs, spec = pytree.tree_flatten(out)
         result["out_spec"] = spec
         out_descs: list = []
@@ -234,6 +262,10 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
                 for (d, _), g in zip(wrt, gs):
                     grads.append(g)
                     grad_descs.append(GradOutput(d))
+        if reassigned:
+            with torch.no_grad():
+                for buf, value in reassigned:
+                    buf.copy_(value.detach())
         # data written into inputs (buffers updated in forward, in-place writes to user inputs)
         for d, t in zip(in_descs, f_in):
             if isinstance(t, torch.Tensor) and not isinstance(d, ParamInput) and has_data_mutation(t):
