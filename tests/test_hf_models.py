@@ -374,3 +374,19 @@ def test_past_key_values_cache_passed_in_matches_pytorch(kind):
         ref2 = model(**step, past_key_values=copy.deepcopy(other)).logits
     assert (ref2 - ref).abs().max() > 1e-4
     torch.testing.assert_close(ipu(**step, past_key_values=other).logits, ref2, rtol=1e-5, atol=1e-5)
+
+
+def test_static_cache_passed_in_matches_pytorch_and_is_updated_in_place():
+    model = _decoder("llama")
+    cfg = model.config
+    x, nxt, pos = torch.randint(3, 64, (2, 8)), torch.tensor([[5], [7]]), torch.tensor([8])
+    cache = transformers.StaticCache(config=cfg, max_cache_len=16)
+    with torch.no_grad():
+        model(input_ids=x, past_key_values=cache, use_cache=True)
+        ref_cache = copy.deepcopy(cache)
+        ref = model(input_ids=nxt, past_key_values=ref_cache, cache_position=pos).logits
+    out = tilefx.inferenceModel(model)(input_ids=nxt, past_key_values=cache, cache_position=pos).logits
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    for layer, ref_layer in zip(cache.layers, ref_cache.layers):
+        torch.testing.assert_close(layer.keys, ref_layer.keys, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(layer.values, ref_layer.values, rtol=1e-5, atol=1e-6)

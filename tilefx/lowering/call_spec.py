@@ -144,7 +144,8 @@ def _deprecated_names(forward) -> list[tuple[str, str]]:
             if isinstance(old, str) and isinstance(new, str):
                 renames.append((old, new))
         f = getattr(f, "__wrapped__", None)
-    renames += [("past_key_values", "cache"), ("cache_params", "cache")]
+    if getattr(fn, "__module__", "").startswith("transformers."):  # transformers' own rename
+        renames += [("past_key_values", "cache"), ("cache_params", "cache")]
     try:
         _RENAMES[fn] = renames
     except TypeError:
