@@ -390,3 +390,14 @@ def test_static_cache_passed_in_matches_pytorch_and_is_updated_in_place():
     for layer, ref_layer in zip(cache.layers, ref_cache.layers):
         torch.testing.assert_close(layer.keys, ref_layer.keys, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(layer.values, ref_layer.values, rtol=1e-5, atol=1e-6)
+
+
+def test_torch_checkpoint_region_becomes_an_ipu_recomputation_checkpoint():
+    """The checkpoint runs once in the trace; its differentiable inputs are
+    marked as recomputation checkpoints, so the machine model recomputes."""
+    from tilefx.lowering.from_torch import trace
+
+    torch.manual_seed(0)
+    traced = trace(_Checkpointed(False), (torch.randn(3, 4, requires_grad=True), torch.randn(3, 4)),
+                   training=True)
+    assert str(traced.module).count("ipu.recomputation_checkpoint") == 1

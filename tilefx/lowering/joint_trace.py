@@ -117,14 +117,44 @@ def checkpoint_runs_directly():
         with torch.no_grad():
             return function(*args)
 
+    def mark(args):
+        """The checkpoint's differentiable inputs, through tilefx's recomputation
+        checkpoint op (identity; the machine model's `ipu-recompute` then keeps
+        them and recomputes the ops between, as torch recomputes the function)."""
+        from tilefx.lowering.recompute_op import recomputation_checkpoint as op
+
+        return tuple(op(a) if isinstance(a, torch.Tensor) and a.requires_grad and a.is_floating_point()
+                     else a for a in args)
+
+    def direct_checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check=None,
+                          debug=False, early_stop=True, **kwargs):
+        kwargs.pop("preserve_rng_state", None)
+        if use_reentrant is None or use_reentrant:  # torch's default is reentrant
+            return direct_apply(None, function, True, *mark(args))
+        return function(*mark(args), **kwargs)
+
+    # `checkpoint` is `torch._disable_dynamo(checkpoint)`: its wrapper calls the
+    # function in its closure cell `fn`, the one callers (transformers' partial of
+    # it) reach; the generator and apply patches cover anything calling deeper
+    wrapper = ckpt.checkpoint
+    free = dict(zip(getattr(getattr(wrapper, "__code__", None), "co_freevars", ()),
+                    getattr(wrapper, "__closure__", None) or ()))
+    cell = free.get("fn")
+    inner = cell.cell_contents if cell is not None else None
+    if inner is not None and getattr(inner, "__name__", "") != "checkpoint":
+        cell = None
     old_gen = ckpt._checkpoint_without_reentrant_generator
     had_apply = "apply" in ckpt.CheckpointFunction.__dict__
     old_apply = ckpt.CheckpointFunction.__dict__.get("apply")
     ckpt._checkpoint_without_reentrant_generator = direct_generator
     ckpt.CheckpointFunction.apply = classmethod(direct_apply)
+    if cell is not None:
+        cell.cell_contents = direct_checkpoint
     try:
         yield
     finally:
+        if cell is not None:
+            cell.cell_contents = inner
         ckpt._checkpoint_without_reentrant_generator = old_gen
         if had_apply:
             ckpt.CheckpointFunction.apply = old_apply
