@@ -25,6 +25,7 @@ meta (Block annotations, source lines) of the forward node they come from.
 from __future__ import annotations
 
 import contextlib
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -108,14 +109,55 @@ def checkpoint_runs_directly():
     (`CheckpointFunction` runs its forward under no_grad); that stays so."""
     import torch.utils.checkpoint as ckpt
 
+    with _CHECKPOINT_LOCK:
+        if _CHECKPOINT_PATCH["users"] == 0:
+            _CHECKPOINT_PATCH["restore"] = _patch_checkpoint(ckpt)
+        _CHECKPOINT_PATCH["users"] += 1
+    _CHECKPOINT_LOCAL.depth = getattr(_CHECKPOINT_LOCAL, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _CHECKPOINT_LOCAL.depth -= 1
+        with _CHECKPOINT_LOCK:
+            _CHECKPOINT_PATCH["users"] -= 1
+            if _CHECKPOINT_PATCH["users"] == 0:
+                _CHECKPOINT_PATCH.pop("restore")()
+
+
+# the patch is installed once for all the traces running (threads), and acts
+# only in a thread that is tracing: elsewhere checkpoint is torch's own
+_CHECKPOINT_LOCK = threading.Lock()
+_CHECKPOINT_PATCH: dict = {"users": 0}
+_CHECKPOINT_LOCAL = threading.local()
+
+
+def _tracing_here() -> bool:
+    return getattr(_CHECKPOINT_LOCAL, "depth", 0) > 0
+
+
+def _patch_checkpoint(ckpt) -> Callable[[], None]:
+    """Install the direct checkpoint in `torch.utils.checkpoint`; returns the undo."""
+    old_gen = ckpt._checkpoint_without_reentrant_generator
+    had_apply = "apply" in ckpt.CheckpointFunction.__dict__
+    old_apply = ckpt.CheckpointFunction.__dict__.get("apply")
+    torch_apply = ckpt.CheckpointFunction.apply  # bound to the class
+
     def direct_generator(*args, **kwargs):
+        if not _tracing_here():
+            yield from old_gen(*args, **kwargs)
+            return
         yield  # `checkpoint` calls function(*args, **kwargs) itself between the two next()s
 
-    def direct_apply(cls, function, preserve_rng_state, *args):
+    def run_reentrant(function, *args):
         if any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
             return function(*args)
         with torch.no_grad():
             return function(*args)
+
+    def direct_apply(cls, function, preserve_rng_state, *args):
+        if not _tracing_here():
+            return torch_apply(function, preserve_rng_state, *args)
+        return run_reentrant(function, *args)
 
     def mark(args):
         """The checkpoint's differentiable inputs, through tilefx's recomputation
@@ -126,13 +168,6 @@ def checkpoint_runs_directly():
         return tuple(op(a) if isinstance(a, torch.Tensor) and a.requires_grad and a.is_floating_point()
                      else a for a in args)
 
-    def direct_checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check=None,
-                          debug=False, early_stop=True, **kwargs):
-        kwargs.pop("preserve_rng_state", None)
-        if use_reentrant is None or use_reentrant:  # torch's default is reentrant
-            return direct_apply(None, function, True, *mark(args))
-        return function(*mark(args), **kwargs)
-
     # `checkpoint` is `torch._disable_dynamo(checkpoint)`: its wrapper calls the
     # function in its closure cell `fn`, the one callers (transformers' partial of
     # it) reach; the generator and apply patches cover anything calling deeper
@@ -141,18 +176,28 @@ def checkpoint_runs_directly():
                     getattr(wrapper, "__closure__", None) or ()))
     cell = free.get("fn")
     inner = cell.cell_contents if cell is not None else None
-    if inner is not None and getattr(inner, "__name__", "") != "checkpoint":
+    if inner is None or getattr(inner, "__name__", "") != "checkpoint":
         cell = None
-    old_gen = ckpt._checkpoint_without_reentrant_generator
-    had_apply = "apply" in ckpt.CheckpointFunction.__dict__
-    old_apply = ckpt.CheckpointFunction.__dict__.get("apply")
+
+    def direct_checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check=None,
+                          debug=False, early_stop=True, **kwargs):
+        if not _tracing_here():
+            extra = {} if context_fn is None else {"context_fn": context_fn}
+            if determinism_check is not None:
+                extra["determinism_check"] = determinism_check
+            return inner(function, *args, use_reentrant=use_reentrant, debug=debug,
+                         early_stop=early_stop, **extra, **kwargs)
+        kwargs.pop("preserve_rng_state", None)
+        if use_reentrant is None or use_reentrant:  # torch's default is reentrant
+            return run_reentrant(function, *mark(args))
+        return function(*mark(args), **kwargs)
+
     ckpt._checkpoint_without_reentrant_generator = direct_generator
     ckpt.CheckpointFunction.apply = classmethod(direct_apply)
     if cell is not None:
         cell.cell_contents = direct_checkpoint
-    try:
-        yield
-    finally:
+
+    def undo():
         if cell is not None:
             cell.cell_contents = inner
         ckpt._checkpoint_without_reentrant_generator = old_gen
@@ -160,6 +205,7 @@ def checkpoint_runs_directly():
             ckpt.CheckpointFunction.apply = old_apply
         else:
             del ckpt.CheckpointFunction.apply
+    return undo
 
 
 def _node_of(t: torch.Tensor):
