@@ -251,3 +251,153 @@ def test_keywords_reach_the_model_as_keywords():
     out = tilefx.inferenceModel(model)(input_ids=ids, use_cache=False)
     with torch.no_grad():
         torch.testing.assert_close(out.logits, model(input_ids=ids, use_cache=False).logits, rtol=RTOL, atol=1e-5)
+
+
+# -- gradient checkpointing (torch.utils.checkpoint) ------------------------------
+
+def _tiny_bert_classifier():
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=32, max_position_embeddings=32, hidden_dropout_prob=0.0,
+                                  attention_probs_dropout_prob=0.0, num_labels=3)
+    return transformers.BertForSequenceClassification(cfg)
+
+
+@pytest.mark.parametrize("opt,steps,reentrant", [("sgd", 3, False), ("adamw", 2, False), ("sgd", 2, True)])
+def test_gradient_checkpointing_matches_pytorch_at_every_step(opt, steps, reentrant):
+    """The checkpoint's recompute ran in the backward, after functional_call had
+    put the real parameters back, so the trace captured them as constants: the
+    gradients of step 2 on were those of the first weights."""
+    model = _tiny_bert_classifier()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
+    model.train()
+    ref = copy.deepcopy(model)
+    kw = dict(input_ids=torch.randint(3, 64, (2, 8)), labels=torch.tensor([0, 2]))
+    if opt == "sgd":
+        ref_opt = torch.optim.SGD(ref.parameters(), lr=0.5)
+        ipu = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.5))
+    else:
+        ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-3)
+        ipu = tilefx.trainingModel(model, optimizer=tilefx.optim.AdamW(model.parameters(), lr=1e-3))
+    for step in range(steps):
+        ref_opt.zero_grad()
+        ref_loss = ref(**kw).loss
+        ref_loss.backward()
+        ref_opt.step()
+        loss = ipu(**kw).loss
+        torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-5, atol=1e-7)
+        for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+            # softmax ignores the key bias: its gradient is rounding noise (~1e-9),
+            # which Adam's normalisation turns into steps of about lr either way
+            atol = 2e-3 if opt == "adamw" and n.endswith("key.bias") else 1e-7
+            torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=atol, msg=f"step {step}: {n}")
+
+
+class _Checkpointed(torch.nn.Module):
+    def __init__(self, reentrant: bool):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 8)
+        self.b = torch.nn.Linear(8, 4)
+        self.reentrant = reentrant
+
+    def block(self, x):
+        return self.b(torch.tanh(self.a(x)))
+
+    def forward(self, x, y):
+        h = torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=self.reentrant)
+        return torch.nn.functional.mse_loss(h, y)
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_torch_checkpoint_in_a_plain_module_matches_pytorch(reentrant):
+    torch.manual_seed(0)
+    model = _Checkpointed(reentrant)
+    ref = copy.deepcopy(model)
+    x = torch.randn(3, 4, requires_grad=reentrant)  # reentrant: no input needing grad, no weight grads
+    y = torch.randn(3, 4)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    ipu = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+    for step in range(3):
+        ref_opt.zero_grad()
+        ref_loss = ref(x, y)
+        ref_loss.backward()
+        ref_opt.step()
+        loss = ipu(x, y)
+        torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-5, atol=1e-7)
+        for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-7, msg=f"step {step}: {n}")
+
+
+# -- a key/value cache passed in (incremental decoding) ---------------------------
+
+def _decoder(kind: str):
+    torch.manual_seed(0)
+    if kind == "llama":
+        return transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+            max_position_embeddings=32)).eval()
+    if kind == "gpt2":
+        return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            vocab_size=64, n_embd=16, n_layer=2, n_head=2, n_positions=32, bos_token_id=0,
+            eos_token_id=0)).eval()
+    return transformers.T5ForConditionalGeneration(transformers.T5Config(
+        vocab_size=64, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2, dropout_rate=0.0,
+        decoder_start_token_id=0, pad_token_id=0)).eval()
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2", "t5"])
+def test_past_key_values_cache_passed_in_matches_pytorch(kind):
+    """The cache reached the model as `past_key_values=` next to the bound default
+    `cache=None`, and transformers' rename decorator kept `cache`: the logits were
+    those of a call with no cache. The cache is also opened into graph inputs, so
+    a second call with another cache object runs with its tensors."""
+    model = _decoder(kind)
+    x = torch.randint(3, 64, (2, 8))
+    nxt = torch.tensor([[5], [7]])
+    extra = {"decoder_input_ids": torch.randint(3, 64, (2, 4))} if kind == "t5" else {}
+    step = {"input_ids": x, "decoder_input_ids": nxt} if kind == "t5" else {"input_ids": nxt}
+    with torch.no_grad():
+        past = model(input_ids=x, use_cache=True, **extra).past_key_values
+        ref = model(**step, past_key_values=copy.deepcopy(past)).logits
+        no_cache = model(**step).logits
+    assert (ref - no_cache).abs().max() > 1e-3
+    ipu = tilefx.inferenceModel(model)
+    out = ipu(**step, past_key_values=copy.deepcopy(past)).logits
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+    other = copy.deepcopy(past)
+    caches = [other.self_attention_cache, other.cross_attention_cache] if kind == "t5" else [other]
+    for c in caches:
+        for layer in c.layers:
+            layer.keys = layer.keys + 1.0
+    with torch.no_grad():
+        ref2 = model(**step, past_key_values=copy.deepcopy(other)).logits
+    assert (ref2 - ref).abs().max() > 1e-4
+    torch.testing.assert_close(ipu(**step, past_key_values=other).logits, ref2, rtol=1e-5, atol=1e-5)
+
+
+def test_static_cache_passed_in_matches_pytorch_and_is_updated_in_place():
+    model = _decoder("llama")
+    cfg = model.config
+    x, nxt, pos = torch.randint(3, 64, (2, 8)), torch.tensor([[5], [7]]), torch.tensor([8])
+    cache = transformers.StaticCache(config=cfg, max_cache_len=16)
+    with torch.no_grad():
+        model(input_ids=x, past_key_values=cache, use_cache=True)
+        ref_cache = copy.deepcopy(cache)
+        ref = model(input_ids=nxt, past_key_values=ref_cache, cache_position=pos).logits
+    out = tilefx.inferenceModel(model)(input_ids=nxt, past_key_values=cache, cache_position=pos).logits
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    for layer, ref_layer in zip(cache.layers, ref_cache.layers):
+        torch.testing.assert_close(layer.keys, ref_layer.keys, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(layer.values, ref_layer.values, rtol=1e-5, atol=1e-6)
+
+
+def test_torch_checkpoint_region_becomes_an_ipu_recomputation_checkpoint():
+    """The checkpoint runs once in the trace; its differentiable inputs are
+    marked as recomputation checkpoints, so the machine model recomputes."""
+    from tilefx.lowering.from_torch import trace
+
+    torch.manual_seed(0)
+    traced = trace(_Checkpointed(False), (torch.randn(3, 4, requires_grad=True), torch.randn(3, 4)),
+                   training=True)
+    assert str(traced.module).count("ipu.recomputation_checkpoint") == 1

@@ -66,6 +66,38 @@ def test_buffers_persist_across_calls():
     assert m.i.item() == 2.0
 
 
+class _Queue(nn.Module):
+    """Reassigns its buffer in forward (a new tensor, not an in-place write)."""
+
+    def __init__(self, shape=(3,), widen=False):
+        super().__init__()
+        self.register_buffer("q", torch.zeros(shape))
+        self.widen = widen
+
+    def forward(self, x):
+        tail = x.sum().reshape(1)
+        self.q = torch.cat([self.q if self.widen else self.q[1:], tail])
+        return self.q * 1
+
+
+def test_reassigned_buffer_persists_across_calls():
+    """`self.q = new` put the new tensor into functional_call's state dict only:
+    the trace never saw a buffer write, so every call started from zeros."""
+    m, ref = _Queue(), _Queue()
+    model = tilefx.inferenceModel(m)
+    for v in [1.0, 2.0, 3.0]:
+        x = torch.full((2,), v)
+        torch.testing.assert_close(model(x), ref(x))
+    model.copyWeightsToHost()
+    torch.testing.assert_close(m.q, ref.q)
+    assert m.q.tolist() == [2.0, 4.0, 6.0]
+
+
+def test_reassigning_a_buffer_to_another_shape_is_an_error():
+    with pytest.raises(tilefx.Error, match="reassigns buffer 'q'.*shape"):
+        tilefx.inferenceModel(_Queue(widen=True))(torch.ones(2))
+
+
 def test_copy_into_a_buffer():
     class Last(nn.Module):
         def __init__(self):

@@ -194,3 +194,38 @@ def test_identity_loss_custom_loss():
     assert "ipu.identity_loss" in trainer.ir("graph")
     for p, q in zip(ref.parameters(), ours.parameters()):
         torch.testing.assert_close(q, p.detach() - 0.01 * p.grad, rtol=1e-5, atol=1e-6)
+
+
+class _RunningMean(nn.Module):
+    """Training with a buffer the forward reassigns (a running mean) and reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("avg", torch.zeros(4))
+
+    def forward(self, x, y):
+        h = self.lin(x)
+        out = h - self.avg
+        self.avg = 0.9 * self.avg + 0.1 * h.mean(0).detach()
+        return out, nn.functional.mse_loss(out, y)
+
+
+def test_reassigned_buffer_trains_as_pytorch():
+    torch.manual_seed(0)
+    m = _RunningMean()
+    ref = copy.deepcopy(m)
+    x, y = torch.randn(5, 4), torch.randn(5, 4)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    model = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.1))
+    for _ in range(3):
+        ref_opt.zero_grad()
+        ref_out, ref_loss = ref(x, y)
+        ref_loss.backward()
+        ref_opt.step()
+        out, loss = model(x, y)
+        torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(out, ref_out.detach(), rtol=1e-5, atol=1e-6)
+    model.copyWeightsToHost()
+    torch.testing.assert_close(m.avg, ref.avg, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(m.lin.weight, ref.lin.weight, rtol=1e-5, atol=1e-7)

@@ -16,6 +16,7 @@ import torch
 from tilefx.api.enums import MatMulSerializationMode
 from tilefx.dialects.names import MULTICONV_META_KEY
 from tilefx.errors import Error
+from tilefx.lowering.recompute_op import recomputation_checkpoint as _recomputation_checkpoint
 from tilefx.lowering.tracing_state import ModuleScope, Tracing
 
 _REDUCTIONS = ("sum", "mean", "none")
@@ -284,18 +285,8 @@ def dynamic_update(input: torch.Tensor, src: torch.Tensor, dim: int, start: torc
 
 # -- recomputation checkpoints --------------------------------------------------
 
-@torch.library.custom_op("tilefx::recomputation_checkpoint", mutates_args=())
-def _recomputation_checkpoint(x: torch.Tensor) -> torch.Tensor:
-    return x.clone()
-
-
-@_recomputation_checkpoint.register_fake
-def _(x):
-    return torch.empty_like(x)
-
-
-_recomputation_checkpoint.register_autograd(lambda ctx, grad: grad)
-
+# (the op, tilefx::recomputation_checkpoint, is in lowering/recompute_op.py:
+# the tracer places it too, at torch.utils.checkpoint regions)
 
 def recomputationCheckpoint(*tensors):
     """Keep these values for the backward; the forward ops between checkpoints

@@ -117,6 +117,55 @@ def _signature(forward) -> inspect.Signature:
     return sig
 
 
+_RENAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _deprecated_names(forward) -> list[tuple[str, str]]:
+    """(old, new) keyword renames that the decorators around `forward` apply:
+    transformers' `deprecate_kwarg(old_name, ..., new_name=...)` (as its closure
+    holds them) and its cache rename (`past_key_values`/`cache_params` to
+    `cache`). Cached by function."""
+    fn = getattr(forward, "__func__", forward)
+    try:
+        return _RENAMES[fn]
+    except (KeyError, TypeError):
+        pass
+    renames = []
+    f, seen = fn, set()
+    while f is not None and id(f) not in seen:
+        seen.add(id(f))
+        code, cells = getattr(f, "__code__", None), getattr(f, "__closure__", None)
+        if code is not None and cells and {"old_name", "new_name"} <= set(code.co_freevars):
+            free = dict(zip(code.co_freevars, cells))
+            try:
+                old, new = free["old_name"].cell_contents, free["new_name"].cell_contents
+            except ValueError:  # an empty cell
+                old = new = None
+            if isinstance(old, str) and isinstance(new, str):
+                renames.append((old, new))
+        f = getattr(f, "__wrapped__", None)
+    if getattr(fn, "__module__", "").startswith("transformers."):  # transformers' own rename
+        renames += [("past_key_values", "cache"), ("cache_params", "cache")]
+    try:
+        _RENAMES[fn] = renames
+    except TypeError:
+        pass
+    return renames
+
+
+def _renamed_keywords(forward, sig: inspect.Signature, kwargs: dict) -> dict:
+    """`kwargs` with deprecated keyword names that `forward` renames to one of
+    its parameters given their new name. Binding fills the other defaults in
+    (`cache=None`), and a deprecation decorator seeing both names keeps the
+    new one: a Hugging Face `past_key_values=` cache was silently dropped."""
+    if not kwargs:
+        return kwargs
+    for old, new in _deprecated_names(forward):
+        if old in kwargs and old not in sig.parameters and new in sig.parameters and new not in kwargs:
+            kwargs = {(new if k == old else k): v for k, v in kwargs.items()}
+    return kwargs
+
+
 def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.Tensor]]:
     """Bind `args`/`kwargs` to `forward`'s signature and flatten them."""
     try:
@@ -124,6 +173,7 @@ def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.
     except (TypeError, ValueError):  # no signature: take the call as it is
         sig = None
     if sig is not None:
+        kwargs = _renamed_keywords(forward, sig, kwargs)
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError as e:
@@ -150,6 +200,7 @@ def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.
     else:
         positional, star, keywords = [], "args", ()
     _open_dict_subclasses((tuple(args), dict(kwargs)))
+    _open_caches((tuple(args), dict(kwargs)))
     with_path, spec = pytree.tree_flatten_with_path((tuple(args), dict(kwargs)), is_leaf=_is_leaf)
     names, leaves, is_tensor, tensors = [], [], [], []
     for path, leaf in with_path:
@@ -214,6 +265,52 @@ def _open_dict_subclasses(tree) -> None:
                 serialized_type_name=f"tilefx.dict.{cls.__module__}.{cls.__qualname__}")
 
 
+def _is_cache_state(x) -> bool:
+    """A transformers key/value cache (`Cache` and its subclasses) or one of the
+    objects it is made of (its layers), by the module that defines them."""
+    return any(c.__module__ == "transformers.cache_utils" for c in type(x).__mro__[:-1])
+
+
+def _open_caches(tree) -> None:
+    """Make every transformers cache object in `tree` (a `past_key_values`
+    DynamicCache, an EncoderDecoderCache, their layers) a pytree node: its
+    attributes are opened, so its tensors become graph inputs and its other
+    attributes compiled-in constants, and it is rebuilt inside the trace as a
+    fresh object of its class. (As an opaque constant it kept the object the
+    model was traced with: its tensors were baked into the graph and a later
+    call with another cache object was a value mismatch.)"""
+    while True:
+        leaves = pytree.tree_leaves(tree, is_leaf=_is_leaf)
+        new = {type(x) for x in leaves if type(x) not in pytree.SUPPORTED_NODES
+               and not isinstance(x, torch.Tensor) and _is_cache_state(x) and hasattr(x, "__dict__")}
+        if not new:
+            return
+        for cls in new:
+            try:
+                pytree.register_pytree_node(
+                    cls, _flatten_object, lambda values, keys, cls=cls: _rebuild_object(cls, keys, values),
+                    flatten_with_keys_fn=lambda o: ([(pytree.GetAttrKey(k), v) for k, v in _items(o)],
+                                                    tuple(k for k, _ in _items(o))),
+                    serialized_type_name=f"tilefx.cache.{cls.__module__}.{cls.__qualname__}")
+            except ValueError:  # registered meanwhile (transformers' exporter registers caches too)
+                pass
+
+
+def _items(obj) -> list:
+    return sorted(vars(obj).items())
+
+
+def _flatten_object(obj):
+    items = _items(obj)
+    return [v for _, v in items], tuple(k for k, _ in items)
+
+
+def _rebuild_object(cls, keys, values):
+    obj = cls.__new__(cls)
+    obj.__dict__.update(zip(keys, values))
+    return obj
+
+
 def _rebuild_dict(cls, keys, values):
     """`cls` holding these items, or a plain dict when `cls` cannot be made
     from items alone (its __init__ wants more)."""
@@ -231,7 +328,9 @@ def _plain_outputs(out):
     executor returns tensors in the model's nesting, and such an object
     cannot come back from the device."""
     _open_dict_subclasses(out)
-    leaves, spec = pytree.tree_flatten(out)
+    # a cache the model returns stays one opaque leaf, even when its class was
+    # opened for a cache passed in (_open_caches)
+    leaves, spec = pytree.tree_flatten(out, is_leaf=lambda x: _is_leaf(x) or _is_cache_state(x))
     opaque = [i for i, leaf in enumerate(leaves) if not isinstance(leaf, _CONSTANT_TYPES)]
     if not opaque:
         return out

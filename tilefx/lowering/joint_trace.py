@@ -25,6 +25,7 @@ meta (Block annotations, source lines) of the forward node they come from.
 from __future__ import annotations
 
 import contextlib
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -89,6 +90,124 @@ def _backward_meta():
         fx_traceback.current_meta["partitioner_tag"] = old
 
 
+@contextlib.contextmanager
+def checkpoint_runs_directly():
+    """While tracing, `torch.utils.checkpoint.checkpoint` runs its function once,
+    as a plain call, with no recomputation in the backward.
+
+    The joint trace runs the model inside `torch.func.functional_call`, which
+    swaps the traced parameters in only until forward returns; the backward
+    (`autograd.grad`) runs after. A non-reentrant checkpoint recomputes its
+    function during the backward, so the recomputed forward read the module's
+    real parameters, which the trace captured as constants: gradients from the
+    second training step on used the first step's weights. (Reentrant
+    checkpoints refuse `autograd.grad` outright.) Recomputation only trades
+    memory for compute, so the same numbers come from running the function
+    directly; the IPU's own recomputation is tilefx's `recomputationCheckpoint`
+    and the recompute options. A reentrant checkpoint whose tensor inputs do
+    not require grad gives no gradient to the weights inside it in eager
+    (`CheckpointFunction` runs its forward under no_grad); that stays so."""
+    import torch.utils.checkpoint as ckpt
+
+    with _CHECKPOINT_LOCK:
+        if _CHECKPOINT_PATCH["users"] == 0:
+            _CHECKPOINT_PATCH["restore"] = _patch_checkpoint(ckpt)
+        _CHECKPOINT_PATCH["users"] += 1
+    _CHECKPOINT_LOCAL.depth = getattr(_CHECKPOINT_LOCAL, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _CHECKPOINT_LOCAL.depth -= 1
+        with _CHECKPOINT_LOCK:
+            _CHECKPOINT_PATCH["users"] -= 1
+            if _CHECKPOINT_PATCH["users"] == 0:
+                _CHECKPOINT_PATCH.pop("restore")()
+
+
+# the patch is installed once for all the traces running (threads), and acts
+# only in a thread that is tracing: elsewhere checkpoint is torch's own
+_CHECKPOINT_LOCK = threading.Lock()
+_CHECKPOINT_PATCH: dict = {"users": 0}
+_CHECKPOINT_LOCAL = threading.local()
+
+
+def _tracing_here() -> bool:
+    return getattr(_CHECKPOINT_LOCAL, "depth", 0) > 0
+
+
+def _patch_checkpoint(ckpt) -> Callable[[], None]:
+    """Install the direct checkpoint in `torch.utils.checkpoint`; returns the undo."""
+    old_gen = ckpt._checkpoint_without_reentrant_generator
+    had_apply = "apply" in ckpt.CheckpointFunction.__dict__
+    old_apply = ckpt.CheckpointFunction.__dict__.get("apply")
+    torch_apply = ckpt.CheckpointFunction.apply  # bound to the class
+
+    def direct_generator(*args, **kwargs):
+        if not _tracing_here():
+            yield from old_gen(*args, **kwargs)
+            return
+        yield  # `checkpoint` calls function(*args, **kwargs) itself between the two next()s
+
+    def run_reentrant(function, *args):
+        if any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            return function(*args)
+        with torch.no_grad():
+            return function(*args)
+
+    def direct_apply(cls, function, preserve_rng_state, *args):
+        if not _tracing_here():
+            return torch_apply(function, preserve_rng_state, *args)
+        return run_reentrant(function, *args)
+
+    def mark(args):
+        """The checkpoint's differentiable inputs, through tilefx's recomputation
+        checkpoint op (identity; the machine model's `ipu-recompute` then keeps
+        them and recomputes the ops between, as torch recomputes the function)."""
+        from tilefx.lowering.recompute_op import recomputation_checkpoint as op
+
+        return tuple(op(a) if isinstance(a, torch.Tensor) and a.requires_grad and a.is_floating_point()
+                     else a for a in args)
+
+    # `checkpoint` is `torch._disable_dynamo(checkpoint)`: its wrapper calls the
+    # function in its closure cell `fn`, the one callers (transformers' partial of
+    # it) reach; the generator and apply patches cover anything calling deeper
+    wrapper = ckpt.checkpoint
+    free = dict(zip(getattr(getattr(wrapper, "__code__", None), "co_freevars", ()),
+                    getattr(wrapper, "__closure__", None) or ()))
+    cell = free.get("fn")
+    inner = cell.cell_contents if cell is not None else None
+    if inner is None or getattr(inner, "__name__", "") != "checkpoint":
+        cell = None
+
+    def direct_checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check=None,
+                          debug=False, early_stop=True, **kwargs):
+        if not _tracing_here():
+            extra = {} if context_fn is None else {"context_fn": context_fn}
+            if determinism_check is not None:
+                extra["determinism_check"] = determinism_check
+            return inner(function, *args, use_reentrant=use_reentrant, debug=debug,
+                         early_stop=early_stop, **extra, **kwargs)
+        kwargs.pop("preserve_rng_state", None)
+        if use_reentrant is None or use_reentrant:  # torch's default is reentrant
+            return run_reentrant(function, *mark(args))
+        return function(*mark(args), **kwargs)
+
+    ckpt._checkpoint_without_reentrant_generator = direct_generator
+    ckpt.CheckpointFunction.apply = classmethod(direct_apply)
+    if cell is not None:
+        cell.cell_contents = direct_checkpoint
+
+    def undo():
+        if cell is not None:
+            cell.cell_contents = inner
+        ckpt._checkpoint_without_reentrant_generator = old_gen
+        if had_apply:
+            ckpt.CheckpointFunction.apply = old_apply
+        else:
+            del ckpt.CheckpointFunction.apply
+    return undo
+
+
 def _node_of(t: torch.Tensor):
     """The fx node that made `t` in the make_fx trace running now (None: not traced)."""
     from torch._subclasses.functional_tensor import FunctionalTensor
@@ -102,6 +221,30 @@ def _node_of(t: torch.Tensor):
         t = torch._from_functional_tensor(t.elem)
     proxy = get_proxy_slot(t, mode.tracer, None)
     return None if proxy is None else proxy.proxy.node
+
+
+def _reassigned_buffers(state: dict, buffers: dict, traced: list) -> list:
+    """[(traced buffer, new value)] for the buffers the forward reassigned to
+    another tensor, which must keep the buffer's shape and dtype."""
+    from tilefx.errors import Error
+
+    out = []
+    for (name, real), t in zip(buffers.items(), traced):
+        new = state.get(name, t)
+        if new is t:
+            continue
+        # (from_torch traces the model wrapped as `inner` of its CallWith)
+        where = f"the forward reassigns buffer '{name.removeprefix('inner.')}'"
+        if not isinstance(new, torch.Tensor):
+            raise Error(f"{where} to {type(new).__name__}: a buffer keeps a tensor of its shape and "
+                        f"dtype on the IPU ({tuple(real.shape)}, {real.dtype})", type="frontend")
+        if tuple(new.shape) != tuple(t.shape) or new.dtype != t.dtype:
+            raise Error(f"{where} to a tensor of shape {tuple(new.shape)} and dtype {new.dtype}, but it "
+                        f"has shape {tuple(t.shape)} and dtype {t.dtype}: on the IPU a buffer keeps its "
+                        f"shape and dtype (write into it in place, or make it a value the forward returns)",
+                        type="frontend")
+        out.append((t, new))
+    return out
 
 
 def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
@@ -159,6 +302,10 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
         user = f_in[n_params + n_buffers:]
         with torch.set_grad_enabled(training and torch.is_grad_enabled()):
             out = torch.func.functional_call(model, state, tuple(user), strict=False, tie_weights=True)
+        # functional_call writes a buffer the forward reassigned (`self.q = new`) back
+        # into `state`; it is written into the buffer after the backward, as an
+        # in-place write would be (not before: the forward may have saved the old one)
+        reassigned = _reassigned_buffers(state, buffers, f_in[n_params:n_params + n_buffers])
         outs, spec = pytree.tree_flatten(out)
         result["out_spec"] = spec
         out_descs: list = []
@@ -191,6 +338,10 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
                 for (d, _), g in zip(wrt, gs):
                     grads.append(g)
                     grad_descs.append(GradOutput(d))
+        if reassigned:
+            with torch.no_grad():
+                for buf, value in reassigned:
+                    buf.copy_(value.detach())
         # data written into inputs (buffers updated in forward, in-place writes to user inputs)
         for d, t in zip(in_descs, f_in):
             if isinstance(t, torch.Tensor) and not isinstance(d, ParamInput) and has_data_mutation(t):
@@ -206,7 +357,7 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
             result["seed_node"] = _node_of(result.pop("seed"))
         return values
 
-    with fake_mode, enable_python_dispatcher(), \
+    with fake_mode, enable_python_dispatcher(), checkpoint_runs_directly(), \
             FunctionalTensorMode(pre_dispatch=False, export=False, _allow_token_discovery=True):
         # make_fx(...) itself is this tracer plus a read of torch._inductor's config
         # (for its provenance-tracking flag), whose import loads inductor and dynamo
