@@ -498,7 +498,10 @@ class PoplarExecutor:
                                 "wrap the changed model again (or destroy() this one first)")
                 if old is None or n in self._groups.names:
                     continue
-                if tuple(t.shape) != np.shape(old) or _np_dtype_or_none(t.dtype) != np.asarray(old).dtype:
+                shape, held_shape = tuple(t.shape), np.shape(old)
+                # (a buffer may be held with a leading replica dimension)
+                fits = held_shape == shape or kind == "buffer" and held_shape[1:] == shape
+                if not fits or _np_dtype_or_none(t.dtype) != np.asarray(old).dtype:
                     raise Error(f"the model's {kind} {n!r} is now {tuple(t.shape)} {t.dtype}; it was "
                                 f"compiled for {np.shape(old)} {np.asarray(old).dtype}: wrap the changed "
                                 "model again (or destroy() this one first)")
