@@ -8,6 +8,8 @@ from tilefx.backend.kernels import tuning
 from tilefx.passes.pipelines import graph_context
 from tilefx.passes.training_step import find_func
 
+pytestmark = pytest.mark.load_rule  # conftest.py leaves the kernel threads to the load
+
 IR = """
 func.func @main(%a: tensor<64x1024xf32>, %w: tensor<1024x1024xf32>, %b: tensor<1024xf32>,
                 %x: tensor<8x3x16x16xf32>, %k: tensor<4x3x3x3xf32>, %p: tensor<2x5x6xf32>,

@@ -18,6 +18,8 @@ from tilefx.passes.training_step import find_func
 
 from test_kernels import check
 
+pytestmark = pytest.mark.load_rule  # conftest.py leaves the kernel threads to the load
+
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 
 

@@ -604,16 +604,8 @@ STATE_CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(STATE_CASES))
-def test_state_dict_round_trip_resumes_identically(case, monkeypatch, request):
-    # bit for bit needs the same kernel threads for both runs: the executor
-    # drops to one thread while the machine's load exceeds its cores, and a
-    # product or reduction on one thread may round otherwise (3e-8 seen once
-    # under a load of 8); the cap fixes the count whatever the load
-    from tilefx.backend.kernels import tuning
-
-    monkeypatch.setenv(tuning.BLAS_THREADS_ENV, "1")
-    tuning.forget_machine_reading()
-    request.addfinalizer(tuning.forget_machine_reading)  # the tests after it read their own
+def test_state_dict_round_trip_resumes_identically(case):
+    # (bit for bit: conftest.py keeps the kernel threads of both runs the same)
     make = STATE_CASES[case]
     data = _data(10)
     straight = _model()
