@@ -11,6 +11,8 @@ errors for what the IPU cannot run.
 from __future__ import annotations
 
 import copy
+import math
+import warnings
 
 import pytest
 import torch
@@ -696,6 +698,42 @@ def test_integer_and_index_ops():
     for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
         assert g.dtype == w.dtype and g.shape == w.shape
         torch.testing.assert_close(g, w)
+
+
+def test_angle_of_real_numbers_and_the_deprecated_scatter_reduce():
+    """angle of real (and integer) tensors, NaN and the infinities included,
+    with ATen's zero gradient; scatter(reduce="add" | "multiply") with a tensor
+    and a number (deprecated in torch, still in models)."""
+    def fn(x, i, n):
+        return (torch.angle(x), torch.angle(i),
+                torch.zeros(3, 4).scatter(1, n, x[:3, :2] + 2, reduce="add"),
+                torch.ones(3, 4).scatter(0, n[:, :1].clamp(max=2), 2.5, reduce="multiply"),
+                torch.ones(3, 4).scatter(1, n, x[:3, :2], reduce="multiply"))
+
+    x = torch.tensor([[1.0, -2.0, float("nan"), 0.0], [-0.0, float("inf"), -float("inf"), -1e-30],
+                      [3.0, -3.0, 2.0, 1.0]])
+    i, n = torch.tensor([1, -2, 0]), torch.tensor([[0, 0], [3, 1], [2, 2]])
+    with warnings.catch_warnings():  # torch's deprecation of reduce= (once a process)
+        warnings.simplefilter("ignore")
+        want = fn(x, i, n)
+    got = tilefx.inferenceModel(_Fn(fn))(x, i, n)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g, w, equal_nan=True, rtol=0, atol=0)
+
+    class Angle(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.tensor([1.0, -2.0, 0.5, -0.25]))
+
+        def forward(self, x):
+            y = torch.angle(self.w * x) + self.w
+            return y, y.sum()
+
+    m = Angle()
+    _, loss = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=1.0))(torch.ones(4))
+    torch.testing.assert_close(loss, torch.tensor(2 * math.pi - 0.75))
+    torch.testing.assert_close(m.w.detach(), torch.tensor([0.0, -3.0, -0.5, -1.25]))  # angle adds no gradient
 
 
 class _RReLU(nn.Module):

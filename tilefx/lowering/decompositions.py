@@ -180,13 +180,52 @@ def _upsample_aa_backward(bicubic: bool):
     return fn
 
 
-OWN_DECOMPOSITIONS = {"_upsample_bilinear2d_aa.default": _upsample_aa(False),
-                      "_upsample_bicubic2d_aa.default": _upsample_aa(True),
-                      "_upsample_bilinear2d_aa_backward.default": _upsample_aa_backward(False),
-                      "_upsample_bicubic2d_aa_backward.default": _upsample_aa_backward(True),"round.decimals": _round_decimals, "fmax.default": _fextreme(True),
-                      "fmin.default": _fextreme(False), "lcm.default": _lcm,"scalar_tensor.default": _scalar_tensor, "addbmm.default": _addbmm,
-                      "rrelu_with_noise_functional.default": _rrelu_with_noise_functional,
-                      "index_reduce.default": _index_reduce}
+def _angle(self):
+    """angle of real numbers: pi below zero, 0 from -0 up, NaN for NaN (float32
+    for integers), with the zero gradient ATen gives, through a term that is
+    0 wherever x is finite."""
+    import math
+
+    import torch
+
+    x = self if self.is_floating_point() else self.to(torch.get_default_dtype())
+    nan, pi, zero = torch.full_like(x, math.nan), torch.full_like(x, math.pi), torch.zeros_like(x)
+    value = torch.where(torch.isnan(x), nan, torch.where(x < 0, pi, zero))
+    return value + torch.where(torch.isfinite(x), x * 0, zero)
+
+
+def _scatter_reduce_deprecated(self, dim, index, src, *, reduce):
+    """scatter(reduce="add" | "multiply"), deprecated in torch: scatter_reduce
+    with "sum" | "prod", the input included."""
+    import torch
+
+    return torch.scatter_reduce(self, dim, index, src, "sum" if reduce == "add" else "prod", include_self=True)
+
+
+def _scatter_value_reduce(self, dim, index, value, *, reduce):
+    import torch
+
+    src = torch.full(index.shape, value, dtype=self.dtype)
+    return _scatter_reduce_deprecated(self, dim, index, src, reduce=reduce)
+
+
+OWN_DECOMPOSITIONS = {
+    "_upsample_bilinear2d_aa.default": _upsample_aa(False),
+    "_upsample_bicubic2d_aa.default": _upsample_aa(True),
+    "_upsample_bilinear2d_aa_backward.default": _upsample_aa_backward(False),
+    "_upsample_bicubic2d_aa_backward.default": _upsample_aa_backward(True),
+    "round.decimals": _round_decimals,
+    "fmax.default": _fextreme(True),
+    "fmin.default": _fextreme(False),
+    "lcm.default": _lcm,
+    "scalar_tensor.default": _scalar_tensor,
+    "addbmm.default": _addbmm,
+    "rrelu_with_noise_functional.default": _rrelu_with_noise_functional,
+    "index_reduce.default": _index_reduce,
+    "angle.default": _angle,
+    "scatter.reduce": _scatter_reduce_deprecated,
+    "scatter.value_reduce": _scatter_value_reduce,
+}
 
 
 def tracing_decompositions(table: dict) -> dict:
