@@ -37,14 +37,18 @@ def _run_both(model: onnx.ModelProto, feeds: dict, outs: list[str], reference: s
     return [anchors[o] for o in outs], ref
 
 
-def check(nodes, inputs: dict, outs, inits=(), opset=18, rtol=1e-5, atol=1e-5, reference="onnxruntime"):
-    """Build a graph of `nodes` over `inputs` and compare every output with the reference."""
+def _model(nodes, inputs: dict, outs, inits, opset: int):
+    """A one-graph model of `nodes` over `inputs` (their dtypes and shapes), outputs `outs`."""
     vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
           for n, a in inputs.items()]
-    model = helper.make_model(helper.make_graph(nodes, "g", vi, [helper.make_empty_tensor_value_info(o)
-                                                                for o in outs], list(inits)),
-                              opset_imports=[helper.make_opsetid("", opset)])
-    got, ref = _run_both(model, inputs, outs, reference)
+    return helper.make_model(helper.make_graph(nodes, "g", vi, [helper.make_empty_tensor_value_info(o)
+                                                               for o in outs], list(inits)),
+                             opset_imports=[helper.make_opsetid("", opset)])
+
+
+def check(nodes, inputs: dict, outs, inits=(), opset=18, rtol=1e-5, atol=1e-5, reference="onnxruntime"):
+    """Build a graph of `nodes` over `inputs` and compare every output with the reference."""
+    got, ref = _run_both(_model(nodes, inputs, outs, inits, opset), inputs, outs, reference)
     for name, g, r in zip(outs, got, ref):
         assert g.shape == r.shape, (name, g.shape, r.shape)
         np.testing.assert_allclose(g.astype(np.float64) if g.dtype != bool else g, r, rtol=rtol,
@@ -364,12 +368,7 @@ def test_newer_opset_operators_equal_the_reference():
 
 def check_exact(nodes, inputs: dict, outs, inits=(), opset=18, reference="onnxruntime"):
     """As `check`, and the dtypes equal onnxruntime's; integer and boolean results exactly."""
-    vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
-          for n, a in inputs.items()]
-    model = helper.make_model(helper.make_graph(nodes, "g", vi, [helper.make_empty_tensor_value_info(o)
-                                                                for o in outs], list(inits)),
-                              opset_imports=[helper.make_opsetid("", opset)])
-    got, ref = _run_both(model, inputs, outs, reference)
+    got, ref = _run_both(_model(nodes, inputs, outs, inits, opset), inputs, outs, reference)
     for name, g, r in zip(outs, got, ref):
         assert g.dtype == r.dtype and g.shape == r.shape, (name, g.dtype, g.shape, r.dtype, r.shape)
         if r.dtype.kind in "biu":
