@@ -14,6 +14,7 @@ from torch import nn
 
 import tilefx
 from tilefx.backend import schedule as sched_mod
+from tilefx.api.options import ConfigFileError
 from tilefx.backend.machine import MK2
 from tilefx.passes.auto_stage import _partition
 from test_strategies import BlockCNN, _data, _opts, _train_and_compare
@@ -246,3 +247,18 @@ def test_schedule_errors_are_clear():
     t = tilefx.trainingModel(BlockCNN(), _opts(inter, G=7))
     with pytest.raises(tilefx.Error, match=r"multiple of the number of IPUs \(2\)"):
         t.compile(*_data(1, 14)[0])
+
+
+def test_options_file_sets_the_schedule(tmp_path):
+    """An options file chooses the schedule as the constructor does, and a
+    misspelt one is the file's error at its line and column."""
+    good = tmp_path / "good.conf"
+    good.write_text('setExecutionStrategy(poptorch.PipelinedExecution(poptorch.AutoStage.AutoIncrement, '
+                    'schedule="1F1B"))\n')
+    opts = tilefx.Options()
+    opts.loadFromFile(str(good))
+    assert opts.execution_strategy.schedule == "1F1B"
+    bad = tmp_path / "bad.conf"
+    bad.write_text('setExecutionStrategy(poptorch.PipelinedExecution(schedule="OneFOneB"))\n')
+    with pytest.raises(ConfigFileError, match=r"line 1, column \d+.*unknown schedule 'OneFOneB'"):
+        tilefx.Options().loadFromFile(str(bad))
