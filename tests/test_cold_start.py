@@ -93,13 +93,19 @@ def test_torch_compile_after_a_tilefx_compile_is_torch_s_own():
     # the wrapped functions now cache dynamo's real disable, as in a process without tilefx
     torch.fx.experimental.proxy_tensor.make_fx(lambda a: a + 1)(a)
     real = getattr(dispatch_trace.__wrapped__, "__dynamo_disable", None)
+    # the real flag tables know their `# compile_ignored` flags (the sessions' copies
+    # skip reading them) and torch's reader is its own again
+    import torch.utils._config_module as cm
+    ignored = {"dynamo": "verbose" in torch._dynamo.config._compile_ignored_keys,
+               "reader": cm.get_assignments_with_compile_ignored_comments.__module__ == cm.__name__}
     print(json.dumps({"before": before, "leftover": leftover, "same": same,
                       "real_disable": real is not None and real is not dispatch_trace.__wrapped__,
-                      "inductor_config": hasattr(torch._inductor, "config")}))
+                      "inductor_config": hasattr(torch._inductor, "config"), "ignored": ignored}))
     """)
     assert r["before"] == []
     assert not r["leftover"]
     assert r["same"] and r["real_disable"] and r["inductor_config"]
+    assert r["ignored"] == {"dynamo": True, "reader": True}
 
 
 def test_torch_compile_before_a_tilefx_compile_still_works():

@@ -41,7 +41,12 @@ The submodules a session loaded through the stand-ins (the flag tables and
 the few helpers they import) are kept aside when it ends and put back, bound
 to the new stand-ins, when the next one starts: executing the two flag
 tables again (they tokenize their own source) cost ~0.07 s of every compile,
-and in a process without tilefx torch loads each of them once too. Outside a
+and in a process without tilefx torch loads each of them once too. While a
+session loads them, torch's reading of their source for `# compile_ignored`
+comments returns nothing: those comments only take flags out of
+torch.compile's cache keys, and these copies of the tables never serve a
+compile (a real `import torch._dynamo` loads its own); the tokenizing was
+30-45 ms of the first compile in a process. Outside a
 session they are in no `sys.modules`, as before, so a later real `import
 torch._dynamo` still starts from scratch. A session costs two passes over
 the names in `sys.modules`; the compile runs in one session (nested ones do
@@ -59,6 +64,7 @@ import types
 from collections.abc import Iterator
 
 import torch
+import torch.utils._config_module as _config_module
 
 _PACKAGES = ("torch._dynamo", "torch._inductor")
 _FLAG_TABLES = ("config",)  # the submodules torch reads as `<package>.config`
@@ -106,9 +112,17 @@ def _loaded_under_packages() -> set[str]:
     return {k for k in list(sys.modules) if k.startswith(_PREFIXES)}
 
 
+def _no_compile_ignored_comments(module: types.ModuleType) -> set[str]:
+    """`get_assignments_with_compile_ignored_comments` for a flag table loaded
+    through a stand-in (see the module docstring)."""
+    return set()
+
+
 class _Session:
     def __init__(self) -> None:
         self.active = True
+        self.read_comments = _config_module.get_assignments_with_compile_ignored_comments
+        _config_module.get_assignments_with_compile_ignored_comments = _no_compile_ignored_comments
         self.passed_through: list = []
         self.loaded_before = _loaded_under_packages()
         self.stand_ins = {name: _StandIn(name, self) for name in _PACKAGES}
@@ -126,6 +140,7 @@ class _Session:
         if not self.active:
             return
         self.active = False
+        _config_module.get_assignments_with_compile_ignored_comments = self.read_comments
         for name, m in self.stand_ins.items():
             if sys.modules.get(name) is m:
                 del sys.modules[name]
