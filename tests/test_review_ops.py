@@ -1,0 +1,194 @@
+"""The ops a review of ~680 op variants found unsupported, against PyTorch on
+the CPU: where torch's own Python reads a value on the host (BatchNorm's
+cumulative average, gaussian_nll_loss's check of var, the gradient of
+`x[mask] = parameter` and of index_fill's tensor value), ops without a
+kernel or decomposition (put/take in training, fractional max pooling, 5-D
+grid_sample, special functions, histogram). Forward and, where torch
+differentiates, one SGD step through `tilefx.trainingModel`.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tilefx
+
+TOL = {"rtol": 1e-5, "atol": 1e-6}
+
+
+def _train_like_eager(model, *inputs, steps=2, lr=0.1, tol=TOL):
+    """`steps` SGD steps through tilefx and eager; outputs, loss (the last
+    output) and parameters equal. Returns both models."""
+    ref = copy.deepcopy(model)
+    opt = torch.optim.SGD(ref.parameters(), lr=lr)
+    trainer = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=lr))
+    for _ in range(steps):
+        opt.zero_grad()
+        want = ref(*inputs)
+        want[-1].backward()
+        opt.step()
+        got = trainer(*inputs)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w.detach(), **tol)
+    trainer.copyWeightsToHost()
+    for (n, p), q in zip(ref.named_parameters(), model.parameters()):
+        torch.testing.assert_close(q.detach(), p.detach(), **tol, msg=lambda m, n=n: f"{n}: {m}")
+    return model, ref
+
+
+class _Fn(nn.Module):
+    """fn(w, *inputs) of one parameter w; returns (y, a fixed weighting of y summed)."""
+
+    def __init__(self, fn, shape):
+        super().__init__()
+        self.fn = fn
+        self.w = nn.Parameter(torch.randn(*shape))
+
+    def forward(self, *inputs):
+        y = self.fn(self.w, *inputs)
+        probe = torch.sin(torch.arange(y.numel(), dtype=y.dtype)).reshape(y.shape)
+        return y, (y * probe).sum()
+
+
+# ---------------------------------------------------------------------------
+# host reads in torch's Python
+# ---------------------------------------------------------------------------
+
+
+class _BN(nn.Module):
+    def __init__(self, pre, bn):
+        super().__init__()
+        self.pre, self.bn = pre, bn
+
+    def forward(self, x):
+        y = self.bn(self.pre(x))
+        return y, (y * torch.sin(torch.arange(y.numel(), dtype=y.dtype)).reshape(y.shape)).sum()
+
+
+@pytest.mark.parametrize("pre, bn, shape", [
+    (nn.Conv2d(2, 3, 1), nn.BatchNorm2d(3, momentum=None), (4, 2, 3, 3)),
+    (nn.Linear(5, 5), nn.BatchNorm1d(5, momentum=None, affine=False), (6, 5))])
+def test_batch_norm_cumulative_average_trains_like_pytorch(pre, bn, shape):
+    """BatchNorm(momentum=None): the running statistics are the cumulative
+    average of the batches' (torch reads num_batches_tracked on the host)."""
+    torch.manual_seed(0)
+    x = torch.randn(*shape) * 2 + 0.5
+    model, ref = _train_like_eager(_BN(pre, bn), x, steps=3)
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        torch.testing.assert_close(getattr(model.bn, name), getattr(ref.bn, name), **TOL)
+    assert int(model.bn.num_batches_tracked) == 3
+    model.eval()
+    ref.eval()
+    torch.testing.assert_close(tilefx.inferenceModel(model)(x)[0], ref(x)[0].detach(), **TOL)
+
+
+class _GaussianNLL(nn.Module):
+    def __init__(self, var_shape, **kw):
+        super().__init__()
+        self.mu = nn.Linear(4, 3)
+        self.log_var = nn.Parameter(torch.randn(*var_shape) * 0.3)
+        self.loss = nn.GaussianNLLLoss(**kw)
+
+    def forward(self, x, target):
+        mu = self.mu(x)
+        return mu, self.loss(mu, target, self.log_var.exp())
+
+
+@pytest.mark.parametrize("var_shape, kw", [((5, 3), {}), ((5,), {"full": True}), ((5, 1), {"reduction": "sum"}),
+                                           ((5, 3), {"reduction": "none", "eps": 0.5})])
+def test_gaussian_nll_loss_trains_like_pytorch(var_shape, kw):
+    """F.gaussian_nll_loss: torch checks var >= 0 on the host; here the check is
+    a graph op, the numbers and the (clamp-free) gradient are torch's."""
+    torch.manual_seed(1)
+    x, target = torch.randn(5, 4), torch.randn(5, 3)
+    model = _GaussianNLL(var_shape, **kw)
+    if kw.get("reduction") == "none":
+        class Summed(nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, x, target):
+                mu, loss = self.inner(x, target)
+                return loss, loss.sum()
+
+        model = Summed(model)
+    _train_like_eager(model, x, target)
+
+
+def test_gaussian_nll_loss_inference_and_negative_variance_error():
+    def fn(mu, target, var):
+        return F.gaussian_nll_loss(mu, target, var), F.gaussian_nll_loss(mu, target, 0.25, reduction="sum")
+
+    class M(nn.Module):
+        def forward(self, *a):
+            return fn(*a)
+
+    mu, target, var = torch.randn(4, 3), torch.randn(4, 3), torch.rand(4, 3)
+    run = tilefx.inferenceModel(M())
+    for g, w in zip(run(mu, target, var), fn(mu, target, var)):
+        torch.testing.assert_close(g, w, **TOL)
+    with pytest.raises(tilefx.Error, match="var has negative entry"):
+        run(mu, target, var - 0.5)
+
+
+class _MaskToken(nn.Module):
+    """MAE / BERT-style masking: x[mask] = a learned token."""
+
+    def __init__(self):
+        super().__init__()
+        self.token = nn.Parameter(torch.randn(4))
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x, mask):
+        x = x.clone()
+        x[mask] = self.token
+        y = self.fc(x)
+        return y, (y * y).mean()
+
+
+def test_assigning_a_parameter_through_a_mask_trains_like_pytorch():
+    torch.manual_seed(2)
+    x = torch.randn(2, 5, 4)
+    mask = torch.tensor([[True, False, True, False, False], [False, False, False, True, True]])
+    _train_like_eager(_MaskToken(), x, mask)
+
+    def cols(w, m):  # a mask after a full slice, a 0-d value
+        y = torch.zeros(2, 3, 4)
+        y[:, m] = w[0, 0] * 2
+        return y
+
+    def rows(w, m):  # one row of values per masked position (their count is checked when run)
+        y = w.detach() * 0 + 1
+        y[m] = w[1:3] * 3
+        return y
+
+    m = torch.tensor([True, False, True])
+    _train_like_eager(_Fn(cols, (3, 4)), m)
+    model, _ = _train_like_eager(_Fn(rows, (3, 4)), m)
+    with pytest.raises(tilefx.Error, match="shape mismatch"):
+        tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))(
+            torch.tensor([True, True, True]))
+
+
+def test_index_fill_with_a_tensor_value_trains_like_pytorch():
+    """The value's gradient sums over the filled positions once each (torch's
+    formula takes `_unique(index)`, a data-dependent shape); duplicate indices
+    included, and negative ones in inference (eager's backward fails on them)."""
+    torch.manual_seed(3)
+    idx = torch.tensor([0, 2, 2, 4])
+    _train_like_eager(_Fn(lambda w: w.index_fill(1, idx, w[0, 1] * 2), (3, 5)))
+    _train_like_eager(_Fn(lambda w: (w * 1).index_fill_(0, idx[:2], w.sum()), (3, 5)))
+
+    class Fill(nn.Module):
+        def forward(self, x, v):
+            return x.index_fill(-1, torch.tensor([-1, 1]), v), x.index_fill(0, torch.tensor([1]), v)
+
+    x, v = torch.randn(3, 4), torch.tensor(2.5)
+    for g, w in zip(tilefx.inferenceModel(Fill())(x, v), Fill()(x, v)):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
