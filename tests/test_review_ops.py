@@ -192,3 +192,31 @@ def test_index_fill_with_a_tensor_value_trains_like_pytorch():
     x, v = torch.randn(3, 4), torch.tensor(2.5)
     for g, w in zip(tilefx.inferenceModel(Fill())(x, v), Fill()(x, v)):
         torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------------------
+# ops without a kernel
+# ---------------------------------------------------------------------------
+
+
+def test_take_and_put_train_like_pytorch():
+    """take's backward is a put; put (Tensor.put_) is an index_put into the
+    flattened tensor: duplicate indices accumulate, negative ones count from the end."""
+    torch.manual_seed(4)
+    idx = torch.tensor([[0, 5], [11, 5], [-1, 3]])
+    _train_like_eager(_Fn(lambda w: torch.take(w, idx), (3, 4)))
+    _train_like_eager(_Fn(lambda w: (w * 2).put_(torch.tensor([0, 5, -2]), w[0, :3] * 3), (3, 4)))
+    _train_like_eager(_Fn(lambda w: w.put(idx, w[:3, :2].exp(), accumulate=True), (3, 4)))
+
+
+def test_put_and_take_out_of_range_are_errors():
+    class Put(nn.Module):
+        def forward(self, x, i):
+            return x.put(i, x[0, :2]), torch.take(x, i)
+
+    x = torch.randn(3, 4)
+    run = tilefx.inferenceModel(Put())
+    for g, w in zip(run(x, torch.tensor([-12, 11])), Put()(x, torch.tensor([-12, 11]))):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+    with pytest.raises(tilefx.Error, match="out of bounds"):
+        run(x, torch.tensor([12, 0]))

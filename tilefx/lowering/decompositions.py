@@ -209,6 +209,15 @@ def _scatter_value_reduce(self, dim, index, value, *, reduce):
     return _scatter_reduce_deprecated(self, dim, index, src, reduce=reduce)
 
 
+def _put(self, index, source, accumulate=False):
+    """put (Tensor.put_, and take's backward): index_put into the flattened
+    tensor, indices counting in row-major order (negative ones from the end)."""
+    import torch
+
+    flat = torch.index_put(self.reshape(-1), (index.reshape(-1),), source.reshape(-1), accumulate)
+    return flat.reshape(self.shape)
+
+
 OWN_DECOMPOSITIONS = {
     "_upsample_bilinear2d_aa.default": _upsample_aa(False),
     "_upsample_bicubic2d_aa.default": _upsample_aa(True),
@@ -225,6 +234,7 @@ OWN_DECOMPOSITIONS = {
     "angle.default": _angle,
     "scatter.reduce": _scatter_reduce_deprecated,
     "scatter.value_reduce": _scatter_value_reduce,
+    "put.default": _put,
 }
 
 
