@@ -220,3 +220,39 @@ def test_put_and_take_out_of_range_are_errors():
         torch.testing.assert_close(g, w, rtol=0, atol=0)
     with pytest.raises(tilefx.Error, match="out of bounds"):
         run(x, torch.tensor([12, 0]))
+
+
+@pytest.mark.parametrize("nd, shape, kernel, out", [(2, (2, 3, 7, 6), (2, 3), (4, 3)), (2, (3, 9, 9), 3, (5, 5)),
+                                                    (3, (1, 2, 5, 6, 7), (2, 2, 3), (3, 4, 3))])
+def test_fractional_max_pool_like_pytorch(nd, shape, kernel, out):
+    """Given the random samples: values and indices equal, NaN windows included,
+    and the gradient (one SGD step); unbatched input too."""
+    torch.manual_seed(5)
+    pool = F.fractional_max_pool2d if nd == 2 else F.fractional_max_pool3d
+    planes = (shape[0] if len(shape) == nd + 2 else 1, shape[-nd - 1])
+    samples = torch.rand(*planes, nd)
+
+    class Pool(nn.Module):
+        def forward(self, x, s):
+            return pool(x, kernel, output_size=out, _random_samples=s, return_indices=True)
+
+    x = torch.randn(*shape)
+    x.view(-1)[[3, 4, 17]] = float("nan")
+    for g, w in zip(tilefx.inferenceModel(Pool())(x, samples), Pool()(x, samples)):
+        torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True)
+    _train_like_eager(_Fn(lambda w, s: pool(w, kernel, output_size=out, _random_samples=s), shape), samples)
+
+
+def test_fractional_max_pool_draws_its_samples():
+    """Without samples the module draws them (a random op of the program): every
+    output is the maximum of a window of the kernel's size the index points into."""
+    torch.manual_seed(6)
+    layer = nn.FractionalMaxPool2d(2, output_ratio=0.5, return_indices=True)
+    x = torch.randn(2, 3, 8, 10)
+    out, idx = tilefx.inferenceModel(layer)(x)
+    assert out.shape == idx.shape == (2, 3, 4, 5)
+    torch.testing.assert_close(out, x.flatten(2).gather(2, idx.flatten(2)).reshape(out.shape), rtol=0, atol=0)
+    rows, cols = idx // 10, idx % 10  # windows 2 apart (alpha = 2): disjoint, in order
+    assert (rows[..., 1:, :] > rows[..., :-1, :]).all() and (cols[..., 1:] > cols[..., :-1]).all()
+    windows = F.max_pool2d(x, 2, 1)  # every 2 x 2 window's maximum, by its top-left corner
+    assert torch.isin(out, windows).all()

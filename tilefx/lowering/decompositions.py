@@ -24,6 +24,8 @@ reaches through the op's Python Autograd kernel (multilabel_margin_loss).
 
 from __future__ import annotations
 
+import math
+
 # ATen packets kept whole (every overload of each)
 KEPT_WHOLE = ("native_layer_norm_backward", "_softmax_backward_data", "_log_softmax_backward_data",
               "gelu_backward", "threshold_backward", "nll_loss_forward", "nll_loss_backward")
@@ -218,6 +220,73 @@ def _put(self, index, source, accumulate=False):
     return flat.reshape(self.shape)
 
 
+def _fractional_starts(sample, n_in: int, n_out: int, pool: int):
+    """ATen's pseudo-random window starts along one axis (generate_intervals):
+    int((i + u) * a) - int(u * a) with a = (n_in - pool) / (n_out - 1) in the
+    input's float type, the last window at the end. `sample` holds each
+    plane's u, [N, C]; the result is [N, C, n_out] int64."""
+    import numpy as np
+    import torch
+
+    last = torch.full((*sample.shape, 1), n_in - pool, dtype=torch.int64)
+    if n_out == 1:
+        return last
+    alpha = float(np.float32(n_in - pool) / np.float32(n_out - 1)) if sample.dtype == torch.float32 \
+        else (n_in - pool) / (n_out - 1)
+    i = torch.arange(n_out - 1, dtype=sample.dtype)
+    u = sample.unsqueeze(-1)
+    starts = torch.trunc((i + u) * alpha).to(torch.int64) - torch.trunc(u * alpha).to(torch.int64)
+    return torch.cat([starts, last.expand(*sample.shape, 1)], -1)
+
+
+def _fractional_max_pool(nd: int):
+    def fn(self, kernel_size, output_size, random_samples):
+        """Fractional max pooling (2-d and 3-d): each plane's window starts from its
+        random samples (sample d drives spatial axis nd - 1 - d in 2-d, d in 3-d,
+        as ATen's), every window gathered whole and its maximum taken: the first
+        of equal values, the last NaN (ATen's kernel). Indices are flat within the
+        plane."""
+        import torch
+
+        x = self if self.dim() == nd + 2 else self.unsqueeze(0)
+        n, c, sizes = x.shape[0], x.shape[1], list(x.shape[2:])
+        flat = torch.zeros((n, c) + (1,) * (2 * nd), dtype=torch.int64)
+        for d in range(nd):
+            sample = random_samples[..., nd - 1 - d if nd == 2 else d]
+            starts = _fractional_starts(sample, sizes[d], output_size[d], kernel_size[d])
+            pos = starts.reshape(n, c, *[output_size[d] if e == d else 1 for e in range(nd)], *([1] * nd))
+            offsets = torch.arange(kernel_size[d]).reshape(*[kernel_size[d] if e == d else 1 for e in range(nd)])
+            stride = 1
+            for e in range(d + 1, nd):
+                stride *= sizes[e]
+            flat = flat + (pos + offsets) * stride
+        windows = flat.reshape(n, c, *output_size, -1)
+        values = torch.gather(x.reshape(n, c, -1), 2, windows.reshape(n, c, -1)).reshape(windows.shape)
+        first = torch.argmax(values, -1, keepdim=True)  # torch.argmax: the first maximum, or the first NaN
+        nan = torch.isnan(values)
+        k = values.shape[-1]
+        last_nan = k - 1 - torch.argmax(torch.flip(nan, [-1]).to(torch.uint8), -1, keepdim=True)
+        at = torch.where(nan.any(-1, keepdim=True), last_nan, first)
+        out = torch.gather(values, -1, at).squeeze(-1)
+        indices = torch.gather(windows, -1, at).squeeze(-1)
+        if self.dim() != nd + 2:
+            out, indices = out.squeeze(0), indices.squeeze(0)
+        return out, indices
+    return fn
+
+
+def _fractional_max_pool_backward(grad_output, self, kernel_size, output_size, indices):
+    """The gradient of fractional max pooling: each output's gradient added at its index."""
+    import torch
+
+    lead = grad_output.dim() - len(output_size)
+    shape = self.shape
+    g = grad_output.reshape(*grad_output.shape[:lead], -1)
+    idx = indices.reshape(*indices.shape[:lead], -1)
+    plane = torch.zeros(*shape[:lead], math.prod(shape[lead:]), dtype=grad_output.dtype)
+    return plane.scatter_add(lead, idx, g).reshape(shape)
+
+
 OWN_DECOMPOSITIONS = {
     "_upsample_bilinear2d_aa.default": _upsample_aa(False),
     "_upsample_bicubic2d_aa.default": _upsample_aa(True),
@@ -235,6 +304,10 @@ OWN_DECOMPOSITIONS = {
     "scatter.reduce": _scatter_reduce_deprecated,
     "scatter.value_reduce": _scatter_value_reduce,
     "put.default": _put,
+    "fractional_max_pool2d.default": _fractional_max_pool(2),
+    "fractional_max_pool3d.default": _fractional_max_pool(3),
+    "fractional_max_pool2d_backward.default": _fractional_max_pool_backward,
+    "fractional_max_pool3d_backward.default": _fractional_max_pool_backward,
 }
 
 
