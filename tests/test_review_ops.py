@@ -256,3 +256,105 @@ def test_fractional_max_pool_draws_its_samples():
     assert (rows[..., 1:, :] > rows[..., :-1, :]).all() and (cols[..., 1:] > cols[..., :-1]).all()
     windows = F.max_pool2d(x, 2, 1)  # every 2 x 2 window's maximum, by its top-left corner
     assert torch.isin(out, windows).all()
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+def test_volumetric_grid_sample_like_pytorch(mode, padding_mode):
+    """5-D F.grid_sample (grid_sampler_3d): inference, and one SGD step through
+    the input's and (bilinear) the grid's gradients."""
+    torch.manual_seed(7)
+    grid = torch.rand(2, 3, 2, 4, 3) * 2.4 - 1.2  # some points outside
+
+    def sample(w, g, align_corners):
+        return F.grid_sample(w, g, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+
+    class Warp(nn.Module):
+        def forward(self, x, g):
+            return sample(x, g, False), sample(x, g, True)
+
+    x = torch.randn(2, 3, 4, 5, 6)
+    for got, want in zip(tilefx.inferenceModel(Warp())(x, grid), Warp()(x, grid)):
+        torch.testing.assert_close(got, want, **TOL)
+
+    class Learned(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.x = nn.Parameter(torch.randn(2, 3, 4, 5, 6))
+            self.g = nn.Parameter(grid.clone())
+
+        def forward(self):
+            y = sample(self.x, self.g, padding_mode == "border")
+            return y, (y * torch.sin(torch.arange(y.numel(), dtype=y.dtype)).reshape(y.shape)).sum()
+
+    _train_like_eager(Learned(), tol={"rtol": 1e-4, "atol": 1e-5})
+
+
+BESSEL = ("bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1",
+          "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+          "spherical_bessel_j0", "i0e", "i1", "i1e")
+
+
+class _Special(nn.Module):
+    def forward(self, x, a):
+        return (*[getattr(torch.special, n)(x) for n in BESSEL], torch.special.zeta(x + 1.5, a),
+                torch.special.zeta(x + 1.5, 2.0), torch.special.zeta(3.0, a), torch.special.gammainc(a, x),
+                torch.special.gammaincc(a, x), torch.igamma(a, x), torch.igammac(a, x))
+
+
+def test_special_functions_like_pytorch():
+    """torch.special's Bessel functions, the Hurwitz zeta (tensor or number operands)
+    and the incomplete gamma functions: float32 runs ATen's kernels (bit for bit),
+    the numpy kernels (scipy.special in double) agree within float32 rounding."""
+    torch.manual_seed(8)
+    x, a = torch.rand(3, 5) * 12 - 2, torch.rand(3, 5) * 3 + 0.1
+    x[0, :3] = torch.tensor([0.0, -0.0, 1e-3])
+    want = _Special()(x, a)
+    for g, w in zip(tilefx.inferenceModel(_Special())(x, a), want):
+        torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True)
+
+
+def test_special_functions_numpy_kernels(monkeypatch):
+    monkeypatch.setenv("TILEFX_KERNELS", "numpy")
+    x, a = torch.rand(3, 5) * 10 + 0.05, torch.rand(3, 5) * 3 + 0.1
+    for g, w in zip(tilefx.inferenceModel(_Special())(x, a), _Special()(x, a)):
+        torch.testing.assert_close(g, w, rtol=2e-5, atol=1e-6, equal_nan=True)
+
+
+def test_zeta_and_incomplete_gamma_train_like_pytorch():
+    """The gradients torch defines: zeta's and igamma(c)'s with respect to their
+    second operand (the first has none in torch); the Bessel functions have none."""
+    torch.manual_seed(9)
+    s = torch.rand(3, 4) * 2 + 1.5
+    x = torch.rand(3, 4) * 5
+    tol = {"rtol": 1e-4, "atol": 1e-5}
+    _train_like_eager(_Fn(lambda w, s: torch.special.zeta(s, w.abs() + 0.5), (3, 4)), s, tol=tol)
+    _train_like_eager(_Fn(lambda w, s: torch.special.gammainc(s, w.abs() + 0.1)
+                          + torch.special.gammaincc(s * 2, w * w), (3, 4)), s, tol=tol)
+    _train_like_eager(_Fn(lambda w, x: w * torch.special.bessel_y1(x + 0.1)
+                          + torch.special.modified_bessel_k1(x + w.detach().abs() + 0.1), (3, 4)), x)
+
+
+class _Hist(nn.Module):
+    def forward(self, x, w, edges):
+        return (*torch.histogram(x, 6), *torch.histogram(x, 4, range=(-1.0, 1.5), weight=w, density=True),
+                *torch.histogram(x, edges, weight=w), torch.histogram(x.clamp(0.5, 0.5), 3).bin_edges)
+
+
+@pytest.mark.parametrize("kernels", ["aten", "numpy"])
+def test_histogram_like_pytorch(kernels, monkeypatch):
+    """torch.histogram: the data's range or a given one, weights, density, given
+    edges; a constant input widens its range by 0.5. A range that is not finite
+    (a NaN or infinity in the data) fails the call as in torch."""
+    if kernels == "numpy":
+        monkeypatch.setenv("TILEFX_KERNELS", "numpy")
+    torch.manual_seed(10)
+    x, w = torch.randn(5, 8), torch.rand(5, 8)
+    edges = torch.tensor([-2.0, -0.5, 0.0, 0.1, 3.0])
+    run = tilefx.inferenceModel(_Hist())
+    exact = {"rtol": 0, "atol": 0} if kernels == "aten" else {"rtol": 1e-6, "atol": 1e-6}
+    for g, want in zip(run(x, w, edges), _Hist()(x, w, edges)):
+        torch.testing.assert_close(g, want, **exact)
+    x[1, 2] = float("nan")
+    with pytest.raises(tilefx.Error, match="not finite"):
+        run(x, w, edges)

@@ -287,6 +287,20 @@ def _fractional_max_pool_backward(grad_output, self, kernel_size, output_size, i
     return plane.scatter_add(lead, idx, g).reshape(shape)
 
 
+def _zeta_scalar(tensor_first: bool):
+    def fn(self, other):
+        """zeta with a Python number: the number as a 0-d tensor of the result's type."""
+        import torch
+
+        t, n = (self, other) if tensor_first else (other, self)
+        dtype = torch.result_type(t, n)
+        if not dtype.is_floating_point:
+            dtype = torch.get_default_dtype()
+        n = torch.full((), n, dtype=dtype)
+        return torch.special.zeta(t, n) if tensor_first else torch.special.zeta(n, t)
+    return fn
+
+
 OWN_DECOMPOSITIONS = {
     "_upsample_bilinear2d_aa.default": _upsample_aa(False),
     "_upsample_bicubic2d_aa.default": _upsample_aa(True),
@@ -304,6 +318,8 @@ OWN_DECOMPOSITIONS = {
     "scatter.reduce": _scatter_reduce_deprecated,
     "scatter.value_reduce": _scatter_value_reduce,
     "put.default": _put,
+    "special_zeta.other_scalar": _zeta_scalar(True),
+    "special_zeta.self_scalar": _zeta_scalar(False),
     "fractional_max_pool2d.default": _fractional_max_pool(2),
     "fractional_max_pool3d.default": _fractional_max_pool(3),
     "fractional_max_pool2d_backward.default": _fractional_max_pool_backward,

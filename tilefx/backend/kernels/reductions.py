@@ -343,6 +343,60 @@ def histc(self, bins=100, min=0, max=0):
     return _ret(counts, self.dtype)
 
 
+def _linspace32(lo: float, hi: float, steps: int, dt) -> np.ndarray:
+    """torch.linspace in `dt` as ATen's kernel computes it: start + i * step for
+    the first half, end - (steps - 1 - i) * step for the second."""
+    start, end = dt.type(lo), dt.type(hi)
+    i = np.arange(steps)
+    with np.errstate(all="ignore"):
+        step = (end - start) / dt.type(max(steps - 1, 1))
+        first = start + step * i.astype(dt)
+        second = end - step * (steps - 1 - i).astype(dt)
+    return np.where(i < steps // 2, first, second).astype(dt)
+
+
+def _histogram(x: np.ndarray, edges: np.ndarray, weight, density: bool):
+    """Counts (or summed weights) of x per bin [edges[i], edges[i + 1]), the
+    last bin closed; NaN and values outside the edges are dropped. `density`
+    divides by the total and by each bin's width."""
+    v = x.reshape(-1)
+    w = None if weight is None else weight.reshape(-1).astype(x.dtype)
+    keep = (v >= edges[0]) & (v <= edges[-1])
+    pos = np.minimum(np.searchsorted(edges, v[keep], side="right") - 1, len(edges) - 2)
+    hist = np.bincount(pos, weights=None if w is None else w[keep], minlength=len(edges) - 1).astype(x.dtype)
+    if density:
+        with np.errstate(all="ignore"):
+            hist = hist / hist.sum(dtype=x.dtype) / np.diff(edges)
+    return hist.astype(x.dtype), edges
+
+
+@_kernel("histogram.bin_ct")
+def histogram_bin_ct(self, weight=None, *, bins=100, range=None, density=False):
+    """torch.histogram with `bins` equal bins over `range` (default: the data's
+    minimum and maximum, widened by 0.5 each way when they are equal)."""
+    if bins <= 0:
+        raise ValueError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    if range is not None:
+        lo, hi = float(range[0]), float(range[1])
+    elif self.size:
+        lo, hi = float(np.min(self)), float(np.max(self))
+    else:
+        lo, hi = 0.0, 0.0
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"torch.histogramdd: dimension 0's range [{lo}, {hi}] is not finite")
+    if lo > hi:
+        raise ValueError(f"torch.histogramdd: min should not exceed max, but got min {lo} max {hi} for dimension 0")
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    return _histogram(self, _linspace32(lo, hi, bins + 1, self.dtype), weight, density)
+
+
+@_kernel("histogram.bins_tensor")
+def histogram_bins_tensor(self, bins, weight=None, *, density=False):
+    """torch.histogram over the given (increasing) bin edges."""
+    return _histogram(self, bins.astype(self.dtype), weight, density)
+
+
 @_kernel("cumprod.default")
 def cumprod(self, dim, *, dtype=None):
     dt = _dtype(dtype)

@@ -2,7 +2,10 @@
 keep: special functions and sign manipulation (i0, hypot, copysign,
 heaviside), a log-space scan (logcumsumexp), searches in sorted tables
 (bucketize, searchsorted), order statistics (kthvalue, median, nanmedian,
-cummin) and special functions through scipy.special. Dtype rules are
+cummin) and special functions through scipy.special (Bessel functions, the
+Hurwitz zeta, the incomplete gamma functions), computed in double and
+rounded: float32 programs run ATen's own kernels (lowering/aten_kernels.py),
+so these serve float16/bfloat16 and `TILEFX_KERNELS=numpy`. Dtype rules are
 ATen's, as in `_common`.
 """
 
@@ -167,8 +170,53 @@ for _name, _fn in {
     "digamma.default": "psi", "special_i0e.default": "i0e", "special_i1.default": "i1",
     "special_i1e.default": "i1e", "special_erfcx.default": "erfcx", "special_ndtri.default": "ndtri",
     "special_bessel_j0.default": "j0", "exp2.default": "exp2",
+    "special_bessel_j1.default": "j1", "special_bessel_y0.default": "y0", "special_bessel_y1.default": "y1",
+    "special_modified_bessel_i0.default": "i0", "special_modified_bessel_i1.default": "i1",
+    "special_modified_bessel_k0.default": "k0", "special_modified_bessel_k1.default": "k1",
 }.items():
     _scipy_unary(_name, _fn)
+
+
+@_kernel("special_scaled_modified_bessel_k0.default")
+def special_scaled_modified_bessel_k0(x):
+    """exp(x) K0(x) (ATen names this operand x)."""
+    from scipy import special
+
+    return _float_unary(lambda v: special.k0e(v).astype(v.dtype), x)
+
+
+@_kernel("special_scaled_modified_bessel_k1.default")
+def special_scaled_modified_bessel_k1(x):
+    """exp(x) K1(x)."""
+    from scipy import special
+
+    return _float_unary(lambda v: special.k1e(v).astype(v.dtype), x)
+
+
+@_kernel("special_spherical_bessel_j0.default")
+def special_spherical_bessel_j0(x):
+    """sin(x) / x, 1 at 0."""
+    from scipy import special
+
+    return _float_unary(lambda v: special.spherical_jn(0, v).astype(v.dtype), x)
+
+
+def _scipy_binary(name: str, fn_name: str) -> None:
+    """A float binary op computed by scipy.special (integers give float32)."""
+
+    def kernel(self, other):
+        from scipy import special
+
+        return _binary(getattr(special, fn_name), self, other, float_result=True)
+
+    kernel.__name__ = name.split(".")[0]
+    KERNELS[name] = kernel
+
+
+# the Hurwitz zeta function zeta(x, q); the regularized lower and upper incomplete gamma functions
+for _name, _fn in {"special_zeta.default": "zeta", "igamma.default": "gammainc",
+                   "igammac.default": "gammaincc"}.items():
+    _scipy_binary(_name, _fn)
 
 
 @_kernel("polygamma.default")
