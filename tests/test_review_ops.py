@@ -72,7 +72,8 @@ class _BN(nn.Module):
 
 @pytest.mark.parametrize("pre, bn, shape", [
     (nn.Conv2d(2, 3, 1), nn.BatchNorm2d(3, momentum=None), (4, 2, 3, 3)),
-    (nn.Linear(5, 5), nn.BatchNorm1d(5, momentum=None, affine=False), (6, 5))])
+    (nn.Linear(5, 5), nn.BatchNorm1d(5, momentum=None, affine=False), (6, 5)),
+    (nn.Linear(5, 5), nn.SyncBatchNorm(5, momentum=None), (6, 5))])
 def test_batch_norm_cumulative_average_trains_like_pytorch(pre, bn, shape):
     """BatchNorm(momentum=None): the running statistics are the cumulative
     average of the batches' (torch reads num_batches_tracked on the host)."""
@@ -153,6 +154,8 @@ class _MaskToken(nn.Module):
 
 
 def test_assigning_a_parameter_through_a_mask_trains_like_pytorch():
+    """x[mask] = v where v needs a gradient (torch's backward takes grad[mask],
+    a data-dependent shape); index_put(_) with a mask likewise."""
     torch.manual_seed(2)
     x = torch.randn(2, 5, 4)
     mask = torch.tensor([[True, False, True, False, False], [False, False, False, True, True]])
@@ -168,8 +171,13 @@ def test_assigning_a_parameter_through_a_mask_trains_like_pytorch():
         y[m] = w[1:3] * 3
         return y
 
+    def index_put(w, m):  # index_put(_), accumulate too
+        return (torch.index_put(w.detach(), (m,), w[0] * 2) + w.detach().index_put((m,), w[1], accumulate=True)
+                + torch.zeros(3, 4).index_put_((m,), w[:2] * 3, accumulate=True))
+
     m = torch.tensor([True, False, True])
     _train_like_eager(_Fn(cols, (3, 4)), m)
+    _train_like_eager(_Fn(index_put, (3, 4)), m)
     model, _ = _train_like_eager(_Fn(rows, (3, 4)), m)
     with pytest.raises(tilefx.Error, match="shape mismatch"):
         tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))(

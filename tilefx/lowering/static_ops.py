@@ -140,31 +140,41 @@ def cumulative_batch_norm():
     a tensor and the update is written out: the batch's mean and unbiased
     variance (what ATen's kernel folds in), `factor * batch + (1 - factor) *
     running`. The normalization itself is `F.batch_norm` on the batch's
-    statistics, as torch's; every other configuration is torch's forward."""
-    from torch.nn.modules.batchnorm import _BatchNorm
+    statistics, as torch's; every other configuration is torch's forward.
+    SyncBatchNorm too, where it would not synchronise (torch.distributed not
+    initialized; with it, torch's forward raises on the CPU)."""
+    from torch.nn.modules.batchnorm import SyncBatchNorm, _BatchNorm
 
-    original = _BatchNorm.forward
+    originals = {cls: cls.forward for cls in (_BatchNorm, SyncBatchNorm)}
 
-    def forward(self, input):
-        if self.momentum is not None or not self.training or not self.track_running_stats \
-                or self.num_batches_tracked is None or self.running_mean is None or self.running_var is None:
-            return original(self, input)
-        self._check_input_dim(input)
-        self.num_batches_tracked.add_(1)
-        out = torch.nn.functional.batch_norm(input, None, None, self.weight, self.bias, True, 0.0, self.eps)
-        with torch.no_grad():
-            dims = [0, *range(2, input.dim())]
-            var, mean = torch.var_mean(input, dim=dims, correction=1)
-            factor = self.num_batches_tracked.to(self.running_mean.dtype).reciprocal()
-            for running, batch in ((self.running_mean, mean), (self.running_var, var)):
-                running.copy_(factor * batch.to(running.dtype) + (1 - factor) * running)
-        return out
+    def swapped(cls):
+        def forward(self, input):
+            if self.momentum is not None or not self.training or not self.track_running_stats \
+                    or self.num_batches_tracked is None or self.running_mean is None \
+                    or self.running_var is None or (cls is SyncBatchNorm and torch.distributed.is_available()
+                                                    and torch.distributed.is_initialized()):
+                return originals[cls](self, input)
+            self._check_input_dim(input)
+            if cls is SyncBatchNorm:
+                self._check_non_zero_input_channels(input)
+            self.num_batches_tracked.add_(1)
+            out = torch.nn.functional.batch_norm(input, None, None, self.weight, self.bias, True, 0.0, self.eps)
+            with torch.no_grad():
+                dims = [0, *range(2, input.dim())]
+                var, mean = torch.var_mean(input, dim=dims, correction=1)
+                factor = self.num_batches_tracked.to(self.running_mean.dtype).reciprocal()
+                for running, batch in ((self.running_mean, mean), (self.running_var, var)):
+                    running.copy_(factor * batch.to(running.dtype) + (1 - factor) * running)
+            return out
+        return forward
 
-    _BatchNorm.forward = forward
+    for cls in originals:
+        cls.forward = swapped(cls)
     try:
         yield
     finally:
-        _BatchNorm.forward = original
+        for cls, fn in originals.items():
+            cls.forward = fn
 
 
 def _gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
@@ -210,11 +220,12 @@ def static_gaussian_nll_loss():
 
 
 def _mask_key(self, key) -> tuple[int, torch.Tensor | None]:
-    """(p, mask) when `self[key]` is p full slices then one boolean mask
-    matching self's next dimensions (`x[mask]`, `x[:, mask]`), else (0, None)."""
+    """(p, mask) when `self[key]` is p full slices (or index_put's Nones) then
+    one boolean mask matching self's next dimensions (`x[mask]`, `x[:, mask]`),
+    else (0, None)."""
     parts = list(key) if isinstance(key, tuple) else [key]
     p = 0
-    while p < len(parts) and isinstance(parts[p], slice) and parts[p] == slice(None):
+    while p < len(parts) and (parts[p] is None or isinstance(parts[p], slice) and parts[p] == slice(None)):
         p += 1
     if p != len(parts) - 1 or not isinstance(parts[p], torch.Tensor):
         return 0, None
@@ -224,8 +235,8 @@ def _mask_key(self, key) -> tuple[int, torch.Tensor | None]:
     return p, mask
 
 
-def _masked_put(self, p: int, mask, values):
-    """self with self[(:,) * p + (mask,)] = values in
+def _masked_put(self, p: int, mask, values, accumulate: bool = False):
+    """self with self[(:,) * p + (mask,)] = values (+= with `accumulate`) in
     static-shape ops whose gradients are static too. Values that broadcast
     along the k masked positions (size 1 or absent there) are a `where`;
     values with one row per masked position fill them in order
@@ -238,10 +249,14 @@ def _masked_put(self, p: int, mask, values):
     n = v.shape[p]
     if n == 1:
         v = v.reshape(tuple(v.shape[:p]) + (1,) * d + tuple(v.shape[p + 1:]))
+        if accumulate:
+            return self + torch.where(full_mask, v, torch.zeros_like(v))
         return torch.where(full_mask, v, self)
     torch._assert_async(mask.sum() == n, f"shape mismatch: value tensor of shape {list(values.shape)} cannot be "
                                          f"broadcast to the indexing result of the mask's count of positions")
     source = v.expand(tuple(self.shape[:p]) + (n,) + tuple(rest))
+    if accumulate:
+        return self + torch.zeros_like(self).masked_scatter(full_mask, source)
     return self.masked_scatter(full_mask, source)
 
 
@@ -262,21 +277,34 @@ def _index_fill_kernel(in_place: bool):
 
 @contextlib.contextmanager
 def masked_put_gradients():
-    """While tracing, `x[mask] = v` where v needs a gradient is `_masked_put`
-    (torch's gradient of v is `grad[mask]`, whose shape is the mask's count:
-    `nonzero`), and the autograd kernel of index_fill with a tensor value is
+    """While tracing, `x[mask] = v` (and index_put(_) with a mask) where v needs
+    a gradient is `_masked_put` (torch's gradient of v is `grad[mask]`, whose
+    shape is the mask's count: `nonzero`), and the autograd kernel of index_fill with a tensor value is
     `_index_fill_kernel` (torch's sums over `_unique(index)`): same numbers,
     gradients of static shape. Every other assignment is torch's. (The
     tracer runs with the Python dispatcher, which takes the py_kernels.)"""
-    original = torch.Tensor.__setitem__
+    originals = {"__setitem__": torch.Tensor.__setitem__, "index_put": torch.Tensor.index_put,
+                 "index_put_": torch.Tensor.index_put_}
+    function = torch.index_put
+
+    def static(self, key, value) -> bool:
+        return isinstance(value, torch.Tensor) and value.requires_grad and torch.is_grad_enabled() \
+            and _mask_key(self, key)[1] is not None
 
     def setitem(self, key, value):
-        p, mask = _mask_key(self, key)
-        if mask is not None and isinstance(value, torch.Tensor) and value.requires_grad \
-                and torch.is_grad_enabled():
-            self.copy_(_masked_put(self, p, mask, value))
-            return
-        original(self, key, value)
+        if not static(self, key, value):
+            return originals["__setitem__"](self, key, value)
+        self.copy_(_masked_put(self, *_mask_key(self, key), value))
+
+    def index_put(self, indices, values, accumulate=False):
+        if not static(self, tuple(indices), values):
+            return originals["index_put"](self, indices, values, accumulate)
+        return _masked_put(self, *_mask_key(self, tuple(indices)), values, accumulate)
+
+    def index_put_(self, indices, values, accumulate=False):
+        if not static(self, tuple(indices), values):
+            return originals["index_put_"](self, indices, values, accumulate)
+        return self.copy_(_masked_put(self, *_mask_key(self, tuple(indices)), values, accumulate))
 
     key = torch._C.DispatchKey.Autograd
     aten = torch.ops.aten
@@ -285,11 +313,14 @@ def masked_put_gradients():
     for op, fn in kernels.items():
         op.py_kernels[key] = fn
         op._dispatch_cache.clear()
-    torch.Tensor.__setitem__ = setitem
+    torch.Tensor.__setitem__, torch.Tensor.index_put, torch.Tensor.index_put_ = setitem, index_put, index_put_
+    torch.index_put = index_put
     try:
         yield
     finally:
-        torch.Tensor.__setitem__ = original
+        for name, fn in originals.items():
+            setattr(torch.Tensor, name, fn)
+        torch.index_put = function
         for op in kernels:
             op.py_kernels.pop(key, None)
             op._dispatch_cache.clear()
