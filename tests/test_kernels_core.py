@@ -360,6 +360,14 @@ case("special_bessel_j1.default", ri(5, lo=-3), id="bessel_j1-int")
 case("special_zeta.default", pos(3, 4) * 3 + 1.1, pos(4) + 0.2, tol={"rtol": 1e-5, "atol": 1e-6})
 case("igamma.default", pos(3, 4) * 3 + 0.1, pos(3, 4) * 4, tol={"rtol": 1e-5, "atol": 1e-6})
 case("igammac.default", pos(3, 4) * 3 + 0.1, pos(4) * 4, tol={"rtol": 1e-5, "atol": 1e-6})
+case("special_airy_ai.default", r(3, 4) * 4, tol={"rtol": 1e-5, "atol": 1e-6})
+_PX, _PN = (r(4, 6) * 1.2).astype(F32), (np.arange(24).reshape(4, 6) % 9 - 1).astype(F32)
+for _op in ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+            "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+            "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
+            "legendre_polynomial_p"):
+    case(f"special_{_op}.default", _PX, _PN, tol={"rtol": 1e-5, "atol": 1e-5})
+case("special_legendre_polynomial_p.default", _PX, ri(6, lo=0), id="legendre-int-degree", tol={"rtol": 1e-5, "atol": 1e-5})
 case("erfinv.default", _U)
 case("digamma.default", pos(3, 4) + 0.3, tol={"rtol": 1e-5, "atol": 1e-5})
 case("lgamma.default", ri(5, lo=1), id="lgamma-int")

@@ -329,6 +329,33 @@ def test_special_functions_numpy_kernels(monkeypatch):
         torch.testing.assert_close(g, w, rtol=2e-5, atol=1e-6, equal_nan=True)
 
 
+POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+               "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
+               "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
+               "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")
+
+
+class _Polynomials(nn.Module):
+    def forward(self, x, n):
+        return (torch.special.airy_ai(x * 3), *[getattr(torch.special, p)(x, n) for p in POLYNOMIALS],
+                *[getattr(torch.special, p)(x, 5) for p in POLYNOMIALS],
+                *[getattr(torch.special, p)(0.3, n) for p in POLYNOMIALS])
+
+
+@pytest.mark.parametrize("kernels", ["aten", "numpy"])
+def test_airy_and_orthogonal_polynomials_like_pytorch(kernels, monkeypatch):
+    """torch.special's Airy function and orthogonal polynomials (tensor or number x
+    and degree n; a negative degree gives 0): ATen's kernels bit for bit, the numpy
+    kernels' recurrences in double within float32 rounding."""
+    if kernels == "numpy":
+        monkeypatch.setenv("TILEFX_KERNELS", "numpy")
+    torch.manual_seed(11)
+    x, n = torch.rand(4, 6) * 2.4 - 1.2, torch.arange(24.0).reshape(4, 6) % 9 - 1
+    tol = {"rtol": 0, "atol": 0} if kernels == "aten" else {"rtol": 2e-5, "atol": 1e-5}
+    for g, w in zip(tilefx.inferenceModel(_Polynomials())(x, n), _Polynomials()(x, n)):
+        torch.testing.assert_close(g, w, **tol)
+
+
 def test_zeta_and_incomplete_gamma_train_like_pytorch():
     """The gradients torch defines: zeta's and igamma(c)'s with respect to their
     second operand (the first has none in torch); the Bessel functions have none."""

@@ -479,7 +479,9 @@ def op_cost(op, machine: Machine, proportion: float = DEFAULT_PROPORTION) -> OpC
              "digamma": 12, "polygamma": 16, "special_i0e": 12, "special_i1": 12, "special_i1e": 12,
              "special_erfcx": 12, "special_ndtri": 12, "special_bessel_j0": 12, "exp2": 4,
              **dict.fromkeys(SPECIAL_FUNCTIONS, 12), "special_spherical_bessel_j0": 6,
-             **dict.fromkeys(("special_zeta", "igamma", "igammac"), 24)}.get(name, 1)
+             **dict.fromkeys(("special_zeta", "igamma", "igammac"), 24), "special_airy_ai": 12}.get(name, 1)
+    if name.startswith("special_") and "_polynomial_" in name:
+        flops = 4 * 8  # a three-term recurrence over ~8 degrees (an estimate: the degree is data)
     return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=flops)
 
 

@@ -261,6 +261,19 @@ special_spherical_bessel_j0(Tensor x) -> Tensor
 special_zeta(Tensor self, Tensor other) -> Tensor
 igamma(Tensor self, Tensor other) -> Tensor
 igammac(Tensor self, Tensor other) -> Tensor
+special_airy_ai(Tensor x) -> Tensor
+special_chebyshev_polynomial_t(Tensor x, Tensor n) -> Tensor
+special_chebyshev_polynomial_u(Tensor x, Tensor n) -> Tensor
+special_chebyshev_polynomial_v(Tensor x, Tensor n) -> Tensor
+special_chebyshev_polynomial_w(Tensor x, Tensor n) -> Tensor
+special_shifted_chebyshev_polynomial_t(Tensor x, Tensor n) -> Tensor
+special_shifted_chebyshev_polynomial_u(Tensor x, Tensor n) -> Tensor
+special_shifted_chebyshev_polynomial_v(Tensor x, Tensor n) -> Tensor
+special_shifted_chebyshev_polynomial_w(Tensor x, Tensor n) -> Tensor
+special_hermite_polynomial_h(Tensor x, Tensor n) -> Tensor
+special_hermite_polynomial_he(Tensor x, Tensor n) -> Tensor
+special_laguerre_polynomial_l(Tensor x, Tensor n) -> Tensor
+special_legendre_polynomial_p(Tensor x, Tensor n) -> Tensor
 exp2(Tensor self) -> Tensor
 ldexp.Tensor(Tensor self, Tensor other) -> Tensor
 nextafter(Tensor self, Tensor other) -> Tensor

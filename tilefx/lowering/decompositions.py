@@ -287,18 +287,26 @@ def _fractional_max_pool_backward(grad_output, self, kernel_size, output_size, i
     return plane.scatter_add(lead, idx, g).reshape(shape)
 
 
-def _zeta_scalar(tensor_first: bool):
-    def fn(self, other):
-        """zeta with a Python number: the number as a 0-d tensor of the result's type."""
+def _scalar_operand(function: str, tensor_first: bool):
+    def fn(a, b):
+        """torch.special's binary function with a Python number (zeta, the
+        orthogonal polynomials' x or n): the number as a 0-d tensor of the
+        result's type, then the tensor overload."""
         import torch
 
-        t, n = (self, other) if tensor_first else (other, self)
+        t, n = (a, b) if tensor_first else (b, a)
         dtype = torch.result_type(t, n)
         if not dtype.is_floating_point:
             dtype = torch.get_default_dtype()
         n = torch.full((), n, dtype=dtype)
-        return torch.special.zeta(t, n) if tensor_first else torch.special.zeta(n, t)
+        return getattr(torch.special, function)(*((t, n) if tensor_first else (n, t)))
     return fn
+
+
+POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+               "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+               "laguerre_polynomial_l", "legendre_polynomial_p")
 
 
 OWN_DECOMPOSITIONS = {
@@ -318,8 +326,10 @@ OWN_DECOMPOSITIONS = {
     "scatter.reduce": _scatter_reduce_deprecated,
     "scatter.value_reduce": _scatter_value_reduce,
     "put.default": _put,
-    "special_zeta.other_scalar": _zeta_scalar(True),
-    "special_zeta.self_scalar": _zeta_scalar(False),
+    "special_zeta.other_scalar": _scalar_operand("zeta", True),
+    "special_zeta.self_scalar": _scalar_operand("zeta", False),
+    **{f"special_{p}.n_scalar": _scalar_operand(p, True) for p in POLYNOMIALS},
+    **{f"special_{p}.x_scalar": _scalar_operand(p, False) for p in POLYNOMIALS},
     "fractional_max_pool2d.default": _fractional_max_pool(2),
     "fractional_max_pool3d.default": _fractional_max_pool(3),
     "fractional_max_pool2d_backward.default": _fractional_max_pool_backward,

@@ -787,6 +787,19 @@ func.func @dense_linalg(%a: tensor<2x3x3xf32>, %b: tensor<2x3x2xf32>, %r: tensor
 // CHECK-NEXT:    %igammac = aten.igammac %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
 // CHECK-NEXT:    %hist, %hist_1 = aten.histogram.bin_ct %x weight %y {bins = 4 : i64, range = array<f64: -1.000000e+00, 2.000000e+00>, density = true} : tensor<3x4xf32> weight tensor<3x4xf32> -> tensor<4xf32>, tensor<5xf32>
 // CHECK-NEXT:    %histe, %histe_1 = aten.histogram.bins_tensor %x, %e {density = false} : tensor<3x4xf32>, tensor<5xf32> -> tensor<4xf32>, tensor<5xf32>
+// CHECK-NEXT:    %airy = aten.special_airy_ai %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_cpt = aten.special_chebyshev_polynomial_t %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_cpu = aten.special_chebyshev_polynomial_u %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_cpv = aten.special_chebyshev_polynomial_v %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_cpw = aten.special_chebyshev_polynomial_w %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_scpt = aten.special_shifted_chebyshev_polynomial_t %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_scpu = aten.special_shifted_chebyshev_polynomial_u %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_scpv = aten.special_shifted_chebyshev_polynomial_v %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_scpw = aten.special_shifted_chebyshev_polynomial_w %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_hph = aten.special_hermite_polynomial_h %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_hphe = aten.special_hermite_polynomial_he %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_lpl = aten.special_laguerre_polynomial_l %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_lpp = aten.special_legendre_polynomial_p %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
 // CHECK-NEXT:    func.return %gs3 : tensor<2x3x3x2x4xf32>
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
@@ -809,5 +822,18 @@ func.func @review_ops(%v: tensor<2x3x4x5x6xf32>, %g: tensor<2x3x2x4x3xf32>, %go:
   %igammac = aten.igammac %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
   %hist:2 = aten.histogram.bin_ct %x weight %y {bins = 4 : i64, range = array<f64: -1.0, 2.0>, density = true} : tensor<3x4xf32> weight tensor<3x4xf32> -> tensor<4xf32>, tensor<5xf32>
   %histe:2 = aten.histogram.bins_tensor %x, %e {density = false} : tensor<3x4xf32>, tensor<5xf32> -> tensor<4xf32>, tensor<5xf32>
+  %airy = aten.special_airy_ai %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_cpt = aten.special_chebyshev_polynomial_t %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_cpu = aten.special_chebyshev_polynomial_u %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_cpv = aten.special_chebyshev_polynomial_v %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_cpw = aten.special_chebyshev_polynomial_w %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_scpt = aten.special_shifted_chebyshev_polynomial_t %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_scpu = aten.special_shifted_chebyshev_polynomial_u %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_scpv = aten.special_shifted_chebyshev_polynomial_v %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_scpw = aten.special_shifted_chebyshev_polynomial_w %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_hph = aten.special_hermite_polynomial_h %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_hphe = aten.special_hermite_polynomial_he %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_lpl = aten.special_laguerre_polynomial_l %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_lpp = aten.special_legendre_polynomial_p %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
   func.return %gs3 : tensor<2x3x3x2x4xf32>
 }

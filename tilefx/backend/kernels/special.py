@@ -219,6 +219,54 @@ for _name, _fn in {"special_zeta.default": "zeta", "igamma.default": "gammainc",
     _scipy_binary(_name, _fn)
 
 
+@_kernel("special_airy_ai.default")
+def special_airy_ai(x):
+    """The Airy function Ai(x)."""
+    from scipy import special
+
+    return _float_unary(lambda v: special.airy(v)[0].astype(v.dtype), x)
+
+
+# torch.special's orthogonal polynomials of degree n (truncated to an integer;
+# negative degrees give 0) by their three-term recurrences in double:
+# (P1(x), P(k+1) from k, x, P(k), P(k-1)), and whether x is shifted to 2x - 1
+_POLYNOMIALS = {
+    "chebyshev_polynomial_t": (lambda x: x, lambda k, x, p, q: 2 * x * p - q),
+    "chebyshev_polynomial_u": (lambda x: 2 * x, lambda k, x, p, q: 2 * x * p - q),
+    "chebyshev_polynomial_v": (lambda x: 2 * x - 1, lambda k, x, p, q: 2 * x * p - q),
+    "chebyshev_polynomial_w": (lambda x: 2 * x + 1, lambda k, x, p, q: 2 * x * p - q),
+    "hermite_polynomial_h": (lambda x: 2 * x, lambda k, x, p, q: 2 * x * p - 2 * k * q),
+    "hermite_polynomial_he": (lambda x: x, lambda k, x, p, q: x * p - k * q),
+    "laguerre_polynomial_l": (lambda x: 1 - x, lambda k, x, p, q: ((2 * k + 1 - x) * p - k * q) / (k + 1)),
+    "legendre_polynomial_p": (lambda x: x, lambda k, x, p, q: ((2 * k + 1) * x * p - k * q) / (k + 1)),
+}
+
+
+def _polynomial(first, step, shifted: bool):
+    def values(x, n):
+        x = x.astype(np.float64)
+        if shifted:
+            x = 2 * x - 1
+        degree = np.where(np.isfinite(n), n, -1).astype(np.int64)
+        x, degree = np.broadcast_arrays(x, degree)
+        q, p = np.ones_like(x), first(x)
+        out = np.where(degree == 0, 1.0, np.where(degree == 1, p, 0.0))
+        for k in range(1, int(degree.max(initial=0))):
+            q, p = p, step(k, x, p, q)
+            out = np.where(degree == k + 1, p, out)
+        return out
+
+    def kernel(x, n):
+        return _binary(values, x, n, float_result=True)
+    return kernel
+
+
+for _name, (_first, _step) in _POLYNOMIALS.items():
+    KERNELS[f"special_{_name}.default"] = _polynomial(_first, _step, False)
+    if _name.startswith("chebyshev"):
+        KERNELS[f"special_shifted_{_name}.default"] = _polynomial(_first, _step, True)
+
+
 @_kernel("polygamma.default")
 def polygamma(self, n):
     from scipy import special
