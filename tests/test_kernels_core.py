@@ -349,6 +349,13 @@ case("histogram.bin_ct", _HX, 5, range=[-1.5, 2.0], weight=pos(60), density=True
 case("histogram.bin_ct", np.full(4, 2.0, F32), 3, id="histogram-constant")
 case("histogram.bins_tensor", _HX, np.array([-2.0, -0.5, 0.0, 0.1, 3.0], F32), weight=pos(60), id="histogram-edges",
      tol={"rtol": 1e-5, "atol": 1e-6})
+_HD = r(7, 5, 2)
+case("_histogramdd_bin_edges.default", _HD, bins=[3, 2])
+case("_histogramdd_from_bin_cts.default", _HD, bins=[3, 2])
+case("_histogramdd_from_bin_cts.default", _HD, weight=pos(7, 5), bins=[4, 3], range=[-1.0, 1.0, 0.0, 2.0], density=True,
+     id="histogramdd-weighted-density", tol={"rtol": 1e-5, "atol": 1e-6})
+case("_histogramdd_from_bin_tensors.default", _HD, [np.array([-1.0, 0.0, 0.5, 2.0], F32), np.array([-2.0, 0.0, 3.0], F32)],
+     weight=pos(7, 5), tol={"rtol": 1e-5, "atol": 1e-6})
 for _op in ("erfc", "lgamma", "special_i0e", "special_i1", "special_i1e", "special_bessel_j0", "exp2"):
     case(f"{_op}.default", r(3, 4) * 2, tol={"rtol": 1e-5, "atol": 1e-6})
 case("special_erfcx.default", r(3, 4), tol={"rtol": 1e-5, "atol": 1e-6})

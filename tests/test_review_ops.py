@@ -372,14 +372,18 @@ def test_zeta_and_incomplete_gamma_train_like_pytorch():
 
 class _Hist(nn.Module):
     def forward(self, x, w, edges):
+        dd = torch.histogramdd(x.reshape(-1, 2), [3, 2])
+        dd_given = torch.histogramdd(x.reshape(-1, 2), [edges, edges[1:]], weight=w.reshape(-1, 2)[:, 0],
+                                     density=True)
         return (*torch.histogram(x, 6), *torch.histogram(x, 4, range=(-1.0, 1.5), weight=w, density=True),
-                *torch.histogram(x, edges, weight=w), torch.histogram(x.clamp(0.5, 0.5), 3).bin_edges)
+                *torch.histogram(x, edges, weight=w), torch.histogram(x.clamp(0.5, 0.5), 3).bin_edges,
+                dd.hist, *dd.bin_edges, dd_given.hist, *dd_given.bin_edges)
 
 
 @pytest.mark.parametrize("kernels", ["aten", "numpy"])
 def test_histogram_like_pytorch(kernels, monkeypatch):
-    """torch.histogram: the data's range or a given one, weights, density, given
-    edges; a constant input widens its range by 0.5. A range that is not finite
+    """torch.histogram and histogramdd: the data's range or a given one, weights,
+    density, given edges; a constant input widens its range by 0.5. A range that is not finite
     (a NaN or infinity in the data) fails the call as in torch."""
     if kernels == "numpy":
         monkeypatch.setenv("TILEFX_KERNELS", "numpy")

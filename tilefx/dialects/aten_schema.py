@@ -184,6 +184,9 @@ _weight_norm_interface_backward(Tensor grad_w, Tensor saved_v, Tensor saved_g, T
 histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
 histogram.bin_ct(Tensor self, int bins=100, *, float[]? range=None, Tensor? weight=None, bool density=False) -> (Tensor hist, Tensor bin_edges)
 histogram.bins_tensor(Tensor self, Tensor bins, *, Tensor? weight=None, bool density=False) -> (Tensor hist, Tensor bin_edges)
+_histogramdd_bin_edges(Tensor self, int[] bins, *, float[]? range=None, Tensor? weight=None, bool density=False) -> Tensor[]
+_histogramdd_from_bin_cts(Tensor self, int[] bins, *, float[]? range=None, Tensor? weight=None, bool density=False) -> Tensor
+_histogramdd_from_bin_tensors(Tensor self, Tensor[] bins, *, Tensor? weight=None, bool density=False) -> Tensor
 max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 max.default(Tensor self) -> Tensor

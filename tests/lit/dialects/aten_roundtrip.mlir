@@ -769,7 +769,7 @@ func.func @dense_linalg(%a: tensor<2x3x3xf32>, %b: tensor<2x3x2xf32>, %r: tensor
 }
 
 // Ops the review of ~680 op variants found unsupported (session 12).
-// CHECK-LABEL: func.func @review_ops(%v: tensor<2x3x4x5x6xf32>, %g: tensor<2x3x2x4x3xf32>, %go: tensor<2x3x3x2x4xf32>, %x: tensor<3x4xf32>, %y: tensor<3x4xf32>, %e: tensor<5xf32>) -> tensor<2x3x3x2x4xf32> {
+// CHECK-LABEL: func.func @review_ops(%v: tensor<2x3x4x5x6xf32>, %g: tensor<2x3x2x4x3xf32>, %go: tensor<2x3x3x2x4xf32>, %x: tensor<3x4xf32>, %y: tensor<3x4xf32>, %e: tensor<5xf32>, %pts: tensor<6x2xf32>) -> tensor<2x3x3x2x4xf32> {
 // CHECK-NEXT:    %gs3 = aten.grid_sampler_3d %v, %g {interpolation_mode = 0 : i64, padding_mode = 1 : i64, align_corners = true} : tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32> -> tensor<2x3x3x2x4xf32>
 // CHECK-NEXT:    %gs3b, %gs3b_1 = aten.grid_sampler_3d_backward %go, %v, %g {interpolation_mode = 0 : i64, padding_mode = 1 : i64, align_corners = true, output_mask = array<i1: true, true>} : tensor<2x3x3x2x4xf32>, tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32> -> tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32>
 // CHECK-NEXT:    %j1 = aten.special_bessel_j1 %x : tensor<3x4xf32> -> tensor<3x4xf32>
@@ -787,6 +787,9 @@ func.func @dense_linalg(%a: tensor<2x3x3xf32>, %b: tensor<2x3x2xf32>, %r: tensor
 // CHECK-NEXT:    %igammac = aten.igammac %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
 // CHECK-NEXT:    %hist, %hist_1 = aten.histogram.bin_ct %x weight %y {bins = 4 : i64, range = array<f64: -1.000000e+00, 2.000000e+00>, density = true} : tensor<3x4xf32> weight tensor<3x4xf32> -> tensor<4xf32>, tensor<5xf32>
 // CHECK-NEXT:    %histe, %histe_1 = aten.histogram.bins_tensor %x, %e {density = false} : tensor<3x4xf32>, tensor<5xf32> -> tensor<4xf32>, tensor<5xf32>
+// CHECK-NEXT:    %dde, %dde_1 = aten._histogramdd_bin_edges %pts {bins = array<i64: 3, 2>, density = false} : tensor<6x2xf32> -> tensor<4xf32>, tensor<3xf32>
+// CHECK-NEXT:    %ddc = aten._histogramdd_from_bin_cts %pts {bins = array<i64: 3, 2>, range = array<f64: 0.000000e+00, 1.000000e+00, -1.000000e+00, 1.000000e+00>, density = false} : tensor<6x2xf32> -> tensor<3x2xf32>
+// CHECK-NEXT:    %ddt = aten._histogramdd_from_bin_tensors %pts, (%e, %dde_1) {density = true} : tensor<6x2xf32>, (tensor<5xf32>, tensor<3xf32>) -> tensor<4x2xf32>
 // CHECK-NEXT:    %airy = aten.special_airy_ai %x : tensor<3x4xf32> -> tensor<3x4xf32>
 // CHECK-NEXT:    %p_cpt = aten.special_chebyshev_polynomial_t %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
 // CHECK-NEXT:    %p_cpu = aten.special_chebyshev_polynomial_u %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
@@ -804,7 +807,7 @@ func.func @dense_linalg(%a: tensor<2x3x3xf32>, %b: tensor<2x3x2xf32>, %r: tensor
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
 
-func.func @review_ops(%v: tensor<2x3x4x5x6xf32>, %g: tensor<2x3x2x4x3xf32>, %go: tensor<2x3x3x2x4xf32>, %x: tensor<3x4xf32>, %y: tensor<3x4xf32>, %e: tensor<5xf32>) -> tensor<2x3x3x2x4xf32> {
+func.func @review_ops(%v: tensor<2x3x4x5x6xf32>, %g: tensor<2x3x2x4x3xf32>, %go: tensor<2x3x3x2x4xf32>, %x: tensor<3x4xf32>, %y: tensor<3x4xf32>, %e: tensor<5xf32>, %pts: tensor<6x2xf32>) -> tensor<2x3x3x2x4xf32> {
   %gs3 = aten.grid_sampler_3d %v, %g {interpolation_mode = 0 : i64, padding_mode = 1 : i64, align_corners = true} : tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32> -> tensor<2x3x3x2x4xf32>
   %gs3b:2 = aten.grid_sampler_3d_backward %go, %v, %g {interpolation_mode = 0 : i64, padding_mode = 1 : i64, align_corners = true, output_mask = array<i1: true, true>} : tensor<2x3x3x2x4xf32>, tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32> -> tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32>
   %j1 = aten.special_bessel_j1 %x : tensor<3x4xf32> -> tensor<3x4xf32>
@@ -822,6 +825,9 @@ func.func @review_ops(%v: tensor<2x3x4x5x6xf32>, %g: tensor<2x3x2x4x3xf32>, %go:
   %igammac = aten.igammac %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
   %hist:2 = aten.histogram.bin_ct %x weight %y {bins = 4 : i64, range = array<f64: -1.0, 2.0>, density = true} : tensor<3x4xf32> weight tensor<3x4xf32> -> tensor<4xf32>, tensor<5xf32>
   %histe:2 = aten.histogram.bins_tensor %x, %e {density = false} : tensor<3x4xf32>, tensor<5xf32> -> tensor<4xf32>, tensor<5xf32>
+  %dde:2 = aten._histogramdd_bin_edges %pts {bins = array<i64: 3, 2>, density = false} : tensor<6x2xf32> -> tensor<4xf32>, tensor<3xf32>
+  %ddc = aten._histogramdd_from_bin_cts %pts {bins = array<i64: 3, 2>, range = array<f64: 0.0, 1.0, -1.0, 1.0>, density = false} : tensor<6x2xf32> -> tensor<3x2xf32>
+  %ddt = aten._histogramdd_from_bin_tensors %pts, (%e, %dde#1) {density = true} : tensor<6x2xf32>, (tensor<5xf32>, tensor<3xf32>) -> tensor<4x2xf32>
   %airy = aten.special_airy_ai %x : tensor<3x4xf32> -> tensor<3x4xf32>
   %p_cpt = aten.special_chebyshev_polynomial_t %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
   %p_cpu = aten.special_chebyshev_polynomial_u %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
