@@ -1,7 +1,9 @@
 """torch functions whose own ops the static IPU graph cannot hold, replaced
 while tilefx traces a model: by ops of static shape (registered by the API
-layer as `torch.ops.tilefx.*`, lowered to the `ipu` dialect), or by the
-branch that does not read a tensor's value on the host. The CTC loss ops are
+layer as `torch.ops.tilefx.*`, lowered to the `ipu` dialect), by the
+branch that does not read a tensor's value on the host, or (where torch's
+backward formula asks a data-dependent shape) by ops whose gradients have
+static shapes. The CTC loss ops are
 registered here, when a traced model first calls `F.ctc_loss`. `static_ops()` is
 the one context the tracer enters.
 """
