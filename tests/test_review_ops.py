@@ -397,3 +397,26 @@ def test_histogram_like_pytorch(kernels, monkeypatch):
     x[1, 2] = float("nan")
     with pytest.raises(tilefx.Error, match="not finite"):
         run(x, w, edges)
+
+
+@pytest.mark.parametrize("fn, args, match", [
+    (lambda x: F.fractional_max_pool2d(x, 3, output_size=(5, 5), _random_samples=torch.rand(1, 2, 2)),
+     (torch.randn(1, 2, 6, 6),), "pool height 3 too large relative to input height 6"),
+    (lambda x, s: F.fractional_max_pool3d(x, 2, output_size=(2, 2, 2), _random_samples=s),
+     (torch.randn(1, 2, 4, 4, 4), torch.rand(1, 3, 3)), "expected _random_samples of shape"),
+    (lambda x: x.put(torch.tensor([1, 2]), x[0, :1]), (torch.randn(3, 4),), "same number of elements"),
+    (lambda x: x.put(torch.tensor([1, 2], dtype=torch.int32), x[0, :2]), (torch.randn(3, 4),), "long tensor"),
+    (lambda x: x.index_fill(1, torch.tensor([0]), torch.tensor([2.0])), (torch.randn(3, 4),), "0-dimensional"),
+    (lambda x, i: x.index_fill(1, i, torch.tensor(2.0)), (torch.randn(3, 4), torch.tensor([7])), "out of bounds"),
+    (lambda x: torch.histogram(x, 3, range=(1.0, 0.0)), (torch.randn(5),), "min should not exceed max"),
+    (lambda a, v: F.gaussian_nll_loss(a, a, v), (torch.randn(4, 3), torch.rand(2)), "var is of incorrect size"),
+])
+def test_bad_input_is_a_clear_error(fn, args, match):
+    """The checks torch makes in the ops decomposed or swapped here are kept
+    (while tracing, or when the call runs)."""
+    class M(nn.Module):
+        def forward(self, *a):
+            return fn(*a)
+
+    with pytest.raises(tilefx.Error, match=match):
+        tilefx.inferenceModel(M())(*args)

@@ -213,9 +213,18 @@ def _scatter_value_reduce(self, dim, index, value, *, reduce):
 
 def _put(self, index, source, accumulate=False):
     """put (Tensor.put_, and take's backward): index_put into the flattened
-    tensor, indices counting in row-major order (negative ones from the end)."""
+    tensor, indices counting in row-major order (negative ones from the end),
+    after ATen's checks (index_put would broadcast a short source)."""
     import torch
 
+    if index.dtype != torch.int64:
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {index.dtype}")
+    if source.numel() != index.numel():
+        raise IndexError(f"put_(): Expected source and index to have the same number of elements, but got "
+                         f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    if source.dtype != self.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got self.dtype = "
+                           f"{self.dtype} and source.dtype = {source.dtype}")
     flat = torch.index_put(self.reshape(-1), (index.reshape(-1),), source.reshape(-1), accumulate)
     return flat.reshape(self.shape)
 
@@ -239,6 +248,24 @@ def _fractional_starts(sample, n_in: int, n_out: int, pool: int):
     return torch.cat([starts, last.expand(*sample.shape, 1)], -1)
 
 
+def _check_fractional(x, kernel_size, output_size, random_samples, nd: int) -> None:
+    """ATen's checks of fractional max pooling's operands (its meta function,
+    which the decomposition replaces), with its messages."""
+    name = f"fractional_max_pool{nd}d"
+    if x.dim() not in (nd + 1, nd + 2):
+        raise RuntimeError(f"{name}(): Expected {nd + 1}D or {nd + 2}D tensor, but got: {list(x.shape)}")
+    if len(kernel_size) != nd or len(output_size) != nd:
+        raise RuntimeError(f"{name}: kernel_size and output_size must have {nd} elements")
+    planes = (x.shape[0] if x.dim() == nd + 2 else 1, x.shape[-nd - 1])
+    if random_samples.dim() != 3 or tuple(random_samples.shape) != (*planes, nd):
+        raise RuntimeError(f"{name}(): expected _random_samples of shape {[*planes, nd]} (batch, channels, "
+                           f"{nd}), got {list(random_samples.shape)}")
+    axes = ("height", "width") if nd == 2 else ("time", "height", "width")
+    for axis, size, k, out in zip(axes, x.shape[-nd:], kernel_size, output_size):
+        if out + k - 1 > size:
+            raise RuntimeError(f"{name}(): pool {axis} {k} too large relative to input {axis} {size}")
+
+
 def _fractional_max_pool(nd: int):
     def fn(self, kernel_size, output_size, random_samples):
         """Fractional max pooling (2-d and 3-d): each plane's window starts from its
@@ -248,6 +275,7 @@ def _fractional_max_pool(nd: int):
         plane."""
         import torch
 
+        _check_fractional(self, kernel_size, output_size, random_samples, nd)
         x = self if self.dim() == nd + 2 else self.unsqueeze(0)
         n, c, sizes = x.shape[0], x.shape[1], list(x.shape[2:])
         flat = torch.zeros((n, c) + (1,) * (2 * nd), dtype=torch.int64)

@@ -267,7 +267,16 @@ def _index_fill_kernel(in_place: bool):
         """index_fill with a tensor value as `where` over the filled positions:
         torch's gradient of the value sums the gradient over `unique(index)`
         (a data-dependent shape); the where sums it over the same positions."""
+        if value.dim() != 0:
+            raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value.dim()} dimension(s).")
+        if index.dim() > 1:
+            raise RuntimeError("Index has to be a vector/scalar")
+        if index.dtype != torch.int64:
+            raise IndexError("index_fill_(): Expected dtype int64 for index.")
         nd = max(self.dim(), 1)
+        if not -nd <= dim < nd:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got {dim})")
         dim = dim % nd
         size = self.shape[dim] if self.dim() else 1
         hit = torch.zeros(size, dtype=torch.bool, device=self.device).index_fill(0, index.reshape(-1), True)
