@@ -192,6 +192,46 @@ def test_ctc_head_with_host_checks_names_the_line():
                    "Wav2Vec2ForCTC", "modeling_wav2vec2.py:", "labels.max()")
 
 
+def test_spec_augment_mask_passed_in_trains_like_pytorch():
+    """HuBERT's SpecAugment writes its learned embedding through the time mask
+    (`hidden[mask] = masked_spec_embed`, whose gradient torch takes by a
+    data-dependent gather). With the mask passed in (`mask_time_indices`, a
+    fresh one each step) training matches eager and moves the embedding."""
+    from transformers import HubertConfig, HubertForSequenceClassification
+
+    from hf_families import _WAV2VEC2
+
+    config = dict(_WAV2VEC2, mask_time_prob=0.05, layerdrop=0.0, hidden_dropout=0.0, attention_dropout=0.0,
+                  activation_dropout=0.0, feat_proj_dropout=0.0, final_dropout=0.0)
+
+    class Masked(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = HubertForSequenceClassification(HubertConfig(**config))
+
+        def forward(self, x, mask, y):
+            return self.m(input_values=x, mask_time_indices=mask, labels=y).loss
+
+    torch.manual_seed(0)
+    model = Masked().train()
+    ref = copy.deepcopy(model)
+    start = model.m.hubert.masked_spec_embed.detach().clone()
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    trainer = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+    x, y = torch.randn(2, 400), torch.tensor([0, 2])
+    for _ in range(3):
+        mask = torch.rand(2, 39) < 0.4
+        opt.zero_grad()
+        want = ref(x, mask, y)
+        want.backward()
+        opt.step()
+        torch.testing.assert_close(trainer(x, mask, y), want.detach(), rtol=RTOL, atol=1e-6)
+    trainer.copyWeightsToHost()
+    embed = model.m.hubert.masked_spec_embed.detach()
+    torch.testing.assert_close(embed, ref.m.hubert.masked_spec_embed.detach(), rtol=RTOL, atol=1e-6)
+    assert (embed - start).abs().max() > 1e-4
+
+
 def test_sequence_classification_by_eos_token_names_the_op():
     """BART's classification head picks the <eos> positions by a boolean mask."""
     from transformers import BartConfig, BartForSequenceClassification

@@ -251,6 +251,12 @@ for _interp in (0, 1):
         for _ac in (False, True):
             case("grid_sampler_2d.default", r(2, 3, 5, 6), _grid, _interp, _padm, _ac,
                  id=f"grid_sampler-i{_interp}-p{_padm}-{'ac' if _ac else 'nac'}")
+_grid3 = (r(2, 2, 3, 4, 3) * 0.8).astype(F32)
+_grid3[0, 0, 0, 0] = [1.3, -1.4, 0.2]  # outside
+for _interp in (0, 1):
+    for _padm in (0, 1, 2):
+        case("grid_sampler_3d.default", r(2, 3, 4, 5, 6), _grid3, _interp, _padm, _padm == 1,
+             id=f"grid_sampler_3d-i{_interp}-p{_padm}")
 case("_adaptive_avg_pool2d.default", r(2, 3, 7, 5), [3, 2])
 case("_adaptive_avg_pool2d.default", r(3, 6, 6), [1, 1], id="adaptive2d-global-unbatched")
 case("_adaptive_avg_pool3d.default", r(2, 3, 5, 4, 6), [2, 3, 2])
@@ -335,9 +341,40 @@ case("nanmedian.dim", _S2, 1)
 case("nanmedian.default", _S2)
 case("histc.default", r(50) * 2, 8, -2.0, 2.0)
 case("histc.default", r(40), 5, id="histc-data-range")
+_HX = r(60) * 2
+_HX[:3] = [np.nan, 5.0, -5.0]
+case("histogram.bin_ct", _HX[1:], 7, id="histogram-data-range")
+case("histogram.bin_ct", _HX, 5, range=[-1.5, 2.0], weight=pos(60), density=True, id="histogram-weighted-density",
+     tol={"rtol": 1e-5, "atol": 1e-6})
+case("histogram.bin_ct", np.full(4, 2.0, F32), 3, id="histogram-constant")
+case("histogram.bins_tensor", _HX, np.array([-2.0, -0.5, 0.0, 0.1, 3.0], F32), weight=pos(60), id="histogram-edges",
+     tol={"rtol": 1e-5, "atol": 1e-6})
+_HD = r(7, 5, 2)
+case("_histogramdd_bin_edges.default", _HD, bins=[3, 2])
+case("_histogramdd_from_bin_cts.default", _HD, bins=[3, 2])
+case("_histogramdd_from_bin_cts.default", _HD, weight=pos(7, 5), bins=[4, 3], range=[-1.0, 1.0, 0.0, 2.0], density=True,
+     id="histogramdd-weighted-density", tol={"rtol": 1e-5, "atol": 1e-6})
+case("_histogramdd_from_bin_tensors.default", _HD, [np.array([-1.0, 0.0, 0.5, 2.0], F32), np.array([-2.0, 0.0, 3.0], F32)],
+     weight=pos(7, 5), tol={"rtol": 1e-5, "atol": 1e-6})
 for _op in ("erfc", "lgamma", "special_i0e", "special_i1", "special_i1e", "special_bessel_j0", "exp2"):
     case(f"{_op}.default", r(3, 4) * 2, tol={"rtol": 1e-5, "atol": 1e-6})
 case("special_erfcx.default", r(3, 4), tol={"rtol": 1e-5, "atol": 1e-6})
+for _op in ("bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1", "modified_bessel_k0",
+            "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0"):
+    case(f"special_{_op}.default", pos(3, 4) * 6 + 0.01, tol={"rtol": 1e-5, "atol": 1e-6})
+case("special_spherical_bessel_j0.default", np.array([0.0, -2.5, 1e-3, 40.0], F32), id="spherical_bessel_j0-0")
+case("special_bessel_j1.default", ri(5, lo=-3), id="bessel_j1-int")
+case("special_zeta.default", pos(3, 4) * 3 + 1.1, pos(4) + 0.2, tol={"rtol": 1e-5, "atol": 1e-6})
+case("igamma.default", pos(3, 4) * 3 + 0.1, pos(3, 4) * 4, tol={"rtol": 1e-5, "atol": 1e-6})
+case("igammac.default", pos(3, 4) * 3 + 0.1, pos(4) * 4, tol={"rtol": 1e-5, "atol": 1e-6})
+case("special_airy_ai.default", r(3, 4) * 4, tol={"rtol": 1e-5, "atol": 1e-6})
+_PX, _PN = (r(4, 6) * 1.2).astype(F32), (np.arange(24).reshape(4, 6) % 9 - 1).astype(F32)
+for _op in ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+            "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+            "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
+            "legendre_polynomial_p"):
+    case(f"special_{_op}.default", _PX, _PN, tol={"rtol": 1e-5, "atol": 1e-5})
+case("special_legendre_polynomial_p.default", _PX, ri(6, lo=0), id="legendre-int-degree", tol={"rtol": 1e-5, "atol": 1e-5})
 case("erfinv.default", _U)
 case("digamma.default", pos(3, 4) + 0.3, tol={"rtol": 1e-5, "atol": 1e-5})
 case("lgamma.default", ri(5, lo=1), id="lgamma-int")
@@ -473,6 +510,10 @@ for _interp in (0, 1):
             case("grid_sampler_2d_backward.default", r(2, 3, 3, 4), _gx, _grid, _interp, _padm, _ac,
                  [True, _interp == 0], tol=dict(atol=1e-5),
                  id=f"grid_sampler_backward-i{_interp}-p{_padm}-{'ac' if _ac else 'nac'}")
+for _interp in (0, 1):
+    for _padm in (0, 1, 2):
+        case("grid_sampler_3d_backward.default", r(2, 3, 2, 3, 4), r(2, 3, 4, 5, 6), _grid3, _interp, _padm,
+             _padm == 2, [True, _interp == 0], tol=dict(atol=1e-5), id=f"grid_sampler_3d_backward-i{_interp}-p{_padm}")
 _ap_x = r(2, 2, 5, 6, 4)
 _ap_cfgs = [([2, 2, 2], [2, 2, 2], [0, 0, 0], False, True, None),
             ([3, 3, 2], [2, 2, 1], [1, 1, 0], True, False, None),

@@ -58,7 +58,9 @@ REDUCTION_OPS |= {"prod", "prod.dim_int", "var.dim", "var.correction", "any", "a
                   "linalg_vector_norm", "_assert_async.msg", "adaptive_max_pool2d",
                   "adaptive_max_pool2d_backward", "_trilinear", "_weight_norm_interface_backward",
                   "logcumsumexp", "kthvalue", "median.dim", "median", "nanmedian.dim", "nanmedian",
-                  "histc", "bucketize.Tensor", "searchsorted.Tensor", "cummin",
+                  "histc", "histogram.bin_ct", "histogram.bins_tensor", "_histogramdd_bin_edges",
+                  "_histogramdd_from_bin_cts", "_histogramdd_from_bin_tensors", "bucketize.Tensor",
+                  "searchsorted.Tensor", "cummin",
                   "cumsum", "cumprod", "max.dim", "min.dim", "sort", "sort.stable", "topk", "native_group_norm",
                   "native_group_norm_backward", "_native_batch_norm_legit",
                   "_native_batch_norm_legit.no_stats", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d",
@@ -69,7 +71,12 @@ REDUCTION_OPS |= {"prod", "prod.dim_int", "var.dim", "var.correction", "any", "a
 GATHER_OPS |= {"index_select", "masked_scatter", "masked_scatter_backward", "scatter_reduce.two",
                "_embedding_bag", "_embedding_bag_backward", "max_pool3d_with_indices",
                "max_pool3d_with_indices_backward", "avg_pool3d", "avg_pool3d_backward", "avg_pool1d",
-               "grid_sampler_2d", "grid_sampler_2d_backward", "upsample_bilinear2d.vec", "as_strided"}
+               "grid_sampler_2d", "grid_sampler_2d_backward", "grid_sampler_3d",
+               "grid_sampler_3d_backward", "upsample_bilinear2d.vec", "as_strided"}
+# series and rational approximations like i0's (an estimate)
+SPECIAL_FUNCTIONS = ("special_bessel_j1", "special_bessel_y0", "special_bessel_y1", "special_modified_bessel_i0",
+                     "special_modified_bessel_i1", "special_modified_bessel_k0", "special_modified_bessel_k1",
+                     "special_scaled_modified_bessel_k0", "special_scaled_modified_bessel_k1")
 # elementwise operations per element of the optimizer updates (a documented estimate)
 UPDATE_FLOPS = {"sgd": 4, "adam": 14, "accumulate": 1}
 
@@ -471,7 +478,11 @@ def op_cost(op, machine: Machine, proportion: float = DEFAULT_PROPORTION) -> OpC
              "rand": 3, "randn": 6, "normal_functional": 6, "uniform": 3, "bernoulli.p": 3,
              "i0": 12, "hypot": 4, "logcumsumexp": 6, "erfinv": 12, "erfc": 8, "lgamma": 12,
              "digamma": 12, "polygamma": 16, "special_i0e": 12, "special_i1": 12, "special_i1e": 12,
-             "special_erfcx": 12, "special_ndtri": 12, "special_bessel_j0": 12, "exp2": 4}.get(name, 1)
+             "special_erfcx": 12, "special_ndtri": 12, "special_bessel_j0": 12, "exp2": 4,
+             **dict.fromkeys(SPECIAL_FUNCTIONS, 12), "special_spherical_bessel_j0": 6,
+             **dict.fromkeys(("special_zeta", "igamma", "igammac"), 24), "special_airy_ai": 12}.get(name, 1)
+    if name.startswith("special_") and "_polynomial_" in name:
+        flops = 4 * 8  # a three-term recurrence over ~8 degrees (an estimate: the degree is data)
     return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=flops)
 
 

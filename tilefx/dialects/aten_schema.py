@@ -182,6 +182,11 @@ any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor
 cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
 _weight_norm_interface_backward(Tensor grad_w, Tensor saved_v, Tensor saved_g, Tensor saved_norms, int dim) -> (Tensor, Tensor)
 histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
+histogram.bin_ct(Tensor self, int bins=100, *, float[]? range=None, Tensor? weight=None, bool density=False) -> (Tensor hist, Tensor bin_edges)
+histogram.bins_tensor(Tensor self, Tensor bins, *, Tensor? weight=None, bool density=False) -> (Tensor hist, Tensor bin_edges)
+_histogramdd_bin_edges(Tensor self, int[] bins, *, float[]? range=None, Tensor? weight=None, bool density=False) -> Tensor[]
+_histogramdd_from_bin_cts(Tensor self, int[] bins, *, float[]? range=None, Tensor? weight=None, bool density=False) -> Tensor
+_histogramdd_from_bin_tensors(Tensor self, Tensor[] bins, *, Tensor? weight=None, bool density=False) -> Tensor
 max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 max.default(Tensor self) -> Tensor
@@ -219,6 +224,7 @@ col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, 
 upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
 upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
 grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
 _adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
 adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
 i0(Tensor self) -> Tensor
@@ -245,6 +251,32 @@ special_i1e(Tensor self) -> Tensor
 special_erfcx(Tensor self) -> Tensor
 special_ndtri(Tensor self) -> Tensor
 special_bessel_j0(Tensor self) -> Tensor
+special_bessel_j1(Tensor self) -> Tensor
+special_bessel_y0(Tensor self) -> Tensor
+special_bessel_y1(Tensor self) -> Tensor
+special_modified_bessel_i0(Tensor self) -> Tensor
+special_modified_bessel_i1(Tensor self) -> Tensor
+special_modified_bessel_k0(Tensor self) -> Tensor
+special_modified_bessel_k1(Tensor self) -> Tensor
+special_scaled_modified_bessel_k0(Tensor x) -> Tensor
+special_scaled_modified_bessel_k1(Tensor x) -> Tensor
+special_spherical_bessel_j0(Tensor x) -> Tensor
+special_zeta(Tensor self, Tensor other) -> Tensor
+igamma(Tensor self, Tensor other) -> Tensor
+igammac(Tensor self, Tensor other) -> Tensor
+special_airy_ai(Tensor x) -> Tensor
+special_chebyshev_polynomial_t(Tensor x, Tensor n) -> Tensor
+special_chebyshev_polynomial_u(Tensor x, Tensor n) -> Tensor
+special_chebyshev_polynomial_v(Tensor x, Tensor n) -> Tensor
+special_chebyshev_polynomial_w(Tensor x, Tensor n) -> Tensor
+special_shifted_chebyshev_polynomial_t(Tensor x, Tensor n) -> Tensor
+special_shifted_chebyshev_polynomial_u(Tensor x, Tensor n) -> Tensor
+special_shifted_chebyshev_polynomial_v(Tensor x, Tensor n) -> Tensor
+special_shifted_chebyshev_polynomial_w(Tensor x, Tensor n) -> Tensor
+special_hermite_polynomial_h(Tensor x, Tensor n) -> Tensor
+special_hermite_polynomial_he(Tensor x, Tensor n) -> Tensor
+special_laguerre_polynomial_l(Tensor x, Tensor n) -> Tensor
+special_legendre_polynomial_p(Tensor x, Tensor n) -> Tensor
 exp2(Tensor self) -> Tensor
 ldexp.Tensor(Tensor self, Tensor other) -> Tensor
 nextafter(Tensor self, Tensor other) -> Tensor
@@ -300,6 +332,7 @@ replication_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -
 replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor
 replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor
 grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)
+grid_sampler_3d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)
 avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor
 max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor
 _adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor

@@ -24,6 +24,8 @@ reaches through the op's Python Autograd kernel (multilabel_margin_loss).
 
 from __future__ import annotations
 
+import math
+
 # ATen packets kept whole (every overload of each)
 KEPT_WHOLE = ("native_layer_norm_backward", "_softmax_backward_data", "_log_softmax_backward_data",
               "gelu_backward", "threshold_backward", "nll_loss_forward", "nll_loss_backward")
@@ -209,6 +211,132 @@ def _scatter_value_reduce(self, dim, index, value, *, reduce):
     return _scatter_reduce_deprecated(self, dim, index, src, reduce=reduce)
 
 
+def _put(self, index, source, accumulate=False):
+    """put (Tensor.put_, and take's backward): index_put into the flattened
+    tensor, indices counting in row-major order (negative ones from the end),
+    after ATen's checks (index_put would broadcast a short source)."""
+    import torch
+
+    if index.dtype != torch.int64:
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {index.dtype}")
+    if source.numel() != index.numel():
+        raise IndexError(f"put_(): Expected source and index to have the same number of elements, but got "
+                         f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    if source.dtype != self.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got self.dtype = "
+                           f"{self.dtype} and source.dtype = {source.dtype}")
+    flat = torch.index_put(self.reshape(-1), (index.reshape(-1),), source.reshape(-1), accumulate)
+    return flat.reshape(self.shape)
+
+
+def _fractional_starts(sample, n_in: int, n_out: int, pool: int):
+    """ATen's pseudo-random window starts along one axis (generate_intervals):
+    int((i + u) * a) - int(u * a) with a = (n_in - pool) / (n_out - 1) in the
+    input's float type, the last window at the end. `sample` holds each
+    plane's u, [N, C]; the result is [N, C, n_out] int64."""
+    import numpy as np
+    import torch
+
+    last = torch.full((*sample.shape, 1), n_in - pool, dtype=torch.int64)
+    if n_out == 1:
+        return last
+    alpha = float(np.float32(n_in - pool) / np.float32(n_out - 1)) if sample.dtype == torch.float32 \
+        else (n_in - pool) / (n_out - 1)
+    i = torch.arange(n_out - 1, dtype=sample.dtype)
+    u = sample.unsqueeze(-1)
+    starts = torch.trunc((i + u) * alpha).to(torch.int64) - torch.trunc(u * alpha).to(torch.int64)
+    return torch.cat([starts, last.expand(*sample.shape, 1)], -1)
+
+
+def _check_fractional(x, kernel_size, output_size, random_samples, nd: int) -> None:
+    """ATen's checks of fractional max pooling's operands (its meta function,
+    which the decomposition replaces), with its messages."""
+    name = f"fractional_max_pool{nd}d"
+    if x.dim() not in (nd + 1, nd + 2):
+        raise RuntimeError(f"{name}(): Expected {nd + 1}D or {nd + 2}D tensor, but got: {list(x.shape)}")
+    if len(kernel_size) != nd or len(output_size) != nd:
+        raise RuntimeError(f"{name}: kernel_size and output_size must have {nd} elements")
+    planes = (x.shape[0] if x.dim() == nd + 2 else 1, x.shape[-nd - 1])
+    if random_samples.dim() != 3 or tuple(random_samples.shape) != (*planes, nd):
+        raise RuntimeError(f"{name}(): expected _random_samples of shape {[*planes, nd]} (batch, channels, "
+                           f"{nd}), got {list(random_samples.shape)}")
+    axes = ("height", "width") if nd == 2 else ("time", "height", "width")
+    for axis, size, k, out in zip(axes, x.shape[-nd:], kernel_size, output_size):
+        if out + k - 1 > size:
+            raise RuntimeError(f"{name}(): pool {axis} {k} too large relative to input {axis} {size}")
+
+
+def _fractional_max_pool(nd: int):
+    def fn(self, kernel_size, output_size, random_samples):
+        """Fractional max pooling (2-d and 3-d): each plane's window starts from its
+        random samples (sample d drives spatial axis nd - 1 - d in 2-d, d in 3-d,
+        as ATen's), every window gathered whole and its maximum taken: the first
+        of equal values, the last NaN (ATen's kernel). Indices are flat within the
+        plane."""
+        import torch
+
+        _check_fractional(self, kernel_size, output_size, random_samples, nd)
+        x = self if self.dim() == nd + 2 else self.unsqueeze(0)
+        n, c, sizes = x.shape[0], x.shape[1], list(x.shape[2:])
+        flat = torch.zeros((n, c) + (1,) * (2 * nd), dtype=torch.int64)
+        for d in range(nd):
+            sample = random_samples[..., nd - 1 - d if nd == 2 else d]
+            starts = _fractional_starts(sample, sizes[d], output_size[d], kernel_size[d])
+            pos = starts.reshape(n, c, *[output_size[d] if e == d else 1 for e in range(nd)], *([1] * nd))
+            offsets = torch.arange(kernel_size[d]).reshape(*[kernel_size[d] if e == d else 1 for e in range(nd)])
+            stride = 1
+            for e in range(d + 1, nd):
+                stride *= sizes[e]
+            flat = flat + (pos + offsets) * stride
+        windows = flat.reshape(n, c, *output_size, -1)
+        values = torch.gather(x.reshape(n, c, -1), 2, windows.reshape(n, c, -1)).reshape(windows.shape)
+        first = torch.argmax(values, -1, keepdim=True)  # torch.argmax: the first maximum, or the first NaN
+        nan = torch.isnan(values)
+        k = values.shape[-1]
+        last_nan = k - 1 - torch.argmax(torch.flip(nan, [-1]).to(torch.uint8), -1, keepdim=True)
+        at = torch.where(nan.any(-1, keepdim=True), last_nan, first)
+        out = torch.gather(values, -1, at).squeeze(-1)
+        indices = torch.gather(windows, -1, at).squeeze(-1)
+        if self.dim() != nd + 2:
+            out, indices = out.squeeze(0), indices.squeeze(0)
+        return out, indices
+    return fn
+
+
+def _fractional_max_pool_backward(grad_output, self, kernel_size, output_size, indices):
+    """The gradient of fractional max pooling: each output's gradient added at its index."""
+    import torch
+
+    lead = grad_output.dim() - len(output_size)
+    shape = self.shape
+    g = grad_output.reshape(*grad_output.shape[:lead], -1)
+    idx = indices.reshape(*indices.shape[:lead], -1)
+    plane = torch.zeros(*shape[:lead], math.prod(shape[lead:]), dtype=grad_output.dtype)
+    return plane.scatter_add(lead, idx, g).reshape(shape)
+
+
+def _scalar_operand(function: str, tensor_first: bool):
+    def fn(a, b):
+        """torch.special's binary function with a Python number (zeta, the
+        orthogonal polynomials' x or n): the number as a 0-d tensor of the
+        result's type, then the tensor overload."""
+        import torch
+
+        t, n = (a, b) if tensor_first else (b, a)
+        dtype = torch.result_type(t, n)
+        if not dtype.is_floating_point:
+            dtype = torch.get_default_dtype()
+        n = torch.full((), n, dtype=dtype)
+        return getattr(torch.special, function)(*((t, n) if tensor_first else (n, t)))
+    return fn
+
+
+POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+               "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+               "laguerre_polynomial_l", "legendre_polynomial_p")
+
+
 OWN_DECOMPOSITIONS = {
     "_upsample_bilinear2d_aa.default": _upsample_aa(False),
     "_upsample_bicubic2d_aa.default": _upsample_aa(True),
@@ -225,6 +353,15 @@ OWN_DECOMPOSITIONS = {
     "angle.default": _angle,
     "scatter.reduce": _scatter_reduce_deprecated,
     "scatter.value_reduce": _scatter_value_reduce,
+    "put.default": _put,
+    "special_zeta.other_scalar": _scalar_operand("zeta", True),
+    "special_zeta.self_scalar": _scalar_operand("zeta", False),
+    **{f"special_{p}.n_scalar": _scalar_operand(p, True) for p in POLYNOMIALS},
+    **{f"special_{p}.x_scalar": _scalar_operand(p, False) for p in POLYNOMIALS},
+    "fractional_max_pool2d.default": _fractional_max_pool(2),
+    "fractional_max_pool3d.default": _fractional_max_pool(3),
+    "fractional_max_pool2d_backward.default": _fractional_max_pool_backward,
+    "fractional_max_pool3d_backward.default": _fractional_max_pool_backward,
 }
 
 

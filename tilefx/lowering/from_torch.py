@@ -421,7 +421,7 @@ class _Builder:
             if name == "as_strided.default":
                 _check_as_strided_view(node)
             operands, props = _schema_args(node, schema)
-            if name.startswith("grid_sampler_2d") and props.get("interpolation_mode") == 2:
+            if name.startswith("grid_sampler_") and props.get("interpolation_mode") == 2:
                 raise Error(f"unsupported operation aten::{name} with bicubic interpolation (from module "
                             f"{_module_of(node)}): use mode='bilinear' or 'nearest'", type="frontend")
             operands = {k: self.operand(v, val) for k, v in operands.items()}

@@ -1,7 +1,9 @@
 """torch functions whose own ops the static IPU graph cannot hold, replaced
 while tilefx traces a model: by ops of static shape (registered by the API
-layer as `torch.ops.tilefx.*`, lowered to the `ipu` dialect), or by the
-branch that does not read a tensor's value on the host. The CTC loss ops are
+layer as `torch.ops.tilefx.*`, lowered to the `ipu` dialect), by the
+branch that does not read a tensor's value on the host, or (where torch's
+backward formula asks a data-dependent shape) by ops whose gradients have
+static shapes. The CTC loss ops are
 registered here, when a traced model first calls `F.ctc_loss`. `static_ops()` is
 the one context the tracer enters.
 """
@@ -9,6 +11,7 @@ the one context the tracer enters.
 from __future__ import annotations
 
 import contextlib
+import math
 import warnings
 
 import torch
@@ -17,7 +20,8 @@ import torch
 @contextlib.contextmanager
 def static_ops():
     """Every swap of this module, for the duration of a trace."""
-    with static_ctc_loss(), undetected_causal_masks(), linalg_checks_in_graph(), static_cov():
+    with static_ctc_loss(), undetected_causal_masks(), linalg_checks_in_graph(), static_cov(), \
+            cumulative_batch_norm(), static_gaussian_nll_loss(), masked_put_gradients():
         yield
 
 
@@ -127,6 +131,210 @@ def static_cov():
                 delattr(torch.Tensor, name)
             else:
                 setattr(torch.Tensor, name, methods[name])
+
+
+@contextlib.contextmanager
+def cumulative_batch_norm():
+    """While tracing, a batch norm with `momentum=None` in training updates its
+    running statistics on the device: torch's `_BatchNorm.forward` reads
+    `num_batches_tracked` on the host to make the cumulative average's factor
+    (1 / batches seen) a Python number for `F.batch_norm`. Here the factor is
+    a tensor and the update is written out: the batch's mean and unbiased
+    variance (what ATen's kernel folds in), `factor * batch + (1 - factor) *
+    running`. The normalization itself is `F.batch_norm` on the batch's
+    statistics, as torch's; every other configuration is torch's forward.
+    SyncBatchNorm too, where it would not synchronise (torch.distributed not
+    initialized; with it, torch's forward raises on the CPU)."""
+    from torch.nn.modules.batchnorm import SyncBatchNorm, _BatchNorm
+
+    originals = {cls: cls.forward for cls in (_BatchNorm, SyncBatchNorm)}
+
+    def swapped(cls):
+        def forward(self, input):
+            if self.momentum is not None or not self.training or not self.track_running_stats \
+                    or self.num_batches_tracked is None or self.running_mean is None \
+                    or self.running_var is None or (cls is SyncBatchNorm and torch.distributed.is_available()
+                                                    and torch.distributed.is_initialized()):
+                return originals[cls](self, input)
+            self._check_input_dim(input)
+            if cls is SyncBatchNorm:
+                self._check_non_zero_input_channels(input)
+            self.num_batches_tracked.add_(1)
+            out = torch.nn.functional.batch_norm(input, None, None, self.weight, self.bias, True, 0.0, self.eps)
+            with torch.no_grad():
+                dims = [0, *range(2, input.dim())]
+                var, mean = torch.var_mean(input, dim=dims, correction=1)
+                factor = self.num_batches_tracked.to(self.running_mean.dtype).reciprocal()
+                for running, batch in ((self.running_mean, mean), (self.running_var, var)):
+                    running.copy_(factor * batch.to(running.dtype) + (1 - factor) * running)
+            return out
+        return forward
+
+    for cls in originals:
+        cls.forward = swapped(cls)
+    try:
+        yield
+    finally:
+        for cls, fn in originals.items():
+            cls.forward = fn
+
+
+def _gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """F.gaussian_nll_loss with its check that `var` has no negative entry as
+    a graph op (`_assert_async`: the call fails at run time where torch raises);
+    the shape checks, the clamp that passes no gradient and the loss are
+    torch's."""
+    if isinstance(var, float):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        var = var * torch.ones_like(input)
+    else:
+        torch._assert_async(torch.logical_not(torch.any(var < 0)), "var has negative entry/entries")
+    if var.size() != input.size():
+        if input.size()[:-1] == var.size():  # one variance per row: homoscedastic
+            var = torch.unsqueeze(var, -1)
+        elif not (input.ndim == var.ndim
+                  and sum(v for i, v in zip(input.size(), var.size()) if i != v) == 1):
+            raise ValueError("var is of incorrect size")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
+    var = var.clone()
+    with torch.no_grad():  # the clamp is not differentiated, as in torch
+        var.clamp_(min=eps)
+    loss = 0.5 * (torch.log(var) + (input - target) ** 2 / var)
+    if full:
+        loss += 0.5 * math.log(2 * math.pi)
+    if reduction == "mean":
+        return loss.mean()
+    return loss.sum() if reduction == "sum" else loss
+
+
+@contextlib.contextmanager
+def static_gaussian_nll_loss():
+    """While tracing, `F.gaussian_nll_loss` (which nn.GaussianNLLLoss calls) is
+    `_gaussian_nll_loss`: torch's asks `torch.any(var < 0)` on the host."""
+    original = torch.nn.functional.gaussian_nll_loss
+    torch.nn.functional.gaussian_nll_loss = _gaussian_nll_loss
+    try:
+        yield
+    finally:
+        torch.nn.functional.gaussian_nll_loss = original
+
+
+def _mask_key(self, key) -> tuple[int, torch.Tensor | None]:
+    """(p, mask) when `self[key]` is p full slices (or index_put's Nones) then
+    one boolean mask matching self's next dimensions (`x[mask]`, `x[:, mask]`),
+    else (0, None)."""
+    parts = list(key) if isinstance(key, tuple) else [key]
+    p = 0
+    while p < len(parts) and (parts[p] is None or isinstance(parts[p], slice) and parts[p] == slice(None)):
+        p += 1
+    if p != len(parts) - 1 or not isinstance(parts[p], torch.Tensor):
+        return 0, None
+    mask = parts[p]
+    if mask.dtype != torch.bool or mask.dim() == 0 or tuple(mask.shape) != tuple(self.shape[p:p + mask.dim()]):
+        return 0, None
+    return p, mask
+
+
+def _masked_put(self, p: int, mask, values, accumulate: bool = False):
+    """self with self[(:,) * p + (mask,)] = values (+= with `accumulate`) in
+    static-shape ops whose gradients are static too. Values that broadcast
+    along the k masked positions (size 1 or absent there) are a `where`;
+    values with one row per masked position fill them in order
+    (`masked_scatter`, the count checked at run time)."""
+    d = mask.dim()
+    rest = self.shape[p + d:]
+    rank = p + 1 + len(rest)  # the indexing result: self.shape[:p] + (k,) + rest
+    v = values.to(self.dtype).reshape((1,) * (rank - values.dim()) + tuple(values.shape))
+    full_mask = mask.reshape((1,) * p + tuple(mask.shape) + (1,) * len(rest)).expand(self.shape)
+    n = v.shape[p]
+    if n == 1:
+        v = v.reshape(tuple(v.shape[:p]) + (1,) * d + tuple(v.shape[p + 1:]))
+        if accumulate:
+            return self + torch.where(full_mask, v, torch.zeros_like(v))
+        return torch.where(full_mask, v, self)
+    torch._assert_async(mask.sum() == n, f"shape mismatch: value tensor of shape {list(values.shape)} cannot be "
+                                         f"broadcast to the indexing result of the mask's count of positions")
+    source = v.expand(tuple(self.shape[:p]) + (n,) + tuple(rest))
+    if accumulate:
+        return self + torch.zeros_like(self).masked_scatter(full_mask, source)
+    return self.masked_scatter(full_mask, source)
+
+
+def _index_fill_kernel(in_place: bool):
+    def kernel(self, dim, index, value):
+        """index_fill with a tensor value as `where` over the filled positions:
+        torch's gradient of the value sums the gradient over `unique(index)`
+        (a data-dependent shape); the where sums it over the same positions."""
+        if value.dim() != 0:
+            raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value.dim()} dimension(s).")
+        if index.dim() > 1:
+            raise RuntimeError("Index has to be a vector/scalar")
+        if index.dtype != torch.int64:
+            raise IndexError("index_fill_(): Expected dtype int64 for index.")
+        nd = max(self.dim(), 1)
+        if not -nd <= dim < nd:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got {dim})")
+        dim = dim % nd
+        size = self.shape[dim] if self.dim() else 1
+        hit = torch.zeros(size, dtype=torch.bool, device=self.device).index_fill(0, index.reshape(-1), True)
+        hit = hit.reshape([size if i == dim else 1 for i in range(self.dim())])
+        out = torch.where(hit, value.to(self.dtype), self)
+        return self.copy_(out) if in_place else out
+    return kernel
+
+
+@contextlib.contextmanager
+def masked_put_gradients():
+    """While tracing, `x[mask] = v` (and index_put(_) with a mask) where v needs
+    a gradient is `_masked_put` (torch's gradient of v is `grad[mask]`, whose
+    shape is the mask's count: `nonzero`), and the autograd kernel of index_fill with a tensor value is
+    `_index_fill_kernel` (torch's sums over `_unique(index)`): same numbers,
+    gradients of static shape. Every other assignment is torch's. (The
+    tracer runs with the Python dispatcher, which takes the py_kernels.)"""
+    originals = {"__setitem__": torch.Tensor.__setitem__, "index_put": torch.Tensor.index_put,
+                 "index_put_": torch.Tensor.index_put_}
+    function = torch.index_put
+
+    def static(self, key, value) -> bool:
+        return isinstance(value, torch.Tensor) and value.requires_grad and torch.is_grad_enabled() \
+            and _mask_key(self, key)[1] is not None
+
+    def setitem(self, key, value):
+        if not static(self, key, value):
+            return originals["__setitem__"](self, key, value)
+        self.copy_(_masked_put(self, *_mask_key(self, key), value))
+
+    def index_put(self, indices, values, accumulate=False):
+        if not static(self, tuple(indices), values):
+            return originals["index_put"](self, indices, values, accumulate)
+        return _masked_put(self, *_mask_key(self, tuple(indices)), values, accumulate)
+
+    def index_put_(self, indices, values, accumulate=False):
+        if not static(self, tuple(indices), values):
+            return originals["index_put_"](self, indices, values, accumulate)
+        return self.copy_(_masked_put(self, *_mask_key(self, tuple(indices)), values, accumulate))
+
+    key = torch._C.DispatchKey.Autograd
+    aten = torch.ops.aten
+    kernels = {aten.index_fill_.int_Tensor: _index_fill_kernel(True),
+               aten.index_fill.int_Tensor: _index_fill_kernel(False)}
+    for op, fn in kernels.items():
+        op.py_kernels[key] = fn
+        op._dispatch_cache.clear()
+    torch.Tensor.__setitem__, torch.Tensor.index_put, torch.Tensor.index_put_ = setitem, index_put, index_put_
+    torch.index_put = index_put
+    try:
+        yield
+    finally:
+        for name, fn in originals.items():
+            setattr(torch.Tensor, name, fn)
+        torch.index_put = function
+        for op in kernels:
+            op.py_kernels.pop(key, None)
+            op._dispatch_cache.clear()
 
 
 @contextlib.contextmanager

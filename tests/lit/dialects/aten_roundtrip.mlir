@@ -742,7 +742,6 @@ func.func @ops_fixes(%x: tensor<4x8xf32>, %i: tensor<4x8xi64>, %g: tensor<2x3x9x
 // CHECK-NEXT:    %mode, %mode_1 = aten.mode %v {dim = -1 : i64, keepdim = false} : tensor<3x5xf32> -> tensor<3xf32>, tensor<3xi64>
 // CHECK-NEXT:    func.return %exp : tensor<2x3x3xf32>
 // CHECK-NEXT:    }
-// CHECK-NEXT:  }
 
 func.func @dense_linalg(%a: tensor<2x3x3xf32>, %b: tensor<2x3x2xf32>, %r: tensor<2x4x3xf64>, %v: tensor<3x5xf32>) -> tensor<2x3x3xf32> {
   %inv:2 = aten.linalg_inv_ex %a : tensor<2x3x3xf32> -> tensor<2x3x3xf32>, tensor<2xi32>
@@ -767,4 +766,80 @@ func.func @dense_linalg(%a: tensor<2x3x3xf32>, %b: tensor<2x3x2xf32>, %r: tensor
   %exp = aten.linalg_matrix_exp %a : tensor<2x3x3xf32> -> tensor<2x3x3xf32>
   %mode:2 = aten.mode %v {dim = -1 : i64, keepdim = false} : tensor<3x5xf32> -> tensor<3xf32>, tensor<3xi64>
   func.return %exp : tensor<2x3x3xf32>
+}
+
+// Ops the review of ~680 op variants found unsupported (session 12).
+// CHECK-LABEL: func.func @review_ops(%v: tensor<2x3x4x5x6xf32>, %g: tensor<2x3x2x4x3xf32>, %go: tensor<2x3x3x2x4xf32>, %x: tensor<3x4xf32>, %y: tensor<3x4xf32>, %e: tensor<5xf32>, %pts: tensor<6x2xf32>) -> tensor<2x3x3x2x4xf32> {
+// CHECK-NEXT:    %gs3 = aten.grid_sampler_3d %v, %g {interpolation_mode = 0 : i64, padding_mode = 1 : i64, align_corners = true} : tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32> -> tensor<2x3x3x2x4xf32>
+// CHECK-NEXT:    %gs3b, %gs3b_1 = aten.grid_sampler_3d_backward %go, %v, %g {interpolation_mode = 0 : i64, padding_mode = 1 : i64, align_corners = true, output_mask = array<i1: true, true>} : tensor<2x3x3x2x4xf32>, tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32> -> tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32>
+// CHECK-NEXT:    %j1 = aten.special_bessel_j1 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %y0 = aten.special_bessel_y0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %y1 = aten.special_bessel_y1 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %mi0 = aten.special_modified_bessel_i0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %mi1 = aten.special_modified_bessel_i1 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %mk0 = aten.special_modified_bessel_k0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %mk1 = aten.special_modified_bessel_k1 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %sk0 = aten.special_scaled_modified_bessel_k0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %sk1 = aten.special_scaled_modified_bessel_k1 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %sj0 = aten.special_spherical_bessel_j0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %zeta = aten.special_zeta %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %igamma = aten.igamma %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %igammac = aten.igammac %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %hist, %hist_1 = aten.histogram.bin_ct %x weight %y {bins = 4 : i64, range = array<f64: -1.000000e+00, 2.000000e+00>, density = true} : tensor<3x4xf32> weight tensor<3x4xf32> -> tensor<4xf32>, tensor<5xf32>
+// CHECK-NEXT:    %histe, %histe_1 = aten.histogram.bins_tensor %x, %e {density = false} : tensor<3x4xf32>, tensor<5xf32> -> tensor<4xf32>, tensor<5xf32>
+// CHECK-NEXT:    %dde, %dde_1 = aten._histogramdd_bin_edges %pts {bins = array<i64: 3, 2>, density = false} : tensor<6x2xf32> -> tensor<4xf32>, tensor<3xf32>
+// CHECK-NEXT:    %ddc = aten._histogramdd_from_bin_cts %pts {bins = array<i64: 3, 2>, range = array<f64: 0.000000e+00, 1.000000e+00, -1.000000e+00, 1.000000e+00>, density = false} : tensor<6x2xf32> -> tensor<3x2xf32>
+// CHECK-NEXT:    %ddt = aten._histogramdd_from_bin_tensors %pts, (%e, %dde_1) {density = true} : tensor<6x2xf32>, (tensor<5xf32>, tensor<3xf32>) -> tensor<4x2xf32>
+// CHECK-NEXT:    %airy = aten.special_airy_ai %x : tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_cpt = aten.special_chebyshev_polynomial_t %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_cpu = aten.special_chebyshev_polynomial_u %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_cpv = aten.special_chebyshev_polynomial_v %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_cpw = aten.special_chebyshev_polynomial_w %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_scpt = aten.special_shifted_chebyshev_polynomial_t %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_scpu = aten.special_shifted_chebyshev_polynomial_u %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_scpv = aten.special_shifted_chebyshev_polynomial_v %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_scpw = aten.special_shifted_chebyshev_polynomial_w %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_hph = aten.special_hermite_polynomial_h %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_hphe = aten.special_hermite_polynomial_he %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_lpl = aten.special_laguerre_polynomial_l %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %p_lpp = aten.special_legendre_polynomial_p %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    func.return %gs3 : tensor<2x3x3x2x4xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+
+func.func @review_ops(%v: tensor<2x3x4x5x6xf32>, %g: tensor<2x3x2x4x3xf32>, %go: tensor<2x3x3x2x4xf32>, %x: tensor<3x4xf32>, %y: tensor<3x4xf32>, %e: tensor<5xf32>, %pts: tensor<6x2xf32>) -> tensor<2x3x3x2x4xf32> {
+  %gs3 = aten.grid_sampler_3d %v, %g {interpolation_mode = 0 : i64, padding_mode = 1 : i64, align_corners = true} : tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32> -> tensor<2x3x3x2x4xf32>
+  %gs3b:2 = aten.grid_sampler_3d_backward %go, %v, %g {interpolation_mode = 0 : i64, padding_mode = 1 : i64, align_corners = true, output_mask = array<i1: true, true>} : tensor<2x3x3x2x4xf32>, tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32> -> tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32>
+  %j1 = aten.special_bessel_j1 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %y0 = aten.special_bessel_y0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %y1 = aten.special_bessel_y1 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %mi0 = aten.special_modified_bessel_i0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %mi1 = aten.special_modified_bessel_i1 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %mk0 = aten.special_modified_bessel_k0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %mk1 = aten.special_modified_bessel_k1 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %sk0 = aten.special_scaled_modified_bessel_k0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %sk1 = aten.special_scaled_modified_bessel_k1 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %sj0 = aten.special_spherical_bessel_j0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %zeta = aten.special_zeta %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %igamma = aten.igamma %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %igammac = aten.igammac %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %hist:2 = aten.histogram.bin_ct %x weight %y {bins = 4 : i64, range = array<f64: -1.0, 2.0>, density = true} : tensor<3x4xf32> weight tensor<3x4xf32> -> tensor<4xf32>, tensor<5xf32>
+  %histe:2 = aten.histogram.bins_tensor %x, %e {density = false} : tensor<3x4xf32>, tensor<5xf32> -> tensor<4xf32>, tensor<5xf32>
+  %dde:2 = aten._histogramdd_bin_edges %pts {bins = array<i64: 3, 2>, density = false} : tensor<6x2xf32> -> tensor<4xf32>, tensor<3xf32>
+  %ddc = aten._histogramdd_from_bin_cts %pts {bins = array<i64: 3, 2>, range = array<f64: 0.0, 1.0, -1.0, 1.0>, density = false} : tensor<6x2xf32> -> tensor<3x2xf32>
+  %ddt = aten._histogramdd_from_bin_tensors %pts, (%e, %dde#1) {density = true} : tensor<6x2xf32>, (tensor<5xf32>, tensor<3xf32>) -> tensor<4x2xf32>
+  %airy = aten.special_airy_ai %x : tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_cpt = aten.special_chebyshev_polynomial_t %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_cpu = aten.special_chebyshev_polynomial_u %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_cpv = aten.special_chebyshev_polynomial_v %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_cpw = aten.special_chebyshev_polynomial_w %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_scpt = aten.special_shifted_chebyshev_polynomial_t %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_scpu = aten.special_shifted_chebyshev_polynomial_u %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_scpv = aten.special_shifted_chebyshev_polynomial_v %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_scpw = aten.special_shifted_chebyshev_polynomial_w %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_hph = aten.special_hermite_polynomial_h %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_hphe = aten.special_hermite_polynomial_he %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_lpl = aten.special_laguerre_polynomial_l %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %p_lpp = aten.special_legendre_polynomial_p %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  func.return %gs3 : tensor<2x3x3x2x4xf32>
 }

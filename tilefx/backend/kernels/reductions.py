@@ -343,6 +343,96 @@ def histc(self, bins=100, min=0, max=0):
     return _ret(counts, self.dtype)
 
 
+def _linspace32(lo: float, hi: float, steps: int, dt) -> np.ndarray:
+    """torch.linspace in `dt` as ATen's kernel computes it: start + i * step for
+    the first half, end - (steps - 1 - i) * step for the second."""
+    start, end = dt.type(lo), dt.type(hi)
+    i = np.arange(steps)
+    with np.errstate(all="ignore"):
+        step = (end - start) / dt.type(max(steps - 1, 1))
+        first = start + step * i.astype(dt)
+        second = end - step * (steps - 1 - i).astype(dt)
+    return np.where(i < steps // 2, first, second).astype(dt)
+
+
+def _histogram(x: np.ndarray, edges: list, weight, density: bool) -> np.ndarray:
+    """Counts (or summed weights) of the points x [N, D] per bin: along axis d,
+    bin i is [edges[d][i], edges[d][i + 1]), the last one closed; points with
+    a NaN or outside the edges are dropped. `density` divides by the total and
+    by each bin's width along every axis."""
+    w = None if weight is None else weight.reshape(-1).astype(x.dtype)
+    keep = np.ones(x.shape[0], bool)
+    for d, e in enumerate(edges):
+        keep &= (x[:, d] >= e[0]) & (x[:, d] <= e[-1])
+    shape = tuple(len(e) - 1 for e in edges)
+    pos = [np.minimum(np.searchsorted(e, x[keep, d], side="right") - 1, len(e) - 2) for d, e in enumerate(edges)]
+    flat = np.ravel_multi_index(pos, shape) if pos else np.zeros(0, np.int64)
+    hist = np.bincount(flat, weights=None if w is None else w[keep], minlength=math.prod(shape))
+    hist = hist.astype(x.dtype).reshape(shape)
+    if density:
+        with np.errstate(all="ignore"):
+            hist = hist / hist.sum(dtype=x.dtype)
+            for d, e in enumerate(edges):
+                hist = hist / np.diff(e).reshape([-1 if i == d else 1 for i in range(len(edges))])
+    return hist.astype(x.dtype)
+
+
+def _bin_edges(x: np.ndarray, bins, range) -> list:
+    """Each axis's `bins[d]` equal bins over range[2d:2d + 2] (default: the data's
+    minimum and maximum, widened by 0.5 each way when they are equal), as
+    torch.linspace in x's type."""
+    edges = []
+    for d, n in enumerate(bins):
+        if n <= 0:
+            raise ValueError(f"torch.histogramdd(): bins must be > 0, but got {n} for dimension {d}")
+        if range is not None:
+            lo, hi = float(range[2 * d]), float(range[2 * d + 1])
+        elif x.shape[0]:
+            lo, hi = float(np.min(x[:, d])), float(np.max(x[:, d]))
+        else:
+            lo, hi = 0.0, 0.0
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise ValueError(f"torch.histogramdd: dimension {d}'s range [{lo}, {hi}] is not finite")
+        if lo > hi:
+            raise ValueError(f"torch.histogramdd: min should not exceed max, but got min {lo} max {hi} "
+                             f"for dimension {d}")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        edges.append(_linspace32(lo, hi, n + 1, x.dtype))
+    return edges
+
+
+@_kernel("histogram.bin_ct")
+def histogram_bin_ct(self, weight=None, *, bins=100, range=None, density=False):
+    """torch.histogram with `bins` equal bins (see _bin_edges)."""
+    x = self.reshape(-1, 1)
+    edges = _bin_edges(x, [bins], range)
+    return _histogram(x, edges, weight, density), edges[0]
+
+
+@_kernel("histogram.bins_tensor")
+def histogram_bins_tensor(self, bins, weight=None, *, density=False):
+    """torch.histogram over the given (increasing) bin edges."""
+    return _histogram(self.reshape(-1, 1), [bins.astype(self.dtype)], weight, density), bins.astype(self.dtype)
+
+
+# torch.histogramdd: the points are self's last dimension
+@_kernel("_histogramdd_bin_edges.default")
+def _histogramdd_bin_edges(self, weight=None, *, bins, range=None, density=False):
+    return _bin_edges(self.reshape(-1, self.shape[-1]), bins, range)
+
+
+@_kernel("_histogramdd_from_bin_cts.default")
+def _histogramdd_from_bin_cts(self, weight=None, *, bins, range=None, density=False):
+    x = self.reshape(-1, self.shape[-1])
+    return _histogram(x, _bin_edges(x, bins, range), weight, density)
+
+
+@_kernel("_histogramdd_from_bin_tensors.default")
+def _histogramdd_from_bin_tensors(self, bins, weight=None, *, density=False):
+    return _histogram(self.reshape(-1, self.shape[-1]), [b.astype(self.dtype) for b in bins], weight, density)
+
+
 @_kernel("cumprod.default")
 def cumprod(self, dim, *, dtype=None):
     dt = _dtype(dtype)

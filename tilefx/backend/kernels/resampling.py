@@ -3,6 +3,7 @@ padding, upsampling, grid sampling, col2im, adaptive and 3-d pooling."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -194,63 +195,81 @@ def _source_coords(coord, size, padding_mode, align_corners):
 
 
 def _grid_taps(input, grid, interpolation_mode, padding_mode, align_corners):
-    """The (y, x, weight, dweight/dx, dweight/dy) taps of each output point."""
+    """The taps of each output point, for 2-d (H, W) and 3-d (D, H, W) inputs:
+    [(positions per spatial axis, weight, d(weight)/d(coordinate) per axis)],
+    and d(coordinate)/d(grid) per axis. The grid's last dimension holds x, y
+    (, z): component j drives spatial axis nd - 1 - j. Bilinear (trilinear)
+    weights are the product of each axis's linear ones."""
     if interpolation_mode not in (0, 1):
-        raise NotImplementedError("grid_sampler_2d: bicubic interpolation is not implemented")
-    H, W = input.shape[2:]
+        raise NotImplementedError("grid_sampler: bicubic interpolation is not implemented")
+    sizes = input.shape[2:]
+    nd = len(sizes)
     g = grid.astype(np.float64)
-    ix, dix = _source_coords(g[..., 0], W, padding_mode, align_corners)
-    iy, diy = _source_coords(g[..., 1], H, padding_mode, align_corners)
+    coords, dcoords = [], []
+    for axis, size in enumerate(sizes):
+        c, dc = _source_coords(g[..., nd - 1 - axis], size, padding_mode, align_corners)
+        coords.append(c)
+        dcoords.append(dc)
     if interpolation_mode == 1:
-        one = np.ones_like(ix)
-        return [(np.rint(iy).astype(_I64), np.rint(ix).astype(_I64), one, 0 * one, 0 * one)], dix, diy
-    x0, y0 = np.floor(ix).astype(_I64), np.floor(iy).astype(_I64)
-    fx, fy = ix - x0, iy - y0
-    taps = [(y0, x0, (1 - fx) * (1 - fy), -(1 - fy), -(1 - fx)),
-            (y0, x0 + 1, fx * (1 - fy), 1 - fy, -fx),
-            (y0 + 1, x0, (1 - fx) * fy, -fy, 1 - fx),
-            (y0 + 1, x0 + 1, fx * fy, fy, fx)]
-    return taps, dix, diy
+        one = np.ones_like(coords[0])
+        return [([np.rint(c).astype(_I64) for c in coords], one, [0 * one] * nd)], dcoords
+    lo = [np.floor(c).astype(_I64) for c in coords]
+    frac = [c - low for c, low in zip(coords, lo)]
+    taps = []
+    for corner in itertools.product((0, 1), repeat=nd):
+        factors = [f if up else 1 - f for f, up in zip(frac, corner)]
+        dweights = [math.prod(factors[:a] + factors[a + 1:]) * (1 if corner[a] else -1) for a in range(nd)]
+        taps.append(([low + up for low, up in zip(lo, corner)], math.prod(factors), dweights))
+    return taps, dcoords
 
 
-@_kernel("grid_sampler_2d.default")
-def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
+def _inside(pos, sizes):
+    """Whether each tap lies in the input, and its positions clipped into it."""
+    inside = np.ones(pos[0].shape, bool)
+    for p, size in zip(pos, sizes):
+        inside &= (p >= 0) & (p < size)
+    return inside, [np.clip(p, 0, size - 1) for p, size in zip(pos, sizes)]
+
+
+def _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners):
     """interpolation 0 bilinear, 1 nearest; padding 0 zeros, 1 border, 2 reflection."""
     x = _f32(input)
-    n, c, H, W = x.shape
-    taps, _, _ = _grid_taps(x, grid, interpolation_mode, padding_mode, align_corners)
-    batch = np.arange(n)[:, None, None]
-    out = np.zeros(grid.shape[:3] + (c,), np.float64)
-    for yy, xx, w, _, _ in taps:
-        inside = (yy >= 0) & (yy < H) & (xx >= 0) & (xx < W)
-        v = x[batch, :, np.clip(yy, 0, H - 1), np.clip(xx, 0, W - 1)]
-        out += v * (w * inside)[..., None]
+    n, c, sizes = x.shape[0], x.shape[1], x.shape[2:]
+    taps, _ = _grid_taps(x, grid, interpolation_mode, padding_mode, align_corners)
+    batch = np.arange(n).reshape((n,) + (1,) * len(sizes))
+    out = np.zeros(grid.shape[:-1] + (c,), np.float64)
+    for pos, w, _ in taps:
+        inside, clipped = _inside(pos, sizes)
+        out += x[(batch, slice(None), *clipped)] * (w * inside)[..., None]  # n, *out, c
     return _ret(np.ascontiguousarray(np.moveaxis(out, -1, 1)), input.dtype)
 
 
-@_kernel("grid_sampler_2d_backward.default")
-def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
-                             output_mask):
+def _grid_sample_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
+                          output_mask):
     x = _f32(input).astype(np.float64)
-    n, c, H, W = x.shape
-    go = np.moveaxis(grad_output.astype(np.float64), 1, -1)  # n, oh, ow, c
-    taps, dix, diy = _grid_taps(x, grid, interpolation_mode, padding_mode, align_corners)
-    batch = np.broadcast_to(np.arange(n)[:, None, None], grid.shape[:3])
-    gin = np.zeros((n, H, W, c))
+    n, c, sizes = x.shape[0], x.shape[1], x.shape[2:]
+    nd = len(sizes)
+    go = np.moveaxis(grad_output.astype(np.float64), 1, -1)  # n, *out, c
+    taps, dcoords = _grid_taps(x, grid, interpolation_mode, padding_mode, align_corners)
+    batch = np.broadcast_to(np.arange(n).reshape((n,) + (1,) * nd), grid.shape[:-1])
+    channels_last = np.moveaxis(x, 1, -1)
+    gin = np.zeros((n, *sizes, c))
     ggrid = np.zeros(grid.shape)
-    for yy, xx, w, dwx, dwy in taps:
-        inside = (yy >= 0) & (yy < H) & (xx >= 0) & (xx < W)
-        yc, xc = np.clip(yy, 0, H - 1), np.clip(xx, 0, W - 1)
+    for pos, w, dweights in taps:
+        inside, clipped = _inside(pos, sizes)
         if output_mask[0]:
-            np.add.at(gin, (batch[inside], yc[inside], xc[inside]), go[inside] * w[inside][:, None])
+            np.add.at(gin, (batch[inside], *[p[inside] for p in clipped]), go[inside] * w[inside][:, None])
         # ATen computes the grid's gradient whatever output_mask says
-        v = np.moveaxis(x, 1, -1)[batch, yc, xc] * inside[..., None]
-        dot = (v * go).sum(-1)
-        ggrid[..., 0] += dot * dwx * dix
-        ggrid[..., 1] += dot * dwy * diy
+        dot = (channels_last[(batch, *clipped)] * inside[..., None] * go).sum(-1)
+        for axis in range(nd):
+            ggrid[..., nd - 1 - axis] += dot * dweights[axis] * dcoords[axis]
     gi = _ret(np.ascontiguousarray(np.moveaxis(gin, -1, 1)), input.dtype) if output_mask[0] else None
-    gg = _ret(ggrid, grid.dtype)
-    return gi, gg
+    return gi, _ret(ggrid, grid.dtype)
+
+
+for _nd in (2, 3):
+    KERNELS[f"grid_sampler_{_nd}d.default"] = _grid_sample
+    KERNELS[f"grid_sampler_{_nd}d_backward.default"] = _grid_sample_backward
 
 
 # ---------------------------------------------------------------------------

@@ -2,7 +2,10 @@
 keep: special functions and sign manipulation (i0, hypot, copysign,
 heaviside), a log-space scan (logcumsumexp), searches in sorted tables
 (bucketize, searchsorted), order statistics (kthvalue, median, nanmedian,
-cummin) and special functions through scipy.special. Dtype rules are
+cummin) and special functions through scipy.special (Bessel functions, the
+Hurwitz zeta, the incomplete gamma functions), computed in double and
+rounded: float32 programs run ATen's own kernels (lowering/aten_kernels.py),
+so these serve float16/bfloat16 and `TILEFX_KERNELS=numpy`. Dtype rules are
 ATen's, as in `_common`.
 """
 
@@ -167,8 +170,101 @@ for _name, _fn in {
     "digamma.default": "psi", "special_i0e.default": "i0e", "special_i1.default": "i1",
     "special_i1e.default": "i1e", "special_erfcx.default": "erfcx", "special_ndtri.default": "ndtri",
     "special_bessel_j0.default": "j0", "exp2.default": "exp2",
+    "special_bessel_j1.default": "j1", "special_bessel_y0.default": "y0", "special_bessel_y1.default": "y1",
+    "special_modified_bessel_i0.default": "i0", "special_modified_bessel_i1.default": "i1",
+    "special_modified_bessel_k0.default": "k0", "special_modified_bessel_k1.default": "k1",
 }.items():
     _scipy_unary(_name, _fn)
+
+
+@_kernel("special_scaled_modified_bessel_k0.default")
+def special_scaled_modified_bessel_k0(x):
+    """exp(x) K0(x) (ATen names this operand x)."""
+    from scipy import special
+
+    return _float_unary(lambda v: special.k0e(v).astype(v.dtype), x)
+
+
+@_kernel("special_scaled_modified_bessel_k1.default")
+def special_scaled_modified_bessel_k1(x):
+    """exp(x) K1(x)."""
+    from scipy import special
+
+    return _float_unary(lambda v: special.k1e(v).astype(v.dtype), x)
+
+
+@_kernel("special_spherical_bessel_j0.default")
+def special_spherical_bessel_j0(x):
+    """sin(x) / x, 1 at 0."""
+    from scipy import special
+
+    return _float_unary(lambda v: special.spherical_jn(0, v).astype(v.dtype), x)
+
+
+def _scipy_binary(name: str, fn_name: str) -> None:
+    """A float binary op computed by scipy.special (integers give float32)."""
+
+    def kernel(self, other):
+        from scipy import special
+
+        return _binary(getattr(special, fn_name), self, other, float_result=True)
+
+    kernel.__name__ = name.split(".")[0]
+    KERNELS[name] = kernel
+
+
+# the Hurwitz zeta function zeta(x, q); the regularized lower and upper incomplete gamma functions
+for _name, _fn in {"special_zeta.default": "zeta", "igamma.default": "gammainc",
+                   "igammac.default": "gammaincc"}.items():
+    _scipy_binary(_name, _fn)
+
+
+@_kernel("special_airy_ai.default")
+def special_airy_ai(x):
+    """The Airy function Ai(x)."""
+    from scipy import special
+
+    return _float_unary(lambda v: special.airy(v)[0].astype(v.dtype), x)
+
+
+# torch.special's orthogonal polynomials of degree n (truncated to an integer;
+# negative degrees give 0) by their three-term recurrences in double:
+# (P1(x), P(k+1) from k, x, P(k), P(k-1)), and whether x is shifted to 2x - 1
+_POLYNOMIALS = {
+    "chebyshev_polynomial_t": (lambda x: x, lambda k, x, p, q: 2 * x * p - q),
+    "chebyshev_polynomial_u": (lambda x: 2 * x, lambda k, x, p, q: 2 * x * p - q),
+    "chebyshev_polynomial_v": (lambda x: 2 * x - 1, lambda k, x, p, q: 2 * x * p - q),
+    "chebyshev_polynomial_w": (lambda x: 2 * x + 1, lambda k, x, p, q: 2 * x * p - q),
+    "hermite_polynomial_h": (lambda x: 2 * x, lambda k, x, p, q: 2 * x * p - 2 * k * q),
+    "hermite_polynomial_he": (lambda x: x, lambda k, x, p, q: x * p - k * q),
+    "laguerre_polynomial_l": (lambda x: 1 - x, lambda k, x, p, q: ((2 * k + 1 - x) * p - k * q) / (k + 1)),
+    "legendre_polynomial_p": (lambda x: x, lambda k, x, p, q: ((2 * k + 1) * x * p - k * q) / (k + 1)),
+}
+
+
+def _polynomial(first, step, shifted: bool):
+    def values(x, n):
+        x = x.astype(np.float64)
+        if shifted:
+            x = 2 * x - 1
+        degree = np.where(np.isfinite(n), n, -1).astype(np.int64)
+        x, degree = np.broadcast_arrays(x, degree)
+        q, p = np.ones_like(x), first(x)
+        out = np.where(degree == 0, 1.0, np.where(degree == 1, p, 0.0))
+        for k in range(1, int(degree.max(initial=0))):
+            q, p = p, step(k, x, p, q)
+            out = np.where(degree == k + 1, p, out)
+        return out
+
+    def kernel(x, n):
+        return _binary(values, x, n, float_result=True)
+    return kernel
+
+
+for _name, (_first, _step) in _POLYNOMIALS.items():
+    KERNELS[f"special_{_name}.default"] = _polynomial(_first, _step, False)
+    if _name.startswith("chebyshev"):
+        KERNELS[f"special_shifted_{_name}.default"] = _polynomial(_first, _step, True)
 
 
 @_kernel("polygamma.default")
