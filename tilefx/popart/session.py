@@ -56,6 +56,8 @@ _devicex_log = getLogger("devicex")
 # -- DataFlow ---------------------------------------------------------------
 # PopART's name of the gradient of tensor `t`: GRADIENT_PREFIX + t (popart.reservedGradientPrefix())
 GRADIENT_PREFIX = "Gradient___"
+# PopART's name of weight w's gradient accumulator: ACCUM_PREFIX + w (popart.reservedAccumPrefix())
+ACCUM_PREFIX = "Accum___"
 
 
 class AnchorReturnTypeId(enum.Enum):
@@ -74,16 +76,17 @@ class AnchorReturnType:
     """How an anchor returns its values: AnchorReturnType("ALL" | "FINAL" | "SUM") or ("EVERYN", N)."""
 
     def __init__(self, artString: str = "ALL", returnPeriod: int | None = None):
+        # PopART's own messages (its anchorreturntype tests compare them)
         key = str(artString).upper()
         if key not in ("ALL", "EVERYN", "FINAL", "SUM"):
-            raise popart_exception(f"AnchorReturnType: unknown return type {artString!r} "
-                                   "(ALL, EVERYN, FINAL, SUM)")
+            raise popart_exception(f"Invalid anchor return type ID supplied: {artString}")
         if key == "EVERYN":
-            if returnPeriod is None or int(returnPeriod) < 1:
-                raise popart_exception(f"AnchorReturnType EVERYN needs a positive return period, got "
-                                       f"{returnPeriod!r}")
-        elif returnPeriod not in (None, 0, 1):
-            raise popart_exception(f"AnchorReturnType {key} takes no return period")
+            if returnPeriod is None:
+                raise popart_exception("Must specify return period with option 'EVERYN'")
+            if int(returnPeriod) < 1:
+                raise popart_exception("Anchor return period must be greater than zero")
+        elif returnPeriod not in (None, 0):
+            raise popart_exception("A return period should not be supplied for this anchor return type")
         self._id = AnchorReturnTypeId(key)
         self._rp = int(returnPeriod) if key == "EVERYN" else 1
 
@@ -346,6 +349,15 @@ class _Session:
             if a.startswith(GRADIENT_PREFIX) and a[len(GRADIENT_PREFIX):] not in known:
                 raise popart_exception(f"gradient anchor {a!r} must name a tensor of the graph after "
                                        f"{GRADIENT_PREFIX!r} (a weight, an input or an operator's output)")
+            if a.startswith(ACCUM_PREFIX) and a not in known:
+                if not self._training or self.accumulationFactor < 2:
+                    raise popart_exception(f"anchor {a!r} is a gradient accumulator: only a TrainingSession "
+                                           "with gradient accumulation (enableGradientAccumulation, "
+                                           "accumulationFactor > 1) has one")
+                if a[len(ACCUM_PREFIX):] not in inits:
+                    raise popart_exception(f"accumulator anchor {a!r} must name a weight (an initializer) "
+                                           f"after {ACCUM_PREFIX!r}")
+                continue
             if a not in known and not a.startswith(GRADIENT_PREFIX):
                 raise popart_exception(f"anchor tensor {a!r} is not in the model: an anchor must name a "
                                        f"tensor of the ONNX graph (graph outputs: "
@@ -366,15 +378,21 @@ class _Session:
                 raise popart_exception(f"the loss {loss!r} has shape {tuple(loss_shape)} (reduce it, e.g. "
                                        "aiGraphcore.identityloss(..., ReductionType.Mean)): it must be a "
                                        "scalar tensor")
-        grads = [a for a in dataFlow.anchors() if a.startswith(GRADIENT_PREFIX)]
+        # an accumulator anchor is the running sum of its weight's micro-batch gradients
+        self._accums = {a: GRADIENT_PREFIX + a[len(ACCUM_PREFIX):] for a in dataFlow.anchors()
+                        if a.startswith(ACCUM_PREFIX) and a not in known}
+        grads = list(dict.fromkeys([a for a in dataFlow.anchors() if a.startswith(GRADIENT_PREFIX)]
+                                   + list(self._accums.values())))
         # gradients of activations (not weights, not inputs) come from probes (OnnxModule)
         self._probes = [a[len(GRADIENT_PREFIX):] for a in grads
                         if a[len(GRADIENT_PREFIX):] not in inits | {i.name for i in g.input}]
         outputs = ([loss] if self._training else []) + [a for a in dataFlow.anchors()
-                                                        if a != loss and a not in grads]
+                                                        if a != loss and a not in grads and a not in self._accums]
         self._grad_anchors = grads  # returned after the outputs, in this order
-        self._anchor_index = {a: outputs.index(a) for a in dataFlow.anchors() if a not in grads}
+        self._anchor_index = {a: outputs.index(a) for a in dataFlow.anchors()
+                              if a not in grads and a not in self._accums}
         self._anchor_index.update({a: len(outputs) + i for i, a in enumerate(grads)})
+        self._anchor_index.update({a: self._anchor_index[g] for a, g in self._accums.items()})
         # Manual / ExecutionPhases: the graph's annotations place the ops; Auto: the machine model
         self._placement = self.options.virtualGraphMode not in (VirtualGraphMode.Off, VirtualGraphMode.Auto)
         try:
@@ -430,7 +448,7 @@ class _Session:
                 if wanted:
                     self._info_cache.update(tensor_infos(self._proto, wanted, given))
             for a in [tensorId, *self._dataflow.anchors()]:  # a gradient: its tensor's shape and type
-                if a.startswith(GRADIENT_PREFIX) and _ungrad(a) in self._info_cache:
+                if a != _ungrad(a) and _ungrad(a) in self._info_cache:
                     self._info_cache[a] = self._info_cache[_ungrad(a)]
         return self._info_cache[tensorId]
 
@@ -719,14 +737,13 @@ class _Session:
                     stepio.output_complete_callback(a)
             else:
                 dst = stepio.outputs[a]
-                rank = len(self.getInfo(a).shape())
-                if isinstance(dst, np.ndarray) and dst.shape != value.shape and \
-                        _squeezed(dst.shape, rank) == _squeezed(value.shape, rank):
-                    value = value.reshape(dst.shape)
+                if isinstance(dst, np.ndarray) and dst.shape != value.shape and dst.size == value.size:
+                    value = value.reshape(dst.shape)  # PopART checks the number of elements only
                 if not isinstance(dst, np.ndarray) or dst.shape != value.shape:
                     raise popart_runtime_error(
                         f"the output buffer of anchor {a!r} has shape {tuple(np.shape(dst))}, expected "
-                        f"{tuple(value.shape)} ({self._explain(self._dataflow.art(a))})")
+                        f"{tuple(value.shape)} ({value.size} elements; "
+                        f"{self._explain(self._dataflow.art(a))})")
                 np.copyto(dst, value, casting="unsafe")
         self._runs += 1
         self._cycles = self._executor.profile.total_cycles
@@ -742,12 +759,14 @@ class _Session:
                 f"replicas={rf}")
 
     def _check_buffer(self, name, x, shape, dtype, expected) -> np.ndarray:
-        if list(x.shape) != list(expected) and _squeezed(x.shape, len(shape)) == _squeezed(expected, len(shape)):
-            x = x.reshape(expected)  # the size-1 dimensions written out: the same buffer
+        if list(x.shape) != list(expected) and x.size == int(np.prod(expected)):
+            # PopART's StepIO checks the number of elements, not the shape: a buffer of
+            # the right size is read in order (e.g. size-1 dimensions left out or written out)
+            x = x.reshape(expected)
         if list(x.shape) != list(expected):
             raise popart_runtime_error(
                 f"input buffer of tensor {name!r} has shape {tuple(x.shape)}, expected {tuple(expected)} "
-                f"(tensor shape {tuple(shape)}; {self._explain()})")
+                f"({int(np.prod(expected))} elements; tensor shape {tuple(shape)}; {self._explain()})")
         if x.dtype != dtype:
             if x.dtype.kind != np.dtype(dtype).kind:
                 raise popart_runtime_error(f"input buffer of tensor {name!r} has type {x.dtype}, expected "
@@ -759,9 +778,18 @@ class _Session:
         bps, af, rf = self._dataflow.batchesPerStep(), self.accumulationFactor, self.replicationFactor
         shape = self.getInfo(anchor).shape()
         v = value.reshape([bps, af, rf] + shape)
+        if anchor in self._accums:
+            # the accumulator after each micro-batch: each replica's running sum of its
+            # gradients over the accumulation loop (the replicas are reduced after it)
+            v = np.cumsum(v, axis=1, dtype=v.dtype)
         art = self._dataflow.art(anchor)
         if art.id() == AnchorReturnTypeId.EveryN:
-            v = v[art.rp() - 1::art.rp()]
+            # PopART's batch counter counts micro-batches: every N-th of the step's
+            # batchesPerStep x accumulationFactor ones, (batchesPerStep / N) x
+            # accumulationFactor in all (its anchorreturntype tests: N=2, bps=2,
+            # accumulation 2 returns micro-batches 2 and 4)
+            v = v.reshape([bps * af, rf] + shape)[art.rp() - 1::art.rp()].reshape(
+                [bps // art.rp(), af, rf] + shape)
         elif art.id() == AnchorReturnTypeId.Final:
             v = v[-1, -1]
         elif art.id() == AnchorReturnTypeId.Sum:
@@ -958,15 +986,11 @@ def _host_dtype(dtype) -> np.dtype:
 
 
 def _ungrad(tensor_id: str) -> str:
-    """The tensor a gradient id names (itself if not a gradient)."""
-    return tensor_id[len(GRADIENT_PREFIX):] if tensor_id.startswith(GRADIENT_PREFIX) else tensor_id
-
-
-def _squeezed(shape, rank: int) -> tuple:
-    """A buffer shape without the size-1 dimensions before the tensor's own `rank` ones."""
-    shape = tuple(shape)
-    lead = shape[:len(shape) - rank] if rank else shape
-    return tuple(d for d in lead if d != 1) + (shape[len(shape) - rank:] if rank else ())
+    """The tensor a gradient (or accumulator) id names (itself if neither)."""
+    for prefix in (GRADIENT_PREFIX, ACCUM_PREFIX):
+        if tensor_id.startswith(prefix):
+            return tensor_id[len(prefix):]
+    return tensor_id
 
 
 def _strip_annotations(proto: onnx.ModelProto) -> onnx.ModelProto:
