@@ -153,3 +153,27 @@ def test_builder_reshape_const():
     data = RNG.standard_normal((2, 3, 4)).astype(np.float32)
     s.run(popart.PyStepIO({x: data}, anchors))
     np.testing.assert_array_equal(anchors[y], data.reshape(6, 4))
+
+
+def test_strided_step_buffers_are_refused_as_popart_does():
+    """PyStepIO reads and writes its arrays in place: a transposed (not C-contiguous)
+    input or output array is a popart_exception saying so, from PyStepIO and from the
+    callbacks of PyStepIOCallback; a transposed initializer or constant is fine."""
+    b = popart.Builder()
+    i = b.addInputTensor("INT32", [2, 2])
+    v = RNG.integers(0, 100, (2, 2)).astype(np.int32).T
+    o = b.aiOnnx.add([b.aiOnnx.identity([i]), b.aiOnnx.constant(v)])
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [o]), ipus(1))
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    good = np.arange(4, dtype=np.int32).reshape(2, 2)
+    with pytest.raises(popart.popart_exception, match="input array for tensor 'input'.*not c-contiguous"):
+        popart.PyStepIO({i: good.T}, anchors)
+    with pytest.raises(popart.popart_exception, match="output array for tensor 'Add:0'.*not c-contiguous"):
+        popart.PyStepIO({i: good}, {o: np.zeros((2, 2), np.int32).T})
+    for inp, out in [(good.T, np.zeros((2, 2), np.int32)), (good, np.zeros((2, 2), np.int32).T)]:
+        with pytest.raises(popart.popart_exception, match="not c-contiguous"):
+            s.run(popart.PyStepIOCallback(lambda _id, _p, x=inp: x, lambda _id: None,
+                                          lambda _id, y=out: y, lambda _id: None))
+    s.run(popart.PyStepIO({i: good}, anchors))
+    np.testing.assert_array_equal(anchors[o], good + v)

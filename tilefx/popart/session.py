@@ -145,12 +145,24 @@ class PyStepIO:
     """Input buffers and anchor (output) buffers, by tensor id (seeds/001 5.1)."""
 
     def __init__(self, inputs: dict, outputs: dict):
+        # PopART reads and writes the arrays in place, so it refuses strided views (a
+        # copy could cost much time unseen); its message, which its tests look for
+        for kind, arrays in (("input", inputs), ("output", outputs)):
+            for name, a in arrays.items():
+                _check_contiguous(a, name, kind)
         self.inputs = dict(inputs)
         self.outputs = outputs
         self.runtime_asserts = True
 
     def enableRuntimeAsserts(self, b: bool) -> None:
         self.runtime_asserts = bool(b)
+
+
+def _check_contiguous(a, name: str, kind: str) -> None:
+    if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
+        raise popart_exception(f"PyStepIO is unable to use the numpy {kind} array for tensor {name!r} as it is "
+                               "not c-contiguous (a data conversion here could have a significant impact on "
+                               "performance and hence is not allowed)")
 
 
 class PyStepIOCallback:
@@ -696,7 +708,9 @@ class _Session:
             if isinstance(stepio, PyStepIOCallback):
                 steps = []
                 for _ in range(bps * af * rf):
-                    x = np.asarray(stepio.input_callback(name, False))
+                    x = stepio.input_callback(name, False)
+                    _check_contiguous(x, name, "input")
+                    x = np.asarray(x)
                     steps.append(self._check_buffer(name, x, shape, dtype, shape))
                     stepio.input_complete_callback(name)
                 buf = np.stack(steps).reshape([bps, af, rf] + shape)
@@ -733,6 +747,7 @@ class _Session:
                 items = value.reshape([-1] + self.getInfo(a).shape()) if lead else value[None]
                 for item in items:
                     dst = stepio.output_callback(a)
+                    _check_contiguous(dst, a, "output")
                     np.copyto(dst, item.reshape(np.shape(dst)), casting="unsafe")
                     stepio.output_complete_callback(a)
             else:
