@@ -177,3 +177,34 @@ def test_strided_step_buffers_are_refused_as_popart_does():
                                           lambda _id, y=out: y, lambda _id: None))
     s.run(popart.PyStepIO({i: good}, anchors))
     np.testing.assert_array_equal(anchors[o], good + v)
+
+
+def test_session_construction_errors_are_popart_messages(tmp_path):
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2, 2]))
+    b.addOutputTensor(b.aiOnnx.relu([x]))
+    with pytest.raises(popart.popart_exception) as e:
+        popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, {}), ipus(1))
+    assert e.value.args[0] == "User must specify an anchor tensor when doing inference."
+    with pytest.raises(popart.popart_exception) as e:
+        popart.InferenceSession(str(tmp_path / "nothing"), popart.DataFlow(1, {}), ipus(1))
+    assert e.value.args[0].startswith("Failed to load a ModelProto from the string")
+
+
+def test_out_of_memory_exception_has_the_summary_and_writes_it_to_the_report_directory(tmp_path):
+    """A program that does not fit 4 tiles: OutOfMemoryException (a popart_exception) whose
+    getSummaryReport() names the tile and the bytes, written to autoReport.directory."""
+    b = popart.Builder()
+    xs = [b.addInputTensor(popart.TensorInfo("FLOAT", [100, 100])) for _ in range(8)]
+    out = b.aiOnnx.sum([b.aiOnnx.matmul([p, q]) for p in xs for q in xs])
+    opts = popart.SessionOptions()
+    opts.engineOptions = {"autoReport.outputGraphProfile": "true", "autoReport.directory": str(tmp_path / "r")}
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [out]),
+                                popart.DeviceManager().createIpuModelDevice({"numIPUs": 1, "tilesPerIPU": 4}),
+                                userOptions=opts)
+    with pytest.raises(popart.popart_exception) as e:
+        s.prepareDevice()
+    assert type(e.value) is popart.OutOfMemoryException
+    assert "tile" in e.value.getSummaryReport() and "bytes" in e.value.getSummaryReport()
+    with open(e.value.getProfilePath()) as f:
+        assert f.read().strip() == e.value.getSummaryReport()

@@ -416,7 +416,7 @@ class _Session:
         if not self._placement:
             self._module.proto = _strip_annotations(self._module.proto)
         if not outputs:
-            raise popart_exception("the DataFlow has no anchors: nothing to return")
+            raise popart_exception("User must specify an anchor tensor when doing inference.")
         self._info_cache: dict[str, TensorInfo] = {}
         self._executor = None
         self._executable: str | None = None  # given to loadExecutable
@@ -600,9 +600,25 @@ class _Session:
             raise
         except Error as e:
             if "memory" in e.message and ("fit" in e.message or "bytes" in e.message):
-                raise OutOfMemoryException(e.message) from None
+                raise OutOfMemoryException(e.message, profile_path=self._oom_report(e.message)) from None
             raise popart_exception(e.message) from None
         self._executor = executor
+
+    def _oom_report(self, summary: str) -> str:
+        """PopART writes the graph profile of a program that does not fit to the engine
+        options' autoReport.directory; tilefx writes its memory summary there."""
+        eng = {k.lower(): v for k, v in (self.options.engineOptions or {}).items()}
+        directory = eng.get("autoreport.directory")
+        if not directory:
+            return ""
+        path = os.path.join(str(directory), "out_of_memory.txt")
+        try:
+            os.makedirs(str(directory), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(summary + "\n")
+        except OSError as e:
+            raise popart_exception(f"{summary}\n(cannot write the memory report to {path!r}: {e})") from None
+        return path
 
     def compileAndExport(self, executablePath: str) -> None:
         """Compile the session's graph and write the executable (a file that never
