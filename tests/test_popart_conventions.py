@@ -208,3 +208,47 @@ def test_out_of_memory_exception_has_the_summary_and_writes_it_to_the_report_dir
     assert "tile" in e.value.getSummaryReport() and "bytes" in e.value.getSummaryReport()
     with open(e.value.getProfilePath()) as f:
         assert f.read().strip() == e.value.getSummaryReport()
+
+
+def test_prepare_device_without_loading_the_engine(capfd):
+    """prepareDevice(loadEngine=False) compiles ("Graph compiled" at INFO); the engine is loaded
+    ("Engine loaded") by loadEngineAndConnectStreams or the first run; before a compile there
+    is no engine to load. Log lines reach the stderr of the moment (here the capture)."""
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [3]))
+    o = b.aiOnnx.add([x, x])
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(2, [o]), ipus(1))
+
+    def logged():
+        err = capfd.readouterr().err
+        return "Graph compiled" in err, "Engine loaded" in err
+
+    popart.getLogger().setLevel("INFO")
+    try:
+        with pytest.raises(popart.popart_exception, match="no compiled engine"):
+            s.loadEngineAndConnectStreams()
+        s.prepareDevice(loadEngine=False)
+        assert logged() == (True, False)
+        anchors = s.initAnchorArrays()
+        data = RNG.standard_normal((2, 3)).astype(np.float32)
+        s.run(popart.PyStepIO({x: data}, anchors))
+        assert logged() == (False, True)
+        s.run(popart.PyStepIO({x: data}, anchors))
+        assert logged() == (False, False)
+    finally:
+        popart.getLogger().setLevel("OFF")
+    np.testing.assert_array_equal(anchors[o], data + data)
+
+
+def test_accumulation_options_are_checked_as_popart_does():
+    b, _x, _lbl, _w, loss = linear_nll(2, np.ones((3, 4), np.float32))
+    opts = popart.SessionOptions()
+    opts.accumulationFactor = 4
+    with pytest.raises(popart.popart_exception) as e:
+        popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [loss]), loss, popart.ConstSGD(0.1),
+                               deviceInfo=ipus(1), userOptions=opts)
+    assert e.value.args[0].startswith("enableGradientAccumulation is false, but accumulationFactor > 1.")
+    opts.enableGradientAccumulation = True
+    with pytest.raises(popart.popart_exception) as e:
+        popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [loss]), ipus(1), userOptions=opts)
+    assert e.value.args[0].startswith("Gradient Accumulation only available when training")

@@ -343,6 +343,14 @@ class _Session:
         if not isinstance(deviceInfo, DeviceInfo):
             raise popart_exception(f"deviceInfo must be a popart.DeviceInfo, got {type(deviceInfo).__name__}")
         self.options = userOptions if userOptions is not None else SessionOptions()
+        o = self.options
+        # PopART's checks of the accumulation options, with its messages
+        if o.enableGradientAccumulation and int(o.accumulationFactor) > 1 and not self._training:
+            raise popart_exception("Gradient Accumulation only available when training: an "
+                                   "InferenceSession takes enableGradientAccumulation = False")
+        if not o.enableGradientAccumulation and int(o.accumulationFactor) > 1:
+            raise popart_exception("enableGradientAccumulation is false, but accumulationFactor > 1. Either "
+                                   "enable gradient accumulation, or set the accumulation factor to 1")
         self.patterns = check_patterns(patterns)  # recorded: tilefx's passes preserve semantics anyway
         self._dataflow = dataFlow
         self.deviceInfo = deviceInfo
@@ -421,6 +429,7 @@ class _Session:
         self._executor = None
         self._executable: str | None = None  # given to loadExecutable
         self._prepared = False
+        self._engine_loaded = False
         self._cycles = 0
         self._runs = 0
 
@@ -572,6 +581,18 @@ class _Session:
         if self._training:
             self._compiled_optimizer = self._optimizer
         self._prepared = True
+        if loadEngine:
+            self.loadEngineAndConnectStreams()
+
+    def loadEngineAndConnectStreams(self) -> None:
+        """Load the compiled program onto the device (prepareDevice(loadEngine=False) leaves
+        it to this call, or to the first run)."""
+        if not self._prepared:
+            raise popart_exception("loadEngineAndConnectStreams: there is no compiled engine: call "
+                                   "prepareDevice() first")
+        if not self._engine_loaded:
+            self._engine_loaded = True
+            _devicex_log.info("Engine loaded")
 
     def _compile(self) -> None:
         """The program: from the executable given to loadExecutable, else traced
@@ -603,6 +624,7 @@ class _Session:
                 raise OutOfMemoryException(e.message, profile_path=self._oom_report(e.message)) from None
             raise popart_exception(e.message) from None
         self._executor = executor
+        _devicex_log.info("Graph compiled")
 
     def _oom_report(self, summary: str) -> str:
         """PopART writes the graph profile of a program that does not fit to the engine
@@ -718,6 +740,7 @@ class _Session:
         """Run batchesPerStep batches: read every input's buffer, write every anchor's."""
         _session_log.trace("Session::run %s", debugName)
         self._check_prepared("run")
+        self.loadEngineAndConnectStreams()
         bps, af, rf = self._dataflow.batchesPerStep(), self.accumulationFactor, self.replicationFactor
         tensors = []
         for name, (shape, dtype) in self._module.input_info.items():
