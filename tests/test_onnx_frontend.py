@@ -155,8 +155,12 @@ def test_dynamic_dimension_is_a_clear_error():
     x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 3])
     y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 3])
     model = _model([helper.make_node("Relu", ["x"], ["y"])], [x], [y])
-    with pytest.raises(Error, match="dynamic dimension 'batch'"):
+    with pytest.raises(Error, match=r"'x' must be specified in InputShapeInfo.*\[batch, 3\].*unknown value 'batch'"):
         OnnxModule(model)
+    negative = _model([helper.make_node("Relu", ["x"], ["y"])],
+                      [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [-1, 3])], [y])
+    with pytest.raises(Error, match=r"shape \[-1, 3\], which uses an unknown value '-1'"):
+        OnnxModule(negative)
     # the shape given to the session fixes it
     info = popart.InputShapeInfo()
     info.add("x", popart.TensorInfo("FLOAT", [4, 3]))

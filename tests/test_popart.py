@@ -5,7 +5,6 @@ buffer shape (batchesPerStep x accumulationFactor x replicas) is checked
 against PopART's documented layout; bad buffers, anchors and optimizers are
 popart_exceptions naming the tensor and the shapes."""
 
-import logging
 import os
 import re
 
@@ -466,13 +465,19 @@ def test_builder_checks_tensors_and_attributes():
 # -- devices, placement, reports, logging, errors -------------------------------
 def test_device_manager_simulated_pod():
     dm = popart.DeviceManager()
-    devices = dm.enumerateDevices()
-    assert [d.numIpus for d in devices[:17]] == [1] * 16 + [2] and devices[-1].numIpus == 16
+    # enumerateDevices lists the devices of numIpus IPUs (default 1), ids as gc-info numbers them
+    assert [d.id for d in dm.enumerateDevices()] == list(range(16))
+    assert [(d.id, d.numIpus) for d in dm.enumerateDevices(numIpus=8)] == [(28, 8), (29, 8)]
+    assert [d.id for d in dm.enumerateDevices(numIpus=16)] == [30] and not dm.enumerateDevices(numIpus=3)
+    assert dm.enumerateDevices(numIpus=2, deviceType=popart.DeviceType.IpuModel) == []
     # Acquire IPU configuration 5
     dev = dm.acquireDeviceById(5)
     assert dev.isAttached and dev.numIpus == 1
-    with pytest.raises(popart.popart_exception, match="in use"):
+    with pytest.raises(popart.popart_exception, match="Failed to acquire device with id '5'"):
         dm.acquireDeviceById(5)
+    assert dm.tryAcquireDeviceById(5) is None
+    with pytest.raises(popart.poplar_exception, match="No such device set id: '999'"):
+        dm.acquireDeviceById(999)
     # Acquire a two-IPU pair
     pair = dm.acquireAvailableDevice(2)
     assert pair.numIpus == 2 and pair.isAttached and 5 not in pair.driverIds
@@ -482,13 +487,20 @@ def test_device_manager_simulated_pod():
     assert quad.numIpus == 4 and not quad.isAttached
     for d in (dev, pair):
         d.detach()
-    with pytest.raises(popart.popart_exception, match="3 IPUs"):
+    with pytest.raises(popart.popart_exception, match="Failed to acquire device with 3 IPUs"):
         dm.acquireAvailableDevice(3)
+    assert dm.tryAcquireAvailableDevice(256) is None
     dm.acquireDeviceById(7)  # dropped at once: released, as PopART's DeviceInfo on destruction
     assert dm.acquireDeviceById(7).isAttached
     model = dm.createIpuModelDevice({"numIPUs": 2, "tilesPerIPU": 64})
     assert (model.numIpus, model.tilesPerIPU, model.type) == (2, 64, popart.DeviceType.IpuModel)
     assert dm.createOfflineIPUDevice({"numIPUs": 4}).numIpus == 4
+    # ipuVersion picks the simulated machine; the simulator defaults to PopART's 4 tiles
+    mk1 = dm.createIpuModelDevice({"ipuVersion": "ipu1"})
+    assert (mk1.version, mk1.tilesPerIPU, mk1.machine.name) == ("ipu1", 1216, "mk1")
+    assert dm.createIpuModelDevice({}).version == "ipu2"
+    sim = dm.createSimDevice({})
+    assert (sim.numIpus, sim.tilesPerIPU) == (1, 4)
 
 
 def test_pipelined_training_equals_single_ipu():
@@ -594,11 +606,8 @@ def test_reports_and_cycle_count():
 
 
 def test_logging_levels_and_format(capsys):
-    handler_stream = logging.getLogger("popart").handlers[0]
-    import io
-
-    buf = io.StringIO()
-    old = handler_stream.setStream(buf)
+    # lines go to the sys.stderr of the moment they are logged (here pytest's capture)
+    capsys.readouterr()
     try:
         # Set all modules to DEBUG level
         popart.getLogger().setLevel("DEBUG")
@@ -612,8 +621,7 @@ def test_logging_levels_and_format(capsys):
         s.weightsToHost()
     finally:
         popart.getLogger().setLevel("OFF")
-        handler_stream.setStream(old)
-    lines = buf.getvalue().splitlines()
+    lines = [line for line in capsys.readouterr().err.splitlines() if " popart:" in line]
     fmt = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z popart:(\w+) \d+\.\d+ ([TDIWEC]): (.*)$")
     parsed = [fmt.match(line).groups() for line in lines]
     assert ("session", "T", "Session::weightsToHost") in parsed

@@ -65,7 +65,9 @@ def load_model(model) -> onnx.ModelProto:
             return proto
         if isinstance(model, (str, os.PathLike)):
             if not os.path.exists(model):
-                raise Error(f"ONNX model file {str(model)!r} does not exist", type="frontend")
+                # PopART reads a string that names no file as a serialized model: its message first
+                raise Error(f"Failed to load a ModelProto from the string {str(model)[:80]!r}: it is neither "
+                            "an ONNX file that exists nor a serialized model", type="frontend")
             return onnx.load(str(model))
     except Error:
         raise
@@ -124,12 +126,12 @@ def _shape_of(vi: onnx.ValueInfoProto) -> tuple[list[int], np.dtype]:
 
     tt = vi.type.tensor_type
     dims = []
-    for d in tt.shape.dim:
-        if not d.HasField("dim_value"):
-            raise Error(f"input {vi.name!r} has a dynamic dimension {d.dim_param!r}: tilefx compiles "
-                        "static shapes (export with fixed input sizes, or give the shape: "
-                        "popart.InputShapeInfo)",
-                        type="frontend")
+    shown = [str(d.dim_value) if d.HasField("dim_value") else d.dim_param or "?" for d in tt.shape.dim]
+    for d, text in zip(tt.shape.dim, shown):
+        if not d.HasField("dim_value") or d.dim_value < 0:
+            # tilefx compiles static shapes; PopART's own message (its dim_param tests compare it)
+            raise Error(f"Input tensor '{vi.name}' must be specified in InputShapeInfo, as it has shape "
+                        f"[{', '.join(shown)}], which uses an unknown value '{text}'.", type="frontend")
         dims.append(int(d.dim_value))
     return dims, np.dtype(tensor_dtype_to_np_dtype(tt.elem_type))
 

@@ -43,6 +43,7 @@ from tilefx.popart.optimizers import (
 )
 from tilefx.popart.patterns import Patterns, PatternsLevel
 from tilefx.popart.session import (
+    ACCUM_PREFIX,
     GRADIENT_PREFIX,
     AccumulateOuterFragmentSchedule,
     AnchorReturnType,
@@ -71,6 +72,10 @@ defaultAiGraphcoreOpset = 1
 
 def reservedGradientPrefix() -> str:
     return GRADIENT_PREFIX
+
+
+def reservedAccumPrefix() -> str:
+    return ACCUM_PREFIX
 
 
 def versionString() -> str:
@@ -126,6 +131,7 @@ __all__ = [
     "poplar_unknown_runtime_error",
     "poplar_unrecoverable_runtime_error",
     "poplibs_exception",
+    "reservedAccumPrefix",
     "reservedGradientPrefix",
     "versionString",
 ]

@@ -315,6 +315,14 @@ class Builder:
                 pass
         raise AttributeError(f"'Builder' object has no attribute {name!r}")
 
+    def reshape_const(self, aiOnnx, args, shape, debugContext: str = "") -> str:
+        """PopART's Python helper: Reshape `args[0]` to `shape` through an int64
+        Constant (ONNX Reshape takes its shape as a tensor, not an attribute)."""
+        if not isinstance(args, (list, tuple)) or not args:
+            raise popart_exception("reshape_const needs a list holding the tensor to reshape")
+        new_shape = aiOnnx.constant(np.asarray(shape, dtype=np.int64), debugContext + "_const")
+        return aiOnnx.reshape([args[0], new_shape], debugContext)
+
     # -- ids -----------------------------------------------------------
     def _unique(self, base: str) -> str:
         name = "/".join(self._scope + [base]) if self._scope else base

@@ -10,7 +10,8 @@ tilefx has no physical IPUs: every device is the machine model
   with n IPUs of t tiles.
 - `createOfflineIPUDevice({"numIPUs": n, "tilesPerIPU": t})`: a device to
   compile for; the simulated machine runs it too.
-- `enumerateDevices()`, `acquireAvailableDevice(n)`, `acquireDeviceById(id)`:
+- `enumerateDevices(numIpus=n)` (the devices of n IPUs), `acquireAvailableDevice(n)`,
+  `acquireDeviceById(id)` (`tryAcquire...`: None when busy):
   a simulated IPU-POD16 (as `gc-info` lists it): ids 0-15 are single IPUs,
   16-23 pairs, 24-27 groups of four, 28-29 of eight and 30 all sixteen. A
   device holds its IPUs from attach to detach; acquiring IPUs that another
@@ -24,8 +25,8 @@ import gc
 import weakref
 from dataclasses import replace
 
-from tilefx.backend.machine import MK2, Machine
-from tilefx.popart.errors import popart_exception
+from tilefx.backend.machine import MK1, MK2, Machine
+from tilefx.popart.errors import popart_exception, poplar_exception
 
 POD_IPUS = 16
 
@@ -81,18 +82,22 @@ class DeviceInfo:
     """A (simulated) device: `numIpus`, `tilesPerIPU`, `id`, `type`, attach/detach."""
 
     def __init__(self, type: DeviceType, num_ipus: int, tiles: int, id: int = 0,
-                 ipus: tuple[int, ...] = (), connection: DeviceConnectionType = DeviceConnectionType.Always):
+                 ipus: tuple[int, ...] = (), connection: DeviceConnectionType = DeviceConnectionType.Always,
+                 version: str = "ipu2"):
         self.type = type
         self.numIpus = num_ipus
         self.tilesPerIPU = tiles
         self.id = id
         self.ipus = ipus
         self.connectionType = connection
+        self._version = version
         self._attached = False
 
     @property
     def machine(self) -> Machine:
-        return MK2 if self.tilesPerIPU == MK2.tiles else replace(MK2, tiles=self.tilesPerIPU)
+        """The simulated IPU: Mk1 for ipuVersion "ipu1", else Mk2, with the device's tiles."""
+        base = MK1 if self._version == "ipu1" else MK2
+        return base if self.tilesPerIPU == base.tiles else replace(base, tiles=self.tilesPerIPU)
 
     @property
     def isAttached(self) -> bool:
@@ -100,7 +105,7 @@ class DeviceInfo:
 
     @property
     def version(self) -> str:
-        return "ipu2"
+        return self._version
 
     @property
     def driverIds(self) -> list[int]:
@@ -140,18 +145,24 @@ class DeviceInfo:
     __str__ = __repr__
 
 
-def _opts(options: dict | None, what: str) -> tuple[int, int]:
+def _opts(options: dict | None, what: str, default_tiles: int | None = None) -> tuple[int, int, str]:
+    """numIPUs, tilesPerIPU and ipuVersion ("ipu1": Mk1, "ipu2": Mk2, the default) of a device's
+    options; tilesPerIPU defaults to the whole IPU (`default_tiles` for the simulator: PopART's 4)."""
     options = dict(options or {})
     unknown = set(options) - {"numIPUs", "tilesPerIPU", "ipuVersion", "syncPattern", "compileIPUCode"}
     if unknown:
         raise popart_exception(f"{what}: unknown option(s) {sorted(unknown)}")
+    version = str(options.get("ipuVersion", "ipu2"))
+    if version not in ("ipu1", "ipu2"):
+        raise popart_exception(f"{what}: ipuVersion must be 'ipu1' or 'ipu2', got {version!r}")
+    base = MK1 if version == "ipu1" else MK2
     n = int(options.get("numIPUs", 1))
-    t = int(options.get("tilesPerIPU", MK2.tiles))
+    t = int(options.get("tilesPerIPU", default_tiles or base.tiles))
     if n < 1 or t < 1:
         raise popart_exception(f"{what}: numIPUs and tilesPerIPU must be positive (got {n}, {t})")
-    if t > MK2.tiles:
-        raise popart_exception(f"{what}: tilesPerIPU {t} exceeds the {MK2.tiles} tiles of an IPU")
-    return n, t
+    if t > base.tiles:
+        raise popart_exception(f"{what}: tilesPerIPU {t} exceeds the {base.tiles} tiles of an {version} IPU")
+    return n, t, version
 
 
 class DeviceManager:
@@ -160,48 +171,87 @@ class DeviceManager:
     def createCpuDevice(self) -> DeviceInfo:
         return DeviceInfo(DeviceType.Cpu, 1, MK2.tiles)
 
+    def __init__(self):
+        self.onDemandAttachTimeout = 0
+
+    def setOnDemandAttachTimeout(self, seconds: int) -> None:
+        """Recorded: a simulated device attaches at once or not at all (no other process waits)."""
+        self.onDemandAttachTimeout = int(seconds)
+
     def createIpuModelDevice(self, options: dict | None = None) -> DeviceInfo:
-        n, t = _opts(options, "createIpuModelDevice")
-        return DeviceInfo(DeviceType.IpuModel, n, t)
+        n, t, v = _opts(options, "createIpuModelDevice")
+        return DeviceInfo(DeviceType.IpuModel, n, t, version=v)
 
     def createSimDevice(self, options: dict | None = None) -> DeviceInfo:
-        n, t = _opts(options, "createSimDevice")
-        return DeviceInfo(DeviceType.Sim, n, t)
+        n, t, v = _opts(options, "createSimDevice", default_tiles=4)
+        return DeviceInfo(DeviceType.Sim, n, t, version=v)
 
     def createOfflineIPUDevice(self, options: dict | None = None) -> DeviceInfo:
-        n, t = _opts(options, "createOfflineIPUDevice")
-        return DeviceInfo(DeviceType.OfflineIpu, n, t)
+        n, t, v = _opts(options, "createOfflineIPUDevice")
+        return DeviceInfo(DeviceType.OfflineIpu, n, t, version=v)
+
+    def _all(self, connectionType=DeviceConnectionType.Always, tilesPerIPU: int = 0) -> list[DeviceInfo]:
+        """Every device of the simulated POD, indexed by id."""
+        tiles = tilesPerIPU or MK2.tiles
+        return [DeviceInfo(DeviceType.Ipu, len(g), tiles, i, g, connectionType)
+                for i, g in enumerate(_groups())]
 
     def enumerateDevices(self, pattern: SyncPattern = SyncPattern.Full, numIpus: int = 1,
                          deviceType: DeviceType = DeviceType.Ipu, connectionType=DeviceConnectionType.Always,
                          tilesPerIPU: int = 0) -> list[DeviceInfo]:
-        tiles = tilesPerIPU or MK2.tiles
-        return [DeviceInfo(DeviceType.Ipu, len(g), tiles, i, g, connectionType)
-                for i, g in enumerate(_groups())]
+        """The (simulated) hardware devices of `numIpus` IPUs, as PopART lists them (none of
+        another deviceType: IPU Models and CPU devices are created, not enumerated)."""
+        if deviceType not in (DeviceType.Ipu, None):
+            return []
+        return [d for d in self._all(connectionType, tilesPerIPU) if d.numIpus == numIpus]
 
     def acquireAvailableDevice(self, numIpus: int = 1, tilesPerIpu: int = 0,
                                pattern: SyncPattern = SyncPattern.Full,
                                connectionType: DeviceConnectionType = DeviceConnectionType.Always,
                                selectionCriterion=None) -> DeviceInfo:
-        if numIpus < 1 or numIpus & (numIpus - 1) or numIpus > POD_IPUS:
-            raise popart_exception(f"acquireAvailableDevice: cannot acquire {numIpus} IPUs: the simulated "
-                                   f"system has {POD_IPUS} IPUs in groups of a power of two")
+        dev = self.tryAcquireAvailableDevice(numIpus, tilesPerIpu, pattern, connectionType, selectionCriterion)
+        if dev is None:
+            # PopART's message first (its device tests match it)
+            why = (f"the simulated system has {POD_IPUS} IPUs in groups of a power of two"
+                   if numIpus < 1 or numIpus & (numIpus - 1) or numIpus > POD_IPUS else
+                   f"IPUs {sorted(_held())} are attached to other devices")
+            raise popart_exception(f"Failed to acquire device with {numIpus} IPUs. Ensure that there are "
+                                   f"sufficient IPUs available ({why})")
+        return dev
+
+    def tryAcquireAvailableDevice(self, numIpus: int = 1, tilesPerIpu: int = 0,
+                                  pattern: SyncPattern = SyncPattern.Full,
+                                  connectionType: DeviceConnectionType = DeviceConnectionType.Always,
+                                  selectionCriterion=None) -> DeviceInfo | None:
+        """As acquireAvailableDevice, but None when no such device is free."""
         for dev in self.enumerateDevices(numIpus=numIpus, connectionType=connectionType,
                                          tilesPerIPU=tilesPerIpu):
-            if dev.numIpus == numIpus and _free(dev.ipus):
+            if _free(dev.ipus):
                 if connectionType == DeviceConnectionType.Always:
                     dev.attach()
                 return dev
-        raise popart_exception(f"acquireAvailableDevice: no device with {numIpus} free IPU(s): "
-                               f"IPUs {sorted(_held())} are attached to other devices")
+        return None
 
     def acquireDeviceById(self, id: int, pattern: SyncPattern = SyncPattern.Full,
                           connectionType: DeviceConnectionType = DeviceConnectionType.Always) -> DeviceInfo:
-        devices = self.enumerateDevices(connectionType=connectionType)
-        if not 0 <= id < len(devices):
-            raise popart_exception(f"acquireDeviceById: no device {id}: the simulated IPU-POD{POD_IPUS} "
-                                   f"has devices 0 to {len(devices) - 1}")
+        dev = self.tryAcquireDeviceById(id, pattern, connectionType)
+        if dev is None:
+            raise popart_exception(f"Failed to acquire device with id '{id}' (IPUs "
+                                   f"{list(self._all()[id].ipus)} are attached to another device)")
+        return dev
+
+    def tryAcquireDeviceById(self, id: int, pattern: SyncPattern = SyncPattern.Full,
+                             connectionType: DeviceConnectionType = DeviceConnectionType.Always
+                             ) -> DeviceInfo | None:
+        """As acquireDeviceById, but None when the device is in use (an unknown id is still
+        an error: Poplar's, as PopART passes it on)."""
+        devices = self._all(connectionType)
+        if isinstance(id, bool) or not isinstance(id, int) or not 0 <= id < len(devices):
+            raise poplar_exception(f"No such device set id: '{id}' (the simulated IPU-POD{POD_IPUS} has "
+                                   f"devices 0 to {len(devices) - 1})")
         dev = devices[id]
         if connectionType == DeviceConnectionType.Always and not dev.attach():
-            raise popart_exception(f"acquireDeviceById: device {id} (IPUs {list(dev.ipus)}) is in use")
+            return None
+        if connectionType != DeviceConnectionType.Always and not _free(dev.ipus):
+            return None
         return dev

@@ -92,12 +92,15 @@ class poplar_unknown_runtime_error(poplar_system_runtime_error):
 class OutOfMemoryException(popart_exception):
     """The program does not fit in the (simulated) IPUs' memory."""
 
-    def __init__(self, message: str, summary: str = "", **kw):
+    def __init__(self, message: str, summary: str = "", profile_path: str = "", **kw):
         super().__init__(message, **kw)
-        self._summary = summary
+        self._summary = summary or message
+        self._path = profile_path
 
     def getSummaryReport(self) -> str:
+        """What did not fit: the IPU, the tile, the bytes and the largest tensors there."""
         return self._summary
 
     def getProfilePath(self) -> str:
-        return ""
+        """The memory report written to engineOptions' "autoReport.directory" ("" without one)."""
+        return self._path

@@ -39,12 +39,29 @@ class _Formatter(logging.Formatter):
                 f"{_INITIAL.get(record.levelno, 'I')}: {record.getMessage()}")
 
 
+class _StdHandler(logging.StreamHandler):
+    """Writes to whatever sys.stdout / sys.stderr is when a line is logged (PopART writes to
+    the process's stream: a later redirection, e.g. contextlib.redirect_stderr or a test's
+    capture, must see the lines; a stream bound at import would miss them)."""
+
+    def __init__(self, name: str):
+        logging.Handler.__init__(self)
+        self._name = name
+        self._override = None
+
+    @property
+    def stream(self):
+        return self._override if self._override is not None else getattr(sys, self._name)
+
+    @stream.setter
+    def stream(self, value) -> None:  # setStream(s) pins a stream; setStream(None) follows sys again
+        self._override = value
+
+
 def _handler() -> logging.Handler:
     dest = os.environ.get("POPART_LOG_DEST", "stderr")
-    if dest == "stdout":
-        h: logging.Handler = logging.StreamHandler(sys.stdout)
-    elif dest == "stderr":
-        h = logging.StreamHandler(sys.stderr)
+    if dest in ("stdout", "stderr"):
+        h: logging.Handler = _StdHandler(dest)
     else:
         h = logging.FileHandler(dest)
     h.setFormatter(_Formatter())

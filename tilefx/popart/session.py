@@ -56,6 +56,8 @@ _devicex_log = getLogger("devicex")
 # -- DataFlow ---------------------------------------------------------------
 # PopART's name of the gradient of tensor `t`: GRADIENT_PREFIX + t (popart.reservedGradientPrefix())
 GRADIENT_PREFIX = "Gradient___"
+# PopART's name of weight w's gradient accumulator: ACCUM_PREFIX + w (popart.reservedAccumPrefix())
+ACCUM_PREFIX = "Accum___"
 
 
 class AnchorReturnTypeId(enum.Enum):
@@ -74,16 +76,17 @@ class AnchorReturnType:
     """How an anchor returns its values: AnchorReturnType("ALL" | "FINAL" | "SUM") or ("EVERYN", N)."""
 
     def __init__(self, artString: str = "ALL", returnPeriod: int | None = None):
+        # PopART's own messages (its anchorreturntype tests compare them)
         key = str(artString).upper()
         if key not in ("ALL", "EVERYN", "FINAL", "SUM"):
-            raise popart_exception(f"AnchorReturnType: unknown return type {artString!r} "
-                                   "(ALL, EVERYN, FINAL, SUM)")
+            raise popart_exception(f"Invalid anchor return type ID supplied: {artString}")
         if key == "EVERYN":
-            if returnPeriod is None or int(returnPeriod) < 1:
-                raise popart_exception(f"AnchorReturnType EVERYN needs a positive return period, got "
-                                       f"{returnPeriod!r}")
-        elif returnPeriod not in (None, 0, 1):
-            raise popart_exception(f"AnchorReturnType {key} takes no return period")
+            if returnPeriod is None:
+                raise popart_exception("Must specify return period with option 'EVERYN'")
+            if int(returnPeriod) < 1:
+                raise popart_exception("Anchor return period must be greater than zero")
+        elif returnPeriod not in (None, 0):
+            raise popart_exception("A return period should not be supplied for this anchor return type")
         self._id = AnchorReturnTypeId(key)
         self._rp = int(returnPeriod) if key == "EVERYN" else 1
 
@@ -142,12 +145,24 @@ class PyStepIO:
     """Input buffers and anchor (output) buffers, by tensor id (seeds/001 5.1)."""
 
     def __init__(self, inputs: dict, outputs: dict):
+        # PopART reads and writes the arrays in place, so it refuses strided views (a
+        # copy could cost much time unseen); its message, which its tests look for
+        for kind, arrays in (("input", inputs), ("output", outputs)):
+            for name, a in arrays.items():
+                _check_contiguous(a, name, kind)
         self.inputs = dict(inputs)
         self.outputs = outputs
         self.runtime_asserts = True
 
     def enableRuntimeAsserts(self, b: bool) -> None:
         self.runtime_asserts = bool(b)
+
+
+def _check_contiguous(a, name: str, kind: str) -> None:
+    if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
+        raise popart_exception(f"PyStepIO is unable to use the numpy {kind} array for tensor {name!r} as it is "
+                               "not c-contiguous (a data conversion here could have a significant impact on "
+                               "performance and hence is not allowed)")
 
 
 class PyStepIOCallback:
@@ -328,6 +343,14 @@ class _Session:
         if not isinstance(deviceInfo, DeviceInfo):
             raise popart_exception(f"deviceInfo must be a popart.DeviceInfo, got {type(deviceInfo).__name__}")
         self.options = userOptions if userOptions is not None else SessionOptions()
+        o = self.options
+        # PopART's checks of the accumulation options, with its messages
+        if o.enableGradientAccumulation and int(o.accumulationFactor) > 1 and not self._training:
+            raise popart_exception("Gradient Accumulation only available when training: an "
+                                   "InferenceSession takes enableGradientAccumulation = False")
+        if not o.enableGradientAccumulation and int(o.accumulationFactor) > 1:
+            raise popart_exception("enableGradientAccumulation is false, but accumulationFactor > 1. Either "
+                                   "enable gradient accumulation, or set the accumulation factor to 1")
         self.patterns = check_patterns(patterns)  # recorded: tilefx's passes preserve semantics anyway
         self._dataflow = dataFlow
         self.deviceInfo = deviceInfo
@@ -346,6 +369,15 @@ class _Session:
             if a.startswith(GRADIENT_PREFIX) and a[len(GRADIENT_PREFIX):] not in known:
                 raise popart_exception(f"gradient anchor {a!r} must name a tensor of the graph after "
                                        f"{GRADIENT_PREFIX!r} (a weight, an input or an operator's output)")
+            if a.startswith(ACCUM_PREFIX) and a not in known:
+                if not self._training or self.accumulationFactor < 2:
+                    raise popart_exception(f"anchor {a!r} is a gradient accumulator: only a TrainingSession "
+                                           "with gradient accumulation (enableGradientAccumulation, "
+                                           "accumulationFactor > 1) has one")
+                if a[len(ACCUM_PREFIX):] not in inits:
+                    raise popart_exception(f"accumulator anchor {a!r} must name a weight (an initializer) "
+                                           f"after {ACCUM_PREFIX!r}")
+                continue
             if a not in known and not a.startswith(GRADIENT_PREFIX):
                 raise popart_exception(f"anchor tensor {a!r} is not in the model: an anchor must name a "
                                        f"tensor of the ONNX graph (graph outputs: "
@@ -366,15 +398,21 @@ class _Session:
                 raise popart_exception(f"the loss {loss!r} has shape {tuple(loss_shape)} (reduce it, e.g. "
                                        "aiGraphcore.identityloss(..., ReductionType.Mean)): it must be a "
                                        "scalar tensor")
-        grads = [a for a in dataFlow.anchors() if a.startswith(GRADIENT_PREFIX)]
+        # an accumulator anchor is the running sum of its weight's micro-batch gradients
+        self._accums = {a: GRADIENT_PREFIX + a[len(ACCUM_PREFIX):] for a in dataFlow.anchors()
+                        if a.startswith(ACCUM_PREFIX) and a not in known}
+        grads = list(dict.fromkeys([a for a in dataFlow.anchors() if a.startswith(GRADIENT_PREFIX)]
+                                   + list(self._accums.values())))
         # gradients of activations (not weights, not inputs) come from probes (OnnxModule)
         self._probes = [a[len(GRADIENT_PREFIX):] for a in grads
                         if a[len(GRADIENT_PREFIX):] not in inits | {i.name for i in g.input}]
         outputs = ([loss] if self._training else []) + [a for a in dataFlow.anchors()
-                                                        if a != loss and a not in grads]
+                                                        if a != loss and a not in grads and a not in self._accums]
         self._grad_anchors = grads  # returned after the outputs, in this order
-        self._anchor_index = {a: outputs.index(a) for a in dataFlow.anchors() if a not in grads}
+        self._anchor_index = {a: outputs.index(a) for a in dataFlow.anchors()
+                              if a not in grads and a not in self._accums}
         self._anchor_index.update({a: len(outputs) + i for i, a in enumerate(grads)})
+        self._anchor_index.update({a: self._anchor_index[g] for a, g in self._accums.items()})
         # Manual / ExecutionPhases: the graph's annotations place the ops; Auto: the machine model
         self._placement = self.options.virtualGraphMode not in (VirtualGraphMode.Off, VirtualGraphMode.Auto)
         try:
@@ -386,11 +424,12 @@ class _Session:
         if not self._placement:
             self._module.proto = _strip_annotations(self._module.proto)
         if not outputs:
-            raise popart_exception("the DataFlow has no anchors: nothing to return")
+            raise popart_exception("User must specify an anchor tensor when doing inference.")
         self._info_cache: dict[str, TensorInfo] = {}
         self._executor = None
         self._executable: str | None = None  # given to loadExecutable
         self._prepared = False
+        self._engine_loaded = False
         self._cycles = 0
         self._runs = 0
 
@@ -430,7 +469,7 @@ class _Session:
                 if wanted:
                     self._info_cache.update(tensor_infos(self._proto, wanted, given))
             for a in [tensorId, *self._dataflow.anchors()]:  # a gradient: its tensor's shape and type
-                if a.startswith(GRADIENT_PREFIX) and _ungrad(a) in self._info_cache:
+                if a != _ungrad(a) and _ungrad(a) in self._info_cache:
                     self._info_cache[a] = self._info_cache[_ungrad(a)]
         return self._info_cache[tensorId]
 
@@ -542,6 +581,18 @@ class _Session:
         if self._training:
             self._compiled_optimizer = self._optimizer
         self._prepared = True
+        if loadEngine:
+            self.loadEngineAndConnectStreams()
+
+    def loadEngineAndConnectStreams(self) -> None:
+        """Load the compiled program onto the device (prepareDevice(loadEngine=False) leaves
+        it to this call, or to the first run)."""
+        if not self._prepared:
+            raise popart_exception("loadEngineAndConnectStreams: there is no compiled engine: call "
+                                   "prepareDevice() first")
+        if not self._engine_loaded:
+            self._engine_loaded = True
+            _devicex_log.info("Engine loaded")
 
     def _compile(self) -> None:
         """The program: from the executable given to loadExecutable, else traced
@@ -570,9 +621,26 @@ class _Session:
             raise
         except Error as e:
             if "memory" in e.message and ("fit" in e.message or "bytes" in e.message):
-                raise OutOfMemoryException(e.message) from None
+                raise OutOfMemoryException(e.message, profile_path=self._oom_report(e.message)) from None
             raise popart_exception(e.message) from None
         self._executor = executor
+        _devicex_log.info("Graph compiled")
+
+    def _oom_report(self, summary: str) -> str:
+        """PopART writes the graph profile of a program that does not fit to the engine
+        options' autoReport.directory; tilefx writes its memory summary there."""
+        eng = {k.lower(): v for k, v in (self.options.engineOptions or {}).items()}
+        directory = eng.get("autoreport.directory")
+        if not directory:
+            return ""
+        path = os.path.join(str(directory), "out_of_memory.txt")
+        try:
+            os.makedirs(str(directory), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(summary + "\n")
+        except OSError as e:
+            raise popart_exception(f"{summary}\n(cannot write the memory report to {path!r}: {e})") from None
+        return path
 
     def compileAndExport(self, executablePath: str) -> None:
         """Compile the session's graph and write the executable (a file that never
@@ -672,13 +740,16 @@ class _Session:
         """Run batchesPerStep batches: read every input's buffer, write every anchor's."""
         _session_log.trace("Session::run %s", debugName)
         self._check_prepared("run")
+        self.loadEngineAndConnectStreams()
         bps, af, rf = self._dataflow.batchesPerStep(), self.accumulationFactor, self.replicationFactor
         tensors = []
         for name, (shape, dtype) in self._module.input_info.items():
             if isinstance(stepio, PyStepIOCallback):
                 steps = []
                 for _ in range(bps * af * rf):
-                    x = np.asarray(stepio.input_callback(name, False))
+                    x = stepio.input_callback(name, False)
+                    _check_contiguous(x, name, "input")
+                    x = np.asarray(x)
                     steps.append(self._check_buffer(name, x, shape, dtype, shape))
                     stepio.input_complete_callback(name)
                 buf = np.stack(steps).reshape([bps, af, rf] + shape)
@@ -715,18 +786,18 @@ class _Session:
                 items = value.reshape([-1] + self.getInfo(a).shape()) if lead else value[None]
                 for item in items:
                     dst = stepio.output_callback(a)
+                    _check_contiguous(dst, a, "output")
                     np.copyto(dst, item.reshape(np.shape(dst)), casting="unsafe")
                     stepio.output_complete_callback(a)
             else:
                 dst = stepio.outputs[a]
-                rank = len(self.getInfo(a).shape())
-                if isinstance(dst, np.ndarray) and dst.shape != value.shape and \
-                        _squeezed(dst.shape, rank) == _squeezed(value.shape, rank):
-                    value = value.reshape(dst.shape)
+                if isinstance(dst, np.ndarray) and dst.shape != value.shape and dst.size == value.size:
+                    value = value.reshape(dst.shape)  # PopART checks the number of elements only
                 if not isinstance(dst, np.ndarray) or dst.shape != value.shape:
                     raise popart_runtime_error(
                         f"the output buffer of anchor {a!r} has shape {tuple(np.shape(dst))}, expected "
-                        f"{tuple(value.shape)} ({self._explain(self._dataflow.art(a))})")
+                        f"{tuple(value.shape)} ({value.size} elements; "
+                        f"{self._explain(self._dataflow.art(a))})")
                 np.copyto(dst, value, casting="unsafe")
         self._runs += 1
         self._cycles = self._executor.profile.total_cycles
@@ -742,12 +813,14 @@ class _Session:
                 f"replicas={rf}")
 
     def _check_buffer(self, name, x, shape, dtype, expected) -> np.ndarray:
-        if list(x.shape) != list(expected) and _squeezed(x.shape, len(shape)) == _squeezed(expected, len(shape)):
-            x = x.reshape(expected)  # the size-1 dimensions written out: the same buffer
+        if list(x.shape) != list(expected) and x.size == int(np.prod(expected)):
+            # PopART's StepIO checks the number of elements, not the shape: a buffer of
+            # the right size is read in order (e.g. size-1 dimensions left out or written out)
+            x = x.reshape(expected)
         if list(x.shape) != list(expected):
             raise popart_runtime_error(
                 f"input buffer of tensor {name!r} has shape {tuple(x.shape)}, expected {tuple(expected)} "
-                f"(tensor shape {tuple(shape)}; {self._explain()})")
+                f"({int(np.prod(expected))} elements; tensor shape {tuple(shape)}; {self._explain()})")
         if x.dtype != dtype:
             if x.dtype.kind != np.dtype(dtype).kind:
                 raise popart_runtime_error(f"input buffer of tensor {name!r} has type {x.dtype}, expected "
@@ -759,9 +832,18 @@ class _Session:
         bps, af, rf = self._dataflow.batchesPerStep(), self.accumulationFactor, self.replicationFactor
         shape = self.getInfo(anchor).shape()
         v = value.reshape([bps, af, rf] + shape)
+        if anchor in self._accums:
+            # the accumulator after each micro-batch: each replica's running sum of its
+            # gradients over the accumulation loop (the replicas are reduced after it)
+            v = np.cumsum(v, axis=1, dtype=v.dtype)
         art = self._dataflow.art(anchor)
         if art.id() == AnchorReturnTypeId.EveryN:
-            v = v[art.rp() - 1::art.rp()]
+            # PopART's batch counter counts micro-batches: every N-th of the step's
+            # batchesPerStep x accumulationFactor ones, (batchesPerStep / N) x
+            # accumulationFactor in all (its anchorreturntype tests: N=2, bps=2,
+            # accumulation 2 returns micro-batches 2 and 4)
+            v = v.reshape([bps * af, rf] + shape)[art.rp() - 1::art.rp()].reshape(
+                [bps // art.rp(), af, rf] + shape)
         elif art.id() == AnchorReturnTypeId.Final:
             v = v[-1, -1]
         elif art.id() == AnchorReturnTypeId.Sum:
@@ -958,15 +1040,11 @@ def _host_dtype(dtype) -> np.dtype:
 
 
 def _ungrad(tensor_id: str) -> str:
-    """The tensor a gradient id names (itself if not a gradient)."""
-    return tensor_id[len(GRADIENT_PREFIX):] if tensor_id.startswith(GRADIENT_PREFIX) else tensor_id
-
-
-def _squeezed(shape, rank: int) -> tuple:
-    """A buffer shape without the size-1 dimensions before the tensor's own `rank` ones."""
-    shape = tuple(shape)
-    lead = shape[:len(shape) - rank] if rank else shape
-    return tuple(d for d in lead if d != 1) + (shape[len(shape) - rank:] if rank else ())
+    """The tensor a gradient (or accumulator) id names (itself if neither)."""
+    for prefix in (GRADIENT_PREFIX, ACCUM_PREFIX):
+        if tensor_id.startswith(prefix):
+            return tensor_id[len(prefix):]
+    return tensor_id
 
 
 def _strip_annotations(proto: onnx.ModelProto) -> onnx.ModelProto:

@@ -1,0 +1,254 @@
+"""PopART conventions its own integration tests rely on (anchor, StepIO and
+Builder behaviour that seeds/001 implies but does not spell out), checked
+against numpy and PyTorch: accumulator anchors, EVERYN with gradient
+accumulation, buffers checked by element count, AnchorReturnType's messages,
+Builder.reshape_const."""
+
+import numpy as np
+import pytest
+import torch
+
+from tilefx import popart
+
+RNG = np.random.default_rng(3)
+
+
+def ipus(n):
+    return popart.DeviceManager().createIpuModelDevice({"numIPUs": n})
+
+
+def linear_nll(batch, w0):
+    """x @ w -> softmax -> nll (mean): a weight whose gradient is easy to recompute in torch."""
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [batch, 3]), "x")
+    lbl = b.addInputTensor(popart.TensorInfo("INT32", [batch]), "label")
+    w = b.addInitializedInputTensor(w0, "w")
+    probs = b.aiOnnx.softmax([b.aiOnnx.matmul([x, w])], axis=1)
+    return b, x, lbl, w, b.aiGraphcore.nllloss([probs, lbl])
+
+
+def torch_grad(w, x, lbl):
+    w = torch.tensor(w, requires_grad=True)
+    torch.nn.functional.nll_loss(torch.log_softmax(torch.tensor(x) @ w, 1), torch.tensor(lbl).long()).backward()
+    return w.grad.numpy()
+
+
+def test_accumulator_anchor_is_each_replicas_running_gradient_sum():
+    """popart.reservedAccumPrefix() + weight: the accumulator after every micro-batch
+    (ALL: [batchesPerStep, accumulationFactor, replicas, *shape]); the next step's weight is
+    the last one minus lr x the replicas' accumulators summed (PopART's anchor_output_test)."""
+    bps, af, rf, lr = 2, 3, 2, 0.5
+    w0 = RNG.standard_normal((3, 4)).astype(np.float32)
+    b, x, lbl, w, loss = linear_nll(2, w0)
+    accum = popart.reservedAccumPrefix() + w
+    assert accum == "Accum___w"
+    opts = popart.SessionOptions()
+    opts.enableGradientAccumulation = True
+    opts.accumulationFactor = af
+    opts.enableReplicatedGraphs = True
+    opts.replicatedGraphCount = rf
+    art = popart.AnchorReturnType("ALL")
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(bps, {accum: art, w: art}),
+                               loss, popart.ConstSGD(lr), deviceInfo=ipus(rf), userOptions=opts)
+    s.prepareDevice()
+    s.weightsFromHost()
+    anchors = s.initAnchorArrays()
+    assert anchors[accum].shape == (bps, af, rf, 3, 4)
+    xs = RNG.standard_normal((bps, af, rf, 2, 3)).astype(np.float32)
+    ls = RNG.integers(0, 4, (bps, af, rf, 2)).astype(np.int32)
+    s.run(popart.PyStepIO({x: xs, lbl: ls}, anchors))
+    weight = w0
+    for step in range(bps):
+        want = np.zeros((rf, 3, 4), np.float32)
+        for m in range(af):
+            for r in range(rf):
+                np.testing.assert_allclose(anchors[w][step, m, r], weight, rtol=1e-5, atol=1e-6)
+                want[r] += torch_grad(weight, xs[step, m, r], ls[step, m, r])
+            np.testing.assert_allclose(anchors[accum][step, m], want, rtol=1e-5, atol=1e-6)
+        weight = weight - lr * want.sum(0)
+
+
+def test_accumulator_anchor_needs_accumulation_and_a_weight():
+    b, _x, _lbl, _w, loss = linear_nll(2, np.ones((3, 4), np.float32))
+    proto = b.getModelProto()
+    df = popart.DataFlow(1, [popart.reservedAccumPrefix() + "w"])
+    with pytest.raises(popart.popart_exception, match="Accum___w.*gradient accumulation"):
+        popart.TrainingSession(proto, df, loss, popart.ConstSGD(0.1), deviceInfo=ipus(1))
+    opts = popart.SessionOptions()
+    opts.enableGradientAccumulation = True
+    opts.accumulationFactor = 2
+    with pytest.raises(popart.popart_exception, match="Accum___x.*must name a weight"):
+        popart.TrainingSession(proto, popart.DataFlow(1, ["Accum___x"]), loss, popart.ConstSGD(0.1),
+                               deviceInfo=ipus(1), userOptions=opts)
+
+
+def test_everyn_with_accumulation_counts_micro_batches():
+    """PopART's batch counter counts micro-batches: EVERYN(2) with batchesPerStep 2 and
+    accumulation 2 returns micro-batches 2 and 4 (its anchorreturntype test), in
+    (batchesPerStep / N) x accumulationFactor slots."""
+    b = popart.Builder()
+    i = b.addInputTensor(popart.TensorInfo("FLOAT", [2]))
+    o = b.aiOnnx.add([i, b.addInitializedInputTensor(np.zeros(2, np.float32), "w")])
+    loss = b.aiGraphcore.l1loss([o], 0.0)
+    opts = popart.SessionOptions()
+    opts.enableGradientAccumulation = True
+    opts.accumulationFactor = 2
+    data = np.arange(1, 9, dtype=np.float32).reshape(2, 2, 2)
+    for art, want in [(popart.AnchorReturnType("EVERYN", 2), [[3, 4], [7, 8]]),
+                      (popart.AnchorReturnType("EVERYN", 1), data),
+                      (popart.AnchorReturnType("FINAL"), [7, 8]), (popart.AnchorReturnType("SUM"), [16, 20])]:
+        s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(2, {o: art}), loss, popart.ConstSGD(0.01),
+                                   deviceInfo=ipus(1), userOptions=opts)
+        s.prepareDevice()
+        s.weightsFromHost()
+        anchors = s.initAnchorArrays()
+        s.run(popart.PyStepIO({i: data}, anchors))
+        np.testing.assert_array_equal(anchors[o], want)
+
+
+def test_buffers_are_checked_by_their_number_of_elements():
+    """PopART's StepIO checks element counts: a label buffer [bps, accumulation, replicas]
+    for a [1]-shaped tensor runs, a wrong count names the tensor, both shapes and the count."""
+    b, x, lbl, _w, loss = linear_nll(1, np.ones((3, 4), np.float32))
+    opts = popart.SessionOptions()
+    opts.enableGradientAccumulation = True
+    opts.accumulationFactor = 2
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(3, {loss: popart.AnchorReturnType("ALL")}),
+                               loss, popart.ConstSGD(0.1), deviceInfo=ipus(1), userOptions=opts)
+    s.prepareDevice()
+    s.weightsFromHost()
+    anchors = s.initAnchorArrays()
+    xs = RNG.standard_normal((3, 2, 1, 3)).astype(np.float32)
+    s.run(popart.PyStepIO({x: xs, lbl: np.zeros((3, 2), np.int32)}, anchors))
+    first = anchors[loss].copy()
+    s.weightsFromHost()  # the same weights again: the same losses from a flat, differently shaped buffer
+    s.run(popart.PyStepIO({x: xs.reshape(6, 3), lbl: np.zeros(6, np.int32)}, {loss: np.zeros((2, 3), np.float32)}))
+    with pytest.raises(popart.popart_exception, match=r"'label'.*\(5,\).*\(3, 2, 1\).*6 elements"):
+        s.run(popart.PyStepIO({x: xs, lbl: np.zeros(5, np.int32)}, anchors))
+    with pytest.raises(popart.popart_exception, match=r"anchor 'Nll:0'.*\(7,\).*\(3, 2\).*6 elements"):
+        s.run(popart.PyStepIO({x: xs, lbl: np.zeros(6, np.int32)}, {loss: np.zeros(7, np.float32)}))
+    assert np.isfinite(first).all()
+
+
+def test_anchor_return_type_errors_are_popart_messages():
+    for args, msg in [(("INVALID",), "Invalid anchor return type ID supplied: INVALID"),
+                      (("ALL", 2), "A return period should not be supplied for this anchor return type"),
+                      (("EveryN", -1), "Anchor return period must be greater than zero"),
+                      (("EveryN",), "Must specify return period with option 'EVERYN'")]:
+        with pytest.raises(popart.popart_exception) as e:
+            popart.AnchorReturnType(*args)
+        assert e.value.args[0] == msg
+    assert popart.AnchorReturnType("everyn", 4).rp() == 4 and popart.AnchorReturnType("final").str() == "FINAL"
+
+
+def test_builder_reshape_const():
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2, 3, 4]))
+    y = b.reshape_const(b.aiOnnx, [x], [6, 4])
+    assert b.getTensorShape(y) == [6, 4]
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [y]),
+                                popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    data = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    s.run(popart.PyStepIO({x: data}, anchors))
+    np.testing.assert_array_equal(anchors[y], data.reshape(6, 4))
+
+
+def test_strided_step_buffers_are_refused_as_popart_does():
+    """PyStepIO reads and writes its arrays in place: a transposed (not C-contiguous)
+    input or output array is a popart_exception saying so, from PyStepIO and from the
+    callbacks of PyStepIOCallback; a transposed initializer or constant is fine."""
+    b = popart.Builder()
+    i = b.addInputTensor("INT32", [2, 2])
+    v = RNG.integers(0, 100, (2, 2)).astype(np.int32).T
+    o = b.aiOnnx.add([b.aiOnnx.identity([i]), b.aiOnnx.constant(v)])
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [o]), ipus(1))
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    good = np.arange(4, dtype=np.int32).reshape(2, 2)
+    with pytest.raises(popart.popart_exception, match="input array for tensor 'input'.*not c-contiguous"):
+        popart.PyStepIO({i: good.T}, anchors)
+    with pytest.raises(popart.popart_exception, match="output array for tensor 'Add:0'.*not c-contiguous"):
+        popart.PyStepIO({i: good}, {o: np.zeros((2, 2), np.int32).T})
+    for inp, out in [(good.T, np.zeros((2, 2), np.int32)), (good, np.zeros((2, 2), np.int32).T)]:
+        with pytest.raises(popart.popart_exception, match="not c-contiguous"):
+            s.run(popart.PyStepIOCallback(lambda _id, _p, x=inp: x, lambda _id: None,
+                                          lambda _id, y=out: y, lambda _id: None))
+    s.run(popart.PyStepIO({i: good}, anchors))
+    np.testing.assert_array_equal(anchors[o], good + v)
+
+
+def test_session_construction_errors_are_popart_messages(tmp_path):
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2, 2]))
+    b.addOutputTensor(b.aiOnnx.relu([x]))
+    with pytest.raises(popart.popart_exception) as e:
+        popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, {}), ipus(1))
+    assert e.value.args[0] == "User must specify an anchor tensor when doing inference."
+    with pytest.raises(popart.popart_exception) as e:
+        popart.InferenceSession(str(tmp_path / "nothing"), popart.DataFlow(1, {}), ipus(1))
+    assert e.value.args[0].startswith("Failed to load a ModelProto from the string")
+
+
+def test_out_of_memory_exception_has_the_summary_and_writes_it_to_the_report_directory(tmp_path):
+    """A program that does not fit 4 tiles: OutOfMemoryException (a popart_exception) whose
+    getSummaryReport() names the tile and the bytes, written to autoReport.directory."""
+    b = popart.Builder()
+    xs = [b.addInputTensor(popart.TensorInfo("FLOAT", [100, 100])) for _ in range(8)]
+    out = b.aiOnnx.sum([b.aiOnnx.matmul([p, q]) for p in xs for q in xs])
+    opts = popart.SessionOptions()
+    opts.engineOptions = {"autoReport.outputGraphProfile": "true", "autoReport.directory": str(tmp_path / "r")}
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [out]),
+                                popart.DeviceManager().createIpuModelDevice({"numIPUs": 1, "tilesPerIPU": 4}),
+                                userOptions=opts)
+    with pytest.raises(popart.popart_exception) as e:
+        s.prepareDevice()
+    assert type(e.value) is popart.OutOfMemoryException
+    assert "tile" in e.value.getSummaryReport() and "bytes" in e.value.getSummaryReport()
+    with open(e.value.getProfilePath()) as f:
+        assert f.read().strip() == e.value.getSummaryReport()
+
+
+def test_prepare_device_without_loading_the_engine(capfd):
+    """prepareDevice(loadEngine=False) compiles ("Graph compiled" at INFO); the engine is loaded
+    ("Engine loaded") by loadEngineAndConnectStreams or the first run; before a compile there
+    is no engine to load. Log lines reach the stderr of the moment (here the capture)."""
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [3]))
+    o = b.aiOnnx.add([x, x])
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(2, [o]), ipus(1))
+
+    def logged():
+        err = capfd.readouterr().err
+        return "Graph compiled" in err, "Engine loaded" in err
+
+    popart.getLogger().setLevel("INFO")
+    try:
+        with pytest.raises(popart.popart_exception, match="no compiled engine"):
+            s.loadEngineAndConnectStreams()
+        s.prepareDevice(loadEngine=False)
+        assert logged() == (True, False)
+        anchors = s.initAnchorArrays()
+        data = RNG.standard_normal((2, 3)).astype(np.float32)
+        s.run(popart.PyStepIO({x: data}, anchors))
+        assert logged() == (False, True)
+        s.run(popart.PyStepIO({x: data}, anchors))
+        assert logged() == (False, False)
+    finally:
+        popart.getLogger().setLevel("OFF")
+    np.testing.assert_array_equal(anchors[o], data + data)
+
+
+def test_accumulation_options_are_checked_as_popart_does():
+    b, _x, _lbl, _w, loss = linear_nll(2, np.ones((3, 4), np.float32))
+    opts = popart.SessionOptions()
+    opts.accumulationFactor = 4
+    with pytest.raises(popart.popart_exception) as e:
+        popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [loss]), loss, popart.ConstSGD(0.1),
+                               deviceInfo=ipus(1), userOptions=opts)
+    assert e.value.args[0].startswith("enableGradientAccumulation is false, but accumulationFactor > 1.")
+    opts.enableGradientAccumulation = True
+    with pytest.raises(popart.popart_exception) as e:
+        popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [loss]), ipus(1), userOptions=opts)
+    assert e.value.args[0].startswith("Gradient Accumulation only available when training")
