@@ -987,8 +987,12 @@ class PoplarExecutor:
         FloatDowncastToHalf ipu-autocast undoes these casts and casts the weights
         down instead."""
         half = frozenset(i for i, x in enumerate(inputs) if x.dtype == torch.float16)
-        weights = {p.dtype for p in self._user_model.parameters() if p.is_floating_point()}
-        if not half or torch.float32 not in weights:
+        floats = {p.dtype for p in self._user_model.parameters() if p.is_floating_point()}
+        if self._options.Precision.half_float_casting == HalfFloatCastingBehavior.FloatDowncastToHalf:
+            # "PopTorch ... will cast all inputs to float16" (seeds/002): an fp32
+            # input meeting an fp16 one is cast down as an fp32 weight is
+            floats |= {x.dtype for x in inputs}
+        if not half or torch.float32 not in floats:
             return frozenset()
         return half
 
