@@ -78,6 +78,8 @@ def test_an_executable_compiled_offline_loads_and_trains_like_torch(tmp_path):
     offline.compileAndExport(str(path), x, t)
     with pytest.raises(poptorch.Error, match="offline IPU target"):
         offline(x, t)  # the compiling machine still cannot run it
+    with pytest.raises(AssertionError, match="Trying to run a model on an offline device"):
+        offline(x, t)  # PopTorch's class and words
     loaded = poptorch.load(str(path))
     assert not loaded.options.offline_ipu_target
     optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)

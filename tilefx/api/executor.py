@@ -37,7 +37,7 @@ from tilefx.api.logs import CompileProgress
 from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode, ReductionType
 from tilefx.errors import Error
 from tilefx.gcpause import gc_paused
-from tilefx.api.options import Options
+from tilefx.api.options import Options, OptionsAssertionError
 from tilefx.api.optim import SGD, optimizer_config
 from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
 from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups, settings_count
@@ -312,7 +312,8 @@ class PoplarExecutor:
 
     def compile(self, *args, **kwargs) -> None:
         """Compile for these inputs without running."""
-        self._check_alive()
+        if self._destroyed:
+            self._revive()
         call, inputs = self._flatten_inputs(args, kwargs)
         self._compile(inputs, call)
 
@@ -321,10 +322,12 @@ class PoplarExecutor:
         # kernels evicted (a few us each, against ~0.2 us hot): the checks are
         # written out here rather than in small helpers.
         if self._destroyed:
-            self._check_alive()
+            self._revive()
         if self._options.offline_ipu_target:
-            raise Error("this model was compiled for an offline IPU target (useOfflineIpuTarget): "
-                        "it can be compiled and saved, not run")
+            # PopTorch raises an AssertionError with these first words
+            raise OptionsAssertionError(
+                "Trying to run a model on an offline device: this model was compiled for an "
+                "offline IPU target (useOfflineIpuTarget): it can be compiled and saved, not run")
         # A call made like the last checked one (the same forward, only plain
         # CPU tensors passed positionally, no keywords; _remember_call): binding
         # it to the signature would give the same structure and these tensors
@@ -534,7 +537,10 @@ class PoplarExecutor:
                               for r in range(first, first + self._options.replication_factor)]
 
     def destroy(self) -> None:
-        """Release the (simulated) device; the wrapper can no longer run."""
+        """Release the (simulated) device and the compiled program (a training
+        model first writes its weights back). Calling the wrapper (or
+        `compile`) again compiles it again for the new call's inputs, as
+        PopTorch's "call destroy() on the current one and try again"."""
         if self._program is not None and self._training:
             self._write_back()
         self._program = None
@@ -1424,6 +1430,23 @@ class PoplarExecutor:
             named_p, named_b = snap.named_p, snap.named_b
         return [named_p[n] for n in self._program.traced.params] + \
             [named_b[n] for n in self._program.traced.buffers]
+
+    def _revive(self) -> None:
+        """Start over after destroy(): the next compile sees only the module's
+        current weights and buffers (the device's state went with destroy;
+        a training model starts a new optimizer state). A training model whose
+        module another live training model wraps meanwhile stays an error."""
+        if self._training and not self._options.offline_ipu_target:
+            if _live_training_wrapper(self._user_model):
+                raise Error("Model has already been wrapped in 'poptorch.trainingModel'. Call "
+                            "model.destroy() on the model to unwrap before wrapping again.")
+            _TRAINING_WRAPPERS[self._user_model] = weakref.ref(self)
+        self._call, self._weights, self._aliased, self._weight_tensors = None, {}, {}, {}
+        self._device_buffers, self._opt_state, self._step, self._host_version = {}, {}, 0, -1
+        self._named, self._host_seen, self._groups_checked = None, (), ()
+        self._fast_call, self._one_call_for, self._one_call = None, None, False
+        self._groups, self._attached, self._has_run = NO_GROUPS, False, False
+        self._destroyed = False
 
     def _check_alive(self) -> None:
         if self._destroyed:
