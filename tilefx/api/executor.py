@@ -1450,7 +1450,7 @@ class PoplarExecutor:
 
     def _check_alive(self) -> None:
         if self._destroyed:
-            raise Error("this model was destroyed: wrap the module again")
+            raise Error("this model was destroyed: call it (or compile()) to compile it again")
 
 
 def _check_optimizer(model: torch.nn.Module, optimizer: Any) -> None:

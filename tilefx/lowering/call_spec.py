@@ -30,7 +30,7 @@ from tilefx.errors import Error
 from tilefx.dialects.names import UPCAST_INPUT_META_KEY
 
 _RECOMPILE = ("; non-tensor arguments and shapes are compiled into the graph: recompile for "
-              "new inputs (destroy() and wrap the model again)")
+              "new inputs (call destroy() on the model and call it again, or wrap the model again)")
 
 
 @dataclass
