@@ -447,6 +447,16 @@ class PoplarExecutor:
         self._check_alive()
         export.compile_and_export(self, filename, args, kwargs, export_model)
 
+    def save(self, filename: str, export_model: bool = True, save_rng_state: bool = True) -> None:
+        """Write the compiled model to `filename` (PopTorch's `save`): the
+        executable file of compileAndExport, with the trained weights and
+        optimizer state, and with `save_rng_state` the random generators' state
+        so `poptorch.load` continues the random stream where it stopped."""
+        from tilefx.api import export
+
+        self._check_alive()
+        export.save(self, filename, export_model, save_rng_state)
+
     def loadExecutable(self, filename: str) -> None:
         """Use the program of an exported executable instead of compiling."""
         from tilefx.api import export
