@@ -51,7 +51,7 @@ from tilefx.backend.machine import machine
 from tilefx.backend.profile import Profile, build_profile
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import StageOp
-from tilefx.passes.assign_stages import AssignStagesPass
+from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
 from tilefx.passes.loss_scaling import LossScalingPass
 from tilefx.passes.training_step import TrainingStepPass
 from tilefx.dialects.irutil import find_func, from_py, to_py
@@ -989,13 +989,13 @@ class PoplarExecutor:
                         f"deviceIterations ({o.device_iterations})")
 
     def _check_ipu_count(self, module: ModuleOp) -> None:
-        """Replicas multiply the IPUs: the total must be a power of two too."""
+        """Replicas multiply the IPUs: the total must be one PopTorch can reserve too."""
         ipus = to_py(module.attributes[STAGES_KEY])["num_ipus"]
         total = ipus * self._options.replication_factor
-        if total & (total - 1) and not self._options.auto_round_num_ipus:
-            raise Error(f"{ipus} IPU(s) per replica x replicationFactor({self._options.replication_factor}) "
-                        f"= {total} IPUs, which is not a power of two: use a power of two or "
-                        "Options.autoRoundNumIPUs(True)")
+        message = ipu_count_error(total, f"{ipus} IPU(s) per replica x replicationFactor("
+                                         f"{self._options.replication_factor}) = {total} IPUs: ")
+        if message is not None and not self._options.auto_round_num_ipus:
+            raise Error(message)
 
     def _upcast_inputs(self, inputs: list[torch.Tensor]) -> frozenset[int]:
         """fp16 inputs of a model with fp32 weights: traced as fp32 inside the graph

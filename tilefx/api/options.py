@@ -1104,7 +1104,8 @@ class Options(_OptionsBase):
 
     @_setter
     def autoRoundNumIPUs(self, auto_round_num_ipus: bool = True):
-        """Round the number of IPUs up to a power of two instead of failing."""
+        """Round the number of IPUs up to one PopTorch can reserve (a power
+        of two, or a multiple of 64) instead of failing."""
         self.auto_round_num_ipus = _check_bool("autoRoundNumIPUs",
                                                auto_round_num_ipus)
 
