@@ -699,31 +699,57 @@ def _find_loops(nodes: list) -> tuple[dict, set]:
     return loops, in_loop
 
 
+_MULTIPLE_LOSSES = ("Multiple independent losses found in graph. Graph must have one final loss. "
+                    "Wrap final graph loss in poptorch.identity_loss.")
+
+
+def _feeds(node: torch.fx.Node, into: torch.fx.Node) -> bool:
+    """Whether `node`'s value is used (through any ops) to compute `into`."""
+    stack, seen = list(into.all_input_nodes), set()
+    while stack:
+        n = stack.pop()
+        if n is node:
+            return True
+        if n not in seen:
+            seen.add(n)
+            stack.extend(n.all_input_nodes)
+    return False
+
+
 def _find_loss(plain_outputs: list, differentiable: set[int]) -> int | None:
-    """The loss: the output made by identity_loss, else the one scalar float
-    output that has a gradient path. Several such outputs are ambiguous: an
-    error asks for identity_loss rather than guessing."""
+    """The loss: the final output made by identity_loss (the one no other
+    identity_loss output is computed from: PopTorch's custom losses return
+    partial identity_loss values next to the final one), else the one scalar
+    float output that has a gradient path. Several candidates are ambiguous:
+    an error asks for identity_loss rather than guessing."""
+    losses: dict[torch.fx.Node, int] = {}
     for idx, node in plain_outputs:
         if isinstance(node, torch.fx.Node) and _is_identity_loss(node):
-            return idx
+            losses.setdefault(node, idx)
+    finals = [n for n in losses if not any(o is not n and _feeds(n, o) for o in losses)]
+    if len(finals) > 1:
+        raise Error(f"trainingModel: {_MULTIPLE_LOSSES} (outputs {sorted(losses[n] for n in finals)} are "
+                    "poptorch.identity_loss results, none computed from the others)", type="frontend")
+    if finals:
+        return losses[finals[0]]
     scalars = []
     for idx, node in plain_outputs:
         v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
         if v is not None and v.dim() == 0 and v.is_floating_point() and idx in differentiable:
             scalars.append(idx)
     if len(scalars) > 1:
-        raise Error(f"trainingModel: outputs {scalars} are all scalar losses with gradients; mark the "
-                    "one to minimise with poptorch.identity_loss(loss, reduction='none')",
-                    type="frontend")
+        raise Error(f"trainingModel: {_MULTIPLE_LOSSES} (outputs {scalars} are all scalar losses with "
+                    "gradients; mark the one to minimise with poptorch.identity_loss(loss, "
+                    "reduction='none'))", type="frontend")
     return scalars[0] if scalars else None
 
 
 def _loss_or_error(plain_outputs: list, differentiable: set[int]) -> int:
     loss_index = _find_loss(plain_outputs, differentiable)
     if loss_index is None:
-        raise Error("trainingModel: the model must return a loss: a scalar float output that "
-                    "depends on the parameters (e.g. from a torch.nn loss) or the result of "
-                    "poptorch.identity_loss")
+        raise Error("trainingModel: Couldn't find a loss in graph: the model must return a loss, a "
+                    "scalar float output that depends on the parameters (e.g. from a torch.nn loss) "
+                    "or the result of poptorch.identity_loss")
     return loss_index
 
 
