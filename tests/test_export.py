@@ -266,3 +266,21 @@ def test_save_writes_a_compiled_model_and_its_random_stream(tmp_path):
     restarted = poptorch.load(str(tmp_path / "no_rng.poptorch"))
     out, _ = restarted(x, t)
     assert not torch.equal((out == 0), (want[0][0] == 0))  # another dropout mask
+
+
+def test_compile_and_export_into_a_directory_and_unwritable_paths(tmp_path):
+    """PopTorch's compileAndExport(directory, ...) writes one file there (it
+    was an IsADirectoryError from os.replace); a path that cannot be written
+    is a tilefx.Error naming it, not an OSError from deep inside."""
+    x, t = _data()
+    model = ExampleModelWithLoss().eval()
+    opts = poptorch.Options().useOfflineIpuTarget()
+    poptorch.inferenceModel(model, opts).compileAndExport(str(tmp_path), x)
+    files = os.listdir(tmp_path)
+    assert files == ["model.poptorch"]
+    loaded = poptorch.load(str(tmp_path / "model.poptorch"))
+    torch.testing.assert_close(loaded(x), model(x), rtol=1e-6, atol=1e-6)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    with pytest.raises(poptorch.Error, match="cannot write the executable to .*a_file"):
+        poptorch.inferenceModel(model, opts).compileAndExport(str(blocker / "m.poptorch"), x)

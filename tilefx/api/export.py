@@ -207,14 +207,26 @@ def pack(ex) -> bytes:
     return buf.getvalue()
 
 
-def write(ex, filename: str) -> None:
+def write(ex, filename: str) -> str:
+    """Write the executable to `filename` (a directory gets `model.poptorch`
+    inside, as PopTorch's compileAndExport(dir) writes one file there);
+    returns the file's path."""
     data = pack(ex)
+    if os.path.isdir(filename):
+        filename = os.path.join(filename, "model.poptorch")
     directory = os.path.dirname(os.path.abspath(filename))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, filename)  # readers never see a half-written file
+    tmp = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, filename)  # readers never see a half-written file
+    except OSError as e:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise Error(f"cannot write the executable to {filename}: {e.strerror or e}") from None
+    return filename
 
 
 # -- reading -----------------------------------------------------------------------
