@@ -111,6 +111,16 @@ def test_for_loop_checks_its_body_and_is_inference_only():
         poptorch.inferenceModel(Bad())(torch.ones(2, 3))
     with pytest.raises(ValueError, match="to be a list of tensors"):
         poptorch.for_loop(2, lambda a: a, (torch.ones(2),))
+
+    class NotAList(torch.nn.Module):
+        def forward(self, x):
+            return poptorch.for_loop(2, lambda a: a, x)
+
+    # raised inside forward while tracing: still PopTorch's ValueError (its
+    # loop_test catches that class), and a tilefx.Error naming the module and line
+    with pytest.raises(ValueError, match=r"\(Object is not list\)") as e:
+        poptorch.inferenceModel(NotAList())(torch.ones(2))
+    assert isinstance(e.value, Error) and "NotAList" in str(e.value) and e.value.location
     model = _Loop(2)
 
     class WithLoss(torch.nn.Module):

@@ -48,7 +48,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Region, SSAValue
 
-from tilefx.errors import Error
+from tilefx.errors import Error, error_also
 from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
 from tilefx.dialects.aten_schema import Schema
@@ -884,9 +884,9 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                 dynamic = _data_dependent(e, watch.where())
                 if dynamic is not None:
                     raise _located(dynamic, _traceback_location(e)) from e
-                raise _located(Error(f"tracing the model failed: {type(e).__name__}: {e} (in module "
-                                     f"{watch.where()}{_traceback_line(e)})", type="frontend"),
-                               _traceback_location(e)) from e
+                raise _located(error_also(type(e))(
+                    f"tracing the model failed: {type(e).__name__}: {e} (in module "
+                    f"{watch.where()}{_traceback_line(e)})", type="frontend"), _traceback_location(e)) from e
             finally:
                 end_begin_blocks()
     finally:
