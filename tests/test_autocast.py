@@ -194,6 +194,25 @@ def test_float_downcast_to_half_runs_fp32_weights_in_fp16():
     torch.testing.assert_close(upcast, model(x.float()).detach())
 
 
+def test_float_downcast_to_half_casts_fp32_inputs_meeting_fp16_ones():
+    """seeds/002: with FloatDowncastToHalf "PopTorch ... will cast all inputs
+    to float16": an fp32 input meeting an fp16 one (no weights at all) is cast
+    down, as fp32 weights are; fp32 inputs that meet no fp16 stay fp32."""
+    class Mix(nn.Module):
+        def forward(self, x, y, z):
+            return x + y, y * 2, z + y
+
+    x, y, z = torch.tensor([1.5, 3.0]).half(), torch.tensor([2.1, -0.7]), torch.tensor([0.25, 8.0])
+    for args in ((x, y, z), (y.half(), x.float(), z)):
+        a, b, c = tilefx.inferenceModel(Mix(), _downcast())(*args)
+        assert (a.dtype, b.dtype, c.dtype) == (torch.float16, torch.float32, torch.float32)
+        torch.testing.assert_close(a, args[0].half() + args[1].half(), rtol=0, atol=0)
+        torch.testing.assert_close(b, args[1] * 2, rtol=0, atol=0)
+    a, _, _ = tilefx.inferenceModel(Mix())(x, y, z)  # the default: PyTorch's promotion
+    assert a.dtype == torch.float32
+    torch.testing.assert_close(a, x + y, rtol=0, atol=0)
+
+
 def test_float_downcast_to_half_trains_fp32_master_weights():
     torch.manual_seed(0)
     model = WithLoss(nn.Sequential(nn.Linear(3, 10), nn.ReLU(), nn.Linear(10, 2)), nn.MSELoss())

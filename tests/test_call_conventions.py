@@ -6,6 +6,7 @@ by the batching factors, None, keyword, default and non-tensor arguments,
 from __future__ import annotations
 
 import collections
+import copy
 
 import pytest
 import torch
@@ -100,10 +101,99 @@ def test_later_calls_must_match_the_compiled_call():
         ipu(x, pair, torch.randn(2, 4), scale=3.0)
     with pytest.raises(tilefx.Error, match=r"structure"):
         ipu(x, (pair[0], [pair[1][0], pair[1][0]]), scale=3.0)
-    with pytest.raises(tilefx.Error, match=r"input pair\[0\] has shape \(3, 4\)"):
+    with pytest.raises(tilefx.Error, match=r"Shape mismatch for pair\[0\]: expected torch.Size\(\[2, 4\]\) but got torch.Size\(\[3, 4\]\)"):
         ipu(x, (torch.randn(3, 4), pair[1]), scale=3.0)
-    with pytest.raises(tilefx.Error, match="does not match"):
+    with pytest.raises(tilefx.Error, match="Mandatory parameter pair missing.*does not match"):
         ipu(x)  # a mandatory argument missing
+    with pytest.raises(tilefx.Error, match=r"Type mismatch for extra: expected None but got a Tensor"):
+        ipu(x, pair, torch.randn(2, 4), scale=3.0)
+    with pytest.raises(tilefx.Error, match=r"Data type mismatch for x: expected torch.float32 but got "
+                                           r"torch.float64"):
+        ipu(x.double(), pair, scale=3.0)
+
+
+class _Star(nn.Module):
+    def forward(self, a, *c, z=None, **w):
+        out = a + sum(c)
+        if z is not None:
+            out = out * z
+        return out + sum(w.values())
+
+
+def test_mismatched_calls_name_the_arguments_in_poptorchs_words():
+    """PopTorch's messages ("Missing arguments: z.", "Number of positional
+    arguments mismatch: expected 3 arguments but got 2", "Type mismatch for z:
+    expected ... Tensor ... but got ... None") are what users and their tests
+    look for; ours said only that the structure differed."""
+    a, b, c, z, m = (torch.randn(2, 2) for _ in range(5))
+    ipu = tilefx.inferenceModel(_Star())
+    torch.testing.assert_close(ipu(a, b, c, z=z, m=m), _Star()(a, b, c, z=z, m=m))
+    with pytest.raises(tilefx.Error, match=r"Missing arguments: m\."):
+        ipu(a, b, c, z=z)
+    with pytest.raises(tilefx.Error, match=r"Unexpected arguments: n\."):
+        ipu(a, b, c, z=z, m=m, n=m)
+    with pytest.raises(tilefx.Error, match=r"Number of positional arguments mismatch: expected 3 "
+                                           r"arguments but got 2"):
+        ipu(a, b, z=z, m=m)
+    with pytest.raises(tilefx.Error, match=r"Type mismatch for z: expected .*Tensor.* but got .*None"):
+        ipu(a, b, c, z=None, m=m)
+
+
+def test_destroy_then_call_compiles_again_for_the_new_inputs():
+    """PopTorch's advice for new input shapes: "call destroy() on the current
+    one and try again". The next call (or compile()) compiles for its inputs;
+    a training model goes on from the weights destroy() wrote back (buffers
+    too), with a new optimizer state, as a new wrapper would."""
+    ipu = tilefx.inferenceModel(Nested())
+    x, pair, _ = _inputs(2)
+    ipu(x, pair)
+    x3, pair3, _ = _inputs(3)
+    with pytest.raises(tilefx.Error, match="Shape mismatch for x"):
+        ipu(x3, pair3)
+    ipu.destroy()
+    assert not ipu.isCompiled()
+    for _ in range(2):
+        torch.testing.assert_close(ipu(x3, pair3)["y"], Nested.forward(ipu.model, x3, pair3)["y"])
+    ipu.destroy()
+    ipu.compile(x, pair)
+    assert ipu.isCompiled()
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3))
+
+    class WithMSE(nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x, y):
+            out = self.m(x)
+            return out, nn.functional.mse_loss(out, y)
+
+    ours, ref = WithMSE(model), WithMSE(copy.deepcopy(model))
+    trainer = tilefx.trainingModel(ours, optimizer=torch.optim.SGD(ours.parameters(), lr=0.1))
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    for batch in (8, 8, 6, 6):  # a destroy() before the batch size changes
+        x, y = torch.randn(batch, 4, generator=g), torch.randn(batch, 3, generator=g)
+        if batch == 6 and trainer.isCompiled() and trainer._compiled_inputs[0][0][0] == 8:
+            trainer.destroy()
+        _, loss = trainer(x, y)
+        ref_opt.zero_grad()
+        want = ref(x, y)[1]
+        want.backward()
+        ref_opt.step()
+        torch.testing.assert_close(loss, want.detach(), rtol=1e-6, atol=1e-6)
+    trainer.copyWeightsToHost()
+    for (n, p), (_, q) in zip(ref.named_parameters(), ours.named_parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-6, atol=1e-6, msg=lambda m, n=n: f"{n}: {m}")
+    torch.testing.assert_close(ours.m[1].running_var, ref.m[1].running_var)
+    # a module another live training model wraps meanwhile stays PopTorch's error
+    trainer.destroy()
+    other = tilefx.trainingModel(ours)
+    with pytest.raises(tilefx.Error, match="already been wrapped"):
+        trainer(x, y)
+    other.destroy()
 
 
 def test_zero_dim_tensor_inputs_and_outputs():

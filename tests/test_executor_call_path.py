@@ -97,9 +97,9 @@ def test_later_calls_are_still_checked():
     x, _ = _data()
     inference(x)
     inference(x)  # the fast path
-    with pytest.raises(tilefx.Error, match=r"has shape \(2, 1, 28, 28\)"):
+    with pytest.raises(tilefx.Error, match=r"but got torch.Size\(\[2, 1, 28, 28\]\)"):
         inference(x[:2])
-    with pytest.raises(tilefx.Error, match="dtype torch.float64"):
+    with pytest.raises(tilefx.Error, match="Data type mismatch for x: expected torch.float32 but got torch.float64"):
         inference(x.double())
     with pytest.raises(tilefx.Error, match="meta device"):
         inference(torch.empty(4, 1, 28, 28, device="meta"))

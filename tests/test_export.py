@@ -78,6 +78,8 @@ def test_an_executable_compiled_offline_loads_and_trains_like_torch(tmp_path):
     offline.compileAndExport(str(path), x, t)
     with pytest.raises(poptorch.Error, match="offline IPU target"):
         offline(x, t)  # the compiling machine still cannot run it
+    with pytest.raises(AssertionError, match="Trying to run a model on an offline device"):
+        offline(x, t)  # PopTorch's class and words
     loaded = poptorch.load(str(path))
     assert not loaded.options.offline_ipu_target
     optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
@@ -221,3 +223,64 @@ def test_executable_cache_hit_skips_tracing(tmp_path, monkeypatch):
     model = ExampleModelWithLoss().eval()
     poptorch.inferenceModel(model)(x[:2])  # other shapes: another key
     assert len(os.listdir(tmp_path / "env_cache")) == 1
+
+
+class _Dropped(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(10, 10)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x, target):
+        out = self.drop(self.fc(x))
+        return out, torch.nn.functional.mse_loss(out, target)
+
+
+def test_save_writes_a_compiled_model_and_its_random_stream(tmp_path):
+    """PopTorch's `executor.save(filename, export_model=True, save_rng_state=True)`
+    on a model compiled by its calls: the loaded model continues the weights,
+    the optimizer state and (save_rng_state) the dropout stream exactly where
+    the saved one stopped; without the state it starts again from the seed."""
+    x, t = _data()
+    torch.manual_seed(0)
+    opts = poptorch.Options().randomSeed(7)
+    model = _Dropped()
+    trainer = poptorch.trainingModel(model, opts, poptorch.optim.Adam(model.parameters(), lr=0.01))
+    with pytest.raises(poptorch.Error, match="has not been compiled"):
+        trainer.save(str(tmp_path / "early.poptorch"))
+    for _ in range(3):
+        trainer(x, t)
+    trainer.save(str(tmp_path / "with_rng.poptorch"))
+    trainer.save(str(tmp_path / "no_rng.poptorch"), save_rng_state=False)
+    with pytest.raises(poptorch.Error, match="save_rng_state must be a bool"):
+        trainer.save(str(tmp_path / "bad.poptorch"), save_rng_state="yes")
+    want = [trainer(x, t) for _ in range(2)]
+    trainer.copyWeightsToHost()
+    loaded = poptorch.load(str(tmp_path / "with_rng.poptorch"))
+    got = [loaded(x, t) for _ in range(2)]
+    for (wo, wl), (go, gl) in zip(want, got):
+        torch.testing.assert_close(go, wo, rtol=0, atol=0)
+        torch.testing.assert_close(gl, wl, rtol=0, atol=0)
+    loaded.copyWeightsToHost()
+    torch.testing.assert_close(loaded.model.fc.weight, model.fc.weight, rtol=0, atol=0)
+    restarted = poptorch.load(str(tmp_path / "no_rng.poptorch"))
+    out, _ = restarted(x, t)
+    assert not torch.equal((out == 0), (want[0][0] == 0))  # another dropout mask
+
+
+def test_compile_and_export_into_a_directory_and_unwritable_paths(tmp_path):
+    """PopTorch's compileAndExport(directory, ...) writes one file there (it
+    was an IsADirectoryError from os.replace); a path that cannot be written
+    is a tilefx.Error naming it, not an OSError from deep inside."""
+    x, t = _data()
+    model = ExampleModelWithLoss().eval()
+    opts = poptorch.Options().useOfflineIpuTarget()
+    poptorch.inferenceModel(model, opts).compileAndExport(str(tmp_path), x)
+    files = os.listdir(tmp_path)
+    assert files == ["model.poptorch"]
+    loaded = poptorch.load(str(tmp_path / "model.poptorch"))
+    torch.testing.assert_close(loaded(x), model(x), rtol=1e-6, atol=1e-6)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    with pytest.raises(poptorch.Error, match="cannot write the executable to .*a_file"):
+        poptorch.inferenceModel(model, opts).compileAndExport(str(blocker / "m.poptorch"), x)

@@ -111,6 +111,16 @@ def test_for_loop_checks_its_body_and_is_inference_only():
         poptorch.inferenceModel(Bad())(torch.ones(2, 3))
     with pytest.raises(ValueError, match="to be a list of tensors"):
         poptorch.for_loop(2, lambda a: a, (torch.ones(2),))
+
+    class NotAList(torch.nn.Module):
+        def forward(self, x):
+            return poptorch.for_loop(2, lambda a: a, x)
+
+    # raised inside forward while tracing: still PopTorch's ValueError (its
+    # loop_test catches that class), and a tilefx.Error naming the module and line
+    with pytest.raises(ValueError, match=r"\(Object is not list\)") as e:
+        poptorch.inferenceModel(NotAList())(torch.ones(2))
+    assert isinstance(e.value, Error) and "NotAList" in str(e.value) and e.value.location
     model = _Loop(2)
 
     class WithLoss(torch.nn.Module):
@@ -280,6 +290,42 @@ def test_name_scopes_and_module_paths_name_the_ops():
     text = ex.ir("import")
     assert 'ipu.name = "enc/act/fc/addmm"' in text
     assert 'ipu.name = "enc/act/relu"' in text
+
+
+def test_attribute_scopes_record_their_attributes_on_the_ops():
+    """`with poptorch.Attribute(__outline={"layer": "embedding"}):` (PopTorch's
+    misc_test) was a missing name: the model failed to trace. Its attributes
+    reach every op inside, backward included; the numbers are unchanged."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gn1 = torch.nn.GroupNorm(4, 8)
+            self.gn2 = torch.nn.GroupNorm(2, 8)
+
+        def forward(self, x):
+            with poptorch.Attribute(__outline={"layer": "embedding"}):
+                x = self.gn1(x)
+                with poptorch.Attribute(__outline={"layer": "inner"}, tag="t"):
+                    x = x * 2
+            return poptorch.identity_loss(self.gn2(x).pow(2), reduction="sum")
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 8)
+    model = M()
+    ref = copy.deepcopy(model)
+    trainer = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    loss = trainer(x)
+    want = ref(x)
+    want.backward()
+    torch.testing.assert_close(loss, want.detach(), rtol=1e-5, atol=1e-5)
+    lines = trainer.ir("import").splitlines()
+    outer = [ln for ln in lines if 'ipu.attributes = {__outline = {layer = "embedding"}}' in ln]
+    inner = [ln for ln in lines if '__outline = {layer = "inner"}' in ln and 'tag = "t"' in ln]
+    assert any('ipu.name = "gn1/native_group_norm"' in ln for ln in outer) and inner
+    assert any("#ipu.place<fwd>" in ln for ln in outer) and any("#ipu.place<bwd>" in ln for ln in outer)
+    assert not any("ipu.attributes" in ln and "gn2/" in ln for ln in lines)
+    with pytest.raises(Error, match="Attribute: bad must be"):
+        poptorch.Attribute(bad=[1, 2])
 
 
 def test_multiconv_groups_convolutions():

@@ -98,6 +98,30 @@ def test_reassigning_a_buffer_to_another_shape_is_an_error():
         tilefx.inferenceModel(_Queue(widen=True))(torch.ones(2))
 
 
+def test_deleting_or_retyping_a_buffer_in_forward_is_poptorchs_error():
+    class Deletes(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("y", torch.tensor([2]))
+
+        def forward(self, x):
+            del self._buffers["y"]
+            return x + 1
+
+    class Retypes(Deletes):
+        def forward(self, x):
+            self.y = x + 1
+            return x
+
+    with pytest.raises(tilefx.Error, match=r"^Buffer y is removed from the model when calling the "
+                                           r"forward method\.$"):
+        tilefx.inferenceModel(Deletes())(torch.tensor([5.0]))
+    with pytest.raises(tilefx.Error, match=r"Buffer y is reassigned within the model when calling the "
+                                           r"forward method\. This is not supported\. Consider using "
+                                           r"self\.y\.copy_\(src\)"):
+        tilefx.inferenceModel(Retypes())(torch.tensor([5.0]))
+
+
 def test_copy_into_a_buffer():
     class Last(nn.Module):
         def __init__(self):

@@ -55,8 +55,16 @@ def test_levels_select_phases_passes_and_ir(records):
     poptorch.setLogLevel("OFF")
     poptorch.inferenceModel(_Net(), opts)(torch.ones(2, 4))
     assert records == []
-    with pytest.raises(ValueError, match="unknown log level 'LOUD'"):
+    # PopTorch's levels and its words (its misc_test): 0-4 are TRACE to ERR
+    with pytest.raises(ValueError, match="Unknown log level: LOUD. Valid values are DEBUG, ERR, INFO, "
+                                         "OFF, TRACE and WARN"):
         poptorch.setLogLevel("LOUD")
+    with pytest.raises(ValueError, match="Invalid log level integer"):
+        poptorch.setLogLevel(5)
+    poptorch.setLogLevel(4)
+    assert logs.root.level == logging.ERROR
+    poptorch.setLogLevel(0)
+    assert logs.root.level == logs.TRACE
 
 
 def test_environment_level_and_progress_bar(monkeypatch, capsys):

@@ -32,7 +32,9 @@ class RefLAMB(torch.optim.Optimizer):
         m^ = m / (1 - b1^t)              v^ = v / (1 - b2^t)      (1 without bias correction)
         u = m^ / (sqrt(v^) + eps) + weight_decay * w
         r1 = min(|w|, max_weight_norm)   r2 = |u|
-        w -= lr * (r1 / r2 if r1 > 0 and r2 > 0 else 1) * u
+        w -= lr * (r1 / r2 if |w| > 0 and r2 > 0 else 1) * u
+
+    (max_weight_norm=0 stops training: PopTorch's "lr is multiplied by 0.0")
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
@@ -58,9 +60,8 @@ class RefLAMB(torch.optim.Optimizer):
                 bc1, bc2 = (1 - b1 ** t, 1 - b2 ** t) if self.bias_correction else (1.0, 1.0)
                 u = (st["m"] / bc1) / (st["v"].sqrt() / math.sqrt(bc2) + group["eps"]) \
                     + group["weight_decay"] * p
-                r1 = min(p.norm().item(), group["max_weight_norm"])
-                r2 = u.norm().item()
-                trust = r1 / r2 if r1 > 0 and r2 > 0 else 1.0
+                w_norm, r2 = p.norm().item(), u.norm().item()
+                trust = min(w_norm, group["max_weight_norm"]) / r2 if w_norm > 0 and r2 > 0 else 1.0
                 p.sub_(group["lr"] * trust * u)
 
 
@@ -215,7 +216,40 @@ CASES = {
     "lamb_max_weight_norm": (  # the clamp is active: |fc weights| > 0.5
         lambda m: RefLAMB(_p(m), lr=1e-2, eps=EPS, max_weight_norm=0.5),
         lambda m: X.LAMB(_p(m), lr=1e-2, eps=EPS, max_weight_norm=0.5)),
+    "lamb_max_weight_norm_zero": (  # a zero clip scales every step to nothing
+        lambda m: RefLAMB(_p(m), lr=1e-2, eps=EPS, max_weight_norm=0.0),
+        lambda m: X.LAMB(_p(m), lr=1e-2, eps=EPS, max_weight_norm=0.0)),
 }
+
+
+def test_lamb_max_weight_norm_is_an_optimizer_attribute():
+    """PopTorch's users write `optimizer.max_weight_norm = v` and call
+    setOptimizer: the new clip must reach the update (it was a new Python
+    attribute the groups, which the update reads, never saw)."""
+    m = _model()
+    ref = copy.deepcopy(m)
+    opt = X.LAMB(m.parameters(), lr=1e-2, max_weight_norm=0.0)
+    ref_opt = RefLAMB(ref.parameters(), lr=1e-2, max_weight_norm=0.0)
+    trainer = tilefx.trainingModel(m, optimizer=opt)
+    before = m.model.fc4.weight.detach().clone()
+    for i, (x, y) in enumerate(_data(2)):
+        if i == 1:
+            opt.max_weight_norm = 100.0
+            assert opt.max_weight_norm == 100.0
+            assert all(g["max_weight_norm"] == 100.0 for g in opt.param_groups)
+            trainer.setOptimizer(opt)
+            ref_opt.param_groups[0]["max_weight_norm"] = 100.0
+        ref_opt.zero_grad()
+        ref(x, y)[1].backward()
+        ref_opt.step()
+        trainer(x, y)
+        if i == 0:  # a zero clip: no change
+            torch.testing.assert_close(m.model.fc4.weight, before, rtol=0, atol=0)
+    assert not torch.equal(m.model.fc4.weight, before)
+    for (n, p), (_, q) in zip(ref.named_parameters(), m.named_parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5, msg=lambda msg, n=n: f"{n}: {msg}")
+    opt.max_weight_norm = None  # PopTorch: None disables the clip
+    assert opt.max_weight_norm == 65500.0
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -3,6 +3,7 @@
 import builtins
 import copy
 import json
+import logging
 import os
 from tempfile import NamedTemporaryFile
 
@@ -12,6 +13,7 @@ import torch
 from tilefx.api import enums
 from tilefx.api import options as options_module
 from tilefx.api.enums import (
+    AnchorMode,
     AutoStage,
     CommGroup,
     CommGroupType,
@@ -442,6 +444,24 @@ def test_training_options():
         MeanReductionStrategy.Running
     assert training.automatic_loss_scaling is True
     assert training.convolution_dithering is True
+
+
+def test_older_poptorch_names_still_set_the_options(caplog):
+    """anchorMode (AnchorMode is OutputMode) and
+    Training.accumulationReductionType: PopTorch's older names, still in code
+    written for it and in its own batching tests; each warns, as PopTorch did."""
+    opts = Options()
+    with caplog.at_level(logging.WARNING, logger="tilefx"):
+        assert opts.anchorMode(AnchorMode.EveryN, anchor_return_period=5) is opts
+        assert opts.Training.accumulationReductionType(ReductionType.Sum) is opts.Training
+    assert opts.output_mode == OutputMode.EveryN and opts.output_return_period == 5
+    assert opts.Training.reduction_type == ReductionType.Sum
+    assert "anchorMode is deprecated" in caplog.text
+    assert "accumulationReductionType is deprecated" in caplog.text
+    with pytest.raises(AssertionError, match="output_return_period"):
+        opts.anchorMode(AnchorMode.EveryN)
+    with pytest.raises(ValueError):
+        opts.Training.accumulationReductionType(ReductionType.NoReduction)
 
 
 def test_training_validation():

@@ -28,6 +28,8 @@ class Draws(nn.Module):
             nn.functional.dropout(x, 0.25, training=True),
             torch.normal(x, 2.0),
             torch.randint(0, 10, x.shape),
+            torch.normal(-1.0, 3.0, x.shape),
+            torch.distributions.Uniform(2.0, 4.0).sample(x.shape),
         )
 
 
@@ -51,7 +53,7 @@ def _near(sample, mean, var, what):
 
 
 def test_distributions(draws):
-    rand, randn, normal, uniform, bern, perm, drop, normal_t, randint = draws[0]
+    rand, randn, normal, uniform, bern, perm, drop, normal_t, randint, normal_ff, dist_u = draws[0]
     _near(rand, 0.5, 1 / 12, "rand")
     assert 0 <= rand.min() and rand.max() < 1
     _near(randn, 0.0, 1.0, "randn")
@@ -67,6 +69,11 @@ def test_distributions(draws):
     _near(normal_t, 1.0, 4.0, "normal(tensor, float)")
     _near(randint.float(), 4.5, 99 / 12, "randint")
     assert randint.dtype == torch.int64 and randint.min() >= 0 and randint.max() <= 9
+    # torch.normal(float, float, size) was unsupported, and torch.distributions'
+    # argument checks traced an unsupported aten._is_all_true
+    _near(normal_ff, -1.0, 9.0, "normal(float, float, size)")
+    _near(dist_u, 3.0, 4 / 12, "distributions.Uniform")
+    assert 2 <= dist_u.min() and dist_u.max() < 4
     for t, want in zip(draws[0], Draws()(torch.ones(N))):
         assert t.dtype == want.dtype and t.shape == want.shape
 

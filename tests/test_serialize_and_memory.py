@@ -7,6 +7,7 @@ right proportion on each memory-planning op and reject values outside (0, 1].
 
 from __future__ import annotations
 
+import logging
 import numpy as np
 import re
 
@@ -282,14 +283,24 @@ def test_available_memory_out_of_range_value(p):
         AvailableMemoryPass().apply(graph_context(), tg.module)
 
 
-def test_set_available_memory_needs_a_memory_op():
+def test_set_available_memory_without_a_memory_op_warns_and_runs(caplog):
+    """PopTorch accepts set_available_memory on any tensor (its inputs_test sets
+    it on a constant): with no matmul/conv/gather to tune it is dropped with a
+    warning naming the producer, and the model runs (it was a compile error)."""
     class Relu(torch.nn.Module):
         def forward(self, x):
-            return tilefx.set_available_memory(torch.relu(x), 0.5)
+            c = tilefx.set_available_memory(torch.tensor([1.0]), 0.1)
+            return tilefx.set_available_memory(torch.relu(x), 0.5), c
 
     tg = trace(Relu(), (torch.randn(2, 2),), training=False)
-    with pytest.raises(AvailableMemoryError, match="its input comes from aten.relu"):
+    with caplog.at_level(logging.WARNING, logger="tilefx"):
         AvailableMemoryPass().apply(graph_context(), tg.module)
+    assert "its input comes from aten.relu" in caplog.text
+    assert not [o for o in tg.module.walk() if o.name == "ipu.set_available_memory"]
+    x = torch.randn(2, 2)
+    out, c = tilefx.inferenceModel(Relu())(x)
+    torch.testing.assert_close(out, torch.relu(x), rtol=0, atol=0)
+    torch.testing.assert_close(c, torch.tensor([1.0]), rtol=0, atol=0)
 
 
 def test_backward_is_serialized_like_the_forward():

@@ -193,9 +193,21 @@ def test_inference_needs_device_iterations_at_least_stages():
         model(torch.randn(4, 1, 28, 28), torch.zeros(4, dtype=torch.int64))
 
 
+def test_reservable_ipu_counts_are_powers_of_two_or_multiples_of_64():
+    """PopTorch reserves "a power of 2 or a multiple of 64 IPUs": 192 IPUs
+    (three POD64s) need no rounding, 100 round up to 128."""
+    from tilefx.passes.assign_stages import ipu_count_error, reservable_ipus
+
+    assert [reservable_ipus(n) for n in (1, 2, 3, 5, 64, 65, 100, 128, 192, 200)] == \
+        [1, 2, 4, 8, 64, 128, 128, 128, 192, 256]
+    assert ipu_count_error(192) is None and ipu_count_error(16) is None
+    assert "minimum of 256" in ipu_count_error(200)
+
+
 def test_ipu_count_must_be_a_power_of_two_unless_auto_rounded():
     strategy = lambda: tilefx.PipelinedExecution("B1", "B2", tilefx.Stage("B3", "B4").ipu(2))  # noqa: E731
-    with pytest.raises(tilefx.Error, match="3 IPUs, which is not a power of two"):
+    with pytest.raises(tilefx.Error, match=r".+The model specifies the use of 3 IPUs, however PopTorch must "
+                                           r"reserve a minimum of 4 .*autoRoundNumIPUs\(True\)\.$"):
         tilefx.trainingModel(BlockCNN(), _opts(strategy()))(*_data(1, 16)[0])
     opts = _opts(strategy()).autoRoundNumIPUs(True)
     _train_and_compare(BlockCNN(), opts, steps=1)

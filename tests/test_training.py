@@ -196,6 +196,51 @@ def test_identity_loss_custom_loss():
         torch.testing.assert_close(q, p.detach() - 0.01 * p.grad, rtol=1e-5, atol=1e-6)
 
 
+def test_the_final_identity_loss_is_minimised_not_a_partial_one():
+    """PopTorch's custom_loss_test returns a partial identity_loss next to the
+    final one computed from it: the final one must be trained (the first
+    identity_loss output was, silently: wrong weights). Independent
+    identity_loss outputs and a model without a loss are PopTorch's errors."""
+    class M(nn.Module):
+        def __init__(self, independent=False):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.independent = independent
+
+        def forward(self, x, t):
+            out = self.fc(x)
+            partial = tilefx.identity_loss(out - t, reduction="mean")
+            other = tilefx.identity_loss(out, reduction="sum") if self.independent else partial
+            return out, (partial, tilefx.identity_loss(other * other * 5, reduction="mean"))
+
+    torch.manual_seed(0)
+    ref = M()
+    ours = copy.deepcopy(ref)
+    trainer = tilefx.trainingModel(ours, optimizer=torch.optim.SGD(ours.parameters(), lr=0.1))
+    x, t = torch.randn(2, 4), torch.randn(2, 4)
+    _, (partial, loss) = trainer(x, t)
+    p = (ref.fc(x) - t).mean()
+    want = p * p * 5
+    want.backward()
+    torch.testing.assert_close(partial, p.detach(), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(loss, want.detach(), rtol=1e-6, atol=1e-6)
+    for a, b in zip(ref.parameters(), ours.parameters()):
+        torch.testing.assert_close(b, a.detach() - 0.1 * a.grad, rtol=1e-5, atol=1e-6)
+    with pytest.raises(tilefx.Error, match="Multiple independent losses found in graph"):
+        tilefx.trainingModel(M(independent=True))(x, t)
+
+    class NoLoss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.fc(x) * 12
+
+    with pytest.raises(tilefx.Error, match="Couldn't find a loss in graph"):
+        tilefx.trainingModel(NoLoss())(x)
+
+
 class _RunningMean(nn.Module):
     """Training with a buffer the forward reassigns (a running mean) and reads."""
 

@@ -36,7 +36,7 @@ _LAZY = {
     **{n: "tilefx.api.ops" for n in ("identity_loss", "ipu_print_tensor", "isRunningOnIpu", "nop",
                                      "serializedMatMul", "set_available_memory", "dynamic_slice",
                                      "dynamic_update", "for_loop", "recomputationCheckpoint",
-                                     "ctc_beam_search_decoder", "MultiConv", "NameScope")},
+                                     "ctc_beam_search_decoder", "MultiConv", "NameScope", "Attribute")},
     **{n: "tilefx.api.custom_ops" for n in ("custom_op", "register_custom_op")},
     **{n: "tilefx.api.custom_args" for n in ("ICustomArgParser", "registerCustomArgParser")},
     "load": "tilefx.api.export",

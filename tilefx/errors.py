@@ -27,3 +27,26 @@ class RecoverableError(Error):
 
 class UnrecoverableError(Error):
     """A runtime error that persists: the (simulated) machine is unusable."""
+
+
+_ALSO: dict[type, type] = {}
+
+
+def error_also(kind: type) -> type:
+    """An Error class that is also a `kind` (the exception a model's own code
+    raised while tracing, e.g. a ValueError from poptorch.for_loop's argument
+    checks or a TypeError from a call): users catching either class see it,
+    as they would with PopTorch, which lets such exceptions through. Error
+    alone when the two cannot be combined (exceptions with their own layout,
+    such as OSError)."""
+    if not isinstance(kind, type) or not issubclass(kind, Exception) or issubclass(Error, kind):
+        return Error
+    cls = _ALSO.get(kind)
+    if cls is None:
+        try:
+            cls = type("Error", (Error, kind), {"__module__": __name__,
+                                                "__doc__": f"An Error that is also a {kind.__name__}."})
+        except TypeError:  # instance lay-out conflict
+            cls = Error
+        _ALSO[kind] = cls
+    return cls

@@ -37,7 +37,7 @@ from tilefx.api.logs import CompileProgress
 from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode, ReductionType
 from tilefx.errors import Error
 from tilefx.gcpause import gc_paused
-from tilefx.api.options import Options
+from tilefx.api.options import Options, OptionsAssertionError
 from tilefx.api.optim import SGD, optimizer_config
 from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
 from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups, settings_count
@@ -51,7 +51,7 @@ from tilefx.backend.machine import machine
 from tilefx.backend.profile import Profile, build_profile
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import StageOp
-from tilefx.passes.assign_stages import AssignStagesPass
+from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
 from tilefx.passes.loss_scaling import LossScalingPass
 from tilefx.passes.training_step import TrainingStepPass
 from tilefx.dialects.irutil import find_func, from_py, to_py
@@ -312,7 +312,8 @@ class PoplarExecutor:
 
     def compile(self, *args, **kwargs) -> None:
         """Compile for these inputs without running."""
-        self._check_alive()
+        if self._destroyed:
+            self._revive()
         call, inputs = self._flatten_inputs(args, kwargs)
         self._compile(inputs, call)
 
@@ -321,10 +322,12 @@ class PoplarExecutor:
         # kernels evicted (a few us each, against ~0.2 us hot): the checks are
         # written out here rather than in small helpers.
         if self._destroyed:
-            self._check_alive()
+            self._revive()
         if self._options.offline_ipu_target:
-            raise Error("this model was compiled for an offline IPU target (useOfflineIpuTarget): "
-                        "it can be compiled and saved, not run")
+            # PopTorch raises an AssertionError with these first words
+            raise OptionsAssertionError(
+                "Trying to run a model on an offline device: this model was compiled for an "
+                "offline IPU target (useOfflineIpuTarget): it can be compiled and saved, not run")
         # A call made like the last checked one (the same forward, only plain
         # CPU tensors passed positionally, no keywords; _remember_call): binding
         # it to the signature would give the same structure and these tensors
@@ -444,6 +447,16 @@ class PoplarExecutor:
         self._check_alive()
         export.compile_and_export(self, filename, args, kwargs, export_model)
 
+    def save(self, filename: str, export_model: bool = True, save_rng_state: bool = True) -> None:
+        """Write the compiled model to `filename` (PopTorch's `save`): the
+        executable file of compileAndExport, with the trained weights and
+        optimizer state, and with `save_rng_state` the random generators' state
+        so `poptorch.load` continues the random stream where it stopped."""
+        from tilefx.api import export
+
+        self._check_alive()
+        export.save(self, filename, export_model, save_rng_state)
+
     def loadExecutable(self, filename: str) -> None:
         """Use the program of an exported executable instead of compiling."""
         from tilefx.api import export
@@ -534,7 +547,10 @@ class PoplarExecutor:
                               for r in range(first, first + self._options.replication_factor)]
 
     def destroy(self) -> None:
-        """Release the (simulated) device; the wrapper can no longer run."""
+        """Release the (simulated) device and the compiled program (a training
+        model first writes its weights back). Calling the wrapper (or
+        `compile`) again compiles it again for the new call's inputs, as
+        PopTorch's "call destroy() on the current one and try again"."""
         if self._program is not None and self._training:
             self._write_back()
         self._program = None
@@ -973,13 +989,13 @@ class PoplarExecutor:
                         f"deviceIterations ({o.device_iterations})")
 
     def _check_ipu_count(self, module: ModuleOp) -> None:
-        """Replicas multiply the IPUs: the total must be a power of two too."""
+        """Replicas multiply the IPUs: the total must be one PopTorch can reserve too."""
         ipus = to_py(module.attributes[STAGES_KEY])["num_ipus"]
         total = ipus * self._options.replication_factor
-        if total & (total - 1) and not self._options.auto_round_num_ipus:
-            raise Error(f"{ipus} IPU(s) per replica x replicationFactor({self._options.replication_factor}) "
-                        f"= {total} IPUs, which is not a power of two: use a power of two or "
-                        "Options.autoRoundNumIPUs(True)")
+        message = ipu_count_error(total, f"{ipus} IPU(s) per replica x replicationFactor("
+                                         f"{self._options.replication_factor}) = {total} IPUs: ")
+        if message is not None and not self._options.auto_round_num_ipus:
+            raise Error(message)
 
     def _upcast_inputs(self, inputs: list[torch.Tensor]) -> frozenset[int]:
         """fp16 inputs of a model with fp32 weights: traced as fp32 inside the graph
@@ -987,8 +1003,12 @@ class PoplarExecutor:
         FloatDowncastToHalf ipu-autocast undoes these casts and casts the weights
         down instead."""
         half = frozenset(i for i, x in enumerate(inputs) if x.dtype == torch.float16)
-        weights = {p.dtype for p in self._user_model.parameters() if p.is_floating_point()}
-        if not half or torch.float32 not in weights:
+        floats = {p.dtype for p in self._user_model.parameters() if p.is_floating_point()}
+        if self._options.Precision.half_float_casting == HalfFloatCastingBehavior.FloatDowncastToHalf:
+            # "PopTorch ... will cast all inputs to float16" (seeds/002): an fp32
+            # input meeting an fp16 one is cast down as an fp32 weight is
+            floats |= {x.dtype for x in inputs}
+        if not half or torch.float32 not in floats:
             return frozenset()
         return half
 
@@ -1421,9 +1441,26 @@ class PoplarExecutor:
         return [named_p[n] for n in self._program.traced.params] + \
             [named_b[n] for n in self._program.traced.buffers]
 
+    def _revive(self) -> None:
+        """Start over after destroy(): the next compile sees only the module's
+        current weights and buffers (the device's state went with destroy;
+        a training model starts a new optimizer state). A training model whose
+        module another live training model wraps meanwhile stays an error."""
+        if self._training and not self._options.offline_ipu_target:
+            if _live_training_wrapper(self._user_model):
+                raise Error("Model has already been wrapped in 'poptorch.trainingModel'. Call "
+                            "model.destroy() on the model to unwrap before wrapping again.")
+            _TRAINING_WRAPPERS[self._user_model] = weakref.ref(self)
+        self._call, self._weights, self._aliased, self._weight_tensors = None, {}, {}, {}
+        self._device_buffers, self._opt_state, self._step, self._host_version = {}, {}, 0, -1
+        self._named, self._host_seen, self._groups_checked = None, (), ()
+        self._fast_call, self._one_call_for, self._one_call = None, None, False
+        self._groups, self._attached, self._has_run = NO_GROUPS, False, False
+        self._destroyed = False
+
     def _check_alive(self) -> None:
         if self._destroyed:
-            raise Error("this model was destroyed: wrap the module again")
+            raise Error("this model was destroyed: call it (or compile()) to compile it again")
 
 
 def _check_optimizer(model: torch.nn.Module, optimizer: Any) -> None:

@@ -181,6 +181,8 @@ def pack(ex) -> bytes:
         "step": int(ex._step), "model": type(ex._user_model).__name__,
         "exported_model": bool(getattr(ex, "_export_model", True)),
     }
+    if getattr(ex, "_export_rng", False):  # save(save_rng_state=True): plain ints, as numpy gives them
+        meta["rng_states"] = [g.bit_generator.state for g in ex._replica_rngs]
     from tilefx.api.executor import host_weights
 
     params, buffers = host_weights(ex)
@@ -205,14 +207,26 @@ def pack(ex) -> bytes:
     return buf.getvalue()
 
 
-def write(ex, filename: str) -> None:
+def write(ex, filename: str) -> str:
+    """Write the executable to `filename` (a directory gets `model.poptorch`
+    inside, as PopTorch's compileAndExport(dir) writes one file there);
+    returns the file's path."""
     data = pack(ex)
+    if os.path.isdir(filename):
+        filename = os.path.join(filename, "model.poptorch")
     directory = os.path.dirname(os.path.abspath(filename))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, filename)  # readers never see a half-written file
+    tmp = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, filename)  # readers never see a half-written file
+    except OSError as e:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise Error(f"cannot write the executable to {filename}: {e.strerror or e}") from None
+    return filename
 
 
 # -- reading -----------------------------------------------------------------------
@@ -329,6 +343,22 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
         ex._step = int(meta.get("step", 0))
 
 
+def _restore_rng(ex, meta: dict, filename: str) -> None:
+    """Continue the random streams a `save(save_rng_state=True)` file recorded
+    (one per replica), into the generator objects the program already holds."""
+    states = meta.get("rng_states")
+    if states is None:
+        return
+    if not isinstance(states, list) or len(states) != len(ex._replica_rngs):
+        raise Error(f"{filename}: rng_states must list one generator state per replica "
+                    f"({len(ex._replica_rngs)})")
+    for g, st in zip(ex._replica_rngs, states):
+        try:
+            g.bit_generator.state = st
+        except (TypeError, ValueError, KeyError) as e:
+            raise Error(f"{filename}: rng_states is not a valid generator state: {e}") from None
+
+
 class _IRText(str):
     """The traced IR of a loaded executable: only ever printed (`ir("import")`),
     so it is kept as the verified text instead of being parsed again."""
@@ -434,12 +464,15 @@ def load(filename: str, edit_opts_fn=None):
         opts.offline_ipu_target = False
         if opts.connection_type == ConnectionType.Never:
             opts.connection_type = ConnectionType.Always
+    seed = opts.random_seed
     if edit_opts_fn is not None:
         opts = _apply_runtime_edits(opts, edit_opts_fn, filename)
     training = bool(meta.get("training"))
     ex = PoplarExecutor(model, opts, training=training)
     ex._optimizer = None  # the compiled optimizer configuration is in the IR (setOptimizer replaces it)
     install(ex, parts, filename, weights_from_file=True)
+    if opts.random_seed == seed:  # a seed edit_opts_fn sets starts its own streams
+        _restore_rng(ex, meta, filename)
     return ex
 
 
@@ -453,21 +486,45 @@ def load_executable(ex, filename: str) -> None:
         if n in ex._opt_state:
             ex._opt_state[n] = v.astype(ex._opt_state[n].dtype, copy=True)
     ex._step = int(parts["executor"].get("step", 0))
+    if ex._options.random_seed == options_from_json(parts["options"]).random_seed:
+        _restore_rng(ex, parts["executor"], filename)
+
+
+def _check_export_args(what: str, filename, **flags) -> None:
+    if not isinstance(filename, (str, os.PathLike)) or not str(filename):
+        raise Error(f"{what}: filename must be a non-empty string, got {filename!r}")
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise Error(f"{what}: {name} must be a bool, got {value!r}")
+
+
+def _write_compiled(ex, what: str, filename, export_model: bool, rng: bool) -> None:
+    if ex._groups.grouped:
+        raise Error(f"{what}: weights grouped across replicas (replicaGrouping: "
+                    f"{', '.join(ex._groups.names)}) cannot be exported yet; the executable cache works")
+    ex._export_model, ex._export_rng = export_model, rng
+    try:
+        write(ex, str(filename))
+    finally:
+        ex._export_rng = False  # only this file: the executable cache never records a stream
 
 
 def compile_and_export(ex, filename: str, args, kwargs, export_model: bool = True) -> None:
     """`PoplarExecutor.compileAndExport(filename, *args, export_model=True)`."""
-    if not isinstance(filename, (str, os.PathLike)) or not str(filename):
-        raise Error(f"compileAndExport: filename must be a non-empty string, got {filename!r}")
-    if not isinstance(export_model, bool):
-        raise Error(f"compileAndExport: export_model must be a bool, got {export_model!r}")
+    _check_export_args("compileAndExport", filename, export_model=export_model)
     if ex._program is None:
         ex.compile(*args, **kwargs)
-    if ex._groups.grouped:
-        raise Error("compileAndExport: weights grouped across replicas (replicaGrouping: "
-                    f"{', '.join(ex._groups.names)}) cannot be exported yet; the executable cache works")
-    ex._export_model = export_model
-    write(ex, str(filename))
+    _write_compiled(ex, "compileAndExport", filename, export_model, rng=False)
+
+
+def save(ex, filename: str, export_model: bool = True, save_rng_state: bool = True) -> None:
+    """`PoplarExecutor.save(filename, export_model=True, save_rng_state=True)`:
+    a model already compiled (by a call or compile()), written as it is now."""
+    _check_export_args("save", filename, export_model=export_model, save_rng_state=save_rng_state)
+    if ex._program is None:
+        raise Error("save: the model has not been compiled yet: call it or compile() it first "
+                    "(compileAndExport compiles and saves in one step)")
+    _write_compiled(ex, "save", filename, export_model, rng=save_rng_state)
 
 
 # -- the executable cache ----------------------------------------------------------

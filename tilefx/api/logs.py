@@ -25,7 +25,7 @@ TRACE = 5
 logging.addLevelName(TRACE, "TRACE")
 LEVELS = {"TRACE_ALL": TRACE, "TRACE": TRACE, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
           "WARN": logging.WARNING, "ERR": logging.ERROR, "OFF": logging.CRITICAL + 10}
-_INT_LEVELS = ["TRACE", "DEBUG", "INFO", "WARN", "ERR", "OFF"]  # PopTorch's numeric levels 0..5
+_INT_LEVELS = ["TRACE", "DEBUG", "INFO", "WARN", "ERR"]  # PopTorch's numeric levels 0..4 (OFF by name)
 ENV_VARS = ("POPTORCH_LOG_LEVEL", "TILEFX_LOG_LEVEL")
 
 root = logging.getLogger("tilefx")
@@ -38,16 +38,19 @@ root.propagate = False
 
 def setLogLevel(level) -> None:
     """Set the level of every tilefx logger: "TRACE", "DEBUG", "INFO", "WARN",
-    "ERR" or "OFF" (or PopTorch's numbers 0-5 in that order)."""
+    "ERR" or "OFF" (or PopTorch's numbers 0-4, TRACE to ERR). Bad levels are
+    PopTorch's ValueErrors, in its words."""
+    valid = "Valid values are DEBUG, ERR, INFO, OFF, TRACE and WARN"
     if isinstance(level, bool) or not isinstance(level, (str, int)):
-        raise ValueError(f"setLogLevel: invalid log level {level!r}: use one of {', '.join(LEVELS)}")
+        raise ValueError(f"Unknown log level: {level!r}. {valid}")
     if isinstance(level, int):
         if not 0 <= level < len(_INT_LEVELS):
-            raise ValueError(f"setLogLevel: invalid log level {level}: use 0 (TRACE) to 5 (OFF)")
+            raise ValueError(f"Invalid log level integer: {level} (0 is TRACE ... 4 is ERR; \"OFF\" "
+                             "silences the logs)")
         level = _INT_LEVELS[level]
     name = level.upper()
     if name not in LEVELS:
-        raise ValueError(f"setLogLevel: unknown log level {level!r}: use one of {', '.join(LEVELS)}")
+        raise ValueError(f"Unknown log level: {level}. {valid}")
     root.setLevel(LEVELS[name])
 
 

@@ -14,7 +14,7 @@ import operator
 import torch
 
 from tilefx.api.enums import MatMulSerializationMode
-from tilefx.dialects.names import MULTICONV_META_KEY
+from tilefx.dialects.names import ATTRIBUTES_META_KEY, MULTICONV_META_KEY
 from tilefx.errors import Error
 from tilefx.lowering.recompute_op import recomputation_checkpoint as _recomputation_checkpoint
 from tilefx.lowering.tracing_state import ModuleScope, Tracing
@@ -431,6 +431,43 @@ class NameScope:
         if self._pushed:
             ModuleScope.pop()
         return False
+
+
+class Attribute:
+    """`with poptorch.Attribute(__outline={"layer": "embedding"}):` attaches
+    PopTorch's per-op attributes (for PopART: outlining hints and the like) to
+    every op traced inside, backward ops included, as `ipu.attributes` in the
+    IR. tilefx's passes do not read them (nothing is outlined): they are
+    recorded so a model written for PopTorch runs unchanged and its ops say
+    what was asked. Nested scopes merge, the inner value of a key winning."""
+
+    _active: list[dict] = []
+
+    def __init__(self, **attributes):
+        # `Attribute(__outline=...)` written in a method of class M reaches us as
+        # `_M__outline` (Python mangles the keyword): give back the name written
+        attributes = {("__" + k.split("__", 1)[1] if k.startswith("_") and not k.startswith("__")
+                       and "__" in k else k): v for k, v in attributes.items()}
+        for key, value in attributes.items():
+            values = value.values() if isinstance(value, dict) else [value]
+            if isinstance(value, dict) and not all(isinstance(k, str) for k in value) or \
+                    not all(isinstance(v, (str, int, float)) for v in values):
+                raise Error(f"Attribute: {key} must be a string, a number or a dict of them with "
+                            f"string keys, got {value!r}")
+        self.attributes = attributes
+        self._cm = None
+
+    def __enter__(self):
+        merged = {**(Attribute._active[-1] if Attribute._active else {}), **self.attributes}
+        Attribute._active.append(merged)
+        self._cm = torch.fx.traceback.annotate({ATTRIBUTES_META_KEY: merged})
+        self._cm.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        cm, self._cm = self._cm, None
+        Attribute._active.pop()
+        return cm.__exit__(*exc)
 
 
 class MultiConv:

@@ -288,7 +288,7 @@ class LAMB(_Optimizer, torch.optim.Optimizer):
         m = b1 m + (1 - b1) g;   v = b2 v + (1 - b2) g^2
         u = (m / (1 - b1^t)) / (sqrt(v) / sqrt(1 - b2^t) + eps) + weight_decay * w
         r1 = min(|w|, max_weight_norm);  r2 = |u|
-        w -= lr * (r1 / r2 if r1 > 0 and r2 > 0 else 1) * u
+        w -= lr * (r1 / r2 if |w| > 0 and r2 > 0 else 1) * u
 
     (no bias correction terms with `bias_correction=False`)."""
 
@@ -313,6 +313,20 @@ class LAMB(_Optimizer, torch.optim.Optimizer):
             "second_order_momentum_accum_type": second_order_momentum_accum_type,
             "max_grad_norm": _max_norm(max_grad_norm),
         })
+
+    @property
+    def max_weight_norm(self) -> float:
+        """PopTorch's optimizer attribute (`optimizer.max_weight_norm = 100.0`
+        then `setOptimizer`): one value, kept in every parameter group, where
+        the update reads it; None disables the clip (65500, fp16's largest)."""
+        return self.defaults["max_weight_norm"]
+
+    @max_weight_norm.setter
+    def max_weight_norm(self, value) -> None:
+        value = 65500.0 if value is None else float(value)
+        self.defaults["max_weight_norm"] = value
+        for group in self.param_groups:
+            group["max_weight_norm"] = value
 
     def step(self, closure=None):
         raise Error("LAMB.step: tilefx optimizers run inside a trainingModel, not on the host")

@@ -640,6 +640,15 @@ class _TrainingOptions(_OptionsBase):
         self.reduction_type = reduction_type
 
     @_setter
+    def accumulationReductionType(self, reduction_type: ReductionType):
+        """The older PopTorch's name of
+        ``accumulationAndReplicationReductionType`` (code written for it
+        still runs, with PopTorch's deprecation warning)."""
+        logger.warning("Options.Training.accumulationReductionType is deprecated: use "
+                       "Options.Training.accumulationAndReplicationReductionType")
+        self.accumulationAndReplicationReductionType(reduction_type)
+
+    @_setter
     def setMeanAccumulationAndReplicationReductionStrategy(
             self, mean_reduction_strategy: MeanReductionStrategy):
         """When to divide for a ``Mean`` reduction: ``Running``, ``Post`` or
@@ -1004,6 +1013,15 @@ class Options(_OptionsBase):
         self.output_mode = output_mode
         self.output_return_period = period
 
+    @_setter
+    def anchorMode(self, anchor_mode: OutputMode,
+                   anchor_return_period: Optional[int] = None):
+        """The older PopTorch's name of ``outputMode`` (``AnchorMode`` is
+        ``OutputMode``), kept so code written for it runs; warns as PopTorch
+        did."""
+        logger.warning("Options.anchorMode is deprecated: use Options.outputMode")
+        self.outputMode(anchor_mode, anchor_return_period)
+
     def defaultOutputMode(self) -> bool:
         """True while ``outputMode`` is still ``OutputMode.Default``."""
         return self.output_mode == OutputMode.Default
@@ -1086,7 +1104,8 @@ class Options(_OptionsBase):
 
     @_setter
     def autoRoundNumIPUs(self, auto_round_num_ipus: bool = True):
-        """Round the number of IPUs up to a power of two instead of failing."""
+        """Round the number of IPUs up to one PopTorch can reserve (a power
+        of two, or a multiple of 64) instead of failing."""
         self.auto_round_num_ipus = _check_bool("autoRoundNumIPUs",
                                                auto_round_num_ipus)
 

@@ -178,6 +178,8 @@ prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None
 var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor
 var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor
 any(Tensor self) -> Tensor
+_is_all_true(Tensor self) -> Tensor
+_is_any_true(Tensor self) -> Tensor
 any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor
 cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
 _weight_norm_interface_backward(Tensor grad_w, Tensor saved_v, Tensor saved_g, Tensor saved_norms, int dim) -> (Tensor, Tensor)
@@ -315,6 +317,7 @@ normal_functional(Tensor self, float mean=0., float std=1.) -> Tensor
 normal.Tensor_float(Tensor mean, float std=1.) -> Tensor
 normal.float_Tensor(float mean, Tensor std) -> Tensor
 normal.Tensor_Tensor(Tensor mean, Tensor std) -> Tensor
+normal.float_float(float mean, float std, SymInt[] size, *, ScalarType? dtype=None) -> Tensor
 uniform(Tensor self, float from=0., float to=1.) -> Tensor
 bernoulli.p(Tensor self, float p) -> Tensor
 bernoulli.Tensor(Tensor self, Tensor p) -> Tensor
@@ -367,7 +370,7 @@ RANDOM_SCHEMAS = frozenset({
     "native_dropout.default", "rand.default", "randn.default", "rand_like.default",
     "randn_like.default", "randint.low", "randint.default", "randint_like.default",
     "randperm.default", "normal_functional.default", "normal.Tensor_float", "normal.float_Tensor",
-    "normal.Tensor_Tensor", "uniform.default", "bernoulli.p", "bernoulli.Tensor",
+    "normal.Tensor_Tensor", "normal.float_float", "uniform.default", "bernoulli.p", "bernoulli.Tensor",
     "exponential.default",
 })
 """Ops that draw random numbers: their kernels take the executor's generator

@@ -70,5 +70,7 @@ ONNX_PARTIALS_TYPE_ATTR = "__partials_type"
 NAME_KEY = "ipu.name"  # per-op: module path and NameScope, PopTorch's op name ("enc/fc/mm")
 MULTICONV_KEY = "ipu.multiconv"  # per-op: the poptorch.MultiConv group of a convolution
 MULTICONV_META_KEY = "tilefx.multiconv"
+ATTRIBUTES_KEY = "ipu.attributes"  # per-op: a poptorch.Attribute's attributes ({"__outline": {...}})
+ATTRIBUTES_META_KEY = "tilefx.attributes"
 MODULE_META_KEY = "tilefx.module"
 LOC_META_KEY = "tilefx.loc"  # the user's "file:line" of a traced node

@@ -30,7 +30,7 @@ from tilefx.errors import Error
 from tilefx.dialects.names import UPCAST_INPUT_META_KEY
 
 _RECOMPILE = ("; non-tensor arguments and shapes are compiled into the graph: recompile for "
-              "new inputs (destroy() and wrap the model again)")
+              "new inputs (call destroy() on the model and call it again, or wrap the model again)")
 
 
 @dataclass
@@ -69,27 +69,57 @@ class CallSpec:
         of these (shape, dtype)."""
         if other.spec != self.spec:
             raise Error(f"the arguments do not have the structure the model was compiled for: "
-                        f"expected {_describe(self)} but got {_describe(other)}{_RECOMPILE}")
+                        f"{_difference(self, other)}expected {_describe(self)} but got "
+                        f"{_describe(other)}{_RECOMPILE}")
         ti = 0
         for name, is_t, their_t, mine, theirs in zip(self.names, self.is_tensor, other.is_tensor,
                                                      self.leaves, other.leaves):
             if is_t != their_t:
-                expected = "a tensor" if is_t else repr(mine)
-                got = "a tensor" if their_t else repr(theirs)
-                raise Error(f"Type mismatch for {name}: the model was compiled for {expected} "
-                            f"but got {got}{_RECOMPILE}")
+                expected = "a Tensor" if is_t else repr(mine)
+                got = "a Tensor" if their_t else repr(theirs)
+                raise Error(f"Type mismatch for {name}: expected {expected} but got {got}{_RECOMPILE}")
             if is_t:
                 x, (shape, dtype) = tensors[ti], compiled[ti]
                 ti += 1
+                # PopTorch's words, which users (and their tests) know
                 if tuple(x.shape) != tuple(shape):
-                    raise Error(f"input {name} has shape {tuple(x.shape)} but the model was "
-                                f"compiled for shape {tuple(shape)}{_RECOMPILE}")
+                    raise Error(f"Shape mismatch for {name}: expected {torch.Size(shape)} but got "
+                                f"{torch.Size(x.shape)}{_RECOMPILE}")
                 if x.dtype != dtype:
-                    raise Error(f"input {name} has dtype {x.dtype} but the model was compiled "
-                                f"for {dtype}{_RECOMPILE}")
+                    raise Error(f"Data type mismatch for {name}: expected {dtype} but got "
+                                f"{x.dtype}{_RECOMPILE}")
             elif type(mine) is not type(theirs) or mine != theirs:
                 raise Error(f"Value mismatch for {name}: expected {mine!r} but got {theirs!r}"
                             f"{_RECOMPILE}")
+
+
+def _top_names(c: CallSpec) -> list[str]:
+    """The call's argument names (`pair` for the leaves `pair[0]`, `pair[1]`)."""
+    out: list[str] = []
+    for n in c.names:
+        top = n if n.startswith("*") else n.split("[", 1)[0]
+        if top not in out:
+            out.append(top)
+    return out
+
+
+def _num_positional(c: CallSpec) -> int:
+    return c.spec.children_specs[0].num_children
+
+
+def _difference(mine: CallSpec, theirs: CallSpec) -> str:
+    """What differs between two calls' structures, in PopTorch's words
+    ("Missing arguments: z."), before the full description."""
+    parts = []
+    if _num_positional(mine) != _num_positional(theirs):
+        parts.append(f"Number of positional arguments mismatch: expected {_num_positional(mine)} "
+                     f"arguments but got {_num_positional(theirs)}.")
+    a, b = _top_names(mine), _top_names(theirs)
+    if missing := [n for n in a if n not in b and not n.startswith("*")]:
+        parts.append(f"Missing arguments: {', '.join(missing)}.")
+    if extra := [n for n in b if n not in a and not n.startswith("*")]:
+        parts.append(f"Unexpected arguments: {', '.join(extra)}.")
+    return "".join(p + " " for p in parts)
 
 
 def _describe(c: CallSpec) -> str:
@@ -166,6 +196,20 @@ def _renamed_keywords(forward, sig: inspect.Signature, kwargs: dict) -> dict:
     return kwargs
 
 
+def _missing(sig: inspect.Signature, args: tuple, kwargs: dict) -> str:
+    """PopTorch's "Mandatory parameter b missing. " for a call that leaves a
+    parameter without a default unbound ("" when that is not the problem)."""
+    try:
+        given = sig.bind_partial(*args, **kwargs).arguments
+    except TypeError:
+        return ""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+             inspect.Parameter.KEYWORD_ONLY)
+    missing = [n for n, p in sig.parameters.items()
+               if p.kind in kinds and p.default is inspect.Parameter.empty and n not in given]
+    return "".join(f"Mandatory parameter {n} missing. " for n in missing)
+
+
 def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.Tensor]]:
     """Bind `args`/`kwargs` to `forward`'s signature and flatten them."""
     try:
@@ -177,8 +221,8 @@ def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError as e:
-            raise Error(f"the call does not match {type(getattr(forward, '__self__', forward)).__name__}"
-                        f".forward{sig}: {e}") from None
+            raise Error(f"{_missing(sig, args, kwargs)}the call does not match "
+                        f"{type(getattr(forward, '__self__', forward)).__name__}.forward{sig}: {e}") from None
         for name, p in sig.parameters.items():
             if name not in bound.arguments and p.default is not inspect.Parameter.empty \
                     and not isinstance(p.default, torch.Tensor) and p.kind not in (

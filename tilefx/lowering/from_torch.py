@@ -48,7 +48,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Region, SSAValue
 
-from tilefx.errors import Error
+from tilefx.errors import Error, error_also
 from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
 from tilefx.dialects.aten_schema import Schema
@@ -61,6 +61,7 @@ from tilefx.lowering.model_state import MetaAsFake, TensorAttributes
 from tilefx.lowering.static_ops import static_ops
 from tilefx.lowering.tracing_state import GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
 from tilefx.dialects.names import LOC_META_KEY, MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
+from tilefx.dialects.names import ATTRIBUTES_KEY, ATTRIBUTES_META_KEY
 from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
 
 _TORCH_TO_NP = {
@@ -568,12 +569,18 @@ class _Builder:
         raise Error(f"unsupported operation tilefx::{name}")
 
     def annotate(self, node, attrs: dict) -> None:
-        """`ipu.name` (module path, NameScope, op) and a MultiConv's `ipu.multiconv`."""
+        """`ipu.name` (module path, NameScope, op), a MultiConv's `ipu.multiconv`
+        and a poptorch.Attribute's `ipu.attributes`."""
         custom = node.meta.get("custom") or {}
         parts = [p for p in custom.get(MODULE_META_KEY, "").split("/") if p]
         if parts:
             op = getattr(node.target, "__name__", str(node.target)).split(".")[0]
             attrs[NAME_KEY] = StringAttr("/".join(parts + [op]))
+        user_attrs = custom.get(ATTRIBUTES_META_KEY)
+        if user_attrs:
+            from tilefx.dialects.irutil import from_py
+
+            attrs[ATTRIBUTES_KEY] = from_py(user_attrs)
         mc = custom.get(MULTICONV_META_KEY)
         if mc is not None and node.target is torch.ops.aten.convolution.default:
             from tilefx.dialects.irutil import from_py
@@ -692,31 +699,57 @@ def _find_loops(nodes: list) -> tuple[dict, set]:
     return loops, in_loop
 
 
+_MULTIPLE_LOSSES = ("Multiple independent losses found in graph. Graph must have one final loss. "
+                    "Wrap final graph loss in poptorch.identity_loss.")
+
+
+def _feeds(node: torch.fx.Node, into: torch.fx.Node) -> bool:
+    """Whether `node`'s value is used (through any ops) to compute `into`."""
+    stack, seen = list(into.all_input_nodes), set()
+    while stack:
+        n = stack.pop()
+        if n is node:
+            return True
+        if n not in seen:
+            seen.add(n)
+            stack.extend(n.all_input_nodes)
+    return False
+
+
 def _find_loss(plain_outputs: list, differentiable: set[int]) -> int | None:
-    """The loss: the output made by identity_loss, else the one scalar float
-    output that has a gradient path. Several such outputs are ambiguous: an
-    error asks for identity_loss rather than guessing."""
+    """The loss: the final output made by identity_loss (the one no other
+    identity_loss output is computed from: PopTorch's custom losses return
+    partial identity_loss values next to the final one), else the one scalar
+    float output that has a gradient path. Several candidates are ambiguous:
+    an error asks for identity_loss rather than guessing."""
+    losses: dict[torch.fx.Node, int] = {}
     for idx, node in plain_outputs:
         if isinstance(node, torch.fx.Node) and _is_identity_loss(node):
-            return idx
+            losses.setdefault(node, idx)
+    finals = [n for n in losses if not any(o is not n and _feeds(n, o) for o in losses)]
+    if len(finals) > 1:
+        raise Error(f"trainingModel: {_MULTIPLE_LOSSES} (outputs {sorted(losses[n] for n in finals)} are "
+                    "poptorch.identity_loss results, none computed from the others)", type="frontend")
+    if finals:
+        return losses[finals[0]]
     scalars = []
     for idx, node in plain_outputs:
         v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
         if v is not None and v.dim() == 0 and v.is_floating_point() and idx in differentiable:
             scalars.append(idx)
     if len(scalars) > 1:
-        raise Error(f"trainingModel: outputs {scalars} are all scalar losses with gradients; mark the "
-                    "one to minimise with poptorch.identity_loss(loss, reduction='none')",
-                    type="frontend")
+        raise Error(f"trainingModel: {_MULTIPLE_LOSSES} (outputs {scalars} are all scalar losses with "
+                    "gradients; mark the one to minimise with poptorch.identity_loss(loss, "
+                    "reduction='none'))", type="frontend")
     return scalars[0] if scalars else None
 
 
 def _loss_or_error(plain_outputs: list, differentiable: set[int]) -> int:
     loss_index = _find_loss(plain_outputs, differentiable)
     if loss_index is None:
-        raise Error("trainingModel: the model must return a loss: a scalar float output that "
-                    "depends on the parameters (e.g. from a torch.nn loss) or the result of "
-                    "poptorch.identity_loss")
+        raise Error("trainingModel: Couldn't find a loss in graph: the model must return a loss, a "
+                    "scalar float output that depends on the parameters (e.g. from a torch.nn loss) "
+                    "or the result of poptorch.identity_loss")
     return loss_index
 
 
@@ -851,9 +884,9 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                 dynamic = _data_dependent(e, watch.where())
                 if dynamic is not None:
                     raise _located(dynamic, _traceback_location(e)) from e
-                raise _located(Error(f"tracing the model failed: {type(e).__name__}: {e} (in module "
-                                     f"{watch.where()}{_traceback_line(e)})", type="frontend"),
-                               _traceback_location(e)) from e
+                raise _located(error_also(type(e))(
+                    f"tracing the model failed: {type(e).__name__}: {e} (in module "
+                    f"{watch.where()}{_traceback_line(e)})", type="frontend"), _traceback_location(e)) from e
             finally:
                 end_begin_blocks()
     finally:

@@ -234,15 +234,23 @@ def _reassigned_buffers(state: dict, buffers: dict, traced: list) -> list:
         if new is t:
             continue
         # (from_torch traces the model wrapped as `inner` of its CallWith)
-        where = f"the forward reassigns buffer '{name.removeprefix('inner.')}'"
+        short = name.removeprefix('inner.')
+        where = f"the forward reassigns buffer '{short}'"
+        if type(new) is object:  # functional_call's mark for a buffer the forward deleted
+            raise Error(f"Buffer {short} is removed from the model when calling the forward method.",
+                        type="frontend")
         if not isinstance(new, torch.Tensor):
             raise Error(f"{where} to {type(new).__name__}: a buffer keeps a tensor of its shape and "
                         f"dtype on the IPU ({tuple(real.shape)}, {real.dtype})", type="frontend")
         if tuple(new.shape) != tuple(t.shape) or new.dtype != t.dtype:
-            raise Error(f"{where} to a tensor of shape {tuple(new.shape)} and dtype {new.dtype}, but it "
-                        f"has shape {tuple(t.shape)} and dtype {t.dtype}: on the IPU a buffer keeps its "
-                        f"shape and dtype (write into it in place, or make it a value the forward returns)",
-                        type="frontend")
+            # PopTorch's words first: users know them (a reassignment keeping the
+            # shape and dtype is supported here, so the details follow)
+            raise Error(f"Buffer {short} is reassigned within the model when calling the forward method. "
+                        f"This is not supported. Consider using self.{short}.copy_(src) to copy data from "
+                        f"a source tensor, where src is the name of the source tensor. ({where} to a "
+                        f"tensor of shape {tuple(new.shape)} and dtype {new.dtype}, but it has shape "
+                        f"{tuple(t.shape)} and dtype {t.dtype}: on the IPU a buffer keeps its shape and "
+                        f"dtype.)", type="frontend")
         out.append((t, new))
     return out
 

@@ -55,6 +55,26 @@ def _is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
+def reservable_ipus(n: int) -> int:
+    """How many IPUs PopTorch reserves for a model using `n`: a power of two
+    up to 64, else a multiple of 64 (an IPU-POD's partitions)."""
+    if n <= 64:
+        return 1 << max(n - 1, 0).bit_length()
+    return -(-n // 64) * 64
+
+
+def ipu_count_error(n: int, context: str = "") -> str | None:
+    """PopTorch's message for an IPU count it cannot reserve (None when it can),
+    after `context` (how tilefx counted them)."""
+    need = reservable_ipus(n)
+    if need == n:
+        return None
+    return (f"{context}The model specifies the use of {n} IPUs, however PopTorch must reserve a "
+            f"minimum of {need} in order to allow the model to run, because PopTorch must reserve a "
+            f"power of 2 or a multiple of 64 IPUs. Please reconfigure your model to use a different "
+            f"number of IPUs or set poptorch.Options().autoRoundNumIPUs(True).")
+
+
 _KINDS = ("pipelined", "sharded", "serial_phased", "parallel_phased")
 
 
@@ -120,10 +140,9 @@ class AssignStagesPass(ModulePass):
         # block -> (user stage id, ipu, phase)
         where = self._resolve(cfg, kind, list(blocks.values()))
         num_ipus = max(ipu for _, ipu, _ in where.values()) + 1
-        if not _is_pow2(num_ipus) and not self.auto_round_num_ipus:
-            raise PlacementError(
-                f"the model uses {num_ipus} IPUs, which is not a power of two: use a power of two "
-                f"or Options.autoRoundNumIPUs(True)")
+        message = ipu_count_error(num_ipus, f"the model's blocks are on IPUs 0-{num_ipus - 1}: ")
+        if message is not None and not self.auto_round_num_ipus:
+            raise PlacementError(message)
 
         # pipeline stages: merge consecutive user stages on the same IPU
         user_stages = sorted({s for s, _, _ in where.values()})

@@ -18,12 +18,15 @@ one attribute instead of re-deriving the user's settings:
 3. else `default_proportion`.
 
 An op that already carries the attribute keeps it (the pass is idempotent).
-Proportions outside (0, 1] and a set_available_memory whose input no such
-op produces are errors.
+Proportions outside (0, 1] are errors. A set_available_memory whose input no
+such op produces (a constant, a relu) has nothing to tune: it is dropped with
+a warning naming the producer, as PopTorch accepts it (its own tests set it on
+a constant).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 
@@ -50,6 +53,7 @@ _SEE_THROUGH = frozenset({
     "ipu.nop",
 })
 _IPU_KEY = re.compile(r"^IPU(\d+)$")
+log = logging.getLogger("tilefx.passes")
 
 
 class AvailableMemoryError(Error, DiagnosticException):
@@ -121,9 +125,9 @@ class AvailableMemoryPass(ModulePass):
             targets = _producers(sam.input)
             if not targets:
                 src = sam.input.op.name if isinstance(sam.input, OpResult) else "a function argument"
-                raise AvailableMemoryError(
-                    f"set_available_memory({p}) applies to a matmul, convolution, embedding or "
-                    f"gather/index op, but its input comes from {src}")
+                log.warning("set_available_memory(%s) has no effect: it applies to a matmul, "
+                            "convolution, embedding or gather/index op, but its input comes from %s",
+                            p, src)
             for t in targets:
                 explicit[t] = p
             sam.result.replace_all_uses_with(sam.input)

@@ -51,7 +51,7 @@ func.func @main(%w: tensor<4x4xf32> {tilefx.param = "w"}, %x: tensor<2x4xf32> {t
 // With it the model is 2 forward stages (IPU 0, IPU 2), 3 pipeline stages,
 // and gradientAccumulation 3 is enough.
 
-// CHECK: the model uses 3 IPUs, which is not a power of two: use a power of two or Options.autoRoundNumIPUs(True)
+// CHECK: the model's blocks are on IPUs 0-2: The model specifies the use of 3 IPUs, however PopTorch must reserve a minimum of 4 in order to allow the model to run, because PopTorch must reserve a power of 2 or a multiple of 64 IPUs. Please reconfigure your model to use a different number of IPUs or set poptorch.Options().autoRoundNumIPUs(True).
 // ROUND-LABEL: builtin.module attributes {ipu.stages = {kind = "pipelined", num_ipus = {{[0-9]+}} : i64, forward_stages = 2 : i64, pipeline_stages = 3 : i64, phases = 1 : i64, training = 1 : i64}} {
 // ROUND:         %h = aten.mm %x, %w {ipu.place = #ipu.place<fwd, block = "B1", ipu = 0, stage = 0, phase = 0>}
 // ROUND-NEXT:    %y = aten.mm %h, %w {ipu.place = #ipu.place<fwd, block = "B2", ipu = 2, stage = 1, phase = 0>}

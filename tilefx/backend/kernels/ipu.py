@@ -303,9 +303,12 @@ def lamb(weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var, eps_
     u = (m / ct(bc1)) / denom
     if weight_decay:
         u = u + ct(weight_decay) * w
-    r1 = min(float(np.sqrt(np.sum(w * w, dtype=ct))), max_weight_norm)
+    w_norm = float(np.sqrt(np.sum(w * w, dtype=ct)))
     r2 = float(np.sqrt(np.sum(u * u, dtype=ct)))
-    trust = 1.0 if r1 == 0.0 or r2 == 0.0 else r1 / r2
+    # a zero weight or update keeps the plain step; the clip phi(|w|) =
+    # min(|w|, max_weight_norm) comes after that test, so max_weight_norm=0
+    # scales the step to nothing (PopTorch: "lr is multiplied by 0.0")
+    trust = 1.0 if w_norm == 0.0 or r2 == 0.0 else min(w_norm, max_weight_norm) / r2
     w = w - ct(float(lr) * trust) * u
     return w.astype(weight.dtype), new_m, new_v
 

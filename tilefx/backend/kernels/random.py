@@ -148,6 +148,13 @@ def normal_Tensor_Tensor(mean, std, *, rng=None):
     return _normal(mean, std, rng)
 
 
+@_kernel("normal.float_float")
+def normal_float_float(mean, std, size, *, dtype=None, rng=None):
+    """`torch.normal(mean, std, size)`: N(mean, std^2) samples of that size."""
+    z = _gen(rng).standard_normal(tuple(size), dtype=np.float32)
+    return _ret(z * np.float32(std) + np.float32(mean), _float_dtype(dtype))
+
+
 @_kernel("uniform.default")
 def uniform(self, from_=0.0, to=1.0, *, rng=None):
     """A tensor like `self` uniform on [from, to) (`from` is a Python keyword:

@@ -298,6 +298,18 @@ def any_default(self):
     return _ret(np.any(self), np.dtype(np.uint8) if self.dtype == np.uint8 else _BOOL)
 
 
+@_kernel("_is_all_true.default")
+def is_all_true(self):
+    """`torch._is_all_true` of a bool tensor (torch.distributions' argument
+    checks trace it): a 0-d bool."""
+    return _ret(np.all(self), _BOOL)
+
+
+@_kernel("_is_any_true.default")
+def is_any_true(self):
+    return _ret(np.any(self), _BOOL)
+
+
 @_kernel("any.dims")
 def any_dims(self, dim=None, keepdim=False):
     return any_dim(self, dim, keepdim)
