@@ -170,6 +170,14 @@ class _Program:
         return [self.main_results[i][1] for i in self.out_index]
 
 
+def _generate(self, *args, **kwargs):
+    """The model's `generate()`, each of its model calls on the simulated IPU
+    (api/generation.py)."""
+    from tilefx.api.generation import generate
+
+    return generate(self, *args, **kwargs)
+
+
 def _role_list(roles: list[dict]) -> list[tuple[str, Any]]:
     out = []
     for r in roles:
@@ -230,9 +238,10 @@ class PoplarExecutor:
             model = model._user_model
         if isinstance(model, torch.nn.Module) and not issubclass(cls, type(model)):
             mcls = type(model)
-            cls = type(mcls.__name__, (cls, mcls), {
-                "__module__": mcls.__module__, "__qualname__": mcls.__qualname__,
-                "__doc__": mcls.__doc__})
+            own = {"__module__": mcls.__module__, "__qualname__": mcls.__qualname__, "__doc__": mcls.__doc__}
+            if callable(getattr(mcls, "generate", None)):  # a Hugging Face generation model
+                own["generate"] = _generate
+            cls = type(mcls.__name__, (cls, mcls), own)
         return object.__new__(cls)
 
     def __setattr__(self, name: str, value) -> None:
