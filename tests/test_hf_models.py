@@ -6,7 +6,6 @@ a tilefx.Error naming the op, the module and the source line."""
 from __future__ import annotations
 
 import copy
-import logging
 import os
 
 import pytest
@@ -134,21 +133,23 @@ def test_hugging_face_model_called_with_keywords_returns_its_model_output():
     torch.testing.assert_close(out.logits, ref.logits, rtol=RTOL, atol=1e-5)
 
 
-def test_causal_lm_called_directly_returns_logits_and_no_cache(caplog):
-    """A decoder's key/value cache object cannot come back from the device:
-    it is None (with a warning), the logits are PyTorch's."""
+def test_causal_lm_called_directly_returns_its_cache():
+    """The cache the model makes comes back as an object of its class holding
+    the keys and values eager computes (it came back as None, and generate()
+    then decoded every step without the prompt)."""
     fam = FAMILIES["llama"]
     model = fam.build(0.0).eval()
     ids = fam.example(training=False)[0]
-    tilefx_log = logging.getLogger("tilefx")  # tilefx's loggers do not propagate to the root
-    tilefx_log.addHandler(caplog.handler)
-    try:
-        out = tilefx.inferenceModel(model)(input_ids=ids)
-    finally:
-        tilefx_log.removeHandler(caplog.handler)
-    assert out.past_key_values is None and "DynamicCache" in caplog.text
+    out = tilefx.inferenceModel(model)(input_ids=ids)
     with torch.no_grad():
-        torch.testing.assert_close(out.logits, model(input_ids=ids).logits, rtol=RTOL, atol=1e-5)
+        ref = model(input_ids=ids)
+    torch.testing.assert_close(out.logits, ref.logits, rtol=RTOL, atol=1e-5)
+    assert type(out.past_key_values) is type(ref.past_key_values)
+    assert len(out.past_key_values.layers) == len(ref.past_key_values.layers) > 0
+    for layer, ref_layer in zip(out.past_key_values.layers, ref.past_key_values.layers):
+        torch.testing.assert_close(layer.keys, ref_layer.keys, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(layer.values, ref_layer.values, rtol=1e-5, atol=1e-6)
+    assert out.past_key_values.get_seq_length() == ids.shape[1]
 
 
 def _raises_naming(model, args: tuple, kwargs: dict, training: bool, *needles: str) -> None:
@@ -441,3 +442,56 @@ def test_torch_checkpoint_region_becomes_an_ipu_recomputation_checkpoint():
     traced = trace(_Checkpointed(False), (torch.randn(3, 4, requires_grad=True), torch.randn(3, 4)),
                    training=True)
     assert str(traced.module).count("ipu.recomputation_checkpoint") == 1
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2"])
+def test_static_cache_filled_by_the_prompt_call_then_decoded_step_by_step(kind):
+    """generate()'s static cache is allocated by the model's first call (lazily,
+    inside the forward); that allocation stayed in the trace, so the decoding
+    steps ran against an empty cache: wrong logits, no error."""
+    model = _decoder(kind)
+    x = torch.randint(3, 64, (2, 6))
+    cache = transformers.StaticCache(config=model.config, max_cache_len=10)
+    ref_cache = copy.deepcopy(cache)
+    prefill, step = tilefx.inferenceModel(model), tilefx.inferenceModel(model)
+    out = prefill(input_ids=x, past_key_values=cache, use_cache=True)
+    with torch.no_grad():
+        ref = model(input_ids=x, past_key_values=ref_cache, use_cache=True)
+    torch.testing.assert_close(out.logits, ref.logits, rtol=1e-5, atol=1e-5)
+    assert out.past_key_values is cache  # the cache passed in, as eager returns it
+    for nxt in ([[5], [7]], [[9], [3]]):
+        nxt = torch.tensor(nxt)
+        out = step(input_ids=nxt, past_key_values=cache)
+        with torch.no_grad():
+            ref = model(input_ids=nxt, past_key_values=ref_cache)
+        torch.testing.assert_close(out.logits, ref.logits, rtol=1e-5, atol=1e-5)
+    for layer, ref_layer in zip(cache.layers, ref_cache.layers):
+        torch.testing.assert_close(layer.keys, ref_layer.keys, rtol=1e-5, atol=1e-6)
+        assert int(layer.cumulative_length) == int(ref_layer.cumulative_length) == 8
+
+
+@pytest.mark.parametrize("kind", ["llama", "t5"])
+def test_dynamic_cache_passed_in_grows_in_place_as_in_eager(kind):
+    """Eager transformers extends a DynamicCache passed in; a loop that passes
+    the same object on relied on it and read a cache without the new tokens."""
+    model = _decoder(kind)
+    x = torch.randint(3, 64, (2, 8))
+    extra = {"decoder_input_ids": torch.randint(3, 64, (2, 4))} if kind == "t5" else {}
+    if kind == "t5":
+        cache = transformers.EncoderDecoderCache(transformers.DynamicCache(), transformers.DynamicCache())
+    else:
+        cache = transformers.DynamicCache()
+    ref_cache = copy.deepcopy(cache)
+    out = tilefx.inferenceModel(model)(input_ids=x, past_key_values=cache, use_cache=True, **extra)
+    with torch.no_grad():
+        ref = model(input_ids=x, past_key_values=ref_cache, use_cache=True, **extra)
+    torch.testing.assert_close(out.logits, ref.logits, rtol=1e-5, atol=1e-5)
+    assert out.past_key_values is cache
+    pairs = [(cache.self_attention_cache, ref_cache.self_attention_cache),
+             (cache.cross_attention_cache, ref_cache.cross_attention_cache)] if kind == "t5" else [(cache, ref_cache)]
+    for mine, theirs in pairs:
+        assert len(mine.layers) == len(theirs.layers) > 0
+        for layer, ref_layer in zip(mine.layers, theirs.layers):
+            torch.testing.assert_close(layer.keys, ref_layer.keys, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(layer.values, ref_layer.values, rtol=1e-5, atol=1e-6)
+    assert cache.get_seq_length() == ref_cache.get_seq_length() > 0

@@ -42,7 +42,7 @@ from tilefx.api.optim import SGD, optimizer_config
 from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
 from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups, settings_count
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
-from tilefx.lowering.call_spec import CallSpec, bind_call
+from tilefx.lowering.call_spec import CallSpec, bind_call, restore_caches
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
 from tilefx.lowering.no_compiler import without_compiler
 from tilefx.passes.pipelines import run_graph_passes
@@ -170,6 +170,14 @@ class _Program:
         return [self.main_results[i][1] for i in self.out_index]
 
 
+def _generate(self, *args, **kwargs):
+    """The model's `generate()`, each of its model calls on the simulated IPU
+    (api/generation.py)."""
+    from tilefx.api.generation import generate
+
+    return generate(self, *args, **kwargs)
+
+
 def _role_list(roles: list[dict]) -> list[tuple[str, Any]]:
     out = []
     for r in roles:
@@ -230,9 +238,10 @@ class PoplarExecutor:
             model = model._user_model
         if isinstance(model, torch.nn.Module) and not issubclass(cls, type(model)):
             mcls = type(model)
-            cls = type(mcls.__name__, (cls, mcls), {
-                "__module__": mcls.__module__, "__qualname__": mcls.__qualname__,
-                "__doc__": mcls.__doc__})
+            own = {"__module__": mcls.__module__, "__qualname__": mcls.__qualname__, "__doc__": mcls.__doc__}
+            if callable(getattr(mcls, "generate", None)):  # a Hugging Face generation model
+                own["generate"] = _generate
+            cls = type(mcls.__name__, (cls, mcls), own)
         return object.__new__(cls)
 
     def __setattr__(self, name: str, value) -> None:
@@ -333,6 +342,7 @@ class PoplarExecutor:
         # it to the signature would give the same structure and these tensors
         # in order, so only their shapes and dtypes are checked here.
         inputs = None
+        inputs_bound = False
         fast = self._fast_call
         if fast is not None and not kwargs and len(args) == fast[1] and \
                 getattr(self._user_model.forward, "__func__", None) is fast[0]:
@@ -351,6 +361,7 @@ class PoplarExecutor:
             else:  # loaded from an executable file: its shapes and dtypes
                 self._check_loaded_inputs(inputs)
             self._remember_call(args, kwargs, inputs)
+            inputs_bound = True
         snap = self._named
         if snap is None or snap.model is not self._user_model or not snap.valid():
             snap = self._snapshot()
@@ -378,6 +389,8 @@ class PoplarExecutor:
         if self._training:
             # the module tree is the one checked above: the program ran, not the module
             self._write_back(snap)
+        if self._program.traced.cache_states is not None:  # (a call passing caches is never fast)
+            out = restore_caches(out, call.caches if inputs_bound else [], self._program.traced.cache_states)
         _guard_backward(out)
         return out
 

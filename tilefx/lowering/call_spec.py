@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -46,6 +46,10 @@ class CallSpec:
     # call is rebuilt (the spec keeps the positional form: a lazily compiled
     # forward's signature, `*args` before its first call, may change under it)
     keywords: tuple[str, ...] = ()
+    # this call's transformers cache objects (opened into the leaves above), in
+    # the order `top_caches` finds them: their state after the call is written
+    # back into them (`restore_caches`); not part of what a later call must match
+    caches: list = field(default_factory=list, compare=False, repr=False)
 
     @property
     def num_tensors(self) -> int:
@@ -245,6 +249,7 @@ def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.
         positional, star, keywords = [], "args", ()
     _open_dict_subclasses((tuple(args), dict(kwargs)))
     _open_caches((tuple(args), dict(kwargs)))
+    caches = top_caches((tuple(args), dict(kwargs)))
     with_path, spec = pytree.tree_flatten_with_path((tuple(args), dict(kwargs)), is_leaf=_is_leaf)
     names, leaves, is_tensor, tensors = [], [], [], []
     for path, leaf in with_path:
@@ -265,7 +270,7 @@ def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.
         else:
             leaves.append(leaf)
             is_tensor.append(False)
-    return CallSpec(spec, leaves, is_tensor, names, keywords), tensors
+    return CallSpec(spec, leaves, is_tensor, names, keywords, caches), tensors
 
 
 class CallWith(torch.nn.Module):
@@ -279,12 +284,22 @@ class CallWith(torch.nn.Module):
         self.inner = inner
         self.call = call
         self.upcast = upcast
+        # the caches' states after the call, when the call passes or the model
+        # returns transformers caches (set by the trace; see restore_caches)
+        self.cache_states: list | None = None
 
     def forward(self, *tensors):
         with torch.fx.traceback.annotate({UPCAST_INPUT_META_KEY: True}):  # ipu-autocast may undo these
             tensors = [t.float() if i in self.upcast else t for i, t in enumerate(tensors)]
         args, kwargs = self.call.rebuild(tensors)
-        return _plain_outputs(self.inner(*args, **kwargs))
+        out = self.inner(*args, **kwargs)
+        # the fresh objects rebuilt for the trace from the call's caches
+        caches = top_caches((tuple(args), kwargs)) if self.call.caches else []
+        out, made = _plain_outputs(out, caches)
+        if not caches and not made:
+            return out
+        self.cache_states, new = _cache_states(caches + made, {id(t) for t in tensors})
+        return out, new
 
 
 _CONSTANT_TYPES = (torch.Tensor, bool, int, float, complex, str, bytes, type(None), torch.dtype,
@@ -340,6 +355,96 @@ def _open_caches(tree) -> None:
                 pass
 
 
+def top_caches(tree) -> list:
+    """The transformers cache objects in `tree`, outermost only (an
+    EncoderDecoderCache, not also the two caches it holds), in pytree order."""
+    leaves = pytree.tree_leaves(tree, is_leaf=lambda x: _is_leaf(x) or _is_cache_state(x))
+    return [x for x in leaves if not isinstance(x, torch.Tensor) and _is_cache_state(x)]
+
+
+# In a cache's state after a traced call (CallWith.cache_states): a tensor
+# that is still the one passed in (unchanged, or written in place: the executor
+# writes such writes into the caller's tensor as for any input), and a tensor
+# the call made (a graph output, in order). In the model's outputs, a string
+# naming the cache (its index in the states) that stands where the model
+# returned it: the graph's outputs hold tensors and plain constants only.
+_KEPT = "\x00tilefx:kept-cache-tensor"
+_NEW = "\x00tilefx:new-cache-tensor"
+_CACHE = "\x00tilefx:cache:"
+
+
+def _cache_states(caches: list, passed: set[int]) -> tuple[list, list]:
+    """Each cache (rebuilt inside the trace) as the forward left it: a list of
+    (pytree spec, leaves) with `_KEPT` for tensors passed in and `_NEW` for the
+    tensors it made (a DynamicCache's concatenated keys, a StaticCache's lazily
+    allocated ones), which come second, in order, to be graph outputs; other
+    attributes (flags, sizes, classes) are kept as they are."""
+    states, new = [], []
+    for cache in caches:
+        _open_caches(cache)  # classes first met in the forward (a layer appended to an empty cache)
+        leaves, spec = pytree.tree_flatten(cache, is_leaf=_is_leaf)
+        kept = []
+        for x in leaves:
+            if isinstance(x, torch.Tensor):
+                if id(x) in passed:
+                    x = _KEPT
+                else:
+                    new.append(x)
+                    x = _NEW
+            kept.append(x)
+        states.append((spec, kept))
+    return states, new
+
+
+def restore_caches(out, caches: list, states: list):
+    """Split what a program traced from a call with transformers caches returns
+    (the model's outputs, the tensors the caches gained) and do what eager
+    does: write each passed cache's new state into the caller's object (a
+    DynamicCache grows in place) and return that very object where the model
+    returned it; a cache the model made comes back as a new object of its
+    class. (Without this a decoding loop that passes one cache object on, as
+    generate() does, ran every step against the prompt's cache: wrong tokens,
+    no error.)"""
+    model_out, new = out
+    it = iter(new)
+    objects = []
+    for i, (spec, leaves) in enumerate(states):
+        state = pytree.tree_unflatten([next(it) if isinstance(x, str) and x == _NEW else x for x in leaves], spec)
+        objects.append(_merge(caches[i], state) if i < len(caches) else state)
+    return pytree.tree_map(lambda x: objects[int(x[len(_CACHE):])] if _is_cache_marker(x) else x, model_out)
+
+
+def _is_cache_marker(x) -> bool:
+    return isinstance(x, str) and x.startswith(_CACHE)
+
+
+_MISSING = object()
+
+
+def _merge(old, new):
+    """`new` (a cache state rebuilt from a program's results) written into
+    `old` (the caller's object), keeping the caller's objects and containers
+    where both have them; the value to store where `old` was."""
+    if isinstance(new, str) and new == _KEPT:
+        return old
+    if type(new) is type(old) and not isinstance(new, torch.Tensor) and _is_cache_state(new):
+        for k, v in vars(new).items():
+            old.__dict__[k] = _merge(old.__dict__.get(k, _MISSING), v)
+        return old
+    if type(new) in (list, tuple) and type(old) is type(new):
+        merged = [_merge(old[i] if i < len(old) else _MISSING, v) for i, v in enumerate(new)]
+        if type(old) is list:
+            old[:] = merged
+            return old
+        return tuple(merged)
+    if type(new) is dict and type(old) is dict:
+        merged = {k: _merge(old.get(k, _MISSING), v) for k, v in new.items()}
+        old.clear()
+        old.update(merged)
+        return old
+    return new
+
+
 def _items(obj) -> list:
     return sorted(vars(obj).items())
 
@@ -365,26 +470,37 @@ def _rebuild_dict(cls, keys, values):
     return obj if obj is not None and list(obj.keys()) == list(keys) else dict(zip(keys, values))
 
 
-def _plain_outputs(out):
+def _plain_outputs(out, caches: list = ()) -> tuple[Any, list]:
     """The model's outputs with every leaf that is neither a tensor nor a
-    Python constant (an object pytree does not know how to open, such as a
-    transformers key/value cache) replaced by None, with a warning: the
-    executor returns tensors in the model's nesting, and such an object
-    cannot come back from the device."""
+    Python constant (an object pytree does not know how to open) replaced by
+    None, with a warning: the executor returns tensors in the model's
+    nesting, and such an object cannot come back from the device. A
+    transformers cache the model returns is replaced by a `_CACHE` marker:
+    its index in `caches` (those passed in) or, for one the model made, after
+    them; returned with the list of those made (restore_caches puts them back)."""
     _open_dict_subclasses(out)
-    # a cache the model returns stays one opaque leaf, even when its class was
-    # opened for a cache passed in (_open_caches)
     leaves, spec = pytree.tree_flatten(out, is_leaf=lambda x: _is_leaf(x) or _is_cache_state(x))
-    opaque = [i for i, leaf in enumerate(leaves) if not isinstance(leaf, _CONSTANT_TYPES)]
-    if not opaque:
-        return out
-    import logging
+    made: list = []
+    opaque = []
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, torch.Tensor) or isinstance(leaf, _CONSTANT_TYPES):
+            continue
+        if _is_cache_state(leaf):
+            j = next((j for j, c in enumerate(caches) if c is leaf), None)
+            if j is None:
+                j = len(caches) + next((k for k, c in enumerate(made) if c is leaf), len(made))
+                if j == len(caches) + len(made):
+                    made.append(leaf)
+            leaves[i] = f"{_CACHE}{j}"
+        else:
+            opaque.append(i)
+    if opaque:
+        import logging
 
-    names = sorted({f"{type(leaves[i]).__module__}.{type(leaves[i]).__qualname__}" for i in opaque})
-    logging.getLogger("tilefx").warning(
-        "the model returns %s, which is not a tensor, a tuple/list/dict or a constant: it comes "
-        "back as None (for transformers models, use_cache=False leaves the cache out)",
-        ", ".join(names))
-    for i in opaque:
-        leaves[i] = None
-    return pytree.tree_unflatten(leaves, spec)
+        names = sorted({f"{type(leaves[i]).__module__}.{type(leaves[i]).__qualname__}" for i in opaque})
+        logging.getLogger("tilefx").warning(
+            "the model returns %s, which is not a tensor, a tuple/list/dict or a constant: it comes "
+            "back as None", ", ".join(names))
+        for i in opaque:
+            leaves[i] = None
+    return pytree.tree_unflatten(leaves, spec), made

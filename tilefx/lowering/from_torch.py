@@ -120,6 +120,10 @@ class TracedGraph:
     # parameters, buffers and constants the model holds on the meta device: shapes
     # without values (a model built for sizing only; see model_state.MetaAsFake)
     meta_tensors: list[str] = field(default_factory=list)
+    # the call passed or the model returned transformers caches: the outputs
+    # are (the model's outputs, the tensors the caches gained) and these the
+    # caches' states after the call (CallWith.cache_states, for restore_caches)
+    cache_states: list | None = None
 
 
 START_BLOCK = ipu.START_BLOCK
@@ -1017,4 +1021,5 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                      res_attrs=ArrayAttr(res_attrs))
     return TracedGraph(ModuleOp([fn]), params, buffers, num_inputs, num_outputs, loss_index, consts,
                        out_spec=getattr(joint, "out_spec", None), out_consts=out_consts,
-                       meta_tensors=[n.removeprefix(prefix) for n in metas.names])
+                       meta_tensors=[n.removeprefix(prefix) for n in metas.names],
+                       cache_states=model.cache_states)
