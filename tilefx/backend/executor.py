@@ -546,6 +546,10 @@ class CompiledFunction:
         was ~30 us a weight after the kernels had left the caches cold)."""
         plan = [(_fetcher(layout), _props(op), need(op, layout, i), outs)
                 for op, layout, outs in members]
+        # bf16 results (held as float32, which the fused kernels take) are
+        # rounded as every other step's are (`_step`)
+        bf16_outs = [o for op, _, outs in members for o, r in zip(outs, op.results)
+                     if getattr(r.type, "element_type", None) == bf16]
 
         def step(env):
             donated = self._donated
@@ -554,6 +558,8 @@ class CompiledFunction:
             for (_, _, _, outs), r in zip(plan, res):
                 for o, v in zip(outs, r):
                     env[o] = v
+            for o in bf16_outs:
+                env[o] = round_to_bf16(env[o])
 
         step.__qualname__ = f"{members[0][0].name} x{len(members)}"
         return step

@@ -44,7 +44,7 @@ from xdsl.irdl import (
 )
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
-from xdsl.traits import HasParent, IsTerminator, Pure
+from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from tilefx.dialects.names import PLACE_KEY  # noqa: F401  (re-exported: the placement attribute's key)
@@ -136,6 +136,16 @@ class _UnaryTensorOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
 
+class _IdentityOp(_UnaryTensorOp):
+    """A unary op whose result is its input (the executor passes it on): the
+    types must agree, or a program would carry a tensor its type misstates."""
+
+    def verify_(self) -> None:
+        if self.result.type != self.input.type:
+            raise VerifyException(f"{self.name}: the result type {self.result.type} must be the "
+                                  f"input type {self.input.type}")
+
+
 class IdentityLossOp(_UnaryTensorOp):
     """`poptorch.identity_loss(x, reduction)`: the loss of a custom loss
     function; backward sends ones (scaled by the reduction) through it."""
@@ -147,15 +157,20 @@ class IdentityLossOp(_UnaryTensorOp):
     def verify_(self) -> None:
         if self.reduction.data not in _REDUCTIONS:
             raise VerifyException(f"reduction must be one of {_REDUCTIONS}, got {self.reduction.data!r}")
+        x = self.input.type
+        want = x if self.reduction.data == "none" else TensorType(x.element_type, [])
+        if self.result.type != want:
+            raise VerifyException(f"ipu.identity_loss: reduction {self.reduction.data!r} of {x} gives "
+                                  f"{want}, not {self.result.type}")
 
 
-class NopOp(_UnaryTensorOp):
+class NopOp(_IdentityOp):
     """`poptorch.nop(x)`: an identity the optimiser keeps (for debugging)."""
 
     name = "ipu.nop"
 
 
-class PrintTensorOp(_UnaryTensorOp):
+class PrintTensorOp(_IdentityOp):
     """`poptorch.ipu_print_tensor(x, title)`: prints when it runs."""
 
     name = "ipu.print_tensor"
@@ -163,7 +178,7 @@ class PrintTensorOp(_UnaryTensorOp):
     irdl_options = (ParsePropInAttrDict(),)
 
 
-class SetAvailableMemoryOp(_UnaryTensorOp):
+class SetAvailableMemoryOp(_IdentityOp):
     """`poptorch.set_available_memory(x, p)`: the proportion of tile memory
     the op producing `x` may use for temporaries (0 < p <= 1)."""
 
@@ -175,6 +190,7 @@ class SetAvailableMemoryOp(_UnaryTensorOp):
         p = self.proportion.value.data
         if not 0.0 < p <= 1.0:
             raise VerifyException(f"available memory proportion must be in (0, 1], got {p}")
+        super().verify_()
 
 
 class SerializedMatmulOp(IRDLOperation):
@@ -191,10 +207,34 @@ class SerializedMatmulOp(IRDLOperation):
     assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
 
     def verify_(self) -> None:
+        self.dims()
+
+    def dims(self) -> tuple[list[int], int, int, int]:
+        """(batch, m, k, n) of lhs [..., m, k] times rhs [k, n], checked: the
+        mode and factor (which divides the dimension the mode splits), the
+        result [..., m, n] and the element types."""
         if self.mode.data not in _SERIAL_MODES:
             raise VerifyException(f"mode must be one of {_SERIAL_MODES}, got {self.mode.data!r}")
-        if self.factor.value.data < 1:
-            raise VerifyException(f"factor must be >= 1, got {self.factor.value.data}")
+        factor = self.factor.value.data
+        if factor < 1:
+            raise VerifyException(f"factor must be >= 1, got {factor}")
+        ls, rs = list(self.lhs.type.get_shape()), list(self.rhs.type.get_shape())
+        if len(rs) != 2 or len(ls) < 2 or ls[-1] != rs[0]:
+            raise VerifyException(f"ipu.serialized_matmul: expected lhs [..., m, k] and rhs [k, n], "
+                                  f"got {ls} and {rs}")
+        batch, (m, k), n = ls[:-2], ls[-2:], rs[1]
+        dim = {"input_channels": m, "reducing_dim": k, "output_channels": n}[self.mode.data]
+        if dim % factor:
+            raise VerifyException(f"ipu.serialized_matmul: factor {factor} does not divide "
+                                  f"the {self.mode.data} dimension {dim}")
+        if self.rhs.type.element_type != self.lhs.type.element_type:
+            raise VerifyException(f"ipu.serialized_matmul: lhs and rhs element types differ "
+                                  f"({self.lhs.type.element_type}, {self.rhs.type.element_type})")
+        want = TensorType(self.lhs.type.element_type, [*batch, m, n])
+        if self.result.type != want:
+            raise VerifyException(f"ipu.serialized_matmul: {self.lhs.type} times {self.rhs.type} is "
+                                  f"{want}, not {self.result.type}")
+        return batch, m, k, n
 
 
 class AccumulateOp(IRDLOperation):
@@ -244,6 +284,26 @@ def _constant(op: IRDLOperation, name: str):
     return bool(attr.value.data) if isinstance(attr, IntegerAttr) else attr.value.data
 
 
+def _check_update(op: IRDLOperation, states: Sequence[str]) -> None:
+    """An update's types: the gradient and every state have the weight's
+    shape; each new value has the type of the value it replaces (states keep
+    their accumulation type); `lr` and `step` are f32 scalars."""
+    shape = op.weight.type.get_shape()
+    for name in ("grad", *states):
+        v = getattr(op, name)
+        if v is not None and v.type.get_shape() != shape:
+            raise VerifyException(f"{op.name}: {name} {v.type} does not have the shape of the "
+                                  f"weight {op.weight.type}")
+    for name in ("weight", *states):
+        v, new = getattr(op, name), getattr(op, f"new_{name}")
+        if v is not None and new is not None and new.type != v.type:
+            raise VerifyException(f"{op.name}: new_{name} is {new.type}, not the type of {name} {v.type}")
+    for name in ("lr", "step"):
+        v = getattr(op, name, None)
+        if v is not None and v.type != SCALAR_F32:
+            raise VerifyException(f"{op.name}: {name} must be {SCALAR_F32}, got {v.type}")
+
+
 SGD_HYPERS = ("momentum", "dampening", "weight_decay", "nesterov", "velocity_scaling")
 
 
@@ -285,6 +345,7 @@ class SGDOp(IRDLOperation):
 
     def verify_(self) -> None:
         _check_hypers(self, SGD_HYPERS[:4])
+        _check_update(self, ("velocity",))
         has_v = self.velocity is not None
         if has_v != (self.new_velocity is not None):
             raise VerifyException("sgd: velocity operand and result must come together")
@@ -337,6 +398,7 @@ class AdamOp(IRDLOperation):
 
     def verify_(self) -> None:
         _check_hypers(self, ADAM_HYPERS)
+        _check_update(self, ("exp_avg", "exp_avg_sq"))
 
 
 RMSPROP_HYPERS = ("alpha", "eps", "weight_decay", "momentum", "centered")
@@ -384,6 +446,7 @@ class RMSpropOp(IRDLOperation):
 
     def verify_(self) -> None:
         _check_hypers(self, RMSPROP_HYPERS)
+        _check_update(self, ("square_avg", "grad_avg", "momentum_buffer"))
         for state, new in (("grad_avg", "new_grad_avg"), ("momentum_buffer", "new_momentum_buffer")):
             if (getattr(self, state) is None) != (getattr(self, new) is None):
                 raise VerifyException(f"rmsprop: {state} operand and result must come together")
@@ -433,6 +496,7 @@ class LambOp(IRDLOperation):
 
     def verify_(self) -> None:
         _check_hypers(self, LAMB_HYPERS)
+        _check_update(self, ("exp_avg", "exp_avg_sq"))
 
 
 class ClipGradNormOp(IRDLOperation):
@@ -459,7 +523,10 @@ class ClipGradNormOp(IRDLOperation):
         _check_hypers(self, ("max_norm",))
         if not len(self.weights) == len(self.grads) == len(self.clipped) > 0:
             raise VerifyException("clip_grad_norm: one gradient and one result per weight (at least one)")
-        for g, c in zip(self.grads, self.clipped):
+        for w, g, c in zip(self.weights, self.grads, self.clipped):
+            if g.type.get_shape() != w.type.get_shape():
+                raise VerifyException(f"clip_grad_norm: gradient {g.type} does not have the shape of "
+                                      f"its weight {w.type}")
             if g.type != c.type:
                 raise VerifyException(f"clip_grad_norm: result type {c.type} differs from gradient type {g.type}")
 
@@ -477,6 +544,20 @@ class CopyOp(IRDLOperation):
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$input attr-dict `:` type($result)"
 
+    def verify_(self) -> None:
+        _check_ipu_ids(self, "src", "dst")
+
+
+def _check_ipu_ids(op: IRDLOperation, *names: str) -> None:
+    """Each named integer property is an IPU, stage or phase id: >= 0."""
+    for n in names:
+        v = op.properties[n].value.data
+        if v < 0:
+            raise VerifyException(f"{op.name}: {n} must be >= 0, got {v}")
+
+
+STAGE_DIRECTIONS = ("fwd", "bwd", "fwd+bwd")
+
 
 class StageOp(IRDLOperation):
     """One pipeline stage (or phase part) on one IPU, outlined by
@@ -493,6 +574,19 @@ class StageOp(IRDLOperation):
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "attr-dict (`->` type($outs)^)? $body"
 
+    def verify_(self) -> None:
+        _check_ipu_ids(self, "stage", "ipu", "phase")
+        if self.direction.data not in STAGE_DIRECTIONS:
+            raise VerifyException(f"ipu.stage: direction must be one of {STAGE_DIRECTIONS}, "
+                                  f"got {self.direction.data!r}")
+        term = self.body.block.last_op
+        got = [v.type for v in term.operands] if term is not None and term.name == "ipu.yield" else None
+        want = [r.type for r in self.outs]
+        if got != want:
+            raise VerifyException("ipu.stage: the body must end with an ipu.yield of the stage's result "
+                                  f"types (" + ", ".join(map(str, want)) + ")" +
+                                  ("" if got is None else ", it yields (" + ", ".join(map(str, got)) + ")"))
+
 
 class ForOp(IRDLOperation):
     """`poptorch.for_loop(count, body, inputs)`: the body region runs `count`
@@ -508,6 +602,7 @@ class ForOp(IRDLOperation):
     count = prop_def(IntegerAttr)
     outs = var_result_def(TensorType)
     body = region_def("single_block")
+    traits = traits_def(IsolatedFromAbove())
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
     assembly_format = ("`(` $inits `)` `invariants` `(` $invariants `)` attr-dict `:` "
                        "`(` type($inits) `)` `,` `(` type($invariants) `)` `->` `(` type($outs) `)` $body")
@@ -600,6 +695,9 @@ class DynamicUpdateOp(IRDLOperation):
                                   f"dimension {dim} of size {shape[dim]})")
         if self.result.type != self.input.type:
             raise VerifyException("ipu.dynamic_update: the result has the input's type")
+        if self.src.type.element_type != self.input.type.element_type:
+            raise VerifyException(f"ipu.dynamic_update: src {self.src.type} must have the element type "
+                                  f"of the input {self.input.type}")
         _check_index(self.start.type, "ipu.dynamic_update")
 
 
@@ -611,7 +709,7 @@ def _check_index(t, op: str) -> None:
         raise VerifyException(f"{op}: start must be a 0-d or one-element integer tensor, got {t}")
 
 
-class RecomputationCheckpointOp(_UnaryTensorOp):
+class RecomputationCheckpointOp(_IdentityOp):
     """`poptorch.recomputationCheckpoint(x)`: an identity whose result the
     backward keeps (stashes); `ipu-recompute` recomputes the forward ops
     between checkpoints in the backward instead of keeping their results."""
@@ -650,6 +748,9 @@ class CtcBeamSearchDecoderOp(IRDLOperation):
                                   f"beam_width ({w})")
         if not 0 <= blank < C:
             raise VerifyException(f"ipu.ctc_beam_search_decoder: blank {blank} is not a class of {C}")
+        if list(self.lengths.type.get_shape()) != [B]:
+            raise VerifyException(f"ipu.ctc_beam_search_decoder: lengths must be [B] = [{B}], "
+                                  f"got {list(self.lengths.type.get_shape())}")
         for r, want in ((self.path_probs, [B, k]), (self.path_lengths, [B, k]), (self.paths, [B, k, T])):
             if list(r.type.get_shape()) != want:
                 raise VerifyException(f"ipu.ctc_beam_search_decoder: result shapes must be [B, top_paths], "

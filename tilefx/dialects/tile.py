@@ -124,6 +124,14 @@ class CostAttr(_KeyValueAttr):
         super().__init__(IntAttr(cycles), IntAttr(compute), IntAttr(exchange), IntAttr(sync), IntAttr(temp))
 
 
+def _check_counts(op: IRDLOperation, *names: str) -> None:
+    """Cycles, bytes and IPU ids are counts: >= 0."""
+    for n in names:
+        v = op.properties[n].value.data
+        if v < 0:
+            raise VerifyException(f"{op.name}: {n} must be >= 0, got {v}")
+
+
 class _MoveOp(IRDLOperation):
     """An identity on the numbers that moves a tensor somewhere."""
 
@@ -132,6 +140,10 @@ class _MoveOp(IRDLOperation):
     result = result_def(T)
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$input attr-dict `:` type($result)"
+    COUNTS: ClassVar[tuple[str, ...]] = ("cycles",)
+
+    def verify_(self) -> None:
+        _check_counts(self, *self.COUNTS)
 
 
 @irdl_op_definition
@@ -139,6 +151,7 @@ class ExchangeOp(_MoveOp):
     """Bring `input` to the tiles of its consumer's plan (`bytes` received per tile)."""
 
     name = "tile.exchange"
+    COUNTS: ClassVar = ("bytes", "cycles")
     bytes = prop_def(IntegerAttr)
     cycles = prop_def(IntegerAttr)
 
@@ -148,9 +161,16 @@ class IpuCopyOp(_MoveOp):
     """A copy over the IPU-links from IPU `src` to IPU `dst`."""
 
     name = "tile.ipu_copy"
+    COUNTS: ClassVar = ("src", "dst", "cycles")
     src = prop_def(IntegerAttr)
     dst = prop_def(IntegerAttr)
     cycles = prop_def(IntegerAttr)
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.src.value.data == self.dst.value.data:
+            raise VerifyException(f"tile.ipu_copy: src and dst are both IPU {self.src.value.data} "
+                                  "(a copy over the IPU-links joins two IPUs)")
 
 
 @irdl_op_definition
@@ -189,7 +209,8 @@ class RemoteStoreOp(_MoveOp):
 
 @irdl_op_definition
 class SyncOp(IRDLOperation):
-    """A BSP synchronisation of the tiles (of `ipus` IPUs)."""
+    """A BSP synchronisation of the tiles (of `ipus` IPUs); `kind`, when
+    given, says whether it stays inside an IPU or spans IPUs."""
 
     name = "tile.sync"
     ipus = prop_def(IntegerAttr)
@@ -197,6 +218,16 @@ class SyncOp(IRDLOperation):
     kind = opt_prop_def(StringAttr)
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "attr-dict"
+
+    def verify_(self) -> None:
+        _check_counts(self, "cycles")
+        if self.ipus.value.data < 1:
+            raise VerifyException(f"tile.sync: ipus must be >= 1, got {self.ipus.value.data}")
+        if self.kind is not None and self.kind.data not in SYNC_KINDS:
+            raise VerifyException(f"tile.sync: kind must be one of {SYNC_KINDS}, got {self.kind.data!r}")
+
+
+SYNC_KINDS = ("internal", "external")
 
 
 TILE_OPS = [ExchangeOp, IpuCopyOp, HostInOp, HostOutOp, RemoteLoadOp, RemoteStoreOp, SyncOp]

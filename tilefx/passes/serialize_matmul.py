@@ -34,7 +34,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
 from tilefx.errors import Error
 from tilefx.dialects import ipu
@@ -80,21 +80,14 @@ class _Emitter:
 
 def _lower(op: ipu.SerializedMatmulOp) -> SSAValue:
     lhs, rhs = op.lhs, op.rhs
-    ls, rs = list(lhs.type.get_shape()), list(rhs.type.get_shape())
     mode, factor = op.mode.data, op.factor.value.data
-    if len(rs) != 2 or len(ls) < 2 or ls[-1] != rs[0]:
-        raise SerializationError(f"ipu.serialized_matmul: expected lhs [..., m, k] and rhs [k, n], "
-                                 f"got {ls} and {rs}")
-    batch, (m, k), n = ls[:-2], ls[-2:], rs[1]
+    try:
+        batch, m, k, n = op.dims()
+    except VerifyException as e:  # IR built without verifying it
+        raise SerializationError(str(e)) from None
     dim = {"m": m, "k": k, "n": n}[_SPLIT_DIM[mode]]
-    if dim % factor:
-        raise SerializationError(f"ipu.serialized_matmul: factor {factor} does not divide "
-                                 f"the {mode} dimension {dim}")
     emit, c, B = _Emitter(op), dim // factor, math.prod(batch)
     out_shape = [*batch, m, n]
-    if list(op.result.type.get_shape()) != out_shape:
-        raise SerializationError(f"ipu.serialized_matmul: lhs {ls} times rhs {rs} is {out_shape}, "
-                                 f"not {list(op.result.type.get_shape())}")
     bounds = [(i * c, (i + 1) * c) for i in range(factor)]
 
     if mode == "input_channels" and batch and factor > 1:

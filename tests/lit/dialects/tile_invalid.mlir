@@ -201,3 +201,68 @@ func.func @sync_kind_not_a_string() {
   func.return
 }
 // CHECK: 1 : i64 should be of base attribute string
+
+// -----
+
+// Counts (cycles, bytes, IPU ids) are >= 0.
+func.func @negative_cycles(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = tile.exchange %x {bytes = 16 : i64, cycles = -4 : i64} : tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: tile.exchange: cycles must be >= 0, got -4
+
+// -----
+
+func.func @negative_bytes(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = tile.exchange %x {bytes = -16 : i64, cycles = 4 : i64} : tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: tile.exchange: bytes must be >= 0, got -16
+
+// -----
+
+func.func @negative_host_cycles(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = tile.host_out %x {cycles = -1 : i64} : tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: tile.host_out: cycles must be >= 0, got -1
+
+// -----
+
+func.func @copy_from_a_negative_ipu(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = tile.ipu_copy %x {src = -1 : i64, dst = 1 : i64, cycles = 4 : i64} : tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: tile.ipu_copy: src must be >= 0, got -1
+
+// -----
+
+func.func @copy_to_itself(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = tile.ipu_copy %x {src = 1 : i64, dst = 1 : i64, cycles = 4 : i64} : tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: tile.ipu_copy: src and dst are both IPU 1 (a copy over the IPU-links joins two IPUs)
+
+// -----
+
+func.func @sync_of_no_ipu() {
+  tile.sync {ipus = 0 : i64, cycles = 4 : i64}
+  func.return
+}
+// CHECK: tile.sync: ipus must be >= 1, got 0
+
+// -----
+
+func.func @sync_unknown_kind() {
+  tile.sync {ipus = 1 : i64, cycles = 4 : i64, kind = "sideways"}
+  func.return
+}
+// CHECK: tile.sync: kind must be one of ('internal', 'external'), got 'sideways'
+
+// -----
+
+func.func @sync_negative_cycles() {
+  tile.sync {ipus = 1 : i64, cycles = -40 : i64}
+  func.return
+}
+// CHECK: tile.sync: cycles must be >= 0, got -40
