@@ -420,3 +420,17 @@ def test_bad_input_is_a_clear_error(fn, args, match):
 
     with pytest.raises(tilefx.Error, match=match):
         tilefx.inferenceModel(M())(*args)
+
+
+def test_numpy_randomness_while_tracing_warns():
+    """What numpy's global random functions draw while the model is traced is a
+    constant of the program (eager draws anew each call): a warning says so."""
+    import numpy as np
+
+    class Noisy(nn.Module):
+        def forward(self, x):
+            return x * torch.tensor(np.random.rand(3), dtype=x.dtype)
+
+    with pytest.warns(UserWarning, match="numpy.random.rand was called while tilefx traced the model"):
+        tilefx.inferenceModel(Noisy())(torch.randn(3))
+    assert np.random.rand.__self__ is np.random.mtrand._rand  # put back after the trace
