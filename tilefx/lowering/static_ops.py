@@ -279,6 +279,11 @@ def _masked_put(self, p: int, mask, values, accumulate: bool = False):
     d = mask.dim()
     rest = self.shape[p + d:]
     rank = p + 1 + len(rest)  # the indexing result: self.shape[:p] + (k,) + rest
+    while values.dim() > rank and values.shape[0] == 1:  # leading ones are dropped, as torch's assignment does
+        values = values.squeeze(0)
+    if values.dim() > rank:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to "
+                           f"indexing result of shape {[*self.shape[:p], 'k', *rest]}")
     v = values.to(self.dtype).reshape((1,) * (rank - values.dim()) + tuple(values.shape))
     full_mask = mask.reshape((1,) * p + tuple(mask.shape) + (1,) * len(rest)).expand(self.shape)
     n = v.shape[p]
