@@ -175,8 +175,14 @@ def test_assigning_a_parameter_through_a_mask_trains_like_pytorch():
         return (torch.index_put(w.detach(), (m,), w[0] * 2) + w.detach().index_put((m,), w[1], accumulate=True)
                 + torch.zeros(3, 4).index_put_((m,), w[:2] * 3, accumulate=True))
 
+    def leading_ones(w, m):  # torch's assignment drops a value's leading ones
+        y = torch.zeros(3, 4)
+        y[m] = w[None, None, 2]
+        return y
+
     m = torch.tensor([True, False, True])
     _train_like_eager(_Fn(cols, (3, 4)), m)
+    _train_like_eager(_Fn(leading_ones, (3, 4)), m)
     _train_like_eager(_Fn(index_put, (3, 4)), m)
     model, _ = _train_like_eager(_Fn(rows, (3, 4)), m)
     with pytest.raises(tilefx.Error, match="shape mismatch"):
@@ -420,3 +426,17 @@ def test_bad_input_is_a_clear_error(fn, args, match):
 
     with pytest.raises(tilefx.Error, match=match):
         tilefx.inferenceModel(M())(*args)
+
+
+def test_numpy_randomness_while_tracing_warns():
+    """What numpy's global random functions draw while the model is traced is a
+    constant of the program (eager draws anew each call): a warning says so."""
+    import numpy as np
+
+    class Noisy(nn.Module):
+        def forward(self, x):
+            return x * torch.tensor(np.random.rand(3), dtype=x.dtype)
+
+    with pytest.warns(UserWarning, match="numpy.random.rand was called while tilefx traced the model"):
+        tilefx.inferenceModel(Noisy())(torch.randn(3))
+    assert np.random.rand.__self__ is np.random.mtrand._rand  # put back after the trace

@@ -21,8 +21,41 @@ import torch
 def static_ops():
     """Every swap of this module, for the duration of a trace."""
     with static_ctc_loss(), undetected_causal_masks(), linalg_checks_in_graph(), static_cov(), \
-            cumulative_batch_norm(), static_gaussian_nll_loss(), masked_put_gradients():
+            cumulative_batch_norm(), static_gaussian_nll_loss(), masked_put_gradients(), host_randomness_warned():
         yield
+
+
+@contextlib.contextmanager
+def host_randomness_warned():
+    """While tracing, numpy's global random functions warn once: what they draw
+    on the host becomes a constant of the program, the same for every call,
+    where eager draws anew each call (Hugging Face's SpecAugment draws its
+    masks so). torch's random ops are ops of the program, drawn per call."""
+    import numpy as np
+
+    state = np.random.mtrand._rand
+    originals = {name: fn for name in dir(np.random) if not name.startswith("_")
+                 for fn in [getattr(np.random, name)] if getattr(fn, "__self__", None) is state}
+    warned: list[bool] = []
+
+    def wrapped(name, fn):
+        def draw(*args, **kwargs):
+            if not warned:
+                warned.append(True)
+                warnings.warn(f"numpy.random.{name} was called while tilefx traced the model: the values it "
+                              f"draws on the host are now constants of the compiled program, the same at every "
+                              f"call (eager PyTorch draws new ones each call). Draw them with torch (torch.rand, "
+                              f"...), which the program draws per call, or pass them in as inputs.", stacklevel=2)
+            return fn(*args, **kwargs)
+        return draw
+
+    for name, fn in originals.items():
+        setattr(np.random, name, wrapped(name, fn))
+    try:
+        yield
+    finally:
+        for name, fn in originals.items():
+            setattr(np.random, name, fn)
 
 
 @contextlib.contextmanager
@@ -246,6 +279,11 @@ def _masked_put(self, p: int, mask, values, accumulate: bool = False):
     d = mask.dim()
     rest = self.shape[p + d:]
     rank = p + 1 + len(rest)  # the indexing result: self.shape[:p] + (k,) + rest
+    while values.dim() > rank and values.shape[0] == 1:  # leading ones are dropped, as torch's assignment does
+        values = values.squeeze(0)
+    if values.dim() > rank:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to "
+                           f"indexing result of shape {[*self.shape[:p], 'k', *rest]}")
     v = values.to(self.dtype).reshape((1,) * (rank - values.dim()) + tuple(values.shape))
     full_mask = mask.reshape((1,) * p + tuple(mask.shape) + (1,) * len(rest)).expand(self.shape)
     n = v.shape[p]
