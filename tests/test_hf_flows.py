@@ -82,10 +82,26 @@ class _PipelinedBert(transformers.BertForSequenceClassification):
                                labels=labels, return_dict=False)
 
 
+def _outline_attribute(module: torch.nn.Module, value: str):
+    """optimum-graphcore's: the module's ops get the attribute PopART's outliner
+    compares, through a poptorch.Attribute entered and left by hooks."""
+    context = poptorch.Attribute(__outline={"layer": value})
+
+    def enable(*args):
+        context.__enter__()
+
+    def disable(*args):
+        context.__exit__(None, None, None)
+
+    module.register_forward_pre_hook(enable)
+    module.register_forward_hook(disable)
+
+
 class _PipelinedGPT2(transformers.GPT2LMHeadModel):
     """The LM head shares the token embedding: it goes back to IPU 0."""
 
     def parallelize(self):
+        _outline_attribute(self.transformer.ln_f, "LayerNorm")
         self.transformer.wte = poptorch.BeginBlock(self.transformer.wte, "Token embedding", ipu_id=0)
         self.transformer.wpe = poptorch.BeginBlock(self.transformer.wpe, "Position embedding", ipu_id=1)
         for i, layer in enumerate(self.transformer.h):
@@ -165,6 +181,11 @@ def test_pipelined_training_with_optimum_options_matches_eager(kind, di, ga, rf,
         atol = 1e-3 if n.endswith(("key.bias", "c_attn.bias")) else 2e-5
         torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-4, atol=atol, msg=n)
     assert sorted(training.schedule.per_ipu()) == list(range(ipus))
+    if kind == "gpt2":  # optimum's outline attribute is on ln_f's ops, forward and backward, only
+        marked = [line for line in training.ir("import").splitlines() if "__outline" in line]
+        assert any("native_layer_norm\"" in line for line in marked)
+        assert any("native_layer_norm_backward" in line for line in marked)
+        assert all('layer = "LayerNorm"' in line and "ln_f" in line for line in marked), marked[:3]
 
     if kind == "bert":  # the seed's sharded inference of the trained model
         model.eval()
@@ -207,3 +228,9 @@ def test_saved_model_loaded_trained_and_saved_again(tmp_path):
     again = transformers.T5ForConditionalGeneration.from_pretrained(tmp_path / "trained")
     for (n, p), q in zip(again.named_parameters(), ref.parameters()):
         torch.testing.assert_close(p, q.detach(), rtol=1e-4, atol=1e-5, msg=n)
+
+
+def test_attribute_values_are_checked():
+    with pytest.raises(poptorch.Error, match="Attribute: __outline="):
+        poptorch.Attribute(__outline={"layer": object()})
+

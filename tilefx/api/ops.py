@@ -14,7 +14,7 @@ import operator
 import torch
 
 from tilefx.api.enums import MatMulSerializationMode
-from tilefx.dialects.names import MULTICONV_META_KEY
+from tilefx.dialects.names import ATTRIBUTES_META_KEY, MULTICONV_META_KEY
 from tilefx.errors import Error
 from tilefx.lowering.recompute_op import recomputation_checkpoint as _recomputation_checkpoint
 from tilefx.lowering.tracing_state import ModuleScope, Tracing
@@ -431,6 +431,47 @@ class NameScope:
         if self._pushed:
             ModuleScope.pop()
         return False
+
+
+class Attribute:
+    """`with poptorch.Attribute(__outline={"layer": "embedding"}):` sets these
+    attributes on every op traced inside (forward and backward), as PopTorch
+    passes them to PopART: they are the op's `ipu.attributes` in the IR,
+    nested contexts merging theirs. They are PopART directives (its outliner
+    reads `__outline`); tilefx records them and no pass of its reads them, as
+    the machine model does not outline. optimum-graphcore enters one such
+    context in a module's forward pre-hook and leaves it in its forward hook:
+    the same object may be entered again after each exit."""
+
+    def __init__(self, **attributes):
+        for k, v in attributes.items():
+            if not _attribute_value(v):
+                raise Error(f"Attribute: {k}={v!r}: values must be str, int, float, bool, or a dict "
+                            "of those by str keys")
+        self.attributes = attributes
+        self._entered: list = []
+
+    def __enter__(self):
+        cm = None
+        if Tracing.on:
+            outer = (torch.fx.traceback.current_meta.get("custom") or {}).get(ATTRIBUTES_META_KEY, {})
+            cm = torch.fx.traceback.annotate({ATTRIBUTES_META_KEY: {**outer, **self.attributes}})
+            cm.__enter__()
+        self._entered.append(cm)
+        return self
+
+    def __exit__(self, *exc):
+        cm = self._entered.pop() if self._entered else None
+        if cm is not None:
+            return cm.__exit__(*exc)
+        return False
+
+
+def _attribute_value(v, nested: bool = False) -> bool:
+    if isinstance(v, (str, int, float, bool)):
+        return True
+    return not nested and isinstance(v, dict) and all(
+        isinstance(k, str) and _attribute_value(x, True) for k, x in v.items())
 
 
 class MultiConv:

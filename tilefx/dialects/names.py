@@ -71,4 +71,6 @@ NAME_KEY = "ipu.name"  # per-op: module path and NameScope, PopTorch's op name (
 MULTICONV_KEY = "ipu.multiconv"  # per-op: the poptorch.MultiConv group of a convolution
 MULTICONV_META_KEY = "tilefx.multiconv"
 MODULE_META_KEY = "tilefx.module"
+ATTRIBUTES_KEY = "ipu.attributes"  # per-op: a poptorch.Attribute context's attributes (PopART's, e.g. __outline)
+ATTRIBUTES_META_KEY = "tilefx.attributes"
 LOC_META_KEY = "tilefx.loc"  # the user's "file:line" of a traced node

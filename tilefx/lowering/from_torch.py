@@ -60,6 +60,7 @@ from tilefx.lowering.no_compiler import without_compiler
 from tilefx.lowering.model_state import MetaAsFake, TensorAttributes
 from tilefx.lowering.static_ops import static_ops
 from tilefx.lowering.tracing_state import GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
+from tilefx.dialects.names import ATTRIBUTES_KEY, ATTRIBUTES_META_KEY
 from tilefx.dialects.names import LOC_META_KEY, MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
 
@@ -572,12 +573,17 @@ class _Builder:
         raise Error(f"unsupported operation tilefx::{name}")
 
     def annotate(self, node, attrs: dict) -> None:
-        """`ipu.name` (module path, NameScope, op) and a MultiConv's `ipu.multiconv`."""
+        """`ipu.name` (module path, NameScope, op), a poptorch.Attribute's
+        `ipu.attributes` and a MultiConv's `ipu.multiconv`."""
         custom = node.meta.get("custom") or {}
         parts = [p for p in custom.get(MODULE_META_KEY, "").split("/") if p]
         if parts:
             op = getattr(node.target, "__name__", str(node.target)).split(".")[0]
             attrs[NAME_KEY] = StringAttr("/".join(parts + [op]))
+        if custom.get(ATTRIBUTES_META_KEY):
+            from tilefx.dialects.irutil import from_py
+
+            attrs[ATTRIBUTES_KEY] = from_py(custom[ATTRIBUTES_META_KEY])
         mc = custom.get(MULTICONV_META_KEY)
         if mc is not None and node.target is torch.ops.aten.convolution.default:
             from tilefx.dialects.irutil import from_py
