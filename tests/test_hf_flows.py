@@ -82,10 +82,26 @@ class _PipelinedBert(transformers.BertForSequenceClassification):
                                labels=labels, return_dict=False)
 
 
+def _outline_attribute(module: torch.nn.Module, value: str):
+    """optimum-graphcore's: the module's ops get the attribute PopART's outliner
+    compares, through a poptorch.Attribute entered and left by hooks."""
+    context = poptorch.Attribute(__outline={"layer": value})
+
+    def enable(*args):
+        context.__enter__()
+
+    def disable(*args):
+        context.__exit__(None, None, None)
+
+    module.register_forward_pre_hook(enable)
+    module.register_forward_hook(disable)
+
+
 class _PipelinedGPT2(transformers.GPT2LMHeadModel):
     """The LM head shares the token embedding: it goes back to IPU 0."""
 
     def parallelize(self):
+        _outline_attribute(self.transformer.ln_f, "LayerNorm")
         self.transformer.wte = poptorch.BeginBlock(self.transformer.wte, "Token embedding", ipu_id=0)
         self.transformer.wpe = poptorch.BeginBlock(self.transformer.wpe, "Position embedding", ipu_id=1)
         for i, layer in enumerate(self.transformer.h):
@@ -165,6 +181,11 @@ def test_pipelined_training_with_optimum_options_matches_eager(kind, di, ga, rf,
         atol = 1e-3 if n.endswith(("key.bias", "c_attn.bias")) else 2e-5
         torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-4, atol=atol, msg=n)
     assert sorted(training.schedule.per_ipu()) == list(range(ipus))
+    if kind == "gpt2":  # optimum's outline attribute is on ln_f's ops, forward and backward, only
+        marked = [line for line in training.ir("import").splitlines() if "__outline" in line]
+        assert any("native_layer_norm\"" in line for line in marked)
+        assert any("native_layer_norm_backward" in line for line in marked)
+        assert all('layer = "LayerNorm"' in line and "ln_f" in line for line in marked), marked[:3]
 
     if kind == "bert":  # the seed's sharded inference of the trained model
         model.eval()
@@ -207,3 +228,74 @@ def test_saved_model_loaded_trained_and_saved_again(tmp_path):
     again = transformers.T5ForConditionalGeneration.from_pretrained(tmp_path / "trained")
     for (n, p), q in zip(again.named_parameters(), ref.parameters()):
         torch.testing.assert_close(p, q.detach(), rtol=1e-4, atol=1e-5, msg=n)
+
+
+def test_attribute_values_are_checked():
+    with pytest.raises(poptorch.Error, match="Attribute: __outline="):
+        poptorch.Attribute(__outline={"layer": object()})
+
+
+
+def _bert_eager_attention():
+    torch.manual_seed(0)
+    model = transformers.BertForSequenceClassification(transformers.BertConfig(
+        vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=3))
+    model.config._attn_implementation = "eager"  # attention probabilities for output_attentions
+    return model.eval()
+
+
+def test_call_conventions_users_port(tmp_path):
+    """A tokenizer's BatchEncoding (unpacked, and passed whole to a forward
+    taking a dict), return_dict=False, hidden states and attentions,
+    inputs_embeds: each as eager."""
+    model = _bert_eager_attention()
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(59)]
+    (tmp_path / "vocab.txt").write_text("\n".join(words))
+    tokenizer = transformers.BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt"))
+    enc = tokenizer(["w1 w2 w3", "w4 w5 w6 w7 w8 w9"], padding="max_length", max_length=10, return_tensors="pt")
+    assert int(enc["attention_mask"].sum()) < enc["attention_mask"].numel()  # real padding
+    with torch.no_grad():
+        ref = model(**enc, output_hidden_states=True, output_attentions=True)
+        ref_embeds = model(inputs_embeds=model.bert.embeddings.word_embeddings(enc["input_ids"]),
+                           attention_mask=enc["attention_mask"])
+    out = poptorch.inferenceModel(model)(**enc, output_hidden_states=True, output_attentions=True)
+    for key in ("logits", "hidden_states", "attentions"):
+        torch.testing.assert_close(out[key], ref[key], rtol=1e-4, atol=1e-5, msg=key)
+    logits, = poptorch.inferenceModel(model)(**enc, return_dict=False)
+    torch.testing.assert_close(logits, ref.logits, rtol=1e-4, atol=1e-5)
+
+    class TakesABatch(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, batch):
+            return self.inner(**batch).logits
+
+    torch.testing.assert_close(poptorch.inferenceModel(TakesABatch(model))(enc), ref.logits, rtol=1e-4, atol=1e-5)
+    embeds = model.bert.embeddings.word_embeddings(enc["input_ids"]).detach()
+    out = poptorch.inferenceModel(model)(inputs_embeds=embeds, attention_mask=enc["attention_mask"])
+    torch.testing.assert_close(out.logits, ref_embeds.logits, rtol=1e-4, atol=1e-5)
+
+
+def test_half_model_trains_with_loss_scaling_as_eager_fp16():
+    """model.half() and SGD with loss_scaling: the loss and every weight as
+    eager fp16 with the loss scaled and each gradient unscaled."""
+    model = _bert_eager_attention().half().train()
+    ref = copy.deepcopy(model)
+    x = dict(input_ids=torch.randint(3, 64, (2, 8)), attention_mask=torch.ones(2, 8, dtype=torch.long),
+             labels=torch.tensor([0, 2]))
+    x["attention_mask"][0, 5:] = 0
+    training = poptorch.trainingModel(model, optimizer=poptorch.optim.SGD(model.parameters(), lr=0.1,
+                                                                            loss_scaling=128.0))
+    out = training(**x)
+    ref_loss = ref(**x).loss
+    (ref_loss * 128.0).backward()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p -= 0.1 * (p.grad / 128.0)
+    assert out.loss.dtype == torch.float16
+    torch.testing.assert_close(out.loss, ref_loss.detach(), rtol=1e-3, atol=1e-3)
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-3, atol=1e-4, msg=n)  # fp16: ~1e-3 relative

@@ -81,3 +81,21 @@ def test_generate_on_a_training_model_says_what_to_call():
 
 def test_models_without_generate_get_no_generate():
     assert not hasattr(tilefx.inferenceModel(torch.nn.Linear(2, 2)), "generate")
+
+
+def test_generate_on_a_sharded_model_with_optimum_options():
+    """The programs take the executor's options and the model's blocks: GPT-2
+    parallelized as optimum-graphcore does, sharded over 3 IPUs by seeds/004's
+    inference options."""
+    from test_hf_flows import _PipelinedGPT2, _to_options
+
+    model = _decoder("gpt2")
+    with torch.no_grad():
+        ref = _generate(model)
+    _PipelinedGPT2.parallelize(model)  # its blocks, on the plain GPT2LMHeadModel's forward
+    opts = _to_options(dict(inference_replication_factor=1, inference_device_iterations=1, output_mode="all",
+                            optimizer_state_offchip=True, ipus_per_replica=3), for_inference=True)
+    ipu = tilefx.inferenceModel(model, opts)
+    _same(_generate(ipu), ref)
+    programs = list(ipu._generate_steps[id(model)].programs.values())
+    assert len(programs) == 2 and all(sorted(p.schedule.per_ipu()) == [0, 1, 2] for p in programs)

@@ -495,3 +495,26 @@ def test_dynamic_cache_passed_in_grows_in_place_as_in_eager(kind):
             torch.testing.assert_close(layer.keys, ref_layer.keys, rtol=1e-5, atol=1e-6)
             torch.testing.assert_close(layer.values, ref_layer.values, rtol=1e-5, atol=1e-6)
     assert cache.get_seq_length() == ref_cache.get_seq_length() > 0
+
+
+def test_executable_cache_and_export_with_a_model_that_returns_its_cache(tmp_path):
+    """The executable file keeps no Python cache objects: a program whose call
+    passes or returns transformers caches is not stored in the executable
+    cache (a hit returned the graph's raw outputs: a tuple, no logits) and
+    compileAndExport says to pass use_cache=False, which exports and loads."""
+    model = _decoder("gpt2")
+    ids = torch.randint(3, 64, (2, 6))
+    with torch.no_grad():
+        ref = model(input_ids=ids)
+    for _ in range(2):
+        out = tilefx.inferenceModel(model, tilefx.Options().enableExecutableCaching(str(tmp_path / "c")))(
+            input_ids=ids)
+        torch.testing.assert_close(out.logits, ref.logits, rtol=1e-5, atol=1e-5)
+        assert out.past_key_values.get_seq_length() == 6
+    with pytest.raises(tilefx.Error, match="use_cache=False"):
+        tilefx.inferenceModel(model).compileAndExport(str(tmp_path / "m.tilefx"), input_ids=ids)
+    tilefx.inferenceModel(model).compileAndExport(str(tmp_path / "m.tilefx"), input_ids=ids, use_cache=False)
+    loaded = tilefx.inferenceModel(model)
+    loaded.loadExecutable(str(tmp_path / "m.tilefx"))
+    out = loaded(input_ids=ids, use_cache=False)
+    torch.testing.assert_close(out.logits, ref.logits, rtol=1e-5, atol=1e-5)

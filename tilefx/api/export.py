@@ -502,6 +502,10 @@ def _write_compiled(ex, what: str, filename, export_model: bool, rng: bool) -> N
     if ex._groups.grouped:
         raise Error(f"{what}: weights grouped across replicas (replicaGrouping: "
                     f"{', '.join(ex._groups.names)}) cannot be exported yet; the executable cache works")
+    if ex._program.traced.cache_states is not None:
+        raise Error(f"{what}: the call passes or the model returns transformers caches (a "
+                    "`past_key_values` / `cache` object), whose Python objects the executable file does not "
+                    "keep: pass use_cache=False (and no cache) to export the model")
     ex._export_model, ex._export_rng = export_model, rng
     try:
         write(ex, str(filename))
@@ -598,6 +602,10 @@ def store_cached(ex, inputs) -> None:
         return
     if ex._program.traced.meta_tensors:  # sized only: no weights to cache
         log.info("executable cache: not stored (the model's tensors are on the meta device)")
+        return
+    if ex._program.traced.cache_states is not None:  # as compile_and_export says
+        log.info("executable cache: not stored (the call passes or the model returns transformers caches, "
+                 "whose Python objects the file does not keep; use_cache=False leaves them out)")
         return
     key = getattr(ex, "_cache_key", None) or cache_key(ex, inputs)
     path = os.path.join(directory, key + ".tilefx")

@@ -1,7 +1,7 @@
 """`executor.generate(...)`: Hugging Face generation with a wrapped model.
 
-An executor runs the one program it compiled, for one call signature (PopTorch
-recompiles for nothing: another shape is an error). `generate()` calls the
+An executor runs the one program it compiled, for one call signature (as in
+PopTorch, a call with other shapes is an error, not a recompile). `generate()` calls the
 model once per new token with changing inputs: the prompt, then one token at a
 time with a key/value cache. So the executor's `generate` runs transformers'
 own loop (the model's `generate`, with every argument it takes) on a view of
@@ -11,10 +11,12 @@ kept on the executor for later calls. An encoder-decoder's encoder, which
 generate() runs once through `get_encoder()`, runs the same way.
 
 Unless the call or the model's generation config chooses a cache, the loop
-uses transformers' static cache (`cache_implementation="static"`): its
-tensors have the generation's full length from the start, so the prompt is
-one program and every later step another; with the default growing
-`DynamicCache` each step has new shapes and compiles a program of its own.
+uses transformers' static cache (`cache_implementation="static"`, for models
+transformers can compile whole): its tensors have the generation's full
+length from the start, so the prompt is one program and every later step
+another; with transformers' usual growing `DynamicCache`
+(`cache_implementation="dynamic"`) each step has new shapes and compiles a
+program of its own.
 Either way the caches are read and written as in eager (call_spec.restore_caches).
 """
 

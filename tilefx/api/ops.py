@@ -434,40 +434,48 @@ class NameScope:
 
 
 class Attribute:
-    """`with poptorch.Attribute(__outline={"layer": "embedding"}):` attaches
-    PopTorch's per-op attributes (for PopART: outlining hints and the like) to
-    every op traced inside, backward ops included, as `ipu.attributes` in the
-    IR. tilefx's passes do not read them (nothing is outlined): they are
-    recorded so a model written for PopTorch runs unchanged and its ops say
-    what was asked. Nested scopes merge, the inner value of a key winning."""
-
-    _active: list[dict] = []
+    """`with poptorch.Attribute(__outline={"layer": "embedding"}):` sets these
+    attributes on every op traced inside (forward and backward), as PopTorch
+    passes them to PopART: they are the op's `ipu.attributes` in the IR,
+    nested contexts merging theirs. They are PopART directives (its outliner
+    reads `__outline`); tilefx records them and no pass of its reads them, as
+    the machine model does not outline. optimum-graphcore enters one such
+    context in a module's forward pre-hook and leaves it in its forward hook:
+    the same object may be entered again after each exit."""
 
     def __init__(self, **attributes):
-        # `Attribute(__outline=...)` written in a method of class M reaches us as
-        # `_M__outline` (Python mangles the keyword): give back the name written
+        # `Attribute(__outline=...)` written in a method of class M reaches here as
+        # `_M__outline` (Python mangles the keyword): keep the name as written
         attributes = {("__" + k.split("__", 1)[1] if k.startswith("_") and not k.startswith("__")
                        and "__" in k else k): v for k, v in attributes.items()}
-        for key, value in attributes.items():
-            values = value.values() if isinstance(value, dict) else [value]
-            if isinstance(value, dict) and not all(isinstance(k, str) for k in value) or \
-                    not all(isinstance(v, (str, int, float)) for v in values):
-                raise Error(f"Attribute: {key} must be a string, a number or a dict of them with "
-                            f"string keys, got {value!r}")
+        for k, v in attributes.items():
+            if not _attribute_value(v):
+                raise Error(f"Attribute: {k}={v!r}: values must be str, int, float, bool, or a dict "
+                            "of those by str keys")
         self.attributes = attributes
-        self._cm = None
+        self._entered: list = []
 
     def __enter__(self):
-        merged = {**(Attribute._active[-1] if Attribute._active else {}), **self.attributes}
-        Attribute._active.append(merged)
-        self._cm = torch.fx.traceback.annotate({ATTRIBUTES_META_KEY: merged})
-        self._cm.__enter__()
+        cm = None
+        if Tracing.on:
+            outer = (torch.fx.traceback.current_meta.get("custom") or {}).get(ATTRIBUTES_META_KEY, {})
+            cm = torch.fx.traceback.annotate({ATTRIBUTES_META_KEY: {**outer, **self.attributes}})
+            cm.__enter__()
+        self._entered.append(cm)
         return self
 
     def __exit__(self, *exc):
-        cm, self._cm = self._cm, None
-        Attribute._active.pop()
-        return cm.__exit__(*exc)
+        cm = self._entered.pop() if self._entered else None
+        if cm is not None:
+            return cm.__exit__(*exc)
+        return False
+
+
+def _attribute_value(v, nested: bool = False) -> bool:
+    if isinstance(v, (str, int, float, bool)):
+        return True
+    return not nested and isinstance(v, dict) and all(
+        isinstance(k, str) and _attribute_value(x, True) for k, x in v.items())
 
 
 class MultiConv:

@@ -573,18 +573,17 @@ class _Builder:
         raise Error(f"unsupported operation tilefx::{name}")
 
     def annotate(self, node, attrs: dict) -> None:
-        """`ipu.name` (module path, NameScope, op), a MultiConv's `ipu.multiconv`
-        and a poptorch.Attribute's `ipu.attributes`."""
+        """`ipu.name` (module path, NameScope, op), a poptorch.Attribute's
+        `ipu.attributes` and a MultiConv's `ipu.multiconv`."""
         custom = node.meta.get("custom") or {}
         parts = [p for p in custom.get(MODULE_META_KEY, "").split("/") if p]
         if parts:
             op = getattr(node.target, "__name__", str(node.target)).split(".")[0]
             attrs[NAME_KEY] = StringAttr("/".join(parts + [op]))
-        user_attrs = custom.get(ATTRIBUTES_META_KEY)
-        if user_attrs:
+        if custom.get(ATTRIBUTES_META_KEY):
             from tilefx.dialects.irutil import from_py
 
-            attrs[ATTRIBUTES_KEY] = from_py(user_attrs)
+            attrs[ATTRIBUTES_KEY] = from_py(custom[ATTRIBUTES_META_KEY])
         mc = custom.get(MULTICONV_META_KEY)
         if mc is not None and node.target is torch.ops.aten.convolution.default:
             from tilefx.dialects.irutil import from_py
