@@ -5,6 +5,7 @@ accumulation, buffers checked by element count, AnchorReturnType's messages,
 Builder.reshape_const."""
 
 import numpy as np
+import onnx
 import pytest
 import torch
 
@@ -252,3 +253,29 @@ def test_accumulation_options_are_checked_as_popart_does():
     with pytest.raises(popart.popart_exception) as e:
         popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [loss]), ipus(1), userOptions=opts)
     assert e.value.args[0].startswith("Gradient Accumulation only available when training")
+
+
+def test_scalar_weights_stay_scalars(tmp_path):
+    """A 0-d initializer is a 0-d weight: its info, gradient anchor, readWeights buffer
+    and the file modelToHost writes keep shape [] (they became [1])."""
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [4]))
+    s0 = b.addInitializedInputTensor(np.float32(0.5), "s")
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.mul([x, s0])], popart.ReductionType.Sum)
+    grad = popart.reservedGradientPrefix() + s0
+    sess = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad]), loss, popart.ConstSGD(0.1),
+                                  deviceInfo=ipus(1))
+    assert sess.getInfo(s0).shape() == []
+    sess.prepareDevice()
+    sess.weightsFromHost()
+    anchors = sess.initAnchorArrays()
+    data = np.array([1.0, 2.0, 3.0, -2.0], np.float32)
+    sess.run(popart.PyStepIO({x: data}, anchors))
+    assert anchors[grad].shape == () and anchors[grad] == np.float32(data.sum())
+    sess.weightsToHost()
+    out = np.zeros((), np.float32)
+    sess.readWeights(popart.PyWeightsIO({s0: out}))
+    np.testing.assert_allclose(out, np.float32(0.5) - np.float32(0.1) * data.sum(), rtol=1e-6, atol=1e-7)
+    sess.modelToHost(str(tmp_path / "m.onnx"))
+    saved = {t.name: t for t in onnx.load(str(tmp_path / "m.onnx")).graph.initializer}
+    assert list(saved["s"].dims) == []

@@ -40,6 +40,7 @@ from tilefx.dialects.names import (
     ONNX_IPU_ATTR,
     ONNX_PIPELINE_STAGE_ATTR,
     ONNX_SERIALIZE_FACTOR_ATTR,
+    INPUT_KEY,
     ONNX_SERIALIZE_MODE_ATTR,
     PARAM_KEY,
 )
@@ -195,7 +196,7 @@ class OnnxModule(torch.nn.Module):
             if arr.dtype.kind != "f" or name in compile_time:
                 self.static[name] = arr
                 continue
-            tensor = torch.from_numpy(np.ascontiguousarray(arr))
+            tensor = torch.from_numpy(np.asarray(arr, order="C"))  # ascontiguousarray makes 0-d 1-d
             if name in stats:
                 self._attach(name, tensor, buffer=True)
             else:
@@ -389,6 +390,7 @@ def import_onnx(model, outputs: list[str] | None = None) -> TracedGraph:
     """The inference graph IR of an ONNX model, for tilefx-opt: parameters named by
     their ONNX initializer names, inputs in graph-input order."""
     from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
+    from xdsl.ir import SSAValue
 
     from tilefx.dialects.irutil import find_func
 
@@ -402,6 +404,13 @@ def import_onnx(model, outputs: list[str] | None = None) -> TracedGraph:
             if key in a:
                 a[key] = StringAttr(back.get(a[key].data, a[key].data))
     fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
+    # the graph inputs keep their ONNX names in the IR (%input_ids), which tilefx-run
+    # binds .npz arrays by, as it binds a torch model's forward argument names
+    for arg, a in zip(fn.body.block.args, attrs):
+        if INPUT_KEY in a:
+            i = a[INPUT_KEY].value.data
+            if i < len(m.input_names) and SSAValue.is_valid_name(m.input_names[i]):
+                arg.name_hint = m.input_names[i]
     traced.params = [back.get(p, p) for p in traced.params]
     traced.buffers = [back.get(b, b) for b in traced.buffers]
     return traced

@@ -373,7 +373,7 @@ class Builder:
 
     def addInitializedInputTensor(self, initVal, debugContext: str = "") -> str:
         """A weight: trained by TrainingSession, read/written by weightsToHost/weightsFromHost."""
-        arr = np.ascontiguousarray(np.asarray(initVal))
+        arr = np.asarray(initVal, order="C")  # a 0-d value stays 0-d (ascontiguousarray gives [1])
         dtype_name(arr.dtype)
         name = self._unique(debugContext or "init_input")
         self._initializers[name] = numpy_helper.from_array(arr, name)

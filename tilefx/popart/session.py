@@ -903,7 +903,7 @@ class _Session:
         for init in model.graph.initializer:
             if init.name in self._module.path:
                 arr = self._module.tensor(init.name).detach().numpy()
-                init.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(arr), init.name))
+                init.CopyFrom(numpy_helper.from_array(np.asarray(arr, order="C"), init.name))
         try:
             onnx.save(model, fn)
         except OSError as e:
