@@ -279,3 +279,39 @@ def test_scalar_weights_stay_scalars(tmp_path):
     sess.modelToHost(str(tmp_path / "m.onnx"))
     saved = {t.name: t for t in onnx.load(str(tmp_path / "m.onnx")).graph.initializer}
     assert list(saved["s"].dims) == []
+
+
+def test_bad_model_bytes_and_sparse_constants_are_popart_messages():
+    b = popart.Builder()
+    x = b.addInputTensor("FLOAT", [4, 4])
+    b.addOutputTensor(b.aiOnnx.matmul([x, b.aiOnnx.constant(np.ones((4, 4), np.float32))]))
+    proto = bytearray(b.getModelProto())
+    proto[::10] = bytes([10]) * len(proto[::10])  # corrupt every tenth byte
+    with pytest.raises(popart.popart_exception) as e:
+        popart.Builder(bytes(proto))
+    assert e.value.args[0].startswith("Failed to load a ModelProto from the string ")
+    assert e.value.args[0].endswith("Check that it is either a valid path to an existing onnx model file, "
+                                    "or is a valid onnx ModelProto string.")
+    values = onnx.helper.make_tensor("v", onnx.TensorProto.FLOAT, [2], [0.5, 1.5])
+    index = onnx.helper.make_tensor("i", onnx.TensorProto.INT64, [2], [0, 3])
+    node = onnx.helper.make_node("Constant", [], ["c"], sparse_value=onnx.helper.make_sparse_tensor(values, index, [4]))
+    g = onnx.helper.make_graph([node, onnx.helper.make_node("Identity", ["c"], ["y"])], "g", [],
+                               [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4])])
+    m = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    with pytest.raises(popart.popart_exception) as e:
+        popart.InferenceSession(m.SerializeToString(), popart.DataFlow(1, ["y"]), ipus(1))
+    assert e.value.args[0] == "The Constant op attribute 'sparse_value' is not supported."
+
+
+def test_builder_logs_each_operator_at_trace(capfd):
+    capfd.readouterr()
+    try:
+        popart.getLogger().setLevel("TRACE")
+        b = popart.Builder()
+        b.aiOnnx.abs([b.addInputTensor(popart.TensorInfo("FLOAT", [1, 2, 3]))])
+        assert "popart:builder" in capfd.readouterr().err.split("Adding ai.onnx.Abs")[0].splitlines()[-1]
+        popart.getLogger().setLevel("OFF")
+        b.aiOnnx.abs([b.addInputTensor(popart.TensorInfo("FLOAT", [1]))])
+        assert capfd.readouterr().err == ""
+    finally:
+        popart.getLogger().setLevel("OFF")

@@ -53,6 +53,10 @@ _ANNOTATIONS = {ONNX_IPU_ATTR, ONNX_PIPELINE_STAGE_ATTR, ONNX_EXECUTION_PHASE_AT
                 "__serialize_matmul_precision", "__partials_type"}
 
 
+_CHECK = ("Check that it is either a valid path to an existing onnx model file, or is a valid onnx "
+          "ModelProto string.")  # PopART's words, which its model-loading tests compare
+
+
 def load_model(model) -> onnx.ModelProto:
     """A ModelProto from a ModelProto, serialized bytes or a file path (whose
     external data files onnx.load reads from the file's directory)."""
@@ -66,14 +70,16 @@ def load_model(model) -> onnx.ModelProto:
             return proto
         if isinstance(model, (str, os.PathLike)):
             if not os.path.exists(model):
-                # PopART reads a string that names no file as a serialized model: its message first
-                raise Error(f"Failed to load a ModelProto from the string {str(model)[:80]!r}: it is neither "
-                            "an ONNX file that exists nor a serialized model", type="frontend")
+                # PopART reads a string that names no file as a serialized model: its message
+                raise Error(f"Failed to load a ModelProto from the string {str(model)[:80]!r}. {_CHECK}",
+                            type="frontend")
             return onnx.load(str(model))
     except Error:
         raise
     except Exception as e:  # noqa: BLE001  (protobuf's errors: whatever does not parse)
-        raise Error(f"cannot read the ONNX model: {type(e).__name__}: {e}", type="frontend") from None
+        what = f"{len(model)} bytes" if isinstance(model, (bytes, bytearray)) else repr(str(model)[:80])
+        raise Error(f"Failed to load a ModelProto from the string ({what}; cannot read the ONNX model: "
+                    f"{type(e).__name__}: {e}). {_CHECK}", type="frontend") from None
     raise Error(f"expected an ONNX ModelProto, its bytes or a file path, got {type(model).__name__}",
                 type="frontend")
 
@@ -145,6 +151,9 @@ def check_supported(model: onnx.ModelProto) -> None:
             raise Error(f"unsupported ONNX operator {domain}::{node.op_type} (node "
                         f"{node.name or '#' + str(i)!r}, opset {opset_of(model, node.domain)})",
                         type="frontend")
+        if node.op_type == "Constant" and any(a.name == "sparse_value" for a in node.attribute):
+            # PopART's message; onnx's evaluator cannot fold it and tilefx has no sparse tensors
+            raise Error("The Constant op attribute 'sparse_value' is not supported.", type="frontend")
 
 
 class OnnxModule(torch.nn.Module):

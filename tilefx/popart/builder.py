@@ -44,6 +44,9 @@ from tilefx.dialects.names import (
 )
 from tilefx.lowering.onnx_ops import GRAPHCORE_DOMAIN
 from tilefx.popart.errors import popart_exception
+from tilefx.popart.logger import getLogger
+
+_builder_log = getLogger("builder")
 
 DEFAULT_OPSET = 10  # PopART's defaultAiOnnxOpset (builder.aiOnnx)
 
@@ -353,6 +356,8 @@ class Builder:
         self._nodes.append(node)
         for o in outs:
             self._producer[o] = node
+        _builder_log.trace("Adding %s.%s:%d to the graph (outputs %s)", domain or "ai.onnx", op_type, version,
+                           ", ".join(outs))
         return outs
 
     # -- tensors -------------------------------------------------------
