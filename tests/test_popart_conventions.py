@@ -315,3 +315,31 @@ def test_builder_logs_each_operator_at_trace(capfd):
         assert capfd.readouterr().err == ""
     finally:
         popart.getLogger().setLevel("OFF")
+
+
+def test_reset_host_weights_with_a_weight_the_session_lacks(tmp_path):
+    """A file with an initializer the session has no weight for: PopART's message, or the
+    weight is skipped with ignoreWeightsInModelWithoutCorrespondingHostWeight=True while
+    the others load."""
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2, 2]))
+    w = b.addInitializedInputTensor(np.ones((2, 2), np.float32), "w")
+    y = b.aiOnnx.matmul([x, w])
+    m = onnx.load_model_from_string(b.getModelProto())
+    m.graph.initializer.extend([onnx.numpy_helper.from_array(np.full((2, 2), 3.0, np.float32), "w"),
+                                onnx.numpy_helper.from_array(np.zeros(2, np.float32), "extra")])
+    del m.graph.initializer[0]
+    onnx.save(m, str(tmp_path / "other.onnx"))
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [y]), ipus(1))
+    s.prepareDevice()
+    with pytest.raises(popart.popart_exception) as e:
+        s.resetHostWeights(str(tmp_path / "other.onnx"))
+    assert e.value.args[0].startswith("resetWeights, no tensor 'extra' in tensors")
+    s.weightsFromHost()  # nothing was loaded: the session's own weights
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({x: np.eye(2, dtype=np.float32)}, anchors))
+    np.testing.assert_array_equal(anchors[y], np.ones((2, 2), np.float32))
+    s.resetHostWeights(str(tmp_path / "other.onnx"), ignoreWeightsInModelWithoutCorrespondingHostWeight=True)
+    s.weightsFromHost()
+    s.run(popart.PyStepIO({x: np.eye(2, dtype=np.float32)}, anchors))
+    np.testing.assert_array_equal(anchors[y], np.full((2, 2), 3.0, np.float32))

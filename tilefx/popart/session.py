@@ -916,13 +916,15 @@ class _Session:
             proto = load_model(modelProtoOrFilename)
         except Error as e:
             raise popart_exception(f"resetHostWeights: {e.message}") from None
+        missing = [i.name for i in proto.graph.initializer if i.name not in self._module.path]
+        if missing and not ignoreWeightsInModelWithoutCorrespondingHostWeight:
+            # checked before any weight changes; PopART's message first (its reset_host_weights test)
+            raise popart_exception(f"resetWeights, no tensor '{missing[0]}' in tensors: the model has a "
+                                   "weight this session does not (pass "
+                                   "ignoreWeightsInModelWithoutCorrespondingHostWeight=True to skip it)")
         for init in proto.graph.initializer:
-            if init.name not in self._module.path:
-                if ignoreWeightsInModelWithoutCorrespondingHostWeight:
-                    continue
-                raise popart_exception(f"resetHostWeights: the model has weight {init.name!r}, which this "
-                                       "session does not (pass ignoreWeightsInModelWithoutCorrespondingHostWeight=True)")
-            self._set_host(init.name, numpy_helper.to_array(init), "resetHostWeights")
+            if init.name in self._module.path:
+                self._set_host(init.name, numpy_helper.to_array(init), "resetHostWeights")
 
     # -- reports ---------------------------------------------------------
     def getSummaryReport(self, resetProfile: bool = True) -> str:
