@@ -343,3 +343,30 @@ def test_reset_host_weights_with_a_weight_the_session_lacks(tmp_path):
     s.weightsFromHost()
     s.run(popart.PyStepIO({x: np.eye(2, dtype=np.float32)}, anchors))
     np.testing.assert_array_equal(anchors[y], np.full((2, 2), 3.0, np.float32))
+
+
+def test_builder_logical_ops_input_counts_and_subsample():
+    """builder.aiOnnx.logical_and/or/xor/not are PopART's names for And/Or/Xor/Not; a wrong
+    number of inputs is PopART's error at once; aiGraphcore.subsample keeps every
+    strides[d]-th element (rounding up, as PopART's op)."""
+    b = popart.Builder()
+    p = b.addInputTensor(popart.TensorInfo("BOOL", [4]))
+    q = b.addInputTensor(popart.TensorInfo("BOOL", [4]))
+    outs = [b.aiOnnx.logical_and([p, q]), b.aiOnnx.logical_or([p, q]), b.aiOnnx.logical_xor([p, q]),
+            b.aiOnnx.logical_not([p])]
+    for name, args in [("Abs", []), ("Add", [p]), ("Not", [p, q])]:
+        with pytest.raises(popart.popart_exception) as e:
+            getattr(b.aiOnnx, {"Abs": "abs", "Add": "add", "Not": "logical_not"}[name])(args)
+        assert e.value.args[0].startswith(f"{name} has invalid number of inputs")
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [10, 9, 8, 7]))
+    sub = b.aiGraphcore.subsample([x], strides=[2, 3, 4, 5])
+    assert b.getTensorShape(sub) == [5, 3, 2, 2]
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, outs + [sub]), ipus(1))
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    pv, qv = np.array([0, 0, 1, 1], bool), np.array([0, 1, 0, 1], bool)
+    xv = RNG.standard_normal((10, 9, 8, 7)).astype(np.float32)
+    s.run(popart.PyStepIO({p: pv, q: qv, x: xv}, anchors))
+    for o, want in zip(outs, [pv & qv, pv | qv, pv ^ qv, ~pv]):
+        np.testing.assert_array_equal(anchors[o], want)
+    np.testing.assert_array_equal(anchors[sub], xv[::2, ::3, ::4, ::5])

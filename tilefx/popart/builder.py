@@ -129,6 +129,7 @@ def _op_types() -> dict[str, str]:
 
 
 _OP_TYPES: dict[str, str] = {}
+_LOGICAL = {"logical_and": "and", "logical_or": "or", "logical_xor": "xor", "logical_not": "not"}
 
 
 class _Opset:
@@ -143,7 +144,8 @@ class _Opset:
             raise AttributeError(name)
         if not _OP_TYPES:
             _OP_TYPES.update(_op_types())
-        op_type = _OP_TYPES.get(name.lower())
+        # PopART spells And/Or/Xor/Not logical_and/... (Python keywords)
+        op_type = _OP_TYPES.get(_LOGICAL.get(name, name).lower())
         if op_type is None:
             raise AttributeError(f"aiOnnx has no operator {name!r}")
         try:
@@ -163,6 +165,10 @@ class _Opset:
         if not args:
             raise popart_exception(f"aiOnnx.{schema.name.lower()} needs its list of input tensors")
         inputs, rest = list(args[0]) if not isinstance(args[0], str) else [args[0]], list(args[1:])
+        if not schema.min_input <= len(inputs) <= schema.max_input:
+            most = "any number" if schema.max_input > 1000 else schema.max_input
+            raise popart_exception(f"{schema.name} has invalid number of inputs {len(inputs)}: ai.onnx::"
+                                   f"{schema.name} opset {self._version} takes {schema.min_input} to {most}")
         attrs = {k: v for k, v in schema.attributes.items() if k != "auto_pad" or "auto_pad" in kw}
         required = sorted(k for k, v in attrs.items() if v.required)
         optional = sorted(k for k, v in attrs.items() if not v.required)
@@ -247,6 +253,10 @@ class _AiGraphcore:
 
     def depthtospace(self, args, blocksize: int, mode: str = "DCR", debugContext: str = ""):
         return self._node("DepthToSpace", args, {"blocksize": int(blocksize), "mode": mode}, debugContext)
+
+    def subsample(self, args, strides, debugContext: str = ""):
+        """Every strides[d]-th element along each dimension d."""
+        return self._node("Subsample", args, {"strides": [int(s) for s in strides]}, debugContext)
 
     def scale(self, args, scale: float, debugContext: str = ""):
         return self._node("Scale", args, {"scale": float(scale)}, debugContext)
