@@ -402,7 +402,7 @@ def test_a_scale_known_only_at_run_time(shape, divisor):
 @pytest.mark.parametrize("dynamo", [False, True])
 def test_onnx_exports_of_attention_are_grouped(dynamo):
     """torch.onnx.export's graphs of the hand-written attention (the scale an
-    initializer: a 0-d argument, or (1,) from the dynamo exporter) form the
+    initializer: a 0-d argument from either exporter) form the
     groups the executor fuses (their numbers: test_onnx_frontend.py, against
     onnxruntime)."""
     import onnx

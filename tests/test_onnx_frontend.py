@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 import torch
 from models import MLP, PoolNormCNN, Transformer, TutorialCNN
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from tilefx import popart
 from tilefx.errors import Error
@@ -212,6 +212,34 @@ def test_tilefx_opt_imports_onnx_files(tmp_path, capsys):
     assert main([str(bad)]) == 1
     err = capsys.readouterr().err
     assert "cannot read the ONNX model" in err and "Traceback" not in err
+
+
+def test_tilefx_run_binds_an_onnx_files_inputs_and_initializers_by_their_names(tmp_path, capsys):
+    """The IR of an ONNX file names its graph inputs as the file does (%x) and keeps a
+    scalar initializer scalar (tensor<f32>; it was tensor<1xf32>), so tilefx-run runs it
+    on the file's initializers and inputs, by name, equal to onnxruntime."""
+    from tilefx.tools.opt import main as opt
+    from tilefx.tools.run import main as run
+
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
+    inits = [numpy_helper.from_array(np.float32(1.5), "scale"),
+             numpy_helper.from_array(np.arange(3, dtype=np.float32), "bias")]
+    m = _model([helper.make_node("Mul", ["x", "scale"], ["t"]), helper.make_node("Add", ["t", "bias"], ["y"])],
+               [x], [y], inits)
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    assert opt([str(path)]) == 0
+    ir = capsys.readouterr().out
+    assert '%x: tensor<2x3xf32> {tilefx.input = 0 : i64}' in ir
+    assert 'tensor<f32> {tilefx.param = "scale"}' in ir
+    (tmp_path / "m.mlir").write_text(ir)
+    data = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    np.savez(tmp_path / "in.npz", x=data, scale=np.float32(1.5), bias=np.arange(3, dtype=np.float32))
+    assert run([str(tmp_path / "m.mlir"), "--inputs", str(tmp_path / "in.npz"),
+                "--output", str(tmp_path / "out.npz")]) == 0
+    want = ort.InferenceSession(m.SerializeToString()).run(["y"], {"x": data})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["output0"], want, rtol=1e-6)
 
 
 def test_more_operators_equal_onnxruntime():

@@ -5,6 +5,7 @@ accumulation, buffers checked by element count, AnchorReturnType's messages,
 Builder.reshape_const."""
 
 import numpy as np
+import onnx
 import pytest
 import torch
 
@@ -252,3 +253,120 @@ def test_accumulation_options_are_checked_as_popart_does():
     with pytest.raises(popart.popart_exception) as e:
         popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [loss]), ipus(1), userOptions=opts)
     assert e.value.args[0].startswith("Gradient Accumulation only available when training")
+
+
+def test_scalar_weights_stay_scalars(tmp_path):
+    """A 0-d initializer is a 0-d weight: its info, gradient anchor, readWeights buffer
+    and the file modelToHost writes keep shape [] (they became [1])."""
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [4]))
+    s0 = b.addInitializedInputTensor(np.float32(0.5), "s")
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.mul([x, s0])], popart.ReductionType.Sum)
+    grad = popart.reservedGradientPrefix() + s0
+    sess = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad]), loss, popart.ConstSGD(0.1),
+                                  deviceInfo=ipus(1))
+    assert sess.getInfo(s0).shape() == []
+    sess.prepareDevice()
+    sess.weightsFromHost()
+    anchors = sess.initAnchorArrays()
+    data = np.array([1.0, 2.0, 3.0, -2.0], np.float32)
+    sess.run(popart.PyStepIO({x: data}, anchors))
+    assert anchors[grad].shape == () and anchors[grad] == np.float32(data.sum())
+    sess.weightsToHost()
+    out = np.zeros((), np.float32)
+    sess.readWeights(popart.PyWeightsIO({s0: out}))
+    np.testing.assert_allclose(out, np.float32(0.5) - np.float32(0.1) * data.sum(), rtol=1e-6, atol=1e-7)
+    sess.modelToHost(str(tmp_path / "m.onnx"))
+    saved = {t.name: t for t in onnx.load(str(tmp_path / "m.onnx")).graph.initializer}
+    assert list(saved["s"].dims) == []
+
+
+def test_bad_model_bytes_and_sparse_constants_are_popart_messages():
+    b = popart.Builder()
+    x = b.addInputTensor("FLOAT", [4, 4])
+    b.addOutputTensor(b.aiOnnx.matmul([x, b.aiOnnx.constant(np.ones((4, 4), np.float32))]))
+    proto = bytearray(b.getModelProto())
+    proto[::10] = bytes([10]) * len(proto[::10])  # corrupt every tenth byte
+    with pytest.raises(popart.popart_exception) as e:
+        popart.Builder(bytes(proto))
+    assert e.value.args[0].startswith("Failed to load a ModelProto from the string ")
+    assert e.value.args[0].endswith("Check that it is either a valid path to an existing onnx model file, "
+                                    "or is a valid onnx ModelProto string.")
+    values = onnx.helper.make_tensor("v", onnx.TensorProto.FLOAT, [2], [0.5, 1.5])
+    index = onnx.helper.make_tensor("i", onnx.TensorProto.INT64, [2], [0, 3])
+    node = onnx.helper.make_node("Constant", [], ["c"], sparse_value=onnx.helper.make_sparse_tensor(values, index, [4]))
+    g = onnx.helper.make_graph([node, onnx.helper.make_node("Identity", ["c"], ["y"])], "g", [],
+                               [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4])])
+    m = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    with pytest.raises(popart.popart_exception) as e:
+        popart.InferenceSession(m.SerializeToString(), popart.DataFlow(1, ["y"]), ipus(1))
+    assert e.value.args[0] == "The Constant op attribute 'sparse_value' is not supported."
+
+
+def test_builder_logs_each_operator_at_trace(capfd):
+    capfd.readouterr()
+    try:
+        popart.getLogger().setLevel("TRACE")
+        b = popart.Builder()
+        b.aiOnnx.abs([b.addInputTensor(popart.TensorInfo("FLOAT", [1, 2, 3]))])
+        assert "popart:builder" in capfd.readouterr().err.split("Adding ai.onnx.Abs")[0].splitlines()[-1]
+        popart.getLogger().setLevel("OFF")
+        b.aiOnnx.abs([b.addInputTensor(popart.TensorInfo("FLOAT", [1]))])
+        assert capfd.readouterr().err == ""
+    finally:
+        popart.getLogger().setLevel("OFF")
+
+
+def test_reset_host_weights_with_a_weight_the_session_lacks(tmp_path):
+    """A file with an initializer the session has no weight for: PopART's message, or the
+    weight is skipped with ignoreWeightsInModelWithoutCorrespondingHostWeight=True while
+    the others load."""
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2, 2]))
+    w = b.addInitializedInputTensor(np.ones((2, 2), np.float32), "w")
+    y = b.aiOnnx.matmul([x, w])
+    m = onnx.load_model_from_string(b.getModelProto())
+    m.graph.initializer.extend([onnx.numpy_helper.from_array(np.full((2, 2), 3.0, np.float32), "w"),
+                                onnx.numpy_helper.from_array(np.zeros(2, np.float32), "extra")])
+    del m.graph.initializer[0]
+    onnx.save(m, str(tmp_path / "other.onnx"))
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [y]), ipus(1))
+    s.prepareDevice()
+    with pytest.raises(popart.popart_exception) as e:
+        s.resetHostWeights(str(tmp_path / "other.onnx"))
+    assert e.value.args[0].startswith("resetWeights, no tensor 'extra' in tensors")
+    s.weightsFromHost()  # nothing was loaded: the session's own weights
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({x: np.eye(2, dtype=np.float32)}, anchors))
+    np.testing.assert_array_equal(anchors[y], np.ones((2, 2), np.float32))
+    s.resetHostWeights(str(tmp_path / "other.onnx"), ignoreWeightsInModelWithoutCorrespondingHostWeight=True)
+    s.weightsFromHost()
+    s.run(popart.PyStepIO({x: np.eye(2, dtype=np.float32)}, anchors))
+    np.testing.assert_array_equal(anchors[y], np.full((2, 2), 3.0, np.float32))
+
+
+def test_builder_logical_ops_input_counts_and_subsample():
+    """builder.aiOnnx.logical_and/or/xor/not are PopART's names for And/Or/Xor/Not; a wrong
+    number of inputs is PopART's error at once; aiGraphcore.subsample keeps every
+    strides[d]-th element (rounding up, as PopART's op)."""
+    b = popart.Builder()
+    p = b.addInputTensor(popart.TensorInfo("BOOL", [4]))
+    q = b.addInputTensor(popart.TensorInfo("BOOL", [4]))
+    outs = [b.aiOnnx.logical_and([p, q]), b.aiOnnx.logical_or([p, q]), b.aiOnnx.logical_xor([p, q]),
+            b.aiOnnx.logical_not([p])]
+    for name, args in [("Abs", []), ("Add", [p]), ("Not", [p, q])]:
+        with pytest.raises(popart.popart_exception) as e:
+            getattr(b.aiOnnx, {"Abs": "abs", "Add": "add", "Not": "logical_not"}[name])(args)
+        assert e.value.args[0].startswith(f"{name} has invalid number of inputs")
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [10, 9, 8, 7]))
+    sub = b.aiGraphcore.subsample([x], strides=[2, 3, 4, 5])
+    assert b.getTensorShape(sub) == [5, 3, 2, 2]
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, outs + [sub]), ipus(1))
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    pv, qv = np.array([0, 0, 1, 1], bool), np.array([0, 1, 0, 1], bool)
+    xv = RNG.standard_normal((10, 9, 8, 7)).astype(np.float32)
+    s.run(popart.PyStepIO({p: pv, q: qv, x: xv}, anchors))
+    for o, want in zip(outs, [pv & qv, pv | qv, pv ^ qv, ~pv]):
+        np.testing.assert_array_equal(anchors[o], want)
+    np.testing.assert_array_equal(anchors[sub], xv[::2, ::3, ::4, ::5])

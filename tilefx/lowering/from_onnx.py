@@ -40,6 +40,7 @@ from tilefx.dialects.names import (
     ONNX_IPU_ATTR,
     ONNX_PIPELINE_STAGE_ATTR,
     ONNX_SERIALIZE_FACTOR_ATTR,
+    INPUT_KEY,
     ONNX_SERIALIZE_MODE_ATTR,
     PARAM_KEY,
 )
@@ -50,6 +51,10 @@ from tilefx.lowering.from_torch import TracedGraph, trace
 _ANNOTATIONS = {ONNX_IPU_ATTR, ONNX_PIPELINE_STAGE_ATTR, ONNX_EXECUTION_PHASE_ATTR,
                 ONNX_AVAILABLE_MEMORY_ATTR, ONNX_SERIALIZE_MODE_ATTR, ONNX_SERIALIZE_FACTOR_ATTR,
                 "__serialize_matmul_precision", "__partials_type"}
+
+
+_CHECK = ("Check that it is either a valid path to an existing onnx model file, or is a valid onnx "
+          "ModelProto string.")  # PopART's words, which its model-loading tests compare
 
 
 def load_model(model) -> onnx.ModelProto:
@@ -65,14 +70,16 @@ def load_model(model) -> onnx.ModelProto:
             return proto
         if isinstance(model, (str, os.PathLike)):
             if not os.path.exists(model):
-                # PopART reads a string that names no file as a serialized model: its message first
-                raise Error(f"Failed to load a ModelProto from the string {str(model)[:80]!r}: it is neither "
-                            "an ONNX file that exists nor a serialized model", type="frontend")
+                # PopART reads a string that names no file as a serialized model: its message
+                raise Error(f"Failed to load a ModelProto from the string {str(model)[:80]!r}. {_CHECK}",
+                            type="frontend")
             return onnx.load(str(model))
     except Error:
         raise
     except Exception as e:  # noqa: BLE001  (protobuf's errors: whatever does not parse)
-        raise Error(f"cannot read the ONNX model: {type(e).__name__}: {e}", type="frontend") from None
+        what = f"{len(model)} bytes" if isinstance(model, (bytes, bytearray)) else repr(str(model)[:80])
+        raise Error(f"Failed to load a ModelProto from the string ({what}; cannot read the ONNX model: "
+                    f"{type(e).__name__}: {e}). {_CHECK}", type="frontend") from None
     raise Error(f"expected an ONNX ModelProto, its bytes or a file path, got {type(model).__name__}",
                 type="frontend")
 
@@ -144,6 +151,9 @@ def check_supported(model: onnx.ModelProto) -> None:
             raise Error(f"unsupported ONNX operator {domain}::{node.op_type} (node "
                         f"{node.name or '#' + str(i)!r}, opset {opset_of(model, node.domain)})",
                         type="frontend")
+        if node.op_type == "Constant" and any(a.name == "sparse_value" for a in node.attribute):
+            # PopART's message; onnx's evaluator cannot fold it and tilefx has no sparse tensors
+            raise Error("The Constant op attribute 'sparse_value' is not supported.", type="frontend")
 
 
 class OnnxModule(torch.nn.Module):
@@ -195,7 +205,7 @@ class OnnxModule(torch.nn.Module):
             if arr.dtype.kind != "f" or name in compile_time:
                 self.static[name] = arr
                 continue
-            tensor = torch.from_numpy(np.ascontiguousarray(arr))
+            tensor = torch.from_numpy(np.asarray(arr, order="C"))  # ascontiguousarray makes 0-d 1-d
             if name in stats:
                 self._attach(name, tensor, buffer=True)
             else:
@@ -389,6 +399,7 @@ def import_onnx(model, outputs: list[str] | None = None) -> TracedGraph:
     """The inference graph IR of an ONNX model, for tilefx-opt: parameters named by
     their ONNX initializer names, inputs in graph-input order."""
     from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
+    from xdsl.ir import SSAValue
 
     from tilefx.dialects.irutil import find_func
 
@@ -402,6 +413,13 @@ def import_onnx(model, outputs: list[str] | None = None) -> TracedGraph:
             if key in a:
                 a[key] = StringAttr(back.get(a[key].data, a[key].data))
     fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
+    # the graph inputs keep their ONNX names in the IR (%input_ids), which tilefx-run
+    # binds .npz arrays by, as it binds a torch model's forward argument names
+    for arg, a in zip(fn.body.block.args, attrs):
+        if INPUT_KEY in a:
+            i = a[INPUT_KEY].value.data
+            if i < len(m.input_names) and SSAValue.is_valid_name(m.input_names[i]):
+                arg.name_hint = m.input_names[i]
     traced.params = [back.get(p, p) for p in traced.params]
     traced.buffers = [back.get(b, b) for b in traced.buffers]
     return traced

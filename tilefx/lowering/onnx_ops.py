@@ -977,7 +977,7 @@ GRAPHCORE_OPS = {"IdentityLoss": _identityloss, "L1": _l1loss, "Nll": _nllloss,
                  "GroupedGather": _grouped_gather, "Ctc": _ctc,
                  "DepthToSpace": _depth_to_space,
                  "Scale": lambda ins, at, v: _t(ins[0]) * at.get("scale", 1.0),
-                 "Detach": lambda ins, at, v: _t(ins[0]).detach()}
+                 "Detach": lambda ins, at, v: _t(ins[0]).detach(), **onnx_ops_more.GRAPHCORE_OPS}
 
 # float operands that are settings, not weights: initializers feeding them stay
 # compile-time values (numpy arrays) instead of becoming parameters, as do the

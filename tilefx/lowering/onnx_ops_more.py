@@ -3,7 +3,8 @@ newer-opset models write, as torch functions with onnx_ops.py's calling
 convention `(inputs, attributes, opset) -> outputs`: Upsample, LpPool and
 GlobalLpPool, CumProd, ReverseSequence, RMSNormalization, QuantizeLinear and
 DequantizeLinear (simulated in float, as a quantisation-aware graph),
-MaxUnpool, Col2Im, AffineGrid, CenterCropPad, Bernoulli.
+MaxUnpool, Col2Im, AffineGrid, CenterCropPad, Bernoulli; and PopART's
+Subsample (ai.graphcore, `GRAPHCORE_OPS`).
 """
 
 from __future__ import annotations
@@ -192,6 +193,18 @@ def _bernoulli(ins, at, v):
     dtype = _torch_dtype(at["dtype"]) if "dtype" in at else p.dtype
     return torch.bernoulli(p).to(dtype)
 
+
+def _subsample(ins, at, v):
+    """PopART's Subsample: every strides[d]-th element along each dimension, from the first."""
+    x = _t(ins[0])
+    strides = [int(s) for s in at.get("strides", [])]
+    if len(strides) != x.dim() or any(s < 1 for s in strides):
+        raise Error(f"Subsample: strides {strides} must hold one positive stride per dimension of the "
+                    f"rank-{x.dim()} input", type="frontend")
+    return x[tuple(slice(None, None, s) for s in strides)]
+
+
+GRAPHCORE_OPS = {"Subsample": _subsample}
 
 OPS = {
     "Upsample": _upsample, "LpPool": _lp_pool, "GlobalLpPool": _global_lp_pool, "CumProd": _cum_prod,

@@ -9,6 +9,16 @@ PopTorch side.
 """
 
 from tilefx.popart.builder import DEFAULT_OPSET, Builder, ReductionType, TensorInfo
+from tilefx.popart.dataflow import (
+    ACCUM_PREFIX,
+    GRADIENT_PREFIX,
+    AnchorReturnType,
+    AnchorReturnTypeId,
+    DataFlow,
+    PyStepIO,
+    PyStepIOCallback,
+    PyWeightsIO,
+)
 from tilefx.popart.devices import (
     DeviceConnectionType,
     DeviceInfo,
@@ -43,17 +53,9 @@ from tilefx.popart.optimizers import (
 )
 from tilefx.popart.patterns import Patterns, PatternsLevel
 from tilefx.popart.session import (
-    ACCUM_PREFIX,
-    GRADIENT_PREFIX,
     AccumulateOuterFragmentSchedule,
-    AnchorReturnType,
-    AnchorReturnTypeId,
-    DataFlow,
     InferenceSession,
     InputShapeInfo,
-    PyStepIO,
-    PyStepIOCallback,
-    PyWeightsIO,
     Report,
     SessionOptions,
     SubgraphCopyingStrategy,

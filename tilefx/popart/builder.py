@@ -44,6 +44,9 @@ from tilefx.dialects.names import (
 )
 from tilefx.lowering.onnx_ops import GRAPHCORE_DOMAIN
 from tilefx.popart.errors import popart_exception
+from tilefx.popart.logger import getLogger
+
+_builder_log = getLogger("builder")
 
 DEFAULT_OPSET = 10  # PopART's defaultAiOnnxOpset (builder.aiOnnx)
 
@@ -126,6 +129,7 @@ def _op_types() -> dict[str, str]:
 
 
 _OP_TYPES: dict[str, str] = {}
+_LOGICAL = {"logical_and": "and", "logical_or": "or", "logical_xor": "xor", "logical_not": "not"}
 
 
 class _Opset:
@@ -140,7 +144,8 @@ class _Opset:
             raise AttributeError(name)
         if not _OP_TYPES:
             _OP_TYPES.update(_op_types())
-        op_type = _OP_TYPES.get(name.lower())
+        # PopART spells And/Or/Xor/Not logical_and/... (Python keywords)
+        op_type = _OP_TYPES.get(_LOGICAL.get(name, name).lower())
         if op_type is None:
             raise AttributeError(f"aiOnnx has no operator {name!r}")
         try:
@@ -160,6 +165,10 @@ class _Opset:
         if not args:
             raise popart_exception(f"aiOnnx.{schema.name.lower()} needs its list of input tensors")
         inputs, rest = list(args[0]) if not isinstance(args[0], str) else [args[0]], list(args[1:])
+        if not schema.min_input <= len(inputs) <= schema.max_input:
+            most = "any number" if schema.max_input > 1000 else schema.max_input
+            raise popart_exception(f"{schema.name} has invalid number of inputs {len(inputs)}: ai.onnx::"
+                                   f"{schema.name} opset {self._version} takes {schema.min_input} to {most}")
         attrs = {k: v for k, v in schema.attributes.items() if k != "auto_pad" or "auto_pad" in kw}
         required = sorted(k for k, v in attrs.items() if v.required)
         optional = sorted(k for k, v in attrs.items() if not v.required)
@@ -244,6 +253,10 @@ class _AiGraphcore:
 
     def depthtospace(self, args, blocksize: int, mode: str = "DCR", debugContext: str = ""):
         return self._node("DepthToSpace", args, {"blocksize": int(blocksize), "mode": mode}, debugContext)
+
+    def subsample(self, args, strides, debugContext: str = ""):
+        """Every strides[d]-th element along each dimension d."""
+        return self._node("Subsample", args, {"strides": [int(s) for s in strides]}, debugContext)
 
     def scale(self, args, scale: float, debugContext: str = ""):
         return self._node("Scale", args, {"scale": float(scale)}, debugContext)
@@ -353,6 +366,8 @@ class Builder:
         self._nodes.append(node)
         for o in outs:
             self._producer[o] = node
+        _builder_log.trace("Adding %s.%s:%d to the graph (outputs %s)", domain or "ai.onnx", op_type, version,
+                           ", ".join(outs))
         return outs
 
     # -- tensors -------------------------------------------------------
@@ -373,7 +388,7 @@ class Builder:
 
     def addInitializedInputTensor(self, initVal, debugContext: str = "") -> str:
         """A weight: trained by TrainingSession, read/written by weightsToHost/weightsFromHost."""
-        arr = np.ascontiguousarray(np.asarray(initVal))
+        arr = np.asarray(initVal, order="C")  # a 0-d value stays 0-d (ascontiguousarray gives [1])
         dtype_name(arr.dtype)
         name = self._unique(debugContext or "init_input")
         self._initializers[name] = numpy_helper.from_array(arr, name)
