@@ -92,9 +92,10 @@ def test_batch_not_a_multiple_names_the_four_numbers():
 def test_later_calls_with_other_shapes_or_dtypes_are_errors():
     model = tilefx.inferenceModel(_mlp())
     model(torch.randn(4, 12))
-    with pytest.raises(tilefx.Error, match=r"shape \(5, 12\)"):
+    with pytest.raises(tilefx.Error, match=r"Shape mismatch for x: expected torch.Size\(\[4, 12\]\) but got "
+                                           r"torch.Size\(\[5, 12\]\)"):
         model(torch.randn(5, 12))
-    with pytest.raises(tilefx.Error, match="dtype"):
+    with pytest.raises(tilefx.Error, match="Data type mismatch for x: expected torch.float32 but got torch.float64"):
         model(torch.randn(4, 12, dtype=torch.float64))
 
 

@@ -101,7 +101,8 @@ def test_later_calls_must_match_the_compiled_call():
         ipu(x, pair, torch.randn(2, 4), scale=3.0)
     with pytest.raises(tilefx.Error, match=r"structure"):
         ipu(x, (pair[0], [pair[1][0], pair[1][0]]), scale=3.0)
-    with pytest.raises(tilefx.Error, match=r"Shape mismatch for pair\[0\]: expected torch.Size\(\[2, 4\]\) but got torch.Size\(\[3, 4\]\)"):
+    with pytest.raises(tilefx.Error, match=r"Shape mismatch for pair\[0\]: expected torch.Size\(\[2, 4\]\) "
+                                           r"but got torch.Size\(\[3, 4\]\)"):
         ipu(x, (torch.randn(3, 4), pair[1]), scale=3.0)
     with pytest.raises(tilefx.Error, match="Mandatory parameter pair missing.*does not match"):
         ipu(x)  # a mandatory argument missing

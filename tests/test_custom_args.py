@@ -51,7 +51,8 @@ def test_a_custom_argument_is_read_by_its_parser_and_batched():
         assert type(out) is OutputContainer and list(out) == ["sum", "a"]
         torch.testing.assert_close(out["sum"], arg.a + arg.b)
         torch.testing.assert_close(out["a"], arg.a)
-    with pytest.raises(poptorch.Error, match=r"args\[1\]: expected torch.Size\(\[4, 3\]\) but got torch.Size\(\[4, 2\]\)"):
+    with pytest.raises(poptorch.Error,
+                       match=r"args\[1\]: expected torch.Size\(\[4, 3\]\) but got torch.Size\(\[4, 2\]\)"):
         pt(MyArg(torch.ones(4, 3), torch.ones(4, 2)))
 
 

@@ -370,3 +370,25 @@ def test_multiconv_parallel_plan_is_faster_than_serial_on_small_convolutions():
         ex.compile(*xs)
         cycles[plan.name] = ex.profile.total_cycles
     assert cycles["Parallel"] < cycles["Serial"]
+
+
+def test_error_also_combines_builtin_classes_only():
+    """errors.error_also: the tracing wrapper of a model's own exception is an
+    Error and, for Python's built-in classes, that class too, with the plain
+    message (KeyError's quotes are not added); a user's own class is not
+    combined (its __str__ may need attributes its __init__ sets)."""
+    from tilefx.errors import error_also
+
+    for kind in (ValueError, TypeError, AssertionError, KeyError):
+        e = error_also(kind)("tracing the model failed: x")
+        assert isinstance(e, Error) and isinstance(e, kind) and str(e) == "tracing the model failed: x"
+
+    class Coded(Exception):
+        def __init__(self, code):
+            super().__init__()
+            self.code = code
+
+        def __str__(self):
+            return f"code {self.code}"
+
+    assert error_also(Coded) is Error and error_also(RuntimeError) is Error

@@ -36,15 +36,18 @@ def error_also(kind: type) -> type:
     """An Error class that is also a `kind` (the exception a model's own code
     raised while tracing, e.g. a ValueError from poptorch.for_loop's argument
     checks or a TypeError from a call): users catching either class see it,
-    as they would with PopTorch, which lets such exceptions through. Error
-    alone when the two cannot be combined (exceptions with their own layout,
-    such as OSError)."""
-    if not isinstance(kind, type) or not issubclass(kind, Exception) or issubclass(Error, kind):
+    as they would with PopTorch, which lets such exceptions through. Only
+    Python's built-in classes are combined (a user's class may have a __str__
+    that reads attributes its own __init__ sets, which the Error's does not);
+    Error alone otherwise, or when the two cannot be combined (exceptions
+    with their own layout, such as OSError)."""
+    if not isinstance(kind, type) or not issubclass(kind, Exception) or issubclass(Error, kind) or \
+            kind.__module__ != "builtins":
         return Error
     cls = _ALSO.get(kind)
     if cls is None:
         try:
-            cls = type("Error", (Error, kind), {"__module__": __name__,
+            cls = type("Error", (Error, kind), {"__module__": __name__, "__str__": BaseException.__str__,
                                                 "__doc__": f"An Error that is also a {kind.__name__}."})
         except TypeError:  # instance lay-out conflict
             cls = Error
