@@ -805,7 +805,6 @@ func.func @dense_linalg(%a: tensor<2x3x3xf32>, %b: tensor<2x3x2xf32>, %r: tensor
 // CHECK-NEXT:    %p_lpp = aten.special_legendre_polynomial_p %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
 // CHECK-NEXT:    func.return %gs3 : tensor<2x3x3x2x4xf32>
 // CHECK-NEXT:    }
-// CHECK-NEXT:  }
 
 func.func @review_ops(%v: tensor<2x3x4x5x6xf32>, %g: tensor<2x3x2x4x3xf32>, %go: tensor<2x3x3x2x4xf32>, %x: tensor<3x4xf32>, %y: tensor<3x4xf32>, %e: tensor<5xf32>, %pts: tensor<6x2xf32>) -> tensor<2x3x3x2x4xf32> {
   %gs3 = aten.grid_sampler_3d %v, %g {interpolation_mode = 0 : i64, padding_mode = 1 : i64, align_corners = true} : tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32> -> tensor<2x3x3x2x4xf32>
@@ -842,4 +841,20 @@ func.func @review_ops(%v: tensor<2x3x4x5x6xf32>, %g: tensor<2x3x2x4x3xf32>, %go:
   %p_lpl = aten.special_laguerre_polynomial_l %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
   %p_lpp = aten.special_legendre_polynomial_p %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
   func.return %gs3 : tensor<2x3x3x2x4xf32>
+}
+
+// Ops PopTorch's own tests reach (session 12): torch.distributions' argument
+// checks and torch.normal(mean, std, size).
+// CHECK-LABEL: func.func @poptorch_tests_ops(%m: tensor<3x4xi1>) -> (tensor<i1>, tensor<i1>, tensor<2x3xf32>) {
+// CHECK-NEXT:    %all = aten._is_all_true %m : tensor<3x4xi1> -> tensor<i1>
+// CHECK-NEXT:    %any = aten._is_any_true %m : tensor<3x4xi1> -> tensor<i1>
+// CHECK-NEXT:    %n = aten.normal.float_float {mean = 5.000000e-01 : f64, std = 2.000000e+00 : f64, size = array<i64: 2, 3>} : tensor<2x3xf32>
+// CHECK-NEXT:    func.return %all, %any, %n : tensor<i1>, tensor<i1>, tensor<2x3xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+func.func @poptorch_tests_ops(%m: tensor<3x4xi1>) -> (tensor<i1>, tensor<i1>, tensor<2x3xf32>) {
+  %all = aten._is_all_true %m : tensor<3x4xi1> -> tensor<i1>
+  %any = aten._is_any_true %m : tensor<3x4xi1> -> tensor<i1>
+  %n = aten.normal.float_float {mean = 5.000000e-01 : f64, std = 2.000000e+00 : f64, size = array<i64: 2, 3>} : tensor<2x3xf32>
+  func.return %all, %any, %n : tensor<i1>, tensor<i1>, tensor<2x3xf32>
 }
