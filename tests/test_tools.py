@@ -104,3 +104,70 @@ def test_run_rejects_an_integer_array_for_a_float_argument(tmp_path):
     np.savez(tmp_path / "in.npz", input0=np.zeros(2, np.int64))
     out = _run("tilefx.tools.run", str(src), "--inputs", str(tmp_path / "in.npz"))
     assert out.returncode != 0 and "dtype int64" in out.stderr
+
+
+def test_run_reports_a_kernel_failure_at_the_op(tmp_path):
+    """An op torch's shape rules accept but its kernel refuses (mm of f32 by
+    i64) fails at the op's line and column, not as a bare `error:`."""
+    src = tmp_path / "f.mlir"
+    src.write_text("func.func @main(%a: tensor<2x3xf32> {tilefx.input = 0 : i64}, "
+                   "%b: tensor<3x2xi64> {tilefx.input = 1 : i64}) -> tensor<2x2xf32> {\n"
+                   "  %0 = aten.mm %a, %b : tensor<2x3xf32>, tensor<3x2xi64> -> tensor<2x2xf32>\n"
+                   "  func.return %0 : tensor<2x2xf32>\n}\n")
+    np.savez(tmp_path / "in.npz", input0=np.ones((2, 3), np.float32), input1=np.ones((3, 2), np.int64))
+    out = _run("tilefx.tools.run", str(src), "--inputs", str(tmp_path / "in.npz"))
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert f"{src}:2:3: error: aten.mm failed on its operands" in out.stderr
+
+
+def test_run_refuses_two_arguments_bound_to_one_array(tmp_path):
+    src = tmp_path / "f.mlir"
+    src.write_text("func.func @main(%a: tensor<2xf32> {tilefx.input = 0 : i64}, "
+                   "%b: tensor<2xf32> {tilefx.input = 0 : i64}) -> tensor<2xf32> {\n"
+                   "  %0 = aten.sub.Tensor %a, %b : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>\n"
+                   "  func.return %0 : tensor<2xf32>\n}\n")
+    np.savez(tmp_path / "in.npz", input0=np.ones(2, np.float32), arr_0=np.zeros(2, np.float32))
+    out = _run("tilefx.tools.run", str(src), "--inputs", str(tmp_path / "in.npz"))
+    assert out.returncode == 1 and "arguments 0 and 1 both take the array 'input0'" in out.stderr
+
+
+def test_run_of_a_round_tripped_training_step_equals_the_in_process_run(tmp_path):
+    """A training step's graph IR printed in generic form and read back runs
+    under tilefx-run to the numbers the in-process executor gives the IR
+    (@main's gradients into the accumulators, then @update). An accumulator
+    shares its parameter's name: tilefx-run bound both to the parameter's
+    array before accumulators took `accum:<name>`."""
+    from irtext import parse
+    from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
+    from tilefx.dialects.aten import np_dtype
+    from tilefx.dialects.irutil import find_func
+    from tilefx.tools.run import arg_key, result_key
+
+    torch.manual_seed(0)
+    m = WithLoss(MLP(), nn.CrossEntropyLoss())
+    ex = tilefx.compile(m, torch.randn(4, 12), torch.randint(0, 5, (4,)), training=True,
+                        optimizer=tilefx.optim.Adam(m.parameters(), lr=1e-2))
+    text = ex.ir("graph")
+    (tmp_path / "graph.mlir").write_text(text)
+    generic = _run("tilefx.tools.opt", str(tmp_path / "graph.mlir"), "--print-op-generic")
+    assert generic.returncode == 0, generic.stderr
+    src = tmp_path / "generic.mlir"
+    src.write_text(generic.stdout)
+    module = parse(text)
+    rng = np.random.default_rng(0)
+    for name in ("main", "update"):
+        fn = find_func(module, name)
+        arrays = {}
+        for i, (a, role) in enumerate(zip(fn.body.block.args, arg_roles(fn))):
+            shape, dtype = tuple(a.type.get_shape()), np_dtype(a.type.element_type)
+            arrays[arg_key(i, role)] = (rng.integers(0, 5, shape) if dtype.kind == "i" else
+                                        rng.random(shape) + 0.5).astype(dtype)
+        assert len(arrays) == len(fn.body.block.args)
+        want = CompiledFunction(fn, np.random.default_rng(0))(*[a.copy() for a in arrays.values()])
+        np.savez(tmp_path / "in.npz", **arrays)
+        out = _run("tilefx.tools.run", str(src), "--function", name, "--inputs", str(tmp_path / "in.npz"),
+                   "--output", str(tmp_path / "out.npz"))
+        assert out.returncode == 0, out.stderr
+        got = np.load(tmp_path / "out.npz")
+        for i, (w, role) in enumerate(zip(want, result_roles(fn))):
+            np.testing.assert_array_equal(got[result_key(i, role)], w, err_msg=f"@{name} {result_key(i, role)}")

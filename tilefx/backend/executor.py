@@ -148,8 +148,9 @@ class ExecutionError(Error):
     """A program failed on its inputs (an index out of range, a bad shape in
     hand-written IR): a tilefx.Error naming the op, not numpy's traceback."""
 
-    def __init__(self, message: str, **kw):
+    def __init__(self, message: str, op: Operation | None = None, **kw):
         super().__init__(message, type=kw.pop("type", "execution"), **kw)
+        self.op = op  # the failing op, when known: tools point at its line in the IR text
 
 
 def _dims(v: SSAValue) -> tuple[int, ...]:
@@ -1177,7 +1178,7 @@ def _checked(step, op: Operation, outs: list[int]):
             step(env)
         except (ValueError, TypeError, IndexError, ArithmeticError, NotImplementedError) as e:
             raise ExecutionError(f"{op.name} failed on its operands "
-                                 f"({', '.join(str(v.type) for v in op.operands)}): {e}") from None
+                                 f"({', '.join(str(v.type) for v in op.operands)}): {e}", op=op) from None
         for o, w, r in zip(outs, want, op.results):
             v = env[o]
             if w is None or v is None or np.shape(v) == (0,):
@@ -1185,7 +1186,7 @@ def _checked(step, op: Operation, outs: list[int]):
             if tuple(np.shape(v)) != w[0] or np.asarray(v).dtype != w[1]:
                 raise ExecutionError(
                     f"{op.name} computed {np.asarray(v).dtype}{list(np.shape(v))} but the IR says "
-                    f"{r.type}: the op's types are wrong")
+                    f"{r.type}: the op's types are wrong", op=op)
 
     return run
 

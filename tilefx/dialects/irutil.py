@@ -44,11 +44,27 @@ def from_py(value) -> Attribute:
 
 
 def find_func(module: ModuleOp, name: str) -> func.FuncOp:
-    """The function @name of `module` (a diagnostic if there is none)."""
+    """The function @name of `module` (a diagnostic if there is none, or if
+    it is a declaration or has several blocks: tilefx's functions are one block)."""
     for op in module.ops:
         if isinstance(op, func.FuncOp) and op.sym_name.data == name:
+            if len(op.body.blocks) != 1:
+                what = "no body (a declaration)" if not op.body.blocks else f"{len(op.body.blocks)} blocks"
+                raise DiagnosticException(f"function @{name} has {what}: tilefx runs and transforms "
+                                          "functions of one block")
             return op
     raise DiagnosticException(f"no function @{name} in the module")
+
+
+def module_config(module: ModuleOp, key: str) -> dict | None:
+    """The module attribute `key` (ipu.strategy, ipu.optimizer, ...) as a
+    Python dict, None when absent; a diagnostic when it is not a dictionary."""
+    attr = module.attributes.get(key)
+    if attr is None:
+        return None
+    if not isinstance(attr, DictionaryAttr):
+        raise DiagnosticException(f"module attribute {key} must be a dictionary, got {attr}")
+    return to_py(attr)
 
 
 def set_results(fn: func.FuncOp, results: list, arg_attrs: list[dict], res_attrs: list[dict]) -> None:

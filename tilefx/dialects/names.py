@@ -53,6 +53,10 @@ ATTENTION_KEY = "ipu.attention"  # per-op: its attention group (ipu-fuse-attenti
 ATTENTION_ROOT_KEY = "ipu.attention_root"  # per-op: the member whose result is the attention output
 AUTO_STAGE_KEY = "ipu.auto_stage"  # ipu-auto-stage's report: cut points, stage cycles and memory
 
+# -- tile dialect attributes on ops (lower-to-device) -------------------------
+TILE_MAPPING_KEY = "tile.mapping"  # #tile.linear / #tile.grid: where an op's result lives
+TILE_COST_KEY = "tile.cost"  # #tile.cost: what an op costs on its busiest tile
+
 # -- annotation keys the API stamps on traced torch nodes ---------------------
 BLOCK_META_KEY = "tilefx.block"
 IPU_META_KEY = "tilefx.ipu"

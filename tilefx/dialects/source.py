@@ -16,13 +16,16 @@ import re
 from typing import Any
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, ModuleOp
 from xdsl.ir import Block, BlockArgument, Operation, OpResult
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRLexer
 
+from tilefx.dialects.names import (AUTO_STAGE_KEY, AUTOCAST_POLICY_KEY, AVAILABLE_MEMORY_KEY, MEMORY_PROPORTION_KEY,
+                                   OPTIMIZER_KEY, PLACE_KEY, STAGES_KEY, STRATEGY_KEY, TILE_COST_KEY,
+                                   TILE_MAPPING_KEY)
 from tilefx.errors import Error
 
 # The same language as xDSL's `"(?:[^"\\\n\v\f]+|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"`,
@@ -114,6 +117,7 @@ class LocatedModule:
         """Check dominance, then verify; the first failure at its op's position."""
         check_dominance(self.module, self.error)
         check_attribute_names(self.module, self.error)
+        check_known_attributes(self.module, self.error)
         try:
             self.module.verify()
         except (VerifyException, DiagnosticException, ValueError) as e:
@@ -142,6 +146,55 @@ def check_attribute_names(module: ModuleOp, error) -> None:
             if not name.isascii():
                 raise error(op, f"attribute name {name!r} is not ASCII (MLIR identifiers are ASCII; "
                                 "use a quoted ASCII name)")
+
+
+def _placement(v) -> str | None:
+    from tilefx.dialects.ipu import PlacementAttr
+
+    return None if isinstance(v, PlacementAttr) else "an #ipu.place<...> placement"
+
+
+def _proportion(v) -> str | None:
+    ok = isinstance(v, FloatAttr) and 0.0 < v.value.data <= 1.0
+    return None if ok else "a float proportion in (0, 1]"
+
+
+def _mapping(v) -> str | None:
+    from tilefx.dialects.tile import GridMappingAttr, LinearMappingAttr
+
+    return None if isinstance(v, (LinearMappingAttr, GridMappingAttr)) else "a #tile.linear or #tile.grid mapping"
+
+
+def _cost(v) -> str | None:
+    from tilefx.dialects.tile import CostAttr
+
+    return None if isinstance(v, CostAttr) else "a #tile.cost"
+
+
+# The discardable attributes the passes, the cost model and the executor read
+# on every op, with what each must be (MLIR has a dialect hook for these;
+# xDSL has none, so the tools check them here).
+OP_ATTRIBUTES = {PLACE_KEY: _placement, AVAILABLE_MEMORY_KEY: _proportion,
+                 TILE_MAPPING_KEY: _mapping, TILE_COST_KEY: _cost}
+# module attributes the passes read as dictionaries
+MODULE_DICTIONARIES = (STRATEGY_KEY, OPTIMIZER_KEY, STAGES_KEY, AUTOCAST_POLICY_KEY, AUTO_STAGE_KEY,
+                       MEMORY_PROPORTION_KEY)
+
+
+def check_known_attributes(module: ModuleOp, error) -> None:
+    """Each op attribute of OP_ATTRIBUTES has its kind (a hand-edited
+    `ipu.place = 3` reached the passes, which failed inside); the module's
+    configuration attributes are dictionaries."""
+    for key in MODULE_DICTIONARIES:
+        v = module.attributes.get(key)
+        if v is not None and not isinstance(v, DictionaryAttr):
+            raise error(module, f"module attribute {key} must be a dictionary, got {v}")
+    for op in module.walk():
+        for key, check in OP_ATTRIBUTES.items():
+            v = op.attributes.get(key)
+            want = None if v is None else check(v)
+            if want is not None:
+                raise error(op, f"{op.name}: attribute {key} must be {want}, got {v}")
 
 
 def check_dominance(module: ModuleOp, error) -> None:

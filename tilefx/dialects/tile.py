@@ -123,6 +123,13 @@ class CostAttr(_KeyValueAttr):
     def __init__(self, cycles: int, compute: int, exchange: int, sync: int, temp: int):
         super().__init__(IntAttr(cycles), IntAttr(compute), IntAttr(exchange), IntAttr(sync), IntAttr(temp))
 
+    def verify(self) -> None:
+        super().verify()
+        total = self.compute.data + self.exchange.data + self.sync.data
+        if self.cycles.data != total:
+            raise VerifyException(f"#tile.cost: cycles ({self.cycles.data}) must be compute + exchange + "
+                                  f"sync ({total})")
+
 
 def _check_counts(op: IRDLOperation, *names: str) -> None:
     """Cycles, bytes and IPU ids are counts: >= 0."""

@@ -35,6 +35,7 @@ from tilefx.backend.costs import (
 from tilefx.backend.machine import Machine, machine as machine_named
 from tilefx.backend.executor import arg_roles, result_roles
 from tilefx.dialects.ipu import PLACE_KEY, CopyOp
+from tilefx.dialects.names import TILE_COST_KEY, TILE_MAPPING_KEY
 from tilefx.dialects.tile import (
     CostAttr,
     ExchangeOp,
@@ -111,7 +112,7 @@ class _Lowering:
         for arg, a, role in zip(block.args, attrs, roles):
             if any(k in role for k in ("param", "buffer", "const", "accum")):
                 used = max(1, min(m.tiles, math.ceil(_bytes(arg) / m.grain_bytes)))
-                a["tile.mapping"] = LinearMappingAttr(start % m.tiles, used, m.grain_bytes)
+                a[TILE_MAPPING_KEY] = LinearMappingAttr(start % m.tiles, used, m.grain_bytes)
                 start = (start + used) % m.tiles
         if attrs:
             main.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
@@ -156,7 +157,7 @@ class _Lowering:
                 o.name.startswith("tile."):
             return start
         cost = op_cost(o, m)
-        o.attributes["tile.cost"] = CostAttr(cost.cycles, cost.compute_cycles, cost.exchange_cycles,
+        o.attributes[TILE_COST_KEY] = CostAttr(cost.cycles, cost.compute_cycles, cost.exchange_cycles,
                                              cost.sync_cycles, cost.temp_bytes)
         dims = _matmul_dims(o) if o.name in MATMUL_OPS else None
         if dims is not None:
@@ -165,7 +166,7 @@ class _Lowering:
                 idx = (0, 1)
             resident = o.name != "aten.convolution_backward" and is_resident(o.operands[idx[1]])
             p = plan_matmul(*dims, _itemsize(o.operands[0]), m, proportion_of(o), resident)
-            o.attributes["tile.mapping"] = GridMappingAttr(p.pm, p.pn, p.pk, p.serial)
+            o.attributes[TILE_MAPPING_KEY] = GridMappingAttr(p.pm, p.pn, p.pk, p.serial)
             m_t, n_t, k_t = (-(-dims[1] // p.pm), -(-dims[3] // p.pn), -(-dims[2] // p.pk))
             isz = _itemsize(o.operands[0])
             # a weight laid out for the plan: only the share other tiles hold moves
@@ -173,7 +174,7 @@ class _Lowering:
             per_operand = {0: m_t * k_t * isz, 1: math.ceil(k_t * n_t * isz * b_share)}
             for j, which in zip(idx, (0, 1)):
                 v = o.operands[j]
-                attrs = {"tile.mapping": o.attributes["tile.mapping"]}  # the plan's blocks
+                attrs = {TILE_MAPPING_KEY: o.attributes[TILE_MAPPING_KEY]}  # the plan's blocks
                 if PLACE_KEY in o.attributes:
                     attrs[PLACE_KEY] = o.attributes[PLACE_KEY]
                 ex = ExchangeOp.build(operands=[v], result_types=[v.type], properties={
@@ -185,7 +186,7 @@ class _Lowering:
         elif o.results:
             nbytes = sum(_bytes(r) for r in o.results)
             used = max(1, min(m.tiles, math.ceil(nbytes / m.grain_bytes)))
-            o.attributes["tile.mapping"] = LinearMappingAttr(start % m.tiles, used, m.grain_bytes)
+            o.attributes[TILE_MAPPING_KEY] = LinearMappingAttr(start % m.tiles, used, m.grain_bytes)
             start = (start + used) % m.tiles
         o.parent_block().insert_op_after(SyncOp.build(properties={
             "ipus": _i(1), "cycles": _i(m.sync_cycles(1))}), o)

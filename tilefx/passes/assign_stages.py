@@ -33,7 +33,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from tilefx.errors import Error
 from tilefx.passes import check_option
 from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr
-from tilefx.dialects.irutil import find_func, to_py
+from tilefx.dialects.irutil import find_func, module_config
 from tilefx.dialects.names import STAGES_KEY, STRATEGY_KEY
 
 
@@ -99,9 +99,9 @@ class AssignStagesPass(ModulePass):
                      f"auto_stage must be same_as_ipu or auto_increment, got {self.auto_stage!r}")
 
     def _config(self, module: ModuleOp) -> dict:
-        attr = module.attributes.get(STRATEGY_KEY)
-        if attr is not None:
-            return to_py(attr)
+        cfg = module_config(module, STRATEGY_KEY)
+        if cfg is not None:
+            return cfg
         return {"kind": self.strategy, "stages": [], "auto_stage": self.auto_stage}
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

@@ -62,7 +62,7 @@ from tilefx.backend.costs import VIEW_OPS, _bytes, op_cost
 from tilefx.backend.machine import machine as machine_named
 from tilefx.backend.schedule import SCHEDULES, pipelined
 from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr
-from tilefx.dialects.irutil import find_func, from_py, to_py
+from tilefx.dialects.irutil import find_func, from_py, module_config
 from tilefx.dialects.names import (AUTO_STAGE_KEY, OPTIMIZER_KEY, PARAM_KEY, STRATEGY_KEY)
 from tilefx.passes.assign_stages import PlacementError
 from tilefx.passes.available_memory import AvailableMemoryPass
@@ -92,8 +92,7 @@ class AutoStagePass(ModulePass):
     default_proportion: float | int = 0.6
 
     def _settings(self, module: ModuleOp) -> dict:
-        attr = module.attributes.get(STRATEGY_KEY)
-        cfg = to_py(attr) if attr is not None else {}
+        cfg = module_config(module, STRATEGY_KEY) or {}
         auto = cfg.get("auto", {})
         s = {"kind": cfg.get("kind", "pipelined"), "schedule": cfg.get("schedule", self.schedule),
              "num_ipus": auto.get("num_ipus", self.num_ipus),
@@ -168,7 +167,7 @@ class AutoStagePass(ModulePass):
         for o in ops:
             k = int(stage_of_pos[anchor[o]])
             o.attributes[PLACE_KEY] = _place(o).with_(block=f"stage{k}", ipu=stage_ipus[k])
-        strategy = to_py(op.attributes[STRATEGY_KEY]) if STRATEGY_KEY in op.attributes else \
+        strategy = module_config(op, STRATEGY_KEY) if STRATEGY_KEY in op.attributes else \
             {"kind": cfg["kind"], "auto_stage": "same_as_ipu", "schedule": cfg["schedule"]}
         strategy.pop("auto", None)
         strategy["stages"] = [{"blocks": [f"stage{k}"], "ipu": stage_ipus[k]} for k in range(S)]
@@ -248,7 +247,7 @@ def _memory_vectors(module, main, ops, anchor, n, training):
     the bytes crossing a cut just before the position: forward values into
     later stages (row 0), values read by earlier stages' backward (row 1)."""
     weights = np.zeros(n)
-    opt = to_py(module.attributes[OPTIMIZER_KEY]) if OPTIMIZER_KEY in module.attributes else {}
+    opt = module_config(module, OPTIMIZER_KEY) or {}
     states = _STATE_TENSORS.get(opt.get("type", "sgd"), 1)
     if opt.get("type") in ("sgd", "rmsprop") and any(g.get("momentum") for g in opt.get("groups", [])):
         states += 1

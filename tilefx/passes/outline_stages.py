@@ -24,7 +24,7 @@ from xdsl.passes import ModulePass
 
 from tilefx.dialects.ipu import PLACE_KEY, CopyOp, PlacementAttr, StageOp, YieldOp
 from tilefx.passes.assign_stages import PlacementError
-from tilefx.dialects.irutil import find_func, to_py
+from tilefx.dialects.irutil import find_func, module_config
 from tilefx.dialects.names import STAGES_KEY
 
 
@@ -105,8 +105,8 @@ class OutlineStagesPass(ModulePass):
 
 
 def _is_phased(module: ModuleOp) -> bool:
-    info = module.attributes.get(STAGES_KEY)
-    return info is not None and str(to_py(info).get("kind", "")).endswith("phased")
+    info = module_config(module, STAGES_KEY)
+    return info is not None and str(info.get("kind", "")).endswith("phased")
 
 
 def _phase_runs(ops: list, stage_of: dict, phase_of: dict) -> list[list]:

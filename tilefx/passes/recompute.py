@@ -27,6 +27,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr
+from tilefx.dialects.irutil import find_func
 
 _KEPT_OPS = {"aten.native_dropout", "ipu.recomputation_checkpoint", "ipu.for",
              "ipu.ctc_beam_search_decoder", "ipu.custom_op", "ipu.print_tensor"}
@@ -44,9 +45,8 @@ class RecomputePass(ModulePass):
     name = "ipu-recompute"
 
     def apply(self, ctx: Context, module: ModuleOp) -> None:
-        for fn in module.ops:
-            if isinstance(fn, func.FuncOp) and fn.sym_name.data == "main":
-                recompute(fn)
+        if any(isinstance(fn, func.FuncOp) and fn.sym_name.data == "main" for fn in module.ops):
+            recompute(find_func(module, "main"))  # (checked: a declaration is a diagnostic)
 
 
 def recompute(fn: func.FuncOp) -> int:

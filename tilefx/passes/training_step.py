@@ -48,7 +48,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from tilefx.dialects import ipu
 from tilefx.passes import check_option, finite
-from tilefx.dialects.irutil import attrs_of, find_func, set_results, to_py
+from tilefx.dialects.irutil import attrs_of, find_func, module_config, set_results, to_py
 from tilefx.dialects.names import ACCUM_KEY, GRAD_KEY, GROUP_KEY, HYPER_KEY, INIT_KEY, OPTIMIZER_KEY, PARAM_KEY, STATE_KEY, STEP_KEY
 
 _SCALAR = TensorType(f32, [])
@@ -91,10 +91,8 @@ class TrainingStepPass(ModulePass):
                      f"grad_scale must be a finite number > 0, got {self.grad_scale!r}")
 
     def _config(self, module: ModuleOp) -> dict:
-        attr = module.attributes.get(OPTIMIZER_KEY)
-        if attr is not None:
-            cfg = to_py(attr)
-        else:
+        cfg = module_config(module, OPTIMIZER_KEY)
+        if cfg is None:
             group = {"lr": self.lr, "weight_decay": self.weight_decay}
             if self.optimizer in ("sgd", "rmsprop"):
                 group["momentum"] = self.momentum

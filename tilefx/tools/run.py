@@ -2,11 +2,13 @@
 run a function of an IR file on the simulated machine.
 
 Arguments are taken from the .npz by the argument's name: its
-`tilefx.param` / `tilefx.buffer` / `tilefx.const` / `tilefx.accum` name,
+`tilefx.param` / `tilefx.buffer` / `tilefx.const` / `tilefx.state` /
+`tilefx.hyper` name, `accum:<param>` for a `tilefx.accum` (the key the
+accumulator comes back under: a parameter and its accumulator share a name),
 `input<N>` for `tilefx.input = N`, the IR name of the argument (`%image`: the
 model's own forward argument name), else `arg<i>` by position. Positional
 arrays (`np.savez(f, x, y)` writes `arr_0`, `arr_1`) bind in argument order to
-the arguments no named array matched.
+the arguments no named array matched; two arguments never bind one array.
 
 Every failure is a one-line `error:` diagnostic (IR errors at file:line:col
 with the source line) and a non-zero exit, never a traceback.
@@ -32,7 +34,9 @@ from tilefx.tools.opt import report
 
 
 def arg_key(i: int, role: dict) -> str:
-    for k in ("param", "buffer", "const", "accum", "state", "hyper"):
+    if "accum" in role:
+        return f"accum:{role['accum']}"
+    for k in ("param", "buffer", "const", "state", "hyper"):
         if k in role:
             return str(role[k])
     if "input" in role:
@@ -55,6 +59,11 @@ def bind_inputs(args: list, roles: list[dict], files: list[str]) -> list[str | N
     `arr_<n>` (in n order) for the arguments no name matched."""
     keys = [next((k for k in arg_names(i, r, a) if k in files), None)
             for i, (a, r) in enumerate(zip(args, roles))]
+    bound: dict[str, int] = {}
+    for i, k in enumerate(keys):
+        if k is not None and bound.setdefault(k, i) != i:
+            raise Error(f"arguments {bound[k]} and {i} both take the array {k!r}: their roles "
+                        "name the same value (two arguments must not share a role name)")
     positional = sorted((f for f in files if re.fullmatch(r"arr_\d+", f) and f not in keys),
                         key=lambda f: int(f[4:]))
     for i, k in enumerate(keys):
@@ -85,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with open(args.file, "rb") as f:
             text = decode(f.read(), args.file)
-        module = parse_ir(graph_context(), text, args.file).module
+        located = parse_ir(graph_context(), text, args.file)
+        module = located.module
         fn = find_func(module, args.function)
         if fn is None:
             raise Error(f"{args.file} has no function @{args.function}")
@@ -121,7 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     except (SystemExit, KeyboardInterrupt):
         raise
     except ExecutionError as e:  # the program fails on these inputs: the user's data
-        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        message = ' '.join(str(e).split())
+        if e.op is not None:  # at the failing op's line in the file
+            print(located.error(e.op, message), file=sys.stderr)
+        else:
+            print(f"error: {message}", file=sys.stderr)
         return 1
     except BaseException as e:  # noqa: BLE001 - never a traceback
         return report(e)

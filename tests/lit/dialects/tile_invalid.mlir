@@ -266,3 +266,12 @@ func.func @sync_negative_cycles() {
   func.return
 }
 // CHECK: tile.sync: cycles must be >= 0, got -40
+
+// -----
+
+// An op's cycles are its compute, exchange and sync (the cost model's sum).
+func.func @cost_that_does_not_add_up(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = aten.relu %x {tile.cost = #tile.cost<cycles = 1, compute = 10, exchange = 10, sync = 10, temp = 0>} : tensor<4xf32> -> tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: #tile.cost: cycles (1) must be compute + exchange + sync (30)
