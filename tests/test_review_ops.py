@@ -79,7 +79,9 @@ def test_batch_norm_cumulative_average_trains_like_pytorch(pre, bn, shape):
     average of the batches' (torch reads num_batches_tracked on the host)."""
     torch.manual_seed(0)
     x = torch.randn(*shape) * 2 + 0.5
-    model, ref = _train_like_eager(_BN(pre, bn), x, steps=3)
+    # atol 1e-5 (torch.testing's float32 default): after three steps an output
+    # near 0 moved 1.4e-6 with the convolution's backward on 1 thread against 2
+    model, ref = _train_like_eager(_BN(pre, bn), x, steps=3, tol={"rtol": 1e-5, "atol": 1e-5})
     for name in ("running_mean", "running_var", "num_batches_tracked"):
         torch.testing.assert_close(getattr(model.bn, name), getattr(ref.bn, name), **TOL)
     assert int(model.bn.num_batches_tracked) == 3
