@@ -81,13 +81,14 @@ def test_batch_norm_cumulative_average_trains_like_pytorch(pre, bn, shape):
     x = torch.randn(*shape) * 2 + 0.5
     # atol 1e-5 (torch.testing's float32 default): after three steps an output
     # near 0 moved 1.4e-6 with the convolution's backward on 1 thread against 2
-    model, ref = _train_like_eager(_BN(pre, bn), x, steps=3, tol={"rtol": 1e-5, "atol": 1e-5})
+    tol = {"rtol": 1e-5, "atol": 1e-5}
+    model, ref = _train_like_eager(_BN(pre, bn), x, steps=3, tol=tol)
     for name in ("running_mean", "running_var", "num_batches_tracked"):
         torch.testing.assert_close(getattr(model.bn, name), getattr(ref.bn, name), **TOL)
     assert int(model.bn.num_batches_tracked) == 3
     model.eval()
     ref.eval()
-    torch.testing.assert_close(tilefx.inferenceModel(model)(x)[0], ref(x)[0].detach(), **TOL)
+    torch.testing.assert_close(tilefx.inferenceModel(model)(x)[0], ref(x)[0].detach(), **tol)
 
 
 class _GaussianNLL(nn.Module):
