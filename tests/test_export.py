@@ -280,6 +280,11 @@ def test_compile_and_export_into_a_directory_and_unwritable_paths(tmp_path):
     assert files == ["model.poptorch"]
     loaded = poptorch.load(str(tmp_path / "model.poptorch"))
     torch.testing.assert_close(loaded(x), model(x), rtol=1e-6, atol=1e-6)
+    # the directory itself loads (the file in it), and a path ending in a
+    # separator is a directory to make (it was "Not a directory")
+    torch.testing.assert_close(poptorch.load(str(tmp_path))(x), model(x), rtol=1e-6, atol=1e-6)
+    poptorch.inferenceModel(model, opts).compileAndExport(str(tmp_path / "new" / "sub") + os.sep, x)
+    assert os.listdir(tmp_path / "new" / "sub") == ["model.poptorch"]
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
     with pytest.raises(poptorch.Error, match="cannot write the executable to .*a_file"):

@@ -392,3 +392,13 @@ def test_error_also_combines_builtin_classes_only():
             return f"code {self.code}"
 
     assert error_also(Coded) is Error and error_also(RuntimeError) is Error
+    # a built-in with a constructor of its own (ExceptionGroup takes a list of
+    # exceptions): the model's exception is reported as a plain Error, not a TypeError
+    assert error_also(ExceptionGroup) is Error
+
+    class Grouped(torch.nn.Module):
+        def forward(self, x):
+            raise ExceptionGroup("two failures", [ValueError("a"), KeyError("b")])
+
+    with pytest.raises(Error, match="tracing the model failed: ExceptionGroup: two failures"):
+        poptorch.inferenceModel(Grouped())(torch.ones(2))

@@ -99,3 +99,44 @@ def test_generate_on_a_sharded_model_with_optimum_options():
     _same(_generate(ipu), ref)
     programs = list(ipu._generate_steps[id(model)].programs.values())
     assert len(programs) == 2 and all(sorted(p.schedule.per_ipu()) == [0, 1, 2] for p in programs)
+
+
+def test_generate_after_new_weights_are_loaded_uses_them():
+    """The programs generate() keeps are the executor's own: weights loaded
+    with load_state_dict (or edited and sent with copyWeightsToDevice) reach
+    them, as they reach the executor's program (they kept the weights of
+    their first compile: other tokens, silently)."""
+    import copy
+
+    model = _decoder("llama")
+    model.generation_config.pad_token_id = 0
+    ref = copy.deepcopy(model)
+    ipu = tilefx.inferenceModel(model)
+    _generate(ipu)
+    torch.manual_seed(9)
+    new = {k: torch.randn_like(v) * 0.5 if v.is_floating_point() else v for k, v in model.state_dict().items()}
+    ipu.load_state_dict(new)
+    ref.load_state_dict(new)
+    with torch.no_grad():
+        want = _generate(ref)
+    _same(_generate(ipu), want)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(0.5)
+        for p in ref.parameters():
+            p.mul_(0.5)
+        want = _generate(ref)
+    ipu.copyWeightsToDevice()
+    _same(_generate(ipu), want)
+
+
+def test_generate_with_device_iterations_matches_eager():
+    """With deviceIterations > 1 each model call's batch is split as PopTorch
+    splits inputs: the static cache's own tensors cannot be, so the growing
+    cache is used (it was an AssertionError naming an internal cache tensor)."""
+    model = _decoder("gpt2")
+    model.generation_config.pad_token_id = 0
+    with torch.no_grad():
+        ref = _generate(model)
+    ipu = tilefx.inferenceModel(model, tilefx.Options().deviceIterations(2))
+    _same(_generate(ipu), ref)

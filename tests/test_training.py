@@ -241,6 +241,39 @@ def test_the_final_identity_loss_is_minimised_not_a_partial_one():
         tilefx.trainingModel(NoLoss())(x)
 
 
+def test_the_final_plain_loss_is_minimised_when_a_part_is_returned_too():
+    """`return l1, l1 + l2` (torch.nn losses, no identity_loss): the final
+    loss, the one the other is part of, is trained, as with identity_loss;
+    two losses neither computed from the other stay an error."""
+    class M(nn.Module):
+        def __init__(self, independent=False):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.independent = independent
+
+        def forward(self, x, t):
+            out = self.fc(x)
+            l1 = nn.functional.mse_loss(out, t)
+            l2 = out.abs().mean()
+            return (l1, l2) if self.independent else (l1, l1 + l2)
+
+    torch.manual_seed(0)
+    ref = M()
+    ours = copy.deepcopy(ref)
+    trainer = tilefx.trainingModel(ours, optimizer=torch.optim.SGD(ours.parameters(), lr=0.1))
+    x, t = torch.randn(3, 4), torch.randn(3, 4)
+    l1, total = trainer(x, t)
+    w1, want = ref(x, t)
+    want.backward()
+    torch.testing.assert_close(l1, w1.detach(), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(total, want.detach(), rtol=1e-6, atol=1e-6)
+    for a, b in zip(ref.parameters(), ours.parameters()):
+        torch.testing.assert_close(b, a.detach() - 0.1 * a.grad, rtol=1e-5, atol=1e-6)
+    with pytest.raises(tilefx.Error, match=r"Multiple independent losses.*outputs \[0, 1\] are scalar "
+                                           r"losses with gradients, none computed from the others"):
+        tilefx.trainingModel(M(independent=True))(x, t)
+
+
 class _RunningMean(nn.Module):
     """Training with a buffer the forward reassigns (a running mean) and reads."""
 

@@ -49,7 +49,8 @@ def error_also(kind: type) -> type:
         try:
             cls = type("Error", (Error, kind), {"__module__": __name__, "__str__": BaseException.__str__,
                                                 "__doc__": f"An Error that is also a {kind.__name__}."})
-        except TypeError:  # instance lay-out conflict
+            cls("a message", type="frontend")  # built as error_also's callers build it
+        except TypeError:  # an instance lay-out conflict, or a constructor of its own (ExceptionGroup)
             cls = Error
         _ALSO[kind] = cls
     return cls

@@ -207,13 +207,17 @@ def pack(ex) -> bytes:
     return buf.getvalue()
 
 
+# the file a directory given as the executable's path holds
+DIRECTORY_FILE = "model.poptorch"
+
+
 def write(ex, filename: str) -> str:
-    """Write the executable to `filename` (a directory gets `model.poptorch`
-    inside, as PopTorch's compileAndExport(dir) writes one file there);
-    returns the file's path."""
+    """Write the executable to `filename` (a directory, or a path ending in a
+    separator, gets `model.poptorch` inside, as PopTorch's
+    compileAndExport(dir) writes one file there); returns the file's path."""
     data = pack(ex)
-    if os.path.isdir(filename):
-        filename = os.path.join(filename, "model.poptorch")
+    if os.path.isdir(filename) or filename.endswith(("/", os.sep)):
+        filename = os.path.join(filename, DIRECTORY_FILE)
     directory = os.path.dirname(os.path.abspath(filename))
     tmp = None
     try:
@@ -236,6 +240,8 @@ def read(filename: str) -> dict:
     parsed manifest, executor and options JSON."""
     if not isinstance(filename, (str, os.PathLike)):
         raise Error(f"expected a file name, got {type(filename).__name__}")
+    if os.path.isdir(filename) and os.path.isfile(os.path.join(filename, DIRECTORY_FILE)):
+        filename = os.path.join(filename, DIRECTORY_FILE)  # the directory write() wrote into
     if not os.path.isfile(filename):
         raise Error(f"{filename}: no such executable file")
     try:

@@ -75,13 +75,23 @@ def generate(executor, *args, **kwargs):
                     "(it shares the trained weights with this training model)")
     model = executor._user_model
     config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+    d, r, gsize, _ = executor._factors()
+    # the static cache's own tensors (one per layer, batch 1 in places) are inputs
+    # of the step program, which PopTorch's batching would split: only without it
     if not any(k in kwargs for k in _CACHE_ARGUMENTS) and kwargs.get("use_cache", True) is not False \
             and getattr(config, "cache_implementation", None) is None \
-            and getattr(model, "_can_compile_fullgraph", False):
+            and getattr(model, "_can_compile_fullgraph", False) and d * (r // gsize) == 1:
         kwargs["cache_implementation"] = "static"  # two programs instead of one per new token
     steps = executor.__dict__.get("_generate_steps")
     if steps is None:
         steps = executor._generate_steps = {}
+    # the programs kept from an earlier generate() take the host's weights as they
+    # are now, as the executor's own program does after load_state_dict or
+    # copyWeightsToDevice: they are the executor's, not programs the user can sync
+    for programs in steps.values():
+        for program in programs.programs.values():
+            if program._program is not None:
+                program.copyWeightsToDevice()
     return type(model).generate(_view(model, steps, executor._options), *args, **kwargs)
 
 

@@ -719,32 +719,40 @@ def _feeds(node: torch.fx.Node, into: torch.fx.Node) -> bool:
     return False
 
 
+def _final_losses(candidates: dict[torch.fx.Node, int]) -> list[int]:
+    """The output indices of the candidates no other candidate is computed
+    from: PopTorch trains the final loss, and a model may return the partial
+    losses it was built from next to it (PopTorch's custom losses do)."""
+    return sorted(i for n, i in candidates.items()
+                  if not any(o is not n and _feeds(n, o) for o in candidates))
+
+
 def _find_loss(plain_outputs: list, differentiable: set[int]) -> int | None:
-    """The loss: the final output made by identity_loss (the one no other
-    identity_loss output is computed from: PopTorch's custom losses return
-    partial identity_loss values next to the final one), else the one scalar
-    float output that has a gradient path. Several candidates are ambiguous:
-    an error asks for identity_loss rather than guessing."""
+    """The loss: the final output made by identity_loss, else the final
+    scalar float output that has a gradient path (`return l1, l1 + l2`
+    trains l1 + l2). Several final candidates are ambiguous: an error asks
+    for identity_loss rather than guessing."""
     losses: dict[torch.fx.Node, int] = {}
     for idx, node in plain_outputs:
         if isinstance(node, torch.fx.Node) and _is_identity_loss(node):
             losses.setdefault(node, idx)
-    finals = [n for n in losses if not any(o is not n and _feeds(n, o) for o in losses)]
+    finals = _final_losses(losses)
     if len(finals) > 1:
-        raise Error(f"trainingModel: {_MULTIPLE_LOSSES} (outputs {sorted(losses[n] for n in finals)} are "
+        raise Error(f"trainingModel: {_MULTIPLE_LOSSES} (outputs {finals} are "
                     "poptorch.identity_loss results, none computed from the others)", type="frontend")
     if finals:
-        return losses[finals[0]]
-    scalars = []
+        return finals[0]
+    scalars: dict[torch.fx.Node, int] = {}
     for idx, node in plain_outputs:
         v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
         if v is not None and v.dim() == 0 and v.is_floating_point() and idx in differentiable:
-            scalars.append(idx)
-    if len(scalars) > 1:
-        raise Error(f"trainingModel: {_MULTIPLE_LOSSES} (outputs {scalars} are all scalar losses with "
-                    "gradients; mark the one to minimise with poptorch.identity_loss(loss, "
-                    "reduction='none'))", type="frontend")
-    return scalars[0] if scalars else None
+            scalars.setdefault(node, idx)
+    finals = _final_losses(scalars)
+    if len(finals) > 1:
+        raise Error(f"trainingModel: {_MULTIPLE_LOSSES} (outputs {finals} are scalar losses with "
+                    "gradients, none computed from the others; mark the one to minimise with "
+                    "poptorch.identity_loss(loss, reduction='none'))", type="frontend")
+    return finals[0] if finals else None
 
 
 def _loss_or_error(plain_outputs: list, differentiable: set[int]) -> int:
