@@ -219,11 +219,24 @@ def test_review_cases_tied_weights_dict_outputs_and_rules():
     tilefx.trainingModel(m2, optimizer=tilefx.optim.SGD(m2.parameters(), lr=0.5))(x, torch.randn(2, 1))
     assert not torch.equal(m2.a.weight, before)
 
-    class Ambiguous(TwoScalars):
+    class WithItsPart(TwoScalars):
         def forward(self, x, t):
             o = self.a(x)
             reg = o.abs().mean()
             return nn.functional.mse_loss(o, t) + 0.01 * reg, reg
+
+    # the regulariser is part of the total: the total is the final loss, trained
+    m3 = WithItsPart()
+    ref3 = copy.deepcopy(m3)
+    t = torch.randn(2, 1)
+    tilefx.trainingModel(m3, optimizer=tilefx.optim.SGD(m3.parameters(), lr=0.5))(x, t)
+    ref3(x, t)[0].backward()
+    torch.testing.assert_close(m3.a.weight, ref3.a.weight.detach() - 0.5 * ref3.a.weight.grad)
+
+    class Ambiguous(TwoScalars):
+        def forward(self, x, t):
+            o = self.a(x)
+            return nn.functional.mse_loss(o, t), o.abs().mean()
 
     with pytest.raises(tilefx.Error, match="identity_loss"):
         tilefx.trainingModel(Ambiguous())(x, torch.randn(2, 1))
