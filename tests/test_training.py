@@ -196,38 +196,49 @@ def test_identity_loss_custom_loss():
         torch.testing.assert_close(q, p.detach() - 0.01 * p.grad, rtol=1e-5, atol=1e-6)
 
 
+class _Losses(nn.Module):
+    """A linear layer whose outputs `losses(out, t, independent)` returns."""
+
+    def __init__(self, losses, independent=False):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.losses, self.independent = losses, independent
+
+    def forward(self, x, t):
+        return self.losses(self.fc(x), t, self.independent)
+
+
+def _final_loss_trained(losses, pick) -> None:
+    """One SGD step of `_Losses(losses)` equals eager's step on the loss
+    `pick(outputs)` returns; every output equals eager's; the independent
+    variant is PopTorch's "Multiple independent losses" error."""
+    torch.manual_seed(0)
+    ref = _Losses(losses)
+    ours = copy.deepcopy(ref)
+    trainer = tilefx.trainingModel(ours, optimizer=torch.optim.SGD(ours.parameters(), lr=0.1))
+    x, t = torch.randn(3, 4), torch.randn(3, 4)
+    got, want = trainer(x, t), ref(x, t)
+    pick(want).backward()
+    for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
+        torch.testing.assert_close(g, w.detach(), rtol=1e-6, atol=1e-6)
+    for a, b in zip(ref.parameters(), ours.parameters()):
+        torch.testing.assert_close(b, a.detach() - 0.1 * a.grad, rtol=1e-5, atol=1e-6)
+    with pytest.raises(tilefx.Error, match="Multiple independent losses found in graph.*none computed "
+                                           "from the others"):
+        tilefx.trainingModel(_Losses(losses, independent=True))(x, t)
+
+
 def test_the_final_identity_loss_is_minimised_not_a_partial_one():
     """PopTorch's custom_loss_test returns a partial identity_loss next to the
     final one computed from it: the final one must be trained (the first
     identity_loss output was, silently: wrong weights). Independent
     identity_loss outputs and a model without a loss are PopTorch's errors."""
-    class M(nn.Module):
-        def __init__(self, independent=False):
-            super().__init__()
-            self.fc = nn.Linear(4, 4)
-            self.independent = independent
+    def losses(out, t, independent):
+        partial = tilefx.identity_loss(out - t, reduction="mean")
+        other = tilefx.identity_loss(out, reduction="sum") if independent else partial
+        return out, (partial, tilefx.identity_loss(other * other * 5, reduction="mean"))
 
-        def forward(self, x, t):
-            out = self.fc(x)
-            partial = tilefx.identity_loss(out - t, reduction="mean")
-            other = tilefx.identity_loss(out, reduction="sum") if self.independent else partial
-            return out, (partial, tilefx.identity_loss(other * other * 5, reduction="mean"))
-
-    torch.manual_seed(0)
-    ref = M()
-    ours = copy.deepcopy(ref)
-    trainer = tilefx.trainingModel(ours, optimizer=torch.optim.SGD(ours.parameters(), lr=0.1))
-    x, t = torch.randn(2, 4), torch.randn(2, 4)
-    _, (partial, loss) = trainer(x, t)
-    p = (ref.fc(x) - t).mean()
-    want = p * p * 5
-    want.backward()
-    torch.testing.assert_close(partial, p.detach(), rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(loss, want.detach(), rtol=1e-6, atol=1e-6)
-    for a, b in zip(ref.parameters(), ours.parameters()):
-        torch.testing.assert_close(b, a.detach() - 0.1 * a.grad, rtol=1e-5, atol=1e-6)
-    with pytest.raises(tilefx.Error, match="Multiple independent losses found in graph"):
-        tilefx.trainingModel(M(independent=True))(x, t)
+    _final_loss_trained(losses, lambda outputs: outputs[1][1])
 
     class NoLoss(nn.Module):
         def __init__(self):
@@ -238,40 +249,18 @@ def test_the_final_identity_loss_is_minimised_not_a_partial_one():
             return self.fc(x) * 12
 
     with pytest.raises(tilefx.Error, match="Couldn't find a loss in graph"):
-        tilefx.trainingModel(NoLoss())(x)
+        tilefx.trainingModel(NoLoss())(torch.randn(2, 4))
 
 
 def test_the_final_plain_loss_is_minimised_when_a_part_is_returned_too():
     """`return l1, l1 + l2` (torch.nn losses, no identity_loss): the final
     loss, the one the other is part of, is trained, as with identity_loss;
     two losses neither computed from the other stay an error."""
-    class M(nn.Module):
-        def __init__(self, independent=False):
-            super().__init__()
-            self.fc = nn.Linear(4, 4)
-            self.independent = independent
+    def losses(out, t, independent):
+        l1, l2 = nn.functional.mse_loss(out, t), out.abs().mean()
+        return (l1, l2) if independent else (l1, l1 + l2)
 
-        def forward(self, x, t):
-            out = self.fc(x)
-            l1 = nn.functional.mse_loss(out, t)
-            l2 = out.abs().mean()
-            return (l1, l2) if self.independent else (l1, l1 + l2)
-
-    torch.manual_seed(0)
-    ref = M()
-    ours = copy.deepcopy(ref)
-    trainer = tilefx.trainingModel(ours, optimizer=torch.optim.SGD(ours.parameters(), lr=0.1))
-    x, t = torch.randn(3, 4), torch.randn(3, 4)
-    l1, total = trainer(x, t)
-    w1, want = ref(x, t)
-    want.backward()
-    torch.testing.assert_close(l1, w1.detach(), rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(total, want.detach(), rtol=1e-6, atol=1e-6)
-    for a, b in zip(ref.parameters(), ours.parameters()):
-        torch.testing.assert_close(b, a.detach() - 0.1 * a.grad, rtol=1e-5, atol=1e-6)
-    with pytest.raises(tilefx.Error, match=r"Multiple independent losses.*outputs \[0, 1\] are scalar "
-                                           r"losses with gradients, none computed from the others"):
-        tilefx.trainingModel(M(independent=True))(x, t)
+    _final_loss_trained(losses, lambda outputs: outputs[1])
 
 
 class _RunningMean(nn.Module):
