@@ -4,6 +4,7 @@ verified, never unpickled."""
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -134,10 +135,11 @@ def test_load_applies_only_run_time_options_from_edit_opts_fn(tmp_path, caplog):
 
 
 def test_a_loaded_executable_checks_its_inputs(tmp_path):
-    """An executable loaded from a file keeps no call signature, but it still
-    refuses inputs of other shapes, dtypes or counts than it was compiled for
-    (a tilefx.Error naming them, not a kernel's failure or rows silently
-    dropped), including a batch another wrapper's options would split."""
+    """An executable loaded from a file refuses inputs of other shapes,
+    dtypes or counts than it was compiled for (a tilefx.Error naming them,
+    not a kernel's failure or rows silently dropped), including a batch
+    another wrapper's options would split; a second tensor is the model's
+    `target`, which the compiled call left out."""
     torch.manual_seed(0)
     x, _ = _data()
     model = ExampleModelWithLoss().eval()
@@ -150,12 +152,101 @@ def test_a_loaded_executable_checks_its_inputs(tmp_path):
                       (x.double(), "float64"), (x.long(), "int64")):
         with pytest.raises(poptorch.Error, match=what):
             loaded(bad)
-    with pytest.raises(poptorch.Error, match="1 input tensor"):
+    with pytest.raises(poptorch.Error, match="Type mismatch for target: expected None"):
         loaded(x, x)
     other = poptorch.inferenceModel(model, poptorch.Options().deviceIterations(2))
     other.loadExecutable(str(path))
     with pytest.raises(poptorch.Error, match="deviceIterations"):
         other(torch.cat([x, x[:1]]))
+
+
+class _KeywordModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, batch, mask=None, scale=2.0):
+        return self.fc(batch["x"]) * scale + batch["y"] + (0 if mask is None else mask)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_a_loaded_executable_is_called_as_the_model_was(tmp_path, training):
+    """The file records how the compiled call bound its arguments (JSON: the
+    pytree structure, the non-tensor values, forward's signature), so the
+    executor poptorch.load makes, which has no model code, takes the
+    original call: a dict input, a keyword tensor, defaults. Other
+    structures or values are PopTorch's mismatch errors; the tensors passed
+    flat in order still run (files without a recorded call take only that)."""
+    torch.manual_seed(0)
+    model = _KeywordModel()
+    batch = {"x": torch.randn(2, 4), "y": torch.randn(2, 3)}
+    mask = torch.randn(2, 3)
+    path = str(tmp_path / "keywords.poptorch")
+    if training:
+        class WithLoss(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, batch, mask=None, scale=2.0):
+                out = self.inner(batch, mask, scale)
+                return out, (out ** 2).mean()
+
+        wrapped = WithLoss(model)
+        trained = copy.deepcopy(wrapped)
+        poptorch.trainingModel(trained, optimizer=torch.optim.SGD(trained.parameters(), lr=0.1)) \
+            .compileAndExport(path, batch, mask=mask)
+        with torch.no_grad():
+            want = wrapped(batch, mask)[0]
+    else:
+        poptorch.inferenceModel(model).compileAndExport(path, batch, mask=mask)
+        with torch.no_grad():
+            want = model(batch, mask=mask)
+    loaded = poptorch.load(path)
+
+    def out(r):
+        return r[0] if training else r
+
+    if not training:  # (a training call steps the weights: one call to compare)
+        torch.testing.assert_close(out(loaded(batch, mask=mask)), want, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(out(loaded(batch, mask, 2.0)), want, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(out(loaded(batch["x"], batch["y"], mask)), want, rtol=1e-5, atol=1e-6)
+    else:
+        torch.testing.assert_close(out(loaded(batch, mask=mask)), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(poptorch.Error, match="Value mismatch for scale: expected 2.0 but got 3.0"):
+        loaded(batch, mask=mask, scale=3.0)
+    with pytest.raises(poptorch.Error, match="Type mismatch for mask: expected a Tensor but got None"):
+        loaded(batch)
+    with pytest.raises(poptorch.Error, match="structure"):
+        loaded({"x": batch["x"]}, mask=mask)
+
+
+def test_a_tampered_recorded_call_is_a_clear_error(tmp_path):
+    """A recorded call that is not what tilefx writes (a leaf of another
+    type, a spec pytree cannot read) fails the load naming the file."""
+    import hashlib
+    import json
+    import zipfile
+
+    model = _KeywordModel().eval()
+    path = tmp_path / "keywords.poptorch"
+    poptorch.inferenceModel(model).compileAndExport(str(path), {"x": torch.randn(2, 4), "y": torch.randn(2, 3)})
+    for change in ({"spec": "not a spec"}, {"leaves": [[1, 2]]}, {"signature": [{"name": "x", "kind": "NOPE"}]}):
+        with zipfile.ZipFile(path) as z:
+            parts = {n: z.read(n) for n in z.namelist()}
+        meta = json.loads(parts["executor.json"])
+        meta["call"] = {**meta["call"], **change}
+        parts["executor.json"] = json.dumps(meta).encode()
+        manifest = json.loads(parts["manifest.json"])
+        manifest["parts"]["executor.json"] = {"sha256": hashlib.sha256(parts["executor.json"]).hexdigest(),
+                                              "size": len(parts["executor.json"])}
+        parts["manifest.json"] = json.dumps(manifest).encode()
+        bad = tmp_path / "bad.poptorch"
+        with zipfile.ZipFile(bad, "w") as z:
+            for n, v in parts.items():
+                z.writestr(n, v)
+        with pytest.raises(poptorch.Error, match="recorded call is malformed"):
+            poptorch.load(str(bad))
 
 
 def test_load_executable_into_a_wrapper_and_export_model_false(tmp_path):

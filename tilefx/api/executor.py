@@ -277,6 +277,7 @@ class PoplarExecutor:
         self._optimizer = optimizer
         self._program: _Program | None = None
         self._call: CallSpec | None = None  # how the compiled call bound its arguments
+        self._recorded_call: CallSpec | None = None  # the call an executable file recorded
         self._weights: dict[str, np.ndarray] = {}
         # weights that are their parameter's memory: name -> (a weak reference
         # to the array, the parameter, its data pointer and shape then). The
@@ -358,7 +359,7 @@ class PoplarExecutor:
                 self._compile(inputs, call)
             elif self._call is not None:
                 self._call.check_same(call, inputs, self._compiled_inputs)
-            else:  # loaded from an executable file: its shapes and dtypes
+            else:  # loaded from an executable file: its shapes and dtypes (_bind_loaded: structure)
                 self._check_loaded_inputs(inputs)
             self._remember_call(args, kwargs, inputs)
             inputs_bound = True
@@ -643,7 +644,24 @@ class PoplarExecutor:
     def _flatten_inputs(self, args, kwargs) -> tuple[CallSpec, list[torch.Tensor]]:
         """The call bound to forward's signature and its tensor leaves
         (PopTorch's input conventions, see lowering/call_spec.py)."""
+        if self._recorded_call is not None and self._call is None:
+            return self._bind_loaded(args, kwargs)
         return bind_call(self._user_model.forward, args, kwargs)
+
+    def _bind_loaded(self, args, kwargs) -> tuple[CallSpec, list[torch.Tensor]]:
+        """A call of an executable loaded from a file that recorded its call:
+        bound as that call was (the same structure and non-tensor values),
+        or, as for files that record none, its tensors passed flat in order."""
+        flat = not kwargs and len(args) == self._recorded_call.num_tensors and \
+            all(isinstance(a, torch.Tensor) for a in args)
+        try:
+            call, inputs = bind_call(self._user_model.forward, args, kwargs)
+            self._recorded_call.check_same(call, inputs, None)
+            return call, inputs
+        except Error:
+            if not flat:
+                raise
+        return bind_call(_flat_inputs, args, {})
 
     def _micro_batch(self, inputs, names: list[str] | None = None) -> int:
         d, r, gsize, g = self._factors()
@@ -1465,6 +1483,7 @@ class PoplarExecutor:
                             "model.destroy() on the model to unwrap before wrapping again.")
             _TRAINING_WRAPPERS[self._user_model] = weakref.ref(self)
         self._call, self._weights, self._aliased, self._weight_tensors = None, {}, {}, {}
+        self._recorded_call = None
         self._device_buffers, self._opt_state, self._step, self._host_version = {}, {}, 0, -1
         self._named, self._host_seen, self._groups_checked = None, (), ()
         self._fast_call, self._one_call_for, self._one_call = None, None, False
@@ -1645,6 +1664,10 @@ def _np_dtype_or_none(dtype: torch.dtype):
         return np_dtype_of(dtype)
     except Error:
         return None
+
+
+def _flat_inputs(*inputs):
+    """The signature of a call passing an executable's tensors flat."""
 
 
 def _weight_tensor(w):

@@ -181,6 +181,12 @@ def pack(ex) -> bytes:
         "step": int(ex._step), "model": type(ex._user_model).__name__,
         "exported_model": bool(getattr(ex, "_export_model", True)),
     }
+    if ex._call is not None:  # how the call bound its arguments, for poptorch.load's executor
+        from tilefx.lowering.call_spec import call_to_json
+
+        call = call_to_json(ex._call, ex._user_model.forward)
+        if call is not None:
+            meta["call"] = call
     if getattr(ex, "_export_rng", False):  # save(save_rng_state=True): plain ints, as numpy gives them
         meta["rng_states"] = [g.bit_generator.state for g in ex._replica_rngs]
     from tilefx.api.executor import host_weights
@@ -342,11 +348,30 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
                 named_b[n].copy_(torch.from_numpy(tensors[f"buffer/{n}"]))
     ex._install(traced, import_module, module, [tuple(s) for s in meta["input_shapes"]],
                 [np.dtype(d) for d in meta["input_dtypes"]], start)
+    if meta.get("call") is not None:
+        _bind_recorded_call(ex, meta["call"], filename)
     if weights_from_file:
         for n, v in state.items():
             if n in ex._opt_state:
                 ex._opt_state[n] = v.astype(ex._opt_state[n].dtype, copy=True)
         ex._step = int(meta.get("step", 0))
+
+
+def _bind_recorded_call(ex, data, filename: str) -> None:
+    """The call the file recorded becomes the one later calls must match, as
+    for an executor that compiled it: a loaded model (which has no Python
+    code) takes the original forward's signature, so keywords, nested inputs
+    and defaults bind as they did; a model given `loadExecutable` (or a cache
+    hit) binds with its own forward and must make the same structure."""
+    from tilefx.lowering.call_spec import call_from_json
+
+    call, sig = call_from_json(data, filename)
+    if isinstance(ex._user_model, LoadedModel) and sig is not None:
+        ex._user_model.take_signature(sig)
+    if call.num_tensors != len(ex._program.input_shapes):
+        raise Error(f"{filename}: the recorded call has {call.num_tensors} tensor(s), the program "
+                    f"{len(ex._program.input_shapes)} input(s)")
+    ex._recorded_call = call
 
 
 def _restore_rng(ex, meta: dict, filename: str) -> None:
@@ -398,6 +423,15 @@ class LoadedModel(torch.nn.Module):
     def forward(self, *args):
         raise Error(f"this {self.exported_name} was loaded from an executable file: run it through the "
                     "executor poptorch.load returned")
+
+    def take_signature(self, sig) -> None:
+        """Bind calls with the exported model's forward signature (a function
+        of this instance: `call_spec.bind_call` reads its `__signature__`)."""
+        def forward(*args, **kwargs):
+            return LoadedModel.forward(self)
+
+        forward.__signature__ = sig
+        self.forward = forward
 
 
 # The options `poptorch.load`'s edit_opts_fn may change (seeds/000 4.10.2: "When

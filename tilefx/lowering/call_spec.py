@@ -67,10 +67,12 @@ class CallSpec:
         return tuple(args[:n]), {**dict(zip(self.keywords, args[n:])), **kwargs}
 
     def check_same(self, other: CallSpec, tensors: list[torch.Tensor],
-                   compiled: list[tuple[tuple, torch.dtype]]) -> None:
+                   compiled: list[tuple[tuple, torch.dtype]] | None) -> None:
         """Raise an Error naming the first argument of `other` (a later call
         with these tensors) that differs from this call, compiled for tensors
-        of these (shape, dtype)."""
+        of these (shape, dtype); `compiled` None: the structure and the
+        non-tensor values only (an executable file's call: its executor
+        checks the tensors against the program)."""
         if other.spec != self.spec:
             raise Error(f"the arguments do not have the structure the model was compiled for: "
                         f"{_difference(self, other)}expected {_describe(self)} but got "
@@ -82,7 +84,7 @@ class CallSpec:
                 expected = "a Tensor" if is_t else repr(mine)
                 got = "a Tensor" if their_t else repr(theirs)
                 raise Error(f"Type mismatch for {name}: expected {expected} but got {got}{_RECOMPILE}")
-            if is_t:
+            if is_t and compiled is not None:
                 x, (shape, dtype) = tensors[ti], compiled[ti]
                 ti += 1
                 # PopTorch's words, which users (and their tests) know
@@ -92,9 +94,96 @@ class CallSpec:
                 if x.dtype != dtype:
                     raise Error(f"Data type mismatch for {name}: expected {dtype} but got "
                                 f"{x.dtype}{_RECOMPILE}")
-            elif type(mine) is not type(theirs) or mine != theirs:
+            elif not is_t and (type(mine) is not type(theirs) or mine != theirs):
                 raise Error(f"Value mismatch for {name}: expected {mine!r} but got {theirs!r}"
                             f"{_RECOMPILE}")
+
+
+# The non-tensor values an executable file can record exactly (JSON keeps
+# their types): anything else makes the call unrecorded (`call_to_json`).
+_JSON_SCALARS = (type(None), bool, int, float, str)
+_KINDS = {k.name: k for k in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                              inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.KEYWORD_ONLY,
+                              inspect.Parameter.VAR_KEYWORD)}
+
+
+def call_to_json(call: CallSpec, forward) -> dict | None:
+    """The structure of a compiled call as plain JSON, for an executable file
+    (api/export.py): the pytree spec, the non-tensor values, the leaves'
+    names, and `forward`'s signature, so that an executor loaded without the
+    model's Python code binds a call as the original did (keywords, nested
+    inputs, defaults). None where the call or the signature holds a value
+    JSON cannot carry with its type (a dtype, a tuple default, a named tuple
+    of a class pytree cannot name): such a file takes its inputs flat."""
+    if any(not t and type(v) not in _JSON_SCALARS for v, t in zip(call.leaves, call.is_tensor)):
+        return None
+    try:
+        spec = pytree.treespec_dumps(call.spec)
+    except Exception:  # noqa: BLE001 - a node type pytree cannot serialize
+        return None
+    params = None
+    try:
+        sig = _signature(forward)
+    except (TypeError, ValueError):
+        sig = None
+    if sig is not None:
+        params = []
+        for p in sig.parameters.values():
+            entry: dict[str, Any] = {"name": p.name, "kind": p.kind.name}
+            if isinstance(p.default, torch.Tensor):
+                entry["tensor_default"] = True  # left to Python: never a leaf (bind_call)
+            elif p.default is not inspect.Parameter.empty:
+                if type(p.default) not in _JSON_SCALARS:
+                    return None
+                entry["default"] = p.default
+            params.append(entry)
+    return {"spec": spec, "leaves": [None if t else v for v, t in zip(call.leaves, call.is_tensor)],
+            "is_tensor": list(call.is_tensor), "names": list(call.names),
+            "keywords": list(call.keywords), "signature": params}
+
+
+def call_from_json(data, where: str) -> tuple[CallSpec, inspect.Signature | None]:
+    """`call_to_json`'s record back (an Error naming `where` if it is malformed)."""
+    def bad(what: str) -> Error:
+        return Error(f"{where}: the recorded call is malformed ({what})")
+
+    if not isinstance(data, dict):
+        raise bad("not an object")
+    leaves, is_tensor, names, keywords = (data.get(k) for k in ("leaves", "is_tensor", "names", "keywords"))
+    if not (isinstance(leaves, list) and isinstance(is_tensor, list) and isinstance(names, list)
+            and isinstance(keywords, list) and len(leaves) == len(is_tensor) == len(names)):
+        raise bad("leaves, is_tensor and names must be lists of one length")
+    if not all(type(t) is bool for t in is_tensor) or not all(type(v) in _JSON_SCALARS for v in leaves) \
+            or not all(isinstance(n, str) for n in (*names, *keywords)):
+        raise bad("a leaf of the wrong type")
+    try:
+        spec = pytree.treespec_loads(data.get("spec"))
+    except Exception as e:  # noqa: BLE001 - pytree's own errors for a bad spec
+        raise bad(f"spec: {e}") from None
+    if spec.num_leaves != len(leaves):
+        raise bad("the spec's leaves and the values differ in number")
+    sig = None
+    params = data.get("signature")
+    if params is not None:
+        if not isinstance(params, list):
+            raise bad("signature")
+        out = []
+        try:
+            for p in params:
+                kind = _KINDS[p["kind"]]
+                if p.get("tensor_default"):
+                    default = torch.empty(0)
+                elif "default" in p:
+                    if type(p["default"]) not in _JSON_SCALARS:
+                        raise bad(f"default of {p['name']!r}")
+                    default = p["default"]
+                else:
+                    default = inspect.Parameter.empty
+                out.append(inspect.Parameter(p["name"], kind, default=default))
+            sig = inspect.Signature(out)
+        except (KeyError, TypeError, ValueError) as e:
+            raise bad(f"signature: {e}") from None
+    return CallSpec(spec, leaves, is_tensor, names, tuple(keywords)), sig
 
 
 def _top_names(c: CallSpec) -> list[str]:
@@ -108,7 +197,7 @@ def _top_names(c: CallSpec) -> list[str]:
 
 
 def _num_positional(c: CallSpec) -> int:
-    return c.spec.children_specs[0].num_children
+    return c.spec.child(0).num_children
 
 
 def _difference(mine: CallSpec, theirs: CallSpec) -> str:
