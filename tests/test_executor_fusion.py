@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from xdsl.parser import Parser
 
-from tilefx.backend.executor import _FUSED_EVAL, CompiledFunction
+from tilefx.backend.executor import CompiledFunction
+from tilefx.backend.fused_steps import FUSED_EVAL
 from tilefx.passes.fuse_elementwise import FUSIBLE, fusion_groups
 from tilefx.passes.pipelines import graph_context
 from tilefx.passes.training_step import find_func
@@ -60,7 +61,7 @@ def _inputs():
 
 
 def test_every_fusible_op_has_an_evaluation():
-    assert set(_FUSED_EVAL) == set(FUSIBLE)
+    assert set(FUSED_EVAL) == set(FUSIBLE)
 
 
 def test_groups_of_the_chain():

@@ -534,7 +534,7 @@ case("_adaptive_avg_pool3d_backward.default", r(2, 3, 2, 3, 2), r(2, 3, 5, 4, 6)
 
 def test_bf16_rounding_matches_torch():
     """The executor's bf16 rounding is torch's float32 -> bfloat16 conversion."""
-    from tilefx.backend.executor import round_to_bf16
+    from tilefx.backend.precision_steps import round_to_bf16
 
     x = np.concatenate([r(2000) * 10 ** _rng.uniform(-30, 30, 2000).astype(F32),
                         np.array([0.0, -0.0, np.inf, -np.inf, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8,

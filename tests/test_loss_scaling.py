@@ -118,7 +118,7 @@ def test_half_inputs_with_float_weights_are_promoted_like_pytorch():
 
 
 def test_stochastic_rounding_is_unbiased_and_seeded():
-    from tilefx.backend.executor import stochastic_round
+    from tilefx.backend.precision_steps import stochastic_round
 
     x = np.full(20000, 1.0 + 2.0 ** -12, dtype=np.float32)  # a quarter of the way to the next fp16
     r = stochastic_round(x, np.random.default_rng(0)).astype(np.float32)

@@ -798,7 +798,8 @@ def test_a_bf16_weight_update_is_rounded_to_bf16(kind):
     disagreed with the in-process run)."""
     import numpy as np
     from irtext import parse
-    from tilefx.backend.executor import CompiledFunction, round_to_bf16
+    from tilefx.backend.executor import CompiledFunction
+    from tilefx.backend.precision_steps import round_to_bf16
     from tilefx.dialects.irutil import find_func
 
     body, result = _BF16_UPDATES[kind]

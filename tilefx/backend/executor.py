@@ -35,14 +35,19 @@ from tilefx.backend.kernels._common import (
     CHUNK,
     chunk_size,
     ignore_fp_errors,
-    parallel_ranges,
     restore_fp_errors,
     set_kernel_threads,
 )
-from tilefx.backend.kernels.elementwise import _erf_chunk
+from tilefx.backend.fused_steps import FUSED_EVAL, chunked_group, fused_props
 from tilefx.backend.in_place import overwritable
 from tilefx.backend.kernels.ipu import IN_PLACE_OPERANDS
 from tilefx.backend.kernels.linalg import SPLIT_GEMM_OPS
+from tilefx.backend.precision_steps import (
+    HALF_PARTIAL_OPS,
+    bf16_rounded,
+    round_to_bf16,
+    stochastically_rounded,
+)
 from tilefx.backend.kernels.tuning import (
     blas_cores,
     blas_threads_for,
@@ -597,7 +602,7 @@ class CompiledFunction:
                 kernel = HALF_PARTIAL_OPS[op.name](base_kernel)
             if self.stochastic_rounding and any(
                     getattr(r.type, "element_type", None) == f16 for r in op.results):
-                kernel = _stochastically_rounded(kernel, self.rng)
+                kernel = stochastically_rounded(kernel, self.rng)
 
         fetch = _fetcher(layout)
 
@@ -618,7 +623,7 @@ class CompiledFunction:
 
         step.__qualname__ = f"{name} {place or ''}"
         if any(getattr(r.type, "element_type", None) == bf16 for r in op.results):
-            step = _bf16_rounded(step, op, outs)
+            step = bf16_rounded(step, op, outs)
         if self.check_types:
             return _checked(step, op, outs)
         return step
@@ -742,7 +747,7 @@ class CompiledFunction:
             if out is None:
                 out = self._buffer(shape)
             reg[op.results[0]] = out
-            prog.append((_FUSED_EVAL[op.name], ins, out, _fused_props(op)))
+            prog.append((FUSED_EVAL[op.name], ins, out, fused_props(op)))
         # 0-d operands of another dtype (is_real_scalar): their value as f32, as the kernels cast it
         casts = [s for s, v in ((slot(v), v) for op in group.ops for v in op.operands
                                 if v.owner not in members)
@@ -761,7 +766,7 @@ class CompiledFunction:
             return vals
 
         if _numel(root_shape) > CHUNK:
-            step = _chunked_group(prog, externals, self._buffer_shapes, root, root_shape, bufs,
+            step = chunked_group(prog, externals, self._buffer_shapes, root, root_shape, bufs,
                                   result, inputs, chunk_size(_numel(root_shape), self.kernel_threads))
             step.__qualname__ = name
             return step, reads
@@ -941,30 +946,6 @@ def _provided_kernel(op: Operation):
     return None
 
 
-def round_to_bf16(x: np.ndarray) -> np.ndarray:
-    """float32 values rounded to the nearest bfloat16 (ties to even), kept as
-    float32: the 8 exponent bits of float32 and the top 7 of its mantissa."""
-    x = np.asarray(x, dtype=np.float32, order="C")  # (ascontiguousarray makes a 0-d array 1-d)
-    bits = x.view(np.uint32)
-    rounded = ((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))
-               & np.uint32(0xFFFF0000)).view(np.float32)
-    return np.where(np.isnan(x), x, rounded)
-
-
-def _bf16_rounded(step, op: Operation, outs: list[int]):
-    """Round the float results whose IR type is bf16 (computed in float32)."""
-    which = [o for o, r in zip(outs, op.results) if getattr(r.type, "element_type", None) == bf16]
-
-    def run(env):
-        step(env)
-        for o in which:
-            v = env[o]
-            if isinstance(v, np.ndarray) and v.dtype.kind == "f":
-                env[o] = round_to_bf16(v)
-
-    return run
-
-
 @lru_cache(maxsize=None)
 def _operands_lead(kernel, names: tuple[str, ...]) -> bool:
     """Whether `kernel`'s first parameters are the operands `names`, in
@@ -988,152 +969,6 @@ def _with_blas_threads(step, threads: int):
 
     run.__qualname__ = step.__qualname__
     return run
-
-
-def _chunk_index(shape: tuple[int, ...], ndim: int, outer: tuple[int, ...], axis: int,
-                 lo: int, hi: int) -> tuple:
-    """The part of a value of `shape` (broadcast against a result of `ndim`
-    dimensions) that one chunk reads: index `outer` on the leading axes,
-    rows lo:hi of `axis`, everything after; whole along broadcast (size-1)
-    axes. Slices only, so every part keeps its dimensions."""
-    lead = ndim - len(shape)
-    idx = []
-    for j in range(lead, ndim):
-        if shape[j - lead] == 1:
-            idx.append(slice(None))
-        elif j < axis:
-            idx.append(slice(outer[j], outer[j] + 1))
-        elif j == axis:
-            idx.append(slice(lo, hi))
-        else:
-            idx.append(slice(None))
-    return tuple(idx)
-
-
-def _chunked_group(prog, externals: dict[int, tuple[int, ...]], reg_shapes, root: int,
-                   root_shape: tuple[int, ...], bufs: list, result: int, inputs, chunk: int):
-    """A fusion group's step chunk by chunk: the result is cut into chunks of
-    about `chunk` elements (whole trailing axes, a run of rows of one axis, one
-    index of the axes before it), each member is evaluated on the matching
-    parts of its operands into a chunk-sized temporary (the root into its
-    part of the output buffer), and the chunks are spread over the kernel
-    threads. Elementwise ops compute every element the same way in any
-    order, so the result is bit for bit the whole-array evaluation's."""
-    nd = len(root_shape)
-    axis = next(a for a in range(nd) if _numel(root_shape[a + 1:]) <= chunk)
-    rows = max(1, chunk // max(1, _numel(root_shape[axis + 1:])))
-    chunks = [(outer, lo, min(lo + rows, root_shape[axis]))
-              for outer in np.ndindex(*root_shape[:axis])
-              for lo in range(0, root_shape[axis], rows)]
-    # per chunk: the index of each external operand, of the root, and each register's part shape
-    plans = []
-    for outer, lo, hi in chunks:
-        ext = {s: _chunk_index(shape, nd, outer, axis, lo, hi) for s, shape in externals.items()}
-        part_shapes = {}
-        for _, _, out, _ in prog:
-            shape = reg_shapes[out]
-            part_shapes[out] = tuple(
-                1 if d == 1 else (1 if j < axis else hi - lo if j == axis else d)
-                for j, d in zip(range(nd - len(shape), nd), shape))
-        plans.append((ext, _chunk_index(root_shape, nd, outer, axis, lo, hi), part_shapes))
-    f32 = np.float32
-
-    def step(env):
-        if bufs[root] is None or sys.getrefcount(bufs[root]) > 2:  # held elsewhere: a new one
-            bufs[root] = np.empty(root_shape, f32)
-        vals, whole = inputs(env), bufs[root]
-        scalar = {s for s, v in vals.items() if np.ndim(v) == 0}
-
-        def run(lo, hi):
-            for ext, root_idx, part_shapes in plans[lo:hi]:
-                parts = {s: v if s in scalar else v[ext[s]] for s, v in vals.items()}
-                regs: dict[int, np.ndarray] = {}
-                for fn, ins, out, props in prog:
-                    args = [regs[r] if internal else parts[r] for internal, r in ins]
-                    if out == root:
-                        dest = whole[root_idx]
-                    elif out in regs:  # an internal operand's buffer, overwritten by its one reader
-                        dest = regs[out]
-                    else:
-                        dest = np.empty(part_shapes[out], f32)
-                    fn(*args, out=dest, **props)
-                    regs[out] = dest
-
-        parallel_ranges(run, len(plans), 1, work=_numel(root_shape))
-        env[result] = whole
-
-    return step
-
-
-# --- fused elementwise groups: each op as ufuncs into `out` ----------------
-# The same float32 operations, in the same order, as the op's kernel in
-# backend/kernels/elementwise.py (members are f32 only, so no promotion).
-
-_F32 = np.float32
-
-
-def _fused_props(op: Operation) -> dict[str, Any]:
-    props = op_props(op)  # type: ignore[arg-type]
-    return {k: _F32(v) for k, v in props.items() if k in ("other", "alpha") and v is not None}
-
-
-def _add_like(ufunc):
-    def run(x, y=None, *, out, other=None, alpha=_F32(1)):
-        if y is None:  # .Scalar: `other` is a property
-            y = other
-        if alpha != 1:
-            y = y * alpha
-        return ufunc(x, y, out=out)
-
-    return run
-
-
-def _binary_ufunc(ufunc):
-    def run(x, y=None, *, out, other=None):
-        return ufunc(x, other if y is None else y, out=out)
-
-    return run
-
-
-def _rsqrt(x, *, out):
-    np.sqrt(x, out=out)
-    return np.reciprocal(out, out=out)
-
-
-def _relu(x, *, out):
-    return np.maximum(x, _F32(0), out=out)
-
-
-def _sigmoid(x, *, out):
-    np.negative(x, out=out)
-    np.exp(out, out=out)
-    np.add(out, _F32(1), out=out)
-    return np.reciprocal(out, out=out)
-
-
-def _erf_into(x, *, out):
-    """erf of float32 as the kernel computes it (kernels.elementwise._erf_chunk)."""
-    _erf_chunk(x, out, *(np.empty(out.shape, _F32) for _ in range(3)))
-    return out
-
-
-def _unary(ufunc):
-    def run(x, *, out):
-        return ufunc(x, out=out)
-
-    return run
-
-
-_FUSED_EVAL = {
-    "aten.add.Tensor": _add_like(np.add), "aten.add.Scalar": _add_like(np.add),
-    "aten.sub.Tensor": _add_like(np.subtract), "aten.sub.Scalar": _add_like(np.subtract),
-    "aten.mul.Tensor": _binary_ufunc(np.multiply), "aten.mul.Scalar": _binary_ufunc(np.multiply),
-    "aten.div.Tensor": _binary_ufunc(np.true_divide),
-    "aten.div.Scalar": _binary_ufunc(np.true_divide),
-    "aten.neg": _unary(np.negative), "aten.exp": _unary(np.exp), "aten.tanh": _unary(np.tanh),
-    "aten.sqrt": _unary(np.sqrt), "aten.rsqrt": _rsqrt, "aten.reciprocal": _unary(np.reciprocal),
-    "aten.relu": _relu, "aten.sigmoid": _sigmoid, "aten.erf": _erf_into,
-}
 
 
 def _loop_step(count: int, arg_slots: list[int], in_slots: list[int], yield_slots: list[int],
@@ -1187,112 +1022,6 @@ def _checked(step, op: Operation, outs: list[int]):
                 raise ExecutionError(
                     f"{op.name} computed {np.asarray(v).dtype}{list(np.shape(v))} but the IR says "
                     f"{r.type}: the op's types are wrong", op=op)
-
-    return run
-
-
-# --- Precision.setPartialsType(torch.half): fp16 partial sums -------------
-
-PARTIAL_CHUNK = 16  # the AMP unit's k-vector: one fp16 partial sum per 16 products
-
-
-def _chunked_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b accumulated in fp16: each 16-long piece of the reduction is a
-    fp32 dot product rounded to fp16, and the pieces are added in fp16."""
-    k = a.shape[-1]
-    acc = None
-    for s in range(0, k, PARTIAL_CHUNK):
-        part = np.matmul(a[..., s:s + PARTIAL_CHUNK].astype(np.float32),
-                         b[..., s:s + PARTIAL_CHUNK, :].astype(np.float32)).astype(np.float16)
-        acc = part if acc is None else (acc + part).astype(np.float16)
-    return acc
-
-
-def _half_mm(kernel):
-    def run(self, mat2):
-        return _chunked_matmul(self, mat2)
-
-    return run
-
-
-def _half_addmm(kernel):
-    def run(self, mat1, mat2, beta=1, alpha=1):
-        prod = _chunked_matmul(mat1, mat2).astype(np.float32)
-        return (np.float32(beta) * self.astype(np.float32) + np.float32(alpha) * prod).astype(np.float16)
-
-    return run
-
-
-def _half_convolution(kernel):
-    """Input channels in chunks of 16, each chunk's convolution rounded to fp16
-    and accumulated in fp16 (groups == 1; grouped convolutions keep fp32 partials)."""
-
-    def run(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-        if groups != 1 or transposed:
-            return kernel(input=input, weight=weight, bias=bias, stride=stride, padding=padding,
-                          dilation=dilation, transposed=transposed, output_padding=output_padding,
-                          groups=groups)
-        acc = None
-        for s in range(0, input.shape[1], PARTIAL_CHUNK):
-            part = kernel(input=input[:, s:s + PARTIAL_CHUNK].astype(np.float32),
-                          weight=weight[:, s:s + PARTIAL_CHUNK].astype(np.float32), bias=None,
-                          stride=stride, padding=padding, dilation=dilation, transposed=False,
-                          output_padding=output_padding, groups=1).astype(np.float16)
-            acc = part if acc is None else (acc + part).astype(np.float16)
-        if bias is not None:
-            shape = (1, -1) + (1,) * (acc.ndim - 2)
-            acc = (acc + bias.astype(np.float16).reshape(shape)).astype(np.float16)
-        return acc
-
-    return run
-
-
-HALF_PARTIAL_OPS = {"aten.mm": _half_mm, "aten.bmm": _half_mm, "aten.addmm": _half_addmm,
-                    "aten.convolution": _half_convolution}
-
-
-def stochastic_round(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """float32 -> float16 rounding up or down at random, with the probability
-    of each neighbour proportional to the distance to the other (unbiased)."""
-    x = np.asarray(x, dtype=np.float32)
-    near = x.astype(np.float16)
-    near32 = near.astype(np.float32)
-    other = np.where(near32 > x, np.nextafter(near, np.float16(-np.inf)),
-                     np.nextafter(near, np.float16(np.inf)))
-    other32 = other.astype(np.float32)
-    gap = np.abs(other32 - near32)
-    with np.errstate(all="ignore"):
-        p_other = np.where(gap > 0, np.abs(x - near32) / gap, 0.0)
-    pick = rng.random(x.shape) < p_other
-    out = np.where(pick & np.isfinite(other32) & np.isfinite(x), other, near)
-    return out.astype(np.float16)
-
-
-def _stochastically_rounded(kernel, rng):
-    """Run an fp16 op on fp32 copies of its fp16 operands and round its
-    results stochastically (Options.Precision.enableStochasticRounding)."""
-
-    def up(v):
-        if isinstance(v, np.ndarray) and v.dtype == np.float16:
-            return v.astype(np.float32)
-        if isinstance(v, list):
-            return [up(x) for x in v]
-        return v
-
-    def down(r):
-        if isinstance(r, np.ndarray) and r.dtype == np.float32:
-            return stochastic_round(r, rng)
-        return r
-
-    def run(*vals, **kw):
-        if "dtype" in kw and kw["dtype"] == np.float16:  # a cast to fp16: round it here
-            kw = {**kw, "dtype": np.dtype(np.float32)}
-        res = kernel(*[up(v) for v in vals], **kw)
-        if isinstance(res, tuple):
-            return tuple(down(r) for r in res)
-        if isinstance(res, list):
-            return [down(r) for r in res]
-        return down(res)
 
     return run
 

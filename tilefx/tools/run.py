@@ -23,7 +23,8 @@ import sys
 import numpy as np
 
 from tilefx.errors import Error
-from tilefx.backend.executor import CompiledFunction, ExecutionError, arg_roles, result_roles, round_to_bf16
+from tilefx.backend.executor import CompiledFunction, ExecutionError, arg_roles, result_roles
+from tilefx.backend.precision_steps import round_to_bf16
 from tilefx.dialects.aten import np_dtype
 from xdsl.dialects.builtin import bf16
 from tilefx.passes.pipelines import graph_context
