@@ -867,7 +867,7 @@ class PoplarExecutor:
         return build_profile(
             program.module, find_func(program.module, "main"), update_fn, self._schedule,
             machine(self._options.machine), training=self._training, device_iterations=D,
-            optimizer_off_chip=loc is not None and loc.on_chip is False,
+            optimizer_location=None if loc is None else loc.resolved(),
             accumulate=self._training and (G > 1 or R > 1), replicas=R,
             processes=self._options.Distributed.numProcesses,
             process_id=self._options.Distributed.processId)

@@ -408,6 +408,20 @@ class TensorLocationSettings(_OptionsBase):
                 out[key] = int(value)
         return out
 
+    def resolved(self):
+        """These settings as the machine model reads them
+        (`tilefx.backend.locations.TensorLocation`): undefined settings take
+        PopART's defaults (on chip, not sharded, sharding from 8192 elements)."""
+        from tilefx.backend import locations
+
+        return locations.TensorLocation(
+            on_chip=self.on_chip is not False, sharded=bool(self.replicated_tensor_sharding),
+            min_elements_off_chip=(locations.MIN_ELEMENTS_OFF_CHIP if self.min_elements_for_off_chip is None
+                                   else self.min_elements_for_off_chip),
+            min_elements_sharded=(locations.MIN_ELEMENTS_SHARDED
+                                  if self.min_elements_for_replicated_tensor_sharding is None
+                                  else self.min_elements_for_replicated_tensor_sharding))
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TensorLocationSettings):
             return NotImplemented

@@ -37,37 +37,50 @@ from tilefx.backend.machine import Machine
 
 @dataclass(frozen=True)
 class AllReduceCost:
-    """One IPU's gradient all-reduce across the replicas."""
+    """One IPU's collective across the replicas: the gradient all-reduce, or
+    with replicated tensor sharding one of its halves (`kind`)."""
 
-    nbytes: int  # the IPU's gradient bytes
+    nbytes: int  # the IPU's gradient (or weight) bytes
     replicas: int  # all replicas, over all processes
     replicas_per_rack: int  # replicas joined by IPU-Links
     racks: int  # IPU-Link domains joined by GW-Links
     ipu_link_cycles: int
     gw_link_cycles: int
     sync_cycles: int
+    kind: str = "allreduce"  # allreduce | reducescatter | allgather
 
     @property
     def cycles(self) -> int:
         return self.ipu_link_cycles + self.gw_link_cycles + self.sync_cycles
 
 
-def all_reduce_cost(nbytes: int, replicas: int, ipus_per_replica: int, machine: Machine) -> AllReduceCost:
+# ring passes of each collective: an all-reduce is a reduce-scatter and an
+# all-gather, each moving (n-1)/n of the bytes through every IPU's link
+_PASSES = {"allreduce": 2, "reducescatter": 1, "allgather": 1}
+
+
+def all_reduce_cost(nbytes: int, replicas: int, ipus_per_replica: int, machine: Machine,
+                    kind: str = "allreduce") -> AllReduceCost:
     """The hierarchical ring all-reduce of `nbytes` held by one IPU of each of
-    `replicas` replicas of an `ipus_per_replica`-IPU program (module docstring)."""
+    `replicas` replicas of an `ipus_per_replica`-IPU program (module docstring),
+    or one of its two halves (`kind` "reducescatter" or "allgather": replicated
+    tensor sharding sums each gradient into one replica's shard, updates the
+    shards, then gathers the updated weights; each half costs half the ring
+    bytes and ring steps of the all-reduce)."""
+    passes = _PASSES[kind]
     per_rack = max(1, min(replicas, machine.ipu_link_domain_ipus // max(ipus_per_replica, 1)))
     racks = math.ceil(replicas / per_rack)
     if replicas <= 1 or nbytes <= 0:
-        return AllReduceCost(max(nbytes, 0), max(replicas, 1), per_rack, racks, 0, 0, 0)
-    inner = 2 * (per_rack - 1) / per_rack * nbytes
-    outer = 2 * (racks - 1) / racks * (nbytes / per_rack)
+        return AllReduceCost(max(nbytes, 0), max(replicas, 1), per_rack, racks, 0, 0, 0, kind)
+    inner = passes * (per_rack - 1) / per_rack * nbytes
+    outer = passes * (racks - 1) / racks * (nbytes / per_rack)
     ipu = machine.link_cycles(inner, machine.ipu_link_bytes_per_s) if inner else 0
     gw_share = machine.gw_link_bytes_per_s / machine.ipus_per_machine
     gw = machine.link_cycles(outer, gw_share) if outer else 0
     ring_ipus = per_rack * max(ipus_per_replica, 1)
-    sync = 2 * (per_rack - 1) * machine.sync_cycles(ring_ipus) + \
-        2 * (racks - 1) * math.ceil(machine.gw_link_latency_s * machine.clock_hz)
-    return AllReduceCost(nbytes, replicas, per_rack, racks, ipu, gw, sync)
+    sync = passes * (per_rack - 1) * machine.sync_cycles(ring_ipus) + \
+        passes * (racks - 1) * math.ceil(machine.gw_link_latency_s * machine.clock_hz)
+    return AllReduceCost(nbytes, replicas, per_rack, racks, ipu, gw, sync, kind)
 
 
 @dataclass(frozen=True)

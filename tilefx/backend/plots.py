@@ -10,7 +10,8 @@ import os
 import numpy as np
 
 COLOURS = {"compute": "#4c72b0", "exchange": "#64b5cd", "sync": "#ccb974", "update": "#dd8452",
-           "host": "#55a868", "copy": "#c44e52", "load": "#8172b3", "store": "#937860"}
+           "host": "#55a868", "copy": "#c44e52", "load": "#8172b3", "store": "#937860",
+           "allreduce": "#da8bc3", "allgather": "#8c8c8c"}
 
 
 def write_plots(directory: str) -> list[str]:

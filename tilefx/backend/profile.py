@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from xdsl.dialects import func
@@ -20,7 +20,8 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from tilefx.errors import Error
 from tilefx.backend.collectives import AllReduceCost, all_reduce_cost, host_traffic
-from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, multiconv_costs, op_cost
+from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, _numel as _numel_of_shape, _shape, multiconv_costs, op_cost
+from tilefx.backend.locations import TensorLocation
 from tilefx.backend.machine import Machine
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, StageOp
@@ -106,7 +107,7 @@ class Profile:
         """The share of the pipeline's IPU time spent waiting: 1 - busy / (IPUs
         x span), over the steps of one weight update before the optimizer (compute,
         IPU-link copies and host transfers count as busy)."""
-        steps = [s for s in self.timeline if s.kind not in ("update", "allreduce")]
+        steps = [s for s in self.timeline if s.kind not in ("update", "allreduce", "allgather")]
         if not steps:
             return 0.0
         span = max(s.end for s in steps) - min(s.start for s in steps)
@@ -175,7 +176,8 @@ class Profile:
             events.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": ipu,
                            "args": {"name": f"IPU{ipu}"}})
         for s in self.timeline:
-            label = s.kind if s.kind in ("update", "allreduce", "host", "load", "store") else f"stage {s.stage}"
+            label = s.kind if s.kind in ("update", "allreduce", "allgather", "host", "load", "store") \
+                else f"stage {s.stage}"
             name = f"{label} {s.direction}" + (f" mb {s.micro_batch}" if s.micro_batch >= 0 else "")
             parts = self.stage_parts.get(s.stage) if s.kind == "compute" else None
             if parts:  # a stage step is its ops' compute, exchange and sync phases
@@ -260,11 +262,13 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
                   machine: Machine, *, training: bool, device_iterations: int,
                   optimizer_off_chip: bool = False, accumulate: bool = False,
                   check_memory: bool = True, replicas: int = 1, processes: int = 1,
-                  process_id: int = 0) -> Profile:
+                  process_id: int = 0, optimizer_location: TensorLocation | None = None) -> Profile:
     """Cost every op, time the schedule, and plan the memory of every IPU.
     `replicas` are this process's replicas, `processes` the processes of the
     run (each with as many): they share the gradient all-reduce and each
-    process's host link (backend/collectives.py)."""
+    process's host link (backend/collectives.py). `optimizer_location`: where
+    the optimizer state lives (backend/locations.py: on or off chip, sharded
+    over the replicas); `optimizer_off_chip` is its short form."""
     stage_of: dict[int, tuple[int, str]] = {}
     records: list[OpRecord] = []
     stage_cycles: dict[int, int] = defaultdict(int)
@@ -317,14 +321,30 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     traffic = host_traffic(in_bytes, out_bytes, schedule.micro_batches, replicas, machine)
     pipeline_end = end
     end = max(end, traffic.cycles)
+    n_replicas = replicas * processes
+    location = optimizer_location or TensorLocation(on_chip=not optimizer_off_chip)
+    # replicated tensor sharding: a weight whose optimizer state is sharded is
+    # updated on its shard (its gradient reduce-scattered, the new weight gathered)
+    shards = _param_shards(update, location, n_replicas) if training and update is not None else {}
     reduces: dict[int, AllReduceCost] = {}
+    gathers: dict[int, AllReduceCost] = {}
     if training and update is not None:
         grad_bytes: dict[int, int] = defaultdict(int)
+        sharded_bytes: dict[int, int] = defaultdict(int)
         for a, r in zip(main.body.block.args, arg_roles):
             if "accum" in r:
-                grad_bytes[param_ipu.get(r["accum"], 0)] += _bytes(a)
-        reduces = {ipu: all_reduce_cost(n, replicas * processes, num_ipus, machine)
-                   for ipu, n in sorted(grad_bytes.items())}
+                ipu = param_ipu.get(r["accum"], 0)
+                if shards.get(r["accum"], 1) > 1:
+                    sharded_bytes[ipu] += _bytes(a)
+                else:
+                    grad_bytes[ipu] += _bytes(a)
+        for ipu in sorted(set(grad_bytes) | set(sharded_bytes)):
+            whole = all_reduce_cost(grad_bytes[ipu], n_replicas, num_ipus, machine)
+            if sharded_bytes[ipu]:
+                scatter = all_reduce_cost(sharded_bytes[ipu], n_replicas, num_ipus, machine, "reducescatter")
+                gathers[ipu] = all_reduce_cost(sharded_bytes[ipu], n_replicas, num_ipus, machine, "allgather")
+                whole = _combined(whole, scatter)
+            reduces[ipu] = whole
 
     update_records: list[OpRecord] = []
     state_bytes: dict[int, int] = defaultdict(int)
@@ -337,21 +357,25 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
             w = op.operands[0]
             name = upd_roles[w.index].get("param", "") if isinstance(w, BlockArgument) else ""
             ipu = param_ipu.get(name, 0)
-            c = op_cost(op, machine)
+            c = _shard_cost(op_cost(op, machine), shards.get(name, 1))
             update_records.append(OpRecord(op.name, -1, ipu, c, "update"))
             per_ipu[ipu] += c.cycles
         for a, r in zip(update.body.block.args, upd_roles):
-            if "state" in r:
-                state_bytes[param_ipu.get(r["state"].rsplit("/", 1)[0], 0)] += _bytes(a)
+            if "state" in r and location.off_chip(_numel(a)):
+                pname = r["state"].rsplit("/", 1)[0]
+                state_bytes[param_ipu.get(pname, 0)] += -(-_bytes(a) // location.shards(_numel(a), n_replicas))
         sync = machine.sync_cycles(num_ipus)
         for ipu, ar in reduces.items():
             if ar.cycles:  # the replicas sum this IPU's gradients before its update
                 timeline.append(TimedStep(ipu, end, end + ar.cycles, "allreduce", -1, -1, "allreduce"))
         for ipu, cyc in per_ipu.items():
-            if optimizer_off_chip:  # load and store the state from streaming memory
+            if state_bytes[ipu]:  # load and store the state (its shard) from streaming memory
                 cyc += 2 * machine.link_cycles(state_bytes[ipu], machine.streaming_bytes_per_s)
             start = end + (reduces[ipu].cycles if ipu in reduces else 0) + sync
             timeline.append(TimedStep(ipu, start, start + cyc, "update", -1, -1, "update"))
+            if ipu in gathers and gathers[ipu].cycles:  # the updated shards to every replica
+                g = gathers[ipu].cycles
+                timeline.append(TimedStep(ipu, start + cyc, start + cyc + g, "allgather", -1, -1, "allgather"))
         end = max((t.end for t in timeline), default=end)
     records += update_records
 
@@ -361,18 +385,58 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
                       step_cycles=step_cycles, stage_parts=stage_parts, schedule=schedule.name,
                       auto_stage=_auto_stage_report(module),
                       distributed=_distributed_report(replicas, processes, process_id, num_ipus,
-                                                      traffic, pipeline_end, reduces, machine))
+                                                      traffic, pipeline_end, reduces, machine, gathers))
     profile.memory = _memory(main, update, arg_roles, param_ipu, stage_of, records, machine, schedule,
-                             training, optimizer_off_chip, accumulate, num_ipus, cost_of,
+                             training, location, n_replicas, accumulate, num_ipus, cost_of,
                              profile.stash_bytes)
     if check_memory:
         _check_memory(profile)
     return profile
 
 
+def _numel(v) -> int:
+    return _numel_of_shape(_shape(v))
+
+
+def _param_shards(update: func.FuncOp, location: TensorLocation, replicas: int) -> dict[str, int]:
+    """Each parameter with optimizer state: over how many replicas its update
+    is sharded (its largest state tensor's sharding; 1 for whole)."""
+    out: dict[str, int] = {}
+    for a, r in zip(update.body.block.args, _roles(update, "arg")):
+        if "state" in r:
+            pname = r["state"].rsplit("/", 1)[0]
+            out[pname] = max(out.get(pname, 1), location.shards(_numel(a), replicas))
+    return out
+
+
+def _shard_cost(c: OpCost, shards: int) -> OpCost:
+    """An elementwise update op on 1/shards of its elements."""
+    if shards <= 1:
+        return c
+    return replace(c, compute_cycles=-(-c.compute_cycles // shards), flops=c.flops / shards,
+                   exchange_bytes=-(-c.exchange_bytes // shards),
+                   exchange_cycles=-(-c.exchange_cycles // shards))
+
+
+def _combined(a: AllReduceCost, b: AllReduceCost) -> AllReduceCost:
+    """Two collectives of one IPU back to back (the whole gradients'
+    all-reduce and the sharded ones' reduce-scatter), as one step."""
+    if not a.nbytes:
+        return b
+    if not b.nbytes:
+        return a
+    return replace(a, nbytes=a.nbytes + b.nbytes, ipu_link_cycles=a.ipu_link_cycles + b.ipu_link_cycles,
+                   gw_link_cycles=a.gw_link_cycles + b.gw_link_cycles,
+                   sync_cycles=a.sync_cycles + b.sync_cycles)
+
+
 def _distributed_report(replicas: int, processes: int, process_id: int, num_ipus: int, traffic,
-                        pipeline_end: int, reduces: dict[int, AllReduceCost], machine: Machine) -> dict:
-    """The scale-out section of the summary: empty for one replica in one process."""
+                        pipeline_end: int, reduces: dict[int, AllReduceCost], machine: Machine,
+                        gathers: dict[int, AllReduceCost] | None = None) -> dict:
+    """The scale-out section of the summary: empty for one replica in one
+    process. With replicated tensor sharding, `reduces` holds each IPU's
+    all-reduce of the whole gradients plus the reduce-scatter of the sharded
+    ones, and `gathers` the all-gather of the updated shards."""
     if replicas * processes <= 1:
         return {}
     worst = max(reduces.values(), key=lambda c: c.cycles, default=None)
@@ -396,6 +460,12 @@ def _distributed_report(replicas: int, processes: int, process_id: int, num_ipus
             "allreduce_sync_cycles": worst.sync_cycles,
             "allreduce_bytes": {ipu: c.nbytes for ipu, c in reduces.items()},
             "allreduce_cycles_per_ipu": {ipu: c.cycles for ipu, c in reduces.items()},
+        })
+    if gathers:
+        out.update({
+            "sharded_bytes": {ipu: c.nbytes for ipu, c in gathers.items()},
+            "allgather_cycles_per_ipu": {ipu: c.cycles for ipu, c in gathers.items()},
+            "allgather_cycles": max(c.cycles for c in gathers.values()),
         })
     return out
 
@@ -466,7 +536,8 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
 
 
 def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Machine,
-            schedule: Schedule, training: bool, optimizer_off_chip: bool, accumulate: bool,
+            schedule: Schedule, training: bool, location: TensorLocation, n_replicas: int,
+            accumulate: bool,
             num_ipus: int, cost_of: dict | None = None,
             stash_out: dict[int, int] | None = None) -> dict[int, IpuMemory]:
     T = machine.tiles
@@ -481,12 +552,14 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
         elif "accum" in r and accumulate:
             always[param_ipu.get(r["accum"], 0)].append(
                 Tensor(f"{r['accum']} (gradient accumulator)", _bytes(a), "ipu.accumulate", "accumulator"))
-    if training and update is not None and not optimizer_off_chip:
+    if training and update is not None:
         for a, r in zip(update.body.block.args, _roles(update, "arg")):
-            if "state" in r:
+            if "state" in r and not location.off_chip(_numel(a)):
                 pname = r["state"].rsplit("/", 1)[0]
+                n = location.shards(_numel(a), n_replicas)
                 always[param_ipu.get(pname, 0)].append(
-                    Tensor(r["state"], _bytes(a), "optimizer state", "optimizer"))
+                    Tensor(r["state"] if n == 1 else f"{r['state']} (1/{n} shard)", -(-_bytes(a) // n),
+                           "optimizer state", "optimizer"))
 
     # activations: the peak of live values per IPU in program order, with the
     # pipeline's stash (forward values kept for the backward of later micro-batches)
@@ -704,7 +777,10 @@ def distributed_text(d: dict) -> str:
     return (head + f"\n  gradient all-reduce: {d['allreduce_cycles']:,} cycles (IPU-Links "
             f"{d['allreduce_ipu_link_cycles']:,} over {d['replicas_per_ipu_link_domain']} replica(s) per "
             f"IPU-Link domain, GW-Links {d['allreduce_gw_link_cycles']:,} over {d['gw_link_domains']} "
-            f"domain(s), sync {d['allreduce_sync_cycles']:,})")
+            f"domain(s), sync {d['allreduce_sync_cycles']:,})"
+            + (f"\n  replicated tensor sharding: {sum(d['sharded_bytes'].values()):,} B of gradients "
+               f"reduce-scattered into shards (in the all-reduce above), updated weights all-gathered in "
+               f"{d['allgather_cycles']:,} cycles" if d.get("sharded_bytes") else ""))
 
 
 def auto_stage_text(report: dict) -> str:

@@ -1,0 +1,140 @@
+"""Replicated tensor sharding of the optimizer state in the machine model
+(REFERENCE.md section 4; seeds/004 `useReplicatedTensorSharding`): each of
+R replicas keeps 1/R of a sharded state tensor, the gradient all-reduce of
+its weight becomes a reduce-scatter before a sharded update and an
+all-gather after it; tensors under 8192 elements stay whole; the numbers
+never change."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import tilefx
+from tilefx.backend.collectives import all_reduce_cost
+from tilefx.backend.locations import TensorLocation
+from tilefx.backend.machine import MK2
+
+
+class Net(nn.Module):
+    """A 128 x 256 weight (32,768 elements: sharded) and a 256-element bias and
+    a 4 x 128 head (under 8192 elements: whole)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(256, 128)
+        self.head = nn.Linear(128, 4)
+
+    def forward(self, x, y):
+        out = self.head(torch.relu(self.fc(x)))
+        return out, nn.functional.cross_entropy(out, y)
+
+
+def _compiled(replicas, sharded=True, on_chip=True, min_elements=None, offline=True, model=None):
+    opts = tilefx.Options().replicationFactor(replicas)
+    if offline:
+        opts.useOfflineIpuTarget()
+    loc = tilefx.TensorLocationSettings().useOnChipStorage(on_chip).useReplicatedTensorSharding(sharded)
+    if min_elements is not None:
+        loc.minElementsForReplicatedTensorSharding(min_elements)
+    opts.TensorLocations.setOptimizerLocation(loc)
+    torch.manual_seed(0)
+    model = model or Net()
+    ex = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.AdamW(model.parameters(), lr=1e-2))
+    ex.compile(torch.randn(2 * replicas, 256), torch.randint(0, 4, (2 * replicas,)))
+    return ex
+
+
+def _state(ex):
+    return {t.name: t.nbytes for t in ex.profile.memory[0].tensors if t.kind == "optimizer"}
+
+
+def test_sharded_state_keeps_one_replicas_share_and_small_tensors_stay_whole():
+    whole = _state(_compiled(4, sharded=False))
+    sharded = _state(_compiled(4))
+    big = [n for n in whole if n.startswith("fc.weight/")]
+    assert big and len(whole) == len(sharded)
+    for n, b in whole.items():
+        if n in big:  # 32,768 fp32 elements: a quarter on each replica's IPU
+            assert sharded[f"{n} (1/4 shard)"] == b // 4 == 32768
+        else:
+            assert sharded[n] == b  # under 8192 elements: whole
+    # the threshold is PopTorch's option
+    everything = _state(_compiled(4, min_elements=0))
+    assert all(name.endswith("(1/4 shard)") for name in everything)
+    # one replica: nothing to shard over
+    assert _state(_compiled(1)) == _state(_compiled(1, sharded=False))
+
+
+def test_sharding_turns_the_all_reduce_into_reduce_scatter_update_all_gather():
+    plain, rts = _compiled(4, sharded=False), _compiled(4)
+    grads = (128 * 256 + 128 + 4 * 128 + 4) * 4
+    sharded = 128 * 256 * 4  # fc.weight's accumulator: its state is sharded
+    d = rts.profile.summary()["distributed"]
+    assert d["sharded_bytes"] == {0: sharded}
+    gather = all_reduce_cost(sharded, 4, 1, MK2, "allgather")
+    assert d["allgather_cycles"] == gather.cycles
+    steps = {s.kind: s for s in rts.profile.timeline if s.kind in ("allreduce", "update", "allgather")}
+    # before the update: the whole gradients' all-reduce and the sharded one's reduce-scatter
+    scatter = all_reduce_cost(sharded, 4, 1, MK2, "reducescatter")
+    rest = all_reduce_cost(grads - sharded, 4, 1, MK2)
+    assert steps["allreduce"].end - steps["allreduce"].start == scatter.cycles + rest.cycles
+    assert steps["update"].start > steps["allreduce"].end and steps["allgather"].start == steps["update"].end
+    # the two halves move the all-reduce's ring bytes
+    full = all_reduce_cost(sharded, 4, 1, MK2)
+    assert scatter.ipu_link_cycles + gather.ipu_link_cycles == pytest.approx(full.ipu_link_cycles, abs=2)
+    assert scatter.sync_cycles + gather.sync_cycles == full.sync_cycles
+    # the sharded update runs on a quarter of fc.weight's elements
+    upd = {s.kind: s.end - s.start for s in plain.profile.timeline if s.kind == "update"}
+    assert steps["update"].end - steps["update"].start < upd["update"]
+    text = tilefx.backend.profile.summary_table(tilefx.backend.profile._jsonable(rts.profile.summary()))
+    assert "replicated tensor sharding" in text
+
+
+def _update_cycles(ex):
+    return next(s.end - s.start for s in ex.profile.timeline if s.kind == "update")
+
+
+def test_off_chip_sharded_state_streams_only_its_shard():
+    """Off chip, the state is in streaming memory (not on the tiles) and each
+    update loads and stores it: with sharding, only this replica's shard."""
+    on, on_rts = _compiled(4, sharded=False), _compiled(4)
+    off, off_rts = _compiled(4, sharded=False, on_chip=False), _compiled(4, on_chip=False)
+    assert _state(off) == {} == _state(off_rts)
+    stream = MK2.streaming_bytes_per_s
+    for chip, streamed, state in ((on, off, _state(on)), (on_rts, off_rts, _state(on_rts))):
+        assert _update_cycles(streamed) - _update_cycles(chip) == \
+            2 * MK2.link_cycles(sum(state.values()), stream)
+    assert sum(_state(on_rts).values()) < sum(_state(on).values())
+    assert _update_cycles(off_rts) < _update_cycles(off)
+
+
+def test_tensor_location_resolves_popart_defaults():
+    settings = tilefx.TensorLocationSettings()
+    assert settings.resolved() == TensorLocation()
+    loc = tilefx.TensorLocationSettings().useOnChipStorage(False).minElementsForOffChip(100) \
+        .useReplicatedTensorSharding(True).resolved()
+    assert loc.off_chip(100) and not loc.off_chip(99)
+    assert loc.shards(8192, 4) == 4 and loc.shards(8191, 4) == 1 and loc.shards(8192, 1) == 1
+
+
+def test_sharding_never_changes_the_numbers():
+    """Two replicas trained two steps with and without sharded state: the
+    same weights, as the executor computes each replica whole."""
+    torch.manual_seed(0)
+    base = Net()
+    x, y = torch.randn(4, 256), torch.randint(0, 4, (4,))
+    weights = []
+    for sharded in (False, True):
+        m = copy.deepcopy(base)
+        opts = tilefx.Options().replicationFactor(2)
+        opts.TensorLocations.setOptimizerLocation(
+            tilefx.TensorLocationSettings().useReplicatedTensorSharding(sharded))
+        ex = tilefx.trainingModel(m, opts, optimizer=tilefx.optim.AdamW(m.parameters(), lr=1e-2))
+        for _ in range(2):
+            ex(x, y)
+        ex.copyWeightsToHost()
+        weights.append({k: v.clone() for k, v in m.state_dict().items()})
+    for k in weights[0]:
+        assert torch.equal(weights[0][k], weights[1][k]), k

@@ -1,0 +1,41 @@
+"""Where a class of tensors lives: PopTorch's `TensorLocationSettings`
+(seeds/000 `opts.TensorLocations`, seeds/004's optimizer state off chip and
+sharded "with zero-redundancy"), resolved to the two questions the machine
+model asks of each tensor: is it in streaming memory, and over how many
+replicas is it sharded.
+
+Replicated tensor sharding (REFERENCE.md section 4): each of R replicas
+keeps 1/R of a sharded tensor; tensors under `min_elements_sharded`
+elements (8192 by default) are not sharded, and tensors under
+`min_elements_off_chip` (PopART's default 2) stay on chip. The executor
+computes every replica's numbers whole either way: sharding changes where
+the bytes live and what the collectives cost, never the values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIN_ELEMENTS_SHARDED = 8192
+MIN_ELEMENTS_OFF_CHIP = 2
+
+
+@dataclass(frozen=True)
+class TensorLocation:
+    on_chip: bool = True
+    sharded: bool = False  # replicated tensor sharding
+    min_elements_off_chip: int = MIN_ELEMENTS_OFF_CHIP
+    min_elements_sharded: int = MIN_ELEMENTS_SHARDED
+
+    def off_chip(self, numel: int) -> bool:
+        """Whether a tensor of `numel` elements is kept in streaming memory."""
+        return not self.on_chip and numel >= self.min_elements_off_chip
+
+    def shards(self, numel: int, replicas: int) -> int:
+        """Over how many replicas a tensor of `numel` elements is sharded (1: whole)."""
+        if self.sharded and replicas > 1 and numel >= self.min_elements_sharded:
+            return replicas
+        return 1
+
+
+ON_CHIP = TensorLocation()
