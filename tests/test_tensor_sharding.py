@@ -138,3 +138,67 @@ def test_sharding_never_changes_the_numbers():
         weights.append({k: v.clone() for k, v in m.state_dict().items()})
     for k in weights[0]:
         assert torch.equal(weights[0][k], weights[1][k]), k
+
+
+# -- serial phased execution: which weights are on chip ------------------------------
+
+
+class ThreePhases(nn.Module):
+    """Three 256 x 256 layers, one per phase, on one IPU."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(256, 256) for _ in range(3))
+        for k, layer in enumerate(self.layers):
+            tilefx.BeginBlock(layer, f"p{k}", ipu_id=0)
+
+    def forward(self, x, y):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x, nn.functional.mse_loss(x, y)
+
+
+def _phased(liveness):
+    from tilefx.enums import Liveness
+
+    s = tilefx.SerialPhasedExecution(*(tilefx.Phase(tilefx.Stage(f"p{k}")) for k in range(3)))
+    for k in range(3):
+        s.phase(k).ipus(0)
+    s.setTensorsLiveness(getattr(Liveness, liveness))
+    torch.manual_seed(0)
+    model = ThreePhases()
+    opts = tilefx.Options().setExecutionStrategy(s)
+    opts.Training.gradientAccumulation(2)
+    ex = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.AdamW(model.parameters(), lr=1e-3))
+    ex.compile(torch.randn(2, 256), torch.randn(2, 256))
+    return ex
+
+
+def test_off_chip_after_each_phase_keeps_one_phases_weights_on_chip():
+    """Liveness.OffChipAfterEachPhase (serial phased only): each phase loads
+    its layer's weights, accumulators and state from streaming memory and
+    only one phase's are on the tiles; AlwaysLive keeps all three layers'."""
+    live, each = _phased("AlwaysLive"), _phased("OffChipAfterEachPhase")
+
+    def resident(ex):
+        return {t.name for t in ex.profile.memory[0].tensors if t.kind != "activation" and t.kind != "stash"}
+
+    everything, one = resident(live), resident(each)
+    prefixes = {n.split(".")[1] for n in one}
+    assert len(prefixes) == 1 and one < everything  # one layer's tensors of the three
+    assert {n.split(".")[1] for n in everything} == {"0", "1", "2"}
+    layer = (256 * 256 + 256) * 4
+    drop = live.profile.memory[0].always_live.sum() - each.profile.memory[0].always_live.sum()
+    # two layers' weights, accumulators and AdamW's two state tensors each
+    assert drop == pytest.approx(2 * 4 * layer, rel=0.01)
+
+    def loads(ex):
+        return sum(s.end - s.start for s in ex.profile.timeline if s.kind == "load")
+
+    # each phase's load moves its layer's weights (and accumulator in the backward)
+    assert loads(each) - loads(live) >= MK2.link_cycles(3 * layer * 2, MK2.streaming_bytes_per_s) - 12
+    # the numbers never depend on where the tensors live
+    x, y = torch.randn(2, 256), torch.randn(2, 256)
+    assert torch.equal(live(x, y)[1], each(x, y)[1])
+    live.copyWeightsToHost(), each.copyWeightsToHost()
+    assert all(torch.equal(a, b) for a, b in zip(live.parameters(), each.parameters()))

@@ -310,10 +310,25 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
 
     # weights and where they live
     param_ipu = _param_ipus(main, arg_roles)
+    # serial phased execution with Liveness.OffChipAfterEachPhase: each phase
+    # loads the weights (and buffers, accumulators) its stages use from
+    # streaming memory and stores what it changed; only one phase's are on chip
+    phase_resident = _phase_residency(main, arg_roles, schedule)
+    load_bytes: dict[int, int] = defaultdict(int)
+    store_bytes: dict[int, int] = defaultdict(int)
+    for a, r in zip(main.body.block.args, arg_roles):
+        name = r.get("param") or r.get("buffer") or r.get("const") or r.get("accum")
+        for st in phase_resident.get(name, ()) if name is not None else ():
+            if "accum" in r:  # read and written by the backward stages that accumulate into it
+                if "bwd" in stage_of.get(st, (0, ""))[1]:
+                    load_bytes[st] += _bytes(a)
+                    store_bytes[st] += _bytes(a)
+            else:
+                load_bytes[st] += _bytes(a)
 
     # the timeline of one weight update (training) or one call (inference)
     timeline, step_cycles = _simulate(schedule, stage_of, stage_cycles, copy_bytes, machine, host_in,
-                                      host_out, num_ipus)
+                                      host_out, num_ipus, load_bytes, store_bytes)
     end = max((t.end for t in timeline), default=0)
 
     # this process's host link carries the streams of all its replicas: when they
@@ -368,6 +383,13 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
         for ipu, ar in reduces.items():
             if ar.cycles:  # the replicas sum this IPU's gradients before its update
                 timeline.append(TimedStep(ipu, end, end + ar.cycles, "allreduce", -1, -1, "allreduce"))
+        if phase_resident:  # the update loads and stores each weight and its state
+            for a, r in zip(update.body.block.args, upd_roles):
+                if "param" in r and r["param"] in phase_resident:
+                    state_bytes[param_ipu.get(r["param"], 0)] += _bytes(a)
+                elif "state" in r and not location.off_chip(_numel(a)):
+                    pname = r["state"].rsplit("/", 1)[0]
+                    state_bytes[param_ipu.get(pname, 0)] += -(-_bytes(a) // location.shards(_numel(a), n_replicas))
         for ipu, cyc in per_ipu.items():
             if state_bytes[ipu]:  # load and store the state (its shard) from streaming memory
                 cyc += 2 * machine.link_cycles(state_bytes[ipu], machine.streaming_bytes_per_s)
@@ -388,7 +410,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
                                                       traffic, pipeline_end, reduces, machine, gathers))
     profile.memory = _memory(main, update, arg_roles, param_ipu, stage_of, records, machine, schedule,
                              training, location, n_replicas, accumulate, num_ipus, cost_of,
-                             profile.stash_bytes)
+                             profile.stash_bytes, phase_resident)
     if check_memory:
         _check_memory(profile)
     return profile
@@ -428,6 +450,50 @@ def _combined(a: AllReduceCost, b: AllReduceCost) -> AllReduceCost:
     return replace(a, nbytes=a.nbytes + b.nbytes, ipu_link_cycles=a.ipu_link_cycles + b.ipu_link_cycles,
                    gw_link_cycles=a.gw_link_cycles + b.gw_link_cycles,
                    sync_cycles=a.sync_cycles + b.sync_cycles)
+
+
+def _phase_residency(main: func.FuncOp, roles: list[dict], schedule: Schedule) -> dict[str, list[int]]:
+    """Under serial phased execution with Liveness.OffChipAfterEachPhase
+    (seeds/000 4.4: "a portion of the weights and activations are
+    transferred to and from Streaming Memory, before and after each phase"):
+    each weight, buffer, constant and gradient accumulator -> the stages that
+    use it, which load it when their phase starts. Empty otherwise: the
+    tensors stay on chip (AlwaysLive, the default)."""
+    if schedule.strategy != "serial_phased" or schedule.liveness != "OffChipAfterEachPhase":
+        return {}
+    out: dict[str, list[int]] = {}
+    for a, r in zip(main.body.block.args, roles):
+        name = r.get("param") or r.get("buffer") or r.get("const") or r.get("accum")
+        if name is None:
+            continue
+        stages = set()
+        for use in a.uses:
+            op = use.operation
+            while op is not None and not isinstance(op, StageOp):
+                op = op.parent_op()
+            if op is not None:
+                stages.add(op.stage.value.data)
+        out.setdefault(name, [])
+        out[name] = sorted(set(out[name]) | stages)
+    return out
+
+
+def _largest_phase(always: dict[int, list[Tensor]], phase_resident: dict[str, list[int]],
+                   stage_phase: dict[int, int]) -> dict[int, list[Tensor]]:
+    """Per IPU, the resident tensors of the phase that holds the most of them
+    (a tensor belongs to the phases of the stages that use it; its optimizer
+    state and accumulator to its weight's)."""
+    out: dict[int, list[Tensor]] = {}
+    for ipu, tensors in always.items():
+        groups: dict[int, list[Tensor]] = defaultdict(list)
+        for t in tensors:
+            key = t.name.split(" (", 1)[0]
+            key = key.rsplit("/", 1)[0] if key not in phase_resident else key
+            stages = phase_resident.get(key) or [-1]
+            for ph in {stage_phase.get(s, -1) for s in stages}:
+                groups[ph].append(t)
+        out[ipu] = max(groups.values(), key=lambda g: sum(t.nbytes for t in g)) if groups else []
+    return out
 
 
 def _distributed_report(replicas: int, processes: int, process_id: int, num_ipus: int, traffic,
@@ -492,7 +558,8 @@ def _param_ipus(main: func.FuncOp, roles: list[dict]) -> dict[str, int]:
 
 
 def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: Machine, host_in: int,
-              host_out: int, num_ipus: int) -> tuple[list[TimedStep], dict[int, int]]:
+              host_out: int, num_ipus: int, load_bytes: dict[int, int] | None = None,
+              store_bytes: dict[int, int] | None = None) -> tuple[list[TimedStep], dict[int, int]]:
     """Time the logical schedule. A step starts when its IPU is free and the
     previous stage of its micro-batch has finished and been copied over; the
     copy is an exchange, so it keeps the sending IPU busy too (BSP). Returns
@@ -507,7 +574,9 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
         ipu = st.ipu
         if st.kind in ("load", "store"):
             start = ipu_free[ipu]
-            cyc = machine.link_cycles(max(copy_bytes.get(st.stage, 0), 1), machine.streaming_bytes_per_s)
+            resident = (load_bytes if st.kind == "load" else store_bytes) or {}
+            nbytes = copy_bytes.get(st.stage, 0) + resident.get(st.stage, 0)
+            cyc = machine.link_cycles(max(nbytes, 1), machine.streaming_bytes_per_s)
             out.append(TimedStep(ipu, start, start + cyc, st.kind, st.stage, -1, st.direction))
             ipu_free[ipu] = start + cyc
             continue
@@ -539,7 +608,8 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
             schedule: Schedule, training: bool, location: TensorLocation, n_replicas: int,
             accumulate: bool,
             num_ipus: int, cost_of: dict | None = None,
-            stash_out: dict[int, int] | None = None) -> dict[int, IpuMemory]:
+            stash_out: dict[int, int] | None = None,
+            phase_resident: dict[str, list[int]] | None = None) -> dict[int, IpuMemory]:
     T = machine.tiles
     always: dict[int, list[Tensor]] = defaultdict(list)
     for a, r in zip(main.body.block.args, arg_roles):
@@ -561,6 +631,10 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
                     Tensor(r["state"] if n == 1 else f"{r['state']} (1/{n} shard)", -(-_bytes(a) // n),
                            "optimizer state", "optimizer"))
 
+    if phase_resident:  # only the phase with the most resident bytes at its peak
+        stage_phase = {top.stage.value.data: top.phase.value.data for top in main.body.block.ops
+                       if isinstance(top, StageOp)}
+        always = _largest_phase(always, phase_resident, stage_phase)
     # activations: the peak of live values per IPU in program order, with the
     # pipeline's stash (forward values kept for the backward of later micro-batches)
     # and the temporary memory of the op running at that peak (the largest sum of

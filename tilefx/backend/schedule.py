@@ -57,6 +57,8 @@ class Schedule:
     name: str = ""
     # one IPU at a time: a step starts after the previous step has ended (sharded)
     sequential: bool = False
+    # phased strategies: poptorch.Liveness's name (which tensors stay on chip between phases)
+    liveness: str = ""
 
     @property
     def length(self) -> int:
@@ -299,7 +301,8 @@ def phased(stage_ipu: dict[int, int], stage_phase: dict[int, int], num_fwd: int,
     stores what later phases need. Parallel phased overlaps a phase's loads
     with the previous phase's compute (the other IPU group)."""
     kind = "parallel_phased" if parallel else "serial_phased"
-    sched = Schedule(kind, len(stage_ipu), micro_batches, repeats=repeats, training=training)
+    sched = Schedule(kind, len(stage_ipu), micro_batches, repeats=repeats, training=training,
+                     liveness=liveness)
     by_phase: dict[int, list[int]] = defaultdict(list)
     for s, ph in stage_phase.items():
         by_phase[ph].append(s)
