@@ -202,3 +202,15 @@ def test_off_chip_after_each_phase_keeps_one_phases_weights_on_chip():
     assert torch.equal(live(x, y)[1], each(x, y)[1])
     live.copyWeightsToHost(), each.copyWeightsToHost()
     assert all(torch.equal(a, b) for a, b in zip(live.parameters(), each.parameters()))
+
+
+def test_unmodelled_weight_location_is_said_not_dropped(caplog):
+    """Off-chip weights are not in the machine model: the compile says so
+    (the numbers do not depend on it)."""
+    opts = tilefx.Options()
+    opts.TensorLocations.setWeightLocation(tilefx.TensorLocationSettings().useOnChipStorage(False))
+    model = nn.Linear(4, 4)
+    with caplog.at_level("WARNING"):
+        out = tilefx.inferenceModel(model, opts)(torch.ones(2, 4))
+    assert "setWeightLocation({'onChip': 0}): the machine model keeps weights on chip" in caplog.text
+    torch.testing.assert_close(out, model(torch.ones(2, 4)), rtol=0, atol=0)

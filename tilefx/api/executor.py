@@ -710,6 +710,7 @@ class PoplarExecutor:
             log.warning("Options.anchorTensor(%s): anchoring tensors is not supported by tilefx yet; "
                         "getAnchoredTensor will raise (gradient anchors: tilefx.popart sessions)",
                         ", ".join(sorted(self._options.anchored_tensors)))
+        _warn_unmodelled_locations(self._options.TensorLocations)
         self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
         if self._joins_processes():  # meet the others first: a bad rendezvous fails before tracing
             from tilefx.api import distributed
@@ -1664,6 +1665,19 @@ def _np_dtype_or_none(dtype: torch.dtype):
         return np_dtype_of(dtype)
     except Error:
         return None
+
+
+def _warn_unmodelled_locations(locations) -> None:
+    """The machine model places the optimizer state where TensorLocations
+    says (backend/locations.py); weights, activations and accumulators
+    always stay on chip in it, so an off-chip or sharded setting for them is
+    said, not silently dropped (the numbers never depend on it)."""
+    for what in ("weight", "activation", "accumulator"):
+        loc = getattr(locations, what, None)
+        if loc is not None and (loc.on_chip is False or loc.replicated_tensor_sharding):
+            log.warning("TensorLocations.set%sLocation(%s): the machine model keeps %ss on chip and "
+                        "whole; only the optimizer state's location is modelled", what.capitalize(),
+                        loc.toDict(), what)
 
 
 def _flat_inputs(*inputs):
