@@ -214,3 +214,28 @@ def test_unmodelled_weight_location_is_said_not_dropped(caplog):
         out = tilefx.inferenceModel(model, opts)(torch.ones(2, 4))
     assert "setWeightLocation({'onChip': 0}): the machine model keeps weights on chip" in caplog.text
     torch.testing.assert_close(out, model(torch.ones(2, 4)), rtol=0, atol=0)
+
+
+def test_auto_stage_sizes_the_state_where_it_lives():
+    """ipu-auto-stage's predicted bytes per stage count the optimizer state
+    on chip, sharded over the replicas, or not at all off chip, as the
+    profile does."""
+    from test_strategies import BlockCNN, _data
+
+    def stage_bytes(loc):
+        torch.manual_seed(0)
+        model = BlockCNN(ipus=(None,) * 4)
+        opts = tilefx.Options().replicationFactor(2).setExecutionStrategy(tilefx.PipelinedExecution.auto(2))
+        opts.useOfflineIpuTarget()
+        opts.Training.gradientAccumulation(4)
+        if loc is not None:
+            opts.TensorLocations.setOptimizerLocation(loc)
+        ex = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.AdamW(model.parameters()))
+        ex.compile(*_data(2, 8)[0])
+        return sum(ex.profile.auto_stage["stage_bytes"])
+
+    on = stage_bytes(None)
+    rts = stage_bytes(tilefx.TensorLocationSettings().useReplicatedTensorSharding(True)
+                      .minElementsForReplicatedTensorSharding(0))
+    off = stage_bytes(tilefx.TensorLocationSettings().useOnChipStorage(False).minElementsForOffChip(0))
+    assert off < rts < on

@@ -763,8 +763,16 @@ class PoplarExecutor:
         strategy = self._options.execution_strategy
         config = strategy.to_config() if strategy is not None else \
             {"kind": "pipelined", "stages": [], "auto_stage": "same_as_ipu"}
-        if "auto" in config:  # ipu-auto-stage costs the ops on this machine
+        if "auto" in config:  # ipu-auto-stage costs the ops on this machine, the state where it lives
             config["auto"]["machine"] = machine(self._options.machine).name
+            loc = self._options.TensorLocations.optimizer
+            if loc is not None:
+                where = loc.resolved()
+                config["auto"].update({"state_on_chip": where.on_chip,
+                                       "state_min_elements_off_chip": where.min_elements_off_chip,
+                                       "state_min_elements_sharded": where.min_elements_sharded})
+                if where.sharded:
+                    config["auto"]["state_shards"] = self._factors()[1] * self._options.Distributed.numProcesses
         module.attributes[STRATEGY_KEY] = from_py(config)
         if self._options.available_memory_proportion:
             module.attributes[MEMORY_PROPORTION_KEY] = from_py(

@@ -59,6 +59,7 @@ from xdsl.ir import BlockArgument, Operation, OpResult
 from xdsl.passes import ModulePass
 
 from tilefx.backend.costs import VIEW_OPS, _bytes, op_cost
+from tilefx.backend.locations import MIN_ELEMENTS_OFF_CHIP, MIN_ELEMENTS_SHARDED, ON_CHIP, TensorLocation
 from tilefx.backend.machine import machine as machine_named
 from tilefx.backend.schedule import SCHEDULES, pipelined
 from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr
@@ -90,6 +91,10 @@ class AutoStagePass(ModulePass):
     micro_batches: int = 0  # 0: the fewest the schedule allows
     machine: str = "mk2"
     default_proportion: float | int = 0.6
+    # where the optimizer state lives (backend/locations.py): off chip it
+    # takes no tile memory; sharded, 1/state-shards of each large tensor
+    state_on_chip: bool = True
+    state_shards: int = 1
 
     def _settings(self, module: ModuleOp) -> dict:
         cfg = module_config(module, STRATEGY_KEY) or {}
@@ -97,7 +102,13 @@ class AutoStagePass(ModulePass):
         s = {"kind": cfg.get("kind", "pipelined"), "schedule": cfg.get("schedule", self.schedule),
              "num_ipus": auto.get("num_ipus", self.num_ipus),
              "virtual_stages": auto.get("virtual_stages", self.virtual_stages),
-             "machine": auto.get("machine", self.machine)}
+             "machine": auto.get("machine", self.machine),
+             "state": TensorLocation(
+                 on_chip=bool(auto.get("state_on_chip", self.state_on_chip)),
+                 sharded=int(auto.get("state_shards", self.state_shards)) > 1,
+                 min_elements_off_chip=int(auto.get("state_min_elements_off_chip", MIN_ELEMENTS_OFF_CHIP)),
+                 min_elements_sharded=int(auto.get("state_min_elements_sharded", MIN_ELEMENTS_SHARDED))),
+             "state_shards": int(auto.get("state_shards", self.state_shards))}
         if s["num_ipus"] < 1:
             raise PlacementError("ipu-auto-stage needs the number of IPUs: num-ipus=N, or "
                                  "PipelinedExecution.auto(N)")
@@ -148,7 +159,8 @@ class AutoStagePass(ModulePass):
                         code[anchor[o]] += 1
                 cycles[p] = c
                 bwd_cycles[p] = cb
-        weights, saved, crossing = _memory_vectors(op, main, ops, anchor, n, training)
+        weights, saved, crossing = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"],
+                                                   cfg["state_shards"])
         link = np.array([[mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0 for b in row]
                          for row in crossing], dtype=np.float64)
         depth = _stash_depths(stage_ipus, cfg["schedule"], self.micro_batches, training)
@@ -241,8 +253,10 @@ def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
     return anchor, n
 
 
-def _memory_vectors(module, main, ops, anchor, n, training):
-    """Per position: bytes of weights (with optimizer state and accumulators),
+def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocation = ON_CHIP,
+                    replicas: int = 1):
+    """Per position: bytes of weights (with optimizer state, where `state`
+    keeps it on chip and sharded over `replicas`, and accumulators),
     bytes of forward values the backward reads (stashed per micro-batch), and
     the bytes crossing a cut just before the position: forward values into
     later stages (row 0), values read by earlier stages' backward (row 1)."""
@@ -260,7 +274,8 @@ def _memory_vectors(module, main, ops, anchor, n, training):
             continue
         b = _bytes(a)
         if training:  # a gradient accumulator and the fp32 optimizer state per element
-            b += b + states * 4 * int(np.prod(a.type.get_shape()))
+            numel = int(np.prod(a.type.get_shape()))
+            b += b + (0 if state.off_chip(numel) else -(-states * 4 * numel // state.shards(numel, replicas)))
         weights[min(us)] += b
     saved = np.zeros(n)
     cross = np.zeros((2, n + 1))  # forward values into later stages, values back into earlier ones
