@@ -188,40 +188,6 @@ def test_backward_on_an_output_is_poptorchs_error_and_training_still_matches_tor
         out.backward()
 
 
-def test_anchored_tensors_are_a_clear_error_not_silently_nothing(caplog):
-    """Options.anchorTensor was accepted and ignored and getAnchoredTensor did not
-    exist (AttributeError): compiling now warns and reading says it is not supported."""
-    import logging
-
-    import pytest
-
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc = torch.nn.Linear(4, 3)
-
-        def forward(self, x):
-            return self.fc(x)
-
-    opts = poptorch.Options()
-    opts.anchorTensor("grad_w", "Gradient___fc.weight")
-    model = Net()
-    inference = poptorch.inferenceModel(model, opts)
-    x = torch.randn(2, 4)
-    with caplog.at_level(logging.WARNING, logger="tilefx"):
-        logging.getLogger("tilefx").addHandler(caplog.handler)
-        try:
-            out = inference(x)
-        finally:
-            logging.getLogger("tilefx").removeHandler(caplog.handler)
-    assert "anchorTensor(grad_w)" in caplog.text
-    torch.testing.assert_close(out, model(x), rtol=1e-6, atol=1e-7)
-    with pytest.raises(poptorch.Error, match="not supported by tilefx yet"):
-        inference.getAnchoredTensor("grad_w")
-    with pytest.raises(poptorch.Error, match="no tensor is anchored as 'other'"):
-        inference.getAnchoredTensor("other")
-
-
 def test_wrapping_a_model_again_for_training_needs_destroy_first():
     """seeds/000 4.5.5: "Destroy original model to prevent an error when wrapping
     the model again" (PopTorch: "Model has already been wrapped in

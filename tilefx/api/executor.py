@@ -34,8 +34,10 @@ from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, Module
 from xdsl.utils.exceptions import VerifyException
 
 from tilefx.api.logs import CompileProgress
+from tilefx.api import anchors
+from tilefx.api.anchors import Anchors
 from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode, ReductionType
-from tilefx.errors import Error
+from tilefx.errors import Error, error_also
 from tilefx.gcpause import gc_paused
 from tilefx.api.options import Options, OptionsAssertionError
 from tilefx.api.optim import SGD, optimizer_config
@@ -45,6 +47,7 @@ from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
 from tilefx.lowering.call_spec import CallSpec, bind_call, restore_caches
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
 from tilefx.lowering.no_compiler import without_compiler
+from tilefx.lowering.tracing_state import GradientOutputs
 from tilefx.passes.pipelines import run_graph_passes
 from tilefx.backend import schedule
 from tilefx.backend.machine import machine
@@ -381,10 +384,15 @@ class PoplarExecutor:
             self._attached = True  # a detached model attaches again when called (PopTorch)
         if self._one_call_for is not self._program:  # decided once per program (options are frozen)
             self._one_call_for, self._one_call = self._program, self._one_micro_batch()
+        anchored = self.__dict__.get("_anchors")
+        if anchored is not None:
+            self._anchor_weights("value")
         if self._one_call:
             out = self._run_one(inputs)
         else:
             out = self._run(inputs)
+        if anchored is not None and self._training:
+            self._anchor_weights("updated")
         if not self._has_run:
             self._has_run = True
         if self._training:
@@ -706,10 +714,7 @@ class PoplarExecutor:
         from tilefx.api import export
 
         start = time.perf_counter()
-        if self._options.anchored_tensors:
-            log.warning("Options.anchorTensor(%s): anchoring tensors is not supported by tilefx yet; "
-                        "getAnchoredTensor will raise (gradient anchors: tilefx.popart sessions)",
-                        ", ".join(sorted(self._options.anchored_tensors)))
+        self._anchors = Anchors.of(self)  # Options.anchorTensor (api/anchors.py)
         _warn_unmodelled_locations(self._options.TensorLocations)
         self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
         if self._joins_processes():  # meet the others first: a bad rendezvous fails before tracing
@@ -735,7 +740,10 @@ class PoplarExecutor:
         untrained = self._params_outside_optimizer() if self._training else []
         for p_ in untrained:
             p_.requires_grad_(False)
+        anchored = self._anchors is not None and self._training and self._anchors.gradients
         try:
+            if anchored:  # anchored gradients: returned by main after the model's outputs
+                GradientOutputs.requested = tuple(self._anchors.gradients)
             with self._groups.per_replica_view(model):
                 traced = trace(model, tuple(x[: x.shape[0] // n] if x.dim() else x for x in inputs),
                                self._training, upcast_inputs=self._upcast_inputs(inputs), call=call)
@@ -743,10 +751,14 @@ class PoplarExecutor:
             progress.abort()
             raise
         finally:
+            if anchored:
+                GradientOutputs.requested = ()
             model.train(was_training)
             for p_ in untrained:
                 p_.requires_grad_(True)
         progress.mark("traced the model", 40)
+        if anchored:
+            traced.anchor_outputs = len(self._anchors.gradients)
         self._traced_params = set(traced.params)
         import_module = traced.module.clone()
         module = traced.module
@@ -889,15 +901,32 @@ class PoplarExecutor:
         return self._profile
 
     def getAnchoredTensor(self, short_name: str) -> torch.Tensor:
-        """PopTorch reads a tensor anchored with Options.anchorTensor; tilefx does not
-        anchor tensors yet, so this says so (the call used to be an AttributeError
-        and the option silently had no effect)."""
-        if short_name not in self._options.anchored_tensors:
+        """The value an anchored tensor (Options.anchorTensor) had in the last call."""
+        held = self.__dict__.get("_anchors")
+        if held is None:
+            if short_name in self._options.anchored_tensors:
+                raise Error(f"getAnchoredTensor({short_name!r}): the model has not run yet")
             raise Error(f"getAnchoredTensor: no tensor is anchored as {short_name!r} "
-                        "(Options.anchorTensor(short_name, long_name))")
-        raise Error(f"getAnchoredTensor({short_name!r}): anchoring tensors "
-                    f"({self._options.anchored_tensors[short_name]['long_name']!r}) is not supported by "
-                    "tilefx yet; gradients can be anchored in tilefx.popart sessions (Gradient___<name>)")
+                        "(Options.anchorTensor(short_name, long_name), before the model compiles)")
+        return held.get(short_name)
+
+    def getTensorNames(self) -> list[str]:
+        """The names of the program's tensors a user can anchor
+        (Options.anchorTensor): the parameters, and in training the gradients
+        (Gradient___<name>) and updated values (UpdatedVar___<name>) of the
+        trained ones, with the inputs' names. PopTorch asserts the model is
+        compiled."""
+        if self._program is None:
+            raise error_also(AssertionError)("Model must be compiled before calling getTensorNames",
+                                             type="api")
+        names = [n for n, _ in self._user_model.named_parameters()]
+        if self._training:
+            trained = set(self._program.trained)
+            names += [f"{prefix}{n}" for prefix in (anchors.GRADIENT, anchors.UPDATED)
+                      for n in names if n in trained]
+        if self._call is not None:
+            names += list(self._call.tensor_names())
+        return names
 
     def cycleCount(self) -> int:
         """Cycles of the last run on the simulated IPUs (needs Options.logCycleCount(True))."""
@@ -1403,7 +1432,17 @@ class PoplarExecutor:
         if mode == OutputMode.Default:
             mode = OutputMode.Final if self._training else OutputMode.All
         results = []
+        n_model = self._num_model_outputs()
         for k in range(len(out_ids)):
+            held = self.__dict__.get("_anchors")
+            if out_ids[k] >= n_model:  # an anchored gradient, in its own mode and PopART's layout
+                if held is None or len(held.gradients) != self._program.traced.anchor_outputs:
+                    results.append(None)  # (an executable loaded without its anchors)
+                    continue
+                a_mode, period = held.gradient_mode(out_ids[k] - n_model)
+                items, dims = anchors.anchor_items(outputs, k, a_mode, period, D, G, R)
+                results.append(torch.from_numpy(anchors.collect(items, dims)))
+                continue
             if mode == OutputMode.All:
                 items = [outputs[d][g][r][k] for d in range(D) for g in range(G) for r in range(R)]
             elif mode == OutputMode.EveryN:
@@ -1433,7 +1472,13 @@ class PoplarExecutor:
         bf16 = self._program.main.bf16_results
         if bf16:
             results = [t.to(torch.bfloat16) if i in bf16 else t for i, t in zip(out_index, results)]
-        leaves: list[Any] = [None] * self._program.traced.num_outputs
+        n_model = self._num_model_outputs()
+        if n_model < self._program.traced.num_outputs:  # the anchored gradients go aside
+            held = self.__dict__.get("_anchors")
+            if held is not None and len(held.gradients) == self._program.traced.anchor_outputs:
+                held.set_gradients([torch.as_tensor(r) for i, r in zip(out_ids, results) if i >= n_model])
+            results, out_ids = zip(*[(r, i) for i, r in zip(out_ids, results) if i < n_model]) or ((), ())
+        leaves: list[Any] = [None] * n_model
         for i, r in zip(out_ids, results):
             leaves[i] = r
         for i, v in self._program.traced.out_consts.items():
@@ -1443,6 +1488,18 @@ class PoplarExecutor:
         if spec is not None and spec.num_leaves == len(results):
             return torch.utils._pytree.tree_unflatten(results, spec)
         return results[0] if len(results) == 1 else tuple(results)
+
+    def _num_model_outputs(self) -> int:
+        """The model's own outputs (main returns anchored gradients after them)."""
+        traced = self._program.traced
+        return traced.num_outputs - traced.anchor_outputs
+
+    def _anchor_weights(self, kind: str) -> None:
+        """The weights anchored by name ("value": as the step starts) or as
+        UpdatedVar___ ("updated": after its update), for getAnchoredTensor."""
+        groups = self._groups
+        self._anchors.set_weights(kind, self._weights,
+                                  lambda n, w: groups.to_host(n, w) if n in groups.names else w)
 
     def _write_back(self, snap: ModuleSnapshot | None = None) -> None:
         """Write the executor's weights and buffers into the torch module.

@@ -175,6 +175,7 @@ def pack(ex) -> bytes:
     meta = {
         "training": ex._training, "params": t.params, "buffers": t.buffers,
         "num_inputs": t.num_inputs, "num_outputs": t.num_outputs, "loss_index": t.loss_index,
+        "anchor_outputs": t.anchor_outputs,
         "consts": sorted(t.consts), "out_spec": spec,
         "input_shapes": [list(s) for s in p.input_shapes],
         "input_dtypes": [str(np.dtype(d)) for d in p.input_dtypes],
@@ -332,7 +333,8 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
     spec = meta.get("out_spec")
     traced = TracedGraph(import_module, list(meta["params"]), list(meta["buffers"]), int(meta["num_inputs"]),
                          int(meta["num_outputs"]), meta.get("loss_index"), consts,
-                         out_spec=torch.utils._pytree.treespec_loads(spec) if spec else None)
+                         out_spec=torch.utils._pytree.treespec_loads(spec) if spec else None,
+                         anchor_outputs=int(meta.get("anchor_outputs", 0)))
     named_p = dict(ex._user_model.named_parameters(remove_duplicate=False))
     named_b = dict(ex._user_model.named_buffers(remove_duplicate=False))
     for kind, names, have in (("parameter", traced.params, named_p), ("buffer", traced.buffers, named_b)):

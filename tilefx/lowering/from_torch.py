@@ -117,6 +117,9 @@ class TracedGraph:
     consts: dict[str, np.ndarray] = field(default_factory=dict)
     out_spec: object = None  # the pytree structure of the model's outputs (dicts, nesting)
     out_consts: dict[int, object] = field(default_factory=dict)  # non-tensor outputs by index
+    # trailing outputs that are gradients anchored with poptorch's Options.anchorTensor
+    # (api/anchors.py), not the model's: its executor sets them aside
+    anchor_outputs: int = 0
     # parameters, buffers and constants the model holds on the meta device: shapes
     # without values (a model built for sizing only; see model_state.MetaAsFake)
     meta_tensors: list[str] = field(default_factory=list)

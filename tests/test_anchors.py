@@ -1,0 +1,164 @@
+"""Anchored tensors (PopTorch's Options.anchorTensor / getAnchoredTensor /
+getTensorNames): a weight's gradient per micro-batch, its updated value and
+its value during the step, read back after each call in PopART's anchor
+layout, against eager PyTorch."""
+
+import copy
+
+import pytest
+import torch
+
+import tilefx as poptorch
+from tilefx import OutputMode
+
+
+class Model(torch.nn.Module):
+    """PopTorch's own anchoring test model."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(10, 10)
+        self.relu = torch.nn.ReLU()
+        self.fc2 = torch.nn.Linear(10, 10)
+        self.loss = torch.nn.MSELoss(reduction="mean")
+
+    def forward(self, x, labels=None):
+        out = self.fc2(self.relu(self.fc1(x)))
+        if self.training:
+            return self.loss(out, labels)
+        return out
+
+
+def test_poptorch_tensor_values_example():
+    """PopTorch's test_tensor_values, as written (its 'model.' prefix is the
+    wrapper older PopTorch releases put around the model), plus the values
+    against eager: the bias gradient and the weight after the SGD step."""
+    torch.manual_seed(0)
+    model = Model()
+    ref = copy.deepcopy(model)
+    opts = poptorch.Options()
+    opts.anchorTensor('grad_bias', 'Gradient___model.fc2.bias')
+    opts.anchorTensor('update_weight', 'UpdatedVar___model.fc2.weight')
+    poptorch_model = poptorch.trainingModel(model, opts)
+    with pytest.raises(AssertionError):
+        poptorch_model.getTensorNames()
+
+    input = torch.rand(10, 10)
+    label = torch.rand(10, 10)
+    poptorch_model(input, label)
+    grad1 = poptorch_model.getAnchoredTensor('grad_bias')
+    assert grad1.shape == (10, )
+    update1 = poptorch_model.getAnchoredTensor('update_weight')
+    assert update1.shape == (10, 10)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.01)  # PopTorch's default optimizer
+    ref.train()
+    ref(input, label).backward()
+    torch.testing.assert_close(grad1, ref.fc2.bias.grad, rtol=1e-6, atol=1e-7)
+    ref_opt.step()
+    torch.testing.assert_close(update1, ref.fc2.weight.detach(), rtol=1e-6, atol=1e-7)
+
+    input = torch.rand(10, 10)
+    label = torch.rand(10, 10)
+    poptorch_model(input, label)
+    grad2 = poptorch_model.getAnchoredTensor('grad_bias')
+    update2 = poptorch_model.getAnchoredTensor('update_weight')
+    assert grad2.shape == (10, ) and update2.shape == (10, 10)
+    assert not torch.equal(grad1, grad2)
+    assert not torch.equal(update1, update2)
+
+    names = poptorch_model.getTensorNames()
+    assert any(t.startswith('Gradient___') for t in names)
+    assert any(t.startswith('UpdatedVar__') for t in names)
+    assert 'fc2.bias' in names and 'Gradient___fc2.bias' in names
+
+
+class Small(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        out = self.fc(x)
+        return out, torch.nn.functional.mse_loss(out, y)
+
+
+@pytest.mark.parametrize("mode", [OutputMode.All, OutputMode.EveryN, OutputMode.Final, OutputMode.Sum])
+def test_gradient_anchor_per_micro_batch_in_each_output_mode(mode):
+    """Under deviceIterations x gradientAccumulation x replicas each micro-batch's
+    gradient is eager's for that micro-batch, laid out as PopART's anchors:
+    [D, G, R] leading dimensions for All (D / N for EveryN), [R] for Final and
+    Sum, size-1 dimensions left out. The model's outputs keep their structure."""
+    torch.manual_seed(0)
+    model = Small()
+    ref = copy.deepcopy(model)
+    D, G, R, mb = 2, 3, 2, 2
+    opts = poptorch.Options().deviceIterations(D).replicationFactor(R)
+    opts.Training.gradientAccumulation(G)
+    opts.anchorTensor('g', 'Gradient___fc.weight', mode, 2 if mode == OutputMode.EveryN else 1)
+    opts.anchorTensor('b', 'Gradient___fc.bias')  # the model's mode: Final in training
+    # (lr 0: every micro-batch sees the same weights as the eager reference's)
+    ipu = poptorch.trainingModel(model, opts, optimizer=poptorch.optim.SGD(model.parameters(), lr=0.0))
+    x, y = torch.randn(D * G * R * mb, 4), torch.randn(D * G * R * mb, 3)
+    out, loss = ipu(x, y)
+    assert out.shape == (R * mb, 3) and loss.shape == (R,)  # OutputMode.Default: Final
+    xs, ys = x.reshape(D, G, R, mb, 4), y.reshape(D, G, R, mb, 3)
+    grads = torch.zeros(D, G, R, 3, 4)
+    bias = torch.zeros(D, G, R, 3)
+    for d in range(D):
+        for g in range(G):
+            for r in range(R):
+                ref.zero_grad()
+                ref(xs[d, g, r], ys[d, g, r])[1].backward()
+                grads[d, g, r], bias[d, g, r] = ref.fc.weight.grad, ref.fc.bias.grad
+    want = {OutputMode.All: grads, OutputMode.EveryN: grads[1], OutputMode.Final: grads[-1, -1],
+            OutputMode.Sum: grads.sum((0, 1))}[mode]
+    torch.testing.assert_close(ipu.getAnchoredTensor('g'), want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ipu.getAnchoredTensor('b'), bias[-1, -1], rtol=1e-5, atol=1e-6)
+
+
+def test_value_anchor_in_inference_and_clear_errors():
+    torch.manual_seed(0)
+    model = Model().eval()
+    opts = poptorch.Options()
+    opts.anchorTensor('w', 'fc1.weight')
+    ipu = poptorch.inferenceModel(model, opts)
+    with pytest.raises(poptorch.Error, match="has not run yet"):
+        ipu.getAnchoredTensor("w")
+    ipu(torch.rand(2, 10))
+    assert torch.equal(ipu.getAnchoredTensor('w'), model.fc1.weight.detach())
+    with pytest.raises(poptorch.Error, match="no tensor is anchored as 'v'"):
+        ipu.getAnchoredTensor('v')
+
+    bad = poptorch.Options()
+    bad.anchorTensor('g', 'Gradient___fc1.weight')
+    with pytest.raises(poptorch.Error, match="an inference model computes no gradients"):
+        poptorch.inferenceModel(Model().eval(), bad)(torch.rand(2, 10))
+    bad = poptorch.Options()
+    bad.anchorTensor('g', 'Gradient___fc3.weight')
+    with pytest.raises(poptorch.Error, match="'fc3.weight' is not a parameter of the model"):
+        poptorch.trainingModel(Model(), bad)(torch.rand(2, 10), torch.rand(2, 10))
+    frozen = Model()
+    frozen.fc1.weight.requires_grad_(False)
+    bad = poptorch.Options()
+    bad.anchorTensor('g', 'Gradient___fc1.weight')
+    with pytest.raises(poptorch.Error, match="'fc1.weight' is not trained"):
+        poptorch.trainingModel(frozen, bad)(torch.rand(2, 10), torch.rand(2, 10))
+
+
+def test_exported_anchored_program_keeps_the_models_outputs(tmp_path):
+    """An executable compiled with anchored gradients loads with the model's
+    own outputs (its anchors are not part of the file's call)."""
+    torch.manual_seed(0)
+    model = Small()
+    opts = poptorch.Options()
+    opts.anchorTensor('g', 'Gradient___fc.weight')
+    ipu = poptorch.trainingModel(model, opts, optimizer=poptorch.optim.SGD(model.parameters(), lr=0.0))
+    x, y = torch.randn(2, 4), torch.randn(2, 3)
+    path = str(tmp_path / "anchored.poptorch")
+    ipu.compileAndExport(path, x, y)
+    loaded = poptorch.load(path)
+    out, loss = loaded(x, y)
+    with torch.no_grad():
+        want_out, want_loss = copy.deepcopy(model)(x, y)
+    torch.testing.assert_close(out, want_out, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(loss, want_loss, rtol=1e-6, atol=1e-6)

@@ -1,0 +1,127 @@
+"""Anchored tensors: `Options.anchorTensor(short_name, long_name, output_mode,
+output_return_period)` and `PoplarExecutor.getAnchoredTensor(short_name)`.
+
+PopTorch names a tensor of the program by its PopART id; the ones users
+anchor to debug training are a weight's gradient (`Gradient___<name>`), its
+value after the update (`UpdatedVar___<name>`) and its value during the step
+(`<name>`), with `<name>` a parameter's name in the model (older PopTorch
+releases prefix it with the wrapper's `model.`, which is accepted too).
+Gradients are one per micro-batch: the trace returns them after the model's
+outputs (lowering/tracing_state.GradientOutputs, as for PopART's gradient
+anchors) and the executor sets them aside here after each call, with
+PopART's anchor layout: [deviceIterations, gradientAccumulation, replicas]
+leading dimensions for All ([deviceIterations / N, ...] for EveryN,
+[replicas] for Final and Sum), those of size 1 left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from tilefx.api.enums import OutputMode
+from tilefx.errors import Error
+
+GRADIENT = "Gradient___"  # PopART's reserved prefixes (popart.reservedGradientPrefix() ...)
+UPDATED = "UpdatedVar___"
+WRAPPER = "model."  # the attribute older PopTorch wrapped the user's model in
+
+
+class Anchors:
+    """The anchors of one executor and what the last call left in them."""
+
+    def __init__(self, anchored: dict[str, dict[str, Any]], params: list[str], trained: set[str],
+                 training: bool, default_mode: OutputMode):
+        self.entries: dict[str, tuple[str, str, OutputMode, int]] = {}  # short -> (kind, param, mode, N)
+        self.gradients: list[str] = []  # the parameters whose gradient main returns, in order
+        self.memory: dict[str, torch.Tensor] = {}
+        for short, spec in anchored.items():
+            long_name = spec["long_name"]
+            kind, name = ("gradient", long_name[len(GRADIENT):]) if long_name.startswith(GRADIENT) else \
+                ("updated", long_name[len(UPDATED):]) if long_name.startswith(UPDATED) else ("value", long_name)
+            if name not in params and name.startswith(WRAPPER) and name[len(WRAPPER):] in params:
+                name = name[len(WRAPPER):]
+            if name not in params:
+                shown = ", ".join(params[:8]) + (", ..." if len(params) > 8 else "")
+                raise Error(f"anchorTensor({short!r}, {long_name!r}): tilefx anchors a parameter "
+                            f"(its name), its gradient ({GRADIENT}<name>) or its updated value "
+                            f"({UPDATED}<name>); {name!r} is not a parameter of the model "
+                            f"({shown or 'it has none'})")
+            if kind != "value" and not training:
+                raise Error(f"anchorTensor({short!r}, {long_name!r}): an inference model computes no "
+                            "gradients nor updates")
+            if kind != "value" and name not in trained:
+                raise Error(f"anchorTensor({short!r}, {long_name!r}): {name!r} is not trained (frozen, "
+                            "or not given to the optimizer): it has no gradient")
+            mode = spec.get("output_mode") or OutputMode.Default
+            if mode == OutputMode.Default:
+                mode = default_mode
+            self.entries[short] = (kind, name, mode, int(spec.get("output_return_period") or 1))
+            if kind == "gradient" and name not in self.gradients:
+                self.gradients.append(name)
+
+    @classmethod
+    def of(cls, executor) -> Anchors | None:
+        anchored = executor._options.anchored_tensors
+        if not anchored:
+            return None
+        model = executor._user_model
+        params = [n for n, _ in model.named_parameters()]
+        trained = {n for n, p in model.named_parameters() if p.requires_grad}
+        mode = executor._options.output_mode
+        if mode == OutputMode.Default:
+            mode = OutputMode.Final if executor._training else OutputMode.All
+        return cls(anchored, params, trained, executor._training, mode)
+
+    def gradient_mode(self, index: int) -> tuple[OutputMode, int]:
+        """The output mode and period of the `index`-th returned gradient (the
+        first anchor naming it)."""
+        name = self.gradients[index]
+        return next((m, n) for kind, p, m, n in self.entries.values() if kind == "gradient" and p == name)
+
+    def set_gradients(self, values: list[torch.Tensor]) -> None:
+        """The gradients main returned in this call, collected per their modes."""
+        got = dict(zip(self.gradients, values))
+        for short, (kind, name, _, _) in self.entries.items():
+            if kind == "gradient":
+                self.memory[short] = got[name]
+
+    def set_weights(self, kind: str, weights: dict[str, np.ndarray], host) -> None:
+        """The weights' values before ("value") or after ("updated") this call's update."""
+        for short, (k, name, _, _) in self.entries.items():
+            if k == kind:
+                self.memory[short] = torch.from_numpy(np.array(host(name, weights[name])))
+
+    def get(self, short_name: str) -> torch.Tensor:
+        if short_name not in self.entries:
+            raise Error(f"getAnchoredTensor: no tensor is anchored as {short_name!r} "
+                        f"(Options.anchorTensor(short_name, long_name)); anchored: "
+                        f"{', '.join(self.entries) or 'none'}")
+        if short_name not in self.memory:
+            raise Error(f"getAnchoredTensor({short_name!r}): the model has not run yet")
+        return self.memory[short_name]
+
+
+def collect(items: list, dims: list[int]) -> np.ndarray:
+    """One anchor's arrays in PopART's layout: stacked under the leading
+    `dims` that are not 1."""
+    lead = [d for d in dims if d != 1]
+    arr = np.stack([np.asarray(v) for v in items]) if len(items) > 1 else np.asarray(items[0])
+    return np.array(arr.reshape(lead + list(np.shape(items[0]))), order="C")
+
+
+def anchor_items(outputs, k: int, mode: OutputMode, period: int, D: int, G: int, R: int):
+    """outputs[d][g][r][k] of one anchor, and the leading dimensions its mode keeps."""
+    if mode == OutputMode.All:
+        return [outputs[d][g][r][k] for d in range(D) for g in range(G) for r in range(R)], [D, G, R]
+    if mode == OutputMode.EveryN:
+        return [outputs[d][g][r][k] for d in range(period - 1, D, period)
+                for g in range(G) for r in range(R)], [D // period, G, R]
+    if mode == OutputMode.Final:
+        return [outputs[D - 1][G - 1][r][k] for r in range(R)], [R]
+    if mode == OutputMode.Sum:
+        return [np.sum([outputs[d][g][r][k] for d in range(D) for g in range(G)], axis=0)
+                .astype(np.asarray(outputs[0][0][r][k]).dtype) for r in range(R)], [R]
+    raise Error(f"unsupported output mode {mode}")
