@@ -479,13 +479,69 @@ def test_unsupported_op_names_the_module_path():
         tilefx.inferenceModel(Outer())(torch.randn(2, 3))
 
 
-def test_bicubic_grid_sample_is_a_clear_error():
-    class Warp(nn.Module):
-        def forward(self, x, grid):
-            return nn.functional.grid_sample(x, grid, mode="bicubic", align_corners=False)
+@pytest.mark.parametrize("kernels", ["aten", "numpy"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+def test_bicubic_grid_sample_trains_like_torch(kernels, padding, monkeypatch):
+    """mode='bicubic' (was a clear error): the image and the grid both
+    trained one SGD step, against eager, on ATen's kernel and on the numpy
+    one (ATen's 4 x 4 cubic taps, A = -0.75, padding per tap, the grid's
+    gradient holding each tap's value constant), in float64 to 1e-13."""
+    if kernels == "numpy":
+        monkeypatch.setenv("TILEFX_KERNELS", "numpy")
+    else:
+        monkeypatch.delenv("TILEFX_KERNELS", raising=False)
 
-    with pytest.raises(tilefx.Error, match="grid_sampler_2d.*bicubic"):
-        tilefx.inferenceModel(Warp())(torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1)
+    class Warp(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.image = nn.Parameter(torch.randn(1, 3, 7, 9, dtype=torch.float64))
+            self.grid = nn.Parameter(torch.rand(2, 5, 6, 2, dtype=torch.float64) * 2.6 - 1.3)
+
+        def forward(self, y):
+            out = nn.functional.grid_sample(self.image.expand(2, -1, -1, -1), self.grid, mode="bicubic",
+                                            padding_mode=padding, align_corners=padding == "border")
+            return out, ((out - y) ** 2).mean()
+
+    torch.manual_seed(0)
+    model = Warp()
+    ref = copy.deepcopy(model)
+    y = torch.randn(2, 3, 5, 6, dtype=torch.float64)
+    torch.testing.assert_close(tilefx.inferenceModel(copy.deepcopy(model).eval())(y)[0], ref(y)[0],
+                               rtol=1e-13, atol=1e-13)
+    tilefx.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0))(y)
+    ref(y)[1].backward()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p -= p.grad
+    for a, b in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("mode", ["cubic", "linear", "nearest"])
+def test_onnx_grid_sample_equals_onnxruntime(mode):
+    """ONNX GridSample (opset 20 mode names; cubic is torch's bicubic, A = -0.75)
+    through a PopART session, against onnxruntime."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from tilefx import popart
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 7, 9)).astype(np.float32)
+    grid = (rng.random((2, 5, 6, 2)) * 2.6 - 1.3).astype(np.float32)
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"], mode=mode, padding_mode="border",
+                            align_corners=0)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape),
+                                            helper.make_tensor_value_info("grid", TensorProto.FLOAT, grid.shape)],
+                              [helper.make_empty_tensor_value_info("y")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]).SerializeToString()
+    want = ort.InferenceSession(proto).run(["y"], {"x": x, "grid": grid})[0]
+    session = popart.InferenceSession(proto, popart.DataFlow(1, ["y"]), popart.DeviceManager().createCpuDevice())
+    session.prepareDevice()
+    anchors = session.initAnchorArrays()
+    session.run(popart.PyStepIO({"x": x, "grid": grid}, anchors))
+    np.testing.assert_allclose(anchors["y"], want, rtol=1e-5, atol=1e-5)
 
 
 def test_one_hot_losses_train_and_out_of_range_classes_are_an_error():

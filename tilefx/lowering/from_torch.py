@@ -429,9 +429,6 @@ class _Builder:
             if name == "as_strided.default":
                 _check_as_strided_view(node)
             operands, props = _schema_args(node, schema)
-            if name.startswith("grid_sampler_") and props.get("interpolation_mode") == 2:
-                raise Error(f"unsupported operation aten::{name} with bicubic interpolation (from module "
-                            f"{_module_of(node)}): use mode='bilinear' or 'nearest'", type="frontend")
             operands = {k: self.operand(v, val) for k, v in operands.items()}
             if name in ("_linalg_det.default", "_linalg_slogdet.default") and \
                     not node.args[0].meta["val"].is_contiguous():

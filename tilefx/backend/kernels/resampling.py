@@ -200,8 +200,10 @@ def _grid_taps(input, grid, interpolation_mode, padding_mode, align_corners):
     and d(coordinate)/d(grid) per axis. The grid's last dimension holds x, y
     (, z): component j drives spatial axis nd - 1 - j. Bilinear (trilinear)
     weights are the product of each axis's linear ones."""
+    if interpolation_mode == 2:
+        return _bicubic_taps(input, grid, padding_mode, align_corners)
     if interpolation_mode not in (0, 1):
-        raise NotImplementedError("grid_sampler: bicubic interpolation is not implemented")
+        raise NotImplementedError(f"grid_sampler: interpolation mode {interpolation_mode}")
     sizes = input.shape[2:]
     nd = len(sizes)
     g = grid.astype(np.float64)
@@ -223,6 +225,70 @@ def _grid_taps(input, grid, interpolation_mode, padding_mode, align_corners):
     return taps, dcoords
 
 
+# ATen's bicubic grid sampling: Keys' cubic convolution with A = -0.75 over the
+# 4 x 4 neighbours of the unnormalised point; padding applies to each tap
+_CUBIC_A = -0.75
+
+
+def _cubic_weights(t):
+    """The four taps' weights at offsets -1, 0, 1, 2 from floor(x), t = x - floor(x),
+    and their derivatives in t."""
+    A = _CUBIC_A
+
+    def near(x):  # |x| <= 1
+        return ((A + 2) * x - (A + 3)) * x * x + 1, (3 * (A + 2) * x - 2 * (A + 3)) * x
+
+    def far(x):  # 1 < |x| < 2
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A, (3 * A * x - 10 * A) * x + 8 * A
+
+    (w0, d0), (w1, d1), (w2, d2), (w3, d3) = far(t + 1), near(t), near(1 - t), far(2 - t)
+    return [w0, w1, w2, w3], [d0, d1, -d2, -d3]
+
+
+def _padded_tap(p, size, padding_mode, align_corners):
+    """A tap's integer coordinate under the padding mode (ATen's
+    compute_coordinates): clipped (border), reflected then clipped
+    (reflection), or as it is (zeros: _inside drops it when outside)."""
+    if padding_mode == 1:
+        return np.clip(p, 0, size - 1)
+    if padding_mode == 2:
+        r, _ = _reflect(p.astype(np.float64), 0, 2 * (size - 1)) if align_corners else \
+            _reflect(p.astype(np.float64), -1, 2 * size - 1)
+        return np.clip(r, 0, size - 1).astype(_I64)
+    return p
+
+
+def _bicubic_taps(input, grid, padding_mode, align_corners):
+    """`_grid_taps` for bicubic 2-d sampling: 16 taps, each weighted by the
+    product of its x and y cubic weights; the coordinates are unnormalised
+    without padding, and the grid's gradient treats each tap's value as
+    constant (as ATen's backward does)."""
+    sizes = input.shape[2:]
+    if len(sizes) != 2:
+        raise NotImplementedError("grid_sampler: bicubic interpolation is for 2-d inputs")
+    g = grid.astype(np.float64)
+    coords, dcoords, lows, weights = [], [], [], []
+    for axis, size in enumerate(sizes):
+        x = g[..., 1 - axis]
+        if align_corners:
+            c, dc = (x + 1) / 2 * (size - 1), np.full(x.shape, (size - 1) / 2)
+        else:
+            c, dc = ((x + 1) * size - 1) / 2, np.full(x.shape, size / 2)
+        low = np.floor(c)
+        coords.append(c)
+        dcoords.append(dc)
+        lows.append(low.astype(_I64))
+        weights.append(_cubic_weights(c - low))
+    taps = []
+    (wy, dy), (wx, dx) = weights
+    for j in range(4):
+        py = _padded_tap(lows[0] - 1 + j, sizes[0], padding_mode, align_corners)
+        for i in range(4):
+            px = _padded_tap(lows[1] - 1 + i, sizes[1], padding_mode, align_corners)
+            taps.append(([py, px], wy[j] * wx[i], [dy[j] * wx[i], wy[j] * dx[i]]))
+    return taps, dcoords
+
+
 def _inside(pos, sizes):
     """Whether each tap lies in the input, and its positions clipped into it."""
     inside = np.ones(pos[0].shape, bool)
@@ -232,7 +298,7 @@ def _inside(pos, sizes):
 
 
 def _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners):
-    """interpolation 0 bilinear, 1 nearest; padding 0 zeros, 1 border, 2 reflection."""
+    """interpolation 0 bilinear, 1 nearest, 2 bicubic; padding 0 zeros, 1 border, 2 reflection."""
     x = _f32(input)
     n, c, sizes = x.shape[0], x.shape[1], x.shape[2:]
     taps, _ = _grid_taps(x, grid, interpolation_mode, padding_mode, align_corners)
