@@ -51,6 +51,7 @@ from xdsl.ir import Attribute, Block, Region, SSAValue
 from tilefx.errors import Error, error_also
 from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
+from tilefx.dialects.const_value import dense_of
 from tilefx.dialects.aten_schema import Schema
 from tilefx.lowering.call_spec import CallSpec, CallWith, bind_call
 from tilefx.lowering.joint_trace import (BufferInput, GradOutput, InputMutation, LossSeed, ParamInput, PlainInput,
@@ -62,7 +63,7 @@ from tilefx.lowering.static_ops import static_ops
 from tilefx.lowering.tracing_state import GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
 from tilefx.dialects.names import LOC_META_KEY, MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import ATTRIBUTES_KEY, ATTRIBUTES_META_KEY
-from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
+from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, CONST_VALUE_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
 
 _TORCH_TO_NP = {
     torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
@@ -348,6 +349,17 @@ class _Builder:
         self.arg_attrs.append(DictionaryAttr(attrs))
         self.values[node] = arg
         return arg
+
+    def add_const(self, node, name: str, value: np.ndarray, has_value: bool) -> SSAValue:
+        """A lifted constant, bound by `name`, whose value also rides on the argument
+        (`tilefx.value`) so the printed IR runs on its own; a constant held on the
+        meta device (a model built for sizing) has no value to carry."""
+        attrs: dict[str, Attribute] = {CONST_KEY: StringAttr(name)}
+        t = tensor_type_of(node.meta.get("val"))
+        dense = dense_of(value, t) if has_value and value.shape == tuple(t.get_shape()) else None
+        if dense is not None:
+            attrs[CONST_VALUE_KEY] = dense
+        return self.add_arg(node, attrs)
 
     def place(self, node) -> ipu.PlacementAttr:
         custom = node.meta.get("custom") or {}
@@ -935,8 +947,9 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                 params.append(name)
                 param_args[name] = b.add_arg(node, {PARAM_KEY: StringAttr(name)})
             elif isinstance(d, BufferInput) and d.target in frozen.values:  # a constant
-                consts[d.target.removeprefix(prefix)] = to_numpy(frozen.values[d.target])
-                b.add_arg(node, {CONST_KEY: StringAttr(d.target.removeprefix(prefix))})
+                name = d.target.removeprefix(prefix)
+                consts[name] = to_numpy(frozen.values[d.target])
+                b.add_const(node, name, consts[name], frozen.values[d.target].device.type != "meta")
             elif isinstance(d, BufferInput):
                 buffers.append(d.target.removeprefix(prefix))
                 b.add_arg(node, {BUFFER_KEY: StringAttr(buffers[-1])})
@@ -950,7 +963,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
         elif node.op == "get_attr":
             name = str(node.target)
             consts[name] = to_numpy(getattr(gm, name))
-            b.add_arg(node, {CONST_KEY: StringAttr(name)})
+            b.add_const(node, name, consts[name], getattr(gm, name).device.type != "meta")
         elif node.op == "call_function" and isinstance(node.meta.get("desc"), LossSeed):
             b.loss_seed(node)
         elif node.op == "call_function":
