@@ -65,6 +65,8 @@ def array_of(attr: Attribute, type: TensorType, where: str) -> np.ndarray:
     `where`, when the attribute cannot be that argument's value."""
     if not isinstance(attr, DenseIntOrFPElementsAttr):
         raise Error(f"{where}: tilefx.value must be a dense elements attribute, got {attr}")
+    if not isinstance(type, TensorType):
+        raise Error(f"{where}: tilefx.value on an argument of type {type}, which is not a tensor")
     have, shape = attr.get_type(), tuple(type.get_shape())
     et, stored = type.element_type, attr.get_element_type()
     bits_of_float = (isinstance(et, AnyFloat) and isinstance(stored, IntegerType)
@@ -79,7 +81,8 @@ def array_of(attr: Attribute, type: TensorType, where: str) -> np.ndarray:
     elif key == "i1":
         out = np.frombuffer(raw, np.uint8) != 0
     elif key.startswith("c"):
-        raise Error(f"{where}: constants of type {type} carry no value in the IR")
+        raise Error(f"{where}: a complex constant's tilefx.value is not read (the frontends reject "
+                    "complex numbers): give its array in the .npz")
     else:
         out = np.frombuffer(raw, np_dtype(et).newbyteorder("<")).astype(np_dtype(et))
     if out.size != n:
