@@ -24,11 +24,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from xdsl.dialects.builtin import (BytesAttr, DenseIntOrFPElementsAttr, IntegerType, TensorType,
-                                   AnyFloat)
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (AnyFloat, ArrayAttr, BytesAttr, DenseIntOrFPElementsAttr, DictionaryAttr,
+                                   IntegerType, ModuleOp, StringAttr, TensorType)
 from xdsl.ir import Attribute
 
 from tilefx.dialects.aten import np_dtype, type_key
+from tilefx.dialects.names import CONST_KEY, CONST_VALUE_KEY
 from tilefx.errors import Error
 
 
@@ -88,3 +90,46 @@ def array_of(attr: Attribute, type: TensorType, where: str) -> np.ndarray:
     if out.size != n:
         raise Error(f"{where}: tilefx.value holds {out.size} elements, the argument {n}")
     return out.reshape(shape)
+
+
+def attach_values(module: ModuleOp, consts: dict[str, np.ndarray]) -> None:
+    """Give every `tilefx.const` argument of `module` named in `consts` its
+    value (an executable file keeps constants once, in its tensors, and its IR
+    texts without them: see `text_without_values`)."""
+    for fn in module.walk():
+        if not isinstance(fn, func.FuncOp) or fn.arg_attrs is None:
+            continue
+        attrs = [dict(a.data) for a in fn.arg_attrs.data]
+        changed = False
+        for arg, a in zip(fn.body.block.args, attrs):
+            name = a.get(CONST_KEY)
+            if isinstance(name, StringAttr) and name.data in consts and CONST_VALUE_KEY not in a \
+                    and isinstance(arg.type, TensorType):
+                value = np.asarray(consts[name.data])
+                dense = dense_of(value, arg.type) if value.shape == tuple(arg.type.get_shape()) else None
+                if dense is not None:
+                    a[CONST_VALUE_KEY] = dense
+                    changed = True
+        if changed:
+            fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
+
+
+def text_without_values(module: ModuleOp | str) -> str:
+    """`module`'s text with no `tilefx.value`: what an executable file stores
+    next to the constants' tensors, so a large constant is written once, not
+    three times (the values are put back when the file is loaded). A text
+    (the traced IR of a loaded executable) is already without them."""
+    if isinstance(module, str):
+        return module[:]  # the plain text, whatever str() of the subclass shows
+    saved = []
+    for fn in module.walk():
+        if isinstance(fn, func.FuncOp) and fn.arg_attrs is not None and \
+                any(CONST_VALUE_KEY in a.data for a in fn.arg_attrs.data):
+            saved.append((fn, fn.arg_attrs))
+            fn.arg_attrs = ArrayAttr([DictionaryAttr({k: v for k, v in a.data.items() if k != CONST_VALUE_KEY})
+                                      for a in fn.arg_attrs.data])
+    try:
+        return str(module)
+    finally:
+        for fn, attrs in saved:
+            fn.arg_attrs = attrs
