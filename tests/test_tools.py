@@ -296,3 +296,35 @@ def test_run_of_onnx_constant_nodes_equals_onnxruntime(tmp_path, capsys):
                 "--output", str(tmp_path / "out.npz")]) == 0, capsys.readouterr().err
     want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
     np.testing.assert_allclose(np.load(tmp_path / "out.npz")["output0"], want, rtol=1e-5, atol=1e-6)
+
+
+def test_opt_reads_an_onnx_files_external_data_next_to_it(tmp_path, capsys):
+    """torch.onnx.export (the default, dynamo exporter) keeps the weights in
+    `model.onnx.data`: tilefx-opt imports the file by its path, so onnx finds
+    them, and the IR runs on them equal to onnxruntime."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper, numpy_helper
+
+    from tilefx.tools.opt import main as opt
+    from tilefx.tools.run import main as run
+
+    f = onnx.TensorProto.FLOAT
+    w = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "ext",
+                              [helper.make_tensor_value_info("x", f, [2, 3])],
+                              [helper.make_tensor_value_info("y", f, [2, 4])],
+                              [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path), save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+    assert (tmp_path / "m.onnx.data").exists()
+    assert opt([str(path)]) == 0, capsys.readouterr().err
+    (tmp_path / "m.mlir").write_text(capsys.readouterr().out)
+    x = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x, w=w)
+    assert run([str(tmp_path / "m.mlir"), "--inputs", str(tmp_path / "in.npz"),
+                "--output", str(tmp_path / "out.npz")]) == 0, capsys.readouterr().err
+    want = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["output0"], want, rtol=1e-5, atol=1e-6)
