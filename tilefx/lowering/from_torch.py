@@ -14,6 +14,8 @@ argument / result attributes:
     {tilefx.input = 0}            {tilefx.const = "_tensor_constant0"}
     {tilefx.output = 0}           {tilefx.grad = "fc.weight"}
 
+A constant's argument also carries its value (`tilefx.value = dense<...>`,
+tilefx/dialects/const_value.py), so the printed IR runs on its own.
 The loss output is marked `tilefx.loss`; the seed fed to its backward is an
 `aten.full` of ones marked `tilefx.loss_seed` (the loss-scaling pass finds it
 there). The backward starts from the loss alone: other outputs feed it
