@@ -9,7 +9,7 @@ an argument attribute and not a constant op.
 
 The attribute holds the bytes of the value in the argument's element type
 (xDSL prints up to 100 elements as a list, a splat as one number, more as
-MLIR's hex form `dense<"0x...">`), with two exceptions forced by xDSL 0.74:
+MLIR's hex form `dense<"0x...">`). Two notes:
 
 - bf16 values (held as float32 rounded to bf16) are stored as bf16 bytes;
 - a float constant holding inf or NaN is stored as its bit pattern in the
@@ -46,7 +46,8 @@ def dense_of(value: np.ndarray, type: TensorType) -> DenseIntOrFPElementsAttr | 
         raise Error(f"a constant of shape {arr.shape} cannot be the value of a {type}")
     if key == "bf16":  # float32 rounded to nearest even, kept as its upper 16 bits
         bits = np.ascontiguousarray(arr, np.float32).view(np.uint32).astype(np.uint64)
-        raw = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2").tobytes()
+        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        raw = np.where(np.isnan(arr), 0x7FC0, rounded).astype("<u2").tobytes()  # NaN stays NaN
         finite = bool(np.isfinite(arr).all())
     elif key == "i1":
         raw = np.ascontiguousarray(arr, np.bool_).view(np.uint8).tobytes()
@@ -59,6 +60,18 @@ def dense_of(value: np.ndarray, type: TensorType) -> DenseIntOrFPElementsAttr | 
     if not finite:  # see the module docstring: the bits, as integers of the same width
         stored = TensorType(IntegerType(type.element_type.bitwidth), list(shape))
     return DenseIntOrFPElementsAttr(stored, BytesAttr(raw))
+
+
+def const_attrs(name: str, value: np.ndarray | None, type: TensorType) -> dict[str, Attribute]:
+    """The attributes of a lifted constant's argument: its name and, when the
+    frontend has its value (not a tensor on the meta device, of a model built for
+    sizing), the value."""
+    attrs: dict[str, Attribute] = {CONST_KEY: StringAttr(name)}
+    if value is not None and np.shape(value) == tuple(type.get_shape()):
+        dense = dense_of(value, type)
+        if dense is not None:
+            attrs[CONST_VALUE_KEY] = dense
+    return attrs
 
 
 def array_of(attr: Attribute, type: TensorType, where: str) -> np.ndarray:

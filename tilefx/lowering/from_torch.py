@@ -14,8 +14,7 @@ argument / result attributes:
     {tilefx.input = 0}            {tilefx.const = "_tensor_constant0"}
     {tilefx.output = 0}           {tilefx.grad = "fc.weight"}
 
-A constant's argument also carries its value (`tilefx.value = dense<...>`,
-tilefx/dialects/const_value.py), so the printed IR runs on its own.
+A constant also carries its value (`tilefx.value`, dialects/const_value.py).
 The loss output is marked `tilefx.loss`; the seed fed to its backward is an
 `aten.full` of ones marked `tilefx.loss_seed` (the loss-scaling pass finds it
 there). The backward starts from the loss alone: other outputs feed it
@@ -53,7 +52,7 @@ from xdsl.ir import Attribute, Block, Region, SSAValue
 from tilefx.errors import Error, error_also
 from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
-from tilefx.dialects.const_value import dense_of
+from tilefx.dialects.const_value import const_attrs
 from tilefx.dialects.aten_schema import Schema
 from tilefx.lowering.call_spec import CallSpec, CallWith, bind_call
 from tilefx.lowering.joint_trace import (BufferInput, GradOutput, InputMutation, LossSeed, ParamInput, PlainInput,
@@ -65,7 +64,7 @@ from tilefx.lowering.static_ops import static_ops
 from tilefx.lowering.tracing_state import GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
 from tilefx.dialects.names import LOC_META_KEY, MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import ATTRIBUTES_KEY, ATTRIBUTES_META_KEY
-from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, CONST_VALUE_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
+from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
 
 _TORCH_TO_NP = {
     torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
@@ -353,15 +352,9 @@ class _Builder:
         return arg
 
     def add_const(self, node, name: str, value: np.ndarray, has_value: bool) -> SSAValue:
-        """A lifted constant, bound by `name`, whose value also rides on the argument
-        (`tilefx.value`) so the printed IR runs on its own; a constant held on the
-        meta device (a model built for sizing) has no value to carry."""
-        attrs: dict[str, Attribute] = {CONST_KEY: StringAttr(name)}
-        t = tensor_type_of(node.meta.get("val"))
-        dense = dense_of(value, t) if has_value and value.shape == tuple(t.get_shape()) else None
-        if dense is not None:
-            attrs[CONST_VALUE_KEY] = dense
-        return self.add_arg(node, attrs)
+        """A lifted constant, its value on the argument unless it is on the meta device."""
+        return self.add_arg(node, const_attrs(name, value if has_value else None,
+                                              tensor_type_of(node.meta.get("val"))))
 
     def place(self, node) -> ipu.PlacementAttr:
         custom = node.meta.get("custom") or {}
