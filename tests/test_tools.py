@@ -328,3 +328,21 @@ def test_opt_reads_an_onnx_files_external_data_next_to_it(tmp_path, capsys):
                 "--output", str(tmp_path / "out.npz")]) == 0, capsys.readouterr().err
     want = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
     np.testing.assert_allclose(np.load(tmp_path / "out.npz")["output0"], want, rtol=1e-5, atol=1e-6)
+
+
+def test_constants_of_a_model_on_the_meta_device_carry_no_value():
+    """A model built on the meta device (for sizing) has no values: its lifted
+    tensor attributes are constants without `tilefx.value` (never zeros posing
+    as values); a tensor forward makes still carries its own."""
+    from models import WithConstants
+
+    with torch.device("meta"):
+        model = WithConstants().eval()
+    opts = tilefx.Options()
+    opts.useOfflineIpuTarget()
+    ex = tilefx.inferenceModel(model, opts)
+    ex.compile(torch.empty(5, 4, device="meta"), torch.zeros(5, dtype=torch.int64, device="meta"))
+    ir = ex.ir("graph")
+    assert '{tilefx.const = "table"}' in ir and '{tilefx.const = "state"}' in ir
+    assert '{tilefx.const = "_tensor_constant0", tilefx.value = dense<[2.000000e+00, 3.000000e+00, ' \
+           '4.000000e+00]> : tensor<3xf32>}' in ir
