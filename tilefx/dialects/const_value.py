@@ -74,10 +74,9 @@ def const_attrs(name: str, value: np.ndarray | None, type: TensorType) -> dict[s
     return attrs
 
 
-def array_of(attr: Attribute, type: TensorType, where: str) -> np.ndarray:
-    """The numpy value (in the executor's dtype for `type`) of the `dense`
-    attribute `attr` carried by an argument of `type`; a clear Error, naming
-    `where`, when the attribute cannot be that argument's value."""
+def check_value(attr: Attribute, type: Attribute, where: str) -> None:
+    """A clear Error, naming `where`, when `attr` cannot be the value of an
+    argument of `type` (the verifier runs it on every `tilefx.value`)."""
     if not isinstance(attr, DenseIntOrFPElementsAttr):
         raise Error(f"{where}: tilefx.value must be a dense elements attribute, got {attr}")
     if not isinstance(type, TensorType):
@@ -89,7 +88,14 @@ def array_of(attr: Attribute, type: TensorType, where: str) -> np.ndarray:
     if tuple(have.get_shape()) != shape or not (stored == et or bits_of_float):
         raise Error(f"{where}: tilefx.value has type {have}, the argument is {type} (the value "
                     "is of the argument's type, or of the same-width integer type for its bits)")
-    raw, n = attr.data.data, math.prod(shape)
+
+
+def array_of(attr: Attribute, type: TensorType, where: str) -> np.ndarray:
+    """The numpy value (in the executor's dtype for `type`) of the `dense`
+    attribute `attr` carried by an argument of `type`; a clear Error, naming
+    `where`, when the attribute cannot be that argument's value."""
+    check_value(attr, type, where)
+    raw, n, shape, et = attr.data.data, math.prod(type.get_shape()), tuple(type.get_shape()), type.element_type
     key = type_key(et)
     if key == "bf16":
         out = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
