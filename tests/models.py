@@ -146,3 +146,27 @@ class WithLoss(nn.Module):
         if out.dim() == 3 and isinstance(self.loss, nn.CrossEntropyLoss):
             return out, self.loss(out.flatten(0, 1), target.flatten())
         return out, self.loss(out, target)
+
+
+class WithConstants(nn.Module):
+    """A model holding plain tensor attributes (not parameters, not buffers):
+    the trace lifts them as `tilefx.const` arguments, one of each IR form of
+    their value (a list, a splat, MLIR's hex form, bit patterns for inf/NaN)
+    and of each element type tilefx carries (f32, bf16, i64, i1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.table = torch.randn(40, 3)  # 120 elements: printed as dense<"0x...">
+        self.floor = torch.tensor([0.25, float("-inf"), -0.5])  # non-finite: its bits, as i32
+        self.missing = torch.tensor([1.0, float("nan"), 2.0])
+        self.state = torch.zeros(5, 3)  # a splat, as an RNN's zero initial state
+        self.mask = torch.tensor([True, False, True])
+        self.order = torch.tensor([2, 0, 1])
+        self.scale = torch.tensor([1.5, 2.25, 0.1], dtype=torch.bfloat16)
+
+    def forward(self, x, idx):
+        y = self.fc(x) + self.table[idx] + self.state
+        y = torch.maximum(y, self.floor)
+        y = torch.where(self.mask & ~torch.isnan(self.missing), y, -y)
+        return y[:, self.order] * self.scale.float() * torch.tensor([2.0, 3.0, 4.0])

@@ -380,3 +380,28 @@ def test_compile_and_export_into_a_directory_and_unwritable_paths(tmp_path):
     blocker.write_text("not a directory")
     with pytest.raises(poptorch.Error, match="cannot write the executable to .*a_file"):
         poptorch.inferenceModel(model, opts).compileAndExport(str(blocker / "m.poptorch"), x)
+
+
+def test_constants_are_stored_once_and_the_loaded_ir_carries_them(tmp_path):
+    """The IR texts of a file go without the constants' `tilefx.value`s (the values
+    are in weights.safetensors, so a large constant is written once); a loaded
+    executable puts them back: its IR at every level is the compiled one's, and
+    it runs as the model does."""
+    from models import WithConstants
+
+    torch.manual_seed(0)
+    model = WithConstants().eval()
+    x, idx = torch.randn(5, 4), torch.randint(0, 40, (5,))
+    compiled = poptorch.inferenceModel(model)
+    compiled(x, idx)
+    path = str(tmp_path / "consts.popef")
+    compiled.save(path)
+    with zipfile.ZipFile(path) as z:
+        for part in ("graph.mlir", "import.mlir"):
+            text = z.read(part).decode()
+            assert 'tilefx.const = "table"' in text and "tilefx.value" not in text, part
+    loaded = poptorch.load(path)
+    for level in ("import", "graph", "device"):
+        assert loaded.ir(level) == compiled.ir(level), level
+        assert 'tilefx.const = "table", tilefx.value = dense<"0x' in loaded.ir(level)
+    assert torch.equal(loaded(x, idx), model(x, idx))

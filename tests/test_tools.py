@@ -171,3 +171,178 @@ def test_run_of_a_round_tripped_training_step_equals_the_in_process_run(tmp_path
         got = np.load(tmp_path / "out.npz")
         for i, (w, role) in enumerate(zip(want, result_roles(fn))):
             np.testing.assert_array_equal(got[result_key(i, role)], w, err_msg=f"@{name} {result_key(i, role)}")
+
+
+@pytest.mark.parametrize("level", ["graph", "device"])
+def test_run_takes_lifted_constants_from_the_ir(tmp_path, capsys, level):
+    """A model's tensor constants ride in the printed IR (`tilefx.value`): tilefx-run
+    runs it on the weights and inputs alone, equal to eager torch; constants take
+    no positional array, and an array named like a constant overrides its value."""
+    from models import WithConstants
+
+    from tilefx.tools.run import main as run
+
+    torch.manual_seed(0)
+    model = WithConstants().eval()
+    x, idx = torch.randn(5, 4), torch.randint(0, 40, (5,))
+    ex = tilefx.compile(model, x, idx)
+    src = tmp_path / "m.mlir"
+    src.write_text(ex.ir(level))
+    weights = {n: p.detach().numpy() for n, p in model.named_parameters()}
+    np.savez(tmp_path / "in.npz", x.numpy(), idx.numpy(), **weights)  # inputs as arr_0, arr_1
+    assert run([str(src), "--inputs", str(tmp_path / "in.npz"), "--output", str(tmp_path / "out.npz")]) == 0, \
+        capsys.readouterr().err
+    with torch.no_grad():
+        want = model(x, idx).numpy()
+        np.testing.assert_allclose(np.load(tmp_path / "out.npz")["output0"], want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(ex(x, idx).numpy(), want, rtol=1e-5, atol=1e-6)
+        np.savez(tmp_path / "in.npz", x=x.numpy(), idx=idx.numpy(), state=np.ones((5, 3), np.float32), **weights)
+        assert run([str(src), "--inputs", str(tmp_path / "in.npz"), "--output", str(tmp_path / "out.npz")]) == 0, \
+            capsys.readouterr().err
+        model.state = torch.ones(5, 3)
+        np.testing.assert_allclose(np.load(tmp_path / "out.npz")["output0"], model(x, idx).numpy(),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_run_reports_a_constant_value_of_the_wrong_shape(tmp_path, capsys):
+    from tilefx.tools.run import main as run
+
+    src = tmp_path / "f.mlir"
+    src.write_text('func.func @main(%a: tensor<3xf32> {tilefx.input = 0 : i64}, %c: tensor<3xf32> '
+                   '{tilefx.const = "c", tilefx.value = dense<[1.0, 2.0]> : tensor<2xf32>}) -> tensor<3xf32> {\n'
+                   "  %0 = aten.add.Tensor %a, %c : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>\n"
+                   "  func.return %0 : tensor<3xf32>\n}\n")
+    np.savez(tmp_path / "in.npz", a=np.zeros(3, np.float32))
+    assert run([str(src), "--inputs", str(tmp_path / "in.npz")]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "argument 1 of @main: tilefx.value has type tensor<2xf32>, the argument is tensor<3xf32>" in err
+
+
+def test_run_of_an_exported_onnx_lstm_equals_onnxruntime(tmp_path, capsys):
+    """torch.onnx.export's LSTM makes its zero initial state with Constant nodes:
+    tilefx-opt's IR of the file carries them, so tilefx-run on the file's
+    initializers and input equals onnxruntime."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    from tilefx.tools.opt import main as opt
+    from tilefx.tools.run import main as run
+
+    class Lstm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(6, 8, num_layers=2, batch_first=True)
+
+        def forward(self, x):
+            return self.rnn(x)[0]
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 6)
+    path = tmp_path / "lstm.onnx"
+    torch.onnx.export(Lstm().eval(), (x,), str(path), input_names=["x"], dynamo=False)
+    assert opt([str(path)]) == 0
+    ir = capsys.readouterr().out
+    assert 'tilefx.value = dense<0.000000e+00> : tensor<1x3x8xf32>' in ir  # h0, c0 of each layer
+    (tmp_path / "lstm.mlir").write_text(ir)
+    model = onnx.load(str(path))
+    np.savez(tmp_path / "in.npz", x=x.numpy(),
+             **{t.name: numpy_helper.to_array(t) for t in model.graph.initializer})
+    assert run([str(tmp_path / "lstm.mlir"), "--inputs", str(tmp_path / "in.npz"),
+                "--output", str(tmp_path / "out.npz")]) == 0, capsys.readouterr().err
+    want = ort.InferenceSession(str(path)).run(None, {"x": x.numpy()})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["output0"], want, rtol=1e-5, atol=1e-6)
+
+
+def test_run_of_onnx_constant_nodes_equals_onnxruntime(tmp_path, capsys):
+    """Constant nodes of every kind the graph uses at run time (a float mask
+    with -inf, int64 Gather indices, a bool condition) become constant arguments
+    whose values the IR carries."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper, numpy_helper
+
+    from tilefx.tools.opt import main as opt
+    from tilefx.tools.run import main as run
+
+    def const(name, value):
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(value, name))
+
+    f = onnx.TensorProto.FLOAT
+    nodes = [const("mask", np.array([[0.0, -np.inf, 0.0, -np.inf]], np.float32)),
+             const("order", np.array([3, 1, 0, 2], np.int64)),
+             const("keep", np.array([True, False, True, True])),
+             helper.make_node("Add", ["x", "mask"], ["masked"]),
+             helper.make_node("Softmax", ["masked"], ["p"], axis=1),
+             helper.make_node("Gather", ["p", "order"], ["g"], axis=1),
+             helper.make_node("Neg", ["g"], ["n"]),
+             helper.make_node("Where", ["keep", "g", "n"], ["y"])]
+    graph = helper.make_graph(nodes, "consts", [helper.make_tensor_value_info("x", f, [2, 4])],
+                              [helper.make_tensor_value_info("y", f, [2, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    assert opt([str(path)]) == 0
+    ir = capsys.readouterr().out
+    for value in ("dense<[[0, -8388608, 0, -8388608]]> : tensor<1x4xi32>",  # -inf as its bits
+                  "dense<[3, 1, 0, 2]> : tensor<4xi64>", "dense<[true, false, true, true]> : tensor<4xi1>"):
+        assert f"tilefx.value = {value}" in ir
+    (tmp_path / "m.mlir").write_text(ir)
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    assert run([str(tmp_path / "m.mlir"), "--inputs", str(tmp_path / "in.npz"),
+                "--output", str(tmp_path / "out.npz")]) == 0, capsys.readouterr().err
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["output0"], want, rtol=1e-5, atol=1e-6)
+
+
+def test_opt_reads_an_onnx_files_external_data_next_to_it(tmp_path, capsys):
+    """torch.onnx.export (the default, dynamo exporter) keeps the weights in
+    `model.onnx.data`: tilefx-opt imports the file by its path, so onnx finds
+    them, and the IR runs on them equal to onnxruntime."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper, numpy_helper
+
+    from tilefx.tools.opt import main as opt
+    from tilefx.tools.run import main as run
+
+    f = onnx.TensorProto.FLOAT
+    w = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "ext",
+                              [helper.make_tensor_value_info("x", f, [2, 3])],
+                              [helper.make_tensor_value_info("y", f, [2, 4])],
+                              [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path), save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+    assert (tmp_path / "m.onnx.data").exists()
+    assert opt([str(path)]) == 0, capsys.readouterr().err
+    (tmp_path / "m.mlir").write_text(capsys.readouterr().out)
+    x = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x, w=w)
+    assert run([str(tmp_path / "m.mlir"), "--inputs", str(tmp_path / "in.npz"),
+                "--output", str(tmp_path / "out.npz")]) == 0, capsys.readouterr().err
+    want = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["output0"], want, rtol=1e-5, atol=1e-6)
+
+
+def test_constants_of_a_model_on_the_meta_device_carry_no_value():
+    """A model built on the meta device (for sizing) has no values: its lifted
+    tensor attributes are constants without `tilefx.value` (never zeros posing
+    as values); a tensor forward makes still carries its own."""
+    from models import WithConstants
+
+    with torch.device("meta"):
+        model = WithConstants().eval()
+    opts = tilefx.Options()
+    opts.useOfflineIpuTarget()
+    ex = tilefx.inferenceModel(model, opts)
+    ex.compile(torch.empty(5, 4, device="meta"), torch.zeros(5, dtype=torch.int64, device="meta"))
+    ir = ex.ir("graph")
+    assert '{tilefx.const = "table"}' in ir and '{tilefx.const = "state"}' in ir
+    assert '{tilefx.const = "_tensor_constant0", tilefx.value = dense<[2.000000e+00, 3.000000e+00, ' \
+           '4.000000e+00]> : tensor<3xf32>}' in ir

@@ -31,6 +31,6 @@ def _tool(name: str) -> str:
     return name
 
 
-for tool in ("tilefx-opt", "filecheck"):
+for tool in ("tilefx-opt", "xdsl-opt", "filecheck"):
     # Whole words only: don't touch e.g. `--check-prefix` or file names.
     config.substitutions.append((rf"(?<![\w/.-]){tool}(?![\w.-])", _tool(tool)))

@@ -6,6 +6,8 @@ An executable file is a zip archive of plain parts:
     manifest.json        format, tilefx version, SHA-256 and size of every other part
     graph.mlir           the compiled graph IR (@main, @update) as text
     import.mlir          the traced IR (what `ir("import")` shows)
+                         (both without the constants' `tilefx.value`s: the values
+                         are in weights.safetensors, put back when loading)
     executor.json        what binds the IR to a model: parameter and buffer names,
                          inputs, outputs' structure, training or inference, step
     options.json         the Options (enums and dtypes by name)
@@ -43,6 +45,7 @@ import zipfile
 import numpy as np
 import torch
 
+from tilefx.dialects.const_value import attach_values, text_without_values
 from tilefx.errors import Error
 
 log = logging.getLogger("tilefx.export")
@@ -197,8 +200,9 @@ def pack(ex) -> bytes:
     weights.update({f"buffer/{n}": np.asarray(v) for n, v in buffers.items()})
     weights.update({f"const/{n}": v for n, v in t.consts.items()})
     parts = {
-        "graph.mlir": str(p.module).encode(),
-        "import.mlir": str(p.import_module).encode(),
+        # the constants' values are in weights.safetensors: the IR texts go without them
+        "graph.mlir": text_without_values(p.module).encode(),
+        "import.mlir": text_without_values(p.import_module).encode(),
         "executor.json": json.dumps(meta, indent=1).encode(),
         "options.json": json.dumps(options_to_json(ex._options), indent=1).encode(),
         "weights.safetensors": _tensors_bytes(weights),
@@ -326,10 +330,11 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
         raise Error(f"{filename}: holds {kind} executable; wrap the model with the matching "
                     f"{'trainingModel' if meta.get('training') else 'inferenceModel'}")
     module = _parse_ir(parts["graph.mlir"], filename, "graph.mlir")
-    import_module = _IRText(parts["import.mlir"].decode())  # shown by ir("import"), never run
     tensors = _tensors_from(parts["weights.safetensors"], "weights.safetensors")
     state = _tensors_from(parts["optimizer.safetensors"], "optimizer.safetensors")
     consts = {n: tensors[f"const/{n}"] for n in meta.get("consts", []) if f"const/{n}" in tensors}
+    attach_values(module, consts)  # the IR carries its constants, as a compiled one does
+    import_module = _IRText(parts["import.mlir"].decode(), consts)  # shown by ir("import"), never run
     spec = meta.get("out_spec")
     traced = TracedGraph(import_module, list(meta["params"]), list(meta["buffers"]), int(meta["num_inputs"]),
                          int(meta["num_outputs"]), meta.get("loss_index"), consts,
@@ -394,7 +399,24 @@ def _restore_rng(ex, meta: dict, filename: str) -> None:
 
 class _IRText(str):
     """The traced IR of a loaded executable: only ever printed (`ir("import")`),
-    so it is kept as the verified text instead of being parsed again."""
+    so it is kept as the verified text instead of being parsed again. The file
+    stores it without the constants' values; `str()` puts them back (parsing
+    the text once, when it is first shown)."""
+
+    def __new__(cls, text: str, consts: dict | None = None):
+        self = super().__new__(cls, text)
+        self._consts, self._shown = consts or {}, None
+        return self
+
+    def __str__(self) -> str:
+        if self._shown is None:
+            if self._consts:
+                module = _parse_ir(self[:].encode(), "<executable>", "import.mlir")
+                attach_values(module, self._consts)
+                self._shown = str(module)
+            else:
+                self._shown = self[:]
+        return self._shown
 
     def clone(self):
         return self

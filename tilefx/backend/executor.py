@@ -59,7 +59,7 @@ from tilefx.dialects.aten import ATEN_OPS, from_attr, op_name, op_props
 from tilefx.dialects.aten_schema import RANDOM_SCHEMAS, py_name
 from tilefx.dialects.ipu import PLACE_KEY
 from tilefx.dialects.irutil import to_py
-from tilefx.dialects.names import ROLE_PREFIX
+from tilefx.dialects.names import CONST_VALUE_KEY, ROLE_PREFIX
 from tilefx.errors import Error
 from tilefx.passes.fuse_attention import AttentionGroup, attention_groups
 from tilefx.passes.fuse_elementwise import fusion_groups
@@ -1045,7 +1045,7 @@ def _roles(attrs, n: int) -> list[dict[str, Any]]:
         d = attrs.data[i].data if attrs is not None else {}
         row = {}
         for k, v in d.items():
-            if not k.startswith(ROLE_PREFIX):
+            if not k.startswith(ROLE_PREFIX) or k == CONST_VALUE_KEY:  # a value, not a role
                 continue
             key = k.removeprefix(ROLE_PREFIX)
             row[key] = True if v.__class__.__name__ == "UnitAttr" else from_attr(v)

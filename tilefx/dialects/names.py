@@ -22,6 +22,7 @@ PARAM_KEY = "tilefx.param"  # a weight, bound by its qualified name
 BUFFER_KEY = "tilefx.buffer"  # a module buffer (argument) or its new value (result)
 INPUT_KEY = "tilefx.input"  # the n-th user input
 CONST_KEY = "tilefx.const"  # a constant tensor lifted from the model
+CONST_VALUE_KEY = "tilefx.value"  # a constant's value (a `dense` attribute): data, not a role
 OUTPUT_KEY = "tilefx.output"  # the n-th user output
 MUTATED_INPUT_KEY = "tilefx.mutated_input"  # the new value of the n-th user input (in-place, out=)
 LOSS_KEY = "tilefx.loss"  # marks the output that is the loss

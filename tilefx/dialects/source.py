@@ -23,7 +23,8 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyExcepti
 from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRLexer
 
-from tilefx.dialects.names import (AUTO_STAGE_KEY, AUTOCAST_POLICY_KEY, AVAILABLE_MEMORY_KEY, MEMORY_PROPORTION_KEY,
+from tilefx.dialects.names import (AUTO_STAGE_KEY, AUTOCAST_POLICY_KEY, AVAILABLE_MEMORY_KEY, CONST_VALUE_KEY,
+                                   MEMORY_PROPORTION_KEY,
                                    OPTIMIZER_KEY, PLACE_KEY, STAGES_KEY, STRATEGY_KEY, TILE_COST_KEY,
                                    TILE_MAPPING_KEY)
 from tilefx.errors import Error
@@ -118,6 +119,7 @@ class LocatedModule:
         check_dominance(self.module, self.error)
         check_attribute_names(self.module, self.error)
         check_known_attributes(self.module, self.error)
+        check_const_values(self.module, self.error)
         try:
             self.module.verify()
         except (VerifyException, DiagnosticException, ValueError) as e:
@@ -195,6 +197,24 @@ def check_known_attributes(module: ModuleOp, error) -> None:
             want = None if v is None else check(v)
             if want is not None:
                 raise error(op, f"{op.name}: attribute {key} must be {want}, got {v}")
+
+
+def check_const_values(module: ModuleOp, error) -> None:
+    """Each argument's `tilefx.value` fits its argument (type and shape), so a
+    hand-edited value fails here, at its function, not when tilefx-run runs it."""
+    from xdsl.dialects import func
+
+    from tilefx.dialects.const_value import check_value
+
+    for fn in module.walk():
+        if isinstance(fn, func.FuncOp) and fn.arg_attrs is not None and fn.body.blocks:
+            for i, (arg, attrs) in enumerate(zip(fn.body.block.args, fn.arg_attrs.data)):
+                value = attrs.data.get(CONST_VALUE_KEY) if isinstance(attrs, DictionaryAttr) else None
+                if value is not None:
+                    try:
+                        check_value(value, arg.type, f"argument {i} of @{fn.sym_name.data}")
+                    except Error as e:
+                        raise error(fn, e.message) from None
 
 
 def check_dominance(module: ModuleOp, error) -> None:

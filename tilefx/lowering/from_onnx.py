@@ -15,7 +15,11 @@ unchanged.
 Values known at compile time (constants, integer initializers, shapes and
 what is computed from them only, as the legacy torch.onnx exporter emits for
 Reshape targets) are folded while tracing with onnx's reference evaluator, so
-shape arithmetic never reaches the IR.
+shape arithmetic never reaches the IR. A folded value the graph uses as a
+tensor (an LSTM's zero initial state made by Constant nodes, Gather indices)
+becomes a `tilefx.const` argument carrying its value (`tilefx.value`,
+docs/ir.md), so the IR tilefx-opt prints runs on the file's inputs and
+initializers alone.
 
 PopART's per-node annotations (`__ipu_number`, `__pipeline_stage`,
 `__execution_phase`, `__available_memory_proportion`, matmul serialisation)

@@ -14,6 +14,7 @@ argument / result attributes:
     {tilefx.input = 0}            {tilefx.const = "_tensor_constant0"}
     {tilefx.output = 0}           {tilefx.grad = "fc.weight"}
 
+A constant also carries its value (`tilefx.value`, dialects/const_value.py).
 The loss output is marked `tilefx.loss`; the seed fed to its backward is an
 `aten.full` of ones marked `tilefx.loss_seed` (the loss-scaling pass finds it
 there). The backward starts from the loss alone: other outputs feed it
@@ -51,6 +52,7 @@ from xdsl.ir import Attribute, Block, Region, SSAValue
 from tilefx.errors import Error, error_also
 from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
+from tilefx.dialects.const_value import const_attrs
 from tilefx.dialects.aten_schema import Schema
 from tilefx.lowering.call_spec import CallSpec, CallWith, bind_call
 from tilefx.lowering.joint_trace import (BufferInput, GradOutput, InputMutation, LossSeed, ParamInput, PlainInput,
@@ -62,7 +64,7 @@ from tilefx.lowering.static_ops import static_ops
 from tilefx.lowering.tracing_state import GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
 from tilefx.dialects.names import LOC_META_KEY, MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import ATTRIBUTES_KEY, ATTRIBUTES_META_KEY
-from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
+from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
 
 _TORCH_TO_NP = {
     torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
@@ -351,6 +353,11 @@ class _Builder:
         self.arg_attrs.append(DictionaryAttr(attrs))
         self.values[node] = arg
         return arg
+
+    def add_const(self, node, name: str, value: np.ndarray, has_value: bool) -> SSAValue:
+        """A lifted constant, its value on the argument unless it is on the meta device."""
+        return self.add_arg(node, const_attrs(name, value if has_value else None,
+                                              tensor_type_of(node.meta.get("val"))))
 
     def place(self, node) -> ipu.PlacementAttr:
         custom = node.meta.get("custom") or {}
@@ -935,8 +942,9 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                 params.append(name)
                 param_args[name] = b.add_arg(node, {PARAM_KEY: StringAttr(name)})
             elif isinstance(d, BufferInput) and d.target in frozen.values:  # a constant
-                consts[d.target.removeprefix(prefix)] = to_numpy(frozen.values[d.target])
-                b.add_arg(node, {CONST_KEY: StringAttr(d.target.removeprefix(prefix))})
+                name = d.target.removeprefix(prefix)
+                consts[name] = to_numpy(frozen.values[d.target])
+                b.add_const(node, name, consts[name], frozen.values[d.target].device.type != "meta")
             elif isinstance(d, BufferInput):
                 buffers.append(d.target.removeprefix(prefix))
                 b.add_arg(node, {BUFFER_KEY: StringAttr(buffers[-1])})
@@ -950,7 +958,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
         elif node.op == "get_attr":
             name = str(node.target)
             consts[name] = to_numpy(getattr(gm, name))
-            b.add_arg(node, {CONST_KEY: StringAttr(name)})
+            b.add_const(node, name, consts[name], getattr(gm, name).device.type != "meta")
         elif node.op == "call_function" and isinstance(node.meta.get("desc"), LossSeed):
             b.loss_seed(node)
         elif node.op == "call_function":

@@ -87,8 +87,13 @@ class TilefxOptMain(xDSLOptMain):
         self.available_frontends["mlir"] = parse_mlir
 
         def parse_onnx(io) -> ModuleOp:  # an ONNX file: the ONNX frontend's graph IR
+            import os
+
             from tilefx.lowering.from_onnx import import_onnx
 
+            path = self.args.input_file
+            if path and os.path.isfile(path):  # by path: onnx finds external data files next to it
+                return import_onnx(path).module
             return import_onnx(io.read()).module
 
         self.available_frontends["onnx"] = parse_onnx

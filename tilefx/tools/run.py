@@ -9,6 +9,9 @@ accumulator comes back under: a parameter and its accumulator share a name),
 model's own forward argument name), else `arg<i>` by position. Positional
 arrays (`np.savez(f, x, y)` writes `arr_0`, `arr_1`) bind in argument order to
 the arguments no named array matched; two arguments never bind one array.
+A `tilefx.const` argument that carries its value (`tilefx.value = dense<...>`,
+as the frontends print it) needs no array: it takes the IR's value unless the
+.npz names it, and takes no positional array.
 
 Every failure is a one-line `error:` diagnostic (IR errors at file:line:col
 with the source line) and a non-zero exit, never a traceback.
@@ -26,6 +29,8 @@ from tilefx.errors import Error
 from tilefx.backend.executor import CompiledFunction, ExecutionError, arg_roles, result_roles
 from tilefx.backend.precision_steps import round_to_bf16
 from tilefx.dialects.aten import np_dtype
+from tilefx.dialects.const_value import array_of
+from tilefx.dialects.names import CONST_VALUE_KEY
 from xdsl.dialects.builtin import bf16
 from tilefx.passes.pipelines import graph_context
 from tilefx.dialects.irutil import find_func
@@ -55,9 +60,12 @@ def arg_names(i: int, role: dict, arg) -> list[str]:
     return names
 
 
-def bind_inputs(args: list, roles: list[dict], files: list[str]) -> list[str | None]:
+def bind_inputs(args: list, roles: list[dict], files: list[str],
+                carried: frozenset[int] = frozenset()) -> list[str | None]:
     """The .npz key for each argument: by name, else the next positional
-    `arr_<n>` (in n order) for the arguments no name matched."""
+    `arr_<n>` (in n order) for the arguments no name matched, except the
+    arguments in `carried`, whose value the IR holds (a named array still
+    overrides it)."""
     keys = [next((k for k in arg_names(i, r, a) if k in files), None)
             for i, (a, r) in enumerate(zip(args, roles))]
     bound: dict[str, int] = {}
@@ -68,12 +76,19 @@ def bind_inputs(args: list, roles: list[dict], files: list[str]) -> list[str | N
     positional = sorted((f for f in files if re.fullmatch(r"arr_\d+", f) and f not in keys),
                         key=lambda f: int(f[4:]))
     for i, k in enumerate(keys):
-        if k is None and positional:
+        if k is None and positional and i not in carried:
             keys[i] = positional.pop(0)
     if positional:
         raise Error(f"--inputs has {len(positional)} positional array(s) more than the "
                     f"arguments left to bind ({', '.join(positional)})")
     return keys
+
+
+def carried_values(fn) -> dict[int, object]:
+    """The `tilefx.value` attribute of each argument that has one, by index."""
+    if fn.arg_attrs is None:
+        return {}
+    return {i: d.data[CONST_VALUE_KEY] for i, d in enumerate(fn.arg_attrs.data) if CONST_VALUE_KEY in d.data}
 
 
 def result_key(i: int, role: dict) -> str:
@@ -104,9 +119,13 @@ def main(argv: list[str] | None = None) -> int:
         if not hasattr(data, "files"):
             raise Error(f"--inputs {args.inputs} is a single array; write an .npz (np.savez)")
         fn_args = list(fn.body.block.args)
-        keys = bind_inputs(fn_args, arg_roles(fn), list(data.files))
+        carried = carried_values(fn)
+        keys = bind_inputs(fn_args, arg_roles(fn), list(data.files), frozenset(carried))
         values = []
         for i, (a, key) in enumerate(zip(fn_args, keys)):
+            if key is None and i in carried:  # a constant whose value the IR holds
+                values.append(array_of(carried[i], a.type, f"argument {i} of @{args.function}"))
+                continue
             if key is None:
                 names = " or ".join(repr(k) for k in arg_names(i, arg_roles(fn)[i], a))
                 raise Error(f"--inputs has no array {names} (nor a positional arr_<n>) "
