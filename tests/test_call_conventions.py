@@ -113,6 +113,41 @@ def test_later_calls_must_match_the_compiled_call():
         ipu(x.double(), pair, scale=3.0)
 
 
+class _TensorDefault(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x, y=torch.ones(3)):
+        return self.fc(x) + y
+
+
+def test_a_tensor_default_is_an_input_as_in_poptorch():
+    """PopTorch's argument parser appends a tensor default to the inputs like
+    a passed tensor: `y` is an input of the compiled program, so passing it
+    later (by position or keyword) runs the same executable with the new
+    value (it was compiled in as a constant: a mismatch error); its shape and
+    dtype are checked as any input's, and it is split by the batching factors."""
+    torch.manual_seed(0)
+    model = _TensorDefault()
+    x, y = torch.randn(2, 3), torch.randn(3)
+    ipu = tilefx.inferenceModel(model)
+    with torch.no_grad():
+        torch.testing.assert_close(ipu(x), model(x), rtol=1e-5, atol=1e-6)
+        program = ipu._program
+        torch.testing.assert_close(ipu(x, y), model(x, y), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(ipu(x, y=2 * y), model(x, 2 * y), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(ipu(x), model(x), rtol=1e-5, atol=1e-6)
+    assert ipu._program is program and ipu._call.tensor_names() == ["x", "y"]
+    with pytest.raises(tilefx.Error, match=r"Shape mismatch for y: expected torch.Size\(\[3\]\)"):
+        ipu(x, torch.randn(4))
+    with pytest.raises(tilefx.Error, match=r"Data type mismatch for y"):
+        ipu(x, y.double())
+    # (3,) is not a multiple of deviceIterations 2: PopTorch's batch error, naming y
+    with pytest.raises(AssertionError, match=r"input y has batch size 3"):
+        tilefx.inferenceModel(_TensorDefault(), tilefx.Options().deviceIterations(2))(torch.randn(4, 3))
+
+
 class _Star(nn.Module):
     def forward(self, a, *c, z=None, **w):
         out = a + sum(c)

@@ -221,6 +221,35 @@ def test_a_loaded_executable_is_called_as_the_model_was(tmp_path, training):
         loaded({"x": batch["x"]}, mask=mask)
 
 
+class _TensorDefaults(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 3)
+
+    def forward(self, x, y=torch.ones(3), z=torch.full((3,), 0.5, dtype=torch.bfloat16)):
+        return self.fc(x) * z.float() + y
+
+
+def test_a_loaded_executable_binds_the_tensor_defaults_as_inputs(tmp_path):
+    """Tensor defaults of forward are inputs of the program (as in PopTorch):
+    the file stores their values (a bfloat16 one as float32, with its dtype
+    recorded), so poptorch.load's executor, without the model's code, fills
+    them in when the call leaves them out and takes new values when passed."""
+    torch.manual_seed(0)
+    model = _TensorDefaults().eval()
+    x, y, z = torch.randn(2, 3), torch.randn(3), torch.randn(3).bfloat16()
+    path = str(tmp_path / "defaults.poptorch")
+    poptorch.inferenceModel(model).compileAndExport(path, x)
+    loaded = poptorch.load(path)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), model(x), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(loaded(x, y), model(x, y), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(loaded(x, z=z), model(x, z=z), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(loaded(x, y, z), model(x, y, z), rtol=1e-5, atol=1e-6)
+    with pytest.raises(poptorch.Error, match="input 2 is"):
+        loaded(x, z=torch.randn(4).bfloat16())
+
+
 def test_a_tampered_recorded_call_is_a_clear_error(tmp_path):
     """A recorded call that is not what tilefx writes (a leaf of another
     type, a spec pytree cannot read) fails the load naming the file."""

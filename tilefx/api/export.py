@@ -11,7 +11,8 @@ An executable file is a zip archive of plain parts:
     executor.json        what binds the IR to a model: parameter and buffer names,
                          inputs, outputs' structure, training or inference, step
     options.json         the Options (enums and dtypes by name)
-    weights.safetensors  parameters, buffers and lifted constants (safetensors)
+    weights.safetensors  parameters, buffers, lifted constants and forward's tensor
+                         defaults (safetensors)
     optimizer.safetensors the optimizer state
 
 Loading parses and verifies: the manifest's format and version, every part's
@@ -55,6 +56,9 @@ FORMAT_VERSION = 1
 PARTS = ("graph.mlir", "import.mlir", "executor.json", "options.json", "weights.safetensors",
          "optimizer.safetensors")
 MANIFEST = "manifest.json"
+# the key prefix of forward's tensor defaults in weights.safetensors (inputs
+# of the recorded call when a loaded executor's call leaves them out)
+DEFAULT_PREFIX = "default/"
 _MAX_PART_BYTES = 4 << 30
 
 
@@ -199,6 +203,12 @@ def pack(ex) -> bytes:
     weights = {f"param/{n}": v for n, v in params.items()}
     weights.update({f"buffer/{n}": np.asarray(v) for n, v in buffers.items()})
     weights.update({f"const/{n}": v for n, v in t.consts.items()})
+    if "call" in meta:  # forward's tensor defaults, which a loaded call binds as inputs
+        from tilefx.lowering.call_spec import tensor_defaults
+
+        weights.update({f"{DEFAULT_PREFIX}{n}": v.detach().cpu().float().numpy()
+                        if v.dtype == torch.bfloat16 else v.detach().cpu().numpy()
+                        for n, v in tensor_defaults(ex._user_model.forward).items()})
     parts = {
         # the constants' values are in weights.safetensors: the IR texts go without them
         "graph.mlir": text_without_values(p.module).encode(),
@@ -356,7 +366,8 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
     ex._install(traced, import_module, module, [tuple(s) for s in meta["input_shapes"]],
                 [np.dtype(d) for d in meta["input_dtypes"]], start)
     if meta.get("call") is not None:
-        _bind_recorded_call(ex, meta["call"], filename)
+        _bind_recorded_call(ex, meta["call"], filename,
+                            {n[len(DEFAULT_PREFIX):]: v for n, v in tensors.items() if n.startswith(DEFAULT_PREFIX)})
     if weights_from_file:
         for n, v in state.items():
             if n in ex._opt_state:
@@ -364,7 +375,7 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
         ex._step = int(meta.get("step", 0))
 
 
-def _bind_recorded_call(ex, data, filename: str) -> None:
+def _bind_recorded_call(ex, data, filename: str, defaults: dict[str, np.ndarray]) -> None:
     """The call the file recorded becomes the one later calls must match, as
     for an executor that compiled it: a loaded model (which has no Python
     code) takes the original forward's signature, so keywords, nested inputs
@@ -372,7 +383,7 @@ def _bind_recorded_call(ex, data, filename: str) -> None:
     hit) binds with its own forward and must make the same structure."""
     from tilefx.lowering.call_spec import call_from_json
 
-    call, sig = call_from_json(data, filename)
+    call, sig = call_from_json(data, filename, defaults)
     if isinstance(ex._user_model, LoadedModel) and sig is not None:
         ex._user_model.take_signature(sig)
     if call.num_tensors != len(ex._program.input_shapes):

@@ -11,9 +11,12 @@ tensor shapes and dtypes and the same non-tensor values, or it is an error
 that names the argument (PopTorch's "Value mismatch ... the inputs passed at
 runtime don't match the inputs used to compile the model").
 
-Defaults that are tensors are left to Python (the traced graph holds them as
-constants, not as batched inputs); other defaults are bound, so `f(x)` and
-`f(x, flag=False)` are the same call when False is the default.
+Defaults are bound as if passed, so `f(x)` and `f(x, flag=False)` are the
+same call when False is the default. A default that is a tensor
+(`def forward(self, x, y=torch.ones(3))`) is an input like a passed tensor,
+as in PopTorch (its argument parser appends the default to the inputs): a
+later call passing `y` runs the same executable with the new value, and the
+default is split by the batching factors as any input is.
 """
 
 from __future__ import annotations
@@ -131,7 +134,10 @@ def call_to_json(call: CallSpec, forward) -> dict | None:
         for p in sig.parameters.values():
             entry: dict[str, Any] = {"name": p.name, "kind": p.kind.name}
             if isinstance(p.default, torch.Tensor):
-                entry["tensor_default"] = True  # left to Python: never a leaf (bind_call)
+                # an input like a passed tensor (bind_call); its value is stored
+                # with the weights (`tensor_defaults`), its dtype named here
+                entry["tensor_default"] = True
+                entry["default_dtype"] = str(p.default.dtype).removeprefix("torch.")
             elif p.default is not inspect.Parameter.empty:
                 if type(p.default) not in _JSON_SCALARS:
                     return None
@@ -142,8 +148,22 @@ def call_to_json(call: CallSpec, forward) -> dict | None:
             "keywords": list(call.keywords), "signature": params}
 
 
-def call_from_json(data, where: str) -> tuple[CallSpec, inspect.Signature | None]:
-    """`call_to_json`'s record back (an Error naming `where` if it is malformed)."""
+def tensor_defaults(forward) -> dict[str, torch.Tensor]:
+    """`forward`'s tensor defaults by parameter name: an executable file stores
+    their values, since a loaded executor binds them as inputs (`call_from_json`)."""
+    try:
+        sig = _signature(forward)
+    except (TypeError, ValueError):
+        return {}
+    return {n: p.default for n, p in sig.parameters.items() if isinstance(p.default, torch.Tensor)}
+
+
+def call_from_json(data, where: str, defaults: dict | None = None) -> tuple[CallSpec, inspect.Signature | None]:
+    """`call_to_json`'s record back (an Error naming `where` if it is malformed),
+    with the tensor defaults the file stores (`defaults`: numpy arrays by
+    parameter name). A tensor default the file does not store (a file
+    written before tensor defaults were inputs, whose program has it
+    compiled in) leaves its parameter without a default."""
     def bad(what: str) -> Error:
         return Error(f"{where}: the recorded call is malformed ({what})")
 
@@ -172,7 +192,7 @@ def call_from_json(data, where: str) -> tuple[CallSpec, inspect.Signature | None
             for p in params:
                 kind = _KINDS[p["kind"]]
                 if p.get("tensor_default"):
-                    default = torch.empty(0)
+                    default = _tensor_default(p, (defaults or {}).get(p["name"]), bad)
                 elif "default" in p:
                     if type(p["default"]) not in _JSON_SCALARS:
                         raise bad(f"default of {p['name']!r}")
@@ -184,6 +204,17 @@ def call_from_json(data, where: str) -> tuple[CallSpec, inspect.Signature | None
         except (KeyError, TypeError, ValueError) as e:
             raise bad(f"signature: {e}") from None
     return CallSpec(spec, leaves, is_tensor, names, tuple(keywords)), sig
+
+
+def _tensor_default(entry: dict, value, bad):
+    """A recorded tensor default as a tensor of its recorded dtype (bfloat16
+    is stored as float32, which numpy has), or `empty` when not stored."""
+    if value is None:
+        return inspect.Parameter.empty
+    dtype = getattr(torch, str(entry.get("default_dtype", "")), None)
+    if not isinstance(dtype, torch.dtype):
+        raise bad(f"dtype of the default of {entry['name']!r}")
+    return torch.from_numpy(value.copy()).to(dtype)
 
 
 def _top_names(c: CallSpec) -> list[str]:
@@ -318,8 +349,7 @@ def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.
                         f"{type(getattr(forward, '__self__', forward)).__name__}.forward{sig}: {e}") from None
         for name, p in sig.parameters.items():
             if name not in bound.arguments and p.default is not inspect.Parameter.empty \
-                    and not isinstance(p.default, torch.Tensor) and p.kind not in (
-                        inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                    and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
                 bound.arguments[name] = p.default
         args, kwargs = bound.args, bound.kwargs
         positional = [n for n, p in sig.parameters.items() if p.kind in (
