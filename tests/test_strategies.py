@@ -3,6 +3,7 @@ same numbers as plain PyTorch; the rules raise tilefx.Error with the numbers;
 the schedule has the documented shape."""
 
 import copy
+import re
 
 import pytest
 import torch
@@ -510,6 +511,90 @@ def test_guides_f_string_parallel_phased_example_trains_like_torch():
     for p, q in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
     assert training.profile.num_ipus == 4
+
+
+class _InlinePhases(nn.Module):
+    """PopTorch's inline 2x2 parallel phased model: the block of a phase is
+    entered on two IPUs (`Block(f"{phase}", ipu_id=ipu)`, IPUs 0 and 2 in
+    even phases, 1 and 3 in odd ones), and the strategy names the blocks only."""
+
+    N, size = 3, 10
+
+    def __init__(self):
+        super().__init__()
+        self.weights = nn.ParameterList([nn.Parameter(torch.rand(self.size, self.size) * 0.3)
+                                         for _ in range(self.N * 6)])
+
+    def forward(self, in0, target=None):
+        phase = 0
+        with tilefx.Block("0", ipu_id=0):
+            ins = torch.split(in0, self.size)
+        weight = iter(self.weights)
+        for n in range(self.N * 3):
+            out = []
+            for ipu in range(2):
+                x = ins[ipu]
+                with tilefx.Block(f"{phase}", ipu_id=(phase % 2) + ipu * 2):
+                    x = torch.matmul(next(weight), x)
+                    out.append(torch.relu(x))
+            ins = out[1], out[0]
+            if n % 3 != 1:  # 2 matmuls in the same phase
+                phase += 1
+        with tilefx.Block(f"{self.N * 2 - 1}", ipu_id=3):
+            res = ins[0] + ins[1]
+            if target is None:
+                return res
+            return res, nn.L1Loss(reduction="mean")(res, target)
+
+
+def test_one_block_on_two_ipus_of_a_phase_keeps_each_op_on_its_ipu():
+    """PopTorch's phased tests enter one block id with two ipu_ids and give
+    ParallelPhasedExecution the block ids alone: each op keeps its IPU (its
+    matmuls run on IPUs 0 and 2 in phase 0, 1 and 3 in phase 1). That was a
+    placement error; it trains as torch's SGD does, and the stages follow the
+    annotations. A Stage with an IPU of its own still moves all its ops there,
+    and an annotation on an IPU of the wrong parity stays an error."""
+    torch.manual_seed(0)
+    model = _InlinePhases()
+    reference = copy.deepcopy(model)
+    x, target = torch.rand(20, 1), torch.rand(10, 1)
+    opts = tilefx.Options().setExecutionStrategy(
+        tilefx.ParallelPhasedExecution(*[f"{n}" for n in range(2 * _InlinePhases.N)]))
+    training = tilefx.trainingModel(model, opts, torch.optim.SGD(model.parameters(), lr=0.01))
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.01)
+    for _ in range(2):
+        out, loss = training(x, target)
+        optimizer.zero_grad()
+        want_out, want_loss = reference(x, target)
+        want_loss.backward()
+        optimizer.step()
+        torch.testing.assert_close(loss, want_loss.detach(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(out, want_out.detach(), rtol=1e-5, atol=1e-6)
+    training.copyWeightsToHost()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
+    assert training.profile.num_ipus == 4
+    fwd = {(int(ph), int(ipu)) for ipu, ph in re.findall(
+        r'ipu\.stage \{stage = \d+ : i64, ipu = (\d+) : i64, phase = (\d+) : i64, direction = "fwd"',
+        training.ir("graph"))}
+    assert {ph % 2 == ipu % 2 for ph, ipu in fwd} == {True}
+    assert {ipu for ph, ipu in fwd if ph == 0} == {0, 2} and {ipu for ph, ipu in fwd if ph == 1} == {1, 3}
+
+    class Misplaced(_InlinePhases):
+        def forward(self, in0, target=None):
+            with tilefx.Block("0", ipu_id=0):
+                a = in0 + 1
+            with tilefx.Block("0", ipu_id=1):
+                return a * 2
+
+    with pytest.raises(tilefx.Error, match="phase 0 is even and must run on even IPUs, but a stage is on IPU 1"):
+        tilefx.inferenceModel(Misplaced(), tilefx.Options().setExecutionStrategy(
+            tilefx.ParallelPhasedExecution("0")))(torch.randn(2, 3))
+    serial = tilefx.inferenceModel(Misplaced(), tilefx.Options().setExecutionStrategy(
+        tilefx.SerialPhasedExecution(tilefx.Phase(tilefx.Stage("0").ipu(0)))))
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(serial(x), (x + 1) * 2)
+    assert serial.profile.num_ipus == 1
 
 
 def test_a_value_from_a_later_phase_is_still_an_error():

@@ -11,6 +11,9 @@ options) and writes `stage`, `ipu` and `phase` into every placement:
   stage k (the last forward stage also runs the first backward step);
 - phased: forward phases as given; backward phases mirror them (forward
   0,1,2 gives backward 4,3,2, or 5,4,3 with a separate backward phase).
+  A block whose ops carry several IPUs (`Block("0", ipu_id=i)` entered on
+  IPU 0 and IPU 2, as PopTorch's phased tests do) keeps each op on its own
+  IPU when its Stage sets none: a stage per (Stage, IPU), all in its phase.
 
 It checks PopTorch's rules and reports violations with the numbers:
 gradientAccumulation >= 2P-1 (pipelined training), deviceIterations >= P
@@ -21,7 +24,7 @@ power-of-two IPU count unless autoRoundNumIPUs, even phases on even IPUs
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -49,6 +52,7 @@ class _Block:
     name: str
     ipu: int | None
     first: int  # index of its first forward op
+    ipus: set[int] = field(default_factory=set)  # every IPU its forward ops are annotated with
 
 
 def _is_pow2(n: int) -> bool:
@@ -114,6 +118,7 @@ class AssignStagesPass(ModulePass):
         if kind not in _KINDS:
             raise PlacementError(f"unknown execution strategy {kind!r}")
         training = any(_place(o).is_backward for o in ops if _place(o) is not None)
+        phased = kind.endswith("phased")
 
         blocks: dict[str, _Block] = {}
         for i, o in enumerate(ops):
@@ -124,10 +129,13 @@ class AssignStagesPass(ModulePass):
             ipu = p.ipu.data if p.ipu.data >= 0 else None
             if b not in blocks:
                 blocks[b] = _Block(b, ipu, i)
-            elif ipu is not None and blocks[b].ipu is not None and ipu != blocks[b].ipu:
+            elif ipu is not None and blocks[b].ipu is not None and ipu != blocks[b].ipu and not phased:
+                # (phased: the ops keep their IPUs, one stage per IPU; see _resolve)
                 raise PlacementError(f"block {b!r} is placed on IPU {blocks[b].ipu} and on IPU {ipu}")
-            elif ipu is not None:
+            elif ipu is not None and blocks[b].ipu is None:
                 blocks[b].ipu = ipu
+            if ipu is not None:
+                blocks[b].ipus.add(ipu)
         if not blocks:
             named = [b for st in cfg.get("stages") or [] for b in st["blocks"]] + \
                 [b for ph in cfg.get("phases") or [] for st in ph["stages"] for b in st["blocks"]]
@@ -137,32 +145,43 @@ class AssignStagesPass(ModulePass):
             self._single_ipu(op, ops)
             return
 
-        # block -> (user stage id, ipu, phase)
-        where = self._resolve(cfg, kind, list(blocks.values()))
-        num_ipus = max(ipu for _, ipu, _ in where.values()) + 1
+        # block -> (user stage id, ipu, phase); the blocks whose ops keep their own IPUs
+        where, own_ipus = self._resolve(cfg, kind, list(blocks.values()))
+
+        def ipu_of(p: PlacementAttr) -> int:
+            """The IPU of an op of a placed block."""
+            b = p.block.data
+            return p.ipu.data if b in own_ipus and p.ipu.data >= 0 else where[b][1]
+
+        num_ipus = max([ipu for _, ipu, _ in where.values()] +
+                       [i for b in own_ipus for i in blocks[b].ipus]) + 1
         message = ipu_count_error(num_ipus, f"the model's blocks are on IPUs 0-{num_ipus - 1}: ")
         if message is not None and not self.auto_round_num_ipus:
             raise PlacementError(message)
 
-        # pipeline stages: merge consecutive user stages on the same IPU
-        user_stages = sorted({s for s, _, _ in where.values()})
-        stage_ipu = {}
-        for b, (s, ipu, _) in where.items():
-            if stage_ipu.setdefault(s, ipu) != ipu:
-                raise PlacementError(f"stage {s} has blocks on IPU {stage_ipu[s]} and IPU {ipu}")
-        pipe_of_user: dict[int, int] = {}
-        p_idx, prev_ipu = -1, None
-        for s in user_stages:
-            if kind in ("pipelined", "sharded"):
+        # pipeline stages, by (user stage, IPU): pipelined and sharded merge
+        # consecutive user stages on the same IPU; phased gives each user stage
+        # one per IPU its ops run on (a stage's ops run on one IPU)
+        pipe_of: dict[tuple[int, int], int] = {}
+        if phased:
+            pairs = {(where[b][0], where[b][1]) for b in where}
+            pairs |= {(where[p.block.data][0], ipu_of(p)) for p in map(_place, ops)
+                      if p is not None and not p.is_backward and p.block.data in own_ipus}
+            pipe_of = {pair: i for i, pair in enumerate(sorted(pairs))}
+        else:
+            stage_ipu = {}
+            for b, (s, ipu, _) in where.items():
+                if stage_ipu.setdefault(s, ipu) != ipu:
+                    raise PlacementError(f"stage {s} has blocks on IPU {stage_ipu[s]} and IPU {ipu}")
+            p_idx, prev_ipu = -1, None
+            for s in sorted(stage_ipu):
                 if stage_ipu[s] != prev_ipu:
                     p_idx += 1
                     prev_ipu = stage_ipu[s]
-            else:
-                p_idx += 1
-            pipe_of_user[s] = p_idx
-        num_fwd = p_idx + 1
+                pipe_of[(s, stage_ipu[s])] = p_idx
+        num_fwd = max(pipe_of.values()) + 1
 
-        self._check_data_flow(ops, where, phased=kind.endswith("phased"))
+        self._check_data_flow(ops, where, phased=phased)
         num_phases = max(ph for _, _, ph in where.values()) + 1
         if kind == "pipelined" and num_fwd > 1:
             # PopTorch's fill-drain schedule needs every pipeline stage busy once;
@@ -184,7 +203,7 @@ class AssignStagesPass(ModulePass):
 
         # write placements; ops without a block follow their users / operands
         resolved: dict[Operation, PlacementAttr] = {}
-        separate = bool(cfg.get("separate_backward")) and kind.endswith("phased")
+        separate = bool(cfg.get("separate_backward")) and phased
         for o in ops:
             p = _place(o)
             if p is None or not p.block.data:
@@ -192,7 +211,9 @@ class AssignStagesPass(ModulePass):
             if p.block.data not in where:
                 raise PlacementError(f"{o.name} is in block {p.block.data!r}, which has no forward op")
             s, ipu, ph = where[p.block.data]
-            ps = pipe_of_user[s]
+            if (s, ipu_of(p)) in pipe_of:  # (a backward op annotated with no forward op's IPU keeps the block's)
+                ipu = ipu_of(p)
+            ps = pipe_of[(s, ipu)]
             if p.is_backward:
                 # the last forward stage runs the first backward step, unless phased
                 # execution gives the backward its own phase
@@ -222,7 +243,7 @@ class AssignStagesPass(ModulePass):
             if users:
                 resolved[o] = min(users, key=lambda pl: pl.stage.data).with_(direction=_place_dir(o))
             else:
-                resolved[o] = PlacementAttr(_place_dir(o), first_block, ipu0, pipe_of_user[s0], ph0)
+                resolved[o] = PlacementAttr(_place_dir(o), first_block, ipu0, pipe_of[(s0, ipu0)], ph0)
         for o, p in resolved.items():
             o.attributes[PLACE_KEY] = p
         if self.auto_round_num_ipus:
@@ -247,8 +268,14 @@ class AssignStagesPass(ModulePass):
             "training": IntegerAttr(int(any((_place(o) or PlacementAttr()).is_backward for o in ops)), i64),
         })
 
-    def _resolve(self, cfg: dict, kind: str, blocks: list[_Block]) -> dict[str, tuple[int, int, int]]:
+    def _resolve(self, cfg: dict, kind: str,
+                 blocks: list[_Block]) -> tuple[dict[str, tuple[int, int, int]], set[str]]:
+        """Each block's (user stage id, IPU, phase), and the blocks whose ops
+        keep the IPUs they are annotated with (phased, a Stage without an
+        IPU over a block entered on several: PopTorch's phased tests
+        place `Block(f"{phase}", ipu_id=ipu)` on IPUs 0 and 2 of a phase)."""
         where: dict[str, tuple[int, int, int]] = {}
+        own_ipus: set[str] = set()
         names = {b.name: b for b in blocks}
         if kind.endswith("phased"):
             phases = cfg.get("phases") or []
@@ -271,15 +298,19 @@ class AssignStagesPass(ModulePass):
                         if ipu is None:
                             raise PlacementError(f"block {b!r} in phase {ph} has no IPU: use Phase.ipus(...)")
                         where[b] = (stage_id, ipu, ph)
+                        if "ipu" not in st and len(names[b].ipus) > 1:
+                            own_ipus.add(b)
                     stage_id += 1
                 if kind == "parallel_phased":
                     for st in phase["stages"]:
-                        ipu = st.get("ipu", names[st["blocks"][0]].ipu)
-                        if ipu % 2 != ph % 2:
+                        ipus = {st["ipu"]} if "ipu" in st else \
+                            {i for b in st["blocks"] for i in (names[b].ipus or {where[b][1]})}
+                        wrong = sorted(i for i in ipus if i % 2 != ph % 2)
+                        if wrong:
                             raise PlacementError(
                                 f"parallel phased execution: phase {ph} is "
                                 f"{'even' if ph % 2 == 0 else 'odd'} and must run on "
-                                f"{'even' if ph % 2 == 0 else 'odd'} IPUs, but a stage is on IPU {ipu}")
+                                f"{'even' if ph % 2 == 0 else 'odd'} IPUs, but a stage is on IPU {wrong[0]}")
         else:
             stages = cfg.get("stages") or []
             if stages and START_BLOCK in names:  # ops before the first block join stage 0
@@ -307,7 +338,7 @@ class AssignStagesPass(ModulePass):
         missing = [b.name for b in blocks if b.name not in where]
         if missing:
             raise PlacementError(f"blocks {missing} are not in any Stage or Phase of the strategy")
-        return where
+        return where, own_ipus
 
     def _check_data_flow(self, ops, where, phased: bool = False) -> None:
         """A value may only flow to the same or a later stage (pipelined, sharded).

@@ -229,6 +229,32 @@ module attributes {ipu.strategy = {kind = "serial_phased", phases = [{stages = [
 }
 
 // -----
+// (d'') Parallel phased, Stages without an IPU over blocks entered on two
+// IPUs (PopTorch's phased tests: `Block(f"{phase}", ipu_id=ipu)`): each op
+// keeps its IPU, one stage per (Stage, IPU) in its phase; a backward op keeps
+// its annotated IPU too (B1's on IPU 2: the backward of stage 1, 2*4-2-1 = 5).
+
+// CHECK-LABEL: builtin.module attributes {ipu.strategy = {{.*}}, ipu.stages = {kind = "parallel_phased", num_ipus = 4 : i64, forward_stages = 4 : i64, pipeline_stages = 6 : i64, phases = 3 : i64, training = 1 : i64}} {
+// CHECK:         %a = aten.relu %x {ipu.place = #ipu.place<fwd, block = "B1", ipu = 0, stage = 0, phase = 0>}
+// CHECK-NEXT:    %b = aten.relu %x {ipu.place = #ipu.place<fwd, block = "B1", ipu = 2, stage = 1, phase = 0>}
+// CHECK-NEXT:    %c = aten.mul.Tensor %a, %b {ipu.place = #ipu.place<fwd, block = "B2", ipu = 1, stage = 2, phase = 1>}
+// CHECK-NEXT:    %d = aten.mul.Tensor %b, %a {ipu.place = #ipu.place<fwd, block = "B2", ipu = 3, stage = 3, phase = 1>}
+// CHECK-NEXT:    %loss = aten.sum %d {ipu.place = #ipu.place<fwd, block = "B2", ipu = 3, stage = 3, phase = 1>}
+// CHECK-NEXT:    %g = aten.relu %c {ipu.place = #ipu.place<bwd, block = "B1", ipu = 2, stage = 5, phase = 2>}
+
+module attributes {ipu.strategy = {kind = "parallel_phased", phases = [{stages = [{blocks = ["B1"]}]}, {stages = [{blocks = ["B2"]}]}], separate_backward = false, liveness = "AlwaysLive"}} {
+  func.func @main(%x: tensor<2x4xf32> {tilefx.input = 0 : i64}) -> (tensor<f32> {tilefx.output = 0 : i64, tilefx.loss}, tensor<2x4xf32> {tilefx.output = 1 : i64}) {
+    %a = aten.relu %x {ipu.place = #ipu.place<fwd, block = "B1", ipu = 0>} : tensor<2x4xf32> -> tensor<2x4xf32>
+    %b = aten.relu %x {ipu.place = #ipu.place<fwd, block = "B1", ipu = 2>} : tensor<2x4xf32> -> tensor<2x4xf32>
+    %c = aten.mul.Tensor %a, %b {ipu.place = #ipu.place<fwd, block = "B2", ipu = 1>} : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+    %d = aten.mul.Tensor %b, %a {ipu.place = #ipu.place<fwd, block = "B2", ipu = 3>} : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+    %loss = aten.sum %d {ipu.place = #ipu.place<fwd, block = "B2", ipu = 3>} : tensor<2x4xf32> -> tensor<f32>
+    %g = aten.relu %c {ipu.place = #ipu.place<bwd, block = "B1", ipu = 2>} : tensor<2x4xf32> -> tensor<2x4xf32>
+    func.return %loss, %g : tensor<f32>, tensor<2x4xf32>
+  }
+}
+
+// -----
 // (f) Inference (no `bwd` op) over 2 stages with deviceIterations = 2: no
 // backward stages. Glue %o (no placement at all) follows its latest operand
 // (stage 1); constant %k its only user (stage 1); the unused constant %u

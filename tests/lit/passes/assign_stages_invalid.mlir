@@ -169,7 +169,8 @@ func.func @main(%x: tensor<2x4xf32> {tilefx.input = 0 : i64}) -> (tensor<2x4xf32
 }
 
 // -----
-// One block annotated with two IPUs.
+// One block annotated with two IPUs in a pipeline (phased execution keeps
+// each op on its IPU: assign_stages.mlir (d'')).
 
 // CHECK: block 'B1' is placed on IPU 0 and on IPU 1
 
