@@ -150,6 +150,48 @@ class _Deep(torch.nn.Module):
         return torch.nn.functional.mse_loss(x, y)
 
 
+def test_ipu_print_tensor_formats_and_prints_the_gradient(capfd):
+    """PopTorch's ipu_print_tensor arguments: the print is formatted as asked
+    (digits, float format, separator, brackets, summarised past the
+    threshold), and in training the gradient is printed too, titled
+    `<title>_gradient`, unless print_gradient=False. The values pass through."""
+    class Printing(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.tensor([1.0, 2.0, 3.0]))
+
+        def forward(self, x):
+            h = poptorch.ipu_print_tensor(x * self.w, "h", digits=2, float_format="fixed")
+            y = poptorch.ipu_print_tensor(h + 1, "y", print_gradient=False, separator=" ",
+                                          open_bracket="{", close_bracket="}")
+            return y, poptorch.identity_loss((y * y).sum(), reduction="none")
+
+    model = Printing()
+    reference = copy.deepcopy(model)
+    x = torch.tensor([1.0, 1.0, 1.0])
+    training = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    y, loss = training(x)
+    want_y, want_loss = reference(x)
+    torch.testing.assert_close(y, want_y.detach())
+    torch.testing.assert_close(loss, want_loss.detach())
+    lines = [line for line in capfd.readouterr().out.splitlines() if line.startswith(("h", "y"))]
+    # dloss/dh = 2 (h + 1) = (4, 6, 8)
+    assert lines == ["h: (1.00, 2.00, 3.00)", "y: {2. 3. 4.}", "h_gradient: (4.00, 6.00, 8.00)"]
+
+    class Long(torch.nn.Module):
+        def forward(self, x):
+            return poptorch.ipu_print_tensor(x, "long", summarise_threshold=4, edge_items=1,
+                                             float_format="scientific", digits=1) * 2
+
+    x = torch.arange(6.0)
+    torch.testing.assert_close(poptorch.inferenceModel(Long())(x), x * 2)
+    assert "long: (0.0e+00, ..., 5.0e+00)" in capfd.readouterr().out
+    with pytest.raises(Error, match="float_format must be one of auto, fixed, scientific, none"):
+        poptorch.ipu_print_tensor(x, float_format="hex")
+    with pytest.raises(Error, match="digits must be a non-negative int"):
+        poptorch.ipu_print_tensor(x, digits=-1)
+
+
 def test_recomputation_trades_activation_memory_for_cycles():
     torch.manual_seed(0)
     x, y = torch.randn(256, 32), torch.randn(256, 32)

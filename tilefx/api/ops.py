@@ -14,6 +14,7 @@ import operator
 import torch
 
 from tilefx.api.enums import MatMulSerializationMode
+from tilefx.dialects.ipu import PRINT_FLOAT_FORMATS
 from tilefx.dialects.names import ATTRIBUTES_META_KEY, MULTICONV_META_KEY
 from tilefx.errors import Error
 from tilefx.lowering.recompute_op import recomputation_checkpoint as _recomputation_checkpoint
@@ -78,7 +79,6 @@ def _make_identity(name: str, doc: str, extra: str):
 
 
 _nop = _make_identity("nop", "poptorch.nop", "str")
-_print_tensor = _make_identity("print_tensor", "poptorch.ipu_print_tensor", "str")
 _set_available_memory = _make_identity("set_available_memory", "poptorch.set_available_memory", "float")
 
 
@@ -87,9 +87,66 @@ def nop(x: torch.Tensor) -> torch.Tensor:
     return _nop(x, "")
 
 
-def ipu_print_tensor(x: torch.Tensor, title: str = "") -> torch.Tensor:
-    """Print `x` when the program runs; use the result (seeds/000 4.6.2)."""
-    return _print_tensor(x, title)
+# what PopART appends to the title of the print of a gradient
+GRADIENT_TITLE_SUFFIX = "_gradient"
+
+
+@torch.library.custom_op(
+    "tilefx::print_tensor", mutates_args=(),
+    schema="(Tensor x, str title, bool print_gradient, int summarise_threshold, int edge_items, "
+           "int max_line_width, int digits, str float_format, str separator, str open_bracket, "
+           "str close_bracket) -> Tensor")
+def _print_tensor(x, title, print_gradient, *fmt):
+    return x.clone()
+
+
+@_print_tensor.register_fake
+def _(x, title, print_gradient, *fmt):
+    return torch.empty_like(x)
+
+
+def _print_setup(ctx, inputs, output):
+    ctx.title, ctx.print_gradient, ctx.fmt = inputs[1], inputs[2], inputs[3:]
+
+
+def _print_backward(ctx, grad):
+    """The gradient passes through; with print_gradient it is printed too
+    (titled `<title>_gradient`, as PopART titles the print in the backward)."""
+    if ctx.print_gradient:
+        title = ctx.title + GRADIENT_TITLE_SUFFIX if ctx.title else ""
+        grad = _print_tensor(grad, title, False, *ctx.fmt)
+    return (grad,) + (None,) * (2 + len(ctx.fmt))
+
+
+_print_tensor.register_autograd(_print_backward, setup_context=_print_setup)
+
+
+def ipu_print_tensor(tensor: torch.Tensor, title: str = "", print_gradient: bool = True,
+                     summarise_threshold: int = 1000, edge_items: int = 3, max_line_width: int = 80,
+                     digits: int = 4, float_format: str = "auto", separator: str = ", ",
+                     open_bracket: str = "(", close_bracket: str = ")") -> torch.Tensor:
+    """Print `tensor` when the program runs, and its gradient in the backward
+    pass when `print_gradient`; use the result (seeds/000 4.6.2). The other
+    arguments format the print as PopTorch's do: summarised beyond
+    `summarise_threshold` elements to `edge_items` per edge, lines of at most
+    `max_line_width`, `digits` digits in the `float_format` ("auto",
+    "fixed", "scientific" or "none"), and the separator and brackets."""
+    if not isinstance(tensor, torch.Tensor):
+        raise Error(f"ipu_print_tensor: expected a tensor, got {type(tensor).__name__}")
+    ints = {"summarise_threshold": summarise_threshold, "edge_items": edge_items,
+            "max_line_width": max_line_width, "digits": digits}
+    for name, v in ints.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise Error(f"ipu_print_tensor: {name} must be a non-negative int, got {v!r}")
+    if float_format not in PRINT_FLOAT_FORMATS:
+        raise Error(f"ipu_print_tensor: float_format must be one of {', '.join(PRINT_FLOAT_FORMATS)}, "
+                    f"got {float_format!r}")
+    for name, v in (("title", title), ("separator", separator), ("open_bracket", open_bracket),
+                    ("close_bracket", close_bracket)):
+        if not isinstance(v, str):
+            raise Error(f"ipu_print_tensor: {name} must be a string, got {v!r}")
+    return _print_tensor(tensor, title, bool(print_gradient), summarise_threshold, edge_items,
+                         max_line_width, digits, float_format, separator, open_bracket, close_bracket)
 
 
 def set_available_memory(x: torch.Tensor, available_memory_proportion: float) -> torch.Tensor:

@@ -170,12 +170,31 @@ class NopOp(_IdentityOp):
     name = "ipu.nop"
 
 
+# `poptorch.ipu_print_tensor`'s formatting arguments after the title, in
+# PopTorch's order with its defaults (poplar's PrintTensor format)
+PRINT_FORMAT_DEFAULTS = {"summarise_threshold": 1000, "edge_items": 3, "max_line_width": 80, "digits": 4,
+                         "float_format": "auto", "separator": ", ", "open_bracket": "(", "close_bracket": ")"}
+PRINT_FLOAT_FORMATS = ("auto", "fixed", "scientific", "none")
+
+
 class PrintTensorOp(_IdentityOp):
-    """`poptorch.ipu_print_tensor(x, title)`: prints when it runs."""
+    """`poptorch.ipu_print_tensor(x, title, ...)`: prints when it runs, as
+    `format` says (PRINT_FORMAT_DEFAULTS' keys; absent: the defaults)."""
 
     name = "ipu.print_tensor"
     title = opt_prop_def(StringAttr)
+    format = opt_prop_def(DictionaryAttr)
     irdl_options = (ParsePropInAttrDict(),)
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.format is None:
+            return
+        if unknown := sorted(set(self.format.data) - set(PRINT_FORMAT_DEFAULTS)):
+            raise VerifyException(f"ipu.print_tensor: unknown format keys {unknown}")
+        ff = self.format.data.get("float_format")
+        if ff is not None and (not isinstance(ff, StringAttr) or ff.data not in PRINT_FLOAT_FORMATS):
+            raise VerifyException(f"ipu.print_tensor: float_format must be one of {PRINT_FLOAT_FORMATS}")
 
 
 class SetAvailableMemoryOp(_IdentityOp):

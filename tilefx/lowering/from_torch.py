@@ -527,9 +527,13 @@ class _Builder:
                                             properties={"reduction": StringAttr(a[1])}, attributes=attrs)
         if name == "nop":
             return ipu.NopOp.build(operands=[a[0]], result_types=rtypes, attributes=attrs)
-        if name == "print_tensor":
+        if name == "print_tensor":  # (x, title, print_gradient, *format): see api/ops.py
+            from tilefx.dialects.irutil import from_py
+
+            fmt = from_py(dict(zip(ipu.PRINT_FORMAT_DEFAULTS, a[3:])))
             return ipu.PrintTensorOp.build(operands=[a[0]], result_types=rtypes,
-                                           properties={"title": StringAttr(a[1])}, attributes=attrs)
+                                           properties={"title": StringAttr(a[1]), "format": fmt},
+                                           attributes=attrs)
         if name == "set_available_memory":
             from xdsl.dialects.builtin import FloatAttr, f64
 

@@ -53,6 +53,7 @@ func.func @placement(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK-NEXT:    %nop_placed = ipu.nop %x {ipu.place = #ipu.place<bwd>} : tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %print = ipu.print_tensor %x : tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %print_titled = ipu.print_tensor %x {title = "activations"} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %print_fmt = ipu.print_tensor %x {title = "a", format = {digits = 2 : i64, float_format = "scientific", open_bracket = "{"}} : tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %mem = ipu.set_available_memory %x {proportion = 5.000000e-01 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %mem_all = ipu.set_available_memory %x {proportion = 1.000000e+00 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %smm_in = ipu.serialized_matmul %x, %w {mode = "input_channels", factor = 2 : i64} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
@@ -68,6 +69,7 @@ func.func @helper_ops(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<f32> 
   %nop_placed = ipu.nop %x {ipu.place = #ipu.place<bwd>} : tensor<4x8xf32> -> tensor<4x8xf32>
   %print = ipu.print_tensor %x : tensor<4x8xf32> -> tensor<4x8xf32>
   %print_titled = ipu.print_tensor %x {title = "activations"} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %print_fmt = ipu.print_tensor %x {title = "a", format = {digits = 2 : i64, float_format = "scientific", open_bracket = "{"}} : tensor<4x8xf32> -> tensor<4x8xf32>
   %mem = ipu.set_available_memory %x {proportion = 5.0e-01 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
   %mem_all = ipu.set_available_memory %x {proportion = 1.0 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
   %smm_in = ipu.serialized_matmul %x, %w {mode = "input_channels", factor = 2 : i64} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>

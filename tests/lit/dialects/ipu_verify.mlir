@@ -25,6 +25,14 @@ func.func @print_tensor_changes_dtype(%x: tensor<4xf32>) -> tensor<4xi64> {
 
 // -----
 
+func.func @print_tensor_unknown_float_format(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = ipu.print_tensor %x {format = {float_format = "hex"}} : tensor<4xf32> -> tensor<4xf32>
+  func.return %0 : tensor<4xf32>
+}
+// CHECK: ipu.print_tensor: float_format must be one of ('auto', 'fixed', 'scientific', 'none')
+
+// -----
+
 func.func @checkpoint_changes_shape(%x: tensor<4xf32>) -> tensor<2x2xf32> {
   %0 = ipu.recomputation_checkpoint %x : tensor<4xf32> -> tensor<2x2xf32>
   func.return %0 : tensor<2x2xf32>

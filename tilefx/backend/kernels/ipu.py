@@ -25,9 +25,30 @@ def nop(x):
     return x
 
 
-def print_tensor(x, title=None):
-    print(f"{title or 'tensor'}: {np.array2string(x, precision=6)}", flush=True)
+def print_tensor(x, title=None, format=None):
+    print(f"{title or 'tensor'}: {format_tensor(x, format)}", flush=True)
     return x
+
+
+def format_tensor(x, fmt: dict | None = None) -> str:
+    """`x` as `ipu_print_tensor` prints it: summarised past the threshold to
+    the edge items, lines within the width, floats with the digits in the
+    float format, the separator and brackets given (PRINT_FORMAT_DEFAULTS
+    for what `fmt` leaves out)."""
+    from tilefx.dialects.ipu import PRINT_FORMAT_DEFAULTS
+
+    f = {**PRINT_FORMAT_DEFAULTS, **(fmt or {})}
+    digits, kind = int(f["digits"]), f["float_format"]
+    options = {"threshold": int(f["summarise_threshold"]), "edgeitems": int(f["edge_items"]),
+               "max_line_width": int(f["max_line_width"]), "separator": f["separator"]}
+    if kind == "fixed":
+        options.update(precision=digits, floatmode="fixed", suppress_small=True)
+    elif kind == "scientific":
+        options["formatter"] = {"float_kind": lambda v: f"{v:.{digits}e}"}
+    elif kind == "auto":
+        options.update(precision=digits, floatmode="maxprec")
+    text = np.array2string(np.asarray(_f32(x)), **options)
+    return text.translate({ord("["): f["open_bracket"], ord("]"): f["close_bracket"]})
 
 
 def set_available_memory(x, proportion):
