@@ -444,3 +444,37 @@ def test_error_also_combines_builtin_classes_only():
 
     with pytest.raises(Error, match="tracing the model failed: ExceptionGroup: two failures"):
         poptorch.inferenceModel(Grouped())(torch.ones(2))
+
+
+def test_a_models_own_exception_keeps_its_fields_as_a_tilefx_error():
+    """A built-in exception a model raises while traced comes back as a
+    tilefx.Error that is also its class and keeps its fields, so the
+    handler written for the original still works: a KeyError's key
+    (`args[0]`), an OSError's errno/strerror/filename, an AttributeError's
+    name, a UnicodeDecodeError's position; the text is tilefx's."""
+    import errno
+
+    class Raises(torch.nn.Module):
+        def __init__(self, exc):
+            super().__init__()
+            self.exc = exc
+
+        def forward(self, x):
+            raise self.exc
+
+    cases = [
+        (KeyError("missing"), lambda e: e.args == ("missing",)),
+        (FileNotFoundError(errno.ENOENT, "No such file", "a.txt"),
+         lambda e: (e.errno, e.strerror, e.filename, e.args) == (errno.ENOENT, "No such file", "a.txt",
+                                                                  (errno.ENOENT, "No such file"))),
+        (AttributeError("no attribute", name="weight"), lambda e: e.name == "weight"),
+        (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad byte"),
+         lambda e: (e.encoding, e.start, e.end, e.reason) == ("utf-8", 0, 1, "bad byte")),
+    ]
+    for exc, fields_kept in cases:
+        with pytest.raises(type(exc)) as info:
+            poptorch.inferenceModel(Raises(exc))(torch.ones(2))
+        e = info.value
+        assert isinstance(e, Error) and fields_kept(e), (type(exc), e.args)
+        assert str(e).startswith(f"tracing the model failed: {type(exc).__name__}: ")
+        assert e.message.startswith("tracing the model failed") and e.type == "frontend"

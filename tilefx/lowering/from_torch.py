@@ -49,7 +49,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Region, SSAValue
 
-from tilefx.errors import Error, error_also
+from tilefx.errors import Error, set_text, wrapping
 from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
 from tilefx.dialects.const_value import const_attrs
@@ -275,7 +275,7 @@ def _located(err: Error, location: str) -> Error:
     if location and not getattr(err, "location", ""):
         err.location = location
         if location not in str(err):
-            err.args = (f"{err} (at {location})", *err.args[1:])
+            set_text(err, f"{err} (at {location})")
     return err
 
 
@@ -906,8 +906,8 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                 dynamic = _data_dependent(e, watch.where())
                 if dynamic is not None:
                     raise _located(dynamic, _traceback_location(e)) from e
-                raise _located(error_also(type(e))(
-                    f"tracing the model failed: {type(e).__name__}: {e} (in module "
+                raise _located(wrapping(
+                    e, f"tracing the model failed: {type(e).__name__}: {e} (in module "
                     f"{watch.where()}{_traceback_line(e)})", type="frontend"), _traceback_location(e)) from e
             finally:
                 end_begin_blocks()
