@@ -248,6 +248,11 @@ def test_a_loaded_executable_binds_the_tensor_defaults_as_inputs(tmp_path):
         torch.testing.assert_close(loaded(x, y, z), model(x, y, z), rtol=1e-5, atol=1e-6)
     with pytest.raises(poptorch.Error, match="input 2 is"):
         loaded(x, z=torch.randn(4).bfloat16())
+    # float32 where bfloat16 was compiled (numpy holds both as float32): the
+    # file records torch's dtypes
+    with pytest.raises(poptorch.Error, match="input 2 is torch.float32; this executable was compiled for "
+                                             "torch.bfloat16"):
+        loaded(x, z=z.float())
 
 
 def test_a_tampered_recorded_call_is_a_clear_error(tmp_path):

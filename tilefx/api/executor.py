@@ -414,9 +414,13 @@ class PoplarExecutor:
                         f"the call passes {len(inputs)}")
         d, r, gsize, g = self._factors()
         n = d * (r // gsize) * g
-        for i, (x, shape, dtype) in enumerate(zip(inputs, p.input_shapes, p.input_dtypes)):
+        # the torch dtypes the file recorded: numpy holds bfloat16 as float32
+        exact = self.__dict__.get("_loaded_input_dtypes") or [None] * len(inputs)
+        for i, (x, shape, dtype, torch_dtype) in enumerate(zip(inputs, p.input_shapes, p.input_dtypes, exact)):
             shape = tuple(shape)
             want = (shape[0] * n, *shape[1:]) if shape else ()
+            if torch_dtype is not None and x.dtype != torch_dtype:
+                raise Error(f"input {i} is {x.dtype}; this executable was compiled for {torch_dtype}")
             if tuple(x.shape) != want or np_dtype_of(x.dtype) != np.dtype(dtype):
                 raise Error(f"input {i} is {tuple(x.shape)} {x.dtype}; this executable was compiled for "
                             f"{want} {np.dtype(dtype)} (a micro-batch of {shape} times deviceIterations "

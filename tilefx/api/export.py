@@ -157,6 +157,14 @@ def options_from_json(data: dict):
 
 # -- writing -----------------------------------------------------------------------
 
+def _input_torch_dtypes(ex) -> list[torch.dtype]:
+    """The torch dtypes of the program's inputs: those it was compiled for,
+    or those the file it was loaded from recorded (none for older files)."""
+    if ex._call is not None:
+        return [d for _, d in ex._compiled_inputs]
+    return ex.__dict__.get("_loaded_input_dtypes") or []
+
+
 def _tensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
     from safetensors.numpy import save
 
@@ -186,6 +194,8 @@ def pack(ex) -> bytes:
         "consts": sorted(t.consts), "out_spec": spec,
         "input_shapes": [list(s) for s in p.input_shapes],
         "input_dtypes": [str(np.dtype(d)) for d in p.input_dtypes],
+        # torch's names, which tell bfloat16 (numpy's float32 above) apart
+        "input_torch_dtypes": [str(d).removeprefix("torch.") for d in _input_torch_dtypes(ex)],
         "step": int(ex._step), "model": type(ex._user_model).__name__,
         "exported_model": bool(getattr(ex, "_export_model", True)),
     }
@@ -365,6 +375,8 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
                 named_b[n].copy_(torch.from_numpy(tensors[f"buffer/{n}"]))
     ex._install(traced, import_module, module, [tuple(s) for s in meta["input_shapes"]],
                 [np.dtype(d) for d in meta["input_dtypes"]], start)
+    ex._loaded_input_dtypes = _torch_dtypes(meta.get("input_torch_dtypes"), len(ex._program.input_shapes),
+                                            filename)
     if meta.get("call") is not None:
         _bind_recorded_call(ex, meta["call"], filename,
                             {n[len(DEFAULT_PREFIX):]: v for n, v in tensors.items() if n.startswith(DEFAULT_PREFIX)})
@@ -373,6 +385,17 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
             if n in ex._opt_state:
                 ex._opt_state[n] = v.astype(ex._opt_state[n].dtype, copy=True)
         ex._step = int(meta.get("step", 0))
+
+
+def _torch_dtypes(names, count: int, filename: str) -> list[torch.dtype] | None:
+    """The inputs' torch dtypes an executable file recorded (None for files
+    that record none)."""
+    if not names:
+        return None
+    dtypes = [getattr(torch, n, None) if isinstance(n, str) else None for n in names]
+    if len(dtypes) != count or not all(isinstance(d, torch.dtype) for d in dtypes):
+        raise Error(f"{filename}: input_torch_dtypes must name one torch dtype per input ({count})")
+    return dtypes
 
 
 def _bind_recorded_call(ex, data, filename: str, defaults: dict[str, np.ndarray]) -> None:
