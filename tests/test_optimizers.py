@@ -555,6 +555,42 @@ def test_set_optimizer_variable_changes_apply_without_recompiling():
         torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
 
 
+def test_set_optimizer_warns_of_attributes_the_compiled_model_ignores(caplog):
+    """The guide's loss-scaling example (seeds/000 4.5) also sets
+    `param_groups[0]["loss_scaling"]`, which is no group attribute: after
+    compile, setOptimizer warns of such attributes in PopTorch's words,
+    once."""
+    def warnings_of(run):
+        log = logging.getLogger("tilefx")  # tilefx's loggers do not propagate to the root
+        log.addHandler(caplog.handler)
+        try:
+            with caplog.at_level(logging.WARNING, logger="tilefx"):
+                run()
+        finally:
+            log.removeHandler(caplog.handler)
+        return [r.getMessage() for r in caplog.records if "Ignoring unexpected" in r.getMessage()]
+
+    m = _model()
+    opt = X.SGD(m.parameters(), lr=0.01, loss_scaling=2.0, use_combined_accum=False)
+    trainer = tilefx.trainingModel(m, optimizer=opt)
+    x, y = _data(1)[0]
+    trainer(x, y)
+    opt.loss_scaling = 1.0
+    opt.param_groups[0]["loss_scaling"] = 1.0
+
+    def set_and_run():
+        trainer.setOptimizer(opt)
+        trainer(x, y)
+
+    (msg,) = warnings_of(set_and_run)
+    assert msg == "Ignoring unexpected group 0 attribute in SGD optimizer: ['loss_scaling']"
+    caplog.clear()
+    assert warnings_of(set_and_run) == []  # once
+    opt.not_an_attribute = 3
+    (msg,) = warnings_of(set_and_run)
+    assert msg == "Ignoring unexpected optimizer attribute in SGD optimizer: ['not_an_attribute']"
+
+
 @pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")
 def test_lr_scheduler_through_set_optimizer():
     ref = _model()

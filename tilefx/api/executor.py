@@ -590,7 +590,8 @@ class PoplarExecutor:
         After compile, the variable attributes (lr, the ones given explicitly
         or marked variable) take effect at the next call without recompiling;
         changing a constant one is an error naming it."""
-        from tilefx.api.optim import attach, check_unchanged_constants, hyper_values, take_pending_state
+        from tilefx.api.optim import (attach, check_unchanged_constants, hyper_values, take_pending_state,
+                                      warn_unexpected_attributes)
 
         if not self._training:
             raise Error("setOptimizer: only training models have an optimizer")
@@ -604,6 +605,8 @@ class PoplarExecutor:
             self._optimizer = optimizer
             return
         check_unchanged_constants(compiled, new_cfg, self._opt_groups, new_groups)
+        if "_opt_known" in self.__dict__:
+            warn_unexpected_attributes(optimizer, self._opt_known, self._opt_warned)
         self._optimizer = optimizer
         new_cfg["grad_scale"] = compiled.get("grad_scale", 1.0)
         self._hypers.update({k: v for k, v in hyper_values(new_cfg).items() if k in self._hypers})
@@ -1110,6 +1113,10 @@ class PoplarExecutor:
         program.update_args = _role_list(arg_roles(upd))
         program.update_results = _role_list(result_roles(upd))
         self._opt_cfg, self._opt_groups = cfg, group_of  # what setOptimizer checks constants against
+        if self._optimizer is not None:  # and the attributes it knows (warn_unexpected_attributes)
+            from tilefx.api.optim import attribute_names
+
+            self._opt_known, self._opt_warned = attribute_names(self._optimizer), set()
         # runtime operands of @update: lr and the variable hyper-parameters, per group
         self._hypers = hyper_values(cfg)
         if self._optimizer is not None:

@@ -465,6 +465,40 @@ def optimizer_config(opt: torch.optim.Optimizer, param_names: dict[int, str]) ->
     return cfg, group_of
 
 
+# an optimizer's own attributes that are torch's machinery, not hyper-parameters
+_MACHINERY = frozenset({"defaults", "state", "param_groups", "variable_attrs"})
+
+
+def attribute_names(opt: torch.optim.Optimizer) -> tuple[frozenset, frozenset]:
+    """The names of `opt`'s group attributes (its defaults' and every
+    group's keys) and of its own attributes: what a compiled model knows."""
+    groups = set(opt.defaults)
+    for g in opt.param_groups:
+        groups.update(k for k in g if k != "params")
+    own = {k for k in vars(opt) if k not in _MACHINERY and not k.startswith("_")}
+    return frozenset(groups), frozenset(own)
+
+
+def warn_unexpected_attributes(opt: torch.optim.Optimizer, known: tuple[frozenset, frozenset],
+                               warned: set) -> None:
+    """setOptimizer after compile: warn (once per message) of attributes the
+    compiled model did not have and ignores, in PopTorch's words ("Ignoring
+    unexpected group 0 attribute in SGD optimizer: ['loss_scaling']": a
+    group's loss_scaling, which is an optimizer attribute, does nothing)."""
+    groups, own = known
+    kind = type(opt).__name__
+    messages = []
+    for gi, g in enumerate(opt.param_groups):
+        if extra := sorted(k for k in g if k != "params" and k not in groups):
+            messages.append(f"Ignoring unexpected group {gi} attribute in {kind} optimizer: {extra}")
+    if extra := sorted(attribute_names(opt)[1] - own):
+        messages.append(f"Ignoring unexpected optimizer attribute in {kind} optimizer: {extra}")
+    for m in messages:
+        if m not in warned:
+            warned.add(m)
+            log.warning(m)
+
+
 def hyper_values(cfg: dict) -> dict[str, Any]:
     """The runtime operands of @update (`tilefx.hyper` names) from a config."""
     import numpy as np
