@@ -370,6 +370,23 @@ def test_offline_ipu_target():
     assert opts.connection_type == ConnectionType.Never
 
 
+def test_connection_type_never_compiles_but_does_not_run():
+    """ConnectionType.Never (without an offline target) "never tries to attach
+    to an IPU ... trying to run an executable will raise an exception": the
+    model compiles; calling it is PopTorch's AssertionError (it ran)."""
+    import tilefx
+
+    model = torch.nn.Linear(2, 2)
+    never = tilefx.inferenceModel(model, Options().connectionType(ConnectionType.Never))
+    never.compile(torch.ones(1, 2))
+    assert never.isCompiled()
+    with pytest.raises(AssertionError, match=r"Trying to run a model on an offline device "
+                                             r"\(ConnectionType.Never\): use model.compile\(inputs\)"):
+        never(torch.ones(1, 2))
+    on_demand = tilefx.inferenceModel(model, Options().connectionType(ConnectionType.OnDemand))
+    torch.testing.assert_close(on_demand(torch.ones(1, 2)), model(torch.ones(1, 2)))
+
+
 def test_enable_executable_caching_none_disables():
     opts = Options().enableExecutableCaching("/tmp/c")
     opts.enableExecutableCaching(None)

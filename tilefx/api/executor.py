@@ -36,7 +36,7 @@ from xdsl.utils.exceptions import VerifyException
 from tilefx.api.logs import CompileProgress
 from tilefx.api import anchors
 from tilefx.api.anchors import Anchors
-from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode, ReductionType
+from tilefx.api.enums import CommGroupType, ConnectionType, HalfFloatCastingBehavior, OutputMode, ReductionType
 from tilefx.errors import Error, error_also
 from tilefx.gcpause import gc_paused
 from tilefx.api.options import Options, OptionsAssertionError
@@ -341,6 +341,10 @@ class PoplarExecutor:
             raise OptionsAssertionError(
                 "Trying to run a model on an offline device: this model was compiled for an "
                 "offline IPU target (useOfflineIpuTarget): it can be compiled and saved, not run")
+        if self._options.connection_type is ConnectionType.Never:  # (PopTorch's words)
+            raise OptionsAssertionError(
+                "Trying to run a model on an offline device (ConnectionType.Never): use "
+                "model.compile(inputs) instead of model(inputs)")
         # A call made like the last checked one (the same forward, only plain
         # CPU tensors passed positionally, no keywords; _remember_call): binding
         # it to the signature would give the same structure and these tensors
