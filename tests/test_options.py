@@ -387,6 +387,46 @@ def test_connection_type_never_compiles_but_does_not_run():
     torch.testing.assert_close(on_demand(torch.ones(1, 2)), model(torch.ones(1, 2)))
 
 
+def test_synthetic_data_makes_the_inputs_on_the_device_and_streams_nothing():
+    """enableSyntheticData(True): "data generated from a random normal
+    distribution on the IPU. Host I/O is disabled" (it was recorded and
+    ignored). The caller's tensors are neither read nor written, the outputs
+    stream nothing back (zeros), training steps on the random data (the same
+    for the same randomSeed), and the timeline has no host transfers."""
+    import tilefx
+
+    class AddsInPlace(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 1)
+
+        def forward(self, x, y):
+            x.add_(1.0)
+            out = self.fc(x).squeeze(1)
+            return out, torch.nn.functional.mse_loss(out, y)
+
+    def train(synthetic: bool, x, y):
+        torch.manual_seed(0)
+        model = AddsInPlace()
+        opts = Options().enableSyntheticData(synthetic).randomSeed(7).deviceIterations(2)
+        trainer = tilefx.trainingModel(model, opts, torch.optim.SGD(model.parameters(), lr=0.1))
+        out = trainer(x, y)
+        trainer.copyWeightsToHost()
+        return out, model.fc.weight.detach().clone(), trainer
+
+    x, y = torch.randn(4, 3), torch.randn(4)
+    x_before = x.clone()
+    (out, loss), w_synthetic, trainer = train(True, x, y)
+    assert torch.equal(x, x_before)  # neither read (the weights below) nor written
+    assert not out.any() and not loss.any()
+    assert not any(step.kind == "host" for step in trainer.profile.timeline)
+    assert trainer.getPerfCounters()["input"] == [[]]
+    assert torch.equal(train(True, x.clone(), y)[1], w_synthetic)  # the same seeded stream
+    (out_real, _), w_real, real = train(False, x.clone(), y)
+    assert out_real.any() and not torch.equal(w_real, w_synthetic)
+    assert any(step.kind == "host" for step in real.profile.timeline)
+
+
 def test_enable_executable_caching_none_disables():
     opts = Options().enableExecutableCaching("/tmp/c")
     opts.enableExecutableCaching(None)

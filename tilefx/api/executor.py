@@ -391,12 +391,17 @@ class PoplarExecutor:
         anchored = self.__dict__.get("_anchors")
         if anchored is not None:
             self._anchor_weights("value")
+        if self._options.synthetic_data:  # host I/O disabled: the device makes its inputs
+            inputs = self._synthetic_inputs(inputs)
         if self._one_call:
             out = self._run_one(inputs)
         else:
             out = self._run(inputs)
         if anchored is not None and self._training:
             self._anchor_weights("updated")
+        if self._options.synthetic_data:  # ... and streams nothing back
+            out = torch.utils._pytree.tree_map(
+                lambda t: torch.zeros_like(t) if isinstance(t, torch.Tensor) else t, out)
         if not self._has_run:
             self._has_run = True
         if self._training:
@@ -406,6 +411,18 @@ class PoplarExecutor:
             out = restore_caches(out, call.caches if inputs_bound else [], self._program.traced.cache_states)
         _guard_backward(out)
         return out
+
+    def _synthetic_inputs(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Options.enableSyntheticData: "data generated from a random normal
+        distribution on the IPU. Host I/O is disabled": inputs of the shapes
+        and dtypes passed, random normal (floating point) or zeros (integers,
+        booleans), from a stream seeded by randomSeed; the caller's tensors
+        are neither read nor written."""
+        g = self.__dict__.get("_synthetic_rng")
+        if g is None:
+            g = self._synthetic_rng = torch.Generator().manual_seed(self._options.random_seed or 0)
+        return [torch.randn(x.shape, generator=g).to(x.dtype) if x.is_floating_point()
+                else torch.zeros_like(x) for x in inputs]
 
     def _check_loaded_inputs(self, inputs: list[torch.Tensor]) -> None:
         """A call of an executable loaded from a file (which keeps no call
@@ -902,7 +919,8 @@ class PoplarExecutor:
             optimizer_location=None if loc is None else loc.resolved(),
             accumulate=self._training and (G > 1 or R > 1), replicas=R,
             processes=self._options.Distributed.numProcesses,
-            process_id=self._options.Distributed.processId)
+            process_id=self._options.Distributed.processId,
+            host_io=not self._options.synthetic_data)
 
     @property
     def profile(self) -> Profile:

@@ -262,13 +262,16 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
                   machine: Machine, *, training: bool, device_iterations: int,
                   optimizer_off_chip: bool = False, accumulate: bool = False,
                   check_memory: bool = True, replicas: int = 1, processes: int = 1,
-                  process_id: int = 0, optimizer_location: TensorLocation | None = None) -> Profile:
+                  process_id: int = 0, optimizer_location: TensorLocation | None = None,
+                  host_io: bool = True) -> Profile:
     """Cost every op, time the schedule, and plan the memory of every IPU.
     `replicas` are this process's replicas, `processes` the processes of the
     run (each with as many): they share the gradient all-reduce and each
     process's host link (backend/collectives.py). `optimizer_location`: where
     the optimizer state lives (backend/locations.py: on or off chip, sharded
-    over the replicas); `optimizer_off_chip` is its short form."""
+    over the replicas); `optimizer_off_chip` is its short form. `host_io`
+    False: the inputs are made on the device and nothing streams back
+    (PopTorch's synthetic data), so the timeline has no host transfers."""
     stage_of: dict[int, tuple[int, str]] = {}
     records: list[OpRecord] = []
     stage_cycles: dict[int, int] = defaultdict(int)
@@ -305,8 +308,8 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     ret = main.body.block.last_op
     res_roles = _roles(main, "res")
     out_bytes = sum(_bytes(v) for v, r in zip(ret.operands, res_roles) if "output" in r)
-    host_in = machine.link_cycles(in_bytes, machine.host_link_bytes_per_s) if in_bytes else 0
-    host_out = machine.link_cycles(out_bytes, machine.host_link_bytes_per_s) if out_bytes else 0
+    host_in = machine.link_cycles(in_bytes, machine.host_link_bytes_per_s) if in_bytes and host_io else 0
+    host_out = machine.link_cycles(out_bytes, machine.host_link_bytes_per_s) if out_bytes and host_io else 0
 
     # weights and where they live
     param_ipu = _param_ipus(main, arg_roles)
