@@ -141,3 +141,42 @@ def test_copy_into_a_buffer():
     out = model(x)
     model.copyWeightsToHost()
     torch.testing.assert_close(m.last, out)
+
+
+class _PadToStride(nn.Module):
+    """Encodec's pattern: configuration kept in single-element tensors
+    (`stride`), read on the host to size a padding."""
+
+    def __init__(self, persistent=False, counts=False):
+        super().__init__()
+        self.register_buffer("stride", torch.tensor(3), persistent=persistent)
+        self.scale = torch.tensor(0.5)  # a plain tensor attribute: a constant of the graph
+        self.fc = nn.Linear(4, 2)
+        self.counts = counts
+
+    def forward(self, x):
+        if self.counts:
+            self.stride += 1
+        frames = torch.ceil(x.shape[-1] / self.stride).to(torch.int64)
+        pad = int(frames * self.stride - x.shape[-1])
+        return self.fc(nn.functional.pad(x, (0, pad))[..., -4:]) * float(self.scale)
+
+
+def test_single_element_configuration_tensors_are_read_as_their_value():
+    """`.item()` of a non-persistent single-element buffer or a tensor attribute
+    is its value when the model is compiled (PopTorch's trace reads it so): no
+    state dict loads another. It was a data-dependent error."""
+    torch.manual_seed(0)
+    m = _PadToStride().eval()
+    for width in (4, 5):  # 2 and 1 columns of padding
+        x = torch.randn(2, width)
+        with torch.no_grad():
+            torch.testing.assert_close(tilefx.inferenceModel(m)(x), m(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("persistent, counts", [(True, False), (False, True)])
+def test_state_read_on_the_host_stays_a_data_dependent_error(persistent, counts):
+    """A persistent buffer (a loaded state dict may change it) or one the
+    forward writes (another value at the next call) is data."""
+    with pytest.raises(tilefx.Error, match="data-dependent.*_PadToStride.*int\\(frames"):
+        tilefx.inferenceModel(_PadToStride(persistent, counts).eval())(torch.randn(2, 4))

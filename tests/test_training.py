@@ -367,3 +367,50 @@ def test_custom_backward_calling_backward_trains_as_pytorch():
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-7, msg=n)
         assert p.grad is None, n  # the trace left no gradient in the model's weights
     assert (ref.f[0].weight.grad.abs().max() > 0) and (ref.g[0].weight.grad.abs().max() > 0)
+
+
+class _GaussianHead(nn.Module):
+    """A probabilistic head (Hugging Face's time-series models): the loss is a
+    torch.distributions log-likelihood, whose argument checks are on by default."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x, y):
+        loc, scale, df = self.fc(x).unbind(-1)
+        dist = torch.distributions.StudentT(2.0 + nn.functional.softplus(df), loc,
+                                            nn.functional.softplus(scale))
+        return -dist.log_prob(y).mean()
+
+
+def test_distribution_argument_checks_train_as_pytorch():
+    """torch.distributions checks its arguments on the host (`validate_args`):
+    it was a data-dependent error; the checks are now graph asserts."""
+    torch.manual_seed(0)
+    m = _GaussianHead()
+    ref = copy.deepcopy(m)
+    x, y = torch.randn(6, 3), torch.randn(6)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    model = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.1))
+    for _ in range(2):
+        ref_opt.zero_grad()
+        ref_loss = ref(x, y)
+        ref_loss.backward()
+        ref_opt.step()
+        torch.testing.assert_close(model(x, y), ref_loss.detach(), rtol=1e-5, atol=1e-6)
+    model.copyWeightsToHost()
+    torch.testing.assert_close(m.fc.weight, ref.fc.weight, rtol=1e-5, atol=1e-7)
+
+
+def test_distribution_argument_check_fails_the_call():
+    """An argument outside its constraint fails the call, as torch raises."""
+    class Normal(nn.Module):
+        def forward(self, loc, scale):
+            return torch.distributions.Normal(loc, scale).log_prob(torch.zeros_like(loc)).sum()
+
+    model = tilefx.inferenceModel(Normal())
+    torch.testing.assert_close(model(torch.zeros(3), torch.ones(3)),
+                               Normal()(torch.zeros(3), torch.ones(3)))
+    with pytest.raises(tilefx.Error, match="outside its constraint"):
+        model(torch.zeros(3), -torch.ones(3))

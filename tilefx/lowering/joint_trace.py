@@ -339,6 +339,64 @@ def _reassigned_buffers(state: dict, buffers: dict, traced: list) -> list:
     return out
 
 
+def _make_fx(joint: Callable, flat: list, fake_mode) -> torch.fx.GraphModule:
+    """make_fx's trace of `joint(*flat)`: fake tensors, functionalized, with the
+    core ATen decompositions."""
+    from tilefx.lowering.decompositions import tracing_decompositions
+    from torch._dispatch.python import enable_python_dispatcher
+    from torch._subclasses.functional_tensor import FunctionalTensorMode
+    from torch.fx.experimental.proxy_tensor import _MakefxTracer
+
+    with fake_mode, enable_python_dispatcher(), checkpoint_runs_directly(), \
+            nested_backward_as_grad(), \
+            FunctionalTensorMode(pre_dispatch=False, export=False, _allow_token_discovery=True):
+        # make_fx(...) itself is this tracer plus a read of torch._inductor's config
+        # (for its provenance-tracking flag), whose import loads inductor and dynamo
+        tracer = _MakefxTracer({}, "real", _allow_non_fake_inputs=False,
+                               pre_dispatch=False, record_module_stack=False,
+                               _allow_fake_constant=False, _error_on_data_dependent_ops=True)
+        # torch's core ATen decompositions, set after the constructor (which would copy
+        # the whole table, and listing it costs ~0.2 s; see decomp_table.py)
+        table = tracing_decompositions(DecompTable())  # less the backward ops kept whole
+        table.setdefault(torch.ops.aten.sym_numel.default, torch._decomp.decompositions.sym_numel)
+        tracer.decomposition_table = table
+        gm = tracer.trace(joint, *flat)
+    return gm
+
+
+def _host_constants(model: torch.nn.Module, buffers: dict) -> dict[str, torch.Tensor]:
+    """{name: value} of the buffers whose value the trace may read on the host:
+    non-persistent (no state dict loads them; tensor attributes are traced as
+    such) single-element tensors, the configuration some models keep in
+    tensors (Encodec's convolutions compute their padding from `stride` and
+    `kernel_size` buffers with `.item()`). A trace reads them as PopTorch's
+    does, as the value they hold when the model is compiled; one the forward
+    writes is traced again as data (`trace_joint`)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.fx.experimental.proxy_tensor import CONSTANT_NUMEL_LIMIT
+
+    transient = {f"{mname}.{b}" if mname else b
+                 for mname, m in model.named_modules() for b in m._non_persistent_buffers_set}
+    return {n: t.detach().clone() for n, t in buffers.items()
+            if n in transient and t.numel() <= CONSTANT_NUMEL_LIMIT
+            and not isinstance(t, FakeTensor) and t.device.type != "meta"}
+
+
+def _mark_host_constants(primals: tuple, names: list, constants: dict) -> None:
+    """Give the traced buffers in `constants` their value (real tensors, copied
+    before the trace: torch's tracer folds an op whose inputs all have one, and
+    `.item()` of such a tensor is its value)."""
+    from torch.fx.experimental.proxy_tensor import _ProxyTensor, get_proxy_mode, get_proxy_slot, set_proxy_slot
+
+    mode = get_proxy_mode()
+    if mode is None:
+        return
+    for name, t in zip(names, primals):
+        if name in constants:
+            slot = get_proxy_slot(t, mode.tracer)
+            set_proxy_slot(t, mode.tracer, _ProxyTensor(slot.proxy, constants[name]))
+
+
 def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
                 find_loss: Callable[[list, set], int | None], requested: tuple = (),
                 fake_mode=None) -> JointGraph:
@@ -348,14 +406,10 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
     path. Gradients are returned for the trainable parameters and for the
     inputs in `requested` (indices; the caller made them require grad).
     `fake_mode`: the FakeTensorMode the model's tensors already live in, if any."""
-    from tilefx.lowering.decompositions import tracing_decompositions
-    from torch._dispatch.python import enable_python_dispatcher
     from torch._functorch._aot_autograd.functional_utils import from_fun, has_data_mutation, to_fun
     from torch._functorch._aot_autograd.logging_utils import setup_stacktrace_preservation_hooks
     from torch._functorch._aot_autograd.utils import copy_fwd_metadata_to_bw_nodes
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-    from torch._subclasses.functional_tensor import FunctionalTensorMode
-    from torch.fx.experimental.proxy_tensor import _MakefxTracer
     from torch.nn.utils.stateless import _reparametrize_module
 
     # the proxy mode checks nodes against this module's classes; it is loaded as
@@ -426,7 +480,11 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
                     gs[i] = extra if gs[i] is None else gs[i] + extra
         return gs, [GradOutput(d) for d, _ in wrt], loss_index
 
+    constants = _host_constants(model, buffers)
+    names = list(params) + list(buffers)
+
     def joint(*primals):
+        _mark_host_constants(primals, names, constants)
         f_in = [to_fun(t) for t in primals]
         state = dict(zip(list(params) + list(buffers), f_in[:n_params + n_buffers]))
         user = f_in[n_params + n_buffers:]
@@ -466,20 +524,17 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
             result["seed_node"] = _node_of(result.pop("seed"))
         return values
 
-    with fake_mode, enable_python_dispatcher(), checkpoint_runs_directly(), \
-            nested_backward_as_grad(), \
-            FunctionalTensorMode(pre_dispatch=False, export=False, _allow_token_discovery=True):
-        # make_fx(...) itself is this tracer plus a read of torch._inductor's config
-        # (for its provenance-tracking flag), whose import loads inductor and dynamo
-        tracer = _MakefxTracer({}, "real", _allow_non_fake_inputs=False,
-                               pre_dispatch=False, record_module_stack=False,
-                               _allow_fake_constant=False, _error_on_data_dependent_ops=True)
-        # torch's core ATen decompositions, set after the constructor (which would copy
-        # the whole table, and listing it costs ~0.2 s; see decomp_table.py)
-        table = tracing_decompositions(DecompTable())  # less the backward ops kept whole
-        table.setdefault(torch.ops.aten.sym_numel.default, torch._decomp.decompositions.sym_numel)
-        tracer.decomposition_table = table
-        gm = tracer.trace(joint, *flat)
+    while True:
+        gm = _make_fx(joint, flat, fake_mode)
+        # a host-read buffer the forward writes holds another value at the next call:
+        # traced again as data (reading it on the host is then a data-dependent error)
+        written = {d.mutated_input.target for d in result["out_descs"]
+                   if isinstance(d, InputMutation) and isinstance(d.mutated_input, BufferInput)}
+        if not written & constants.keys():
+            break
+        for name in written:
+            constants.pop(name, None)
+        result.clear()
 
     copy_fwd_metadata_to_bw_nodes(gm)  # Block annotations, autocast, module paths
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]

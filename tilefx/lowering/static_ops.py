@@ -21,7 +21,8 @@ import torch
 def static_ops():
     """Every swap of this module, for the duration of a trace."""
     with static_ctc_loss(), undetected_causal_masks(), linalg_checks_in_graph(), static_cov(), \
-            cumulative_batch_norm(), static_gaussian_nll_loss(), masked_put_gradients(), host_randomness_warned():
+            cumulative_batch_norm(), static_gaussian_nll_loss(), masked_put_gradients(), host_randomness_warned(), \
+            distribution_checks_in_graph():
         yield
 
 
@@ -252,6 +253,27 @@ def static_gaussian_nll_loss():
         yield
     finally:
         torch.nn.functional.gaussian_nll_loss = original
+
+
+@contextlib.contextmanager
+def distribution_checks_in_graph():
+    """While tracing, the argument checks of `torch.distributions` (on by
+    default: `validate_args`) are graph ops (`_assert_async`: the call fails at
+    run time where torch raises). torch asks `torch._is_all_true(valid)` on the
+    host (Hugging Face's time-series heads build a StudentT each call); the
+    distributions are its only Python callers."""
+    original = torch._is_all_true
+
+    def checked_in_graph(valid):
+        torch._assert_async(torch.all(valid), "a torch.distributions argument or value is outside its "
+                            "constraint (the distribution's validate_args check)")
+        return True
+
+    torch._is_all_true = checked_in_graph
+    try:
+        yield
+    finally:
+        torch._is_all_true = original
 
 
 def _mask_key(self, key) -> tuple[int, torch.Tensor | None]:
