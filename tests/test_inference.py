@@ -180,3 +180,33 @@ def test_state_read_on_the_host_stays_a_data_dependent_error(persistent, counts)
     forward writes (another value at the next call) is data."""
     with pytest.raises(tilefx.Error, match="data-dependent.*_PadToStride.*int\\(frames"):
         tilefx.inferenceModel(_PadToStride(persistent, counts).eval())(torch.randn(2, 4))
+
+
+@pytest.mark.parametrize("case", ["left_aligned", "not_left_aligned", "float_mask"])
+def test_transformer_encoder_padding_as_eagers_nested_path(case):
+    """Eager's nn.TransformerEncoder in eval mode without gradients runs a
+    padded batch as a nested tensor: the padded positions come out as zeros
+    (before the final norm), when the mask is left-aligned. The trace took
+    the plain path, which computes them."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    model = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8), enable_nested_tensor=True).eval()
+    x = torch.randn(3, 6, 8)
+    pad = torch.zeros(3, 6, dtype=torch.bool)
+    pad[1, -2:] = True
+    pad[2, -1:] = True
+    if case == "not_left_aligned":
+        pad[2, 0] = True
+    mask = pad if case != "float_mask" else torch.zeros(3, 6).masked_fill(pad, float("-inf"))
+
+    class Encode(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = model
+
+        def forward(self, x, mask):
+            return self.encoder(x, src_key_padding_mask=mask)
+
+    with torch.no_grad():
+        ref = Encode()(x, mask)
+    torch.testing.assert_close(tilefx.inferenceModel(Encode())(x, mask), ref, rtol=1e-5, atol=1e-5)

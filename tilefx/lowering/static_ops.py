@@ -22,7 +22,7 @@ def static_ops():
     """Every swap of this module, for the duration of a trace."""
     with static_ctc_loss(), undetected_causal_masks(), linalg_checks_in_graph(), static_cov(), \
             cumulative_batch_norm(), static_gaussian_nll_loss(), masked_put_gradients(), host_randomness_warned(), \
-            distribution_checks_in_graph():
+            distribution_checks_in_graph(), nested_encoder_padding():
         yield
 
 
@@ -274,6 +274,56 @@ def distribution_checks_in_graph():
         yield
     finally:
         torch._is_all_true = original
+
+
+def _zeroed_by_nested_path(encoder, src, mask, key_padding_mask):
+    """The (batch, seq) positions eager's TransformerEncoder outputs as zeros:
+    in eval mode without gradients, with a key padding mask and no attention
+    mask, it runs the layers on a nested tensor of the tokens the mask keeps
+    and pads the result with zeros (if the mask is left-aligned, which it
+    checks on the host). None when eager takes the plain path."""
+    first = encoder.layers[0]
+    weights = [src] + [p for p in first.parameters()]
+    if not (torch.backends.mha.get_fastpath_enabled() and getattr(encoder, "use_nested_tensor", False)
+            and not first.training and src.dim() == 3 and key_padding_mask is not None and mask is None
+            and not src.is_nested and not torch.is_autocast_enabled()
+            and not (torch.is_grad_enabled() and any(t.requires_grad for t in weights))):
+        return None
+    pad = key_padding_mask if key_padding_mask.dtype == torch.bool else key_padding_mask != 0
+    if getattr(encoder, "mask_check", True) and pad.shape[-1] > 1:
+        keep = ~pad  # left-aligned: every row keeps a prefix
+        pad = pad & (keep[:, 1:] <= keep[:, :-1]).all()
+    return pad
+
+
+@contextlib.contextmanager
+def nested_encoder_padding():
+    """While tracing, `nn.TransformerEncoder` zeros the padded positions'
+    outputs where eager's nested-tensor path does (`_zeroed_by_nested_path`;
+    the trace takes the plain path, whose outputs there are the padding's own
+    attention results). The positions are a graph mask, as is eager's
+    left-alignment check."""
+    cls = torch.nn.TransformerEncoder
+    original = cls.forward
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        zero = _zeroed_by_nested_path(self, src, mask, src_key_padding_mask)
+        if zero is None:
+            return original(self, src, mask, src_key_padding_mask, is_causal)
+        norm = self.norm  # eager pads with zeros before the final norm
+        self.norm = None
+        try:
+            out = original(self, src, mask, src_key_padding_mask, is_causal)
+        finally:
+            self.norm = norm
+        out = out.masked_fill(zero.unsqueeze(-1), 0.0)
+        return out if norm is None else norm(out)
+
+    cls.forward = forward
+    try:
+        yield
+    finally:
+        cls.forward = original
 
 
 def _mask_key(self, key) -> tuple[int, torch.Tensor | None]:
