@@ -290,6 +290,21 @@ _SEGFORMER = dict(num_channels=3, num_encoder_blocks=2, depths=[1, 1], sr_ratios
                   patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2],
                   decoder_hidden_size=16, drop_path_rate=0.0, num_labels=LABELS)
 
+_TIME_SERIES = dict(prediction_length=4, context_length=8, lags_sequence=[1, 2], num_time_features=1, d_model=16,
+                   encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                   encoder_ffn_dim=32, decoder_ffn_dim=32, dropout=0.0, attention_dropout=0.0,
+                   activation_dropout=0.0, encoder_layerdrop=0.0, decoder_layerdrop=0.0)
+
+
+def _time_series(g):
+    past = 8 + 2  # the context and the largest lag
+    return {"past_values": torch.randn(BATCH, past, generator=g),
+            "past_time_features": torch.randn(BATCH, past, 1, generator=g),
+            "past_observed_mask": torch.ones(BATCH, past),
+            "future_time_features": torch.randn(BATCH, 4, 1, generator=g),
+            "future_values": torch.randn(BATCH, 4, generator=g)}
+
+
 MORE_FAMILIES = [
     Family("albert", _hf("AlbertConfig", "AlbertForSequenceClassification", **_TEXT, embedding_size=8,
                          num_labels=LABELS, **_NO_DROPOUT, classifier_dropout_prob=0.0), _text_cls),
@@ -321,6 +336,10 @@ MORE_FAMILIES = [
     Family("clip", _hf("CLIPConfig", "CLIPModel", text_config=_CLIP_TEXT, vision_config=_CLIP_VISION,
                        projection_dim=8), _image_text, labels=(), output="logits_per_image",
            train_kwargs={"return_loss": True}),
+    # the loss is a StudentT's log-likelihood: torch.distributions' argument checks
+    Family("time_series_transformer", _hf("TimeSeriesTransformerConfig", "TimeSeriesTransformerForPrediction",
+                                          **_TIME_SERIES), _time_series, labels=("future_values",),
+           output="encoder_last_hidden_state"),
 ]
 
 FAMILIES: dict[str, Family] = {f.name: f for f in [
