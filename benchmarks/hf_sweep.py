@@ -130,13 +130,66 @@ F["layoutlm"] = (lambda: T.LayoutLMForTokenClassification(T.LayoutLMConfig(**TXT
 F["patchtst"] = (lambda: T.PatchTSTForPrediction(T.PatchTSTConfig(num_input_channels=2, context_length=16, patch_length=4, patch_stride=4, prediction_length=4, d_model=16, num_attention_heads=2, num_hidden_layers=1, ffn_dim=32, dropout=0.0, attention_dropout=0.0, ff_dropout=0.0, path_dropout=0.0, head_dropout=0.0)), lambda g: dict(past_values=torch.randn(B, 16, 2, generator=g), future_values=torch.randn(B, 4, 2, generator=g)))
 F["mobilebert"] = enc("MobileBertConfig", "MobileBertForSequenceClassification", cls_in, embedding_size=8, intra_bottleneck_size=16, num_feedforward_networks=1, true_hidden_size=16)
 F["squeezebert"] = enc("SqueezeBertConfig", "SqueezeBertForSequenceClassification", cls_in, embedding_size=16, q_groups=1, k_groups=1, v_groups=1, post_attention_groups=1, intermediate_groups=1, output_groups=1)
+# --- session 13: families new to the table
+F["modernbert"] = (lambda: T.ModernBertForMaskedLM(T.ModernBertConfig(vocab_size=V, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=32, global_attn_every_n_layers=2, local_attention=4, pad_token_id=0, embedding_dropout=0.0, mlp_dropout=0.0, attention_dropout=0.0)), mlm_in)
+F["modernbert_cls"] = (lambda: T.ModernBertForSequenceClassification(T.ModernBertConfig(vocab_size=V, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=32, global_attn_every_n_layers=2, local_attention=4, pad_token_id=0, num_labels=NL, classifier_dropout=0.0)), cls_in)
+F["qwen3"] = (lambda: T.Qwen3ForCausalLM(T.Qwen3Config(**DEC, num_key_value_heads=1, head_dim=8)), causal_in)
+F["qwen3_moe_bmm"] = (lambda: _batched(T.Qwen3MoeForCausalLM(T.Qwen3MoeConfig(**DEC, num_key_value_heads=1, head_dim=8, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16))), causal_in)
+F["gemma3"] = (lambda: T.Gemma3ForCausalLM(T.Gemma3TextConfig(**DEC, num_key_value_heads=1, head_dim=8, sliding_window=4)), causal_in)
+F["olmo"] = (lambda: T.OlmoForCausalLM(T.OlmoConfig(**DEC, num_key_value_heads=1)), causal_in)
+F["olmo2"] = (lambda: T.Olmo2ForCausalLM(T.Olmo2Config(**DEC, num_key_value_heads=1)), causal_in)
+F["cohere"] = (lambda: T.CohereForCausalLM(T.CohereConfig(**DEC, num_key_value_heads=1)), causal_in)
+F["glm"] = (lambda: T.GlmForCausalLM(T.GlmConfig(**DEC, num_key_value_heads=1, head_dim=8, pad_token_id=0)), causal_in)
+F["granite"] = (lambda: T.GraniteForCausalLM(T.GraniteConfig(**DEC, num_key_value_heads=1)), causal_in)
+F["starcoder2"] = (lambda: T.Starcoder2ForCausalLM(T.Starcoder2Config(**DEC, num_key_value_heads=1, residual_dropout=0.0, embedding_dropout=0.0, attention_dropout=0.0)), causal_in)
+F["mamba"] = (lambda: T.MambaForCausalLM(T.MambaConfig(vocab_size=V, hidden_size=16, state_size=4, num_hidden_layers=1, expand=2, conv_kernel=4, time_step_rank=4, use_mambapy=False)), causal_in)
+F["mamba2"] = (lambda: T.Mamba2ForCausalLM(T.Mamba2Config(vocab_size=V, hidden_size=16, state_size=4, num_hidden_layers=1, expand=2, conv_kernel=4, num_heads=4, head_dim=8, n_groups=1, chunk_size=4, time_step_rank=4)), causal_in)
+F["rwkv"] = (lambda: T.RwkvForCausalLM(T.RwkvConfig(vocab_size=V, hidden_size=16, num_hidden_layers=2, attention_hidden_size=16, intermediate_size=32, context_length=32)), causal_in)
+F["xlnet"] = (lambda: T.XLNetForSequenceClassification(T.XLNetConfig(vocab_size=V, d_model=16, n_layer=1, n_head=2, d_inner=32, dropout=0.0, summary_last_dropout=0.0, num_labels=NL)), cls_in)
+F["ctrl"] = (lambda: T.CTRLLMHeadModel(T.CTRLConfig(vocab_size=V, n_embd=16, n_layer=1, n_head=2, dff=32, n_positions=32, resid_pdrop=0.0, embd_pdrop=0.0)), causal_in)
+F["reformer"] = (lambda: T.ReformerModelWithLMHead(T.ReformerConfig(vocab_size=V, hidden_size=16, num_attention_heads=2, attention_head_size=8, feed_forward_size=32, attn_layers=["local", "lsh"], axial_pos_shape=[2, 4], axial_pos_embds_dim=[8, 8], max_position_embeddings=S, local_attn_chunk_length=4, lsh_attn_chunk_length=4, num_buckets=2, num_hashes=1, is_decoder=True, hidden_dropout_prob=0.0, lsh_attention_probs_dropout_prob=0.0, local_attention_probs_dropout_prob=0.0, pad_token_id=0)), causal_in)
+F["reformer_local"] = (lambda: T.ReformerModelWithLMHead(T.ReformerConfig(vocab_size=V, hidden_size=16, num_attention_heads=2, attention_head_size=8, feed_forward_size=32, attn_layers=["local", "local"], axial_pos_shape=[2, 4], axial_pos_embds_dim=[8, 8], max_position_embeddings=S, local_attn_chunk_length=4, is_decoder=True, hidden_dropout_prob=0.0, local_attention_probs_dropout_prob=0.0, pad_token_id=0)), causal_in)
+F["perceiver"] = (lambda: T.PerceiverForSequenceClassification(T.PerceiverConfig(vocab_size=V, num_latents=4, d_latents=16, d_model=16, num_blocks=1, num_self_attends_per_block=1, num_self_attention_heads=2, num_cross_attention_heads=1, qk_channels=8, v_channels=16, max_position_embeddings=S, attention_probs_dropout_prob=0.0, num_labels=NL)), cls_in)
+F["convbert"] = enc("ConvBertConfig", "ConvBertForSequenceClassification", cls_in, embedding_size=16, head_ratio=2, conv_kernel_size=3)
+F["canine"] = (lambda: T.CanineForSequenceClassification(T.CanineConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, max_position_embeddings=64, downsampling_rate=2, upsampling_kernel_size=3, num_hash_functions=2, num_hash_buckets=32, local_transformer_stride=4, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=NL)), cls_in)
+F["rembert"] = enc("RemBertConfig", "RemBertForSequenceClassification", cls_in, input_embedding_size=8, output_embedding_size=8, classifier_dropout_prob=0.0, pad_token_id=0)
+F["luke"] = enc("LukeConfig", "LukeForSequenceClassification", cls_in, entity_vocab_size=8, entity_emb_size=8, pad_token_id=0)
+F["pvt"] = (lambda: T.PvtForImageClassification(T.PvtConfig(image_size=IMG, num_channels=3, num_encoder_blocks=2, depths=[1, 1], sequence_reduction_ratios=[2, 1], hidden_sizes=[8, 16], patch_sizes=[4, 2], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2], hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, drop_path_rate=0.0, num_labels=NL)), img_in)
+F["pvt_v2"] = (lambda: T.PvtV2ForImageClassification(T.PvtV2Config(image_size=IMG, num_channels=3, num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2], hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, drop_path_rate=0.0, num_labels=NL)), img_in)
+F["focalnet"] = (lambda: T.FocalNetForImageClassification(T.FocalNetConfig(image_size=IMG, patch_size=4, num_channels=3, embed_dim=8, depths=[1, 1], focal_levels=[2, 2], focal_windows=[3, 3], hidden_dropout_prob=0.0, drop_path_rate=0.0, num_labels=NL)), img_in)
+F["hiera"] = (lambda: T.HieraForImageClassification(T.HieraConfig(image_size=[IMG, IMG], patch_size=[7, 7], patch_stride=[4, 4], patch_padding=[3, 3], embed_dim=8, num_heads=[1, 2], depths=[1, 1], embed_dim_multiplier=2.0, num_query_pool=1, query_stride=[2, 2], masked_unit_size=[4, 4], masked_unit_attention=[True, False], drop_path_rate=0.0, num_labels=NL)), img_in)
+F["yolos"] = (lambda: T.YolosForObjectDetection(T.YolosConfig(image_size=[IMG, IMG], patch_size=8, num_channels=3, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_detection_tokens=4, num_labels=NL)), lambda g: dict(pixel_values=torch.randn(B, 3, IMG, IMG, generator=g)))
+F["dpt"] = (lambda: T.DPTForDepthEstimation(T.DPTConfig(image_size=IMG, patch_size=8, num_channels=3, hidden_size=16, num_hidden_layers=4, num_attention_heads=2, intermediate_size=32, backbone_out_indices=[0, 1, 2, 3], neck_hidden_sizes=[8, 8, 16, 16], fusion_hidden_size=16, head_in_index=-1, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)), lambda g: dict(pixel_values=torch.randn(B, 3, IMG, IMG, generator=g)))
+F["owlvit"] = (lambda: T.OwlViTForObjectDetection(T.OwlViTConfig(text_config=dict(vocab_size=V, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=S), vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=IMG, patch_size=8), projection_dim=16)), lambda g: dict(input_ids=ids(g), pixel_values=torch.randn(B, 3, IMG, IMG, generator=g), attention_mask=torch.ones(B, S, dtype=torch.long)))
+F["blip"] = (lambda: T.BlipForConditionalGeneration(T.BlipConfig(text_config=dict(vocab_size=V, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=32, encoder_hidden_size=16, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=0, bos_token_id=1, sep_token_id=2), vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=IMG, patch_size=8), projection_dim=8)), lambda g: dict(input_ids=ids(g), pixel_values=torch.randn(B, 3, IMG, IMG, generator=g), labels=ids(g)))
+F["xclip"] = (lambda: T.XCLIPModel(T.XCLIPConfig(text_config=dict(vocab_size=V, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=S), vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=IMG, patch_size=8, num_frames=2, mit_hidden_size=16, mit_intermediate_size=32, mit_num_hidden_layers=1, mit_num_attention_heads=2), projection_dim=16, prompt_layers=1, prompt_attention_heads=2, prompt_hidden_act="quick_gelu", prompt_projection_dropout=0.0)), lambda g: dict(input_ids=ids(g), pixel_values=torch.randn(B, 2, 3, IMG, IMG, generator=g), return_loss=True))
+def _ved():
+    enc_cfg = T.ViTConfig(image_size=IMG, patch_size=8, num_channels=3, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    dec_cfg = T.GPT2Config(vocab_size=V, n_embd=16, n_layer=1, n_head=2, n_positions=32, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0, add_cross_attention=True, is_decoder=True)
+    m = T.VisionEncoderDecoderModel(T.VisionEncoderDecoderConfig.from_encoder_decoder_configs(enc_cfg, dec_cfg))
+    m.config.decoder_start_token_id, m.config.pad_token_id = 0, 0
+    return m
+F["vision_encoder_decoder"] = (_ved, lambda g: dict(pixel_values=torch.randn(B, 3, IMG, IMG, generator=g), labels=ids(g)))
+TS = dict(prediction_length=4, context_length=8, lags_sequence=[1, 2], num_time_features=1, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, encoder_layerdrop=0.0, decoder_layerdrop=0.0)
+def ts_in(g):
+    past = 8 + 2
+    return dict(past_values=torch.randn(B, past, generator=g), past_time_features=torch.randn(B, past, 1, generator=g), past_observed_mask=torch.ones(B, past), future_time_features=torch.randn(B, 4, 1, generator=g), future_values=torch.randn(B, 4, generator=g))
+F["time_series_transformer"] = (lambda: T.TimeSeriesTransformerForPrediction(T.TimeSeriesTransformerConfig(**TS)), ts_in)
+F["informer"] = (lambda: T.InformerForPrediction(T.InformerConfig(**TS, attention_type="prob", sampling_factor=2, distil=False)), ts_in)
+F["informer_full"] = (lambda: T.InformerForPrediction(T.InformerConfig(**TS, attention_type="full", distil=True)), ts_in)
+F["autoformer"] = (lambda: T.AutoformerForPrediction(T.AutoformerConfig(**TS, moving_average=3, autocorrelation_factor=1)), ts_in)
+F["decision_transformer"] = (lambda: T.DecisionTransformerModel(T.DecisionTransformerConfig(state_dim=5, act_dim=3, hidden_size=16, max_ep_len=32, n_layer=1, n_head=2, n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)), lambda g: dict(states=torch.randn(B, S, 5, generator=g), actions=torch.randn(B, S, 3, generator=g), rewards=torch.randn(B, S, 1, generator=g), returns_to_go=torch.randn(B, S, 1, generator=g), timesteps=torch.arange(S).expand(B, S), attention_mask=torch.ones(B, S, dtype=torch.long)))
+F["speecht5_asr"] = (lambda: T.SpeechT5ForSpeechToText(T.SpeechT5Config(vocab_size=V, hidden_size=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=4, num_conv_pos_embedding_groups=2, speech_decoder_prenet_units=16, max_text_positions=32, max_speech_positions=128, positional_dropout=0.0, speech_decoder_prenet_dropout=0.0, speech_decoder_postnet_dropout=0.0, hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, feat_proj_dropout=0.0, encoder_layerdrop=0.0, decoder_layerdrop=0.0, mask_time_prob=0.0, pad_token_id=1, decoder_start_token_id=2)), lambda g: dict(input_values=torch.randn(B, 400, generator=g), labels=ids(g)))
+F["encodec"] = (lambda: T.EncodecModel(T.EncodecConfig(target_bandwidths=[8.0], sampling_rate=8000, audio_channels=1, hidden_size=16, num_filters=4, num_residual_layers=1, upsampling_ratios=[4, 2], codebook_size=16, codebook_dim=16, num_lstm_layers=1, kernel_size=3, last_kernel_size=3, residual_kernel_size=3)), lambda g: dict(input_values=torch.randn(B, 1, 256, generator=g)))
 F = {k: v for k, v in F.items() if v}
 
 LABEL_KEYS = ("labels", "start_positions", "end_positions", "return_loss", "future_values")
 def main_out(o):
     for k in ("logits", "logits_per_image", "text_embeds", "image_embeds", "start_logits",
-              "prediction_outputs", "last_hidden_state"):
-        if getattr(o, k, None) is not None: return getattr(o, k)
+              "prediction_outputs", "predicted_depth", "pred_boxes", "audio_values", "action_preds", "params", "encoder_last_hidden_state", "last_hidden_state"):
+        v = getattr(o, k, None)
+        if isinstance(v, tuple): return torch.cat([t.flatten() for t in v])  # a distribution's parameters
+        if v is not None: return v
     raise RuntimeError(f"no logits in {type(o)}")
 
 OPT = (lambda p: torch.optim.SGD(p, lr=float(os.environ.get("LR", 0.1)))) if os.environ.get("SGD") else (lambda p: torch.optim.AdamW(p, lr=1e-2))
@@ -146,7 +199,7 @@ def run(name, steps=int(os.environ.get("STEPS", 2)), stage="both"):
     model = build()
     d = inputs(g0())
     inf = {k: v for k, v in d.items() if k not in LABEL_KEYS}
-    if "labels" in d and name in ("bart", "mbart", "pegasus", "marian", "mt5", "speech2text"):
+    if "labels" in d and name in ("bart", "mbart", "pegasus", "marian", "mt5", "speech2text", "vision_encoder_decoder", "speecht5_asr"):
         inf["decoder_input_ids"] = d["labels"]
     res = []
     if stage in ("both", "inf"):
