@@ -19,10 +19,12 @@ import torch
 
 @contextlib.contextmanager
 def static_ops():
-    """Every swap of this module, for the duration of a trace."""
+    """Every swap of this module (and of `static_packed`), for the duration of a trace."""
+    from tilefx.lowering.static_packed import static_packed_sequences
+
     with static_ctc_loss(), undetected_causal_masks(), linalg_checks_in_graph(), static_cov(), \
             cumulative_batch_norm(), static_gaussian_nll_loss(), masked_put_gradients(), host_randomness_warned(), \
-            distribution_checks_in_graph(), nested_encoder_padding():
+            distribution_checks_in_graph(), nested_encoder_padding(), static_packed_sequences():
         yield
 
 
