@@ -305,6 +305,22 @@ def _time_series(g):
             "future_values": torch.randn(BATCH, 4, generator=g)}
 
 
+_IMAGE_TOKEN = VOCAB - 1
+_LLAVA = dict(vision_config=dict(model_type="clip_vision_model", hidden_size=16, intermediate_size=32,
+                                 num_hidden_layers=2, num_attention_heads=2, image_size=IMAGE, patch_size=8,
+                                 projection_dim=8),
+              text_config=dict(model_type="llama", **_DECODER, num_key_value_heads=1),
+              image_token_index=_IMAGE_TOKEN, vision_feature_layer=-1)
+
+
+def _image_prompt(g):
+    """16 image tokens (one per patch) before the text; the loss skips them."""
+    text = torch.randint(3, _IMAGE_TOKEN, (BATCH, SEQ), generator=g)
+    return {"input_ids": torch.cat([torch.full((BATCH, 16), _IMAGE_TOKEN), text], 1),
+            "pixel_values": torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g),
+            "labels": torch.cat([torch.full((BATCH, 16), -100), text], 1)}
+
+
 MORE_FAMILIES = [
     Family("albert", _hf("AlbertConfig", "AlbertForSequenceClassification", **_TEXT, embedding_size=8,
                          num_labels=LABELS, **_NO_DROPOUT, classifier_dropout_prob=0.0), _text_cls),
@@ -340,6 +356,9 @@ MORE_FAMILIES = [
     Family("time_series_transformer", _hf("TimeSeriesTransformerConfig", "TimeSeriesTransformerForPrediction",
                                           **_TIME_SERIES), _time_series, labels=("future_values",),
            output="encoder_last_hidden_state"),
+    # image features scattered into the prompt; transformers checks their count
+    # against the image tokens with torch._check_tensor_all (a graph assert)
+    Family("llava", _hf("LlavaConfig", "LlavaForConditionalGeneration", **_LLAVA), _image_prompt),
 ]
 
 FAMILIES: dict[str, Family] = {f.name: f for f in [

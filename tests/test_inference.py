@@ -210,3 +210,21 @@ def test_transformer_encoder_padding_as_eagers_nested_path(case):
     with torch.no_grad():
         ref = Encode()(x, mask)
     torch.testing.assert_close(tilefx.inferenceModel(Encode())(x, mask), ref, rtol=1e-5, atol=1e-5)
+
+
+class _Checked(nn.Module):
+    """transformers' `torch_compilable_check` on a tensor, as it runs when the
+    model is compiled: `torch._check_tensor_all(cond)`."""
+
+    def forward(self, x):
+        torch._check_tensor_all(x.sum(-1) > 0)
+        return x * 2
+
+
+def test_tensor_checks_are_graph_asserts():
+    """`torch._check_tensor_all` read the condition on the host (a
+    data-dependent error); it is a graph assert now."""
+    model = tilefx.inferenceModel(_Checked())
+    torch.testing.assert_close(model(torch.ones(2, 3)), torch.full((2, 3), 2.0))
+    with pytest.raises(tilefx.Error, match="torch._check_tensor_all"):
+        model(-torch.ones(2, 3))

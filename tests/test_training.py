@@ -414,3 +414,33 @@ def test_distribution_argument_check_fails_the_call():
                                Normal()(torch.zeros(3), torch.ones(3)))
     with pytest.raises(tilefx.Error, match="outside its constraint"):
         model(torch.zeros(3), -torch.ones(3))
+
+
+class _ScaledByBuffer(nn.Module):
+    """RecurrentGemma's pattern: a bfloat16 0-d buffer scales the embeddings."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("normalizer", torch.tensor(2.0, dtype=torch.bfloat16), persistent=False)
+
+    def forward(self, x):
+        return (self.fc(x) * self.normalizer.to(x.dtype)).pow(2).mean()
+
+
+def test_bfloat16_scalar_buffer_is_written_back_as_a_scalar():
+    """The write-back of a 0-d bfloat16 buffer after a training step made it
+    1-d on the way (`np.ascontiguousarray`) and failed the call."""
+    torch.manual_seed(0)
+    m = _ScaledByBuffer()
+    ref = copy.deepcopy(m)
+    x = torch.randn(3, 4)
+    model = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.1))
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for _ in range(2):
+        ref_opt.zero_grad()
+        want = ref(x)
+        want.backward()
+        ref_opt.step()
+        torch.testing.assert_close(model(x), want.detach(), rtol=1e-5, atol=1e-6)
+    assert m.normalizer.shape == () and m.normalizer.dtype == torch.bfloat16 and float(m.normalizer) == 2.0

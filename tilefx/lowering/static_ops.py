@@ -24,7 +24,8 @@ def static_ops():
 
     with static_ctc_loss(), undetected_causal_masks(), linalg_checks_in_graph(), static_cov(), \
             cumulative_batch_norm(), static_gaussian_nll_loss(), masked_put_gradients(), host_randomness_warned(), \
-            distribution_checks_in_graph(), nested_encoder_padding(), static_packed_sequences():
+            distribution_checks_in_graph(), tensor_checks_in_graph(), nested_encoder_padding(), \
+            static_packed_sequences():
         yield
 
 
@@ -276,6 +277,38 @@ def distribution_checks_in_graph():
         yield
     finally:
         torch._is_all_true = original
+
+
+@contextlib.contextmanager
+def tensor_checks_in_graph():
+    """While tracing, `torch._check_tensor_all(cond)` (and `_with`) is a graph
+    assert (`_assert_async`: the call fails at run time where torch raises)
+    instead of `cond.all().item()` on the host. transformers' checks take this
+    form when the model is compiled (`torch_compilable_check`: Llava's count
+    of image tokens against image features). The message callable is not
+    called: it may format the tensors' values."""
+    originals = {name: getattr(torch, name) for name in ("_check_tensor_all", "_check_tensor_all_with")}
+
+    def check(cond, what):
+        if isinstance(cond, torch.Tensor) and cond.dtype == torch.bool:
+            torch._assert_async(torch.all(cond), f"a check of the model failed ({what}, traced as a graph assert)")
+            return True
+        return False
+
+    def check_tensor_all(cond, message=None):
+        if not check(cond, "torch._check_tensor_all"):
+            originals["_check_tensor_all"](cond, message)
+
+    def check_tensor_all_with(error_type, cond, message=None):
+        if not check(cond, f"torch._check_tensor_all_with({error_type.__name__})"):
+            originals["_check_tensor_all_with"](error_type, cond, message)
+
+    torch._check_tensor_all, torch._check_tensor_all_with = check_tensor_all, check_tensor_all_with
+    try:
+        yield
+    finally:
+        for name, fn in originals.items():
+            setattr(torch, name, fn)
 
 
 def _zeroed_by_nested_path(encoder, src, mask, key_padding_mask):
