@@ -444,3 +444,40 @@ def test_bfloat16_scalar_buffer_is_written_back_as_a_scalar():
         ref_opt.step()
         torch.testing.assert_close(model(x), want.detach(), rtol=1e-5, atol=1e-6)
     assert m.normalizer.shape == () and m.normalizer.dtype == torch.bfloat16 and float(m.normalizer) == 2.0
+
+
+class _ScaledSquare(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return (self.model(x) * torch.arange(5.0)).pow(2).mean()
+
+
+@pytest.mark.parametrize("api", ["parametrizations", "hook"])
+def test_weight_normed_convolution_trains_as_pytorch(api):
+    """A weight-normed Conv1d over few channels (HiFi-GAN / WaveNet style):
+    its weight gradient comes from the numpy kernel as a strided view, and
+    ATen's `_weight_norm_interface_backward` read it as contiguous: the
+    weight's g and v trained wrong (errors of ~0.3 after one step)."""
+    def build():
+        torch.manual_seed(0)
+        conv = nn.Conv1d(3, 4, 3)
+        conv = (nn.utils.parametrizations.weight_norm(conv) if api == "parametrizations"
+                else nn.utils.weight_norm(conv))
+        return _ScaledSquare(nn.Sequential(conv, nn.GroupNorm(2, 4)))
+
+    x = torch.randn(2, 3, 7)
+    m, ref = build(), build()
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    model = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.1))
+    for _ in range(2):
+        ref_opt.zero_grad()
+        want = ref(x)
+        want.backward()
+        ref_opt.step()
+        torch.testing.assert_close(model(x), want.detach(), rtol=1e-5, atol=1e-6)
+    model.copyWeightsToHost()
+    for (n, p), (_, q) in zip(m.named_parameters(), ref.named_parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=n)
