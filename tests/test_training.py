@@ -481,3 +481,39 @@ def test_weight_normed_convolution_trains_as_pytorch(api):
     model.copyWeightsToHost()
     for (n, p), (_, q) in zip(m.named_parameters(), ref.named_parameters()):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=n)
+
+
+class _AdaptiveHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 8)
+        self.asm = nn.AdaptiveLogSoftmaxWithLoss(8, 20, [5, 10], div_value=2.0)
+
+    def forward(self, x, target):
+        out = self.asm(self.fc(x), target)
+        return out.output, out.loss
+
+
+def test_adaptive_log_softmax_trains_as_pytorch():
+    """torch's forward selects each cluster's rows with nonzero() (a
+    data-dependent shape, an error before); every cluster now runs on every
+    row and a `where` picks, with torch's gradients."""
+    torch.manual_seed(0)
+    m = _AdaptiveHead()
+    ref = copy.deepcopy(m)
+    x, target = torch.randn(6, 6), torch.tensor([1, 7, 12, 3, 19, 0])
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.5)
+    model = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.5))
+    for _ in range(2):
+        ref_opt.zero_grad()
+        want_out, want = ref(x, target)
+        want.backward()
+        ref_opt.step()
+        out, loss = model(x, target)
+        torch.testing.assert_close(loss, want.detach(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(out, want_out.detach(), rtol=1e-5, atol=1e-6)
+    model.copyWeightsToHost()
+    for (n, p), (_, q) in zip(m.named_parameters(), ref.named_parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=n)
+    with pytest.raises(tilefx.Error, match="Target values should be in"):
+        model(x, torch.tensor([1, 7, 12, 3, 20, 0]))

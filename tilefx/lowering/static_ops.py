@@ -25,7 +25,7 @@ def static_ops():
     with static_ctc_loss(), undetected_causal_masks(), linalg_checks_in_graph(), static_cov(), \
             cumulative_batch_norm(), static_gaussian_nll_loss(), masked_put_gradients(), host_randomness_warned(), \
             distribution_checks_in_graph(), tensor_checks_in_graph(), nested_encoder_padding(), \
-            static_packed_sequences():
+            static_adaptive_log_softmax(), static_packed_sequences():
         yield
 
 
@@ -309,6 +309,56 @@ def tensor_checks_in_graph():
     finally:
         for name, fn in originals.items():
             setattr(torch, name, fn)
+
+
+def _adaptive_log_softmax(self, input_, target_):
+    """nn.AdaptiveLogSoftmaxWithLoss's forward with every cluster computed for
+    every row and each row's value selected by a `where` (torch's selects each
+    cluster's rows with `nonzero()`: a data-dependent shape). The other rows'
+    gradients through a cluster are zeros, as in torch; the target range check
+    is a graph assert."""
+    from torch.nn.modules.adaptive import _ASMoutput
+
+    is_batched = target_.dim() > 0
+    input = input_ if is_batched else input_.unsqueeze(0)
+    target = target_ if is_batched else target_.unsqueeze(0)
+    torch._assert_async(torch.all((target >= 0) & (target < self.n_classes)),
+                        f"Target values should be in [0, {self.n_classes - 1}]")
+    cutoffs = [0] + self.cutoffs
+    gather_inds = torch.where(target < cutoffs[1], target, 0)
+    output = input.new_zeros(target.shape[0])
+    for i in range(1, len(cutoffs) - 1):
+        low, high = cutoffs[i], cutoffs[i + 1]
+        rows = (target >= low) & (target < high)
+        cluster_logprob = torch.nn.functional.log_softmax(self.tail[i - 1](input), dim=1)
+        local = cluster_logprob.gather(1, (target - low).clamp(0, high - low - 1).unsqueeze(1)).squeeze(1)
+        output = torch.where(rows, local, output)
+        gather_inds = torch.where(rows, self.shortlist_size + i - 1, gather_inds)
+    head_logprob = torch.nn.functional.log_softmax(self.head(input), dim=1)
+    output = output + head_logprob.gather(1, gather_inds.unsqueeze(1)).squeeze(1)
+    loss = (-output).mean()
+    return _ASMoutput(output if is_batched else output.squeeze(0), loss)
+
+
+@contextlib.contextmanager
+def static_adaptive_log_softmax():
+    """While tracing, `nn.AdaptiveLogSoftmaxWithLoss.forward` is
+    `_adaptive_log_softmax` for the shapes torch accepts (torch's own forward
+    raises its errors for the others)."""
+    cls = torch.nn.AdaptiveLogSoftmaxWithLoss
+    original = cls.forward
+
+    def forward(self, input_, target_):
+        if (target_.dim() == 1 and input_.dim() == 2 and input_.size(0) == target_.size(0)) or \
+                (target_.dim() == 0 and input_.dim() == 1):
+            return _adaptive_log_softmax(self, input_, target_)
+        return original(self, input_, target_)
+
+    cls.forward = forward
+    try:
+        yield
+    finally:
+        cls.forward = original
 
 
 def _zeroed_by_nested_path(encoder, src, mask, key_padding_mask):
