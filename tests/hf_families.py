@@ -290,6 +290,37 @@ _SEGFORMER = dict(num_channels=3, num_encoder_blocks=2, depths=[1, 1], sr_ratios
                   patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2],
                   decoder_hidden_size=16, drop_path_rate=0.0, num_labels=LABELS)
 
+_TIME_SERIES = dict(prediction_length=4, context_length=8, lags_sequence=[1, 2], num_time_features=1, d_model=16,
+                   encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                   encoder_ffn_dim=32, decoder_ffn_dim=32, dropout=0.0, attention_dropout=0.0,
+                   activation_dropout=0.0, encoder_layerdrop=0.0, decoder_layerdrop=0.0)
+
+
+def _time_series(g):
+    past = 8 + 2  # the context and the largest lag
+    return {"past_values": torch.randn(BATCH, past, generator=g),
+            "past_time_features": torch.randn(BATCH, past, 1, generator=g),
+            "past_observed_mask": torch.ones(BATCH, past),
+            "future_time_features": torch.randn(BATCH, 4, 1, generator=g),
+            "future_values": torch.randn(BATCH, 4, generator=g)}
+
+
+_IMAGE_TOKEN = VOCAB - 1
+_LLAVA = dict(vision_config=dict(model_type="clip_vision_model", hidden_size=16, intermediate_size=32,
+                                 num_hidden_layers=2, num_attention_heads=2, image_size=IMAGE, patch_size=8,
+                                 projection_dim=8),
+              text_config=dict(model_type="llama", **_DECODER, num_key_value_heads=1),
+              image_token_index=_IMAGE_TOKEN, vision_feature_layer=-1)
+
+
+def _image_prompt(g):
+    """16 image tokens (one per patch) before the text; the loss skips them."""
+    text = torch.randint(3, _IMAGE_TOKEN, (BATCH, SEQ), generator=g)
+    return {"input_ids": torch.cat([torch.full((BATCH, 16), _IMAGE_TOKEN), text], 1),
+            "pixel_values": torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g),
+            "labels": torch.cat([torch.full((BATCH, 16), -100), text], 1)}
+
+
 MORE_FAMILIES = [
     Family("albert", _hf("AlbertConfig", "AlbertForSequenceClassification", **_TEXT, embedding_size=8,
                          num_labels=LABELS, **_NO_DROPOUT, classifier_dropout_prob=0.0), _text_cls),
@@ -321,6 +352,13 @@ MORE_FAMILIES = [
     Family("clip", _hf("CLIPConfig", "CLIPModel", text_config=_CLIP_TEXT, vision_config=_CLIP_VISION,
                        projection_dim=8), _image_text, labels=(), output="logits_per_image",
            train_kwargs={"return_loss": True}),
+    # the loss is a StudentT's log-likelihood: torch.distributions' argument checks
+    Family("time_series_transformer", _hf("TimeSeriesTransformerConfig", "TimeSeriesTransformerForPrediction",
+                                          **_TIME_SERIES), _time_series, labels=("future_values",),
+           output="encoder_last_hidden_state"),
+    # image features scattered into the prompt; transformers checks their count
+    # against the image tokens with torch._check_tensor_all (a graph assert)
+    Family("llava", _hf("LlavaConfig", "LlavaForConditionalGeneration", **_LLAVA), _image_prompt),
 ]
 
 FAMILIES: dict[str, Family] = {f.name: f for f in [

@@ -518,3 +518,64 @@ def test_executable_cache_and_export_with_a_model_that_returns_its_cache(tmp_pat
     loaded.loadExecutable(str(tmp_path / "m.tilefx"))
     out = loaded(input_ids=ids, use_cache=False)
     torch.testing.assert_close(out.logits, ref.logits, rtol=1e-5, atol=1e-5)
+
+
+# -- session 13: families new to docs/hf_families.md ---------------------------------
+
+def _reformer():
+    from transformers import ReformerConfig, ReformerModelWithLMHead
+
+    torch.manual_seed(0)
+    return ReformerModelWithLMHead(ReformerConfig(
+        vocab_size=64, hidden_size=16, num_attention_heads=2, attention_head_size=8, feed_forward_size=32,
+        attn_layers=["local", "local"], axial_pos_shape=[2, 4], axial_pos_embds_dim=[8, 8],
+        max_position_embeddings=8, local_attn_chunk_length=4, is_decoder=True, hidden_dropout_prob=0.0,
+        local_attention_probs_dropout_prob=0.0, pad_token_id=0))
+
+
+def test_reformer_reversible_layers_train_as_pytorch():
+    """Reformer's reversible layers differentiate themselves: a custom
+    autograd.Function whose backward reruns each layer and calls backward()
+    on it. Their weights were never trained (the second loss differed)."""
+    model = _reformer().train()
+    ref = copy.deepcopy(model)
+    ids = FAMILIES["llama"].example(training=False)[0]
+    opt = torch.optim.SGD(ref.parameters(), lr=0.5)
+    trainer = tilefx.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5))
+    for _ in range(2):
+        opt.zero_grad()
+        want = ref(input_ids=ids, labels=ids).loss
+        want.backward()
+        opt.step()
+        torch.testing.assert_close(trainer(input_ids=ids, labels=ids).loss, want.detach(), rtol=RTOL, atol=1e-6)
+    trainer.copyWeightsToHost()
+    for (n, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+        torch.testing.assert_close(p, q, rtol=RTOL, atol=1e-5, msg=n)
+
+
+def test_reformer_inference_names_its_host_read():
+    """In eval mode the axial position embeddings keep as many columns as
+    `position_ids.max().item()` asks: a data-dependent shape."""
+    ids = FAMILIES["llama"].example(training=False)[0]
+    _raises_naming(_reformer(), (), {"input_ids": ids}, False, "aten::_local_scalar_dense",
+                   "AxialPositionEmbeddings", "modeling_reformer.py:", "position_ids.max().item()")
+
+
+def test_encodec_configuration_buffers_are_read_as_values():
+    """Encodec's convolutions size their padding from `stride` and
+    `kernel_size` kept in non-persistent buffers (`.item()` on the host): a
+    data-dependent error before; now their compile-time values, as PopTorch."""
+    from transformers import EncodecConfig, EncodecModel
+
+    torch.manual_seed(0)
+    model = EncodecModel(EncodecConfig(target_bandwidths=[8.0], sampling_rate=8000, audio_channels=1,
+                                       hidden_size=8, num_filters=4, num_residual_layers=1,
+                                       upsampling_ratios=[4, 2], codebook_size=16, codebook_dim=8,
+                                       num_lstm_layers=1, kernel_size=3, last_kernel_size=3,
+                                       residual_kernel_size=3)).eval()
+    x = torch.randn(2, 1, 64)
+    out = tilefx.inferenceModel(model)(input_values=x)
+    with torch.no_grad():
+        ref = model(input_values=x)
+    assert torch.equal(out.audio_codes, ref.audio_codes)
+    torch.testing.assert_close(out.audio_values, ref.audio_values, rtol=RTOL, atol=1e-5)

@@ -141,3 +141,90 @@ def test_copy_into_a_buffer():
     out = model(x)
     model.copyWeightsToHost()
     torch.testing.assert_close(m.last, out)
+
+
+class _PadToStride(nn.Module):
+    """Encodec's pattern: configuration kept in single-element tensors
+    (`stride`), read on the host to size a padding."""
+
+    def __init__(self, persistent=False, counts=False):
+        super().__init__()
+        self.register_buffer("stride", torch.tensor(3), persistent=persistent)
+        self.scale = torch.tensor(0.5)  # a plain tensor attribute: a constant of the graph
+        self.fc = nn.Linear(4, 2)
+        self.counts = counts
+
+    def forward(self, x):
+        if self.counts:
+            self.stride += 1
+        frames = torch.ceil(x.shape[-1] / self.stride).to(torch.int64)
+        pad = int(frames * self.stride - x.shape[-1])
+        return self.fc(nn.functional.pad(x, (0, pad))[..., -4:]) * float(self.scale)
+
+
+def test_single_element_configuration_tensors_are_read_as_their_value():
+    """`.item()` of a non-persistent single-element buffer or a tensor attribute
+    is its value when the model is compiled (PopTorch's trace reads it so): no
+    state dict loads another. It was a data-dependent error."""
+    torch.manual_seed(0)
+    m = _PadToStride().eval()
+    for width in (4, 5):  # 2 and 1 columns of padding
+        x = torch.randn(2, width)
+        with torch.no_grad():
+            torch.testing.assert_close(tilefx.inferenceModel(m)(x), m(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("persistent, counts", [(True, False), (False, True)])
+def test_state_read_on_the_host_stays_a_data_dependent_error(persistent, counts):
+    """A persistent buffer (a loaded state dict may change it) or one the
+    forward writes (another value at the next call) is data."""
+    with pytest.raises(tilefx.Error, match="data-dependent.*_PadToStride.*int\\(frames"):
+        tilefx.inferenceModel(_PadToStride(persistent, counts).eval())(torch.randn(2, 4))
+
+
+@pytest.mark.parametrize("case", ["left_aligned", "not_left_aligned", "float_mask"])
+def test_transformer_encoder_padding_as_eagers_nested_path(case):
+    """Eager's nn.TransformerEncoder in eval mode without gradients runs a
+    padded batch as a nested tensor: the padded positions come out as zeros
+    (before the final norm), when the mask is left-aligned. The trace took
+    the plain path, which computes them."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    model = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8), enable_nested_tensor=True).eval()
+    x = torch.randn(3, 6, 8)
+    pad = torch.zeros(3, 6, dtype=torch.bool)
+    pad[1, -2:] = True
+    pad[2, -1:] = True
+    if case == "not_left_aligned":
+        pad[2, 0] = True
+    mask = pad if case != "float_mask" else torch.zeros(3, 6).masked_fill(pad, float("-inf"))
+
+    class Encode(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = model
+
+        def forward(self, x, mask):
+            return self.encoder(x, src_key_padding_mask=mask)
+
+    with torch.no_grad():
+        ref = Encode()(x, mask)
+    torch.testing.assert_close(tilefx.inferenceModel(Encode())(x, mask), ref, rtol=1e-5, atol=1e-5)
+
+
+class _Checked(nn.Module):
+    """transformers' `torch_compilable_check` on a tensor, as it runs when the
+    model is compiled: `torch._check_tensor_all(cond)`."""
+
+    def forward(self, x):
+        torch._check_tensor_all(x.sum(-1) > 0)
+        return x * 2
+
+
+def test_tensor_checks_are_graph_asserts():
+    """`torch._check_tensor_all` read the condition on the host (a
+    data-dependent error); it is a graph assert now."""
+    model = tilefx.inferenceModel(_Checked())
+    torch.testing.assert_close(model(torch.ones(2, 3)), torch.full((2, 3), 2.0))
+    with pytest.raises(tilefx.Error, match="torch._check_tensor_all"):
+        model(-torch.ones(2, 3))

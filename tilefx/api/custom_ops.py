@@ -69,7 +69,7 @@ def _custom_op(inputs: list[torch.Tensor], name: str, domain: str, version: int,
     for i, (o, (shape, dtype)) in enumerate(zip(outs, specs)):
         if list(o.shape) != shape:
             raise Error(f"custom_op {name}: output {i} has shape {list(o.shape)}, expected {shape}")
-        res.append(torch.from_numpy(np.ascontiguousarray(o.astype(dtype, copy=False))))
+        res.append(torch.from_numpy(np.asarray(o.astype(dtype, copy=False), order="C")))  # 0-d stays 0-d
     return res
 
 

@@ -1803,7 +1803,7 @@ def _copy_into(t: torch.Tensor, value: np.ndarray) -> None:
         np.copyto(t.detach().numpy(), value, casting="same_kind")
     else:
         with torch.no_grad():
-            t.copy_(torch.from_numpy(np.ascontiguousarray(value)))
+            t.copy_(torch.from_numpy(np.asarray(value, order="C")))  # (ascontiguousarray: 0-d -> 1-d)
 
 
 def _join(items: list[np.ndarray]) -> np.ndarray:

@@ -97,6 +97,11 @@ _NUMPY_ONLY = {
     "aten.eq.Scalar", "aten.eq.Tensor", "aten.ne.Scalar", "aten.ne.Tensor", "aten.lt.Scalar",
     "aten.lt.Tensor", "aten.le.Scalar", "aten.le.Tensor", "aten.gt.Scalar", "aten.gt.Tensor",
     "aten.ge.Scalar", "aten.ge.Tensor",
+    # ATen's CPU kernel reads `grad_w` as contiguous without checking (torch's
+    # autograd passes `grad.contiguous()`); the executor's gradient can be a
+    # strided view (a convolution's weight gradient from the numpy kernel):
+    # weight-normed convolutions trained wrong
+    "aten._weight_norm_interface_backward",
 }
 _torch: Any = None
 

@@ -208,6 +208,90 @@ def _patch_checkpoint(ckpt) -> Callable[[], None]:
     return undo
 
 
+@contextlib.contextmanager
+def nested_backward_as_grad():
+    """While tracing, `tensor.backward()` called inside the traced backward (a
+    custom autograd.Function's backward that reruns its layers and
+    differentiates them itself: Reformer's reversible layers, RevNets) is
+    `autograd.grad` over the leaves it reaches and the traced parameters and
+    inputs, added to the leaves' `.grad` as `backward()` accumulates it.
+    torch's own accumulation fails on the traced parameters ("Cannot backprop
+    through mirrored meta": they are functional wrappers of the fake inputs),
+    and their graph edges are no AccumulateGrad nodes to find them by: their
+    share is kept aside, and `trace_joint` adds it to their gradients, as
+    eager's `loss.backward()` sums both in `.grad`."""
+    import torch.autograd as autograd
+
+    with _CHECKPOINT_LOCK:
+        if _BACKWARD_PATCH["users"] == 0:
+            _BACKWARD_PATCH["torch_backward"] = autograd.backward
+            autograd.backward = _backward_while_tracing
+        _BACKWARD_PATCH["users"] += 1
+    try:
+        yield
+    finally:
+        with _CHECKPOINT_LOCK:
+            _BACKWARD_PATCH["users"] -= 1
+            if _BACKWARD_PATCH["users"] == 0:
+                autograd.backward = _BACKWARD_PATCH.pop("torch_backward")
+
+
+_BACKWARD_PATCH: dict = {"users": 0}
+# .differentiated: the traced tensors trace_joint differentiates; .side: {id: the
+# gradient nested backward() calls gave them}
+_BACKWARD_LOCAL = threading.local()
+
+
+def _leaves(roots: list) -> list:
+    """The leaf tensors requiring grad that the autograd graph of `roots` reaches."""
+    leaves, seen, stack = {}, set(), []
+    for t in roots:
+        if t.grad_fn is None:
+            if t.requires_grad:
+                leaves[id(t)] = t
+        else:
+            stack.append(t.grad_fn)
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        variable = getattr(node, "variable", None)  # AccumulateGrad
+        if isinstance(variable, torch.Tensor):
+            leaves.setdefault(id(variable), variable)
+        stack.extend(n for n, _ in node.next_functions)
+    return list(leaves.values())
+
+
+def _backward_while_tracing(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+                            grad_variables=None, inputs=None):
+    if not _tracing_here():
+        return _BACKWARD_PATCH["torch_backward"](tensors, grad_tensors, retain_graph, create_graph,
+                                                 grad_variables, inputs)
+    roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+    grads = grad_tensors if grad_tensors is not None else grad_variables
+    if isinstance(grads, torch.Tensor):
+        grads = [grads]
+    differentiated = getattr(_BACKWARD_LOCAL, "differentiated", [])
+    side = getattr(_BACKWARD_LOCAL, "side", {})
+    if inputs is None:
+        targets = list({id(t): t for t in [*differentiated, *_leaves(roots)]}.values())
+    else:
+        targets = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
+    if not targets:
+        return
+    got = torch.autograd.grad(roots, targets, grads, retain_graph=retain_graph, create_graph=create_graph,
+                              allow_unused=True)
+    for t, g in zip(targets, got):
+        if g is None:
+            continue
+        if any(t is d for d in differentiated):
+            # a traced parameter: kept aside (its `.grad` is no leaf's, torch warns)
+            side[id(t)] = g if side.get(id(t)) is None else side[id(t)] + g
+        else:
+            t.grad = g if t.grad is None else t.grad + g
+
+
 def _node_of(t: torch.Tensor):
     """The fx node that made `t` in the make_fx trace running now (None: not traced)."""
     from torch._subclasses.functional_tensor import FunctionalTensor
@@ -255,6 +339,64 @@ def _reassigned_buffers(state: dict, buffers: dict, traced: list) -> list:
     return out
 
 
+def _make_fx(joint: Callable, flat: list, fake_mode) -> torch.fx.GraphModule:
+    """make_fx's trace of `joint(*flat)`: fake tensors, functionalized, with the
+    core ATen decompositions."""
+    from tilefx.lowering.decompositions import tracing_decompositions
+    from torch._dispatch.python import enable_python_dispatcher
+    from torch._subclasses.functional_tensor import FunctionalTensorMode
+    from torch.fx.experimental.proxy_tensor import _MakefxTracer
+
+    with fake_mode, enable_python_dispatcher(), checkpoint_runs_directly(), \
+            nested_backward_as_grad(), \
+            FunctionalTensorMode(pre_dispatch=False, export=False, _allow_token_discovery=True):
+        # make_fx(...) itself is this tracer plus a read of torch._inductor's config
+        # (for its provenance-tracking flag), whose import loads inductor and dynamo
+        tracer = _MakefxTracer({}, "real", _allow_non_fake_inputs=False,
+                               pre_dispatch=False, record_module_stack=False,
+                               _allow_fake_constant=False, _error_on_data_dependent_ops=True)
+        # torch's core ATen decompositions, set after the constructor (which would copy
+        # the whole table, and listing it costs ~0.2 s; see decomp_table.py)
+        table = tracing_decompositions(DecompTable())  # less the backward ops kept whole
+        table.setdefault(torch.ops.aten.sym_numel.default, torch._decomp.decompositions.sym_numel)
+        tracer.decomposition_table = table
+        gm = tracer.trace(joint, *flat)
+    return gm
+
+
+def _host_constants(model: torch.nn.Module, buffers: dict) -> dict[str, torch.Tensor]:
+    """{name: value} of the buffers whose value the trace may read on the host:
+    non-persistent (no state dict loads them; tensor attributes are traced as
+    such) single-element tensors, the configuration some models keep in
+    tensors (Encodec's convolutions compute their padding from `stride` and
+    `kernel_size` buffers with `.item()`). A trace reads them as PopTorch's
+    does, as the value they hold when the model is compiled; one the forward
+    writes is traced again as data (`trace_joint`)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.fx.experimental.proxy_tensor import CONSTANT_NUMEL_LIMIT
+
+    transient = {f"{mname}.{b}" if mname else b
+                 for mname, m in model.named_modules() for b in m._non_persistent_buffers_set}
+    return {n: t.detach().clone() for n, t in buffers.items()
+            if n in transient and t.numel() <= CONSTANT_NUMEL_LIMIT
+            and not isinstance(t, FakeTensor) and t.device.type != "meta"}
+
+
+def _mark_host_constants(primals: tuple, names: list, constants: dict) -> None:
+    """Give the traced buffers in `constants` their value (real tensors, copied
+    before the trace: torch's tracer folds an op whose inputs all have one, and
+    `.item()` of such a tensor is its value)."""
+    from torch.fx.experimental.proxy_tensor import _ProxyTensor, get_proxy_mode, get_proxy_slot, set_proxy_slot
+
+    mode = get_proxy_mode()
+    if mode is None:
+        return
+    for name, t in zip(names, primals):
+        if name in constants:
+            slot = get_proxy_slot(t, mode.tracer)
+            set_proxy_slot(t, mode.tracer, _ProxyTensor(slot.proxy, constants[name]))
+
+
 def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
                 find_loss: Callable[[list, set], int | None], requested: tuple = (),
                 fake_mode=None) -> JointGraph:
@@ -264,14 +406,11 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
     path. Gradients are returned for the trainable parameters and for the
     inputs in `requested` (indices; the caller made them require grad).
     `fake_mode`: the FakeTensorMode the model's tensors already live in, if any."""
-    from tilefx.lowering.decompositions import tracing_decompositions
-    from torch._dispatch.python import enable_python_dispatcher
     from torch._functorch._aot_autograd.functional_utils import from_fun, has_data_mutation, to_fun
     from torch._functorch._aot_autograd.logging_utils import setup_stacktrace_preservation_hooks
     from torch._functorch._aot_autograd.utils import copy_fwd_metadata_to_bw_nodes
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-    from torch._subclasses.functional_tensor import FunctionalTensorMode
-    from torch.fx.experimental.proxy_tensor import _MakefxTracer
+    from torch.nn.utils.stateless import _reparametrize_module
 
     # the proxy mode checks nodes against this module's classes; it is loaded as
     # a side effect of importing torch.compile, which the trace does without
@@ -304,48 +443,68 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
 
     flat = [fake(t) for t in [*params.values(), *buffers.values(), *tensor_args]]
 
+    def backward(outs: list, f_in: list):
+        """The loss's gradients for the trainable parameters and the requested
+        inputs: `autograd.grad`, plus what a custom autograd.Function's backward
+        gave them with a `backward()` of its own (Reformer's reversible layers;
+        eager's `loss.backward()` sums both in `.grad`)."""
+        plain = [(i, _node_of(o)) for i, o in enumerate(outs) if isinstance(o, torch.Tensor)]
+        differentiable = {i for i, o in enumerate(outs)
+                          if isinstance(o, torch.Tensor) and o.requires_grad}
+        loss_index = find_loss(plain, differentiable)
+        wrt = [(d, t) for d, t in zip(in_descs, f_in) if isinstance(t, torch.Tensor) and t.requires_grad
+               and (isinstance(d, ParamInput) or (isinstance(d, PlainInput) and d.idx in requested))]
+        loss = outs[loss_index]
+        if not (wrt and loss.requires_grad):
+            return [], [], loss_index
+        with fx_traceback.preserve_node_meta(), _backward_meta(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Anomaly Detection has been enabled.")
+            seed = torch.ops.aten.full.default(list(loss.shape), 1.0, dtype=loss.dtype,
+                                               device=loss.device)
+            result["seed"] = seed
+            # backward nodes get the sequence number (and stack trace) of the
+            # forward op they differentiate, so its custom meta can follow them
+            if loss.grad_fn is not None:
+                setup_stacktrace_preservation_hooks([loss.grad_fn])
+            _BACKWARD_LOCAL.differentiated, _BACKWARD_LOCAL.side = [t for _, t in wrt], {}
+            try:
+                with torch.autograd.detect_anomaly(check_nan=False):
+                    gs = list(torch.autograd.grad([loss], [t for _, t in wrt], grad_outputs=[seed],
+                                                  allow_unused=True))
+                side = _BACKWARD_LOCAL.side
+            finally:
+                _BACKWARD_LOCAL.differentiated, _BACKWARD_LOCAL.side = [], {}
+            for i, (_, t) in enumerate(wrt):
+                extra = side.get(id(t))
+                if extra is not None:
+                    gs[i] = extra if gs[i] is None else gs[i] + extra
+        return gs, [GradOutput(d) for d, _ in wrt], loss_index
+
+    constants = _host_constants(model, buffers)
+    names = list(params) + list(buffers)
+
     def joint(*primals):
+        _mark_host_constants(primals, names, constants)
         f_in = [to_fun(t) for t in primals]
         state = dict(zip(list(params) + list(buffers), f_in[:n_params + n_buffers]))
         user = f_in[n_params + n_buffers:]
-        with torch.set_grad_enabled(training and torch.is_grad_enabled()):
-            out = torch.func.functional_call(model, state, tuple(user), strict=False, tie_weights=True)
-        # functional_call writes a buffer the forward reassigned (`self.q = new`) back
-        # into `state`; it is written into the buffer after the backward, as an
+        # the model holds the traced parameters through its backward too (torch's
+        # functional_call would put the real ones back when forward returns): a
+        # custom autograd.Function whose backward reruns layers (Reformer's
+        # reversible layers) must read the traced weights, not bake in the real ones
+        with _reparametrize_module(model, state, tie_weights=True, strict=False):
+            with torch.set_grad_enabled(training and torch.is_grad_enabled()):
+                out = model(*user)
+            outs, spec = pytree.tree_flatten(out)
+            grads, grad_descs, loss_index = backward(outs, f_in) if training else ([], [], None)
+        # leaving the reparametrization writes a buffer the forward reassigned
+        # (`self.q = new`) back into `state`; it is written into the buffer after the backward, as an
         # in-place write would be (not before: the forward may have saved the old one)
         reassigned = _reassigned_buffers(state, buffers, f_in[n_params:n_params + n_buffers])
-        outs, spec = pytree.tree_flatten(out)
         result["out_spec"] = spec
+        result["loss_index"] = loss_index
         out_descs: list = []
         values: list = []
-        loss_index = None
-        grads: list = []
-        grad_descs: list = []
-        if training:
-            plain = [(i, _node_of(o)) for i, o in enumerate(outs) if isinstance(o, torch.Tensor)]
-            differentiable = {i for i, o in enumerate(outs)
-                              if isinstance(o, torch.Tensor) and o.requires_grad}
-            loss_index = find_loss(plain, differentiable)
-            result["loss_index"] = loss_index
-            wrt = [(d, t) for d, t in zip(in_descs, f_in) if isinstance(t, torch.Tensor) and t.requires_grad
-                   and (isinstance(d, ParamInput) or (isinstance(d, PlainInput) and d.idx in requested))]
-            loss = outs[loss_index]
-            if wrt and loss.requires_grad:
-                with fx_traceback.preserve_node_meta(), _backward_meta(), warnings.catch_warnings():
-                    warnings.filterwarnings("ignore", "Anomaly Detection has been enabled.")
-                    seed = torch.ops.aten.full.default(list(loss.shape), 1.0, dtype=loss.dtype,
-                                                       device=loss.device)
-                    result["seed"] = seed
-                    # backward nodes get the sequence number (and stack trace) of the
-                    # forward op they differentiate, so its custom meta can follow them
-                    if loss.grad_fn is not None:
-                        setup_stacktrace_preservation_hooks([loss.grad_fn])
-                    with torch.autograd.detect_anomaly(check_nan=False):
-                        gs = torch.autograd.grad([loss], [t for _, t in wrt], grad_outputs=[seed],
-                                                 allow_unused=True)
-                for (d, _), g in zip(wrt, gs):
-                    grads.append(g)
-                    grad_descs.append(GradOutput(d))
         if reassigned:
             with torch.no_grad():
                 for buf, value in reassigned:
@@ -365,19 +524,17 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
             result["seed_node"] = _node_of(result.pop("seed"))
         return values
 
-    with fake_mode, enable_python_dispatcher(), checkpoint_runs_directly(), \
-            FunctionalTensorMode(pre_dispatch=False, export=False, _allow_token_discovery=True):
-        # make_fx(...) itself is this tracer plus a read of torch._inductor's config
-        # (for its provenance-tracking flag), whose import loads inductor and dynamo
-        tracer = _MakefxTracer({}, "real", _allow_non_fake_inputs=False,
-                               pre_dispatch=False, record_module_stack=False,
-                               _allow_fake_constant=False, _error_on_data_dependent_ops=True)
-        # torch's core ATen decompositions, set after the constructor (which would copy
-        # the whole table, and listing it costs ~0.2 s; see decomp_table.py)
-        table = tracing_decompositions(DecompTable())  # less the backward ops kept whole
-        table.setdefault(torch.ops.aten.sym_numel.default, torch._decomp.decompositions.sym_numel)
-        tracer.decomposition_table = table
-        gm = tracer.trace(joint, *flat)
+    while True:
+        gm = _make_fx(joint, flat, fake_mode)
+        # a host-read buffer the forward writes holds another value at the next call:
+        # traced again as data (reading it on the host is then a data-dependent error)
+        written = {d.mutated_input.target for d in result["out_descs"]
+                   if isinstance(d, InputMutation) and isinstance(d.mutated_input, BufferInput)}
+        if not written & constants.keys():
+            break
+        for name in written:
+            constants.pop(name, None)
+        result.clear()
 
     copy_fwd_metadata_to_bw_nodes(gm)  # Block annotations, autocast, module paths
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]

@@ -19,9 +19,13 @@ import torch
 
 @contextlib.contextmanager
 def static_ops():
-    """Every swap of this module, for the duration of a trace."""
+    """Every swap of this module (and of `static_packed`), for the duration of a trace."""
+    from tilefx.lowering.static_packed import static_packed_sequences
+
     with static_ctc_loss(), undetected_causal_masks(), linalg_checks_in_graph(), static_cov(), \
-            cumulative_batch_norm(), static_gaussian_nll_loss(), masked_put_gradients(), host_randomness_warned():
+            cumulative_batch_norm(), static_gaussian_nll_loss(), masked_put_gradients(), host_randomness_warned(), \
+            distribution_checks_in_graph(), tensor_checks_in_graph(), nested_encoder_padding(), \
+            static_adaptive_log_softmax(), static_packed_sequences():
         yield
 
 
@@ -252,6 +256,159 @@ def static_gaussian_nll_loss():
         yield
     finally:
         torch.nn.functional.gaussian_nll_loss = original
+
+
+@contextlib.contextmanager
+def distribution_checks_in_graph():
+    """While tracing, the argument checks of `torch.distributions` (on by
+    default: `validate_args`) are graph ops (`_assert_async`: the call fails at
+    run time where torch raises). torch asks `torch._is_all_true(valid)` on the
+    host (Hugging Face's time-series heads build a StudentT each call); the
+    distributions are its only Python callers."""
+    original = torch._is_all_true
+
+    def checked_in_graph(valid):
+        torch._assert_async(torch.all(valid), "a torch.distributions argument or value is outside its "
+                            "constraint (the distribution's validate_args check)")
+        return True
+
+    torch._is_all_true = checked_in_graph
+    try:
+        yield
+    finally:
+        torch._is_all_true = original
+
+
+@contextlib.contextmanager
+def tensor_checks_in_graph():
+    """While tracing, `torch._check_tensor_all(cond)` (and `_with`) is a graph
+    assert (`_assert_async`: the call fails at run time where torch raises)
+    instead of `cond.all().item()` on the host. transformers' checks take this
+    form when the model is compiled (`torch_compilable_check`: Llava's count
+    of image tokens against image features). The message callable is not
+    called: it may format the tensors' values."""
+    originals = {name: getattr(torch, name) for name in ("_check_tensor_all", "_check_tensor_all_with")}
+
+    def check(cond, what):
+        if isinstance(cond, torch.Tensor) and cond.dtype == torch.bool:
+            torch._assert_async(torch.all(cond), f"a check of the model failed ({what}, traced as a graph assert)")
+            return True
+        return False
+
+    def check_tensor_all(cond, message=None):
+        if not check(cond, "torch._check_tensor_all"):
+            originals["_check_tensor_all"](cond, message)
+
+    def check_tensor_all_with(error_type, cond, message=None):
+        if not check(cond, f"torch._check_tensor_all_with({error_type.__name__})"):
+            originals["_check_tensor_all_with"](error_type, cond, message)
+
+    torch._check_tensor_all, torch._check_tensor_all_with = check_tensor_all, check_tensor_all_with
+    try:
+        yield
+    finally:
+        for name, fn in originals.items():
+            setattr(torch, name, fn)
+
+
+def _adaptive_log_softmax(self, input_, target_):
+    """nn.AdaptiveLogSoftmaxWithLoss's forward with every cluster computed for
+    every row and each row's value selected by a `where` (torch's selects each
+    cluster's rows with `nonzero()`: a data-dependent shape). The other rows'
+    gradients through a cluster are zeros, as in torch; the target range check
+    is a graph assert."""
+    from torch.nn.modules.adaptive import _ASMoutput
+
+    is_batched = target_.dim() > 0
+    input = input_ if is_batched else input_.unsqueeze(0)
+    target = target_ if is_batched else target_.unsqueeze(0)
+    torch._assert_async(torch.all((target >= 0) & (target < self.n_classes)),
+                        f"Target values should be in [0, {self.n_classes - 1}]")
+    cutoffs = [0] + self.cutoffs
+    gather_inds = torch.where(target < cutoffs[1], target, 0)
+    output = input.new_zeros(target.shape[0])
+    for i in range(1, len(cutoffs) - 1):
+        low, high = cutoffs[i], cutoffs[i + 1]
+        rows = (target >= low) & (target < high)
+        cluster_logprob = torch.nn.functional.log_softmax(self.tail[i - 1](input), dim=1)
+        local = cluster_logprob.gather(1, (target - low).clamp(0, high - low - 1).unsqueeze(1)).squeeze(1)
+        output = torch.where(rows, local, output)
+        gather_inds = torch.where(rows, self.shortlist_size + i - 1, gather_inds)
+    head_logprob = torch.nn.functional.log_softmax(self.head(input), dim=1)
+    output = output + head_logprob.gather(1, gather_inds.unsqueeze(1)).squeeze(1)
+    loss = (-output).mean()
+    return _ASMoutput(output if is_batched else output.squeeze(0), loss)
+
+
+@contextlib.contextmanager
+def static_adaptive_log_softmax():
+    """While tracing, `nn.AdaptiveLogSoftmaxWithLoss.forward` is
+    `_adaptive_log_softmax` for the shapes torch accepts (torch's own forward
+    raises its errors for the others)."""
+    cls = torch.nn.AdaptiveLogSoftmaxWithLoss
+    original = cls.forward
+
+    def forward(self, input_, target_):
+        if (target_.dim() == 1 and input_.dim() == 2 and input_.size(0) == target_.size(0)) or \
+                (target_.dim() == 0 and input_.dim() == 1):
+            return _adaptive_log_softmax(self, input_, target_)
+        return original(self, input_, target_)
+
+    cls.forward = forward
+    try:
+        yield
+    finally:
+        cls.forward = original
+
+
+def _zeroed_by_nested_path(encoder, src, mask, key_padding_mask):
+    """The (batch, seq) positions eager's TransformerEncoder outputs as zeros:
+    in eval mode without gradients, with a key padding mask and no attention
+    mask, it runs the layers on a nested tensor of the tokens the mask keeps
+    and pads the result with zeros (if the mask is left-aligned, which it
+    checks on the host). None when eager takes the plain path."""
+    first = encoder.layers[0]
+    weights = [src] + [p for p in first.parameters()]
+    if not (torch.backends.mha.get_fastpath_enabled() and getattr(encoder, "use_nested_tensor", False)
+            and not first.training and src.dim() == 3 and key_padding_mask is not None and mask is None
+            and not src.is_nested and not torch.is_autocast_enabled()
+            and not (torch.is_grad_enabled() and any(t.requires_grad for t in weights))):
+        return None
+    pad = key_padding_mask if key_padding_mask.dtype == torch.bool else key_padding_mask != 0
+    if getattr(encoder, "mask_check", True) and pad.shape[-1] > 1:
+        keep = ~pad  # left-aligned: every row keeps a prefix
+        pad = pad & (keep[:, 1:] <= keep[:, :-1]).all()
+    return pad
+
+
+@contextlib.contextmanager
+def nested_encoder_padding():
+    """While tracing, `nn.TransformerEncoder` zeros the padded positions'
+    outputs where eager's nested-tensor path does (`_zeroed_by_nested_path`;
+    the trace takes the plain path, whose outputs there are the padding's own
+    attention results). The positions are a graph mask, as is eager's
+    left-alignment check."""
+    cls = torch.nn.TransformerEncoder
+    original = cls.forward
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        zero = _zeroed_by_nested_path(self, src, mask, src_key_padding_mask)
+        if zero is None:
+            return original(self, src, mask, src_key_padding_mask, is_causal)
+        norm = self.norm  # eager pads with zeros before the final norm
+        self.norm = None
+        try:
+            out = original(self, src, mask, src_key_padding_mask, is_causal)
+        finally:
+            self.norm = norm
+        out = out.masked_fill(zero.unsqueeze(-1), 0.0)
+        return out if norm is None else norm(out)
+
+    cls.forward = forward
+    try:
+        yield
+    finally:
+        cls.forward = original
 
 
 def _mask_key(self, key) -> tuple[int, torch.Tensor | None]:
