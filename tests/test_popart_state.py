@@ -1,0 +1,210 @@
+"""The state a PopART session saves and restores besides its weights
+(tilefx/popart/state.py): the optimizer state modelToHost writes as PopART's
+`Accl___` / `Accl1___` / `Accl2___` / `Step___` initializers, which a
+TrainingSession built from the file resumes from (bit for bit the
+uninterrupted run), and the random generators' state (getRNGState /
+setRNGState: the same dropout masks again)."""
+
+import numpy as np
+import onnx
+import pytest
+
+from tilefx import popart
+
+RNG = np.random.default_rng(3)
+W0 = RNG.standard_normal((8, 5)).astype(np.float32) * 0.3
+B0 = RNG.standard_normal(5).astype(np.float32) * 0.1
+XS = RNG.standard_normal((5, 2, 4, 8)).astype(np.float32)   # 5 steps of batchesPerStep 2
+LS = RNG.integers(0, 5, (5, 2, 4)).astype(np.int32)
+
+
+def classifier():
+    builder = popart.Builder()
+    x = builder.addInputTensor(popart.TensorInfo("FLOAT", [4, 8]), "x")
+    lbl = builder.addInputTensor(popart.TensorInfo("INT32", [4]), "label")
+    w = builder.addInitializedInputTensor(W0, "w")
+    b = builder.addInitializedInputTensor(B0, "b")
+    probs = builder.aiOnnx.softmax([builder.aiOnnx.gemm([x, w, b])], axis=1)
+    loss = builder.aiGraphcore.nllloss([probs, lbl], popart.ReductionType.Mean)
+    return builder.getModelProto(), loss
+
+
+def cpu():
+    return popart.DeviceManager().createCpuDevice()
+
+
+OPTIMIZERS = {
+    "sgd": lambda: popart.SGD({"defaultLearningRate": (0.1, False), "defaultMomentum": (0.9, True),
+                               "defaultDampening": (0.2, True), "defaultWeightDecay": (0.01, True)}),
+    "adamw": lambda: popart.Adam({"defaultLearningRate": (0.02, False), "defaultBeta1": (0.8, True),
+                                  "defaultWeightDecay": (0.1, True)}),
+    "adam_l2": lambda: popart.Adam({"defaultLearningRate": (0.02, False)},
+                                   weight_decay_mode=popart.WeightDecayMode.L2Regularization),
+    "lamb": lambda: popart.Adam({"defaultLearningRate": (0.02, False)}, mode=popart.AdamMode.Lamb),
+}
+STATE = {"sgd": ["Accl___"], "adamw": ["Accl1___", "Accl2___"], "adam_l2": ["Accl1___", "Accl2___"],
+         "lamb": ["Accl1___", "Accl2___"]}
+
+
+def session(model, loss, opt):
+    s = popart.TrainingSession(model, popart.DataFlow(2, [loss]), loss, opt, deviceInfo=cpu())
+    s.prepareDevice()
+    s.weightsFromHost()
+    return s
+
+
+def run(s, loss, steps):
+    out = []
+    anchors = s.initAnchorArrays()
+    for k in steps:
+        s.run(popart.PyStepIO({"x": XS[k], "label": LS[k]}, anchors))
+        out.append(anchors[loss].copy())
+    return np.concatenate(out)
+
+
+def weights(path):
+    return {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+
+
+def test_prefixes_are_popart_s():
+    assert (popart.reservedAcclPrefix(), popart.reservedAccl1Prefix(), popart.reservedAccl2Prefix(),
+            popart.reservedStepPrefix(), popart.reservedAccumPrefix()) == \
+        ("Accl___", "Accl1___", "Accl2___", "Step___", "Accum___")
+
+
+@pytest.mark.parametrize("kind", sorted(OPTIMIZERS))
+def test_saved_optimizer_state_resumes_training_bit_for_bit(kind, tmp_path):
+    model, loss = classifier()
+    whole = session(model, loss, OPTIMIZERS[kind]())
+    want = run(whole, loss, range(5))
+    whole.modelToHost(str(tmp_path / "whole.onnx"))
+
+    first = session(model, loss, OPTIMIZERS[kind]())
+    got = [run(first, loss, range(2))]
+    path = str(tmp_path / "after2.onnx")
+    first.modelToHost(path)
+    saved = weights(path)
+    # PopART's names: the state of each weight, and the weight updates so far (2 steps x 2 batches)
+    for w in ("w", "b"):
+        for prefix in STATE[kind]:
+            assert saved[prefix + w].shape == saved[w].shape and np.abs(saved[prefix + w]).sum() > 0
+        assert saved["Step___" + w].shape == () and saved["Step___" + w] == 4.0
+    assert {n for n in saved if "___" in n} == {p + w for p in STATE[kind] + ["Step___"] for w in "wb"}
+
+    resumed = session(path, loss, OPTIMIZERS[kind]())
+    got.append(run(resumed, loss, range(2, 5)))
+    np.testing.assert_array_equal(np.concatenate(got), want)
+    resumed.modelToHost(str(tmp_path / "resumed.onnx"))
+    final, whole_final = weights(str(tmp_path / "resumed.onnx")), weights(str(tmp_path / "whole.onnx"))
+    assert sorted(final) == sorted(whole_final)
+    for name in final:
+        np.testing.assert_array_equal(final[name], whole_final[name], err_msg=name)
+
+    # without the state (weights only), training takes another path
+    fresh = onnx.load(path)
+    keep = [t for t in fresh.graph.initializer if "___" not in t.name]
+    del fresh.graph.initializer[:]
+    fresh.graph.initializer.extend(keep)
+    restarted = session(fresh, loss, OPTIMIZERS[kind]())
+    assert not np.array_equal(run(restarted, loss, range(2, 5)), want[4:])
+
+
+def test_state_files_in_inference_reset_and_other_optimizers(tmp_path, capsys):
+    model, loss = classifier()
+    s = session(model, loss, OPTIMIZERS["adamw"]())
+    run(s, loss, range(2))
+    path = str(tmp_path / "adam.onnx")
+    s.modelToHost(path)
+    saved = weights(path)
+
+    # an InferenceSession ignores the state, as PopART's inference graph has none
+    infer = popart.InferenceSession(path, popart.DataFlow(1, ["w"]), cpu())
+    infer.prepareDevice()
+
+    # resetHostWeights in a training session loads the state too: it continues as the saver
+    again = session(model, loss, OPTIMIZERS["adamw"]())
+    again.resetHostWeights(path)
+    again.weightsFromHost()
+    np.testing.assert_array_equal(run(again, loss, range(2, 4)), run(s, loss, range(2, 4)))
+
+    # an SGD session ignores Adam's state (PopART looks up only its own), with a warning
+    popart.getLogger("session").setLevel("WARN")
+    sgd = session(path, loss, OPTIMIZERS["sgd"]())
+    run(sgd, loss, range(1))
+    assert "Accl1___w" in capsys.readouterr().err
+
+    # a state of the wrong shape or with differing steps is a popart_exception
+    bad = onnx.load(path)
+    for t in bad.graph.initializer:
+        if t.name == "Accl1___b":
+            t.CopyFrom(onnx.numpy_helper.from_array(np.zeros(3, np.float32), t.name))
+    with pytest.raises(popart.popart_exception, match=r"Accl1___b.*\(3,\).*\(5,\)"):
+        session(bad, loss, OPTIMIZERS["adamw"]())
+    bad = onnx.load(path)
+    for t in bad.graph.initializer:
+        if t.name == "Step___b":
+            t.CopyFrom(onnx.numpy_helper.from_array(np.asarray(7.0, np.float32), t.name))
+    with pytest.raises(popart.popart_exception, match="step counts differ"):
+        session(bad, loss, OPTIMIZERS["adamw"]())
+    assert saved["Step___w"] == 4.0
+
+
+def dropout_session(replicas=1, enable=True):
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [4, 6]), "x")
+    w = b.addInitializedInputTensor(np.full((6, 6), 0.5, np.float32), "w")
+    y, mask = b.aiOnnx.dropout([b.aiOnnx.matmul([x, w])], num_outputs=2, ratio=0.5)
+    loss = b.aiGraphcore.identityloss([y])
+    opts = popart.SessionOptions()
+    opts.enableLoadAndOffloadRNGState = enable
+    if replicas > 1:
+        opts.enableReplicatedGraphs = True
+        opts.replicatedGraphCount = replicas
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(2, [mask]), loss, popart.ConstSGD(0.0),
+                               deviceInfo=popart.DeviceManager().acquireAvailableDevice(replicas),
+                               userOptions=opts)
+    s.prepareDevice()
+    return s, mask
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_rng_state_restores_the_dropout_masks(replicas):
+    s, mask = dropout_session(replicas)
+    x = RNG.standard_normal([2, replicas, 4, 6]).astype(np.float32)
+    anchors = s.initAnchorArrays()
+
+    def masks():
+        s.run(popart.PyStepIO({"x": x}, anchors))
+        return anchors[mask].copy()
+
+    masks()
+    state = s.getRNGState()
+    assert isinstance(state, list) and len(state) == 10 * replicas
+    assert all(isinstance(v, int) and 0 <= v < 2 ** 32 for v in state)
+    first, second = masks(), masks()
+    assert not np.array_equal(first, second)  # the stream moves on
+    if replicas > 1:
+        assert not np.array_equal(first[:, 0], first[:, 1])  # each replica its own stream
+    s.setRNGState(state)
+    assert s.getRNGState() == state
+    np.testing.assert_array_equal(masks(), first)  # the same masks again
+    np.testing.assert_array_equal(masks(), second)
+    s.deviceInfo.detach()
+
+    # any words of the right size are taken and given back (PopART's test); a wrong size is not
+    words = list(range(len(state)))
+    s.setRNGState(words)
+    assert s.getRNGState() == words
+    n = 10 * replicas
+    with pytest.raises(popart.popart_exception, match=f"received rngState of size {n + 1}; was expecting "
+                                                      f"size {n}"):
+        s.setRNGState(state + [0])
+    with pytest.raises(popart.popart_exception, match="uint32"):
+        s.setRNGState([-1] + state[1:])
+
+
+def test_rng_state_needs_the_session_option():
+    s, _ = dropout_session(enable=False)
+    with pytest.raises(popart.popart_exception, match="enableLoadAndOffloadRNGState"):
+        s.getRNGState()
+    s.deviceInfo.detach()
