@@ -41,9 +41,10 @@ OPTIMIZERS = {
     "adam_l2": lambda: popart.Adam({"defaultLearningRate": (0.02, False)},
                                    weight_decay_mode=popart.WeightDecayMode.L2Regularization),
     "lamb": lambda: popart.Adam({"defaultLearningRate": (0.02, False)}, mode=popart.AdamMode.Lamb),
+    "adamax": lambda: popart.Adam({"defaultLearningRate": (0.02, False)}, mode=popart.AdamMode.AdaMax),
 }
 STATE = {"sgd": ["Accl___"], "adamw": ["Accl1___", "Accl2___"], "adam_l2": ["Accl1___", "Accl2___"],
-         "lamb": ["Accl1___", "Accl2___"]}
+         "lamb": ["Accl1___", "Accl2___"], "adamax": ["Accl1___", "Accl2___"]}
 
 
 def session(model, loss, opt):
@@ -208,3 +209,60 @@ def test_rng_state_needs_the_session_option():
     with pytest.raises(popart.popart_exception, match="enableLoadAndOffloadRNGState"):
         s.getRNGState()
     s.deviceInfo.detach()
+
+
+# -- AdamMode.AdaMax -----------------------------------------------------------------
+def adamax_reference(steps, lr, b1, b2, eps, wd, decoupled):
+    """PopART's AdaMax in float64 (its AdamUpdater equations): m = b1 m + (1 - b1) g,
+    u = max(b2 u, |g|), w -= lr ((m / (1 - b1^t)) / (u + eps) + wd w) (Decay) or the
+    gradient plus wd w (L2Regularization); g the gradient of the classifier's mean
+    NLL, one update per batch (batchesPerStep 2: two a run)."""
+    w, b = W0.astype(np.float64), B0.astype(np.float64)
+    state = {k: [np.zeros_like(v), np.zeros_like(v)] for k, v in (("w", w), ("b", b))}
+    losses = []
+    t = 0
+    for k in steps:
+        for x, lbl in zip(XS[k].astype(np.float64), LS[k]):
+            t += 1
+            z = x @ w + b
+            p = np.exp(z - z.max(1, keepdims=True))
+            p /= p.sum(1, keepdims=True)
+            losses.append(-np.log(p[np.arange(4), lbl]).mean())
+            dz = p.copy()
+            dz[np.arange(4), lbl] -= 1
+            dz /= 4
+            new = {}
+            for name, v, g in (("w", w, x.T @ dz), ("b", b, dz.sum(0))):
+                m, u = state[name]
+                if not decoupled:
+                    g = g + wd * v
+                m[:] = b1 * m + (1 - b1) * g
+                u[:] = np.maximum(b2 * u, np.abs(g))
+                upd = (m / (1 - b1 ** t)) / (u + eps) + (wd * v if decoupled else 0)
+                new[name] = v - lr * upd
+            w, b = new["w"], new["b"]
+    return np.array(losses), w, b, state
+
+
+@pytest.mark.parametrize("wd_mode", [popart.WeightDecayMode.Decay, popart.WeightDecayMode.L2Regularization])
+def test_adamax_equals_popart_s_update_rule(wd_mode, tmp_path):
+    model, loss = classifier()
+    values = {"defaultLearningRate": (0.02, False), "defaultBeta1": (0.8, True), "defaultBeta2": (0.95, True),
+              "defaultEps": (1e-3, True), "defaultWeightDecay": (0.05, True)}
+    s = session(model, loss, popart.Adam(values, mode=popart.AdamMode.AdaMax, weight_decay_mode=wd_mode))
+    got = run(s, loss, range(4))
+    want, w, b, state = adamax_reference(range(4), 0.02, 0.8, 0.95, 1e-3, 0.05,
+                                         wd_mode == popart.WeightDecayMode.Decay)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    path = str(tmp_path / "adamax.onnx")
+    s.modelToHost(path)
+    saved = weights(path)
+    np.testing.assert_allclose(saved["w"], w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(saved["b"], b, rtol=1e-5, atol=1e-6)
+    # its state is PopART's: the first moment and the infinity norm
+    np.testing.assert_allclose(saved["Accl1___w"], state["w"][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(saved["Accl2___w"], state["w"][1], rtol=1e-5, atol=1e-6)
+    assert saved["Step___w"] == 8.0
+    # not Adam: the same values in AdamMode.Adam train differently
+    adam = session(model, loss, popart.Adam(values, weight_decay_mode=wd_mode))
+    assert np.abs(run(adam, loss, range(4)) - got).max() > 1e-3

@@ -43,7 +43,7 @@ from tilefx.popart.errors import popart_exception, popart_runtime_error
 
 # the tilefx executor's state kinds (passes/training_step.py) under PopART's names
 STATE_PREFIX = {"momentum_buffer": ACCL_PREFIX, "scaled_velocity": ACCL_PREFIX,
-                "exp_avg": ACCL1_PREFIX, "exp_avg_sq": ACCL2_PREFIX, "exp_inf": ACCL2_PREFIX}
+                "exp_avg": ACCL1_PREFIX, "exp_avg_sq": ACCL2_PREFIX}
 
 
 def _state_of(name: str, weights: set[str]) -> tuple[str, str] | None:
