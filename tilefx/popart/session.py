@@ -37,7 +37,7 @@ from tilefx.dialects.names import (
 from tilefx.errors import Error
 from tilefx.lowering.from_onnx import OnnxModule, load_model
 from tilefx.lowering.tracing_state import GradientOutputs
-from tilefx.popart.builder import ReductionType, TensorInfo, tensor_infos
+from tilefx.popart.builder import ReductionType, TensorInfo, popart_typed, tensor_infos
 from tilefx.popart.dataflow import (
     ACCUM_PREFIX,
     GRADIENT_PREFIX,
@@ -356,7 +356,7 @@ class _Session:
                           if a not in self._info_cache]
                 given = {n: (sh, d) for n, (sh, d) in self._module.input_info.items()}
                 if wanted:
-                    self._info_cache.update(tensor_infos(self._proto, wanted, given))
+                    self._info_cache.update(popart_typed(self._proto, tensor_infos(self._proto, wanted, given)))
             for a in [tensorId, *self._dataflow.anchors()]:  # a gradient: its tensor's shape and type
                 if a != _ungrad(a) and _ungrad(a) in self._info_cache:
                     self._info_cache[a] = self._info_cache[_ungrad(a)]
