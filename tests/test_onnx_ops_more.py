@@ -367,10 +367,16 @@ def test_newer_opset_operators_equal_the_reference():
 
 
 def check_exact(nodes, inputs: dict, outs, inits=(), opset=18, reference="onnxruntime"):
-    """As `check`, and the dtypes equal onnxruntime's; integer and boolean results exactly."""
-    got, ref = _run_both(_model(nodes, inputs, outs, inits, opset), inputs, outs, reference)
+    """As `check`, and the dtypes equal onnxruntime's (PopART's INT32 for index outputs:
+    ArgMax/ArgMin, TopK's indices); integer and boolean results exactly."""
+    from tilefx.popart.builder import popart_int32_indices
+
+    model = _model(nodes, inputs, outs, inits, opset)
+    got, ref = _run_both(model, inputs, outs, reference)
+    int32 = popart_int32_indices(model)
     for name, g, r in zip(outs, got, ref):
-        assert g.dtype == r.dtype and g.shape == r.shape, (name, g.dtype, g.shape, r.dtype, r.shape)
+        want = np.dtype(np.int32) if name in int32 and r.dtype == np.int64 else r.dtype
+        assert g.dtype == want and g.shape == r.shape, (name, g.dtype, g.shape, r.dtype, r.shape)
         if r.dtype.kind in "biu":
             np.testing.assert_array_equal(g, r, err_msg=name)
         else:
@@ -436,15 +442,23 @@ def test_float_initializers_read_as_numbers_stay_compile_time_values():
                 opset=11)
 
 
-def test_a_pad_value_from_a_graph_input_is_a_clear_error():
+def test_pad_value_and_dropout_ratio_from_graph_inputs_run_and_range_bounds_are_a_clear_error():
+    """Pad's constant value and Dropout's ratio may be runtime values (they change no
+    shape): equal to onnxruntime; Range's bounds set its output's shape, so one from a
+    graph input is a clear error."""
+    x = f32(2, 3)
+    check_exact([helper.make_node("Pad", ["x", "p", "v"], ["y"])], {"x": x, "v": np.array(-2.5, np.float32)},
+                ["y"], inits=[const("p", np.array([0, 1, -1, 2], np.int64))], opset=13)
+    check_exact([helper.make_node("Dropout", ["x", "r"], ["y", "m"])], {"x": x, "r": np.array(0.4, np.float32)},
+                ["y", "m"], opset=13)  # inference: the identity and an all-True mask
     model = helper.make_model(helper.make_graph(
-        [helper.make_node("Pad", ["x", "p", "v"], ["y"])], "g",
-        [helper.make_tensor_value_info("x", F32, [2, 3]), helper.make_tensor_value_info("v", F32, [])],
-        [helper.make_empty_tensor_value_info("y")], [const("p", np.array([0, 1, 0, 1], np.int64))]),
+        [helper.make_node("Range", ["s", "l", "d"], ["y"])], "g",
+        [helper.make_tensor_value_info("l", F32, [])], [helper.make_empty_tensor_value_info("y")],
+        [helper.make_tensor("s", F32, [], [0.0]), helper.make_tensor("d", F32, [], [1.0])]),
         opset_imports=[helper.make_opsetid("", 13)])
     s = popart.InferenceSession(model.SerializeToString(), popart.DataFlow(1, ["y"]),
                                 popart.DeviceManager().createCpuDevice())
-    with pytest.raises(popart.popart_exception, match="Pad's constant_value must be known at compile time"):
+    with pytest.raises(popart.popart_exception, match="must be known at compile time"):
         s.prepareDevice()
 
 

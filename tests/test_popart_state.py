@@ -266,3 +266,77 @@ def test_adamax_equals_popart_s_update_rule(wd_mode, tmp_path):
     # not Adam: the same values in AdamMode.Adam train differently
     adam = session(model, loss, popart.Adam(values, weight_decay_mode=wd_mode))
     assert np.abs(run(adam, loss, range(4)) - got).max() > 1e-3
+
+
+# -- runtime operands: Pad's constant value, Dropout's ratio ---------------------------
+def test_pad_constant_value_from_a_graph_input_equals_onnxruntime():
+    """Pad's constant_value computed from a graph input (a runtime value: the shapes do
+    not depend on it), with growing and cropping pads; in training its gradient is the
+    loss's over the padding (one per padded element for a summed loss)."""
+    import onnxruntime as ort
+
+    b = popart.Builder(opsets={"ai.onnx": 13, "ai.graphcore": 1})
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [3, 4]), "x")
+    c = b.addInputTensor(popart.TensorInfo("FLOAT", []), "c")
+    cv = b.aiOnnx.mul([c, b.aiOnnx.constant(np.array(2.0, np.float32))])  # computed from the input
+    pads = b.aiOnnx.constant(np.array([1, -1, 2, 3], np.int64))  # rows +1/+2, columns -1/+3
+    y = b.aiOnnx.pad([x, pads, cv], mode="constant")
+    b.addOutputTensor(y)
+    proto = b.getModelProto()
+    loss = b.aiGraphcore.identityloss([y], popart.ReductionType.Sum)
+    xv = RNG.standard_normal((3, 4)).astype(np.float32)
+    ref = ort.InferenceSession(proto, providers=["CPUExecutionProvider"])
+    s = popart.InferenceSession(proto, popart.DataFlow(2, [y]), cpu())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    cs = np.array([1.5, -0.25], np.float32)  # one value per batch, the same program
+    s.run(popart.PyStepIO({x: np.stack([xv, xv]), c: cs}, anchors))
+    for k in range(2):
+        (want,) = ref.run([y], {x: xv, c: np.asarray(cs[k])})
+        assert anchors[y][k].shape == (6, 6)
+        np.testing.assert_array_equal(anchors[y][k], want)
+
+    t = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, ["Gradient___c", "Gradient___x"]), loss,
+                               popart.ConstSGD(0.0), deviceInfo=cpu())
+    t.prepareDevice()
+    grads = t.initAnchorArrays()
+    t.run(popart.PyStepIO({x: xv, c: np.array(1.0, np.float32)}, grads))
+    assert grads["Gradient___c"] == 2.0 * (36 - 3 * 3)  # 27 padded elements, d(2c)/dc = 2
+    np.testing.assert_array_equal(grads["Gradient___x"], np.where(np.arange(4) >= 1, 1.0, 0.0)[None]
+                                  .repeat(3, 0).astype(np.float32))
+
+
+def test_dropout_ratio_from_a_graph_input():
+    """Dropout's ratio given at run time: inference is the identity whatever it is; in
+    training each element is kept with probability 1 - ratio and scaled by 1 / (1 - ratio),
+    the mask telling which, ratio 0 keeping everything."""
+    b = popart.Builder(opsets={"ai.onnx": 13, "ai.graphcore": 1})
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [64, 32]), "x")
+    r = b.addInputTensor(popart.TensorInfo("FLOAT", []), "r")
+    w = b.addInitializedInputTensor(np.ones((32, 32), np.float32) / 32, "w")
+    h = b.aiOnnx.matmul([x, w])
+    y, mask = b.aiOnnx.dropout([h, r], num_outputs=2)
+    loss = b.aiGraphcore.identityloss([y])
+    proto = b.getModelProto()
+    xv = RNG.standard_normal((3, 64, 32)).astype(np.float32) + 4
+    rs = np.array([0.0, 0.25, 0.75], np.float32)
+
+    s = popart.InferenceSession(proto, popart.DataFlow(3, [h, y, mask]), cpu())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({x: xv, r: rs}, anchors))
+    np.testing.assert_array_equal(anchors[y], anchors[h])
+    assert anchors[mask].all()
+
+    t = popart.TrainingSession(proto, popart.DataFlow(3, [h, y, mask]), loss, popart.ConstSGD(0.0),
+                               deviceInfo=cpu())
+    t.prepareDevice()
+    t.setRandomSeed(11)
+    anchors = t.initAnchorArrays()
+    t.run(popart.PyStepIO({x: xv, r: rs}, anchors))
+    keep = anchors[mask]
+    assert keep.dtype == np.bool_ and keep[0].all()
+    for k, ratio in enumerate(rs):
+        np.testing.assert_allclose(anchors[y][k], np.where(keep[k], anchors[h][k] / (1 - ratio), 0),
+                                   rtol=1e-6)
+        assert abs(keep[k].mean() - (1 - ratio)) < 0.05  # 2048 draws

@@ -384,7 +384,9 @@ def _pad(ins, at, v):
     torch's F.pad (negative pads crop); reflect, edge and wrap gather each padded
     axis with a static index (numpy's np.pad of the positions gives it), so any
     axis of any rank pads, where torch's reflect/replicate take the trailing
-    dimensions of 2- to 5-d inputs only."""
+    dimensions of 2- to 5-d inputs only. A constant_value computed from graph
+    inputs (a runtime value: the shapes do not depend on it) fills the padding
+    through a static mask of it."""
     x = _t(ins[0])
     mode = at.get("mode", "constant")
     if v < 11:
@@ -393,7 +395,11 @@ def _pad(ins, at, v):
         pads = _ints(ins[1])
         cv = ins[2] if len(ins) > 2 else None
         empty = cv is None or (not isinstance(cv, torch.Tensor) and np.asarray(cv).size == 0)
-        value = 0 if empty else _scalar(cv, "Pad's constant_value")
+        if isinstance(cv, torch.Tensor) and cv.numel() != 1:
+            raise Error(f"Pad's constant_value must have one element, got shape {tuple(cv.shape)}",
+                        type="frontend")
+        value = 0 if empty else cv.reshape(()).to(x.dtype) if isinstance(cv, torch.Tensor) else \
+            _scalar(cv, "Pad's constant_value")
     n = x.dim()
     axes = _ints(ins[3]) if v >= 18 and len(ins) > 3 and ins[3] is not None else list(range(n))
     axes = [_axis(a, n) for a in axes]
@@ -407,7 +413,11 @@ def _pad(ins, at, v):
         flat = []
         for i in reversed(range(n)):
             flat += [begin[i], end[i]]
-        return F.pad(x, flat, value=value)
+        if not isinstance(value, torch.Tensor):
+            return F.pad(x, flat, value=value)
+        # where the input lands (padding x's positions with False, cropping as x is)
+        inside = torch.from_numpy(np.ones(tuple(x.shape), np.bool_))
+        return torch.where(F.pad(inside, flat, value=False), F.pad(x, flat, value=0), value)
     if mode not in ("reflect", "edge", "wrap"):
         raise Error(f"Pad mode {mode!r} is not an ONNX value (constant, reflect, edge, wrap)",
                     type="frontend")
@@ -438,9 +448,21 @@ def _gelu(ins, at, v):
 
 
 def _dropout(ins, at, v, training: bool):
+    """Dropout: the ratio an attribute (< 12) or an input, known at compile time or
+    computed from graph inputs (a runtime value: `_dropout_runtime`); outside
+    training (or at ratio 0) the identity, with an all-True mask."""
     x = _t(ins[0])
-    ratio = at.get("ratio", 0.5) if v < 12 else (
-        float(_scalar(ins[1], "Dropout's ratio")) if len(ins) > 1 and ins[1] is not None else 0.5)
+    ratio = at.get("ratio", 0.5) if v < 12 else ins[1] if len(ins) > 1 and ins[1] is not None else 0.5
+    if isinstance(ratio, torch.Tensor):
+        if ratio.numel() != 1:
+            raise Error(f"Dropout's ratio must have one element, got shape {tuple(ratio.shape)}",
+                        type="frontend")
+        if not training:
+            ratio = 0.0
+        else:
+            return _dropout_runtime(x, ratio.reshape(()).to(x.dtype), at.get("_num_outputs", 1) > 1)
+    elif v >= 12:
+        ratio = float(_scalar(ratio, "Dropout's ratio"))
     if at.get("_num_outputs", 1) < 2:
         return F.dropout(x, ratio, training=training) if training and ratio > 0 else x
     # the mask output too: True where x is kept (everywhere without dropout); of
@@ -452,6 +474,15 @@ def _dropout(ins, at, v, training: bool):
         return y, keep.to(x.dtype)
     # the op F.dropout traces to in training (the same draw), with its keep-mask
     return torch.native_dropout(x, ratio, True)
+
+
+def _dropout_runtime(x: torch.Tensor, ratio: torch.Tensor, with_mask: bool):
+    """Training dropout at a ratio the graph computes: each element kept with
+    probability 1 - ratio (a Bernoulli draw from the session's random streams)
+    and scaled by 1 / (1 - ratio), as torch's dropout."""
+    keep = torch.bernoulli((1 - ratio).expand(x.shape)).to(torch.bool)
+    y = torch.where(keep, x / (1 - ratio), torch.zeros((), dtype=x.dtype))
+    return (y, keep) if with_mask else y  # (an input ratio: opset 12 or later, a bool mask)
 
 
 def _reduction(x: torch.Tensor, reduction: int) -> torch.Tensor:
@@ -982,7 +1013,8 @@ GRAPHCORE_OPS = {"IdentityLoss": _identityloss, "L1": _l1loss, "Nll": _nllloss,
 # float operands that are settings, not weights: initializers feeding them stay
 # compile-time values (numpy arrays) instead of becoming parameters, as do the
 # inputs of the STATIC_ONLY operators (Range's bounds, ...); `_scalar` and `_ints`
-# read them, and say so clearly if one depends on a graph input
+# read them, and say so clearly if one depends on a graph input (Pad's constant
+# value and Dropout's ratio may: they do not change shapes, and run as tensors then)
 STATIC_INPUTS = {"Resize": (1, 2), "OneHot": (1, 2), "Clip": (1, 2), "Upsample": (1,), "Pad": (2,),
                  "Dropout": (1,)}
 
