@@ -101,6 +101,52 @@ def test_resize(mode, ctm, extra, sizes):
     check([node], {"x": f32(2, 3, 4, 6)}, ["y"], inits, atol=1e-4)
 
 
+@pytest.mark.parametrize("mode,ctm,nearest,opset", [
+    ("nearest", "asymmetric", "round_prefer_floor", 13),
+    ("nearest", "half_pixel", "floor", 13),
+    ("nearest", "align_corners", "round_prefer_floor", 13),
+    ("nearest", "tf_half_pixel_for_nn", "ceil", 13),
+    ("nearest", "pytorch_half_pixel", "round_prefer_floor", 13),
+    ("linear", "asymmetric", None, 13),
+    ("linear", "half_pixel_symmetric", None, 19),
+])
+@pytest.mark.parametrize("resize", [[1, 1, 2, 1.5], [2, 3, 3, 10]])  # scales up; sizes down and up
+def test_resize_other_coordinate_transformations_and_nearest_modes(mode, ctm, nearest, opset, resize):
+    """The coordinate transformations torch's interpolate does not compute, as static
+    gathers (tilefx/lowering/onnx_resize.py), equal to onnxruntime."""
+    extra = {"nearest_mode": nearest} if nearest else {}
+    sizes = resize if isinstance(resize[-1], int) and resize[0] == 2 else None
+    inits = [helper.make_tensor("roi", F32, [0], [])]
+    if sizes is None:
+        inits.append(const("scales", np.array(resize, np.float32)))
+        ins = ["x", "roi", "scales"]
+    else:
+        inits += [helper.make_tensor("scales", F32, [0], []), const("sizes", np.array(sizes, np.int64))]
+        ins = ["x", "roi", "scales", "sizes"]
+    node = helper.make_node("Resize", ins, ["y"], mode=mode, coordinate_transformation_mode=ctm, **extra)
+    check([node], {"x": f32(2, 3, 4, 6)}, ["y"], inits, opset=opset, atol=1e-5)
+
+
+def test_opset9_upsample_linear_export_and_scatter_equal_onnxruntime():
+    """torch.onnx.export at opset 9 writes bilinear interpolation as Upsample linear
+    (ONNX's asymmetric coordinates) and index_fill as the deprecated Scatter, folded at
+    compile time."""
+    import io
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            up = torch.nn.functional.interpolate(x, size=(7, 9), mode="bilinear", align_corners=False)
+            return up.index_fill(3, torch.tensor([0, 2]), 3.0)
+
+    f = io.BytesIO()
+    torch.onnx.export(M().eval(), (torch.randn(1, 2, 4, 5),), f, dynamo=False, opset_version=9)
+    model = onnx.load_model_from_string(f.getvalue())
+    assert {"Upsample", "Scatter"} <= {n.op_type for n in model.graph.node}
+    x = f32(1, 2, 4, 5)
+    got, ref = _run_both(model, {model.graph.input[0].name: x}, [model.graph.output[0].name])
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-5)
+
+
 def test_index_operators():
     x = f32(3, 4, 5)
     idx = RNG.integers(-4, 4, (3, 2, 5)).astype(np.int64)

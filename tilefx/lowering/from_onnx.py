@@ -372,13 +372,22 @@ def _serialized(ins, ann):
 RANDOM_OPS = ("Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli")
 
 
+# deprecated operators folded as the operator that replaced them (and its first opset):
+# opset 9's Scatter is opset 11's ScatterElements (torch.onnx.export writes it for index_fill)
+_FOLD_AS = {"Scatter": ("ScatterElements", 11)}
+
+
 def _fold(node: onnx.NodeProto, ins: list, opsets: dict[str, int]):
     """Evaluate a node whose inputs are all known at compile time, at the opset
     versions of its model (`opsets`: domain -> version; an opset-11 Unsqueeze
     takes its axes as an attribute, an opset-13 one as an input)."""
     from onnx.reference import ReferenceEvaluator
 
-    one = helper.make_node(node.op_type, [f"i{k}" if x is not None else "" for k, x in enumerate(ins)],
+    op_type = node.op_type
+    if node.domain in ("", "ai.onnx") and op_type in _FOLD_AS:  # a deprecated name the evaluator lacks
+        op_type, version = _FOLD_AS[op_type]
+        opsets = {**opsets, "": max(opsets.get("", version), version)}
+    one = helper.make_node(op_type, [f"i{k}" if x is not None else "" for k, x in enumerate(ins)],
                            [f"o{k}" if o else "" for k, o in enumerate(node.output)], domain=node.domain)
     one.attribute.extend(a for a in node.attribute if a.name not in _ANNOTATIONS)
     inputs = [helper.make_tensor_value_info(f"i{k}", helper.np_dtype_to_tensor_dtype(np.asarray(x).dtype),

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from tilefx.errors import Error
 from tilefx.lowering import onnx_ops_more, onnx_recurrent
+from tilefx.lowering.onnx_resize import resize
 from tilefx.lowering.onnx_values import _axis, _ints, _t
 
 GRAPHCORE_DOMAIN = "ai.graphcore"
@@ -622,58 +623,6 @@ def _conv_transpose(ins, at, v):
     return y if b is None else y + b.reshape([1, -1] + [1] * n)
 
 
-def _resize(ins, at, v):
-    """Resize over the spatial dimensions, as the torch.interpolate modes that give
-    ONNX's coordinate transformation; other combinations are a clear error."""
-    x = _t(ins[0])
-    if v < 11:
-        scales_arg, sizes_arg = ins[1], None
-    else:
-        scales_arg = ins[2] if len(ins) > 2 else None
-        sizes_arg = ins[3] if len(ins) > 3 else None
-    sizes = _ints(sizes_arg) if sizes_arg is not None and np.asarray(sizes_arg).size else None
-    scales = [float(s) for s in np.asarray(scales_arg).reshape(-1)] \
-        if scales_arg is not None and np.asarray(scales_arg).size and sizes is None else None
-    if isinstance(scales_arg, torch.Tensor) or isinstance(sizes_arg, torch.Tensor):
-        raise Error("Resize scales and sizes must be known at compile time", type="frontend")
-    if "axes" in at:
-        raise Error("Resize with axes is not supported", type="frontend")
-    spatial = x.dim() - 2
-    lead = sizes[:2] if sizes is not None else scales[:2] if scales is not None else None
-    if lead is None:
-        raise Error("Resize needs scales or sizes", type="frontend")
-    if (sizes is not None and list(lead) != list(x.shape[:2])) or (scales is not None and lead != [1.0, 1.0]):
-        raise Error("Resize of the batch or channel dimension is not supported", type="frontend")
-    kw = {"size": sizes[2:]} if sizes is not None else {"scale_factor": scales[2:]}
-    mode = at.get("mode", "nearest")
-    ctm = at.get("coordinate_transformation_mode", "half_pixel" if v >= 11 else "asymmetric")
-    if at.get("antialias", 0):
-        raise Error("Resize with antialias is not supported", type="frontend")
-    if mode == "nearest":
-        nearest = at.get("nearest_mode", "round_prefer_floor")
-        if ctm == "asymmetric" and (nearest == "floor" or v < 11):
-            return F.interpolate(x, mode="nearest", **kw)
-        if ctm in ("half_pixel", "pytorch_half_pixel") and nearest == "round_prefer_ceil":
-            return F.interpolate(x, mode="nearest-exact", **kw)
-        raise Error(f"Resize nearest with coordinate_transformation_mode={ctm} and nearest_mode={nearest} "
-                    "is not supported (supported: asymmetric + floor, half_pixel + round_prefer_ceil)",
-                    type="frontend")
-    torch_mode = {("linear", 1): "linear", ("linear", 2): "bilinear", ("linear", 3): "trilinear",
-                  ("cubic", 2): "bicubic"}.get((mode, spatial))
-    if torch_mode is None:
-        raise Error(f"Resize mode {mode!r} over {spatial} spatial dimension(s) is not supported",
-                    type="frontend")
-    if mode == "cubic" and (at.get("cubic_coeff_a", -0.75) != -0.75 or at.get("exclude_outside", 0)):
-        raise Error("Resize cubic needs cubic_coeff_a=-0.75 and exclude_outside=0 (torch's bicubic)",
-                    type="frontend")
-    if ctm in ("half_pixel", "pytorch_half_pixel"):
-        return F.interpolate(x, mode=torch_mode, align_corners=False, **kw)
-    if ctm == "align_corners":
-        return F.interpolate(x, mode=torch_mode, align_corners=True, **kw)
-    raise Error(f"Resize {mode} with coordinate_transformation_mode={ctm} is not supported "
-                "(supported: half_pixel, pytorch_half_pixel, align_corners)", type="frontend")
-
-
 def _index(idx, size: int) -> torch.Tensor:
     """Indices with ONNX's negative values counted from the end."""
     idx = _t(idx).to(torch.int64)
@@ -955,7 +904,7 @@ OPS = {
     "Acos": _unary(torch.acos), "Sinh": _unary(torch.sinh), "Cosh": _unary(torch.cosh),
     "IsNaN": _unary(torch.isnan), "Round": _unary(torch.round),
     "Range": lambda ins, at, v: torch.arange(*(_scalar(x, "Range's start, limit and delta") for x in ins)),
-    "ConvTranspose": _conv_transpose, "Resize": _resize,
+    "ConvTranspose": _conv_transpose, "Resize": resize,
     "GatherElements": _gather_elements, "ScatterElements": _scatter_elements, "ScatterND": _scatter_nd,
     "GatherND": _gather_nd, "OneHot": _one_hot, "DepthToSpace": _depth_to_space,
     "SpaceToDepth": _space_to_depth, "Hardmax": _hardmax, "ArgMin": _arg_extreme(torch.argmin),
