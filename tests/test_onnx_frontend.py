@@ -151,6 +151,46 @@ def test_unsupported_operator_names_op_node_and_opset():
                                 popart.DeviceManager().createCpuDevice())
 
 
+def test_if_on_a_shape_condition_runs_its_branch_and_a_data_condition_is_a_clear_error():
+    """The TorchScript exporter writes If nodes testing shapes (F.local_response_norm's
+    Squeeze when a dimension is 1): the condition is known at compile time and the chosen
+    branch runs inline, seeing the outer scope; equal to onnxruntime. An If on a value
+    computed from the inputs is data-dependent control flow: a clear error."""
+    model = torch.nn.LocalResponseNorm(3).eval()
+    x = torch.randn(1, 5, 4, 4)
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), f, dynamo=False, opset_version=13)
+    proto = f.getvalue()
+    assert "If" in {n.op_type for n in onnx.load_model_from_string(proto).graph.node}
+    got, ref, inp = run_session(proto, x.numpy())
+    np.testing.assert_allclose(got, ref.run(None, {inp: x.numpy()})[0], rtol=1e-5, atol=1e-6)
+
+    xi = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
+    then = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [2, 3])])
+    other = helper.make_graph([helper.make_node("Abs", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", onnx.TensorProto.FLOAT, [2, 3])])
+    data_cond = _model([helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                        helper.make_node("Greater", ["s", "zero"], ["c"]),
+                        helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="pick")],
+                       [xi], [y], opset=13)
+    data_cond.graph.initializer.append(numpy_helper.from_array(np.float32(0), "zero"))
+    with pytest.raises(popart.popart_exception, match=r"'pick' \(If\): its condition depends on graph inputs"):
+        popart.InferenceSession(data_cond.SerializeToString(), popart.DataFlow(1, ["y"]),
+                                popart.DeviceManager().createCpuDevice()).prepareDevice()
+    # an unsupported operator inside a branch is named as any other
+    bad = helper.make_graph([helper.make_node("Det", ["x"], ["t"], name="inner")], "then", [],
+                            [helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [])])
+    nested = _model([helper.make_node("If", ["c"], ["y"], then_branch=bad, else_branch=other)], [xi], [y],
+                    opset=13)
+    nested.graph.initializer.append(numpy_helper.from_array(np.array(True), "c"))
+    with pytest.raises(Error, match=r"ai\.onnx::Det.*'inner'"):
+        OnnxModule(nested)
+
+
 def test_dynamic_dimension_is_a_clear_error():
     x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 3])
     y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 3])

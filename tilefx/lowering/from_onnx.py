@@ -148,8 +148,9 @@ def _shape_of(vi: onnx.ValueInfoProto) -> tuple[list[int], np.dtype]:
 
 
 def check_supported(model: onnx.ModelProto) -> None:
-    """Every node's operator has a conversion, else an Error naming op type, node and opset."""
-    for i, node in enumerate(model.graph.node):
+    """Every node's operator has a conversion, else an Error naming op type, node and opset
+    (the nodes of If's branches too)."""
+    for i, node in enumerate(_all_nodes(model.graph)):
         if not onnx_ops.supported(node.domain, node.op_type):
             domain = node.domain or "ai.onnx"
             raise Error(f"unsupported ONNX operator {domain}::{node.op_type} (node "
@@ -158,6 +159,16 @@ def check_supported(model: onnx.ModelProto) -> None:
         if node.op_type == "Constant" and any(a.name == "sparse_value" for a in node.attribute):
             # PopART's message; onnx's evaluator cannot fold it and tilefx has no sparse tensors
             raise Error("The Constant op attribute 'sparse_value' is not supported.", type="frontend")
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    """The graph's nodes and, after each If, its branches' (recursively)."""
+    for node in graph.node:
+        yield node
+        if node.op_type == "If":
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    yield from _all_nodes(a.g)
 
 
 class OnnxModule(torch.nn.Module):
@@ -291,6 +302,9 @@ class OnnxModule(torch.nn.Module):
 
     def _run(self, node: onnx.NodeProto, env: dict) -> None:
         ins = [env[i] if i else None for i in node.input]
+        if node.op_type == "If" and node.domain in ("", "ai.onnx"):
+            self._run_if(node, ins[0], env)
+            return
         at = _attrs(node)
         if node.op_type == "Split" and "num_outputs" not in at:
             at["_num_outputs"] = len(node.output)
@@ -307,6 +321,32 @@ class OnnxModule(torch.nn.Module):
         for name, v in zip(node.output, outs):
             if name:
                 env[name] = v
+
+    def _run_if(self, node: onnx.NodeProto, cond, env: dict) -> None:
+        """If with a condition known at compile time (the TorchScript exporter's tests of
+        shapes, e.g. Squeeze when a dimension is 1): the chosen branch's nodes run inline,
+        seeing the outer scope. A condition computed from graph inputs (data-dependent
+        control flow) is an error."""
+        name = node.name or "If"
+        if isinstance(cond, torch.Tensor) or cond is None:
+            raise Error(f"ONNX node {name!r} (If): its condition depends on graph inputs; tilefx runs "
+                        "If only when the condition is known at compile time (computed from shapes "
+                        "and constants)", type="frontend")
+        if np.asarray(cond).size != 1:
+            raise Error(f"ONNX node {name!r} (If): the condition must have one element, got shape "
+                        f"{np.asarray(cond).shape}", type="frontend")
+        branches = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
+        branch = branches["then_branch" if bool(np.asarray(cond).reshape(-1)[0]) else "else_branch"]
+        scope = dict(env)
+        scope.update({t.name: numpy_helper.to_array(t).copy() for t in branch.initializer})
+        for inner in branch.node:
+            self._run(inner, scope)
+        if len(branch.output) != len(node.output):
+            raise Error(f"ONNX node {name!r} (If): the branch has {len(branch.output)} outputs, the node "
+                        f"{len(node.output)}", type="frontend")
+        for out, value in zip(node.output, branch.output):
+            if out:
+                env[out] = scope[value.name]
 
     def _call(self, node, ins, at):
         ann = annotations_of(node)

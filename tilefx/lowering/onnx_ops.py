@@ -979,7 +979,12 @@ def _fold(fn, ins):
     return out
 
 
+# control flow the ONNX module runs itself (from_onnx.OnnxModule._run_if: a condition
+# known at compile time picks the branch)
+CONTROL_FLOW = {"If"}
+
+
 def supported(domain: str, op_type: str) -> bool:
     if domain in ("", "ai.onnx"):
-        return op_type in OPS or op_type in TRAINING_OPS or op_type in STATIC_ONLY
+        return op_type in OPS or op_type in TRAINING_OPS or op_type in STATIC_ONLY or op_type in CONTROL_FLOW
     return domain == GRAPHCORE_DOMAIN and op_type in GRAPHCORE_OPS
