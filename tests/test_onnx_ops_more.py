@@ -127,6 +127,23 @@ def test_resize_other_coordinate_transformations_and_nearest_modes(mode, ctm, ne
     check([node], {"x": f32(2, 3, 4, 6)}, ["y"], inits, opset=opset, atol=1e-5)
 
 
+@pytest.mark.parametrize("opset", [10, 11])
+@pytest.mark.parametrize("scales", [[1, 1, 0.6, 0.5], [1, 1, 1.8, 1.5], [1, 1, 0.75, 2.5]])
+def test_resize_nearest_by_scales_sizes_and_opset10_rounding(opset, scales):
+    """Nearest by scales: the output size is floor(input x scale) in float32 as onnxruntime
+    computes it (5 x 1.8 is 9); Resize-10 (no nearest_mode) floors where an axis grows and
+    takes the ceiling where it shrinks, as onnxruntime."""
+    x = np.arange(2 * 3 * 5 * 6, dtype=np.float32).reshape(2, 3, 5, 6)
+    inits = [const("scales", np.array(scales, np.float32))]
+    ins = ["x", "scales"]
+    attrs = {"mode": "nearest"}
+    if opset >= 11:
+        inits.append(helper.make_tensor("roi", F32, [0], []))
+        ins = ["x", "roi", "scales"]
+        attrs["coordinate_transformation_mode"] = "asymmetric"
+    check_exact([helper.make_node("Resize", ins, ["y"], **attrs)], {"x": x}, ["y"], inits, opset=opset)
+
+
 def test_opset9_upsample_linear_export_and_scatter_equal_onnxruntime():
     """torch.onnx.export at opset 9 writes bilinear interpolation as Upsample linear
     (ONNX's asymmetric coordinates) and index_fill as the deprecated Scatter, folded at
@@ -136,7 +153,8 @@ def test_opset9_upsample_linear_export_and_scatter_equal_onnxruntime():
     class M(torch.nn.Module):
         def forward(self, x):
             up = torch.nn.functional.interpolate(x, size=(7, 9), mode="bilinear", align_corners=False)
-            return up.index_fill(3, torch.tensor([0, 2]), 3.0)
+            near = torch.nn.functional.interpolate(x, size=(7, 9), mode="nearest")  # scales 1.75, 1.8
+            return (up + near).index_fill(3, torch.tensor([0, 2]), 3.0)
 
     f = io.BytesIO()
     torch.onnx.export(M().eval(), (torch.randn(1, 2, 4, 5),), f, dynamo=False, opset_version=9)

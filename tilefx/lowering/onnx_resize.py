@@ -10,7 +10,10 @@ nearest modes are separable static gathers: for each resized axis the source
 coordinate of every output position is computed at compile time (numpy, as
 ONNX defines it), and the output is an index_select (nearest) or the blend of
 the two neighbours (linear), the coordinate clamped to the axis as onnxruntime
-clamps it.
+clamps it. The gathers also take the cases where torch would compute another
+output size (onnxruntime's floor(input x scale) is a float32 product: 5 x 1.8
+is 9) and Resize-10's nearest, which onnxruntime floors on a growing axis and
+rounds up on a shrinking one.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from tilefx.lowering.onnx_values import _ints, _t
 _GATHER_CTMS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric",
                 "tf_half_pixel_for_nn")
 _NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+# Resize-10's nearest (no nearest_mode yet), as onnxruntime runs it: floor when an axis
+# grows, ceil when it shrinks
+_SIMPLE = "simple"
 
 
 def resize(ins, at, v):
@@ -58,8 +64,15 @@ def resize(ins, at, v):
     ctm = at.get("coordinate_transformation_mode", "half_pixel" if v >= 11 else "asymmetric")
     if at.get("antialias", 0):
         raise Error("Resize with antialias is not supported", type="frontend")
+    # the output size is floor(input x scale) with the product in float32 (onnxruntime's); where
+    # torch's (in float64) differs, the gathers compute it with the scale as given
+    off = scales is not None and any(_out_size(n, s) != int(np.floor(n * s))
+                                     for n, s in zip(x.shape[2:], scales[2:]))
     if mode == "nearest":
-        nearest = at.get("nearest_mode", "round_prefer_floor")
+        nearest = at.get("nearest_mode", "round_prefer_floor" if v >= 11 else _SIMPLE)
+        down = scales is not None and any(s < 1 for s in scales[2:])
+        if (off or (nearest == _SIMPLE and down)) and nearest in (*_NEAREST_MODES, _SIMPLE):
+            return _gathered(x, sizes, scales, "nearest", ctm, nearest)
         if ctm == "asymmetric" and (nearest == "floor" or v < 11):
             return F.interpolate(x, mode="nearest", **kw)
         if ctm in ("half_pixel", "pytorch_half_pixel") and nearest == "round_prefer_ceil":
@@ -76,6 +89,8 @@ def resize(ins, at, v):
     if mode == "cubic" and (at.get("cubic_coeff_a", -0.75) != -0.75 or at.get("exclude_outside", 0)):
         raise Error("Resize cubic needs cubic_coeff_a=-0.75 and exclude_outside=0 (torch's bicubic)",
                     type="frontend")
+    if off and mode == "linear":
+        return _gathered(x, sizes, scales, "linear", ctm, None)
     if ctm in ("half_pixel", "pytorch_half_pixel"):
         return F.interpolate(x, mode=torch_mode, align_corners=False, **kw)
     if ctm == "align_corners":
@@ -84,6 +99,12 @@ def resize(ins, at, v):
         return _gathered(x, sizes, scales, "linear", ctm, None)
     raise Error(f"Resize {mode} with coordinate_transformation_mode={ctm} is not supported "
                 "(supported: half_pixel, pytorch_half_pixel, align_corners)", type="frontend")
+
+
+def _out_size(n_in: int, scale: float) -> int:
+    """floor(input x scale) with the product in float32, as onnxruntime computes it (a
+    9 / 5 scale is 1.7999999523 in float32: times 5 it rounds to 9, not 8.99...)."""
+    return int(np.floor(np.float32(n_in) * np.float32(scale)))
 
 
 def _source(ctm: str, n_in: int, n_out: int, scale: float) -> np.ndarray:
@@ -119,15 +140,14 @@ def _gathered(x: torch.Tensor, sizes, scales, mode: str, ctm: str, nearest: str 
             n_out, scale = int(sizes[axis]), int(sizes[axis]) / n_in
         else:
             scale = scales[axis]
-            # floor(input x scale) with the product in float32, as onnxruntime computes it
-            # (a 9 / 5 scale is 1.7999999523 in float32: times 5 it rounds to 9, not 8.99...)
-            n_out = int(np.floor(np.float32(n_in) * np.float32(scale)))
+            n_out = _out_size(n_in, scale)
         if n_out == n_in and scale == 1.0:
             continue
         src = _source(ctm, n_in, n_out, scale)
         if mode == "nearest":
+            rule = ("ceil" if scale < 1 else "floor") if nearest == _SIMPLE else nearest
             rounded = {"round_prefer_floor": np.ceil(src - 0.5), "round_prefer_ceil": np.floor(src + 0.5),
-                       "floor": np.floor(src), "ceil": np.ceil(src)}[nearest]
+                       "floor": np.floor(src), "ceil": np.ceil(src)}[rule]
             index = np.clip(rounded, 0, n_in - 1).astype(np.int64)
             x = x.index_select(axis, torch.from_numpy(index))
             continue
