@@ -350,3 +350,51 @@ def test_hugging_face_exports_equal_onnxruntime(family, dynamo):
     np.testing.assert_allclose(anchors[out], ref, rtol=1e-4, atol=1e-5)
     with torch.no_grad():
         np.testing.assert_allclose(anchors[out], model(*ex).numpy(), rtol=1e-4, atol=1e-5)
+
+
+class _Wrapped(torch.nn.Module):
+    """A module whose forward is `fn(mods, x)` (exports of a few layers)."""
+
+    def __init__(self, fn, *mods):
+        super().__init__()
+        self.fn, self.mods = fn, torch.nn.ModuleList(mods)
+
+    def forward(self, x):
+        return self.fn(self.mods, x)
+
+
+@pytest.mark.parametrize("name,make,shape", [
+    ("gru", lambda: _Wrapped(lambda m, x: m[0](x)[0], torch.nn.GRU(6, 5, batch_first=True)), (2, 4, 6)),
+    ("conv_groupnorm_bilinear", lambda: _Wrapped(
+        lambda m, x: torch.nn.functional.interpolate(torch.nn.functional.silu(m[1](m[0](x))), scale_factor=2,
+                                                     mode="bilinear"),
+        torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.GroupNorm(2, 4)), (2, 3, 5, 5)),
+])
+def test_legacy_exports_train_like_pytorch(name, make, shape):
+    """Exported layers (opset 13) extended with a loss train in a TrainingSession as the
+    torch module trains: the loss of every step equal (the GRU's gates as ONNX's
+    reordered W/R/B initializers: SGD updates them element by element as torch's)."""
+    torch.manual_seed(0)
+    model = make()
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model.train(), (torch.randn(*shape),), f, dynamo=False, opset_version=13,
+                          input_names=["x"], output_names=["y"], training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False)
+    b = popart.Builder(f.getvalue())
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.mul(["y", "y"])], popart.ReductionType.Mean)
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [loss]), loss, popart.ConstSGD(0.1),
+                               deviceInfo=popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    s.weightsFromHost()
+    anchors = s.initAnchorArrays()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        x = torch.randn(*shape)
+        s.run(popart.PyStepIO({"x": x.numpy()}, anchors))
+        opt.zero_grad()
+        ref = (model(x) ** 2).mean()
+        ref.backward()
+        opt.step()
+        np.testing.assert_allclose(anchors[loss], ref.item(), rtol=1e-5)

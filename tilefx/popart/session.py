@@ -810,8 +810,11 @@ class _Session:
     def _load_optimizer_state(self, saved: dict[str, np.ndarray], what: str) -> None:
         """Start the optimizer from PopART's state initializers (state.py)."""
         names = self._onnx_names()
+        template = self._executor._optimizer_state()
+        if template is None:  # no optimizer state on this executor (it keeps none)
+            template = {"step": 0, "tensors": {}}
         try:
-            state = executor_optimizer_state(saved, self._executor._optimizer_state(), names, what)
+            state = executor_optimizer_state(saved, template, names, what)
             if state is not None:
                 self._executor._load_optimizer_state(state)
         except Error as e:
@@ -844,7 +847,10 @@ class _Session:
 
     def resetHostWeights(self, modelProtoOrFilename,
                          ignoreWeightsInModelWithoutCorrespondingHostWeight: bool = False) -> None:
-        """Load the weights of an ONNX model (file, bytes or proto) into the host's weights."""
+        """Load the weights of an ONNX model (file, bytes or proto) into the host's weights;
+        a prepared TrainingSession also takes the optimizer state the file holds
+        (modelToHost's Accl___ / Accl1___ / Accl2___ / Step___ initializers), as PopART
+        resets every tensor of the model it has."""
         try:
             proto = load_model(modelProtoOrFilename)
         except Error as e:
