@@ -110,6 +110,40 @@ def test_saved_optimizer_state_resumes_training_bit_for_bit(kind, tmp_path):
     assert not np.array_equal(run(restarted, loss, range(2, 5)), want[4:])
 
 
+def test_saved_state_resumes_with_accumulation_and_replicas(tmp_path):
+    """Two replicas, gradients accumulated over two micro-batches: Step___ counts weight
+    updates (one a run) and the resumed run equals the uninterrupted one."""
+    model, loss = classifier()
+
+    def make(m):
+        o = popart.SessionOptions()
+        o.enableGradientAccumulation, o.accumulationFactor = True, 2
+        o.enableReplicatedGraphs, o.replicatedGraphCount = True, 2
+        s = popart.TrainingSession(m, popart.DataFlow(1, [loss]), loss, OPTIMIZERS["adamw"](),
+                                   deviceInfo=popart.DeviceManager().createIpuModelDevice({"numIPUs": 2}),
+                                   userOptions=o)
+        s.prepareDevice()
+        return s
+
+    def steps(s, ks):
+        anchors = s.initAnchorArrays()
+        out = []
+        for k in ks:  # [accumulation, replicas, 4, 8]
+            s.run(popart.PyStepIO({"x": np.concatenate([XS[k], XS[k][::-1]]).reshape(2, 2, 4, 8),
+                                   "label": np.concatenate([LS[k], LS[k][::-1]]).reshape(2, 2, 4)}, anchors))
+            out.append(anchors[loss].copy())
+        return np.stack(out)
+
+    want = steps(make(model), range(4))
+    first = make(model)
+    got = [steps(first, range(2))]
+    path = str(tmp_path / "acc.onnx")
+    first.modelToHost(path)
+    assert weights(path)["Step___w"] == 2.0
+    got.append(steps(make(path), range(2, 4)))
+    np.testing.assert_array_equal(np.concatenate(got), want)
+
+
 def test_state_files_in_inference_reset_and_other_optimizers(tmp_path, capsys):
     model, loss = classifier()
     s = session(model, loss, OPTIMIZERS["adamw"]())
