@@ -151,11 +151,12 @@ def test_unsupported_operator_names_op_node_and_opset():
                                 popart.DeviceManager().createCpuDevice())
 
 
-def test_if_on_a_shape_condition_runs_its_branch_and_a_data_condition_is_a_clear_error():
+def test_if_on_shape_and_data_conditions_equals_onnxruntime():
     """The TorchScript exporter writes If nodes testing shapes (F.local_response_norm's
     Squeeze when a dimension is 1): the condition is known at compile time and the chosen
     branch runs inline, seeing the outer scope; equal to onnxruntime. An If on a value
-    computed from the inputs is data-dependent control flow: a clear error."""
+    computed from the inputs runs both branches and selects (equal to onnxruntime per
+    batch); branches whose outputs differ in shape are then a clear error."""
     model = torch.nn.LocalResponseNorm(3).eval()
     x = torch.randn(1, 5, 4, 4)
     f = io.BytesIO()
@@ -178,8 +179,29 @@ def test_if_on_a_shape_condition_runs_its_branch_and_a_data_condition_is_a_clear
                         helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="pick")],
                        [xi], [y], opset=13)
     data_cond.graph.initializer.append(numpy_helper.from_array(np.float32(0), "zero"))
-    with pytest.raises(popart.popart_exception, match=r"'pick' \(If\): its condition depends on graph inputs"):
-        popart.InferenceSession(data_cond.SerializeToString(), popart.DataFlow(1, ["y"]),
+    s = popart.InferenceSession(data_cond.SerializeToString(), popart.DataFlow(2, ["y"]),
+                                popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    xs = np.stack([np.full((2, 3), 0.5, np.float32), np.full((2, 3), -0.5, np.float32)])
+    xs[:, 0, 0] = [-1.0, 2.0]  # batch 0 sums positive, batch 1 negative
+    s.run(popart.PyStepIO({"x": xs}, anchors))
+    ref = ort.InferenceSession(data_cond.SerializeToString())
+    for k in range(2):  # each batch takes its own branch: Neg, then Abs
+        np.testing.assert_array_equal(anchors["y"][k], ref.run(None, {"x": xs[k]})[0])
+    np.testing.assert_array_equal(anchors["y"][0], -xs[0])
+    np.testing.assert_array_equal(anchors["y"][1], np.abs(xs[1]))
+    # both branches run, so their outputs must agree in shape and type
+    shorter = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["e"], keepdims=1)], "else", [],
+                                [helper.make_tensor_value_info("e", onnx.TensorProto.FLOAT, None)])
+    mismatch = _model([helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                       helper.make_node("Greater", ["s", "zero"], ["c"]),
+                       helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=shorter,
+                                        name="pick")], [xi], [y], opset=13)
+    mismatch.graph.initializer.append(numpy_helper.from_array(np.float32(0), "zero"))
+    with pytest.raises(popart.popart_exception, match=r"'pick' \(If\): its condition depends on graph "
+                                                      r"inputs.*\[2, 3\] in then_branch.*\[1, 1\] in else"):
+        popart.InferenceSession(mismatch.SerializeToString(), popart.DataFlow(1, ["y"]),
                                 popart.DeviceManager().createCpuDevice()).prepareDevice()
     # an unsupported operator inside a branch is named as any other
     bad = helper.make_graph([helper.make_node("Det", ["x"], ["t"], name="inner")], "then", [],

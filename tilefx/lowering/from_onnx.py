@@ -323,30 +323,43 @@ class OnnxModule(torch.nn.Module):
                 env[name] = v
 
     def _run_if(self, node: onnx.NodeProto, cond, env: dict) -> None:
-        """If with a condition known at compile time (the TorchScript exporter's tests of
-        shapes, e.g. Squeeze when a dimension is 1): the chosen branch's nodes run inline,
-        seeing the outer scope. A condition computed from graph inputs (data-dependent
-        control flow) is an error."""
+        """If. A condition known at compile time (the TorchScript exporter's tests of
+        shapes, e.g. Squeeze when a dimension is 1) picks the branch, whose nodes run
+        inline, seeing the outer scope. A condition computed from the graph inputs runs
+        both branches (ONNX branches have no side effects) and selects each output with
+        it, which needs the branches' outputs to have equal shapes and types."""
         name = node.name or "If"
-        if isinstance(cond, torch.Tensor) or cond is None:
-            raise Error(f"ONNX node {name!r} (If): its condition depends on graph inputs; tilefx runs "
-                        "If only when the condition is known at compile time (computed from shapes "
-                        "and constants)", type="frontend")
-        if np.asarray(cond).size != 1:
-            raise Error(f"ONNX node {name!r} (If): the condition must have one element, got shape "
-                        f"{np.asarray(cond).shape}", type="frontend")
+        if cond is None or (np.asarray(cond).size if not isinstance(cond, torch.Tensor) else cond.numel()) != 1:
+            raise Error(f"ONNX node {name!r} (If): the condition must have one element", type="frontend")
         branches = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
-        branch = branches["then_branch" if bool(np.asarray(cond).reshape(-1)[0]) else "else_branch"]
+        if not isinstance(cond, torch.Tensor):
+            taken = "then_branch" if bool(np.asarray(cond).reshape(-1)[0]) else "else_branch"
+            values = self._branch(node, branches[taken], env)
+        else:
+            then, other = (self._branch(node, branches[k], env) for k in ("then_branch", "else_branch"))
+            values = []
+            for k, (t, e) in enumerate(zip(then, other)):
+                t, e = _as_tensor(t), _as_tensor(e)
+                if t.shape != e.shape or t.dtype != e.dtype:
+                    raise Error(f"ONNX node {name!r} (If): its condition depends on graph inputs, so both "
+                                "branches run and each output is selected, which needs equal shapes and "
+                                f"types; output {k} is {t.dtype} {list(t.shape)} in then_branch and "
+                                f"{e.dtype} {list(e.shape)} in else_branch", type="frontend")
+                values.append(torch.where(cond.reshape(()).to(torch.bool), t, e))
+        for out, value in zip(node.output, values):
+            if out:
+                env[out] = value
+
+    def _branch(self, node: onnx.NodeProto, branch: onnx.GraphProto, env: dict) -> list:
+        """The outputs of an If branch run in a scope that sees the outer one."""
         scope = dict(env)
         scope.update({t.name: numpy_helper.to_array(t).copy() for t in branch.initializer})
         for inner in branch.node:
             self._run(inner, scope)
         if len(branch.output) != len(node.output):
-            raise Error(f"ONNX node {name!r} (If): the branch has {len(branch.output)} outputs, the node "
-                        f"{len(node.output)}", type="frontend")
-        for out, value in zip(node.output, branch.output):
-            if out:
-                env[out] = scope[value.name]
+            raise Error(f"ONNX node {node.name or 'If'!r} (If): the branch {branch.name!r} has "
+                        f"{len(branch.output)} outputs, the node {len(node.output)}", type="frontend")
+        return [scope[v.name] for v in branch.output]
 
     def _call(self, node, ins, at):
         ann = annotations_of(node)
