@@ -151,6 +151,68 @@ def test_unsupported_operator_names_op_node_and_opset():
                                 popart.DeviceManager().createCpuDevice())
 
 
+def test_if_on_shape_and_data_conditions_equals_onnxruntime():
+    """The TorchScript exporter writes If nodes testing shapes (F.local_response_norm's
+    Squeeze when a dimension is 1): the condition is known at compile time and the chosen
+    branch runs inline, seeing the outer scope; equal to onnxruntime. An If on a value
+    computed from the inputs runs both branches and selects (equal to onnxruntime per
+    batch); branches whose outputs differ in shape are then a clear error."""
+    model = torch.nn.LocalResponseNorm(3).eval()
+    x = torch.randn(1, 5, 4, 4)
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), f, dynamo=False, opset_version=13)
+    proto = f.getvalue()
+    assert "If" in {n.op_type for n in onnx.load_model_from_string(proto).graph.node}
+    got, ref, inp = run_session(proto, x.numpy())
+    np.testing.assert_allclose(got, ref.run(None, {inp: x.numpy()})[0], rtol=1e-5, atol=1e-6)
+
+    xi = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
+    then = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [2, 3])])
+    other = helper.make_graph([helper.make_node("Abs", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", onnx.TensorProto.FLOAT, [2, 3])])
+    data_cond = _model([helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                        helper.make_node("Greater", ["s", "zero"], ["c"]),
+                        helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="pick")],
+                       [xi], [y], opset=13)
+    data_cond.graph.initializer.append(numpy_helper.from_array(np.float32(0), "zero"))
+    s = popart.InferenceSession(data_cond.SerializeToString(), popart.DataFlow(2, ["y"]),
+                                popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    xs = np.stack([np.full((2, 3), 0.5, np.float32), np.full((2, 3), -0.5, np.float32)])
+    xs[:, 0, 0] = [-1.0, 2.0]  # batch 0 sums positive, batch 1 negative
+    s.run(popart.PyStepIO({"x": xs}, anchors))
+    ref = ort.InferenceSession(data_cond.SerializeToString())
+    for k in range(2):  # each batch takes its own branch: Neg, then Abs
+        np.testing.assert_array_equal(anchors["y"][k], ref.run(None, {"x": xs[k]})[0])
+    np.testing.assert_array_equal(anchors["y"][0], -xs[0])
+    np.testing.assert_array_equal(anchors["y"][1], np.abs(xs[1]))
+    # both branches run, so their outputs must agree in shape and type
+    shorter = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["e"], keepdims=1)], "else", [],
+                                [helper.make_tensor_value_info("e", onnx.TensorProto.FLOAT, None)])
+    mismatch = _model([helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                       helper.make_node("Greater", ["s", "zero"], ["c"]),
+                       helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=shorter,
+                                        name="pick")], [xi], [y], opset=13)
+    mismatch.graph.initializer.append(numpy_helper.from_array(np.float32(0), "zero"))
+    with pytest.raises(popart.popart_exception, match=r"'pick' \(If\): its condition depends on graph "
+                                                      r"inputs.*\[2, 3\] in then_branch.*\[1, 1\] in else"):
+        popart.InferenceSession(mismatch.SerializeToString(), popart.DataFlow(1, ["y"]),
+                                popart.DeviceManager().createCpuDevice()).prepareDevice()
+    # an unsupported operator inside a branch is named as any other
+    bad = helper.make_graph([helper.make_node("Det", ["x"], ["t"], name="inner")], "then", [],
+                            [helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [])])
+    nested = _model([helper.make_node("If", ["c"], ["y"], then_branch=bad, else_branch=other)], [xi], [y],
+                    opset=13)
+    nested.graph.initializer.append(numpy_helper.from_array(np.array(True), "c"))
+    with pytest.raises(Error, match=r"ai\.onnx::Det.*'inner'"):
+        OnnxModule(nested)
+
+
 def test_dynamic_dimension_is_a_clear_error():
     x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 3])
     y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 3])
@@ -310,3 +372,51 @@ def test_hugging_face_exports_equal_onnxruntime(family, dynamo):
     np.testing.assert_allclose(anchors[out], ref, rtol=1e-4, atol=1e-5)
     with torch.no_grad():
         np.testing.assert_allclose(anchors[out], model(*ex).numpy(), rtol=1e-4, atol=1e-5)
+
+
+class _Wrapped(torch.nn.Module):
+    """A module whose forward is `fn(mods, x)` (exports of a few layers)."""
+
+    def __init__(self, fn, *mods):
+        super().__init__()
+        self.fn, self.mods = fn, torch.nn.ModuleList(mods)
+
+    def forward(self, x):
+        return self.fn(self.mods, x)
+
+
+@pytest.mark.parametrize("name,make,shape", [
+    ("gru", lambda: _Wrapped(lambda m, x: m[0](x)[0], torch.nn.GRU(6, 5, batch_first=True)), (2, 4, 6)),
+    ("conv_groupnorm_bilinear", lambda: _Wrapped(
+        lambda m, x: torch.nn.functional.interpolate(torch.nn.functional.silu(m[1](m[0](x))), scale_factor=2,
+                                                     mode="bilinear"),
+        torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.GroupNorm(2, 4)), (2, 3, 5, 5)),
+])
+def test_legacy_exports_train_like_pytorch(name, make, shape):
+    """Exported layers (opset 13) extended with a loss train in a TrainingSession as the
+    torch module trains: the loss of every step equal (the GRU's gates as ONNX's
+    reordered W/R/B initializers: SGD updates them element by element as torch's)."""
+    torch.manual_seed(0)
+    model = make()
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model.train(), (torch.randn(*shape),), f, dynamo=False, opset_version=13,
+                          input_names=["x"], output_names=["y"], training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False)
+    b = popart.Builder(f.getvalue())
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.mul(["y", "y"])], popart.ReductionType.Mean)
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [loss]), loss, popart.ConstSGD(0.1),
+                               deviceInfo=popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    s.weightsFromHost()
+    anchors = s.initAnchorArrays()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        x = torch.randn(*shape)
+        s.run(popart.PyStepIO({"x": x.numpy()}, anchors))
+        opt.zero_grad()
+        ref = (model(x) ** 2).mean()
+        ref.backward()
+        opt.step()
+        np.testing.assert_allclose(anchors[loss], ref.item(), rtol=1e-5)

@@ -101,6 +101,70 @@ def test_resize(mode, ctm, extra, sizes):
     check([node], {"x": f32(2, 3, 4, 6)}, ["y"], inits, atol=1e-4)
 
 
+@pytest.mark.parametrize("mode,ctm,nearest,opset", [
+    ("nearest", "asymmetric", "round_prefer_floor", 13),
+    ("nearest", "half_pixel", "floor", 13),
+    ("nearest", "align_corners", "round_prefer_floor", 13),
+    ("nearest", "tf_half_pixel_for_nn", "ceil", 13),
+    ("nearest", "pytorch_half_pixel", "round_prefer_floor", 13),
+    ("linear", "asymmetric", None, 13),
+    ("linear", "half_pixel_symmetric", None, 19),
+])
+@pytest.mark.parametrize("resize", [[1, 1, 2, 1.5], [2, 3, 3, 10]])  # scales up; sizes down and up
+def test_resize_other_coordinate_transformations_and_nearest_modes(mode, ctm, nearest, opset, resize):
+    """The coordinate transformations torch's interpolate does not compute, as static
+    gathers (tilefx/lowering/onnx_resize.py), equal to onnxruntime."""
+    extra = {"nearest_mode": nearest} if nearest else {}
+    sizes = resize if isinstance(resize[-1], int) and resize[0] == 2 else None
+    inits = [helper.make_tensor("roi", F32, [0], [])]
+    if sizes is None:
+        inits.append(const("scales", np.array(resize, np.float32)))
+        ins = ["x", "roi", "scales"]
+    else:
+        inits += [helper.make_tensor("scales", F32, [0], []), const("sizes", np.array(sizes, np.int64))]
+        ins = ["x", "roi", "scales", "sizes"]
+    node = helper.make_node("Resize", ins, ["y"], mode=mode, coordinate_transformation_mode=ctm, **extra)
+    check([node], {"x": f32(2, 3, 4, 6)}, ["y"], inits, opset=opset, atol=1e-5)
+
+
+@pytest.mark.parametrize("opset", [10, 11])
+@pytest.mark.parametrize("scales", [[1, 1, 0.6, 0.5], [1, 1, 1.8, 1.5], [1, 1, 0.75, 2.5]])
+def test_resize_nearest_by_scales_sizes_and_opset10_rounding(opset, scales):
+    """Nearest by scales: the output size is floor(input x scale) in float32 as onnxruntime
+    computes it (5 x 1.8 is 9); Resize-10 (no nearest_mode) floors where an axis grows and
+    takes the ceiling where it shrinks, as onnxruntime."""
+    x = np.arange(2 * 3 * 5 * 6, dtype=np.float32).reshape(2, 3, 5, 6)
+    inits = [const("scales", np.array(scales, np.float32))]
+    ins = ["x", "scales"]
+    attrs = {"mode": "nearest"}
+    if opset >= 11:
+        inits.append(helper.make_tensor("roi", F32, [0], []))
+        ins = ["x", "roi", "scales"]
+        attrs["coordinate_transformation_mode"] = "asymmetric"
+    check_exact([helper.make_node("Resize", ins, ["y"], **attrs)], {"x": x}, ["y"], inits, opset=opset)
+
+
+def test_opset9_upsample_linear_export_and_scatter_equal_onnxruntime():
+    """torch.onnx.export at opset 9 writes bilinear interpolation as Upsample linear
+    (ONNX's asymmetric coordinates) and index_fill as the deprecated Scatter, folded at
+    compile time."""
+    import io
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            up = torch.nn.functional.interpolate(x, size=(7, 9), mode="bilinear", align_corners=False)
+            near = torch.nn.functional.interpolate(x, size=(7, 9), mode="nearest")  # scales 1.75, 1.8
+            return (up + near).index_fill(3, torch.tensor([0, 2]), 3.0)
+
+    f = io.BytesIO()
+    torch.onnx.export(M().eval(), (torch.randn(1, 2, 4, 5),), f, dynamo=False, opset_version=9)
+    model = onnx.load_model_from_string(f.getvalue())
+    assert {"Upsample", "Scatter"} <= {n.op_type for n in model.graph.node}
+    x = f32(1, 2, 4, 5)
+    got, ref = _run_both(model, {model.graph.input[0].name: x}, [model.graph.output[0].name])
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-5)
+
+
 def test_index_operators():
     x = f32(3, 4, 5)
     idx = RNG.integers(-4, 4, (3, 2, 5)).astype(np.int64)
@@ -367,10 +431,16 @@ def test_newer_opset_operators_equal_the_reference():
 
 
 def check_exact(nodes, inputs: dict, outs, inits=(), opset=18, reference="onnxruntime"):
-    """As `check`, and the dtypes equal onnxruntime's; integer and boolean results exactly."""
-    got, ref = _run_both(_model(nodes, inputs, outs, inits, opset), inputs, outs, reference)
+    """As `check`, and the dtypes equal onnxruntime's (PopART's INT32 for index outputs:
+    ArgMax/ArgMin, TopK's indices); integer and boolean results exactly."""
+    from tilefx.popart.builder import popart_int32_indices
+
+    model = _model(nodes, inputs, outs, inits, opset)
+    got, ref = _run_both(model, inputs, outs, reference)
+    int32 = popart_int32_indices(model)
     for name, g, r in zip(outs, got, ref):
-        assert g.dtype == r.dtype and g.shape == r.shape, (name, g.dtype, g.shape, r.dtype, r.shape)
+        want = np.dtype(np.int32) if name in int32 and r.dtype == np.int64 else r.dtype
+        assert g.dtype == want and g.shape == r.shape, (name, g.dtype, g.shape, r.dtype, r.shape)
         if r.dtype.kind in "biu":
             np.testing.assert_array_equal(g, r, err_msg=name)
         else:
@@ -436,15 +506,23 @@ def test_float_initializers_read_as_numbers_stay_compile_time_values():
                 opset=11)
 
 
-def test_a_pad_value_from_a_graph_input_is_a_clear_error():
+def test_pad_value_and_dropout_ratio_from_graph_inputs_run_and_range_bounds_are_a_clear_error():
+    """Pad's constant value and Dropout's ratio may be runtime values (they change no
+    shape): equal to onnxruntime; Range's bounds set its output's shape, so one from a
+    graph input is a clear error."""
+    x = f32(2, 3)
+    check_exact([helper.make_node("Pad", ["x", "p", "v"], ["y"])], {"x": x, "v": np.array(-2.5, np.float32)},
+                ["y"], inits=[const("p", np.array([0, 1, -1, 2], np.int64))], opset=13)
+    check_exact([helper.make_node("Dropout", ["x", "r"], ["y", "m"])], {"x": x, "r": np.array(0.4, np.float32)},
+                ["y", "m"], opset=13)  # inference: the identity and an all-True mask
     model = helper.make_model(helper.make_graph(
-        [helper.make_node("Pad", ["x", "p", "v"], ["y"])], "g",
-        [helper.make_tensor_value_info("x", F32, [2, 3]), helper.make_tensor_value_info("v", F32, [])],
-        [helper.make_empty_tensor_value_info("y")], [const("p", np.array([0, 1, 0, 1], np.int64))]),
+        [helper.make_node("Range", ["s", "l", "d"], ["y"])], "g",
+        [helper.make_tensor_value_info("l", F32, [])], [helper.make_empty_tensor_value_info("y")],
+        [helper.make_tensor("s", F32, [], [0.0]), helper.make_tensor("d", F32, [], [1.0])]),
         opset_imports=[helper.make_opsetid("", 13)])
     s = popart.InferenceSession(model.SerializeToString(), popart.DataFlow(1, ["y"]),
                                 popart.DeviceManager().createCpuDevice())
-    with pytest.raises(popart.popart_exception, match="Pad's constant_value must be known at compile time"):
+    with pytest.raises(popart.popart_exception, match="must be known at compile time"):
         s.prepareDevice()
 
 

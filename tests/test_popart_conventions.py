@@ -370,3 +370,44 @@ def test_builder_logical_ops_input_counts_and_subsample():
     for o, want in zip(outs, [pv & qv, pv | qv, pv ^ qv, ~pv]):
         np.testing.assert_array_equal(anchors[o], want)
     np.testing.assert_array_equal(anchors[sub], xv[::2, ::3, ::4, ::5])
+
+
+def test_index_outputs_are_int32_as_popart_types_them():
+    """PopART's ArgMax / ArgMin outputs and TopK indices are INT32 (its ArgExtremaOp and
+    TopKOp), where ONNX says INT64: the Builder and the sessions report and return them as
+    INT32 (also through shape-only operators), with onnxruntime's values; the graph still
+    computes with them (a Gather by the ArgMax indices)."""
+    import onnxruntime as ort
+
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [3, 7]), "x")
+    amax = b.aiOnnx.argmax([x], axis=1, keepdims=0)
+    amin = b.aiOnnx.argmin([x], axis=0, keepdims=1)
+    k = b.aiOnnx.constant(np.array([2], np.int64))
+    values, idx = b.aiOnnx.topk([x, k], axis=1)
+    flat = b.aiOnnx.reshape([idx, b.aiOnnx.constant(np.array([-1], np.int64))])
+    picked = b.aiOnnx.gather([b.aiOnnx.transpose([x]), amax], axis=0)
+    b.addOutputTensor(amax)
+    proto = b.getModelProto()
+    # the model itself stays ONNX: its ArgMax output is INT64
+    (out,) = onnx.load_from_string(proto).graph.output
+    assert out.type.tensor_type.elem_type == onnx.TensorProto.INT64
+    for t in (amax, amin, idx, flat):
+        assert b.getTensorDtypeString(t) == "int32"
+    assert b.getTensorDtypeString(values) == "float32"
+
+    anchors_ = [amax, amin, values, idx, flat, picked]
+    s = popart.InferenceSession(proto, popart.DataFlow(1, anchors_), popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    xv = RNG.standard_normal((3, 7)).astype(np.float32)
+    s.run(popart.PyStepIO({x: xv}, anchors))
+    model = onnx.load_from_string(proto)
+    del model.graph.output[:]
+    model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(t) for t in anchors_)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {x: xv})
+    for t, w in zip(anchors_, want):
+        assert anchors[t].dtype == (np.int32 if t in (amax, amin, idx, flat) else np.float32), t
+        assert s.getInfo(t).data_type_lcase() == anchors[t].dtype.name
+        np.testing.assert_array_equal(anchors[t], w.astype(anchors[t].dtype), err_msg=t)

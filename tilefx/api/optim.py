@@ -10,7 +10,10 @@ ops from:
     {type, loss_scaling, variable: [names], groups: [{lr, momentum, ...}],
      max_grad_norm?, accum_type?, velocity_accum_type? (SGD),
      first_order_momentum_accum_type?, second_order_momentum_accum_type?,
-     use_combined_accum?, bias_correction?, use_tf_variant?}
+     use_combined_accum?, bias_correction?, use_tf_variant?, infinity_norm?}
+
+(`infinity_norm`: an Adam / AdamW whose `infinity_norm` attribute is set,
+PopART's AdaMax, which tilefx.popart's Adam builds; no PopTorch argument.)
 
 (accumulation types as "float16" / "float32"; absent for torch.optim
 optimizers: the state then has the weight's type).
@@ -57,7 +60,7 @@ GROUP_HYPERS = HYPERS
 # attributes fixed at compile time whatever the variable marks say: they
 # change the program's structure (state tensors, their types, the variant)
 STRUCTURAL = ("use_combined_accum", "accum_type", "velocity_accum_type", "first_order_momentum_accum_type",
-              "second_order_momentum_accum_type", "bias_correction", "use_tf_variant")
+              "second_order_momentum_accum_type", "bias_correction", "use_tf_variant", "infinity_norm")
 
 
 class VariableAttributes:
@@ -229,6 +232,7 @@ class Adam(_Optimizer, torch.optim.Adam):
         self._init_tilefx(local, {
             "loss_scaling": 1.0 if loss_scaling is None else float(loss_scaling),
             "bias_correction": True if bias_correction is None else bool(bias_correction),
+            "infinity_norm": False,  # PopART's AdaMax (tilefx.popart sets it)
             "accum_type": accum_type,
             "first_order_momentum_accum_type": first,
             "second_order_momentum_accum_type": second,
@@ -442,6 +446,8 @@ def optimizer_config(opt: torch.optim.Optimizer, param_names: dict[int, str]) ->
             cfg["use_combined_accum"] = combined
         if kind in ("adam", "adamw", "lamb"):
             cfg["bias_correction"] = bool(opt.bias_correction)
+        if kind in ("adam", "adamw") and getattr(opt, "infinity_norm", False):
+            cfg["infinity_norm"] = True
         if kind == "rmsprop":
             cfg["use_tf_variant"] = bool(opt.use_tf_variant)
         # accumulators: the gradient's type unless given; state: float32 unless given

@@ -384,7 +384,9 @@ ADAM_HYPERS = ("beta1", "beta2", "eps", "weight_decay")
 
 
 class AdamOp(IRDLOperation):
-    """One Adam / AdamW update (`decoupled` selects AdamW's weight decay)."""
+    """One Adam / AdamW update (`decoupled` selects AdamW's weight decay;
+    `infinity_norm` PopART's AdaMax: `exp_avg_sq` holds max(beta2 u, |g|) and
+    the update divides by it plus eps)."""
 
     name = "ipu.adam"
     weight = operand_def(TensorType)
@@ -407,6 +409,7 @@ class AdamOp(IRDLOperation):
     decoupled = prop_def(BoolAttr)
     bias_correction = prop_def(BoolAttr)
     grad_scale = prop_def(FloatAttr)
+    infinity_norm = opt_prop_def(BoolAttr)
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
     assembly_format = (
         "$weight `,` $grad `,` $exp_avg `,` $exp_avg_sq `step` $step `lr` $lr "

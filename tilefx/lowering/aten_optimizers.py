@@ -21,7 +21,7 @@ The numpy kernels (backend/kernels/ipu.py) follow the single-tensor
 operation order with numpy ufuncs, on one core. These kernels take their
 signature and fall back to them for what they do not cover: float16/float64
 weights or state, PopTorch's combined SGD variant (velocity scaling),
-loss-scaled gradients and Adam without bias correction.
+loss-scaled gradients, Adam without bias correction and PopART's AdaMax.
 """
 
 from __future__ import annotations
@@ -120,6 +120,7 @@ def make(torch):
         for k, (vals, props, inplace) in enumerate(members):
             weight, grad, exp_avg, exp_avg_sq, step, lr, b1_var, b2_var, eps_var, wd_var = vals
             if props.get("grad_scale", 1.0) != 1.0 or not props.get("bias_correction") or \
+                    props.get("infinity_norm") or \
                     not _f32(weight, grad, exp_avg, exp_avg_sq):
                 out[k] = numpy_adam(*vals, **props, inplace=inplace)
                 continue

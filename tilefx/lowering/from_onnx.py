@@ -148,8 +148,9 @@ def _shape_of(vi: onnx.ValueInfoProto) -> tuple[list[int], np.dtype]:
 
 
 def check_supported(model: onnx.ModelProto) -> None:
-    """Every node's operator has a conversion, else an Error naming op type, node and opset."""
-    for i, node in enumerate(model.graph.node):
+    """Every node's operator has a conversion, else an Error naming op type, node and opset
+    (the nodes of If's branches too)."""
+    for i, node in enumerate(_all_nodes(model.graph)):
         if not onnx_ops.supported(node.domain, node.op_type):
             domain = node.domain or "ai.onnx"
             raise Error(f"unsupported ONNX operator {domain}::{node.op_type} (node "
@@ -158,6 +159,16 @@ def check_supported(model: onnx.ModelProto) -> None:
         if node.op_type == "Constant" and any(a.name == "sparse_value" for a in node.attribute):
             # PopART's message; onnx's evaluator cannot fold it and tilefx has no sparse tensors
             raise Error("The Constant op attribute 'sparse_value' is not supported.", type="frontend")
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    """The graph's nodes and, after each If, its branches' (recursively)."""
+    for node in graph.node:
+        yield node
+        if node.op_type == "If":
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    yield from _all_nodes(a.g)
 
 
 class OnnxModule(torch.nn.Module):
@@ -291,6 +302,9 @@ class OnnxModule(torch.nn.Module):
 
     def _run(self, node: onnx.NodeProto, env: dict) -> None:
         ins = [env[i] if i else None for i in node.input]
+        if node.op_type == "If" and node.domain in ("", "ai.onnx"):
+            self._run_if(node, ins[0], env)
+            return
         at = _attrs(node)
         if node.op_type == "Split" and "num_outputs" not in at:
             at["_num_outputs"] = len(node.output)
@@ -307,6 +321,45 @@ class OnnxModule(torch.nn.Module):
         for name, v in zip(node.output, outs):
             if name:
                 env[name] = v
+
+    def _run_if(self, node: onnx.NodeProto, cond, env: dict) -> None:
+        """If. A condition known at compile time (the TorchScript exporter's tests of
+        shapes, e.g. Squeeze when a dimension is 1) picks the branch, whose nodes run
+        inline, seeing the outer scope. A condition computed from the graph inputs runs
+        both branches (ONNX branches have no side effects) and selects each output with
+        it, which needs the branches' outputs to have equal shapes and types."""
+        name = node.name or "If"
+        if cond is None or (np.asarray(cond).size if not isinstance(cond, torch.Tensor) else cond.numel()) != 1:
+            raise Error(f"ONNX node {name!r} (If): the condition must have one element", type="frontend")
+        branches = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
+        if not isinstance(cond, torch.Tensor):
+            taken = "then_branch" if bool(np.asarray(cond).reshape(-1)[0]) else "else_branch"
+            values = self._branch(node, branches[taken], env)
+        else:
+            then, other = (self._branch(node, branches[k], env) for k in ("then_branch", "else_branch"))
+            values = []
+            for k, (t, e) in enumerate(zip(then, other)):
+                t, e = _as_tensor(t), _as_tensor(e)
+                if t.shape != e.shape or t.dtype != e.dtype:
+                    raise Error(f"ONNX node {name!r} (If): its condition depends on graph inputs, so both "
+                                "branches run and each output is selected, which needs equal shapes and "
+                                f"types; output {k} is {t.dtype} {list(t.shape)} in then_branch and "
+                                f"{e.dtype} {list(e.shape)} in else_branch", type="frontend")
+                values.append(torch.where(cond.reshape(()).to(torch.bool), t, e))
+        for out, value in zip(node.output, values):
+            if out:
+                env[out] = value
+
+    def _branch(self, node: onnx.NodeProto, branch: onnx.GraphProto, env: dict) -> list:
+        """The outputs of an If branch run in a scope that sees the outer one."""
+        scope = dict(env)
+        scope.update({t.name: numpy_helper.to_array(t).copy() for t in branch.initializer})
+        for inner in branch.node:
+            self._run(inner, scope)
+        if len(branch.output) != len(node.output):
+            raise Error(f"ONNX node {node.name or 'If'!r} (If): the branch {branch.name!r} has "
+                        f"{len(branch.output)} outputs, the node {len(node.output)}", type="frontend")
+        return [scope[v.name] for v in branch.output]
 
     def _call(self, node, ins, at):
         ann = annotations_of(node)
@@ -372,13 +425,22 @@ def _serialized(ins, ann):
 RANDOM_OPS = ("Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli")
 
 
+# deprecated operators folded as the operator that replaced them (and its first opset):
+# opset 9's Scatter is opset 11's ScatterElements (torch.onnx.export writes it for index_fill)
+_FOLD_AS = {"Scatter": ("ScatterElements", 11)}
+
+
 def _fold(node: onnx.NodeProto, ins: list, opsets: dict[str, int]):
     """Evaluate a node whose inputs are all known at compile time, at the opset
     versions of its model (`opsets`: domain -> version; an opset-11 Unsqueeze
     takes its axes as an attribute, an opset-13 one as an input)."""
     from onnx.reference import ReferenceEvaluator
 
-    one = helper.make_node(node.op_type, [f"i{k}" if x is not None else "" for k, x in enumerate(ins)],
+    op_type = node.op_type
+    if node.domain in ("", "ai.onnx") and op_type in _FOLD_AS:  # a deprecated name the evaluator lacks
+        op_type, version = _FOLD_AS[op_type]
+        opsets = {**opsets, "": max(opsets.get("", version), version)}
+    one = helper.make_node(op_type, [f"i{k}" if x is not None else "" for k, x in enumerate(ins)],
                            [f"o{k}" if o else "" for k, o in enumerate(node.output)], domain=node.domain)
     one.attribute.extend(a for a in node.attribute if a.name not in _ANNOTATIONS)
     inputs = [helper.make_tensor_value_info(f"i{k}", helper.np_dtype_to_tensor_dtype(np.asarray(x).dtype),

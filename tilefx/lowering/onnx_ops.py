@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from tilefx.errors import Error
 from tilefx.lowering import onnx_ops_more, onnx_recurrent
+from tilefx.lowering.onnx_resize import resize
 from tilefx.lowering.onnx_values import _axis, _ints, _t
 
 GRAPHCORE_DOMAIN = "ai.graphcore"
@@ -384,7 +385,9 @@ def _pad(ins, at, v):
     torch's F.pad (negative pads crop); reflect, edge and wrap gather each padded
     axis with a static index (numpy's np.pad of the positions gives it), so any
     axis of any rank pads, where torch's reflect/replicate take the trailing
-    dimensions of 2- to 5-d inputs only."""
+    dimensions of 2- to 5-d inputs only. A constant_value computed from graph
+    inputs (a runtime value: the shapes do not depend on it) fills the padding
+    through a static mask of it."""
     x = _t(ins[0])
     mode = at.get("mode", "constant")
     if v < 11:
@@ -393,7 +396,11 @@ def _pad(ins, at, v):
         pads = _ints(ins[1])
         cv = ins[2] if len(ins) > 2 else None
         empty = cv is None or (not isinstance(cv, torch.Tensor) and np.asarray(cv).size == 0)
-        value = 0 if empty else _scalar(cv, "Pad's constant_value")
+        if isinstance(cv, torch.Tensor) and cv.numel() != 1:
+            raise Error(f"Pad's constant_value must have one element, got shape {tuple(cv.shape)}",
+                        type="frontend")
+        value = 0 if empty else cv.reshape(()).to(x.dtype) if isinstance(cv, torch.Tensor) else \
+            _scalar(cv, "Pad's constant_value")
     n = x.dim()
     axes = _ints(ins[3]) if v >= 18 and len(ins) > 3 and ins[3] is not None else list(range(n))
     axes = [_axis(a, n) for a in axes]
@@ -407,7 +414,11 @@ def _pad(ins, at, v):
         flat = []
         for i in reversed(range(n)):
             flat += [begin[i], end[i]]
-        return F.pad(x, flat, value=value)
+        if not isinstance(value, torch.Tensor):
+            return F.pad(x, flat, value=value)
+        # where the input lands (padding x's positions with False, cropping as x is)
+        inside = torch.from_numpy(np.ones(tuple(x.shape), np.bool_))
+        return torch.where(F.pad(inside, flat, value=False), F.pad(x, flat, value=0), value)
     if mode not in ("reflect", "edge", "wrap"):
         raise Error(f"Pad mode {mode!r} is not an ONNX value (constant, reflect, edge, wrap)",
                     type="frontend")
@@ -438,9 +449,21 @@ def _gelu(ins, at, v):
 
 
 def _dropout(ins, at, v, training: bool):
+    """Dropout: the ratio an attribute (< 12) or an input, known at compile time or
+    computed from graph inputs (a runtime value: `_dropout_runtime`); outside
+    training (or at ratio 0) the identity, with an all-True mask."""
     x = _t(ins[0])
-    ratio = at.get("ratio", 0.5) if v < 12 else (
-        float(_scalar(ins[1], "Dropout's ratio")) if len(ins) > 1 and ins[1] is not None else 0.5)
+    ratio = at.get("ratio", 0.5) if v < 12 else ins[1] if len(ins) > 1 and ins[1] is not None else 0.5
+    if isinstance(ratio, torch.Tensor):
+        if ratio.numel() != 1:
+            raise Error(f"Dropout's ratio must have one element, got shape {tuple(ratio.shape)}",
+                        type="frontend")
+        if not training:
+            ratio = 0.0
+        else:
+            return _dropout_runtime(x, ratio.reshape(()).to(x.dtype), at.get("_num_outputs", 1) > 1)
+    elif v >= 12:
+        ratio = float(_scalar(ratio, "Dropout's ratio"))
     if at.get("_num_outputs", 1) < 2:
         return F.dropout(x, ratio, training=training) if training and ratio > 0 else x
     # the mask output too: True where x is kept (everywhere without dropout); of
@@ -452,6 +475,15 @@ def _dropout(ins, at, v, training: bool):
         return y, keep.to(x.dtype)
     # the op F.dropout traces to in training (the same draw), with its keep-mask
     return torch.native_dropout(x, ratio, True)
+
+
+def _dropout_runtime(x: torch.Tensor, ratio: torch.Tensor, with_mask: bool):
+    """Training dropout at a ratio the graph computes: each element kept with
+    probability 1 - ratio (a Bernoulli draw from the session's random streams)
+    and scaled by 1 / (1 - ratio), as torch's dropout."""
+    keep = torch.bernoulli((1 - ratio).expand(x.shape)).to(torch.bool)
+    y = torch.where(keep, x / (1 - ratio), torch.zeros((), dtype=x.dtype))
+    return (y, keep) if with_mask else y  # (an input ratio: opset 12 or later, a bool mask)
 
 
 def _reduction(x: torch.Tensor, reduction: int) -> torch.Tensor:
@@ -589,58 +621,6 @@ def _conv_transpose(ins, at, v):
         crop += [-begin[i], -end[i] + out_pad[i]]
     y = F.pad(y, crop)
     return y if b is None else y + b.reshape([1, -1] + [1] * n)
-
-
-def _resize(ins, at, v):
-    """Resize over the spatial dimensions, as the torch.interpolate modes that give
-    ONNX's coordinate transformation; other combinations are a clear error."""
-    x = _t(ins[0])
-    if v < 11:
-        scales_arg, sizes_arg = ins[1], None
-    else:
-        scales_arg = ins[2] if len(ins) > 2 else None
-        sizes_arg = ins[3] if len(ins) > 3 else None
-    sizes = _ints(sizes_arg) if sizes_arg is not None and np.asarray(sizes_arg).size else None
-    scales = [float(s) for s in np.asarray(scales_arg).reshape(-1)] \
-        if scales_arg is not None and np.asarray(scales_arg).size and sizes is None else None
-    if isinstance(scales_arg, torch.Tensor) or isinstance(sizes_arg, torch.Tensor):
-        raise Error("Resize scales and sizes must be known at compile time", type="frontend")
-    if "axes" in at:
-        raise Error("Resize with axes is not supported", type="frontend")
-    spatial = x.dim() - 2
-    lead = sizes[:2] if sizes is not None else scales[:2] if scales is not None else None
-    if lead is None:
-        raise Error("Resize needs scales or sizes", type="frontend")
-    if (sizes is not None and list(lead) != list(x.shape[:2])) or (scales is not None and lead != [1.0, 1.0]):
-        raise Error("Resize of the batch or channel dimension is not supported", type="frontend")
-    kw = {"size": sizes[2:]} if sizes is not None else {"scale_factor": scales[2:]}
-    mode = at.get("mode", "nearest")
-    ctm = at.get("coordinate_transformation_mode", "half_pixel" if v >= 11 else "asymmetric")
-    if at.get("antialias", 0):
-        raise Error("Resize with antialias is not supported", type="frontend")
-    if mode == "nearest":
-        nearest = at.get("nearest_mode", "round_prefer_floor")
-        if ctm == "asymmetric" and (nearest == "floor" or v < 11):
-            return F.interpolate(x, mode="nearest", **kw)
-        if ctm in ("half_pixel", "pytorch_half_pixel") and nearest == "round_prefer_ceil":
-            return F.interpolate(x, mode="nearest-exact", **kw)
-        raise Error(f"Resize nearest with coordinate_transformation_mode={ctm} and nearest_mode={nearest} "
-                    "is not supported (supported: asymmetric + floor, half_pixel + round_prefer_ceil)",
-                    type="frontend")
-    torch_mode = {("linear", 1): "linear", ("linear", 2): "bilinear", ("linear", 3): "trilinear",
-                  ("cubic", 2): "bicubic"}.get((mode, spatial))
-    if torch_mode is None:
-        raise Error(f"Resize mode {mode!r} over {spatial} spatial dimension(s) is not supported",
-                    type="frontend")
-    if mode == "cubic" and (at.get("cubic_coeff_a", -0.75) != -0.75 or at.get("exclude_outside", 0)):
-        raise Error("Resize cubic needs cubic_coeff_a=-0.75 and exclude_outside=0 (torch's bicubic)",
-                    type="frontend")
-    if ctm in ("half_pixel", "pytorch_half_pixel"):
-        return F.interpolate(x, mode=torch_mode, align_corners=False, **kw)
-    if ctm == "align_corners":
-        return F.interpolate(x, mode=torch_mode, align_corners=True, **kw)
-    raise Error(f"Resize {mode} with coordinate_transformation_mode={ctm} is not supported "
-                "(supported: half_pixel, pytorch_half_pixel, align_corners)", type="frontend")
 
 
 def _index(idx, size: int) -> torch.Tensor:
@@ -924,7 +904,7 @@ OPS = {
     "Acos": _unary(torch.acos), "Sinh": _unary(torch.sinh), "Cosh": _unary(torch.cosh),
     "IsNaN": _unary(torch.isnan), "Round": _unary(torch.round),
     "Range": lambda ins, at, v: torch.arange(*(_scalar(x, "Range's start, limit and delta") for x in ins)),
-    "ConvTranspose": _conv_transpose, "Resize": _resize,
+    "ConvTranspose": _conv_transpose, "Resize": resize,
     "GatherElements": _gather_elements, "ScatterElements": _scatter_elements, "ScatterND": _scatter_nd,
     "GatherND": _gather_nd, "OneHot": _one_hot, "DepthToSpace": _depth_to_space,
     "SpaceToDepth": _space_to_depth, "Hardmax": _hardmax, "ArgMin": _arg_extreme(torch.argmin),
@@ -982,7 +962,8 @@ GRAPHCORE_OPS = {"IdentityLoss": _identityloss, "L1": _l1loss, "Nll": _nllloss,
 # float operands that are settings, not weights: initializers feeding them stay
 # compile-time values (numpy arrays) instead of becoming parameters, as do the
 # inputs of the STATIC_ONLY operators (Range's bounds, ...); `_scalar` and `_ints`
-# read them, and say so clearly if one depends on a graph input
+# read them, and say so clearly if one depends on a graph input (Pad's constant
+# value and Dropout's ratio may: they do not change shapes, and run as tensors then)
 STATIC_INPUTS = {"Resize": (1, 2), "OneHot": (1, 2), "Clip": (1, 2), "Upsample": (1,), "Pad": (2,),
                  "Dropout": (1,)}
 
@@ -998,7 +979,12 @@ def _fold(fn, ins):
     return out
 
 
+# control flow the ONNX module runs itself (from_onnx.OnnxModule._run_if: a condition
+# known at compile time picks the branch)
+CONTROL_FLOW = {"If"}
+
+
 def supported(domain: str, op_type: str) -> bool:
     if domain in ("", "ai.onnx"):
-        return op_type in OPS or op_type in TRAINING_OPS or op_type in STATIC_ONLY
+        return op_type in OPS or op_type in TRAINING_OPS or op_type in STATIC_ONLY or op_type in CONTROL_FLOW
     return domain == GRAPHCORE_DOMAIN and op_type in GRAPHCORE_OPS

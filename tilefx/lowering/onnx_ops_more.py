@@ -33,12 +33,13 @@ def _upsample(ins, at, v):
     mode = at.get("mode", "nearest")
     if isinstance(mode, bytes):
         mode = mode.decode()
-    if mode == "nearest":
-        return F.interpolate(x, scale_factor=scales[2:], mode="nearest", recompute_scale_factor=False)
     from tilefx.lowering import onnx_ops  # the Resize conversion (onnx_ops imports this module)
 
+    if mode not in ("nearest", "linear"):
+        raise Error(f"Upsample mode {mode!r} is not an ONNX value (nearest, linear)", type="frontend")
     return onnx_ops.OPS["Resize"]([x, None, np.asarray(scales, np.float32)],
-                                  {"mode": "linear", "coordinate_transformation_mode": "asymmetric"}, 13)
+                                  {"mode": mode, "coordinate_transformation_mode": "asymmetric",
+                                   "nearest_mode": "floor"}, 13)
 
 
 def _lp_pool(ins, at, v):

@@ -285,6 +285,8 @@ class TrainingStepPass(ModulePass):
                     props["bias_correction"] = BoolAttr.from_bool(
                         bool(cfg.get("bias_correction", groups[g].get("bias_correction", True))))
                     props["grad_scale"] = scale
+                    if cfg.get("infinity_norm"):  # PopART's AdaMax
+                        props["infinity_norm"] = BoolAttr.from_bool(True)
                     cls = ipu.AdamOp
                 segs = [1, 1, 1, 1, 1, 1] + [len(x) for x in var_ops]
                 upd = cls.build(

@@ -10,8 +10,12 @@ PopTorch side.
 
 from tilefx.popart.builder import DEFAULT_OPSET, Builder, ReductionType, TensorInfo
 from tilefx.popart.dataflow import (
+    ACCL1_PREFIX,
+    ACCL2_PREFIX,
+    ACCL_PREFIX,
     ACCUM_PREFIX,
     GRADIENT_PREFIX,
+    STEP_PREFIX,
     AnchorReturnType,
     AnchorReturnTypeId,
     DataFlow,
@@ -52,11 +56,11 @@ from tilefx.popart.optimizers import (
     WeightDecayMode,
 )
 from tilefx.popart.patterns import Patterns, PatternsLevel
+from tilefx.popart.report import Report
 from tilefx.popart.session import (
     AccumulateOuterFragmentSchedule,
     InferenceSession,
     InputShapeInfo,
-    Report,
     SessionOptions,
     SubgraphCopyingStrategy,
     SyntheticDataMode,
@@ -78,6 +82,26 @@ def reservedGradientPrefix() -> str:
 
 def reservedAccumPrefix() -> str:
     return ACCUM_PREFIX
+
+
+def reservedAcclPrefix() -> str:
+    """SGD's momentum of weight w is saved as reservedAcclPrefix() + w (popart/state.py)."""
+    return ACCL_PREFIX
+
+
+def reservedAccl1Prefix() -> str:
+    """Adam's / LAMB's first moment of weight w: reservedAccl1Prefix() + w."""
+    return ACCL1_PREFIX
+
+
+def reservedAccl2Prefix() -> str:
+    """Adam's / LAMB's second moment (AdaMax's infinity norm) of weight w."""
+    return ACCL2_PREFIX
+
+
+def reservedStepPrefix() -> str:
+    """The number of weight updates of weight w: reservedStepPrefix() + w (a float scalar)."""
+    return STEP_PREFIX
 
 
 def versionString() -> str:
@@ -133,7 +157,11 @@ __all__ = [
     "poplar_unknown_runtime_error",
     "poplar_unrecoverable_runtime_error",
     "poplibs_exception",
+    "reservedAccl1Prefix",
+    "reservedAccl2Prefix",
+    "reservedAcclPrefix",
     "reservedAccumPrefix",
     "reservedGradientPrefix",
+    "reservedStepPrefix",
     "versionString",
 ]

@@ -607,8 +607,10 @@ class Builder:
         return self._info(self._proto(outputs_typed=False), tensorId).shape()
 
     def getTensorDtypeString(self, tensorId: str) -> str:
+        """The tensor's type as PopART gives it (INT32 indices: popart_typed)."""
         self._check(tensorId, "getTensorDtypeString")
-        return self._info(self._proto(outputs_typed=False), tensorId).data_type_lcase()
+        model = self._proto(outputs_typed=False)
+        return popart_typed(model, {tensorId: self._info(model, tensorId)})[tensorId].data_type_lcase()
 
     def getInputTensorIds(self) -> list[str]:
         return [i.name for i in self._inputs] + list(self._initializers)
@@ -693,4 +695,35 @@ def tensor_infos(model: onnx.ModelProto, tensors: list[str], input_shapes: dict 
             raise popart_exception(f"cannot infer the shape of {what}: {type(e).__name__}: {e}") from None
         for t, (dtype, shape) in zip(rest, values):
             out[t] = TensorInfo(torch.empty(0, dtype=dtype).numpy().dtype, shape)
+    return out
+
+
+def popart_typed(model: onnx.ModelProto, infos: dict[str, TensorInfo]) -> dict[str, TensorInfo]:
+    """`tensor_infos`' ONNX types as PopART reports them (the model itself keeps ONNX's)."""
+    int32 = popart_int32_indices(model)
+    return {t: TensorInfo(np.int32, i.shape()) if t in int32 and i.np_dtype == np.int64 else i
+            for t, i in infos.items()}
+
+
+# PopART's index outputs are INT32 where ONNX says INT64 (its ArgExtremaOp and TopKOp
+# setup); the ONNX frontend computes them as ONNX does and sessions report and return
+# them in PopART's type (the values are the same)
+_INT32_INDEX_OUTPUTS = {"ArgMax": 0, "ArgMin": 0, "TopK": 1}
+# operators whose output has their first input's type: an index tensor stays INT32 through them
+_TYPE_OF_INPUT0 = {"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Expand",
+                   "Slice", "Gather", "Tile"}
+
+
+def popart_int32_indices(model: onnx.ModelProto) -> set[str]:
+    """The tensors PopART types INT32 and ONNX INT64: ArgMax / ArgMin outputs and TopK
+    indices, and what shape-only operators make of them."""
+    out: set[str] = set()
+    for n in model.graph.node:
+        if n.domain not in ("", "ai.onnx"):
+            continue
+        k = _INT32_INDEX_OUTPUTS.get(n.op_type)
+        if k is not None and len(n.output) > k and n.output[k]:
+            out.add(n.output[k])
+        elif n.op_type in _TYPE_OF_INPUT0 and n.input and n.input[0] in out:
+            out.update(o for o in n.output[:1] if o)
     return out

@@ -14,13 +14,22 @@ from collections.abc import Callable
 
 import numpy as np
 
+# PopART's name of the gradient of tensor `t`: GRADIENT_PREFIX + t (popart.reservedGradientPrefix()),
+# defined where PopTorch's anchors (Options.anchorTensor) name gradients the same way
+from tilefx.api.anchors import GRADIENT as GRADIENT_PREFIX
 from tilefx.popart.errors import popart_exception
 
 # -- DataFlow ---------------------------------------------------------------
-# PopART's name of the gradient of tensor `t`: GRADIENT_PREFIX + t (popart.reservedGradientPrefix())
-GRADIENT_PREFIX = "Gradient___"
 # PopART's name of weight w's gradient accumulator: ACCUM_PREFIX + w (popart.reservedAccumPrefix())
 ACCUM_PREFIX = "Accum___"
+# PopART's names of a weight w's optimizer state, saved by modelToHost as initializers
+# (popart.reservedAcclPrefix() + w, ...): SGD's momentum, Adam's / LAMB's first and second
+# moments, the count of weight updates
+ACCL_PREFIX = "Accl___"
+ACCL1_PREFIX = "Accl1___"
+ACCL2_PREFIX = "Accl2___"
+STEP_PREFIX = "Step___"
+OPTIMIZER_STATE_PREFIXES = (ACCL_PREFIX, ACCL1_PREFIX, ACCL2_PREFIX, STEP_PREFIX)
 
 
 class AnchorReturnTypeId(enum.Enum):

@@ -16,7 +16,9 @@ optimizers of the PopTorch side (`to_tilefx`): the same `ipu.sgd` /
 decay added to the gradient, momentum with dampening, optional Nesterov);
 Adam with WeightDecayMode.Decay is AdamW (decoupled decay), with
 L2Regularization it is Adam; AdamMode.Lamb is LAMB; the *NoBias modes drop
-the bias correction.
+the bias correction; AdamMode.AdaMax is PopART's AdaMax (the infinity norm
+max(beta2 u, |g|) in place of the second moment, no bias correction of it,
+w -= lr (m / (1 - beta1^t)) / (u + eps): backend/kernels/ipu.py `_adamax`).
 """
 
 from __future__ import annotations
@@ -215,8 +217,9 @@ class Adam(Optimizer):
         if isinstance(params, (int, float)):
             params = {"defaultLearningRate": (float(params), False)}
         super().__init__(params)
-        if not isinstance(mode, AdamMode) or mode == AdamMode.AdaMax:
-            raise popart_exception(f"Adam: mode {mode} is not supported (Adam, AdamNoBias, Lamb, LambNoBias)")
+        if not isinstance(mode, AdamMode):
+            raise popart_exception(f"Adam: mode {mode!r} is not a popart.AdamMode (Adam, AdamNoBias, AdaMax, "
+                                   "Lamb, LambNoBias)")
         self.mode = mode
         self.weight_decay_mode = WeightDecayMode(weight_decay_mode)
 
@@ -228,7 +231,7 @@ class Adam(Optimizer):
         from tilefx.api.optim import Adam as TilefxAdam
 
         lamb = self.mode in (AdamMode.Lamb, AdamMode.LambNoBias)
-        bias = self.mode in (AdamMode.Adam, AdamMode.Lamb)
+        bias = self.mode in (AdamMode.Adam, AdamMode.Lamb, AdamMode.AdaMax)  # AdaMax: the first moment's
         groups = []
         for names, t in self.tables(list(params)):
             g = {"params": [params[n] for n in names], "lr": t["defaultLearningRate"].val(),
@@ -248,6 +251,7 @@ class Adam(Optimizer):
             opt = AdamW(groups, **common)
         else:
             opt = TilefxAdam(groups, **common)
+        opt.infinity_norm = self.mode == AdamMode.AdaMax
         _mark(opt, self, {"defaultBeta1": "betas", "defaultBeta2": "betas", "defaultEps": "eps",
                           "defaultWeightDecay": "weight_decay"})
         return opt

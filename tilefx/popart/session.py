@@ -37,7 +37,7 @@ from tilefx.dialects.names import (
 from tilefx.errors import Error
 from tilefx.lowering.from_onnx import OnnxModule, load_model
 from tilefx.lowering.tracing_state import GradientOutputs
-from tilefx.popart.builder import ReductionType, TensorInfo, tensor_infos
+from tilefx.popart.builder import ReductionType, TensorInfo, popart_typed, tensor_infos
 from tilefx.popart.dataflow import (
     ACCUM_PREFIX,
     GRADIENT_PREFIX,
@@ -58,6 +58,15 @@ from tilefx.popart.errors import (
 from tilefx.popart.logger import getLogger
 from tilefx.popart.optimizers import Optimizer
 from tilefx.popart.patterns import check_patterns
+from tilefx.popart.report import Report
+from tilefx.popart.state import (
+    executor_optimizer_state,
+    optimizer_state_initializers,
+    rng_state_words,
+    set_rng_state_words,
+    split_optimizer_state,
+    unused_state,
+)
 
 _session_log = getLogger("session")
 _devicex_log = getLogger("devicex")
@@ -237,6 +246,8 @@ class _Session:
             self._proto = load_model(fnModel)
         except Error as e:
             raise popart_exception(e.message) from None
+        # PopART's optimizer state initializers (modelToHost's): a TrainingSession starts from them
+        self._proto, self._saved_state = split_optimizer_state(self._proto)
         g = self._proto.graph
         inits = {t.name for t in g.initializer}
         known = inits | {i.name for i in g.input} | {o for n in g.node for o in n.output}
@@ -345,7 +356,7 @@ class _Session:
                           if a not in self._info_cache]
                 given = {n: (sh, d) for n, (sh, d) in self._module.input_info.items()}
                 if wanted:
-                    self._info_cache.update(tensor_infos(self._proto, wanted, given))
+                    self._info_cache.update(popart_typed(self._proto, tensor_infos(self._proto, wanted, given)))
             for a in [tensorId, *self._dataflow.anchors()]:  # a gradient: its tensor's shape and type
                 if a != _ungrad(a) and _ungrad(a) in self._info_cache:
                     self._info_cache[a] = self._info_cache[_ungrad(a)]
@@ -458,6 +469,8 @@ class _Session:
                                    f"{self.deviceInfo.numIpus}")
         if self._training:
             self._compiled_optimizer = self._optimizer
+            if self._saved_state:
+                self._load_optimizer_state(self._saved_state, "TrainingSession")
         self._prepared = True
         if loadEngine:
             self.loadEngineAndConnectStreams()
@@ -599,6 +612,23 @@ class _Session:
         if isinstance(seedValue, bool) or not isinstance(seedValue, (int, np.integer)) or seedValue < 0:
             raise popart_exception(f"setRandomSeed expects a non-negative int, got {seedValue!r}")
         self._executor._seed_random(int(seedValue))
+
+    def getRNGState(self) -> list[int]:
+        """The random generators' state: uint32 words, each replica's in turn
+        (state.py); needs SessionOptions.enableLoadAndOffloadRNGState, as PopART."""
+        self._check_rng("getRNGState")
+        return rng_state_words(self._executor._replica_rngs)
+
+    def setRNGState(self, rngState) -> None:
+        """Continue the random streams from a getRNGState list (of this session's size)."""
+        self._check_rng("setRNGState")
+        set_rng_state_words(self._executor._replica_rngs, rngState)
+
+    def _check_rng(self, what: str) -> None:
+        self._check_prepared(what)
+        if not self.options.enableLoadAndOffloadRNGState:
+            raise popart_exception(f"{what}: set SessionOptions.enableLoadAndOffloadRNGState = True to "
+                                   "load and offload the random generators' state")
 
     def _params(self) -> dict:
         m = self._module
@@ -771,8 +801,33 @@ class _Session:
         with torch.no_grad():
             t.copy_(torch.from_numpy(np.array(value, dtype=t.detach().numpy().dtype, copy=True, order="C")))
 
+    def _onnx_names(self) -> dict[str, str]:
+        """The executor's parameter names -> the weights' ONNX names (a TrainingSession's
+        module is _WithLoss, holding the graph as `inner`)."""
+        lead = "inner." if self._training else ""
+        return {lead + path: name for name, path in self._module.path.items()}
+
+    def _load_optimizer_state(self, saved: dict[str, np.ndarray], what: str) -> None:
+        """Start the optimizer from PopART's state initializers (state.py)."""
+        names = self._onnx_names()
+        template = self._executor._optimizer_state()
+        if template is None:  # no optimizer state on this executor (it keeps none)
+            template = {"step": 0, "tensors": {}}
+        try:
+            state = executor_optimizer_state(saved, template, names, what)
+            if state is not None:
+                self._executor._load_optimizer_state(state)
+        except Error as e:
+            raise popart_exception(e.message) from None
+        for name in unused_state(saved, state, names):
+            _session_log.warn("%s: ignoring the optimizer state %r, which the session's %s optimizer "
+                              "does not keep", what, name, self._optimizer.kind())
+
     def modelToHost(self, fn: str) -> None:
-        """Write the ONNX model with the device's current weights to file `fn`."""
+        """Write the ONNX model with the device's current weights to file `fn`, and
+        in a TrainingSession the optimizer's state as PopART's initializers
+        (Accl___w, Accl1___w, Accl2___w, Step___w: state.py), which a
+        TrainingSession built from the file resumes from."""
         _session_log.trace("Session::modelToHost")
         if self._prepared:
             self._executor.copyWeightsToHost()
@@ -782,6 +837,9 @@ class _Session:
             if init.name in self._module.path:
                 arr = self._module.tensor(init.name).detach().numpy()
                 init.CopyFrom(numpy_helper.from_array(np.asarray(arr, order="C"), init.name))
+        if self._training and self._executor is not None:
+            model.graph.initializer.extend(
+                optimizer_state_initializers(self._executor._optimizer_state(), self._onnx_names()))
         try:
             onnx.save(model, fn)
         except OSError as e:
@@ -789,11 +847,17 @@ class _Session:
 
     def resetHostWeights(self, modelProtoOrFilename,
                          ignoreWeightsInModelWithoutCorrespondingHostWeight: bool = False) -> None:
-        """Load the weights of an ONNX model (file, bytes or proto) into the host's weights."""
+        """Load the weights of an ONNX model (file, bytes or proto) into the host's weights;
+        a prepared TrainingSession also takes the optimizer state the file holds
+        (modelToHost's Accl___ / Accl1___ / Accl2___ / Step___ initializers), as PopART
+        resets every tensor of the model it has."""
         try:
             proto = load_model(modelProtoOrFilename)
         except Error as e:
             raise popart_exception(f"resetHostWeights: {e.message}") from None
+        state = {}
+        if self._training and self._executor is not None and self._executor._optimizer_state() is not None:
+            proto, state = split_optimizer_state(proto)  # the session keeps these tensors too
         missing = [i.name for i in proto.graph.initializer if i.name not in self._module.path]
         if missing and not ignoreWeightsInModelWithoutCorrespondingHostWeight:
             # checked before any weight changes; PopART's message first (its reset_host_weights test)
@@ -803,6 +867,8 @@ class _Session:
         for init in proto.graph.initializer:
             if init.name in self._module.path:
                 self._set_host(init.name, numpy_helper.to_array(init), "resetHostWeights")
+        if state:
+            self._load_optimizer_state(state, "resetHostWeights")
 
     # -- reports ---------------------------------------------------------
     def getSummaryReport(self, resetProfile: bool = True) -> str:
@@ -838,31 +904,6 @@ class _Session:
         """tilefx: the compiled IR ("import", "graph" or "device")."""
         self._check_prepared("getIr")
         return self._executor.ir(level)
-
-
-class Report:
-    """A profile of the simulated machine: `compilation` (target and memory per IPU) and
-    `execution` (cycles, stage cycles, timeline; None when profiling is not enabled).
-    `profile` is the full tilefx Profile (tilefx.backend.profile) when enabled."""
-
-    def __init__(self, profile, enabled: bool, runs: int, device: DeviceInfo):
-        summary = profile.summary()
-        self.compilation = {
-            "target": {"type": device.type.value, "numIPUs": profile.num_ipus,
-                       "tilesPerIPU": profile.machine.tiles, "machine": profile.machine.name,
-                       "bytesPerTile": profile.machine.bytes_per_tile},
-            "memory": summary["memory"],
-        }
-        self.execution = None
-        self.profile = profile if enabled else None
-        if enabled:
-            self.execution = {"runs": runs, "cyclesPerRun": profile.total_cycles,
-                              "secondsPerRun": profile.seconds, "stageCycles": summary["stage_cycles"],
-                              "cyclesByOp": summary["cycles_by_op"], "strategy": profile.strategy}
-
-    def __repr__(self) -> str:
-        state = "with" if self.execution is not None else "without"
-        return f"Report({self.compilation['target']}, {state} execution profile)"
 
 
 class InferenceSession(_Session):

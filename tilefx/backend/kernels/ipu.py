@@ -153,6 +153,35 @@ def sgd(weight, grad, lr, velocity, step, momentum_var, dampening_var, weight_de
     return np.subtract(w, step_, out=step_).astype(weight.dtype, copy=False), new_velocity
 
 
+def _adamax(weight, g, exp_avg, exp_avg_sq, ct, lr, beta1, beta2, eps, weight_decay, decoupled, bc1):
+    """PopART's AdaMax (AdamMode.AdaMax): Adam with the infinity norm in place
+    of the second moment, without its bias correction, eps outside the max:
+
+        m = b1 m + (1 - b1) g;   u = max(b2 u, |g|)
+        w -= lr (m / (1 - b1^t)) / (u + eps)
+
+    weight decay decoupled (w *= 1 - lr wd first, PopART's Decay) or added to
+    the gradient (L2Regularization)."""
+    w = weight.astype(ct, copy=False)
+    if weight_decay:
+        if decoupled:
+            w = w * ct(1.0 - lr * weight_decay)
+        else:
+            g = g + ct(weight_decay) * w
+    m0, u0 = exp_avg.astype(ct, copy=False), exp_avg_sq.astype(ct, copy=False)
+    m = np.subtract(g, m0)
+    m *= ct(1.0 - beta1)
+    m += m0
+    new_m, m = _store(m, exp_avg)
+    u = np.maximum(u0 * ct(beta2), np.abs(g))
+    new_u, u = _store(u, exp_avg_sq)
+    upd = u + ct(eps)
+    np.divide(m, upd, out=upd)
+    upd *= ct(lr / bc1)
+    np.subtract(w, upd, out=upd)
+    return upd.astype(weight.dtype, copy=False), new_m, new_u
+
+
 def _all_of_type(ct, *arrays) -> bool:
     """Every array given (None: absent) is of the compute type: in-place
     updates need no conversion."""
@@ -194,16 +223,21 @@ def _sgd_in_place(weight, g, lr, velocity, step, momentum, one_minus_dampening, 
 
 def adam(weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var, eps_var,
          weight_decay_var, *, beta1=None, beta2=None, eps=None, weight_decay=None,
-         decoupled, bias_correction, grad_scale, inplace=False):
+         decoupled, bias_correction, grad_scale, infinity_norm=False, inplace=False):
     """torch.optim.Adam / AdamW, in the same operation order. `inplace`: the
     executor owns `weight`, `exp_avg` and `exp_avg_sq` (IN_PLACE_OPERANDS):
-    they are updated in place, same operations, one temporary."""
+    they are updated in place, same operations, one temporary.
+    `infinity_norm`: PopART's AdaMax (`_adamax`)."""
     ct = _ct(weight)
     beta1, beta2 = _hp(beta1_var, beta1), _hp(beta2_var, beta2)
     eps, weight_decay = _hp(eps_var, eps), _hp(weight_decay_var, weight_decay)
     g = _grad(grad, grad_scale, ct)
     lr_f = float(lr)
     t = float(step)
+    if infinity_norm:
+        bc1 = 1.0 - beta1 ** t if bias_correction else 1.0
+        return _adamax(weight, g, exp_avg, exp_avg_sq, ct, lr_f, beta1, beta2, eps, weight_decay,
+                       decoupled, bc1)
     if bias_correction:
         bc1 = 1.0 - beta1 ** t
         bc2_sqrt = (1.0 - beta2 ** t) ** 0.5
