@@ -195,7 +195,7 @@ class _Returns(nn.Module):
 
 def test_outputs_never_share_memory_with_what_the_executor_keeps():
     """Outputs are handed over without a copy only when nothing else holds
-    them (api/executor.py _fresh_outputs): a weight, a view of one, the input
+    them (api/host_arrays.py fresh_outputs): a weight, a view of one, the input
     and an updated buffer come back as copies, and writing into any output
     changes neither the model nor the next call."""
     torch.manual_seed(0)
@@ -281,15 +281,15 @@ class _Views(nn.Module):
 @pytest.mark.parametrize("training", [False, True])
 def test_an_output_viewing_a_result_comes_without_a_copy_and_shares_nothing(training, monkeypatch):
     """A view of a kernel's result that no other output shares is handed over
-    as it is (api/executor.py _fresh_outputs); views of one result seen by two
+    as it is (api/host_arrays.py fresh_outputs); views of one result seen by two
     outputs, of the input or of a constant are copies: no output shares
     memory with another, with the input or with the next call's."""
     import tilefx.api.executor as api_executor
 
     torch.manual_seed(0)
     copies = []
-    copied = api_executor._copied
-    monkeypatch.setattr(api_executor, "_copied", lambda v: copies.append(tuple(v.shape)) or copied(v))
+    copied = api_executor.copied
+    monkeypatch.setattr(api_executor, "copied", lambda v: copies.append(tuple(v.shape)) or copied(v))
     m = _Views()
     ref = copy.deepcopy(m)
     if training:

@@ -16,16 +16,12 @@ outputs are returned in the same order, reduced as the output mode says.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import logging
 import os
-import sys
 import time
 import weakref
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,10 +30,15 @@ from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, Module
 from xdsl.utils.exceptions import VerifyException
 
 from tilefx.api.logs import CompileProgress
-from tilefx.api import anchors
 from tilefx.api.anchors import Anchors
-from tilefx.api.enums import CommGroupType, ConnectionType, HalfFloatCastingBehavior, OutputMode, ReductionType
-from tilefx.errors import Error, error_also
+from tilefx.api.host_arrays import (copied, copy_into, fresh_outputs, held_alone, input_np, same_memory, to_np,
+                                   viewable, weight_tensor)
+from tilefx.api.outputs import Outputs
+from tilefx.api.program import Program, role_list
+from tilefx.api.readouts import MachineReadouts
+from tilefx.api.weight_update import WeightUpdates
+from tilefx.api.enums import CommGroupType, ConnectionType, HalfFloatCastingBehavior, OutputMode
+from tilefx.errors import Error
 from tilefx.gcpause import gc_paused
 from tilefx.api.options import Options, OptionsAssertionError
 from tilefx.api.optim import SGD, optimizer_config
@@ -56,7 +57,6 @@ from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import StageOp
 from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
 from tilefx.passes.loss_scaling import LossScalingPass
-from tilefx.passes.training_step import TrainingStepPass
 from tilefx.dialects.irutil import find_func, from_py, to_py
 from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, MEMORY_PROPORTION_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
 
@@ -87,114 +87,12 @@ class _HostVersion:
         return cls.counter
 
 
-@dataclass
-class _Program:
-    """What one compilation produced: IR at each level and compiled functions."""
-
-    traced: TracedGraph
-    import_module: ModuleOp
-    module: ModuleOp
-    main: CompiledFunction
-    update: CompiledFunction | None
-    main_args: list[tuple[str, Any]]
-    main_results: list[tuple[str, Any]]
-    update_args: list[tuple[str, Any]] = field(default_factory=list)
-    update_results: list[tuple[str, Any]] = field(default_factory=list)
-    input_shapes: list[tuple] = field(default_factory=list)  # micro-batch shapes
-    input_dtypes: list[np.dtype] = field(default_factory=list)
-    compile_seconds: float = 0.0
-
-    @functools.cached_property
-    def main_donatable(self) -> list[int]:
-        """main's argument positions an executor may give up (_held_alone)."""
-        return [i for i, (kind, _) in enumerate(self.main_args) if kind == "accum"]
-
-    @functools.cached_property
-    def update_donatable(self) -> list[int]:
-        """update's argument positions an executor may give up (_held_alone)."""
-        return [i for i, (kind, _) in enumerate(self.update_args) if kind in ("param", "state")]
-
-    @functools.cached_property
-    def trained(self) -> list[str]:
-        """The weights whose gradients main accumulates."""
-        return [n for k, n in self.main_args if k == "accum"]
-
-    @functools.cached_property
-    def out_index(self) -> list[int]:
-        """Positions of main's results that are the model's outputs."""
-        return [i for i, (k, _) in enumerate(self.main_results) if k == "output"]
-
-    @functools.cached_property
-    def one_replica(self) -> bool:
-        """Whether `PoplarExecutor._run_one` covers main's arguments and
-        results (not loss scaling statistics, nor writes into the caller's
-        inputs)."""
-        return all(k in ("param", "buffer", "input", "const", "hyper", "accum") for k, _ in self.main_args) \
-            and all(k in ("output", "buffer", "accum") for k, _ in self.main_results)
-
-    @functools.cached_property
-    def outputs_only(self) -> bool:
-        """Whether every result of main is a model output (an inference
-        program: no buffers nor accumulators to keep)."""
-        return all(k == "output" for k, _ in self.main_results)
-
-    @functools.cached_property
-    def one_plain_output(self) -> bool:
-        """Whether the model returns one tensor, as the IR holds it (not
-        bfloat16): `_structured` hands it back as it is."""
-        spec = self.traced.out_spec
-        return len(self.out_index) == 1 and self.traced.num_outputs == 1 and \
-            not self.traced.out_consts and not self.main.bf16_results and \
-            (spec is None or spec.num_leaves == 1 and spec.is_leaf())
-
-    @functools.cached_property
-    def tuple_output(self) -> bool:
-        """The model returns a plain tuple of tensors (an output and its loss),
-        each an output result in order: `_structured` would rebuild it as is."""
-        spec, n = self.traced.out_spec, self.traced.num_outputs
-        return spec is not None and spec.type is tuple and spec.num_leaves == n and \
-            all(spec.child(i).is_leaf() for i in range(spec.num_children)) and \
-            not self.traced.out_consts and not self.main.bf16_results and self.out_ids == list(range(n))
-
-    @functools.cached_property
-    def lean_args(self) -> list[tuple[str, Any, bool]]:
-        """main's arguments as `_run_one` fills them: (kind, key, whether it
-        passes a tensor: main's `tensor_args`, read only by ATen's direct
-        steps). Only for an inference program, whose results come back as
-        they are (`tensors=True`): an argument returned as a result is then
-        the very object passed, which `_fresh_outputs` copies; converted to a
-        new array it would pass for fresh and alias the input or the weight."""
-        return [(kind, key, self.outputs_only and i in self.main.tensor_args)
-                for i, (kind, key) in enumerate(self.main_args)]
-
-    @functools.cached_property
-    def out_ids(self) -> list[int]:
-        """The model output index of each of those."""
-        return [self.main_results[i][1] for i in self.out_index]
-
-
 def _generate(self, *args, **kwargs):
     """The model's `generate()`, each of its model calls on the simulated IPU
     (api/generation.py)."""
     from tilefx.api.generation import generate
 
     return generate(self, *args, **kwargs)
-
-
-def _role_list(roles: list[dict]) -> list[tuple[str, Any]]:
-    out = []
-    for r in roles:
-        for key in ("param", "buffer", "input", "const", "accum", "output", "grad", "state", "hyper",
-                    "als_upper", "mutated_input"):
-            if key in r:
-                out.append((key, r[key]))
-                break
-        else:
-            if r.get("step"):
-                out.append(("step", None))
-            else:
-                raise Error(f"function argument/result without a tilefx role: {r}")
-    return out
 
 
 def _no_backward(*_args, **_kwargs):
@@ -222,7 +120,7 @@ def _guard_backward(out) -> None:
 _MODULE_STATE = frozenset(torch.nn.Module().__dict__)
 
 
-class PoplarExecutor:
+class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
     """A model wrapped for the simulated IPU (seeds/000 4.2.3).
 
     The executor is the model, as in PopTorch: an instance of a class made at
@@ -278,16 +176,16 @@ class PoplarExecutor:
         if training and optimizer is None:
             optimizer = SGD(model.parameters(), lr=0.01)
         self._optimizer = optimizer
-        self._program: _Program | None = None
+        self._program: Program | None = None
         self._call: CallSpec | None = None  # how the compiled call bound its arguments
         self._recorded_call: CallSpec | None = None  # the call an executable file recorded
         self._weights: dict[str, np.ndarray] = {}
         # weights that are their parameter's memory: name -> (a weak reference
         # to the array, the parameter, its data pointer and shape then). The
         # write-back tells by identity that such a weight needs no copy, where
-        # comparing the memory (_same_memory) cost ~8 us a weight on cold
+        # comparing the memory (same_memory) cost ~8 us a weight on cold
         # caches. (Weak: a reference held here would make the update copy
-        # the weight instead of writing it in place, _held_alone.)
+        # the weight instead of writing it in place, held_alone.)
         self._aliased: dict[str, tuple] = {}
         # a weight's tensor for main (_run_one): name -> (the array it views, the tensor)
         self._weight_tensors: dict[str, tuple[np.ndarray, torch.Tensor]] = {}
@@ -300,7 +198,7 @@ class PoplarExecutor:
         self._host_seen: tuple = ()  # (snapshot, _HostVersion.counter) at the last sync check
         self._groups_checked: tuple = ()  # (snapshot, replicaGrouping calls) at the last check
         self._fast_call: tuple | None = None  # (forward function, argument count): see _remember_call
-        self._one_call_for: _Program | None = None  # the program _one_call was decided for
+        self._one_call_for: Program | None = None  # the program _one_call was decided for
         self._one_call = False
         self._destroyed = False
         self._attached = False  # set by the first call and attachToDevice, cleared by detachFromDevice
@@ -476,7 +374,7 @@ class PoplarExecutor:
             for n in self._program.traced.params:
                 w, p = self._weights.get(n), snap.named_p.get(n)
                 if isinstance(w, np.ndarray) and w.base is not None \
-                        and not isinstance(w.base, np.ndarray) and (p is None or not _same_memory(p, w)):
+                        and not isinstance(w.base, np.ndarray) and (p is None or not same_memory(p, w)):
                     self._weights[n] = w.copy()
         self._aliased_in = snap
 
@@ -525,7 +423,7 @@ class PoplarExecutor:
             _check_not_meta([(n, named_p[n]) for n in self._program.traced.params] +
                             [(n, named_b[n]) for n in self._program.traced.buffers])
             for n in self._program.traced.params:
-                if self._training and n not in self._groups.names and _viewable(named_p[n]):
+                if self._training and n not in self._groups.names and viewable(named_p[n]):
                     # the executor's weight is the parameter's own memory: the
                     # in-place optimizer updates write the host model's weights,
                     # and the write-back after each step has nothing to copy
@@ -534,9 +432,9 @@ class PoplarExecutor:
                     self._aliased[n] = (weakref.ref(self._weights[n]), t, t.data_ptr(), t.shape)
                 else:
                     self._aliased.pop(n, None)
-                    self._weights[n] = self._groups.to_device(n, _to_np(named_p[n]))
+                    self._weights[n] = self._groups.to_device(n, to_np(named_p[n]))
             for n in self._program.traced.buffers:
-                self._device_buffers[n] = _to_np(named_b[n])
+                self._device_buffers[n] = to_np(named_b[n])
             if self._dist is not None:  # the processes compare their weights at the next call
                 self._dist.weights_reloaded = True
         self._host_version = _HostVersion.latest(self._host_tensors())
@@ -636,42 +534,7 @@ class PoplarExecutor:
         if pending is not None:
             self._load_optimizer_state(pending)
 
-    def ir(self, level: str = "graph", locations: bool = False) -> str:
-        """The IR text: "import" (straight from the trace), "graph" (after the graph
-        passes) or "device" (lowered to the tile dialect, with mappings and costs);
-        `locations=True` prints each op's source location (`loc("model.py":12:0)`)."""
-        if self._program is None:
-            raise Error("the model is not compiled yet: call it or compile() first")
-        if locations and level in ("import", "graph"):
-            import io
 
-            from xdsl.printer import Printer
-
-            out = io.StringIO()
-            module = self._program.import_module if level == "import" else self._program.module
-            if isinstance(module, str):  # loaded from an executable file: text only
-                return str(module)
-            Printer(stream=out, print_debuginfo=True).print_op(module)
-            return out.getvalue()
-        if level == "import":
-            return str(self._program.import_module)
-        if level == "graph":
-            return str(self._program.module)
-        if level == "device":
-            from tilefx.lowering.to_device import lower_to_device  # the tile dialect: only for this view
-
-            device = self._program.module.clone()
-            loc = self._options.TensorLocations.optimizer
-            lower_to_device(device, machine(self._options.machine),
-                            optimizer_off_chip=loc is not None and loc.on_chip is False)
-            return str(device)
-        raise Error(f"unknown IR level {level!r}: expected 'import', 'graph' or 'device'")
-
-    @property
-    def compile_seconds(self) -> float:
-        return self._program.compile_seconds if self._program else 0.0
-
-    # -- batching ---------------------------------------------------------
     def _factors(self) -> tuple[int, int, int, int]:
         o = self._options
         return (o.device_iterations, o.replication_factor, o.input_group_size,
@@ -861,13 +724,13 @@ class PoplarExecutor:
         self._als_upper = 0
         self._als_lower = 0
         main_fn = find_func(module, "main")
-        program = _Program(
+        program = Program(
             traced=traced, import_module=import_module, module=module,
             main=CompiledFunction(main_fn, self._rng,
                                   stochastic_rounding=bool(self._options.Precision.stochastic_rounding),
                                   half_partials=self._options.Precision.partials_type == torch.float16),
             update=None,
-            main_args=_role_list(arg_roles(main_fn)), main_results=_role_list(result_roles(main_fn)),
+            main_args=role_list(arg_roles(main_fn)), main_results=role_list(result_roles(main_fn)),
             input_shapes=input_shapes, input_dtypes=input_dtypes)
         if self._training:
             self._build_update(program, compile_only=True)
@@ -909,7 +772,7 @@ class PoplarExecutor:
             raise
         self._write_back()
 
-    def _make_profile(self, program: _Program) -> Profile:
+    def _make_profile(self, program: Program) -> Profile:
         D, R, _, G = self._factors()
         loc = self._options.TensorLocations.optimizer
         update_fn = find_func(program.module, "update") if self._training else None
@@ -922,131 +785,6 @@ class PoplarExecutor:
             process_id=self._options.Distributed.processId,
             host_io=not self._options.synthetic_data)
 
-    @property
-    def profile(self) -> Profile:
-        """The machine model's view of this program: cycles, timeline, memory."""
-        if self._program is None:
-            raise Error("the model is not compiled yet: call it or compile() first")
-        return self._profile
-
-    def getAnchoredTensor(self, short_name: str) -> torch.Tensor:
-        """The value an anchored tensor (Options.anchorTensor) had in the last call."""
-        held = self.__dict__.get("_anchors")
-        if held is None:
-            if short_name in self._options.anchored_tensors:
-                raise Error(f"getAnchoredTensor({short_name!r}): the model has not run yet")
-            raise Error(f"getAnchoredTensor: no tensor is anchored as {short_name!r} "
-                        "(Options.anchorTensor(short_name, long_name), before the model compiles)")
-        return held.get(short_name)
-
-    def getTensorNames(self) -> list[str]:
-        """The names of the program's tensors a user can anchor
-        (Options.anchorTensor): the parameters, and in training the gradients
-        (Gradient___<name>) and updated values (UpdatedVar___<name>) of the
-        trained ones, with the inputs' names. PopTorch asserts the model is
-        compiled."""
-        if self._program is None:
-            raise error_also(AssertionError)("Model must be compiled before calling getTensorNames",
-                                             type="api")
-        names = [n for n, _ in self._user_model.named_parameters()]
-        if self._training:
-            trained = set(self._program.trained)
-            names += [f"{prefix}{n}" for prefix in (anchors.GRADIENT, anchors.UPDATED)
-                      for n in names if n in trained]
-        if self._call is not None:
-            names += list(self._call.tensor_names())
-        return names
-
-    def cycleCount(self) -> int:
-        """Cycles of the last run on the simulated IPUs (needs Options.logCycleCount(True))."""
-        if not self._options.log_cycle_count:
-            raise Error("cycle count logging is disabled: use Options.logCycleCount(True)")
-        if not self._has_run:
-            raise Error("cycleCount: the model has not run yet")
-        return self._profile.total_cycles
-
-    # -- attaching and the performance counters (PopTorch's PoplarExecutor) --
-    def isAttachedToDevice(self) -> bool:
-        """True once compiled and attached (a call attaches; detachFromDevice detaches)."""
-        return self._program is not None and not self._destroyed and self._attached
-
-    def detachFromDevice(self) -> None:
-        """Release the (simulated) IPUs, reading the trained weights back to the
-        host first, as PopTorch does; the next call attaches again (PopTorch:
-        ``if not self._is_attached: self.attachToDevice()``)."""
-        self._check_alive()
-        if self._program is None:
-            raise Error("Model has not been compiled or has been destroyed.")
-        if not self._attached:
-            raise Error("Device is not attached")
-        if self._training:
-            self._write_back()
-        self._attached = False
-
-    def attachToDevice(self) -> None:
-        """Attach to the (simulated) IPUs again after detachFromDevice."""
-        self._check_alive()
-        if self._program is None:
-            raise Error("Model has not been compiled or has been destroyed.")
-        if self._attached:
-            raise Error("Device is already attached")
-        self._attached = True
-
-    def getPerfCounters(self) -> dict[str, list[list[float]]]:
-        """PopTorch's performance counters of the last call, from the machine
-        model's timeline: for each input (``input``, ``input_complete``) and each
-        output (``output``, ``output_complete``), one time in seconds per
-        micro-batch streamed (the reference point is the start of the call).
-        Before any run: ``[[]]`` for each key, as PopTorch returns."""
-        keys = ("input", "input_complete", "output", "output_complete")
-        if self._program is None or not self._has_run:
-            return {k: [[]] for k in keys}
-        prof = self._profile
-        repeats = prof.updates_per_call if self._training else 1
-
-        def times(direction: str, edge: str) -> list[float]:
-            steps = sorted((t for t in prof.timeline if t.kind == "host" and t.direction == direction),
-                           key=lambda t: t.start)
-            return [prof.machine.seconds(r * prof.cycles_per_update + getattr(t, edge))
-                    for r in range(repeats) for t in steps]
-
-        counts = {"in": len(self._compiled_inputs), "out": self._program.traced.num_outputs}
-        out = {}
-        for key, direction, edge in (("input", "in", "start"), ("input_complete", "in", "end"),
-                                     ("output", "out", "start"), ("output_complete", "out", "end")):
-            values = times(direction, edge)
-            out[key] = [list(values) for _ in range(counts[direction])] if values and counts[direction] else [[]]
-        return out
-
-    def _latency(self, from_event: str, from_reduce, to_event: str, to_reduce) -> tuple[float, float, float]:
-        """(min, max, average) seconds between two counters over the iterations
-        of the last call, PopTorch's rule: each output tick closes the group of
-        input ticks before it."""
-        counters = self.getPerfCounters()
-        starts = [from_reduce(col) for col in zip(*counters[from_event])] if counters[from_event][0] else []
-        ends = [to_reduce(col) for col in zip(*counters[to_event])] if counters[to_event][0] else []
-        if not ends or not starts:
-            return (0.0, 0.0, 0.0)
-        factor = max(1, len(starts) // len(ends))
-        groups = [min(starts[i:i + factor]) for i in range(0, factor * len(ends), factor)]
-        durations = [e - b for b, e in zip(groups, ends)]
-        return (min(durations), max(durations), sum(durations) / len(durations))
-
-    def getHostIpuLatency(self) -> tuple[float, float, float]:
-        """First input requested to last input transferred: (min, max, avg) seconds."""
-        return self._latency("input", min, "input_complete", max)
-
-    def getComputeLatency(self) -> tuple[float, float, float]:
-        """Last input transferred to last output requested: (min, max, avg) seconds."""
-        return self._latency("input_complete", max, "output", max)
-
-    def getIpuHostLatency(self) -> tuple[float, float, float]:
-        """First output available to last output on the host: (min, max, avg) seconds."""
-        return self._latency("output", min, "output_complete", max)
-
-    def getLatency(self) -> tuple[float, float, float]:
-        """Round trip, first input requested to last output on the host: (min, max, avg) seconds."""
-        return self._latency("input", min, "output_complete", max)
 
     def _make_schedule(self, module: ModuleOp) -> Schedule:
         info = to_py(module.attributes[STAGES_KEY])
@@ -1069,12 +807,6 @@ class PoplarExecutor:
                                parallel=kind == "parallel_phased",
                                liveness=strategy.liveness.name, stage_dir=stage_dir)
 
-    @property
-    def schedule(self) -> Schedule:
-        """Which IPU runs which stage and micro-batch when (see backend/schedule.py)."""
-        if self._program is None:
-            raise Error("the model is not compiled yet: call it or compile() first")
-        return self._schedule
 
     def _params_outside_optimizer(self) -> list[torch.nn.Parameter]:
         listed = {id(p) for g in self._optimizer.param_groups for p in g["params"]}
@@ -1110,103 +842,7 @@ class PoplarExecutor:
             return frozenset()
         return half
 
-    def _grad_scale(self) -> float:
-        _, r, _, g = self._factors()
-        mean = self._options.Training.reduction_type == ReductionType.Mean
-        r *= self._options.Distributed.num_processes  # the global replication
-        return 1.0 / (g * r) if mean else 1.0
 
-    def _build_update(self, program: _Program, compile_only: bool = False) -> None:
-        """(Re)build @update from the current optimizer's hyper-parameters."""
-        from tilefx.api.optim import attach, hyper_values
-
-        if self._optimizer is None:  # loaded from an executable file: its compiled configuration
-            cfg = to_py(program.module.attributes[OPTIMIZER_KEY])
-            group_of = {r["param"]: r.get("group", 0) for r in arg_roles(find_func(program.module, "main"))
-                        if "param" in r}
-        else:
-            cfg, group_of = optimizer_config(self._optimizer, self._param_names())
-            cfg["grad_scale"] = self._grad_scale()
-        program.module.attributes[OPTIMIZER_KEY] = from_py(cfg)
-        if not compile_only:
-            TrainingStepPass().build_update(program.module)
-        upd = find_func(program.module, "update")
-        program.update = CompiledFunction(upd)
-        program.update_args = _role_list(arg_roles(upd))
-        program.update_results = _role_list(result_roles(upd))
-        self._opt_cfg, self._opt_groups = cfg, group_of  # what setOptimizer checks constants against
-        if self._optimizer is not None:  # and the attributes it knows (warn_unexpected_attributes)
-            from tilefx.api.optim import attribute_names
-
-            self._opt_known, self._opt_warned = attribute_names(self._optimizer), set()
-        # runtime operands of @update: lr and the variable hyper-parameters, per group
-        self._hypers = hyper_values(cfg)
-        if self._optimizer is not None:
-            attach(self._optimizer, self)
-        if not compile_only:
-            self._init_opt_state()
-
-    def _init_opt_state(self) -> None:
-        """Create the optimizer state @update takes (zeros, or its `tilefx.init`,
-        in the state's accumulation type), then load a state the optimizer was
-        given by load_state_dict before compiling."""
-        from tilefx.api.optim import take_pending_state
-        from tilefx.dialects.aten import np_dtype
-
-        if self._program is None:
-            return
-        upd = find_func(self._program.module, "update")
-        for arg, role in zip(upd.body.block.args, arg_roles(upd)):
-            name = role.get("state")
-            if name is None:
-                continue
-            dtype = np_dtype(arg.type.element_type)
-            cur = self._opt_state.get(name)
-            shape = self._groups.state_shape(name, arg.type.get_shape())  # one per group if grouped
-            if cur is None or cur.shape != shape:
-                self._opt_state[name] = np.full(shape, role.get("init", 0.0), dtype=dtype)
-            elif cur.dtype != dtype:
-                self._opt_state[name] = cur.astype(dtype)
-        self._opt_ready = True
-        pending = take_pending_state(self._optimizer) if self._optimizer is not None else None
-        if pending is not None:
-            self._load_optimizer_state(pending)
-
-    def _optimizer_state(self) -> dict | None:
-        """The optimizer state held here: {"step", "tensors": {param: {kind: Tensor}}},
-        None before the first compile (read by the optimizer's state_dict())."""
-        if not getattr(self, "_opt_ready", False):
-            return None
-        tensors: dict[str, dict[str, torch.Tensor]] = {}
-        for key, value in self._opt_state.items():
-            pname, kind = key.rsplit("/", 1)
-            tensors.setdefault(pname, {})[kind] = torch.from_numpy(np.array(value, copy=True))
-        return {"step": int(self._step), "tensors": tensors}
-
-    def _load_optimizer_state(self, state: dict) -> None:
-        """Write a state from the optimizer's load_state_dict() into this executor."""
-        known: dict[str, dict[str, str]] = {}
-        for key in self._opt_state:
-            pname, kind = key.rsplit("/", 1)
-            known.setdefault(pname, {})[kind] = key
-        for pname, kinds in state["tensors"].items():
-            if pname not in known:
-                raise Error(f"load_state_dict: the state has tensors for {pname!r}, which this model "
-                            f"does not train with state (known: {sorted(known)})")
-            for kind, value in kinds.items():
-                key = known[pname].get(kind)
-                if key is None:
-                    raise Error(f"load_state_dict: unknown state {kind!r} for {pname!r}; this optimizer "
-                                f"keeps {sorted(known[pname])}")
-                cur = self._opt_state[key]
-                arr = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
-                if arr.shape != cur.shape:
-                    raise Error(f"load_state_dict: {key} has shape {tuple(arr.shape)}, the model "
-                                f"expects {tuple(cur.shape)}")
-                self._opt_state[key] = arr.astype(cur.dtype, copy=True)
-        self._step = int(state["step"])
-
-    # -- running ---------------------------------------------------------
     def _replica_input(self, r: int, r_in: int) -> int:
         _, R, gsize, _ = self._factors()
         if gsize == 1:
@@ -1221,7 +857,7 @@ class PoplarExecutor:
         p = self._program
         D, R, gsize, G = self._factors()
         r_in = R // gsize
-        xs = [_input_np(x).reshape((D, G, r_in) + shape) for x, shape in zip(inputs, p.input_shapes)]
+        xs = [input_np(x).reshape((D, G, r_in) + shape) for x, shape in zip(inputs, p.input_shapes)]
         # broadcastBuffers (default): every replica starts from the host's buffers;
         # broadcastBuffers(False): each replica keeps its own from call to call
         own = getattr(self, "_replica_buffers", None)
@@ -1259,20 +895,20 @@ class PoplarExecutor:
                         else:
                             args.append(accs[r][key])
                     p.main.rng = self._replica_rngs[r % len(self._replica_rngs)]
-                    res = p.main(*args, donated=_held_alone(args, p.main_donatable))
+                    res = p.main(*args, donated=held_alone(args, p.main_donatable))
                     for (kind, key), v in zip(p.main_results, res):
                         if kind == "buffer":
                             buffers[r][key] = v
                         elif kind == "mutated_input":  # written back to the caller's tensor below
-                            mutated.setdefault(key, _to_np(inputs[key]).reshape(xs[key].shape))[d, g, ri] = v
+                            mutated.setdefault(key, to_np(inputs[key]).reshape(xs[key].shape))[d, g, ri] = v
                         elif kind == "accum":
                             accs[r][key] = v
                         elif kind == "als_upper":
                             self._als_upper += int(v)
                             self._als_lower += self._als_tracked - int(v)
                     per_r.append([res[i] for i in out_index])
-                    fresh.update(_fresh_outputs(args, res, p.main_results, p.main.constant_ids))
-                    del args, res  # the weights are the executor's alone again (_held_alone)
+                    fresh.update(fresh_outputs(args, res, p.main_results, p.main.constant_ids))
+                    del args, res  # the weights are the executor's alone again (held_alone)
                 per_g.append(per_r)
             outputs.append(per_g)
             if self._training and p.update is not None:
@@ -1313,7 +949,7 @@ class PoplarExecutor:
         # tensor kept from call to call while the array is the same. One
         # conversion instead of one per reading step. (Not in training: an
         # update may write a weight in place only while nothing else holds
-        # it, _held_alone.)
+        # it, held_alone.)
         held = self._weight_tensors
         args = []
         for kind, key, as_tensor in p.lean_args:
@@ -1322,13 +958,13 @@ class PoplarExecutor:
                 if as_tensor:
                     h = held.get(key)
                     if h is None or h[0] is not w:  # (each flags test was ~1.5 us cold)
-                        h = held[key] = (w, _weight_tensor(w))
+                        h = held[key] = (w, weight_tensor(w))
                     w = h[1]
                 args.append(w)
             elif kind == "input":
                 t = inputs[key]
                 args.append((t.detach() if t.requires_grad else t) if as_tensor and t.layout is torch.strided
-                            else _input_np(t))
+                            else input_np(t))
             elif kind == "buffer":
                 args.append(buffers[key])
             elif kind == "const":
@@ -1339,20 +975,20 @@ class PoplarExecutor:
                 args.append(accs[key])
         main = p.main
         main.rng = self._replica_rngs[0]
-        w = None  # the last weight is args' alone (_held_alone counts)
+        w = None  # the last weight is args' alone (held_alone counts)
         # (nothing donated: the accumulators of one micro-batch are the read-only
-        # zeros of _zeroed_accumulators, which _held_alone never gives up)
+        # zeros of _zeroed_accumulators, which held_alone never gives up)
         res = main(*args, tensors=p.outputs_only)
         if p.outputs_only and p.one_plain_output:
             # an inference model returning one tensor, most often an ATen step's
-            # own (main's tensors): _fresh_outputs' test for it, without its lists
+            # own (main's tensors): fresh_outputs' test for it, without its lists
             v = res[0]
             if type(v) is torch.Tensor and v._base is None and v.is_contiguous():
                 for a in args:
                     if a is v:
-                        return _copied(v)
+                        return copied(v)
                 return v
-        fresh = _fresh_outputs(args, res, p.main_results, main.constant_ids)
+        fresh = fresh_outputs(args, res, p.main_results, main.constant_ids)
         if p.outputs_only:
             outputs = res
         else:
@@ -1363,176 +999,20 @@ class PoplarExecutor:
                     outputs.append(v)
                 elif kind == "buffer":
                     buffers[key] = v
-                else:  # accum (_Program.one_replica)
+                else:  # accum (Program.one_replica)
                     accs[key] = v
             self._device_buffers = buffers
             self._replica_buffers = [buffers]
-        del args, res  # the weights are the executor's alone again (_held_alone)
+        del args, res  # the weights are the executor's alone again (held_alone)
         if self._training and p.update is not None:
             self._update(accs if accs is not None else {})
         from_numpy = torch.from_numpy
-        results = [(v if type(v) is torch.Tensor else from_numpy(v)) if id(v) in fresh else _copied(v)
+        results = [(v if type(v) is torch.Tensor else from_numpy(v)) if id(v) in fresh else copied(v)
                    for v in outputs]
         if p.one_plain_output:
             return results[0]
         return tuple(results) if p.tuple_output else self._structured(results, p.out_ids)
 
-    def _zeroed_accumulators(self, r: int, trained: list[str]) -> dict[str, np.ndarray]:
-        """Replica r's gradient accumulators at the start of a weight update:
-        a read-only -0.0 of each weight's shape, no memory to zero, for which
-        ipu.accumulate's acc + grad is exactly grad (backend/kernels/ipu.py).
-        Without grouped weights every replica's are the same, made once per
-        program (the callers fill the dict they get: each gets its own)."""
-        made = self.__dict__.get("_zero_accs")
-        if made is not None and made[0] is trained and not self._groups.grouped:
-            return dict(made[1])
-        out = {}
-        zeros = self.__dict__.setdefault("_neg_zeros", {})  # read-only, so kept from call to call
-        for n in trained:
-            w = self._groups.weight(self._weights, n, r)  # a grouped weight: the replica's group's
-            z = zeros.get(n)
-            if z is None or z.shape != w.shape or z.dtype != w.dtype:
-                z = zeros[n] = np.broadcast_to(np.array(-0.0, w.dtype), w.shape)
-            out[n] = z
-        self._zero_accs = (trained, dict(out))
-        return out
-
-    def _update(self, total: dict[str, np.ndarray]) -> None:
-        """One weight update from the summed gradients (checked for overflow
-        first under loss scaling)."""
-        if self._als_tracked or self._loss_scaling() != 1.0:
-            self._loss_scaled_update(total)
-        else:
-            self._apply_update(total)
-
-    def _apply_update(self, accum: dict[str, np.ndarray]) -> None:
-        if self._groups.apply_update(self, accum):  # once per group of a grouped weight
-            return
-        p = self._program
-        self._step += 1
-        tables = {"param": self._weights, "accum": accum, "state": self._opt_state, "hyper": self._hypers}
-        args = [tables[kind][key] if kind != "step" else np.asarray(self._step, dtype=np.float32)
-                for kind, key in p.update_args]
-        res = p.update(*args, donated=_held_alone(args, p.update_donatable))
-        for (kind, key), v in zip(p.update_results, res):
-            if kind == "param":
-                self._weights[key] = v
-            elif kind == "state":
-                self._opt_state[key] = v
-
-    def _loss_scaled_update(self, total: dict[str, np.ndarray]) -> None:
-        """With loss scaling, a weight update whose gradients overflowed is
-        skipped (its accumulators are dropped); automatic loss scaling then
-        updates its factor from the histogram of the period (REFERENCE.md 4)."""
-        finite = all(np.isfinite(g).all() for g in total.values())
-        if finite:
-            self._apply_update(total)
-        else:
-            log.info("loss scaling: non-finite gradients at scale %g, update skipped", self.loss_scale)
-        if not self._als_tracked:
-            return
-        self._als_updates += 1
-        period = int(self._options._Popart.options.get("automaticLossScalingSettings.updatePeriod", 1))
-        if self._als_updates % max(period, 1):
-            return
-        t = 1e-7
-        f = t / (1 - t)
-        if self._als_upper > f * self._als_lower:
-            self._als_factor /= 2.0
-        else:
-            self._als_factor *= 2.0
-        self._als_upper = self._als_lower = 0
-
-    def _loss_scaling(self) -> float:
-        return float(getattr(self._optimizer, "loss_scaling", 1.0) or 1.0)
-
-    @property
-    def loss_scale(self) -> float:
-        """The loss scale in use: the optimizer's loss_scaling x the automatic factor."""
-        return self._loss_scaling() * getattr(self, "_als_factor", 1.0)
-
-    @property
-    def loss_scaling_factor(self) -> float:
-        """The automatic loss scaling factor (starts at 1; halves or doubles per period)."""
-        return getattr(self, "_als_factor", 1.0)
-
-    def _collect(self, outputs, out_ids: list[int], fresh: set[int] = frozenset()):
-        """Apply the output mode to outputs[d][g][r][k] (REFERENCE.md section 2).
-        A single array whose id is in `fresh` becomes the output tensor as it
-        is (see _fresh_outputs); any other is copied."""
-        D, R, _, G = self._factors()
-        mode = self._options.output_mode
-        if mode == OutputMode.Default:
-            mode = OutputMode.Final if self._training else OutputMode.All
-        results = []
-        n_model = self._num_model_outputs()
-        for k in range(len(out_ids)):
-            held = self.__dict__.get("_anchors")
-            if out_ids[k] >= n_model:  # an anchored gradient, in its own mode and PopART's layout
-                if held is None or len(held.gradients) != self._program.traced.anchor_outputs:
-                    results.append(None)  # (an executable loaded without its anchors)
-                    continue
-                a_mode, period = held.gradient_mode(out_ids[k] - n_model)
-                items, dims = anchors.anchor_items(outputs, k, a_mode, period, D, G, R)
-                results.append(torch.from_numpy(anchors.collect(items, dims)))
-                continue
-            if mode == OutputMode.All:
-                items = [outputs[d][g][r][k] for d in range(D) for g in range(G) for r in range(R)]
-            elif mode == OutputMode.EveryN:
-                period = self._options.output_return_period
-                items = [outputs[d][g][r][k] for d in range(period - 1, D, period)
-                         for g in range(G) for r in range(R)]
-            elif mode == OutputMode.Final:
-                items = [outputs[D - 1][G - 1][r][k] for r in range(R)]
-            elif mode == OutputMode.Sum:
-                items = [np.sum([outputs[d][g][r][k] for d in range(D) for g in range(G)], axis=0)
-                         .astype(outputs[0][0][r][k].dtype) for r in range(R)]
-            else:
-                raise Error(f"unsupported output mode {mode}")
-            if len(items) == 1 and id(items[0]) in fresh:
-                results.append(torch.from_numpy(items[0]))
-            else:
-                results.append(torch.from_numpy(np.array(_join(items), order="C")))
-        return self._structured(results, out_ids)
-
-    def _structured(self, results: list[torch.Tensor], out_ids: list[int]):
-        """The output tensors (one per output result, in order) as the model
-        returned them: bfloat16 where the IR says so, with the model's
-        non-tensor outputs, in its pytree structure."""
-        if self._program.one_plain_output:
-            return results[0]
-        out_index = self._program.out_index
-        bf16 = self._program.main.bf16_results
-        if bf16:
-            results = [t.to(torch.bfloat16) if i in bf16 else t for i, t in zip(out_index, results)]
-        n_model = self._num_model_outputs()
-        if n_model < self._program.traced.num_outputs:  # the anchored gradients go aside
-            held = self.__dict__.get("_anchors")
-            if held is not None and len(held.gradients) == self._program.traced.anchor_outputs:
-                held.set_gradients([torch.as_tensor(r) for i, r in zip(out_ids, results) if i >= n_model])
-            results, out_ids = zip(*[(r, i) for i, r in zip(out_ids, results) if i < n_model]) or ((), ())
-        leaves: list[Any] = [None] * n_model
-        for i, r in zip(out_ids, results):
-            leaves[i] = r
-        for i, v in self._program.traced.out_consts.items():
-            leaves[i] = v  # None and Python values the model returned
-        results = leaves
-        spec = self._program.traced.out_spec  # the model's own structure: dicts, nesting
-        if spec is not None and spec.num_leaves == len(results):
-            return torch.utils._pytree.tree_unflatten(results, spec)
-        return results[0] if len(results) == 1 else tuple(results)
-
-    def _num_model_outputs(self) -> int:
-        """The model's own outputs (main returns anchored gradients after them)."""
-        traced = self._program.traced
-        return traced.num_outputs - traced.anchor_outputs
-
-    def _anchor_weights(self, kind: str) -> None:
-        """The weights anchored by name ("value": as the step starts) or as
-        UpdatedVar___ ("updated": after its update), for getAnchoredTensor."""
-        groups = self._groups
-        self._anchors.set_weights(kind, self._weights,
-                                  lambda n, w: groups.to_host(n, w) if n in groups.names else w)
 
     def _write_back(self, snap: ModuleSnapshot | None = None) -> None:
         """Write the executor's weights and buffers into the torch module.
@@ -1555,10 +1035,10 @@ class PoplarExecutor:
             if a is not None and a[0]() is w and a[1] is t and t.data_ptr() == a[2] and t.shape == a[3] \
                     and t.is_contiguous():
                 continue  # updated in place, in the parameter's own memory
-            if not _same_memory(t, w):  # an update that did not run in place
-                _copy_into(t, w)
+            if not same_memory(t, w):  # an update that did not run in place
+                copy_into(t, w)
         for n, b in self._device_buffers.items():
-            _copy_into(named_b[n], np.asarray(b))
+            copy_into(named_b[n], np.asarray(b))
         self._host_version = _HostVersion.mark(self._host_tensors(named_p, named_b))
         self._host_seen = (snap, _HostVersion.counter)
 
@@ -1671,90 +1151,12 @@ def host_weights(ex) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         raise Error("cannot export this executable: the model's tensors are on the meta device "
                     "(built for sizing only), so there are no weights to write; materialise the "
                     "model and compile again to export it")
-    return ({n: _to_np(named_p[n]) for n in t.params}, {n: _to_np(named_b[n]) for n in t.buffers})
+    return ({n: to_np(named_p[n]) for n in t.params}, {n: to_np(named_b[n]) for n in t.buffers})
 
 
 def _is_variable(optimizer, attr: str) -> bool:
     va = getattr(optimizer, "variable_attrs", None)
     return va is not None and not va.isConstant(attr)
-
-
-def _fresh_outputs(args: list, res: list, roles: list[tuple[str, Any]],
-                   constant_ids: frozenset[int] = frozenset()) -> list[int]:
-    """Ids of the output arrays of one call that nothing of the executor's
-    will hold or read again, so the caller may have them without a copy:
-    not an argument of the call (a weight, a buffer, an input, a constant)
-    nor a result the executor keeps (buffers, accumulators, mutated
-    inputs, the program's precomputed constants: `constant_ids`), nor a
-    view of one, row-major and writable. Results of kernels are fresh
-    arrays (ATen's functional ops return new tensors; the provider takes no
-    op whose schema returns an alias); a fused group's output buffer is
-    reused by the next call only while no one else holds it
-    (backend/executor.py). A view of such a result (a language model's
-    logits, (batch x sequence, vocabulary) viewed as (batch, sequence,
-    vocabulary)) is fresh too when no other output shares its memory: it
-    was copied, 4 MB a step on the encoder benchmark."""
-    ids = []
-    views = []  # (id of an output that views another array, id of that array's root)
-    for (kind, _), v in zip(roles, res):
-        if kind != "output":
-            continue
-        if type(v) is np.ndarray:
-            if v.flags.c_contiguous and v.flags.writeable:
-                if isinstance(v.base, np.ndarray):
-                    views.append((id(v), _memory_ids(v)[1:]))
-                else:
-                    ids.append(id(v))
-        elif type(v) is torch.Tensor and v.is_contiguous():
-            if v._base is None:
-                ids.append(id(v))  # an ATen step's result (main's tensors=True), not a view
-            else:
-                views.append((id(v), _memory_ids(v)[1:]))
-    if not ids and not views:
-        return ids
-    kept = set(map(id, args))
-    for (kind, _), v in zip(roles, res):
-        if kind != "output":
-            kept.add(id(v))
-    if len(set(ids)) != len(ids):  # one array for two outputs (the executor computed a
-        kept.update(i for i in ids if ids.count(i) > 1)  # repeated op once): each gets a copy
-    fresh = [i for i in ids if i not in kept and i not in constant_ids]
-    if views:
-        # the memory a view shares must be no one else's: not an argument's nor a
-        # kept result's (nor of what they view), not another output's
-        for a in (*args, *(v for (kind, _), v in zip(roles, res) if kind != "output")):
-            if isinstance(a, (np.ndarray, torch.Tensor)):
-                kept.update(_memory_ids(a))
-        seen = Counter(i for _, chain in views for i in chain)
-        kept.update(ids)
-        kept.update(constant_ids)
-        fresh += [i for i, chain in views if not any(c in kept or seen[c] > 1 for c in chain)]
-    return fresh
-
-
-def _memory_ids(a) -> tuple[int, ...]:
-    """Ids of the objects whose memory `a` views: the arrays and tensors down
-    to the one that owns it (a numpy view of a tensor's `numpy()` reaches the
-    tensor, a tensor view its base); `(id(a),)` for one that owns its own."""
-    ids = [id(a)]
-    while True:
-        base = a.base if type(a) is np.ndarray else getattr(a, "_base", None)
-        if not isinstance(base, (np.ndarray, torch.Tensor)):
-            return tuple(ids)
-        a = base
-        ids.append(id(a))
-
-
-def _held_alone(args: list, positions: list[int]) -> list[int]:
-    """The `positions` (_Program.main_donatable, update_donatable) whose
-    arguments only this executor holds: in one table of its own and in
-    `args` (reference count 3 with getrefcount's own), writable and not
-    views of another array. A caller's output, a buffer or a view sharing
-    the array raises the count: that array is not given up, and the update
-    leaves it as it was."""
-    return [i for i in positions
-            if isinstance(args[i], np.ndarray) and sys.getrefcount(args[i]) <= 3
-            and args[i].flags.writeable and not isinstance(args[i].base, np.ndarray)]
 
 
 def _np_dtype_or_none(dtype: torch.dtype):
@@ -1782,67 +1184,6 @@ def _flat_inputs(*inputs):
     """The signature of a call passing an executable's tensors flat."""
 
 
-def _weight_tensor(w):
-    """A weight as main takes it at a `tensor_args` position: a tensor of its
-    memory, or the array itself where torch cannot view it writably (main's
-    steps then wrap it as they read it; they never write an argument)."""
-    if type(w) is np.ndarray and w.flags.writeable:
-        return torch.from_numpy(w)
-    return w
-
-
-def _copied(v) -> torch.Tensor:
-    """A row-major tensor of its own with `v`'s values (an array or a tensor)."""
-    if type(v) is torch.Tensor:
-        return v.clone(memory_format=torch.contiguous_format)
-    return torch.from_numpy(np.array(v, order="C"))
-
-
-def _copy_into(t: torch.Tensor, value: np.ndarray) -> None:
-    if t.is_contiguous() and t.device.type == "cpu" and t.dtype != torch.bfloat16:
-        np.copyto(t.detach().numpy(), value, casting="same_kind")
-    else:
-        with torch.no_grad():
-            t.copy_(torch.from_numpy(np.asarray(value, order="C")))  # (ascontiguousarray: 0-d -> 1-d)
-
-
-def _join(items: list[np.ndarray]) -> np.ndarray:
-    if len(items) == 1:
-        return items[0]
-    if items[0].ndim == 0:
-        return np.stack(items)
-    return np.concatenate(items, axis=0)
-
-
-def _viewable(t: torch.Tensor) -> bool:
-    """A tensor numpy can view as it is: CPU, row-major, of a numpy dtype."""
-    return (t.device.type == "cpu" and t.is_contiguous() and t.dtype != torch.bfloat16
-            and not t.is_complex() and t.layout == torch.strided and type(t.data) is torch.Tensor)
-
-
-def _same_memory(t: torch.Tensor, a: np.ndarray) -> bool:
-    return (a.ctypes.data == t.data_ptr() and a.shape == tuple(t.shape) and a.flags.c_contiguous
-            and t.is_contiguous())
-
-
-def _input_np(t: torch.Tensor) -> np.ndarray:
-    """A call's input as the executor reads it: the tensor's own memory where
-    numpy can view it (the call only reads its inputs; outputs and kept
-    results that come out equal to one are copied or are new arrays)."""
-    try:  # numpy() itself refuses what it cannot view: bfloat16, another device, conj/neg bits
-        return (t.detach() if t.requires_grad else t).numpy()
-    except (TypeError, RuntimeError):
-        return _to_np(t)
-
-
-def _to_np(t: torch.Tensor) -> np.ndarray:
-    if t.dtype == torch.bfloat16:  # held as float32 (the IR type says bf16)
-        return t.detach().cpu().float().numpy()
-    return t.detach().cpu().numpy().copy()
-
-
-# each module's live training wrapper (PopTorch allows one: seeds/000 4.5.5 "Destroy
-# original model to prevent an error when wrapping the model again")
 _TRAINING_WRAPPERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 

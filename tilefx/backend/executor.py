@@ -423,7 +423,7 @@ class CompiledFunction:
                                for j in (x if isinstance(x, list) else [x])})
         self.num_slots = len(slots)
         # held, so the ids stay theirs; with the arrays a constant views (a
-        # caller must not get a view of them either: api/executor.py's _fresh_outputs)
+        # caller must not get a view of them either: api/host_arrays.py's fresh_outputs)
         self.constant_ids = frozenset(id(a) for _, v in self.constants for a in _viewed_chain(v))
         # liveness: drop each intermediate after the step that reads it last, so
         # its memory goes back to the allocator (hot in cache) for the next result

@@ -1,0 +1,96 @@
+"""A call's outputs as the user gets them: the output mode applied over
+device iterations, gradient accumulation and replicas (REFERENCE.md 2),
+the model's own structure rebuilt (dicts, nesting, Python values,
+bfloat16), anchored gradients set aside (api/anchors.py), and results
+handed back without a copy where nothing else holds their memory. A mixin
+of `PoplarExecutor` (api/executor.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+import numpy as np
+import torch
+from tilefx.api import anchors
+from tilefx.api.host_arrays import join
+from tilefx.api.enums import OutputMode
+from tilefx.errors import Error
+
+
+class Outputs:
+    def _collect(self, outputs, out_ids: list[int], fresh: set[int] = frozenset()):
+        """Apply the output mode to outputs[d][g][r][k] (REFERENCE.md section 2).
+        A single array whose id is in `fresh` becomes the output tensor as it
+        is (see fresh_outputs); any other is copied."""
+        D, R, _, G = self._factors()
+        mode = self._options.output_mode
+        if mode == OutputMode.Default:
+            mode = OutputMode.Final if self._training else OutputMode.All
+        results = []
+        n_model = self._num_model_outputs()
+        for k in range(len(out_ids)):
+            held = self.__dict__.get("_anchors")
+            if out_ids[k] >= n_model:  # an anchored gradient, in its own mode and PopART's layout
+                if held is None or len(held.gradients) != self._program.traced.anchor_outputs:
+                    results.append(None)  # (an executable loaded without its anchors)
+                    continue
+                a_mode, period = held.gradient_mode(out_ids[k] - n_model)
+                items, dims = anchors.anchor_items(outputs, k, a_mode, period, D, G, R)
+                results.append(torch.from_numpy(anchors.collect(items, dims)))
+                continue
+            if mode == OutputMode.All:
+                items = [outputs[d][g][r][k] for d in range(D) for g in range(G) for r in range(R)]
+            elif mode == OutputMode.EveryN:
+                period = self._options.output_return_period
+                items = [outputs[d][g][r][k] for d in range(period - 1, D, period)
+                         for g in range(G) for r in range(R)]
+            elif mode == OutputMode.Final:
+                items = [outputs[D - 1][G - 1][r][k] for r in range(R)]
+            elif mode == OutputMode.Sum:
+                items = [np.sum([outputs[d][g][r][k] for d in range(D) for g in range(G)], axis=0)
+                         .astype(outputs[0][0][r][k].dtype) for r in range(R)]
+            else:
+                raise Error(f"unsupported output mode {mode}")
+            if len(items) == 1 and id(items[0]) in fresh:
+                results.append(torch.from_numpy(items[0]))
+            else:
+                results.append(torch.from_numpy(np.array(join(items), order="C")))
+        return self._structured(results, out_ids)
+
+    def _structured(self, results: list[torch.Tensor], out_ids: list[int]):
+        """The output tensors (one per output result, in order) as the model
+        returned them: bfloat16 where the IR says so, with the model's
+        non-tensor outputs, in its pytree structure."""
+        if self._program.one_plain_output:
+            return results[0]
+        out_index = self._program.out_index
+        bf16 = self._program.main.bf16_results
+        if bf16:
+            results = [t.to(torch.bfloat16) if i in bf16 else t for i, t in zip(out_index, results)]
+        n_model = self._num_model_outputs()
+        if n_model < self._program.traced.num_outputs:  # the anchored gradients go aside
+            held = self.__dict__.get("_anchors")
+            if held is not None and len(held.gradients) == self._program.traced.anchor_outputs:
+                held.set_gradients([torch.as_tensor(r) for i, r in zip(out_ids, results) if i >= n_model])
+            results, out_ids = zip(*[(r, i) for i, r in zip(out_ids, results) if i < n_model]) or ((), ())
+        leaves: list[Any] = [None] * n_model
+        for i, r in zip(out_ids, results):
+            leaves[i] = r
+        for i, v in self._program.traced.out_consts.items():
+            leaves[i] = v  # None and Python values the model returned
+        results = leaves
+        spec = self._program.traced.out_spec  # the model's own structure: dicts, nesting
+        if spec is not None and spec.num_leaves == len(results):
+            return torch.utils._pytree.tree_unflatten(results, spec)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _num_model_outputs(self) -> int:
+        """The model's own outputs (main returns anchored gradients after them)."""
+        traced = self._program.traced
+        return traced.num_outputs - traced.anchor_outputs
+
+    def _anchor_weights(self, kind: str) -> None:
+        """The weights anchored by name ("value": as the step starts) or as
+        UpdatedVar___ ("updated": after its update), for getAnchoredTensor."""
+        groups = self._groups
+        self._anchors.set_weights(kind, self._weights,
+                                  lambda n, w: groups.to_host(n, w) if n in groups.names else w)

@@ -1,0 +1,187 @@
+"""What a compiled executor tells about its program: the IR at each level,
+the machine model's profile and schedule, PopTorch's cycle and latency
+counters, attachment to the (simulated) device, and anchored tensors.
+A mixin of `PoplarExecutor` (api/executor.py), which holds the state these
+methods read."""
+
+from __future__ import annotations
+
+import torch
+from tilefx.api import anchors
+from tilefx.errors import Error, error_also
+from tilefx.backend.machine import machine
+from tilefx.backend.profile import Profile
+from tilefx.backend.schedule import Schedule
+
+
+class MachineReadouts:
+    def ir(self, level: str = "graph", locations: bool = False) -> str:
+        """The IR text: "import" (straight from the trace), "graph" (after the graph
+        passes) or "device" (lowered to the tile dialect, with mappings and costs);
+        `locations=True` prints each op's source location (`loc("model.py":12:0)`)."""
+        if self._program is None:
+            raise Error("the model is not compiled yet: call it or compile() first")
+        if locations and level in ("import", "graph"):
+            import io
+
+            from xdsl.printer import Printer
+
+            out = io.StringIO()
+            module = self._program.import_module if level == "import" else self._program.module
+            if isinstance(module, str):  # loaded from an executable file: text only
+                return str(module)
+            Printer(stream=out, print_debuginfo=True).print_op(module)
+            return out.getvalue()
+        if level == "import":
+            return str(self._program.import_module)
+        if level == "graph":
+            return str(self._program.module)
+        if level == "device":
+            from tilefx.lowering.to_device import lower_to_device  # the tile dialect: only for this view
+
+            device = self._program.module.clone()
+            loc = self._options.TensorLocations.optimizer
+            lower_to_device(device, machine(self._options.machine),
+                            optimizer_off_chip=loc is not None and loc.on_chip is False)
+            return str(device)
+        raise Error(f"unknown IR level {level!r}: expected 'import', 'graph' or 'device'")
+
+    @property
+    def compile_seconds(self) -> float:
+        return self._program.compile_seconds if self._program else 0.0
+
+    # -- batching ---------------------------------------------------------
+
+    @property
+    def profile(self) -> Profile:
+        """The machine model's view of this program: cycles, timeline, memory."""
+        if self._program is None:
+            raise Error("the model is not compiled yet: call it or compile() first")
+        return self._profile
+
+    def getAnchoredTensor(self, short_name: str) -> torch.Tensor:
+        """The value an anchored tensor (Options.anchorTensor) had in the last call."""
+        held = self.__dict__.get("_anchors")
+        if held is None:
+            if short_name in self._options.anchored_tensors:
+                raise Error(f"getAnchoredTensor({short_name!r}): the model has not run yet")
+            raise Error(f"getAnchoredTensor: no tensor is anchored as {short_name!r} "
+                        "(Options.anchorTensor(short_name, long_name), before the model compiles)")
+        return held.get(short_name)
+
+    def getTensorNames(self) -> list[str]:
+        """The names of the program's tensors a user can anchor
+        (Options.anchorTensor): the parameters, and in training the gradients
+        (Gradient___<name>) and updated values (UpdatedVar___<name>) of the
+        trained ones, with the inputs' names. PopTorch asserts the model is
+        compiled."""
+        if self._program is None:
+            raise error_also(AssertionError)("Model must be compiled before calling getTensorNames",
+                                             type="api")
+        names = [n for n, _ in self._user_model.named_parameters()]
+        if self._training:
+            trained = set(self._program.trained)
+            names += [f"{prefix}{n}" for prefix in (anchors.GRADIENT, anchors.UPDATED)
+                      for n in names if n in trained]
+        if self._call is not None:
+            names += list(self._call.tensor_names())
+        return names
+
+    def cycleCount(self) -> int:
+        """Cycles of the last run on the simulated IPUs (needs Options.logCycleCount(True))."""
+        if not self._options.log_cycle_count:
+            raise Error("cycle count logging is disabled: use Options.logCycleCount(True)")
+        if not self._has_run:
+            raise Error("cycleCount: the model has not run yet")
+        return self._profile.total_cycles
+
+    # -- attaching and the performance counters (PopTorch's PoplarExecutor) --
+
+    def isAttachedToDevice(self) -> bool:
+        """True once compiled and attached (a call attaches; detachFromDevice detaches)."""
+        return self._program is not None and not self._destroyed and self._attached
+
+    def detachFromDevice(self) -> None:
+        """Release the (simulated) IPUs, reading the trained weights back to the
+        host first, as PopTorch does; the next call attaches again (PopTorch:
+        ``if not self._is_attached: self.attachToDevice()``)."""
+        self._check_alive()
+        if self._program is None:
+            raise Error("Model has not been compiled or has been destroyed.")
+        if not self._attached:
+            raise Error("Device is not attached")
+        if self._training:
+            self._write_back()
+        self._attached = False
+
+    def attachToDevice(self) -> None:
+        """Attach to the (simulated) IPUs again after detachFromDevice."""
+        self._check_alive()
+        if self._program is None:
+            raise Error("Model has not been compiled or has been destroyed.")
+        if self._attached:
+            raise Error("Device is already attached")
+        self._attached = True
+
+    def getPerfCounters(self) -> dict[str, list[list[float]]]:
+        """PopTorch's performance counters of the last call, from the machine
+        model's timeline: for each input (``input``, ``input_complete``) and each
+        output (``output``, ``output_complete``), one time in seconds per
+        micro-batch streamed (the reference point is the start of the call).
+        Before any run: ``[[]]`` for each key, as PopTorch returns."""
+        keys = ("input", "input_complete", "output", "output_complete")
+        if self._program is None or not self._has_run:
+            return {k: [[]] for k in keys}
+        prof = self._profile
+        repeats = prof.updates_per_call if self._training else 1
+
+        def times(direction: str, edge: str) -> list[float]:
+            steps = sorted((t for t in prof.timeline if t.kind == "host" and t.direction == direction),
+                           key=lambda t: t.start)
+            return [prof.machine.seconds(r * prof.cycles_per_update + getattr(t, edge))
+                    for r in range(repeats) for t in steps]
+
+        counts = {"in": len(self._compiled_inputs), "out": self._program.traced.num_outputs}
+        out = {}
+        for key, direction, edge in (("input", "in", "start"), ("input_complete", "in", "end"),
+                                     ("output", "out", "start"), ("output_complete", "out", "end")):
+            values = times(direction, edge)
+            out[key] = [list(values) for _ in range(counts[direction])] if values and counts[direction] else [[]]
+        return out
+
+    def _latency(self, from_event: str, from_reduce, to_event: str, to_reduce) -> tuple[float, float, float]:
+        """(min, max, average) seconds between two counters over the iterations
+        of the last call, PopTorch's rule: each output tick closes the group of
+        input ticks before it."""
+        counters = self.getPerfCounters()
+        starts = [from_reduce(col) for col in zip(*counters[from_event])] if counters[from_event][0] else []
+        ends = [to_reduce(col) for col in zip(*counters[to_event])] if counters[to_event][0] else []
+        if not ends or not starts:
+            return (0.0, 0.0, 0.0)
+        factor = max(1, len(starts) // len(ends))
+        groups = [min(starts[i:i + factor]) for i in range(0, factor * len(ends), factor)]
+        durations = [e - b for b, e in zip(groups, ends)]
+        return (min(durations), max(durations), sum(durations) / len(durations))
+
+    def getHostIpuLatency(self) -> tuple[float, float, float]:
+        """First input requested to last input transferred: (min, max, avg) seconds."""
+        return self._latency("input", min, "input_complete", max)
+
+    def getComputeLatency(self) -> tuple[float, float, float]:
+        """Last input transferred to last output requested: (min, max, avg) seconds."""
+        return self._latency("input_complete", max, "output", max)
+
+    def getIpuHostLatency(self) -> tuple[float, float, float]:
+        """First output available to last output on the host: (min, max, avg) seconds."""
+        return self._latency("output", min, "output_complete", max)
+
+    def getLatency(self) -> tuple[float, float, float]:
+        """Round trip, first input requested to last output on the host: (min, max, avg) seconds."""
+        return self._latency("input", min, "output_complete", max)
+
+    @property
+    def schedule(self) -> Schedule:
+        """Which IPU runs which stage and micro-batch when (see backend/schedule.py)."""
+        if self._program is None:
+            raise Error("the model is not compiled yet: call it or compile() first")
+        return self._schedule

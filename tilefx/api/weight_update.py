@@ -1,0 +1,200 @@
+"""The weight update of a training executor: the optimizer's @update
+program and its state, the gradient accumulators a weight update starts
+from, and loss scaling (static, and automatic with PopART's histogram
+rule, REFERENCE.md 4). A mixin of `PoplarExecutor` (api/executor.py)."""
+
+from __future__ import annotations
+
+import logging
+import numpy as np
+import torch
+from tilefx.api.host_arrays import held_alone
+from tilefx.api.program import Program, role_list
+from tilefx.api.enums import ReductionType
+from tilefx.errors import Error
+from tilefx.api.optim import optimizer_config
+from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
+from tilefx.passes.training_step import TrainingStepPass
+from tilefx.dialects.irutil import find_func, from_py, to_py
+from tilefx.dialects.names import OPTIMIZER_KEY
+
+log = logging.getLogger("tilefx")
+
+
+class WeightUpdates:
+    def _grad_scale(self) -> float:
+        _, r, _, g = self._factors()
+        mean = self._options.Training.reduction_type == ReductionType.Mean
+        r *= self._options.Distributed.num_processes  # the global replication
+        return 1.0 / (g * r) if mean else 1.0
+
+    def _build_update(self, program: Program, compile_only: bool = False) -> None:
+        """(Re)build @update from the current optimizer's hyper-parameters."""
+        from tilefx.api.optim import attach, hyper_values
+
+        if self._optimizer is None:  # loaded from an executable file: its compiled configuration
+            cfg = to_py(program.module.attributes[OPTIMIZER_KEY])
+            group_of = {r["param"]: r.get("group", 0) for r in arg_roles(find_func(program.module, "main"))
+                        if "param" in r}
+        else:
+            cfg, group_of = optimizer_config(self._optimizer, self._param_names())
+            cfg["grad_scale"] = self._grad_scale()
+        program.module.attributes[OPTIMIZER_KEY] = from_py(cfg)
+        if not compile_only:
+            TrainingStepPass().build_update(program.module)
+        upd = find_func(program.module, "update")
+        program.update = CompiledFunction(upd)
+        program.update_args = role_list(arg_roles(upd))
+        program.update_results = role_list(result_roles(upd))
+        self._opt_cfg, self._opt_groups = cfg, group_of  # what setOptimizer checks constants against
+        if self._optimizer is not None:  # and the attributes it knows (warn_unexpected_attributes)
+            from tilefx.api.optim import attribute_names
+
+            self._opt_known, self._opt_warned = attribute_names(self._optimizer), set()
+        # runtime operands of @update: lr and the variable hyper-parameters, per group
+        self._hypers = hyper_values(cfg)
+        if self._optimizer is not None:
+            attach(self._optimizer, self)
+        if not compile_only:
+            self._init_opt_state()
+
+    def _init_opt_state(self) -> None:
+        """Create the optimizer state @update takes (zeros, or its `tilefx.init`,
+        in the state's accumulation type), then load a state the optimizer was
+        given by load_state_dict before compiling."""
+        from tilefx.api.optim import take_pending_state
+        from tilefx.dialects.aten import np_dtype
+
+        if self._program is None:
+            return
+        upd = find_func(self._program.module, "update")
+        for arg, role in zip(upd.body.block.args, arg_roles(upd)):
+            name = role.get("state")
+            if name is None:
+                continue
+            dtype = np_dtype(arg.type.element_type)
+            cur = self._opt_state.get(name)
+            shape = self._groups.state_shape(name, arg.type.get_shape())  # one per group if grouped
+            if cur is None or cur.shape != shape:
+                self._opt_state[name] = np.full(shape, role.get("init", 0.0), dtype=dtype)
+            elif cur.dtype != dtype:
+                self._opt_state[name] = cur.astype(dtype)
+        self._opt_ready = True
+        pending = take_pending_state(self._optimizer) if self._optimizer is not None else None
+        if pending is not None:
+            self._load_optimizer_state(pending)
+
+    def _optimizer_state(self) -> dict | None:
+        """The optimizer state held here: {"step", "tensors": {param: {kind: Tensor}}},
+        None before the first compile (read by the optimizer's state_dict())."""
+        if not getattr(self, "_opt_ready", False):
+            return None
+        tensors: dict[str, dict[str, torch.Tensor]] = {}
+        for key, value in self._opt_state.items():
+            pname, kind = key.rsplit("/", 1)
+            tensors.setdefault(pname, {})[kind] = torch.from_numpy(np.array(value, copy=True))
+        return {"step": int(self._step), "tensors": tensors}
+
+    def _load_optimizer_state(self, state: dict) -> None:
+        """Write a state from the optimizer's load_state_dict() into this executor."""
+        known: dict[str, dict[str, str]] = {}
+        for key in self._opt_state:
+            pname, kind = key.rsplit("/", 1)
+            known.setdefault(pname, {})[kind] = key
+        for pname, kinds in state["tensors"].items():
+            if pname not in known:
+                raise Error(f"load_state_dict: the state has tensors for {pname!r}, which this model "
+                            f"does not train with state (known: {sorted(known)})")
+            for kind, value in kinds.items():
+                key = known[pname].get(kind)
+                if key is None:
+                    raise Error(f"load_state_dict: unknown state {kind!r} for {pname!r}; this optimizer "
+                                f"keeps {sorted(known[pname])}")
+                cur = self._opt_state[key]
+                arr = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+                if arr.shape != cur.shape:
+                    raise Error(f"load_state_dict: {key} has shape {tuple(arr.shape)}, the model "
+                                f"expects {tuple(cur.shape)}")
+                self._opt_state[key] = arr.astype(cur.dtype, copy=True)
+        self._step = int(state["step"])
+
+    # -- running ---------------------------------------------------------
+
+    def _zeroed_accumulators(self, r: int, trained: list[str]) -> dict[str, np.ndarray]:
+        """Replica r's gradient accumulators at the start of a weight update:
+        a read-only -0.0 of each weight's shape, no memory to zero, for which
+        ipu.accumulate's acc + grad is exactly grad (backend/kernels/ipu.py).
+        Without grouped weights every replica's are the same, made once per
+        program (the callers fill the dict they get: each gets its own)."""
+        made = self.__dict__.get("_zero_accs")
+        if made is not None and made[0] is trained and not self._groups.grouped:
+            return dict(made[1])
+        out = {}
+        zeros = self.__dict__.setdefault("_neg_zeros", {})  # read-only, so kept from call to call
+        for n in trained:
+            w = self._groups.weight(self._weights, n, r)  # a grouped weight: the replica's group's
+            z = zeros.get(n)
+            if z is None or z.shape != w.shape or z.dtype != w.dtype:
+                z = zeros[n] = np.broadcast_to(np.array(-0.0, w.dtype), w.shape)
+            out[n] = z
+        self._zero_accs = (trained, dict(out))
+        return out
+
+    def _update(self, total: dict[str, np.ndarray]) -> None:
+        """One weight update from the summed gradients (checked for overflow
+        first under loss scaling)."""
+        if self._als_tracked or self._loss_scaling() != 1.0:
+            self._loss_scaled_update(total)
+        else:
+            self._apply_update(total)
+
+    def _apply_update(self, accum: dict[str, np.ndarray]) -> None:
+        if self._groups.apply_update(self, accum):  # once per group of a grouped weight
+            return
+        p = self._program
+        self._step += 1
+        tables = {"param": self._weights, "accum": accum, "state": self._opt_state, "hyper": self._hypers}
+        args = [tables[kind][key] if kind != "step" else np.asarray(self._step, dtype=np.float32)
+                for kind, key in p.update_args]
+        res = p.update(*args, donated=held_alone(args, p.update_donatable))
+        for (kind, key), v in zip(p.update_results, res):
+            if kind == "param":
+                self._weights[key] = v
+            elif kind == "state":
+                self._opt_state[key] = v
+
+    def _loss_scaled_update(self, total: dict[str, np.ndarray]) -> None:
+        """With loss scaling, a weight update whose gradients overflowed is
+        skipped (its accumulators are dropped); automatic loss scaling then
+        updates its factor from the histogram of the period (REFERENCE.md 4)."""
+        finite = all(np.isfinite(g).all() for g in total.values())
+        if finite:
+            self._apply_update(total)
+        else:
+            log.info("loss scaling: non-finite gradients at scale %g, update skipped", self.loss_scale)
+        if not self._als_tracked:
+            return
+        self._als_updates += 1
+        period = int(self._options._Popart.options.get("automaticLossScalingSettings.updatePeriod", 1))
+        if self._als_updates % max(period, 1):
+            return
+        t = 1e-7
+        f = t / (1 - t)
+        if self._als_upper > f * self._als_lower:
+            self._als_factor /= 2.0
+        else:
+            self._als_factor *= 2.0
+        self._als_upper = self._als_lower = 0
+
+    def _loss_scaling(self) -> float:
+        return float(getattr(self._optimizer, "loss_scaling", 1.0) or 1.0)
+
+    @property
+    def loss_scale(self) -> float:
+        """The loss scale in use: the optimizer's loss_scaling x the automatic factor."""
+        return self._loss_scaling() * getattr(self, "_als_factor", 1.0)
+
+    @property
+    def loss_scaling_factor(self) -> float:
+        """The automatic loss scaling factor (starts at 1; halves or doubles per period)."""
+        return getattr(self, "_als_factor", 1.0)
