@@ -208,6 +208,25 @@ class _Losses(nn.Module):
         return self.losses(self.fc(x), t, self.independent)
 
 
+def _sgd_steps_match_eager(m, ref, args, lr, steps, rtol=1e-5, atol=1e-6):
+    """Train `m` on the simulated IPU and its copy `ref` in eager torch, SGD
+    at `lr` for `steps` on the same `args`: every step's outputs (the loss is
+    the last, or the only one) and, at the end, every parameter equal."""
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=lr)
+    model = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=lr))
+    for _ in range(steps):
+        ref_opt.zero_grad()
+        want = ref(*args)
+        (want[-1] if isinstance(want, tuple) else want).backward()
+        ref_opt.step()
+        torch.testing.assert_close(model(*args), torch.utils._pytree.tree_map(torch.Tensor.detach, want),
+                                   rtol=rtol, atol=atol)
+    model.copyWeightsToHost()
+    for (n, p), (_, q) in zip(m.named_parameters(), ref.named_parameters()):
+        torch.testing.assert_close(p, q, rtol=rtol, atol=atol, msg=n)
+    return model
+
+
 def _final_loss_trained(losses, pick) -> None:
     """One SGD step of `_Losses(losses)` equals eager's step on the loss
     `pick(outputs)` returns; every output equals eager's; the independent
@@ -283,19 +302,8 @@ def test_reassigned_buffer_trains_as_pytorch():
     m = _RunningMean()
     ref = copy.deepcopy(m)
     x, y = torch.randn(5, 4), torch.randn(5, 4)
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
-    model = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.1))
-    for _ in range(3):
-        ref_opt.zero_grad()
-        ref_out, ref_loss = ref(x, y)
-        ref_loss.backward()
-        ref_opt.step()
-        out, loss = model(x, y)
-        torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-5, atol=1e-7)
-        torch.testing.assert_close(out, ref_out.detach(), rtol=1e-5, atol=1e-6)
-    model.copyWeightsToHost()
+    _sgd_steps_match_eager(m, ref, (x, y), lr=0.1, steps=3)
     torch.testing.assert_close(m.avg, ref.avg, rtol=1e-5, atol=1e-7)
-    torch.testing.assert_close(m.lin.weight, ref.lin.weight, rtol=1e-5, atol=1e-7)
 
 
 class _ReversibleFunction(torch.autograd.Function):
@@ -354,17 +362,8 @@ def test_custom_backward_calling_backward_trains_as_pytorch():
     m = _RevNet()
     ref = copy.deepcopy(m)
     x, y = torch.randn(5, 3), torch.randn(5, 2)
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.2)
-    model = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.2))
-    for _ in range(3):
-        ref_opt.zero_grad()
-        ref_loss = ref(x, y)
-        ref_loss.backward()
-        ref_opt.step()
-        torch.testing.assert_close(model(x, y), ref_loss.detach(), rtol=1e-5, atol=1e-7)
-    model.copyWeightsToHost()
-    for (n, p), (_, q) in zip(m.named_parameters(), ref.named_parameters()):
-        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-7, msg=n)
+    _sgd_steps_match_eager(m, ref, (x, y), lr=0.2, steps=3, atol=1e-7)
+    for n, p in m.named_parameters():
         assert p.grad is None, n  # the trace left no gradient in the model's weights
     assert (ref.f[0].weight.grad.abs().max() > 0) and (ref.g[0].weight.grad.abs().max() > 0)
 
@@ -391,16 +390,7 @@ def test_distribution_argument_checks_train_as_pytorch():
     m = _GaussianHead()
     ref = copy.deepcopy(m)
     x, y = torch.randn(6, 3), torch.randn(6)
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
-    model = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.1))
-    for _ in range(2):
-        ref_opt.zero_grad()
-        ref_loss = ref(x, y)
-        ref_loss.backward()
-        ref_opt.step()
-        torch.testing.assert_close(model(x, y), ref_loss.detach(), rtol=1e-5, atol=1e-6)
-    model.copyWeightsToHost()
-    torch.testing.assert_close(m.fc.weight, ref.fc.weight, rtol=1e-5, atol=1e-7)
+    _sgd_steps_match_eager(m, ref, (x, y), lr=0.1, steps=2)
 
 
 def test_distribution_argument_check_fails_the_call():
@@ -435,14 +425,7 @@ def test_bfloat16_scalar_buffer_is_written_back_as_a_scalar():
     m = _ScaledByBuffer()
     ref = copy.deepcopy(m)
     x = torch.randn(3, 4)
-    model = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.1))
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
-    for _ in range(2):
-        ref_opt.zero_grad()
-        want = ref(x)
-        want.backward()
-        ref_opt.step()
-        torch.testing.assert_close(model(x), want.detach(), rtol=1e-5, atol=1e-6)
+    _sgd_steps_match_eager(m, ref, (x,), lr=0.1, steps=2)
     assert m.normalizer.shape == () and m.normalizer.dtype == torch.bfloat16 and float(m.normalizer) == 2.0
 
 
@@ -470,17 +453,7 @@ def test_weight_normed_convolution_trains_as_pytorch(api):
 
     x = torch.randn(2, 3, 7)
     m, ref = build(), build()
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
-    model = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.1))
-    for _ in range(2):
-        ref_opt.zero_grad()
-        want = ref(x)
-        want.backward()
-        ref_opt.step()
-        torch.testing.assert_close(model(x), want.detach(), rtol=1e-5, atol=1e-6)
-    model.copyWeightsToHost()
-    for (n, p), (_, q) in zip(m.named_parameters(), ref.named_parameters()):
-        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=n)
+    _sgd_steps_match_eager(m, ref, (x,), lr=0.1, steps=2)
 
 
 class _AdaptiveHead(nn.Module):
@@ -502,18 +475,6 @@ def test_adaptive_log_softmax_trains_as_pytorch():
     m = _AdaptiveHead()
     ref = copy.deepcopy(m)
     x, target = torch.randn(6, 6), torch.tensor([1, 7, 12, 3, 19, 0])
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.5)
-    model = tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.5))
-    for _ in range(2):
-        ref_opt.zero_grad()
-        want_out, want = ref(x, target)
-        want.backward()
-        ref_opt.step()
-        out, loss = model(x, target)
-        torch.testing.assert_close(loss, want.detach(), rtol=1e-5, atol=1e-6)
-        torch.testing.assert_close(out, want_out.detach(), rtol=1e-5, atol=1e-6)
-    model.copyWeightsToHost()
-    for (n, p), (_, q) in zip(m.named_parameters(), ref.named_parameters()):
-        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=n)
+    model = _sgd_steps_match_eager(m, ref, (x, target), lr=0.5, steps=2)
     with pytest.raises(tilefx.Error, match="Target values should be in"):
         model(x, torch.tensor([1, 7, 12, 3, 20, 0]))
