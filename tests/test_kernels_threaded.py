@@ -149,7 +149,10 @@ def test_in_chunks_threads_change_nothing():
             set_kernel_threads(old)
     for a, b in zip(*outs):
         np.testing.assert_array_equal(a, b)
-    check("gelu.default", x.reshape(-1, 1), rtol=1e-5, atol=1e-6)
+    # against ATen in float64, rounded once: in GELU's tail (x near -3.5, values
+    # near -8e-4, a cancellation in x (1 + erf)) ATen's own float32 kernel is
+    # ~1e-6 off on some CPUs (the vectorized erf it picks), ours 3e-7
+    check("gelu.default", x.reshape(-1, 1), rtol=1e-5, atol=1e-6, upcast={np.dtype("float32"): np.dtype("float64")})
 
 
 def test_adam_in_place_threaded_is_bitwise_the_pure_update():
