@@ -394,10 +394,12 @@ def test_distribution_argument_checks_train_as_pytorch():
 
 
 def test_distribution_argument_check_fails_the_call():
-    """An argument outside its constraint fails the call, as torch raises."""
+    """An argument outside its constraint fails the call, as torch raises.
+    (validate_args=True: torch.compile, which another test may have run in
+    this process, turns the default off for the whole process.)"""
     class Normal(nn.Module):
         def forward(self, loc, scale):
-            return torch.distributions.Normal(loc, scale).log_prob(torch.zeros_like(loc)).sum()
+            return torch.distributions.Normal(loc, scale, validate_args=True).log_prob(torch.zeros_like(loc)).sum()
 
     model = tilefx.inferenceModel(Normal())
     torch.testing.assert_close(model(torch.zeros(3), torch.ones(3)),
