@@ -162,3 +162,74 @@ def test_exported_anchored_program_keeps_the_models_outputs(tmp_path):
         want_out, want_loss = copy.deepcopy(model)(x, y)
     torch.testing.assert_close(out, want_out, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(loss, want_loss, rtol=1e-6, atol=1e-6)
+
+
+def test_review_cases_one_gradient_two_modes_periods_dtypes_and_names():
+    """One gradient under two names keeps each name's mode; an EveryN period
+    that does not divide deviceIterations is an error; value anchors keep the
+    parameter's dtype; a parameter the optimizer leaves out has no gradient;
+    a model's own `_anchors` attribute is the model's."""
+    x, y = torch.randn(4, 4), torch.randn(4, 3)
+    opts = poptorch.Options().deviceIterations(2)
+    opts.anchorTensor('all', 'Gradient___fc.weight', OutputMode.All)
+    opts.anchorTensor('fin', 'Gradient___fc.weight', OutputMode.Final)
+    ipu = poptorch.trainingModel(Small(), opts)
+    ipu(x, y)
+    assert ipu.getAnchoredTensor('all').shape == (2, 3, 4) and ipu.getAnchoredTensor('fin').shape == (3, 4)
+    torch.testing.assert_close(ipu.getAnchoredTensor('all')[-1], ipu.getAnchoredTensor('fin'), rtol=0, atol=0)
+
+    opts = poptorch.Options().deviceIterations(2)
+    opts.anchorTensor('g', 'Gradient___fc.weight', OutputMode.EveryN, 4)
+    with pytest.raises(poptorch.Error, match=r"EveryN\(4\) needs a period that divides deviceIterations \(2\)"):
+        poptorch.trainingModel(Small(), opts)(x, y)
+
+    class Half(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.fc(x).float().pow(2).mean()
+
+    opts = poptorch.Options()
+    for short, long_name in (('v', 'fc.weight'), ('u', 'UpdatedVar___fc.weight'), ('g', 'Gradient___fc.weight')):
+        opts.anchorTensor(short, long_name)
+    ipu = poptorch.trainingModel(Half().bfloat16(), opts)
+    ipu(torch.randn(2, 4).bfloat16())
+    assert [ipu.getAnchoredTensor(k).dtype for k in 'vug'] == [torch.bfloat16] * 3
+
+    class Two(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 3)
+            self._anchors = [(10, 13), (16, 30)]  # a detection head's own attribute
+
+        def forward(self, x, y):
+            return torch.nn.functional.mse_loss(self.b(self.a(x)), y)
+
+        def count(self):
+            return len(self._anchors)
+
+    m = Two()
+    opts = poptorch.Options()
+    opts.anchorTensor('g', 'Gradient___a.weight')
+    with pytest.raises(poptorch.Error, match="'a.weight' is not trained"):
+        poptorch.trainingModel(m, opts, optimizer=poptorch.optim.SGD(m.b.parameters(), lr=0.1))(
+            torch.randn(2, 4), torch.randn(2, 3))
+    ipu = poptorch.trainingModel(Two())
+    ipu(torch.randn(2, 4), torch.randn(2, 3))
+    assert ipu.count() == 2
+
+
+def test_a_loaded_executable_keeps_its_options_anchors(tmp_path):
+    x, y = torch.randn(2, 4), torch.randn(2, 3)
+    opts = poptorch.Options()
+    opts.anchorTensor('w', 'fc.bias')
+    opts.anchorTensor('g', 'Gradient___fc.bias')
+    path = str(tmp_path / "a.poptorch")
+    model = Small()
+    poptorch.trainingModel(model, opts).compileAndExport(path, x, y)
+    loaded = poptorch.load(path)
+    loaded(x, y)
+    torch.testing.assert_close(loaded.getAnchoredTensor('w'), model.fc.bias.detach(), rtol=0, atol=0)
+    assert loaded.getAnchoredTensor('g').shape == (3,)

@@ -517,6 +517,24 @@ def test_bicubic_grid_sample_trains_like_torch(kernels, padding, monkeypatch):
         torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13)
 
 
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+def test_bicubic_grid_sample_far_outside_the_image(padding, monkeypatch):
+    """Grid values far outside [-1, 1] (1e19, -1e30, inf) on the numpy kernel:
+    each tap is padded as a float before it becomes an index (an int64 cast
+    first wrapped around), as torch pads them."""
+    monkeypatch.setenv("TILEFX_KERNELS", "numpy")
+
+    class Warp(nn.Module):
+        def forward(self, x, grid):
+            return nn.functional.grid_sample(x, grid, mode="bicubic", padding_mode=padding, align_corners=True)
+
+    x = torch.randn(1, 1, 4, 4, dtype=torch.float64)
+    far = 1e7 if padding == "reflection" else 1e30  # (ATen casts the reflection count to an int)
+    grid = torch.tensor([[[[far, -3.7], [float("inf"), 2.0], [-far, 0.3], [0.5, 5.5]]]], dtype=torch.float64)
+    torch.testing.assert_close(tilefx.inferenceModel(Warp())(x, grid), Warp()(x, grid), rtol=1e-13, atol=1e-13,
+                               equal_nan=True)
+
+
 @pytest.mark.parametrize("mode", ["cubic", "linear", "nearest"])
 def test_onnx_grid_sample_equals_onnxruntime(mode):
     """ONNX GridSample (opset 20 mode names; cubic is torch's bicubic, A = -0.75)

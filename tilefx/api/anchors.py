@@ -33,7 +33,7 @@ class Anchors:
     """The anchors of one executor and what the last call left in them."""
 
     def __init__(self, anchored: dict[str, dict[str, Any]], params: list[str], trained: set[str],
-                 training: bool, default_mode: OutputMode):
+                 training: bool, default_mode: OutputMode, device_iterations: int = 1):
         self.entries: dict[str, tuple[str, str, OutputMode, int]] = {}  # short -> (kind, param, mode, N)
         self.gradients: list[str] = []  # the parameters whose gradient main returns, in order
         self.memory: dict[str, torch.Tensor] = {}
@@ -58,7 +58,11 @@ class Anchors:
             mode = spec.get("output_mode") or OutputMode.Default
             if mode == OutputMode.Default:
                 mode = default_mode
-            self.entries[short] = (kind, name, mode, int(spec.get("output_return_period") or 1))
+            period = int(spec.get("output_return_period") or 1)
+            if mode == OutputMode.EveryN and (period < 1 or device_iterations % period):
+                raise Error(f"anchorTensor({short!r}, {long_name!r}): OutputMode.EveryN({period}) needs a "
+                            f"period that divides deviceIterations ({device_iterations})")
+            self.entries[short] = (kind, name, mode, period)
             if kind == "gradient" and name not in self.gradients:
                 self.gradients.append(name)
 
@@ -69,17 +73,21 @@ class Anchors:
             return None
         model = executor._user_model
         params = [n for n, _ in model.named_parameters()]
-        trained = {n for n, p in model.named_parameters() if p.requires_grad}
+        outside = {id(p) for p in executor._params_outside_optimizer()} \
+            if executor._training and executor._optimizer is not None else set()
+        trained = {n for n, p in model.named_parameters() if p.requires_grad and id(p) not in outside}
         mode = executor._options.output_mode
         if mode == OutputMode.Default:
             mode = OutputMode.Final if executor._training else OutputMode.All
-        return cls(anchored, params, trained, executor._training, mode)
+        return cls(anchored, params, trained, executor._training, mode,
+                   executor._options.device_iterations)
 
-    def gradient_mode(self, index: int) -> tuple[OutputMode, int]:
-        """The output mode and period of the `index`-th returned gradient (the
-        first anchor naming it)."""
+    def gradient_modes(self, index: int) -> list[tuple[str, OutputMode, int]]:
+        """Each anchor of the `index`-th returned gradient: (short name,
+        output mode, period); one gradient may be anchored under several."""
         name = self.gradients[index]
-        return next((m, n) for kind, p, m, n in self.entries.values() if kind == "gradient" and p == name)
+        return [(short, m, n) for short, (kind, p, m, n) in self.entries.items()
+                if kind == "gradient" and p == name]
 
     def set_gradients(self, values: list[torch.Tensor]) -> None:
         """The gradients main returned in this call, collected per their modes."""
@@ -88,11 +96,15 @@ class Anchors:
             if kind == "gradient":
                 self.memory[short] = got[name]
 
-    def set_weights(self, kind: str, weights: dict[str, np.ndarray], host) -> None:
-        """The weights' values before ("value") or after ("updated") this call's update."""
+    def set_weights(self, kind: str, weights: dict[str, np.ndarray], host, model) -> None:
+        """The weights' values as the call starts ("value") or after its last
+        weight update ("updated"): once per call, whatever the output mode, in
+        the parameter's dtype (numpy holds bfloat16 as float32)."""
         for short, (k, name, _, _) in self.entries.items():
             if k == kind:
-                self.memory[short] = torch.from_numpy(np.array(host(name, weights[name])))
+                t = torch.from_numpy(np.array(host(name, weights[name])))
+                dtype = model.get_parameter(name).dtype
+                self.memory[short] = t if t.dtype == dtype else t.to(dtype)
 
     def get(self, short_name: str) -> torch.Tensor:
         if short_name not in self.entries:

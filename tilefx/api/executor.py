@@ -179,6 +179,9 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         self._program: Program | None = None
         self._call: CallSpec | None = None  # how the compiled call bound its arguments
         self._recorded_call: CallSpec | None = None  # the call an executable file recorded
+        # Options.anchorTensor's anchors (api/anchors.py; a name no model attribute has:
+        # the executor starts with a copy of the model's attributes)
+        self._tilefx_anchors: Anchors | None = None
         self._weights: dict[str, np.ndarray] = {}
         # weights that are their parameter's memory: name -> (a weak reference
         # to the array, the parameter, its data pointer and shape then). The
@@ -286,7 +289,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             self._attached = True  # a detached model attaches again when called (PopTorch)
         if self._one_call_for is not self._program:  # decided once per program (options are frozen)
             self._one_call_for, self._one_call = self._program, self._one_micro_batch()
-        anchored = self.__dict__.get("_anchors")
+        anchored = self.__dict__.get("_tilefx_anchors")
         if anchored is not None:
             self._anchor_weights("value")
         if self._options.synthetic_data:  # host I/O disabled: the device makes its inputs
@@ -605,7 +608,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         from tilefx.api import export
 
         start = time.perf_counter()
-        self._anchors = Anchors.of(self)  # Options.anchorTensor (api/anchors.py)
+        self._tilefx_anchors = Anchors.of(self)  # Options.anchorTensor (api/anchors.py)
         _warn_unmodelled_locations(self._options.TensorLocations)
         self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
         if self._joins_processes():  # meet the others first: a bad rendezvous fails before tracing
@@ -631,10 +634,10 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         untrained = self._params_outside_optimizer() if self._training else []
         for p_ in untrained:
             p_.requires_grad_(False)
-        anchored = self._anchors is not None and self._training and self._anchors.gradients
+        anchored = self._tilefx_anchors is not None and self._training and self._tilefx_anchors.gradients
         try:
             if anchored:  # anchored gradients: returned by main after the model's outputs
-                GradientOutputs.requested = tuple(self._anchors.gradients)
+                GradientOutputs.requested = tuple(self._tilefx_anchors.gradients)
             with self._groups.per_replica_view(model):
                 traced = trace(model, tuple(x[: x.shape[0] // n] if x.dim() else x for x in inputs),
                                self._training, upcast_inputs=self._upcast_inputs(inputs), call=call)
@@ -649,7 +652,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                 p_.requires_grad_(True)
         progress.mark("traced the model", 40)
         if anchored:
-            traced.anchor_outputs = len(self._anchors.gradients)
+            traced.anchor_outputs = len(self._tilefx_anchors.gradients)
         self._traced_params = set(traced.params)
         import_module = traced.module.clone()
         module = traced.module
@@ -714,6 +717,8 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         or as loaded from an executable file)."""
         self._traced_params = set(traced.params)
         self._fast_call = None  # a new program: the next call is checked in full
+        if self._tilefx_anchors is None:  # loaded from an executable file: the options' anchors
+            self._tilefx_anchors = Anchors.of(self)
         self._check_ipu_count(module)
         if traced.meta_tensors and not self._options.offline_ipu_target:
             _check_not_meta(traced.meta_tensors)

@@ -28,14 +28,15 @@ class Outputs:
         results = []
         n_model = self._num_model_outputs()
         for k in range(len(out_ids)):
-            held = self.__dict__.get("_anchors")
+            held = self.__dict__.get("_tilefx_anchors")
             if out_ids[k] >= n_model:  # an anchored gradient, in its own mode and PopART's layout
                 if held is None or len(held.gradients) != self._program.traced.anchor_outputs:
                     results.append(None)  # (an executable loaded without its anchors)
                     continue
-                a_mode, period = held.gradient_mode(out_ids[k] - n_model)
-                items, dims = anchors.anchor_items(outputs, k, a_mode, period, D, G, R)
-                results.append(torch.from_numpy(anchors.collect(items, dims)))
+                for short, a_mode, period in held.gradient_modes(out_ids[k] - n_model):
+                    items, dims = anchors.anchor_items(outputs, k, a_mode, period, D, G, R)
+                    held.memory[short] = torch.from_numpy(anchors.collect(items, dims))
+                results.append(None)  # set aside above, per anchor (_structured skips it)
                 continue
             if mode == OutputMode.All:
                 items = [outputs[d][g][r][k] for d in range(D) for g in range(G) for r in range(R)]
@@ -68,9 +69,11 @@ class Outputs:
             results = [t.to(torch.bfloat16) if i in bf16 else t for i, t in zip(out_index, results)]
         n_model = self._num_model_outputs()
         if n_model < self._program.traced.num_outputs:  # the anchored gradients go aside
-            held = self.__dict__.get("_anchors")
+            held = self.__dict__.get("_tilefx_anchors")
             if held is not None and len(held.gradients) == self._program.traced.anchor_outputs:
-                held.set_gradients([torch.as_tensor(r) for i, r in zip(out_ids, results) if i >= n_model])
+                grads = [r for i, r in zip(out_ids, results) if i >= n_model]
+                if all(g is not None for g in grads):  # one micro-batch (_run_one): every mode's layout
+                    held.set_gradients([torch.as_tensor(g) for g in grads])
             results, out_ids = zip(*[(r, i) for i, r in zip(out_ids, results) if i < n_model]) or ((), ())
         leaves: list[Any] = [None] * n_model
         for i, r in zip(out_ids, results):
@@ -92,5 +95,6 @@ class Outputs:
         """The weights anchored by name ("value": as the step starts) or as
         UpdatedVar___ ("updated": after its update), for getAnchoredTensor."""
         groups = self._groups
-        self._anchors.set_weights(kind, self._weights,
-                                  lambda n, w: groups.to_host(n, w) if n in groups.names else w)
+        self._tilefx_anchors.set_weights(kind, self._weights,
+                                         lambda n, w: groups.to_host(n, w) if n in groups.names else w,
+                                         self._user_model)

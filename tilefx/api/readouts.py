@@ -61,7 +61,7 @@ class MachineReadouts:
 
     def getAnchoredTensor(self, short_name: str) -> torch.Tensor:
         """The value an anchored tensor (Options.anchorTensor) had in the last call."""
-        held = self.__dict__.get("_anchors")
+        held = self.__dict__.get("_tilefx_anchors")
         if held is None:
             if short_name in self._options.anchored_tensors:
                 raise Error(f"getAnchoredTensor({short_name!r}): the model has not run yet")
@@ -73,8 +73,7 @@ class MachineReadouts:
         """The names of the program's tensors a user can anchor
         (Options.anchorTensor): the parameters, and in training the gradients
         (Gradient___<name>) and updated values (UpdatedVar___<name>) of the
-        trained ones, with the inputs' names. PopTorch asserts the model is
-        compiled."""
+        trained ones. PopTorch asserts the model is compiled."""
         if self._program is None:
             raise error_also(AssertionError)("Model must be compiled before calling getTensorNames",
                                              type="api")
@@ -83,8 +82,6 @@ class MachineReadouts:
             trained = set(self._program.trained)
             names += [f"{prefix}{n}" for prefix in (anchors.GRADIENT, anchors.UPDATED)
                       for n in names if n in trained]
-        if self._call is not None:
-            names += list(self._call.tensor_names())
         return names
 
     def cycleCount(self) -> int:

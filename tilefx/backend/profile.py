@@ -323,7 +323,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
         name = r.get("param") or r.get("buffer") or r.get("const") or r.get("accum")
         for st in phase_resident.get(name, ()) if name is not None else ():
             if "accum" in r:  # read and written by the backward stages that accumulate into it
-                if "bwd" in stage_of.get(st, (0, ""))[1]:
+                if accumulate and "bwd" in stage_of.get(st, (0, ""))[1]:
                     load_bytes[st] += _bytes(a)
                     store_bytes[st] += _bytes(a)
             else:

@@ -246,16 +246,18 @@ def _cubic_weights(t):
 
 
 def _padded_tap(p, size, padding_mode, align_corners):
-    """A tap's integer coordinate under the padding mode (ATen's
+    """A tap's integer coordinate (given as a float: a grid far outside
+    [-1, 1] may not fit an int64) under the padding mode (ATen's
     compute_coordinates): clipped (border), reflected then clipped
-    (reflection), or as it is (zeros: _inside drops it when outside)."""
+    (reflection), or kept just outside the input (zeros: _inside drops it)."""
     if padding_mode == 1:
-        return np.clip(p, 0, size - 1)
-    if padding_mode == 2:
-        r, _ = _reflect(p.astype(np.float64), 0, 2 * (size - 1)) if align_corners else \
-            _reflect(p.astype(np.float64), -1, 2 * size - 1)
-        return np.clip(r, 0, size - 1).astype(_I64)
-    return p
+        p = np.clip(p, 0, size - 1)
+    elif padding_mode == 2:
+        r, _ = _reflect(p, 0, 2 * (size - 1)) if align_corners else _reflect(p, -1, 2 * size - 1)
+        p = np.clip(r, 0, size - 1)
+    else:
+        p = np.clip(np.nan_to_num(p, nan=-1.0), -1, size)
+    return p.astype(_I64)
 
 
 def _bicubic_taps(input, grid, padding_mode, align_corners):
@@ -277,7 +279,7 @@ def _bicubic_taps(input, grid, padding_mode, align_corners):
         low = np.floor(c)
         coords.append(c)
         dcoords.append(dc)
-        lows.append(low.astype(_I64))
+        lows.append(low)
         weights.append(_cubic_weights(c - low))
     taps = []
     (wy, dy), (wx, dx) = weights
