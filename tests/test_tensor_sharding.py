@@ -239,3 +239,28 @@ def test_auto_stage_sizes_the_state_where_it_lives():
                       .minElementsForReplicatedTensorSharding(0))
     off = stage_bytes(tilefx.TensorLocationSettings().useOnChipStorage(False).minElementsForOffChip(0))
     assert off < rts < on
+
+
+def test_device_ir_streams_the_state_the_profile_streams():
+    """ir("device")'s remote loads of off-chip state follow the same location
+    rules as the profile: tensors under minElementsForOffChip stay on chip,
+    a sharded tensor moves one replica's share."""
+    import re
+
+    def loads(ex):
+        return dict(re.findall(r'tile.remote_load.*?tensor = "([^"]+)".*?cycles = (\d+)', ex.ir("device")))
+
+    every = {f"{p}/{s}" for p in ("fc.weight", "fc.bias", "head.weight", "head.bias") for s in ("exp_avg", "exp_avg_sq")}
+    assert set(loads(_compiled(4, on_chip=False))) == every
+    few = tilefx.Options().replicationFactor(4)
+    few.useOfflineIpuTarget()
+    few.TensorLocations.setOptimizerLocation(
+        tilefx.TensorLocationSettings().useOnChipStorage(False).minElementsForOffChip(1000))
+    model = Net()
+    small = tilefx.trainingModel(model, few, optimizer=tilefx.optim.AdamW(model.parameters()))
+    small.compile(torch.randn(8, 256), torch.randint(0, 4, (8,)))
+    assert set(loads(small)) == {"fc.weight/exp_avg", "fc.weight/exp_avg_sq"}  # the others: under 1000 elements
+    cycles = loads(_compiled(4, on_chip=False))
+    stream = MK2.streaming_bytes_per_s
+    assert int(cycles["fc.weight/exp_avg"]) == MK2.link_cycles(128 * 256 * 4 // 4, stream)  # a quarter
+    assert int(cycles["fc.bias/exp_avg"]) == MK2.link_cycles(128 * 4, stream)  # whole: under 8192 elements

@@ -42,7 +42,8 @@ class MachineReadouts:
             device = self._program.module.clone()
             loc = self._options.TensorLocations.optimizer
             lower_to_device(device, machine(self._options.machine),
-                            optimizer_off_chip=loc is not None and loc.on_chip is False)
+                            state_location=None if loc is None else loc.resolved(),
+                            replicas=self._factors()[1] * self._options.Distributed.numProcesses)
             return str(device)
         raise Error(f"unknown IR level {level!r}: expected 'import', 'graph' or 'device'")
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, TensorType, i64
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
@@ -32,6 +32,7 @@ from tilefx.backend.costs import (
     plan_matmul,
     proportion_of,
 )
+from tilefx.backend.locations import TensorLocation
 from tilefx.backend.machine import Machine, machine as machine_named
 from tilefx.backend.executor import arg_roles, result_roles
 from tilefx.dialects.ipu import PLACE_KEY, CopyOp
@@ -78,17 +79,28 @@ class LowerToDevicePass(ModulePass):
 
     machine: str = "mk2"
     optimizer_off_chip: bool = False
+    # replicas the optimizer state is sharded over (replicated tensor sharding:
+    # each remote load and store moves one replica's shard)
+    state_shards: int = 1
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        lower_to_device(op, machine_named(self.machine), self.optimizer_off_chip)
+        lower_to_device(op, machine_named(self.machine), self.optimizer_off_chip,
+                        replicas=self.state_shards,
+                        state_location=TensorLocation(on_chip=not self.optimizer_off_chip,
+                                                      sharded=self.state_shards > 1))
 
 
-def lower_to_device(module: ModuleOp, m: Machine, optimizer_off_chip: bool = False) -> None:
-    """The pass's work, for a Machine object (the API's custom machines)."""
+def lower_to_device(module: ModuleOp, m: Machine, optimizer_off_chip: bool = False,
+                    state_location: TensorLocation | None = None, replicas: int = 1) -> None:
+    """The pass's work, for a Machine object (the API's custom machines).
+    `state_location` (backend/locations.py; `optimizer_off_chip` is its short
+    form): which optimizer state tensors the update loads from and stores to
+    streaming memory, and over how many of the `replicas` each is sharded,
+    as the profile costs them."""
     main = find_func(module, "main")
     if any(o.name.startswith("tile.") for o in main.walk()):
         return  # already lowered
-    lowering = _Lowering(optimizer_off_chip)
+    lowering = _Lowering(state_location or TensorLocation(on_chip=not optimizer_off_chip), replicas)
     lowering.main(main, m)
     for o in module.ops:
         if isinstance(o, func.FuncOp) and o.sym_name.data == "update":
@@ -96,8 +108,8 @@ def lower_to_device(module: ModuleOp, m: Machine, optimizer_off_chip: bool = Fal
 
 
 class _Lowering:
-    def __init__(self, optimizer_off_chip: bool):
-        self.optimizer_off_chip = optimizer_off_chip
+    def __init__(self, state: TensorLocation, replicas: int = 1):
+        self.state, self.replicas = state, replicas
 
     # -- @main ------------------------------------------------------------
     def main(self, main: func.FuncOp, m: Machine) -> None:
@@ -199,25 +211,30 @@ class _Lowering:
         for o in list(block.ops):
             if not isinstance(o, func.ReturnOp):
                 start = self._lower_op(o, m, start)
-        if not self.optimizer_off_chip:
+        if self.state.on_chip:
             return
         roles = arg_roles(update)
         first = block.first_op
+        streamed = {}  # state name -> bytes of this replica's share
         for arg, role in zip(block.args, roles):
-            if "state" not in role:
+            numel = math.prod(arg.type.get_shape()) if isinstance(arg.type, TensorType) else 1
+            if "state" in role and self.state.off_chip(numel):
+                streamed[role["state"]] = -(-_bytes(arg) // self.state.shards(numel, self.replicas))
+        for arg, role in zip(block.args, roles):
+            if role.get("state") not in streamed:
                 continue
             ld = RemoteLoadOp.build(operands=[arg], result_types=[arg.type], properties={
                 "tensor": StringAttr(role["state"]),
-                "cycles": _i(m.link_cycles(_bytes(arg), m.streaming_bytes_per_s))})
+                "cycles": _i(m.link_cycles(streamed[role["state"]], m.streaming_bytes_per_s))})
             block.insert_op_before(ld, first)
             for use in list(arg.uses):
                 if use.operation is not ld:
                     use.operation.operands[use.index] = ld.results[0]
         ret = block.last_op
         for i, (v, role) in enumerate(zip(ret.operands, result_roles(update))):
-            if "state" in role:
+            if role.get("state") in streamed:
                 st = RemoteStoreOp.build(operands=[v], result_types=[v.type], properties={
                     "tensor": StringAttr(role["state"]),
-                    "cycles": _i(m.link_cycles(_bytes(v), m.streaming_bytes_per_s))})
+                    "cycles": _i(m.link_cycles(streamed[role["state"]], m.streaming_bytes_per_s))})
                 block.insert_op_before(st, ret)
                 ret.operands[i] = st.results[0]
