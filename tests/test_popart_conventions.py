@@ -411,3 +411,27 @@ def test_index_outputs_are_int32_as_popart_types_them():
         assert anchors[t].dtype == (np.int32 if t in (amax, amin, idx, flat) else np.float32), t
         assert s.getInfo(t).data_type_lcase() == anchors[t].dtype.name
         np.testing.assert_array_equal(anchors[t], w.astype(anchors[t].dtype), err_msg=t)
+
+
+def test_print_tensor_prints_the_value_and_in_training_the_gradient(capfd):
+    """aiGraphcore.printtensor printed nothing (it ran as an identity): it
+    prints the tensor when the program runs and, training with
+    print_gradient, its gradient as `<title>_gradient` (PopART's title)."""
+    import numpy as np
+
+    from tilefx import popart
+
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2, 3]))
+    w = b.addInitializedInputTensor(np.ones((3, 2), np.float32))
+    y = b.aiGraphcore.printtensor([b.aiOnnx.matmul([x, w])], print_gradient=1, title="act")
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.relu([y])], reduction=popart.ReductionType.Sum)
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [loss]), loss,
+                               popart.ConstSGD(0.0), popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({x: np.array([[1, 2, 3], [-4, -5, -6]], np.float32)}, anchors))
+    out = capfd.readouterr().out
+    assert "act: ((  6.,   6.),\n (-15., -15.))" in out
+    assert "act_gradient: ((1., 1.),\n (0., 0.))" in out
+    np.testing.assert_allclose(anchors[loss], 12.0)

@@ -937,6 +937,18 @@ def _selu(x, at):
     return gamma * torch.where(x > 0, x, alpha * (torch.exp(x) - 1))
 
 
+def _print_tensor(ins, at, v):
+    """aiGraphcore PrintTensor: PopTorch's print op (registered by
+    tilefx.api.ops, which the PopART sessions import), printing the tensor
+    when the program runs and, with print_gradient, its gradient; PopTorch's
+    default format. Without the op registered (the frontend alone) an identity."""
+    x = _t(ins[0])
+    op = getattr(getattr(torch.ops, "tilefx", None), "print_tensor", None)
+    if op is None:
+        return x
+    return op(x, str(at.get("title", "")), bool(at.get("print_gradient", 1)), 1000, 3, 80, 4, "auto", ", ", "(", ")")
+
+
 def _prod(x, dims, keepdim):
     for d in sorted(dims, reverse=True):
         x = torch.prod(x, d, keepdim=keepdim)
@@ -944,7 +956,7 @@ def _prod(x, dims, keepdim):
 
 
 GRAPHCORE_OPS = {"IdentityLoss": _identityloss, "L1": _l1loss, "Nll": _nllloss,
-                 "PrintTensor": lambda ins, at, v: _t(ins[0]),
+                 "PrintTensor": _print_tensor,
                  "Swish": lambda ins, at, v: F.silu(_t(ins[0])),
                  "Expm1": lambda ins, at, v: torch.expm1(_t(ins[0])),
                  "Log1p": lambda ins, at, v: torch.log1p(_t(ins[0])),
