@@ -442,7 +442,7 @@ class PlainAdamSubclass(X.Adam):
     pass
 
 
-def _warnings_of(caplog, run) -> list[str]:
+def _warnings_of(caplog, run, containing: str = "subclasses the built-in optimizer") -> list[str]:
     log = logging.getLogger("tilefx")  # tilefx's loggers do not propagate to the root
     log.addHandler(caplog.handler)
     try:
@@ -450,7 +450,7 @@ def _warnings_of(caplog, run) -> list[str]:
             run()
     finally:
         log.removeHandler(caplog.handler)
-    return [r.getMessage() for r in caplog.records if "subclasses the built-in optimizer" in r.getMessage()]
+    return [r.getMessage() for r in caplog.records if containing in r.getMessage()]
 
 
 def test_subclassing_a_built_in_optimizer_warns_once(caplog):
@@ -561,14 +561,7 @@ def test_set_optimizer_warns_of_attributes_the_compiled_model_ignores(caplog):
     compile, setOptimizer warns of such attributes in PopTorch's words,
     once."""
     def warnings_of(run):
-        log = logging.getLogger("tilefx")  # tilefx's loggers do not propagate to the root
-        log.addHandler(caplog.handler)
-        try:
-            with caplog.at_level(logging.WARNING, logger="tilefx"):
-                run()
-        finally:
-            log.removeHandler(caplog.handler)
-        return [r.getMessage() for r in caplog.records if "Ignoring unexpected" in r.getMessage()]
+        return _warnings_of(caplog, run, "Ignoring unexpected")
 
     m = _model()
     opt = X.SGD(m.parameters(), lr=0.01, loss_scaling=2.0, use_combined_accum=False)

@@ -498,6 +498,13 @@ def test_guides_f_string_parallel_phased_example_trains_like_torch():
     opts.setExecutionStrategy(tilefx.ParallelPhasedExecution(*phases))
     training = tilefx.trainingModel(model, opts, torch.optim.SGD(model.parameters(), lr=0.01))
     training.compile(x, target)
+    _two_sgd_steps_like_torch(training, model, reference, x, target)
+    assert training.profile.num_ipus == 4
+
+
+def _two_sgd_steps_like_torch(training, model, reference, x, target):
+    """Two steps of `training` (SGD, lr 0.01) and of eager `reference`: the
+    outputs and losses of each step and the weights after them equal."""
     optimizer = torch.optim.SGD(reference.parameters(), lr=0.01)
     for _ in range(2):
         out, loss = training(x, target)
@@ -510,7 +517,6 @@ def test_guides_f_string_parallel_phased_example_trains_like_torch():
     training.copyWeightsToHost()
     for p, q in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
-    assert training.profile.num_ipus == 4
 
 
 class _InlinePhases(nn.Module):
@@ -561,18 +567,7 @@ def test_one_block_on_two_ipus_of_a_phase_keeps_each_op_on_its_ipu():
     opts = tilefx.Options().setExecutionStrategy(
         tilefx.ParallelPhasedExecution(*[f"{n}" for n in range(2 * _InlinePhases.N)]))
     training = tilefx.trainingModel(model, opts, torch.optim.SGD(model.parameters(), lr=0.01))
-    optimizer = torch.optim.SGD(reference.parameters(), lr=0.01)
-    for _ in range(2):
-        out, loss = training(x, target)
-        optimizer.zero_grad()
-        want_out, want_loss = reference(x, target)
-        want_loss.backward()
-        optimizer.step()
-        torch.testing.assert_close(loss, want_loss.detach(), rtol=1e-5, atol=1e-6)
-        torch.testing.assert_close(out, want_out.detach(), rtol=1e-5, atol=1e-6)
-    training.copyWeightsToHost()
-    for p, q in zip(model.parameters(), reference.parameters()):
-        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
+    _two_sgd_steps_like_torch(training, model, reference, x, target)
     assert training.profile.num_ipus == 4
     fwd = {(int(ph), int(ipu)) for ipu, ph in re.findall(
         r'ipu\.stage \{stage = \d+ : i64, ipu = (\d+) : i64, phase = (\d+) : i64, direction = "fwd"',

@@ -27,8 +27,8 @@ class Outputs:
             mode = OutputMode.Final if self._training else OutputMode.All
         results = []
         n_model = self._num_model_outputs()
+        held = self.__dict__.get("_tilefx_anchors")
         for k in range(len(out_ids)):
-            held = self.__dict__.get("_tilefx_anchors")
             if out_ids[k] >= n_model:  # an anchored gradient, in its own mode and PopART's layout
                 if held is None or len(held.gradients) != self._program.traced.anchor_outputs:
                     results.append(None)  # (an executable loaded without its anchors)

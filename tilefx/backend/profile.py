@@ -57,6 +57,9 @@ class Tensor:
     nbytes: int
     made_by: str
     kind: str  # weight | buffer | accumulator | optimizer | activation | stash
+    # the weight, buffer or constant it is or belongs to (accumulators and
+    # optimizer state: their weight's); "" for activations
+    owner: str = ""
 
 
 @dataclass
@@ -490,9 +493,7 @@ def _largest_phase(always: dict[int, list[Tensor]], phase_resident: dict[str, li
     for ipu, tensors in always.items():
         groups: dict[int, list[Tensor]] = defaultdict(list)
         for t in tensors:
-            key = t.name.split(" (", 1)[0]
-            key = key.rsplit("/", 1)[0] if key not in phase_resident else key
-            stages = phase_resident.get(key) or [-1]
+            stages = phase_resident.get(t.owner) or [-1]
             for ph in {stage_phase.get(s, -1) for s in stages}:
                 groups[ph].append(t)
         out[ipu] = max(groups.values(), key=lambda g: sum(t.nbytes for t in g)) if groups else []
@@ -617,14 +618,18 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
     always: dict[int, list[Tensor]] = defaultdict(list)
     for a, r in zip(main.body.block.args, arg_roles):
         if "param" in r:
-            always[param_ipu.get(r["param"], 0)].append(Tensor(r["param"], _bytes(a), "parameter", "weight"))
+            always[param_ipu.get(r["param"], 0)].append(Tensor(r["param"], _bytes(a), "parameter", "weight",
+                                                                     r["param"]))
         elif "buffer" in r:
-            always[param_ipu.get(r["buffer"], 0)].append(Tensor(r["buffer"], _bytes(a), "buffer", "buffer"))
+            always[param_ipu.get(r["buffer"], 0)].append(Tensor(r["buffer"], _bytes(a), "buffer", "buffer",
+                                                                      r["buffer"]))
         elif "const" in r:
-            always[param_ipu.get(r["const"], 0)].append(Tensor(r["const"], _bytes(a), "constant", "buffer"))
+            always[param_ipu.get(r["const"], 0)].append(Tensor(r["const"], _bytes(a), "constant", "buffer",
+                                                                     r["const"]))
         elif "accum" in r and accumulate:
             always[param_ipu.get(r["accum"], 0)].append(
-                Tensor(f"{r['accum']} (gradient accumulator)", _bytes(a), "ipu.accumulate", "accumulator"))
+                Tensor(f"{r['accum']} (gradient accumulator)", _bytes(a), "ipu.accumulate", "accumulator",
+                       r["accum"]))
     if training and update is not None:
         for a, r in zip(update.body.block.args, _roles(update, "arg")):
             if "state" in r and not location.off_chip(_numel(a)):
@@ -632,7 +637,7 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
                 n = location.shards(_numel(a), n_replicas)
                 always[param_ipu.get(pname, 0)].append(
                     Tensor(r["state"] if n == 1 else f"{r['state']} (1/{n} shard)", -(-_bytes(a) // n),
-                           "optimizer state", "optimizer"))
+                           "optimizer state", "optimizer", pname))
 
     if phase_resident:  # only the phase with the most resident bytes at its peak
         stage_phase = {top.stage.value.data: top.phase.value.data for top in main.body.block.ops

@@ -153,6 +153,25 @@ def sgd(weight, grad, lr, velocity, step, momentum_var, dampening_var, weight_de
     return np.subtract(w, step_, out=step_).astype(weight.dtype, copy=False), new_velocity
 
 
+def _decayed_first_moment(weight, g, exp_avg, ct, lr, beta1, weight_decay, decoupled):
+    """What Adam and AdaMax share, in the compute type: the weight decayed
+    (decoupled: w (1 - lr wd)) or the decay added to the gradient (L2), and
+    the first moment m = m + (1 - b1)(g - m). Returns the weight, the
+    gradient, the stored moment and its compute-type value."""
+    w = weight.astype(ct, copy=False)
+    if weight_decay:
+        if decoupled:
+            w = w * ct(1.0 - lr * weight_decay)
+        else:
+            g = g + ct(weight_decay) * w
+    m0 = exp_avg.astype(ct, copy=False)
+    m = np.subtract(g, m0)
+    m *= ct(1.0 - beta1)
+    m += m0
+    new_m, m = _store(m, exp_avg)
+    return w, g, new_m, m
+
+
 def _adamax(weight, g, exp_avg, exp_avg_sq, ct, lr, beta1, beta2, eps, weight_decay, decoupled, bc1):
     """PopART's AdaMax (AdamMode.AdaMax): Adam with the infinity norm in place
     of the second moment, without its bias correction, eps outside the max:
@@ -162,18 +181,8 @@ def _adamax(weight, g, exp_avg, exp_avg_sq, ct, lr, beta1, beta2, eps, weight_de
 
     weight decay decoupled (w *= 1 - lr wd first, PopART's Decay) or added to
     the gradient (L2Regularization)."""
-    w = weight.astype(ct, copy=False)
-    if weight_decay:
-        if decoupled:
-            w = w * ct(1.0 - lr * weight_decay)
-        else:
-            g = g + ct(weight_decay) * w
-    m0, u0 = exp_avg.astype(ct, copy=False), exp_avg_sq.astype(ct, copy=False)
-    m = np.subtract(g, m0)
-    m *= ct(1.0 - beta1)
-    m += m0
-    new_m, m = _store(m, exp_avg)
-    u = np.maximum(u0 * ct(beta2), np.abs(g))
+    w, g, new_m, m = _decayed_first_moment(weight, g, exp_avg, ct, lr, beta1, weight_decay, decoupled)
+    u = np.maximum(exp_avg_sq.astype(ct, copy=False) * ct(beta2), np.abs(g))
     new_u, u = _store(u, exp_avg_sq)
     upd = u + ct(eps)
     np.divide(m, upd, out=upd)
@@ -267,21 +276,11 @@ def adam(weight, grad, exp_avg, exp_avg_sq, step, lr, beta1_var, beta2_var, eps_
         in_chunks(body, [weight, g, exp_avg, exp_avg_sq], 1, ct)
         w, m, v = weight, exp_avg, exp_avg_sq
         return w, m, v
-    w = weight.astype(ct, copy=False)
-    if weight_decay:
-        if decoupled:
-            w = w * ct(1.0 - lr_f * weight_decay)
-        else:
-            g = g + ct(weight_decay) * w
-    m0, v0 = exp_avg.astype(ct, copy=False), exp_avg_sq.astype(ct, copy=False)
     # the same operations as torch's, on fresh temporaries in place (fewer passes)
-    m = np.subtract(g, m0)
-    m *= ct(1.0 - beta1)
-    m += m0
-    new_m, m = _store(m, exp_avg)
+    w, g, new_m, m = _decayed_first_moment(weight, g, exp_avg, ct, lr_f, beta1, weight_decay, decoupled)
     v = g * ct(1.0 - beta2)
     v *= g
-    v += v0 * ct(beta2)
+    v += exp_avg_sq.astype(ct, copy=False) * ct(beta2)
     new_v, v = _store(v, exp_avg_sq)
     step_size = lr_f / bc1
     upd = np.sqrt(v)  # denom = sqrt(v) / bc2_sqrt + eps
