@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import tilefx  # noqa: E402
 from tilefx.backend.costs import linear_cost, plan_matmul  # noqa: E402
 from tilefx.backend.machine import BOW, MK1, MK2, Machine  # noqa: E402
-from validation_models import BertStack, ResNet50, WithCrossEntropy  # noqa: E402
+from validation_models import BertPretraining, BertStack, ResNet50, WithCrossEntropy  # noqa: E402
 
 BERT_LARGE = dict(d=1024, heads=16, ffn=4096)
 BERT_BASE = dict(d=768, heads=12, ffn=3072)
@@ -44,24 +44,30 @@ class Row:
     band: float = 0.30  # the issue's target: within +-30% of the published figure
 
 
-def _options(machine: Machine, half_partials: bool = True, proportion: float | None = None):
+def _options(machine: Machine, half_partials: bool = True, proportion: float | None = None,
+             state_off_chip: bool = False):
     opts = tilefx.Options().setMachine(machine)
     if half_partials:
         opts.Precision.setPartialsType(torch.half)
     if proportion is not None:
         opts.setAvailableMemoryProportion({"IPU0": proportion})
+    if state_off_chip:
+        opts.TensorLocations.setOptimizerLocation(tilefx.TensorLocationSettings().useOnChipStorage(False))
     return opts
 
 
 @functools.cache
 def bert_stack_profile(width: str, layers: int, mb: int, seq: int, training: bool, machine: Machine,
-                       proportion: float | None = None):
-    """(cycles of one micro-batch, peak tile bytes) of `layers` fp16 BERT layers on one IPU."""
+                       proportion: float | None = None, recompute: bool = False,
+                       state_off_chip: bool = False):
+    """(cycles of one micro-batch, peak tile bytes) of `layers` fp16 BERT layers on one IPU;
+    `recompute`: a recomputation checkpoint after every layer (training)."""
     torch.manual_seed(0)
-    model = BertStack(layers=layers, **(BERT_LARGE if width == "large" else BERT_BASE)).half()
+    model = BertStack(layers=layers, recompute=recompute and training,
+                      **(BERT_LARGE if width == "large" else BERT_BASE)).half()
     d = model.layers[0].qkv.in_features
     x = torch.randn(mb, seq, d).half()
-    opts = _options(machine, proportion=proportion)
+    opts = _options(machine, proportion=proportion, state_off_chip=state_off_chip)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if training:
@@ -73,11 +79,14 @@ def bert_stack_profile(width: str, layers: int, mb: int, seq: int, training: boo
     return sum(p.stage_cycles.values()), int(max(m.peak.max() for m in p.memory.values()))
 
 
-def bert_layer_fit(width, mb, seq, training, machine, proportion=None):
+def bert_layer_fit(width, mb, seq, training, machine, proportion=None, recompute=False,
+                   state_off_chip=False):
     """(fixed, per layer) cycles and peak-tile bytes of a BERT layer stack, from
     compiles of 1 and 2 layers."""
-    c1, m1 = bert_stack_profile(width, 1, mb, seq, training, machine, proportion)
-    c2, m2 = bert_stack_profile(width, 2, mb, seq, training, machine, proportion)
+    c1, m1 = bert_stack_profile(width, 1, mb, seq, training, machine, proportion, recompute,
+                                state_off_chip)
+    c2, m2 = bert_stack_profile(width, 2, mb, seq, training, machine, proportion, recompute,
+                                state_off_chip)
     return (2 * c1 - c2, c2 - c1), (2 * m1 - m2, m2 - m1)
 
 
@@ -87,16 +96,14 @@ def bert_pipeline_throughput(width: str, layers_per_ipu: tuple[int, ...], mb: in
     """Sequences per second of a replicated BERT pipeline in its steady state
     (the published runs accumulate hundreds of micro-batches per update, so
     fill, flush and the weight update are under 1%): the slowest stage bounds
-    it, a stage step being its layers' forward and backward, the copy of the
-    hidden states to the next IPU and back, and, as Graphcore's configurations
-    set recompute_checkpoint_every_layer, one more forward of its layers
-    (tilefx has no recomputation, so the benchmark adds it)."""
+    it, a stage step being its layers' forward and backward (with
+    `recompute`, as Graphcore's configurations set
+    recompute_checkpoint_every_layer, the backward recomputes each layer's
+    activations: the ipu-recompute pass's clones of the forward ops) and the
+    copy of the hidden states to the next IPU and back."""
     n = max(layers_per_ipu)
-    (fixed, per_layer), _ = bert_layer_fit(width, mb, seq, True, machine, proportion)
+    (fixed, per_layer), _ = bert_layer_fit(width, mb, seq, True, machine, proportion, recompute)
     step = fixed + n * per_layer
-    if recompute:
-        (_, f_per_layer), _ = bert_layer_fit(width, mb, seq, False, machine, proportion)
-        step += n * f_per_layer
     d = (BERT_LARGE if width == "large" else BERT_BASE)["d"]
     step += 2 * machine.link_cycles(mb * seq * d * 2, machine.ipu_link_bytes_per_s)  # fwd + grad back
     return replicas * mb * machine.clock_hz / step
@@ -138,14 +145,56 @@ BERT_LARGE_PROPORTION = 0.15
 
 
 def largest_bert_large_stack(mb: int, training: bool, proportion: float = BERT_LARGE_PROPORTION,
-                             seq: int = 128) -> int:
+                             seq: int = 128, recompute: bool = False,
+                             state_off_chip: bool = False) -> int:
     """The most BERT-Large layers (fp16 weights and partials; training with LAMB,
-    its state on chip, no recomputation) whose peak tile memory fits one Mk2,
-    from the per-layer memory fit. Bow has the same tiles and SRAM as Mk2, so the
+    its state on chip unless `state_off_chip`, recomputation checkpoints after
+    every layer if `recompute`) whose peak tile memory fits one Mk2, from the
+    per-layer memory fit. Bow has the same tiles and SRAM as Mk2, so the
     compiles are shared with the Bow throughput rows."""
     assert (BOW.tiles, BOW.bytes_per_tile) == (MK2.tiles, MK2.bytes_per_tile)
-    _, (fixed, per_layer) = bert_layer_fit("large", mb, seq, training, BOW, proportion)
+    _, (fixed, per_layer) = bert_layer_fit("large", mb, seq, training, BOW, proportion, recompute,
+                                           state_off_chip)
     return max(0, int((MK2.bytes_per_tile - fixed) // per_layer))
+
+
+# Graphcore's BERT-Large pre-training pipeline (Graphcore/bert-large-uncased ipu_config.json)
+BERT_LARGE_SPLIT = (3, 7, 7, 7)
+BERT_LARGE_PROPORTIONS = (0.1, 0.15, 0.15, 0.15)
+
+
+def bert_large_pipeline_peaks(split: tuple[int, ...] = BERT_LARGE_SPLIT, mb: int = 8, seq: int = 128,
+                              accumulation: int = 16) -> dict[int, float]:
+    """Peak tile memory of each IPU, as a fraction of a Mk2 tile, of BERT-Large
+    pre-training compiled whole in Graphcore's configuration: `split` layers
+    per IPU pipelined (the embeddings and the tied masked-LM head on IPU 0),
+    a recomputation checkpoint every layer, fp16 weights and partials, LAMB
+    with its state off chip, per-IPU memory proportions. Compile-only: the
+    model is built on the meta device and compiled for an offline target, so
+    its 340 M parameters cost no memory; the memory check is left to the
+    caller (a fraction above 1 is out of memory)."""
+    from tilefx.backend import profile as profile_module
+
+    with torch.device("meta"):
+        model = BertPretraining(layers=sum(split), seq=seq, layers_per_ipu=split, recompute=True).half()
+    opts = tilefx.Options().useOfflineIpuTarget(len(split)).setMachine(MK2)
+    opts.setExecutionStrategy(tilefx.PipelinedExecution(tilefx.AutoStage.AutoIncrement))
+    opts.Training.gradientAccumulation(accumulation)
+    opts.Precision.setPartialsType(torch.half)
+    opts.setAvailableMemoryProportion({f"IPU{i}": p for i, p in enumerate(BERT_LARGE_PROPORTIONS)
+                                       if i < len(split)})
+    opts.TensorLocations.setOptimizerLocation(tilefx.TensorLocationSettings().useOnChipStorage(False))
+    ids = torch.zeros(accumulation * mb, seq, dtype=torch.long)
+    labels = torch.zeros(accumulation * mb, 20, dtype=torch.long)
+    check, profile_module._check_memory = profile_module._check_memory, lambda p: None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trainer = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.LAMB(model.parameters()))
+            trainer.compile(ids, labels)
+    finally:
+        profile_module._check_memory = check
+    return {ipu: float(m.peak.max()) / MK2.bytes_per_tile for ipu, m in trainer.profile.memory.items()}
 
 
 SRC_JIA = "Jia et al. 2019, arXiv:1912.03413 (GC2 / Mk1)"
@@ -202,6 +251,10 @@ def main(argv=None):
             n = largest_bert_large_stack(mb, training)
             print(f"largest BERT-Large layer stack on one Mk2 (SL128, proportion {BERT_LARGE_PROPORTION}), "
                   f"{'training' if training else 'inference'} micro-batch {mb}: {n} layers")
+    for split in (BERT_LARGE_SPLIT, (3, 8, 8, 5), (3, 9, 9, 3)):
+        peaks = bert_large_pipeline_peaks(split)
+        print(f"BERT-Large pre-training pipeline {list(split)} (Graphcore's configuration), peak "
+              f"tile memory per IPU: " + ", ".join(f"IPU{i} {100 * f:.0f}%" for i, f in sorted(peaks.items())))
 
 
 if __name__ == "__main__":

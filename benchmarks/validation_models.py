@@ -39,28 +39,38 @@ class Bert(nn.Module):
     the masked-LM head over `masked` positions per sequence (Graphcore's
     implementation gathers the masked tokens before the vocabulary projection).
     `layers_per_ipu` places the layers with BeginBlock as in the published
-    pipelines (the embeddings share the first IPU)."""
+    pipelines: the embeddings share the first IPU, and the head, its weight
+    tied to the word embedding, goes back to it (a later pipeline stage on IPU
+    0, as optimum-graphcore places it; the options need AutoStage.AutoIncrement).
+    `recompute`: a recomputation checkpoint after every layer."""
 
     def __init__(self, d=1024, heads=16, layers=24, ffn=4096, vocab=30528, seq=128, masked=20,
-                 layers_per_ipu=None, head=True):
+                 layers_per_ipu=None, head=True, recompute=False):
         super().__init__()
         self.tok = nn.Embedding(vocab, d)
         self.pos = nn.Embedding(seq, d)
         self.ln = nn.LayerNorm(d)
         self.layers = nn.ModuleList([BertLayer(d, heads, ffn) for _ in range(layers)])
         self.masked = masked
-        self.head = nn.Linear(d, vocab) if head else None
+        self.recompute = recompute
+        self.head = nn.Linear(d, vocab, bias=False) if head else None
+        if head:
+            self.head.weight = self.tok.weight
         if layers_per_ipu:
             first = 0
             for ipu, n in enumerate(layers_per_ipu):
                 if ipu and n:
                     tilefx.BeginBlock(self.layers[first], f"ipu{ipu}", ipu_id=ipu)
                 first += n
+            if head:
+                tilefx.BeginBlock(self.head, "head", ipu_id=0)
 
     def forward(self, ids):
         x = self.ln(self.tok(ids) + self.pos.weight[: ids.shape[1]])
         for layer in self.layers:
             x = layer(x)
+            if self.recompute:
+                x = tilefx.recomputationCheckpoint(x)
         if self.head is None:
             return x
         return self.head(x[:, : self.masked])
@@ -171,11 +181,14 @@ class BertStack(nn.Module):
     the unit a pipeline stage holds. Its loss is the mean square of its output,
     enough to give every layer a backward pass."""
 
-    def __init__(self, d=1024, heads=16, layers=1, ffn=4096):
+    def __init__(self, d=1024, heads=16, layers=1, ffn=4096, recompute=False):
         super().__init__()
         self.layers = nn.ModuleList([BertLayer(d, heads, ffn) for _ in range(layers)])
+        self.recompute = recompute
 
     def forward(self, x):
         for layer in self.layers:
             x = layer(x)
+            if self.recompute:  # Graphcore's recompute_checkpoint_every_layer
+                x = tilefx.recomputationCheckpoint(x)
         return x, x.float().pow(2).mean()

@@ -46,6 +46,18 @@ def test_every_quick_row_is_pinned():
     assert {r.workload for r in mv.rows(quick=True)} == set(PINNED)
 
 
+def test_graphcore_bert_large_pipeline_fits_and_nine_layers_do_not():
+    """BERT-Large pre-training compiled whole as Graphcore ran it (layers
+    [3, 7, 7, 7] over 4 Mk2s, the tied masked-LM head back on IPU 0,
+    recomputation every layer, the LAMB state off chip): every IPU fits, the
+    encoder IPUs well filled; nine layers on an IPU do not fit."""
+    peaks = mv.bert_large_pipeline_peaks(mv.BERT_LARGE_SPLIT)
+    assert all(f <= 1.0 for f in peaks.values()), peaks
+    assert all(0.7 < peaks[i] for i in (1, 2, 3)), peaks
+    over = mv.bert_large_pipeline_peaks((3, 9, 9, 3))
+    assert over[1] > 1.0 and over[2] > 1.0, over
+
+
 def test_largest_bert_large_stack_on_one_mk2():
     # the compiles behind these are shared with the BERT-Large row above
     train8 = mv.largest_bert_large_stack(8, training=True)

@@ -722,6 +722,40 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_o
                 return v
             v = o.operands[0]
 
+    accumulated: dict[SSAValue, bool] = {}
+
+    def into_accumulator(v: SSAValue) -> bool:
+        """`v` is a gradient contribution that only ever reaches a weight's
+        gradient accumulator (`ipu.accumulate`), directly or through the sum
+        of several contributions (a weight used twice: a tied embedding and
+        projection). Each contribution is added into the accumulator where it
+        is made, as PopART sums a weight's gradient partials as they become
+        available: it takes no memory of its own and is not stashed across
+        pipeline stages (the executor keeps eager's order of additions)."""
+        if v in accumulated:
+            return accumulated[v]
+        accumulated[v] = False  # (no cycles in SSA; a guard all the same)
+        uses = list(v.uses)
+        ok = bool(uses)
+        for u in uses:
+            user = u.operation
+            if user.name == "ipu.accumulate":
+                ok = u.index == 1
+            elif user.name == "aten.add.Tensor" and _prop(user, "alpha", 1) == 1 and \
+                    _bytes(user.results[0]) == _bytes(v):
+                ok = into_accumulator(user.results[0])
+            elif user.name.removeprefix("aten.") in VIEW_OPS and user.results and \
+                    _bytes(user.results[0]) == _bytes(v):  # (the transposed gradient of `x @ w.t()`)
+                ok = into_accumulator(user.results[0])
+            elif user.name == "ipu.yield" and isinstance(user.parent_op(), StageOp):
+                ok = into_accumulator(user.parent_op().results[u.index])
+            else:
+                ok = False
+            if not ok:
+                break
+        accumulated[v] = ok
+        return ok
+
     last_use: dict[SSAValue, int] = {}
     last_stage: dict[SSAValue, int] = {}
     for op, _ in order:
@@ -739,7 +773,7 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_o
         for op, ipu in order:
             for r in op.results:
                 s0, s1 = stage_index[op], last_stage.get(r, -1)
-                if s1 > s0:
+                if s1 > s0 and not into_accumulator(r):
                     if (s0, s1) not in spans:
                         spans[(s0, s1)] = schedule.in_flight(s0, s1)
                     depth[r] = spans[(s0, s1)]
@@ -759,8 +793,14 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_o
     for i, (op, ipu) in enumerate(order):
         if op.name == "ipu.copy":
             ipu = op.dst.value.data
+        target = _updated_in_place(op, i, last_use, depth, root)
+        if target is not None and target in live[ipu]:
+            # a scatter-add into a tensor that dies here (an embedding's gradient
+            # into its zeros) writes into that tensor's memory, as Poplar's
+            # multiUpdateAdd does: the result takes it over
+            live_bytes[ipu] -= live[ipu].pop(target).nbytes
         for r in op.results:
-            if r.uses and all(u.operation.name == "ipu.accumulate" and u.index == 1 for u in r.uses):
+            if into_accumulator(r):
                 continue  # accumulated in place: the gradient is written into its accumulator
             if op.name.removeprefix("aten.") in VIEW_OPS:
                 continue  # a view: no memory of its own
@@ -784,6 +824,31 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_o
                 t = live[owner_ipu].pop(v)
                 live_bytes[owner_ipu] -= t.nbytes
     return peaks, dict(temp_at)
+
+
+# ops that add into their first operand's elements (ATen's functional forms of
+# index_put_(accumulate=True), index_add_, scatter_add_)
+_SCATTER_ADD_OPS = {"aten.index_put": "accumulate", "aten.index_add": None, "aten.scatter_add": None}
+
+
+def _prop(op: Operation, name: str, default):
+    a = op.properties.get(name)
+    return default if a is None else to_py(a)
+
+
+def _updated_in_place(op: Operation, i: int, last_use: dict, depth: dict, root) -> SSAValue | None:
+    """The operand whose memory `op`'s result takes over: a scatter-add's
+    destination when this op is its last use, it is not stashed, and the
+    result has its size; else None."""
+    flag = _SCATTER_ADD_OPS.get(op.name, "")
+    if flag == "" or not op.operands or len(op.results) != 1:
+        return None
+    if flag is not None and not _prop(op, flag, False):
+        return None
+    v = op.operands[0]
+    if root(v) is not v or last_use.get(v) != i or v in depth or _bytes(v) != _bytes(op.results[0]):
+        return None
+    return v
 
 
 def _stash_peaks(schedule: Schedule, stashed: list[tuple[int, int, int, int]]) -> dict[int, int]:
