@@ -7,12 +7,14 @@ IPU target: 16 IPUs pipelined (the embedding alone on IPU 0, the head alone
 on IPU 15, the layers two or one per IPU between) x replicationFactor 4 = 64
 IPUs, gradient accumulation 64, fp16 weights and activations, fp16 gradient
 accumulators, recomputation checkpoints at every layer's output, AdamW with
-fp32 state off-chip (streaming memory), static loss scaling. Two choices
-make it fit the 624 KiB tiles: the 1F1B pipeline schedule (PopTorch's
-FillDrain stashes twice the layer outputs: IPU 1 then needs 667 KB per
-tile) and an available memory proportion of 0.2 (0.3 leaves IPU 1 at 647
-KB). `--processes N` sizes N PopRun processes x 4 replicas each (N = 4: an
-IPU-POD256, its racks joined by GW-Links).
+fp32 state off-chip (streaming memory), static loss scaling. The 1F1B
+pipeline schedule and an available memory proportion of 0.2 leave IPU 1's
+busiest tile at 591,726 B of 638,976; PopTorch's FillDrain (which stashes
+twice the layer outputs) needs 611,670 B and a proportion of 0.3 621,824
+(session 14's runs; when this benchmark was written, neither fitted: 667
+and 647 KB, before later changes to the memory plan). `--processes N`
+sizes N PopRun processes x 4 replicas each (N = 4: an IPU-POD256, its racks
+joined by GW-Links).
 
 Nothing runs and nothing is copied per replica: the profile is the machine
 model's prediction. The script prints the compile time, the peak host
