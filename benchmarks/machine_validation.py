@@ -169,7 +169,8 @@ def bert_large_pipeline_peaks(split: tuple[int, ...] = BERT_LARGE_SPLIT, mb: int
     pre-training compiled whole in Graphcore's configuration: `split` layers
     per IPU pipelined (the embeddings and the tied masked-LM head on IPU 0),
     a recomputation checkpoint every layer, fp16 weights and partials, LAMB
-    with its state off chip, per-IPU memory proportions. Compile-only: the
+    with its state off chip, per-IPU memory proportions, PopART's
+    decomposeGradSum (Graphcore's BERT options set it). Compile-only: the
     model is built on the meta device and compiled for an offline target, so
     its 340 M parameters cost no memory; the memory check is left to the
     caller (a fraction above 1 is out of memory)."""
@@ -184,6 +185,7 @@ def bert_large_pipeline_peaks(split: tuple[int, ...] = BERT_LARGE_SPLIT, mb: int
     opts.setAvailableMemoryProportion({f"IPU{i}": p for i, p in enumerate(BERT_LARGE_PROPORTIONS)
                                        if i < len(split)})
     opts.TensorLocations.setOptimizerLocation(tilefx.TensorLocationSettings().useOnChipStorage(False))
+    opts._Popart.set("decomposeGradSum", True)  # as Graphcore's BERT options set it
     ids = torch.zeros(accumulation * mb, seq, dtype=torch.long)
     labels = torch.zeros(accumulation * mb, 20, dtype=torch.long)
     check, profile_module._check_memory = profile_module._check_memory, lambda p: None

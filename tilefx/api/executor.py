@@ -788,7 +788,8 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             accumulate=self._training and (G > 1 or R > 1), replicas=R,
             processes=self._options.Distributed.numProcesses,
             process_id=self._options.Distributed.processId,
-            host_io=not self._options.synthetic_data)
+            host_io=not self._options.synthetic_data,
+            decompose_grad_sum=bool(self._options._Popart.options.get("decomposeGradSum", False)))
 
 
     def _make_schedule(self, module: ModuleOp) -> Schedule:

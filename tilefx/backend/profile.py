@@ -266,7 +266,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
                   optimizer_off_chip: bool = False, accumulate: bool = False,
                   check_memory: bool = True, replicas: int = 1, processes: int = 1,
                   process_id: int = 0, optimizer_location: TensorLocation | None = None,
-                  host_io: bool = True) -> Profile:
+                  host_io: bool = True, decompose_grad_sum: bool = False) -> Profile:
     """Cost every op, time the schedule, and plan the memory of every IPU.
     `replicas` are this process's replicas, `processes` the processes of the
     run (each with as many): they share the gradient all-reduce and each
@@ -274,7 +274,9 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     the optimizer state lives (backend/locations.py: on or off chip, sharded
     over the replicas); `optimizer_off_chip` is its short form. `host_io`
     False: the inputs are made on the device and nothing streams back
-    (PopTorch's synthetic data), so the timeline has no host transfers."""
+    (PopTorch's synthetic data), so the timeline has no host transfers.
+    `decompose_grad_sum`: PopART's session option of that name (a weight's
+    gradient partials are added into its accumulator as they are made)."""
     stage_of: dict[int, tuple[int, str]] = {}
     records: list[OpRecord] = []
     stage_cycles: dict[int, int] = defaultdict(int)
@@ -416,7 +418,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
                                                       traffic, pipeline_end, reduces, machine, gathers))
     profile.memory = _memory(main, update, arg_roles, param_ipu, stage_of, records, machine, schedule,
                              training, location, n_replicas, accumulate, num_ipus, cost_of,
-                             profile.stash_bytes, phase_resident)
+                             profile.stash_bytes, phase_resident, decompose_grad_sum)
     if check_memory:
         _check_memory(profile)
     return profile
@@ -613,7 +615,8 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
             accumulate: bool,
             num_ipus: int, cost_of: dict | None = None,
             stash_out: dict[int, int] | None = None,
-            phase_resident: dict[str, list[int]] | None = None) -> dict[int, IpuMemory]:
+            phase_resident: dict[str, list[int]] | None = None,
+            decompose_grad_sum: bool = False) -> dict[int, IpuMemory]:
     T = machine.tiles
     always: dict[int, list[Tensor]] = defaultdict(list)
     for a, r in zip(main.body.block.args, arg_roles):
@@ -648,7 +651,7 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
     # and the temporary memory of the op running at that peak (the largest sum of
     # live activations and temporaries, not the largest of each at different times)
     peak_set, temp = _activation_peaks(main, stage_of, schedule, training, cost_of or {}, T,
-                                       stash_out)
+                                       stash_out, partials_in_place=decompose_grad_sum and accumulate)
     # code and vertex state: each op's on the tiles it runs on, averaged over the tiles
     # (Poplar spreads vertices evenly), plus the codelet library every tile holds
     op_tiles: dict[int, float] = defaultdict(float)
@@ -689,14 +692,16 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
 
 
 def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_of: dict,
-                      tiles: int, stash_out: dict[int, int] | None = None
+                      tiles: int, stash_out: dict[int, int] | None = None,
+                      partials_in_place: bool = False
                       ) -> tuple[dict[int, list[Tensor]], dict[int, int]]:
     """Per IPU, the activations live at its peak, stash copies included (as
     many copies as the schedule has micro-batches between the value's stage
     and its last use), and the temporary bytes per tile of the op running
     then: the peak is the program point with the most live bytes per tile
     plus that op's temporaries. `stash_out` receives each IPU's peak stashed
-    bytes."""
+    bytes. `partials_in_place`: a weight's gradient partials go into its
+    accumulator where they are made (into_accumulator)."""
     order: list[tuple[Operation, int]] = []
     for top in main.body.block.ops:
         if isinstance(top, StageOp):
@@ -725,13 +730,17 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_o
     accumulated: dict[SSAValue, bool] = {}
 
     def into_accumulator(v: SSAValue) -> bool:
-        """`v` is a gradient contribution that only ever reaches a weight's
-        gradient accumulator (`ipu.accumulate`), directly or through the sum
-        of several contributions (a weight used twice: a tied embedding and
-        projection). Each contribution is added into the accumulator where it
-        is made, as PopART sums a weight's gradient partials as they become
-        available: it takes no memory of its own and is not stashed across
-        pipeline stages (the executor keeps eager's order of additions)."""
+        """`v` is a gradient that only ever reaches a weight's gradient
+        accumulator (`ipu.accumulate`), directly or through views (the
+        transposed gradient of `x @ w.t()`): the plan counts it as made into
+        the accumulator (as Poplar's matMulAcc computes C += A B in place),
+        with no memory of its own. With `decompose_grad_sum` (PopART's `decomposeGradSum` session
+        option, which Graphcore's BERT sets) and an accumulator, also through
+        the sum of a weight's gradient partials (a weight used twice, as a
+        tied embedding and projection) and across pipeline stages: PopART then
+        adds each partial into the accumulator where it is made
+        (DecomposeGradSum and InplaceAccumulateGradPartialsIntoOptimizerAccumTensor),
+        and never stashes it. (The executor keeps eager's order of additions.)"""
         if v in accumulated:
             return accumulated[v]
         accumulated[v] = False  # (no cycles in SSA; a guard all the same)
@@ -741,13 +750,14 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_o
             user = u.operation
             if user.name == "ipu.accumulate":
                 ok = u.index == 1
-            elif user.name == "aten.add.Tensor" and _prop(user, "alpha", 1) == 1 and \
-                    _bytes(user.results[0]) == _bytes(v):
+            elif partials_in_place and user.name == "aten.add.Tensor" and \
+                    _prop(user, "alpha", 1) == 1 and _bytes(user.results[0]) == _bytes(v):
+                # (acc += each term: the other term joins the accumulator as well)
                 ok = into_accumulator(user.results[0])
             elif user.name.removeprefix("aten.") in VIEW_OPS and user.results and \
                     _bytes(user.results[0]) == _bytes(v):  # (the transposed gradient of `x @ w.t()`)
                 ok = into_accumulator(user.results[0])
-            elif user.name == "ipu.yield" and isinstance(user.parent_op(), StageOp):
+            elif partials_in_place and user.name == "ipu.yield" and isinstance(user.parent_op(), StageOp):
                 ok = into_accumulator(user.parent_op().results[u.index])
             else:
                 ok = False
@@ -794,16 +804,17 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_o
         if op.name == "ipu.copy":
             ipu = op.dst.value.data
         target = _updated_in_place(op, i, last_use, depth, root)
-        if target is not None and target in live[ipu]:
+        if target is not None and target in live[ipu] and op.results[0] in last_use and \
+                not into_accumulator(op.results[0]):
             # a scatter-add into a tensor that dies here (an embedding's gradient
             # into its zeros) writes into that tensor's memory, as Poplar's
             # multiUpdateAdd does: the result takes it over
             live_bytes[ipu] -= live[ipu].pop(target).nbytes
         for r in op.results:
-            if into_accumulator(r):
-                continue  # accumulated in place: the gradient is written into its accumulator
             if op.name.removeprefix("aten.") in VIEW_OPS:
                 continue  # a view: no memory of its own
+            if into_accumulator(r):
+                continue  # made into its accumulator (Poplar's matMulAcc: C += A B in place)
             if r in last_use:
                 n = _bytes(r) * depth.get(r, 1)
                 kind = "stash" if r in depth else "activation"
@@ -827,8 +838,8 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_o
 
 
 # ops that add into their first operand's elements (ATen's functional forms of
-# index_put_(accumulate=True), index_add_, scatter_add_)
-_SCATTER_ADD_OPS = {"aten.index_put": "accumulate", "aten.index_add": None, "aten.scatter_add": None}
+# index_put_(accumulate=True) and scatter_add_)
+_SCATTER_ADD_OPS = {"aten.index_put": "accumulate", "aten.scatter_add": None}
 
 
 def _prop(op: Operation, name: str, default):

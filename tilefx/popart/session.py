@@ -128,6 +128,7 @@ class SessionOptions:
         "enableOutlining": True, "enableFloatingPointChecks": False, "autoRecomputation": None,
         "executionPhaseSettings": None, "enableEngineCaching": False, "cachePath": "session_cache",
         "logDir": "", "enableLoadAndOffloadRNGState": False, "seed": None,
+        "decomposeGradSum": False,
     }
 
     def __init__(self):
@@ -141,7 +142,7 @@ class SessionOptions:
     # real machine: accepted and kept, with no effect on the simulated machine's numbers
     _NO_EFFECT: ClassVar[frozenset] = frozenset({
         "outlineThreshold", "enableExplicitMainLoops", "useHostCopyOps", "aliasZeroCopy",
-        "decomposeGradSum", "enablePrefetchDatastreams", "defaultPrefetchBufferingDepth",
+        "enablePrefetchDatastreams", "defaultPrefetchBufferingDepth",
         "rearrangeAnchorsOnHost", "rearrangeStreamsOnHost", "enableFullyConnectedPass", "groupHostSync",
         "compileEngine", "hardwareInstrumentations", "explicitRecomputation", "enableNonStableSoftmax",
         "dotChecks", "opxModifyChecking", "opxAliasChecking", "kahnTieBreaker", "swapLimitScheduler", "enableMergeExchange",
@@ -410,6 +411,8 @@ class _Session:
             raise popart_exception(f"partialsTypeMatMuls must be 'float' or 'half', got {o.partialsTypeMatMuls!r}")
         if o.seed is not None:
             opts.randomSeed(int(o.seed))
+        if o.decomposeGradSum:  # the machine model's memory plan (backend/profile.py)
+            opts._Popart.set("decomposeGradSum", True)
         if o.enableEngineCaching:
             opts.enableExecutableCaching(str(o.cachePath))
         strategy = self._strategy()
