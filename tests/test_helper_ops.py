@@ -192,6 +192,36 @@ def test_ipu_print_tensor_formats_and_prints_the_gradient(capfd):
         poptorch.ipu_print_tensor(x, digits=-1)
 
 
+def test_ipu_print_tensor_without_a_title_prints_the_tensors_id(capfd):
+    """The guide's own example, `ipu_print_tensor(x)` without a title, prints
+    the tensor's id as PopART does (it printed `tensor:` for every untitled
+    print): an argument's or parameter's name, else the module path of the op
+    that makes it and its node's unique name; the gradient's print is
+    `<id>_gradient`."""
+    class Untitled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(2, 2)
+            self.bias = torch.nn.Parameter(torch.tensor(0.5))
+
+        def forward(self, x):
+            x = poptorch.ipu_print_tensor(x)
+            b = poptorch.ipu_print_tensor(self.bias)
+            h = poptorch.ipu_print_tensor(self.fc(x) + 1)
+            y = poptorch.ipu_print_tensor(self.fc(h))
+            return y, poptorch.identity_loss((y * b).sum(), reduction="none")
+
+    torch.manual_seed(0)
+    model = Untitled()
+    x = torch.tensor([[1.0, -1.0]])
+    y, _ = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.0))(x)
+    titles = [line.split(":")[0] for line in capfd.readouterr().out.splitlines()
+              if not line.startswith(("Graph compilation", " ", "["))]
+    assert titles == ["x", "bias", "add", "fc/addmm_1", "fc/addmm_1_gradient", "add_gradient",
+                      "bias_gradient"], titles
+    torch.testing.assert_close(y, model(x)[0].detach())
+
+
 def test_recomputation_trades_activation_memory_for_cycles():
     torch.manual_seed(0)
     x, y = torch.randn(256, 32), torch.randn(256, 32)

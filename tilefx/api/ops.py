@@ -14,7 +14,7 @@ import operator
 import torch
 
 from tilefx.api.enums import MatMulSerializationMode
-from tilefx.dialects.ipu import PRINT_FLOAT_FORMATS
+from tilefx.dialects.ipu import PRINT_FLOAT_FORMATS, PRINT_GRADIENT_TITLE_SUFFIX
 from tilefx.dialects.names import ATTRIBUTES_META_KEY, MULTICONV_META_KEY
 from tilefx.errors import Error
 from tilefx.lowering.recompute_op import recomputation_checkpoint as _recomputation_checkpoint
@@ -87,10 +87,6 @@ def nop(x: torch.Tensor) -> torch.Tensor:
     return _nop(x, "")
 
 
-# what PopART appends to the title of the print of a gradient
-GRADIENT_TITLE_SUFFIX = "_gradient"
-
-
 @torch.library.custom_op(
     "tilefx::print_tensor", mutates_args=(),
     schema="(Tensor x, str title, bool print_gradient, int summarise_threshold, int edge_items, "
@@ -111,9 +107,10 @@ def _print_setup(ctx, inputs, output):
 
 def _print_backward(ctx, grad):
     """The gradient passes through; with print_gradient it is printed too
-    (titled `<title>_gradient`, as PopART titles the print in the backward)."""
+    (titled `<title>_gradient`, as PopART titles the print in the backward;
+    untitled, the frontend titles both prints with the tensor's id)."""
     if ctx.print_gradient:
-        title = ctx.title + GRADIENT_TITLE_SUFFIX if ctx.title else ""
+        title = ctx.title + PRINT_GRADIENT_TITLE_SUFFIX if ctx.title else ""
         grad = _print_tensor(grad, title, False, *ctx.fmt)
     return (grad,) + (None,) * (2 + len(ctx.fmt))
 

@@ -47,7 +47,7 @@ from xdsl.dialects.builtin import (
     bf16,
     i64,
 )
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Region, SSAValue
 
 from tilefx.errors import Error, set_text, wrapping
 from tilefx.dialects import ipu
@@ -64,7 +64,7 @@ from tilefx.lowering.static_ops import static_ops
 from tilefx.lowering.tracing_state import GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
 from tilefx.dialects.names import LOC_META_KEY, MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import ATTRIBUTES_KEY, ATTRIBUTES_META_KEY
-from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
+from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
 
 _TORCH_TO_NP = {
     torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
@@ -312,13 +312,14 @@ class _Builder:
                  has_blocks: bool):
         self.gm = gm
         self.values: dict = {}  # fx node -> SSAValue or list of SSAValue
-        self.block = Block()
+        self.block = self.top = Block()
         self.arg_attrs: list[DictionaryAttr] = []
         self.loss_index = loss_index
         self.has_blocks = has_blocks
         self.seen_block = False
         self.start_seqs: set[int] = set()
         self.multiconv_seen: dict[int, int] = {}
+        self.printed_ids: dict[int, str] = {}  # autograd seq_nr -> id of an untitled forward print
         self.loops, self.in_loop = _find_loops(list(gm.graph.nodes))
 
     # -- helpers -------------------------------------------------------
@@ -531,8 +532,9 @@ class _Builder:
             from tilefx.dialects.irutil import from_py
 
             fmt = from_py(dict(zip(ipu.PRINT_FORMAT_DEFAULTS, a[3:])))
+            title = a[1] or self.print_title(node)
             return ipu.PrintTensorOp.build(operands=[a[0]], result_types=rtypes,
-                                           properties={"title": StringAttr(a[1]), "format": fmt},
+                                           properties={"title": StringAttr(title), "format": fmt},
                                            attributes=attrs)
         if name == "set_available_memory":
             from xdsl.dialects.builtin import FloatAttr, f64
@@ -582,6 +584,33 @@ class _Builder:
                 properties={"mode": StringAttr(a[2]), "factor": IntegerAttr(a[3], i64),
                             "keep_precision": BoolAttr.from_bool(a[4])})
         raise Error(f"unsupported operation tilefx::{name}")
+
+    def print_title(self, node) -> str:
+        """The title of an untitled `ipu_print_tensor`: PopART prints the
+        tensor's id. The backward's print of its gradient (the same autograd
+        sequence number) is `<id>_gradient`, as a titled print's is."""
+        seq = node.meta.get("seq_nr")
+        if node.meta.get("partitioner_tag") == "is_backward" and seq in self.printed_ids:
+            return self.printed_ids[seq] + ipu.PRINT_GRADIENT_TITLE_SUFFIX
+        title = self.tensor_id(node.args[0])
+        if seq is not None:
+            self.printed_ids.setdefault(seq, title)
+        return title
+
+    def tensor_id(self, x) -> str:
+        """A tensor's id in the program, as PopART names tensors for users: a
+        graph argument's name (the parameter, buffer or constant, the
+        forward's argument), else the module path of the op that makes it and
+        its node's name in the traced graph (unique: `fc/addmm`, `add_1`)."""
+        v = self.values.get(x)
+        if isinstance(v, BlockArgument) and v.owner is self.top and v.index < len(self.arg_attrs):
+            arg = self.arg_attrs[v.index].data
+            for key in (PARAM_KEY, BUFFER_KEY, CONST_KEY):
+                if isinstance(arg.get(key), StringAttr):
+                    return arg[key].data
+            return v.name_hint or f"input{arg[INPUT_KEY].value.data}"
+        parts = [p for p in ((x.meta.get("custom") or {}).get(MODULE_META_KEY, "")).split("/") if p]
+        return "/".join(parts + [x.name])
 
     def annotate(self, node, attrs: dict) -> None:
         """`ipu.name` (module path, NameScope, op), a poptorch.Attribute's
