@@ -290,7 +290,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         if self._one_call_for is not self._program:  # decided once per program (options are frozen)
             self._one_call_for, self._one_call = self._program, self._one_micro_batch()
         anchored = self.__dict__.get("_tilefx_anchors")
-        if anchored is not None:
+        if anchored is not None and self._one_call:  # (_run takes them per device iteration)
             self._anchor_weights("value")
         if self._options.synthetic_data:  # host I/O disabled: the device makes its inputs
             inputs = self._synthetic_inputs(inputs)
@@ -298,7 +298,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             out = self._run_one(inputs)
         else:
             out = self._run(inputs)
-        if anchored is not None and self._training:
+        if anchored is not None and self._training and self._one_call:
             self._anchor_weights("updated")
         if self._options.synthetic_data:  # ... and streams nothing back
             out = torch.utils._pytree.tree_map(
@@ -877,7 +877,12 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         outputs: list[list[list[list[np.ndarray]]]] = []
         out_index = p.out_index
         fresh: set[int] = set()  # ids of output arrays only the caller will hold
+        held = self.__dict__.get("_tilefx_anchors")  # weights anchored by name / UpdatedVar___
+        taken = {kind: [] for kind in held.weight_kinds()} if held is not None else {}
+        read = lambda name, r: self._groups.weight(self._weights, name, r)  # noqa: E731
         for d in range(D):
+            if "value" in taken:
+                taken["value"].append(held.take_weights("value", read, R))
             accs = [self._zeroed_accumulators(r, trained) for r in range(R)]
             als_counts = (self._als_upper, self._als_lower)
             per_g = []
@@ -927,6 +932,11 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                             f"the loss scaling statistics of weight update {self._step + 1}")
                         self._als_upper, self._als_lower = als_counts[0] + up, als_counts[1] + low
                 self._update(total)
+            if "updated" in taken and self._training:
+                taken["updated"].append(held.take_weights("updated", read, R))
+        for kind, per_iteration in taken.items():
+            if per_iteration:
+                held.set_weights_per_iteration(kind, per_iteration, G, R, self._user_model)
         for key, value in mutated.items():  # in-place / out= writes to user inputs (as PopTorch)
             with torch.no_grad():
                 inputs[key].copy_(torch.from_numpy(value.reshape(inputs[key].shape)))
