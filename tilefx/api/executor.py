@@ -526,7 +526,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                             f"to {new_cfg['type']}")
             self._optimizer = optimizer
             return
-        check_unchanged_constants(compiled, new_cfg, self._opt_groups, new_groups)
+        check_unchanged_constants(compiled, new_cfg, self._opt_groups, new_groups, optimizer)
         if "_opt_known" in self.__dict__:
             warn_unexpected_attributes(optimizer, self._opt_known, self._opt_warned)
         self._optimizer = optimizer
