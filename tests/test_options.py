@@ -333,6 +333,16 @@ def test_input_replica_grouping_semantics():
     assert opts.input_group_type == CommGroupType.NoGrouping
 
 
+def test_an_input_group_size_that_does_not_divide_the_replicas_is_a_clear_error():
+    """Options set in any order: 3-replica input groups over 4 replicas ran
+    into an IndexError deep in the executor (the DataLoader checked it)."""
+    import tilefx as poptorch
+
+    opts = Options().replicationFactor(4).inputReplicaGrouping(3, CommGroupType.Consecutive)
+    with pytest.raises(Error, match=r"The input group size \(3\) must divide the replication factor \(4\)"):
+        poptorch.inferenceModel(torch.nn.Linear(2, 2), opts)(torch.randn(4, 2))
+
+
 @pytest.mark.parametrize("value", [{
     "IPU0": 0.0
 }, {

@@ -567,6 +567,9 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
 
     def _micro_batch(self, inputs, names: list[str] | None = None) -> int:
         d, r, gsize, g = self._factors()
+        if r % gsize:  # (the options are set in any order: checked once they are all known)
+            raise Error(f"The input group size ({gsize}) must divide the replication factor ({r}) "
+                        "(Options.inputReplicaGrouping)")
         n = d * (r // gsize) * g
         mb = None
         for i, x in enumerate(inputs):
