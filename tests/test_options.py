@@ -1147,6 +1147,16 @@ def test_load_from_file_missing_file(tmp_path):
         Options().loadFromFile(str(tmp_path / "missing.conf"))
 
 
+def test_load_from_file_not_text_names_the_line(tmp_path):
+    """A binary or corrupt file was a bare UnicodeDecodeError."""
+    path = tmp_path / "corrupt.conf"
+    path.write_bytes(b"deviceIterations(2)\nrep\xff\xfelicationFactor(2)\n")
+    opts = Options()
+    with pytest.raises(ConfigFileError, match=r"line 2, column 4 of .*corrupt.conf: not UTF-8 text \(byte 0xff\)"):
+        opts.loadFromFile(str(path))
+    assert opts.device_iterations == 1  # all or nothing
+
+
 # --------------------------------------------------------------------------
 # JSON defaults from the environment
 # --------------------------------------------------------------------------
