@@ -362,11 +362,19 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
                          anchor_outputs=int(meta.get("anchor_outputs", 0)))
     named_p = dict(ex._user_model.named_parameters(remove_duplicate=False))
     named_b = dict(ex._user_model.named_buffers(remove_duplicate=False))
-    for kind, names, have in (("parameter", traced.params, named_p), ("buffer", traced.buffers, named_b)):
+    for kind, names, have, prefix in (("parameter", traced.params, named_p, "param/"),
+                                      ("buffer", traced.buffers, named_b, "buffer/")):
         for n in names:
             if n not in have:
                 raise Error(f"{filename}: the executable needs the {kind} {n!r}, which the model does not "
                             "have: it was exported from a different model")
+            saved, own = tensors.get(prefix + n), have[n]
+            shape = tuple(own.shape) or (1,)  # (the file keeps a 0-d tensor as one element)
+            if saved is not None and (tuple(saved.shape) not in (tuple(own.shape), shape)
+                                      or saved.dtype != _np_dtype(own)):
+                raise Error(f"{filename}: the executable's {kind} {n!r} is {tuple(saved.shape)} {saved.dtype}, "
+                            f"the model's {tuple(own.shape)} {_np_dtype(own)}: it was exported from a "
+                            "different model")
     if weights_from_file:
         with torch.no_grad():
             for n in traced.params:
@@ -385,6 +393,11 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
             if n in ex._opt_state:
                 ex._opt_state[n] = v.astype(ex._opt_state[n].dtype, copy=True)
         ex._step = int(meta.get("step", 0))
+
+
+def _np_dtype(t: torch.Tensor) -> np.dtype:
+    """The dtype a tensor is saved in (bfloat16 as float32, which numpy lacks)."""
+    return np.dtype(np.float32) if t.dtype == torch.bfloat16 else torch.empty(0, dtype=t.dtype).numpy().dtype
 
 
 def _torch_dtypes(names, count: int, filename: str) -> list[torch.dtype] | None:
