@@ -190,6 +190,8 @@ def test_ipu_print_tensor_formats_and_prints_the_gradient(capfd):
         poptorch.ipu_print_tensor(x, float_format="hex")
     with pytest.raises(Error, match="digits must be a non-negative int"):
         poptorch.ipu_print_tensor(x, digits=-1)
+    with pytest.raises(Error, match="nop: expected a tensor, got list"):  # (was the op schema's message)
+        poptorch.nop([x])
 
 
 def test_ipu_print_tensor_without_a_title_prints_the_tensors_id(capfd):

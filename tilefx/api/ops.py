@@ -84,6 +84,8 @@ _set_available_memory = _make_identity("set_available_memory", "poptorch.set_ava
 
 def nop(x: torch.Tensor) -> torch.Tensor:
     """An identity the compiler keeps, for debugging (seeds/000 4.6.5)."""
+    if not isinstance(x, torch.Tensor):
+        raise Error(f"nop: expected a tensor, got {type(x).__name__}")
     return _nop(x, "")
 
 
@@ -205,10 +207,12 @@ _serialized_matmul.register_autograd(_smm_backward, setup_context=_smm_setup)
 
 def serializedMatMul(lhs, rhs, mode, factor=0, keep_precision=False):
     """A matmul split into `factor` serial pieces to save memory (seeds/000 4.6.8)."""
+    if mode != MatMulSerializationMode.Disabled and mode not in _SERIAL_MODE_NAMES:
+        raise Error(f"serializedMatMul: unknown mode {mode!r} (a poptorch.MatMulSerializationMode)")
+    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 0:
+        raise Error(f"serializedMatMul: factor must be a non-negative int, got {factor!r}")
     if mode == MatMulSerializationMode.Disabled or factor in (0, 1):
         return torch.matmul(lhs, rhs)
-    if mode not in _SERIAL_MODE_NAMES:
-        raise Error(f"serializedMatMul: unknown mode {mode!r}")
     if rhs.dim() != 2:
         raise Error(f"serializedMatMul: rhs must be 2-D, got shape {tuple(rhs.shape)}")
     name = _SERIAL_MODE_NAMES[mode]
