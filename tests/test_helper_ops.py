@@ -425,6 +425,25 @@ def test_multiconv_groups_convolutions():
         poptorch.MultiConv().availableMemoryProportions(1.5)
 
 
+@pytest.mark.parametrize("given,convs", [(2, 3), (3, 2)])
+def test_multiconv_options_per_convolution_must_match_the_convolutions(given, convs):
+    """Two available memory proportions for three convolutions were an
+    IndexError inside the frontend, three for two silently dropped one."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = torch.nn.ModuleList(torch.nn.Conv2d(2, 4, 3) for _ in range(convs))
+
+        def forward(self, x):
+            with poptorch.MultiConv().availableMemoryProportions([0.5] * given):
+                return sum(conv(x) for conv in self.convs)
+
+    many = "more than 2" if given < convs else "2"
+    with pytest.raises(Error, match=rf"MultiConv: availableMemoryProportions has {given} values for a "
+                                    rf"multi-convolution of {many} convolutions"):
+        poptorch.inferenceModel(M())(torch.randn(1, 2, 6, 6))
+
+
 def test_multiconv_parallel_plan_is_faster_than_serial_on_small_convolutions():
     class M(torch.nn.Module):
         def __init__(self, plan):

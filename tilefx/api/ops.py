@@ -612,6 +612,11 @@ class MultiConv:
         meta = {"group": group, "plan": "serial" if self._plan == MultiConvPlanType.Serial else "parallel"}
         if self._amps is not None:
             meta["amps"] = list(self._amps)
+        # per-convolution options given one value per convolution: the frontend checks the count
+        meta["sizes"] = {name: len(v) for name, v in (("availableMemoryProportions", self._amps),
+                                                      ("partialsTypes", self._partials),
+                                                      ("enableConvDithering", self._dithering))
+                         if v is not None and len(v) > 1}
         self._cm = torch.fx.traceback.annotate({MULTICONV_META_KEY: meta})
         self._cm.__enter__()
         return self

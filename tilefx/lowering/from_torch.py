@@ -307,6 +307,12 @@ def _schema_args(node, schema: Schema) -> tuple[dict, dict]:
     return operands, props
 
 
+def _multiconv_count_error(option: str, n: int, convs: str, node) -> Error:
+    return Error(f"MultiConv: {option} has {n} values for a multi-convolution of {convs} convolutions: "
+                 "give one value for all of them or one per convolution", type="frontend",
+                 location=_location_of(node) if node is not None else None)
+
+
 class _Builder:
     def __init__(self, gm: torch.fx.GraphModule, descs: dict, loss_index: int | None,
                  has_blocks: bool):
@@ -318,7 +324,8 @@ class _Builder:
         self.has_blocks = has_blocks
         self.seen_block = False
         self.start_seqs: set[int] = set()
-        self.multiconv_seen: dict[int, int] = {}
+        self.multiconv_seen: dict[int, int] = {}  # MultiConv group -> convolutions seen
+        self.multiconv_sizes: dict[int, dict[str, int]] = {}  # group -> per-convolution option counts
         self.printed_ids: dict[int, str] = {}  # autograd seq_nr -> id of an untitled forward print
         self.loops, self.in_loop = _find_loops(list(gm.graph.nodes))
 
@@ -585,6 +592,14 @@ class _Builder:
                             "keep_precision": BoolAttr.from_bool(a[4])})
         raise Error(f"unsupported operation tilefx::{name}")
 
+    def check_multiconvs(self) -> None:
+        """Each MultiConv option given per convolution has one value per
+        convolution of its group (fewer are caught as the convolutions come)."""
+        for group, sizes in self.multiconv_sizes.items():
+            for option, n in sizes.items():
+                if n != self.multiconv_seen[group]:
+                    raise _multiconv_count_error(option, n, str(self.multiconv_seen[group]), None)
+
     def print_title(self, node) -> str:
         """The title of an untitled `ipu_print_tensor`: PopART prints the
         tensor's id. The backward's print of its gradient (the same autograd
@@ -633,6 +648,10 @@ class _Builder:
             index = self.multiconv_seen.get(mc["group"], 0)
             if fwd:
                 self.multiconv_seen[mc["group"]] = index + 1
+                self.multiconv_sizes[mc["group"]] = mc.get("sizes") or {}
+                for option, n in self.multiconv_sizes[mc["group"]].items():
+                    if index >= n:
+                        raise _multiconv_count_error(option, n, f"more than {n}", node)
             attrs[MULTICONV_KEY] = from_py({"group": mc["group"], "plan": mc["plan"]})
             amps = mc.get("amps")
             if amps and fwd:
@@ -997,6 +1016,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
         elif node.op == "call_function":
             b.call(node)
 
+    b.check_multiconvs()
     if watch.outside and not uses_begin_block(model):
         raise Error("once blocks are in use, every layer must be inside a Block: "
                     f"{', '.join(dict.fromkeys(watch.outside))} ran outside every block",
