@@ -122,6 +122,34 @@ def test_deleting_or_retyping_a_buffer_in_forward_is_poptorchs_error():
         tilefx.inferenceModel(Retypes())(torch.tensor([5.0]))
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_replacing_or_deleting_a_parameter_in_forward_is_poptorchs_error(training):
+    """`self.w = nn.Parameter(self.w * 2)` in forward ran with the old weight
+    at every call (eager doubles it each time) and left the model's alone."""
+    class Replaces(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(2))
+
+        def forward(self, x):
+            self.w = nn.Parameter(self.w * 2)
+            return (x * self.w).sum()
+
+    class Deletes(Replaces):
+        def forward(self, x):
+            w = self.w
+            del self._parameters["w"]
+            return (x * w).sum()
+
+    wrap = tilefx.trainingModel if training else tilefx.inferenceModel
+    with pytest.raises(tilefx.Error, match=r"^Parameter w is reassigned within the model when calling the "
+                                           r"forward method\. This is not supported"):
+        wrap(Replaces())(torch.ones(2))
+    with pytest.raises(tilefx.Error, match=r"^Parameter w is removed from the model when calling the "
+                                           r"forward method\.$"):
+        wrap(Deletes())(torch.ones(2))
+
+
 def test_copy_into_a_buffer():
     class Last(nn.Module):
         def __init__(self):
