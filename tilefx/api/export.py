@@ -210,6 +210,13 @@ def pack(ex) -> bytes:
     from tilefx.api.executor import host_weights
 
     params, buffers = host_weights(ex)
+    groups = ex._groups
+    if groups.grouped:  # replica-grouped weights: their grouping, and their values as the host holds them
+        from tilefx.api.replica_grouping import grouping_to_json
+
+        meta["replica_grouping"] = grouping_to_json(groups)
+        if not ex._options.offline_ipu_target:  # (offline: read from the model, already the host's layout)
+            params = {n: groups.to_host(n, v) if n in groups.names else v for n, v in params.items()}
     weights = {f"param/{n}": v for n, v in params.items()}
     weights.update({f"buffer/{n}": np.asarray(v) for n, v in buffers.items()})
     weights.update({f"const/{n}": v for n, v in t.consts.items()})
@@ -362,6 +369,11 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
                          anchor_outputs=int(meta.get("anchor_outputs", 0)))
     named_p = dict(ex._user_model.named_parameters(remove_duplicate=False))
     named_b = dict(ex._user_model.named_buffers(remove_duplicate=False))
+    from tilefx.api.replica_grouping import ReplicaGroups, restore_grouping
+
+    # (first: a weight grouped another way also has another shape on the host)
+    restore_grouping(meta.get("replica_grouping"), named_p, filename, ex._options.replication_factor)
+    ex._groups = ReplicaGroups.of(ex._user_model, ex._options.replication_factor)
     for kind, names, have, prefix in (("parameter", traced.params, named_p, "param/"),
                                       ("buffer", traced.buffers, named_b, "buffer/")):
         for n in names:
@@ -610,9 +622,6 @@ def _check_export_args(what: str, filename, **flags) -> None:
 
 
 def _write_compiled(ex, what: str, filename, export_model: bool, rng: bool) -> None:
-    if ex._groups.grouped:
-        raise Error(f"{what}: weights grouped across replicas (replicaGrouping: "
-                    f"{', '.join(ex._groups.names)}) cannot be exported yet; the executable cache works")
     if ex._program.traced.cache_states is not None:
         raise Error(f"{what}: the call passes or the model returns transformers caches (a "
                     "`past_key_values` / `cache` object), whose Python objects the executable file does not "
