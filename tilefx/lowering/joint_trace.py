@@ -479,6 +479,8 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
             return [], [], loss_index
         with fx_traceback.preserve_node_meta(), _backward_meta(), warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Anomaly Detection has been enabled.")
+            # (anomaly mode's note on a backward that raises: the error itself says what failed)
+            warnings.filterwarnings("ignore", "Error detected in ")
             seed = torch.ops.aten.full.default(list(loss.shape), 1.0, dtype=loss.dtype,
                                                device=loss.device)
             result["seed"] = seed
