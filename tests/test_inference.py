@@ -256,3 +256,24 @@ def test_tensor_checks_are_graph_asserts():
     torch.testing.assert_close(model(torch.ones(2, 3)), torch.full((2, 3), 2.0))
     with pytest.raises(tilefx.Error, match="torch._check_tensor_all"):
         model(-torch.ones(2, 3))
+
+
+def test_compiling_keeps_every_submodules_own_mode():
+    """A model in training mode holding an eval() submodule (a wrapper around
+    a Hugging Face model put in eval, the guide's BeginBlock example): after
+    an inference model compiled, the submodule was in training mode too (the
+    mode was put back on the root only), so the eager model then ran its
+    dropout."""
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)).eval()
+
+        def forward(self, x):
+            return self.inner(x)
+
+    model = Outer()
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(tilefx.inferenceModel(model)(x), model.inner[0](x).detach())
+    assert model.training and not model.inner.training and not model.inner[1].training
+    torch.testing.assert_close(model(x), model.inner[0](x))  # eager: still no dropout

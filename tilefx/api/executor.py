@@ -630,8 +630,13 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         d_, r_, g_size, g_ = self._factors()
         n = d_ * (r_ // g_size) * g_
         model = self._user_model
-        was_training = model.training
-        model.train(self._training)
+        # The trace runs in the wrapper's mode. A model already in it keeps its submodules'
+        # own modes (a frozen BatchNorm, eval() in a model in training mode, uses its running
+        # statistics as in eager); one in the other mode (an inference model compiled after
+        # model.train()) is switched as a whole. Every module's mode is put back afterwards.
+        modes = [(m, m.training) for m in model.modules()]
+        if model.training != self._training:
+            model.train(self._training)
         self._check_output_mode()
         # parameters the optimizer does not list are not trained (as with torch.optim)
         untrained = self._params_outside_optimizer() if self._training else []
@@ -650,7 +655,8 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         finally:
             if anchored:
                 GradientOutputs.requested = ()
-            model.train(was_training)
+            for m_, mode in modes:
+                m_.training = mode
             for p_ in untrained:
                 p_.requires_grad_(True)
         progress.mark("traced the model", 40)

@@ -675,6 +675,8 @@ def cache_key(ex, inputs) -> str:
     for x in inputs:
         feed(tuple(x.shape), x.dtype)
     m = ex._user_model
+    if m.training == ex._training:  # traced with its submodules' own modes (executor._compile_in_session)
+        feed(*[sub.training for sub in m.modules()])
     for n, p in m.named_parameters(remove_duplicate=False):
         feed(n, tuple(p.shape), p.dtype, p.requires_grad, getattr(p, "_tilefx_replica_grouping", None))
     for n, b in m.named_buffers(remove_duplicate=False):
