@@ -125,7 +125,8 @@ def ipu_print_tensor(tensor: torch.Tensor, title: str = "", print_gradient: bool
                      digits: int = 4, float_format: str = "auto", separator: str = ", ",
                      open_bracket: str = "(", close_bracket: str = ")") -> torch.Tensor:
     """Print `tensor` when the program runs, and its gradient in the backward
-    pass when `print_gradient`; use the result (seeds/000 4.6.2). The other
+    pass when `print_gradient`; use the result (seeds/000 4.6.2). Without a
+    `title` the print is titled with the tensor's id, as PopART's. The other
     arguments format the print as PopTorch's do: summarised beyond
     `summarise_threshold` elements to `edge_items` per edge, lines of at most
     `max_line_width`, `digits` digits in the `float_format` ("auto",
