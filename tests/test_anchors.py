@@ -274,3 +274,33 @@ def test_a_loaded_executable_keeps_its_options_anchors(tmp_path):
     loaded(x, y)
     torch.testing.assert_close(loaded.getAnchoredTensor('w'), model.fc.bias.detach(), rtol=0, atol=0)
     assert loaded.getAnchoredTensor('g').shape == (3,)
+
+
+def test_weight_anchors_of_a_replica_grouped_weight_are_each_replicas():
+    """Per device iteration and replica: replica r reads (and updates) its
+    group's slice; an iteration's value is the previous one's update."""
+    from tilefx.enums import CommGroupType, VariableRetrievalMode
+
+    class Grouped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.W = torch.nn.Parameter(torch.randn(2, 6, 3))
+
+        def forward(self, x, y):
+            out = x @ self.W
+            return out, torch.nn.functional.mse_loss(out, y)
+
+    torch.manual_seed(0)
+    model = Grouped()
+    opts = poptorch.Options().replicationFactor(4).deviceIterations(2)
+    opts.anchorTensor("w", "W", OutputMode.All)
+    opts.anchorTensor("u", "UpdatedVar___W", OutputMode.All)
+    ipu = poptorch.trainingModel(model, opts, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    ipu.W.replicaGrouping(CommGroupType.Orthogonal, 2, VariableRetrievalMode.OnePerGroup)
+    W0 = model.W.detach().clone()
+    ipu(torch.randn(16, 6), torch.randn(16, 3))
+    w, u = ipu.getAnchoredTensor("w"), ipu.getAnchoredTensor("u")
+    assert w.shape == u.shape == (2, 4, 6, 3)
+    for r in range(4):  # orthogonal groups of 2: replica r holds slice r % 2
+        assert torch.equal(w[0, r], W0[r % 2]) and torch.equal(u[1, r], model.W.detach()[r % 2])
+    assert torch.equal(w[1], u[0]) and not torch.equal(w[0], u[0])
