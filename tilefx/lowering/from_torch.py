@@ -47,7 +47,7 @@ from xdsl.dialects.builtin import (
     bf16,
     i64,
 )
-from xdsl.ir import Attribute, Block, BlockArgument, Region, SSAValue
+from xdsl.ir import Attribute, Block, Region, SSAValue
 
 from tilefx.errors import Error, set_text, wrapping
 from tilefx.dialects import ipu
@@ -61,10 +61,11 @@ from tilefx.lowering.dtensor_lookup import prime as prime_dtensor_lookup
 from tilefx.lowering.no_compiler import without_compiler
 from tilefx.lowering.model_state import MetaAsFake, TensorAttributes
 from tilefx.lowering.static_ops import static_ops
+from tilefx.lowering.tensor_ids import TensorIds
 from tilefx.lowering.tracing_state import GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
 from tilefx.dialects.names import LOC_META_KEY, MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import ATTRIBUTES_KEY, ATTRIBUTES_META_KEY
-from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, CONST_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
+from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
 
 _TORCH_TO_NP = {
     torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
@@ -313,7 +314,7 @@ def _multiconv_count_error(option: str, n: int, convs: str, node) -> Error:
                  location=_location_of(node) if node is not None else None)
 
 
-class _Builder:
+class _Builder(TensorIds):
     def __init__(self, gm: torch.fx.GraphModule, descs: dict, loss_index: int | None,
                  has_blocks: bool):
         self.gm = gm
@@ -599,33 +600,6 @@ class _Builder:
             for option, n in sizes.items():
                 if n != self.multiconv_seen[group]:
                     raise _multiconv_count_error(option, n, str(self.multiconv_seen[group]), None)
-
-    def print_title(self, node) -> str:
-        """The title of an untitled `ipu_print_tensor`: PopART prints the
-        tensor's id. The backward's print of its gradient (the same autograd
-        sequence number) is `<id>_gradient`, as a titled print's is."""
-        seq = node.meta.get("seq_nr")
-        if node.meta.get("partitioner_tag") == "is_backward" and seq in self.printed_ids:
-            return self.printed_ids[seq] + ipu.PRINT_GRADIENT_TITLE_SUFFIX
-        title = self.tensor_id(node.args[0])
-        if seq is not None:
-            self.printed_ids.setdefault(seq, title)
-        return title
-
-    def tensor_id(self, x) -> str:
-        """A tensor's id in the program, as PopART names tensors for users: a
-        graph argument's name (the parameter, buffer or constant, the
-        forward's argument), else the module path of the op that makes it and
-        its node's name in the traced graph (unique: `fc/addmm`, `add_1`)."""
-        v = self.values.get(x)
-        if isinstance(v, BlockArgument) and v.owner is self.top and v.index < len(self.arg_attrs):
-            arg = self.arg_attrs[v.index].data
-            for key in (PARAM_KEY, BUFFER_KEY, CONST_KEY):
-                if isinstance(arg.get(key), StringAttr):
-                    return arg[key].data
-            return v.name_hint or f"input{arg[INPUT_KEY].value.data}"
-        parts = [p for p in ((x.meta.get("custom") or {}).get(MODULE_META_KEY, "")).split("/") if p]
-        return "/".join(parts + [x.name])
 
     def annotate(self, node, attrs: dict) -> None:
         """`ipu.name` (module path, NameScope, op), a poptorch.Attribute's
