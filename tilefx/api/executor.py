@@ -417,8 +417,9 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
 
         An executor compiled for an offline IPU target never runs, so it copies
         nothing: the model's own tensors stay the only copy (one for all
-        replicas), read only when the executable is exported."""
-        self._check_alive()
+        replicas), read only when the executable is exported. Before the
+        first compile there is no device copy: PopTorch's error."""
+        self._check_compiled()
         named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
         named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
         if self._program is not None and not self._options.offline_ipu_target:
@@ -478,11 +479,11 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         return result
 
     def copyWeightsToHost(self) -> None:
-        """Write the executor's weights and buffers into the torch module."""
-        self._check_alive()
-        if self._program is None:
-            return
-        self._write_back()
+        """Write the executor's weights and buffers into the torch module
+        (before the first compile: PopTorch's error, there is nothing to copy)."""
+        self._check_compiled()
+        if self._program is not None:  # (an executor only generate() ran has no weights of its own)
+            self._write_back()
 
     def _seed_random(self, seed: int | None) -> None:
         """The random streams of the random ops: one per replica (replica 0's is
