@@ -116,6 +116,47 @@ def test_gradient_anchor_per_micro_batch_in_each_output_mode(mode):
     torch.testing.assert_close(ipu.getAnchoredTensor('b'), bias[-1, -1], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("mode", [OutputMode.All, OutputMode.EveryN, OutputMode.Final, OutputMode.Sum])
+def test_value_and_updated_anchors_per_device_iteration(mode):
+    """A weight's value and UpdatedVar___ value are taken per device iteration
+    (they were taken once per call: the value as the call started, the
+    update after its last iteration): iteration d's value is the weight every
+    micro-batch of d reads, its update the weight after d's update, each
+    replica's, in PopART's layout ([D, G, R] for All, [R] for Final and Sum),
+    against eager SGD with momentum."""
+    torch.manual_seed(0)
+    model = Small()
+    ref = copy.deepcopy(model)
+    D, G, R, mb = 4, 2, 2, 2
+    N = 2 if mode == OutputMode.EveryN else 1
+    opts = poptorch.Options().deviceIterations(D).replicationFactor(R)
+    opts.Training.gradientAccumulation(G)
+    opts.anchorTensor('v', 'fc.weight', mode, N)
+    opts.anchorTensor('u', 'UpdatedVar___fc.weight', mode, N)
+    ipu = poptorch.trainingModel(
+        model, opts, optimizer=poptorch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+    x, y = torch.randn(D * G * R * mb, 4), torch.randn(D * G * R * mb, 3)
+    ipu(x, y)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    xs, ys = x.reshape(D, G * R * mb, 4), y.reshape(D, G * R * mb, 3)
+    before, after = [], []
+    for d in range(D):  # Mean reduction over G x R micro-batches: one batch of G x R x mb
+        before.append(ref.fc.weight.detach().clone())
+        ref_opt.zero_grad()
+        ref(xs[d], ys[d])[1].backward()
+        ref_opt.step()
+        after.append(ref.fc.weight.detach().clone())
+
+    def laid_out(per_iteration):
+        full = torch.stack(per_iteration)[:, None, None].expand(D, G, R, 3, 4)
+        return {OutputMode.All: full, OutputMode.EveryN: full[N - 1::N], OutputMode.Final: full[-1, -1],
+                OutputMode.Sum: full.sum((0, 1))}[mode]
+
+    torch.testing.assert_close(ipu.getAnchoredTensor('v'), laid_out(before), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ipu.getAnchoredTensor('u'), laid_out(after), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(model.fc.weight.detach(), after[-1], rtol=1e-5, atol=1e-6)
+
+
 def test_value_anchor_in_inference_and_clear_errors():
     torch.manual_seed(0)
     model = Model().eval()
@@ -233,3 +274,33 @@ def test_a_loaded_executable_keeps_its_options_anchors(tmp_path):
     loaded(x, y)
     torch.testing.assert_close(loaded.getAnchoredTensor('w'), model.fc.bias.detach(), rtol=0, atol=0)
     assert loaded.getAnchoredTensor('g').shape == (3,)
+
+
+def test_weight_anchors_of_a_replica_grouped_weight_are_each_replicas():
+    """Per device iteration and replica: replica r reads (and updates) its
+    group's slice; an iteration's value is the previous one's update."""
+    from tilefx.enums import CommGroupType, VariableRetrievalMode
+
+    class Grouped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.W = torch.nn.Parameter(torch.randn(2, 6, 3))
+
+        def forward(self, x, y):
+            out = x @ self.W
+            return out, torch.nn.functional.mse_loss(out, y)
+
+    torch.manual_seed(0)
+    model = Grouped()
+    opts = poptorch.Options().replicationFactor(4).deviceIterations(2)
+    opts.anchorTensor("w", "W", OutputMode.All)
+    opts.anchorTensor("u", "UpdatedVar___W", OutputMode.All)
+    ipu = poptorch.trainingModel(model, opts, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    ipu.W.replicaGrouping(CommGroupType.Orthogonal, 2, VariableRetrievalMode.OnePerGroup)
+    W0 = model.W.detach().clone()
+    ipu(torch.randn(16, 6), torch.randn(16, 3))
+    w, u = ipu.getAnchoredTensor("w"), ipu.getAnchoredTensor("u")
+    assert w.shape == u.shape == (2, 4, 6, 3)
+    for r in range(4):  # orthogonal groups of 2: replica r holds slice r % 2
+        assert torch.equal(w[0, r], W0[r % 2]) and torch.equal(u[1, r], model.W.detach()[r % 2])
+    assert torch.equal(w[1], u[0]) and not torch.equal(w[0], u[0])

@@ -91,6 +91,28 @@ def test_a_leaf_whose_batch_is_not_a_multiple_is_named():
         ipu(x, (pair[0], [torch.randn(3, 4)]))
 
 
+def test_a_numpy_argument_is_compared_by_value_and_shown_briefly():
+    """A numpy array passed as a (compiled-in) non-tensor argument: a second
+    call with the same array raised numpy's "truth value of an array is
+    ambiguous" ValueError; a large one's mismatch printed every number."""
+    import numpy as np
+
+    class Scaled(nn.Module):
+        def forward(self, x, scale):
+            return x * torch.as_tensor(scale)
+
+    ipu = tilefx.inferenceModel(Scaled())
+    x, scale = torch.randn(2, 3), np.array([1.0, 2.0, 3.0], np.float32)
+    torch.testing.assert_close(ipu(x, scale), x * torch.from_numpy(scale))
+    torch.testing.assert_close(ipu(x, scale.copy()), x * torch.from_numpy(scale))  # equal: the same call
+    with pytest.raises(tilefx.Error, match=r"Value mismatch for scale: expected array\(\[1., 2., 3.\], "
+                                           r"dtype=float32\) but got array\(\[1., 2., 4.\]"):
+        ipu(x, np.array([1.0, 2.0, 4.0], np.float32))
+    with pytest.raises(tilefx.Error, match=r"Value mismatch for scale: expected array.* but got a "
+                                           r"numpy.ndarray of shape \(100, 3\) and dtype float32;"):
+        ipu(x, np.ones((100, 3), np.float32))
+
+
 def test_later_calls_must_match_the_compiled_call():
     ipu = tilefx.inferenceModel(Nested())
     x, pair, named = _inputs(2)

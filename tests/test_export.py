@@ -299,6 +299,22 @@ def test_load_executable_into_a_wrapper_and_export_model_false(tmp_path):
         poptorch.trainingModel(ExampleModelWithLoss()).loadExecutable(str(path))
 
 
+def test_load_executable_into_a_model_of_other_shapes_is_a_clear_error(tmp_path):
+    """A wrapper whose parameters have the file's names but other shapes or
+    dtypes failed at the first call, deep in a reshape."""
+    x, _ = _data()
+    path = tmp_path / "validation.poptorch"
+    poptorch.inferenceModel(ExampleModelWithLoss().eval()).compileAndExport(str(path), x)
+    narrower = ExampleModelWithLoss().eval()
+    narrower.fc = torch.nn.Linear(10, 5)
+    with pytest.raises(poptorch.Error, match=r"parameter 'fc.weight' is \(10, 10\) float32, the model's "
+                                             r"\(5, 10\) float32: it was exported from a different model"):
+        poptorch.inferenceModel(narrower).loadExecutable(str(path))
+    with pytest.raises(poptorch.Error, match=r"parameter 'fc.weight' is \(10, 10\) float32, the model's "
+                                             r"\(10, 10\) float64"):
+        poptorch.inferenceModel(ExampleModelWithLoss().eval().double()).loadExecutable(str(path))
+
+
 def test_truncated_tampered_or_foreign_files_are_clear_errors(tmp_path):
     x, _ = _data()
     path = tmp_path / "m.poptorch"

@@ -132,8 +132,14 @@ def test_for_loop_checks_its_body_and_is_inference_only():
             return self.inner(x, h)[0].sum()
 
     # PopTorch's own rule and words (its loop_test.py: test_loop_training)
-    with pytest.raises(Error, match=r"poptorch.for_loop\(\) is only supported in inference"):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught, \
+            pytest.raises(Error, match=r"poptorch.for_loop\(\) is only supported in inference"):
+        warnings.simplefilter("always")
         poptorch.trainingModel(WithLoss())(torch.ones(3, 8), torch.ones(3, 8))
+    # the error alone: no note from torch's anomaly mode about where the backward failed
+    assert not [w for w in caught if "Error detected in" in str(w.message)]
 
 
 class _Deep(torch.nn.Module):
@@ -190,6 +196,38 @@ def test_ipu_print_tensor_formats_and_prints_the_gradient(capfd):
         poptorch.ipu_print_tensor(x, float_format="hex")
     with pytest.raises(Error, match="digits must be a non-negative int"):
         poptorch.ipu_print_tensor(x, digits=-1)
+    with pytest.raises(Error, match="nop: expected a tensor, got list"):  # (was the op schema's message)
+        poptorch.nop([x])
+
+
+def test_ipu_print_tensor_without_a_title_prints_the_tensors_id(capfd):
+    """The guide's own example, `ipu_print_tensor(x)` without a title, prints
+    the tensor's id as PopART does (it printed `tensor:` for every untitled
+    print): an argument's or parameter's name, else the module path of the op
+    that makes it and its node's unique name; the gradient's print is
+    `<id>_gradient`."""
+    class Untitled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(2, 2)
+            self.bias = torch.nn.Parameter(torch.tensor(0.5))
+
+        def forward(self, x):
+            x = poptorch.ipu_print_tensor(x)
+            b = poptorch.ipu_print_tensor(self.bias)
+            h = poptorch.ipu_print_tensor(self.fc(x) + 1)
+            y = poptorch.ipu_print_tensor(self.fc(h))
+            return y, poptorch.identity_loss((y * b).sum(), reduction="none")
+
+    torch.manual_seed(0)
+    model = Untitled()
+    x = torch.tensor([[1.0, -1.0]])
+    y, _ = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.0))(x)
+    titles = [line.split(":")[0] for line in capfd.readouterr().out.splitlines()
+              if not line.startswith(("Graph compilation", " ", "["))]
+    assert titles == ["x", "bias", "add", "fc/addmm_1", "fc/addmm_1_gradient", "add_gradient",
+                      "bias_gradient"], titles
+    torch.testing.assert_close(y, model(x)[0].detach())
 
 
 def test_recomputation_trades_activation_memory_for_cycles():
@@ -391,6 +429,25 @@ def test_multiconv_groups_convolutions():
     assert "ipu.available_memory = 3.000000e-01" in text and "ipu.available_memory = 4.000000e-01" in text
     with pytest.raises(Error, match="available memory proportions"):
         poptorch.MultiConv().availableMemoryProportions(1.5)
+
+
+@pytest.mark.parametrize("given,convs", [(2, 3), (3, 2)])
+def test_multiconv_options_per_convolution_must_match_the_convolutions(given, convs):
+    """Two available memory proportions for three convolutions were an
+    IndexError inside the frontend, three for two silently dropped one."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = torch.nn.ModuleList(torch.nn.Conv2d(2, 4, 3) for _ in range(convs))
+
+        def forward(self, x):
+            with poptorch.MultiConv().availableMemoryProportions([0.5] * given):
+                return sum(conv(x) for conv in self.convs)
+
+    many = "more than 2" if given < convs else "2"
+    with pytest.raises(Error, match=rf"MultiConv: availableMemoryProportions has {given} values for a "
+                                    rf"multi-convolution of {many} convolutions"):
+        poptorch.inferenceModel(M())(torch.randn(1, 2, 6, 6))
 
 
 def test_multiconv_parallel_plan_is_faster_than_serial_on_small_convolutions():

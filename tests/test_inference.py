@@ -122,6 +122,34 @@ def test_deleting_or_retyping_a_buffer_in_forward_is_poptorchs_error():
         tilefx.inferenceModel(Retypes())(torch.tensor([5.0]))
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_replacing_or_deleting_a_parameter_in_forward_is_poptorchs_error(training):
+    """`self.w = nn.Parameter(self.w * 2)` in forward ran with the old weight
+    at every call (eager doubles it each time) and left the model's alone."""
+    class Replaces(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(2))
+
+        def forward(self, x):
+            self.w = nn.Parameter(self.w * 2)
+            return (x * self.w).sum()
+
+    class Deletes(Replaces):
+        def forward(self, x):
+            w = self.w
+            del self._parameters["w"]
+            return (x * w).sum()
+
+    wrap = tilefx.trainingModel if training else tilefx.inferenceModel
+    with pytest.raises(tilefx.Error, match=r"^Parameter w is reassigned within the model when calling the "
+                                           r"forward method\. This is not supported"):
+        wrap(Replaces())(torch.ones(2))
+    with pytest.raises(tilefx.Error, match=r"^Parameter w is removed from the model when calling the "
+                                           r"forward method\.$"):
+        wrap(Deletes())(torch.ones(2))
+
+
 def test_copy_into_a_buffer():
     class Last(nn.Module):
         def __init__(self):
@@ -228,3 +256,24 @@ def test_tensor_checks_are_graph_asserts():
     torch.testing.assert_close(model(torch.ones(2, 3)), torch.full((2, 3), 2.0))
     with pytest.raises(tilefx.Error, match="torch._check_tensor_all"):
         model(-torch.ones(2, 3))
+
+
+def test_compiling_keeps_every_submodules_own_mode():
+    """A model in training mode holding an eval() submodule (a wrapper around
+    a Hugging Face model put in eval, the guide's BeginBlock example): after
+    an inference model compiled, the submodule was in training mode too (the
+    mode was put back on the root only), so the eager model then ran its
+    dropout."""
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)).eval()
+
+        def forward(self, x):
+            return self.inner(x)
+
+    model = Outer()
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(tilefx.inferenceModel(model)(x), model.inner[0](x).detach())
+    assert model.training and not model.inner.training and not model.inner[1].training
+    torch.testing.assert_close(model(x), model.inner[0](x))  # eager: still no dropout

@@ -179,6 +179,10 @@ def test_perf_counters_and_attaching_follow_poptorch():
     assert not inf.isAttachedToDevice()
     with pytest.raises(tilefx.Error, match="not been compiled"):
         inf.detachFromDevice()
+    # copying weights before the first compile is PopTorch's same error (it did nothing)
+    for copy_weights in (inf.copyWeightsToHost, inf.copyWeightsToDevice):
+        with pytest.raises(tilefx.Error, match=r"^Model has not been compiled or has been destroyed\.$"):
+            copy_weights()
     x = torch.randn(2 * D, 8)
     out = inf(x)
     torch.testing.assert_close(out, model(x), rtol=1e-6, atol=1e-7)

@@ -631,6 +631,22 @@ def test_set_optimizer_rejects_a_changed_constant(make, change, attr):
     trainer(x, y)  # the compiled model still runs
 
 
+def test_a_torch_optimizers_constant_error_gives_advice_it_can_follow():
+    """torch.optim optimizers have no variable_attrs (seeds/000 4.5.4: "no
+    method to override this behaviour"): the error said to call
+    `optimizer.variable_attrs.markAsVariable`, an AttributeError for them."""
+    m = _model()
+    opt = T.SGD(m.parameters(), lr=0.01)
+    trainer = tilefx.trainingModel(m, optimizer=opt)
+    x, y = _data(1)[0]
+    trainer(x, y)
+    opt.param_groups[0]["momentum"] = 0.9
+    with pytest.raises(tilefx.Error, match=r"momentum is a constant .* pass momentum explicitly, or use "
+                                           r"poptorch.optim.SGD") as e:
+        trainer.setOptimizer(opt)
+    assert not hasattr(opt, "variable_attrs") and "optimizer.variable_attrs" not in str(e.value)
+
+
 def test_mark_as_variable_before_compile_allows_the_change():
     m = _model()
     opt = X.SGD(m.parameters(), lr=0.01)

@@ -333,6 +333,16 @@ def test_input_replica_grouping_semantics():
     assert opts.input_group_type == CommGroupType.NoGrouping
 
 
+def test_an_input_group_size_that_does_not_divide_the_replicas_is_a_clear_error():
+    """Options set in any order: 3-replica input groups over 4 replicas ran
+    into an IndexError deep in the executor (the DataLoader checked it)."""
+    import tilefx as poptorch
+
+    opts = Options().replicationFactor(4).inputReplicaGrouping(3, CommGroupType.Consecutive)
+    with pytest.raises(Error, match=r"The input group size \(3\) must divide the replication factor \(4\)"):
+        poptorch.inferenceModel(torch.nn.Linear(2, 2), opts)(torch.randn(4, 2))
+
+
 @pytest.mark.parametrize("value", [{
     "IPU0": 0.0
 }, {
@@ -1135,6 +1145,16 @@ def test_load_from_file_suggests_close_names(tmp_path):
 def test_load_from_file_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError):
         Options().loadFromFile(str(tmp_path / "missing.conf"))
+
+
+def test_load_from_file_not_text_names_the_line(tmp_path):
+    """A binary or corrupt file was a bare UnicodeDecodeError."""
+    path = tmp_path / "corrupt.conf"
+    path.write_bytes(b"deviceIterations(2)\nrep\xff\xfelicationFactor(2)\n")
+    opts = Options()
+    with pytest.raises(ConfigFileError, match=r"line 2, column 4 of .*corrupt.conf: not UTF-8 text \(byte 0xff\)"):
+        opts.loadFromFile(str(path))
+    assert opts.device_iterations == 1  # all or nothing
 
 
 # --------------------------------------------------------------------------

@@ -435,3 +435,24 @@ def test_print_tensor_prints_the_value_and_in_training_the_gradient(capfd):
     assert "act: ((  6.,   6.),\n (-15., -15.))" in out
     assert "act_gradient: ((1., 1.),\n (0., 0.))" in out
     np.testing.assert_allclose(anchors[loss], 12.0)
+
+
+def test_print_tensor_without_a_title_prints_the_tensors_id(capfd):
+    """PopART titles an untitled print with the printed tensor's id (tilefx
+    printed `tensor:`), and its gradient's print `<id>_gradient`."""
+    import numpy as np
+
+    from tilefx import popart
+
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [1, 2]))
+    w = b.addInitializedInputTensor(np.ones((2, 2), np.float32))
+    h = b.aiOnnx.matmul([x, w])
+    y = b.aiGraphcore.printtensor([h], print_gradient=1)
+    loss = b.aiGraphcore.identityloss([y], reduction=popart.ReductionType.Sum)
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [loss]), loss,
+                               popart.ConstSGD(0.0), popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    s.run(popart.PyStepIO({x: np.array([[1, 2]], np.float32)}, s.initAnchorArrays()))
+    out = capfd.readouterr().out
+    assert f"{h}: ((3., 3.))" in out and f"{h}_gradient: ((1., 1.))" in out, out

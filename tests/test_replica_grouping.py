@@ -215,3 +215,38 @@ def test_one_group_all_replicas_keeps_training_from_its_replica_copies():
         assert model.W.shape == (4, 4, 3)
         for r in range(4):
             torch.testing.assert_close(model.W[r].detach(), ref.W.detach(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", [VariableRetrievalMode.OnePerGroup, VariableRetrievalMode.AllReplicas])
+def test_grouped_weights_export_load_and_train_on(tmp_path, mode):
+    """compileAndExport / save of replica-grouped weights was an error: the
+    file keeps each weight's grouping and its host value, `poptorch.load`
+    gives the rebuilt model the grouping, and training goes on exactly as
+    without the round trip (per-group Adam state included); a model given
+    loadExecutable that groups its weights another way is an error."""
+    torch.manual_seed(0)
+    R = 4
+    model = Shared(2)
+    opts = poptorch.Options().replicationFactor(R)
+    pt = poptorch.trainingModel(model, opts, optimizer=poptorch.optim.Adam(model.parameters(), lr=0.01))
+    pt.W.replicaGrouping(CommGroupType.Orthogonal, 2, mode)
+    data = [(torch.randn(R * 2, 6), torch.randn(R * 2, 3)) for _ in range(3)]
+    pt(*data[0])
+    path = str(tmp_path / "grouped.poptorch")
+    pt.save(path)
+    loaded = poptorch.load(path)
+    for x, y in data[1:]:
+        _, want = pt(x, y)
+        _, got = loaded(x, y)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    pt.copyWeightsToHost()
+    loaded.copyWeightsToHost()
+    assert loaded.model.W.shape == model.W.shape == ((4, 6, 3) if mode == VariableRetrievalMode.AllReplicas
+                                                     else (2, 6, 3))
+    torch.testing.assert_close(loaded.model.W, model.W.detach(), rtol=0, atol=0)
+
+    other = Shared(2)  # grouped another way: not the program's grouping
+    other.W.replicaGrouping(CommGroupType.Consecutive, 2, mode)
+    with pytest.raises(poptorch.Error, match=r"groups W across replicas as CommGroup\(Orthogonal, 2\), "
+                                             rf"{mode.name}, the model as CommGroup\(Consecutive, 2\)"):
+        poptorch.trainingModel(other, opts.clone()).loadExecutable(path)

@@ -158,6 +158,21 @@ def test_serialized_matmul_keeps_placement_and_runs_the_graph_passes():
     _close(res["output", 0], (x @ model.w1 @ model.w2).detach().numpy())
 
 
+@pytest.mark.parametrize("mode,factor,message", [
+    (Mode.ReducingDim, -2, "factor must be a non-negative int, got -2"),
+    (Mode.ReducingDim, True, "factor must be a non-negative int, got True"),
+    (Mode.ReducingDim, "2", "factor must be a non-negative int, got '2'"),
+    ("reducing_dim", 1, "unknown mode 'reducing_dim'"),  # (was a plain matmul with a factor of 0 or 1)
+])
+def test_bad_mode_or_factor_is_a_clear_error(mode, factor, message):
+    """A negative factor was a SerializationError from the pass, a string
+    a TypeError, an unknown mode with factor 0 or 1 silently a matmul."""
+    with pytest.raises(tilefx.Error, match=message):
+        tilefx.serializedMatMul(torch.randn(M, K), torch.randn(K, N), mode, factor)
+    assert torch.equal(tilefx.serializedMatMul(torch.eye(2), torch.ones(2, 2), Mode.ReducingDim, 0),
+                       torch.ones(2, 2))  # PopTorch's default factor 0: not serialized
+
+
 @pytest.mark.parametrize("mode,factor,dim", [
     (Mode.InputChannels, 3, M), (Mode.ReducingDim, 5, K), (Mode.OutputChannels, 3, N)])
 def test_factor_that_does_not_divide_is_an_error(mode, factor, dim):

@@ -480,3 +480,40 @@ def test_adaptive_log_softmax_trains_as_pytorch():
     model = _sgd_steps_match_eager(m, ref, (x, target), lr=0.5, steps=2)
     with pytest.raises(tilefx.Error, match="Target values should be in"):
         model(x, torch.tensor([1, 7, 12, 3, 20, 0]))
+
+
+def test_a_frozen_batchnorm_in_a_training_model_uses_its_running_statistics():
+    """model.train() then model.bn.eval() (fine-tuning with frozen
+    statistics): the trace put every submodule in training mode, so the
+    BatchNorm normalised with the batch's statistics and updated its running
+    ones, unlike eager; and the compile left bn in training mode."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+            self.bn = torch.nn.BatchNorm1d(4)
+
+        def forward(self, x, t):
+            y = self.bn(self.fc(x))
+            return y, torch.nn.functional.mse_loss(y, t)
+
+    torch.manual_seed(0)
+    model = M()
+    with torch.no_grad():
+        model.bn.running_mean.fill_(0.5)
+        model.bn.running_var.fill_(2.0)
+    model.train()
+    model.bn.eval()
+    ref = copy.deepcopy(model)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    ipu = tilefx.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    for _ in range(2):
+        x, t = torch.randn(8, 4), torch.randn(8, 4)
+        _, loss = ipu(x, t)
+        ref_opt.zero_grad()
+        _, want = ref(x, t)
+        want.backward()
+        ref_opt.step()
+        torch.testing.assert_close(loss, want.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(model.fc.weight.detach(), ref.fc.weight.detach(), rtol=1e-5, atol=1e-6)
+    assert model.bn.running_mean.tolist() == [0.5] * 4 and model.training and not model.bn.training

@@ -11,7 +11,9 @@ outputs (lowering/tracing_state.GradientOutputs, as for PopART's gradient
 anchors) and the executor sets them aside here after each call, with
 PopART's anchor layout: [deviceIterations, gradientAccumulation, replicas]
 leading dimensions for All ([deviceIterations / N, ...] for EveryN,
-[replicas] for Final and Sum), those of size 1 left out.
+[replicas] for Final and Sum), those of size 1 left out. Values and updated
+values are taken once per device iteration (each replica's) and laid out
+the same way.
 """
 
 from __future__ import annotations
@@ -97,14 +99,38 @@ class Anchors:
                 self.memory[short] = got[name]
 
     def set_weights(self, kind: str, weights: dict[str, np.ndarray], host, model) -> None:
-        """The weights' values as the call starts ("value") or after its last
-        weight update ("updated"): once per call, whatever the output mode, in
-        the parameter's dtype (numpy holds bfloat16 as float32)."""
+        """A call of one micro-batch on one replica (one device iteration):
+        the weights' values as it starts ("value") or after its weight update
+        ("updated"), in the parameter's dtype (numpy holds bfloat16 as float32)."""
         for short, (k, name, _, _) in self.entries.items():
             if k == kind:
-                t = torch.from_numpy(np.array(host(name, weights[name])))
-                dtype = model.get_parameter(name).dtype
-                self.memory[short] = t if t.dtype == dtype else t.to(dtype)
+                self.memory[short] = _as_param(torch.from_numpy(np.array(host(name, weights[name]))),
+                                               model, name)
+
+    def weight_kinds(self) -> set[str]:
+        """The kinds of weight anchors ("value", "updated") a call takes."""
+        return {kind for kind, _, _, _ in self.entries.values() if kind != "gradient"}
+
+    def take_weights(self, kind: str, read, replicas: int) -> dict[str, list[np.ndarray]]:
+        """One device iteration's values of the weights anchored as `kind`,
+        each replica's (`read(name, replica)`; a replica-grouped weight's is
+        its group's), copied: the update may write the arrays in place."""
+        names = {name for k, name, _, _ in self.entries.values() if k == kind}
+        return {n: [np.array(read(n, r)) for r in range(replicas)] for n in names}
+
+    def set_weights_per_iteration(self, kind: str, taken: list[dict[str, list[np.ndarray]]],
+                                  G: int, R: int, model) -> None:
+        """The weights anchored as `kind` from `taken` (take_weights, one per
+        device iteration) in each anchor's mode and PopART's layout, as the
+        gradients are: a value is the one every micro-batch of its iteration
+        reads, an updated value the one after that iteration's update, so it
+        repeats over the gradientAccumulation dimension."""
+        D = len(taken)
+        for short, (k, name, mode, period) in self.entries.items():
+            if k == kind:
+                per = [[[[taken[d][name][r]] for r in range(R)] for _ in range(G)] for d in range(D)]
+                items, dims = anchor_items(per, 0, mode, period, D, G, R)
+                self.memory[short] = _as_param(torch.from_numpy(collect(items, dims)), model, name)
 
     def get(self, short_name: str) -> torch.Tensor:
         if short_name not in self.entries:
@@ -114,6 +140,11 @@ class Anchors:
         if short_name not in self.memory:
             raise Error(f"getAnchoredTensor({short_name!r}): the model has not run yet")
         return self.memory[short_name]
+
+
+def _as_param(t: torch.Tensor, model, name: str) -> torch.Tensor:
+    dtype = model.get_parameter(name).dtype
+    return t if t.dtype == dtype else t.to(dtype)
 
 
 def collect(items: list, dims: list[int]) -> np.ndarray:

@@ -290,7 +290,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         if self._one_call_for is not self._program:  # decided once per program (options are frozen)
             self._one_call_for, self._one_call = self._program, self._one_micro_batch()
         anchored = self.__dict__.get("_tilefx_anchors")
-        if anchored is not None:
+        if anchored is not None and self._one_call:  # (_run takes them per device iteration)
             self._anchor_weights("value")
         if self._options.synthetic_data:  # host I/O disabled: the device makes its inputs
             inputs = self._synthetic_inputs(inputs)
@@ -298,7 +298,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             out = self._run_one(inputs)
         else:
             out = self._run(inputs)
-        if anchored is not None and self._training:
+        if anchored is not None and self._training and self._one_call:
             self._anchor_weights("updated")
         if self._options.synthetic_data:  # ... and streams nothing back
             out = torch.utils._pytree.tree_map(
@@ -417,8 +417,9 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
 
         An executor compiled for an offline IPU target never runs, so it copies
         nothing: the model's own tensors stay the only copy (one for all
-        replicas), read only when the executable is exported."""
-        self._check_alive()
+        replicas), read only when the executable is exported. Before the
+        first compile there is no device copy: PopTorch's error."""
+        self._check_compiled()
         named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
         named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
         if self._program is not None and not self._options.offline_ipu_target:
@@ -478,11 +479,11 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         return result
 
     def copyWeightsToHost(self) -> None:
-        """Write the executor's weights and buffers into the torch module."""
-        self._check_alive()
-        if self._program is None:
-            return
-        self._write_back()
+        """Write the executor's weights and buffers into the torch module
+        (before the first compile: PopTorch's error, there is nothing to copy)."""
+        self._check_compiled()
+        if self._program is not None:  # (an executor only generate() ran has no weights of its own)
+            self._write_back()
 
     def _seed_random(self, seed: int | None) -> None:
         """The random streams of the random ops: one per replica (replica 0's is
@@ -526,7 +527,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                             f"to {new_cfg['type']}")
             self._optimizer = optimizer
             return
-        check_unchanged_constants(compiled, new_cfg, self._opt_groups, new_groups)
+        check_unchanged_constants(compiled, new_cfg, self._opt_groups, new_groups, optimizer)
         if "_opt_known" in self.__dict__:
             warn_unexpected_attributes(optimizer, self._opt_known, self._opt_warned)
         self._optimizer = optimizer
@@ -567,6 +568,9 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
 
     def _micro_batch(self, inputs, names: list[str] | None = None) -> int:
         d, r, gsize, g = self._factors()
+        if r % gsize:  # (the options are set in any order: checked once they are all known)
+            raise Error(f"The input group size ({gsize}) must divide the replication factor ({r}) "
+                        "(Options.inputReplicaGrouping)")
         n = d * (r // gsize) * g
         mb = None
         for i, x in enumerate(inputs):
@@ -627,8 +631,13 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         d_, r_, g_size, g_ = self._factors()
         n = d_ * (r_ // g_size) * g_
         model = self._user_model
-        was_training = model.training
-        model.train(self._training)
+        # The trace runs in the wrapper's mode. A model already in it keeps its submodules'
+        # own modes (a frozen BatchNorm, eval() in a model in training mode, uses its running
+        # statistics as in eager); one in the other mode (an inference model compiled after
+        # model.train()) is switched as a whole. Every module's mode is put back afterwards.
+        modes = [(m, m.training) for m in model.modules()]
+        if model.training != self._training:
+            model.train(self._training)
         self._check_output_mode()
         # parameters the optimizer does not list are not trained (as with torch.optim)
         untrained = self._params_outside_optimizer() if self._training else []
@@ -647,7 +656,8 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         finally:
             if anchored:
                 GradientOutputs.requested = ()
-            model.train(was_training)
+            for m_, mode in modes:
+                m_.training = mode
             for p_ in untrained:
                 p_.requires_grad_(True)
         progress.mark("traced the model", 40)
@@ -878,7 +888,12 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         outputs: list[list[list[list[np.ndarray]]]] = []
         out_index = p.out_index
         fresh: set[int] = set()  # ids of output arrays only the caller will hold
+        held = self.__dict__.get("_tilefx_anchors")  # weights anchored by name / UpdatedVar___
+        taken = {kind: [] for kind in held.weight_kinds()} if held is not None else {}
+        read = lambda name, r: self._groups.weight(self._weights, name, r)  # noqa: E731
         for d in range(D):
+            if "value" in taken:
+                taken["value"].append(held.take_weights("value", read, R))
             accs = [self._zeroed_accumulators(r, trained) for r in range(R)]
             als_counts = (self._als_upper, self._als_lower)
             per_g = []
@@ -928,6 +943,11 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                             f"the loss scaling statistics of weight update {self._step + 1}")
                         self._als_upper, self._als_lower = als_counts[0] + up, als_counts[1] + low
                 self._update(total)
+            if "updated" in taken and self._training:
+                taken["updated"].append(held.take_weights("updated", read, R))
+        for kind, per_iteration in taken.items():
+            if per_iteration:
+                held.set_weights_per_iteration(kind, per_iteration, G, R, self._user_model)
         for key, value in mutated.items():  # in-place / out= writes to user inputs (as PopTorch)
             with torch.no_grad():
                 inputs[key].copy_(torch.from_numpy(value.reshape(inputs[key].shape)))

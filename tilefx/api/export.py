@@ -210,6 +210,13 @@ def pack(ex) -> bytes:
     from tilefx.api.executor import host_weights
 
     params, buffers = host_weights(ex)
+    groups = ex._groups
+    if groups.grouped:  # replica-grouped weights: their grouping, and their values as the host holds them
+        from tilefx.api.replica_grouping import grouping_to_json
+
+        meta["replica_grouping"] = grouping_to_json(groups)
+        if not ex._options.offline_ipu_target:  # (offline: read from the model, already the host's layout)
+            params = {n: groups.to_host(n, v) if n in groups.names else v for n, v in params.items()}
     weights = {f"param/{n}": v for n, v in params.items()}
     weights.update({f"buffer/{n}": np.asarray(v) for n, v in buffers.items()})
     weights.update({f"const/{n}": v for n, v in t.consts.items()})
@@ -362,11 +369,24 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
                          anchor_outputs=int(meta.get("anchor_outputs", 0)))
     named_p = dict(ex._user_model.named_parameters(remove_duplicate=False))
     named_b = dict(ex._user_model.named_buffers(remove_duplicate=False))
-    for kind, names, have in (("parameter", traced.params, named_p), ("buffer", traced.buffers, named_b)):
+    from tilefx.api.replica_grouping import ReplicaGroups, restore_grouping
+
+    # (first: a weight grouped another way also has another shape on the host)
+    restore_grouping(meta.get("replica_grouping"), named_p, filename, ex._options.replication_factor)
+    ex._groups = ReplicaGroups.of(ex._user_model, ex._options.replication_factor)
+    for kind, names, have, prefix in (("parameter", traced.params, named_p, "param/"),
+                                      ("buffer", traced.buffers, named_b, "buffer/")):
         for n in names:
             if n not in have:
                 raise Error(f"{filename}: the executable needs the {kind} {n!r}, which the model does not "
                             "have: it was exported from a different model")
+            saved, own = tensors.get(prefix + n), have[n]
+            shape = tuple(own.shape) or (1,)  # (the file keeps a 0-d tensor as one element)
+            if saved is not None and (tuple(saved.shape) not in (tuple(own.shape), shape)
+                                      or saved.dtype != _np_dtype(own)):
+                raise Error(f"{filename}: the executable's {kind} {n!r} is {tuple(saved.shape)} {saved.dtype}, "
+                            f"the model's {tuple(own.shape)} {_np_dtype(own)}: it was exported from a "
+                            "different model")
     if weights_from_file:
         with torch.no_grad():
             for n in traced.params:
@@ -385,6 +405,11 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
             if n in ex._opt_state:
                 ex._opt_state[n] = v.astype(ex._opt_state[n].dtype, copy=True)
         ex._step = int(meta.get("step", 0))
+
+
+def _np_dtype(t: torch.Tensor) -> np.dtype:
+    """The dtype a tensor is saved in (bfloat16 as float32, which numpy lacks)."""
+    return np.dtype(np.float32) if t.dtype == torch.bfloat16 else torch.empty(0, dtype=t.dtype).numpy().dtype
 
 
 def _torch_dtypes(names, count: int, filename: str) -> list[torch.dtype] | None:
@@ -597,9 +622,6 @@ def _check_export_args(what: str, filename, **flags) -> None:
 
 
 def _write_compiled(ex, what: str, filename, export_model: bool, rng: bool) -> None:
-    if ex._groups.grouped:
-        raise Error(f"{what}: weights grouped across replicas (replicaGrouping: "
-                    f"{', '.join(ex._groups.names)}) cannot be exported yet; the executable cache works")
     if ex._program.traced.cache_states is not None:
         raise Error(f"{what}: the call passes or the model returns transformers caches (a "
                     "`past_key_values` / `cache` object), whose Python objects the executable file does not "
@@ -653,6 +675,8 @@ def cache_key(ex, inputs) -> str:
     for x in inputs:
         feed(tuple(x.shape), x.dtype)
     m = ex._user_model
+    if m.training == ex._training:  # traced with its submodules' own modes (executor._compile_in_session)
+        feed(*[sub.training for sub in m.modules()])
     for n, p in m.named_parameters(remove_duplicate=False):
         feed(n, tuple(p.shape), p.dtype, p.requires_grad, getattr(p, "_tilefx_replica_grouping", None))
     for n, b in m.named_buffers(remove_duplicate=False):

@@ -14,7 +14,7 @@ import operator
 import torch
 
 from tilefx.api.enums import MatMulSerializationMode
-from tilefx.dialects.ipu import PRINT_FLOAT_FORMATS
+from tilefx.dialects.ipu import PRINT_FLOAT_FORMATS, PRINT_GRADIENT_TITLE_SUFFIX
 from tilefx.dialects.names import ATTRIBUTES_META_KEY, MULTICONV_META_KEY
 from tilefx.errors import Error
 from tilefx.lowering.recompute_op import recomputation_checkpoint as _recomputation_checkpoint
@@ -84,11 +84,9 @@ _set_available_memory = _make_identity("set_available_memory", "poptorch.set_ava
 
 def nop(x: torch.Tensor) -> torch.Tensor:
     """An identity the compiler keeps, for debugging (seeds/000 4.6.5)."""
+    if not isinstance(x, torch.Tensor):
+        raise Error(f"nop: expected a tensor, got {type(x).__name__}")
     return _nop(x, "")
-
-
-# what PopART appends to the title of the print of a gradient
-GRADIENT_TITLE_SUFFIX = "_gradient"
 
 
 @torch.library.custom_op(
@@ -111,9 +109,10 @@ def _print_setup(ctx, inputs, output):
 
 def _print_backward(ctx, grad):
     """The gradient passes through; with print_gradient it is printed too
-    (titled `<title>_gradient`, as PopART titles the print in the backward)."""
+    (titled `<title>_gradient`, as PopART titles the print in the backward;
+    untitled, the frontend titles both prints with the tensor's id)."""
     if ctx.print_gradient:
-        title = ctx.title + GRADIENT_TITLE_SUFFIX if ctx.title else ""
+        title = ctx.title + PRINT_GRADIENT_TITLE_SUFFIX if ctx.title else ""
         grad = _print_tensor(grad, title, False, *ctx.fmt)
     return (grad,) + (None,) * (2 + len(ctx.fmt))
 
@@ -126,7 +125,8 @@ def ipu_print_tensor(tensor: torch.Tensor, title: str = "", print_gradient: bool
                      digits: int = 4, float_format: str = "auto", separator: str = ", ",
                      open_bracket: str = "(", close_bracket: str = ")") -> torch.Tensor:
     """Print `tensor` when the program runs, and its gradient in the backward
-    pass when `print_gradient`; use the result (seeds/000 4.6.2). The other
+    pass when `print_gradient`; use the result (seeds/000 4.6.2). Without a
+    `title` the print is titled with the tensor's id, as PopART's. The other
     arguments format the print as PopTorch's do: summarised beyond
     `summarise_threshold` elements to `edge_items` per edge, lines of at most
     `max_line_width`, `digits` digits in the `float_format` ("auto",
@@ -208,10 +208,12 @@ _serialized_matmul.register_autograd(_smm_backward, setup_context=_smm_setup)
 
 def serializedMatMul(lhs, rhs, mode, factor=0, keep_precision=False):
     """A matmul split into `factor` serial pieces to save memory (seeds/000 4.6.8)."""
+    if mode != MatMulSerializationMode.Disabled and mode not in _SERIAL_MODE_NAMES:
+        raise Error(f"serializedMatMul: unknown mode {mode!r} (a poptorch.MatMulSerializationMode)")
+    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 0:
+        raise Error(f"serializedMatMul: factor must be a non-negative int, got {factor!r}")
     if mode == MatMulSerializationMode.Disabled or factor in (0, 1):
         return torch.matmul(lhs, rhs)
-    if mode not in _SERIAL_MODE_NAMES:
-        raise Error(f"serializedMatMul: unknown mode {mode!r}")
     if rhs.dim() != 2:
         raise Error(f"serializedMatMul: rhs must be 2-D, got shape {tuple(rhs.shape)}")
     name = _SERIAL_MODE_NAMES[mode]
@@ -611,6 +613,11 @@ class MultiConv:
         meta = {"group": group, "plan": "serial" if self._plan == MultiConvPlanType.Serial else "parallel"}
         if self._amps is not None:
             meta["amps"] = list(self._amps)
+        # per-convolution options given one value per convolution: the frontend checks the count
+        meta["sizes"] = {name: len(v) for name, v in (("availableMemoryProportions", self._amps),
+                                                      ("partialsTypes", self._partials),
+                                                      ("enableConvDithering", self._dithering))
+                         if v is not None and len(v) > 1}
         self._cm = torch.fx.traceback.annotate({MULTICONV_META_KEY: meta})
         self._cm.__enter__()
         return self

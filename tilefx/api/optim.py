@@ -520,9 +520,19 @@ def hyper_values(cfg: dict) -> dict[str, Any]:
     return out
 
 
+def _how_to_make_variable(opt: torch.optim.Optimizer, attr: str) -> str:
+    """The advice of a constant-attribute error: a poptorch.optim optimizer
+    marks it variable; a torch.optim one has no way to (seeds/000 4.5.4)."""
+    if isinstance(opt, _Optimizer):
+        return f"mark it variable with optimizer.variable_attrs.markAsVariable({attr!r}) before compiling"
+    return (f"a torch.optim optimizer makes variable only the attributes its constructor was given "
+            f"a non-default value for: pass {attr} explicitly, or use poptorch.optim."
+            f"{type(opt).__name__} and its variable_attrs.markAsVariable({attr!r}), before compiling")
+
+
 def check_unchanged_constants(compiled: dict, new: dict, compiled_groups: dict[str, int],
-                              new_groups: dict[str, int]) -> None:
-    """setOptimizer after compile: everything compiled in as a constant must be unchanged."""
+                              new_groups: dict[str, int], opt: torch.optim.Optimizer) -> None:
+    """setOptimizer(opt) after compile: everything compiled in as a constant must be unchanged."""
     if compiled["type"] != new["type"]:
         raise Error(f"setOptimizer: cannot change the optimizer type from {compiled['type']} to {new['type']}")
     if len(compiled["groups"]) != len(new["groups"]) or compiled_groups != new_groups:
@@ -536,15 +546,14 @@ def check_unchanged_constants(compiled: dict, new: dict, compiled_groups: dict[s
     for key in ("loss_scaling", "max_grad_norm"):
         if key not in variable and compiled.get(key) != new.get(key):
             raise Error(f"setOptimizer: {key} is a constant of the compiled model "
-                        f"({compiled.get(key)} -> {new.get(key)}); mark it variable with "
-                        f"optimizer.variable_attrs.markAsVariable({key!r}) before compiling")
+                        f"({compiled.get(key)} -> {new.get(key)}); {_how_to_make_variable(opt, key)}")
     for gi, (old, cur) in enumerate(zip(compiled["groups"], new["groups"])):
         for key, value in old.items():
             if key != "lr" and key not in variable and cur.get(key) != value:
                 attr = "betas" if key in ("beta1", "beta2") else key
                 raise Error(f"setOptimizer: {attr} is a constant of the compiled model "
-                            f"(group {gi}: {key} {value} -> {cur.get(key)}); mark it variable with "
-                            f"optimizer.variable_attrs.markAsVariable({attr!r}) before compiling")
+                            f"(group {gi}: {key} {value} -> {cur.get(key)}); "
+                            f"{_how_to_make_variable(opt, attr)}")
 
 
 def attach(opt: torch.optim.Optimizer, executor) -> None:

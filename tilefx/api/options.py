@@ -1313,8 +1313,16 @@ class Options(_OptionsBase):
         """
         self._check_not_frozen()
         filename = os.fspath(filepath)
-        with open(filename, encoding="utf-8") as f:
-            text = f.read()
+        with open(filename, "rb") as f:
+            data = f.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:  # a binary or corrupt file: say where, as for a bad line
+            lineno = data.count(b"\n", 0, e.start) + 1
+            column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+            line = data.split(b"\n")[lineno - 1].decode("utf-8", "backslashreplace")
+            raise ConfigFileError(f"not UTF-8 text (byte 0x{data[e.start]:02x})", filename, lineno,
+                                  column, line, "UnicodeDecodeError") from None
         from tilefx.api.options_file import _apply_commands, _parse_config
 
         commands = _parse_config(text, filename)

@@ -14,6 +14,10 @@ from tilefx.backend.profile import Profile
 from tilefx.backend.schedule import Schedule
 
 
+# PopTorch's words (its NO_EXECUTABLE_ERR)
+NOT_COMPILED = "Model has not been compiled or has been destroyed."
+
+
 class MachineReadouts:
     def ir(self, level: str = "graph", locations: bool = False) -> str:
         """The IR text: "import" (straight from the trace), "graph" (after the graph
@@ -99,13 +103,19 @@ class MachineReadouts:
         """True once compiled and attached (a call attaches; detachFromDevice detaches)."""
         return self._program is not None and not self._destroyed and self._attached
 
+    def _check_compiled(self) -> None:
+        """PopTorch's error for a method that needs the executable
+        (detach/attach, copying weights) called before the first compile
+        (generate()'s programs count: they are the executor's)."""
+        self._check_alive()
+        if self._program is None and not self.__dict__.get("_generate_steps"):
+            raise Error(NOT_COMPILED)
+
     def detachFromDevice(self) -> None:
         """Release the (simulated) IPUs, reading the trained weights back to the
         host first, as PopTorch does; the next call attaches again (PopTorch:
         ``if not self._is_attached: self.attachToDevice()``)."""
-        self._check_alive()
-        if self._program is None:
-            raise Error("Model has not been compiled or has been destroyed.")
+        self._check_compiled()
         if not self._attached:
             raise Error("Device is not attached")
         if self._training:
@@ -114,9 +124,7 @@ class MachineReadouts:
 
     def attachToDevice(self) -> None:
         """Attach to the (simulated) IPUs again after detachFromDevice."""
-        self._check_alive()
-        if self._program is None:
-            raise Error("Model has not been compiled or has been destroyed.")
+        self._check_compiled()
         if self._attached:
             raise Error("Device is already attached")
         self._attached = True

@@ -60,6 +60,48 @@ def install_parameter_method() -> None:
         torch.nn.Parameter.replicaGrouping = _replica_grouping
 
 
+def grouping_to_json(groups: "ReplicaGroups") -> dict[str, dict]:
+    """The groupings of an executor's weights as an executable file keeps them."""
+    return {n: {"type": g.group.type.name, "size": g.group.replicaGroupSize, "mode": g.mode.name}
+            for n, g in groups.grouped.items()}
+
+
+def restore_grouping(data, named_p: dict[str, torch.nn.Parameter], filename: str, replicas: int) -> None:
+    """Give the parameters of a model an executable file was loaded into the
+    groupings the file was compiled with: a model rebuilt by `poptorch.load`
+    has none; a model given `loadExecutable` must have the same ones (its own
+    would not be the program's)."""
+    data = data or {}
+    if not isinstance(data, dict):
+        raise Error(f"{filename}: replica_grouping must be an object")
+    for name, spec in data.items():
+        try:
+            setting = (CommGroup(CommGroupType[spec["type"]], spec["size"]),
+                       VariableRetrievalMode[spec["mode"]])
+        except (KeyError, TypeError, Error):
+            raise Error(f"{filename}: the replica grouping of {name!r} is not valid: {spec!r}") from None
+        if name not in named_p:
+            raise Error(f"{filename}: the executable groups the parameter {name!r} across replicas, "
+                        "which the model does not have")
+        own = getattr(named_p[name], _ATTR, None)
+        if own is None:
+            object.__setattr__(named_p[name], _ATTR, setting)
+        elif own != setting:
+            raise Error(f"{filename}: the executable groups {name} across replicas as {_shown(setting)}, "
+                        f"the model as {_shown(own)}")
+    for name, p in named_p.items():
+        own = getattr(p, _ATTR, None)
+        if own is not None and name not in data and (len(own[0].groups(replicas)) > 1 or
+                                                      own[1] != VariableRetrievalMode.OnePerGroup):
+            raise Error(f"{filename}: the model groups {name} across replicas ({_shown(own)}), the "
+                        "executable was compiled without that grouping")
+
+
+def _shown(setting) -> str:
+    group, mode = setting
+    return f"CommGroup({group.type.name}, {group.replicaGroupSize}), {mode.name}"
+
+
 @dataclass
 class _Grouped:
     group: CommGroup

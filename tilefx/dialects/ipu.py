@@ -175,6 +175,8 @@ class NopOp(_IdentityOp):
 PRINT_FORMAT_DEFAULTS = {"summarise_threshold": 1000, "edge_items": 3, "max_line_width": 80, "digits": 4,
                          "float_format": "auto", "separator": ", ", "open_bracket": "(", "close_bracket": ")"}
 PRINT_FLOAT_FORMATS = ("auto", "fixed", "scientific", "none")
+# what PopART appends to the title of the print of a gradient
+PRINT_GRADIENT_TITLE_SUFFIX = "_gradient"
 
 
 class PrintTensorOp(_IdentityOp):

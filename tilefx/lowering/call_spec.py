@@ -84,8 +84,8 @@ class CallSpec:
         for name, is_t, their_t, mine, theirs in zip(self.names, self.is_tensor, other.is_tensor,
                                                      self.leaves, other.leaves):
             if is_t != their_t:
-                expected = "a Tensor" if is_t else repr(mine)
-                got = "a Tensor" if their_t else repr(theirs)
+                expected = "a Tensor" if is_t else _shown(mine)
+                got = "a Tensor" if their_t else _shown(theirs)
                 raise Error(f"Type mismatch for {name}: expected {expected} but got {got}{_RECOMPILE}")
             if is_t and compiled is not None:
                 x, (shape, dtype) = tensors[ti], compiled[ti]
@@ -97,9 +97,45 @@ class CallSpec:
                 if x.dtype != dtype:
                     raise Error(f"Data type mismatch for {name}: expected {dtype} but got "
                                 f"{x.dtype}{_RECOMPILE}")
-            elif not is_t and (type(mine) is not type(theirs) or mine != theirs):
-                raise Error(f"Value mismatch for {name}: expected {mine!r} but got {theirs!r}"
+            elif not is_t and not _same_value(mine, theirs):
+                raise Error(f"Value mismatch for {name}: expected {_shown(mine)} but got {_shown(theirs)}"
                             f"{_RECOMPILE}")
+
+
+def _same_value(a, b) -> bool:
+    """Whether a later call's non-tensor argument is the compiled one: of the
+    same type and equal, numpy arrays by shape, dtype and elements (their
+    `==` is elementwise, with no truth value); values whose `==` fails are
+    the same only as the same object."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    shape, dtype = getattr(a, "shape", None), getattr(a, "dtype", None)
+    if shape is not None and dtype is not None and hasattr(a, "__array__"):  # numpy arrays and scalars
+        import numpy as np
+
+        if shape != b.shape or dtype != b.dtype:
+            return False
+        try:
+            return bool(np.array_equal(a, b, equal_nan=dtype.kind in "fc"))
+        except (TypeError, ValueError):
+            return False
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+
+
+def _shown(v) -> str:
+    """A non-tensor argument in a message: an array of more than a few
+    elements by its type, shape and dtype (its repr may be thousands of
+    numbers), anything else by a repr of at most a line."""
+    shape, dtype = getattr(v, "shape", None), getattr(v, "dtype", None)
+    if shape is not None and dtype is not None and getattr(v, "size", 0) > 8:
+        return f"a {type(v).__module__}.{type(v).__qualname__} of shape {tuple(shape)} and dtype {dtype}"
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 # The non-tensor values an executable file can record exactly (JSON keeps

@@ -379,6 +379,8 @@ class OnnxModule(torch.nn.Module):
         with ctx:
             try:
                 if node.domain == onnx_ops.GRAPHCORE_DOMAIN:
+                    if node.op_type == "PrintTensor" and not at.get("title"):
+                        at = {**at, "title": node.input[0]}  # PopART prints the tensor's id
                     out = onnx_ops.GRAPHCORE_OPS[node.op_type](ins, at, self.graphcore_opset)
                 elif node.op_type in onnx_ops.TRAINING_OPS:
                     out = onnx_ops.TRAINING_OPS[node.op_type](ins, at, self.opset, self.is_training)

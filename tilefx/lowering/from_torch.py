@@ -61,6 +61,7 @@ from tilefx.lowering.dtensor_lookup import prime as prime_dtensor_lookup
 from tilefx.lowering.no_compiler import without_compiler
 from tilefx.lowering.model_state import MetaAsFake, TensorAttributes
 from tilefx.lowering.static_ops import static_ops
+from tilefx.lowering.tensor_ids import TensorIds
 from tilefx.lowering.tracing_state import GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
 from tilefx.dialects.names import LOC_META_KEY, MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import ATTRIBUTES_KEY, ATTRIBUTES_META_KEY
@@ -307,18 +308,26 @@ def _schema_args(node, schema: Schema) -> tuple[dict, dict]:
     return operands, props
 
 
-class _Builder:
+def _multiconv_count_error(option: str, n: int, convs: str, node) -> Error:
+    return Error(f"MultiConv: {option} has {n} values for a multi-convolution of {convs} convolutions: "
+                 "give one value for all of them or one per convolution", type="frontend",
+                 location=_location_of(node) if node is not None else None)
+
+
+class _Builder(TensorIds):
     def __init__(self, gm: torch.fx.GraphModule, descs: dict, loss_index: int | None,
                  has_blocks: bool):
         self.gm = gm
         self.values: dict = {}  # fx node -> SSAValue or list of SSAValue
-        self.block = Block()
+        self.block = self.top = Block()
         self.arg_attrs: list[DictionaryAttr] = []
         self.loss_index = loss_index
         self.has_blocks = has_blocks
         self.seen_block = False
         self.start_seqs: set[int] = set()
-        self.multiconv_seen: dict[int, int] = {}
+        self.multiconv_seen: dict[int, int] = {}  # MultiConv group -> convolutions seen
+        self.multiconv_sizes: dict[int, dict[str, int]] = {}  # group -> per-convolution option counts
+        self.printed_ids: dict[int, str] = {}  # autograd seq_nr -> id of an untitled forward print
         self.loops, self.in_loop = _find_loops(list(gm.graph.nodes))
 
     # -- helpers -------------------------------------------------------
@@ -531,8 +540,9 @@ class _Builder:
             from tilefx.dialects.irutil import from_py
 
             fmt = from_py(dict(zip(ipu.PRINT_FORMAT_DEFAULTS, a[3:])))
+            title = a[1] or self.print_title(node)
             return ipu.PrintTensorOp.build(operands=[a[0]], result_types=rtypes,
-                                           properties={"title": StringAttr(a[1]), "format": fmt},
+                                           properties={"title": StringAttr(title), "format": fmt},
                                            attributes=attrs)
         if name == "set_available_memory":
             from xdsl.dialects.builtin import FloatAttr, f64
@@ -583,6 +593,14 @@ class _Builder:
                             "keep_precision": BoolAttr.from_bool(a[4])})
         raise Error(f"unsupported operation tilefx::{name}")
 
+    def check_multiconvs(self) -> None:
+        """Each MultiConv option given per convolution has one value per
+        convolution of its group (fewer are caught as the convolutions come)."""
+        for group, sizes in self.multiconv_sizes.items():
+            for option, n in sizes.items():
+                if n != self.multiconv_seen[group]:
+                    raise _multiconv_count_error(option, n, str(self.multiconv_seen[group]), None)
+
     def annotate(self, node, attrs: dict) -> None:
         """`ipu.name` (module path, NameScope, op), a poptorch.Attribute's
         `ipu.attributes` and a MultiConv's `ipu.multiconv`."""
@@ -604,6 +622,10 @@ class _Builder:
             index = self.multiconv_seen.get(mc["group"], 0)
             if fwd:
                 self.multiconv_seen[mc["group"]] = index + 1
+                self.multiconv_sizes[mc["group"]] = mc.get("sizes") or {}
+                for option, n in self.multiconv_sizes[mc["group"]].items():
+                    if index >= n:
+                        raise _multiconv_count_error(option, n, f"more than {n}", node)
             attrs[MULTICONV_KEY] = from_py({"group": mc["group"], "plan": mc["plan"]})
             amps = mc.get("amps")
             if amps and fwd:
@@ -968,6 +990,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
         elif node.op == "call_function":
             b.call(node)
 
+    b.check_multiconvs()
     if watch.outside and not uses_begin_block(model):
         raise Error("once blocks are in use, every layer must be inside a Block: "
                     f"{', '.join(dict.fromkeys(watch.outside))} ran outside every block",

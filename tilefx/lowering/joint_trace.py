@@ -307,6 +307,26 @@ def _node_of(t: torch.Tensor):
     return None if proxy is None else proxy.proxy.node
 
 
+def _check_parameters_kept(state: dict, params: dict, traced: list) -> None:
+    """A forward that replaces or deletes a parameter (`self.w = nn.Parameter(...)`)
+    is PopTorch's error: the program's weight would silently stay the old one
+    (eager replaces it at every call)."""
+    from tilefx.errors import Error
+
+    for name, t in zip(params, traced):
+        new = state.get(name, t)
+        if new is t:
+            continue
+        short = name.removeprefix('inner.')  # (as _reassigned_buffers)
+        if type(new) is object:
+            raise Error(f"Parameter {short} is removed from the model when calling the forward method.",
+                        type="frontend")
+        raise Error(f"Parameter {short} is reassigned within the model when calling the forward method. "
+                    "This is not supported: a parameter is a weight of the compiled program (compute the "
+                    "new value as a tensor, or change the parameter's data outside the model's forward)",
+                    type="frontend")
+
+
 def _reassigned_buffers(state: dict, buffers: dict, traced: list) -> list:
     """[(traced buffer, new value)] for the buffers the forward reassigned to
     another tensor, which must keep the buffer's shape and dtype."""
@@ -459,6 +479,8 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
             return [], [], loss_index
         with fx_traceback.preserve_node_meta(), _backward_meta(), warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Anomaly Detection has been enabled.")
+            # (anomaly mode's note on a backward that raises: the error itself says what failed)
+            warnings.filterwarnings("ignore", "Error detected in ")
             seed = torch.ops.aten.full.default(list(loss.shape), 1.0, dtype=loss.dtype,
                                                device=loss.device)
             result["seed"] = seed
@@ -500,6 +522,7 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
         # leaving the reparametrization writes a buffer the forward reassigned
         # (`self.q = new`) back into `state`; it is written into the buffer after the backward, as an
         # in-place write would be (not before: the forward may have saved the old one)
+        _check_parameters_kept(state, params, f_in[:n_params])
         reassigned = _reassigned_buffers(state, buffers, f_in[n_params:n_params + n_buffers])
         result["out_spec"] = spec
         result["loss_index"] = loss_index
