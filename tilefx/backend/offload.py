@@ -89,6 +89,25 @@ class OffloadPlan:
     update_load: dict[str, int] = field(default_factory=dict)
     weight_shards: dict[str, int] = field(default_factory=dict)  # sharded weights
     moves: list[Move] = field(default_factory=list)
+    # (stage, "load" | "store" | "gather", tensor class, bytes, once per micro-batch?)
+    ledger: list[tuple[int, str, str, int, bool]] = field(default_factory=list)
+
+    def _add(self, stage: int, kind: str, cls: str, nbytes: int, each: bool = False) -> None:
+        table = {("load", False): self.load_once, ("load", True): self.load_each, ("store", False): self.store_once,
+                 ("store", True): self.store_each, ("gather", False): self.gather}[(kind, each)]
+        table[stage] += nbytes
+        self.ledger.append((stage, kind, cls, nbytes, each))
+
+    def totals(self, steps_of: dict[int, int], micro_batches: int, phased: bool) -> dict[str, dict[str, int]]:
+        """Bytes moved per weight update, by move and tensor class: a stage
+        runs `steps_of[stage]` steps (non-phased: each moves its tensors);
+        phased moves its weights and accumulators once per phase and its
+        activations once per micro-batch."""
+        out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for stage, kind, cls, nbytes, each in self.ledger:
+            times = (micro_batches if each else 1) if phased else steps_of.get(stage, 0)
+            out[kind][cls] += nbytes * times
+        return {k: dict(v) for k, v in out.items()}
 
     def __bool__(self) -> bool:
         return bool(self.intervals or self.update_stream or self.update_load or self.resident)
@@ -177,29 +196,30 @@ def plan_offload(main: func.FuncOp, roles: list[dict], locations: Locations, rep
         numel, nbytes = _numel(arg), _bytes(arg)
         loc = locations.weight
         off, shards = loc.off_chip(numel), loc.shards(numel, replicas)
-        if not off and shards == 1 and not after_fwd:
+        moved = after_fwd and numel >= loc.min_elements_off_chip  # by the liveness
+        if not off and shards == 1 and not moved:
             continue
         share = loc.shard_bytes(nbytes, numel, replicas)
-        plan.resident[name] = 0 if off or (after_fwd and shards == 1) else share
+        plan.resident[name] = 0 if off or (moved and shards == 1) else share
         if shards > 1:
             plan.weight_shards[name] = shards
         spans = stretches(users[arg])
-        if after_fwd and not off:  # on chip through the forward phases, reloaded for the backward
+        if moved and not off:  # on chip through the forward phases, reloaded for the backward
             fwd = [s for s in spans if s[0] <= fwd_end]
             spans = ([(fwd[0][0], fwd_end)] if fwd else []) + [s for s in spans if s[0] > fwd_end]
-        how = "loaded" if off or after_fwd else "gathered"
+        how = "loaded" if off or moved else "gathered"
         for start, end in spans:
             first = order[start][0]
             st = stage_of[first]
             plan.intervals.append(Interval(ipu_at[start], f"{name} ({how})", nbytes, "weight",
                                            f"streaming memory ({how})", name, start, end))
-            if off or after_fwd:
-                plan.load_once[st] += share
+            if off or moved:
+                plan._add(st, "load", "weight", share)
                 plan.moves.append(Move("load", name, arg, first, share, (start, end)))
             if shards > 1:
-                plan.gather[st] += nbytes
+                plan._add(st, "gather", "weight", nbytes)
                 plan.moves.append(Move("gather", name, arg, first, nbytes, (start, end)))
-        if training and (off or after_fwd):
+        if training and (off or moved):
             plan.update_stream[name] = share
 
     # gradient accumulators
@@ -215,8 +235,8 @@ def plan_offload(main: func.FuncOp, roles: list[dict], locations: Locations, rep
                 st = stage_of[order[start][0]]
                 plan.intervals.append(Interval(ipu_at[start], f"{name} (gradient accumulator, loaded)", nbytes,
                                                "accumulator", "streaming memory (loaded)", name, start, end))
-                plan.load_once[st] += nbytes
-                plan.store_once[stage_of[order[end][0]]] += nbytes
+                plan._add(st, "load", "accumulator", nbytes)
+                plan._add(stage_of[order[end][0]], "store", "accumulator", nbytes)
                 last = order[end][0]
                 plan.moves.append(Move("load", f"{name} (gradient accumulator)", arg, order[start][0], nbytes,
                                        (start, end)))
@@ -234,7 +254,8 @@ def plan_offload(main: func.FuncOp, roles: list[dict], locations: Locations, rep
             for r in op.results:
                 uses = users.get(r, [])
                 bwd = [j for j in uses if direction(order[j][0]) == "bwd"]
-                if not bwd or not (after_fwd or loc.off_chip(_numel(r))):
+                moved = after_fwd and _numel(r) >= loc.min_elements_off_chip  # by the liveness
+                if not bwd or not (loc.off_chip(_numel(r)) or moved):
                     continue
                 if r.uses and all(u.operation.name == "ipu.accumulate" and u.index == 1 for u in r.uses):
                     continue
@@ -249,8 +270,8 @@ def plan_offload(main: func.FuncOp, roles: list[dict], locations: Locations, rep
                 plan.intervals.append(Interval(ipu, label, nbytes, "activation", op.name, "", i, fwd_last))
                 plan.intervals.append(Interval(ipu, f"{label}, loaded", nbytes, "activation",
                                                "streaming memory (loaded)", "", first_bwd, max(bwd)))
-                plan.store_each[stage_of[order[fwd_last][0]]] += nbytes
-                plan.load_each[stage_of[order[first_bwd][0]]] += nbytes
+                plan._add(stage_of[order[fwd_last][0]], "store", "activation", nbytes, True)
+                plan._add(stage_of[order[first_bwd][0]], "load", "activation", nbytes, True)
                 plan.moves.append(Move("store", label, r, order[fwd_last][0], nbytes, (0, -1)))
                 seen = next(v for v in order[first_bwd][0].operands if root(v) is r)
                 plan.moves.append(Move("load", label, seen, order[first_bwd][0], nbytes, (first_bwd, max(bwd))))

@@ -106,6 +106,9 @@ class Profile:
     # scale-out (backend/collectives.py): this process's replicas and host traffic,
     # the gradient all-reduce of each IPU across all processes' replicas
     distributed: dict = field(default_factory=dict)
+    # tensor locations (backend/offload.py): bytes per weight update loaded from and
+    # stored to streaming memory and all-gathered, by tensor class, and their cycles
+    streaming: dict = field(default_factory=dict)
 
     def bubble_fraction(self) -> float:
         """The share of the pipeline's IPU time spent waiting: 1 - busy / (IPUs
@@ -158,6 +161,7 @@ class Profile:
             "stash_bytes": self.stash_bytes,
             **({"auto_stage": self.auto_stage} if self.auto_stage else {}),
             **({"distributed": self.distributed} if self.distributed else {}),
+            **({"streaming": self.streaming} if self.streaming else {}),
             "step_cycles": self.step_cycles,
             "exchange_bytes": self.exchange_bytes,
             "cycles_by_op": self.cycles_by_op(),
@@ -452,6 +456,21 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
                       auto_stage=_auto_stage_report(module),
                       distributed=_distributed_report(replicas, processes, process_id, num_ipus,
                                                       traffic, pipeline_end, reduces, machine, gathers))
+    if offload:
+        steps_of: dict[int, int] = defaultdict(int)
+        for stp in schedule.steps:
+            if stp.kind == "compute":
+                steps_of[stp.stage] += 1
+        streaming = offload.totals(steps_of, schedule.micro_batches,
+                                   schedule.strategy in ("serial_phased", "parallel_phased"))
+        for kind, step_kind in (("load", "load"), ("store", "store"), ("gather", "allgather")):
+            if streaming.get(kind) and step_moves is not None:  # phased: inside the phase moves
+                streaming[kind + "_cycles"] = sum(t.end - t.start for t in timeline
+                                                  if t.kind == step_kind and t.stage >= 0)
+        update_bytes = sum(offload.update_stream.values()) * 2 + sum(offload.update_load.values())
+        if training and update_bytes:
+            streaming["update_bytes"] = update_bytes
+        profile.streaming = streaming
     profile.memory = _memory(main, update, arg_roles, param_ipu, stage_of, records, machine, schedule,
                              training, location, n_replicas, accumulate, num_ipus, cost_of,
                              profile.stash_bytes, phase_resident, offload)
@@ -910,6 +929,8 @@ def summary_table(summary: dict, top_ops: int = 15) -> str:
         lines.insert(1, "  ipu-auto-stage: " + auto_stage_text(s["auto_stage"]))
     if s.get("distributed"):
         lines.insert(1, "  " + distributed_text(s["distributed"]))
+    if s.get("streaming"):
+        lines.insert(1, "  " + streaming_text(s["streaming"]))
     for ipu, busy in s["ipu_busy_cycles"].items():
         mem = s["memory"].get(str(ipu), {})
         lines.append(f"  {ipu:>3}   {busy:>11,}   {100 * s['utilisation'].get(str(ipu), 0):>10.1f}%   "
@@ -936,6 +957,19 @@ def distributed_text(d: dict) -> str:
             + (f"\n  replicated tensor sharding: {sum(d['sharded_bytes'].values()):,} B of gradients "
                f"reduce-scattered into shards (in the all-reduce above), updated weights all-gathered in "
                f"{d['allgather_cycles']:,} cycles" if d.get("sharded_bytes") else ""))
+
+
+def streaming_text(st: dict) -> str:
+    """The tensor-location moves of a weight update in one line."""
+    parts = []
+    for kind, label in (("load", "loaded from"), ("store", "stored to"), ("gather", "all-gathered")):
+        if st.get(kind):
+            classes = ", ".join(f"{cls}s {b:,} B" for cls, b in sorted(st[kind].items()))
+            where = f"{label} streaming memory" if kind != "gather" else label
+            parts.append(f"{where}: {classes} ({st.get(kind + '_cycles', 0):,} cycles)")
+    if st.get("update_bytes"):
+        parts.append(f"update streams {st['update_bytes']:,} B")
+    return "tensor locations, per weight update: " + "; ".join(parts)
 
 
 def auto_stage_text(report: dict) -> str:
