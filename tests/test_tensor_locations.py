@@ -273,6 +273,10 @@ def test_off_chip_after_fwd_reloads_weights_and_activations_for_the_backward():
     assert all(reloads[s] >= loads[s] for s in loads) and sum(reloads.values()) > sum(loads.values())
     x, y = torch.randn(2, 256), torch.randn(2, 256)
     assert torch.equal(live(x, y)[1], after(x, y)[1])
+    # without overlap (serial phased only): the same moves, as serial phases never overlap them
+    no_overlap = _phased("OffChipAfterFwdNoOverlap")
+    assert no_overlap.profile.summary()["streaming"] == st
+    assert no_overlap.profile.total_cycles == after.profile.total_cycles
 
 
 # -- a user's options (seeds/004: optimum-graphcore's IPUConfig._to_options) ------
@@ -328,3 +332,39 @@ def test_ipu_config_style_options_with_weights_and_activations_off_chip(caplog):
     assert [t.nbytes for t in shards] == [gathered // 2]
     assert placed.profile.stash_bytes.get(0, 0) == 0 < plain.profile.stash_bytes[0]
     assert "tile.all_gather" in placed.ir("device")
+
+
+def test_auto_stage_sizes_weights_activations_and_accumulators_where_they_live():
+    """ipu-auto-stage's predicted bytes per stage leave out off-chip weights,
+    accumulators and stashed activations, and count a sharded weight's share,
+    as the profile's memory plan does."""
+    from test_strategies import BlockCNN, _data
+
+    def stage_bytes(**where):
+        torch.manual_seed(0)
+        model = BlockCNN(ipus=(None,) * 4)
+        opts = tilefx.Options().replicationFactor(2).setExecutionStrategy(tilefx.PipelinedExecution.auto(2))
+        opts.useOfflineIpuTarget()
+        opts.Training.gradientAccumulation(4)
+        for what, loc in where.items():
+            getattr(opts.TensorLocations, f"set{what.capitalize()}Location")(loc)
+        ex = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.SGD(model.parameters(), lr=1e-2))
+        ex.compile(*_data(2, 8)[0])
+        return sum(ex.profile.auto_stage["stage_bytes"])
+
+    everything = stage_bytes()
+    for what, loc in (("weight", _settings(off=True)), ("accumulator", _settings(off=True)),
+                      ("activation", _settings(off=True)),
+                      ("weight", _settings(sharded=True).minElementsForReplicatedTensorSharding(0))):
+        assert stage_bytes(**{what: loc}) < everything, (what, loc.toDict())
+
+
+def test_device_ir_costs_the_ops_of_loaded_weights_as_the_profile_does():
+    """A weight loaded from streaming memory or all-gathered lands laid out
+    for its matmul, as a resident one: the device IR's op costs in @main are
+    the profile's."""
+    for ex in (_compiled(weight=_settings(off=True)), _compiled(replicas=4, weight=_settings(sharded=True))):
+        text = ex.ir("device")
+        main = text[:text.index("func.func @update")]
+        device = sum(int(c) for c in re.findall(r"tile\.cost = #tile\.cost<cycles = (\d+)", main))
+        assert device == sum(r.cost.cycles for r in ex.profile.ops if r.direction != "update") > 0

@@ -679,6 +679,10 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                                        "state_min_elements_sharded": where.min_elements_sharded})
                 if where.sharded:
                     config["auto"]["state_shards"] = self._factors()[1] * self._options.Distributed.numProcesses
+            placed = self._options.TensorLocations.resolved().config()
+            if placed:  # weights, activations, accumulators off chip or sharded
+                config["auto"].update({"locations": placed,
+                                       "replicas": self._factors()[1] * self._options.Distributed.numProcesses})
         module.attributes[STRATEGY_KEY] = from_py(config)
         if self._options.available_memory_proportion:
             module.attributes[MEMORY_PROPORTION_KEY] = from_py(

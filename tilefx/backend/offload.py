@@ -20,9 +20,11 @@ needed whole), per micro-batch, in program order:
   it is not on the tiles in between (nor stashed on chip by a pipeline);
 - an off-chip accumulator is loaded before each accumulation and stored
   after it; the update loads it (for the all-reduce and the update).
-`Liveness.OffChipAfterFwd` (phased): the weights stay on chip through the
-forward phases and each backward phase reloads the ones it uses; the
-activations the backward reads go off chip after the forward, as above.
+`Liveness.OffChipAfterFwd` (and `OffChipAfterFwdNoOverlap`, the same moves:
+serial phases never overlap them) under phased strategies: the weights stay
+on chip through the forward phases and each backward phase reloads the ones
+it uses; the activations the backward reads go off chip after the forward,
+as above.
 Phased strategies move these once per phase (activations: once per
 micro-batch of the phase); the others once per step of each stage.
 """
@@ -74,7 +76,7 @@ class Move:
 class OffloadPlan:
     intervals: list[Interval] = field(default_factory=list)
     offloaded: set = field(default_factory=set)  # activations the intervals account for
-    # weights and accumulators the plan moves -> the bytes that stay on the tiles
+    # weights the plan moves -> the bytes that stay on the tiles (0: none)
     resident: dict[str, int] = field(default_factory=dict)
     # per stage, bytes moved once per step of the stage (weights, accumulators) and
     # once per micro-batch (activations); bytes all-gathered
@@ -83,8 +85,9 @@ class OffloadPlan:
     load_each: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     store_each: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     gather: dict[int, int] = field(default_factory=lambda: defaultdict(int))
-    # weights the update loads and stores -> bytes each way; accumulators it
-    # loads (the executor zeroes them for the next step on chip) -> bytes
+    # weights the update loads and stores -> bytes each way; the weights whose
+    # accumulators are off chip -> the accumulator bytes the update loads (the
+    # executor zeroes them for the next step on chip)
     update_stream: dict[str, int] = field(default_factory=dict)
     update_load: dict[str, int] = field(default_factory=dict)
     weight_shards: dict[str, int] = field(default_factory=dict)  # sharded weights
@@ -185,7 +188,8 @@ def plan_offload(main: func.FuncOp, roles: list[dict], locations: Locations, rep
         return sorted((min(g), max(g)) for g in groups.values())
 
     phased = strategy in ("serial_phased", "parallel_phased")
-    after_fwd = phased and training and liveness == "OffChipAfterFwd"
+    # NoOverlap (serial phased only): the same moves; serial phases never overlap them anyway
+    after_fwd = phased and training and liveness in ("OffChipAfterFwd", "OffChipAfterFwdNoOverlap")
     fwd_end = max((i for i, (op, _) in enumerate(order) if direction(op) == "fwd"), default=-1)
 
     # weights (the parameters)
@@ -230,7 +234,6 @@ def plan_offload(main: func.FuncOp, roles: list[dict], locations: Locations, rep
             if name is None or each_phase or not users.get(arg) or not loc.off_chip(_numel(arg)):
                 continue
             nbytes = _bytes(arg)
-            plan.resident[f"{name} (gradient accumulator)"] = 0
             for start, end in stretches(users[arg]):
                 st = stage_of[order[start][0]]
                 plan.intervals.append(Interval(ipu_at[start], f"{name} (gradient accumulator, loaded)", nbytes,
@@ -243,7 +246,7 @@ def plan_offload(main: func.FuncOp, roles: list[dict], locations: Locations, rep
                 if last.results:  # the accumulated value, stored back (later ops read the stored one)
                     plan.moves.append(Move("store", f"{name} (gradient accumulator)", last.results[0], last,
                                            nbytes, (end + 1, len(order))))
-            plan.update_load[f"{name} (gradient accumulator)"] = nbytes
+            plan.update_load[name] = nbytes
 
     # activations: forward values the backward reads
     if training and (not locations.activation.on_chip or after_fwd):

@@ -421,10 +421,10 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
                 pname = r["state"].rsplit("/", 1)[0]
                 state_bytes[param_ipu.get(pname, 0)] += -(-_bytes(a) // location.shards(_numel(a), n_replicas))
         loaded_bytes: dict[int, int] = defaultdict(int)
-        for tname, nbytes in offload.update_stream.items():  # off-chip weights: loaded and stored
-            state_bytes[param_ipu.get(tname, 0)] += nbytes
-        for tname, nbytes in offload.update_load.items():  # off-chip accumulators: loaded
-            loaded_bytes[param_ipu.get(tname.split(" (")[0], 0)] += nbytes
+        for pname, nbytes in offload.update_stream.items():  # off-chip weights: loaded and stored
+            state_bytes[param_ipu.get(pname, 0)] += nbytes
+        for pname, nbytes in offload.update_load.items():  # off-chip accumulators: loaded
+            loaded_bytes[param_ipu.get(pname, 0)] += nbytes
         sync = machine.sync_cycles(num_ipus)
         for ipu, ar in reduces.items():
             if ar.cycles:  # the replicas sum this IPU's gradients before its update
@@ -710,7 +710,7 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
         elif "const" in r:
             always[param_ipu.get(r["const"], 0)].append(Tensor(r["const"], _bytes(a), "constant", "buffer",
                                                                      r["const"]))
-        elif "accum" in r and accumulate and f"{r['accum']} (gradient accumulator)" not in offload.resident:
+        elif "accum" in r and accumulate and r["accum"] not in offload.update_load:
             always[param_ipu.get(r["accum"], 0)].append(
                 Tensor(f"{r['accum']} (gradient accumulator)", _bytes(a), "ipu.accumulate", "accumulator",
                        r["accum"]))

@@ -277,8 +277,8 @@ class _Lowering:
                 streamed[role["state"]] = self.state.shard_bytes(_bytes(arg), numel, self.replicas)
             elif name_of(role) in self.offload.update_stream:
                 streamed[name_of(role)] = self.offload.update_stream[name_of(role)]
-            elif name_of(role) in self.offload.update_load:
-                streamed[name_of(role)] = self.offload.update_load[name_of(role)]
+            elif "accum" in role and role["accum"] in self.offload.update_load:
+                streamed[name_of(role)] = self.offload.update_load[role["accum"]]
         for arg, role in zip(block.args, roles):
             if name_of(role) not in streamed:
                 continue
