@@ -266,6 +266,9 @@ def test_off_chip_after_fwd_reloads_weights_and_activations_for_the_backward():
     saved = 3 * 2 * 256 * F32
     assert st["store"] == {"activation": saved} and st["load"]["activation"] == saved
     assert st["update_bytes"] == 2 * 3 * (layer_w + layer_b)
+    assert "load_cycles" not in st  # the phases' own load steps carry them
+    line = next(t for t in after.profile.table().splitlines() if "tensor locations" in t)
+    assert "weights 1,313,792 B" in line and "cycles" not in line
     assert _update(after) - _update(live) == 2 * _stream(3 * (layer_w + layer_b))
     # the backward phases carry the reloads: more load cycles than AlwaysLive's
     loads = {s.stage: s.end - s.start for s in live.profile.timeline if s.kind == "load"}

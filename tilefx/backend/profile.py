@@ -966,7 +966,8 @@ def streaming_text(st: dict) -> str:
         if st.get(kind):
             classes = ", ".join(f"{cls}s {b:,} B" for cls, b in sorted(st[kind].items()))
             where = f"{label} streaming memory" if kind != "gather" else label
-            parts.append(f"{where}: {classes} ({st.get(kind + '_cycles', 0):,} cycles)")
+            cycles = st.get(kind + "_cycles")  # phased: inside each phase's load and store
+            parts.append(f"{where}: {classes}" + (f" ({cycles:,} cycles)" if cycles is not None else ""))
     if st.get("update_bytes"):
         parts.append(f"update streams {st['update_bytes']:,} B")
     return "tensor locations, per weight update: " + "; ".join(parts)
