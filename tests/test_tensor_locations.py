@@ -150,6 +150,11 @@ def test_off_chip_sharded_weights_stream_only_their_share():
     assert moves[("remote_load", "fc.weight")] == _stream(share)
     assert moves[("all_gather", "fc.weight")] == all_reduce_cost(SIZES["fc.weight"], 4, 1, MK2, "allgather").cycles
     assert ex.profile.summary()["streaming"]["update_bytes"] == 2 * (ALL - SIZES["fc.weight"] + share)
+    # the chain in the device IR: load the share, gather it, the matmul's transpose reads the whole
+    text = ex.ir("device")
+    loaded = re.search(r'(%\d+) = tile\.remote_load %\d+ \{tensor = "fc\.weight"', text).group(1)
+    gathered = re.search(rf'(%\d+) = tile\.all_gather {loaded} ', text).group(1)
+    assert f"aten.permute {gathered} " in text
 
 
 def test_off_chip_accumulators_are_loaded_around_each_accumulation():

@@ -156,7 +156,7 @@ class _Lowering:
             now[key] = new
             first, last = mv.span
             span = set(order[first:last + 1])
-            for use in list(mv.value.uses):
+            for use in list(src.uses):  # a gather after a load: the span reads the gathered value
                 if use.operation in span:
                     use.operation.operands[use.index] = new.results[0]
 
