@@ -12,7 +12,6 @@ the numbers never change."""
 import copy
 import re
 
-import pytest
 import torch
 from torch import nn
 
