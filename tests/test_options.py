@@ -1253,6 +1253,7 @@ def test_module_imports_only_errors_and_enums():
         "from tilefx.api.enums import (",
         "from tilefx.errors import Error",
         "from tilefx.backend import locations",  # TensorLocationSettings' thresholds: a leaf module
+        "from tilefx.backend import locations",  # _TensorLocationOptions.resolved: the same
         "from tilefx.backend.machine import PRESETS, Machine",  # setMachine: a leaf module
         # the options-file grammar and its evaluator, loaded when a file or JSON is read
         "from tilefx.api.options_file import _apply_commands, _parse_config",

@@ -262,3 +262,41 @@ def test_options_file_sets_the_schedule(tmp_path):
     bad.write_text('setExecutionStrategy(poptorch.PipelinedExecution(schedule="OneFOneB"))\n')
     with pytest.raises(ConfigFileError, match=r"line 1, column \d+.*unknown schedule 'OneFOneB'"):
         tilefx.Options().loadFromFile(str(bad))
+
+
+def test_auto_stage_counts_the_working_activations_at_each_position():
+    """ipu-auto-stage's memory per position holds the forward values live
+    while it runs (from their maker to their last forward reader), beside
+    its largest temporary: a 4 x 4096 activation made by the first matmul
+    (position 0) is read by the ReLU (1), whose output the second matmul (2)
+    reads. In training the ReLU output is read by the backward, so it is
+    counted once, stashed, not as working memory."""
+    from xdsl.dialects import func
+
+    from tilefx.dialects.irutil import find_func
+    from tilefx.passes.auto_stage import _anchors, _memory_vectors
+
+    class Wide(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(64, 4096), nn.Linear(4096, 8)
+
+        def forward(self, x, y=None):
+            out = self.b(torch.relu(self.a(x)))
+            return out if y is None else (out, nn.functional.mse_loss(out, y))
+
+    act = 4 * 4096 * 4
+    for training in (False, True):
+        model = Wide()
+        if training:
+            ex = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+            ex.compile(torch.randn(4, 64), torch.randn(4, 8))
+        else:
+            ex = tilefx.inferenceModel(model)
+            ex.compile(torch.randn(4, 64))
+        module = ex._program.import_module
+        main = find_func(module, "main")
+        ops = [o for o in main.body.block.ops if not isinstance(o, func.ReturnOp)]
+        anchor, n = _anchors(ops)
+        *_, working = _memory_vectors(module, main, ops, anchor, n, training)
+        assert list(working[:3]) == ([act, 2 * act, act] if not training else [act, act, 0])

@@ -204,15 +204,20 @@ def test_off_chip_after_each_phase_keeps_one_phases_weights_on_chip():
     assert all(torch.equal(a, b) for a, b in zip(live.parameters(), each.parameters()))
 
 
-def test_unmodelled_weight_location_is_said_not_dropped(caplog):
-    """Off-chip weights are not in the machine model: the compile says so
-    (the numbers do not depend on it)."""
+def test_unmodelled_activation_sharding_is_said_not_dropped(caplog):
+    """PopART shards only variables: a sharded activation location is said,
+    not silently dropped (the numbers do not depend on it); an off-chip
+    weight location is modelled (tests/test_tensor_locations.py), so no
+    warning."""
     opts = tilefx.Options()
     opts.TensorLocations.setWeightLocation(tilefx.TensorLocationSettings().useOnChipStorage(False))
+    opts.TensorLocations.setActivationLocation(tilefx.TensorLocationSettings().useReplicatedTensorSharding(True))
     model = nn.Linear(4, 4)
     with caplog.at_level("WARNING"):
         out = tilefx.inferenceModel(model, opts)(torch.ones(2, 4))
-    assert "setWeightLocation({'onChip': 0}): the machine model keeps weights on chip" in caplog.text
+    assert ("setActivationLocation({'useReplicatedTensorSharding': 1}): the machine model keeps activations "
+            "whole") in caplog.text
+    assert "setWeightLocation" not in caplog.text
     torch.testing.assert_close(out, model(torch.ones(2, 4)), rtol=0, atol=0)
 
 

@@ -689,6 +689,10 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                                        "state_min_elements_sharded": where.min_elements_sharded})
                 if where.sharded:
                     config["auto"]["state_shards"] = self._factors()[1] * self._options.Distributed.numProcesses
+            placed = self._options.TensorLocations.resolved().config()
+            if placed:  # weights, activations, accumulators off chip or sharded
+                config["auto"].update({"locations": placed,
+                                       "replicas": self._factors()[1] * self._options.Distributed.numProcesses})
         module.attributes[STRATEGY_KEY] = from_py(config)
         if self._options.available_memory_proportion:
             module.attributes[MEMORY_PROPORTION_KEY] = from_py(
@@ -789,12 +793,11 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
 
     def _make_profile(self, program: Program) -> Profile:
         D, R, _, G = self._factors()
-        loc = self._options.TensorLocations.optimizer
         update_fn = find_func(program.module, "update") if self._training else None
         return build_profile(
             program.module, find_func(program.module, "main"), update_fn, self._schedule,
             machine(self._options.machine), training=self._training, device_iterations=D,
-            optimizer_location=None if loc is None else loc.resolved(),
+            locations=self._options.TensorLocations.resolved(),
             accumulate=self._training and (G > 1 or R > 1), replicas=R,
             processes=self._options.Distributed.numProcesses,
             process_id=self._options.Distributed.processId,
@@ -1194,16 +1197,17 @@ def _np_dtype_or_none(dtype: torch.dtype):
 
 
 def _warn_unmodelled_locations(locations) -> None:
-    """The machine model places the optimizer state where TensorLocations
-    says (backend/locations.py); weights, activations and accumulators
-    always stay on chip in it, so an off-chip or sharded setting for them is
-    said, not silently dropped (the numbers never depend on it)."""
-    for what in ("weight", "activation", "accumulator"):
+    """The machine model places weights, activations, accumulators and the
+    optimizer state where TensorLocations says (backend/locations.py,
+    backend/offload.py), except sharding of activations (PopART shards only
+    variables) and of accumulators (not modelled): those are said, not
+    silently dropped (the numbers never depend on them)."""
+    for what in ("activation", "accumulator"):
         loc = getattr(locations, what, None)
-        if loc is not None and (loc.on_chip is False or loc.replicated_tensor_sharding):
-            log.warning("TensorLocations.set%sLocation(%s): the machine model keeps %ss on chip and "
-                        "whole; only the optimizer state's location is modelled", what.capitalize(),
-                        loc.toDict(), what)
+        if loc is not None and loc.replicated_tensor_sharding:
+            log.warning("TensorLocations.set%sLocation(%s): the machine model keeps %ss whole "
+                        "(replicated tensor sharding is modelled for weights and the optimizer state)",
+                        what.capitalize(), loc.toDict(), what)
 
 
 def _flat_inputs(*inputs):

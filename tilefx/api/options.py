@@ -495,6 +495,24 @@ class _TensorLocationOptions(_OptionsBase):
             parts.append(f"num_io_tiles={self.num_io_tiles}")
         return f"{type(self).__name__}({', '.join(parts)})"
 
+    def resolved(self):
+        """Where the machine model puts each class of tensors
+        (`tilefx.backend.locations.Locations`): unset classes on chip. PopART
+        shards only variables (weights, optimizer state): activations are
+        never sharded, and sharded accumulators are not modelled (the compile
+        warns)."""
+        from tilefx.backend import locations
+
+        def of(settings, shardable=True):
+            if settings is None:
+                return locations.ON_CHIP
+            loc = settings.resolved()
+            return loc if shardable else locations.TensorLocation(
+                loc.on_chip, False, loc.min_elements_off_chip, loc.min_elements_sharded)
+
+        return locations.Locations(weight=of(self.weight), activation=of(self.activation, False),
+                                   accumulator=of(self.accumulator, False), optimizer=of(self.optimizer))
+
     # PopTorch's names for the stored dictionaries.
     @property
     def location_optimizer(self) -> Optional[dict[str, int]]:

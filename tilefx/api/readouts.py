@@ -44,10 +44,12 @@ class MachineReadouts:
             from tilefx.lowering.to_device import lower_to_device  # the tile dialect: only for this view
 
             device = self._program.module.clone()
-            loc = self._options.TensorLocations.optimizer
+            _, R, _, G = self._factors()
             lower_to_device(device, machine(self._options.machine),
-                            state_location=None if loc is None else loc.resolved(),
-                            replicas=self._factors()[1] * self._options.Distributed.numProcesses)
+                            replicas=R * self._options.Distributed.numProcesses,
+                            locations=self._options.TensorLocations.resolved(), training=self._training,
+                            accumulate=self._training and (G > 1 or R > 1), strategy=self._schedule.strategy,
+                            liveness=self._schedule.liveness)
             return str(device)
         raise Error(f"unknown IR level {level!r}: expected 'import', 'graph' or 'device'")
 

@@ -337,7 +337,9 @@ def proportion_of(op, default: float = DEFAULT_PROPORTION) -> float:
 
 # ops through which a weight keeps the tile layout it was created with (views,
 # and the elementwise cast autocast puts in front of a matmul)
-_LAYOUT_KEEPING = VIEW_OPS | {"t", "transpose.int", "_to_copy"}
+# a weight loaded from streaming memory or all-gathered (the device IR's moves)
+# lands in the layout its consumer's plan wants, as Poplar allocates the target
+_LAYOUT_KEEPING = VIEW_OPS | {"t", "transpose.int", "_to_copy", "tile.remote_load", "tile.all_gather"}
 
 
 def is_resident(v) -> bool:

@@ -87,7 +87,7 @@ ATTENTION_PROVIDERS: list[Callable[..., Callable | None]] = []
 CALL_HOOKS: list[Callable[[], Callable[[], None] | None]] = []
 _NONE_DONATED: frozenset[int] = frozenset()
 MOVE_OPS = {"ipu.copy", "tile.exchange", "tile.ipu_copy", "tile.host_in", "tile.host_out",
-            "tile.remote_load", "tile.remote_store"}
+            "tile.remote_load", "tile.remote_store", "tile.all_gather"}
 
 
 # ops whose result is their operand's value: a slot shared with it (values

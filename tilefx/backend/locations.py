@@ -2,7 +2,15 @@
 (seeds/000 `opts.TensorLocations`, seeds/004's optimizer state off chip and
 sharded "with zero-redundancy"), resolved to the two questions the machine
 model asks of each tensor: is it in streaming memory, and over how many
-replicas is it sharded.
+replicas is it sharded. `Locations` holds the four classes PopART places
+(weights, activations, gradient accumulators, optimizer state).
+
+PopART's rules (its "Tensor locations" chapter): an off-chip tensor lives in
+streaming memory "when not immediately required by IPU computations" and is
+loaded for its use; only variables equal on every replica (weights and
+optimizer state) can be sharded, and a sharded tensor needed whole is
+all-gathered first. A shard of `n` elements over R replicas holds
+ceil(n / R) elements (the last shards padded).
 
 Replicated tensor sharding (REFERENCE.md section 4): each of R replicas
 keeps 1/R of a sharded tensor; tensors under `min_elements_sharded`
@@ -37,5 +45,39 @@ class TensorLocation:
             return replicas
         return 1
 
+    def shard_bytes(self, nbytes: int, numel: int, replicas: int) -> int:
+        """The bytes one replica keeps of a tensor of `nbytes` (`numel` elements)."""
+        n = self.shards(numel, replicas)
+        if n == 1 or numel <= 0:
+            return nbytes
+        return -(-numel // n) * (nbytes // numel)
+
 
 ON_CHIP = TensorLocation()
+
+
+@dataclass(frozen=True)
+class Locations:
+    """Where each class of tensors lives (`opts.TensorLocations`, resolved)."""
+
+    weight: TensorLocation = ON_CHIP
+    activation: TensorLocation = ON_CHIP
+    accumulator: TensorLocation = ON_CHIP
+    optimizer: TensorLocation = ON_CHIP
+
+    def config(self) -> dict[str, dict]:
+        """The weight, activation and accumulator locations as module
+        attribute data (`ipu.strategy`'s `auto` entry: ipu-auto-stage sizes
+        its stages with them)."""
+        return {what: {"on_chip": loc.on_chip, "sharded": loc.sharded,
+                       "min_elements_off_chip": loc.min_elements_off_chip,
+                       "min_elements_sharded": loc.min_elements_sharded}
+                for what, loc in (("weight", self.weight), ("activation", self.activation),
+                                  ("accumulator", self.accumulator)) if loc != ON_CHIP}
+
+    @staticmethod
+    def from_config(data: dict, optimizer: TensorLocation = ON_CHIP) -> Locations:
+        """`config()` read back (with the optimizer state's location)."""
+        return Locations(optimizer=optimizer, **{
+            what: TensorLocation(bool(d["on_chip"]), bool(d["sharded"]), int(d["min_elements_off_chip"]),
+                                 int(d["min_elements_sharded"])) for what, d in data.items()})

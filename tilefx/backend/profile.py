@@ -21,7 +21,8 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 from tilefx.errors import Error
 from tilefx.backend.collectives import AllReduceCost, all_reduce_cost, host_traffic
 from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, _numel as _numel_of_shape, _shape, multiconv_costs, op_cost
-from tilefx.backend.locations import TensorLocation
+from tilefx.backend.locations import Locations, TensorLocation
+from tilefx.backend.offload import OffloadPlan, plan_offload, program_order
 from tilefx.backend.machine import Machine
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, StageOp
@@ -105,12 +106,16 @@ class Profile:
     # scale-out (backend/collectives.py): this process's replicas and host traffic,
     # the gradient all-reduce of each IPU across all processes' replicas
     distributed: dict = field(default_factory=dict)
+    # tensor locations (backend/offload.py): bytes per weight update loaded from and
+    # stored to streaming memory and all-gathered, by tensor class, and their cycles
+    streaming: dict = field(default_factory=dict)
 
     def bubble_fraction(self) -> float:
         """The share of the pipeline's IPU time spent waiting: 1 - busy / (IPUs
         x span), over the steps of one weight update before the optimizer (compute,
-        IPU-link copies and host transfers count as busy)."""
-        steps = [s for s in self.timeline if s.kind not in ("update", "allreduce", "allgather")]
+        IPU-link copies, host transfers, streaming-memory loads and stores and
+        the all-gathers of sharded weights count as busy)."""
+        steps = [s for s in self.timeline if s.stage >= 0 or s.kind not in ("update", "allreduce", "allgather")]
         if not steps:
             return 0.0
         span = max(s.end for s in steps) - min(s.start for s in steps)
@@ -156,6 +161,7 @@ class Profile:
             "stash_bytes": self.stash_bytes,
             **({"auto_stage": self.auto_stage} if self.auto_stage else {}),
             **({"distributed": self.distributed} if self.distributed else {}),
+            **({"streaming": self.streaming} if self.streaming else {}),
             "step_cycles": self.step_cycles,
             "exchange_bytes": self.exchange_bytes,
             "cycles_by_op": self.cycles_by_op(),
@@ -266,13 +272,17 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
                   optimizer_off_chip: bool = False, accumulate: bool = False,
                   check_memory: bool = True, replicas: int = 1, processes: int = 1,
                   process_id: int = 0, optimizer_location: TensorLocation | None = None,
-                  host_io: bool = True, decompose_grad_sum: bool = False) -> Profile:
+                  host_io: bool = True, locations: Locations | None = None,
+                  decompose_grad_sum: bool = False) -> Profile:
     """Cost every op, time the schedule, and plan the memory of every IPU.
     `replicas` are this process's replicas, `processes` the processes of the
     run (each with as many): they share the gradient all-reduce and each
     process's host link (backend/collectives.py). `optimizer_location`: where
     the optimizer state lives (backend/locations.py: on or off chip, sharded
-    over the replicas); `optimizer_off_chip` is its short form. `host_io`
+    over the replicas); `optimizer_off_chip` is its short form. `locations`:
+    where every class of tensors lives (its optimizer entry wins over
+    `optimizer_location`); off-chip and sharded weights, activations and
+    accumulators are moved as backend/offload.py plans. `host_io`
     False: the inputs are made on the device and nothing streams back
     (PopTorch's synthetic data), so the timeline has no host transfers.
     `decompose_grad_sum`: PopART's session option of that name (a weight's
@@ -333,10 +343,29 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
                     store_bytes[st] += _bytes(a)
             else:
                 load_bytes[st] += _bytes(a)
+    n_replicas = replicas * processes
+    if locations is not None:
+        optimizer_location = locations.optimizer
+    offload = plan_offload(main, arg_roles, locations or Locations(), n_replicas, training=training,
+                           accumulate=accumulate, strategy=schedule.strategy, liveness=schedule.liveness)
+    gather_cycles = {st: all_reduce_cost(b, n_replicas, num_ipus, machine, "allgather").cycles
+                     for st, b in offload.gather.items()}
+    if schedule.strategy in ("serial_phased", "parallel_phased"):  # once per phase
+        for st in set(offload.load_once) | set(offload.load_each):
+            load_bytes[st] += offload.load_once[st] + offload.load_each[st] * schedule.micro_batches
+        for st in set(offload.store_once) | set(offload.store_each):
+            store_bytes[st] += offload.store_once[st] + offload.store_each[st] * schedule.micro_batches
+        step_moves = None
+    else:  # around every step of the stage
+        step_moves = {st: (offload.load_once[st] + offload.load_each[st], gather_cycles.get(st, 0),
+                           offload.store_once[st] + offload.store_each[st])
+                      for st in set(offload.load_once) | set(offload.load_each) | set(offload.store_once)
+                      | set(offload.store_each) | set(gather_cycles)}
+        gather_cycles = {}
 
     # the timeline of one weight update (training) or one call (inference)
     timeline, step_cycles = _simulate(schedule, stage_of, stage_cycles, copy_bytes, machine, host_in,
-                                      host_out, num_ipus, load_bytes, store_bytes)
+                                      host_out, num_ipus, load_bytes, store_bytes, step_moves, gather_cycles)
     end = max((t.end for t in timeline), default=0)
 
     # this process's host link carries the streams of all its replicas: when they
@@ -344,28 +373,35 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     traffic = host_traffic(in_bytes, out_bytes, schedule.micro_batches, replicas, machine)
     pipeline_end = end
     end = max(end, traffic.cycles)
-    n_replicas = replicas * processes
     location = optimizer_location or TensorLocation(on_chip=not optimizer_off_chip)
     # replicated tensor sharding: a weight whose optimizer state is sharded is
-    # updated on its shard (its gradient reduce-scattered, the new weight gathered)
+    # updated on its shard (its gradient reduce-scattered, the new weight gathered);
+    # a sharded weight is updated on its shard and stays sharded (gathered before use)
     shards = _param_shards(update, location, n_replicas) if training and update is not None else {}
+    for pname, n in offload.weight_shards.items():
+        shards[pname] = max(shards.get(pname, 1), n)
     reduces: dict[int, AllReduceCost] = {}
     gathers: dict[int, AllReduceCost] = {}
     if training and update is not None:
         grad_bytes: dict[int, int] = defaultdict(int)
         sharded_bytes: dict[int, int] = defaultdict(int)
+        gathered_bytes: dict[int, int] = defaultdict(int)  # whole weights after a sharded update
         for a, r in zip(main.body.block.args, arg_roles):
             if "accum" in r:
                 ipu = param_ipu.get(r["accum"], 0)
                 if shards.get(r["accum"], 1) > 1:
                     sharded_bytes[ipu] += _bytes(a)
+                    if r["accum"] not in offload.weight_shards:
+                        gathered_bytes[ipu] += _bytes(a)
                 else:
                     grad_bytes[ipu] += _bytes(a)
         for ipu in sorted(set(grad_bytes) | set(sharded_bytes)):
             whole = all_reduce_cost(grad_bytes[ipu], n_replicas, num_ipus, machine)
             if sharded_bytes[ipu]:
                 scatter = all_reduce_cost(sharded_bytes[ipu], n_replicas, num_ipus, machine, "reducescatter")
-                gathers[ipu] = all_reduce_cost(sharded_bytes[ipu], n_replicas, num_ipus, machine, "allgather")
+                if gathered_bytes[ipu]:
+                    gathers[ipu] = all_reduce_cost(gathered_bytes[ipu], n_replicas, num_ipus, machine,
+                                                   "allgather")
                 whole = _combined(whole, scatter)
             reduces[ipu] = whole
 
@@ -387,20 +423,27 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
             if "state" in r and location.off_chip(_numel(a)):
                 pname = r["state"].rsplit("/", 1)[0]
                 state_bytes[param_ipu.get(pname, 0)] += -(-_bytes(a) // location.shards(_numel(a), n_replicas))
+        loaded_bytes: dict[int, int] = defaultdict(int)
+        for pname, nbytes in offload.update_stream.items():  # off-chip weights: loaded and stored
+            state_bytes[param_ipu.get(pname, 0)] += nbytes
+        for pname, nbytes in offload.update_load.items():  # off-chip accumulators: loaded
+            loaded_bytes[param_ipu.get(pname, 0)] += nbytes
         sync = machine.sync_cycles(num_ipus)
         for ipu, ar in reduces.items():
             if ar.cycles:  # the replicas sum this IPU's gradients before its update
                 timeline.append(TimedStep(ipu, end, end + ar.cycles, "allreduce", -1, -1, "allreduce"))
         if phase_resident:  # the update loads and stores each weight and its state
             for a, r in zip(update.body.block.args, upd_roles):
-                if "param" in r and r["param"] in phase_resident:
+                if "param" in r and r["param"] in phase_resident and r["param"] not in offload.update_stream:
                     state_bytes[param_ipu.get(r["param"], 0)] += _bytes(a)
                 elif "state" in r and not location.off_chip(_numel(a)):
                     pname = r["state"].rsplit("/", 1)[0]
                     state_bytes[param_ipu.get(pname, 0)] += -(-_bytes(a) // location.shards(_numel(a), n_replicas))
         for ipu, cyc in per_ipu.items():
-            if state_bytes[ipu]:  # load and store the state (its shard) from streaming memory
+            if state_bytes[ipu]:  # load and store the state (its shard) and weights in streaming memory
                 cyc += 2 * machine.link_cycles(state_bytes[ipu], machine.streaming_bytes_per_s)
+            if loaded_bytes[ipu]:  # load the accumulators kept in streaming memory
+                cyc += machine.link_cycles(loaded_bytes[ipu], machine.streaming_bytes_per_s)
             start = end + (reduces[ipu].cycles if ipu in reduces else 0) + sync
             timeline.append(TimedStep(ipu, start, start + cyc, "update", -1, -1, "update"))
             if ipu in gathers and gathers[ipu].cycles:  # the updated shards to every replica
@@ -416,9 +459,24 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
                       auto_stage=_auto_stage_report(module),
                       distributed=_distributed_report(replicas, processes, process_id, num_ipus,
                                                       traffic, pipeline_end, reduces, machine, gathers))
+    if offload:
+        steps_of: dict[int, int] = defaultdict(int)
+        for stp in schedule.steps:
+            if stp.kind == "compute":
+                steps_of[stp.stage] += 1
+        streaming = offload.totals(steps_of, schedule.micro_batches,
+                                   schedule.strategy in ("serial_phased", "parallel_phased"))
+        for kind, step_kind in (("load", "load"), ("store", "store"), ("gather", "allgather")):
+            if streaming.get(kind) and step_moves is not None:  # phased: inside the phase moves
+                streaming[kind + "_cycles"] = sum(t.end - t.start for t in timeline
+                                                  if t.kind == step_kind and t.stage >= 0)
+        update_bytes = sum(offload.update_stream.values()) * 2 + sum(offload.update_load.values())
+        if training and update_bytes:
+            streaming["update_bytes"] = update_bytes
+        profile.streaming = streaming
     profile.memory = _memory(main, update, arg_roles, param_ipu, stage_of, records, machine, schedule,
                              training, location, n_replicas, accumulate, num_ipus, cost_of,
-                             profile.stash_bytes, phase_resident, decompose_grad_sum)
+                             profile.stash_bytes, phase_resident, offload, decompose_grad_sum)
     if check_memory:
         _check_memory(profile)
     return profile
@@ -565,11 +623,17 @@ def _param_ipus(main: func.FuncOp, roles: list[dict]) -> dict[str, int]:
 
 def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: Machine, host_in: int,
               host_out: int, num_ipus: int, load_bytes: dict[int, int] | None = None,
-              store_bytes: dict[int, int] | None = None) -> tuple[list[TimedStep], dict[int, int]]:
+              store_bytes: dict[int, int] | None = None,
+              step_moves: dict[int, tuple[int, int, int]] | None = None,
+              phase_gathers: dict[int, int] | None = None) -> tuple[list[TimedStep], dict[int, int]]:
     """Time the logical schedule. A step starts when its IPU is free and the
     previous stage of its micro-batch has finished and been copied over; the
     copy is an exchange, so it keeps the sending IPU busy too (BSP). Returns
-    the timed steps and each stage's step length (compute + host I/O + copy out)."""
+    the timed steps and each stage's step length (compute + host I/O + copy out).
+    `step_moves`: per stage, the bytes each of its steps loads from streaming
+    memory before computing, the cycles it all-gathers sharded weights, and
+    the bytes it stores after (backend/offload.py); `phase_gathers`: the
+    all-gather cycles after a phase's load."""
     ipu_free: dict[int, int] = defaultdict(int)
     done: dict[tuple[int, int], int] = {}
     out: list[TimedStep] = []
@@ -585,6 +649,10 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
             cyc = machine.link_cycles(max(nbytes, 1), machine.streaming_bytes_per_s)
             out.append(TimedStep(ipu, start, start + cyc, st.kind, st.stage, -1, st.direction))
             ipu_free[ipu] = start + cyc
+            g = (phase_gathers or {}).get(st.stage, 0) if st.kind == "load" else 0
+            if g:
+                out.append(TimedStep(ipu, start + cyc, start + cyc + g, "allgather", st.stage, -1, st.direction))
+                ipu_free[ipu] = start + cyc + g
             continue
         start = max(ipu_free[ipu], done.get((st.stage - 1, st.micro_batch), 0))
         if schedule.sequential:
@@ -593,8 +661,17 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
         if st.stage == 0 and host_in:
             out.append(TimedStep(ipu, start, start + host_in, "host", 0, st.micro_batch, "in"))
             start += host_in
+        load, gather, store = (step_moves or {}).get(st.stage, (0, 0, 0))
+        for kind, cyc in (("load", machine.link_cycles(load, machine.streaming_bytes_per_s)), ("allgather", gather)):
+            if cyc:
+                out.append(TimedStep(ipu, start, start + cyc, kind, st.stage, st.micro_batch, st.direction))
+                start += cyc
         end = start + stage_cycles.get(st.stage, 0)
         out.append(TimedStep(ipu, start, end, "compute", st.stage, st.micro_batch, st.direction))
+        if store:
+            cyc = machine.link_cycles(store, machine.streaming_bytes_per_s)
+            out.append(TimedStep(ipu, end, end + cyc, "store", st.stage, st.micro_batch, st.direction))
+            end += cyc
         nxt = stage_of.get(st.stage + 1)
         if nxt is not None and nxt[0] != ipu and copy_bytes.get(st.stage + 1, 0):
             cyc = machine.link_cycles(copy_bytes[st.stage + 1], machine.ipu_link_bytes_per_s)
@@ -616,11 +693,19 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
             num_ipus: int, cost_of: dict | None = None,
             stash_out: dict[int, int] | None = None,
             phase_resident: dict[str, list[int]] | None = None,
+            offload: OffloadPlan | None = None,
             decompose_grad_sum: bool = False) -> dict[int, IpuMemory]:
     T = machine.tiles
+    offload = offload or OffloadPlan()
     always: dict[int, list[Tensor]] = defaultdict(list)
     for a, r in zip(main.body.block.args, arg_roles):
-        if "param" in r:
+        if "param" in r and r["param"] in offload.resident:  # off chip (none) or sharded (its share)
+            share, n = offload.resident[r["param"]], offload.weight_shards.get(r["param"], 1)
+            if share:
+                always[param_ipu.get(r["param"], 0)].append(
+                    Tensor(r["param"] if n == 1 else f"{r['param']} (1/{n} shard)", share, "parameter", "weight",
+                           r["param"]))
+        elif "param" in r:
             always[param_ipu.get(r["param"], 0)].append(Tensor(r["param"], _bytes(a), "parameter", "weight",
                                                                      r["param"]))
         elif "buffer" in r:
@@ -629,7 +714,7 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
         elif "const" in r:
             always[param_ipu.get(r["const"], 0)].append(Tensor(r["const"], _bytes(a), "constant", "buffer",
                                                                      r["const"]))
-        elif "accum" in r and accumulate:
+        elif "accum" in r and accumulate and r["accum"] not in offload.update_load:
             always[param_ipu.get(r["accum"], 0)].append(
                 Tensor(f"{r['accum']} (gradient accumulator)", _bytes(a), "ipu.accumulate", "accumulator",
                        r["accum"]))
@@ -651,7 +736,8 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
     # and the temporary memory of the op running at that peak (the largest sum of
     # live activations and temporaries, not the largest of each at different times)
     peak_set, temp = _activation_peaks(main, stage_of, schedule, training, cost_of or {}, T,
-                                       stash_out, partials_in_place=decompose_grad_sum and accumulate)
+                                       stash_out, offload,
+                                       partials_in_place=decompose_grad_sum and accumulate)
     # code and vertex state: each op's on the tiles it runs on, averaged over the tiles
     # (Poplar spreads vertices evenly), plus the codelet library every tile holds
     op_tiles: dict[int, float] = defaultdict(float)
@@ -693,6 +779,7 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
 
 def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_of: dict,
                       tiles: int, stash_out: dict[int, int] | None = None,
+                      offload: OffloadPlan | None = None,
                       partials_in_place: bool = False
                       ) -> tuple[dict[int, list[Tensor]], dict[int, int]]:
     """Per IPU, the activations live at its peak, stash copies included (as
@@ -700,14 +787,13 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_o
     and its last use), and the temporary bytes per tile of the op running
     then: the peak is the program point with the most live bytes per tile
     plus that op's temporaries. `stash_out` receives each IPU's peak stashed
-    bytes. `partials_in_place`: a weight's gradient partials go into its
+    bytes. `offload`'s intervals (tensors loaded from streaming memory or
+    all-gathered for a stretch of ops) are live over their stretch; its
+    off-chip activations only over theirs, never stashed on chip.
+    `partials_in_place`: a weight's gradient partials go into its
     accumulator where they are made (into_accumulator)."""
-    order: list[tuple[Operation, int]] = []
-    for top in main.body.block.ops:
-        if isinstance(top, StageOp):
-            for op in flat_ops(top.body.block):
-                if op.name != "ipu.yield":
-                    order.append((op, top.ipu.value.data))
+    offload = offload or OffloadPlan()
+    order = program_order(main)
     index = {op: i for i, (op, _) in enumerate(order)}
     stage_index = {op: s for top in main.body.block.ops if isinstance(top, StageOp)
                    for op in flat_ops(top.body.block) for s in [top.stage.value.data]}
@@ -787,7 +873,7 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_o
                     if (s0, s1) not in spans:
                         spans[(s0, s1)] = schedule.in_flight(s0, s1)
                     depth[r] = spans[(s0, s1)]
-                    if op.name.removeprefix("aten.") not in VIEW_OPS:
+                    if op.name.removeprefix("aten.") not in VIEW_OPS and r not in offload.offloaded:
                         stashed.append((op.dst.value.data if op.name == "ipu.copy" else ipu,
                                         _bytes(r), s0, s1))
     if stash_out is not None:
@@ -799,8 +885,17 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_o
     live: dict[int, dict[SSAValue, Tensor]] = defaultdict(dict)
     ends: dict[int, list[SSAValue]] = defaultdict(list)
     for v, i in last_use.items():
-        ends[i].append(v)
+        if v not in offload.offloaded:
+            ends[i].append(v)
+    begins: dict[int, list[int]] = defaultdict(list)
+    for k, iv in enumerate(offload.intervals):
+        begins[iv.start].append(k)
+        ends[iv.end].append(k)
     for i, (op, ipu) in enumerate(order):
+        for k in begins.get(i, []):
+            iv = offload.intervals[k]
+            live[iv.ipu][k] = Tensor(iv.name, iv.nbytes, iv.made_by, iv.kind, iv.owner)
+            live_bytes[iv.ipu] += iv.nbytes
         if op.name == "ipu.copy":
             ipu = op.dst.value.data
         target = _updated_in_place(op, i, last_use, depth, root)
@@ -811,8 +906,8 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_o
             # multiUpdateAdd does: the result takes it over
             live_bytes[ipu] -= live[ipu].pop(target).nbytes
         for r in op.results:
-            if op.name.removeprefix("aten.") in VIEW_OPS:
-                continue  # a view: no memory of its own
+            if op.name.removeprefix("aten.") in VIEW_OPS or r in offload.offloaded:
+                continue  # a view: no memory of its own; off chip: in an interval
             if into_accumulator(r):
                 continue  # made into its accumulator (Poplar's matMulAcc: C += A B in place)
             if r in last_use:
@@ -913,6 +1008,8 @@ def summary_table(summary: dict, top_ops: int = 15) -> str:
         lines.insert(1, "  ipu-auto-stage: " + auto_stage_text(s["auto_stage"]))
     if s.get("distributed"):
         lines.insert(1, "  " + distributed_text(s["distributed"]))
+    if s.get("streaming"):
+        lines.insert(1, "  " + streaming_text(s["streaming"]))
     for ipu, busy in s["ipu_busy_cycles"].items():
         mem = s["memory"].get(str(ipu), {})
         lines.append(f"  {ipu:>3}   {busy:>11,}   {100 * s['utilisation'].get(str(ipu), 0):>10.1f}%   "
@@ -939,6 +1036,20 @@ def distributed_text(d: dict) -> str:
             + (f"\n  replicated tensor sharding: {sum(d['sharded_bytes'].values()):,} B of gradients "
                f"reduce-scattered into shards (in the all-reduce above), updated weights all-gathered in "
                f"{d['allgather_cycles']:,} cycles" if d.get("sharded_bytes") else ""))
+
+
+def streaming_text(st: dict) -> str:
+    """The tensor-location moves of a weight update in one line."""
+    parts = []
+    for kind, label in (("load", "loaded from"), ("store", "stored to"), ("gather", "all-gathered")):
+        if st.get(kind):
+            classes = ", ".join(f"{cls}s {b:,} B" for cls, b in sorted(st[kind].items()))
+            where = f"{label} streaming memory" if kind != "gather" else label
+            cycles = st.get(kind + "_cycles")  # phased: inside each phase's load and store
+            parts.append(f"{where}: {classes}" + (f" ({cycles:,} cycles)" if cycles is not None else ""))
+    if st.get("update_bytes"):
+        parts.append(f"update streams {st['update_bytes']:,} B")
+    return "tensor locations, per weight update: " + "; ".join(parts)
 
 
 def auto_stage_text(report: dict) -> str:

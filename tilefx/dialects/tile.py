@@ -12,7 +12,8 @@ machine is explicit:
 - ops for what moves data or waits: `tile.exchange` (an operand brought to
   the tiles that use it), `tile.sync`, `tile.ipu_copy` (IPU-links),
   `tile.host_in` / `tile.host_out` (host streams) and `tile.remote_load` /
-  `tile.remote_store` (streaming memory).
+  `tile.remote_store` (streaming memory), `tile.all_gather` (a weight
+  sharded over the replicas, gathered for its use).
 
 Every op and attribute prints and parses back; the numbers are unchanged by
 this level (data movement ops are identities for the executor).
@@ -215,6 +216,18 @@ class RemoteStoreOp(_MoveOp):
 
 
 @irdl_op_definition
+class AllGatherOp(_MoveOp):
+    """A tensor sharded over the replicas (replicated tensor sharding),
+    gathered whole for its use: `bytes` is the whole tensor."""
+
+    name = "tile.all_gather"
+    COUNTS: ClassVar = ("bytes", "cycles")
+    tensor = prop_def(StringAttr)
+    bytes = prop_def(IntegerAttr)
+    cycles = prop_def(IntegerAttr)
+
+
+@irdl_op_definition
 class SyncOp(IRDLOperation):
     """A BSP synchronisation of the tiles (of `ipus` IPUs); `kind`, when
     given, says whether it stays inside an IPU or spans IPUs."""
@@ -237,6 +250,6 @@ class SyncOp(IRDLOperation):
 SYNC_KINDS = ("internal", "external")
 
 
-TILE_OPS = [ExchangeOp, IpuCopyOp, HostInOp, HostOutOp, RemoteLoadOp, RemoteStoreOp, SyncOp]
+TILE_OPS = [ExchangeOp, IpuCopyOp, HostInOp, HostOutOp, RemoteLoadOp, RemoteStoreOp, AllGatherOp, SyncOp]
 TILE_ATTRS = [LinearMappingAttr, GridMappingAttr, CostAttr]
 Tile = Dialect("tile", TILE_OPS, TILE_ATTRS)

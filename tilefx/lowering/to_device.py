@@ -8,7 +8,11 @@ is brought to the tiles of the plan) and every compute op is followed by
 its `tile.sync`; `ipu.copy` becomes `tile.ipu_copy` over the IPU-links;
 inputs arrive by `tile.host_in`, outputs leave by `tile.host_out`; with the
 optimizer state off chip, @update loads it with `tile.remote_load` and
-stores it back with `tile.remote_store`. The numbers do not change.
+stores it back with `tile.remote_store`; off-chip weights, activations and
+accumulators get the loads and stores backend/offload.py plans (the ones
+the profile times) in @main, and @update loads and stores the weights and
+accumulators it reads; a sharded weight is `tile.all_gather`ed before each
+stretch of its uses. The numbers do not change.
 """
 
 from __future__ import annotations
@@ -32,12 +36,15 @@ from tilefx.backend.costs import (
     plan_matmul,
     proportion_of,
 )
-from tilefx.backend.locations import TensorLocation
+from tilefx.backend.locations import Locations, TensorLocation
+from tilefx.backend.offload import OffloadPlan, plan_offload, program_order
+from tilefx.backend.collectives import all_reduce_cost
 from tilefx.backend.machine import Machine, machine as machine_named
 from tilefx.backend.executor import arg_roles, result_roles
 from tilefx.dialects.ipu import PLACE_KEY, CopyOp
 from tilefx.dialects.names import TILE_COST_KEY, TILE_MAPPING_KEY
 from tilefx.dialects.tile import (
+    AllGatherOp,
     CostAttr,
     ExchangeOp,
     GridMappingAttr,
@@ -91,16 +98,27 @@ class LowerToDevicePass(ModulePass):
 
 
 def lower_to_device(module: ModuleOp, m: Machine, optimizer_off_chip: bool = False,
-                    state_location: TensorLocation | None = None, replicas: int = 1) -> None:
+                    state_location: TensorLocation | None = None, replicas: int = 1,
+                    locations: Locations | None = None, *, training: bool = False,
+                    accumulate: bool = False, strategy: str = "", liveness: str = "") -> None:
     """The pass's work, for a Machine object (the API's custom machines).
     `state_location` (backend/locations.py; `optimizer_off_chip` is its short
     form): which optimizer state tensors the update loads from and stores to
     streaming memory, and over how many of the `replicas` each is sharded,
-    as the profile costs them."""
+    as the profile costs them. `locations` (its optimizer entry wins):
+    where every class of tensors lives; with `training`, `accumulate` and
+    the schedule's `strategy` and `liveness`, the moves of @main (as
+    build_profile plans them)."""
     main = find_func(module, "main")
     if any(o.name.startswith("tile.") for o in main.walk()):
         return  # already lowered
+    if locations is not None:
+        state_location = locations.optimizer
     lowering = _Lowering(state_location or TensorLocation(on_chip=not optimizer_off_chip), replicas)
+    if locations is not None:
+        lowering.offload = plan_offload(main, arg_roles(main), locations, replicas, training=training,
+                                        accumulate=accumulate, strategy=strategy, liveness=liveness)
+        lowering.insert_moves(main, m)
     lowering.main(main, m)
     for o in module.ops:
         if isinstance(o, func.FuncOp) and o.sym_name.data == "update":
@@ -110,6 +128,37 @@ def lower_to_device(module: ModuleOp, m: Machine, optimizer_off_chip: bool = Fal
 class _Lowering:
     def __init__(self, state: TensorLocation, replicas: int = 1):
         self.state, self.replicas = state, replicas
+        self.offload = OffloadPlan()
+
+    def insert_moves(self, main: func.FuncOp, m: Machine) -> None:
+        """The offload plan's loads, all-gathers and stores in @main: each
+        an identity the ops of its span read instead of the moved value."""
+        placed = program_order(main)
+        order = [op for op, _ in placed]
+        num_ipus = 1 + max((ipu for _, ipu in placed), default=0)
+        now: dict[tuple[int, int], Operation] = {}  # (value, span start) -> the last move of it
+        for mv in self.offload.moves:
+            key = (id(mv.value), mv.span[0])
+            src = now[key].results[0] if key in now else mv.value
+            if mv.kind == "gather":
+                cyc = all_reduce_cost(mv.nbytes, self.replicas, num_ipus, m, "allgather").cycles
+                new = AllGatherOp.build(operands=[src], result_types=[src.type], properties={
+                    "tensor": StringAttr(mv.tensor), "bytes": _i(mv.nbytes), "cycles": _i(cyc)})
+            else:
+                cls = RemoteLoadOp if mv.kind == "load" else RemoteStoreOp
+                new = cls.build(operands=[src], result_types=[src.type], properties={
+                    "tensor": StringAttr(mv.tensor),
+                    "cycles": _i(m.link_cycles(mv.nbytes, m.streaming_bytes_per_s))})
+            if mv.kind == "store":
+                mv.at.parent_block().insert_op_after(new, mv.at)
+            else:
+                mv.at.parent_block().insert_op_before(new, mv.at)
+            now[key] = new
+            first, last = mv.span
+            span = set(order[first:last + 1])
+            for use in list(src.uses):  # a gather after a load: the span reads the gathered value
+                if use.operation in span:
+                    use.operation.operands[use.index] = new.results[0]
 
     # -- @main ------------------------------------------------------------
     def main(self, main: func.FuncOp, m: Machine) -> None:
@@ -211,30 +260,40 @@ class _Lowering:
         for o in list(block.ops):
             if not isinstance(o, func.ReturnOp):
                 start = self._lower_op(o, m, start)
-        if self.state.on_chip:
-            return
         roles = arg_roles(update)
         first = block.first_op
-        streamed = {}  # state name -> bytes of this replica's share
+        streamed = {}  # state, weight or accumulator name -> bytes of this replica's share
+
+        def name_of(role: dict) -> str | None:
+            if "state" in role:
+                return role["state"]
+            if "param" in role:
+                return role["param"]
+            return f"{role['accum']} (gradient accumulator)" if "accum" in role else None
+
         for arg, role in zip(block.args, roles):
             numel = math.prod(arg.type.get_shape()) if isinstance(arg.type, TensorType) else 1
             if "state" in role and self.state.off_chip(numel):
-                streamed[role["state"]] = -(-_bytes(arg) // self.state.shards(numel, self.replicas))
+                streamed[role["state"]] = self.state.shard_bytes(_bytes(arg), numel, self.replicas)
+            elif name_of(role) in self.offload.update_stream:
+                streamed[name_of(role)] = self.offload.update_stream[name_of(role)]
+            elif "accum" in role and role["accum"] in self.offload.update_load:
+                streamed[name_of(role)] = self.offload.update_load[role["accum"]]
         for arg, role in zip(block.args, roles):
-            if role.get("state") not in streamed:
+            if name_of(role) not in streamed:
                 continue
             ld = RemoteLoadOp.build(operands=[arg], result_types=[arg.type], properties={
-                "tensor": StringAttr(role["state"]),
-                "cycles": _i(m.link_cycles(streamed[role["state"]], m.streaming_bytes_per_s))})
+                "tensor": StringAttr(name_of(role)),
+                "cycles": _i(m.link_cycles(streamed[name_of(role)], m.streaming_bytes_per_s))})
             block.insert_op_before(ld, first)
             for use in list(arg.uses):
                 if use.operation is not ld:
                     use.operation.operands[use.index] = ld.results[0]
         ret = block.last_op
         for i, (v, role) in enumerate(zip(ret.operands, result_roles(update))):
-            if role.get("state") in streamed:
+            if name_of(role) in streamed:
                 st = RemoteStoreOp.build(operands=[v], result_types=[v.type], properties={
-                    "tensor": StringAttr(role["state"]),
-                    "cycles": _i(m.link_cycles(streamed[role["state"]], m.streaming_bytes_per_s))})
+                    "tensor": StringAttr(name_of(role)),
+                    "cycles": _i(m.link_cycles(streamed[name_of(role)], m.streaming_bytes_per_s))})
                 block.insert_op_before(st, ret)
                 ret.operands[i] = st.results[0]

@@ -25,9 +25,12 @@ How it cuts:
    micro-batch are its forward and backward ops' cycles plus the IPU-link
    copies of the activations crossing its cuts (and of their gradients).
    Its memory per tile is its weights (with optimizer state and gradient
-   accumulators when training) and the activations its backward needs,
-   times the micro-batches the schedule stashes for that stage, spread over
-   the tiles, plus code and the largest temporary.
+   accumulators when training, where TensorLocations keeps them) and the
+   activations its backward needs, times the micro-batches the schedule
+   stashes for that stage, spread over the tiles, plus code and its peak
+   position's largest temporary with the working activations live there
+   (forward values the backward does not read, from their maker to their
+   last forward reader).
 3. Choice. A dynamic program over the cut points minimises the slowest
    stage (the pipeline's steady-state throughput) subject to every stage
    fitting its IPU (the tile memory, shared by the virtual stages of an
@@ -59,7 +62,7 @@ from xdsl.ir import BlockArgument, Operation, OpResult
 from xdsl.passes import ModulePass
 
 from tilefx.backend.costs import VIEW_OPS, _bytes, op_cost
-from tilefx.backend.locations import MIN_ELEMENTS_OFF_CHIP, MIN_ELEMENTS_SHARDED, ON_CHIP, TensorLocation
+from tilefx.backend.locations import MIN_ELEMENTS_OFF_CHIP, MIN_ELEMENTS_SHARDED, ON_CHIP, Locations, TensorLocation
 from tilefx.backend.machine import machine as machine_named
 from tilefx.backend.schedule import SCHEDULES, pipelined
 from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr
@@ -108,7 +111,10 @@ class AutoStagePass(ModulePass):
                  sharded=int(auto.get("state_shards", self.state_shards)) > 1,
                  min_elements_off_chip=int(auto.get("state_min_elements_off_chip", MIN_ELEMENTS_OFF_CHIP)),
                  min_elements_sharded=int(auto.get("state_min_elements_sharded", MIN_ELEMENTS_SHARDED))),
-             "state_shards": int(auto.get("state_shards", self.state_shards))}
+             "state_shards": int(auto.get("state_shards", self.state_shards)),
+             # weights, activations and accumulators (backend/locations.py Locations.config)
+             "locations": Locations.from_config(auto.get("locations", {})),
+             "replicas": int(auto.get("replicas", 1))}
         if s["num_ipus"] < 1:
             raise PlacementError("ipu-auto-stage needs the number of IPUs: num-ipus=N, or "
                                  "PipelinedExecution.auto(N)")
@@ -159,8 +165,10 @@ class AutoStagePass(ModulePass):
                         code[anchor[o]] += 1
                 cycles[p] = c
                 bwd_cycles[p] = cb
-        weights, saved, crossing = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"],
-                                                   cfg["state_shards"])
+        weights, saved, crossing, working = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"],
+                                                            cfg["state_shards"], cfg["locations"], cfg["replicas"])
+        # a position's peak per tile: its largest temporary with the working activations live then
+        temp = temp + working / mach.tiles
         link = np.array([[mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0 for b in row]
                          for row in crossing], dtype=np.float64)
         depth = _stash_depths(stage_ipus, cfg["schedule"], self.micro_batches, training)
@@ -254,12 +262,18 @@ def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
 
 
 def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocation = ON_CHIP,
-                    replicas: int = 1):
+                    replicas: int = 1, locations: Locations = Locations(), all_replicas: int = 1):
     """Per position: bytes of weights (with optimizer state, where `state`
     keeps it on chip and sharded over `replicas`, and accumulators),
     bytes of forward values the backward reads (stashed per micro-batch), and
     the bytes crossing a cut just before the position: forward values into
-    later stages (row 0), values read by earlier stages' backward (row 1)."""
+    later stages (row 0), values read by earlier stages' backward (row 1).
+    `locations`: off-chip weights, accumulators and activations take no
+    resident tile memory (backend/offload.py loads them for their uses),
+    sharded weights 1/`all_replicas` of theirs. Last, per position, the
+    bytes of the working activations live while it runs: forward values the
+    backward does not read (those are stashed), from the position that makes
+    them to their last forward reader, copied-in ones included."""
     weights = np.zeros(n)
     opt = module_config(module, OPTIMIZER_KEY) or {}
     states = _STATE_TENSORS.get(opt.get("type", "sgd"), 1)
@@ -272,10 +286,12 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
               and not _place(u.operation).is_backward]
         if not us:
             continue
-        b = _bytes(a)
+        numel = int(np.prod(a.type.get_shape()))
+        w = locations.weight
+        b = 0 if w.off_chip(numel) else w.shard_bytes(_bytes(a), numel, all_replicas)
         if training:  # a gradient accumulator and the fp32 optimizer state per element
-            numel = int(np.prod(a.type.get_shape()))
-            b += b + (0 if state.off_chip(numel) else -(-states * 4 * numel // state.shards(numel, replicas)))
+            b += 0 if locations.accumulator.off_chip(numel) else _bytes(a)
+            b += 0 if state.off_chip(numel) else -(-states * 4 * numel // state.shards(numel, replicas))
         weights[min(us)] += b
     saved = np.zeros(n)
     cross = np.zeros((2, n + 1))  # forward values into later stages, values back into earlier ones
@@ -305,9 +321,25 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
     if training:
         for v in stashed:
             if isinstance(v, OpResult) and v.op in anchor and \
-                    v.op.name.removeprefix("aten.") not in VIEW_OPS:
+                    v.op.name.removeprefix("aten.") not in VIEW_OPS and \
+                    not locations.activation.off_chip(int(np.prod(v.type.get_shape()))):
                 saved[anchor[v.op]] += _bytes(v)
-    return weights, saved, np.cumsum(cross, axis=1)[:, :n]
+    last_read: dict = {}  # a value (through forward views of it) -> its last forward reader's position
+    for o in ops:
+        if not _place(o).is_backward:
+            for v in o.operands:
+                v = root.get(v, v)
+                last_read[v] = max(last_read.get(v, -1), anchor[o])
+    work = np.zeros(n + 1)
+    for o in ops:
+        if _place(o).is_backward or o.name.removeprefix("aten.") in VIEW_OPS:
+            continue
+        for r in o.results:
+            last = last_read.get(r, -1)
+            if r not in stashed and last > anchor[o]:
+                work[anchor[o]] += _bytes(r)
+                work[last + 1] -= _bytes(r)
+    return weights, saved, np.cumsum(cross, axis=1)[:, :n], np.cumsum(work)[:n]
 
 
 def _stash_depths(stage_ipus, schedule: str, micro_batches: int, training: bool) -> list[int]:

@@ -188,6 +188,22 @@ func.func @tensor_name_not_a_string(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+func.func @gather_without_bytes(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = tile.all_gather %x {tensor = "w", cycles = 1 : i64} : tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: property 'bytes' expected in operation 'tile.all_gather'
+
+// -----
+
+func.func @gather_negative_bytes(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = tile.all_gather %x {tensor = "w", bytes = -1 : i64, cycles = 1 : i64} : tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: tile.all_gather: bytes must be >= 0, got -1
+
+// -----
+
 func.func @sync_without_ipus() {
   tile.sync {cycles = 40 : i64}
   func.return

@@ -53,6 +53,7 @@ func.func @attributes(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16x
 // CHECK-NEXT:    %hl = tile.remote_load %h {tensor = "fc.weight/exp_avg", cycles = 18 : i64} : tensor<2x3xf16>
 // CHECK-NEXT:    %sl = tile.remote_load %s {tensor = "", cycles = 0 : i64} : tensor<f32>
 // CHECK-NEXT:    %hs = tile.remote_store %hl {tensor = "fc.weight/exp_avg", cycles = 18 : i64} : tensor<2x3xf16>
+// CHECK-NEXT:    %hga = tile.all_gather %hl {tensor = "fc.weight", bytes = 12 : i64, cycles = 57 : i64} : tensor<2x3xf16>
 // CHECK-NEXT:    %ss = tile.remote_store %sl {ipu.place = #ipu.place<bwd>, tensor = "step \22quoted\22", cycles = 1 : i64} : tensor<f32>
 // CHECK-NEXT:    %yout = tile.host_out %y0 {cycles = 2 : i64} : tensor<4x16xf32>
 // CHECK-NEXT:    %lout = tile.host_out %lin {cycles = 9223372036854775807 : i64} : tensor<4xi64>
@@ -73,6 +74,7 @@ func.func @moves(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %labels: tensor<4xi6
   %hl = tile.remote_load %h {tensor = "fc.weight/exp_avg", cycles = 18 : i64} : tensor<2x3xf16>
   %sl = tile.remote_load %s {tensor = "", cycles = 0 : i64} : tensor<f32>
   %hs = tile.remote_store %hl {tensor = "fc.weight/exp_avg", cycles = 18 : i64} : tensor<2x3xf16>
+  %hga = tile.all_gather %hl {tensor = "fc.weight", bytes = 12 : i64, cycles = 57 : i64} : tensor<2x3xf16>
   %ss = tile.remote_store %sl {tensor = "step \"quoted\"", cycles = 1 : i64, ipu.place = #ipu.place<bwd>} : tensor<f32>
   %yout = tile.host_out %y0 {cycles = 2 : i64} : tensor<4x16xf32>
   %lout = tile.host_out %lin {cycles = 9223372036854775807 : i64} : tensor<4xi64>
