@@ -599,3 +599,79 @@ def test_integer_cumsum_and_reductions_keep_the_type(dtype):
     check_exact([helper.make_node("ReduceSum", ["x", "axes"], ["s"], keepdims=0),
                  helper.make_node("ReduceProd", ["x"], ["p"], axes=[0], keepdims=0)],
                 {"x": small}, ["s", "p"], inits=[axes], opset=13)
+
+
+class _Shifts(torch.nn.Module):
+    """Shifts of an int64 tensor by constants: the dynamo exporter writes them through
+    uint64 (Cast, BitShift, BitwiseOr with the sign bits, Cast; it exports no shift
+    by a tensor)."""
+
+    def forward(self, x):
+        return (x >> 3) + (x << 2) - (x >> 62), ((x.float() * 7).long() >> 1).float()
+
+
+def test_dynamo_exported_shifts_through_uint64_equal_onnxruntime_and_torch():
+    x = torch.tensor([[-2 ** 40, -9, -1, 0], [1, 9, 2 ** 40, -(2 ** 62)]])
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        try:
+            torch.onnx.export(_Shifts(), (x,), f, dynamo=True, input_names=["x"])
+        finally:
+            logging.disable(logging.NOTSET)
+    m = onnx.load_model_from_string(f.getvalue())
+    assert TensorProto.UINT64 in {a.i for node in m.graph.node for a in node.attribute if node.op_type == "Cast"}
+    outs = [o.name for o in m.graph.output]
+    got, ref = _run_both(m, {"x": x.numpy()}, outs)
+    want = _Shifts()(x)
+    for g, r, w in zip(got, ref, want):
+        assert g.dtype == r.dtype
+        np.testing.assert_array_equal(g, r)
+        np.testing.assert_array_equal(g, w.numpy())
+
+
+def test_uint64_operators_equal_onnxruntime():
+    """uint64 values carried as int64 bit patterns: a logical right shift (counts 0 to
+    64), a left shift, comparisons and Max/Min in unsigned order, casts to float (top bit
+    set), to int32 and back through CastLike, bitwise operators and a uint64 constant."""
+    U64 = TensorProto.UINT64
+    x = np.array([-1, -(2 ** 63), 2 ** 63 - 1, 0, 5, -6, 1 << 40, 12345], np.int64)
+    n = np.array([0, 1, 63, 64, 2, 60, 33, 4], np.int64)
+    mask = helper.make_tensor("mask", U64, [], [0xF0F0F0F0F0F0F0F0])
+    nodes = [helper.make_node("Cast", ["x"], ["u"], to=U64), helper.make_node("Cast", ["n"], ["nu"], to=U64),
+             helper.make_node("BitShift", ["u", "nu"], ["r"], direction="RIGHT"),
+             helper.make_node("BitShift", ["u", "nu"], ["l"], direction="LEFT"),
+             helper.make_node("BitwiseAnd", ["u", "mask"], ["a"]),
+             helper.make_node("Less", ["u", "mask"], ["lt"]),
+             helper.make_node("GreaterOrEqual", ["u", "r"], ["ge"]),
+             helper.make_node("Max", ["u", "a"], ["mx"]),
+             helper.make_node("Cast", ["mx"], ["mx_f64"], to=TensorProto.DOUBLE),
+             helper.make_node("Cast", ["r"], ["r_f32"], to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["l"], ["l_i32"], to=TensorProto.INT32),
+             helper.make_node("CastLike", ["l_i32", "u"], ["back"]),
+             helper.make_node("Cast", ["back"], ["back_i64"], to=TensorProto.INT64),
+             helper.make_node("Cast", ["a"], ["a_i64"], to=TensorProto.INT64)]
+    outs = ["lt", "ge", "mx_f64", "r_f32", "l_i32", "back_i64", "a_i64"]
+    check_exact(nodes, {"x": x, "n": n}, outs, inits=[mask])
+    # onnxruntime has no uint64 Where: onnx's reference evaluator
+    where = [helper.make_node("Where", ["lt", "r", "l"], ["w"]),
+             helper.make_node("Cast", ["w"], ["w_i64"], to=TensorProto.INT64)]
+    check_exact(nodes + where, {"x": x, "n": n}, outs + ["w_i64"], inits=[mask], reference="onnx")
+
+
+def test_uint64_division_inputs_and_outputs_are_clear_errors():
+    U64 = TensorProto.UINT64
+    x = np.arange(1, 5, dtype=np.int64)
+    div = _model([helper.make_node("Cast", ["x"], ["u"], to=U64),
+                  helper.make_node("Div", ["u", "u"], ["q"], name="udiv"),
+                  helper.make_node("Cast", ["q"], ["y"], to=TensorProto.INT64)], {"x": x}, ["y"], [], 18)
+    with pytest.raises(popart.popart_exception, match=r"'udiv' \(Div\) on a uint64 tensor is not supported"):
+        _run_both(div, {"x": x}, ["y"])
+    out = _model([helper.make_node("Cast", ["x"], ["u"], to=U64)], {"x": x}, ["u"], [], 18)
+    with pytest.raises(popart.popart_exception, match="'u' is uint64"):
+        _run_both(out, {"x": x}, ["u"])
+    given = _model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT64)], {"x": x.astype(np.uint64)},
+                   ["y"], [], 18)
+    with pytest.raises(popart.popart_exception, match="graph input 'x' is uint64"):
+        _run_both(given, {"x": x.astype(np.uint64)}, ["y"])

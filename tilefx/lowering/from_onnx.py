@@ -49,7 +49,7 @@ from tilefx.dialects.names import (
     PARAM_KEY,
 )
 from tilefx.errors import Error
-from tilefx.lowering import onnx_control_flow, onnx_ops
+from tilefx.lowering import onnx_control_flow, onnx_ops, onnx_unsigned
 from tilefx.lowering.from_torch import TracedGraph, trace
 
 _ANNOTATIONS = {ONNX_IPU_ATTR, ONNX_PIPELINE_STAGE_ATTR, ONNX_EXECUTION_PHASE_ATTR,
@@ -193,6 +193,8 @@ class OnnxModule(torch.nn.Module):
         self.probes = list(gradient_probes)
         self.proto = load_model(model)
         check_supported(self.proto)
+        onnx_unsigned.check_boundary(self.proto)
+        self._uint64: dict[int, torch.Tensor] = {}  # the uint64 bit patterns of a forward (onnx_unsigned)
         g = self.proto.graph
         self.opset = opset_of(self.proto)
         self.graphcore_opset = opset_of(self.proto, onnx_ops.GRAPHCORE_DOMAIN)
@@ -295,6 +297,7 @@ class OnnxModule(torch.nn.Module):
             # a scalar input arrives with a length-1 dimension to split batches along
             env[name] = x.reshape(()) if not self.input_info[name][0] and x.dim() == 1 else x
         probes = dict(zip(self.probes, inputs[len(self.input_names):]))
+        self._uint64 = {}
         for node in self.proto.graph.node:
             self._run(node, env)
             for name in node.output:
@@ -305,6 +308,9 @@ class OnnxModule(torch.nn.Module):
             if isinstance(env[o], list):
                 raise Error(f"tensor {o!r} is a sequence of tensors, which a session cannot return "
                             "(ConcatFromSequence makes it one tensor)", type="frontend")
+            if onnx_unsigned.is_uint64(env[o], self._uint64):
+                raise Error(f"tensor {o!r} is uint64, which tilefx carries only inside the graph (as "
+                            "int64 bit patterns): anchor an int64 cast of it", type="frontend")
         return tuple(_as_tensor(env[o]) for o in self.outputs)
 
     def _run(self, node: onnx.NodeProto, env: dict) -> None:
@@ -332,6 +338,13 @@ class OnnxModule(torch.nn.Module):
                 and all(x is None or isinstance(x, np.ndarray) for x in ins) and node.domain == ""
                 and node.op_type != "Shape"):
             outs = _fold(node, ins, self.opsets)
+        elif node.domain in ("", "ai.onnx") and any(onnx_unsigned.is_uint64(x, self._uint64) for x in ins):
+            outs, unsigned = onnx_unsigned.run(node, ins, at, lambda xs: self._call(node, xs, at), self._uint64)
+            if unsigned:
+                onnx_unsigned.mark(outs, self._uint64)
+        elif node.domain in ("", "ai.onnx") and node.op_type == "Cast" and at.get("to") == onnx_unsigned.UINT64:
+            outs = onnx_unsigned.cast_to_uint64(onnx_ops._t(ins[0]))
+            onnx_unsigned.mark([outs], self._uint64)
         else:
             outs = self._call(node, ins, at)
         outs = outs if isinstance(outs, tuple) else (outs,)
