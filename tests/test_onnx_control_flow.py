@@ -381,3 +381,58 @@ def test_malformed_control_flow_is_a_clear_error():
     with pytest.raises(popart.popart_exception, match=r"'old' \(Scan\): Scan of opset 8"):
         infer(old.SerializeToString(), {"s0": np.ones((1, 3), np.float32), "x": np.ones((1, 2, 3), np.float32)},
               ["s"])
+
+
+class _CountedWhile(torch.nn.Module):
+    """torch's while_loop with a counter: the dynamo exporter's Loop without a trip
+    count, its condition computed from the counter (known at compile time)."""
+
+    def forward(self, x):
+        def cond(i, x):
+            return i < 3
+
+        def body(i, x):
+            return i + 1, x * 2 + 1
+
+        return torch._higher_order_ops.while_loop(cond, body, (torch.tensor(0), x))[1]
+
+
+class _DataWhile(torch.nn.Module):
+    """A while_loop until the data is large: a data-dependent exit."""
+
+    def forward(self, x):
+        def cond(x):
+            return x.abs().sum() < 100
+
+        def body(x):
+            return (x * 2 + 1,)
+
+        return torch._higher_order_ops.while_loop(cond, body, (x,))[0]
+
+
+def _dynamo(module, x) -> bytes:
+    import logging
+
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        try:
+            torch.onnx.export(module, (x,), f, dynamo=True, input_names=["x"])
+        finally:
+            logging.disable(logging.NOTSET)
+    return f.getvalue()
+
+
+def test_dynamo_exported_while_loops():
+    x = torch.randn(2, 3)
+    proto = _dynamo(_CountedWhile(), x)
+    loop = next(n for n in onnx.load_model_from_string(proto).graph.node if n.op_type == "Loop")
+    assert loop.input[0] == ""  # no trip count: the condition ends it
+    assert_equal_to_onnxruntime(proto, {"x": x.numpy()})
+    out = onnx.load_model_from_string(proto).graph.output[0].name
+    np.testing.assert_allclose(infer(proto, {"x": x.numpy()}, [out])[out], (x * 8 + 7).numpy(), rtol=1e-6)
+    data = _dynamo(_DataWhile(), x)
+    with pytest.raises(popart.popart_exception, match=r"\(Loop\): its condition is computed from the graph "
+                                                      "inputs"):
+        infer(data, {"x": x.numpy()}, [onnx.load_model_from_string(data).graph.output[0].name])
