@@ -436,3 +436,82 @@ def test_dynamo_exported_while_loops():
     with pytest.raises(popart.popart_exception, match=r"\(Loop\): its condition is computed from the graph "
                                                       "inputs"):
         infer(data, {"x": x.numpy()}, [onnx.load_model_from_string(data).graph.output[0].name])
+
+
+def test_builder_subgraphs_loop_scan_and_if_equal_onnxruntime():
+    """PopART's way of building control flow: createSubgraphBuilder for a Loop body
+    (untyped carried inputs, a weight of the parent graph), a Scan body and If branches
+    (addInputTensorFromParentGraph), aiOnnx.loop / scan / logical_if; then training
+    through the loop equals torch's unrolled loop."""
+    w_np = RNG.standard_normal((3, 3)).astype(np.float32) * 0.5
+    x_np = RNG.standard_normal((2, 3)).astype(np.float32)
+    b = popart.Builder(opsets={"ai.onnx": 13, "ai.graphcore": 1})
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2, 3]), "x")
+    w = b.addInitializedInputTensor(w_np, "w")
+    trips = b.aiOnnx.constant(np.array(3, np.int64), "trips")
+    go = b.aiOnnx.constant(np.array(True), "go")
+    body = b.createSubgraphBuilder()
+    body.setGraphName("body")
+    body.addInputTensor(popart.TensorInfo("INT64", []), "i")
+    keep_going = body.addInputTensor(popart.TensorInfo("BOOL", []), "keep_going")
+    h_in = body.addUntypedInputTensor("h")
+    body.addInputTensorFromParentGraph(w)
+    h_out = body.aiOnnx.tanh([body.aiOnnx.matmul([h_in, w])])
+    body.addOutputTensor(keep_going)
+    body.addOutputTensor(h_out)
+    one = body.aiOnnx.constant(np.array([1], np.int64), "one")
+    body.addOutputTensor(body.aiOnnx.reducesum([h_out, one], keepdims=0))
+    h, sums = b.aiOnnx.loop([trips, go, x], 2, body)
+
+    scan = b.createSubgraphBuilder()
+    acc = scan.addUntypedInputTensor("acc")
+    row = scan.addUntypedInputTensor("row")
+    total = scan.aiOnnx.add([acc, row])
+    scan.addOutputTensor(total)
+    scan.addOutputTensor(scan.aiOnnx.mul([total, row]))
+    zero = b.aiOnnx.constant(np.zeros(2, np.float32), "zero")
+    acc_final, prods = b.aiOnnx.scan([zero, sums], num_outputs=2, body=scan, num_scan_inputs=1)
+
+    then, other = b.createSubgraphBuilder(), b.createSubgraphBuilder()
+    for branch, op in ((then, "add"), (other, "sub")):
+        branch.addInputTensorFromParentGraph(h)
+        branch.addInputTensorFromParentGraph(x)
+        branch.addOutputTensor(getattr(branch.aiOnnx, op)([h, x]))
+    positive = b.aiOnnx.greater([b.aiOnnx.reducesum([acc_final], keepdims=0),
+                                 b.aiOnnx.constant(np.array(0.0, np.float32))])
+    picked = b.aiOnnx.logical_if([positive], 1, other, then)[0]
+    outs = [h, sums, acc_final, prods, picked]
+    for o in outs:
+        b.addOutputTensor(o)
+    proto = b.getModelProto()
+    assert b.getTensorShape(prods) == [3, 2]
+    got = infer(proto, {x: x_np}, outs)
+    ref = ort.InferenceSession(proto).run(outs, {x: x_np})
+    for name, r in zip(outs, ref):
+        np.testing.assert_allclose(got[name], r, rtol=1e-6, atol=1e-6, err_msg=name)
+
+    loss = b.aiGraphcore.identityloss([prods], popart.ReductionType.Sum)
+    g = popart.reservedGradientPrefix()
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [loss, g + w, g + x]), loss,
+                               popart.ConstSGD(0.0), deviceInfo=cpu())
+    s.prepareDevice()
+    s.weightsFromHost()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({x: x_np}, anchors))
+    xt, wt = torch.tensor(x_np, requires_grad=True), torch.tensor(w_np, requires_grad=True)
+    state, acc_t, prod_list = xt, torch.zeros(2), []
+    for _ in range(3):
+        state = torch.tanh(state @ wt)
+        acc_t = acc_t + state.sum(1)
+        prod_list.append(acc_t * state.sum(1))
+    ref_loss = torch.stack(prod_list).sum()
+    ref_loss.backward()
+    np.testing.assert_allclose(anchors[loss], ref_loss.item(), rtol=1e-6)
+    np.testing.assert_allclose(anchors[g + w], wt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(anchors[g + x], xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+    with pytest.raises(popart.popart_exception, match="addUntypedInputTensor"):
+        popart.Builder().addUntypedInputTensor()
+    empty = b.createSubgraphBuilder()
+    with pytest.raises(popart.popart_exception, match="has no outputs"):
+        b.aiOnnx.loop([trips, go, x], 1, empty)
