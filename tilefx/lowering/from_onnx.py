@@ -150,7 +150,7 @@ def _shape_of(vi: onnx.ValueInfoProto) -> tuple[list[int], np.dtype]:
 def check_supported(model: onnx.ModelProto) -> None:
     """Every node's operator has a conversion, else an Error naming op type, node and opset
     (the nodes of If's branches and of Loop's and Scan's bodies too)."""
-    for i, node in enumerate(_all_nodes(model.graph)):
+    for i, node in enumerate(all_nodes(model.graph)):
         if not onnx_ops.supported(node.domain, node.op_type):
             domain = node.domain or "ai.onnx"
             raise Error(f"unsupported ONNX operator {domain}::{node.op_type} (node "
@@ -161,17 +161,17 @@ def check_supported(model: onnx.ModelProto) -> None:
             raise Error("The Constant op attribute 'sparse_value' is not supported.", type="frontend")
 
 
-def _all_nodes(graph: onnx.GraphProto):
+def all_nodes(graph: onnx.GraphProto):
     """The graph's nodes and, after each node with subgraphs (If, Loop, Scan), theirs
     (recursively)."""
     for node in graph.node:
         yield node
         for a in node.attribute:
             if a.type == onnx.AttributeProto.GRAPH:
-                yield from _all_nodes(a.g)
+                yield from all_nodes(a.g)
             elif a.type == onnx.AttributeProto.GRAPHS:
                 for sub in a.graphs:
-                    yield from _all_nodes(sub)
+                    yield from all_nodes(sub)
 
 
 class OnnxModule(torch.nn.Module):
@@ -210,15 +210,15 @@ class OnnxModule(torch.nn.Module):
                             f"(inputs: {', '.join(self.input_names)})", type="frontend")
         self.input_info = {i.name: (list(given[i.name][0]), np.dtype(given[i.name][1])) if i.name in given
                            else _shape_of(i) for i in g.input if i.name not in inits}
-        stats = {n.input[k] for n in _all_nodes(g) if n.op_type == "BatchNormalization"
+        stats = {n.input[k] for n in all_nodes(g) if n.op_type == "BatchNormalization"
                  for k in (3, 4) if len(n.input) > k}
         self.path: dict[str, str] = {}  # ONNX initializer name -> module attribute path
         self.static: dict[str, np.ndarray] = {}
         # initializers read as numbers while tracing (a Pad value, Range's bounds, a
         # Dropout ratio, ...) stay numpy: as parameters they are traced tensors
-        compile_time = {n.input[k] for n in _all_nodes(g) for k in onnx_ops.STATIC_INPUTS.get(n.op_type, ())
+        compile_time = {n.input[k] for n in all_nodes(g) for k in onnx_ops.STATIC_INPUTS.get(n.op_type, ())
                         if len(n.input) > k and n.input[k]}
-        compile_time |= {i for n in _all_nodes(g) if n.domain in ("", "ai.onnx")
+        compile_time |= {i for n in all_nodes(g) if n.domain in ("", "ai.onnx")
                          and n.op_type in onnx_ops.STATIC_ONLY for i in n.input if i}
         for name, t in inits.items():
             arr = numpy_helper.to_array(t).copy()
