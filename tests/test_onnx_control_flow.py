@@ -515,3 +515,44 @@ def test_builder_subgraphs_loop_scan_and_if_equal_onnxruntime():
     empty = b.createSubgraphBuilder()
     with pytest.raises(popart.popart_exception, match="has no outputs"):
         b.aiOnnx.loop([trips, go, x], 1, empty)
+
+
+@pytest.mark.parametrize("inputs", ["untyped", "with_info", "from_parent"])
+def test_graphcore_call_runs_its_subgraph_inline(inputs):
+    """aiGraphcore.call (PopART's subgraph call) with the callee's inputs untyped, typed
+    or taken from the parent graph (which makes them its inputs, as PopART counts them),
+    a weight of the parent used inside: inference and the gradients through two calls
+    equal torch's; PopART's message when the counts do not match the callee's."""
+    d = [RNG.standard_normal((2, 3)).astype(np.float32) for _ in range(3)]
+    b = popart.Builder(opsets={"ai.onnx": 13, "ai.graphcore": 1})
+    i0, i1, i2 = (b.addInputTensor(popart.TensorInfo("FLOAT", [2, 3]), f"i{k}") for k in range(3))
+    w = b.addInitializedInputTensor(np.full((2, 3), 0.5, np.float32), "w")
+    sub = b.createSubgraphBuilder()
+    if inputs == "untyped":
+        a, c = sub.addUntypedInputTensor(), sub.addUntypedInputTensor()
+    elif inputs == "with_info":
+        a, c = (sub.addInputTensor(popart.TensorInfo("FLOAT", [2, 3])) for _ in range(2))
+    else:
+        sub.addInputTensorFromParentGraph(i0)
+        sub.addInputTensorFromParentGraph(i1)
+        a, c = i0, i1
+    sub.addOutputTensor(sub.aiOnnx.mul([sub.aiOnnx.add([a, c]), w]))
+    first = b.aiGraphcore.call([i0, i1], 1, sub)[0]
+    second = b.aiGraphcore.call([first, i2], 1, sub)[0]
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.mul([second, second])], popart.ReductionType.Sum)
+    g = popart.reservedGradientPrefix()
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [second, g + w, g + i0]), loss,
+                               popart.ConstSGD(0.0), deviceInfo=cpu())
+    s.prepareDevice()
+    s.weightsFromHost()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({i0: d[0], i1: d[1], i2: d[2]}, anchors))
+    x0, wt = torch.tensor(d[0], requires_grad=True), torch.full((2, 3), 0.5, requires_grad=True)
+    ref = ((x0 + torch.tensor(d[1])) * wt + torch.tensor(d[2])) * wt
+    (ref * ref).sum().backward()
+    np.testing.assert_allclose(anchors[second], ref.detach().numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(anchors[g + w], wt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(anchors[g + i0], x0.grad.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(popart.popart_exception, match=r"For CallOp 'c', number of inputs \(3\) does not match "
+                                                      r"that of the callee subgraph \(2\)"):
+        b.aiGraphcore.call([i0, i1, i2], 1, sub, "c")

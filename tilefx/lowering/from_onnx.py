@@ -315,7 +315,8 @@ class OnnxModule(torch.nn.Module):
 
     def _run(self, node: onnx.NodeProto, env: dict) -> None:
         ins = [env[i] if i else None for i in node.input]
-        if node.domain in ("", "ai.onnx") and node.op_type in onnx_control_flow.CONTROL_FLOW:
+        if (node.domain in ("", "ai.onnx") and node.op_type in onnx_control_flow.CONTROL_FLOW) or (
+                node.domain == onnx_ops.GRAPHCORE_DOMAIN and node.op_type in onnx_control_flow.GRAPHCORE_CONTROL_FLOW):
             outs = self._run_subgraphs(node, ins, env)
             for out, value in zip(node.output, outs):
                 if out:
@@ -353,12 +354,14 @@ class OnnxModule(torch.nn.Module):
                 env[name] = v
 
     def _run_subgraphs(self, node: onnx.NodeProto, ins: list, env: dict) -> list:
-        """If, Loop and Scan: their subgraphs run by this module, seeing `env`."""
+        """If, Loop, Scan and PopART's Call: their subgraphs run by this module, seeing `env`."""
         def run_body(node, graph, feeds):
             return self._subgraph(node, graph, feeds, env)
 
         if node.op_type == "If":
             return self._run_if(node, ins, env)
+        if node.op_type == "Call":
+            return onnx_control_flow.run_call(node, ins, run_body)
         if node.op_type == "Loop":
             return onnx_control_flow.run_loop(node, ins, run_body)
         return onnx_control_flow.run_scan(node, ins, _attrs(node), self.opset, run_body)

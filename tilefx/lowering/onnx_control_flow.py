@@ -266,3 +266,19 @@ SEQUENCE_OPS = {"SequenceEmpty": _sequence_empty, "SequenceConstruct": _sequence
 
 # the operators with subgraphs the ONNX module runs itself
 CONTROL_FLOW = {"If", "Loop", "Scan"}
+# and PopART's (domain ai.graphcore): Call runs its `callee` graph on its inputs
+GRAPHCORE_CONTROL_FLOW = {"Call"}
+
+
+def run_call(node: onnx.NodeProto, ins: list, run_body: RunBody) -> list:
+    """ai.graphcore Call: the callee's outputs for its inputs bound to the node's, in order
+    (inlined: the trace has no call either)."""
+    callee = next((a.g for a in node.attribute if a.name == "callee" and a.type == onnx.AttributeProto.GRAPH),
+                  None)
+    if callee is None:
+        raise Error(f"{_label(node)}: it has no 'callee' graph attribute", type="frontend")
+    if len(callee.input) != len(ins) or len(callee.output) < len(node.output):
+        raise Error(f"{_label(node)}: the callee {callee.name!r} takes {len(callee.input)} inputs and gives "
+                    f"{len(callee.output)} outputs; the node has {len(ins)} and {len(node.output)}",
+                    type="frontend")
+    return run_body(node, callee, dict(zip((v.name for v in callee.input), ins)))

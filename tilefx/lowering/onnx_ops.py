@@ -996,4 +996,5 @@ def supported(domain: str, op_type: str) -> bool:
     if domain in ("", "ai.onnx"):
         return (op_type in OPS or op_type in TRAINING_OPS or op_type in STATIC_ONLY
                 or op_type in onnx_control_flow.CONTROL_FLOW or op_type in onnx_control_flow.SEQUENCE_OPS)
-    return domain == GRAPHCORE_DOMAIN and op_type in GRAPHCORE_OPS
+    return domain == GRAPHCORE_DOMAIN and (op_type in GRAPHCORE_OPS
+                                           or op_type in onnx_control_flow.GRAPHCORE_CONTROL_FLOW)

@@ -267,6 +267,20 @@ class _AiGraphcore:
     def detach(self, args, debugContext: str = ""):
         return self._node("Detach", args, {}, debugContext)
 
+    def call(self, args, num_outputs: int, callee: Builder, debugContext: str = ""):
+        """PopART's Call: run the subgraph `callee` (createSubgraphBuilder) on `args`,
+        its inputs in order, giving its `num_outputs` outputs."""
+        if not isinstance(callee, Builder):
+            raise popart_exception("call: the callee must be a subgraph builder (createSubgraphBuilder)")
+        graph = callee._subgraph(self._b, "callee", for_call=True)
+        for what, given, has in (("input", len(args), len(graph.input)),
+                                 ("output", int(num_outputs), len(graph.output))):
+            if given != has:  # PopART's message
+                raise popart_exception(f"For CallOp '{debugContext}', number of {what}s ({given}) does not "
+                                       f"match that of the callee subgraph ({has})")
+        return self._b._add_node("Call", list(args), int(num_outputs), {"callee": graph},
+                                 debugContext, 1, domain=GRAPHCORE_DOMAIN)
+
     def printtensor(self, args, print_gradient: int = 1, debugContext: str = "", title: str = ""):
         return self._node("PrintTensor", args, {"print_gradient": int(print_gradient), "title": title},
                           debugContext)
@@ -300,6 +314,7 @@ class Builder:
         self._graph_name = "BuilderGraph"
         self._parent: Builder | None = None  # the enclosing builder of a subgraph builder
         self._uses_graphcore = False  # a subgraph holds ai.graphcore nodes
+        self._from_parent: list[str] = []  # a subgraph's tensors of its parent (addInputTensorFromParentGraph)
         self.aiOnnx = _Opset(self, self._opset)
         self.aiGraphcore = _AiGraphcore(self)
         self.aiGraphcoreOpset1 = self.aiGraphcore  # the only ai.graphcore opset
@@ -411,16 +426,21 @@ class Builder:
         return sub
 
     def addInputTensorFromParentGraph(self, tensorId: str) -> None:
-        """Use a tensor of an enclosing graph in this subgraph (ONNX's outer scope)."""
+        """Use a tensor of an enclosing graph in this subgraph: a Loop, Scan or If sees
+        it as ONNX's outer scope; a Call takes it as an input of that name, after the
+        others, as PopART counts it among the callee's inputs."""
         if self._parent is None:
             raise popart_exception("addInputTensorFromParentGraph: this builder is not a subgraph builder "
                                    "(createSubgraphBuilder makes one)")
         self._check(tensorId, "addInputTensorFromParentGraph")
+        if tensorId not in self._from_parent:
+            self._from_parent.append(tensorId)
 
     addInputTensorFromHigherScope = addInputTensorFromParentGraph
 
-    def _subgraph(self, parent: Builder, attribute: str) -> onnx.GraphProto:
-        """This subgraph builder's graph, for `attribute` of a node `parent` adds."""
+    def _subgraph(self, parent: Builder, attribute: str, for_call: bool = False) -> onnx.GraphProto:
+        """This subgraph builder's graph, for `attribute` of a node `parent` adds (a
+        Call's callee takes the parent's tensors it uses as inputs)."""
         if self._parent is None:
             raise popart_exception(f"{attribute}: a subgraph must come from createSubgraphBuilder(), not a "
                                    "top-level Builder")
@@ -430,7 +450,9 @@ class Builder:
         parent._opset = max(parent._opset, self._opset)
         if self._uses_graphcore or any(n.domain == GRAPHCORE_DOMAIN for n in self._nodes):
             parent._uses_graphcore = True
-        return helper.make_graph(self._nodes, self._graph_name, self._inputs,
+        inputs = self._inputs + ([helper.make_empty_tensor_value_info(t) for t in self._from_parent]
+                                 if for_call else [])
+        return helper.make_graph(self._nodes, self._graph_name, inputs,
                                  [helper.make_empty_tensor_value_info(o) for o in self._outputs],
                                  initializer=list(self._initializers.values()))
 
