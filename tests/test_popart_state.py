@@ -113,16 +113,18 @@ def test_saved_optimizer_state_resumes_training_bit_for_bit(kind, tmp_path):
     assert not np.array_equal(run(restarted, loss, range(2, 5)), want[4:])
 
 
-def test_saved_state_resumes_with_accumulation_and_replicas(tmp_path):
+@pytest.mark.parametrize("kind", ["adamw", "sgd"])
+def test_saved_state_resumes_with_accumulation_and_replicas(kind, tmp_path):
     """Two replicas, gradients accumulated over two micro-batches: Step___ counts weight
-    updates (one a run) and the resumed run equals the uninterrupted one."""
+    updates (one a run) and the resumed run equals the uninterrupted one (Adam, and
+    PopART's combined SGD state)."""
     model, loss = classifier()
 
     def make(m):
         o = popart.SessionOptions()
         o.enableGradientAccumulation, o.accumulationFactor = True, 2
         o.enableReplicatedGraphs, o.replicatedGraphCount = True, 2
-        s = popart.TrainingSession(m, popart.DataFlow(1, [loss]), loss, OPTIMIZERS["adamw"](),
+        s = popart.TrainingSession(m, popart.DataFlow(1, [loss]), loss, OPTIMIZERS[kind](),
                                    deviceInfo=popart.DeviceManager().createIpuModelDevice({"numIPUs": 2}),
                                    userOptions=o)
         s.prepareDevice()
