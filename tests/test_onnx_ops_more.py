@@ -675,3 +675,88 @@ def test_uint64_division_inputs_and_outputs_are_clear_errors():
                    ["y"], [], 18)
     with pytest.raises(popart.popart_exception, match="graph input 'x' is uint64"):
         _run_both(given, {"x": x.astype(np.uint64)}, ["y"])
+
+
+ATTENTION_CASES = {
+    "4d": ({}, [(2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 5)], None, False),
+    "4d_scale_causal": ({"scale": 0.3, "is_causal": 1}, [(1, 2, 5, 4), (1, 2, 5, 4), (1, 2, 5, 4)], None, False),
+    "3d_gqa_float_mask": ({"q_num_heads": 4, "kv_num_heads": 2}, [(2, 3, 16), (2, 5, 8), (2, 5, 6)],
+                          ("float", (3, 5)), False),
+    "gqa_bool_mask_causal_past": ({"is_causal": 1}, [(1, 4, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4)],
+                                  ("bool", (1, 1, 3, 5)), True),
+    "softcap_fully_masked_row": ({"softcap": 2.0}, [(1, 1, 3, 4), (1, 1, 4, 4), (1, 1, 4, 4)],
+                                 ("rows", (3, 4)), False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ATTENTION_CASES))
+def test_attention_equals_onnxruntime(case):
+    """ONNX Attention (opset 23): rank 4 and 3 with its head counts, grouped-query
+    heads, scale, causal masking aligned after a past key/value cache (returned as the
+    present key/value), boolean and additive masks, softcap, and a query row with
+    every key masked (zeros)."""
+    attrs, shapes, mask, past = ATTENTION_CASES[case]
+    feeds = {n: f32(*s) for n, s in zip("qkv", shapes)}
+    ins = ["q", "k", "v"]
+    if mask is not None:
+        kind, shape = mask
+        if kind == "float":
+            feeds["m"] = f32(*shape)
+        elif kind == "bool":
+            feeds["m"] = RNG.random(shape) < 0.7
+            feeds["m"][..., 0] = True
+        else:  # the middle query row masks every key
+            feeds["m"] = np.zeros(shape, np.float32)
+            feeds["m"][1] = -np.inf
+        ins.append("m")
+    outs = ["y"]
+    if past:
+        feeds["pk"], feeds["pv"] = f32(1, 2, 2, 4), f32(1, 2, 2, 4)
+        ins += ["pk", "pv"]
+        outs += ["present_k", "present_v"]
+    node = helper.make_node("Attention", ins, outs, **attrs)
+    check([node], feeds, outs, opset=23, rtol=1e-5, atol=1e-6)
+
+
+class _Attend(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+
+    def forward(self, x):
+        return self.layer(x, src_mask=torch.nn.Transformer.generate_square_subsequent_mask(4), is_causal=True)
+
+
+def test_dynamo_opset_23_attention_runs_and_trains_like_torch():
+    """The dynamo exporter at opset 23 writes a transformer layer's attention as one
+    Attention node: equal to onnxruntime and torch, and in a TrainingSession the
+    gradient of the input equals torch's."""
+    torch.manual_seed(0)
+    model, x = _Attend().eval(), torch.randn(2, 4, 8)
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        try:
+            torch.onnx.export(model, (x,), f, dynamo=True, opset_version=23, input_names=["x"])
+        finally:
+            logging.disable(logging.NOTSET)
+    m = onnx.load_model_from_string(f.getvalue())
+    assert "Attention" in {n.op_type for n in m.graph.node}
+    out = m.graph.output[0].name
+    got, ref = _run_both(m, {"x": x.numpy()}, [out])
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        np.testing.assert_allclose(got[0], model(x).numpy(), rtol=1e-5, atol=1e-5)
+    b = popart.Builder(f.getvalue())
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.mul([out, out])], popart.ReductionType.Sum)
+    g = popart.reservedGradientPrefix() + "x"
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [g]), loss, popart.ConstSGD(0.0),
+                               deviceInfo=popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    s.weightsFromHost()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({"x": x.numpy()}, anchors))
+    xt = x.clone().requires_grad_(True)
+    (model(xt) ** 2).sum().backward()
+    np.testing.assert_allclose(anchors[g], xt.grad.numpy(), rtol=1e-5, atol=1e-6)
