@@ -760,3 +760,13 @@ def test_dynamo_opset_23_attention_runs_and_trains_like_torch():
     xt = x.clone().requires_grad_(True)
     (model(xt) ** 2).sum().backward()
     np.testing.assert_allclose(anchors[g], xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_attention_mask_shorter_than_the_keys_and_the_probabilities_output():
+    """A mask covering fewer keys than there are (the rest masked) and the
+    probabilities as qk_matmul_output (mode 3): onnx's reference evaluator (onnxruntime
+    asks the mask to cover every key)."""
+    feeds = {"q": f32(1, 2, 3, 4), "k": f32(1, 2, 5, 4), "v": f32(1, 2, 5, 4), "m": RNG.random((3, 3)) < 0.7}
+    feeds["m"][:, 0] = True
+    node = helper.make_node("Attention", ["q", "k", "v", "m"], ["y", "", "", "p"], qk_matmul_output_mode=3)
+    check([node], feeds, ["y", "p"], opset=23, rtol=1e-5, atol=1e-6, reference="onnx")
