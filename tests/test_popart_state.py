@@ -505,3 +505,25 @@ def test_dropout_ratio_from_a_graph_input():
         np.testing.assert_allclose(anchors[y][k], np.where(keep[k], anchors[h][k] / (1 - ratio), 0),
                                    rtol=1e-6)
         assert abs(keep[k].mean() - (1 - ratio)) < 0.05  # 2048 draws
+
+
+def test_sgd_without_momentum_damps_the_step_as_popart_s_sgd0():
+    """A constant momentum of 0 keeps no state (PopART's SGD0, nothing written) and the
+    dampening scales the step, w -= lr (1 - dm)(g + wd w), where PyTorch ignores it."""
+    model, loss = classifier()
+    values = {"defaultLearningRate": (0.1, False), "defaultDampening": (0.4, True),
+              "defaultWeightDecay": (0.05, True)}
+    s = session(model, loss, popart.SGD(values))
+    got = run(s, loss, range(2))
+    params = {"w": W0.astype(np.float64), "b": B0.astype(np.float64)}
+    want = []
+    for k in range(2):
+        for x, lbl in zip(XS[k].astype(np.float64), LS[k]):
+            value, grads = _classifier_grads(params["w"], params["b"], x, lbl)
+            want.append(value)
+            params = {n: v - 0.1 * 0.6 * (grads[n] + 0.05 * v) for n, v in params.items()}
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    s.weightsToHost()
+    out = {"w": np.empty((8, 5), np.float32)}
+    s.readWeights(popart.PyWeightsIO(out))
+    np.testing.assert_allclose(out["w"], params["w"], rtol=1e-5, atol=1e-6)

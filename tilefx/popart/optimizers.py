@@ -12,7 +12,8 @@ PopART gives hyper-parameters as `(value, isConst)` pairs in a dictionary:
 its own values. A constant may not change in `updateOptimizerFromHost`; a
 variable one changes without recompiling. A session runs them as the tilefx
 optimizers of the PopTorch side (`to_tilefx`): the same `ipu.sgd` /
-`ipu.adam` / `ipu.lamb` updates. Numerics: SGD without momentum is PyTorch's;
+`ipu.adam` / `ipu.lamb` updates. Numerics: SGD with a constant momentum of 0
+is PopART's SGD0, PyTorch's with the step scaled by 1 - dampening (no state);
 with momentum it is PopART's (its sgd.hpp equations, `ipu.sgd`'s
 `popart_state`): v = mm v + (1 - dm)(g + wd w) from v = 0 (PyTorch's first
 step takes g + wd w undamped), w -= lr v, velocity scaling vs keeping v x vs,
@@ -200,13 +201,13 @@ class SGD(Optimizer):
 
         groups = []
         for names, t in self.tables(list(params)):
-            groups.append({"params": [params[n] for n in names], "lr": t["defaultLearningRate"].val(),
+            groups.append({"params": [params[n] for n in names], "lr": _sgd0_lr(t),
                            "momentum": t["defaultMomentum"].val(),
                            "dampening": t["defaultDampening"].val(),
                            "weight_decay": t["defaultWeightDecay"].val(),
                            "nesterov": bool(t["defaultNesterov"].val())})
         d = self._default
-        opt = TilefxSGD(groups, lr=d["defaultLearningRate"].val(), momentum=d["defaultMomentum"].val(),
+        opt = TilefxSGD(groups, lr=_sgd0_lr(d), momentum=d["defaultMomentum"].val(),
                         dampening=d["defaultDampening"].val(), weight_decay=d["defaultWeightDecay"].val(),
                         nesterov=bool(d["defaultNesterov"].val()), loss_scaling=self.getLossScalingVal())
         opt.popart_velocity(self.accumulatorAndMomentum.value,
@@ -215,6 +216,17 @@ class SGD(Optimizer):
                           "defaultWeightDecay": "weight_decay", "defaultVelocityScaling": "velocity_scaling",
                           "defaultNesterov": "nesterov"})
         return opt
+
+
+def _sgd0_lr(table: dict) -> float:
+    """The learning rate tilefx's SGD takes for PopART's: with a constant momentum of
+    0 (PopART's SGD0, no state), w -= lr (1 - dm)(g + wd w) — the dampening scales the
+    step, where PyTorch ignores it without momentum — so lr (1 - dm)."""
+    lr = table["defaultLearningRate"].val()
+    momentum = table["defaultMomentum"]
+    if momentum.isConst() and momentum.val() == 0.0:
+        return lr * (1.0 - table["defaultDampening"].val())
+    return lr
 
 
 class ConstSGD(SGD):
