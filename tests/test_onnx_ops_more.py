@@ -770,3 +770,31 @@ def test_attention_mask_shorter_than_the_keys_and_the_probabilities_output():
     feeds["m"][:, 0] = True
     node = helper.make_node("Attention", ["q", "k", "v", "m"], ["y", "", "", "p"], qk_matmul_output_mode=3)
     check([node], feeds, ["y", "p"], opset=23, rtol=1e-5, atol=1e-6, reference="onnx")
+
+
+@pytest.mark.parametrize("utype", [TensorProto.UINT32, TensorProto.UINT16])
+def test_uint32_and_uint16_operators_equal_onnxruntime(utype):
+    """uint32 / uint16 values as int64 in range: casts in (negative integers wrap),
+    arithmetic wrapping modulo 2^bits, division and remainder, shifts, comparisons,
+    casts out to float, int32 and uint64."""
+    bits = 32 if utype == TensorProto.UINT32 else 16
+    x = np.array([-1, 0, 7, 2 ** (bits - 1) + 5, 3 * 2 ** (bits - 2), 12345 % 2 ** bits], np.int64)
+    y = np.array([3, 1, 2 ** (bits - 1), 9, 2, 7], np.int64)
+    nodes = [helper.make_node("Cast", ["x"], ["ux"], to=utype), helper.make_node("Cast", ["y"], ["uy"], to=utype),
+             helper.make_node("Add", ["ux", "uy"], ["add"]), helper.make_node("Sub", ["uy", "ux"], ["sub"]),
+             helper.make_node("Mul", ["ux", "uy"], ["mul"]), helper.make_node("Div", ["ux", "uy"], ["div"]),
+             helper.make_node("Mod", ["ux", "uy"], ["mod"]),
+             helper.make_node("BitShift", ["ux", "three"], ["shl"], direction="LEFT"),
+             helper.make_node("BitShift", ["ux", "three"], ["shr"], direction="RIGHT"),
+             helper.make_node("Greater", ["ux", "uy"], ["gt"])]
+    outs = ["gt"]
+    for name in ("add", "sub", "mul", "div", "mod", "shl", "shr"):
+        nodes.append(helper.make_node("Cast", [name], [name + "_i64"], to=TensorProto.INT64))
+        outs.append(name + "_i64")
+    nodes += [helper.make_node("Cast", ["mul"], ["mul_f"], to=TensorProto.FLOAT),
+              helper.make_node("Cast", ["add"], ["add_i32"], to=TensorProto.INT32),
+              helper.make_node("Cast", ["sub"], ["sub_u64"], to=TensorProto.UINT64),
+              helper.make_node("Cast", ["sub_u64"], ["sub_u64_f"], to=TensorProto.DOUBLE)]
+    outs += ["mul_f", "add_i32", "sub_u64_f"]
+    three = helper.make_tensor("three", utype, [], [3])
+    check_exact(nodes, {"x": x, "y": y}, outs, inits=[three])

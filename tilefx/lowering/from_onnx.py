@@ -194,7 +194,7 @@ class OnnxModule(torch.nn.Module):
         self.proto = load_model(model)
         check_supported(self.proto)
         onnx_unsigned.check_boundary(self.proto)
-        self._uint64: dict[int, torch.Tensor] = {}  # the uint64 bit patterns of a forward (onnx_unsigned)
+        self._uint64: dict = {}  # the unsigned values of a forward: id -> (tensor, width) (onnx_unsigned)
         g = self.proto.graph
         self.opset = opset_of(self.proto)
         self.graphcore_opset = opset_of(self.proto, onnx_ops.GRAPHCORE_DOMAIN)
@@ -308,9 +308,10 @@ class OnnxModule(torch.nn.Module):
             if isinstance(env[o], list):
                 raise Error(f"tensor {o!r} is a sequence of tensors, which a session cannot return "
                             "(ConcatFromSequence makes it one tensor)", type="frontend")
-            if onnx_unsigned.is_uint64(env[o], self._uint64):
-                raise Error(f"tensor {o!r} is uint64, which tilefx carries only inside the graph (as "
-                            "int64 bit patterns): anchor an int64 cast of it", type="frontend")
+            bits_wide = onnx_unsigned.width(env[o], self._uint64)
+            if bits_wide is not None:
+                raise Error(f"tensor {o!r} is uint{bits_wide}, which tilefx carries only inside the graph "
+                            "(as int64): anchor an int64 cast of it", type="frontend")
         return tuple(_as_tensor(env[o]) for o in self.outputs)
 
     def _run(self, node: onnx.NodeProto, env: dict) -> None:
@@ -339,13 +340,14 @@ class OnnxModule(torch.nn.Module):
                 and all(x is None or isinstance(x, np.ndarray) for x in ins) and node.domain == ""
                 and node.op_type != "Shape"):
             outs = _fold(node, ins, self.opsets)
-        elif node.domain in ("", "ai.onnx") and any(onnx_unsigned.is_uint64(x, self._uint64) for x in ins):
-            outs, unsigned = onnx_unsigned.run(node, ins, at, lambda xs: self._call(node, xs, at), self._uint64)
-            if unsigned:
-                onnx_unsigned.mark(outs, self._uint64)
-        elif node.domain in ("", "ai.onnx") and node.op_type == "Cast" and at.get("to") == onnx_unsigned.UINT64:
-            outs = onnx_unsigned.cast_to_uint64(onnx_ops._t(ins[0]))
-            onnx_unsigned.mark([outs], self._uint64)
+        elif node.domain in ("", "ai.onnx") and any(onnx_unsigned.is_unsigned(x, self._uint64) for x in ins):
+            outs, bits_wide = onnx_unsigned.run(node, ins, at, lambda xs: self._call(node, xs, at), self._uint64)
+            if bits_wide is not None:
+                onnx_unsigned.mark(outs, self._uint64, bits_wide)
+        elif node.domain in ("", "ai.onnx") and node.op_type == "Cast" and at.get("to") in onnx_unsigned.WIDTHS:
+            bits_wide = onnx_unsigned.WIDTHS[at["to"]]
+            outs = onnx_unsigned.cast_to_unsigned(onnx_ops._t(ins[0]), bits_wide)
+            onnx_unsigned.mark([outs], self._uint64, bits_wide)
         else:
             outs = self._call(node, ins, at)
         outs = outs if isinstance(outs, tuple) else (outs,)

@@ -1,4 +1,4 @@
-"""ONNX uint64 tensors for the ONNX module (from_onnx.OnnxModule).
+"""ONNX uint64, uint32 and uint16 tensors for the ONNX module (from_onnx.OnnxModule).
 
 Why: the dynamo exporter writes an arithmetic right shift `x >> n` of an
 int64 tensor as Cast(x, uint64) -> BitShift(RIGHT) -> BitwiseOr with the
@@ -13,8 +13,12 @@ modulo 2^64, the bitwise operators, a left shift, Equal) run as they are;
 a right shift is made logical, comparisons and Max/Min compare with the sign
 bit flipped, and a cast to a float type adds 2^64 to what reads negative.
 Any other operator on a uint64 value (Div, Mod, reductions, ...) is a clear
-error rather than a signed result. uint64 graph inputs and outputs are an
-error too (a session's anchors and feeds would be int64 arrays).
+error rather than a signed result. uint32 and uint16 values (a model's
+`x.to(torch.uint32)`) are int64 tensors holding their values, every result
+wrapped back into the type's range (Add/Sub/Mul/Neg/BitwiseNot/left shifts/
+sums modulo 2^32 or 2^16), so their division, remainders, comparisons and
+reductions are int64's. Unsigned graph inputs and outputs are an error (a
+session's anchors and feeds would be int64 arrays).
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from tilefx.errors import Error
 from tilefx.lowering.onnx_values import _t
 
 UINT64 = onnx.TensorProto.UINT64
+# the unsigned types carried as int64, by their width in bits (uint8 is torch's own)
+WIDTHS = {UINT64: 64, onnx.TensorProto.UINT32: 32, onnx.TensorProto.UINT16: 16}
+_NP_WIDTHS = {np.dtype(np.uint64): 64, np.dtype(np.uint32): 32, np.dtype(np.uint16): 16}
 _SIGN = -(2 ** 63)  # the sign bit, as an int64
 
 # operators whose result has the same 64 bits for uint64 operands as for their int64 bit patterns
@@ -40,67 +47,114 @@ _COMPARE = {"Less": torch.lt, "Greater": torch.gt, "LessOrEqual": torch.le, "Gre
 
 
 def bits(x):
-    """A uint64 compile-time array as its int64 bit pattern (other values as they are)."""
-    if isinstance(x, np.ndarray) and x.dtype == np.uint64:
-        return x.view(np.int64)
+    """An unsigned compile-time array as its int64 form (uint64: the bit pattern;
+    narrower: the values); other values as they are."""
+    if isinstance(x, np.ndarray) and x.dtype in _NP_WIDTHS:
+        return x.view(np.int64) if x.dtype == np.uint64 else x.astype(np.int64)
     return x
 
 
-def is_uint64(x, marked: dict[int, torch.Tensor]) -> bool:
-    """A compile-time uint64 array, or a tensor `marked` holds (id -> the tensor,
-    kept alive so that its id is not reused)."""
-    return (isinstance(x, np.ndarray) and x.dtype == np.uint64) or (isinstance(x, torch.Tensor)
-                                                                    and id(x) in marked)
+def width(x, marked: dict) -> int | None:
+    """The width of an unsigned value: a compile-time array of an unsigned type, or a
+    tensor `marked` holds (id -> (the tensor, kept alive so that its id is not
+    reused, and its width)); None for any other value."""
+    if isinstance(x, np.ndarray):
+        return _NP_WIDTHS.get(x.dtype)
+    if isinstance(x, torch.Tensor) and id(x) in marked:
+        return marked[id(x)][1]
+    return None
 
 
-def mark(values, marked: dict[int, torch.Tensor]) -> None:
+def is_unsigned(x, marked: dict) -> bool:
+    return width(x, marked) is not None
+
+
+def mark(values, marked: dict, bits_wide: int) -> None:
     for v in values:
         if isinstance(v, torch.Tensor):
-            marked[id(v)] = v
+            marked[id(v)] = (v, bits_wide)
 
 
-def run(node: onnx.NodeProto, ins: list, at: dict, call, marked: dict[int, torch.Tensor]) -> tuple[tuple, bool]:
-    """Run `node`, some of whose operands are uint64 (as bit patterns): its results
-    and whether they are uint64 bit patterns. `call(ins)` runs the node's usual
+def _wrap(x: torch.Tensor, bits_wide: int) -> torch.Tensor:
+    """An int64 result back in the range of a `bits_wide`-bit unsigned type (modulo)."""
+    return x & ((1 << bits_wide) - 1)
+
+
+def run(node: onnx.NodeProto, ins: list, at: dict, call, marked: dict) -> tuple[tuple, int | None]:
+    """Run `node`, some of whose operands are unsigned (as int64): its results and
+    their unsigned width (None: not unsigned). `call(ins)` runs the node's usual
     conversion on operands."""
     op = node.op_type
     raw, ins = ins, [bits(x) for x in ins]
+    # the result has the type of the data operand (Where's values; not a Gather's indices)
+    data = width(raw[1] if op == "Where" else raw[0], marked)
+    if op in ("Cast", "CastLike"):
+        to = int(at["to"]) if op == "Cast" else None
+        target = WIDTHS.get(to) if op == "Cast" else width(raw[1], marked)
+        x = _t(ins[0])
+        if target is not None:
+            return (cast_to_unsigned(x, target, data),), target
+        dtype = _torch_dtype(to) if op == "Cast" else _t(ins[1]).dtype
+        return (_cast_from_unsigned(x, dtype, data),), None
+    if data is not None and data < 64:
+        return _run_narrow(node, op, ins, at, call, data)
     if op == "BitShift":
         if at.get("direction") == "RIGHT":
-            return (_logical_right_shift(_t(ins[0]), _t(ins[1])),), True
-        return _as_tuple(call(ins)), True
-    if op == "Cast":
-        return (_cast_from_uint64(_t(ins[0]), _torch_dtype(int(at["to"]))),), int(at["to"]) == UINT64
-    if op == "CastLike":
-        if is_uint64(raw[1], marked):
-            return (cast_to_uint64(_t(ins[0])),), True
-        return (_cast_from_uint64(_t(ins[0]), _t(ins[1]).dtype),), False
+            return (_logical_right_shift(_t(ins[0]), _t(ins[1])),), 64
+        return _as_tuple(call(ins)), 64
     if op in _COMPARE:
         a, b = (_t(x) ^ _SIGN for x in ins[:2])  # unsigned order = signed order of the flipped bits
-        return (_COMPARE[op](a, b),), False
+        return (_COMPARE[op](a, b),), None
     if op in ("Max", "Min"):
         pick = torch.maximum if op == "Max" else torch.minimum
         out = _t(ins[0]) ^ _SIGN
         for x in ins[1:]:
             out = pick(out, _t(x) ^ _SIGN)
-        return (out ^ _SIGN,), True
+        return (out ^ _SIGN,), 64
     if op in SAME_BITS or op in SAME_BITS_OTHER_RESULT:
-        # the result has the type of the data operand (Where's values; not a Gather's indices)
-        data = raw[1] if op == "Where" else raw[0]
-        return _as_tuple(call(ins)), op in SAME_BITS and is_uint64(data, marked)
+        return _as_tuple(call(ins)), data if op in SAME_BITS else None
     raise Error(f"ONNX node {node.name or op!r} ({op}) on a uint64 tensor is not supported: tilefx "
                 "carries uint64 values as int64 bit patterns, which moves, casts, Add/Sub/Mul, bitwise "
                 "operators, shifts, comparisons and Max/Min handle", type="frontend")
 
 
-def cast_to_uint64(x: torch.Tensor) -> torch.Tensor:
-    """Cast(to=UINT64) of a tensor of another type: the uint64 value's bit pattern
-    (integers keep their bits, modulo 2^64; floats from 2^63 up wrap to negative).
-    Always a new tensor: the result is marked by identity, the operand is not."""
-    if x.dtype == torch.bool or not x.is_floating_point():
-        return _fresh(x.to(torch.int64), x)
-    big = x >= 2.0 ** 63
-    return torch.where(big, (x.double() - 2.0 ** 64), x.double()).to(torch.int64)
+# uint32 / uint16 (int64 values in range): results to wrap back into the range, results
+# that stay in it, and results of another type
+_NARROW_WRAP = {"Add", "Sub", "Mul", "Neg", "BitwiseNot", "Sum", "ReduceSum", "ReduceProd", "CumSum"}
+_NARROW_KEEP = (SAME_BITS - _NARROW_WRAP) | {"Div", "Mod", "Max", "Min", "ReduceMax", "ReduceMin"}
+_NARROW_OTHER = set(_COMPARE) | SAME_BITS_OTHER_RESULT | {"ArgMax", "ArgMin"}
+
+
+def _run_narrow(node, op, ins, at, call, bits_wide: int) -> tuple[tuple, int | None]:
+    if op == "BitShift":
+        x, n = _t(ins[0]), _t(ins[1]).to(torch.int64).clamp(0, 63)
+        if at.get("direction") == "RIGHT":  # the value is not negative: the shift is logical
+            return (torch.bitwise_right_shift(x, n),), bits_wide
+        return (_wrap(torch.bitwise_left_shift(x, n), bits_wide),), bits_wide
+    if op in _NARROW_WRAP:
+        return tuple(_wrap(o, bits_wide) for o in _as_tuple(call(ins))), bits_wide
+    if op in _NARROW_KEEP:
+        return _as_tuple(call(ins)), bits_wide
+    if op in _NARROW_OTHER:
+        return _as_tuple(call(ins)), None
+    raise Error(f"ONNX node {node.name or op!r} ({op}) on a uint{bits_wide} tensor is not supported",
+                type="frontend")
+
+
+def cast_to_unsigned(x: torch.Tensor, bits_wide: int, source: int | None = None) -> torch.Tensor:
+    """A cast to an unsigned type of `bits_wide` bits from `x`, a tensor of another
+    type (or unsigned of `source` bits): uint64 the bit pattern (integers keep their
+    bits, modulo 2^64; floats from 2^63 up wrap to negative), narrower types the
+    value modulo 2^bits (floats truncated first). Always a new tensor: the result is
+    marked by identity, the operand is not."""
+    if x.is_floating_point():
+        if bits_wide == 64:
+            big = x >= 2.0 ** 63
+            return torch.where(big, (x.double() - 2.0 ** 64), x.double()).to(torch.int64)
+        return _wrap(x.to(torch.int64), bits_wide)
+    if bits_wide == 64 or (source is not None and source <= bits_wide):
+        return _fresh(x.to(torch.int64), x)  # the same bits, or a narrower unsigned value
+    return _wrap(x.to(torch.int64), bits_wide)
 
 
 def _torch_dtype(onnx_type: int) -> torch.dtype:
@@ -111,10 +165,13 @@ def _torch_dtype(onnx_type: int) -> torch.dtype:
     return torch.from_numpy(np.zeros(0, tensor_dtype_to_np_dtype(onnx_type))).dtype
 
 
-def _cast_from_uint64(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """A cast of uint64 bit patterns to `dtype` (int64: the same bits, as a new,
+def _cast_from_unsigned(x: torch.Tensor, dtype: torch.dtype, bits_wide: int | None) -> torch.Tensor:
+    """A cast of unsigned values (uint64 bit patterns, narrower types' values) or of a
+    signed tensor to the signed or float `dtype` (int64: the same bits, as a new,
     unmarked tensor)."""
     if dtype.is_floating_point:
+        if bits_wide != 64:
+            return x.to(dtype)
         wide = x.double()
         return torch.where(x < 0, wide + 2.0 ** 64, wide).to(dtype)
     if dtype == torch.bool:
@@ -143,10 +200,11 @@ def _as_tuple(out):
 
 
 def check_boundary(model: onnx.ModelProto) -> None:
-    """uint64 graph inputs and outputs are not supported (the module docstring)."""
+    """Unsigned graph inputs and outputs (but uint8) are not supported (the module docstring)."""
     inits = {t.name for t in model.graph.initializer}
     for kind, values in (("input", model.graph.input), ("output", model.graph.output)):
         for vi in values:
-            if vi.name not in inits and vi.type.tensor_type.elem_type == UINT64:
-                raise Error(f"graph {kind} {vi.name!r} is uint64, which tilefx carries only inside the graph "
-                            "(as int64 bit patterns): give or take it as int64", type="frontend")
+            bits_wide = WIDTHS.get(vi.type.tensor_type.elem_type)
+            if vi.name not in inits and bits_wide is not None:
+                raise Error(f"graph {kind} {vi.name!r} is uint{bits_wide}, which tilefx carries only inside the "
+                            "graph (as int64): give or take it as int64", type="frontend")
