@@ -599,3 +599,202 @@ def test_integer_cumsum_and_reductions_keep_the_type(dtype):
     check_exact([helper.make_node("ReduceSum", ["x", "axes"], ["s"], keepdims=0),
                  helper.make_node("ReduceProd", ["x"], ["p"], axes=[0], keepdims=0)],
                 {"x": small}, ["s", "p"], inits=[axes], opset=13)
+
+
+class _Shifts(torch.nn.Module):
+    """Shifts of an int64 tensor by constants: the dynamo exporter writes them through
+    uint64 (Cast, BitShift, BitwiseOr with the sign bits, Cast; it exports no shift
+    by a tensor)."""
+
+    def forward(self, x):
+        return (x >> 3) + (x << 2) - (x >> 62), ((x.float() * 7).long() >> 1).float()
+
+
+def test_dynamo_exported_shifts_through_uint64_equal_onnxruntime_and_torch():
+    x = torch.tensor([[-2 ** 40, -9, -1, 0], [1, 9, 2 ** 40, -(2 ** 62)]])
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        try:
+            torch.onnx.export(_Shifts(), (x,), f, dynamo=True, input_names=["x"])
+        finally:
+            logging.disable(logging.NOTSET)
+    m = onnx.load_model_from_string(f.getvalue())
+    assert TensorProto.UINT64 in {a.i for node in m.graph.node for a in node.attribute if node.op_type == "Cast"}
+    outs = [o.name for o in m.graph.output]
+    got, ref = _run_both(m, {"x": x.numpy()}, outs)
+    want = _Shifts()(x)
+    for g, r, w in zip(got, ref, want):
+        assert g.dtype == r.dtype
+        np.testing.assert_array_equal(g, r)
+        np.testing.assert_array_equal(g, w.numpy())
+
+
+def test_uint64_operators_equal_onnxruntime():
+    """uint64 values carried as int64 bit patterns: a logical right shift (counts 0 to
+    64), a left shift, comparisons and Max/Min in unsigned order, casts to float (top bit
+    set), to int32 and back through CastLike, bitwise operators and a uint64 constant."""
+    U64 = TensorProto.UINT64
+    x = np.array([-1, -(2 ** 63), 2 ** 63 - 1, 0, 5, -6, 1 << 40, 12345], np.int64)
+    n = np.array([0, 1, 63, 64, 2, 60, 33, 4], np.int64)
+    mask = helper.make_tensor("mask", U64, [], [0xF0F0F0F0F0F0F0F0])
+    nodes = [helper.make_node("Cast", ["x"], ["u"], to=U64), helper.make_node("Cast", ["n"], ["nu"], to=U64),
+             helper.make_node("BitShift", ["u", "nu"], ["r"], direction="RIGHT"),
+             helper.make_node("BitShift", ["u", "nu"], ["l"], direction="LEFT"),
+             helper.make_node("BitwiseAnd", ["u", "mask"], ["a"]),
+             helper.make_node("Less", ["u", "mask"], ["lt"]),
+             helper.make_node("GreaterOrEqual", ["u", "r"], ["ge"]),
+             helper.make_node("Max", ["u", "a"], ["mx"]),
+             helper.make_node("Cast", ["mx"], ["mx_f64"], to=TensorProto.DOUBLE),
+             helper.make_node("Cast", ["r"], ["r_f32"], to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["l"], ["l_i32"], to=TensorProto.INT32),
+             helper.make_node("CastLike", ["l_i32", "u"], ["back"]),
+             helper.make_node("Cast", ["back"], ["back_i64"], to=TensorProto.INT64),
+             helper.make_node("Cast", ["a"], ["a_i64"], to=TensorProto.INT64)]
+    outs = ["lt", "ge", "mx_f64", "r_f32", "l_i32", "back_i64", "a_i64"]
+    check_exact(nodes, {"x": x, "n": n}, outs, inits=[mask])
+    # onnxruntime has no uint64 Where: onnx's reference evaluator
+    where = [helper.make_node("Where", ["lt", "r", "l"], ["w"]),
+             helper.make_node("Cast", ["w"], ["w_i64"], to=TensorProto.INT64)]
+    check_exact(nodes + where, {"x": x, "n": n}, outs + ["w_i64"], inits=[mask], reference="onnx")
+
+
+def test_uint64_division_inputs_and_outputs_are_clear_errors():
+    U64 = TensorProto.UINT64
+    x = np.arange(1, 5, dtype=np.int64)
+    div = _model([helper.make_node("Cast", ["x"], ["u"], to=U64),
+                  helper.make_node("Div", ["u", "u"], ["q"], name="udiv"),
+                  helper.make_node("Cast", ["q"], ["y"], to=TensorProto.INT64)], {"x": x}, ["y"], [], 18)
+    with pytest.raises(popart.popart_exception, match=r"'udiv' \(Div\) on a uint64 tensor is not supported"):
+        _run_both(div, {"x": x}, ["y"])
+    out = _model([helper.make_node("Cast", ["x"], ["u"], to=U64)], {"x": x}, ["u"], [], 18)
+    with pytest.raises(popart.popart_exception, match="'u' is uint64"):
+        _run_both(out, {"x": x}, ["u"])
+    given = _model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT64)], {"x": x.astype(np.uint64)},
+                   ["y"], [], 18)
+    with pytest.raises(popart.popart_exception, match="graph input 'x' is uint64"):
+        _run_both(given, {"x": x.astype(np.uint64)}, ["y"])
+
+
+ATTENTION_CASES = {
+    "4d": ({}, [(2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 5)], None, False),
+    "4d_scale_causal": ({"scale": 0.3, "is_causal": 1}, [(1, 2, 5, 4), (1, 2, 5, 4), (1, 2, 5, 4)], None, False),
+    "3d_gqa_float_mask": ({"q_num_heads": 4, "kv_num_heads": 2}, [(2, 3, 16), (2, 5, 8), (2, 5, 6)],
+                          ("float", (3, 5)), False),
+    "gqa_bool_mask_causal_past": ({"is_causal": 1}, [(1, 4, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4)],
+                                  ("bool", (1, 1, 3, 5)), True),
+    "softcap_fully_masked_row": ({"softcap": 2.0}, [(1, 1, 3, 4), (1, 1, 4, 4), (1, 1, 4, 4)],
+                                 ("rows", (3, 4)), False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ATTENTION_CASES))
+def test_attention_equals_onnxruntime(case):
+    """ONNX Attention (opset 23): rank 4 and 3 with its head counts, grouped-query
+    heads, scale, causal masking aligned after a past key/value cache (returned as the
+    present key/value), boolean and additive masks, softcap, and a query row with
+    every key masked (zeros)."""
+    attrs, shapes, mask, past = ATTENTION_CASES[case]
+    feeds = {n: f32(*s) for n, s in zip("qkv", shapes)}
+    ins = ["q", "k", "v"]
+    if mask is not None:
+        kind, shape = mask
+        if kind == "float":
+            feeds["m"] = f32(*shape)
+        elif kind == "bool":
+            feeds["m"] = RNG.random(shape) < 0.7
+            feeds["m"][..., 0] = True
+        else:  # the middle query row masks every key
+            feeds["m"] = np.zeros(shape, np.float32)
+            feeds["m"][1] = -np.inf
+        ins.append("m")
+    outs = ["y"]
+    if past:
+        feeds["pk"], feeds["pv"] = f32(1, 2, 2, 4), f32(1, 2, 2, 4)
+        ins += ["pk", "pv"]
+        outs += ["present_k", "present_v"]
+    node = helper.make_node("Attention", ins, outs, **attrs)
+    check([node], feeds, outs, opset=23, rtol=1e-5, atol=1e-6)
+
+
+class _Attend(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+
+    def forward(self, x):
+        return self.layer(x, src_mask=torch.nn.Transformer.generate_square_subsequent_mask(4), is_causal=True)
+
+
+def test_dynamo_opset_23_attention_runs_and_trains_like_torch():
+    """The dynamo exporter at opset 23 writes a transformer layer's attention as one
+    Attention node: equal to onnxruntime and torch, and in a TrainingSession the
+    gradient of the input equals torch's."""
+    torch.manual_seed(0)
+    model, x = _Attend().eval(), torch.randn(2, 4, 8)
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        try:
+            torch.onnx.export(model, (x,), f, dynamo=True, opset_version=23, input_names=["x"])
+        finally:
+            logging.disable(logging.NOTSET)
+    m = onnx.load_model_from_string(f.getvalue())
+    assert "Attention" in {n.op_type for n in m.graph.node}
+    out = m.graph.output[0].name
+    got, ref = _run_both(m, {"x": x.numpy()}, [out])
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        np.testing.assert_allclose(got[0], model(x).numpy(), rtol=1e-5, atol=1e-5)
+    b = popart.Builder(f.getvalue())
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.mul([out, out])], popart.ReductionType.Sum)
+    g = popart.reservedGradientPrefix() + "x"
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [g]), loss, popart.ConstSGD(0.0),
+                               deviceInfo=popart.DeviceManager().createCpuDevice())
+    s.prepareDevice()
+    s.weightsFromHost()
+    anchors = s.initAnchorArrays()
+    s.run(popart.PyStepIO({"x": x.numpy()}, anchors))
+    xt = x.clone().requires_grad_(True)
+    (model(xt) ** 2).sum().backward()
+    np.testing.assert_allclose(anchors[g], xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_attention_mask_shorter_than_the_keys_and_the_probabilities_output():
+    """A mask covering fewer keys than there are (the rest masked) and the
+    probabilities as qk_matmul_output (mode 3): onnx's reference evaluator (onnxruntime
+    asks the mask to cover every key)."""
+    feeds = {"q": f32(1, 2, 3, 4), "k": f32(1, 2, 5, 4), "v": f32(1, 2, 5, 4), "m": RNG.random((3, 3)) < 0.7}
+    feeds["m"][:, 0] = True
+    node = helper.make_node("Attention", ["q", "k", "v", "m"], ["y", "", "", "p"], qk_matmul_output_mode=3)
+    check([node], feeds, ["y", "p"], opset=23, rtol=1e-5, atol=1e-6, reference="onnx")
+
+
+@pytest.mark.parametrize("utype", [TensorProto.UINT32, TensorProto.UINT16])
+def test_uint32_and_uint16_operators_equal_onnxruntime(utype):
+    """uint32 / uint16 values as int64 in range: casts in (negative integers wrap),
+    arithmetic wrapping modulo 2^bits, division and remainder, shifts, comparisons,
+    casts out to float, int32 and uint64."""
+    bits = 32 if utype == TensorProto.UINT32 else 16
+    x = np.array([-1, 0, 7, 2 ** (bits - 1) + 5, 3 * 2 ** (bits - 2), 12345 % 2 ** bits], np.int64)
+    y = np.array([3, 1, 2 ** (bits - 1), 9, 2, 7], np.int64)
+    nodes = [helper.make_node("Cast", ["x"], ["ux"], to=utype), helper.make_node("Cast", ["y"], ["uy"], to=utype),
+             helper.make_node("Add", ["ux", "uy"], ["add"]), helper.make_node("Sub", ["uy", "ux"], ["sub"]),
+             helper.make_node("Mul", ["ux", "uy"], ["mul"]), helper.make_node("Div", ["ux", "uy"], ["div"]),
+             helper.make_node("Mod", ["ux", "uy"], ["mod"]),
+             helper.make_node("BitShift", ["ux", "three"], ["shl"], direction="LEFT"),
+             helper.make_node("BitShift", ["ux", "three"], ["shr"], direction="RIGHT"),
+             helper.make_node("Greater", ["ux", "uy"], ["gt"])]
+    outs = ["gt"]
+    for name in ("add", "sub", "mul", "div", "mod", "shl", "shr"):
+        nodes.append(helper.make_node("Cast", [name], [name + "_i64"], to=TensorProto.INT64))
+        outs.append(name + "_i64")
+    nodes += [helper.make_node("Cast", ["mul"], ["mul_f"], to=TensorProto.FLOAT),
+              helper.make_node("Cast", ["add"], ["add_i32"], to=TensorProto.INT32),
+              helper.make_node("Cast", ["sub"], ["sub_u64"], to=TensorProto.UINT64),
+              helper.make_node("Cast", ["sub_u64"], ["sub_u64_f"], to=TensorProto.DOUBLE)]
+    outs += ["mul_f", "add_i32", "sub_u64_f"]
+    three = helper.make_tensor("three", utype, [], [3])
+    check_exact(nodes, {"x": x, "y": y}, outs, inits=[three])

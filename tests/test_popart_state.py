@@ -34,6 +34,9 @@ def cpu():
 
 
 OPTIMIZERS = {
+    "sgd_separate": lambda: popart.SGD({"defaultLearningRate": (0.1, False), "defaultMomentum": (0.9, True),
+                                        "defaultWeightDecay": (0.01, True)},
+                                       accumulatorAndMomentum=popart.SGDAccumulatorAndMomentum.Separate),
     "sgd": lambda: popart.SGD({"defaultLearningRate": (0.1, False), "defaultMomentum": (0.9, True),
                                "defaultDampening": (0.2, True), "defaultWeightDecay": (0.01, True)}),
     "adamw": lambda: popart.Adam({"defaultLearningRate": (0.02, False), "defaultBeta1": (0.8, True),
@@ -43,7 +46,7 @@ OPTIMIZERS = {
     "lamb": lambda: popart.Adam({"defaultLearningRate": (0.02, False)}, mode=popart.AdamMode.Lamb),
     "adamax": lambda: popart.Adam({"defaultLearningRate": (0.02, False)}, mode=popart.AdamMode.AdaMax),
 }
-STATE = {"sgd": ["Accl___"], "adamw": ["Accl1___", "Accl2___"], "adam_l2": ["Accl1___", "Accl2___"],
+STATE = {"sgd": ["Accl___"], "sgd_separate": ["Accl1___"], "adamw": ["Accl1___", "Accl2___"], "adam_l2": ["Accl1___", "Accl2___"],
          "lamb": ["Accl1___", "Accl2___"], "adamax": ["Accl1___", "Accl2___"]}
 
 
@@ -110,16 +113,18 @@ def test_saved_optimizer_state_resumes_training_bit_for_bit(kind, tmp_path):
     assert not np.array_equal(run(restarted, loss, range(2, 5)), want[4:])
 
 
-def test_saved_state_resumes_with_accumulation_and_replicas(tmp_path):
+@pytest.mark.parametrize("kind", ["adamw", "sgd"])
+def test_saved_state_resumes_with_accumulation_and_replicas(kind, tmp_path):
     """Two replicas, gradients accumulated over two micro-batches: Step___ counts weight
-    updates (one a run) and the resumed run equals the uninterrupted one."""
+    updates (one a run) and the resumed run equals the uninterrupted one (Adam, and
+    PopART's combined SGD state)."""
     model, loss = classifier()
 
     def make(m):
         o = popart.SessionOptions()
         o.enableGradientAccumulation, o.accumulationFactor = True, 2
         o.enableReplicatedGraphs, o.replicatedGraphCount = True, 2
-        s = popart.TrainingSession(m, popart.DataFlow(1, [loss]), loss, OPTIMIZERS["adamw"](),
+        s = popart.TrainingSession(m, popart.DataFlow(1, [loss]), loss, OPTIMIZERS[kind](),
                                    deviceInfo=popart.DeviceManager().createIpuModelDevice({"numIPUs": 2}),
                                    userOptions=o)
         s.prepareDevice()
@@ -302,6 +307,132 @@ def test_adamax_equals_popart_s_update_rule(wd_mode, tmp_path):
     assert np.abs(run(adam, loss, range(4)) - got).max() > 1e-3
 
 
+# -- PopART's SGD state: Combined (Accl___) and Separate (Accl1___) --------------------
+def _classifier_grads(w, b, x, lbl):
+    """The loss and gradients of the classifier's mean NLL (float64)."""
+    z = x @ w + b
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    dz = p.copy()
+    dz[np.arange(4), lbl] -= 1
+    dz /= 4
+    return -np.log(p[np.arange(4), lbl]).mean(), {"w": x.T @ dz, "b": dz.sum(0)}
+
+
+def sgd_reference(steps, lr, mm, dm, wd, vs, combined, start=None):
+    """PopART's SGD in float64, as its sgd.hpp writes the two implementations
+    (one update per batch): Combined keeps a = mm v + (1 - dm) wd vs w (from
+    a = (1 - dm) wd vs w0) and updates v = a + (1 - dm) vs g, w -= lr / vs v, then a
+    again from the new w; Separate keeps v = mm v + (1 - dm) wd vs w + (1 - dm) vs g
+    (from v = 0). `start`: (weights, state) to resume from. Returns the losses, the
+    weights and the state as modelToHost writes it."""
+    params = {"w": W0.astype(np.float64), "b": B0.astype(np.float64)}
+    swd1, dpsf = (1 - dm) * wd * vs, (1 - dm) * vs
+    state = {k: (swd1 * v if combined else np.zeros_like(v)) for k, v in params.items()}
+    if start is not None:
+        params = {k: v.astype(np.float64) for k, v in start[0].items()}
+        state = {k: v.astype(np.float64) for k, v in start[1].items()}
+    losses = []
+    for k in steps:
+        for x, lbl in zip(XS[k].astype(np.float64), LS[k]):
+            loss, grads = _classifier_grads(params["w"], params["b"], x, lbl)
+            losses.append(loss)
+            for n, g in grads.items():
+                if combined:
+                    v = state[n] + dpsf * g
+                    params[n] = params[n] - lr / vs * v
+                    state[n] = mm * v + swd1 * params[n]
+                else:
+                    state[n] = mm * state[n] + swd1 * params[n] + dpsf * g
+                    params[n] = params[n] - lr / vs * state[n]
+    return np.array(losses), params, state
+
+
+SGD_VALUES = {"defaultLearningRate": (0.1, False), "defaultMomentum": (0.9, True),
+              "defaultDampening": (0.2, True), "defaultWeightDecay": (0.05, True),
+              "defaultVelocityScaling": (4.0, True)}
+
+
+@pytest.mark.parametrize("form", ["Combined", "Separate"])
+def test_sgd_state_is_popart_s_and_a_popart_file_resumes_as_popart(form, tmp_path):
+    """SGD with momentum, dampening, weight decay and velocity scaling trains by
+    PopART's equations (its first step damped, unlike PyTorch's), and modelToHost
+    writes PopART's state: Combined's Accl___ with the next step's momentum and weight
+    decay folded in, Separate's Accl1___ the scaled velocity. A file as PopART writes
+    it mid-training (weights and that state, no Step___) resumes on PopART's path."""
+    model, loss = classifier()
+    combined = form == "Combined"
+    prefix = "Accl___" if combined else "Accl1___"
+    mode = getattr(popart.SGDAccumulatorAndMomentum, form)
+    s = session(model, loss, popart.SGD(SGD_VALUES, accumulatorAndMomentum=mode))
+    got = run(s, loss, range(2))
+    want, params, state = sgd_reference(range(2), 0.1, 0.9, 0.2, 0.05, 4.0, combined)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    path = str(tmp_path / "sgd.onnx")
+    s.modelToHost(path)
+    saved = weights(path)
+    for n in ("w", "b"):
+        np.testing.assert_allclose(saved[n], params[n], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(saved[prefix + n], state[n], rtol=1e-5, atol=1e-6)
+    assert {t for t in saved if "___" in t} == {p + n for p in (prefix, "Step___") for n in "wb"}
+
+    # PopART's file: the reference's weights and state after two steps, no step count
+    popart_file = onnx.load(path)
+    for t in popart_file.graph.initializer:
+        if t.name in params or t.name[len(prefix):] in params and t.name.startswith(prefix):
+            value = params[t.name] if t.name in params else state[t.name[len(prefix):]]
+            t.CopyFrom(onnx.numpy_helper.from_array(value.astype(np.float32), t.name))
+    keep = [t for t in popart_file.graph.initializer if not t.name.startswith("Step___")]
+    del popart_file.graph.initializer[:]
+    popart_file.graph.initializer.extend(keep)
+    resumed = session(popart_file, loss, popart.SGD(SGD_VALUES, accumulatorAndMomentum=mode))
+    want_more, _, _ = sgd_reference(range(2, 4), 0.1, 0.9, 0.2, 0.05, 4.0, combined,
+                                    start=({n: params[n].astype(np.float32) for n in params},
+                                           {n: state[n].astype(np.float32) for n in state}))
+    np.testing.assert_allclose(run(resumed, loss, range(2, 4)), want_more, rtol=1e-5, atol=1e-6)
+    # the same file read as the other form's is another optimizer's state (ignored, with a warning)
+    other = popart.SGDAccumulatorAndMomentum.Separate if combined else popart.SGDAccumulatorAndMomentum.Combined
+    fresh = session(popart_file, loss, popart.SGD(SGD_VALUES, accumulatorAndMomentum=other))
+    assert not np.allclose(run(fresh, loss, range(2, 4)), want_more, rtol=1e-5, atol=1e-6)
+
+
+def test_sgd_combined_state_before_training_and_form_checks(tmp_path):
+    """Before any update the combined state is not written (a reader starts it from
+    the weights, as PopART does); the form is structural: updateOptimizerFromHost
+    cannot change it, and a wrong value is a popart_exception. Without dampening,
+    PopART's SGD equals PyTorch's."""
+    model, loss = classifier()
+    s = session(model, loss, popart.SGD(SGD_VALUES))
+    path = str(tmp_path / "fresh.onnx")
+    s.modelToHost(path)
+    assert not {t for t in weights(path) if t.startswith("Accl")}
+    again = session(path, loss, popart.SGD(SGD_VALUES))
+    np.testing.assert_array_equal(run(again, loss, range(2)), run(s, loss, range(2)))
+    with pytest.raises(popart.popart_exception, match="SGD/Combined.*SGD/Separate"):
+        s.updateOptimizerFromHost(popart.SGD(SGD_VALUES,
+                                             accumulatorAndMomentum=popart.SGDAccumulatorAndMomentum.Separate))
+    with pytest.raises(popart.popart_exception, match="accumulatorAndMomentum"):
+        popart.SGD(SGD_VALUES, accumulatorAndMomentum="Combined")
+
+    import torch
+
+    plain = session(model, loss, popart.SGD({"defaultLearningRate": (0.1, False), "defaultMomentum": (0.9, True),
+                                             "defaultWeightDecay": (0.05, True)}))
+    got = run(plain, loss, range(3))
+    w, b = torch.nn.Parameter(torch.tensor(W0)), torch.nn.Parameter(torch.tensor(B0))
+    opt = torch.optim.SGD([w, b], lr=0.1, momentum=0.9, weight_decay=0.05)
+    want = []
+    for k in range(3):
+        for x, lbl in zip(XS[k], LS[k]):
+            opt.zero_grad()
+            ref = torch.nn.functional.nll_loss(torch.log_softmax(torch.tensor(x) @ w + b, 1),
+                                               torch.tensor(lbl).long())
+            ref.backward()
+            opt.step()
+            want.append(ref.item())
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
 # -- runtime operands: Pad's constant value, Dropout's ratio ---------------------------
 def test_pad_constant_value_from_a_graph_input_equals_onnxruntime():
     """Pad's constant_value computed from a graph input (a runtime value: the shapes do
@@ -374,3 +505,25 @@ def test_dropout_ratio_from_a_graph_input():
         np.testing.assert_allclose(anchors[y][k], np.where(keep[k], anchors[h][k] / (1 - ratio), 0),
                                    rtol=1e-6)
         assert abs(keep[k].mean() - (1 - ratio)) < 0.05  # 2048 draws
+
+
+def test_sgd_without_momentum_damps_the_step_as_popart_s_sgd0():
+    """A constant momentum of 0 keeps no state (PopART's SGD0, nothing written) and the
+    dampening scales the step, w -= lr (1 - dm)(g + wd w), where PyTorch ignores it."""
+    model, loss = classifier()
+    values = {"defaultLearningRate": (0.1, False), "defaultDampening": (0.4, True),
+              "defaultWeightDecay": (0.05, True)}
+    s = session(model, loss, popart.SGD(values))
+    got = run(s, loss, range(2))
+    params = {"w": W0.astype(np.float64), "b": B0.astype(np.float64)}
+    want = []
+    for k in range(2):
+        for x, lbl in zip(XS[k].astype(np.float64), LS[k]):
+            value, grads = _classifier_grads(params["w"], params["b"], x, lbl)
+            want.append(value)
+            params = {n: v - 0.1 * 0.6 * (grads[n] + 0.05 * v) for n, v in params.items()}
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    s.weightsToHost()
+    out = {"w": np.empty((8, 5), np.float32)}
+    s.readWeights(popart.PyWeightsIO(out))
+    np.testing.assert_allclose(out["w"], params["w"], rtol=1e-5, atol=1e-6)

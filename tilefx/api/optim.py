@@ -10,10 +10,13 @@ ops from:
     {type, loss_scaling, variable: [names], groups: [{lr, momentum, ...}],
      max_grad_norm?, accum_type?, velocity_accum_type? (SGD),
      first_order_momentum_accum_type?, second_order_momentum_accum_type?,
-     use_combined_accum?, bias_correction?, use_tf_variant?, infinity_norm?}
+     use_combined_accum?, bias_correction?, use_tf_variant?, infinity_norm?, popart_sgd?}
 
 (`infinity_norm`: an Adam / AdamW whose `infinity_norm` attribute is set,
-PopART's AdaMax, which tilefx.popart's Adam builds; no PopTorch argument.)
+PopART's AdaMax, which tilefx.popart's Adam builds; `popart_sgd`: an SGD
+whose `popart_sgd` attribute is "combined" or "separate", PopART's SGD
+equations and state, which tilefx.popart's SGD builds; no PopTorch
+arguments.)
 
 (accumulation types as "float16" / "float32"; absent for torch.optim
 optimizers: the state then has the weight's type).
@@ -60,7 +63,8 @@ GROUP_HYPERS = HYPERS
 # attributes fixed at compile time whatever the variable marks say: they
 # change the program's structure (state tensors, their types, the variant)
 STRUCTURAL = ("use_combined_accum", "accum_type", "velocity_accum_type", "first_order_momentum_accum_type",
-              "second_order_momentum_accum_type", "bias_correction", "use_tf_variant", "infinity_norm")
+              "second_order_momentum_accum_type", "bias_correction", "use_tf_variant", "infinity_norm",
+              "popart_sgd")
 
 
 class VariableAttributes:
@@ -196,10 +200,22 @@ class SGD(_Optimizer, torch.optim.SGD):
         self._init_tilefx(local, {
             "loss_scaling": 1.0 if loss_scaling is None else float(loss_scaling),
             "use_combined_accum": combined,
+            "popart_sgd": None,  # PopART's SGD state form (tilefx.popart sets it: `popart_velocity`)
             "accum_type": accum_type,
             "velocity_accum_type": velocity_accum_type,
             "max_grad_norm": _max_norm(max_grad_norm),
         })
+
+
+    def popart_velocity(self, form: str, velocity_scaling: list[float]) -> None:
+        """Make this PopART's SGD (tilefx.popart's SGD calls it): its equations and
+        state in `form` ("combined" or "separate", PopART's SGDAccumulatorAndMomentum),
+        each group's velocity scaling in `velocity_scaling` (both forms use it)."""
+        self.popart_sgd = form
+        self.defaults["velocity_scaling"] = float(velocity_scaling[0])
+        for g, vs in zip(self.param_groups, velocity_scaling):
+            g["velocity_scaling"] = float(vs)
+        self.variable_attrs._allowed.add("velocity_scaling")
 
 
 class Adam(_Optimizer, torch.optim.Adam):
@@ -444,6 +460,8 @@ def optimizer_config(opt: torch.optim.Optimizer, param_names: dict[int, str]) ->
         combined = kind == "sgd" and bool(opt.use_combined_accum)
         if kind == "sgd":
             cfg["use_combined_accum"] = combined
+            if getattr(opt, "popart_sgd", None):
+                cfg["popart_sgd"] = opt.popart_sgd
         if kind in ("adam", "adamw", "lamb"):
             cfg["bias_correction"] = bool(opt.bias_correction)
         if kind in ("adam", "adamw") and getattr(opt, "infinity_norm", False):
@@ -459,7 +477,7 @@ def optimizer_config(opt: torch.optim.Optimizer, param_names: dict[int, str]) ->
                 cfg[name] = dtype or "float32"
         if opt.max_grad_norm is not None:
             cfg["max_grad_norm"] = float(opt.max_grad_norm)
-        if not combined:
+        if not combined and not cfg.get("popart_sgd"):
             variable.discard("velocity_scaling")
             for g in groups:
                 g.pop("velocity_scaling", None)

@@ -159,6 +159,10 @@ bitwise_and.Scalar(Tensor self, Scalar other) -> Tensor
 bitwise_or.Scalar(Tensor self, Scalar other) -> Tensor
 bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor
 bitwise_xor.Scalar(Tensor self, Scalar other) -> Tensor
+bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor
+bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor
+bitwise_left_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
+bitwise_right_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
 logical_or(Tensor self, Tensor other) -> Tensor
 logical_xor(Tensor self, Tensor other) -> Tensor
 div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor

@@ -326,6 +326,8 @@ def _check_update(op: IRDLOperation, states: Sequence[str]) -> None:
 
 
 SGD_HYPERS = ("momentum", "dampening", "weight_decay", "nesterov", "velocity_scaling")
+# PopART's SGD state forms (its SGDAccumulatorAndMomentum): ipu.sgd's popart_state
+POPART_SGD_STATES = ("combined", "separate")
 
 
 class SGDOp(IRDLOperation):
@@ -334,7 +336,14 @@ class SGDOp(IRDLOperation):
     `grad_scale` turns the accumulated sum into the gradient the update uses
     (1/(G*R) for Mean reduction). With momentum, `velocity` is the state: the
     velocity of torch.optim.SGD (separate variant) or, with `combined = true`,
-    PopTorch's combined tensor holding velocity x `velocity_scaling`."""
+    PopTorch's combined tensor holding velocity x `velocity_scaling`.
+
+    `popart_state` selects PopART's SGD equations instead (its sessions'
+    optimizer: v = mm v + (1 - dm)(g + wd w) from v = 0, no first-step
+    exception) and its state: "separate" the velocity x `velocity_scaling`
+    (SGDAccumulatorAndMomentum::Separate's Accl1___), "combined" that velocity
+    with the next step's momentum and weight-decay terms folded in, mm v +
+    (1 - dm) wd vs w, starting at (1 - dm) wd vs w (Combined's Accl___)."""
 
     name = "ipu.sgd"
     weight = operand_def(TensorType)
@@ -356,6 +365,7 @@ class SGDOp(IRDLOperation):
     grad_scale = prop_def(FloatAttr)
     velocity_scaling = opt_prop_def(FloatAttr)
     combined = opt_prop_def(BoolAttr)
+    popart_state = opt_prop_def(StringAttr)
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
     assembly_format = (
         "$weight `,` $grad `lr` $lr (`velocity` $velocity^)? (`step` $step^)? "
@@ -378,8 +388,16 @@ class SGDOp(IRDLOperation):
         if self.velocity_scaling is not None and self.velocity_scaling_var is not None:
             raise VerifyException("sgd: velocity_scaling is both a property and an operand")
         combined = self.combined is not None and self.combined.value.data
-        if not combined and (self.velocity_scaling is not None or self.velocity_scaling_var is not None):
-            raise VerifyException("sgd: velocity_scaling applies to the combined variant only")
+        popart = None if self.popart_state is None else self.popart_state.data
+        if popart is not None and popart not in POPART_SGD_STATES:
+            raise VerifyException(f"sgd: popart_state must be one of {', '.join(POPART_SGD_STATES)}, "
+                                  f"got {popart!r}")
+        if popart is not None and combined:
+            raise VerifyException("sgd: popart_state and PopTorch's combined variant exclude each other")
+        if not combined and popart is None and (self.velocity_scaling is not None
+                                                or self.velocity_scaling_var is not None):
+            raise VerifyException("sgd: velocity_scaling applies to the combined variant and PopART's "
+                                  "states only")
 
 
 ADAM_HYPERS = ("beta1", "beta2", "eps", "weight_decay")

@@ -20,7 +20,8 @@ weight too, so these are the kernels used here:
 The numpy kernels (backend/kernels/ipu.py) follow the single-tensor
 operation order with numpy ufuncs, on one core. These kernels take their
 signature and fall back to them for what they do not cover: float16/float64
-weights or state, PopTorch's combined SGD variant (velocity scaling),
+weights or state, PopTorch's combined SGD variant (velocity scaling), PopART's
+SGD state forms,
 loss-scaled gradients, Adam without bias correction and PopART's AdaMax.
 """
 
@@ -83,7 +84,7 @@ def make(torch):
         for k, (vals, props, inplace) in enumerate(members):
             weight, grad, lr, velocity, step = vals[:5]
             m_var, d_var, wd_var, n_var = vals[5:9]
-            if props.get("combined") or props.get("grad_scale", 1.0) != 1.0 or \
+            if props.get("combined") or props.get("popart_state") or props.get("grad_scale", 1.0) != 1.0 or \
                     not _f32(weight, grad, velocity):
                 r = numpy_sgd(*vals, **props, inplace=inplace)
                 out[k] = r if isinstance(r, tuple) else (r,)

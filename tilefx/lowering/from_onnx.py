@@ -49,7 +49,7 @@ from tilefx.dialects.names import (
     PARAM_KEY,
 )
 from tilefx.errors import Error
-from tilefx.lowering import onnx_ops
+from tilefx.lowering import onnx_control_flow, onnx_ops, onnx_unsigned
 from tilefx.lowering.from_torch import TracedGraph, trace
 
 _ANNOTATIONS = {ONNX_IPU_ATTR, ONNX_PIPELINE_STAGE_ATTR, ONNX_EXECUTION_PHASE_ATTR,
@@ -149,8 +149,8 @@ def _shape_of(vi: onnx.ValueInfoProto) -> tuple[list[int], np.dtype]:
 
 def check_supported(model: onnx.ModelProto) -> None:
     """Every node's operator has a conversion, else an Error naming op type, node and opset
-    (the nodes of If's branches too)."""
-    for i, node in enumerate(_all_nodes(model.graph)):
+    (the nodes of If's branches and of Loop's and Scan's bodies too)."""
+    for i, node in enumerate(all_nodes(model.graph)):
         if not onnx_ops.supported(node.domain, node.op_type):
             domain = node.domain or "ai.onnx"
             raise Error(f"unsupported ONNX operator {domain}::{node.op_type} (node "
@@ -161,14 +161,17 @@ def check_supported(model: onnx.ModelProto) -> None:
             raise Error("The Constant op attribute 'sparse_value' is not supported.", type="frontend")
 
 
-def _all_nodes(graph: onnx.GraphProto):
-    """The graph's nodes and, after each If, its branches' (recursively)."""
+def all_nodes(graph: onnx.GraphProto):
+    """The graph's nodes and, after each node with subgraphs (If, Loop, Scan), theirs
+    (recursively)."""
     for node in graph.node:
         yield node
-        if node.op_type == "If":
-            for a in node.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    yield from _all_nodes(a.g)
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from all_nodes(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    yield from all_nodes(sub)
 
 
 class OnnxModule(torch.nn.Module):
@@ -190,6 +193,8 @@ class OnnxModule(torch.nn.Module):
         self.probes = list(gradient_probes)
         self.proto = load_model(model)
         check_supported(self.proto)
+        onnx_unsigned.check_boundary(self.proto)
+        self._uint64: dict = {}  # the unsigned values of a forward: id -> (tensor, width) (onnx_unsigned)
         g = self.proto.graph
         self.opset = opset_of(self.proto)
         self.graphcore_opset = opset_of(self.proto, onnx_ops.GRAPHCORE_DOMAIN)
@@ -205,15 +210,15 @@ class OnnxModule(torch.nn.Module):
                             f"(inputs: {', '.join(self.input_names)})", type="frontend")
         self.input_info = {i.name: (list(given[i.name][0]), np.dtype(given[i.name][1])) if i.name in given
                            else _shape_of(i) for i in g.input if i.name not in inits}
-        stats = {n.input[k] for n in g.node if n.op_type == "BatchNormalization"
+        stats = {n.input[k] for n in all_nodes(g) if n.op_type == "BatchNormalization"
                  for k in (3, 4) if len(n.input) > k}
         self.path: dict[str, str] = {}  # ONNX initializer name -> module attribute path
         self.static: dict[str, np.ndarray] = {}
         # initializers read as numbers while tracing (a Pad value, Range's bounds, a
         # Dropout ratio, ...) stay numpy: as parameters they are traced tensors
-        compile_time = {n.input[k] for n in g.node for k in onnx_ops.STATIC_INPUTS.get(n.op_type, ())
+        compile_time = {n.input[k] for n in all_nodes(g) for k in onnx_ops.STATIC_INPUTS.get(n.op_type, ())
                         if len(n.input) > k and n.input[k]}
-        compile_time |= {i for n in g.node if n.domain in ("", "ai.onnx")
+        compile_time |= {i for n in all_nodes(g) if n.domain in ("", "ai.onnx")
                          and n.op_type in onnx_ops.STATIC_ONLY for i in n.input if i}
         for name, t in inits.items():
             arr = numpy_helper.to_array(t).copy()
@@ -292,18 +297,38 @@ class OnnxModule(torch.nn.Module):
             # a scalar input arrives with a length-1 dimension to split batches along
             env[name] = x.reshape(()) if not self.input_info[name][0] and x.dim() == 1 else x
         probes = dict(zip(self.probes, inputs[len(self.input_names):]))
+        self._uint64 = {}
         for node in self.proto.graph.node:
             self._run(node, env)
             for name in node.output:
                 if name in probes:
                     value = _as_tensor(env[name])
                     env[name] = value + probes[name].reshape(value.shape).to(value.dtype)
+        for o in self.outputs:
+            if isinstance(env[o], list):
+                raise Error(f"tensor {o!r} is a sequence of tensors, which a session cannot return "
+                            "(ConcatFromSequence makes it one tensor)", type="frontend")
+            bits_wide = onnx_unsigned.width(env[o], self._uint64)
+            if bits_wide is not None:
+                raise Error(f"tensor {o!r} is uint{bits_wide}, which tilefx carries only inside the graph "
+                            "(as int64): anchor an int64 cast of it", type="frontend")
         return tuple(_as_tensor(env[o]) for o in self.outputs)
 
     def _run(self, node: onnx.NodeProto, env: dict) -> None:
         ins = [env[i] if i else None for i in node.input]
-        if node.op_type == "If" and node.domain in ("", "ai.onnx"):
-            self._run_if(node, ins[0], env)
+        if (node.domain in ("", "ai.onnx") and node.op_type in onnx_control_flow.CONTROL_FLOW) or (
+                node.domain == onnx_ops.GRAPHCORE_DOMAIN and node.op_type in onnx_control_flow.GRAPHCORE_CONTROL_FLOW):
+            outs = self._run_subgraphs(node, ins, env)
+            for out, value in zip(node.output, outs):
+                if out:
+                    env[out] = value
+            return
+        if node.domain in ("", "ai.onnx") and node.op_type in onnx_control_flow.SEQUENCE_OPS:
+            try:
+                env[node.output[0]] = onnx_control_flow.SEQUENCE_OPS[node.op_type](node, ins, _attrs(node))
+            except (RuntimeError, ValueError, TypeError, IndexError) as e:
+                raise Error(f"cannot convert ONNX node {node.name or node.op_type!r} ({node.op_type}): "
+                            f"{type(e).__name__}: {e}", type="frontend") from None
             return
         at = _attrs(node)
         if node.op_type == "Split" and "num_outputs" not in at:
@@ -315,6 +340,14 @@ class OnnxModule(torch.nn.Module):
                 and all(x is None or isinstance(x, np.ndarray) for x in ins) and node.domain == ""
                 and node.op_type != "Shape"):
             outs = _fold(node, ins, self.opsets)
+        elif node.domain in ("", "ai.onnx") and any(onnx_unsigned.is_unsigned(x, self._uint64) for x in ins):
+            outs, bits_wide = onnx_unsigned.run(node, ins, at, lambda xs: self._call(node, xs, at), self._uint64)
+            if bits_wide is not None:
+                onnx_unsigned.mark(outs, self._uint64, bits_wide)
+        elif node.domain in ("", "ai.onnx") and node.op_type == "Cast" and at.get("to") in onnx_unsigned.WIDTHS:
+            bits_wide = onnx_unsigned.WIDTHS[at["to"]]
+            outs = onnx_unsigned.cast_to_unsigned(onnx_ops._t(ins[0]), bits_wide)
+            onnx_unsigned.mark([outs], self._uint64, bits_wide)
         else:
             outs = self._call(node, ins, at)
         outs = outs if isinstance(outs, tuple) else (outs,)
@@ -322,13 +355,26 @@ class OnnxModule(torch.nn.Module):
             if name:
                 env[name] = v
 
-    def _run_if(self, node: onnx.NodeProto, cond, env: dict) -> None:
+    def _run_subgraphs(self, node: onnx.NodeProto, ins: list, env: dict) -> list:
+        """If, Loop, Scan and PopART's Call: their subgraphs run by this module, seeing `env`."""
+        def run_body(node, graph, feeds):
+            return self._subgraph(node, graph, feeds, env)
+
+        if node.op_type == "If":
+            return self._run_if(node, ins, env)
+        if node.op_type == "Call":
+            return onnx_control_flow.run_call(node, ins, run_body)
+        if node.op_type == "Loop":
+            return onnx_control_flow.run_loop(node, ins, run_body)
+        return onnx_control_flow.run_scan(node, ins, _attrs(node), self.opset, run_body)
+
+    def _run_if(self, node: onnx.NodeProto, ins: list, env: dict) -> list:
         """If. A condition known at compile time (the TorchScript exporter's tests of
         shapes, e.g. Squeeze when a dimension is 1) picks the branch, whose nodes run
         inline, seeing the outer scope. A condition computed from the graph inputs runs
         both branches (ONNX branches have no side effects) and selects each output with
         it, which needs the branches' outputs to have equal shapes and types."""
-        name = node.name or "If"
+        name, cond = node.name or "If", ins[0]
         if cond is None or (np.asarray(cond).size if not isinstance(cond, torch.Tensor) else cond.numel()) != 1:
             raise Error(f"ONNX node {name!r} (If): the condition must have one element", type="frontend")
         branches = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
@@ -346,20 +392,29 @@ class OnnxModule(torch.nn.Module):
                                 f"types; output {k} is {t.dtype} {list(t.shape)} in then_branch and "
                                 f"{e.dtype} {list(e.shape)} in else_branch", type="frontend")
                 values.append(torch.where(cond.reshape(()).to(torch.bool), t, e))
-        for out, value in zip(node.output, values):
-            if out:
-                env[out] = value
+        return values
 
     def _branch(self, node: onnx.NodeProto, branch: onnx.GraphProto, env: dict) -> list:
-        """The outputs of an If branch run in a scope that sees the outer one."""
-        scope = dict(env)
-        scope.update({t.name: numpy_helper.to_array(t).copy() for t in branch.initializer})
-        for inner in branch.node:
-            self._run(inner, scope)
+        """The outputs of an If branch."""
         if len(branch.output) != len(node.output):
             raise Error(f"ONNX node {node.name or 'If'!r} (If): the branch {branch.name!r} has "
                         f"{len(branch.output)} outputs, the node {len(node.output)}", type="frontend")
-        return [scope[v.name] for v in branch.output]
+        return self._subgraph(node, branch, {}, env)
+
+    def _subgraph(self, node: onnx.NodeProto, graph: onnx.GraphProto, feeds: dict, env: dict) -> list:
+        """The outputs of a subgraph (an If branch, a Loop or Scan body) run with its
+        inputs bound to `feeds`, in a scope that sees the enclosing one (`env`)."""
+        scope = dict(env)
+        scope.update({t.name: numpy_helper.to_array(t).copy() for t in graph.initializer})
+        scope.update(feeds)
+        for inner in graph.node:
+            self._run(inner, scope)
+        missing = [v.name for v in graph.output if v.name not in scope]
+        if missing:
+            raise Error(f"ONNX node {node.name or node.op_type!r} ({node.op_type}): its subgraph "
+                        f"{graph.name!r} outputs {missing[0]!r}, which nothing in it or around it makes",
+                        type="frontend")
+        return [scope[v.name] for v in graph.output]
 
     def _call(self, node, ins, at):
         ann = annotations_of(node)

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from tilefx.errors import Error
-from tilefx.lowering import onnx_ops_more, onnx_recurrent
+from tilefx.lowering import onnx_control_flow, onnx_ops_more, onnx_recurrent
 from tilefx.lowering.onnx_resize import resize
 from tilefx.lowering.onnx_values import _axis, _ints, _t
 
@@ -991,12 +991,10 @@ def _fold(fn, ins):
     return out
 
 
-# control flow the ONNX module runs itself (from_onnx.OnnxModule._run_if: a condition
-# known at compile time picks the branch)
-CONTROL_FLOW = {"If"}
-
-
 def supported(domain: str, op_type: str) -> bool:
+    """Control flow and sequences (onnx_control_flow.py) run in the ONNX module itself."""
     if domain in ("", "ai.onnx"):
-        return op_type in OPS or op_type in TRAINING_OPS or op_type in STATIC_ONLY or op_type in CONTROL_FLOW
-    return domain == GRAPHCORE_DOMAIN and op_type in GRAPHCORE_OPS
+        return (op_type in OPS or op_type in TRAINING_OPS or op_type in STATIC_ONLY
+                or op_type in onnx_control_flow.CONTROL_FLOW or op_type in onnx_control_flow.SEQUENCE_OPS)
+    return domain == GRAPHCORE_DOMAIN and (op_type in GRAPHCORE_OPS
+                                           or op_type in onnx_control_flow.GRAPHCORE_CONTROL_FLOW)

@@ -3,7 +3,8 @@ newer-opset models write, as torch functions with onnx_ops.py's calling
 convention `(inputs, attributes, opset) -> outputs`: Upsample, LpPool and
 GlobalLpPool, CumProd, ReverseSequence, RMSNormalization, QuantizeLinear and
 DequantizeLinear (simulated in float, as a quantisation-aware graph),
-MaxUnpool, Col2Im, AffineGrid, CenterCropPad, Bernoulli; and PopART's
+MaxUnpool, Col2Im, AffineGrid, CenterCropPad, Bernoulli, Attention (in
+onnx_attention.py); and PopART's
 Subsample (ai.graphcore, `GRAPHCORE_OPS`).
 """
 
@@ -15,6 +16,7 @@ import torch.nn.functional as F
 from onnx.helper import tensor_dtype_to_np_dtype
 
 from tilefx.errors import Error
+from tilefx.lowering.onnx_attention import attention
 from tilefx.lowering.onnx_values import _axis, _ints, _t
 
 
@@ -212,5 +214,5 @@ OPS = {
     "ReverseSequence": _reverse_sequence, "RMSNormalization": _rms_norm,
     "DequantizeLinear": _dequantize, "QuantizeLinear": _quantize, "MaxUnpool": _max_unpool,
     "Col2Im": _col2im, "AffineGrid": _affine_grid, "CenterCropPad": _center_crop_pad,
-    "Bernoulli": _bernoulli,
+    "Bernoulli": _bernoulli, "Attention": attention,
 }

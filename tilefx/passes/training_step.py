@@ -65,6 +65,8 @@ DEFAULTS = {
 HYPERS = {"sgd": ipu.SGD_HYPERS, "adam": ipu.ADAM_HYPERS, "adamw": ipu.ADAM_HYPERS,
            "rmsprop": ipu.RMSPROP_HYPERS, "lamb": ipu.LAMB_HYPERS}
 BOOL_HYPERS = {"nesterov", "centered"}
+# the state kind (`tilefx.state = "<param>/<kind>"`) of each PopART SGD state form
+POPART_STATE_KINDS = {"combined": "folded_velocity", "separate": "velocity"}
 
 
 @dataclass(frozen=True)
@@ -211,7 +213,11 @@ class TrainingStepPass(ModulePass):
             grads = dict(zip(trained, clip.results))
 
         combined = kind == "sgd" and bool(cfg.get("use_combined_accum"))
-        hypers = [h for h in HYPERS[kind] if h != "velocity_scaling" or combined]
+        popart_state = cfg.get("popart_sgd") if kind == "sgd" else None  # PopART's SGD, its state form
+        if popart_state is not None and popart_state not in ipu.POPART_SGD_STATES:
+            raise DiagnosticException(f"ipu-training-step: popart_sgd must be one of "
+                                      f"{', '.join(ipu.POPART_SGD_STATES)}, got {popart_state!r}")
+        hypers = [h for h in HYPERS[kind] if h != "velocity_scaling" or combined or popart_state]
         group_args: dict[int, dict] = {}
         step = None
 
@@ -259,13 +265,16 @@ class TrainingStepPass(ModulePass):
                 has_v = "momentum" in variable or float(hp["momentum"]) != 0.0
                 if has_v:
                     step_arg()
-                    states.append(state(n, "scaled_velocity" if combined else "momentum_buffer",
-                                        None if combined else "velocity_accum_type"))
+                    kind_name = POPART_STATE_KINDS[popart_state] if popart_state else \
+                        "scaled_velocity" if combined else "momentum_buffer"
+                    states.append(state(n, kind_name, None if combined else "velocity_accum_type"))
                 props["grad_scale"] = scale
                 if combined:
                     props["combined"] = BoolAttr.from_bool(True)
-                    if "velocity_scaling" in props:  # after grad_scale, like the other extras
-                        props["velocity_scaling"] = props.pop("velocity_scaling")
+                if popart_state:
+                    props["popart_state"] = StringAttr(popart_state)
+                if "velocity_scaling" in props:  # after grad_scale, like the other extras
+                    props["velocity_scaling"] = props.pop("velocity_scaling")
                 segs = [1, 1, 1, int(has_v), int(has_v)] + [len(x) for x in var_ops]
                 upd = ipu.SGDOp.build(
                     operands=[w_args[n], grads[n], ops["lr"], [s[0] for s in states],

@@ -53,6 +53,7 @@ from tilefx.popart.optimizers import (
     ConstSGD,
     Optimizer,
     OptimizerValue,
+    SGDAccumulatorAndMomentum,
     WeightDecayMode,
 )
 from tilefx.popart.patterns import Patterns, PatternsLevel
@@ -138,6 +139,7 @@ __all__ = [
     "ReductionType",
     "Report",
     "SessionOptions",
+    "SGDAccumulatorAndMomentum",
     "SubgraphCopyingStrategy",
     "SyncPattern",
     "SyntheticDataMode",

@@ -129,7 +129,8 @@ def _op_types() -> dict[str, str]:
 
 
 _OP_TYPES: dict[str, str] = {}
-_LOGICAL = {"logical_and": "and", "logical_or": "or", "logical_xor": "xor", "logical_not": "not"}
+_LOGICAL = {"logical_and": "and", "logical_or": "or", "logical_xor": "xor", "logical_not": "not",
+            "logical_if": "if"}
 
 
 class _Opset:
@@ -203,6 +204,8 @@ class _Opset:
                 continue  # PopART's empty defaults: the attribute is absent
             if k == "to" and isinstance(v, str):
                 v = DTYPES[dtype_name(v)]
+            if isinstance(v, Builder):  # a subgraph (Loop's and Scan's body, If's branches)
+                v = v._subgraph(self._builder, k)
             onnx_attrs[k] = v
         outs = self._builder._add_node(schema.name, inputs, n_out, onnx_attrs, debug, self._version)
         return outs if multi or len(schema.outputs) > 1 else outs[0]
@@ -264,6 +267,20 @@ class _AiGraphcore:
     def detach(self, args, debugContext: str = ""):
         return self._node("Detach", args, {}, debugContext)
 
+    def call(self, args, num_outputs: int, callee: Builder, debugContext: str = ""):
+        """PopART's Call: run the subgraph `callee` (createSubgraphBuilder) on `args`,
+        its inputs in order, giving its `num_outputs` outputs."""
+        if not isinstance(callee, Builder):
+            raise popart_exception("call: the callee must be a subgraph builder (createSubgraphBuilder)")
+        graph = callee._subgraph(self._b, "callee", for_call=True)
+        for what, given, has in (("input", len(args), len(graph.input)),
+                                 ("output", int(num_outputs), len(graph.output))):
+            if given != has:  # PopART's message
+                raise popart_exception(f"For CallOp '{debugContext}', number of {what}s ({given}) does not "
+                                       f"match that of the callee subgraph ({has})")
+        return self._b._add_node("Call", list(args), int(num_outputs), {"callee": graph},
+                                 debugContext, 1, domain=GRAPHCORE_DOMAIN)
+
     def printtensor(self, args, print_gradient: int = 1, debugContext: str = "", title: str = ""):
         return self._node("PrintTensor", args, {"print_gradient": int(print_gradient), "title": title},
                           debugContext)
@@ -295,6 +312,9 @@ class Builder:
         self._context: dict[str, object] = {}
         self._opset = int((opsets or {}).get("ai.onnx", DEFAULT_OPSET))
         self._graph_name = "BuilderGraph"
+        self._parent: Builder | None = None  # the enclosing builder of a subgraph builder
+        self._uses_graphcore = False  # a subgraph holds ai.graphcore nodes
+        self._from_parent: list[str] = []  # a subgraph's tensors of its parent (addInputTensorFromParentGraph)
         self.aiOnnx = _Opset(self, self._opset)
         self.aiGraphcore = _AiGraphcore(self)
         self.aiGraphcoreOpset1 = self.aiGraphcore  # the only ai.graphcore opset
@@ -384,7 +404,57 @@ class Builder:
         return name
 
     def addUntypedInputTensor(self, debugContext: str = "") -> str:
-        raise popart_exception("addUntypedInputTensor: tilefx compiles static shapes; use addInputTensor")
+        """An input of a subgraph whose type its caller gives (a Loop's carried value, a
+        Scan's slice); the main graph's inputs need their shapes."""
+        if self._parent is None:
+            raise popart_exception("addUntypedInputTensor: tilefx compiles static shapes; use addInputTensor "
+                                   "(a subgraph builder's inputs may be untyped)")
+        name = self._unique(debugContext or "input")
+        self._inputs.append(helper.make_empty_tensor_value_info(name))
+        return name
+
+    # -- subgraphs -----------------------------------------------------
+    def createSubgraphBuilder(self) -> Builder:
+        """A builder for a graph nested in this one: the body of a Loop or Scan, or a
+        branch of an If (`aiOnnx.loop([M, cond, *carried], num_outputs, body)`,
+        `aiOnnx.scan(..., body=...)`, `aiOnnx.logical_if([cond], num_outputs,
+        else_builder, then_builder)`). It sees this graph's tensors by name
+        (addInputTensorFromParentGraph) and shares its tensor ids, so no name of the
+        subgraph shadows one outside."""
+        sub = Builder(opsets={"ai.onnx": self._opset})
+        sub._parent, sub._ids, sub._graph_name = self, self._ids, "subgraph"
+        return sub
+
+    def addInputTensorFromParentGraph(self, tensorId: str) -> None:
+        """Use a tensor of an enclosing graph in this subgraph: a Loop, Scan or If sees
+        it as ONNX's outer scope; a Call takes it as an input of that name, after the
+        others, as PopART counts it among the callee's inputs."""
+        if self._parent is None:
+            raise popart_exception("addInputTensorFromParentGraph: this builder is not a subgraph builder "
+                                   "(createSubgraphBuilder makes one)")
+        self._check(tensorId, "addInputTensorFromParentGraph")
+        if tensorId not in self._from_parent:
+            self._from_parent.append(tensorId)
+
+    addInputTensorFromHigherScope = addInputTensorFromParentGraph
+
+    def _subgraph(self, parent: Builder, attribute: str, for_call: bool = False) -> onnx.GraphProto:
+        """This subgraph builder's graph, for `attribute` of a node `parent` adds (a
+        Call's callee takes the parent's tensors it uses as inputs)."""
+        if self._parent is None:
+            raise popart_exception(f"{attribute}: a subgraph must come from createSubgraphBuilder(), not a "
+                                   "top-level Builder")
+        if not self._outputs:
+            raise popart_exception(f"{attribute}: the subgraph {self._graph_name!r} has no outputs "
+                                   "(addOutputTensor)")
+        parent._opset = max(parent._opset, self._opset)
+        if self._uses_graphcore or any(n.domain == GRAPHCORE_DOMAIN for n in self._nodes):
+            parent._uses_graphcore = True
+        inputs = self._inputs + ([helper.make_empty_tensor_value_info(t) for t in self._from_parent]
+                                 if for_call else [])
+        return helper.make_graph(self._nodes, self._graph_name, inputs,
+                                 [helper.make_empty_tensor_value_info(o) for o in self._outputs],
+                                 initializer=list(self._initializers.values()))
 
     def addInitializedInputTensor(self, initVal, debugContext: str = "") -> str:
         """A weight: trained by TrainingSession, read/written by weightsToHost/weightsFromHost."""
@@ -569,7 +639,7 @@ class Builder:
         graph = helper.make_graph(self._nodes, self._graph_name, self._inputs, outs,
                                   initializer=list(self._initializers.values()))
         opsets = [helper.make_opsetid("", self._opset)]
-        if any(n.domain == GRAPHCORE_DOMAIN for n in self._nodes):
+        if self._uses_graphcore or any(n.domain == GRAPHCORE_DOMAIN for n in self._nodes):
             opsets.append(helper.make_opsetid(GRAPHCORE_DOMAIN, 1))
         model = helper.make_model(graph, opset_imports=opsets, producer_name="tilefx.popart")
         if outputs_typed:

@@ -12,8 +12,17 @@ PopART gives hyper-parameters as `(value, isConst)` pairs in a dictionary:
 its own values. A constant may not change in `updateOptimizerFromHost`; a
 variable one changes without recompiling. A session runs them as the tilefx
 optimizers of the PopTorch side (`to_tilefx`): the same `ipu.sgd` /
-`ipu.adam` / `ipu.lamb` updates. Numerics: SGD is PyTorch's SGD (weight
-decay added to the gradient, momentum with dampening, optional Nesterov);
+`ipu.adam` / `ipu.lamb` updates. Numerics: SGD with a constant momentum of 0
+is PopART's SGD0, PyTorch's with the step scaled by 1 - dampening (no state);
+with momentum it is PopART's (its sgd.hpp equations, `ipu.sgd`'s
+`popart_state`): v = mm v + (1 - dm)(g + wd w) from v = 0 (PyTorch's first
+step takes g + wd w undamped), w -= lr v, velocity scaling vs keeping v x vs,
+and the state in the form `accumulatorAndMomentum` selects: Combined
+(PopART's default) keeps one tensor, `Accl___<w>`, holding mm v + (1 - dm)
+wd vs w after each update (the next step's momentum and weight-decay terms
+folded in; so a momentum or weight decay changed by updateOptimizerFromHost
+takes full effect one step late, as in PopART), Separate keeps the velocity
+itself, `Accl1___<w>`;
 Adam with WeightDecayMode.Decay is AdamW (decoupled decay), with
 L2Regularization it is Adam; AdamMode.Lamb is LAMB; the *NoBias modes drop
 the bias correction; AdamMode.AdaMax is PopART's AdaMax (the infinity norm
@@ -35,6 +44,14 @@ class AdamMode(enum.Enum):
     AdaMax = "AdaMax"
     Lamb = "Lamb"
     LambNoBias = "LambNoBias"
+
+
+class SGDAccumulatorAndMomentum(enum.Enum):
+    """How PopART's SGD keeps its momentum: one tensor with the next step's terms
+    folded in (Combined, `Accl___`) or the velocity (Separate, `Accl1___`)."""
+
+    Combined = "combined"
+    Separate = "separate"
 
 
 class WeightDecayMode(enum.Enum):
@@ -170,24 +187,46 @@ class SGD(Optimizer):
             self._default["defaultNesterov"] = OptimizerValue(1.0, True)
         if clip_norm_settings and not isinstance(clip_norm_settings, (int, float)):
             raise popart_exception("SGD: clip_norm_settings are not supported by tilefx")
+        form = SGDAccumulatorAndMomentum.Combined if accumulatorAndMomentum is None else accumulatorAndMomentum
+        if not isinstance(form, SGDAccumulatorAndMomentum):
+            raise popart_exception(f"SGD: accumulatorAndMomentum must be a popart.SGDAccumulatorAndMomentum "
+                                   f"(Combined or Separate), got {accumulatorAndMomentum!r}")
+        self.accumulatorAndMomentum = form
+
+    def kind(self) -> str:
+        return f"{self._name}/{self.accumulatorAndMomentum.name}"
 
     def to_tilefx(self, params: dict):
         from tilefx.api.optim import SGD as TilefxSGD
 
         groups = []
         for names, t in self.tables(list(params)):
-            groups.append({"params": [params[n] for n in names], "lr": t["defaultLearningRate"].val(),
+            groups.append({"params": [params[n] for n in names], "lr": _sgd0_lr(t),
                            "momentum": t["defaultMomentum"].val(),
                            "dampening": t["defaultDampening"].val(),
                            "weight_decay": t["defaultWeightDecay"].val(),
                            "nesterov": bool(t["defaultNesterov"].val())})
         d = self._default
-        opt = TilefxSGD(groups, lr=d["defaultLearningRate"].val(), momentum=d["defaultMomentum"].val(),
+        opt = TilefxSGD(groups, lr=_sgd0_lr(d), momentum=d["defaultMomentum"].val(),
                         dampening=d["defaultDampening"].val(), weight_decay=d["defaultWeightDecay"].val(),
                         nesterov=bool(d["defaultNesterov"].val()), loss_scaling=self.getLossScalingVal())
+        opt.popart_velocity(self.accumulatorAndMomentum.value,
+                            [t["defaultVelocityScaling"].val() for _, t in self.tables(list(params))])
         _mark(opt, self, {"defaultMomentum": "momentum", "defaultDampening": "dampening",
-                          "defaultWeightDecay": "weight_decay"})
+                          "defaultWeightDecay": "weight_decay", "defaultVelocityScaling": "velocity_scaling",
+                          "defaultNesterov": "nesterov"})
         return opt
+
+
+def _sgd0_lr(table: dict) -> float:
+    """The learning rate tilefx's SGD takes for PopART's: with a constant momentum of
+    0 (PopART's SGD0, no state), w -= lr (1 - dm)(g + wd w) — the dampening scales the
+    step, where PyTorch ignores it without momentum — so lr (1 - dm)."""
+    lr = table["defaultLearningRate"].val()
+    momentum = table["defaultMomentum"]
+    if momentum.isConst() and momentum.val() == 0.0:
+        return lr * (1.0 - table["defaultDampening"].val())
+    return lr
 
 
 class ConstSGD(SGD):
@@ -258,10 +297,17 @@ class Adam(Optimizer):
 
 
 def _mark(opt, popart_opt: Optimizer, names: dict[str, str]) -> None:
-    """PopART's non-constant values are tilefx's variable attributes."""
+    """PopART's non-constant values are tilefx's variable attributes, its constant
+    ones constants (compiled in: a constant momentum of 0 keeps no state, PopART's
+    SGD0), whatever the tilefx optimizer's explicit arguments made them."""
     tables = [popart_opt._default, *popart_opt._specific.values()]
+    variable: dict[str, bool] = {}
     for key, attr in names.items():
-        if any(not t[key].isConst() for t in tables):
+        variable[attr] = variable.get(attr, False) or any(not t[key].isConst() for t in tables)
+    for attr, is_variable in variable.items():
+        if is_variable:
             opt.variable_attrs.markAsVariable(attr)
+        else:
+            opt.variable_attrs.markAsConstant(attr)
     if not popart_opt.lossScaling().isConst():
         opt.variable_attrs.markAsVariable("loss_scaling")

@@ -979,10 +979,12 @@ def _strip_annotations(proto: onnx.ModelProto) -> onnx.ModelProto:
         ONNX_SERIALIZE_MODE_ATTR,
     )
 
+    from tilefx.lowering.from_onnx import all_nodes
+
     keep = {ONNX_AVAILABLE_MEMORY_ATTR, ONNX_SERIALIZE_MODE_ATTR, ONNX_SERIALIZE_FACTOR_ATTR}
     out = onnx.ModelProto()
     out.CopyFrom(proto)
-    for n in out.graph.node:
+    for n in all_nodes(out.graph):  # the nodes of Loop / Scan bodies and If branches too
         drop = [a for a in n.attribute if a.name.startswith("__") and a.name not in keep]
         for a in drop:
             n.attribute.remove(a)

@@ -6,18 +6,23 @@ Optimizer state. PopART's modelToHost writes each weight w's optimizer state
 as extra initializers named by its reserved prefixes, and a TrainingSession
 built from that file starts from them instead of fresh state:
 
-    Accl___w    SGD's momentum (when momentum is used)
-    Accl1___w   Adam's / LAMB's first moment
+    Accl___w    SGD's momentum, SGDAccumulatorAndMomentum.Combined (PopART's
+                default): the velocity v x velocity scaling vs with the next
+                step's terms folded in, mm v + (1 - dm) wd vs w
+    Accl1___w   SGD's velocity x vs, SGDAccumulatorAndMomentum.Separate;
+                Adam's / LAMB's first moment
     Accl2___w   Adam's / LAMB's second moment (AdaMax: the infinity norm)
     Step___w    the number of weight updates so far (a float scalar)
 
-tilefx's SGD is PyTorch's (tilefx/popart/optimizers.py), so `Accl___w` holds
-PyTorch's momentum buffer, not PopART's velocity with the next step's weight
-decay folded in, and `Step___w` is written for SGD too (PyTorch's first step
-takes the gradient as the momentum). A file PopART wrote, without
-`Step___w`, resumes SGD past its first step and Adam at step 0 (PopART's
-default for a missing state tensor). Gradient accumulators (`Accum___w`) are
-zero between steps and are not written.
+tilefx's PopART SGD computes PopART's equations on that state itself
+(tilefx/popart/optimizers.py, `ipu.sgd`'s `popart_state`), so the tensors
+are PopART's and a file PopART saved mid-training resumes as PopART resumes
+it. `Step___w` is written for SGD too (PopART writes none; it reads none
+either). A combined state is not written before the first update: a reader
+starts it from the weights as PopART does, (1 - dm) wd vs w. A file PopART
+wrote, without `Step___w`, resumes SGD past its first step and Adam at step
+0 (PopART's default for a missing state tensor). Gradient accumulators
+(`Accum___w`) are zero between steps and are not written.
 
 RNG state. PopART returns the hardware generators' state as a list of
 uint32 words, each replica's in turn, and takes back a list of the same
@@ -43,7 +48,10 @@ from tilefx.popart.errors import popart_exception, popart_runtime_error
 
 # the tilefx executor's state kinds (passes/training_step.py) under PopART's names
 STATE_PREFIX = {"momentum_buffer": ACCL_PREFIX, "scaled_velocity": ACCL_PREFIX,
+                "folded_velocity": ACCL_PREFIX, "velocity": ACCL1_PREFIX,
                 "exp_avg": ACCL1_PREFIX, "exp_avg_sq": ACCL2_PREFIX}
+# the state kinds of SGD (PopART writes no step for them: a file's state is past its first step)
+SGD_KINDS = {"momentum_buffer", "scaled_velocity", "folded_velocity", "velocity"}
 
 
 def _state_of(name: str, weights: set[str]) -> tuple[str, str] | None:
@@ -86,6 +94,8 @@ def optimizer_state_initializers(state: dict | None, onnx_name: dict[str, str]) 
         if w is None:  # the placeholder parameter of a graph without weights
             continue
         for kind, t in kinds.items():
+            if kind == "folded_velocity" and int(state["step"]) == 0:
+                continue  # not made yet: it starts from the weights (the module docstring)
             prefix = STATE_PREFIX.get(kind)
             if prefix is None:
                 raise popart_exception(f"modelToHost: no PopART name for the optimizer state {kind!r} "
@@ -129,7 +139,7 @@ def executor_optimizer_state(saved: dict[str, np.ndarray], template: dict,
     if values:
         step = int(next(iter(values.values())))
     else:  # PopART's SGD writes no step: its momentum is past the first step; Adam's is 0
-        step = 1 if all(STATE_PREFIX[k] == ACCL_PREFIX for ks in tensors.values() for k in ks) else 0
+        step = 1 if all(k in SGD_KINDS for ks in tensors.values() for k in ks) else 0
     return {"step": step, "tensors": tensors}
 
 

@@ -86,3 +86,11 @@ func.func @momentum_without_velocity(%w: tensor<8xf32>, %g: tensor<8xf32>, %lr: 
   func.return %n : tensor<8xf32>
 }
 // CHECK: sgd: momentum != 0 needs a velocity operand
+
+// -----
+
+func.func @bad_popart_state(%w: tensor<8xf32>, %g: tensor<8xf32>, %lr: tensor<f32>, %s: tensor<f32>) -> tensor<8xf32> {
+  %n:2 = ipu.sgd %w, %g lr %lr velocity %w step %s {momentum = 0.9 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false, grad_scale = 1.0 : f64, popart_state = "folded"} : tensor<8xf32>, tensor<8xf32>, tensor<f32> velocity tensor<8xf32> step tensor<f32> -> tensor<8xf32>, tensor<8xf32>
+  func.return %n#0 : tensor<8xf32>
+}
+// CHECK: sgd: popart_state must be one of combined, separate, got 'folded'

@@ -114,11 +114,13 @@ def _store(value, like):
 
 def sgd(weight, grad, lr, velocity, step, momentum_var, dampening_var, weight_decay_var,
         nesterov_var, velocity_scaling_var, *, momentum=None, dampening=None, weight_decay=None,
-        nesterov=None, grad_scale=1.0, velocity_scaling=None, combined=False, inplace=False):
+        nesterov=None, grad_scale=1.0, velocity_scaling=None, combined=False, popart_state=None,
+        inplace=False):
     """torch.optim.SGD's update on the accumulated gradient times grad_scale.
 
     Separate variant: `velocity` is torch's momentum buffer. Combined variant:
     `velocity` holds velocity x velocity_scaling (PopTorch's combined tensor).
+    `popart_state`: PopART's equations and state (`_popart_sgd`).
     `inplace`: the executor owns `weight` and `velocity` (IN_PLACE_OPERANDS);
     the separate variant then updates them in place, same operations."""
     ct = _ct(weight)
@@ -129,6 +131,10 @@ def sgd(weight, grad, lr, velocity, step, momentum_var, dampening_var, weight_de
     w = weight.astype(ct, copy=False)
     g = _grad(grad, grad_scale, ct)
     lr = ct(lr)
+    if popart_state is not None and velocity is not None:
+        vs = ct(_hp(velocity_scaling_var, velocity_scaling) or 1.0)
+        return _popart_sgd(weight, w, g, lr, velocity, int(step) <= 1, ct(momentum), ct(1.0 - dampening),
+                           ct(weight_decay), vs, nesterov, popart_state == "combined")
     if weight_decay:
         g = g + ct(weight_decay) * w
     if inplace and not combined and _all_of_type(ct, weight, velocity):
@@ -151,6 +157,31 @@ def sgd(weight, grad, lr, velocity, step, momentum_var, dampening_var, weight_de
     d = g + ct(momentum) * v if nesterov else v
     step_ = lr * d  # a fresh array: the new weight goes into it
     return np.subtract(w, step_, out=step_).astype(weight.dtype, copy=False), new_velocity
+
+
+def _popart_sgd(weight, w, g, lr, velocity, first, mm, keep, wd, vs, nesterov, folded):
+    """PopART's SGD with momentum (its optimizer.hpp / sgd.hpp equations, the
+    compound scalars swd1 = (1 - dm) wd vs, dpsf = (1 - dm) vs, slr = lr / vs):
+
+    Separate (SGD2, state Accl1___ = v):  v = (mm v + swd1 w) + dpsf g
+    Combined (SGD1, state Accl___ = a):   v = a + dpsf g, and after the weight
+        update a = mm v + swd1 w_new (the next step's momentum and weight decay
+        folded in); a starts at swd1 w (`first`: no update made yet)
+    then w -= slr v, or with Nesterov w -= slr (vs (g + wd w) + mm v).
+    From v = 0 this is v = mm v + (1 - dm)(g + wd w): torch.optim.SGD but for
+    its first step, which takes g + wd w undamped."""
+    swd1, dpsf = keep * wd * vs, keep * vs
+    state = velocity.astype(w.dtype, copy=False)
+    if folded:
+        v = (swd1 * w if first else state) + dpsf * g
+    else:
+        v = (mm * state + swd1 * w) + dpsf * g
+    d = vs * (g + wd * w) + mm * v if nesterov else v
+    new_w = w - (lr / vs) * d
+    new_state = mm * v + swd1 * new_w if folded else v
+    # (np.asarray: arithmetic on 0-d arrays gives numpy scalars)
+    return (np.asarray(new_w.astype(weight.dtype, copy=False)),
+            np.asarray(new_state.astype(velocity.dtype, copy=False)))
 
 
 def _decayed_first_moment(weight, g, exp_avg, ct, lr, beta1, weight_decay, decoupled):

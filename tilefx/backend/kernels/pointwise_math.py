@@ -208,6 +208,41 @@ def bitwise_xor_Scalar(self, other):
     return _binary(np.bitwise_xor, self, other)
 
 
+def _shift(left: bool):
+    """torch's shifts of integers: a count of the type's width or more gives 0 (left)
+    or the sign fill (right, arithmetic for signed types), as torch's CPU kernels;
+    numpy's own shifts by such counts are the C operators' undefined behaviour."""
+    def fn(a, n):
+        bits = a.dtype.itemsize * 8
+        n = n.astype(a.dtype, copy=False)
+        inside = np.clip(n, 0, bits - 1)
+        if left:
+            out = np.left_shift(a, inside)
+            return np.where(n >= bits, np.zeros_like(out), out)
+        return np.right_shift(a, inside)  # a count past the width shifts bits - 1: the sign fill
+    return fn
+
+
+@_kernel("bitwise_left_shift.Tensor")
+def bitwise_left_shift_Tensor(self, other):
+    return _binary(_shift(True), self, other)
+
+
+@_kernel("bitwise_right_shift.Tensor")
+def bitwise_right_shift_Tensor(self, other):
+    return _binary(_shift(False), self, other)
+
+
+@_kernel("bitwise_left_shift.Tensor_Scalar")
+def bitwise_left_shift_Tensor_Scalar(self, other):
+    return _binary(_shift(True), self, other)
+
+
+@_kernel("bitwise_right_shift.Tensor_Scalar")
+def bitwise_right_shift_Tensor_Scalar(self, other):
+    return _binary(_shift(False), self, other)
+
+
 @_kernel("logical_or.default")
 def logical_or(self, other):
     return _ret(np.logical_or(self, other))
