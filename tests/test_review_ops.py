@@ -443,3 +443,15 @@ def test_numpy_randomness_while_tracing_warns():
     with pytest.warns(UserWarning, match="numpy.random.rand was called while tilefx traced the model"):
         tilefx.inferenceModel(Noisy())(torch.randn(3))
     assert np.random.rand.__self__ is np.random.mtrand._rand  # put back after the trace
+
+
+def test_shifts_by_a_tensor_count_run_like_torch():
+    """`x >> t` / `x << t` with a tensor count (`__rshift__.Tensor`): ATen's
+    bitwise shifts, counts past the width and negative values included."""
+    class Shifts(nn.Module):
+        def forward(self, x, n):
+            return (x >> n) + (x << n) - (x >> 3) + (x << 2)
+
+    x = torch.tensor([[-100, -1, 0, 1, 7, 2 ** 40], [5, -7, 3, 12, -(2 ** 35), 99]])
+    n = torch.tensor([0, 1, 2, 5, 63, 70])
+    torch.testing.assert_close(tilefx.inferenceModel(Shifts())(x, n), Shifts()(x, n), rtol=0, atol=0)

@@ -331,6 +331,16 @@ def _scalar_operand(function: str, tensor_first: bool):
     return fn
 
 
+def _shift_tensor(left: bool):
+    """`x << t` / `x >> t` with a tensor count: ATen's bitwise shift (the
+    operator forms call the same kernel in eager)."""
+    def fn(self, other):
+        import torch
+
+        return (torch.bitwise_left_shift if left else torch.bitwise_right_shift)(self, other)
+    return fn
+
+
 POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
                "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
                "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
@@ -354,6 +364,8 @@ OWN_DECOMPOSITIONS = {
     "scatter.reduce": _scatter_reduce_deprecated,
     "scatter.value_reduce": _scatter_value_reduce,
     "put.default": _put,
+    "__lshift__.Tensor": _shift_tensor(True),
+    "__rshift__.Tensor": _shift_tensor(False),
     "special_zeta.other_scalar": _scalar_operand("zeta", True),
     "special_zeta.self_scalar": _scalar_operand("zeta", False),
     **{f"special_{p}.n_scalar": _scalar_operand(p, True) for p in POLYNOMIALS},
