@@ -64,3 +64,27 @@ def test_repeated_multi_result_op_reads_a_result_the_first_left_unread():
         return torch.linalg.inv(w)
 
     _check(twice, w)
+
+
+def test_sparse_input_is_a_clear_error():
+    """A sparse input failed inside the executor's batch slicing ('Sparse CSR
+    tensors do not have strides'); it is now refused by name."""
+    class MM(nn.Module):
+        def forward(self, a, b):
+            return a @ b
+
+    a = torch.eye(3).to_sparse_csr()
+    with pytest.raises(tilefx.Error, match=r"input a is a sparse_csr tensor: the IPU takes dense tensors"):
+        tilefx.inferenceModel(MM())(a, torch.ones(3, 2))
+
+
+@pytest.mark.parametrize("name, kwargs", [("cov", {}), ("cov", {"correction": 0}), ("corrcoef", {}),
+                                          ("cov", {"fweights": torch.tensor([1, 2, 1, 3, 1])})])
+def test_cov_bound_before_tracing(name, kwargs):
+    """`torch.cov` / `torch.corrcoef` held before tracing (`from torch import
+    cov`, PyTorch's OpInfo): tilefx swapped the module attribute only, so the
+    held builtin reached ATen's composite and its host reads (aten::equal).
+    The static formula is now the ops' own composite kernel while tracing."""
+    torch.manual_seed(0)
+    fn = getattr(torch, name)  # held, as an import at the top of a user's file holds it
+    _check(lambda w: fn(w, **kwargs), torch.randn(3, 5))

@@ -383,6 +383,9 @@ def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.
             if leaf.is_complex():
                 raise Error(f"input {names[-1]} is a complex tensor: complex numbers are not "
                             "supported on the IPU")
+            if leaf.layout != torch.strided:
+                raise Error(f"input {names[-1]} is a {str(leaf.layout).removeprefix('torch.')} tensor: "
+                            "the IPU takes dense tensors (call .to_dense() on it first)")
             leaves.append(None)
             is_tensor.append(True)
             tensors.append(leaf)
