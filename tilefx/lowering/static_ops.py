@@ -144,30 +144,35 @@ def _corrcoef(cov, original):
 
 @contextlib.contextmanager
 def static_cov():
-    """While tracing, torch.cov and torch.corrcoef (functions and tensor
-    methods) are their own formulas in torch ops: ATen's composite asks
-    data-dependent questions (`aten::equal` on the weights and the degrees of
-    freedom) that stop the trace. Same numbers, same warnings and errors."""
-    functions = {"cov": torch.cov, "corrcoef": torch.corrcoef}
-    methods = {name: torch.Tensor.__dict__.get(name) for name in functions}
-    cov = _cov(functions["cov"])
-    swapped = {"cov": cov, "corrcoef": _corrcoef(cov, functions["corrcoef"])}
+    """While tracing, aten::cov and aten::corrcoef are their own formulas in
+    torch ops: ATen's composites ask data-dependent questions (`aten::equal`
+    on the weights and the degrees of freedom) that stop the trace. Same
+    numbers, same warnings and errors. The swap is the ops' Python
+    CompositeImplicitAutograd kernel, which the traced call reaches however
+    it names the op (`torch.cov`, the method, or a reference taken before
+    tracing, as `from torch import cov` or PyTorch's OpInfo hold); inputs
+    torch refuses go to ATen's composite, which raises its error."""
+    key = torch._C.DispatchKey.CompositeImplicitAutograd
+    ops = {"cov": torch.ops.aten.cov.default, "corrcoef": torch.ops.aten.corrcoef.default}
 
-    def as_method(fn):
-        return lambda self, *args, **kwargs: fn(self, *args, **kwargs)
+    def composite(op):
+        return lambda *args, **kwargs: op._op_dk(key, *args, **kwargs)
 
-    for name, fn in swapped.items():
-        setattr(torch, name, fn)
-        setattr(torch.Tensor, name, as_method(fn))
+    cov = _cov(composite(ops["cov"]))
+    swapped = {"cov": cov, "corrcoef": _corrcoef(cov, composite(ops["corrcoef"]))}
+    previous = {name: op.py_kernels.get(key) for name, op in ops.items()}
+    for name, op in ops.items():
+        op.py_kernels[key] = swapped[name]
+        op._dispatch_cache.clear()
     try:
         yield
     finally:
-        for name, fn in functions.items():
-            setattr(torch, name, fn)
-            if methods[name] is None:
-                delattr(torch.Tensor, name)
+        for name, op in ops.items():
+            if previous[name] is None:
+                op.py_kernels.pop(key, None)
             else:
-                setattr(torch.Tensor, name, methods[name])
+                op.py_kernels[key] = previous[name]
+            op._dispatch_cache.clear()
 
 
 @contextlib.contextmanager
