@@ -88,3 +88,57 @@ def test_cov_bound_before_tracing(name, kwargs):
     torch.manual_seed(0)
     fn = getattr(torch, name)  # held, as an import at the top of a user's file holds it
     _check(lambda w: fn(w, **kwargs), torch.randn(3, 5))
+
+
+_V = torch.tensor([0.5, -1.0, 2.0])
+COPIES_AND_MORE = {
+    "addmv": lambda w: torch.addmv(torch.ones(4), w, _V, beta=0.5, alpha=2.0),
+    "view_copy": lambda w: torch.view_copy(w, (3, 4)),
+    "permute_copy": lambda w: torch.permute_copy(w, (1, 0)) * 2,
+    "narrow_copy": lambda w: torch.narrow_copy(w, 1, 1, 2),
+    "unbind_copy": lambda w: torch.stack(torch.unbind_copy(w, 1)[::-1]),
+    "sgn": lambda w: torch.sgn(w) * w,  # autograd's zero gradient of sgn: an efficient zero tensor
+    "adaptive_max_pool3d": lambda w: torch.nn.functional.adaptive_max_pool3d(w.reshape(1, 2, 2, 3), (1, 2, 2)),
+    "adaptive_max_pool3d_uneven": lambda w: torch.nn.functional.adaptive_max_pool3d(w.reshape(1, 1, 4, 3), (3, 2, 2)),
+    "batch_norm_with_update": lambda w: torch.ops.aten._batch_norm_with_update(
+        w.reshape(2, 2, 3), torch.tensor([1.5, 0.5]), torch.tensor([0.1, -0.2]), torch.zeros(2), torch.ones(2),
+        0.1, 1e-5)[0],
+}
+
+
+@pytest.mark.parametrize("name", list(COPIES_AND_MORE))
+def test_ops_outside_core_aten_run_and_train(name):
+    """Ops the sweep found unsupported that torch's full decomposition table
+    (or a decomposition of tilefx's) writes in ops tilefx runs: addmv, the
+    *_copy forms of views, adaptive_max_pool3d (a kernel and its backward,
+    as the 2-D one's), batch_norm's backward,
+    sgn's zero gradient."""
+    torch.manual_seed(0)
+    _check(COPIES_AND_MORE[name], torch.randn(4, 3))
+
+
+def test_random_ops_from_torchs_references():
+    """cauchy_, log_normal_, geometric_ (torch's references: transforms of a
+    uniform draw) and randint_like(x, low, high) run on tilefx's stream:
+    their support and dtypes are torch's."""
+    class Draws(nn.Module):
+        def forward(self, x):
+            return (torch.empty_like(x).log_normal_(0.0, 0.5), torch.empty_like(x).geometric_(0.3),
+                    torch.empty_like(x).cauchy_(1.0, 2.0), torch.randint_like(x, 3, 7))
+
+    x = torch.zeros(2000)
+    log_normal, geometric, cauchy, randint = tilefx.inferenceModel(Draws())(x)
+    assert all(t.dtype == torch.float32 and t.shape == x.shape for t in (log_normal, geometric, cauchy, randint))
+    assert (log_normal > 0).all() and abs(log_normal.log().mean()) < 0.1
+    assert (geometric >= 1).all() and (geometric == geometric.round()).all() and abs(geometric.mean() - 1 / 0.3) < 0.3
+    assert abs(cauchy.median() - 1.0) < 0.3
+    assert set(randint.unique().tolist()) == {3.0, 4.0, 5.0, 6.0}
+
+
+def test_embedding_bag_without_gradients():
+    """nn.EmbeddingBag whose weight needs no gradient (frozen, or a buffer)
+    traces ATen's forward-only variant, which had no lowering."""
+    torch.manual_seed(0)
+    bag = nn.EmbeddingBag(6, 3, mode="max").requires_grad_(False)
+    idx, offsets = torch.tensor([0, 2, 1, 5, 3]), torch.tensor([0, 2])
+    torch.testing.assert_close(tilefx.inferenceModel(bag)(idx, offsets), bag(idx, offsets), **TOL)

@@ -56,7 +56,7 @@ COPY_OPS |= {"lift_fresh_copy", "repeat", "flip", "select_scatter", "diagonal_sc
              "resize_", "upsample_nearest2d.vec", "lu_unpack"}
 REDUCTION_OPS |= {"prod", "prod.dim_int", "var.dim", "var.correction", "any", "any.dims", "argmin",
                   "linalg_vector_norm", "_assert_async.msg", "adaptive_max_pool2d",
-                  "adaptive_max_pool2d_backward", "_trilinear", "_weight_norm_interface_backward",
+                  "adaptive_max_pool2d_backward", "adaptive_max_pool3d", "adaptive_max_pool3d_backward", "_trilinear", "_weight_norm_interface_backward",
                   "logcumsumexp", "kthvalue", "median.dim", "median", "nanmedian.dim", "nanmedian",
                   "histc", "histogram.bin_ct", "histogram.bins_tensor", "_histogramdd_bin_edges",
                   "_histogramdd_from_bin_cts", "_histogramdd_from_bin_tensors", "bucketize.Tensor",

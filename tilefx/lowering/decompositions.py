@@ -34,7 +34,10 @@ KEPT_WHOLE = ("native_layer_norm_backward", "_softmax_backward_data", "_log_soft
 # ops outside core ATen whose decomposition in torch's full table (torch._decomp)
 # is made of ops tilefx runs
 TORCH_DECOMPOSED = ("triu_indices.default", "tril_indices.default", "dist.default",
-                    "rrelu_with_noise_backward.default")
+                    "rrelu_with_noise_backward.default", "addmv.default", "view_copy.default",
+                    "permute_copy.default", "narrow_copy.default", "unbind_copy.int", "as_strided_copy.default",
+                    "_batch_norm_with_update_functional.default", "batch_norm_backward.default",
+                    "cauchy.default", "geometric.default", "log_normal.default")
 
 
 def _overload(name: str):
@@ -331,6 +334,30 @@ def _scalar_operand(function: str, tensor_first: bool):
     return fn
 
 
+def _efficientzerotensor(size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """The zeros autograd makes for a gradient known to be zero (sgn's, for
+    real inputs): a plain fill, the IPU has no zero-tensor layout."""
+    import torch
+
+    return torch.zeros(size, dtype=dtype)
+
+
+def _randint_like_low(self, low, high, *, dtype=None, layout=None, device=None, pin_memory=None,
+                      memory_format=None):
+    """randint_like(x, low, high): randint over x's shape, in x's dtype unless given."""
+    import torch
+
+    return torch.randint(low, high, self.shape, dtype=dtype if dtype is not None else self.dtype)
+
+
+def _embedding_bag_forward_only(*args, **kwargs):
+    """nn.EmbeddingBag without gradients (inference, no_grad): ATen's variant
+    that skips the backward's bookkeeping; the bags are _embedding_bag's."""
+    import torch
+
+    return torch.ops.aten._embedding_bag.default(*args, **kwargs)
+
+
 POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
                "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
                "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
@@ -354,6 +381,9 @@ OWN_DECOMPOSITIONS = {
     "scatter.reduce": _scatter_reduce_deprecated,
     "scatter.value_reduce": _scatter_value_reduce,
     "put.default": _put,
+    "_embedding_bag_forward_only.default": _embedding_bag_forward_only,
+    "_efficientzerotensor.default": _efficientzerotensor,
+    "randint_like.low_dtype": _randint_like_low,
     "special_zeta.other_scalar": _scalar_operand("zeta", True),
     "special_zeta.self_scalar": _scalar_operand("zeta", False),
     **{f"special_{p}.n_scalar": _scalar_operand(p, True) for p in POLYNOMIALS},
