@@ -142,3 +142,42 @@ def test_embedding_bag_without_gradients():
     bag = nn.EmbeddingBag(6, 3, mode="max").requires_grad_(False)
     idx, offsets = torch.tensor([0, 2, 1, 5, 3]), torch.tensor([0, 2])
     torch.testing.assert_close(tilefx.inferenceModel(bag)(idx, offsets), bag(idx, offsets), **TOL)
+
+
+@pytest.mark.parametrize("shape, size", [((3, 4), 5), ((3, 4), 20), ((2, 3, 2), 4), ((6,), 2), ((0, 3), 2)])
+def test_nonzero_static_equals_eager(shape, size):
+    """nonzero_static has a static shape (size x ndim): it runs, where
+    nonzero stays a data-dependent error."""
+    torch.manual_seed(0)
+    x = torch.randn(*shape).relu()
+
+    class NonzeroStatic(nn.Module):
+        def forward(self, x):
+            return torch.nonzero_static(x, size=size, fill_value=-7)
+
+    torch.testing.assert_close(tilefx.inferenceModel(NonzeroStatic())(x),
+                               torch.nonzero_static(x, size=size, fill_value=-7))
+
+
+def test_multinomial_draws_by_the_probabilities():
+    """torch.multinomial (sampling in text generation) runs on tilefx's
+    stream: with replacement each category comes up in proportion to its
+    weight; without, each row's draws are distinct, zero-weight categories
+    never come while others remain, and the first draw follows the weights."""
+    weights = torch.tensor([[1.0, 0.0, 3.0, 4.0], [0.0, 5.0, 0.0, 5.0]])
+
+    class Draw(nn.Module):
+        def forward(self, w):
+            return torch.multinomial(w, 4000, replacement=True), torch.multinomial(w[:1].expand(4000, 4), 3)
+
+    opts = tilefx.Options().randomSeed(3)
+    with_r, without = tilefx.inferenceModel(Draw(), opts)(weights)
+    assert with_r.dtype == without.dtype == torch.int64
+    assert with_r.shape == (2, 4000) and without.shape == (4000, 3)
+    for row, w in zip(with_r, weights):
+        freq = torch.bincount(row, minlength=4).float() / row.numel()
+        torch.testing.assert_close(freq, w / w.sum(), atol=0.03, rtol=0)
+    assert (without != 1).all()  # the zero-weight category, with three others to draw
+    assert (without.sort(1).values == torch.tensor([0, 2, 3])).all()
+    first = torch.bincount(without[:, 0], minlength=4).float() / 4000
+    torch.testing.assert_close(first, weights[0] / weights[0].sum(), atol=0.03, rtol=0)

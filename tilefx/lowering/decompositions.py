@@ -358,6 +358,56 @@ def _embedding_bag_forward_only(*args, **kwargs):
     return torch.ops.aten._embedding_bag.default(*args, **kwargs)
 
 
+def _multinomial(self, num_samples, replacement=False, *, generator=None):
+    """torch.multinomial on the program's random stream, in static shapes.
+    With replacement: inverse-CDF sampling, a uniform draw in [0, total)
+    searched in the rows' cumulative sums (a zero-probability category has
+    an empty interval). Without: the exponential race, the k largest of
+    p / E with E ~ Exp(1), which picks categories in the order sequential
+    draws without replacement would. The value checks torch makes on the
+    host (negative, infinite or all-zero rows; fewer non-zero categories than
+    draws) are not made."""
+    import torch
+
+    if not replacement and num_samples > self.shape[-1]:
+        raise RuntimeError("multinomial: cannot sample n_sample > prob_dist.size(-1) samples without "
+                           "replacement")
+    p = self.float() if self.dtype in (torch.float16, torch.bfloat16) else self
+    rows = p if p.dim() == 2 else p.unsqueeze(0)
+    if replacement:
+        cdf = torch.cumsum(rows, -1)
+        u = torch.rand(rows.shape[0], num_samples, dtype=rows.dtype) * cdf[:, -1:]
+        out = torch.searchsorted(cdf, u, right=True).clamp(max=rows.shape[-1] - 1)
+    else:
+        race = rows / -torch.log(torch.rand_like(rows))
+        out = torch.topk(race, num_samples, -1).indices
+    return out if self.dim() == 2 else out.squeeze(0)
+
+
+def _nonzero_static(self, *, size, fill_value=-1):
+    """nonzero_static: the first `size` coordinates of non-zero elements in
+    row-major order, the rest `fill_value`; a static shape (size, ndim), so
+    the IPU can run it where nonzero cannot. Each element's coordinates are
+    scattered to its rank among the non-zero ones (later and zero elements
+    to a row dropped at the end)."""
+    import torch
+
+    flat = (self != 0).reshape(-1)
+    n, ndim = flat.numel(), self.dim()
+    out = torch.full((size + 1, ndim), fill_value, dtype=torch.int64)
+    if n == 0 or ndim == 0:
+        return out[:size].clone() if ndim else torch.full((size, 0), fill_value, dtype=torch.int64)
+    rank = torch.cumsum(flat.to(torch.int64), 0) - 1
+    row = torch.where(flat & (rank < size), rank, torch.full_like(rank, size))
+    linear = torch.arange(n, dtype=torch.int64)
+    coords, stride = [], 1
+    for d in reversed(range(ndim)):
+        coords.append(linear // stride % self.shape[d])
+        stride *= self.shape[d]
+    coords = torch.stack(coords[::-1], 1)
+    return out.scatter(0, row.unsqueeze(1).expand(n, ndim), coords)[:size].clone()
+
+
 POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
                "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
                "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
@@ -381,6 +431,8 @@ OWN_DECOMPOSITIONS = {
     "scatter.reduce": _scatter_reduce_deprecated,
     "scatter.value_reduce": _scatter_value_reduce,
     "put.default": _put,
+    "multinomial.default": _multinomial,
+    "nonzero_static.default": _nonzero_static,
     "_embedding_bag_forward_only.default": _embedding_bag_forward_only,
     "_efficientzerotensor.default": _efficientzerotensor,
     "randint_like.low_dtype": _randint_like_low,
