@@ -181,3 +181,18 @@ def test_multinomial_draws_by_the_probabilities():
     assert (without.sort(1).values == torch.tensor([0, 2, 3])).all()
     first = torch.bincount(without[:, 0], minlength=4).float() / 4000
     torch.testing.assert_close(first, weights[0] / weights[0].sum(), atol=0.03, rtol=0)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_linear_cross_entropy_with_chunking_options(reduction):
+    """F.linear_cross_entropy(..., options=LinearCrossEntropyOptions()) runs
+    torch's chunked custom op, whose body the trace cannot see: traced, the
+    loss is computed whole (loss and gradients as torch's)."""
+    torch.manual_seed(0)
+    x, target = torch.randn(6, 4), torch.tensor([0, 4, 2, 1, 4, 3])
+    options = nn.LinearCrossEntropyOptions(batch_chunk_size=2)
+
+    def fn(w, x, target):
+        return torch.nn.functional.linear_cross_entropy(x, w, target, reduction=reduction, options=options)
+
+    _check(fn, torch.randn(5, 4), x, target, tol={"rtol": 1e-5, "atol": 1e-5})

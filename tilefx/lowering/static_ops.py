@@ -23,9 +23,10 @@ def static_ops():
     from tilefx.lowering.static_packed import static_packed_sequences
 
     with static_ctc_loss(), undetected_causal_masks(), linalg_checks_in_graph(), static_cov(), \
-            cumulative_batch_norm(), static_gaussian_nll_loss(), masked_put_gradients(), host_randomness_warned(), \
-            distribution_checks_in_graph(), tensor_checks_in_graph(), nested_encoder_padding(), \
-            static_adaptive_log_softmax(), static_packed_sequences():
+            cumulative_batch_norm(), static_gaussian_nll_loss(), unchunked_linear_cross_entropy(), \
+            masked_put_gradients(), host_randomness_warned(), distribution_checks_in_graph(), \
+            tensor_checks_in_graph(), nested_encoder_padding(), static_adaptive_log_softmax(), \
+            static_packed_sequences():
         yield
 
 
@@ -261,6 +262,44 @@ def static_gaussian_nll_loss():
         yield
     finally:
         torch.nn.functional.gaussian_nll_loss = original
+
+
+def _linear_cross_entropy_whole(input, linear_weight, target, linear_bias, weight, reduction, ignore_index,
+                                label_smoothing, *chunking):
+    """The chunked op's loss, as (loss,): F.cross_entropy of the whole
+    F.linear (torch's own path without `options`)."""
+    logits = torch.nn.functional.linear(input, linear_weight, linear_bias)
+    return (torch.nn.functional.cross_entropy(logits, target, weight=weight, reduction=reduction,
+                                              ignore_index=ignore_index, label_smoothing=label_smoothing),)
+
+
+def _linear_cross_entropy_whole_none(input, linear_weight, target, linear_bias, weight, ignore_index, *chunking):
+    """The chunked op with reduction='none': the per-sample losses."""
+    return _linear_cross_entropy_whole(input, linear_weight, target, linear_bias, weight, "none",
+                                       ignore_index, 0.0)[0]
+
+
+@contextlib.contextmanager
+def unchunked_linear_cross_entropy():
+    """While tracing, `F.linear_cross_entropy(..., options=...)` computes its
+    loss whole: the chunked path is a custom op (`torch_nn::`) whose
+    Python body, with its hand-written backward over batch chunks, the
+    trace cannot see into. The IPU program is static and its memory
+    planned, so the chunks' purpose (not holding the whole logits at once
+    in eager) does not carry over; the numbers are the unchunked path's,
+    which torch's own tracing (`torch.jit.is_tracing()`) also takes."""
+    from torch.nn.modules import linear_cross_entropy as module
+
+    names = {"_linear_cross_entropy_batch_chunked": _linear_cross_entropy_whole,
+             "_linear_cross_entropy_batch_chunked_no_reduction": _linear_cross_entropy_whole_none}
+    original = {name: getattr(module, name) for name in names}
+    for name, fn in names.items():
+        setattr(module, name, fn)
+    try:
+        yield
+    finally:
+        for name, fn in original.items():
+            setattr(module, name, fn)
 
 
 @contextlib.contextmanager
