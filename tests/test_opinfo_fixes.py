@@ -196,3 +196,12 @@ def test_linear_cross_entropy_with_chunking_options(reduction):
         return torch.nn.functional.linear_cross_entropy(x, w, target, reduction=reduction, options=options)
 
     _check(fn, torch.randn(5, 4), x, target, tol={"rtol": 1e-5, "atol": 1e-5})
+
+
+@pytest.mark.parametrize("r, with_replacement, n", [(2, False, 4), (3, True, 3), (3, False, 2)])
+def test_combinations_trains_like_eager(r, with_replacement, n):
+    """torch.combinations selects its rows with masked_select in ATen (a
+    data-dependent shape to the trace), yet the rows depend only on the
+    length and r: a constant gather here."""
+    torch.manual_seed(0)
+    _check(lambda w: torch.combinations(w, r, with_replacement), torch.randn(n))

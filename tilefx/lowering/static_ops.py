@@ -11,6 +11,7 @@ the one context the tracer enters.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import warnings
 
@@ -22,7 +23,7 @@ def static_ops():
     """Every swap of this module (and of `static_packed`), for the duration of a trace."""
     from tilefx.lowering.static_packed import static_packed_sequences
 
-    with static_ctc_loss(), undetected_causal_masks(), linalg_checks_in_graph(), static_cov(), \
+    with static_ctc_loss(), undetected_causal_masks(), linalg_checks_in_graph(), static_composites(), \
             cumulative_batch_norm(), static_gaussian_nll_loss(), unchunked_linear_cross_entropy(), \
             masked_put_gradients(), host_randomness_warned(), distribution_checks_in_graph(), \
             tensor_checks_in_graph(), nested_encoder_padding(), static_adaptive_log_softmax(), \
@@ -143,27 +144,52 @@ def _corrcoef(cov, original):
     return corrcoef
 
 
+def _combinations(original):
+    """torch.combinations: the rows of index tuples are fixed by the length
+    and r alone, so they are a constant here, and the result one gather
+    (ATen's composite selects them from a meshgrid with masked_select, a
+    data-dependent shape to the trace)."""
+
+    def combinations(self, r=2, with_replacement=False):
+        if self.dim() != 1 or r <= 0:
+            return original(self, r, with_replacement)
+        choose = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+        rows = list(choose(range(self.shape[0]), r))
+        index = torch.tensor(rows, dtype=torch.int64).reshape(len(rows), r)
+        return self[index]
+
+    return combinations
+
+
+# ATen composites replaced while tracing, by name: factory(ATen's own composite) -> kernel
+STATIC_COMPOSITES = {
+    "cov.default": _cov,
+    "corrcoef.default": lambda original: _corrcoef(torch.cov, original),
+    "combinations.default": _combinations,
+}
+
+
 @contextlib.contextmanager
-def static_cov():
-    """While tracing, aten::cov and aten::corrcoef are their own formulas in
-    torch ops: ATen's composites ask data-dependent questions (`aten::equal`
-    on the weights and the degrees of freedom) that stop the trace. Same
-    numbers, same warnings and errors. The swap is the ops' Python
+def static_composites():
+    """While tracing, the ATen ops of `STATIC_COMPOSITES` are their static
+    formulas in torch ops: ATen's composites ask data-dependent questions
+    (cov: `aten::equal` on the weights and the degrees of freedom;
+    combinations: a masked_select) that stop the trace. Same numbers, same
+    warnings and errors. The swap is the op's Python
     CompositeImplicitAutograd kernel, which the traced call reaches however
     it names the op (`torch.cov`, the method, or a reference taken before
     tracing, as `from torch import cov` or PyTorch's OpInfo hold); inputs
     torch refuses go to ATen's composite, which raises its error."""
     key = torch._C.DispatchKey.CompositeImplicitAutograd
-    ops = {"cov": torch.ops.aten.cov.default, "corrcoef": torch.ops.aten.corrcoef.default}
+    ops = {name: getattr(getattr(torch.ops.aten, name.partition(".")[0]), name.partition(".")[2])
+           for name in STATIC_COMPOSITES}
 
     def composite(op):
         return lambda *args, **kwargs: op._op_dk(key, *args, **kwargs)
 
-    cov = _cov(composite(ops["cov"]))
-    swapped = {"cov": cov, "corrcoef": _corrcoef(cov, composite(ops["corrcoef"]))}
     previous = {name: op.py_kernels.get(key) for name, op in ops.items()}
     for name, op in ops.items():
-        op.py_kernels[key] = swapped[name]
+        op.py_kernels[key] = STATIC_COMPOSITES[name](composite(op))
         op._dispatch_cache.clear()
     try:
         yield
