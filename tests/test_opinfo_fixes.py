@@ -205,3 +205,11 @@ def test_combinations_trains_like_eager(r, with_replacement, n):
     length and r: a constant gather here."""
     torch.manual_seed(0)
     _check(lambda w: torch.combinations(w, r, with_replacement), torch.randn(n))
+
+
+@pytest.mark.parametrize("shape, index", [((), 0), ((3, 4), [[0, 5], [-1, 11]]), ((5,), 3)])
+def test_take_with_a_0d_index_or_tensor(shape, index):
+    """torch.take with a 0-d index (or of a 0-d tensor): torch's decomposition
+    indexed with the 0-d tensor, Python's scalar indexing, a host read."""
+    torch.manual_seed(0)
+    _check(lambda w: torch.take(w, torch.tensor(index)), torch.randn(shape))

@@ -408,6 +408,13 @@ def _nonzero_static(self, *, size, fill_value=-1):
     return out.scatter(0, row.unsqueeze(1).expand(n, ndim), coords)[:size].clone()
 
 
+def _take(self, index):
+    """take: the flattened tensor indexed by the index flattened, then shaped
+    as the index. torch's decomposition indexes with the index itself, which
+    for a 0-d index is Python's scalar indexing (a host read of its value)."""
+    return self.reshape(-1)[index.reshape(-1)].reshape(index.shape)
+
+
 POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
                "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
                "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
@@ -431,6 +438,7 @@ OWN_DECOMPOSITIONS = {
     "scatter.reduce": _scatter_reduce_deprecated,
     "scatter.value_reduce": _scatter_value_reduce,
     "put.default": _put,
+    "take.default": _take,
     "multinomial.default": _multinomial,
     "nonzero_static.default": _nonzero_static,
     "_embedding_bag_forward_only.default": _embedding_bag_forward_only,
