@@ -213,3 +213,27 @@ def test_take_with_a_0d_index_or_tensor(shape, index):
     indexed with the 0-d tensor, Python's scalar indexing, a host read."""
     torch.manual_seed(0)
     _check(lambda w: torch.take(w, torch.tensor(index)), torch.randn(shape))
+
+
+class _Resize(nn.Module):
+    def __init__(self, size):
+        super().__init__()
+        self.size = size
+
+    def forward(self, x):
+        y = x * 2
+        return y.resize_(self.size) + 1
+
+
+@pytest.mark.parametrize("size", [(2, 5), (12,), (1, 3, 4), ()])
+def test_resize_keeps_the_first_elements(size):
+    """Tensor.resize_ to as many or fewer elements: the first ones in
+    row-major order, as ATen keeps a contiguous tensor's storage."""
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(tilefx.inferenceModel(_Resize(size))(x), _Resize(size)(x.clone()))
+
+
+def test_resize_that_grows_is_a_clear_error():
+    """Growing a tensor leaves its new elements uninitialised in PyTorch."""
+    with pytest.raises(tilefx.Error, match=r"resize_ from \[3, 4\] to \[4, 4\] grows the tensor"):
+        tilefx.inferenceModel(_Resize((4, 4)))(torch.randn(3, 4))

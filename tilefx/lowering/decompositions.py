@@ -415,6 +415,23 @@ def _take(self, index):
     return self.reshape(-1)[index.reshape(-1)].reshape(index.shape)
 
 
+def _resize(self, size, *, memory_format=None):
+    """resize_ (functionalized): the tensor's first prod(size) elements in
+    row-major order, in the new shape, as ATen keeps a contiguous tensor's
+    storage. Growing one is refused: PyTorch leaves the new elements
+    uninitialised, values no program can reproduce."""
+    import math
+
+    import torch
+
+    n = math.prod(size)
+    if n > self.numel():
+        raise RuntimeError(f"resize_ from {list(self.shape)} to {list(size)} grows the tensor "
+                           f"({self.numel()} to {n} elements): the new elements would be "
+                           "uninitialised memory, which the IPU graph does not have")
+    return self.reshape(-1)[:n].reshape(size).clone()
+
+
 POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
                "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
                "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
@@ -438,6 +455,7 @@ OWN_DECOMPOSITIONS = {
     "scatter.reduce": _scatter_reduce_deprecated,
     "scatter.value_reduce": _scatter_value_reduce,
     "put.default": _put,
+    "resize.default": _resize,
     "take.default": _take,
     "multinomial.default": _multinomial,
     "nonzero_static.default": _nonzero_static,
