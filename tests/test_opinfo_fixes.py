@@ -237,3 +237,16 @@ def test_resize_that_grows_is_a_clear_error():
     """Growing a tensor leaves its new elements uninitialised in PyTorch."""
     with pytest.raises(tilefx.Error, match=r"resize_ from \[3, 4\] to \[4, 4\] grows the tensor"):
         tilefx.inferenceModel(_Resize((4, 4)))(torch.randn(3, 4))
+
+
+def test_gather_and_scatter_with_an_empty_index_of_more_dimensions():
+    """torch accepts an empty index with more dimensions than the tensor
+    (gather of a 1-D tensor by a (2, 0) index): the numpy kernels indexed
+    with it and failed inside the program (IndexError)."""
+    class Empty(nn.Module):
+        def forward(self, x, i):
+            return torch.gather(x, 0, i), torch.scatter(x, 0, i, 1.0), torch.scatter_add(x, 0, i, torch.ones(2, 0))
+
+    x, i = torch.randn(5), torch.zeros(2, 0, dtype=torch.int64)
+    for got, want in zip(tilefx.inferenceModel(Empty())(x, i), Empty()(x, i)):
+        torch.testing.assert_close(got, want)
