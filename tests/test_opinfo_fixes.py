@@ -250,3 +250,16 @@ def test_gather_and_scatter_with_an_empty_index_of_more_dimensions():
     x, i = torch.randn(5), torch.zeros(2, 0, dtype=torch.int64)
     for got, want in zip(tilefx.inferenceModel(Empty())(x, i), Empty()(x, i)):
         torch.testing.assert_close(got, want)
+
+
+def test_batched_product_of_an_empty_batch():
+    """A stack of no matrices (torch.linalg.matrix_power of a 0 x 3 x 3
+    tensor): the machine model's matmul plan divided the tiles by the batch
+    of 0 (ZeroDivisionError while compiling)."""
+    class Power(nn.Module):
+        def forward(self, x):
+            return torch.linalg.matrix_power(x, 3), x @ x
+
+    x = torch.randn(0, 3, 3)
+    for got, want in zip(tilefx.inferenceModel(Power())(x), Power()(x)):
+        assert got.shape == want.shape == (0, 3, 3) and got.dtype == want.dtype

@@ -144,6 +144,7 @@ def plan_matmul(batch: int, M: int, K: int, N: int, itemsize: int, machine: Mach
     block already lives on the pm tiles that use it, 1/pm of it on each: a
     tile receives only the (pm - 1)/pm it does not hold, and a weight-
     stationary plan (pm = 1) moves and copies no weight bytes at all."""
+    batch = max(batch, 1)  # an empty batch (torch.linalg.matrix_power of a 0 x n x n stack): planned as one
     tiles_per_batch = max(1, machine.tiles // batch) if batch <= machine.tiles else 1
     batch_rounds = math.ceil(batch / machine.tiles) if batch > machine.tiles else 1
     grid = _grid(tiles_per_batch)
