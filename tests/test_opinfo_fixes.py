@@ -263,3 +263,43 @@ def test_batched_product_of_an_empty_batch():
     x = torch.randn(0, 3, 3)
     for got, want in zip(tilefx.inferenceModel(Power())(x), Power()(x)):
         assert got.shape == want.shape == (0, 3, 3) and got.dtype == want.dtype
+
+
+class _Clipped(nn.Module):
+    """WGAN-style weight clipping written in the forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(3, 2)
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.l.weight.clamp_(-0.2, 0.2)
+        y = self.l(x)
+        return y, (y * y).sum()
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_parameter_written_in_forward_is_a_clear_error(training):
+    """A parameter written in place during the forward: the trace dropped the
+    write, so training went on from the unwritten weight (outputs 0.18 off
+    eager's from the second step: a silent wrong result)."""
+    torch.manual_seed(0)
+    model = _Clipped()
+    wrap = (lambda m: tilefx.trainingModel(m, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.1))) \
+        if training else tilefx.inferenceModel
+    with pytest.raises(tilefx.Error, match=r"the forward writes parameter\(s\) l\.weight in place"):
+        wrap(model)(torch.randn(4, 3))
+
+
+def test_embedding_max_norm_of_an_input_weight():
+    """F.embedding(max_norm=...) renormalises the rows it reads
+    (aten::embedding_renorm, now a decomposition): with the weight an input
+    its output is eager's."""
+    class Emb(nn.Module):
+        def forward(self, idx, weight):
+            return torch.nn.functional.embedding(idx, weight, max_norm=1.0)
+
+    torch.manual_seed(0)
+    idx, weight = torch.tensor([[0, 2], [2, 5]]), torch.randn(6, 3)
+    torch.testing.assert_close(tilefx.inferenceModel(Emb())(idx, weight.clone()), Emb()(idx, weight.clone()))

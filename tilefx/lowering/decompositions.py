@@ -432,6 +432,19 @@ def _resize(self, size, *, memory_format=None):
     return self.reshape(-1)[:n].reshape(size).clone()
 
 
+def _embedding_renorm(self, indices, max_norm, norm_type):
+    """nn.Embedding(max_norm=...)'s renormalisation (functionalized): each
+    row the indices name whose norm exceeds max_norm is scaled by
+    max_norm / (norm + 1e-7), as ATen's kernel; rows not named stay."""
+    import torch
+
+    named = torch.zeros(self.shape[0], dtype=torch.bool).index_fill(0, indices.reshape(-1), True)
+    norms = torch.linalg.vector_norm(self, norm_type, dim=1, keepdim=True)
+    scale = torch.where(named.unsqueeze(1) & (norms > max_norm), max_norm / (norms + 1e-7),
+                        torch.ones_like(norms))
+    return self * scale
+
+
 POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
                "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
                "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
@@ -455,6 +468,7 @@ OWN_DECOMPOSITIONS = {
     "scatter.reduce": _scatter_reduce_deprecated,
     "scatter.value_reduce": _scatter_value_reduce,
     "put.default": _put,
+    "embedding_renorm.default": _embedding_renorm,
     "resize.default": _resize,
     "take.default": _take,
     "multinomial.default": _multinomial,
