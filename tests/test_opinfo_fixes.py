@@ -303,3 +303,19 @@ def test_embedding_max_norm_of_an_input_weight():
     torch.manual_seed(0)
     idx, weight = torch.tensor([[0, 2], [2, 5]]), torch.randn(6, 3)
     torch.testing.assert_close(tilefx.inferenceModel(Emb())(idx, weight.clone()), Emb()(idx, weight.clone()))
+
+
+def test_sparse_parameter_is_a_clear_error():
+    """A sparse parameter failed inside the trace with torch's 'Sparse CSR
+    tensors do not have strides'; it is now refused by name."""
+    class SparseWeight(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.eye(3).to_sparse_csr())
+
+        def forward(self, x):
+            return (self.w @ x).sum()
+
+    model = SparseWeight()
+    with pytest.raises(tilefx.Error, match=r"parameter w is a sparse_csr tensor: the IPU takes dense tensors"):
+        tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))(torch.ones(3, 2))
