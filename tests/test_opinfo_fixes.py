@@ -319,3 +319,21 @@ def test_sparse_parameter_is_a_clear_error():
     model = SparseWeight()
     with pytest.raises(tilefx.Error, match=r"parameter w is a sparse_csr tensor: the IPU takes dense tensors"):
         tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))(torch.ones(3, 2))
+
+
+@pytest.mark.parametrize("weights, replacement, message", [
+    ([[1.0, -1.0, 2.0]], True, "entry < 0"), ([[1.0, float("nan"), 2.0]], True, "entry < 0"),
+    ([[1.0, float("inf"), 2.0]], True, "entry = infinity or NaN"),
+    ([[1.0, float("inf"), 2.0]], False, "contains either `inf`, `nan` or element < 0"),
+    ([[0.0, 0.0, 0.0]], True, r"sum of probabilities <= 0")])
+def test_multinomial_checks_its_weights_as_torch(weights, replacement, message):
+    """torch checks the weights on the host; here they are graph asserts
+    that fail the call with torch's message."""
+    class Draw(nn.Module):
+        def forward(self, w):
+            return torch.multinomial(w, 2, replacement=replacement)
+
+    with pytest.raises(RuntimeError, match=message):
+        torch.multinomial(torch.tensor(weights), 2, replacement=replacement)
+    with pytest.raises(tilefx.Error, match=message):
+        tilefx.inferenceModel(Draw())(torch.tensor(weights))

@@ -364,9 +364,9 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
     searched in the rows' cumulative sums (a zero-probability category has
     an empty interval). Without: the exponential race, the k largest of
     p / E with E ~ Exp(1), which picks categories in the order sequential
-    draws without replacement would. The value checks torch makes on the
-    host (negative, infinite or all-zero rows; fewer non-zero categories than
-    draws) are not made."""
+    draws without replacement would. The checks torch makes on the host
+    (negative, infinite or NaN weights, all-zero rows) are graph asserts:
+    the call fails with torch's message."""
     import torch
 
     if not replacement and num_samples > self.shape[-1]:
@@ -374,6 +374,15 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
                            "replacement")
     p = self.float() if self.dtype in (torch.float16, torch.bfloat16) else self
     rows = p if p.dim() == 2 else p.unsqueeze(0)
+    if replacement:  # torch's messages differ between its two kernels
+        torch._assert_async((rows >= 0).all(),
+                            "invalid multinomial distribution (encountering probability entry < 0)")
+        torch._assert_async(~torch.isinf(rows).any(),
+                            "invalid multinomial distribution (encountering probability entry = infinity or NaN)")
+    else:
+        torch._assert_async(((rows >= 0) & torch.isfinite(rows)).all(),
+                            "probability tensor contains either `inf`, `nan` or element < 0")
+    torch._assert_async((rows.sum(-1) > 0).all(), "invalid multinomial distribution (sum of probabilities <= 0)")
     if replacement:
         cdf = torch.cumsum(rows, -1)
         u = torch.rand(rows.shape[0], num_samples, dtype=rows.dtype) * cdf[:, -1:]
