@@ -45,7 +45,7 @@ from tilefx.api.optim import SGD, optimizer_config
 from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
 from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups, settings_count
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
-from tilefx.lowering.call_spec import CallSpec, bind_call, restore_caches
+from tilefx.lowering.call_spec import CallSpec, bind_call, check_dense, restore_caches
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
 from tilefx.lowering.no_compiler import without_compiler
 from tilefx.lowering.tracing_state import GradientOutputs
@@ -631,7 +631,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         model.train(self._training)
         self._check_output_mode()
         # parameters the optimizer does not list are not trained (as with torch.optim)
-        _check_dense(model)
+        check_dense(model)
         untrained = self._params_outside_optimizer() if self._training else []
         for p_ in untrained:
             p_.requires_grad_(False)
@@ -1128,16 +1128,6 @@ def _executor_profile_dir(ex: PoplarExecutor, base: str) -> str:
         if owner == token:
             return path
         n += 1
-
-
-def _check_dense(model: torch.nn.Module) -> None:
-    """A sparse parameter or buffer is refused by name (its trace failed with
-    torch's 'Sparse CSR tensors do not have strides')."""
-    for kind, named in (("parameter", model.named_parameters()), ("buffer", model.named_buffers())):
-        for name, t in named:
-            if t.layout != torch.strided:
-                raise Error(f"{kind} {name} is a {str(t.layout).removeprefix('torch.')} tensor: the IPU "
-                            "takes dense tensors (call .to_dense() on it first)")
 
 
 def _check_not_meta(tensors: list) -> None:
