@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lit pytest bench bench-speed bench-hf-speed fuzz clean
+.PHONY: demo test lit pytest bench bench-speed bench-hf-speed fuzz opinfo clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,16 @@ lit: $(STAMP)
 # FUZZ_ARGS="--ir 1000 --options 200" for a shorter campaign
 fuzz: $(STAMP)
 	$(PY) tests/fuzz/campaign.py $(FUZZ_ARGS)
+
+# PyTorch's OpInfo database through tilefx (docs/robustness.md);
+# OPINFO_ARGS="--ops 'linalg.*' --samples 1" for a part of it
+OPINFO_STAMP := $(VENV)/.opinfo-installed
+$(OPINFO_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[opinfo]'
+	touch $(OPINFO_STAMP)
+
+opinfo: $(OPINFO_STAMP)
+	$(PY) tests/fuzz/opinfo_sweep.py $(OPINFO_ARGS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_cnn.py

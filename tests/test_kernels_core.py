@@ -396,6 +396,12 @@ case("adaptive_max_pool2d.default", _P, [3, 2])
 case("adaptive_max_pool2d.default", r(3, 6, 6), [4, 4], id="adaptive_max_pool2d-unbatched")
 _AI = torch.ops.aten.adaptive_max_pool2d(torch.from_numpy(r(2, 3, 7, 5)), [3, 2])[1].numpy()
 case("adaptive_max_pool2d_backward.default", r(2, 3, 3, 2), r(2, 3, 7, 5), _AI)
+_P3 = r(2, 2, 5, 7, 4)
+_P3[1, 0, 2, 3, 1] = np.nan
+case("adaptive_max_pool3d.default", _P3, [2, 3, 3])
+case("adaptive_max_pool3d.default", r(3, 4, 6, 5), [3, 4, 2], id="adaptive_max_pool3d-unbatched")
+_AI3 = torch.ops.aten.adaptive_max_pool3d(torch.from_numpy(r(2, 2, 5, 7, 4)), [2, 3, 3])[1].numpy()
+case("adaptive_max_pool3d_backward.default", r(2, 2, 2, 3, 3), r(2, 2, 5, 7, 4), _AI3)
 case("_trilinear.default", r(4, 5), r(6, 5, 3), r(4, 3), [1, 3], [0], [1, 2], [2, 3],
      tol={"rtol": 1e-5, "atol": 1e-5})
 _V, _G = r(6, 4, 3), pos(6, 1, 1) + 0.5

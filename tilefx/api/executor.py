@@ -45,7 +45,7 @@ from tilefx.api.optim import SGD, optimizer_config
 from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
 from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups, settings_count
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
-from tilefx.lowering.call_spec import CallSpec, bind_call, restore_caches
+from tilefx.lowering.call_spec import CallSpec, bind_call, check_dense, restore_caches
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
 from tilefx.lowering.no_compiler import without_compiler
 from tilefx.lowering.tracing_state import GradientOutputs
@@ -640,6 +640,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             model.train(self._training)
         self._check_output_mode()
         # parameters the optimizer does not list are not trained (as with torch.optim)
+        check_dense(model)
         untrained = self._params_outside_optimizer() if self._training else []
         for p_ in untrained:
             p_.requires_grad_(False)

@@ -56,7 +56,7 @@ COPY_OPS |= {"lift_fresh_copy", "repeat", "flip", "select_scatter", "diagonal_sc
              "resize_", "upsample_nearest2d.vec", "lu_unpack"}
 REDUCTION_OPS |= {"prod", "prod.dim_int", "var.dim", "var.correction", "any", "any.dims", "argmin",
                   "linalg_vector_norm", "_assert_async.msg", "adaptive_max_pool2d",
-                  "adaptive_max_pool2d_backward", "_trilinear", "_weight_norm_interface_backward",
+                  "adaptive_max_pool2d_backward", "adaptive_max_pool3d", "adaptive_max_pool3d_backward", "_trilinear", "_weight_norm_interface_backward",
                   "logcumsumexp", "kthvalue", "median.dim", "median", "nanmedian.dim", "nanmedian",
                   "histc", "histogram.bin_ct", "histogram.bins_tensor", "_histogramdd_bin_edges",
                   "_histogramdd_from_bin_cts", "_histogramdd_from_bin_tensors", "bucketize.Tensor",
@@ -144,6 +144,7 @@ def plan_matmul(batch: int, M: int, K: int, N: int, itemsize: int, machine: Mach
     block already lives on the pm tiles that use it, 1/pm of it on each: a
     tile receives only the (pm - 1)/pm it does not hold, and a weight-
     stationary plan (pm = 1) moves and copies no weight bytes at all."""
+    batch = max(batch, 1)  # an empty batch (torch.linalg.matrix_power of a 0 x n x n stack): planned as one
     tiles_per_batch = max(1, machine.tiles // batch) if batch <= machine.tiles else 1
     batch_rounds = math.ceil(batch / machine.tiles) if batch > machine.tiles else 1
     grid = _grid(tiles_per_batch)

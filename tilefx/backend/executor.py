@@ -284,18 +284,24 @@ class CompiledFunction:
 
         # the result slots of each pure ATen op computed so far, by what it computes
         # (_repeat_key): a repeat of it reads them instead of computing them again
-        computed: dict[tuple, list[int]] = {}
+        computed: dict[tuple, tuple[list[int], list[bool]]] = {}
 
         def compile_ops(ops, steps: list, reads: list[set[int]]) -> None:
             """Compile `ops` into `steps`, with the slots each step reads in `reads`."""
             for op in ops:
                 if steps is self.steps and not self.check_types and op not in inside and \
                         (key := _repeat_key(op, slot)) is not None:  # (a group's root is inside too)
-                    if key in computed:
-                        for r, s in zip(op.results, computed[key]):
+                    first = computed.get(key)
+                    # a multi-result step converts only the results its own op's users read
+                    # (direct_multi_step, FIRST_RESULT_TABLE): a repeat reading one the
+                    # first left unread computes again (torch.linalg.inv's first call
+                    # only checked for errors, the second read the inverse)
+                    if first is not None and all(read or not r.uses for r, read in zip(op.results, first[1])):
+                        for r, s in zip(op.results, first[0]):
                             slots[r] = s
                         continue
-                    computed[key] = [slot(r) for r in op.results]
+                    if first is None:
+                        computed[key] = ([slot(r) for r in op.results], [bool(r.uses) for r in op.results])
                 if isinstance(op, func.ReturnOp):
                     self.result_slots = [slot(v) for v in op.operands]
                     # results held as float32 that the caller should see as bfloat16

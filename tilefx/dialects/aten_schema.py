@@ -233,6 +233,7 @@ grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_m
 grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
 _adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
 adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
+adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)
 i0(Tensor self) -> Tensor
 hypot(Tensor self, Tensor other) -> Tensor
 copysign.Tensor(Tensor self, Tensor other) -> Tensor
@@ -294,6 +295,7 @@ cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)
 __lshift__.Scalar(Tensor self, Scalar other) -> Tensor
 __rshift__.Scalar(Tensor self, Scalar other) -> Tensor
 adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor
+adaptive_max_pool3d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor
 _trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor
 _adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor
 _adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor

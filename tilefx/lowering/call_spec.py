@@ -419,6 +419,7 @@ def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.
             if leaf.is_complex():
                 raise Error(f"input {names[-1]} is a complex tensor: complex numbers are not "
                             "supported on the IPU")
+            _refuse_sparse(f"input {names[-1]}", leaf)
             leaves.append(None)
             is_tensor.append(True)
             tensors.append(leaf)
@@ -426,6 +427,20 @@ def bind_call(forward, args: tuple, kwargs: dict) -> tuple[CallSpec, list[torch.
             leaves.append(leaf)
             is_tensor.append(False)
     return CallSpec(spec, leaves, is_tensor, names, keywords, caches), tensors
+
+
+def _refuse_sparse(what: str, t: torch.Tensor) -> None:
+    if t.layout != torch.strided:
+        raise Error(f"{what} is a {str(t.layout).removeprefix('torch.')} tensor: the IPU takes dense "
+                    "tensors (call .to_dense() on it first)")
+
+
+def check_dense(model: torch.nn.Module) -> None:
+    """A sparse parameter or buffer is refused by name, as a sparse input is
+    (its trace failed with torch's 'Sparse CSR tensors do not have strides')."""
+    for kind, named in (("parameter", model.named_parameters()), ("buffer", model.named_buffers())):
+        for name, t in named:
+            _refuse_sparse(f"{kind} {name}", t)
 
 
 class CallWith(torch.nn.Module):

@@ -34,7 +34,10 @@ KEPT_WHOLE = ("native_layer_norm_backward", "_softmax_backward_data", "_log_soft
 # ops outside core ATen whose decomposition in torch's full table (torch._decomp)
 # is made of ops tilefx runs
 TORCH_DECOMPOSED = ("triu_indices.default", "tril_indices.default", "dist.default",
-                    "rrelu_with_noise_backward.default")
+                    "rrelu_with_noise_backward.default", "addmv.default", "view_copy.default",
+                    "permute_copy.default", "narrow_copy.default", "unbind_copy.int", "as_strided_copy.default",
+                    "_batch_norm_with_update_functional.default", "batch_norm_backward.default",
+                    "cauchy.default", "geometric.default", "log_normal.default")
 
 
 def _overload(name: str):
@@ -341,6 +344,126 @@ def _shift_tensor(left: bool):
     return fn
 
 
+def _efficientzerotensor(size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """The zeros autograd makes for a gradient known to be zero (sgn's, for
+    real inputs): a plain fill, the IPU has no zero-tensor layout."""
+    import torch
+
+    return torch.zeros(size, dtype=dtype)
+
+
+def _randint_like_low(self, low, high, *, dtype=None, layout=None, device=None, pin_memory=None,
+                      memory_format=None):
+    """randint_like(x, low, high): randint over x's shape, in x's dtype unless given."""
+    import torch
+
+    return torch.randint(low, high, self.shape, dtype=dtype if dtype is not None else self.dtype)
+
+
+def _embedding_bag_forward_only(*args, **kwargs):
+    """nn.EmbeddingBag without gradients (inference, no_grad): ATen's variant
+    that skips the backward's bookkeeping; the bags are _embedding_bag's."""
+    import torch
+
+    return torch.ops.aten._embedding_bag.default(*args, **kwargs)
+
+
+def _multinomial(self, num_samples, replacement=False, *, generator=None):
+    """torch.multinomial on the program's random stream, in static shapes.
+    With replacement: inverse-CDF sampling, a uniform draw in [0, total)
+    searched in the rows' cumulative sums (a zero-probability category has
+    an empty interval). Without: the exponential race, the k largest of
+    p / E with E ~ Exp(1), which picks categories in the order sequential
+    draws without replacement would. The checks torch makes on the host
+    (negative, infinite or NaN weights, all-zero rows) are graph asserts:
+    the call fails with torch's message."""
+    import torch
+
+    if not replacement and num_samples > self.shape[-1]:
+        raise RuntimeError("multinomial: cannot sample n_sample > prob_dist.size(-1) samples without "
+                           "replacement")
+    p = self.float() if self.dtype in (torch.float16, torch.bfloat16) else self
+    rows = p if p.dim() == 2 else p.unsqueeze(0)
+    if replacement:  # torch's messages differ between its two kernels
+        torch._assert_async((rows >= 0).all(),
+                            "invalid multinomial distribution (encountering probability entry < 0)")
+        torch._assert_async(~torch.isinf(rows).any(),
+                            "invalid multinomial distribution (encountering probability entry = infinity or NaN)")
+    else:
+        torch._assert_async(((rows >= 0) & torch.isfinite(rows)).all(),
+                            "probability tensor contains either `inf`, `nan` or element < 0")
+    torch._assert_async((rows.sum(-1) > 0).all(), "invalid multinomial distribution (sum of probabilities <= 0)")
+    if replacement:
+        cdf = torch.cumsum(rows, -1)
+        u = torch.rand(rows.shape[0], num_samples, dtype=rows.dtype) * cdf[:, -1:]
+        out = torch.searchsorted(cdf, u, right=True).clamp(max=rows.shape[-1] - 1)
+    else:
+        race = rows / -torch.log(torch.rand_like(rows))
+        out = torch.topk(race, num_samples, -1).indices
+    return out if self.dim() == 2 else out.squeeze(0)
+
+
+def _nonzero_static(self, *, size, fill_value=-1):
+    """nonzero_static: the first `size` coordinates of non-zero elements in
+    row-major order, the rest `fill_value`; a static shape (size, ndim), so
+    the IPU can run it where nonzero cannot. Each element's coordinates are
+    scattered to its rank among the non-zero ones (later and zero elements
+    to a row dropped at the end)."""
+    import torch
+
+    flat = (self != 0).reshape(-1)
+    n, ndim = flat.numel(), self.dim()
+    out = torch.full((size + 1, ndim), fill_value, dtype=torch.int64)
+    if n == 0 or ndim == 0:
+        return out[:size].clone() if ndim else torch.full((size, 0), fill_value, dtype=torch.int64)
+    rank = torch.cumsum(flat.to(torch.int64), 0) - 1
+    row = torch.where(flat & (rank < size), rank, torch.full_like(rank, size))
+    linear = torch.arange(n, dtype=torch.int64)
+    coords, stride = [], 1
+    for d in reversed(range(ndim)):
+        coords.append(linear // stride % self.shape[d])
+        stride *= self.shape[d]
+    coords = torch.stack(coords[::-1], 1)
+    return out.scatter(0, row.unsqueeze(1).expand(n, ndim), coords)[:size].clone()
+
+
+def _take(self, index):
+    """take: the flattened tensor indexed by the index flattened, then shaped
+    as the index. torch's decomposition indexes with the index itself, which
+    for a 0-d index is Python's scalar indexing (a host read of its value)."""
+    return self.reshape(-1)[index.reshape(-1)].reshape(index.shape)
+
+
+def _resize(self, size, *, memory_format=None):
+    """resize_ (functionalized): the tensor's first prod(size) elements in
+    row-major order, in the new shape, as ATen keeps a contiguous tensor's
+    storage. Growing one is refused: PyTorch leaves the new elements
+    uninitialised, values no program can reproduce."""
+    import math
+
+    import torch
+
+    n = math.prod(size)
+    if n > self.numel():
+        raise RuntimeError(f"resize_ from {list(self.shape)} to {list(size)} grows the tensor "
+                           f"({self.numel()} to {n} elements): the new elements would be "
+                           "uninitialised memory, which the IPU graph does not have")
+    return self.reshape(-1)[:n].reshape(size).clone()
+
+
+def _embedding_renorm(self, indices, max_norm, norm_type):
+    """nn.Embedding(max_norm=...)'s renormalisation (functionalized): each
+    row the indices name whose norm exceeds max_norm is scaled by
+    max_norm / (norm + 1e-7), as ATen's kernel; rows not named stay."""
+    import torch
+
+    named = torch.zeros(self.shape[0], dtype=torch.bool).index_fill(0, indices.reshape(-1), True)
+    norms = torch.linalg.vector_norm(self, norm_type, dim=1, keepdim=True)
+    scale = torch.where(named.unsqueeze(1) & (norms > max_norm), max_norm / (norms + 1e-7),
+                        torch.ones_like(norms))
+    return self * scale
+
+
 POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
                "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
                "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
@@ -366,6 +489,14 @@ OWN_DECOMPOSITIONS = {
     "put.default": _put,
     "__lshift__.Tensor": _shift_tensor(True),
     "__rshift__.Tensor": _shift_tensor(False),
+    "embedding_renorm.default": _embedding_renorm,
+    "resize.default": _resize,
+    "take.default": _take,
+    "multinomial.default": _multinomial,
+    "nonzero_static.default": _nonzero_static,
+    "_embedding_bag_forward_only.default": _embedding_bag_forward_only,
+    "_efficientzerotensor.default": _efficientzerotensor,
+    "randint_like.low_dtype": _randint_like_low,
     "special_zeta.other_scalar": _scalar_operand("zeta", True),
     "special_zeta.self_scalar": _scalar_operand("zeta", False),
     **{f"special_{p}.n_scalar": _scalar_operand(p, True) for p in POLYNOMIALS},

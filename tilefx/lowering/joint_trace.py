@@ -533,6 +533,16 @@ def trace_joint(model: torch.nn.Module, args: tuple, training: bool,
                 for buf, value in reassigned:
                     buf.copy_(value.detach())
         # data written into inputs (buffers updated in forward, in-place writes to user inputs)
+        written_params = [d.target.removeprefix("inner.") for d, t in zip(in_descs, f_in)
+                          if isinstance(d, ParamInput) and isinstance(t, torch.Tensor) and has_data_mutation(t)]
+        if written_params:
+            from tilefx.errors import Error
+
+            raise Error(f"the forward writes parameter(s) {', '.join(written_params)} in place (e.g. "
+                        "weight clipping under torch.no_grad(), nn.Embedding(max_norm=...)): the program "
+                        "would use the written value in this call but not keep it, and train the old one; "
+                        "write the parameter between calls instead (then copyWeightsToDevice())",
+                        type="frontend")
         for d, t in zip(in_descs, f_in):
             if isinstance(t, torch.Tensor) and not isinstance(d, ParamInput) and has_data_mutation(t):
                 values.append(from_fun(t))

@@ -11,6 +11,7 @@ the one context the tracer enters.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import warnings
 
@@ -22,10 +23,11 @@ def static_ops():
     """Every swap of this module (and of `static_packed`), for the duration of a trace."""
     from tilefx.lowering.static_packed import static_packed_sequences
 
-    with static_ctc_loss(), undetected_causal_masks(), linalg_checks_in_graph(), static_cov(), \
-            cumulative_batch_norm(), static_gaussian_nll_loss(), masked_put_gradients(), host_randomness_warned(), \
-            distribution_checks_in_graph(), tensor_checks_in_graph(), nested_encoder_padding(), \
-            static_adaptive_log_softmax(), static_packed_sequences():
+    with static_ctc_loss(), undetected_causal_masks(), linalg_checks_in_graph(), static_composites(), \
+            cumulative_batch_norm(), static_gaussian_nll_loss(), unchunked_linear_cross_entropy(), \
+            masked_put_gradients(), host_randomness_warned(), distribution_checks_in_graph(), \
+            tensor_checks_in_graph(), nested_encoder_padding(), static_adaptive_log_softmax(), \
+            static_packed_sequences():
         yield
 
 
@@ -142,32 +144,62 @@ def _corrcoef(cov, original):
     return corrcoef
 
 
+def _combinations(original):
+    """torch.combinations: the rows of index tuples are fixed by the length
+    and r alone, so they are a constant here, and the result one gather
+    (ATen's composite selects them from a meshgrid with masked_select, a
+    data-dependent shape to the trace)."""
+
+    def combinations(self, r=2, with_replacement=False):
+        if self.dim() != 1 or r <= 0:
+            return original(self, r, with_replacement)
+        choose = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+        rows = list(choose(range(self.shape[0]), r))
+        index = torch.tensor(rows, dtype=torch.int64).reshape(len(rows), r)
+        return self[index]
+
+    return combinations
+
+
+# ATen composites replaced while tracing, by name: factory(ATen's own composite) -> kernel
+STATIC_COMPOSITES = {
+    "cov.default": _cov,
+    "corrcoef.default": lambda original: _corrcoef(torch.cov, original),
+    "combinations.default": _combinations,
+}
+
+
 @contextlib.contextmanager
-def static_cov():
-    """While tracing, torch.cov and torch.corrcoef (functions and tensor
-    methods) are their own formulas in torch ops: ATen's composite asks
-    data-dependent questions (`aten::equal` on the weights and the degrees of
-    freedom) that stop the trace. Same numbers, same warnings and errors."""
-    functions = {"cov": torch.cov, "corrcoef": torch.corrcoef}
-    methods = {name: torch.Tensor.__dict__.get(name) for name in functions}
-    cov = _cov(functions["cov"])
-    swapped = {"cov": cov, "corrcoef": _corrcoef(cov, functions["corrcoef"])}
+def static_composites():
+    """While tracing, the ATen ops of `STATIC_COMPOSITES` are their static
+    formulas in torch ops: ATen's composites ask data-dependent questions
+    (cov: `aten::equal` on the weights and the degrees of freedom;
+    combinations: a masked_select) that stop the trace. Same numbers, same
+    warnings and errors. The swap is the op's Python
+    CompositeImplicitAutograd kernel, which the traced call reaches however
+    it names the op (`torch.cov`, the method, or a reference taken before
+    tracing, as `from torch import cov` or PyTorch's OpInfo hold); inputs
+    torch refuses go to ATen's composite, which raises its error."""
+    key = torch._C.DispatchKey.CompositeImplicitAutograd
+    ops = {name: getattr(getattr(torch.ops.aten, name.partition(".")[0]), name.partition(".")[2])
+           for name in STATIC_COMPOSITES}
 
-    def as_method(fn):
-        return lambda self, *args, **kwargs: fn(self, *args, **kwargs)
+    def composite(op):
+        return lambda *args, **kwargs: op._op_dk(key, *args, **kwargs)
 
-    for name, fn in swapped.items():
-        setattr(torch, name, fn)
-        setattr(torch.Tensor, name, as_method(fn))
+    previous = {name: op.py_kernels.get(key) for name, op in ops.items()}
+    for name, op in ops.items():
+        op.py_kernels[key] = STATIC_COMPOSITES[name](composite(op))
+        op._dispatch_cache.clear()
     try:
         yield
     finally:
-        for name, fn in functions.items():
-            setattr(torch, name, fn)
-            if methods[name] is None:
-                delattr(torch.Tensor, name)
+        for name, op in ops.items():
+            if previous[name] is None:
+                op.py_kernels.pop(key, None)
             else:
-                setattr(torch.Tensor, name, methods[name])
+                op.py_kernels[key] = previous[name]
+            op._dispatch_cache.clear()
 
 
 @contextlib.contextmanager
@@ -256,6 +288,44 @@ def static_gaussian_nll_loss():
         yield
     finally:
         torch.nn.functional.gaussian_nll_loss = original
+
+
+def _linear_cross_entropy_whole(input, linear_weight, target, linear_bias, weight, reduction, ignore_index,
+                                label_smoothing, *chunking):
+    """The chunked op's loss, as (loss,): F.cross_entropy of the whole
+    F.linear (torch's own path without `options`)."""
+    logits = torch.nn.functional.linear(input, linear_weight, linear_bias)
+    return (torch.nn.functional.cross_entropy(logits, target, weight=weight, reduction=reduction,
+                                              ignore_index=ignore_index, label_smoothing=label_smoothing),)
+
+
+def _linear_cross_entropy_whole_none(input, linear_weight, target, linear_bias, weight, ignore_index, *chunking):
+    """The chunked op with reduction='none': the per-sample losses."""
+    return _linear_cross_entropy_whole(input, linear_weight, target, linear_bias, weight, "none",
+                                       ignore_index, 0.0)[0]
+
+
+@contextlib.contextmanager
+def unchunked_linear_cross_entropy():
+    """While tracing, `F.linear_cross_entropy(..., options=...)` computes its
+    loss whole: the chunked path is a custom op (`torch_nn::`) whose
+    Python body, with its hand-written backward over batch chunks, the
+    trace cannot see into. The IPU program is static and its memory
+    planned, so the chunks' purpose (not holding the whole logits at once
+    in eager) does not carry over; the numbers are the unchunked path's,
+    which torch's own tracing (`torch.jit.is_tracing()`) also takes."""
+    from torch.nn.modules import linear_cross_entropy as module
+
+    names = {"_linear_cross_entropy_batch_chunked": _linear_cross_entropy_whole,
+             "_linear_cross_entropy_batch_chunked_no_reduction": _linear_cross_entropy_whole_none}
+    original = {name: getattr(module, name) for name in names}
+    for name, fn in names.items():
+        setattr(module, name, fn)
+    try:
+        yield
+    finally:
+        for name, fn in original.items():
+            setattr(module, name, fn)
 
 
 @contextlib.contextmanager

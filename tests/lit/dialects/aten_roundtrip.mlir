@@ -134,6 +134,9 @@ func.func @elementwise(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %m: tensor<4x8x
 // CHECK-NEXT:    %x3 = aten.view %x {size = array<i64: 1, 4, 8>} : tensor<4x8xf32> -> tensor<1x4x8xf32>
 // CHECK-NEXT:    %amp, %amp_1 = aten.adaptive_max_pool2d %x3 {output_size = array<i64: 2, 3>} : tensor<1x4x8xf32> -> tensor<1x2x3xf32>, tensor<1x2x3xi64>
 // CHECK-NEXT:    %amp_bwd = aten.adaptive_max_pool2d_backward %amp, %x3, %amp_1 : tensor<1x2x3xf32>, tensor<1x4x8xf32>, tensor<1x2x3xi64> -> tensor<1x4x8xf32>
+// CHECK-NEXT:    %x4 = aten.view %x {size = array<i64: 1, 2, 2, 8>} : tensor<4x8xf32> -> tensor<1x2x2x8xf32>
+// CHECK-NEXT:    %amp3, %amp3_1 = aten.adaptive_max_pool3d %x4 {output_size = array<i64: 1, 2, 3>} : tensor<1x2x2x8xf32> -> tensor<1x1x2x3xf32>, tensor<1x1x2x3xi64>
+// CHECK-NEXT:    %amp3_bwd = aten.adaptive_max_pool3d_backward %amp3, %x4, %amp3_1 : tensor<1x1x2x3xf32>, tensor<1x2x2x8xf32>, tensor<1x1x2x3xi64> -> tensor<1x2x2x8xf32>
 // CHECK-NEXT:    %tri = aten._trilinear %x, %x, %x {expand1 = array<i64>, expand2 = array<i64>, expand3 = array<i64>, sumdim = array<i64: 1>, unroll_dim = 1 : i64} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4xf32>
 // CHECK-NEXT:    %wn, %wn_1 = aten._weight_norm_interface_backward %x, %x, %amax, %amax {dim = 0 : i64} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32> -> tensor<4x8xf32>, tensor<4x1xf32>
 // CHECK-NEXT:    %any = aten.any.dim %m {dim = 1 : i64, keepdim = false} : tensor<4x8xi1> -> tensor<4xi1>
@@ -157,6 +160,9 @@ func.func @reductions(%x: tensor<4x8xf32>, %m: tensor<4x8xi1>) -> tensor<4x8xf32
   %x3 = aten.view %x {size = array<i64: 1, 4, 8>} : tensor<4x8xf32> -> tensor<1x4x8xf32>
   %amp:2 = aten.adaptive_max_pool2d %x3 {output_size = array<i64: 2, 3>} : tensor<1x4x8xf32> -> tensor<1x2x3xf32>, tensor<1x2x3xi64>
   %amp_bwd = aten.adaptive_max_pool2d_backward %amp#0, %x3, %amp#1 : tensor<1x2x3xf32>, tensor<1x4x8xf32>, tensor<1x2x3xi64> -> tensor<1x4x8xf32>
+  %x4 = aten.view %x {size = array<i64: 1, 2, 2, 8>} : tensor<4x8xf32> -> tensor<1x2x2x8xf32>
+  %amp3:2 = aten.adaptive_max_pool3d %x4 {output_size = array<i64: 1, 2, 3>} : tensor<1x2x2x8xf32> -> tensor<1x1x2x3xf32>, tensor<1x1x2x3xi64>
+  %amp3_bwd = aten.adaptive_max_pool3d_backward %amp3#0, %x4, %amp3#1 : tensor<1x1x2x3xf32>, tensor<1x2x2x8xf32>, tensor<1x1x2x3xi64> -> tensor<1x2x2x8xf32>
   %tri = aten._trilinear %x, %x, %x {expand1 = array<i64>, expand2 = array<i64>, expand3 = array<i64>, sumdim = array<i64: 1>, unroll_dim = 1 : i64} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4xf32>
   %wn:2 = aten._weight_norm_interface_backward %x, %x, %amax, %amax {dim = 0 : i64} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32> -> tensor<4x8xf32>, tensor<4x1xf32>
   %any = aten.any.dim %m {dim = 1 : i64, keepdim = false} : tensor<4x8xi1> -> tensor<4xi1>

@@ -393,36 +393,59 @@ def _adaptive_avg_pool3d_backward(grad_output, self):
     return _adaptive_backward(grad_output, self, 3)
 
 
-@_kernel("adaptive_max_pool2d.default")
-def adaptive_max_pool2d(self, output_size):
-    """Max over torch's adaptive bins, with the flat (h * W + w) index of each
-    maximum in its plane (the first one on ties, as torch; NaN wins)."""
-    H, W = self.shape[-2:]
-    oh, ow = output_size
-    out = np.empty(self.shape[:-2] + (oh, ow), self.dtype)
-    idx = np.empty(self.shape[:-2] + (oh, ow), _I64)
-    for i, (h0, h1) in enumerate(_bins(H, oh)):
-        for j, (w0, w1) in enumerate(_bins(W, ow)):
-            win = self[..., h0:h1, w0:w1].reshape(self.shape[:-2] + (-1,))
-            k = np.argmax(win, axis=-1)
-            nan = np.isnan(win)
-            if nan.any():
-                k = np.where(nan.any(axis=-1), np.argmax(nan, axis=-1), k)
-            out[..., i, j] = np.take_along_axis(win, k[..., None], -1)[..., 0]
-            idx[..., i, j] = (h0 + k // (w1 - w0)) * W + w0 + k % (w1 - w0)
+def _adaptive_max(self, output_size):
+    """Max over torch's adaptive bins of the last len(output_size) dimensions,
+    with the flat index of each maximum in its plane or volume (h * W + w,
+    d * H * W + h * W + w; the first one on ties, as torch; NaN wins)."""
+    nd = len(output_size)
+    spatial, lead = self.shape[-nd:], self.shape[:-nd]
+    out = np.empty(lead + tuple(output_size), self.dtype)
+    idx = np.empty(lead + tuple(output_size), _I64)
+    bins = [_bins(n, o) for n, o in zip(spatial, output_size)]
+    for pos in np.ndindex(*output_size):
+        window = [bins[d][p] for d, p in enumerate(pos)]
+        win = self[(Ellipsis, *(slice(a, b) for a, b in window))].reshape(lead + (-1,))
+        k = np.argmax(win, axis=-1)
+        nan = np.isnan(win)
+        if nan.any():
+            k = np.where(nan.any(axis=-1), np.argmax(nan, axis=-1), k)
+        out[(Ellipsis, *pos)] = np.take_along_axis(win, k[..., None], -1)[..., 0]
+        flat = np.zeros_like(k)
+        for d, c in enumerate(np.unravel_index(k, [b - a for a, b in window])):
+            flat = flat * spatial[d] + window[d][0] + c
+        idx[(Ellipsis, *pos)] = flat
     return out, idx
 
 
-@_kernel("adaptive_max_pool2d_backward.default")
-def adaptive_max_pool2d_backward(grad_output, self, indices):
+def _adaptive_max_backward(grad_output, self, indices, nd):
     """Each output's gradient added at the input position its index names."""
-    lead = int(np.prod(self.shape[:-2], dtype=np.int64))
-    plane = self.shape[-2] * self.shape[-1]
+    lead = int(np.prod(self.shape[:-nd], dtype=np.int64))
+    plane = int(np.prod(self.shape[-nd:], dtype=np.int64))
     g = _f32(grad_output).reshape(lead, -1)
     flat = indices.reshape(lead, -1) + np.arange(lead, dtype=_I64)[:, None] * plane
     dx = np.zeros(lead * plane, g.dtype)
     np.add.at(dx, flat.reshape(-1), g.reshape(-1))
     return _ret(dx.reshape(self.shape), self.dtype)
+
+
+@_kernel("adaptive_max_pool2d.default")
+def adaptive_max_pool2d(self, output_size):
+    return _adaptive_max(self, output_size)
+
+
+@_kernel("adaptive_max_pool3d.default")
+def adaptive_max_pool3d(self, output_size):
+    return _adaptive_max(self, output_size)
+
+
+@_kernel("adaptive_max_pool2d_backward.default")
+def adaptive_max_pool2d_backward(grad_output, self, indices):
+    return _adaptive_max_backward(grad_output, self, indices, 2)
+
+
+@_kernel("adaptive_max_pool3d_backward.default")
+def adaptive_max_pool3d_backward(grad_output, self, indices):
+    return _adaptive_max_backward(grad_output, self, indices, 3)
 
 
 # ---------------------------------------------------------------------------

@@ -246,6 +246,8 @@ def _scatter_index(index: np.ndarray, dim: int) -> tuple:
 
 @_kernel("gather.default")
 def gather(self, index, dim, sparse_grad=False):
+    if index.size == 0:  # torch lets an empty index have any number of dimensions
+        return np.empty(index.shape, self.dtype)
     if self.ndim == 0:
         return self.reshape(1)[index.reshape(1)].reshape(index.shape)
     dim = _wrap(dim, self.ndim)
@@ -253,6 +255,8 @@ def gather(self, index, dim, sparse_grad=False):
 
 
 def _scatter(self, dim, index, src, add):
+    if index.size == 0:  # nothing written (an empty index may have any number of dimensions)
+        return self.copy()
     if self.ndim == 0:
         out = self.reshape(1).copy()
         idx = (index.reshape(-1),)
