@@ -17,8 +17,11 @@ error rather than a signed result. uint32 and uint16 values (a model's
 `x.to(torch.uint32)`) are int64 tensors holding their values, every result
 wrapped back into the type's range (Add/Sub/Mul/Neg/BitwiseNot/left shifts/
 sums modulo 2^32 or 2^16), so their division, remainders, comparisons and
-reductions are int64's. Unsigned graph inputs and outputs are an error (a
-session's anchors and feeds would be int64 arrays).
+reductions are int64's. Unsigned graph outputs and uint64 graph inputs are
+an error (a session's anchors would be int64 arrays, a uint64 feed may not
+fit); uint16 and uint32 graph inputs are taken as their int64 values
+(PopART's CTC loss takes its targets and lengths as UINT32), so arithmetic
+on them is int64's, not wrapped.
 """
 
 from __future__ import annotations
@@ -200,11 +203,16 @@ def _as_tuple(out):
 
 
 def check_boundary(model: onnx.ModelProto) -> None:
-    """Unsigned graph inputs and outputs (but uint8) are not supported (the module docstring)."""
+    """Unsigned graph outputs (but uint8) and uint64 graph inputs are not
+    supported (the module docstring). uint16 and uint32 inputs are: their
+    values fit int64, the form they take inside the graph (PopART's CTC loss
+    takes its targets and lengths as UINT32)."""
     inits = {t.name for t in model.graph.initializer}
     for kind, values in (("input", model.graph.input), ("output", model.graph.output)):
         for vi in values:
             bits_wide = WIDTHS.get(vi.type.tensor_type.elem_type)
+            if kind == "input" and bits_wide in (16, 32):
+                continue
             if vi.name not in inits and bits_wide is not None:
                 raise Error(f"graph {kind} {vi.name!r} is uint{bits_wide}, which tilefx carries only inside the "
                             "graph (as int64): give or take it as int64", type="frontend")

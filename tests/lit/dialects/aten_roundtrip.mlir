@@ -17,6 +17,9 @@
 // CHECK-NEXT:    %bnot = aten.bitwise_not %m : tensor<4x8xi1> -> tensor<4x8xi1>
 // CHECK-NEXT:    %bor = aten.bitwise_or.Tensor %i, %j : tensor<4x8xi64>, tensor<4x8xi64> -> tensor<4x8xi64>
 // CHECK-NEXT:    %bshr = aten.bitwise_right_shift.Tensor %i, %j : tensor<4x8xi64>, tensor<4x8xi64> -> tensor<4x8xi64>
+// CHECK-NEXT:    %bshl = aten.bitwise_left_shift.Tensor %i, %j : tensor<4x8xi64>, tensor<4x8xi64> -> tensor<4x8xi64>
+// CHECK-NEXT:    %bshr_s = aten.bitwise_right_shift.Tensor_Scalar %i {other = 3 : i64} : tensor<4x8xi64> -> tensor<4x8xi64>
+// CHECK-NEXT:    %bshl_s = aten.bitwise_left_shift.Tensor_Scalar %i {other = 2 : i64} : tensor<4x8xi64> -> tensor<4x8xi64>
 // CHECK-NEXT:    %clamp = aten.clamp %x {min = -1.000000e+00 : f64, max = 1.000000e+00 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %clamp_min = aten.clamp %x {min = 0 : i64} : tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT:    %clone = aten.clone %x : tensor<4x8xf32> -> tensor<4x8xf32>
@@ -75,6 +78,9 @@ func.func @elementwise(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %m: tensor<4x8x
   %bnot = aten.bitwise_not %m : tensor<4x8xi1> -> tensor<4x8xi1>
   %bor = aten.bitwise_or.Tensor %i, %j : tensor<4x8xi64>, tensor<4x8xi64> -> tensor<4x8xi64>
   %bshr = aten.bitwise_right_shift.Tensor %i, %j : tensor<4x8xi64>, tensor<4x8xi64> -> tensor<4x8xi64>
+  %bshl = aten.bitwise_left_shift.Tensor %i, %j : tensor<4x8xi64>, tensor<4x8xi64> -> tensor<4x8xi64>
+  %bshr_s = aten.bitwise_right_shift.Tensor_Scalar %i {other = 3 : i64} : tensor<4x8xi64> -> tensor<4x8xi64>
+  %bshl_s = aten.bitwise_left_shift.Tensor_Scalar %i {other = 2 : i64} : tensor<4x8xi64> -> tensor<4x8xi64>
   %clamp = aten.clamp %x {min = -1.0 : f64, max = 1.0 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
   %clamp_min = aten.clamp %x {min = 0 : i64} : tensor<4x8xf32> -> tensor<4x8xf32>
   %clone = aten.clone %x : tensor<4x8xf32> -> tensor<4x8xf32>
