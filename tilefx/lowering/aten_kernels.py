@@ -187,15 +187,15 @@ def _optimizers() -> dict[str, Callable]:
 
 
 def _numpy_faster(op: Operation) -> bool:
-    """Where tilefx's own numpy kernel measured faster (benchmarks/RESULTS.md,
-    session 5): the weight gradient of a convolution over few input channels
-    (the first layer of a CNN: ATen 1.78 ms against 0.50 for 40 images of
-    1x28x28, 5x5 kernels; from 64 channels ATen's is 1.2-1.7x faster), and
+    """Where tilefx's own numpy kernel measured faster (benchmarks/RESULTS.md):
     2x2 / stride 2 max pooling with its indices (a branch-free formula,
-    kernels/pooling.py: 0.31 against 0.54 ms on the tutorial CNN's)."""
-    if op.name == "aten.convolution_backward":
-        x = op.operands[1].type
-        return hasattr(x, "get_shape") and len(x.get_shape()) > 1 and x.get_shape()[1] < 8
+    kernels/pooling.py: 0.31 against 0.54 ms on the tutorial CNN's, session
+    5; the CNN's training step 0.95 against 0.99 of eager with ATen's pooling,
+    session 14). The weight gradient of a convolution over few input channels
+    was numpy's too (session 5: ATen 1.78 ms against 0.50 for 40 images of
+    1x28x28, 5x5 kernels), until session 14's machine ran ATen's in 0.20 ms
+    against numpy's 0.32 (the CNN's SGD step 0.95 of eager instead of 1.01):
+    every convolution now takes ATen's, eager's own kernel bit for bit."""
     if op.name == "aten.max_pool2d_with_indices":
         props = {k: from_attr(v) for k, v in op.properties.items() if k in ("kernel_size", "stride")}
         return list(props.get("kernel_size", ())) == [2, 2] and list(props.get("stride", [2, 2])) in ([2, 2], [])
