@@ -128,6 +128,26 @@ def program_order(main: func.FuncOp) -> list[tuple[Operation, int]]:
     return order
 
 
+def value_root(main: func.FuncOp, index: dict):
+    """`root(v)`: the value whose memory `v` is, through views and, across
+    stages, through the stage results it is yielded as (the memory plan's
+    and the offload plan's notion of one tensor). `index`: the ops of
+    program_order, by position."""
+    inner: dict[SSAValue, SSAValue] = {}
+    for top in main.body.block.ops:
+        if isinstance(top, StageOp):
+            inner.update(zip(top.results, top.body.block.last_op.operands))
+
+    def root(v: SSAValue) -> SSAValue:
+        while True:
+            v = inner.get(v, v)
+            o = v.owner
+            if not (isinstance(o, Operation) and o in index and o.operands and _is_view(o)):
+                return v
+            v = o.operands[0]
+    return root
+
+
 def _numel(v) -> int:
     return math.prod(_shape(v))
 
@@ -161,19 +181,7 @@ def plan_offload(main: func.FuncOp, roles: list[dict], locations: Locations, rep
             return p.direction.data
         return "bwd" if stage_dir.get(stage_of.get(op, -1), "fwd") == "bwd" else "fwd"
 
-    inner: dict[SSAValue, SSAValue] = {}
-    for top in main.body.block.ops:
-        if isinstance(top, StageOp):
-            inner.update(zip(top.results, top.body.block.last_op.operands))
-
-    def root(v: SSAValue) -> SSAValue:
-        while True:
-            v = inner.get(v, v)
-            o = v.owner
-            if not (isinstance(o, Operation) and o in index and o.operands and _is_view(o)):
-                return v
-            v = o.operands[0]
-
+    root = value_root(main, index)
     users: dict[SSAValue, list[int]] = defaultdict(list)
     for i, (op, _) in enumerate(order):
         for v in op.operands:

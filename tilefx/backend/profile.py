@@ -22,7 +22,7 @@ from tilefx.errors import Error
 from tilefx.backend.collectives import AllReduceCost, all_reduce_cost, host_traffic
 from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, _numel as _numel_of_shape, _shape, multiconv_costs, op_cost
 from tilefx.backend.locations import Locations, TensorLocation
-from tilefx.backend.offload import OffloadPlan, plan_offload, program_order
+from tilefx.backend.offload import OffloadPlan, plan_offload, program_order, value_root
 from tilefx.backend.machine import Machine
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, StageOp
@@ -799,19 +799,7 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_o
                    for op in flat_ops(top.body.block) for s in [top.stage.value.data]}
     # a value's uses include those of its views and, across stages, of the
     # stage results it is yielded as (the later stages' ops, copies included)
-    inner: dict[SSAValue, SSAValue] = {}
-    for top in main.body.block.ops:
-        if isinstance(top, StageOp):
-            inner.update(zip(top.results, top.body.block.last_op.operands))
-
-    def root(v: SSAValue) -> SSAValue:
-        while True:
-            v = inner.get(v, v)
-            o = v.owner
-            if not (isinstance(o, Operation) and o in index and o.operands
-                    and o.name.removeprefix("aten.") in VIEW_OPS):
-                return v
-            v = o.operands[0]
+    root = value_root(main, index)
 
     accumulated: dict[SSAValue, bool] = {}
 
