@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from tilefx.api import enums
+from tilefx.api import option_groups
 from tilefx.api import options as options_module
 from tilefx.api.enums import (
     AnchorMode,
@@ -1243,17 +1244,23 @@ def test_env_defaults_not_reapplied_by_clone(monkeypatch):
     assert opts.clone().device_iterations == 1
 
 
+def _tilefx_imports(path: str) -> list[str]:
+    source = open(path, encoding="utf-8").read()
+    return [line.strip() for line in source.splitlines()
+            if line.strip().startswith(("import tilefx", "from tilefx"))]
+
+
 def test_module_imports_only_errors_and_enums():
-    source = open(options_module.__file__, encoding="utf-8").read()
-    imports = [
-        line.strip() for line in source.splitlines()
-        if line.strip().startswith(("import tilefx", "from tilefx"))
-    ]
-    assert imports == [
+    assert _tilefx_imports(option_groups.__file__) == [
         "from tilefx.api.enums import (",
         "from tilefx.errors import Error",
         "from tilefx.backend import locations",  # TensorLocationSettings' thresholds: a leaf module
         "from tilefx.backend import locations",  # _TensorLocationOptions.resolved: the same
+    ]
+    assert _tilefx_imports(options_module.__file__) == [
+        "from tilefx.api.enums import (",
+        "from tilefx.api.option_groups import (  # the groups and the shared machinery, re-exported",
+        "from tilefx.errors import Error",
         "from tilefx.backend.machine import PRESETS, Machine",  # setMachine: a leaf module
         # the options-file grammar and its evaluator, loaded when a file or JSON is read
         "from tilefx.api.options_file import _apply_commands, _parse_config",

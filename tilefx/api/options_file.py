@@ -16,12 +16,12 @@ from typing import Any, Callable
 import torch
 
 from tilefx.api import enums
+from tilefx.api.option_groups import _setter_names
 from tilefx.api.options import (
     STRATEGY_FACTORIES,
     ConfigFileError,
     Options,
     TensorLocationSettings,
-    _setter_names,
 )
 from tilefx.errors import Error
 
