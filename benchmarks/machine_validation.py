@@ -58,8 +58,7 @@ def _options(machine: Machine, half_partials: bool = True, proportion: float | N
 
 @functools.cache
 def bert_stack_profile(width: str, layers: int, mb: int, seq: int, training: bool, machine: Machine,
-                       proportion: float | None = None, recompute: bool = False,
-                       state_off_chip: bool = False):
+                       proportion: float | None = None, recompute: bool = False):
     """(cycles of one micro-batch, peak tile bytes) of `layers` fp16 BERT layers on one IPU;
     `recompute`: a recomputation checkpoint after every layer (training)."""
     torch.manual_seed(0)
@@ -67,7 +66,7 @@ def bert_stack_profile(width: str, layers: int, mb: int, seq: int, training: boo
                       **(BERT_LARGE if width == "large" else BERT_BASE)).half()
     d = model.layers[0].qkv.in_features
     x = torch.randn(mb, seq, d).half()
-    opts = _options(machine, proportion=proportion, state_off_chip=state_off_chip)
+    opts = _options(machine, proportion=proportion)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if training:
@@ -79,14 +78,11 @@ def bert_stack_profile(width: str, layers: int, mb: int, seq: int, training: boo
     return sum(p.stage_cycles.values()), int(max(m.peak.max() for m in p.memory.values()))
 
 
-def bert_layer_fit(width, mb, seq, training, machine, proportion=None, recompute=False,
-                   state_off_chip=False):
+def bert_layer_fit(width, mb, seq, training, machine, proportion=None, recompute=False):
     """(fixed, per layer) cycles and peak-tile bytes of a BERT layer stack, from
     compiles of 1 and 2 layers."""
-    c1, m1 = bert_stack_profile(width, 1, mb, seq, training, machine, proportion, recompute,
-                                state_off_chip)
-    c2, m2 = bert_stack_profile(width, 2, mb, seq, training, machine, proportion, recompute,
-                                state_off_chip)
+    c1, m1 = bert_stack_profile(width, 1, mb, seq, training, machine, proportion, recompute)
+    c2, m2 = bert_stack_profile(width, 2, mb, seq, training, machine, proportion, recompute)
     return (2 * c1 - c2, c2 - c1), (2 * m1 - m2, m2 - m1)
 
 
@@ -145,16 +141,13 @@ BERT_LARGE_PROPORTION = 0.15
 
 
 def largest_bert_large_stack(mb: int, training: bool, proportion: float = BERT_LARGE_PROPORTION,
-                             seq: int = 128, recompute: bool = False,
-                             state_off_chip: bool = False) -> int:
+                             seq: int = 128) -> int:
     """The most BERT-Large layers (fp16 weights and partials; training with LAMB,
-    its state on chip unless `state_off_chip`, recomputation checkpoints after
-    every layer if `recompute`) whose peak tile memory fits one Mk2, from the
+    its state on chip, no recomputation) whose peak tile memory fits one Mk2, from the
     per-layer memory fit. Bow has the same tiles and SRAM as Mk2, so the
     compiles are shared with the Bow throughput rows."""
     assert (BOW.tiles, BOW.bytes_per_tile) == (MK2.tiles, MK2.bytes_per_tile)
-    _, (fixed, per_layer) = bert_layer_fit("large", mb, seq, training, BOW, proportion, recompute,
-                                           state_off_chip)
+    _, (fixed, per_layer) = bert_layer_fit("large", mb, seq, training, BOW, proportion)
     return max(0, int((MK2.bytes_per_tile - fixed) // per_layer))
 
 
@@ -178,13 +171,11 @@ def bert_large_pipeline_peaks(split: tuple[int, ...] = BERT_LARGE_SPLIT, mb: int
 
     with torch.device("meta"):
         model = BertPretraining(layers=sum(split), seq=seq, layers_per_ipu=split, recompute=True).half()
-    opts = tilefx.Options().useOfflineIpuTarget(len(split)).setMachine(MK2)
+    opts = _options(MK2, state_off_chip=True).useOfflineIpuTarget()
     opts.setExecutionStrategy(tilefx.PipelinedExecution(tilefx.AutoStage.AutoIncrement))
     opts.Training.gradientAccumulation(accumulation)
-    opts.Precision.setPartialsType(torch.half)
     opts.setAvailableMemoryProportion({f"IPU{i}": p for i, p in enumerate(BERT_LARGE_PROPORTIONS)
                                        if i < len(split)})
-    opts.TensorLocations.setOptimizerLocation(tilefx.TensorLocationSettings().useOnChipStorage(False))
     opts._Popart.set("decomposeGradSum", True)  # as Graphcore's BERT options set it
     ids = torch.zeros(accumulation * mb, seq, dtype=torch.long)
     labels = torch.zeros(accumulation * mb, 20, dtype=torch.long)

@@ -170,3 +170,19 @@ class WithConstants(nn.Module):
         y = torch.maximum(y, self.floor)
         y = torch.where(self.mask & ~torch.isnan(self.missing), y, -y)
         return y[:, self.order] * self.scale.float() * torch.tensor([2.0, 3.0, 4.0])
+
+
+class ShardablePair(nn.Module):
+    """A 128 x 256 weight (32,768 elements: over the 8192 from which replicated
+    tensor sharding applies) and a 4 x 128 head (whole), with its loss. The
+    backward reads head.weight (the input gradient of the ReLU) but not
+    fc.weight (x needs no gradient): the tensor-location tests' model."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(256, 128)
+        self.head = nn.Linear(128, 4)
+
+    def forward(self, x, y):
+        out = self.head(torch.relu(self.fc(x)))
+        return out, nn.functional.cross_entropy(out, y)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -45,7 +46,7 @@ class TiedLM(nn.Module):
 
 
 def _trainer(model, accumulation=10, decompose_grad_sum=True):
-    opts = tilefx.Options().useOfflineIpuTarget(4)
+    opts = tilefx.Options().useOfflineIpuTarget()
     opts.setExecutionStrategy(tilefx.PipelinedExecution(tilefx.AutoStage.AutoIncrement))
     opts.Training.gradientAccumulation(accumulation)
     if decompose_grad_sum:
@@ -93,7 +94,7 @@ def test_partials_without_an_accumulator_are_counted():
 
     peaks = []
     for decompose in (False, True):
-        opts = tilefx.Options().useOfflineIpuTarget(1)
+        opts = tilefx.Options().useOfflineIpuTarget()
         if decompose:
             opts._Popart.set("decomposeGradSum", True)
         model = Tied()
@@ -117,7 +118,7 @@ def test_embedding_gradient_is_counted_once():
         def forward(self, ids):
             return self.out(self.tok(ids)).float().pow(2).mean()
 
-    opts = tilefx.Options().useOfflineIpuTarget(1)
+    opts = tilefx.Options().useOfflineIpuTarget()
     opts.Training.gradientAccumulation(2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -160,3 +161,30 @@ def test_numbers_are_unchanged_by_the_accounting():
     opt.step()
     t.copyWeightsToHost()
     torch.testing.assert_close(model.tok.weight, ref.tok.weight, rtol=1e-6, atol=1e-7)
+
+
+def test_popart_session_option_reaches_the_memory_plan():
+    """SessionOptions.decomposeGradSum (PopART's own switch) sets what the
+    memory plan reads; it is off by default, as in PopART."""
+    import tilefx.popart as popart
+    from tilefx.popart.session import SessionOptions
+
+    assert SessionOptions().decomposeGradSum is False
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [4, 8]))
+    w = b.addInitializedInputTensor(torch.randn(8, 8).numpy())
+    y = b.aiOnnx.matmul([b.aiOnnx.matmul([x, w]), w])  # the weight used twice
+    loss = b.aiGraphcore.l1loss([y], 0.1)
+    for decompose in (False, True):
+        opts = popart.SessionOptions()
+        opts.decomposeGradSum = decompose
+        opts.enableGradientAccumulation = True
+        opts.accumulationFactor = 2
+        session = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, {loss: popart.AnchorReturnType("ALL")}),
+                                         loss, popart.ConstSGD(0.1), userOptions=opts,
+                                         deviceInfo=popart.DeviceManager().createCpuDevice())
+        assert session._poptorch_options()._Popart.options.get("decomposeGradSum", False) is decompose
+        session.prepareDevice()  # compiles, the memory plan included
+        anchors = session.initAnchorArrays()
+        session.run(popart.PyStepIO({x: np.ones((2, 4, 8), np.float32)}, anchors))
+        assert np.isfinite(anchors[loss]).all()

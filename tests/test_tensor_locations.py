@@ -18,6 +18,7 @@ from torch import nn
 import tilefx
 from tilefx.backend.collectives import all_reduce_cost
 from tilefx.backend.machine import MK2
+from models import ShardablePair
 
 F32 = 4
 STREAM = MK2.streaming_bytes_per_s
@@ -26,20 +27,6 @@ STREAM = MK2.streaming_bytes_per_s
 def _stream(nbytes):
     return MK2.link_cycles(nbytes, STREAM)
 
-
-class Net(nn.Module):
-    """fc: 128 x 256 (32,768 elements: sharded from 8192), the rest small. The
-    backward reads head.weight (the input gradient of the ReLU) but not
-    fc.weight (x needs no gradient)."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(256, 128)
-        self.head = nn.Linear(128, 4)
-
-    def forward(self, x, y):
-        out = self.head(torch.relu(self.fc(x)))
-        return out, nn.functional.cross_entropy(out, y)
 
 
 SIZES = {"fc.weight": 128 * 256 * F32, "fc.bias": 128 * F32, "head.weight": 4 * 128 * F32, "head.bias": 4 * F32}
@@ -57,7 +44,7 @@ def _compiled(replicas=1, accumulation=2, **where):
     for what, loc in where.items():
         getattr(opts.TensorLocations, f"set{what.capitalize()}Location")(loc)
     torch.manual_seed(0)
-    model = Net()
+    model = ShardablePair()
     ex = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.SGD(model.parameters(), lr=1e-2))
     n = 2 * replicas * accumulation
     ex.compile(torch.randn(n, 256), torch.randint(0, 4, (n,)))
@@ -231,7 +218,7 @@ def test_off_chip_activations_are_not_stashed_on_chip_by_the_pipeline():
 
 def test_locations_never_change_the_numbers():
     torch.manual_seed(0)
-    base = Net()
+    base = ShardablePair()
     x, y = torch.randn(8, 256), torch.randint(0, 4, (8,))
     results = []
     for where in ({}, {"weight": _settings(off=True, sharded=True), "activation": _settings(off=True),

@@ -15,20 +15,8 @@ import tilefx
 from tilefx.backend.collectives import all_reduce_cost
 from tilefx.backend.locations import TensorLocation
 from tilefx.backend.machine import MK2
+from models import ShardablePair
 
-
-class Net(nn.Module):
-    """A 128 x 256 weight (32,768 elements: sharded) and a 256-element bias and
-    a 4 x 128 head (under 8192 elements: whole)."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(256, 128)
-        self.head = nn.Linear(128, 4)
-
-    def forward(self, x, y):
-        out = self.head(torch.relu(self.fc(x)))
-        return out, nn.functional.cross_entropy(out, y)
 
 
 def _compiled(replicas, sharded=True, on_chip=True, min_elements=None, offline=True, model=None):
@@ -40,7 +28,7 @@ def _compiled(replicas, sharded=True, on_chip=True, min_elements=None, offline=T
         loc.minElementsForReplicatedTensorSharding(min_elements)
     opts.TensorLocations.setOptimizerLocation(loc)
     torch.manual_seed(0)
-    model = model or Net()
+    model = model or ShardablePair()
     ex = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.AdamW(model.parameters(), lr=1e-2))
     ex.compile(torch.randn(2 * replicas, 256), torch.randint(0, 4, (2 * replicas,)))
     return ex
@@ -123,7 +111,7 @@ def test_sharding_never_changes_the_numbers():
     """Two replicas trained two steps with and without sharded state: the
     same weights, as the executor computes each replica whole."""
     torch.manual_seed(0)
-    base = Net()
+    base = ShardablePair()
     x, y = torch.randn(4, 256), torch.randint(0, 4, (4,))
     weights = []
     for sharded in (False, True):
@@ -261,7 +249,7 @@ def test_device_ir_streams_the_state_the_profile_streams():
     few.useOfflineIpuTarget()
     few.TensorLocations.setOptimizerLocation(
         tilefx.TensorLocationSettings().useOnChipStorage(False).minElementsForOffChip(1000))
-    model = Net()
+    model = ShardablePair()
     small = tilefx.trainingModel(model, few, optimizer=tilefx.optim.AdamW(model.parameters()))
     small.compile(torch.randn(8, 256), torch.randint(0, 4, (8,)))
     assert set(loads(small)) == {"fc.weight/exp_avg", "fc.weight/exp_avg_sq"}  # the others: under 1000 elements
