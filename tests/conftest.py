@@ -1,5 +1,6 @@
 import os
 import sys
+import zlib
 
 import pytest
 
@@ -29,3 +30,32 @@ def _steady_kernel_threads(request, monkeypatch):
     tuning.forget_machine_reading()
     yield
     tuning.forget_machine_reading()  # the next test reads its own (monkeypatch restores the variable)
+
+
+def pytest_configure(config):
+    """pytest-randomly shuffles the order; it would also reseed `random`
+    and numpy from the run's seed as each test starts and as its body runs,
+    over `_seeded_per_test`'s per-test seeds: those must win, so that a
+    test's data are the same on every run (as `--randomly-dont-reset-seed`)."""
+    if hasattr(config.option, "randomly_reset_seed"):
+        config.option.randomly_reset_seed = False
+
+
+@pytest.fixture(autouse=True)
+def _seeded_per_test(request):
+    """Python's, numpy's and torch's global generators start each test from
+    a seed of the test's own name, so what a test draws (a layer's initial
+    weights, torch.randn, np.random.rand) does not depend on the tests run
+    before it in the same worker: the order is shuffled on every run
+    (pytest-randomly; `--randomly-seed=N` repeats one, `-p no:randomly`
+    keeps the file order) and workers take different tests each time."""
+    import random
+
+    import numpy as np
+    import torch
+
+    seed = zlib.crc32(request.node.nodeid.encode())
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    yield

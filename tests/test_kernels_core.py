@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 import torch
 
-from test_kernels import BOOL, F16, F32, F64, I32, I64, A, check, h, pos, r, rb, ri, s, to_torch
+from test_kernels import BOOL, F16, F32, F64, I32, I64, A, check, h, pos, r, rb, ri, s, to_torch, _inputs_seeded_per_test, reseed  # noqa: F401 (the fixture)
 from tilefx.backend.kernels import KERNELS
 from tilefx.dialects.aten import ATEN_OPS
 from tilefx.dialects.aten_schema import ATEN_SCHEMAS, RANDOM_SCHEMAS
+
+reseed(4)  # this module's cases: the same data whatever was imported before
 
 NAN_ALL = np.array([[1.0, np.nan], [3.0, -2.0]], np.float32)
 I8, I16, U8 = np.dtype("int8"), np.dtype("int16"), np.dtype("uint8")
@@ -364,13 +366,14 @@ for _op in ("erfc", "lgamma", "special_i0e", "special_i1", "special_i1e", "speci
 case("special_erfcx.default", r(3, 4), tol={"rtol": 1e-5, "atol": 1e-6})
 for _op in ("bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1", "modified_bessel_k0",
             "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0"):
-    case(f"special_{_op}.default", pos(3, 4) * 6 + 0.01, tol={"rtol": 1e-5, "atol": 1e-6})
+    # cephes series in float64 as well: no exact reference (tests/kernel_tolerance.py)
+    case(f"special_{_op}.default", pos(3, 4) * 6 + 0.01, tol={"rtol": 1e-5, "atol": 1e-6, "float64_reference": False})
 case("special_spherical_bessel_j0.default", np.array([0.0, -2.5, 1e-3, 40.0], F32), id="spherical_bessel_j0-0")
 case("special_bessel_j1.default", ri(5, lo=-3), id="bessel_j1-int")
 case("special_zeta.default", pos(3, 4) * 3 + 1.1, pos(4) + 0.2, tol={"rtol": 1e-5, "atol": 1e-6})
 case("igamma.default", pos(3, 4) * 3 + 0.1, pos(3, 4) * 4, tol={"rtol": 1e-5, "atol": 1e-6})
 case("igammac.default", pos(3, 4) * 3 + 0.1, pos(4) * 4, tol={"rtol": 1e-5, "atol": 1e-6})
-case("special_airy_ai.default", r(3, 4) * 4, tol={"rtol": 1e-5, "atol": 1e-6})
+case("special_airy_ai.default", r(3, 4) * 4, tol={"rtol": 1e-5, "atol": 1e-6, "float64_reference": False})
 _PX, _PN = (r(4, 6) * 1.2).astype(F32), (np.arange(24).reshape(4, 6) % 9 - 1).astype(F32)
 for _op in ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
             "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
