@@ -2,7 +2,7 @@
 eager on the same CPU: inference and one AdamW training step, alternating in
 one process (as bench_speed.py), ratio = tilefx / torch. Random weights from
 configs, nothing downloaded. The five models of bench_speed.py are the
-issue's table; these are what users bring (session 10: llama's inference
+speed table; these are what users bring (llama's inference
 was 1.27x eager before elementwise fusion deferred to ATen's kernels).
 
     .venv/bin/python benchmarks/bench_hf_speed.py [--steps N] [--batch B] [name ...]

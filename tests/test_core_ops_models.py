@@ -3,7 +3,7 @@
 Gradients: each group of ops is one small module whose parameters feed the
 ops; one training step with SGD(lr=1) through tilefx (the traced backward
 graph) must move every parameter by exactly PyTorch's gradient. Inference:
-outputs equal. Plus the concrete failures of issue 9 (AvgPool2d training,
+outputs equal. Plus concrete failures users met (AvgPool2d training,
 ReLU6, L1Loss, nn.LSTM, matmul(out=), random ops in a model), dtypes, and the
 errors for what the IPU cannot run.
 """
@@ -247,7 +247,7 @@ class _Pair(nn.Module):
 
 
 # ---------------------------------------------------------------------------
-# the concrete failures of issue 9, each against PyTorch
+# concrete failures users met, each against PyTorch
 # ---------------------------------------------------------------------------
 
 

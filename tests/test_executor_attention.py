@@ -119,7 +119,7 @@ class PerHead(nn.Module):
     """BART's form: q, k, v per (batch x head) in three dimensions, the
     scores viewed to (batch, heads, L, S) for a (batch, 1, L, S) mask. The
     kernel would take q as (1, batch x heads, L, E), which the mask does not
-    fit: this one runs op by op (review, session 9)."""
+    fit: this one runs op by op."""
 
     def __init__(self, heads=4):
         super().__init__()
@@ -136,7 +136,7 @@ class FlatResult(nn.Module):
     """Heads split to four dimensions, then q, k^T and v flattened for
     torch.bmm, and the three-dimensional result used as it is: the kernel's
     output follows q's strided layout, so it is reshaped, not viewed
-    (review, session 9)."""
+    (found in review)."""
 
     def __init__(self, d=16, heads=2):
         super().__init__()

@@ -520,7 +520,7 @@ def test_executable_cache_and_export_with_a_model_that_returns_its_cache(tmp_pat
     torch.testing.assert_close(out.logits, ref.logits, rtol=1e-5, atol=1e-5)
 
 
-# -- session 13: families new to docs/hf_families.md ---------------------------------
+# -- the second sweep's families in docs/hf_families.md ---------------------------------
 
 def _reformer():
     from transformers import ReformerConfig, ReformerModelWithLMHead

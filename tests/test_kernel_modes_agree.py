@@ -1,6 +1,6 @@
 """Edge cases of users' data where the numpy kernels (TILEFX_KERNELS=numpy,
 float16/bfloat16 models) and ATen's must agree with eager torch: since
-session 10 small ops run on ATen, so the two paths meet at every size
+small ops run on ATen, so the two paths meet at every size
 (the review of that change found these)."""
 
 import pytest

@@ -6,7 +6,7 @@ freed by reference counting. Each of them counts towards the collector's
 thresholds, and once torch is loaded a full collection walks ~400,000
 objects: a cold compile of the tutorial CNN ran ~240 collections, 22 of
 them of the middle and 2 of the oldest generation, 0.16-0.18 s of its
-~1.05 s (benchmarks/RESULTS.md, session 6). Pausing the collector for the
+~1.05 s (benchmarks/RESULTS.md, 2026-11-24). Pausing the collector for the
 compile and re-enabling it after loses nothing: cyclic garbage made
 meanwhile is collected at the next full collection after the compile. A
 caller that disabled the collector itself keeps it disabled.

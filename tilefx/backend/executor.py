@@ -938,7 +938,7 @@ def _numpy_group(group) -> bool:
     numpy kernels, but a provider's kernel (ATen's: vectorised, on torch's
     threads) beats it: llama's inference (4 x 128 tokens, d 256) measured
     1.27 of eager with its SiLU gates, RMS norms and rotary embeddings fused
-    against 1.03 op by op, GPT-2's training 1.05 against 1.00 (session 10).
+    against 1.03 op by op, GPT-2's training 1.05 against 1.00 (benchmarks/RESULTS.md, 2026-11-25).
     Under TILEFX_KERNELS=numpy every chain of FUSIBLE ops is fused."""
     return all(_provided_kernel(op) is None for op in group.ops)
 

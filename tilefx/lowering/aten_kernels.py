@@ -11,7 +11,7 @@ kernel of the same op in `backend/kernels/`:
   single-threaded pass per ufunc. Running the program on the same thread
   pool as the user's torch code also ends the fight between two pools:
   OpenBLAS's and OpenMP's workers each busy-wait after their calls and took
-  the second core from the other side (benchmarks/RESULTS.md, session 4);
+  the second core from the other side (benchmarks/RESULTS.md, 2026-11-23);
 - numerics: the results are PyTorch's, bit for bit, for the ops taken here;
   an attention group (`provide_attention`) runs the fused kernel eager torch
   runs for `F.scaled_dot_product_attention`, within the last bits of the
@@ -61,13 +61,13 @@ KERNELS_ENV = "TILEFX_KERNELS"  # "numpy": the numpy kernels for every op
 # runs on numpy: ATen's call costs ~7 us (two views in, one out, the
 # dispatch) against a numpy ufunc's ~1 us, and up to ~150,000 elements both
 # are memory bound (mul of 262,144: 45.6 against 33.2 us; benchmarks/
-# RESULTS.md, session 5). Every other op runs on ATen whatever its size: one
+# RESULTS.md, 2026-11-24). Every other op runs on ATen whatever its size: one
 # ATen call against the numpy kernel's several ufunc passes and their Python.
 # Measured alone on warm caches, the numpy kernels won below ~4,000 elements;
 # but in a program each step runs on caches the last large kernel left cold,
 # where a 64x10 log_softmax took 118 us on numpy and 35 on ATen. The MLP's
 # training step went from 0.99 to 0.95 of torch's (at batch 1, from 0.97 to
-# 0.90; session 10). The one-flop ops below the bar stay faster on numpy in
+# 0.90; 2026-11-25). The one-flop ops below the bar stay faster on numpy in
 # programs too (the MLP step: 0.95 against 0.98 with them on ATen). Dense
 # linear algebra must be ATen's at any size besides: eigenvectors and
 # singular vectors are defined up to sign, and MKL's LAPACK picks other signs
@@ -189,11 +189,11 @@ def _optimizers() -> dict[str, Callable]:
 def _numpy_faster(op: Operation) -> bool:
     """Where tilefx's own numpy kernel measured faster (benchmarks/RESULTS.md):
     2x2 / stride 2 max pooling with its indices (a branch-free formula,
-    kernels/pooling.py: 0.31 against 0.54 ms on the tutorial CNN's, session
-    5; the CNN's training step 0.95 against 0.99 of eager with ATen's pooling,
-    session 14). The weight gradient of a convolution over few input channels
-    was numpy's too (session 5: ATen 1.78 ms against 0.50 for 40 images of
-    1x28x28, 5x5 kernels), until session 14's machine ran ATen's in 0.20 ms
+    kernels/pooling.py: 0.31 against 0.54 ms on the tutorial CNN's,
+    2026-11-24; the CNN's training step 0.95 against 0.99 of eager with ATen's pooling,
+    2026-11-28). The weight gradient of a convolution over few input channels
+    was numpy's too (on a 2026-11-24 machine ATen took 1.78 ms against 0.50
+    for 40 images of 1x28x28, 5x5 kernels), until a 2026-11-28 machine ran ATen's in 0.20 ms
     against numpy's 0.32 (the CNN's SGD step 0.95 of eager instead of 1.01):
     every convolution now takes ATen's, eager's own kernel bit for bit."""
     if op.name == "aten.max_pool2d_with_indices":
@@ -586,7 +586,7 @@ def threads_for_call():
     is restored when the call ends. (Grad mode is left as the caller has it:
     turning it off for the call saves autograd's dispatch layer, ~0.3 us an
     ATen call, but the two switches cost more than that on the MLP, 0.998-
-    1.003 against 0.990-0.999 of eager, session 8.)"""
+    1.003 against 0.990-0.999 of eager, 2026-11-25.)"""
     if _torch is None:
         return None
     before = _torch.get_num_threads()

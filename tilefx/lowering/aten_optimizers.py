@@ -11,7 +11,7 @@ weight too, so these are the kernels used here:
 
 - SGD: the fused kernel is bit for bit the single-tensor algorithm (tested
   over momentum, dampening, Nesterov and weight decay), 0.81 against 1.34 ms
-  for three 1024x1024 weights (benchmarks/RESULTS.md, session 6);
+  for three 1024x1024 weights (benchmarks/RESULTS.md, 2026-11-24);
 - Adam/AdamW: the fused kernel is torch's `fused=True` bit for bit and
   differs from the default single-tensor algorithm by at most a few units
   in the last place (a different rounding of the same formula), 1.3

@@ -6,9 +6,9 @@ and ReLU into chains of 5 to 15 elementwise ops and reductions, for backends
 that generate their own fused code. tilefx runs a graph op by op, so each
 link is one more pass over memory: torch running the traced encoder's joint
 graph took 194 ms decomposed and 156 ms with these five kept whole (eager
-training, optimizer included, 154 ms; benchmarks/RESULTS.md, session 5).
-The negative log-likelihood (cross-entropy's second half) is kept too
-(session 6): decomposed, its forward and backward were ~25 small steps per
+training, optimizer included, 154 ms; benchmarks/RESULTS.md, 2026-11-24).
+The negative log-likelihood (cross-entropy's second half) is kept too:
+decomposed, its forward and backward were ~25 small steps per
 training step (masks, gathers, scatters, 0-d constants) where torch eager
 runs two kernels, and PopART's graph has one `NllLoss` op.
 Each kept op is in the aten dialect with its numpy kernel (IPU float16

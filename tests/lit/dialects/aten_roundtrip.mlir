@@ -782,7 +782,7 @@ func.func @dense_linalg(%a: tensor<2x3x3xf32>, %b: tensor<2x3x2xf32>, %r: tensor
   func.return %exp : tensor<2x3x3xf32>
 }
 
-// Ops the review of ~680 op variants found unsupported (session 12).
+// Ops a review of ~680 op variants found unsupported.
 // CHECK-LABEL: func.func @review_ops(%v: tensor<2x3x4x5x6xf32>, %g: tensor<2x3x2x4x3xf32>, %go: tensor<2x3x3x2x4xf32>, %x: tensor<3x4xf32>, %y: tensor<3x4xf32>, %e: tensor<5xf32>, %pts: tensor<6x2xf32>) -> tensor<2x3x3x2x4xf32> {
 // CHECK-NEXT:    %gs3 = aten.grid_sampler_3d %v, %g {interpolation_mode = 0 : i64, padding_mode = 1 : i64, align_corners = true} : tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32> -> tensor<2x3x3x2x4xf32>
 // CHECK-NEXT:    %gs3b, %gs3b_1 = aten.grid_sampler_3d_backward %go, %v, %g {interpolation_mode = 0 : i64, padding_mode = 1 : i64, align_corners = true, output_mask = array<i1: true, true>} : tensor<2x3x3x2x4xf32>, tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32> -> tensor<2x3x4x5x6xf32>, tensor<2x3x2x4x3xf32>
@@ -857,7 +857,7 @@ func.func @review_ops(%v: tensor<2x3x4x5x6xf32>, %g: tensor<2x3x2x4x3xf32>, %go:
   func.return %gs3 : tensor<2x3x3x2x4xf32>
 }
 
-// Ops PopTorch's own tests reach (session 12): torch.distributions' argument
+// Ops PopTorch's own tests reach: torch.distributions' argument
 // checks and torch.normal(mean, std, size).
 // CHECK-LABEL: func.func @poptorch_tests_ops(%m: tensor<3x4xi1>) -> (tensor<i1>, tensor<i1>, tensor<2x3xf32>) {
 // CHECK-NEXT:    %all = aten._is_all_true %m : tensor<3x4xi1> -> tensor<i1>
