@@ -230,19 +230,18 @@ def test_drop_last_true_drops_incomplete_batch():
     assert labels(loader) == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
 
-def test_drop_last_false_needs_whole_batches():
-    with pytest.raises(DataLoaderError, match=r"\(11\).*\(4 = combined") as e:
-        DataLoader(Options().deviceIterations(2), tensor_dataset(11),
-                   batch_size=2, drop_last=False)
-    assert isinstance(e.value, Error) and isinstance(e.value, AssertionError)
-    assert "drop_last=True" in str(e.value)
-    # A whole number of combined batches is fine.
-    loader = DataLoader(Options().deviceIterations(2), tensor_dataset(12),
-                        batch_size=2, drop_last=False)
-    assert labels(loader) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+def test_drop_last_false_keeps_the_short_last_batch(caplog):
+    # PopTorch returns the partial last batch (and warns for a map-style
+    # dataset, whose length is known at construction).
+    with caplog.at_level(logging.WARNING, logger="tilefx.data"):
+        loader = DataLoader(Options().deviceIterations(2), tensor_dataset(11),
+                            batch_size=2, drop_last=False)
+    assert "(11) is not divisible by the combined batch size (4)" in caplog.text
+    assert len(loader) == 3
+    assert labels(loader) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10]]
 
 
-def test_iterable_dataset_never_gives_incomplete_batches(caplog):
+def test_iterable_dataset_last_batch():
     opts = Options().deviceIterations(2)
     loader = DataLoader(opts, Stream(11), batch_size=2)
     assert len(loader) == 2
@@ -250,10 +249,8 @@ def test_iterable_dataset_never_gives_incomplete_batches(caplog):
 
     loader = DataLoader(Options().deviceIterations(2), Stream(11),
                         batch_size=2, drop_last=False)
-    assert len(loader) == 2
-    with caplog.at_level(logging.WARNING, logger="tilefx.data"):
-        assert labels(loader) == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    assert "dropped 3 element(s)" in caplog.text
+    assert len(loader) == 3
+    assert labels(loader) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10]]
 
 
 # -- distributed partitioning ----------------------------------------------
@@ -465,7 +462,8 @@ def test_accessor_unpicklable_dataset():
     data = [torch.zeros(1)]
     data.append(lambda: None)
     with pytest.raises(Error, match="SharingStrategy.Fork"):
-        AsynchronousDataAccessor(data)
+        AsynchronousDataAccessor(
+            data, sharing_strategy=SharingStrategy.FileSystem)
     # Fork does not pickle the dataset: a local (unpicklable) class works.
     class Local(torch.utils.data.Dataset):
         def __len__(self):
