@@ -688,3 +688,13 @@ def test_default_worker_shares_the_dataset_without_pickling():
         pytest.skip("the platform starts processes with spawn")
     with AsynchronousDataAccessor(Local()) as accessor:
         assert [t.tolist() for t in accessor] == [[0.0], [1.0], [2.0]]
+
+
+def test_loop_over_a_started_iterator_continues_it():
+    loader = DataLoader(Options().deviceIterations(2), tensor_dataset(12), batch_size=2,
+                        mode=DataLoaderMode.Async)
+    batches = iter(loader)
+    first = next(batches)
+    rest = list(batches)  # iter() of an iterator is itself: no new pass
+    loader.terminate()
+    assert labels([first] + rest) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]

@@ -549,7 +549,7 @@ class AsynchronousDataAccessor:
             length = length * batch_size // self.rebatched_size
         return length
 
-    def __iter__(self) -> "AsynchronousDataAccessor":
+    def __iter__(self) -> "_Pass":
         if self._terminated or self._process is None:
             raise Error("This AsynchronousDataAccessor has been terminated")
         if self._state == "prefetching" or (self._state == "active"
@@ -568,7 +568,7 @@ class AsynchronousDataAccessor:
             self._send(_CREDIT, self._buffer_size - 1)
         self._state = "active"
         self._consumed = False
-        return self
+        return _Pass(self)
 
     def __next__(self):
         if self._terminated or self._process is None:
@@ -592,3 +592,26 @@ class AsynchronousDataAccessor:
                 self._state = "idle"
                 raise Error("AsynchronousDataAccessor: the dataset raised an "
                             f"exception in the worker process:\n{payload}")
+
+
+class _Pass:
+    """What ``iter(accessor)`` returns: the pass it started.  ``iter()`` of
+    it is itself, so a ``for`` loop over a started iterator continues it
+    (Python's iterator protocol) instead of starting a new pass."""
+
+    def __init__(self, accessor: AsynchronousDataAccessor):
+        self._accessor = accessor
+        self._tag = accessor._tag
+
+    def __iter__(self) -> "_Pass":
+        return self
+
+    def __len__(self) -> int:
+        return len(self._accessor)
+
+    def __next__(self):
+        accessor = self._accessor
+        if not accessor._terminated and (accessor._tag != self._tag
+                                         or accessor._state != "active"):
+            raise StopIteration  # a newer pass started, or this one ended
+        return accessor.__next__()
