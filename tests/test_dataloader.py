@@ -698,3 +698,24 @@ def test_loop_over_a_started_iterator_continues_it():
     rest = list(batches)  # iter() of an iterator is itself: no new pass
     loader.terminate()
     assert labels([first] + rest) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+def test_async_workers_capped_to_the_cpus(caplog):
+    cpus = len(os.sched_getaffinity(0))
+    ds = tensor_dataset(48)
+    sync = DataLoader(Options().deviceIterations(2), ds, batch_size=2, shuffle=True,
+                      num_workers=cpus + 3, generator=torch.Generator().manual_seed(5))
+    assert sync.num_workers == cpus + 3  # torch's own loader: as asked
+    with caplog.at_level(logging.WARNING, logger="tilefx.data"):
+        loader = DataLoader(Options().deviceIterations(2), ds, batch_size=2, shuffle=True,
+                            num_workers=cpus + 3, mode=DataLoaderMode.Async,
+                            generator=torch.Generator().manual_seed(5))
+    assert loader.num_workers == cpus
+    assert f"num_workers={cpus + 3} capped to {cpus}" in caplog.text
+    # The same batches in the same order as the uncapped synchronous loader.
+    assert labels(loader) == labels(sync)
+    loader.terminate()
+    # An iterable dataset's batches depend on the workers: never capped.
+    stream = DataLoader(Options(), Stream(4), num_workers=cpus + 1, mode=DataLoaderMode.Async,
+                        worker_init_fn=lambda _: None)
+    assert stream.num_workers == cpus + 1
