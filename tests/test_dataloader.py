@@ -16,6 +16,7 @@ import textwrap
 import pytest
 import torch
 
+from tilefx.api.custom_args import ICustomArgParser, registerCustomArgParser
 from tilefx.api.data import (
     AsynchronousDataAccessor,
     DataLoader,
@@ -230,19 +231,18 @@ def test_drop_last_true_drops_incomplete_batch():
     assert labels(loader) == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
 
-def test_drop_last_false_needs_whole_batches():
-    with pytest.raises(DataLoaderError, match=r"\(11\).*\(4 = combined") as e:
-        DataLoader(Options().deviceIterations(2), tensor_dataset(11),
-                   batch_size=2, drop_last=False)
-    assert isinstance(e.value, Error) and isinstance(e.value, AssertionError)
-    assert "drop_last=True" in str(e.value)
-    # A whole number of combined batches is fine.
-    loader = DataLoader(Options().deviceIterations(2), tensor_dataset(12),
-                        batch_size=2, drop_last=False)
-    assert labels(loader) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+def test_drop_last_false_keeps_the_short_last_batch(caplog):
+    # PopTorch returns the partial last batch (and warns for a map-style
+    # dataset, whose length is known at construction).
+    with caplog.at_level(logging.WARNING, logger="tilefx.data"):
+        loader = DataLoader(Options().deviceIterations(2), tensor_dataset(11),
+                            batch_size=2, drop_last=False)
+    assert "(11) is not divisible by the combined batch size (4)" in caplog.text
+    assert len(loader) == 3
+    assert labels(loader) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10]]
 
 
-def test_iterable_dataset_never_gives_incomplete_batches(caplog):
+def test_iterable_dataset_last_batch():
     opts = Options().deviceIterations(2)
     loader = DataLoader(opts, Stream(11), batch_size=2)
     assert len(loader) == 2
@@ -250,10 +250,8 @@ def test_iterable_dataset_never_gives_incomplete_batches(caplog):
 
     loader = DataLoader(Options().deviceIterations(2), Stream(11),
                         batch_size=2, drop_last=False)
-    assert len(loader) == 2
-    with caplog.at_level(logging.WARNING, logger="tilefx.data"):
-        assert labels(loader) == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    assert "dropped 3 element(s)" in caplog.text
+    assert len(loader) == 3
+    assert labels(loader) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10]]
 
 
 # -- distributed partitioning ----------------------------------------------
@@ -465,7 +463,8 @@ def test_accessor_unpicklable_dataset():
     data = [torch.zeros(1)]
     data.append(lambda: None)
     with pytest.raises(Error, match="SharingStrategy.Fork"):
-        AsynchronousDataAccessor(data)
+        AsynchronousDataAccessor(
+            data, sharing_strategy=SharingStrategy.FileSystem)
     # Fork does not pickle the dataset: a local (unpicklable) class works.
     class Local(torch.utils.data.Dataset):
         def __len__(self):
@@ -524,3 +523,199 @@ def test_no_hang_at_interpreter_exit(tmp_path):
     pid = int(result.stdout.split()[0])
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+# -- batch samplers ------------------------------------------------------------
+
+
+class Pair:
+    """A batch class of its own, read through a registered parser."""
+
+    def __init__(self, data, label):
+        self.data, self.label = data, label
+
+
+class PairParser(ICustomArgParser):
+    def yieldTensors(self, struct):
+        yield struct.data
+        yield struct.label
+
+    def reconstruct(self, original_structure, tensor_iterator):
+        return type(original_structure)(*tensor_iterator)
+
+
+registerCustomArgParser(Pair, PairParser())
+
+
+def collate_pair(samples):
+    return Pair(torch.stack([x for x, _ in samples]),
+                torch.stack([y for _, y in samples]))
+
+
+def pair_labels(batches):
+    return [b.label.tolist() for b in batches]
+
+
+@pytest.mark.parametrize("mode, num_workers", [
+    (DataLoaderMode.Sync, 0), (DataLoaderMode.Sync, 2),
+    (DataLoaderMode.Async, 0), (DataLoaderMode.AsyncRebatched, 2)])
+def test_batch_sampler_micro_batches_join_into_combined_batches(mode, num_workers):
+    ds = tensor_dataset(13)
+    whole = [list(range(6)), list(range(6, 12))]
+    for drop_last, expected in [(True, whole), (False, whole + [[12]])]:
+        # micro-batches [0 1 2] [3 4 5] | [6 7 8] [9 10 11] | [12], two per
+        # combined batch: drop_last applies to the groups of micro-batches
+        sampler = torch.utils.data.BatchSampler(
+            torch.utils.data.SequentialSampler(ds), batch_size=3, drop_last=False)
+        loader = DataLoader(Options().deviceIterations(2), ds, batch_sampler=sampler,
+                            drop_last=drop_last, num_workers=num_workers, mode=mode,
+                            collate_fn=collate_pair)
+        assert loader.combinedBatchSize == 6
+        assert len(loader) == len(expected)
+        batches = list(loader)
+        loader.terminate()
+        assert all(isinstance(b, Pair) for b in batches)
+        assert pair_labels(batches) == expected
+        assert torch.equal(batches[-1].data, ds.tensors[0][expected[-1]])
+
+
+def test_batch_sampler_without_len_and_torch_rules():
+    class Uneven(torch.utils.data.Sampler):
+        """Micro-batches of 1, 2, 3, 1, 2, 3, ... indices; no __len__."""
+
+        def __init__(self, n):
+            self.n = n
+
+        def __iter__(self):
+            start, size = 0, 1
+            while start < self.n:
+                yield list(range(start, min(start + size, self.n)))
+                start, size = start + size, size % 3 + 1
+
+    loader = DataLoader(Options().deviceIterations(2), tensor_dataset(13),
+                        batch_sampler=Uneven(13))
+    assert loader.combinedBatchSize is None
+    # [0] [1 2] | [3 4 5] [6] | [7 8] [9 10 11] | [12] dropped
+    assert labels(loader) == [[0, 1, 2], [3, 4, 5, 6], [7, 8, 9, 10, 11]]
+    with pytest.raises(TypeError):
+        len(loader)
+    sampler = torch.utils.data.BatchSampler(
+        torch.utils.data.SequentialSampler(range(4)), batch_size=2, drop_last=False)
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        DataLoader(Options(), tensor_dataset(4), batch_sampler=sampler, shuffle=True)
+
+
+def test_async_rebatched_custom_batch_class_and_short_last_batch():
+    ds = tensor_dataset(11)
+    for drop_last, expected in [(True, [[0, 1, 2, 3], [4, 5, 6, 7]]),
+                                (False, [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10]])]:
+        loader = DataLoader(Options().deviceIterations(2), ds, batch_size=2,
+                            drop_last=drop_last, collate_fn=collate_pair,
+                            mode=DataLoaderMode.AsyncRebatched, rebatched_worker_size=3)
+        assert len(loader) == len(expected)
+        for _ in range(2):
+            batches = list(loader)
+            assert all(isinstance(b, Pair) for b in batches)
+            assert pair_labels(batches) == expected
+        loader.terminate()
+
+
+# -- the accessor's start ------------------------------------------------------
+
+
+class Broken(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, index):
+        raise RuntimeError("this dataset is broken")
+
+
+def test_broken_dataset_fails_at_construction(capfd):
+    loader = DataLoader(Options(), Broken(), batch_size=2)
+    with pytest.raises(Error, match="worker thread failed to start(.|\n)*this dataset is broken"):
+        AsynchronousDataAccessor(loader)
+    # The worker prints its traceback too, as PopTorch's does.
+    assert "RuntimeError: this dataset is broken" in capfd.readouterr().err
+
+
+def test_worker_pid_logged(caplog):
+    with caplog.at_level(logging.DEBUG, logger="tilefx.data"):
+        with AsynchronousDataAccessor(tensor_dataset(4)) as accessor:
+            pid = accessor.worker_pid
+    assert f"AsynchronousDataAccessor worker process: {pid}" in caplog.text
+    assert pid != os.getpid()
+
+
+class CountingDataset(torch.utils.data.Dataset):
+    """Counts the samples read, in shared memory (seen from the host)."""
+
+    def __init__(self, n):
+        self.n = n
+        self.reads = torch.zeros(1, dtype=torch.int64).share_memory_()
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, index):
+        self.reads += 1
+        return torch.tensor([index])
+
+
+@pytest.mark.parametrize("early_preload, loaded", [(False, 1), (True, 4)])
+def test_first_batch_at_start_and_early_preload(early_preload, loaded):
+    import time
+
+    ds = CountingDataset(10)
+    with AsynchronousDataAccessor(ds, buffer_size=4, early_preload=early_preload) as accessor:
+        time.sleep(0.5)  # what the worker does by itself before iter()
+        assert int(ds.reads) == loaded
+        assert [int(t) for t in accessor] == list(range(10))
+
+
+def test_default_worker_shares_the_dataset_without_pickling():
+    # A class local to this function cannot be pickled: the default worker
+    # starts as torch's DataLoader workers do on Linux (fork) and reads the
+    # host's dataset as it is.
+    class Local(torch.utils.data.Dataset):
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            return torch.tensor([float(i)])
+
+    if multiprocessing.get_all_start_methods()[0] != "fork":
+        pytest.skip("the platform starts processes with spawn")
+    with AsynchronousDataAccessor(Local()) as accessor:
+        assert [t.tolist() for t in accessor] == [[0.0], [1.0], [2.0]]
+
+
+def test_loop_over_a_started_iterator_continues_it():
+    loader = DataLoader(Options().deviceIterations(2), tensor_dataset(12), batch_size=2,
+                        mode=DataLoaderMode.Async)
+    batches = iter(loader)
+    first = next(batches)
+    rest = list(batches)  # iter() of an iterator is itself: no new pass
+    loader.terminate()
+    assert labels([first] + rest) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+def test_async_workers_capped_to_the_cpus(caplog):
+    cpus = len(os.sched_getaffinity(0))
+    ds = tensor_dataset(48)
+    sync = DataLoader(Options().deviceIterations(2), ds, batch_size=2, shuffle=True,
+                      num_workers=cpus + 3, generator=torch.Generator().manual_seed(5))
+    assert sync.num_workers == cpus + 3  # torch's own loader: as asked
+    with caplog.at_level(logging.WARNING, logger="tilefx.data"):
+        loader = DataLoader(Options().deviceIterations(2), ds, batch_size=2, shuffle=True,
+                            num_workers=cpus + 3, mode=DataLoaderMode.Async,
+                            generator=torch.Generator().manual_seed(5))
+    assert loader.num_workers == cpus
+    assert f"num_workers={cpus + 3} capped to {cpus}" in caplog.text
+    # The same batches in the same order as the uncapped synchronous loader.
+    assert labels(loader) == labels(sync)
+    loader.terminate()
+    # An iterable dataset's batches depend on the workers: never capped.
+    stream = DataLoader(Options(), Stream(4), num_workers=cpus + 1, mode=DataLoaderMode.Async,
+                        worker_init_fn=lambda _: None)
+    assert stream.num_workers == cpus + 1
