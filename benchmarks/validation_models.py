@@ -1,6 +1,6 @@
 """The workloads of the machine-model validation (docs/machine-validation.md),
 written in plain PyTorch at the published sizes: a BERT encoder stack with
-its pre-training head, ResNet-50 v1.5 and a MobileNetV2-style network
+its pre-training head, ViT-B/16, ResNet-50 v1.5 and a MobileNetV2-style network
 (torchvision is not a dependency, so the networks are spelled out here)."""
 
 from __future__ import annotations
@@ -192,3 +192,66 @@ class BertStack(nn.Module):
             if self.recompute:  # Graphcore's recompute_checkpoint_every_layer
                 x = tilefx.recomputationCheckpoint(x)
         return x, x.float().pow(2).mean()
+
+
+class ViTLayer(nn.Module):
+    """One pre-LayerNorm ViT encoder layer (Dosovitskiy et al. 2020; Hugging
+    Face's ViTLayer, which Graphcore's ViT builds on)."""
+
+    def __init__(self, d: int, heads: int, ffn: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d, eps=1e-6)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d, eps=1e-6)
+        self.fc1 = nn.Linear(d, ffn)
+        self.fc2 = nn.Linear(ffn, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, h, d // h).permute(2, 0, 3, 1, 4).unbind(0)
+        att = torch.softmax(q @ k.transpose(-1, -2) * (d // h) ** -0.5, dim=-1)
+        x = x + self.out((att @ v).transpose(1, 2).reshape(b, s, d))
+        return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
+
+
+class ViT(nn.Module):
+    """ViT-B/16 for image classification at 224x224 (197 tokens: 196 patches
+    and the class token), with its loss. `layers_per_ipu` pipelines the
+    layers with BeginBlock (the patch embedding on the first IPU, the head on
+    the last), `recompute` puts a recomputation checkpoint after every layer,
+    `representation`: the pre-logits layer of pre-training (Linear + tanh)."""
+
+    def __init__(self, d=768, heads=12, layers=12, ffn=3072, patch=16, image=224, classes=1000,
+                 layers_per_ipu=None, recompute=False, representation=False):
+        super().__init__()
+        self.patch = nn.Conv2d(3, d, patch, stride=patch)
+        self.cls = nn.Parameter(torch.zeros(1, 1, d))
+        self.pos = nn.Parameter(torch.zeros(1, (image // patch) ** 2 + 1, d))
+        self.layers = nn.ModuleList([ViTLayer(d, heads, ffn) for _ in range(layers)])
+        self.ln = nn.LayerNorm(d, eps=1e-6)
+        self.pre_logits = nn.Linear(d, d) if representation else None
+        self.head = nn.Linear(d, classes)
+        self.recompute = recompute
+        if layers_per_ipu:
+            first = 0
+            for ipu, n in enumerate(layers_per_ipu):
+                if ipu and n:
+                    tilefx.BeginBlock(self.layers[first], f"ipu{ipu}", ipu_id=ipu)
+                first += n
+            tilefx.BeginBlock(self.ln, "head", ipu_id=len(layers_per_ipu) - 1)
+
+    def forward(self, x, y):
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        for layer in self.layers:
+            x = layer(x)
+            if self.recompute:
+                x = tilefx.recomputationCheckpoint(x)
+        x = self.ln(x[:, 0])
+        if self.pre_logits is not None:
+            x = torch.tanh(self.pre_logits(x))
+        out = self.head(x)
+        return out, nn.functional.cross_entropy(out.float(), y)
