@@ -87,12 +87,27 @@ class BertPretraining(nn.Module):
         return logits, loss
 
 
+class BertSquad(nn.Module):
+    """BERT for SQuAD fine-tuning: the encoder (no masked-LM head) and a span
+    head (start and end logits per token) on the last IPU, with its loss."""
+
+    def __init__(self, **kw):
+        super().__init__()
+        self.bert = Bert(head=False, **kw)
+        self.span = nn.Linear(self.bert.tok.embedding_dim, 2)
+
+    def forward(self, ids, positions):
+        start, end = self.span(self.bert(ids)).float().unbind(-1)
+        loss = nn.functional.cross_entropy(start, positions[:, 0]) + nn.functional.cross_entropy(end, positions[:, 1])
+        return start, loss
+
+
 class Bottleneck(nn.Module):
-    def __init__(self, cin, mid, cout, stride):
+    def __init__(self, cin, mid, cout, stride, groups=1):
         super().__init__()
         self.c1 = nn.Conv2d(cin, mid, 1, bias=False)
         self.b1 = nn.BatchNorm2d(mid)
-        self.c2 = nn.Conv2d(mid, mid, 3, stride, 1, bias=False)  # v1.5: stride in the 3x3
+        self.c2 = nn.Conv2d(mid, mid, 3, stride, 1, groups=groups, bias=False)  # v1.5: stride in the 3x3
         self.b2 = nn.BatchNorm2d(mid)
         self.c3 = nn.Conv2d(mid, cout, 1, bias=False)
         self.b3 = nn.BatchNorm2d(cout)
@@ -108,23 +123,32 @@ class Bottleneck(nn.Module):
 
 
 class ResNet50(nn.Module):
-    """ResNet-50 v1.5 (He et al. 2016, stride-2 in the 3x3 convolution)."""
+    """ResNet-50 v1.5 (He et al. 2016, stride-2 in the 3x3 convolution); with
+    `groups` and `mid_width`, ResNeXt (Xie et al. 2017: ResNeXt-101 32x4d is
+    blocks (3, 4, 23, 3), groups 32, mid_width 128)."""
 
-    def __init__(self, classes=1000, width=64, blocks=(3, 4, 6, 3)):
+    def __init__(self, classes=1000, width=64, blocks=(3, 4, 6, 3), groups=1, mid_width=None,
+                 recompute_blocks=0):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width),
                                   nn.ReLU(), nn.MaxPool2d(3, 2, 1))
         layers, cin = [], width
         for i, n in enumerate(blocks):
-            mid = width * 2 ** i
+            mid, cout = (mid_width or width) * 2 ** i, width * 4 * 2 ** i
             for j in range(n):
-                layers.append(Bottleneck(cin, mid, mid * 4, 2 if (j == 0 and i > 0) else 1))
-                cin = mid * 4
+                layers.append(Bottleneck(cin, mid, cout, 2 if (j == 0 and i > 0) else 1, groups))
+                cin = cout
         self.body = nn.Sequential(*layers)
         self.fc = nn.Linear(cin, classes)
+        self.recompute_blocks = recompute_blocks  # a recomputation checkpoint after each of the first N blocks
 
     def forward(self, x):
-        return self.fc(self.body(self.stem(x)).mean((2, 3)))
+        x = self.stem(x)
+        for i, block in enumerate(self.body):
+            x = block(x)
+            if i < self.recompute_blocks:
+                x = tilefx.recomputationCheckpoint(x)
+        return self.fc(x.mean((2, 3)))
 
 
 class InvertedResidual(nn.Module):
@@ -173,6 +197,20 @@ class WithCrossEntropy(nn.Module):
 
     def forward(self, x, y):
         out = self.model(x)
+        return out, nn.functional.cross_entropy(out.float(), y)
+
+
+class EightBitInput(nn.Module):
+    """A classifier fed 8-bit images, normalised on the IPU (Graphcore's CNN
+    training streams uint8 images: eight_bit_io, normalization_location ipu),
+    with its cross-entropy loss."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x, y):
+        out = self.model((x.half() - 127.5) * (1 / 64))
         return out, nn.functional.cross_entropy(out.float(), y)
 
 

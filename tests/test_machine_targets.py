@@ -101,3 +101,22 @@ def test_pod_host_link_is_100gbe_roce_not_pcie():
     assert MK2.host_link_bytes_per_s == BOW.host_link_bytes_per_s == 25e9
     t = host_traffic(1 << 20, 0, micro_batches=16, replicas=4, machine=MK2)
     assert t.cycles == MK2.link_cycles(64 << 20, 25e9)
+
+
+def test_validated_range_follows_the_op_mix():
+    from tilefx.backend.validated import BANDS, band_text, classify
+
+    assert classify({"aten.convolution": 60, "aten.relu": 40}) == "cnn"
+    assert classify({"aten.mm": 40, "aten.bmm": 20, "aten.gelu": 40}) == "transformer"
+    assert classify({"aten.embedding": 70, "aten.mm": 30}) is None
+    assert "unlike every validated row" in band_text({"aten.index.Tensor": 10}, 1000, 1e9)
+    band = BANDS["transformer"]
+    text = band_text({"aten.mm": 10}, 2_000_000, 1e9)
+    assert f"+-{band.percent():.0f}%" in text and f"({band.rows} rows)" in text
+    assert band.rows > 0 and 0 < band.lowest <= band.highest
+
+
+def test_profile_and_report_carry_the_validated_range():
+    prof = _offline_profile(tilefx.Options().useOfflineIpuTarget(), width=1024)
+    assert "validated range" in prof.summary()["validated_range"]
+    assert prof.summary()["validated_range"] in prof.table()
