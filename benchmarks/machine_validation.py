@@ -209,15 +209,17 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
                          machine: Machine, replicas: int, mb: int, accumulation: int,
                          proportions: tuple[float, ...], optimizer: str, state_off_chip: bool = False,
                          sharded_state: bool = False, half_partials: bool = True,
-                         pipelined: bool = True) -> float:
+                         pipelined: bool = True, processes: int = 1) -> float:
     """Items per second of one weight update of a whole model compiled
     compile-only (the model on the meta device, an offline target of
     `machine`'s IPU version), with its replicas, gradient accumulation,
     pipeline and memory proportions: the profile's cycles per weight update
     include the pipeline's fill and flush, the gradient all-reduce across
     replicas (IPU-Links, GW-Links beyond a POD64), the weight update and
-    the host streams. The memory check is the caller's (a row predicts
-    throughput; the published runs fit)."""
+    the host streams. `processes`: PopRun instances sharing the `replicas`,
+    each streaming its replicas' inputs through its own host link. The
+    memory check is the caller's (a row predicts throughput; the published
+    runs fit)."""
     from tilefx.backend import profile as profile_module
 
     with torch.device("meta"):
@@ -231,7 +233,9 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
     if pipelined:
         opts.setExecutionStrategy(tilefx.PipelinedExecution(tilefx.AutoStage.AutoIncrement))
     opts.Training.gradientAccumulation(accumulation)
-    opts.replicationFactor(replicas)
+    opts.replicationFactor(replicas // processes)
+    if processes > 1:
+        opts.Distributed.configureProcessId(0, processes)
     opts.setAvailableMemoryProportion({f"IPU{i}": p for i, p in enumerate(proportions)})
     opt = {"lamb": lambda p: tilefx.optim.LAMB(p),
            "sgd": lambda p: tilefx.optim.SGD(p, lr=0.1, momentum=0.9)}[optimizer](model.parameters())
@@ -240,21 +244,31 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             trainer = tilefx.trainingModel(model, opts, optimizer=opt)
-            trainer.compile(*inputs(replicas * accumulation * mb))
+            trainer.compile(*inputs(replicas // processes * accumulation * mb))
     finally:
         profile_module._check_memory = check
     return replicas * accumulation * mb / machine.seconds(trainer.profile.cycles_per_update)
 
 
+def pod_processes(ipus: int) -> int:
+    """PopRun instances of a run on `ipus` IPUs: one per host server, and an
+    IPU-POD has one host server per 16 IPUs (the IPU-POD16 reference design
+    has one server, an IPU-POD64 four) [assumed: the rows' sources do not
+    give their instance counts]."""
+    return max(1, ipus // 16)
+
+
 def bert_pretraining(width: str, seq: int, masked: int, split: tuple[int, ...], proportions, *,
                      replicas: int, mb: int, accumulation: int, state_off_chip: bool) -> float:
+    """BERT pre-training on Bow PODs (one PopRun instance per POD16's host server)."""
     dims = BERT_LARGE if width == "large" else BERT_BASE
     return pipelined_throughput(
         lambda: BertPretraining(layers=sum(split), seq=seq, masked=masked, layers_per_ipu=split, recompute=True,
                                 **dims),
         lambda n: (_meta(n, seq, dtype=torch.long), _meta(n, masked, dtype=torch.long)),
         machine=BOW, replicas=replicas, mb=mb, accumulation=accumulation, proportions=proportions,
-        optimizer="lamb", state_off_chip=state_off_chip, sharded_state=state_off_chip)
+        optimizer="lamb", state_off_chip=state_off_chip, sharded_state=state_off_chip,
+        processes=pod_processes(replicas * len(split)))
 
 
 def bert_squad(split, proportions, *, replicas, mb, accumulation, seq=384) -> float:
@@ -270,7 +284,7 @@ def vit(pretrain: bool, *, replicas: int, mb: int, accumulation: int) -> float:
         lambda: ViT(layers_per_ipu=(3, 3, 3, 3), recompute=True, representation=pretrain),
         lambda n: (_meta(n, 3, 224, 224), _meta(n, dtype=torch.long)),
         machine=BOW, replicas=replicas, mb=mb, accumulation=accumulation, proportions=(0.3,) * 4,
-        optimizer="lamb" if pretrain else "sgd", sharded_state=True)
+        optimizer="lamb" if pretrain else "sgd", sharded_state=True, processes=pod_processes(4 * replicas))
 
 
 def cnn(build, *, replicas: int, mb: int, accumulation: int, proportion: float, image: int = 224) -> float:
@@ -279,7 +293,7 @@ def cnn(build, *, replicas: int, mb: int, accumulation: int, proportion: float, 
     return pipelined_throughput(
         build, lambda n: (_meta(n, 3, image, image, dtype=torch.uint8), _meta(n, dtype=torch.long)),
         machine=BOW, replicas=replicas, mb=mb, accumulation=accumulation, proportions=(proportion,),
-        optimizer="sgd", pipelined=False)
+        optimizer="sgd", pipelined=False, processes=pod_processes(replicas))
 
 
 def resnet(blocks=(3, 4, 6, 3), groups=1, mid_width=None, recompute_blocks=13):
@@ -307,7 +321,7 @@ def rows(quick: bool = False) -> list[Row]:
                                      accumulation=2040, state_off_chip=True)),
         Row("bert-large-ph1-pod64", "BERT-Large Ph1 SL128 pre-training, Bow Pod64", 18199, "seq/s", SRC_PERF,
             "SDK 3.0 TensorFlow2, global batch 66,560, 16 replicas; " + _BERT_L,
-            "micro-batch 8 (accumulation 520), 20 masked tokens",
+            "micro-batch 8 (accumulation 520), 20 masked tokens, 4 PopRun instances (one per host server)",
             lambda: bert_pretraining("large", 128, 20, (3, 7, 7, 7), (0.1, 0.15, 0.15, 0.15), replicas=16, mb=8,
                                      accumulation=520, state_off_chip=True)),
         Row("bert-large-ph2-pod16", "BERT-Large Ph2 SL384 pre-training, Bow Pod16", 1470, "seq/s", SRC_PERF,
@@ -317,7 +331,7 @@ def rows(quick: bool = False) -> list[Row]:
                                      accumulation=2048, state_off_chip=True)),
         Row("bert-large-ph2-pod64", "BERT-Large Ph2 SL384 pre-training, Bow Pod64", 5444, "seq/s", SRC_PERF,
             "pre-SDK 2.5 PopART, global batch 16,384, 16 replicas; " + _BERT_L,
-            "micro-batch 2 (accumulation 512), 56 masked tokens, the Ph1 split",
+            "micro-batch 2 (accumulation 512), 56 masked tokens, the Ph1 split, 4 PopRun instances",
             lambda: bert_pretraining("large", 384, 56, (3, 7, 7, 7), (0.1, 0.15, 0.15, 0.15), replicas=16, mb=2,
                                      accumulation=512, state_off_chip=True)),
         Row("bert-large-squad", "BERT-Large SQuAD SL384 fine-tuning, Bow Pod16", 1183, "seq/s", SRC_PERF,
@@ -343,7 +357,7 @@ def rows(quick: bool = False) -> list[Row]:
             lambda: vit(True, replicas=4, mb=8, accumulation=2048)),
         Row("vit-pretrain-pod64", "ViT-B/16 pre-training, Bow Pod64", 27868, "img/s", SRC_PERF,
             "SDK 3.0 PyTorch, global batch 65,536, 16 replicas; b16_in1k_pretrain_lamb otherwise",
-            "accumulation 512 (the global batch over 16 replicas)",
+            "accumulation 512 (the global batch over 16 replicas), 4 PopRun instances",
             lambda: vit(True, replicas=16, mb=8, accumulation=512)),
         Row("vit-finetune-pod16", "ViT-B/16 fine-tuning, Bow Pod16", 7319, "img/s", SRC_PERF,
             "SDK 3.0 PyTorch, global batch 2,040: b16_imagenet1k, 4 IPUs x 4 replicas, layers [3, 3, 3, 3], "
@@ -357,11 +371,12 @@ def rows(quick: bool = False) -> list[Row]:
         Row("resnet50-pod64", "ResNet-50 v1.5 training, Bow Pod64", 153205, "img/s", SRC_PERF,
             "SDK 3.0 TensorFlow1, global batch 5,120, 64 replicas x 1 IPU",
             "the PyTorch configuration's micro-batch 18 (accumulation 4; the page's batch rounded), "
-            "proportion and checkpoints",
+            "proportion and checkpoints, 4 PopRun instances",
             lambda: cnn(resnet(), replicas=64, mb=18, accumulation=4, proportion=0.16)),
         Row("resnet50-pod256", "ResNet-50 v1.5 training, Bow Pod256", 456906, "img/s", SRC_PERF,
             "SDK 3.0 TensorFlow1, global batch 10,240, 256 replicas x 1 IPU (4 POD64s over GW-Links)",
-            "micro-batch 20 (accumulation 2), the PyTorch configuration's proportion and checkpoints",
+            "micro-batch 20 (accumulation 2), the PyTorch configuration's proportion and checkpoints, "
+            "16 PopRun instances",
             lambda: cnn(resnet(), replicas=256, mb=20, accumulation=2, proportion=0.16)),
         Row("resnext101-pod16", "ResNeXt-101 32x4d training, Bow Pod16", 12277, "img/s", SRC_PERF,
             "SDK 3.0 TensorFlow1, global batch 768, 16 replicas x 1 IPU, 16.16",
