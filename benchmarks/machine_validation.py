@@ -29,7 +29,7 @@ import tilefx  # noqa: E402
 from tilefx.backend.costs import linear_cost, plan_matmul  # noqa: E402
 from tilefx.backend.machine import BOW, MK1, MK2, Machine  # noqa: E402
 from validation_models import (BertPretraining, BertSquad, BertStack, EightBitInput, ResNet50,  # noqa: E402
-                               ViT)
+                               ViT, ViTStack)
 
 BERT_LARGE = dict(d=1024, heads=16, ffn=4096)
 BERT_BASE = dict(d=768, heads=12, ffn=3072)
@@ -388,6 +388,34 @@ def rows(quick: bool = False) -> list[Row]:
     return out
 
 
+def layer_cycles_per_token(kind: str) -> dict[str, float]:
+    """Cycles per token of each op of one encoder layer trained on one Bow IPU
+    (micro-batch 8, fp16 partials, proportion 0.3, LAMB): BERT-Base at SL128
+    or ViT-B/16 at 197 tokens (docs/machine-validation.md, the ViT miss)."""
+    seq, layer = (128, BertStack(**BERT_BASE)) if kind == "bert" else (197, ViTStack())
+    with torch.device("meta"):
+        model = layer.half()
+    opts = _options(BOW, proportion=0.3).useOfflineIpuTarget(BOW.ipu_version)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.LAMB(model.parameters()))
+        trainer.compile(_meta(8, seq, BERT_BASE["d"]))
+    by_op = trainer.profile.cycles_by_op()
+    return {"all ops": sum(by_op.values()) / (8 * seq), **{k: v / (8 * seq) for k, v in by_op.items()}}
+
+
+def resnet50_all_reduce_shares() -> dict[int, float]:
+    """The ResNet-50 gradient all-reduce (fp16 gradients) as a share of the
+    published time of a weight update, per row (replicas: micro-batch,
+    accumulation, published images per second)."""
+    from tilefx.backend.collectives import all_reduce_cost
+
+    grads = 2 * sum(p.numel() for p in ResNet50().parameters())
+    runs = {16: (18, 57, 37061), 64: (18, 4, 153205), 256: (20, 2, 456906)}
+    return {n: BOW.seconds(all_reduce_cost(grads, n, 1, BOW).cycles) / (n * mb * acc / published)
+            for n, (mb, acc, published) in runs.items()}
+
+
 def main(argv=None):
     args = argv if argv is not None else sys.argv[1:]
     quick = "--quick" in args
@@ -407,6 +435,12 @@ def main(argv=None):
     if quick or only:
         return
     print()
+    bert, vit_ = layer_cycles_per_token("bert"), layer_cycles_per_token("vit")
+    print("cycles per token of one encoder layer (forward and backward): op, BERT-Base SL128, ViT-B/16 197")
+    for name in list(bert)[:12]:
+        print(f"  {name:<40} {bert[name]:>8.1f} {vit_.get(name, 0.0):>8.1f}")
+    print("ResNet-50 all-reduce, share of the published weight-update time: "
+          + ", ".join(f"{n} replicas {100 * f:.1f}%" for n, f in resnet50_all_reduce_shares().items()))
     for training in (False, True):
         for mb in (1, 8):
             n = largest_bert_large_stack(mb, training)

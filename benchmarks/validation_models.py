@@ -293,3 +293,15 @@ class ViT(nn.Module):
             x = torch.tanh(self.pre_logits(x))
         out = self.head(x)
         return out, nn.functional.cross_entropy(out.float(), y)
+
+
+class ViTStack(nn.Module):
+    """One ViT-B/16 encoder layer on token states, with BertStack's loss."""
+
+    def __init__(self, d=768, heads=12, ffn=3072):
+        super().__init__()
+        self.layer = ViTLayer(d, heads, ffn)
+
+    def forward(self, x):
+        x = self.layer(x)
+        return x, x.float().pow(2).mean()

@@ -1,7 +1,7 @@
 """The machine model against published IPU figures (docs/machine-validation.md):
 each validation row stays inside the band it reaches today, so a change
 that moves the model away from the measurements fails; the memory answers
-users ask (how many BERT-Large layers fit one Mk2); and the issue's cases
+users ask (how many BERT-Large layers fit one Mk2); and inference cases
 (a 604 MB fp32 Linear for inference fits one Mk2, MobileNetV2 inference is
 not dominated by batch norm). Everything is compile-only."""
 
