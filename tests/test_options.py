@@ -1261,6 +1261,7 @@ def test_module_imports_only_errors_and_enums():
         "from tilefx.api.enums import (",
         "from tilefx.api.option_groups import (  # the groups and the shared machinery, re-exported",
         "from tilefx.errors import Error",
+        "from tilefx.backend.machine import IPU_VERSIONS, machine",  # useOfflineIpuTarget: the same
         "from tilefx.backend.machine import PRESETS, Machine",  # setMachine: a leaf module
         # the options-file grammar and its evaluator, loaded when a file or JSON is read
         "from tilefx.api.options_file import _apply_commands, _parse_config",

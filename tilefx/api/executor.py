@@ -58,7 +58,7 @@ from tilefx.dialects.ipu import StageOp
 from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
 from tilefx.passes.loss_scaling import LossScalingPass
 from tilefx.dialects.irutil import find_func, from_py, to_py
-from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, MEMORY_PROPORTION_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
+from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, MEMORY_PROPORTION_KEY, OPTIMIZER_KEY, PARAM_KEY, PARTIALS_TYPE_KEY, STAGES_KEY, STRATEGY_KEY
 
 
 log = logging.getLogger("tilefx")
@@ -695,6 +695,8 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                 config["auto"].update({"locations": placed,
                                        "replicas": self._factors()[1] * self._options.Distributed.numProcesses})
         module.attributes[STRATEGY_KEY] = from_py(config)
+        if self._options.Precision.partials_type == torch.float16:  # the matmul rate and partial memory
+            module.attributes[PARTIALS_TYPE_KEY] = StringAttr("half")
         if self._options.available_memory_proportion:
             module.attributes[MEMORY_PROPORTION_KEY] = from_py(
                 {k: float(v) for k, v in self._options.available_memory_proportion.items()})

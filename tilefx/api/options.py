@@ -438,10 +438,19 @@ class Options(_OptionsBase):
 
     @_setter
     def useOfflineIpuTarget(self, ipu_version: int = 2):
-        """Compile for an offline target (1: Mk1, 2: Mk2); the result can be
+        """Compile for an offline target of this IPU version (PopTorch's 1: Mk1,
+        2: Mk2, 21: tilefx's Bow preset), which selects the simulated machine
+        (a `setMachine` of the same version is kept); the result can be
         exported but not run.  Implies ``ConnectionType.Never``."""
-        self.ipu_version = _check_int("useOfflineIpuTarget ipu_version",
-                                      ipu_version, 1)
+        from tilefx.backend.machine import IPU_VERSIONS, machine
+
+        version = _check_int("useOfflineIpuTarget ipu_version", ipu_version, 1)
+        if version not in IPU_VERSIONS:
+            raise OptionsError(f"useOfflineIpuTarget: unknown IPU version {version}: expected one of "
+                               + ", ".join(f"{v} ({n})" for v, n in sorted(IPU_VERSIONS.items())))
+        if machine(self.machine).ipu_version != version:
+            self.machine = IPU_VERSIONS[version]
+        self.ipu_version = version
         self.offline_ipu_target = True
         self.connection_type = ConnectionType.Never
 

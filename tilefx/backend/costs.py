@@ -30,7 +30,7 @@ import numpy as np
 from xdsl.ir import BlockArgument, Operation
 
 from tilefx.backend.machine import Machine
-from tilefx.dialects.names import AVAILABLE_MEMORY_KEY, BUFFER_KEY, CONST_KEY, PARAM_KEY
+from tilefx.dialects.names import AVAILABLE_MEMORY_KEY, BUFFER_KEY, CONST_KEY, PARAM_KEY, PARTIALS_TYPE_KEY
 
 # views alias their input (a transposed operand is read in place by matmul plans)
 VIEW_OPS = {"view", "alias", "squeeze.dims", "unsqueeze", "select.int", "slice.Tensor", "expand",
@@ -135,9 +135,14 @@ def _grid(tiles: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=4096)
 def plan_matmul(batch: int, M: int, K: int, N: int, itemsize: int, machine: Machine,
-                proportion: float, resident_b: bool = False) -> MatmulPlan:
+                proportion: float, resident_b: bool = False, partials_itemsize: int = 4) -> MatmulPlan:
     """The fastest (m, n, k) tile grid and serial split of `batch` independent
     [M, K] x [K, N] products whose temporaries fit the memory bound.
+
+    `partials_itemsize`: 4 for fp32 partials (the default), 2 for fp16
+    (`Precision.setPartialsType(torch.half)`, fp16 operands only): half the
+    partial-sum memory and exchange, and the AMP's FP16.16 rate
+    (`Machine.macs_per_cycle`).
 
     `resident_b`: the [K, N] operand is a weight. Poplar creates weights in
     the layout their matmul plan wants (createMatMulInputRHS), so each (k, n)
@@ -155,7 +160,8 @@ def plan_matmul(batch: int, M: int, K: int, N: int, itemsize: int, machine: Mach
     n_t = -(-N // pn)
     k_t = -(-K // pk)
     bound = machine.bytes_per_tile * proportion
-    partials = m_t * n_t * 4  # fp32 partial sums of a tile's piece of the result
+    psize = partials_itemsize if itemsize <= 2 else 4  # fp32 operands keep fp32 partials
+    partials = m_t * n_t * psize  # partial sums of a tile's piece of the result
     # with pk == 1 they are the result tensor itself (counted as its output, not as a
     # temporary); splitting k needs pk extra partial buffers to reduce
     extra = np.where(pk > 1, partials, 0)
@@ -173,12 +179,12 @@ def plan_matmul(batch: int, M: int, K: int, N: int, itemsize: int, machine: Mach
     # given grid more memory never costs cycles (the planner's choice is monotone)
     kvec = 16 if itemsize <= 2 else 8
     nvec = 4
-    macs = machine.macs_per_cycle(itemsize)
+    macs = machine.macs_per_cycle(itemsize, psize)
     compute = m_t * (-(-n_t // nvec)) * (-(-k_t // kvec)) * (kvec * nvec) // macs
     exch_bytes = np.ceil((m_t * k_t + k_t * n_moved) * itemsize).astype(np.int64) + \
         np.where(pk > 1, partials, 0)
     exch = -(-exch_bytes // machine.exchange_bytes_per_cycle)
-    reduce_cycles = np.where(pk > 1, -(-(m_t * n_t) // machine.elems_per_cycle(4)), 0)
+    reduce_cycles = np.where(pk > 1, -(-(m_t * n_t) // machine.elems_per_cycle(psize)), 0)
     steps = serial + (pk > 1)
     sync = steps * (machine.sync_cycles(1) + machine.compute_set_overhead_cycles)
     total = (compute + exch + reduce_cycles + sync) * batch_rounds
@@ -194,8 +200,9 @@ def plan_matmul(batch: int, M: int, K: int, N: int, itemsize: int, machine: Mach
 
 
 def matmul_cost(batch: int, M: int, K: int, N: int, itemsize: int, machine: Machine,
-                proportion: float, where: str = "", resident_b: bool = False) -> OpCost:
-    p = plan_matmul(batch, M, K, N, itemsize, machine, proportion, resident_b)
+                proportion: float, where: str = "", resident_b: bool = False,
+                partials_itemsize: int = 4) -> OpCost:
+    p = plan_matmul(batch, M, K, N, itemsize, machine, proportion, resident_b, partials_itemsize)
     if not p.fits:
         warnings.warn(f"{where or 'matmul'} [{batch}x{M}x{K}x{N}]: no plan fits the available memory "
                       f"proportion {proportion} ({int(machine.bytes_per_tile * proportion)} bytes per "
@@ -336,6 +343,19 @@ def proportion_of(op, default: float = DEFAULT_PROPORTION) -> float:
     return float(attr.value.data) if attr is not None else default
 
 
+def partials_itemsize_of(op) -> int:
+    """Bytes of one matmul / convolution partial: 2 when the op, or else the
+    module it is in, carries `ipu.partials_type = "half"`
+    (Precision.setPartialsType(torch.half)), else 4 (fp32, the default)."""
+    node = op
+    while node is not None:
+        attr = node.attributes.get(PARTIALS_TYPE_KEY)
+        if attr is not None:
+            return 2 if str(attr.data).lower() == "half" else 4
+        node = node.parent_op()
+    return 4
+
+
 # ops through which a weight keeps the tile layout it was created with (views,
 # and the elementwise cast autocast puts in front of a matmul)
 # a weight loaded from streaming memory or all-gathered (the device IR's moves)
@@ -379,6 +399,8 @@ def op_cost(op, machine: Machine, proportion: float = DEFAULT_PROPORTION) -> OpC
                       c.flops, f"{count} iterations of ({body.plan or 'elementwise'})")
     where = name
     p = proportion_of(op, proportion)
+    ps = partials_itemsize_of(op) if name in ("mm", "bmm", "addmm", "convolution", "convolution_backward") \
+        or op.name == "ipu.serialized_matmul" else 4
     ins = list(op.operands)
     outs = list(op.results)
     if name in ("mm", "bmm", "addmm"):
@@ -386,7 +408,7 @@ def op_cost(op, machine: Machine, proportion: float = DEFAULT_PROPORTION) -> OpC
         sa, sb = _shape(a), _shape(b)
         batch = sa[0] if name == "bmm" else 1
         return matmul_cost(batch, sa[-2], sa[-1], sb[-1], _itemsize(a), machine, p, where,
-                           resident_b=is_resident(b))
+                           resident_b=is_resident(b), partials_itemsize=ps)
     if name == "convolution":
         x, w, y = ins[0], ins[1], outs[0]
         g = _prop(op, "groups", 1)
@@ -394,7 +416,7 @@ def op_cost(op, machine: Machine, proportion: float = DEFAULT_PROPORTION) -> OpC
         M = sy[0] * _numel(sy[2:])
         K = sw[1] * _numel(sw[2:])
         return matmul_cost(g, M, K, sw[0] // g, _itemsize(x), machine, p, where,
-                           resident_b=is_resident(w))
+                           resident_b=is_resident(w), partials_itemsize=ps)
     if name == "convolution_backward":
         gy, x, w = ins[0], ins[1], ins[2]
         g = _prop(op, "groups", 1)
@@ -404,10 +426,11 @@ def op_cost(op, machine: Machine, proportion: float = DEFAULT_PROPORTION) -> OpC
         if mask[0]:
             costs.append(matmul_cost(g, sx[0] * _numel(sx[2:]), (sw[0] // g) * _numel(sw[2:]),
                                      sx[1] // g, _itemsize(x), machine, p, where + " (input grad)",
-                                     resident_b=is_resident(w)))
+                                     resident_b=is_resident(w), partials_itemsize=ps))
         if mask[1]:
             costs.append(matmul_cost(g, sw[0] // g, sgy[0] * _numel(sgy[2:]), sw[1] * _numel(sw[2:]),
-                                     _itemsize(x), machine, p, where + " (weight grad)"))
+                                     _itemsize(x), machine, p, where + " (weight grad)",
+                                     partials_itemsize=ps))
         if mask[2]:
             costs.append(linear_cost(sgy[1], _bytes(gy), sgy[1] * 4, _itemsize(gy), machine,
                                      reduction=True))
@@ -420,7 +443,7 @@ def op_cost(op, machine: Machine, proportion: float = DEFAULT_PROPORTION) -> OpC
         M, K, N = _numel(sa[:-1]), sa[-1], sb[-1]
         M, K, N = (M // f, K, N) if mode == "input_channels" else \
             (M, K // f, N) if mode == "reducing_dim" else (M, K, N // f)
-        one = matmul_cost(1, M, K, N, _itemsize(a), machine, p, where)
+        one = matmul_cost(1, M, K, N, _itemsize(a), machine, p, where, partials_itemsize=ps)
         return _scale(one, f)
     out_bytes = sum(_bytes(r) for r in outs if _numel(_shape(r)))
     in_bytes = sum(_bytes(v) for v in ins)

@@ -4,7 +4,11 @@ models lives here, each with its source; docs/machine-validation.md compares
 the model built on them with published measurements.
 
 Sources: [spec] Graphcore's datasheets (GC2 / GC200 / Bow: tiles, SRAM,
-clock, peak FLOPS, 8 TB/s exchange, 320 GB/s IPU-Links, PCIe Gen4 x16);
+clock, peak FLOPS, 8 TB/s exchange, 320 GB/s IPU-Links; IPU-M2000 / Bow-2000:
+2 x 100 Gbps RoCE host and GW-Links per IPU-Machine);
+[poplibs-planner] PopLibs' convolution and matmul planner, which counts the
+AMP units of a tile by operand and partials type (fp16 in / fp16 out,
+fp16 in / fp32 out, fp32): the partials type sets the matmul rate;
 [jia] Jia et al. 2019, "Dissecting the Graphcore IPU Architecture via
 Microbenchmarking" (arXiv:1912.03413): 31.1 TB/s aggregate load ceiling on
 GC2 = 16 bytes per cycle per tile, 30.7 TB/s reached by a hand-written
@@ -24,12 +28,25 @@ class Machine:
     tiles: int  # per IPU [spec]
     bytes_per_tile: int  # [spec]
     clock_hz: float  # [spec]
-    fp16_macs_per_cycle: int  # per tile, fp32 accumulation (AMP) [spec: peak FLOPS / tiles / clock / 2]
-    fp32_macs_per_cycle: int  # per tile [spec, same derivation]
+    # AMP multiply-accumulates per tile and cycle by operand / partials type
+    # [spec: peak FLOPS / tiles / clock / 2; poplibs-planner for which type the
+    # published peak is]: fp16 operands with fp16 partials ("FP16.16", the
+    # datasheets' AI peak), fp16 operands with fp32 partials ("FP16.32") and fp32
+    fp16_half_macs_per_cycle: int
+    fp16_macs_per_cycle: int
+    fp32_macs_per_cycle: int
     exchange_bytes_per_cycle: int  # per tile, receive side [spec: reproduces the 8 TB/s exchange]
-    ipu_link_bytes_per_s: float  # one direction, one IPU pair [poplibs: ~16.5 GB/s at 85% efficiency]
-    host_link_bytes_per_s: float  # [spec: PCIe Gen4 x16]
+    # one IPU-Link, one direction [spec: 320 GB/s over 10 links both ways = 16 GB/s
+    # raw; no published efficiency figure was found, so none is applied]
+    ipu_link_bytes_per_s: float
+    # one process's host link: on the C2 card (Mk1) PCIe Gen3 x16 into the host
+    # [spec]; on IPU-POD systems (Mk2, Bow) a host server reaches the IPU-Machines
+    # over 100 GbE RoCE, 2 x 100 Gbps = 25 GB/s [spec: IPU-M2000 / Bow-2000 and
+    # IPU-POD datasheets], not over PCIe
+    host_link_bytes_per_s: float
     streaming_bytes_per_s: float  # streaming (remote) memory, per IPU [estimate]
+    # the IPU version PopTorch's useOfflineIpuTarget names it by (1: Mk1, 2: Mk2, 21: Bow)
+    ipu_version: int = 2
     sync_ns_per_hop: float = 15.0  # [poplibs]
     # elementwise throughput per tile and cycle: 16 bytes of operands loaded per
     # cycle, the GC2 load ceiling [jia] (2 fp32 or 4 fp16 values)
@@ -70,8 +87,12 @@ class Machine:
         hops = 1 + (max(num_ipus, 1) // 2) // 2
         return math.ceil(self.sync_ns_per_hop * 1e-9 * self.clock_hz * hops * 2)
 
-    def macs_per_cycle(self, itemsize: int) -> int:
-        return self.fp16_macs_per_cycle if itemsize <= 2 else self.fp32_macs_per_cycle
+    def macs_per_cycle(self, itemsize: int, partials_itemsize: int = 4) -> int:
+        """AMP rate for `itemsize`-byte operands accumulating into
+        `partials_itemsize`-byte partials (Options.Precision.setPartialsType)."""
+        if itemsize > 2:
+            return self.fp32_macs_per_cycle
+        return self.fp16_half_macs_per_cycle if partials_itemsize <= 2 else self.fp16_macs_per_cycle
 
     def elems_per_cycle(self, itemsize: int) -> int:
         return self.fp16_elems_per_cycle if itemsize <= 2 else self.fp32_elems_per_cycle
@@ -80,8 +101,11 @@ class Machine:
     def bytes_per_ipu(self) -> int:
         return self.tiles * self.bytes_per_tile
 
-    def peak_flops(self, itemsize: int = 2) -> float:
-        return 2 * self.macs_per_cycle(itemsize) * self.tiles * self.clock_hz
+    def peak_flops(self, itemsize: int = 2, partials_itemsize: int | None = None) -> float:
+        """Peak FLOPS with partials of `partials_itemsize` bytes (default: the
+        operands' type, the datasheets' FP16.16 and FP32 figures)."""
+        psize = itemsize if partials_itemsize is None else partials_itemsize
+        return 2 * self.macs_per_cycle(itemsize, psize) * self.tiles * self.clock_hz
 
     def seconds(self, cycles: float) -> float:
         return cycles / self.clock_hz
@@ -95,15 +119,23 @@ class Machine:
 
 KIB = 1024
 
-MK1 = Machine("mk1", tiles=1216, bytes_per_tile=256 * KIB, clock_hz=1.6e9, fp16_macs_per_cycle=32,
-              fp32_macs_per_cycle=8, exchange_bytes_per_cycle=4, ipu_link_bytes_per_s=16e9,
-              host_link_bytes_per_s=32e9, streaming_bytes_per_s=20e9)
-MK2 = Machine("mk2", tiles=1472, bytes_per_tile=624 * KIB, clock_hz=1.33e9, fp16_macs_per_cycle=64,
-              fp32_macs_per_cycle=16, exchange_bytes_per_cycle=4, ipu_link_bytes_per_s=16.5e9,
-              host_link_bytes_per_s=64e9, streaming_bytes_per_s=20e9)
-BOW = MK2.with_(name="bow", clock_hz=1.85e9)
+# Mk1 (GC2): 124.5 TFLOPS mixed precision, 31.1 fp32 [jia]; its AMP runs fp16 at one
+# rate whatever the partials type. Mk2 (GC200): 250 TFLOPS FP16.16, 62.5 FP32 [spec];
+# fp32 partials halve the fp16 rate (the fp32 results' store width limits the AMP
+# pipeline: PopLibs' planner gives fp16-in/fp32-out half the units of fp16-in/fp16-out).
+MK1 = Machine("mk1", tiles=1216, bytes_per_tile=256 * KIB, clock_hz=1.6e9, fp16_half_macs_per_cycle=32,
+              fp16_macs_per_cycle=32, fp32_macs_per_cycle=8, exchange_bytes_per_cycle=4,
+              ipu_link_bytes_per_s=16e9, host_link_bytes_per_s=16e9, streaming_bytes_per_s=20e9,
+              ipu_version=1)
+MK2 = Machine("mk2", tiles=1472, bytes_per_tile=624 * KIB, clock_hz=1.33e9, fp16_half_macs_per_cycle=64,
+              fp16_macs_per_cycle=32, fp32_macs_per_cycle=16, exchange_bytes_per_cycle=4,
+              ipu_link_bytes_per_s=16e9, host_link_bytes_per_s=25e9, streaming_bytes_per_s=20e9,
+              ipu_version=2)
+BOW = MK2.with_(name="bow", clock_hz=1.85e9, ipu_version=21)
 
 PRESETS = {m.name: m for m in (MK1, MK2, BOW)}
+# PopTorch's useOfflineIpuTarget(ipu_version) values and the preset each selects
+IPU_VERSIONS = {m.ipu_version: m.name for m in (MK1, MK2, BOW)}
 
 
 def machine(name_or_machine: str | Machine | None) -> Machine:

@@ -20,6 +20,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from tilefx.errors import Error
 from tilefx.backend.collectives import AllReduceCost, all_reduce_cost, host_traffic
+from tilefx.backend.validated import band_text
 from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, _numel as _numel_of_shape, _shape, multiconv_costs, op_cost
 from tilefx.backend.locations import Locations, TensorLocation
 from tilefx.backend.offload import OffloadPlan, plan_offload, program_order, value_root
@@ -165,6 +166,7 @@ class Profile:
             "step_cycles": self.step_cycles,
             "exchange_bytes": self.exchange_bytes,
             "cycles_by_op": self.cycles_by_op(),
+            "validated_range": band_text(self.cycles_by_op(), self.cycles_per_update, self.machine.clock_hz),
             "memory": {
                 ipu: {"peak_tile_bytes": int(m.peak.max()), "peak_tile": int(m.peak.argmax()),
                       "always_live_max_tile_bytes": int(m.always_live.max()),
@@ -992,6 +994,8 @@ def summary_table(summary: dict, top_ops: int = 15) -> str:
         stash = ", ".join(f"IPU{k} {v:,} B" for k, v in s.get("stash_bytes", {}).items()) or "none"
         lines.insert(1, f"  {s['schedule']} schedule: bubble fraction {100 * s['bubble_fraction']:.1f}%, "
                         f"peak stashed activations {stash}")
+    if s.get("validated_range"):
+        lines.insert(1, "  " + s["validated_range"])
     if s.get("auto_stage"):
         lines.insert(1, "  ipu-auto-stage: " + auto_stage_text(s["auto_stage"]))
     if s.get("distributed"):

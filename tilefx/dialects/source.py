@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, ModuleOp
+from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, BlockArgument, Operation, OpResult
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
@@ -24,7 +24,7 @@ from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRLexer
 
 from tilefx.dialects.names import (AUTO_STAGE_KEY, AUTOCAST_POLICY_KEY, AVAILABLE_MEMORY_KEY, CONST_VALUE_KEY,
-                                   MEMORY_PROPORTION_KEY,
+                                   MEMORY_PROPORTION_KEY, PARTIALS_TYPE_KEY,
                                    OPTIMIZER_KEY, PLACE_KEY, STAGES_KEY, STRATEGY_KEY, TILE_COST_KEY,
                                    TILE_MAPPING_KEY)
 from tilefx.errors import Error
@@ -176,8 +176,12 @@ def _cost(v) -> str | None:
 # The discardable attributes the passes, the cost model and the executor read
 # on every op, with what each must be (MLIR has a dialect hook for these;
 # xDSL has none, so the tools check them here).
+def _partials(v) -> str | None:
+    return None if isinstance(v, StringAttr) and v.data in ("half", "float") else '"half" or "float"'
+
+
 OP_ATTRIBUTES = {PLACE_KEY: _placement, AVAILABLE_MEMORY_KEY: _proportion,
-                 TILE_MAPPING_KEY: _mapping, TILE_COST_KEY: _cost}
+                 TILE_MAPPING_KEY: _mapping, TILE_COST_KEY: _cost, PARTIALS_TYPE_KEY: _partials}
 # module attributes the passes read as dictionaries
 MODULE_DICTIONARIES = (STRATEGY_KEY, OPTIMIZER_KEY, STAGES_KEY, AUTOCAST_POLICY_KEY, AUTO_STAGE_KEY,
                        MEMORY_PROPORTION_KEY)

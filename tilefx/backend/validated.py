@@ -1,0 +1,69 @@
+"""How far to trust a predicted throughput: the spread of the machine
+model's validation rows (docs/machine-validation.md, reproduced by
+`benchmarks/machine_validation.py`), per class of workload.
+
+Each class records the ratio tilefx / published of its validated rows
+(lowest and highest). A prediction of a model of that class carries the
+band the published figures would lie in: [predicted / highest, predicted /
+lowest]. A model whose cycles are spent unlike any validated class (neither
+matmul-dominated nor convolution-dominated) gets no band, and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Band:
+    label: str  # the class of workload
+    lowest: float  # ratio tilefx / published, over the class's validated rows
+    highest: float
+    rows: int  # how many validated rows
+
+    def published_range(self, predicted: float) -> tuple[float, float]:
+        """Where the measured value lies if the model errs as on its validated rows."""
+        return predicted / self.highest, predicted / self.lowest
+
+    def percent(self) -> float:
+        """The band as +-%: the largest relative error of a validated row."""
+        return 100 * max(abs(1 / self.lowest - 1), abs(1 / self.highest - 1))
+
+
+# ratio ranges of the prediction rows (docs/machine-validation.md, "Predictions")
+BANDS = {
+    "transformer": Band("transformer-class training pipelines (BERT, ViT)", 0.91, 1.96, 10),
+    "cnn": Band("CNN-class data-parallel training (ResNet-50, ResNeXt-101)", 0.97, 1.27, 4),
+}
+MATMUL_OPS = ("aten.mm", "aten.bmm", "aten.addmm", "ipu.serialized_matmul")
+CONV_OPS = ("aten.convolution", "aten.convolution_backward")
+
+
+def classify(cycles_by_op: dict[str, int]) -> str | None:
+    """The validated class a profile's op mix resembles: more than half of its
+    op cycles in matmuls (transformer) or in convolutions (CNN), else None."""
+    total = sum(cycles_by_op.values())
+    if not total:
+        return None
+    mm = sum(cycles_by_op.get(n, 0) for n in MATMUL_OPS) / total
+    conv = sum(cycles_by_op.get(n, 0) for n in CONV_OPS) / total
+    if conv > 0.5:
+        return "cnn"
+    if mm > 0.5:
+        return "transformer"
+    return None
+
+
+def band_text(cycles_by_op: dict[str, int], cycles: int, clock_hz: float) -> str:
+    """One line for the profile: the predicted time of a weight update (or
+    call) with the validated band, or why there is none."""
+    seconds = cycles / clock_hz
+    kind = classify(cycles_by_op)
+    band = BANDS.get(kind) if kind else None
+    if band is None or not band.rows:
+        return (f"validated range: none: this model's op mix is unlike every validated row "
+                f"(transformer and CNN training); {cycles:,} cycles = {1e3 * seconds:.3f} ms is unvalidated")
+    lo, hi = band.published_range(seconds)  # a faster model (ratio > 1) means more real time
+    return (f"validated range +-{band.percent():.0f}% for {band.label} ({band.rows} rows): "
+            f"{1e3 * seconds:.3f} ms predicted, {1e3 * seconds * band.lowest:.3f}-"
+            f"{1e3 * seconds * band.highest:.3f} ms on the validated rows' spread")
