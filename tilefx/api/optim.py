@@ -401,8 +401,9 @@ def warn_if_subclassed(opt: torch.optim.Optimizer) -> None:
     builtin_steps = {inspect.unwrap(b.step) for b in builtins}
     custom_step = inspect.unwrap(cls.step) not in builtin_steps
     where = "poptorch.optim" if issubclass(base, _Optimizer) else "torch.optim"
-    log.warning("%s subclasses the built-in optimizer %s.%s: tilefx (as PopTorch) uses its own "
-                "implementation of %s, so custom behaviour in the subclass is unlikely to take effect, "
+    log.warning("%s subclasses the built-in optimizer %s.%s: Poptorch does not run Python optimizer code "
+                "directly: tilefx (as PopTorch) uses its own implementation of %s, so custom behaviour in "
+                "the subclass is unlikely to take effect, "
                 "other than setting the existing attributes%s", cls.__qualname__, where,
                 base.__name__, base.__name__,
                 f"; its custom step() is not used (the update compiled into the program replaces it)"
