@@ -376,3 +376,14 @@ def test_subclassed_optimizer_warns_when_wrapped(caplog):
         other = _Groups()
         poptorch.trainingModel(other, optimizer=torch.optim.SGD(other.parameters(), lr=0.1))
     assert "Poptorch does not run" not in caplog.text
+
+
+def test_weight_transfer_lines():
+    torch.manual_seed(0)
+    model = _Groups()
+    ex = poptorch.trainingModel(model, poptorch.Options().showCompilationProgressBar(False),
+                                optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    assert "Writing weights from host to IPU memory." in _debug_lines(lambda: ex(torch.ones(2, 3)))
+    assert "Writing weights from IPU to host." in _debug_lines(ex.copyWeightsToHost)
+    lines = _debug_lines(ex.detachFromDevice)
+    assert "Writing weights from IPU to host." in lines and "Detached from device" in lines

@@ -426,6 +426,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
         named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
         if self._program is not None and not self._options.offline_ipu_target:
+            log.debug("Writing weights from host to IPU memory.")  # PopTorch's words
             self._check_weights_fit(self._snapshot())
             _check_not_meta([(n, named_p[n]) for n in self._program.traced.params] +
                             [(n, named_b[n]) for n in self._program.traced.buffers])
@@ -486,6 +487,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         (before the first compile: PopTorch's error, there is nothing to copy)."""
         self._check_compiled()
         if self._program is not None:  # (an executor only generate() ran has no weights of its own)
+            log.debug("Writing weights from IPU to host.")
             self._write_back()
 
     def _seed_random(self, seed: int | None) -> None:
