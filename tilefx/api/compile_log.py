@@ -140,6 +140,7 @@ def log_placements(module) -> None:
     mode = _mode(module)[1]
     main = find_func(module, "main")
     used: dict[str, int] = {}
+    log.debug("Graph lowered to PopART {")
     for op in main.walk():
         place = op.attributes.get(PLACE_KEY)
         if not isinstance(place, PlacementAttr) or place.is_backward or not op.name.startswith("aten."):
@@ -156,6 +157,7 @@ def log_placements(module) -> None:
         where = (f"phase({place.phase.data})" if mode == "Phased" else f"stage({place.stage.data})")
         log.debug("  %s was lowered to %s [%s, mode(%s), ipu(%d), %s]", op.name, ", ".join(ids),
                   ", ".join(_type_text(r.type) for r in op.results), mode, place.ipu.data, where)
+    log.debug("}")
 
 
 # -- the optimizer -------------------------------------------------------------
