@@ -388,3 +388,33 @@ def test_weight_transfer_lines():
     assert "Writing weights from IPU to host." in _debug_lines(ex.copyWeightsToHost)
     lines = _debug_lines(ex.detachFromDevice)
     assert "Writing weights from IPU to host." in lines and "Detached from device" in lines
+
+
+@pytest.mark.parametrize("relaxed", [False, True])
+def test_relaxed_attribute_checks_say_it_at_debug(relaxed):
+    """Options.relaxOptimizerAttributesChecks: an attribute the compiled
+    optimizer does not have is a debug message instead of a warning."""
+    torch.manual_seed(0)
+    model = _Groups()
+    opt = poptorch.optim.SGD(model.parameters(), lr=0.01)
+    opts = poptorch.Options().showCompilationProgressBar(False).relaxOptimizerAttributesChecks(relaxed)
+    ex = poptorch.trainingModel(model, opts, optimizer=opt)
+    ex(torch.ones(2, 3))
+    opt.param_groups[0]["initial_lr"] = 0.1
+    got: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            got.append(record)
+
+    h = Keep(level=logging.DEBUG)
+    old = logs.root.level
+    logs.root.addHandler(h)
+    poptorch.setLogLevel("DEBUG")
+    try:
+        ex.setOptimizer(opt)
+    finally:
+        logs.root.removeHandler(h)
+        logs.root.setLevel(old)
+    (rec,) = [r for r in got if "Ignoring unexpected group 0 attribute" in r.getMessage()]
+    assert rec.levelno == (logging.DEBUG if relaxed else logging.WARNING)

@@ -534,7 +534,8 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             return
         check_unchanged_constants(compiled, new_cfg, self._opt_groups, new_groups, optimizer)
         if "_opt_known" in self.__dict__:
-            warn_unexpected_attributes(optimizer, self._opt_known, self._opt_warned)
+            warn_unexpected_attributes(optimizer, self._opt_known, self._opt_warned,
+                                       bool(self._options.relax_optimizer_attributes_checks))
         self._optimizer = optimizer
         new_cfg["grad_scale"] = compiled.get("grad_scale", 1.0)
         self._hypers.update({k: v for k, v in hyper_values(new_cfg).items() if k in self._hypers})

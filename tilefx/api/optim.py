@@ -505,7 +505,7 @@ def attribute_names(opt: torch.optim.Optimizer) -> tuple[frozenset, frozenset]:
 
 
 def warn_unexpected_attributes(opt: torch.optim.Optimizer, known: tuple[frozenset, frozenset],
-                               warned: set) -> None:
+                               warned: set, relaxed: bool = False) -> None:
     """setOptimizer after compile: warn (once per message) of attributes the
     compiled model did not have and ignores, in PopTorch's words ("Ignoring
     unexpected group 0 attribute in SGD optimizer: ['loss_scaling']": a
@@ -521,7 +521,8 @@ def warn_unexpected_attributes(opt: torch.optim.Optimizer, known: tuple[frozense
     for m in messages:
         if m not in warned:
             warned.add(m)
-            log.warning(m)
+            # Options.relaxOptimizerAttributesChecks: a debug message instead of a warning
+            log.log(logging.DEBUG if relaxed else logging.WARNING, m)
 
 
 def hyper_values(cfg: dict) -> dict[str, Any]:
