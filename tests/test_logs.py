@@ -418,3 +418,17 @@ def test_relaxed_attribute_checks_say_it_at_debug(relaxed):
         logs.root.setLevel(old)
     (rec,) = [r for r in got if "Ignoring unexpected group 0 attribute" in r.getMessage()]
     assert rec.levelno == (logging.DEBUG if relaxed else logging.WARNING)
+
+
+def test_optimizer_state_transfer_lines():
+    torch.manual_seed(0)
+    model = _Groups()
+    opt = poptorch.optim.Adam(model.parameters(), lr=0.01)
+    ex = poptorch.trainingModel(model, poptorch.Options().showCompilationProgressBar(False), optimizer=opt)
+    assert not _has(_debug_lines(lambda: opt.state_dict()), "optimiser state")  # nothing compiled yet
+    ex(torch.ones(2, 3))
+    state = {}
+    lines = _debug_lines(lambda: state.update(opt.state_dict()))
+    assert "Writing optimiser state tensors from IPU to host." in lines
+    assert "Writing optimiser state tensors from host to IPU memory." in \
+        _debug_lines(lambda: opt.load_state_dict(state))

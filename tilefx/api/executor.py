@@ -544,6 +544,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         attach(optimizer, self)
         pending = take_pending_state(optimizer)
         if pending is not None:
+            log.debug("Writing optimiser state tensors from host to IPU memory.")
             self._load_optimizer_state(pending)
 
 

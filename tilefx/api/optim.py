@@ -127,7 +127,9 @@ class _Optimizer:
         sd = torch.optim.Optimizer.state_dict(self)
         ex = self._executor()
         ipu = ex._optimizer_state() if ex is not None and ex._optimizer is self else None
-        if ipu is None:
+        if ipu is not None:
+            log.debug("Writing optimiser state tensors from IPU to host.")  # PopTorch's words
+        else:
             ipu = self._tilefx_pending
         sd["ipu_optimizer"] = self._kind
         sd["ipu_step"] = None if ipu is None else int(ipu["step"])
@@ -155,6 +157,7 @@ class _Optimizer:
         ex = self._executor()
         if ex is not None and ex._optimizer is self and ex._optimizer_state() is not None \
                 and not ex._destroyed:
+            log.debug("Writing optimiser state tensors from host to IPU memory.")
             ex._load_optimizer_state(pending)
             self._tilefx_pending = None
         else:

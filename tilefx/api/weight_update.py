@@ -86,6 +86,7 @@ class WeightUpdates:
         self._opt_ready = True
         pending = take_pending_state(self._optimizer) if self._optimizer is not None else None
         if pending is not None:
+            log.debug("Writing optimiser state tensors from host to IPU memory.")  # PopTorch's words
             self._load_optimizer_state(pending)
 
     def _optimizer_state(self) -> dict | None:
