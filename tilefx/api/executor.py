@@ -29,7 +29,8 @@ import torch
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.utils.exceptions import VerifyException
 
-from tilefx.api.logs import CompileProgress
+from tilefx.api import compile_log
+from tilefx.api.logs import CompileProgress, compile_summary
 from tilefx.api.anchors import Anchors
 from tilefx.api.host_arrays import (copied, copy_into, fresh_outputs, held_alone, input_np, same_memory, to_np,
                                    viewable, weight_tensor)
@@ -41,7 +42,7 @@ from tilefx.api.enums import CommGroupType, ConnectionType, HalfFloatCastingBeha
 from tilefx.errors import Error
 from tilefx.gcpause import gc_paused
 from tilefx.api.options import Options, OptionsAssertionError
-from tilefx.api.optim import SGD, optimizer_config
+from tilefx.api.optim import SGD, optimizer_config, warn_if_subclassed
 from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
 from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups, settings_count
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
@@ -175,6 +176,8 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             raise Error("trainingModel: the model has no parameters to train (use inferenceModel)")
         if training and optimizer is None:
             optimizer = SGD(model.parameters(), lr=0.01)
+        if optimizer is not None:  # as PopTorch, when the model is wrapped
+            warn_if_subclassed(optimizer)
         self._optimizer = optimizer
         self._program: Program | None = None
         self._call: CallSpec | None = None  # how the compiled call bound its arguments
@@ -423,6 +426,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
         named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
         if self._program is not None and not self._options.offline_ipu_target:
+            log.debug("Writing weights from host to IPU memory.")  # PopTorch's words
             self._check_weights_fit(self._snapshot())
             _check_not_meta([(n, named_p[n]) for n in self._program.traced.params] +
                             [(n, named_b[n]) for n in self._program.traced.buffers])
@@ -483,6 +487,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         (before the first compile: PopTorch's error, there is nothing to copy)."""
         self._check_compiled()
         if self._program is not None:  # (an executor only generate() ran has no weights of its own)
+            log.debug("Writing weights from IPU to host.")
             self._write_back()
 
     def _seed_random(self, seed: int | None) -> None:
@@ -529,13 +534,17 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             return
         check_unchanged_constants(compiled, new_cfg, self._opt_groups, new_groups, optimizer)
         if "_opt_known" in self.__dict__:
-            warn_unexpected_attributes(optimizer, self._opt_known, self._opt_warned)
+            warn_unexpected_attributes(optimizer, self._opt_known, self._opt_warned,
+                                       bool(self._options.relax_optimizer_attributes_checks))
         self._optimizer = optimizer
         new_cfg["grad_scale"] = compiled.get("grad_scale", 1.0)
         self._hypers.update({k: v for k, v in hyper_values(new_cfg).items() if k in self._hypers})
+        compile_log.log_optimizer(self, {**new_cfg, "variable": compiled.get("variable", [])}, new_groups,
+                                  self._grad_dtype)
         attach(optimizer, self)
         pending = take_pending_state(optimizer)
         if pending is not None:
+            log.debug("Writing optimiser state tensors from host to IPU memory.")
             self._load_optimizer_state(pending)
 
 
@@ -626,7 +635,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                                    f"({'training' if self._training else 'inference'})", self._options)
         if export.load_cached(self, inputs, start):  # a cache hit: no tracing, no passes
             progress.mark("loaded from the executable cache", 100)
-            progress.close()
+            progress.close(compile_summary(self._profile, self._program.module, self._factors()[1]), cached=True)
             return
         d_, r_, g_size, g_ = self._factors()
         n = d_ * (r_ // g_size) * g_
@@ -721,12 +730,14 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             auto_round_num_ipus=bool(self._options.auto_round_num_ipus)),
             loss_scaling=LossScalingPass(automatic=als) if scaled else None)
         progress.mark("ran the graph passes", 30)
+        compile_log.log_options(self._options, module)
+        compile_log.log_placements(module)
         self._install(traced, import_module, module,
                       [(x.shape[0] // n,) + tuple(x.shape[1:]) if x.dim() else () for x in inputs],
                       [np_dtype_of(x.dtype) for x in inputs], start)
         progress.mark("built the program and the machine model", 30)
         export.store_cached(self, inputs)
-        progress.close()
+        progress.close(compile_summary(self._profile, module, self._factors()[1]))
 
     def _install(self, traced: TracedGraph, import_module: ModuleOp, module: ModuleOp,
                  input_shapes: list[tuple], input_dtypes: list[np.dtype], start: float) -> None:

@@ -127,7 +127,9 @@ class _Optimizer:
         sd = torch.optim.Optimizer.state_dict(self)
         ex = self._executor()
         ipu = ex._optimizer_state() if ex is not None and ex._optimizer is self else None
-        if ipu is None:
+        if ipu is not None:
+            log.debug("Writing optimiser state tensors from IPU to host.")  # PopTorch's words
+        else:
             ipu = self._tilefx_pending
         sd["ipu_optimizer"] = self._kind
         sd["ipu_step"] = None if ipu is None else int(ipu["step"])
@@ -155,6 +157,7 @@ class _Optimizer:
         ex = self._executor()
         if ex is not None and ex._optimizer is self and ex._optimizer_state() is not None \
                 and not ex._destroyed:
+            log.debug("Writing optimiser state tensors from host to IPU memory.")
             ex._load_optimizer_state(pending)
             self._tilefx_pending = None
         else:
@@ -401,8 +404,9 @@ def warn_if_subclassed(opt: torch.optim.Optimizer) -> None:
     builtin_steps = {inspect.unwrap(b.step) for b in builtins}
     custom_step = inspect.unwrap(cls.step) not in builtin_steps
     where = "poptorch.optim" if issubclass(base, _Optimizer) else "torch.optim"
-    log.warning("%s subclasses the built-in optimizer %s.%s: tilefx (as PopTorch) uses its own "
-                "implementation of %s, so custom behaviour in the subclass is unlikely to take effect, "
+    log.warning("%s subclasses the built-in optimizer %s.%s: Poptorch does not run Python optimizer code "
+                "directly: tilefx (as PopTorch) uses its own implementation of %s, so custom behaviour in "
+                "the subclass is unlikely to take effect, "
                 "other than setting the existing attributes%s", cls.__qualname__, where,
                 base.__name__, base.__name__,
                 f"; its custom step() is not used (the update compiled into the program replaces it)"
@@ -504,7 +508,7 @@ def attribute_names(opt: torch.optim.Optimizer) -> tuple[frozenset, frozenset]:
 
 
 def warn_unexpected_attributes(opt: torch.optim.Optimizer, known: tuple[frozenset, frozenset],
-                               warned: set) -> None:
+                               warned: set, relaxed: bool = False) -> None:
     """setOptimizer after compile: warn (once per message) of attributes the
     compiled model did not have and ignores, in PopTorch's words ("Ignoring
     unexpected group 0 attribute in SGD optimizer: ['loss_scaling']": a
@@ -520,7 +524,8 @@ def warn_unexpected_attributes(opt: torch.optim.Optimizer, known: tuple[frozense
     for m in messages:
         if m not in warned:
             warned.add(m)
-            log.warning(m)
+            # Options.relaxOptimizerAttributesChecks: a debug message instead of a warning
+            log.log(logging.DEBUG if relaxed else logging.WARNING, m)
 
 
 def hyper_values(cfg: dict) -> dict[str, Any]:

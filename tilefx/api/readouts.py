@@ -6,6 +6,8 @@ methods read."""
 
 from __future__ import annotations
 
+import logging
+
 import torch
 from tilefx.api import anchors
 from tilefx.errors import Error, error_also
@@ -13,6 +15,8 @@ from tilefx.backend.machine import machine
 from tilefx.backend.profile import Profile
 from tilefx.backend.schedule import Schedule
 
+
+log = logging.getLogger("tilefx")
 
 # PopTorch's words (its NO_EXECUTABLE_ERR)
 NOT_COMPILED = "Model has not been compiled or has been destroyed."
@@ -121,8 +125,10 @@ class MachineReadouts:
         if not self._attached:
             raise Error("Device is not attached")
         if self._training:
+            log.debug("Writing weights from IPU to host.")
             self._write_back()
         self._attached = False
+        log.debug("Detached from device")  # PopTorch's words
 
     def attachToDevice(self) -> None:
         """Attach to the (simulated) IPUs again after detachFromDevice."""

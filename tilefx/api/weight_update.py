@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import numpy as np
 import torch
+from tilefx.api import compile_log
 from tilefx.api.host_arrays import held_alone
 from tilefx.api.program import Program, role_list
 from tilefx.api.enums import ReductionType
@@ -15,6 +16,7 @@ from tilefx.errors import Error
 from tilefx.api.optim import optimizer_config
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
 from tilefx.passes.training_step import TrainingStepPass
+from tilefx.dialects.aten import np_dtype
 from tilefx.dialects.irutil import find_func, from_py, to_py
 from tilefx.dialects.names import OPTIMIZER_KEY
 
@@ -47,6 +49,9 @@ class WeightUpdates:
         program.update_args = role_list(arg_roles(upd))
         program.update_results = role_list(result_roles(upd))
         self._opt_cfg, self._opt_groups = cfg, group_of  # what setOptimizer checks constants against
+        self._grad_dtype = next((np_dtype(a.type.element_type).name for a, r in zip(upd.body.block.args,
+                                 arg_roles(upd)) if "param" in r), "float32")
+        compile_log.log_optimizer(self, cfg, group_of, self._grad_dtype)
         if self._optimizer is not None:  # and the attributes it knows (warn_unexpected_attributes)
             from tilefx.api.optim import attribute_names
 
@@ -63,7 +68,6 @@ class WeightUpdates:
         in the state's accumulation type), then load a state the optimizer was
         given by load_state_dict before compiling."""
         from tilefx.api.optim import take_pending_state
-        from tilefx.dialects.aten import np_dtype
 
         if self._program is None:
             return
@@ -82,6 +86,7 @@ class WeightUpdates:
         self._opt_ready = True
         pending = take_pending_state(self._optimizer) if self._optimizer is not None else None
         if pending is not None:
+            log.debug("Writing optimiser state tensors from host to IPU memory.")  # PopTorch's words
             self._load_optimizer_state(pending)
 
     def _optimizer_state(self) -> dict | None:
