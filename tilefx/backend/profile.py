@@ -24,6 +24,7 @@ from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, _numel as _numel_of_s
 from tilefx.backend.locations import Locations, TensorLocation
 from tilefx.backend.offload import OffloadPlan, plan_offload, program_order, value_root
 from tilefx.backend.machine import Machine
+from tilefx.backend.memory_advice import advice
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, StageOp
 from tilefx.dialects.irutil import flat_ops, to_py
@@ -977,8 +978,7 @@ def _check_memory(profile: Profile) -> None:
                 f"Out of memory on IPU {ipu}, tile {tile}: {need:,} bytes needed, "
                 f"{m.bytes_per_tile:,} available ({m.name}: {m.tiles} tiles x "
                 f"{m.bytes_per_tile // 1024} KiB). Largest tensors on that tile: {listing}. "
-                f"Use more IPUs (pipelining), off-chip optimizer state, or a lower available "
-                f"memory proportion", type="memory")
+                f"{advice(mem, tile, m.bytes_per_tile)}", type="memory")
 
 
 def summary_table(summary: dict, top_ops: int = 15) -> str:
