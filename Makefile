@@ -1,18 +1,25 @@
 # `make demo` and `make test` create the virtual environment when it is missing.
+# The demo needs tilefx and its runtime dependencies only; the tests add the
+# `test` extra (pytest, lit, onnxruntime, transformers, ...) on top.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
+DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lit pytest bench bench-speed bench-hf-speed fuzz opinfo clean
 
-$(STAMP): pyproject.toml
+$(DEMO_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $(DEMO_STAMP)
+
+$(STAMP): $(DEMO_STAMP)
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(PY) examples/mnist_pipeline.py
 
 test: pytest lit

@@ -30,7 +30,7 @@ LAYERS = {
 # the dialects and the passes, so passes that plan from costs (ipu-auto-stage)
 # may consult them; they import only the base and the dialects.
 MACHINE_MODEL = {"backend.machine": 1.5, "backend.costs": 1.5, "backend.schedule": 1.5, "backend.locations": 1.5,
-                 "backend.validated": 1.5}
+                 "backend.validated": 1.5, "backend.memory_advice": 1.5}
 LAYERS.update(MACHINE_MODEL)
 # the layers that must not depend on torch: the IR, the passes and the executor
 TORCH_FREE = {"errors", "gcpause", "dialects", "passes", "backend", *MACHINE_MODEL}

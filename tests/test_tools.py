@@ -346,3 +346,22 @@ def test_constants_of_a_model_on_the_meta_device_carry_no_value():
     assert '{tilefx.const = "table"}' in ir and '{tilefx.const = "state"}' in ir
     assert '{tilefx.const = "_tensor_constant0", tilefx.value = dense<[2.000000e+00, 3.000000e+00, ' \
            '4.000000e+00]> : tensor<3xf32>}' in ir
+
+
+def test_opt_help_names_tilefx_passes_and_targets_and_hides_the_rest():
+    """--help names tilefx's passes and the IR target, not xDSL's ~100 others
+    (riscv, x86, stencil, ...); --all-passes lists those, tilefx's first."""
+    from tilefx.tools.universe import PASSES
+
+    out = _run("tilefx.tools.opt", "--help")
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split()).replace("- ", "-")  # argparse wraps at hyphens
+    assert all(name in text for name in PASSES)
+    for hidden in ("convert-arith-to-riscv", "stencil-unroll", "wgsl", "arm-asm", "x86-asm"):
+        assert hidden not in text, hidden
+    assert "--all-passes" in text
+    listed = _run("tilefx.tools.opt", "--all-passes")
+    assert listed.returncode == 0, listed.stderr
+    lines = [line.strip() for line in listed.stdout.splitlines()]
+    assert lines[1:1 + len(PASSES)] == list(PASSES)
+    assert {"convert-arith-to-riscv", "cse", "wgsl", "arm-asm", "mlir"} <= set(lines)

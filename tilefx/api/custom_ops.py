@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from tilefx.backend.kernels.custom import CustomOpDef, lookup, register, run
-from tilefx.errors import Error
+from tilefx.errors import Error, error_also
 from tilefx.lowering.from_torch import np_dtype_of
 
 
@@ -112,21 +112,21 @@ def _check_attributes(attributes) -> dict:
     if attributes is None:
         return {}
     if not isinstance(attributes, dict):
-        raise ValueError("custom_op: attributes must be a dict")
+        raise error_also(ValueError)("custom_op: attributes must be a dict")
     for k, v in attributes.items():
         if not isinstance(k, str):
-            raise ValueError("All attribute keys must be strings.")
+            raise error_also(ValueError)("All attribute keys must be strings.")
         if not isinstance(v, (float, int, str, list, tuple)) or isinstance(v, bool):
-            raise ValueError("Attribute values must be floats, ints, strings or a list/tuple of float, "
+            raise error_also(ValueError)("Attribute values must be floats, ints, strings or a list/tuple of float, "
                              "ints of strings.")
         if isinstance(v, (list, tuple)):
             if not v:
-                raise ValueError(f"custom_op: attribute {k!r} is an empty list")
+                raise error_also(ValueError)(f"custom_op: attribute {k!r} is an empty list")
             if any(type(e) is not type(v[0]) for e in v) or not isinstance(v[0], (float, int, str)):
-                raise ValueError("The types in a list/tuple attribute must all be the same.")
+                raise error_also(ValueError)("The types in a list/tuple attribute must all be the same.")
         for s in [k, *(v if isinstance(v, (list, tuple)) else [v])]:
             if isinstance(s, str) and any(ord(ch) >= 128 for ch in s):
-                raise ValueError(f"{s} contains non-ASCII characters.")
+                raise error_also(ValueError)(f"{s} contains non-ASCII characters.")
     return {k: list(v) if isinstance(v, tuple) else v for k, v in attributes.items()}
 
 

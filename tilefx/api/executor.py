@@ -39,7 +39,7 @@ from tilefx.api.program import Program, role_list
 from tilefx.api.readouts import MachineReadouts
 from tilefx.api.weight_update import WeightUpdates
 from tilefx.api.enums import CommGroupType, ConnectionType, HalfFloatCastingBehavior, OutputMode
-from tilefx.errors import Error
+from tilefx.errors import Error, error_also
 from tilefx.gcpause import gc_paused
 from tilefx.api.options import Options, OptionsAssertionError
 from tilefx.api.optim import SGD, optimizer_config, warn_if_subclassed
@@ -586,11 +586,14 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             if x.dim() == 0 and n == 1:
                 continue  # a 0-d tensor is one batch of one (PopTorch)
             if x.dim() == 0 or x.shape[0] % n:
-                raise AssertionError(
+                # an Error (the guide's `except poptorch.Error`) that is also the
+                # AssertionError PopTorch raised for it
+                raise error_also(AssertionError)(
                     f"Invalid batch dimension: input {names[i] if names else i} has batch size "
                     f"{1 if x.dim() == 0 else x.shape[0]}, which is not a multiple of "
                     f"deviceIterations({d}) * replicationFactor({r}) / inputReplicaGroupSize({gsize}) "
-                    f"* gradientAccumulation({g}) = {n}")
+                    f"* gradientAccumulation({g}) = {n}. Give each call a multiple of {n} samples: "
+                    f"poptorch.DataLoader(opts, ...) batches by these options")
             mb = x.shape[0] // n
         return mb or 0
 
@@ -687,8 +690,10 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                     a[GROUP_KEY] = IntegerAttr(group_of.get(a[PARAM_KEY].data, 0), i64)
             main_fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
         strategy = self._options.execution_strategy
+        # no strategy set: PopTorch's default, pipelined, which Block(ipu_id=...) then
+        # switches on without the user asking (ipu-assign-stages says so in its errors)
         config = strategy.to_config() if strategy is not None else \
-            {"kind": "pipelined", "stages": [], "auto_stage": "same_as_ipu"}
+            {"kind": "pipelined", "stages": [], "auto_stage": "same_as_ipu", "implicit": True}
         if "auto" in config:  # ipu-auto-stage costs the ops on this machine, the state where it lives
             config["auto"]["machine"] = machine(self._options.machine).name
             loc = self._options.TensorLocations.optimizer

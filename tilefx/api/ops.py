@@ -16,7 +16,7 @@ import torch
 from tilefx.api.enums import MatMulSerializationMode
 from tilefx.dialects.ipu import PRINT_FLOAT_FORMATS, PRINT_GRADIENT_TITLE_SUFFIX
 from tilefx.dialects.names import ATTRIBUTES_META_KEY, MULTICONV_META_KEY
-from tilefx.errors import Error
+from tilefx.errors import Error, error_also
 from tilefx.lowering.recompute_op import recomputation_checkpoint as _recomputation_checkpoint
 from tilefx.lowering.tracing_state import ModuleScope, Tracing
 
@@ -153,7 +153,7 @@ def set_available_memory(x: torch.Tensor, available_memory_proportion: float) ->
     """Bound the temporary memory of the op that produced `x` (seeds/000 4.6.9)."""
     p = float(available_memory_proportion)
     if not 0.0 < p <= 1.0:
-        raise ValueError(f"set_available_memory: proportion must be in (0, 1], got {p}")
+        raise error_also(ValueError)(f"set_available_memory: proportion must be in (0, 1], got {p}")
     return _set_available_memory(x, p)
 
 
@@ -434,11 +434,11 @@ def for_loop(count: int, body, inputs: list[torch.Tensor]) -> list[torch.Tensor]
     on the previous one's outputs (same number, shapes and dtypes as the
     inputs). Traced once into an `ipu.for` region (inference models)."""
     if not isinstance(inputs, list):
-        raise ValueError("poptorch.for_loop expects input tensors (inputs) to be a list of tensors. "
+        raise error_also(ValueError)("poptorch.for_loop expects input tensors (inputs) to be a list of tensors. "
                          "(Object is not list)")
     for i, t in enumerate(inputs):
         if not isinstance(t, torch.Tensor):
-            raise ValueError("poptorch.for_loop expects input tensors (inputs) to be a list of tensors. "
+            raise error_also(ValueError)("poptorch.for_loop expects input tensors (inputs) to be a list of tensors. "
                              f"(Object contained in list at index {i} is not torch.tensor)")
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise Error(f"for_loop: count must be a non-negative int, got {count!r}")

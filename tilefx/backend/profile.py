@@ -25,6 +25,8 @@ from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, _numel as _numel_of_s
 from tilefx.backend.locations import Locations, TensorLocation
 from tilefx.backend.offload import OffloadPlan, plan_offload, program_order, value_root
 from tilefx.backend.machine import Machine
+from tilefx.backend.memory_advice import advice
+from tilefx.backend.plots import is_pipelined, run_title
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, StageOp
 from tilefx.dialects.irutil import flat_ops, to_py
@@ -148,6 +150,7 @@ class Profile:
     def summary(self) -> dict:
         return {
             "machine": self.machine.name,
+            "codelet_bytes_per_tile": self.machine.codelet_bytes_per_tile,
             "strategy": self.strategy,
             "ipus": self.num_ipus,
             "total_cycles": self.total_cycles,
@@ -979,18 +982,17 @@ def _check_memory(profile: Profile) -> None:
                 f"Out of memory on IPU {ipu}, tile {tile}: {need:,} bytes needed, "
                 f"{m.bytes_per_tile:,} available ({m.name}: {m.tiles} tiles x "
                 f"{m.bytes_per_tile // 1024} KiB). Largest tensors on that tile: {listing}. "
-                f"Use more IPUs (pipelining), off-chip optimizer state, or a lower available "
-                f"memory proportion", type="memory")
+                f"{advice(mem, tile, m.bytes_per_tile)}", type="memory")
 
 
 def summary_table(summary: dict, top_ops: int = 15) -> str:
     """The summary (as summary.json holds it: string keys) as a table."""
     s = summary
-    lines = [f"{s['machine']} x {s['ipus']} IPU(s), {s['strategy']}: {s['total_cycles']:,} cycles "
+    lines = [f"{run_title(s)}: {s['total_cycles']:,} cycles "
              f"= {1e3 * s['seconds']:.3f} ms per call ({s['weight_updates_per_call']} x "
              f"{s['cycles_per_weight_update']:,} cycles)",
              "  IPU   busy cycles   utilisation   peak tile memory   always-live (max tile)"]
-    if s.get("schedule"):
+    if s.get("schedule") and is_pipelined(s):
         stash = ", ".join(f"IPU{k} {v:,} B" for k, v in s.get("stash_bytes", {}).items()) or "none"
         lines.insert(1, f"  {s['schedule']} schedule: bubble fraction {100 * s['bubble_fraction']:.1f}%, "
                         f"peak stashed activations {stash}")

@@ -82,6 +82,19 @@ def ipu_count_error(n: int, context: str = "") -> str | None:
 _KINDS = ("pipelined", "sharded", "serial_phased", "parallel_phased")
 
 
+def _implicit_note(cfg: dict, num_stages: int) -> str:
+    """What to add to a pipelining rule's error when no execution strategy was
+    set: the Block / BeginBlock annotations' ipu_id switched pipelining on, as
+    PipelinedExecution is PopTorch's default (user guide 4.4.2)."""
+    if not cfg.get("implicit"):
+        return ""
+    return (f". No execution strategy was set, so the model's Block(ipu_id=...) / "
+            f"BeginBlock(ipu_id=...) annotations, which place it on {num_stages} pipeline stages, "
+            f"switched on PipelinedExecution, PopTorch's default. To run the stages one after "
+            f"another without pipelining (no such minimum), set "
+            f"opts.setExecutionStrategy(poptorch.ShardedExecution())")
+
+
 @dataclass(frozen=True)
 class AssignStagesPass(ModulePass):
     name = "ipu-assign-stages"
@@ -188,14 +201,22 @@ class AssignStagesPass(ModulePass):
             # 1F1B and interleaved 1F1B run any number of micro-batches
             fill_drain = cfg.get("schedule", "FillDrain") == "FillDrain"
             if training and fill_drain and self.gradient_accumulation < 2 * num_fwd - 1:
+                need = 2 * num_fwd - 1
                 raise PlacementError(
-                    f"pipelined training over {num_fwd} forward stages has {2 * num_fwd - 1} pipeline "
-                    f"stages and needs gradientAccumulation >= {2 * num_fwd - 1}, "
-                    f"got {self.gradient_accumulation}")
+                    f"pipelined training over {num_fwd} forward stages has {need} pipeline stages "
+                    f"and needs gradientAccumulation >= {need}, got {self.gradient_accumulation}: "
+                    f"gradientAccumulation() must be greater than or equal to the number of "
+                    f"pipeline stages (forward and backward). Set "
+                    f"opts.Training.gradientAccumulation({need}) or more (each call then takes "
+                    f"deviceIterations x replicationFactor x gradientAccumulation micro-batches), "
+                    f"or pick a schedule that runs any number of micro-batches: "
+                    f"PipelinedExecution(..., schedule=\"1F1B\")" + _implicit_note(cfg, num_fwd))
             if not training and self.device_iterations < num_fwd:
                 raise PlacementError(
                     f"pipelined inference over {num_fwd} stages needs deviceIterations >= {num_fwd}, "
-                    f"got {self.device_iterations}")
+                    f"got {self.device_iterations}: deviceIterations() must be greater than or equal "
+                    f"to the number of pipeline stages. Set opts.deviceIterations({num_fwd}) or more"
+                    + _implicit_note(cfg, num_fwd))
 
         def bwd_phase(ph: int) -> int:
             last = num_phases - 1

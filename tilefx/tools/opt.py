@@ -10,6 +10,7 @@ inside a pass naming the pass and the op (exit 1), and anything unforeseen as
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import IO
 
@@ -24,6 +25,11 @@ from tilefx.tools.universe import DIALECTS, PASSES
 
 EXIT_DIAGNOSTIC = 1
 EXIT_INTERNAL = 2
+
+# xDSL's generic passes that work on tilefx's IR, listed in --help after tilefx's own
+GENERIC_PASSES = ("canonicalize", "cse", "dce")
+# the output targets for tilefx's IR (xDSL's others emit assembly for other machines)
+OWN_TARGETS = ("mlir",)
 
 
 class PassFailure(Error):
@@ -65,6 +71,21 @@ class TilefxOptMain(xDSLOptMain):
         for name, factory in PASSES.items():
             if name not in self.available_passes:
                 self.register_pass(name, factory)
+
+    def register_all_arguments(self, arg_parser):
+        """xDSL's arguments, with --help naming tilefx's passes and targets
+        (and the few generic passes that apply to its IR) instead of xDSL's
+        ~100 others, which `--all-passes` lists."""
+        super().register_all_arguments(arg_parser)
+        actions = {a.dest: a for a in arg_parser._actions}
+        own = ", ".join(PASSES)
+        generic = ", ".join(p for p in GENERIC_PASSES if p in self.available_passes)
+        actions["passes"].help = (f"comma-separated pass pipeline. tilefx's passes: {own}; "
+                                  f"generic: {generic} (--all-passes lists xDSL's others)")
+        actions["target"].help = (f"output target: {', '.join(OWN_TARGETS)} (the IR as text; "
+                                  "--all-passes lists xDSL's other targets)")
+        arg_parser.add_argument("--all-passes", action=_ListAll, nargs=0, driver=self,
+                                help="list every pass and target, xDSL's included, and exit")
 
     def register_all_frontends(self):
         super().register_all_frontends()
@@ -146,6 +167,25 @@ class TilefxOptMain(xDSLOptMain):
                     raise PassFailure(f"after pass {p.name}: {e}") from None
             if callback is not None:
                 callback(p, prog, passes[i + 1] if i + 1 < len(passes) else None)
+
+
+class _ListAll(argparse.Action):
+    """`--all-passes`: every registered pass and target, tilefx's first, then exit."""
+
+    def __init__(self, *args, driver, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.driver = driver
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        passes = list(self.driver.available_passes)
+        targets = list(self.driver.available_targets)
+        own = [p for p in passes if p in PASSES]
+        lines = ["tilefx's passes:", *(f"  {p}" for p in own),
+                 "xDSL's passes:", *(f"  {p}" for p in passes if p not in PASSES),
+                 "targets:", *(f"  {t}" for t in targets if t in OWN_TARGETS),
+                 "xDSL's other targets:", *(f"  {t}" for t in targets if t not in OWN_TARGETS)]
+        print("\n".join(lines))
+        parser.exit(0)
 
 
 def report(e: BaseException) -> int:
