@@ -44,7 +44,8 @@ from tilefx.api.options import Options, OptionsAssertionError
 from tilefx.api.optim import SGD, optimizer_config
 from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
 from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups, settings_count
-from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
+from tilefx.backend.executor import CompiledFunction
+from tilefx.dialects.irutil import arg_roles, find_func, from_py, result_roles, to_py
 from tilefx.lowering.call_spec import CallSpec, bind_call, check_dense, restore_caches
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
 from tilefx.lowering.no_compiler import without_compiler
@@ -57,7 +58,6 @@ from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import StageOp
 from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
 from tilefx.passes.loss_scaling import LossScalingPass
-from tilefx.dialects.irutil import find_func, from_py, to_py
 from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, MEMORY_PROPORTION_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
 
 

@@ -30,6 +30,8 @@ import numpy as np
 from xdsl.ir import BlockArgument, Operation
 
 from tilefx.backend.machine import Machine
+from tilefx.dialects.irutil import numel as _numel
+from tilefx.dialects.irutil import shape_of as _shape
 from tilefx.dialects.names import AVAILABLE_MEMORY_KEY, BUFFER_KEY, CONST_KEY, PARAM_KEY
 
 # views alias their input (a transposed operand is read in place by matmul plans)
@@ -206,10 +208,6 @@ def matmul_cost(batch: int, M: int, K: int, N: int, itemsize: int, machine: Mach
                   2.0 * batch * M * K * N, p.describe(), used)
 
 
-def _numel(shape) -> int:
-    return int(np.prod(shape)) if len(shape) else 1
-
-
 def linear_cost(out_elems: int, in_bytes: int, out_bytes: int, itemsize: int, machine: Machine,
                 flops_per_elem: float = 1.0, reduction: bool = False, moves: bool = False,
                 reduced: int | None = None, group: int | None = None) -> OpCost:
@@ -306,10 +304,6 @@ def dense_linalg_cost(name: str, ins: list, in_bytes: int, out_bytes: int, items
 # costs of IR ops
 
 DEFAULT_PROPORTION = 0.6
-
-
-def _shape(v) -> tuple[int, ...]:
-    return tuple(v.type.get_shape())
 
 
 def _itemsize(v) -> int:

@@ -58,8 +58,9 @@ from tilefx.backend.kernels.tuning import (
 from tilefx.dialects.aten import ATEN_OPS, from_attr, op_name, op_props
 from tilefx.dialects.aten_schema import RANDOM_SCHEMAS, py_name
 from tilefx.dialects.ipu import PLACE_KEY
+from tilefx.dialects.irutil import numel as _numel
+from tilefx.dialects.irutil import shape_of as _dims
 from tilefx.dialects.irutil import to_py
-from tilefx.dialects.names import CONST_VALUE_KEY, ROLE_PREFIX
 from tilefx.errors import Error
 from tilefx.passes.fuse_attention import AttentionGroup, attention_groups
 from tilefx.passes.fuse_elementwise import fusion_groups
@@ -156,15 +157,6 @@ class ExecutionError(Error):
     def __init__(self, message: str, op: Operation | None = None, **kw):
         super().__init__(message, type=kw.pop("type", "execution"), **kw)
         self.op = op  # the failing op, when known: tools point at its line in the IR text
-
-
-def _dims(v: SSAValue) -> tuple[int, ...]:
-    t = v.type
-    return tuple(t.get_shape()) if hasattr(t, "get_shape") else ()
-
-
-def _numel(shape) -> int:
-    return int(np.prod(shape, dtype=np.int64)) if shape else 1
 
 
 def gemm_flops(op: Operation) -> int | None:
@@ -1036,28 +1028,5 @@ def compile_function(fn: func.FuncOp, rng: np.random.Generator | None = None) ->
     return CompiledFunction(fn, rng)
 
 
-def arg_roles(fn: func.FuncOp) -> list[dict[str, Any]]:
-    """The `tilefx.*` attributes of each argument as Python values."""
-    return _roles(fn.arg_attrs, len(fn.body.block.args))
-
-
-def result_roles(fn: func.FuncOp) -> list[dict[str, Any]]:
-    return _roles(fn.res_attrs, len(fn.function_type.outputs))
-
-
-def _roles(attrs, n: int) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for i in range(n):
-        d = attrs.data[i].data if attrs is not None else {}
-        row = {}
-        for k, v in d.items():
-            if not k.startswith(ROLE_PREFIX) or k == CONST_VALUE_KEY:  # a value, not a role
-                continue
-            key = k.removeprefix(ROLE_PREFIX)
-            row[key] = True if v.__class__.__name__ == "UnitAttr" else from_attr(v)
-        out.append(row)
-    return out
-
-
-__all__ = ["CompiledFunction", "compile_function", "arg_roles", "result_roles", "KERNEL_TABLE",
+__all__ = ["CompiledFunction", "compile_function", "KERNEL_TABLE",
            "Sequence"]

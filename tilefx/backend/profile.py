@@ -20,13 +20,14 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from tilefx.errors import Error
 from tilefx.backend.collectives import AllReduceCost, all_reduce_cost, host_traffic
-from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, _numel as _numel_of_shape, _shape, multiconv_costs, op_cost
+from tilefx.backend.costs import VIEW_OPS, OpCost, _bytes, _shape, multiconv_costs, op_cost
 from tilefx.backend.locations import Locations, TensorLocation
 from tilefx.backend.offload import OffloadPlan, plan_offload, program_order, value_root
 from tilefx.backend.machine import Machine
 from tilefx.backend.schedule import Schedule
-from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, StageOp
-from tilefx.dialects.irutil import flat_ops, to_py
+from tilefx.dialects.ipu import StageOp
+from tilefx.dialects import irutil
+from tilefx.dialects.irutil import flat_ops, place, to_py, value_numel
 from tilefx.dialects.names import AUTO_STAGE_KEY, MULTICONV_KEY
 
 
@@ -239,11 +240,6 @@ def _jsonable(x):
 # ---------------------------------------------------------------------------
 
 
-def _place(op: Operation) -> PlacementAttr | None:
-    p = op.attributes.get(PLACE_KEY)
-    return p if isinstance(p, PlacementAttr) else None
-
-
 def _parallel_multiconvs(block, machine: Machine) -> dict:
     """Each convolution of a parallel MultiConv group -> (its cost on its share
     of the tiles, the cycles it adds to the stage: the group's slowest
@@ -252,19 +248,13 @@ def _parallel_multiconvs(block, machine: Machine) -> dict:
     for op in flat_ops(block):
         mc = op.attributes.get(MULTICONV_KEY)
         if mc is not None and mc.data["plan"].data == "parallel":
-            groups[(mc.data["group"].value.data, _place(op).direction.data if _place(op) else "")].append(op)
+            groups[(mc.data["group"].value.data, place(op).direction.data if place(op) else "")].append(op)
     out = {}
     for convs in groups.values():
         costs, cycles = multiconv_costs(convs, machine)
         for i, (op, c) in enumerate(zip(convs, costs)):
             out[op] = (c, cycles if i == 0 else 0)
     return out
-
-
-def _roles(fn: func.FuncOp, which: str) -> list[dict]:
-    from tilefx.backend.executor import arg_roles, result_roles
-
-    return arg_roles(fn) if which == "arg" else result_roles(fn)
 
 
 def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedule: Schedule,
@@ -318,10 +308,10 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     num_ipus = 1 + max((ipu for ipu, _ in stage_of.values()), default=0)
 
     # host streams: inputs into the first stage that reads them, outputs out of the last
-    arg_roles = _roles(main, "arg")
+    arg_roles = irutil.arg_roles(main)
     in_bytes = sum(_bytes(a) for a, r in zip(main.body.block.args, arg_roles) if "input" in r)
     ret = main.body.block.last_op
-    res_roles = _roles(main, "res")
+    res_roles = irutil.result_roles(main)
     out_bytes = sum(_bytes(v) for v, r in zip(ret.operands, res_roles) if "output" in r)
     host_in = machine.link_cycles(in_bytes, machine.host_link_bytes_per_s) if in_bytes and host_io else 0
     host_out = machine.link_cycles(out_bytes, machine.host_link_bytes_per_s) if out_bytes and host_io else 0
@@ -408,7 +398,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     update_records: list[OpRecord] = []
     state_bytes: dict[int, int] = defaultdict(int)
     if training and update is not None:
-        upd_roles = _roles(update, "arg")
+        upd_roles = irutil.arg_roles(update)
         per_ipu: dict[int, int] = defaultdict(int)
         for op in update.body.block.ops:
             if isinstance(op, func.ReturnOp):
@@ -420,9 +410,9 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
             update_records.append(OpRecord(op.name, -1, ipu, c, "update"))
             per_ipu[ipu] += c.cycles
         for a, r in zip(update.body.block.args, upd_roles):
-            if "state" in r and location.off_chip(_numel(a)):
+            if "state" in r and location.off_chip(value_numel(a)):
                 pname = r["state"].rsplit("/", 1)[0]
-                state_bytes[param_ipu.get(pname, 0)] += -(-_bytes(a) // location.shards(_numel(a), n_replicas))
+                state_bytes[param_ipu.get(pname, 0)] += -(-_bytes(a) // location.shards(value_numel(a), n_replicas))
         loaded_bytes: dict[int, int] = defaultdict(int)
         for pname, nbytes in offload.update_stream.items():  # off-chip weights: loaded and stored
             state_bytes[param_ipu.get(pname, 0)] += nbytes
@@ -436,9 +426,9 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
             for a, r in zip(update.body.block.args, upd_roles):
                 if "param" in r and r["param"] in phase_resident and r["param"] not in offload.update_stream:
                     state_bytes[param_ipu.get(r["param"], 0)] += _bytes(a)
-                elif "state" in r and not location.off_chip(_numel(a)):
+                elif "state" in r and not location.off_chip(value_numel(a)):
                     pname = r["state"].rsplit("/", 1)[0]
-                    state_bytes[param_ipu.get(pname, 0)] += -(-_bytes(a) // location.shards(_numel(a), n_replicas))
+                    state_bytes[param_ipu.get(pname, 0)] += -(-_bytes(a) // location.shards(value_numel(a), n_replicas))
         for ipu, cyc in per_ipu.items():
             if state_bytes[ipu]:  # load and store the state (its shard) and weights in streaming memory
                 cyc += 2 * machine.link_cycles(state_bytes[ipu], machine.streaming_bytes_per_s)
@@ -482,18 +472,14 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     return profile
 
 
-def _numel(v) -> int:
-    return _numel_of_shape(_shape(v))
-
-
 def _param_shards(update: func.FuncOp, location: TensorLocation, replicas: int) -> dict[str, int]:
     """Each parameter with optimizer state: over how many replicas its update
     is sharded (its largest state tensor's sharding; 1 for whole)."""
     out: dict[str, int] = {}
-    for a, r in zip(update.body.block.args, _roles(update, "arg")):
+    for a, r in zip(update.body.block.args, irutil.arg_roles(update)):
         if "state" in r:
             pname = r["state"].rsplit("/", 1)[0]
-            out[pname] = max(out.get(pname, 1), location.shards(_numel(a), replicas))
+            out[pname] = max(out.get(pname, 1), location.shards(value_numel(a), replicas))
     return out
 
 
@@ -614,7 +600,7 @@ def _param_ipus(main: func.FuncOp, roles: list[dict]) -> dict[str, int]:
             continue
         ipus = []
         for use in a.uses:
-            p = _place(use.operation)
+            p = place(use.operation)
             if p is not None and p.ipu.data >= 0:
                 ipus.append(p.ipu.data)
         where.setdefault(key, min(ipus) if ipus else 0)
@@ -719,10 +705,10 @@ def _memory(main, update, arg_roles, param_ipu, stage_of, records, machine: Mach
                 Tensor(f"{r['accum']} (gradient accumulator)", _bytes(a), "ipu.accumulate", "accumulator",
                        r["accum"]))
     if training and update is not None:
-        for a, r in zip(update.body.block.args, _roles(update, "arg")):
-            if "state" in r and not location.off_chip(_numel(a)):
+        for a, r in zip(update.body.block.args, irutil.arg_roles(update)):
+            if "state" in r and not location.off_chip(value_numel(a)):
                 pname = r["state"].rsplit("/", 1)[0]
-                n = location.shards(_numel(a), n_replicas)
+                n = location.shards(value_numel(a), n_replicas)
                 always[param_ipu.get(pname, 0)].append(
                     Tensor(r["state"] if n == 1 else f"{r['state']} (1/{n} shard)", -(-_bytes(a) // n),
                            "optimizer state", "optimizer", pname))
@@ -901,7 +887,7 @@ def _activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_o
             if r in last_use:
                 n = _bytes(r) * depth.get(r, 1)
                 kind = "stash" if r in depth else "activation"
-                p = _place(op)
+                p = place(op)
                 block = f" in block {p.block.data!r}" if p is not None and p.block.data else ""
                 live[ipu][r] = Tensor(f"%{r.name_hint or r.index} ({op.name} result)", n,
                                       f"{op.name}{block}", kind)

@@ -54,6 +54,7 @@ from tilefx.backend.executor import (
 )
 from tilefx.backend.kernels.tuning import blas_cores
 from tilefx.dialects.aten import from_attr, type_key
+from tilefx.dialects.irutil import value_numel
 from tilefx.lowering.torch_rules import TORCH_DTYPES, load_torch
 
 KERNELS_ENV = "TILEFX_KERNELS"  # "numpy": the numpy kernels for every op
@@ -117,10 +118,6 @@ def enabled() -> bool:
     return os.environ.get(KERNELS_ENV, "").strip().lower() != "numpy"
 
 
-def _numel(t) -> int:
-    return math.prod(t.get_shape()) if hasattr(t, "get_shape") else 1
-
-
 def _types_exact(op: Operation) -> bool:
     for v in (*op.operands, *op.results):
         t = v.type
@@ -148,7 +145,7 @@ def provide(op: Operation) -> Callable | None:
         return None
     if not enabled() or not _types_exact(op) or _numpy_faster(op):
         return None
-    if name in CHEAP and max((_numel(v.type) for v in (*op.operands, *op.results)),
+    if name in CHEAP and max((value_numel(v) for v in (*op.operands, *op.results)),
                              default=0) < MIN_ELEMENTS_CHEAP:
         return None
     schema = getattr(op, "schema", None)
