@@ -31,7 +31,8 @@ LAYERS = {
 # constants, per-op costs, schedules) without executing it. They sit between
 # the dialects and the passes, so passes that plan from costs (ipu-auto-stage)
 # may consult them; they import only the base and the dialects.
-MACHINE_MODEL = {f"backend.{m}": 1.5 for m in ("machine", "costs", "schedule", "locations", "offload", "collectives")}
+MACHINE_MODEL = {f"backend.{m}": 1.5 for m in ("machine", "costs", "schedule", "locations", "offload", "collectives",
+                                                 "memory_model")}
 LAYERS.update(MACHINE_MODEL)
 # the layers that must not depend on torch: the IR, the passes and the executor
 TORCH_FREE = {"errors", "gcpause", "dialects", "passes", "backend", *MACHINE_MODEL}

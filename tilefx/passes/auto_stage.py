@@ -64,15 +64,14 @@ from xdsl.passes import ModulePass
 from tilefx.backend.costs import VIEW_OPS, _bytes, op_cost
 from tilefx.backend.locations import MIN_ELEMENTS_OFF_CHIP, MIN_ELEMENTS_SHARDED, ON_CHIP, Locations, TensorLocation
 from tilefx.backend.machine import machine as machine_named
+from tilefx.backend.memory_model import STATE_ITEMSIZE, optimizer_state_tensors, resident_share
 from tilefx.backend.schedule import SCHEDULES, pipelined
-from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr
-from tilefx.dialects.irutil import find_func, from_py, module_config, place
+from tilefx.dialects.ipu import DEFAULT_PROPORTION, PLACE_KEY, START_BLOCK, PlacementAttr
+from tilefx.dialects.irutil import find_func, from_py, module_config, place, value_numel
 from tilefx.dialects.names import (AUTO_STAGE_KEY, OPTIMIZER_KEY, PARAM_KEY, STRATEGY_KEY)
 from tilefx.passes.assign_stages import PlacementError
 from tilefx.passes.available_memory import AvailableMemoryPass
 
-# fp32 optimizer state tensors per weight element (a documented estimate)
-_STATE_TENSORS = {"sgd": 0, "adam": 2, "adamw": 2, "lamb": 2, "rmsprop": 1}
 _UNPLACED = PlacementAttr()  # an op without ipu.place: a forward op of the default block
 
 
@@ -89,7 +88,7 @@ class AutoStagePass(ModulePass):
     schedule: str = "FillDrain"
     micro_batches: int = 0  # 0: the fewest the schedule allows
     machine: str = "mk2"
-    default_proportion: float | int = 0.6
+    default_proportion: float | int = DEFAULT_PROPORTION
     # where the optimizer state lives (backend/locations.py): off chip it
     # takes no tile memory; sharded, 1/state-shards of each large tensor
     state_on_chip: bool = True
@@ -272,9 +271,7 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
     them to their last forward reader, copied-in ones included."""
     weights = np.zeros(n)
     opt = module_config(module, OPTIMIZER_KEY) or {}
-    states = _STATE_TENSORS.get(opt.get("type", "sgd"), 1)
-    if opt.get("type") in ("sgd", "rmsprop") and any(g.get("momentum") for g in opt.get("groups", [])):
-        states += 1
+    states = optimizer_state_tensors(opt)
     for a, attrs in zip(main.body.block.args, main.arg_attrs.data if main.arg_attrs else []):
         if PARAM_KEY not in attrs.data:
             continue
@@ -282,12 +279,12 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
               and not place(u.operation, _UNPLACED).is_backward]
         if not us:
             continue
-        numel = int(np.prod(a.type.get_shape()))
+        numel = value_numel(a)
         w = locations.weight
         b = 0 if w.off_chip(numel) else w.shard_bytes(_bytes(a), numel, all_replicas)
         if training:  # a gradient accumulator and the fp32 optimizer state per element
             b += 0 if locations.accumulator.off_chip(numel) else _bytes(a)
-            b += 0 if state.off_chip(numel) else -(-states * 4 * numel // state.shards(numel, replicas))
+            b += resident_share(state, states * STATE_ITEMSIZE * numel, numel, replicas)
         weights[min(us)] += b
     saved = np.zeros(n)
     cross = np.zeros((2, n + 1))  # forward values into later stages, values back into earlier ones
@@ -318,7 +315,7 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
         for v in stashed:
             if isinstance(v, OpResult) and v.op in anchor and \
                     v.op.name.removeprefix("aten.") not in VIEW_OPS and \
-                    not locations.activation.off_chip(int(np.prod(v.type.get_shape()))):
+                    not locations.activation.off_chip(value_numel(v)):
                 saved[anchor[v.op]] += _bytes(v)
     last_read: dict = {}  # a value (through forward views of it) -> its last forward reader's position
     for o in ops:

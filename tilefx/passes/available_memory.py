@@ -64,7 +64,7 @@ class AvailableMemoryError(Error, DiagnosticException):
 
 
 def _check(p: float, where: str) -> float:
-    if not 0.0 < p <= 1.0:
+    if not ipu.is_proportion(p):
         raise AvailableMemoryError(f"available memory proportion must be in (0, 1], got {p} ({where})")
     return p
 
@@ -91,7 +91,7 @@ class AvailableMemoryPass(ModulePass):
 
     name = "ipu-available-memory"
 
-    default_proportion: float | int = 0.6
+    default_proportion: float | int = ipu.DEFAULT_PROPORTION
     per_ipu: tuple[int | float, ...] = ()
 
     def _per_ipu(self, module: ModuleOp) -> dict[int, float]:
