@@ -46,6 +46,7 @@ from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
 from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups, settings_count
 from tilefx.backend.executor import CompiledFunction
 from tilefx.dialects.irutil import arg_roles, find_func, from_py, result_roles, to_py
+from tilefx.lowering import aten_kernels
 from tilefx.lowering.call_spec import CallSpec, bind_call, check_dense, restore_caches
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
 from tilefx.lowering.no_compiler import without_compiler
@@ -156,6 +157,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
 
     def __init__(self, model: torch.nn.Module, options: Options | None = None,
                  training: bool = False, optimizer: torch.optim.Optimizer | None = None):
+        aten_kernels.install()  # the program is verified by torch's rules and runs ATen's kernels
         if isinstance(model, PoplarExecutor):
             model = model._user_model  # wrapping a wrapper wraps its model (PopTorch)
         if not isinstance(model, torch.nn.Module):

@@ -56,7 +56,8 @@ from tilefx.backend.kernels.tuning import (
     set_blas_threads,
 )
 from tilefx.dialects.aten import ATEN_OPS, from_attr, op_name, op_props
-from tilefx.dialects.aten_schema import RANDOM_SCHEMAS, py_name
+from tilefx.dialects.aten_schema import py_name
+from tilefx.dialects.aten_traits import ops_where
 from tilefx.dialects.ipu import PLACE_KEY
 from tilefx.dialects.irutil import numel as _numel
 from tilefx.dialects.irutil import shape_of as _dims
@@ -71,12 +72,13 @@ KERNEL_TABLE: dict[str, Callable[..., Any]] = {
 }
 # ops whose later results nothing may read: a kernel computing the first alone
 FIRST_RESULT_TABLE = {op_name(s): FIRST_RESULT_KERNELS[s] for s in ATEN_OPS if s in FIRST_RESULT_KERNELS}
-RANDOM_OPS = {op_name(s) for s in RANDOM_SCHEMAS}
+RANDOM_OPS = frozenset(op_name(n) for n in ops_where(random=True))
 # Hooks that may supply a kernel for an op instead of the numpy table's, or
 # return None: for an aten op a kernel(*operand groups) with the properties
 # bound, returning the result (or the list of results); for an ipu op a
-# kernel with the table kernel's signature. The lowering installs ATen's own
-# kernels here (lowering/aten_kernels.py); the backend knows nothing of torch.
+# kernel with the table kernel's signature. Filled only by
+# backend/runtime.install (ATen's own kernels: lowering/aten_kernels.py
+# AtenKernels); the backend knows nothing of torch.
 KERNEL_PROVIDERS: list[Callable[[Operation], Callable[..., Any] | None]] = []
 # Hooks that may supply the kernel of an attention group (passes/fuse_attention.py):
 # hook(group, result shape) -> make(ins, out, keep) building the step from the
@@ -94,10 +96,9 @@ MOVE_OPS = {"ipu.copy", "tile.exchange", "tile.ipu_copy", "tile.host_in", "tile.
 # ops whose result is their operand's value: a slot shared with it (values
 # are never written once made; an in-place form only takes a donated
 # argument that no other step reads)
-SAME_VALUE_OPS = {"aten.alias", "aten.detach", "aten.lift_fresh_copy"}
+SAME_VALUE_OPS = frozenset(op_name(n) for n in ops_where(same_value=True))
 # views computed from the result type (CompiledFunction._view_step)
-VIEW_OPS = {"aten.view", "aten.unsqueeze", "aten.squeeze.dim", "aten.squeeze.dims", "aten.permute",
-            "aten.expand"}
+VIEW_OPS = frozenset(op_name(n) for n in ops_where(view_step=True))
 # a constant op (no operands, not random) made once per executable, up to this size
 CONSTANT_BYTES = 1 << 20
 

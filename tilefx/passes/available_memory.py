@@ -38,13 +38,11 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from tilefx.errors import Error
 from tilefx.dialects import ipu
+from tilefx.dialects.aten_traits import ops_where
 from tilefx.dialects.names import AVAILABLE_MEMORY_KEY, MEMORY_PROPORTION_KEY
 
-MEMORY_OPS = frozenset({
-    "aten.mm", "aten.bmm", "aten.addmm", "aten.convolution", "aten.convolution_backward",
-    "aten.embedding", "aten.embedding_dense_backward", "aten.index.Tensor", "aten.index_put",
-    "aten.gather", "ipu.serialized_matmul",
-})
+# the ops whose temporaries the proportion bounds (op traits: memory_planned)
+MEMORY_OPS = frozenset({"aten." + n for n in ops_where(memory_planned=True)} | {"ipu.serialized_matmul"})
 # ops between a memory op and the tensor the user sees: a traced linear
 # (view, addmm, view; mm + bias add) or a lowered serialized matmul (cat / add / view)
 _SEE_THROUGH = frozenset({

@@ -34,7 +34,7 @@ from tilefx.dialects.const_value import array_of
 from tilefx.dialects.names import CONST_VALUE_KEY
 from xdsl.dialects.builtin import bf16
 from tilefx.passes.pipelines import graph_context
-import tilefx.lowering  # noqa: F401  (installs torch's rules in the aten verifier)
+from tilefx.backend import runtime
 from tilefx.dialects.source import decode, parse_ir
 from tilefx.tools.opt import report
 
@@ -107,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--function", default="main")
     ap.add_argument("--seed", type=int, default=0, help="seed of random ops (dropout)")
     args = ap.parse_args(argv)
+    from tilefx.lowering.aten_kernels import AtenKernels
+    from tilefx.lowering.torch_rules import TorchRules
+
+    runtime.install(TorchRules(), AtenKernels())  # as the API runs: torch's rules, ATen's kernels
     try:
         with open(args.file, "rb") as f:
             text = decode(f.read(), args.file)
