@@ -25,7 +25,7 @@ demo: $(DEMO_STAMP)
 test: pytest lit
 
 pytest: $(STAMP)
-	$(PY) -m pytest -q -n 2 tests
+	$(PY) -m pytest -q -n 2 --durations=25 tests
 
 lit: $(STAMP)
 	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/lit -q tests/lit

@@ -6,6 +6,33 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+# Test files by kind (pyproject.toml registers the markers; `pytest -m "not slow"`
+# or `-m "not integration"` selects the quick unit tests of the layers).
+# integration: a whole model or program through a surface users call (the
+# PopTorch API, a PopART session, torch.compile, the command-line tools,
+# processes over torch.distributed), against eager PyTorch or onnxruntime.
+INTEGRATION = {
+    "test_bert_example.py", "test_cold_start.py", "test_dataloader.py", "test_distributed.py", "test_example.py",
+    "test_export.py", "test_hf_flows.py", "test_hf_generate.py", "test_hf_models.py", "test_inference.py",
+    "test_onnx_frontend.py", "test_pipeline_schedules.py", "test_popart.py", "test_popart_conventions.py",
+    "test_popart_state.py", "test_strategies.py", "test_tools.py", "test_torch_compile.py", "test_training.py",
+}
+# slow: files whose tests start processes or compile and train whole models
+# (BERT, the Hugging Face families, the core-ATen sweep, the fuzz properties).
+SLOW = {
+    "test_bert_example.py", "test_cold_start.py", "test_core_ops_models.py", "test_distributed.py",
+    "test_example.py", "test_fuzz.py", "test_hf_flows.py", "test_hf_generate.py", "test_hf_models.py",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = os.path.basename(str(item.fspath))
+        if name in INTEGRATION:
+            item.add_marker(pytest.mark.integration)
+        if name in SLOW:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(autouse=True)
 def _steady_kernel_threads(request, monkeypatch):

@@ -28,7 +28,8 @@ import tilefx
 from tilefx.backend.costs import is_resident
 from models import MLP, TutorialCNN, WithLoss
 from test_strategies import BlockCNN
-from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
+from tilefx.backend.executor import CompiledFunction
+from tilefx.dialects.irutil import arg_roles, result_roles
 from tilefx.backend.machine import machine as machine_named
 from tilefx.dialects.aten import np_dtype
 from tilefx.dialects.tile import (

@@ -14,11 +14,13 @@ from torch import nn
 from xdsl.parser import Parser
 
 import tilefx
-import tilefx.lowering.aten_kernels  # noqa: F401 - installs ATen's kernels (and the attention one)
+from tilefx.lowering import aten_kernels
 from tilefx.backend.executor import CompiledFunction
 from tilefx.passes.pipelines import graph_context
 from tilefx.passes.training_step import find_func
 from models import Transformer, WithLoss
+
+aten_kernels.install()  # ATen's kernels (and the attention one), as the API runs
 
 RTOL, ATOL = 1e-5, 1e-6
 

@@ -11,11 +11,13 @@ from torch import nn
 from xdsl.parser import Parser
 
 import tilefx
-import tilefx.lowering.aten_kernels  # noqa: F401 - installs ATen's kernels, whose in-place forms these are
+from tilefx.lowering import aten_kernels
 from tilefx.backend.executor import CompiledFunction
 from tilefx.backend.in_place import overwritable
 from tilefx.passes.pipelines import graph_context
 from tilefx.passes.training_step import find_func
+
+aten_kernels.install()  # ATen's kernels (and the attention one), as the API runs
 
 RNG = np.random.default_rng(0)
 

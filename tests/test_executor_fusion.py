@@ -111,7 +111,9 @@ def test_a_chain_with_an_aten_member_runs_op_by_op(monkeypatch):
     run on numpy anyway: one-flop ops on small values. CHAIN's long group
     holds tanh, exp, ... (ATen's at any size): its ops run one by one; the
     0-d chain (mul, exp) too; nothing is fused."""
-    import tilefx.lowering  # noqa: F401  (installs ATen's kernels as the provider)
+    from tilefx.lowering import aten_kernels
+
+    aten_kernels.install()  # ATen's kernels as the provider
 
     monkeypatch.delenv("TILEFX_KERNELS")
     f = CompiledFunction(_fn())

@@ -17,7 +17,8 @@ from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, f64
 
 import tilefx
 from tilefx.api.ops import _serialized_matmul
-from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
+from tilefx.backend.executor import CompiledFunction
+from tilefx.dialects.irutil import arg_roles, result_roles
 from tilefx.lowering.from_torch import trace
 from tilefx.passes.assign_stages import AssignStagesPass
 from tilefx.passes.available_memory import AvailableMemoryError, AvailableMemoryPass

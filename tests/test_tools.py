@@ -138,7 +138,8 @@ def test_run_of_a_round_tripped_training_step_equals_the_in_process_run(tmp_path
     shares its parameter's name: tilefx-run bound both to the parameter's
     array before accumulators took `accum:<name>`."""
     from irtext import parse
-    from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
+    from tilefx.backend.executor import CompiledFunction
+    from tilefx.dialects.irutil import arg_roles, result_roles
     from tilefx.dialects.aten import np_dtype
     from tilefx.dialects.irutil import find_func
     from tilefx.tools.run import arg_key, result_key

@@ -257,7 +257,7 @@ def _classify(rc, stderr: str, need_location: bool) -> str:
 def inputs_for(path: str, npz: str, max_elements: int = 1 << 16) -> bool:
     """Write random arrays for @main's arguments of a (verified) IR file;
     False when it has no @main or its arguments are too big to run quickly."""
-    from tilefx.backend.executor import arg_roles
+    from tilefx.dialects.irutil import arg_roles
     from tilefx.dialects.aten import np_dtype
     from tilefx.dialects.irutil import find_func
     from tilefx.dialects.source import parse_ir

@@ -45,7 +45,9 @@ from tilefx.api.options import Options, OptionsAssertionError
 from tilefx.api.optim import SGD, optimizer_config, warn_if_subclassed
 from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
 from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups, settings_count
-from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
+from tilefx.backend.executor import CompiledFunction
+from tilefx.dialects.irutil import arg_roles, find_func, from_py, result_roles, to_py
+from tilefx.lowering import aten_kernels
 from tilefx.lowering.call_spec import CallSpec, bind_call, check_dense, restore_caches
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
 from tilefx.lowering.no_compiler import without_compiler
@@ -58,7 +60,6 @@ from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import StageOp
 from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
 from tilefx.passes.loss_scaling import LossScalingPass
-from tilefx.dialects.irutil import find_func, from_py, to_py
 from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, MEMORY_PROPORTION_KEY, OPTIMIZER_KEY, PARAM_KEY, PARTIALS_TYPE_KEY, STAGES_KEY, STRATEGY_KEY
 
 
@@ -157,6 +158,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
 
     def __init__(self, model: torch.nn.Module, options: Options | None = None,
                  training: bool = False, optimizer: torch.optim.Optimizer | None = None):
+        aten_kernels.install()  # the program is verified by torch's rules and runs ATen's kernels
         if isinstance(model, PoplarExecutor):
             model = model._user_model  # wrapping a wrapper wraps its model (PopTorch)
         if not isinstance(model, torch.nn.Module):

@@ -14,7 +14,7 @@ import operator
 import torch
 
 from tilefx.api.enums import MatMulSerializationMode
-from tilefx.dialects.ipu import PRINT_FLOAT_FORMATS, PRINT_GRADIENT_TITLE_SUFFIX
+from tilefx.dialects.ipu import PRINT_FLOAT_FORMATS, PRINT_GRADIENT_TITLE_SUFFIX, is_proportion
 from tilefx.dialects.names import ATTRIBUTES_META_KEY, MULTICONV_META_KEY
 from tilefx.errors import Error, error_also
 from tilefx.lowering.recompute_op import recomputation_checkpoint as _recomputation_checkpoint
@@ -152,7 +152,7 @@ def ipu_print_tensor(tensor: torch.Tensor, title: str = "", print_gradient: bool
 def set_available_memory(x: torch.Tensor, available_memory_proportion: float) -> torch.Tensor:
     """Bound the temporary memory of the op that produced `x` (seeds/000 4.6.9)."""
     p = float(available_memory_proportion)
-    if not 0.0 < p <= 1.0:
+    if not is_proportion(p):
         raise error_also(ValueError)(f"set_available_memory: proportion must be in (0, 1], got {p}")
     return _set_available_memory(x, p)
 
@@ -568,7 +568,7 @@ class MultiConv:
     def availableMemoryProportions(self, value):
         """The available memory proportion of each convolution, each in (0, 1]."""
         value = self._per_conv("available memory proportion", value, (float,))
-        if value is not None and any(not 0.0 < v <= 1.0 for v in value):
+        if value is not None and not all(is_proportion(v) for v in value):
             raise Error(f"MultiConv: available memory proportions must be in (0, 1], got {value}")
         self._amps = value
         return self

@@ -69,6 +69,7 @@ from tilefx.api.option_groups import (  # the groups and the shared machinery, r
     _TensorLocationOptions,
     _TrainingOptions,
 )
+from tilefx.dialects.ipu import is_proportion
 from tilefx.errors import Error
 
 __all__ = [
@@ -364,7 +365,7 @@ class Options(_OptionsBase):
                     f"Available memory proportion for {key} must be a number "
                     f"in (0, 1], got {value!r}")
             value = float(value)
-            if not 0.0 < value <= 1.0:
+            if not is_proportion(value):
                 raise OptionsError(
                     f"Available memory proportion for {key} must be in "
                     f"(0, 1], got {value}")

@@ -14,10 +14,10 @@ from tilefx.api.program import Program, role_list
 from tilefx.api.enums import ReductionType
 from tilefx.errors import Error
 from tilefx.api.optim import optimizer_config
-from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
+from tilefx.backend.executor import CompiledFunction
+from tilefx.dialects.irutil import arg_roles, find_func, from_py, result_roles, to_py
 from tilefx.passes.training_step import TrainingStepPass
 from tilefx.dialects.aten import np_dtype
-from tilefx.dialects.irutil import find_func, from_py, to_py
 from tilefx.dialects.names import OPTIMIZER_KEY
 
 log = logging.getLogger("tilefx")

@@ -30,53 +30,21 @@ import numpy as np
 from xdsl.ir import BlockArgument, Operation
 
 from tilefx.backend.machine import Machine
+from tilefx.dialects import ipu
+from tilefx.dialects.aten_traits import TRAITS, ops_where, traits
+from tilefx.dialects.irutil import numel as _numel
+from tilefx.dialects.irutil import shape_of as _shape
 from tilefx.dialects.names import AVAILABLE_MEMORY_KEY, BUFFER_KEY, CONST_KEY, PARAM_KEY, PARTIALS_TYPE_KEY
 
-# views alias their input (a transposed operand is read in place by matmul plans)
-VIEW_OPS = {"view", "alias", "squeeze.dims", "unsqueeze", "select.int", "slice.Tensor", "expand",
-            "split_with_sizes", "nop", "set_available_memory", "identity_loss.none", "permute"}
-COPY_OPS = {"clone", "_to_copy", "cat", "constant_pad_nd", "slice_scatter"}
-REDUCTION_OPS = {"sum.dim_IntList", "sum", "mean", "mean.dim", "amax", "amin", "any.dim", "argmax",
-                 "var_mean.correction", "_softmax", "_log_softmax", "_softmax_backward_data",
-                 "_log_softmax_backward_data", "native_layer_norm", "native_layer_norm_backward",
-                 "_native_batch_norm_legit_functional", "identity_loss"}
-GATHER_OPS = {"embedding", "embedding_dense_backward", "index.Tensor", "index_put", "gather",
-              "scatter.value", "scatter.src", "scatter_add", "max_pool2d_with_indices",
-              "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward",
-              "nll_loss_forward", "nll_loss_backward"}
-# reductions along the last axis with full-size results, and their elementwise
-# operations per input element (an estimate: max, subtract, exp, sum, divide...)
-ROW_REDUCTIONS = {"_softmax": 5, "_log_softmax": 6, "_softmax_backward_data": 3,
-                  "_log_softmax_backward_data": 4, "native_layer_norm": 8,
-                  "native_layer_norm_backward": 10}
-# the rest of the core-ATen set and the ops traced graphs keep (issue 9), by the same kinds
-COPY_OPS |= {"lift_fresh_copy", "repeat", "flip", "select_scatter", "diagonal_scatter",
-             "as_strided_scatter", "reflection_pad1d", "reflection_pad2d", "reflection_pad3d",
-             "replication_pad2d", "replication_pad3d", "fill.Scalar", "masked_fill.Scalar", "unfold",
-             "resize_", "upsample_nearest2d.vec", "lu_unpack"}
-REDUCTION_OPS |= {"prod", "prod.dim_int", "var.dim", "var.correction", "any", "any.dims", "argmin",
-                  "linalg_vector_norm", "_assert_async.msg", "adaptive_max_pool2d",
-                  "adaptive_max_pool2d_backward", "adaptive_max_pool3d", "adaptive_max_pool3d_backward", "_trilinear", "_weight_norm_interface_backward",
-                  "logcumsumexp", "kthvalue", "median.dim", "median", "nanmedian.dim", "nanmedian",
-                  "histc", "histogram.bin_ct", "histogram.bins_tensor", "_histogramdd_bin_edges",
-                  "_histogramdd_from_bin_cts", "_histogramdd_from_bin_tensors", "bucketize.Tensor",
-                  "searchsorted.Tensor", "cummin",
-                  "cumsum", "cumprod", "max.dim", "min.dim", "sort", "sort.stable", "topk", "native_group_norm",
-                  "native_group_norm_backward", "_native_batch_norm_legit",
-                  "_native_batch_norm_legit.no_stats", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d",
-                  "adaptive_avg_pool1d", "_adaptive_avg_pool2d_backward",
-                  "_adaptive_avg_pool3d_backward", "_pdist_forward", "_pdist_backward",
-                  "_cdist_forward", "_cdist_backward", "replication_pad2d_backward",
-                  "replication_pad3d_backward", "col2im", "mode", "_linalg_check_errors"}
-GATHER_OPS |= {"index_select", "masked_scatter", "masked_scatter_backward", "scatter_reduce.two",
-               "_embedding_bag", "_embedding_bag_backward", "max_pool3d_with_indices",
-               "max_pool3d_with_indices_backward", "avg_pool3d", "avg_pool3d_backward", "avg_pool1d",
-               "grid_sampler_2d", "grid_sampler_2d_backward", "grid_sampler_3d",
-               "grid_sampler_3d_backward", "upsample_bilinear2d.vec", "as_strided"}
-# series and rational approximations like i0's (an estimate)
-SPECIAL_FUNCTIONS = ("special_bessel_j1", "special_bessel_y0", "special_bessel_y1", "special_modified_bessel_i0",
-                     "special_modified_bessel_i1", "special_modified_bessel_k0", "special_modified_bessel_k1",
-                     "special_scaled_modified_bessel_k0", "special_scaled_modified_bessel_k1")
+# the cost kind and flops per element of each ATen op are its traits
+# (dialects/aten_traits.py): views alias their input (a transposed operand is
+# read in place by matmul plans), copies move it, gathers read by index;
+# row reductions have full-size results (softmax, layer norm)
+VIEW_OPS = ops_where(cost="view")
+COPY_OPS = ops_where(cost="copy")
+REDUCTION_OPS = ops_where(cost="reduction")
+GATHER_OPS = ops_where(cost="gather")
+ROW_REDUCTIONS = {n: TRAITS[n].flops for n in ops_where(cost="row_reduction")}
 # elementwise operations per element of the optimizer updates (a documented estimate)
 UPDATE_FLOPS = {"sgd": 4, "adam": 14, "accumulate": 1}
 
@@ -213,10 +181,6 @@ def matmul_cost(batch: int, M: int, K: int, N: int, itemsize: int, machine: Mach
                   2.0 * batch * M * K * N, p.describe(), used)
 
 
-def _numel(shape) -> int:
-    return int(np.prod(shape)) if len(shape) else 1
-
-
 def linear_cost(out_elems: int, in_bytes: int, out_bytes: int, itemsize: int, machine: Machine,
                 flops_per_elem: float = 1.0, reduction: bool = False, moves: bool = False,
                 reduced: int | None = None, group: int | None = None) -> OpCost:
@@ -312,11 +276,7 @@ def dense_linalg_cost(name: str, ins: list, in_bytes: int, out_bytes: int, items
 # ---------------------------------------------------------------------------
 # costs of IR ops
 
-DEFAULT_PROPORTION = 0.6
-
-
-def _shape(v) -> tuple[int, ...]:
-    return tuple(v.type.get_shape())
+DEFAULT_PROPORTION = ipu.DEFAULT_PROPORTION
 
 
 def _itemsize(v) -> int:
@@ -497,19 +457,28 @@ def op_cost(op, machine: Machine, proportion: float = DEFAULT_PROPORTION) -> OpC
     if name in REDUCTION_OPS or op.name == "ipu.identity_loss":
         return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=2,
                            reduction=True)
-    flops = {"exp": 4, "erf": 8, "gelu": 10, "tanh": 4, "sigmoid": 4, "log": 4, "rsqrt": 2,
-             "sqrt": 2, "pow.Tensor_Scalar": 2, "native_dropout": 3, "acos": 8, "asin": 8,
-             "atan": 8, "atan2": 8, "acosh": 8, "asinh": 8, "atanh": 8, "cosh": 4, "sinh": 4,
-             "tan": 8, "expm1": 4, "log10": 4, "log1p": 4, "log2": 4, "elu": 4, "pow.Scalar": 4,
-             "rand": 3, "randn": 6, "normal_functional": 6, "uniform": 3, "bernoulli.p": 3,
-             "i0": 12, "hypot": 4, "logcumsumexp": 6, "erfinv": 12, "erfc": 8, "lgamma": 12,
-             "digamma": 12, "polygamma": 16, "special_i0e": 12, "special_i1": 12, "special_i1e": 12,
-             "special_erfcx": 12, "special_ndtri": 12, "special_bessel_j0": 12, "exp2": 4,
-             **dict.fromkeys(SPECIAL_FUNCTIONS, 12), "special_spherical_bessel_j0": 6,
-             **dict.fromkeys(("special_zeta", "igamma", "igammac"), 24), "special_airy_ai": 12}.get(name, 1)
-    if name.startswith("special_") and "_polynomial_" in name:
-        flops = 4 * 8  # a three-term recurrence over ~8 degrees (an estimate: the degree is data)
+    flops = _elementwise_flops(op)
     return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=flops)
+
+
+# graph-IR ops of the ipu dialect costed as elementwise passes over their
+# result, one operation per element (an explicit decision, as for ATen ops
+# their traits' flops)
+_IPU_ELEMENTWISE_FLOPS = {"ipu.rmsprop": 1, "ipu.lamb": 1, "ipu.clip_grad_norm": 1, "ipu.custom_op": 1}
+_UNCOSTED: set[str] = set()
+
+
+def _elementwise_flops(op) -> int:
+    t = traits(op.name)
+    if t is not None and t.flops is not None:
+        return t.flops
+    if op.name in _IPU_ELEMENTWISE_FLOPS:
+        return _IPU_ELEMENTWISE_FLOPS[op.name]
+    if op.name not in _UNCOSTED:  # no decided cost: say so once, cost one operation per element
+        _UNCOSTED.add(op.name)
+        warnings.warn(f"the machine model has no cost for {op.name}: costed as one operation per "
+                      "element of its results (add its traits to dialects/aten_traits.py)", stacklevel=2)
+    return 1
 
 
 def _sum(costs: list[OpCost]) -> OpCost:

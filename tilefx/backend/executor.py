@@ -56,10 +56,12 @@ from tilefx.backend.kernels.tuning import (
     set_blas_threads,
 )
 from tilefx.dialects.aten import ATEN_OPS, from_attr, op_name, op_props
-from tilefx.dialects.aten_schema import RANDOM_SCHEMAS, py_name
+from tilefx.dialects.aten_schema import py_name
+from tilefx.dialects.aten_traits import ops_where
 from tilefx.dialects.ipu import PLACE_KEY
+from tilefx.dialects.irutil import numel as _numel
+from tilefx.dialects.irutil import shape_of as _dims
 from tilefx.dialects.irutil import to_py
-from tilefx.dialects.names import CONST_VALUE_KEY, ROLE_PREFIX
 from tilefx.errors import Error
 from tilefx.passes.fuse_attention import AttentionGroup, attention_groups
 from tilefx.passes.fuse_elementwise import fusion_groups
@@ -70,12 +72,13 @@ KERNEL_TABLE: dict[str, Callable[..., Any]] = {
 }
 # ops whose later results nothing may read: a kernel computing the first alone
 FIRST_RESULT_TABLE = {op_name(s): FIRST_RESULT_KERNELS[s] for s in ATEN_OPS if s in FIRST_RESULT_KERNELS}
-RANDOM_OPS = {op_name(s) for s in RANDOM_SCHEMAS}
+RANDOM_OPS = frozenset(op_name(n) for n in ops_where(random=True))
 # Hooks that may supply a kernel for an op instead of the numpy table's, or
 # return None: for an aten op a kernel(*operand groups) with the properties
 # bound, returning the result (or the list of results); for an ipu op a
-# kernel with the table kernel's signature. The lowering installs ATen's own
-# kernels here (lowering/aten_kernels.py); the backend knows nothing of torch.
+# kernel with the table kernel's signature. Filled only by
+# backend/runtime.install (ATen's own kernels: lowering/aten_kernels.py
+# AtenKernels); the backend knows nothing of torch.
 KERNEL_PROVIDERS: list[Callable[[Operation], Callable[..., Any] | None]] = []
 # Hooks that may supply the kernel of an attention group (passes/fuse_attention.py):
 # hook(group, result shape) -> make(ins, out, keep) building the step from the
@@ -93,10 +96,9 @@ MOVE_OPS = {"ipu.copy", "tile.exchange", "tile.ipu_copy", "tile.host_in", "tile.
 # ops whose result is their operand's value: a slot shared with it (values
 # are never written once made; an in-place form only takes a donated
 # argument that no other step reads)
-SAME_VALUE_OPS = {"aten.alias", "aten.detach", "aten.lift_fresh_copy"}
+SAME_VALUE_OPS = frozenset(op_name(n) for n in ops_where(same_value=True))
 # views computed from the result type (CompiledFunction._view_step)
-VIEW_OPS = {"aten.view", "aten.unsqueeze", "aten.squeeze.dim", "aten.squeeze.dims", "aten.permute",
-            "aten.expand"}
+VIEW_OPS = frozenset(op_name(n) for n in ops_where(view_step=True))
 # a constant op (no operands, not random) made once per executable, up to this size
 CONSTANT_BYTES = 1 << 20
 
@@ -156,15 +158,6 @@ class ExecutionError(Error):
     def __init__(self, message: str, op: Operation | None = None, **kw):
         super().__init__(message, type=kw.pop("type", "execution"), **kw)
         self.op = op  # the failing op, when known: tools point at its line in the IR text
-
-
-def _dims(v: SSAValue) -> tuple[int, ...]:
-    t = v.type
-    return tuple(t.get_shape()) if hasattr(t, "get_shape") else ()
-
-
-def _numel(shape) -> int:
-    return int(np.prod(shape, dtype=np.int64)) if shape else 1
 
 
 def gemm_flops(op: Operation) -> int | None:
@@ -1036,28 +1029,5 @@ def compile_function(fn: func.FuncOp, rng: np.random.Generator | None = None) ->
     return CompiledFunction(fn, rng)
 
 
-def arg_roles(fn: func.FuncOp) -> list[dict[str, Any]]:
-    """The `tilefx.*` attributes of each argument as Python values."""
-    return _roles(fn.arg_attrs, len(fn.body.block.args))
-
-
-def result_roles(fn: func.FuncOp) -> list[dict[str, Any]]:
-    return _roles(fn.res_attrs, len(fn.function_type.outputs))
-
-
-def _roles(attrs, n: int) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for i in range(n):
-        d = attrs.data[i].data if attrs is not None else {}
-        row = {}
-        for k, v in d.items():
-            if not k.startswith(ROLE_PREFIX) or k == CONST_VALUE_KEY:  # a value, not a role
-                continue
-            key = k.removeprefix(ROLE_PREFIX)
-            row[key] = True if v.__class__.__name__ == "UnitAttr" else from_attr(v)
-        out.append(row)
-    return out
-
-
-__all__ = ["CompiledFunction", "compile_function", "arg_roles", "result_roles", "KERNEL_TABLE",
+__all__ = ["CompiledFunction", "compile_function", "KERNEL_TABLE",
            "Sequence"]

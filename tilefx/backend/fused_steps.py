@@ -18,13 +18,7 @@ from xdsl.ir import Operation
 from tilefx.backend.kernels._common import parallel_ranges
 from tilefx.backend.kernels.elementwise import _erf_chunk
 from tilefx.dialects.aten import op_props
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+from tilefx.dialects.irutil import numel as _numel
 
 
 def chunk_index(shape: tuple[int, ...], ndim: int, outer: tuple[int, ...], axis: int,

@@ -31,17 +31,17 @@ micro-batch of the phase); the others once per step of each stage.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from xdsl.dialects import func
 from xdsl.ir import Operation, SSAValue
 
-from tilefx.backend.costs import VIEW_OPS, _bytes, _shape
+from tilefx.backend.costs import VIEW_OPS, _bytes
 from tilefx.backend.locations import Locations
-from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, StageOp
-from tilefx.dialects.irutil import flat_ops
+from tilefx.dialects.ipu import StageOp
+from tilefx.dialects.irutil import flat_ops, place
+from tilefx.dialects.irutil import value_numel as _numel
 
 
 @dataclass
@@ -148,10 +148,6 @@ def value_root(main: func.FuncOp, index: dict):
     return root
 
 
-def _numel(v) -> int:
-    return math.prod(_shape(v))
-
-
 def _is_view(op: Operation) -> bool:
     return op.name.removeprefix("aten.") in VIEW_OPS
 
@@ -176,8 +172,8 @@ def plan_offload(main: func.FuncOp, roles: list[dict], locations: Locations, rep
     ipu_at = [ipu for _, ipu in order]
 
     def direction(op: Operation) -> str:
-        p = op.attributes.get(PLACE_KEY)
-        if isinstance(p, PlacementAttr) and p.direction.data in ("fwd", "bwd"):
+        p = place(op)
+        if p is not None and p.direction.data in ("fwd", "bwd"):
             return p.direction.data
         return "bwd" if stage_dir.get(stage_of.get(op, -1), "fwd") == "bwd" else "fwd"
 

@@ -64,6 +64,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 
 from tilefx.dialects.aten_schema import ATEN_SCHEMAS, RANDOM_SCHEMAS, Arg, Schema
+from tilefx.dialects.aten_traits import TRAITS
 from tilefx.errors import Error
 
 # ---------------------------------------------------------------------------
@@ -237,32 +238,6 @@ def _assembly_format(schema: Schema) -> str:
     return f"{head} attr-dict `:` {tail} `->` {result}"
 
 
-# Ops whose result has the shape of their (broadcast) tensor operands: the
-# verifier checks it, so hand-written IR with wrong shapes fails at parse time.
-ELEMENTWISE = {
-    "abs.default", "alias.default", "clone.default", "cos.default", "erf.default", "exp.default",
-    "gelu.default", "leaky_relu.default", "log.default", "neg.default", "reciprocal.default",
-    "relu.default", "rsqrt.default", "sigmoid.default", "sin.default", "sqrt.default", "tanh.default",
-    "bitwise_not.default", "logical_not.default", "clamp.default", "pow.Tensor_Scalar",
-    "add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "add.Scalar", "sub.Scalar",
-    "mul.Scalar", "div.Scalar", "maximum.default", "minimum.default", "pow.Tensor_Tensor",
-    "eq.Scalar", "ne.Scalar", "lt.Scalar", "le.Scalar", "gt.Scalar", "ge.Scalar",
-    "eq.Tensor", "ne.Tensor", "lt.Tensor", "le.Tensor", "gt.Tensor", "ge.Tensor",
-    "bitwise_and.Tensor", "bitwise_or.Tensor", "logical_and.default", "where.self",
-    "gelu_backward.default", "tanh_backward.default", "sigmoid_backward.default",
-    "threshold_backward.default", "native_dropout_backward.default", "_to_copy.default",
-    "acos.default", "acosh.default", "asin.default", "asinh.default", "atan.default", "atanh.default",
-    "ceil.default", "cosh.default", "expm1.default", "floor.default", "log10.default",
-    "log1p.default", "log2.default", "round.default", "sign.default", "sinh.default", "tan.default",
-    "trunc.default", "isnan.default", "isinf.default", "hardtanh.default", "elu.default",
-    "hardtanh_backward.default", "atan2.default", "bitwise_and.Scalar", "bitwise_or.Scalar",
-    "bitwise_xor.Tensor", "bitwise_xor.Scalar", "logical_or.default", "logical_xor.default",
-    "div.Tensor_mode", "div.Scalar_mode", "fmod.Tensor", "fmod.Scalar", "remainder.Tensor",
-    "remainder.Scalar", "clamp.Tensor", "masked_fill.Scalar", "fill.Scalar", "lift_fresh_copy.default",
-    "pow.Scalar",
-}
-
-
 def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
     out: list[int] = []
     for dims in zip(*[(1,) * (max(map(len, shapes)) - len(s)) + tuple(s) for s in shapes]):
@@ -287,15 +262,16 @@ def _verify_elementwise(self) -> None:
 
 
 # Every aten op's result types follow from its operands and properties by
-# torch's own rules. The dialect cannot import torch, so the lowering layer
-# installs the check (`tilefx.lowering.torch_rules`, run on meta tensors) here;
-# the tools and the API install it on import. Without it only the elementwise
-# broadcast check above runs.
+# torch's own rules. The dialect cannot import torch: the lowering layer's
+# `TorchRules` plugin (`tilefx.lowering.torch_rules`, run on meta tensors)
+# holds the check, and the frontends, surfaces and tools install it here
+# (backend/runtime.py). Without it only the elementwise broadcast check above runs.
 RESULT_TYPE_RULES: list[Callable[[IRDLOperation], None]] = []
 
 
 def _verify(self) -> None:
-    if self.schema.name in ELEMENTWISE:
+    traits = TRAITS.get(self.schema.name.removesuffix(".default"))
+    if traits is not None and traits.same_shape:  # a result of its operands' broadcast shape (op traits)
         _verify_elementwise(self)
     for rule in RESULT_TYPE_RULES:
         rule(self)

@@ -199,6 +199,17 @@ class PrintTensorOp(_IdentityOp):
             raise VerifyException(f"ipu.print_tensor: float_format must be one of {PRINT_FLOAT_FORMATS}")
 
 
+# The share of a tile's memory an op may use for temporaries when the user
+# sets none: Poplar's default for matmuls and convolutions (PopTorch user
+# guide, "Available memory proportion"; PopLibs `availableMemoryProportion`).
+DEFAULT_PROPORTION = 0.6
+
+
+def is_proportion(p) -> bool:
+    """An available memory proportion: a share of a tile's memory, 0 < p <= 1."""
+    return 0.0 < p <= 1.0
+
+
 class SetAvailableMemoryOp(_IdentityOp):
     """`poptorch.set_available_memory(x, p)`: the proportion of tile memory
     the op producing `x` may use for temporaries (0 < p <= 1)."""
@@ -209,7 +220,7 @@ class SetAvailableMemoryOp(_IdentityOp):
 
     def verify_(self) -> None:
         p = self.proportion.value.data
-        if not 0.0 < p <= 1.0:
+        if not is_proportion(p):
             raise VerifyException(f"available memory proportion must be in (0, 1], got {p}")
         super().verify_()
 

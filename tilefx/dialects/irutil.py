@@ -1,11 +1,15 @@
 """IR helpers that passes, lowerings, the backend and the tools share.
 
 Finding a function, reading attributes as Python values, rewriting a
-function's results: small operations on the graph IR with one home, below
-every layer that uses them.
+function's results, a value's shape and element count, an op's placement,
+the roles of a function's arguments and results: small operations on the
+graph IR with one home, below every layer that uses them.
 """
 
 from __future__ import annotations
+
+import math
+from typing import Any
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (ArrayAttr, BoolAttr, DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp,
@@ -14,6 +18,8 @@ from xdsl.ir import Attribute
 from xdsl.utils.exceptions import DiagnosticException
 
 from tilefx.dialects.aten import from_attr
+from tilefx.dialects.ipu import PlacementAttr
+from tilefx.dialects.names import CONST_VALUE_KEY, PLACE_KEY, ROLE_PREFIX
 
 
 def to_py(attr: Attribute):
@@ -129,3 +135,51 @@ def flat_ops(block):
             yield from flat_ops(op.body.block)
         else:
             yield op
+
+
+def numel(shape) -> int:
+    """The element count of a shape (1 for a 0-d shape)."""
+    return math.prod(shape)
+
+
+def shape_of(v, default=()) -> tuple[int, ...]:
+    """The static shape of an SSA value (or of a type); `default` for a value
+    without one (a scalar, a token)."""
+    t = getattr(v, "type", v)
+    return tuple(t.get_shape()) if hasattr(t, "get_shape") else default
+
+
+def value_numel(v) -> int:
+    """The element count of an SSA value (or of a type)."""
+    return numel(shape_of(v))
+
+
+def place(op, default: PlacementAttr | None = None) -> PlacementAttr | None:
+    """The `ipu.place` placement of `op`, `default` when it has none."""
+    p = op.attributes.get(PLACE_KEY)
+    return p if isinstance(p, PlacementAttr) else default
+
+
+def arg_roles(fn: func.FuncOp) -> list[dict[str, Any]]:
+    """The `tilefx.*` attributes of each argument of `fn` as Python values
+    (a unit attribute as True; the lifted constant's value is not a role)."""
+    return _roles(fn.arg_attrs, len(fn.body.block.args))
+
+
+def result_roles(fn: func.FuncOp) -> list[dict[str, Any]]:
+    """The `tilefx.*` attributes of each result of `fn` as Python values."""
+    return _roles(fn.res_attrs, len(fn.function_type.outputs))
+
+
+def _roles(attrs, n: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        d = attrs.data[i].data if attrs is not None else {}
+        row = {}
+        for k, v in d.items():
+            if not k.startswith(ROLE_PREFIX) or k == CONST_VALUE_KEY:  # a value, not a role
+                continue
+            key = k.removeprefix(ROLE_PREFIX)
+            row[key] = True if v.__class__.__name__ == "UnitAttr" else from_attr(v)
+        out.append(row)
+    return out

@@ -157,7 +157,9 @@ def _placement(v) -> str | None:
 
 
 def _proportion(v) -> str | None:
-    ok = isinstance(v, FloatAttr) and 0.0 < v.value.data <= 1.0
+    from tilefx.dialects.ipu import is_proportion
+
+    ok = isinstance(v, FloatAttr) and is_proportion(v.value.data)
     return None if ok else "a float proportion in (0, 1]"
 
 

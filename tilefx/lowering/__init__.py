@@ -1,11 +1,5 @@
-"""Conversions between IR levels. Importing the package installs torch's own
-shape and dtype rules into the `aten` verifier (see torch_rules.py) and ATen's
-own kernels into the executor for the ops where they pay (aten_kernels.py)."""
-
-from tilefx.lowering.torch_rules import install as _install_torch_rules
-
-_install_torch_rules()
-
-from tilefx.lowering.aten_kernels import install as _install_aten_kernels  # noqa: E402
-
-_install_aten_kernels()
+"""Conversions between IR levels, and the torch plugins of the layers below:
+torch's own shape and dtype rules for the `aten` verifier (torch_rules.py,
+`TorchRules`) and ATen's own kernels for the executor where they pay
+(aten_kernels.py, `AtenKernels`). Importing the package installs nothing:
+callers install the plugins (backend/runtime.py)."""

@@ -27,10 +27,10 @@ dispatch and conversion) and fused elementwise groups (passes/fuse_elementwise,
 run by the executor). `TILEFX_KERNELS=numpy` turns this table off, which is how the
 numpy kernels are tested as a whole (tests/test_aten_kernels.py).
 
-The backend cannot import torch (tests/test_layers.py): it exposes a hook list
-(`backend.executor.KERNEL_PROVIDERS`) and `install()` here appends `provide`;
-importing the lowering package installs it, as it installs torch's shape rules
-into the verifier (torch_rules.py).
+The backend cannot import torch (tests/test_layers.py): it exposes hook lists
+(`backend.executor.KERNEL_PROVIDERS`, ...) that `AtenKernels`, a plugin, fills
+when a caller installs it (`backend.runtime.install`: the torch frontend, the
+surfaces and tilefx-run do, with torch's shape rules, torch_rules.py).
 """
 
 from __future__ import annotations
@@ -45,16 +45,15 @@ from xdsl.ir import Operation
 
 from xdsl.dialects.builtin import TypeAttribute
 
-from tilefx.backend.executor import (
-    ATTENTION_PROVIDERS,
-    CALL_HOOKS,
-    FIRST_RESULT_TABLE,
-    KERNEL_PROVIDERS,
-    RANDOM_OPS,
-)
+from tilefx.backend import runtime
+from tilefx.backend.executor import FIRST_RESULT_TABLE, RANDOM_OPS
+from tilefx.backend.runtime import Plugin
 from tilefx.backend.kernels.tuning import blas_cores
 from tilefx.dialects.aten import from_attr, type_key
-from tilefx.lowering.torch_rules import TORCH_DTYPES, load_torch
+from tilefx.dialects.aten_schema import ATEN_SCHEMAS
+from tilefx.dialects.aten_traits import traits
+from tilefx.dialects.irutil import value_numel
+from tilefx.lowering.torch_rules import TORCH_DTYPES, TorchRules, load_torch
 
 KERNELS_ENV = "TILEFX_KERNELS"  # "numpy": the numpy kernels for every op
 # A one-flop op (CHEAP) whose largest operand or result has fewer elements
@@ -117,10 +116,6 @@ def enabled() -> bool:
     return os.environ.get(KERNELS_ENV, "").strip().lower() != "numpy"
 
 
-def _numel(t) -> int:
-    return math.prod(t.get_shape()) if hasattr(t, "get_shape") else 1
-
-
 def _types_exact(op: Operation) -> bool:
     for v in (*op.operands, *op.results):
         t = v.type
@@ -148,7 +143,7 @@ def provide(op: Operation) -> Callable | None:
         return None
     if not enabled() or not _types_exact(op) or _numpy_faster(op):
         return None
-    if name in CHEAP and max((_numel(v.type) for v in (*op.operands, *op.results)),
+    if name in CHEAP and max((value_numel(v) for v in (*op.operands, *op.results)),
                              default=0) < MIN_ELEMENTS_CHEAP:
         return None
     schema = getattr(op, "schema", None)
@@ -302,18 +297,11 @@ def _bind(overload_fn, schema, op: Operation) -> Callable | None:
 
 
 # The elementwise ops the executor may run in place when an operand dies at
-# them (backend/in_place.py): schema -> (ATen's in-place overload, operands
-# it may overwrite). Writing the second operand computes other + self, or
-# other * self: IEEE addition and multiplication commute exactly. Memory-bound
-# ops only: GELU's in-place form measured no faster (its erf is the cost).
-IN_PLACE_FORMS = {
-    "relu.default": ("relu_", "default", (0,)),
-    "add.Tensor": ("add_", "Tensor", (0, 1)),
-    "mul.Tensor": ("mul_", "Tensor", (0, 1)),
-    "sub.Tensor": ("sub_", "Tensor", (0,)),
-    "div.Tensor": ("div_", "Tensor", (0,)),
-    "neg.default": ("neg_", "default", (0,)),
-}
+# them (backend/in_place.py), the operands their in-place form may overwrite
+# (op traits, dialects/aten_traits.py): schema -> (ATen's in-place overload,
+# operands), `relu_.default` for `relu.default`, `add_.Tensor` for `add.Tensor`.
+IN_PLACE_FORMS = {s: (s.split(".")[0] + "_", s.split(".")[1], t.in_place) for s in ATEN_SCHEMAS
+                  if (t := traits(s)).in_place}
 
 
 def _in_place_step(fn_, tail: tuple, kw: dict, kernel: Callable, operands: tuple[int, ...]) -> Callable:
@@ -599,12 +587,17 @@ def threads_for_call():
     return lambda: _torch.set_num_threads(before)
 
 
+class AtenKernels(Plugin):
+    """ATen's kernels for the executor (`provide`, `provide_attention`) and
+    the thread setting of each call (backend/runtime.py)."""
+
+    name = "aten-kernels"
+    kernel_providers = (provide,)
+    attention_providers = (provide_attention,)
+    call_hooks = (threads_for_call,)
+
+
 def install() -> None:
-    """Add `provide` to the executor's kernel providers and the thread
-    setting to its call hooks (once)."""
-    if provide not in KERNEL_PROVIDERS:
-        KERNEL_PROVIDERS.append(provide)
-    if provide_attention not in ATTENTION_PROVIDERS:
-        ATTENTION_PROVIDERS.append(provide_attention)
-    if threads_for_call not in CALL_HOOKS:
-        CALL_HOOKS.append(threads_for_call)
+    """Install ATen's kernels and torch's result-type rules (once): what the
+    torch frontend and the surfaces run with."""
+    runtime.install(TorchRules(), AtenKernels())

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import math
 
-# ATen packets kept whole (every overload of each)
-KEPT_WHOLE = ("native_layer_norm_backward", "_softmax_backward_data", "_log_softmax_backward_data",
-              "gelu_backward", "threshold_backward", "nll_loss_forward", "nll_loss_backward")
+from tilefx.dialects.aten_traits import ops_where
+
+# ATen packets kept whole (every overload of each): op traits (kept_whole)
+KEPT_WHOLE = tuple(sorted({n.split(".")[0] for n in ops_where(kept_whole=True)}))
 
 
 # ops outside core ATen whose decomposition in torch's full table (torch._decomp)

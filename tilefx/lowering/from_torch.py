@@ -54,6 +54,7 @@ from tilefx.dialects import ipu
 from tilefx.dialects.aten import ATEN_SCHEMAS, create_aten_op
 from tilefx.dialects.const_value import const_attrs
 from tilefx.dialects.aten_schema import Schema
+from tilefx.lowering import aten_kernels
 from tilefx.lowering.call_spec import CallSpec, CallWith, bind_call
 from tilefx.lowering.joint_trace import (BufferInput, GradOutput, InputMutation, LossSeed, ParamInput, PlainInput,
                                          PlainOutput, trace_joint)
@@ -883,6 +884,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     the graph IR. `call` says how they make the model's arguments (nesting,
     keywords, constants; default: positional); the inputs in `upcast_inputs`
     are fp16 and cast to fp32 inside the graph."""
+    aten_kernels.install()  # the graph IR this makes is verified by torch's rules and run on ATen's kernels
     if call is None:
         call = bind_call(None, tuple(args), {})[0]
     prime_dtensor_lookup()  # before any mode is on: torch's DTensor check without importing it

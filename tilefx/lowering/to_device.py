@@ -40,7 +40,7 @@ from tilefx.backend.locations import Locations, TensorLocation
 from tilefx.backend.offload import OffloadPlan, plan_offload, program_order
 from tilefx.backend.collectives import all_reduce_cost
 from tilefx.backend.machine import Machine, machine as machine_named
-from tilefx.backend.executor import arg_roles, result_roles
+from tilefx.dialects.irutil import arg_roles, find_func, result_roles, stage_ops
 from tilefx.dialects.ipu import PLACE_KEY, CopyOp
 from tilefx.dialects.names import TILE_COST_KEY, TILE_MAPPING_KEY
 from tilefx.dialects.tile import (
@@ -56,7 +56,6 @@ from tilefx.dialects.tile import (
     RemoteStoreOp,
     SyncOp,
 )
-from tilefx.dialects.irutil import find_func, stage_ops
 
 MATMUL_OPS = {"aten.mm", "aten.bmm", "aten.addmm", "aten.convolution", "aten.convolution_backward"}
 

@@ -9,10 +9,11 @@ range-checked exactly where torch would reject them and no rule is written by
 hand: an op added to `dialects/aten_schema.py` is verified with no extra work.
 
 The dialect layer cannot import torch (tests/test_layers.py), so it exposes a
-hook list (`aten.RESULT_TYPE_RULES`) and `install()` here appends this check;
-the lowering package installs it on import, so the API, tilefx-opt,
-tilefx-run and stock xdsl-opt (through the universe entry point) all verify
-with it. torch is imported on the first check, not at install time.
+hook list (`aten.RESULT_TYPE_RULES`) that `TorchRules`, a plugin, fills when
+a caller installs it (`backend.runtime.install`): the torch frontend, the
+surfaces, tilefx-run, and tilefx-opt and stock xdsl-opt when they load the
+`aten` dialect (tools/universe.py), so all verify with it. torch is imported
+on the first check, not at install time.
 
 Results are cached by (op, operand types, properties): a model repeats the same
 few signatures, so a compile runs torch's meta function once per signature.
@@ -27,7 +28,9 @@ from xdsl.dialects.builtin import TensorType, TypeAttribute
 from xdsl.irdl import IRDLOperation
 from xdsl.utils.exceptions import VerifyException
 
-from tilefx.dialects.aten import RESULT_TYPE_RULES, field_name, from_attr, type_key
+from tilefx.backend import runtime
+from tilefx.backend.runtime import Plugin
+from tilefx.dialects.aten import field_name, from_attr, type_key
 
 _CACHE_LIMIT = 65536
 _cache: dict[tuple, tuple] = {}
@@ -201,7 +204,13 @@ def check_result_types(op: IRDLOperation) -> None:
                                   f"these operands and properties gives {_type_text(*w)}")
 
 
+class TorchRules(Plugin):
+    """torch's result-type rules for the aten verifier (backend/runtime.py)."""
+
+    name = "torch-rules"
+    result_type_rules = (check_result_types,)
+
+
 def install() -> None:
     """Add the check to the aten dialect's verifier (once)."""
-    if check_result_types not in RESULT_TYPE_RULES:
-        RESULT_TYPE_RULES.append(check_result_types)
+    runtime.install(TorchRules())

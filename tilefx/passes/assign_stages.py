@@ -36,7 +36,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from tilefx.errors import Error
 from tilefx.passes import check_option
 from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr
-from tilefx.dialects.irutil import find_func, module_config
+from tilefx.dialects.irutil import find_func, module_config, place
 from tilefx.dialects.names import STAGES_KEY, STRATEGY_KEY
 
 
@@ -130,12 +130,12 @@ class AssignStagesPass(ModulePass):
         kind = cfg.get("kind", "pipelined")
         if kind not in _KINDS:
             raise PlacementError(f"unknown execution strategy {kind!r}")
-        training = any(_place(o).is_backward for o in ops if _place(o) is not None)
+        training = any(place(o).is_backward for o in ops if place(o) is not None)
         phased = kind.endswith("phased")
 
         blocks: dict[str, _Block] = {}
         for i, o in enumerate(ops):
-            p = _place(o)
+            p = place(o)
             if p is None or p.is_backward or not p.block.data:
                 continue
             b = p.block.data
@@ -178,7 +178,7 @@ class AssignStagesPass(ModulePass):
         pipe_of: dict[tuple[int, int], int] = {}
         if phased:
             pairs = {(where[b][0], where[b][1]) for b in where}
-            pairs |= {(where[p.block.data][0], ipu_of(p)) for p in map(_place, ops)
+            pairs |= {(where[p.block.data][0], ipu_of(p)) for p in map(place, ops)
                       if p is not None and not p.is_backward and p.block.data in own_ipus}
             pipe_of = {pair: i for i, pair in enumerate(sorted(pairs))}
         else:
@@ -226,7 +226,7 @@ class AssignStagesPass(ModulePass):
         resolved: dict[Operation, PlacementAttr] = {}
         separate = bool(cfg.get("separate_backward")) and phased
         for o in ops:
-            p = _place(o)
+            p = place(o)
             if p is None or not p.block.data:
                 continue
             if p.block.data not in where:
@@ -280,13 +280,13 @@ class AssignStagesPass(ModulePass):
 
     def _single_ipu(self, module: ModuleOp, ops) -> None:
         for o in ops:
-            p = _place(o) or PlacementAttr(_place_dir(o))
+            p = place(o) or PlacementAttr(_place_dir(o))
             o.attributes[PLACE_KEY] = p.with_(ipu=0, stage=0, phase=0)
         module.attributes[STAGES_KEY] = DictionaryAttr({
             "kind": StringAttr("single"), "num_ipus": IntegerAttr(1, i64),
             "forward_stages": IntegerAttr(1, i64), "pipeline_stages": IntegerAttr(1, i64),
             "phases": IntegerAttr(1, i64),
-            "training": IntegerAttr(int(any((_place(o) or PlacementAttr()).is_backward for o in ops)), i64),
+            "training": IntegerAttr(int(any((place(o) or PlacementAttr()).is_backward for o in ops)), i64),
         })
 
     def _resolve(self, cfg: dict, kind: str,
@@ -368,7 +368,7 @@ class AssignStagesPass(ModulePass):
         ParallelPhasedExecution, seeds/000 4.4.1, feeds phase1_ipu1 into phase1_ipu0)."""
         key, what = (2, "phase") if phased else (0, "stage")
         for o in ops:
-            p = _place(o)
+            p = place(o)
             if p is None or p.is_backward or not p.block.data:
                 continue
             s = where[p.block.data][key]
@@ -376,7 +376,7 @@ class AssignStagesPass(ModulePass):
                 src = v.owner
                 if not isinstance(src, Operation):
                     continue
-                q = _place(src)
+                q = place(src)
                 if q is None or q.is_backward or not q.block.data:
                     continue
                 t = where[q.block.data][key]
@@ -387,11 +387,6 @@ class AssignStagesPass(ModulePass):
                         f"{q.block.data!r} ({what} {t})")
 
 
-def _place(o: Operation) -> PlacementAttr | None:
-    p = o.attributes.get(PLACE_KEY)
-    return p if isinstance(p, PlacementAttr) else None
-
-
 def _place_dir(o: Operation) -> str:
-    p = _place(o)
+    p = place(o)
     return p.direction.data if p is not None else "fwd"

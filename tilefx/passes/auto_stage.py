@@ -64,24 +64,19 @@ from xdsl.passes import ModulePass
 from tilefx.backend.costs import VIEW_OPS, _bytes, op_cost
 from tilefx.backend.locations import MIN_ELEMENTS_OFF_CHIP, MIN_ELEMENTS_SHARDED, ON_CHIP, Locations, TensorLocation
 from tilefx.backend.machine import machine as machine_named
+from tilefx.backend.memory_model import STATE_ITEMSIZE, optimizer_state_tensors, resident_share
 from tilefx.backend.schedule import SCHEDULES, pipelined
-from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr
-from tilefx.dialects.irutil import find_func, from_py, module_config
+from tilefx.dialects.ipu import DEFAULT_PROPORTION, PLACE_KEY, START_BLOCK, PlacementAttr
+from tilefx.dialects.irutil import find_func, from_py, module_config, place, value_numel
 from tilefx.dialects.names import (AUTO_STAGE_KEY, OPTIMIZER_KEY, PARAM_KEY, STRATEGY_KEY)
 from tilefx.passes.assign_stages import PlacementError
 from tilefx.passes.available_memory import AvailableMemoryPass
 
-# fp32 optimizer state tensors per weight element (a documented estimate)
-_STATE_TENSORS = {"sgd": 0, "adam": 2, "adamw": 2, "lamb": 2, "rmsprop": 1}
-
-
-def _place(o: Operation) -> PlacementAttr:
-    p = o.attributes.get(PLACE_KEY)
-    return p if isinstance(p, PlacementAttr) else PlacementAttr()
+_UNPLACED = PlacementAttr()  # an op without ipu.place: a forward op of the default block
 
 
 def _forward_op(v) -> Operation | None:
-    return v.op if isinstance(v, OpResult) and not _place(v.op).is_backward else None
+    return v.op if isinstance(v, OpResult) and not place(v.op, _UNPLACED).is_backward else None
 
 
 @dataclass(frozen=True)
@@ -93,7 +88,7 @@ class AutoStagePass(ModulePass):
     schedule: str = "FillDrain"
     micro_batches: int = 0  # 0: the fewest the schedule allows
     machine: str = "mk2"
-    default_proportion: float | int = 0.6
+    default_proportion: float | int = DEFAULT_PROPORTION
     # where the optimizer state lives (backend/locations.py): off chip it
     # takes no tile memory; sharded, 1/state-shards of each large tensor
     state_on_chip: bool = True
@@ -137,7 +132,7 @@ class AutoStagePass(ModulePass):
         ops = [o for o in main.body.block.ops if not isinstance(o, func.ReturnOp)]
         if any(o.name == "ipu.stage" for o in ops):
             raise PlacementError("ipu-auto-stage runs before ipu-outline-stages: @main already has stages")
-        training = any(_place(o).is_backward for o in ops)
+        training = any(place(o, _UNPLACED).is_backward for o in ops)
         anchor, n = _anchors(ops)
         if n < S:
             raise PlacementError(f"ipu-auto-stage: the model has {n} forward ops with inputs from other "
@@ -158,7 +153,7 @@ class AutoStagePass(ModulePass):
                 for o in ops:
                     cost = op_cost(o, mach, p)
                     c[anchor[o]] += cost.cycles
-                    if _place(o).is_backward:
+                    if place(o, _UNPLACED).is_backward:
                         cb[anchor[o]] += cost.cycles
                     if p == ipu_prop[0]:
                         temp[anchor[o]] = max(temp[anchor[o]], cost.temp_bytes)
@@ -186,7 +181,7 @@ class AutoStagePass(ModulePass):
             stage_of_pos[i:j] = k
         for o in ops:
             k = int(stage_of_pos[anchor[o]])
-            o.attributes[PLACE_KEY] = _place(o).with_(block=f"stage{k}", ipu=stage_ipus[k])
+            o.attributes[PLACE_KEY] = place(o, _UNPLACED).with_(block=f"stage{k}", ipu=stage_ipus[k])
         strategy = module_config(op, STRATEGY_KEY) if STRATEGY_KEY in op.attributes else \
             {"kind": cfg["kind"], "auto_stage": "same_as_ipu", "schedule": cfg["schedule"]}
         strategy.pop("auto", None)
@@ -194,7 +189,7 @@ class AutoStagePass(ModulePass):
         op.attributes[STRATEGY_KEY] = from_py(strategy)
         first_at = {}
         for o in ops:
-            if anchor[o] not in first_at and not _place(o).is_backward:
+            if anchor[o] not in first_at and not place(o, _UNPLACED).is_backward:
                 first_at[anchor[o]] = o
         op.attributes[AUTO_STAGE_KEY] = from_py({
             "num_ipus": N, "stage_ipus": stage_ipus, "cut_positions": [int(c) for c in cuts[1:-1]],
@@ -208,7 +203,7 @@ def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
     anchor: dict[Operation, int] = {}
     n = 0
     for o in ops:
-        if not _place(o).is_backward and any(_forward_op(v) for v in o.operands):
+        if not place(o, _UNPLACED).is_backward and any(_forward_op(v) for v in o.operands):
             anchor[o] = n
             n += 1
     if n == 0:
@@ -220,31 +215,31 @@ def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
 
     late = []
     for o in reversed(ops):  # forward ops reading only arguments: their earliest forward user
-        if o in anchor or _place(o).is_backward:
+        if o in anchor or place(o, _UNPLACED).is_backward:
             continue
-        us = [anchor[u] for u in users(o) if not _place(u).is_backward]
+        us = [anchor[u] for u in users(o) if not place(u, _UNPLACED).is_backward]
         if us:
             anchor[o] = min(us)
         else:
             late.append(o)
     for o in ops:  # forward values: the latest forward op that reads them
-        if o in anchor and not _place(o).is_backward:
-            us = [anchor[u] for u in users(o) if not _place(u).is_backward]
+        if o in anchor and not place(o, _UNPLACED).is_backward:
+            us = [anchor[u] for u in users(o) if not place(u, _UNPLACED).is_backward]
             fwd_users[o] = max(us, default=anchor[o])
     param_first: dict[BlockArgument, int] = {}
     floating_bwd = []
     for o in ops:
-        if not _place(o).is_backward:
+        if not place(o, _UNPLACED).is_backward:
             continue
         grads, layers = [], []
         for v in o.operands:
             if isinstance(v, OpResult) and v.op in anchor:
-                (grads if _place(v.op).is_backward else layers).append(
-                    anchor[v.op] if _place(v.op).is_backward else fwd_users.get(v.op, anchor[v.op]))
+                (grads if place(v.op, _UNPLACED).is_backward else layers).append(
+                    anchor[v.op] if place(v.op, _UNPLACED).is_backward else fwd_users.get(v.op, anchor[v.op]))
             elif isinstance(v, BlockArgument):
                 if v not in param_first:
                     us = [anchor[u.operation] for u in v.uses if u.operation in anchor
-                          and not _place(u.operation).is_backward]
+                          and not place(u.operation, _UNPLACED).is_backward]
                     param_first[v] = min(us) if us else -1
                 if param_first[v] >= 0:
                     layers.append(param_first[v])
@@ -276,22 +271,20 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
     them to their last forward reader, copied-in ones included."""
     weights = np.zeros(n)
     opt = module_config(module, OPTIMIZER_KEY) or {}
-    states = _STATE_TENSORS.get(opt.get("type", "sgd"), 1)
-    if opt.get("type") in ("sgd", "rmsprop") and any(g.get("momentum") for g in opt.get("groups", [])):
-        states += 1
+    states = optimizer_state_tensors(opt)
     for a, attrs in zip(main.body.block.args, main.arg_attrs.data if main.arg_attrs else []):
         if PARAM_KEY not in attrs.data:
             continue
         us = [anchor[u.operation] for u in a.uses if u.operation in anchor
-              and not _place(u.operation).is_backward]
+              and not place(u.operation, _UNPLACED).is_backward]
         if not us:
             continue
-        numel = int(np.prod(a.type.get_shape()))
+        numel = value_numel(a)
         w = locations.weight
         b = 0 if w.off_chip(numel) else w.shard_bytes(_bytes(a), numel, all_replicas)
         if training:  # a gradient accumulator and the fp32 optimizer state per element
             b += 0 if locations.accumulator.off_chip(numel) else _bytes(a)
-            b += 0 if state.off_chip(numel) else -(-states * 4 * numel // state.shards(numel, replicas))
+            b += resident_share(state, states * STATE_ITEMSIZE * numel, numel, replicas)
         weights[min(us)] += b
     saved = np.zeros(n)
     cross = np.zeros((2, n + 1))  # forward values into later stages, values back into earlier ones
@@ -299,10 +292,10 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
     root: dict = {}
     stashed = set()
     for o in ops:
-        bwd = _place(o).is_backward
+        bwd = place(o, _UNPLACED).is_backward
         if bwd:
             for v in o.operands:
-                if isinstance(v, OpResult) and not _place(v.op).is_backward:
+                if isinstance(v, OpResult) and not place(v.op, _UNPLACED).is_backward:
                     stashed.add(root.get(v, v))
         view = o.name.removeprefix("aten.") in VIEW_OPS
         a = anchor[o]
@@ -322,17 +315,17 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
         for v in stashed:
             if isinstance(v, OpResult) and v.op in anchor and \
                     v.op.name.removeprefix("aten.") not in VIEW_OPS and \
-                    not locations.activation.off_chip(int(np.prod(v.type.get_shape()))):
+                    not locations.activation.off_chip(value_numel(v)):
                 saved[anchor[v.op]] += _bytes(v)
     last_read: dict = {}  # a value (through forward views of it) -> its last forward reader's position
     for o in ops:
-        if not _place(o).is_backward:
+        if not place(o, _UNPLACED).is_backward:
             for v in o.operands:
                 v = root.get(v, v)
                 last_read[v] = max(last_read.get(v, -1), anchor[o])
     work = np.zeros(n + 1)
     for o in ops:
-        if _place(o).is_backward or o.name.removeprefix("aten.") in VIEW_OPS:
+        if place(o, _UNPLACED).is_backward or o.name.removeprefix("aten.") in VIEW_OPS:
             continue
         for r in o.results:
             last = last_read.get(r, -1)
@@ -366,7 +359,7 @@ def _user_constraints(ops, anchor, n):
     pinned = np.full(n, -1)
     span: dict[str, list[int]] = {}
     for o in ops:
-        p = _place(o)
+        p = place(o, _UNPLACED)
         b = p.block.data
         if p.is_backward or not b or b == START_BLOCK:
             continue

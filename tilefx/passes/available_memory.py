@@ -38,13 +38,11 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from tilefx.errors import Error
 from tilefx.dialects import ipu
+from tilefx.dialects.aten_traits import ops_where
 from tilefx.dialects.names import AVAILABLE_MEMORY_KEY, MEMORY_PROPORTION_KEY
 
-MEMORY_OPS = frozenset({
-    "aten.mm", "aten.bmm", "aten.addmm", "aten.convolution", "aten.convolution_backward",
-    "aten.embedding", "aten.embedding_dense_backward", "aten.index.Tensor", "aten.index_put",
-    "aten.gather", "ipu.serialized_matmul",
-})
+# the ops whose temporaries the proportion bounds (op traits: memory_planned)
+MEMORY_OPS = frozenset({"aten." + n for n in ops_where(memory_planned=True)} | {"ipu.serialized_matmul"})
 # ops between a memory op and the tensor the user sees: a traced linear
 # (view, addmm, view; mm + bias add) or a lowered serialized matmul (cat / add / view)
 _SEE_THROUGH = frozenset({
@@ -64,7 +62,7 @@ class AvailableMemoryError(Error, DiagnosticException):
 
 
 def _check(p: float, where: str) -> float:
-    if not 0.0 < p <= 1.0:
+    if not ipu.is_proportion(p):
         raise AvailableMemoryError(f"available memory proportion must be in (0, 1], got {p} ({where})")
     return p
 
@@ -91,7 +89,7 @@ class AvailableMemoryPass(ModulePass):
 
     name = "ipu-available-memory"
 
-    default_proportion: float | int = 0.6
+    default_proportion: float | int = ipu.DEFAULT_PROPORTION
     per_ipu: tuple[int | float, ...] = ()
 
     def _per_ipu(self, module: ModuleOp) -> dict[int, float]:

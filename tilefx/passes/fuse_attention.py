@@ -66,7 +66,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from tilefx.dialects.aten import op_props
-from tilefx.dialects.irutil import blocks_of, mark_groups
+from tilefx.dialects.irutil import blocks_of, mark_groups, shape_of
 from tilefx.dialects.names import ATTENTION_KEY, ATTENTION_ROOT_KEY
 
 # ops an operand is seen through on its way to a product: they move no numbers
@@ -96,11 +96,6 @@ class AttentionGroup:
     @property
     def root(self) -> Operation:
         return self.ops[-1]
-
-
-def _shape(v: SSAValue) -> tuple[int, ...] | None:
-    t = v.type
-    return tuple(t.get_shape()) if hasattr(t, "get_shape") else None
 
 
 def _f32(v: SSAValue) -> bool:
@@ -135,7 +130,7 @@ def _through(v: SSAValue, members: list[Operation], uses: int = 1, operand: bool
         uses = 1
         if op is None:
             return v
-        src, dst = _shape(op.operands[0]), _shape(v)
+        src, dst = shape_of(op.operands[0], None), shape_of(v, None)
         if src is None or dst is None:
             return v
         if op.name == "aten.expand" and src != dst:
@@ -164,7 +159,7 @@ def _shared_heads(v: SSAValue, members: list[Operation]) -> SSAValue | None:
     if single is None:
         return None
     x = single.operands[0]
-    xs, ss, es, vs = _shape(x), _shape(single.results[0]), _shape(expand.results[0]), _shape(v)
+    xs, ss, es, vs = (shape_of(w, None) for w in (x, single.results[0], expand.results[0], v))
     if xs is None or len(xs) != 4 or ss != xs[:2] + (1,) + xs[2:] or es is None or \
             es != xs[:2] + (es[2],) + xs[2:] or vs != (xs[0], xs[1] * es[2]) + xs[2:]:
         return None
@@ -175,7 +170,7 @@ def _shared_heads(v: SSAValue, members: list[Operation]) -> SSAValue | None:
 def _constant(v: SSAValue) -> float | None:
     """The value of a 0-d `scalar_tensor`."""
     op = v.owner
-    if isinstance(op, Operation) and op.name == "aten.scalar_tensor" and _shape(v) == ():
+    if isinstance(op, Operation) and op.name == "aten.scalar_tensor" and shape_of(v, None) == ():
         s = op_props(op).get("s")
         if isinstance(s, (int, float)) and not isinstance(s, bool):
             return float(s)
@@ -226,7 +221,7 @@ def _row_zeroing(x: SSAValue, p: SSAValue, members: list[Operation]) -> SSAValue
         op = uses_v[0]
         if name == "aten.any.dim":
             props = op_props(op)
-            rank = len(_shape(x) or ())
+            rank = len(shape_of(x, None) or ())
             if props.get("dim") not in (-1, rank - 1) or not props.get("keepdim"):
                 return None
         chain.append(op)
@@ -248,7 +243,7 @@ def _row_zeroing(x: SSAValue, p: SSAValue, members: list[Operation]) -> SSAValue
 def _match(softmax: Operation) -> AttentionGroup | None:
     props = op_props(softmax)
     x, p = softmax.operands[0], softmax.results[0]
-    rank = len(_shape(x) or ())
+    rank = len(shape_of(x, None) or ())
     if rank not in (3, 4) or props.get("dim") not in (-1, rank - 1) or props.get("half_to_float") \
             or not _f32(x) or not _f32(p):
         return None
@@ -268,10 +263,10 @@ def _match(softmax: Operation) -> AttentionGroup | None:
     v = after
     while len(uses) == 1 and uses[0].operation.name in _FLATTENING:
         op = uses[0].operation
-        if op.name == "aten.expand" and _shape(op.operands[0]) != _shape(op.results[0]):
+        if op.name == "aten.expand" and shape_of(op.operands[0], None) != shape_of(op.results[0], None):
             return None
         if op.name in ("aten.view", "aten._unsafe_view") and \
-                not _leading_only(_shape(op.operands[0]), _shape(op.results[0])):
+                not _leading_only(shape_of(op.operands[0], None), shape_of(op.results[0], None)):
             return None
         members.append(op)
         v = op.results[0]
@@ -287,20 +282,20 @@ def _match(softmax: Operation) -> AttentionGroup | None:
     add = _owner(y, "aten.add.Tensor", y_uses)
     if add is not None and op_props(add).get("alpha", 1) == 1:
         # the scores are the operand of the result's shape (a mask may come first)
-        k = 0 if _shape(add.operands[0]) == _shape(x) else 1
+        k = 0 if shape_of(add.operands[0], None) == shape_of(x, None) else 1
         s, m = add.operands[k], add.operands[1 - k]
-        if _shape(s) == _shape(x) and _f32(m) and m is not s:
+        if shape_of(s, None) == shape_of(x, None) and _f32(m) and m is not s:
             members.append(add)
             mask, y, y_uses = m, s, 1
     scale_value, scale_op = None, None
     if (sc := _owner(y, ("aten.mul.Scalar", "aten.div.Scalar", "aten.mul.Tensor", "aten.div.Tensor"), y_uses)) \
-            is not None and _shape(sc.operands[0]) == _shape(y):
+            is not None and shape_of(sc.operands[0], None) == shape_of(y, None):
         if (f := _scale_of(sc)) is not None:
             members.append(sc)
             scale *= f
             y, y_uses = sc.operands[0], 1
         elif sc.name.endswith(".Tensor") and _f32(sc.operands[1]) and \
-                _shape(sc.operands[1]) is not None and math.prod(_shape(sc.operands[1])) == 1:
+                shape_of(sc.operands[1], None) is not None and math.prod(shape_of(sc.operands[1], None)) == 1:
             members.append(sc)  # one f32 value (0-d, or (1,) from ONNX) the step reads as it runs
             scale_value, scale_op = sc.operands[1], sc.name[len("aten."):-len(".Tensor")]
             y, y_uses = sc.operands[0], 1
@@ -325,7 +320,7 @@ def _match(softmax: Operation) -> AttentionGroup | None:
             and _owner(value, ("aten.view", "aten._unsafe_view")) is not None):
         shared: list[Operation] = []
         k1, v1 = _shared_heads(key, shared), _shared_heads(value, shared)
-        if k1 is not None and v1 is not None and _shape(k1)[1] == _shape(v1)[1]:
+        if k1 is not None and v1 is not None and shape_of(k1, None)[1] == shape_of(v1, None)[1]:
             members.extend(shared)
             key, value = k1, v1
     members.append(bmm2)
@@ -333,11 +328,11 @@ def _match(softmax: Operation) -> AttentionGroup | None:
     out = bmm2.results[0]
     if (view := next((u.operation for u in out.uses), None)) is not None and len(list(out.uses)) == 1 \
             and view.name in ("aten.view", "aten._unsafe_view") \
-            and _shape(view.results[0]) == _shape(q)[:-1] + (_shape(value)[-1],):
+            and shape_of(view.results[0], None) == shape_of(q, None)[:-1] + (shape_of(value, None)[-1],):
         members.append(view)
         root = view
     # the kernel's conditions: q (..., L, E), k (..., S, E), v (..., S, E), one leading shape
-    qs, ks, vs = _shape(q), _shape(key), _shape(value)
+    qs, ks, vs = shape_of(q, None), shape_of(key, None), shape_of(value, None)
     if qs is None or ks is None or vs is None or not all(_f32(t) for t in (q, key, value)):
         return None
     if transposed:
@@ -347,9 +342,9 @@ def _match(softmax: Operation) -> AttentionGroup | None:
         return None
     if qs[:-2] != ks[:-2] and not (len(qs) == 4 and qs[0] == ks[0] and qs[1] % ks[1] == 0):
         return None  # one leading shape, or (B, H) queries over (B, H / r) shared keys
-    if math.prod(qs[:-2]) != (_shape(scores) or (0,))[0]:
+    if math.prod(qs[:-2]) != (shape_of(scores, None) or (0,))[0]:
         return None
-    if mask is not None and (_shape(x) or ())[:-2] != qs[:-2]:
+    if mask is not None and (shape_of(x, None) or ())[:-2] != qs[:-2]:
         return None  # the mask broadcasts to the scores' shape, which the kernel takes as q's
     ops = set(members)
     if any(v in ops for v in (q.owner, key.owner, value.owner)) or \

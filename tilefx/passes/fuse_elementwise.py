@@ -35,20 +35,16 @@ from xdsl.dialects.builtin import AnyFloat, IntegerType, ModuleOp, f32
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from tilefx.dialects.aten import op_name
+from tilefx.dialects.aten_traits import ops_where
 from tilefx.dialects.irutil import blocks_of, mark_groups
 from tilefx.dialects.names import FUSE_KEY, FUSE_ROOT_KEY
 
-# the executor evaluates each of these with numpy ufuncs (backend/executor.py)
-FUSIBLE = frozenset({
-    "aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar",
-    "aten.mul.Tensor", "aten.mul.Scalar", "aten.div.Tensor", "aten.div.Scalar",
-    "aten.neg", "aten.exp", "aten.tanh", "aten.sqrt", "aten.rsqrt", "aten.reciprocal",
-    "aten.relu", "aten.sigmoid", "aten.erf",
-})
-# members whose 0-d operands may be of any integer or float dtype (cast to f32)
-SCALAR_OPERAND_OPS = frozenset({
-    "aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.div.Tensor",
-})
+# the ops the executor evaluates with numpy ufuncs (backend/executor.py), and
+# the members whose 0-d operands may be of any integer or float dtype (cast
+# to f32): op traits (dialects/aten_traits.py)
+FUSIBLE = frozenset(op_name(n) for n in ops_where(fusible=True))
+SCALAR_OPERAND_OPS = frozenset(op_name(n) for n in ops_where(scalar_operand=True))
 
 
 def _is_f32_tensor(v: SSAValue) -> bool:

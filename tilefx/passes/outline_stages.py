@@ -24,13 +24,14 @@ from xdsl.passes import ModulePass
 
 from tilefx.dialects.ipu import PLACE_KEY, CopyOp, PlacementAttr, StageOp, YieldOp
 from tilefx.passes.assign_stages import PlacementError
-from tilefx.dialects.irutil import find_func, module_config
+from tilefx.dialects.irutil import find_func, module_config, place
 from tilefx.dialects.names import STAGES_KEY
 
 
-def _place(o: Operation) -> PlacementAttr:
-    p = o.attributes.get(PLACE_KEY)
-    if not isinstance(p, PlacementAttr) or p.stage.data < 0:
+def _staged(o: Operation) -> PlacementAttr:
+    """The placement of `o`, which must have a stage."""
+    p = place(o)
+    if p is None or p.stage.data < 0:
         raise PlacementError(f"{o.name} has no stage: run ipu-assign-stages first")
     return p
 
@@ -47,13 +48,13 @@ class OutlineStagesPass(ModulePass):
         ops = [o for o in block.ops if o is not ret]
         if any(isinstance(o, StageOp) for o in ops):
             return  # already outlined
-        stage_of = {o: _place(o).stage.data for o in ops}
+        stage_of = {o: _staged(o).stage.data for o in ops}
         back = [(o, v.owner) for o in ops for v in o.operands
                 if isinstance(v.owner, Operation) and stage_of[v.owner] > stage_of[o]]
         if not back:
             groups = [[o for o in ops if stage_of[o] == s] for s in sorted(set(stage_of.values()))]
         else:
-            phase_of = {o: _place(o).phase.data for o in ops}
+            phase_of = {o: _staged(o).phase.data for o in ops}
             bad = [(o, src) for o, src in back if phase_of[src] > phase_of[o]] if _is_phased(op) else back
             if bad:
                 o, src = bad[0]
@@ -63,9 +64,9 @@ class OutlineStagesPass(ModulePass):
             groups = _phase_runs(ops, stage_of, phase_of)
         for members in groups:
             s = stage_of[members[0]]
-            first = _place(members[0])
+            first = _staged(members[0])
             ipu = first.ipu.data
-            directions = {_place(o).direction.data for o in members}
+            directions = {_staged(o).direction.data for o in members}
             direction = directions.pop() if len(directions) == 1 else "fwd+bwd"
             body = Block()
             copies: dict[SSAValue, SSAValue] = {}
@@ -134,5 +135,5 @@ def _outside(user: Operation, members: set, copies: dict) -> bool:
 def _src_ipu(src: Operation) -> int | None:
     if isinstance(src, StageOp):
         return src.ipu.value.data
-    p = src.attributes.get(PLACE_KEY)
-    return p.ipu.data if isinstance(p, PlacementAttr) else None
+    p = place(src)
+    return p.ipu.data if p is not None else None

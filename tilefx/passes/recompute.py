@@ -27,15 +27,15 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr
-from tilefx.dialects.irutil import find_func
+from tilefx.dialects.irutil import find_func, place
 
 _KEPT_OPS = {"aten.native_dropout", "ipu.recomputation_checkpoint", "ipu.for",
              "ipu.ctc_beam_search_decoder", "ipu.custom_op", "ipu.print_tensor"}
 
 
 def _direction(op: Operation) -> str | None:
-    p = op.attributes.get(PLACE_KEY)
-    return p.direction.data if isinstance(p, PlacementAttr) else None
+    p = place(op)
+    return p.direction.data if p is not None else None
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ import onnx
 import onnx.defs
 from onnx import TensorProto, helper, numpy_helper
 
+from tilefx.dialects.ipu import is_proportion
 from tilefx.dialects.names import (
     ONNX_AVAILABLE_MEMORY_ATTR,
     ONNX_EXECUTION_PHASE_ATTR,
@@ -505,7 +506,7 @@ class Builder:
 
     def setAvailableMemoryProportion(self, tensorIds, availableMemoryProportion: float) -> None:
         p = float(availableMemoryProportion)
-        if not 0.0 < p <= 1.0:
+        if not is_proportion(p):
             raise popart_exception(f"setAvailableMemoryProportion: {p} is not in (0, 1]")
         self._set_on(tensorIds, ONNX_AVAILABLE_MEMORY_ATTR, p, "setAvailableMemoryProportion")
 

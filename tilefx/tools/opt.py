@@ -18,7 +18,6 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-import tilefx.lowering  # noqa: F401  (installs torch's rules in the aten verifier)
 from tilefx.dialects.source import LocatedModule, decode, parse_ir
 from tilefx.errors import Error
 from tilefx.tools.universe import DIALECTS, PASSES

@@ -26,15 +26,15 @@ import sys
 import numpy as np
 
 from tilefx.errors import Error
-from tilefx.backend.executor import CompiledFunction, ExecutionError, arg_roles, result_roles
+from tilefx.backend.executor import CompiledFunction, ExecutionError
+from tilefx.dialects.irutil import arg_roles, find_func, result_roles
 from tilefx.backend.precision_steps import round_to_bf16
 from tilefx.dialects.aten import np_dtype
 from tilefx.dialects.const_value import array_of
 from tilefx.dialects.names import CONST_VALUE_KEY
 from xdsl.dialects.builtin import bf16
 from tilefx.passes.pipelines import graph_context
-from tilefx.dialects.irutil import find_func
-import tilefx.lowering  # noqa: F401  (installs torch's rules in the aten verifier)
+from tilefx.backend import runtime
 from tilefx.dialects.source import decode, parse_ir
 from tilefx.tools.opt import report
 
@@ -107,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--function", default="main")
     ap.add_argument("--seed", type=int, default=0, help="seed of random ops (dropout)")
     args = ap.parse_args(argv)
+    from tilefx.lowering.aten_kernels import AtenKernels
+    from tilefx.lowering.torch_rules import TorchRules
+
+    runtime.install(TorchRules(), AtenKernels())  # as the API runs: torch's rules, ATen's kernels
     try:
         with open(args.file, "rb") as f:
             text = decode(f.read(), args.file)

@@ -4,8 +4,11 @@ from xdsl.universe import Universe
 
 
 def _aten():
-    import tilefx.lowering  # noqa: F401  (torch's shape rules for the aten verifier)
+    from tilefx.backend import runtime
     from tilefx.dialects.aten import ATen
+    from tilefx.lowering.torch_rules import TorchRules
+
+    runtime.install(TorchRules())  # torch's shape rules for the aten verifier, as IR with aten ops loads
 
     return ATen
 

@@ -1,0 +1,68 @@
+"""Start-up of `tilefx-opt` against `python -c pass` and `import torch`.
+
+    python benchmarks/bench_startup.py [ROUNDS] [--before TREE]
+
+Runs each command ROUNDS times (default 5), the commands interleaved so
+that a loaded machine weighs on all alike, and prints each one's median and
+its ratio to `python -c pass` and to `python -c "import torch"` of the same
+rounds. `tilefx-opt` reads a one-op function: `ipu.nop` (IR without `aten`
+ops: no torch) and `aten.relu` (torch's shape rules verify it). With
+`--before TREE` it also times the tilefx source tree TREE (e.g. an older
+commit's `git archive`) for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+IR = {
+    "ipu.nop": "%y = ipu.nop %x : tensor<4xf32> -> tensor<4xf32>",
+    "aten.relu": "%y = aten.relu %x : tensor<4xf32> -> tensor<4xf32>",
+}
+OPT = "import sys; from tilefx.tools.opt import main; sys.exit(main())"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("rounds", type=int, nargs="?", default=5)
+    ap.add_argument("--before", help="a tilefx source tree to time as well")
+    args = ap.parse_args()
+    tmp = pathlib.Path(tempfile.mkdtemp())
+    cases: dict[str, tuple[list[str], str | None]] = {
+        "python -c pass": ([sys.executable, "-c", "pass"], None),
+        "python -c 'import torch'": ([sys.executable, "-c", "import torch"], None),
+    }
+    trees = {"": str(ROOT)} | ({" (before)": args.before} if args.before else {})
+    for op, line in IR.items():
+        path = tmp / f"{op}.mlir"
+        path.write_text("func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+                        f"  {line}\n  func.return %y : tensor<4xf32>\n}}\n")
+        for label, tree in trees.items():
+            cases[f"tilefx-opt on {op}{label}"] = ([sys.executable, "-c", OPT, str(path)], tree)
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(args.rounds):
+        for name, (cmd, tree) in cases.items():
+            env = dict(os.environ, **({"PYTHONPATH": tree} if tree else {}))
+            t = time.perf_counter()
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            times[name].append(time.perf_counter() - t)
+            if out.returncode:
+                raise SystemExit(f"{name} failed:\n{out.stderr[-2000:]}")
+    base = statistics.median(times["python -c pass"])
+    torch_s = statistics.median(times["python -c 'import torch'"])
+    for name, ts in times.items():
+        m = statistics.median(ts)
+        print(f"{name:36s} median {m:7.2f} s  x pass {m / base:6.1f}  x import torch {m / torch_s:5.2f}")
+    print("load average:", os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Count the reads of `PoplarExecutor`'s private state from other modules.
+
+`PoplarExecutor` (tilefx/api/executor.py, with its mixins in readouts.py,
+weight_update.py and outputs.py) is the PopTorch wrapper; what other modules
+take from it should go through its public methods or a compiler driver, not
+its private attributes. This script lists every `x._name` outside those four
+modules where `_name` is a private attribute or method the class defines
+(assigned as `self._name` or defined as a method in one of them), and `x` is
+not the module's own `self` (a name another class shares counts too: the
+count is an upper bound, to bring to 0). Run it from the repository root:
+
+    python tests/executor_private_reads.py [--list]
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import sys
+from collections import Counter
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "tilefx"
+CLASS_MODULES = ("api/executor.py", "api/readouts.py", "api/weight_update.py", "api/outputs.py")
+CLASS_NAMES = {"PoplarExecutor", "MachineReadouts", "WeightUpdates", "Outputs"}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_names() -> set[str]:
+    """The private attributes and methods of PoplarExecutor and its mixins."""
+    names: set[str] = set()
+    for rel in CLASS_MODULES:
+        tree = ast.parse((ROOT / rel).read_text())
+        for cls in tree.body:
+            if not (isinstance(cls, ast.ClassDef) and cls.name in CLASS_NAMES):
+                continue
+            for node in cls.body:  # class-level fields
+                targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+                names |= {t.id for t in targets if isinstance(t, ast.Name) and _private(t.id)}
+            for node in ast.walk(cls):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _private(node.name):
+                    names.add(node.name)
+                elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+                      and isinstance(node.value, ast.Name) and node.value.id == "self" and _private(node.attr)):
+                    names.add(node.attr)
+                elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "__setattr__":
+                    # object.__setattr__(self, "_name", value)
+                    for arg in node.args[1:2]:
+                        if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and _private(arg.value):
+                            names.add(arg.value)
+    return names
+
+
+def private_reads() -> list[tuple[str, int, str]]:
+    """(module, line, attribute) of each read from outside the class's modules."""
+    names = private_names()
+    out = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        if rel in CLASS_MODULES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and node.attr in names
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+                out.append((rel, node.lineno, node.attr))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    reads = private_reads()
+    if "--list" in argv:
+        for rel, line, attr in reads:
+            print(f"{rel}:{line}: ._{attr.lstrip('_')}")
+    for rel, n in Counter(r[0] for r in reads).most_common():
+        print(f"{n:5d}  {rel}")
+    print(f"{len(reads):5d}  reads of PoplarExecutor's private state from {len({r[0] for r in reads})} modules")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
