@@ -134,6 +134,10 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
     executor's own methods (`__call__`, `compile`, `copyWeightsToHost`, ...)
     come first."""
 
+    # called with the traced module (and its copy as the trace left it) in
+    # place of the graph passes and the program: tilefx.plan costs it itself
+    _before_passes = None
+
     def __new__(cls, model=None, *args, **kwargs):
         if isinstance(model, PoplarExecutor):
             model = model._user_model
@@ -677,27 +681,11 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                 if PARAM_KEY in a:
                     a[GROUP_KEY] = IntegerAttr(group_of.get(a[PARAM_KEY].data, 0), i64)
             main_fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
-        strategy = self._options.execution_strategy
-        config = strategy.to_config() if strategy is not None else \
-            {"kind": "pipelined", "stages": [], "auto_stage": "same_as_ipu"}
-        if "auto" in config:  # ipu-auto-stage costs the ops on this machine, the state where it lives
-            config["auto"]["machine"] = machine(self._options.machine).name
-            loc = self._options.TensorLocations.optimizer
-            if loc is not None:
-                where = loc.resolved()
-                config["auto"].update({"state_on_chip": where.on_chip,
-                                       "state_min_elements_off_chip": where.min_elements_off_chip,
-                                       "state_min_elements_sharded": where.min_elements_sharded})
-                if where.sharded:
-                    config["auto"]["state_shards"] = self._factors()[1] * self._options.Distributed.numProcesses
-            placed = self._options.TensorLocations.resolved().config()
-            if placed:  # weights, activations, accumulators off chip or sharded
-                config["auto"].update({"locations": placed,
-                                       "replicas": self._factors()[1] * self._options.Distributed.numProcesses})
-        module.attributes[STRATEGY_KEY] = from_py(config)
-        if self._options.available_memory_proportion:
-            module.attributes[MEMORY_PROPORTION_KEY] = from_py(
-                {k: float(v) for k, v in self._options.available_memory_proportion.items()})
+        self._set_module_options(module, self._options)
+        if self._before_passes is not None:  # tilefx.plan: the traced module, costed many ways
+            progress.close()
+            self._before_passes(import_module, module)
+            return
         D, _, _, G = self._factors()
         als = self._training and bool(self._options.Training.automatic_loss_scaling)
         scaled = self._training and (als or self._loss_scaling() != 1.0 or _is_variable(
@@ -725,6 +713,32 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         progress.mark("built the program and the machine model", 30)
         export.store_cached(self, inputs)
         progress.close()
+
+    def _set_module_options(self, module: ModuleOp, options) -> None:
+        """The module attributes the graph passes read from `options`: the
+        execution strategy (with what ipu-auto-stage needs to cost it) and
+        the available memory proportions."""
+        strategy = options.execution_strategy
+        config = strategy.to_config() if strategy is not None else \
+            {"kind": "pipelined", "stages": [], "auto_stage": "same_as_ipu"}
+        if "auto" in config:  # ipu-auto-stage costs the ops on this machine, the state where it lives
+            config["auto"]["machine"] = machine(options.machine).name
+            loc = options.TensorLocations.optimizer
+            if loc is not None:
+                where = loc.resolved()
+                config["auto"].update({"state_on_chip": where.on_chip,
+                                       "state_min_elements_off_chip": where.min_elements_off_chip,
+                                       "state_min_elements_sharded": where.min_elements_sharded})
+                if where.sharded:
+                    config["auto"]["state_shards"] = options.replication_factor * options.Distributed.numProcesses
+            placed = options.TensorLocations.resolved().config()
+            if placed:  # weights, activations, accumulators off chip or sharded
+                config["auto"].update({"locations": placed,
+                                       "replicas": options.replication_factor * options.Distributed.numProcesses})
+        module.attributes[STRATEGY_KEY] = from_py(config)
+        if options.available_memory_proportion:
+            module.attributes[MEMORY_PROPORTION_KEY] = from_py(
+                {k: float(v) for k, v in options.available_memory_proportion.items()})
 
     def _install(self, traced: TracedGraph, import_module: ModuleOp, module: ModuleOp,
                  input_shapes: list[tuple], input_dtypes: list[np.dtype], start: float) -> None:
@@ -792,7 +806,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             raise
         self._write_back()
 
-    def _make_profile(self, program: Program) -> Profile:
+    def _make_profile(self, program: Program, check_memory: bool = True) -> Profile:
         D, R, _, G = self._factors()
         update_fn = find_func(program.module, "update") if self._training else None
         return build_profile(
@@ -803,7 +817,8 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             processes=self._options.Distributed.numProcesses,
             process_id=self._options.Distributed.processId,
             host_io=not self._options.synthetic_data,
-            decompose_grad_sum=bool(self._options._Popart.options.get("decomposeGradSum", False)))
+            decompose_grad_sum=bool(self._options._Popart.options.get("decomposeGradSum", False)),
+            check_memory=check_memory)
 
 
     def _make_schedule(self, module: ModuleOp) -> Schedule:
