@@ -109,3 +109,29 @@ def test_plan_errors_are_clear():
         tilefx.plan(model, x, x, ipus=0)
     with pytest.raises(tilefx.Error, match="global_batch must be an int"):
         tilefx.plan(model, x, x, ipus=2, global_batch=2)
+
+
+def test_command_prints_the_table_and_the_code(tmp_path, capsys):
+    from tilefx.tools.plan import main
+
+    script = tmp_path / "model.py"
+    script.write_text(
+        "import torch\n"
+        "from torch import nn\n\n\n"
+        "class Layers(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.layers = nn.ModuleList(nn.Linear(32, 32) for _ in range(4))\n\n"
+        "    def forward(self, x, y):\n"
+        "        for layer in self.layers:\n"
+        "            x = torch.tanh(layer(x))\n"
+        "        return x, nn.functional.mse_loss(x, y)\n\n\n"
+        "def factory():\n"
+        "    return Layers(), (torch.randn(2, 32), torch.randn(2, 32))\n")
+    assert main([f"{script}:factory", "--ipus", "2", "--global-batch", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "limited by" in out and "opts.replicationFactor(" in out and "planned in" in out
+    assert main([f"{script}:nothing", "--ipus", "2"]) == 1
+    assert "has no function 'nothing'" in capsys.readouterr().err
+    assert main([f"{tmp_path / 'missing.py'}:factory", "--ipus", "2"]) == 1
+    assert "no such file" in capsys.readouterr().err
