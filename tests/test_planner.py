@@ -135,3 +135,19 @@ def test_command_prints_the_table_and_the_code(tmp_path, capsys):
     assert "has no function 'nothing'" in capsys.readouterr().err
     assert main([f"{tmp_path / 'missing.py'}:factory", "--ipus", "2"]) == 1
     assert "no such file" in capsys.readouterr().err
+
+
+def test_user_placement_and_proportions_are_kept():
+    torch.manual_seed(0)
+    model = Layers()
+    tilefx.BeginBlock(model.layers[5], "late", ipu_id=1)
+    opts = tilefx.Options()
+    opts.setAvailableMemoryProportion({"IPU0": 0.2, "IPU1": 0.4})
+    cands = tilefx.plan(model, torch.randn(MB, D), torch.randn(MB, D), ipus=4, global_batch=64, options=opts)
+    assert cands and all(c.stages == 2 and c.replicas == 2 and not c.placement for c in cands)
+    for c in cands:
+        assert c.options.available_memory_proportion == {"IPU0": 0.2, "IPU1": 0.4}
+        assert '{"IPU0": 0.2, "IPU1": 0.4}' in c.code and "BeginBlock" not in c.code
+    # the user's block is still there, and no other
+    assert getattr(model.layers[5], "_tilefx_begin_block", None) == ("late", 1)
+    assert sum(getattr(m, "_tilefx_begin_block", None) is not None for m in model.modules()) == 1

@@ -3,6 +3,7 @@ model predicts for it, and the PopTorch code that sets it."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import torch
@@ -59,10 +60,16 @@ class Candidate:
         o = self.base.clone() if self.base is not None else Options()
         o.replicationFactor(self.replicas)
         o.Training.gradientAccumulation(self.accumulation)
-        if self.stages > 1:
+        own = o.execution_strategy
+        if own is not None:  # the user's strategy, with the candidate's schedule
+            own = copy.copy(own)
+            own.schedule = self.schedule
+            o.setExecutionStrategy(own)
+        elif self.stages > 1:
             o.setExecutionStrategy(PipelinedExecution(schedule=self.schedule))
-        o.setAvailableMemoryProportion({f"IPU{i}": self.proportion for i in range(self.stages)})
-        if self.state != STATE_ON_CHIP:
+        if not o.available_memory_proportion:
+            o.setAvailableMemoryProportion({f"IPU{i}": self.proportion for i in range(self.stages)})
+        if self.state != STATE_ON_CHIP and o.TensorLocations.optimizer is None:
             o.TensorLocations.setOptimizerLocation(self._state_settings())
         return o
 
@@ -89,9 +96,11 @@ class Candidate:
                  f"opts.Training.gradientAccumulation({self.accumulation})"]
         if self.stages > 1:
             sched = "" if self.schedule == "FillDrain" else f", schedule={self.schedule!r}"
+            own = self.base.execution_strategy if self.base is not None else None
+            mode = getattr(getattr(own, "auto_stage", None), "name", "SameAsIpu")
             lines.append(f"opts.setExecutionStrategy(poptorch.PipelinedExecution("
-                         f"poptorch.AutoStage.SameAsIpu{sched}))")
-        amp = ", ".join(f'"IPU{i}": {self.proportion}' for i in range(self.stages))
+                         f"poptorch.AutoStage.{mode}{sched}))")
+        amp = ", ".join(f'"{k}": {v}' for k, v in self.options.available_memory_proportion.items())
         lines.append(f"opts.setAvailableMemoryProportion({{{amp}}})")
         if self.state == STATE_OFF_CHIP:
             lines.append("opts.TensorLocations.setOptimizerLocation("

@@ -127,6 +127,12 @@ class _Planner:
         self.trace_seconds = time.perf_counter() - start
 
     def _fixed_stages(self) -> int | None:
+        """The IPUs per replica the user's strategy or Blocks fix, if any."""
+        if self.user_blocks:
+            ipus = [b[1] for m in self.model.modules()
+                    if (b := getattr(m, "_tilefx_begin_block", None)) is not None and b[1] is not None]
+            if ipus:
+                return max(ipus) + 1
         s = self.strategy
         if s is None:
             return None
@@ -182,19 +188,15 @@ class _Planner:
                               self.machine.name, base=self.base)
                 self._cost(c)
                 tried.append(c)
-                if c.fits:
-                    return tried
+                if c.fits or (not c.memory and "fits" not in c.reason):
+                    return tried  # fits, or fails for a reason memory does not change
         return tried
 
     def _cost(self, c: Candidate) -> None:
         self.costings += 1
         opts = c.options
-        if self.fixed_proportion:
-            opts.setAvailableMemoryProportion(self.fixed_proportion)
         if self._fixed_stages() is None and not self.user_blocks:
             opts.setExecutionStrategy(PipelinedExecution.auto(c.stages, schedule=c.schedule))
-        elif self.strategy is not None:
-            opts.setExecutionStrategy(self.strategy)
         module = self.traced.clone()
         unit_of = self._units_of(module)
         ex = self.executor
