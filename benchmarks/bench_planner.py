@@ -84,6 +84,7 @@ def main():
     ap.add_argument("--global-batch", type=int, default=65536)
     ap.add_argument("--mb", type=int, default=8)
     ap.add_argument("--machine", default="mk2")
+    ap.add_argument("--base", action="store_true", help="BERT-Base sizes (d 768, 12 heads, FFN 3072)")
     a = ap.parse_args()
     if a.what == "published":
         model, inputs, opt, opts, ipus, gb, kw = bert_published(a.case)
@@ -95,7 +96,8 @@ def main():
         print(table(cands, 12))
         print(cands[0].explain())
         return
-    seconds, cpu, cands = time_plan(a.layers, a.ipus, a.global_batch, a.mb, a.machine)
+    sizes = dict(d=768, heads=12, ffn=3072) if a.base else {}
+    seconds, cpu, cands = time_plan(a.layers, a.ipus, a.global_batch, a.mb, a.machine, **sizes)
     fit = [c for c in cands if c.fits]
     print(f"{a.layers} layers, {a.ipus} IPUs, global batch {a.global_batch}: planned in {seconds:.1f} s "
           f"({cpu:.1f} s of CPU time: the machine is shared), "

@@ -54,11 +54,12 @@ from tilefx.backend import schedule
 from tilefx.backend.machine import machine
 from tilefx.backend.profile import Profile, build_profile
 from tilefx.backend.schedule import Schedule
+from tilefx.api.module_options import set_module_options
 from tilefx.dialects.ipu import StageOp
 from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
 from tilefx.passes.loss_scaling import LossScalingPass
 from tilefx.dialects.irutil import find_func, from_py, to_py
-from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, MEMORY_PROPORTION_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
+from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
 
 
 log = logging.getLogger("tilefx")
@@ -681,7 +682,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                 if PARAM_KEY in a:
                     a[GROUP_KEY] = IntegerAttr(group_of.get(a[PARAM_KEY].data, 0), i64)
             main_fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
-        self._set_module_options(module, self._options)
+        set_module_options(module, self._options)
         if self._before_passes is not None:  # tilefx.plan: the traced module, costed many ways
             progress.close()
             self._before_passes(import_module, module)
@@ -713,32 +714,6 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         progress.mark("built the program and the machine model", 30)
         export.store_cached(self, inputs)
         progress.close()
-
-    def _set_module_options(self, module: ModuleOp, options) -> None:
-        """The module attributes the graph passes read from `options`: the
-        execution strategy (with what ipu-auto-stage needs to cost it) and
-        the available memory proportions."""
-        strategy = options.execution_strategy
-        config = strategy.to_config() if strategy is not None else \
-            {"kind": "pipelined", "stages": [], "auto_stage": "same_as_ipu"}
-        if "auto" in config:  # ipu-auto-stage costs the ops on this machine, the state where it lives
-            config["auto"]["machine"] = machine(options.machine).name
-            loc = options.TensorLocations.optimizer
-            if loc is not None:
-                where = loc.resolved()
-                config["auto"].update({"state_on_chip": where.on_chip,
-                                       "state_min_elements_off_chip": where.min_elements_off_chip,
-                                       "state_min_elements_sharded": where.min_elements_sharded})
-                if where.sharded:
-                    config["auto"]["state_shards"] = options.replication_factor * options.Distributed.numProcesses
-            placed = options.TensorLocations.resolved().config()
-            if placed:  # weights, activations, accumulators off chip or sharded
-                config["auto"].update({"locations": placed,
-                                       "replicas": options.replication_factor * options.Distributed.numProcesses})
-        module.attributes[STRATEGY_KEY] = from_py(config)
-        if options.available_memory_proportion:
-            module.attributes[MEMORY_PROPORTION_KEY] = from_py(
-                {k: float(v) for k, v in options.available_memory_proportion.items()})
 
     def _install(self, traced: TracedGraph, import_module: ModuleOp, module: ModuleOp,
                  input_shapes: list[tuple], input_dtypes: list[np.dtype], start: float) -> None:

@@ -132,6 +132,26 @@ class Schedule:
                 ends[key] = max(ends.get(key, s.time), s.time)
         return starts, ends
 
+    def stash_peaks(self, stashed: list[tuple[int, int, int, int]]) -> dict[int, int]:
+        """Per IPU, the most bytes of stashed values alive at one time step:
+        `stashed` lists (IPU, bytes, s0, s1), a value of stage s0 last used
+        by stage s1, kept for micro-batch i from the first step of (s0, i) to
+        the last of (s1, i)."""
+        starts, ends = self.compute_times()
+        events: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for ipu, nbytes, s0, s1 in stashed:
+            for i in range(self.micro_batches):
+                if (s0, i) in starts and (s1, i) in ends:
+                    events[ipu] += [(starts[(s0, i)], nbytes), (ends[(s1, i)] + 1, -nbytes)]
+        peaks = {}
+        for ipu, evs in events.items():
+            cur = best = 0
+            for _, d in sorted(evs):  # releases sort before stashes at the same step
+                cur += d
+                best = max(best, cur)
+            peaks[ipu] = best
+        return peaks
+
     def makespan(self, stage_cycles: dict[int, float],
                  weight_cycles: dict[int, float] | None = None) -> float:
         """The cycles of the schedule when stage s takes stage_cycles[s] (its

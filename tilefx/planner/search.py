@@ -25,6 +25,7 @@ import torch
 
 from tilefx.api.annotations import BeginBlock, removeBlocks
 from tilefx.api.executor import trainingModel
+from tilefx.api.module_options import set_module_options
 from tilefx.api.options import Options
 from tilefx.api.strategies import PipelinedExecution
 from tilefx.backend.machine import machine as machine_named
@@ -201,7 +202,7 @@ class _Planner:
         unit_of = self._units_of(module)
         ex = self.executor
         try:
-            ex._set_module_options(module, opts)
+            set_module_options(module, opts)
             run_graph_passes(module, training=True, autocast=bool(opts.Precision.autocast_enabled),
                              assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1))
             saved = ex._options
