@@ -374,3 +374,16 @@ def test_zero_bubble_weight_part_holds_the_weight_gradients():
     # the input gradient's product (the next stage waits for it) is not a weight op
     mms = [o for o in stages[1].body.block.ops if o.name == "aten.mm"]
     assert sum(o in last for o in mms) == 1
+
+
+def test_zero_bubble_runs_every_part_once_for_any_depth_and_accumulation():
+    for F in range(2, 8):
+        stage_ipu = {j: (j if j < F else 2 * F - 2 - j) for j in range(2 * F - 1)}
+        for M in (1, 2, F - 1, F, 3 * F + 1):
+            z = sched_mod.pipelined(stage_ipu, F, M, True, 1, "ZeroBubble")
+            parts = [(s.stage, s.micro_batch, s.part) for s in z.steps]
+            assert len(set(parts)) == len(parts) == M * (3 * F - 1)
+            # a micro-batch's weight part never comes before its input part
+            when = {p: s.time for p, s in zip(parts, z.steps)}
+            assert all(when[(st, i, "weight")] > when[(st, i, "input")] for st, i, part in parts
+                       if part == "weight")
