@@ -17,7 +17,6 @@ Configurations that fit are ranked by predicted throughput.
 
 from __future__ import annotations
 
-import copy
 import time
 from types import SimpleNamespace
 
@@ -263,8 +262,3 @@ def table(candidates: list[Candidate], top: int = 10) -> str:
             "tile   bubble  all-reduce  limited by")
     return "\n".join([head] + [c.row() for c in candidates[:top]])
 
-
-def copy_model(model: torch.nn.Module) -> torch.nn.Module:
-    """A copy of the model to compile a candidate with (the planner's trace
-    and a candidate's `place` each annotate the model they are given)."""
-    return copy.deepcopy(model)
