@@ -10,11 +10,12 @@ loss with the last). Each hand split is what a user writes with
 one block per unit is staged, compiled through the graph passes and costed
 by the same machine model as the automatic split.
 
-Part 2 (`schedules`): FillDrain, 1F1B and Interleaved1F1B (2 virtual stages
-per IPU) on the encoder over 4 IPUs, gradient accumulation 8 and 32, the
-stages chosen by `PipelinedExecution.auto`.
+Part 2 (`schedules`): FillDrain, 1F1B, Interleaved1F1B (2 virtual stages
+per IPU) and ZeroBubble on the encoder over 4 IPUs, gradient accumulation 8
+and 32, the stages chosen by `PipelinedExecution.auto`; schedule names after
+`schedules` run only those.
 
-    .venv/bin/python benchmarks/bench_pipeline.py [split|schedules]
+    .venv/bin/python benchmarks/bench_pipeline.py [split|schedules [NAME ...]]
 """
 
 from __future__ import annotations
@@ -141,12 +142,12 @@ def split():
               f"{auto_units:,.0f} samples/s | {100 * auto_units / best[0]:.1f}% | | |", flush=True)
 
 
-def schedules():
+def schedules(names=("FillDrain", "1F1B", "Interleaved1F1B", "ZeroBubble")):
     print("| schedule | G | throughput (samples/s) | cycles per weight update | bubble fraction | "
           "peak stashed activations per IPU (MB) | peak tile memory per IPU (KiB) |")
     print("|---|---|---|---|---|---|---|")
     for G in (8, 32):
-        for name in ("FillDrain", "1F1B", "Interleaved1F1B"):
+        for name in names:
             torch.manual_seed(0)
             model = bert()
             inputs = (torch.randint(0, 1000, (G, 128)), torch.randint(0, 1000, (G, 128)))
@@ -163,4 +164,5 @@ if __name__ == "__main__":
     if "split" in which:
         split()
     if "schedules" in which:
-        schedules()
+        chosen = which[which.index("schedules") + 1:]
+        schedules(*([chosen] if chosen else []))

@@ -25,6 +25,7 @@ LAYERS = {
     "api": 5,
     "popart": 5,
     "tools": 5,
+    "planner": 5,
     "__init__": 6,
 }
 # the machine model: the backend modules that analyse the graph IR (hardware

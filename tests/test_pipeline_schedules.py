@@ -300,3 +300,90 @@ def test_auto_stage_counts_the_working_activations_at_each_position():
         anchor, n = _anchors(ops)
         *_, working = _memory_vectors(module, main, ops, anchor, n, training)
         assert list(working[:3]) == ([act, 2 * act, act] if not training else [act, act, 0])
+
+
+# -- ZeroBubble (ZB-H1, Qi et al., ICLR 2024) -----------------------------------
+
+def test_zero_bubble_trains_like_pytorch():
+    torch.manual_seed(0)
+    strategy = tilefx.PipelinedExecution("B1", "B2", "B3", "B4", schedule="ZeroBubble")
+    trainer = _train_and_compare(BlockCNN(), _opts(strategy, G=8))
+    s = trainer.schedule
+    assert s.name == "ZeroBubble" and trainer.profile.summary()["schedule"] == "ZeroBubble"
+    # every backward stage runs in two parts, its input gradient before its weight gradient
+    parts = {}
+    for st in s.steps:
+        parts.setdefault((st.stage, st.micro_batch), []).append((st.time, st.part))
+    backward = [k for k in parts if k[0] >= 3]
+    assert backward and all([p for _, p in sorted(v)] == ["input", "weight"]
+                            for k, v in parts.items() if k[0] >= 3)
+    assert all(v == [(v[0][0], "")] for k, v in parts.items() if k[0] < 3)
+
+
+def test_zero_bubble_has_less_bubble_than_one_f_one_b_at_the_same_accumulation():
+    P = 4
+    res = {name: _stack_trainer(name, 8, P=P, mb=1, n=2).profile for name in ("1F1B", "ZeroBubble")}
+    zb, ob = res["ZeroBubble"], res["1F1B"]
+    assert zb.bubble_fraction() < ob.bubble_fraction()
+    assert zb.total_cycles < ob.total_cycles
+    # the weight steps take the cycles of the weight-gradient ops: the same work as 1F1B's
+    busy = lambda p: sum(t.end - t.start for t in p.timeline if t.kind == "compute")
+    assert busy(zb) == busy(ob)
+    assert "ZeroBubble schedule: bubble fraction" in zb.table()
+    # the first IPU keeps 1F1B's P micro-batches; later IPUs keep up to P too
+    # (1F1B keeps P-k there), the price of deferring their weight gradients
+    assert zb.stash_bytes[0] == ob.stash_bytes[0]
+    assert all(zb.stash_bytes[k] >= ob.stash_bytes[k] for k in range(1, P))
+
+
+def test_zero_bubble_order_and_unit_makespan():
+    """With the paper's unit costs (forward, input and weight gradient one
+    unit each), ZB-H1 ends before 1F1B, whose backward is both gradients:
+    the drain's idle steps run weight gradients."""
+    F, M = 4, 8
+    stage_ipu = {j: (j if j < F else 2 * F - 2 - j) for j in range(2 * F - 1)}
+    zb = sched_mod.pipelined(stage_ipu, F, M, True, 1, "ZeroBubble")
+    ob = sched_mod.pipelined(stage_ipu, F, M, True, 1, "1F1B")
+    cycles = {s: 1.0 if s < F - 1 else (3.0 if s == F - 1 else 2.0) for s in range(2 * F - 1)}
+    weight = {s: 1.0 for s in range(F - 1, 2 * F - 1)}
+    assert ob.makespan(cycles) == 3 * M + 3 * (F - 1)
+    assert zb.makespan(cycles, weight) < ob.makespan(cycles)
+    assert zb.makespan(cycles, weight) >= 3 * M  # never faster than the work
+    # IPU 0: 1F1B's warm-up, then a weight gradient only where no forward may start
+    ipu0 = [("W" if st.part == "weight" else "B" if st.part else "F") + str(st.micro_batch)
+            for st in zb.per_ipu()[0]]
+    assert ipu0[:6] == ["F0", "F1", "F2", "F3", "B0", "W0"]  # P await W0: no forward may start
+    assert [zb.in_flight(k, 2 * F - 2 - k) for k in range(F)] == [F] * F
+    # one forward stage per IPU, as 1F1B
+    inter = {j: j % 2 for j in range(F)} | {2 * F - 2 - j: j % 2 for j in range(F - 1)}
+    with pytest.raises(tilefx.Error, match="ZeroBubble runs one forward stage per IPU"):
+        sched_mod.pipelined(inter, F, M, True, 1, "ZeroBubble")
+
+
+def test_zero_bubble_weight_part_holds_the_weight_gradients():
+    from tilefx.backend.schedule import weight_gradient_ops
+    from tilefx.dialects.ipu import StageOp
+    from tilefx.dialects.irutil import find_func
+
+    t = _stack_trainer("ZeroBubble", 4, P=2, mb=1, n=1)
+    main = find_func(t._program.module, "main")
+    stages = {op.stage.value.data: op for op in main.body.block.ops if isinstance(op, StageOp)}
+    last = weight_gradient_ops(stages[1])  # forward, loss and the input gradient stay out
+    names = sorted(o.name for o in last)
+    assert names.count("ipu.accumulate") == 2 and "aten.mm" in names and "aten.tanh" not in names
+    # the input gradient's product (the next stage waits for it) is not a weight op
+    mms = [o for o in stages[1].body.block.ops if o.name == "aten.mm"]
+    assert sum(o in last for o in mms) == 1
+
+
+def test_zero_bubble_runs_every_part_once_for_any_depth_and_accumulation():
+    for F in range(2, 8):
+        stage_ipu = {j: (j if j < F else 2 * F - 2 - j) for j in range(2 * F - 1)}
+        for M in (1, 2, F - 1, F, 3 * F + 1):
+            z = sched_mod.pipelined(stage_ipu, F, M, True, 1, "ZeroBubble")
+            parts = [(s.stage, s.micro_batch, s.part) for s in z.steps]
+            assert len(set(parts)) == len(parts) == M * (3 * F - 1)
+            # a micro-batch's weight part never comes before its input part
+            when = {p: s.time for p, s in zip(parts, z.steps)}
+            assert all(when[(st, i, "weight")] > when[(st, i, "input")] for st, i, part in parts
+                       if part == "weight")

@@ -46,6 +46,7 @@ _LAZY = {
     **{n: "tilefx.api.options" for n in ("Options", "TensorLocationSettings")},
     **{n: "tilefx.api.autocast" for n in ("autocast", "Policy")},
     "torch_compile_backend": "tilefx.api.dynamo",
+    "plan": "tilefx.planner.search",
     **{n: "tilefx.api.strategies" for n in (
         "Stage", "Phase", "PipelinedExecution", "ShardedExecution", "SerialPhasedExecution",
         "ParallelPhasedExecution")},

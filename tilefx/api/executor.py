@@ -57,10 +57,11 @@ from tilefx.backend import schedule
 from tilefx.backend.machine import machine
 from tilefx.backend.profile import Profile, build_profile
 from tilefx.backend.schedule import Schedule
+from tilefx.api.module_options import set_module_options
 from tilefx.dialects.ipu import StageOp
 from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
 from tilefx.passes.loss_scaling import LossScalingPass
-from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, MEMORY_PROPORTION_KEY, OPTIMIZER_KEY, PARAM_KEY, PARTIALS_TYPE_KEY, STAGES_KEY, STRATEGY_KEY
+from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
 
 
 log = logging.getLogger("tilefx")
@@ -135,6 +136,10 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
     `isinstance(executor, type(model))` behave as on the model, while the
     executor's own methods (`__call__`, `compile`, `copyWeightsToHost`, ...)
     come first."""
+
+    # called with the traced module (and its copy as the trace left it) in
+    # place of the graph passes and the program: tilefx.plan costs it itself
+    _before_passes = None
 
     def __new__(cls, model=None, *args, **kwargs):
         if isinstance(model, PoplarExecutor):
@@ -691,31 +696,11 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                 if PARAM_KEY in a:
                     a[GROUP_KEY] = IntegerAttr(group_of.get(a[PARAM_KEY].data, 0), i64)
             main_fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
-        strategy = self._options.execution_strategy
-        # no strategy set: PopTorch's default, pipelined, which Block(ipu_id=...) then
-        # switches on without the user asking (ipu-assign-stages says so in its errors)
-        config = strategy.to_config() if strategy is not None else \
-            {"kind": "pipelined", "stages": [], "auto_stage": "same_as_ipu", "implicit": True}
-        if "auto" in config:  # ipu-auto-stage costs the ops on this machine, the state where it lives
-            config["auto"]["machine"] = machine(self._options.machine).name
-            loc = self._options.TensorLocations.optimizer
-            if loc is not None:
-                where = loc.resolved()
-                config["auto"].update({"state_on_chip": where.on_chip,
-                                       "state_min_elements_off_chip": where.min_elements_off_chip,
-                                       "state_min_elements_sharded": where.min_elements_sharded})
-                if where.sharded:
-                    config["auto"]["state_shards"] = self._factors()[1] * self._options.Distributed.numProcesses
-            placed = self._options.TensorLocations.resolved().config()
-            if placed:  # weights, activations, accumulators off chip or sharded
-                config["auto"].update({"locations": placed,
-                                       "replicas": self._factors()[1] * self._options.Distributed.numProcesses})
-        module.attributes[STRATEGY_KEY] = from_py(config)
-        if self._options.Precision.partials_type == torch.float16:  # the matmul rate and partial memory
-            module.attributes[PARTIALS_TYPE_KEY] = StringAttr("half")
-        if self._options.available_memory_proportion:
-            module.attributes[MEMORY_PROPORTION_KEY] = from_py(
-                {k: float(v) for k, v in self._options.available_memory_proportion.items()})
+        set_module_options(module, self._options)
+        if self._before_passes is not None:  # tilefx.plan: the traced module, costed many ways
+            progress.close()
+            self._before_passes(import_module, module)
+            return
         D, _, _, G = self._factors()
         als = self._training and bool(self._options.Training.automatic_loss_scaling)
         scaled = self._training and (als or self._loss_scaling() != 1.0 or _is_variable(
@@ -812,7 +797,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             raise
         self._write_back()
 
-    def _make_profile(self, program: Program) -> Profile:
+    def _make_profile(self, program: Program, check_memory: bool = True) -> Profile:
         D, R, _, G = self._factors()
         update_fn = find_func(program.module, "update") if self._training else None
         return build_profile(
@@ -823,7 +808,8 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             processes=self._options.Distributed.numProcesses,
             process_id=self._options.Distributed.processId,
             host_io=not self._options.synthetic_data,
-            decompose_grad_sum=bool(self._options._Popart.options.get("decomposeGradSum", False)))
+            decompose_grad_sum=bool(self._options._Popart.options.get("decomposeGradSum", False)),
+            check_memory=check_memory)
 
 
     def _make_schedule(self, module: ModuleOp) -> Schedule:

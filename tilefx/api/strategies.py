@@ -147,8 +147,10 @@ class PipelinedExecution(_StagedExecution):
     """Stages on different IPUs process micro-batches in a pipeline (the default).
 
     `schedule` orders each IPU's forward and backward steps: "FillDrain"
-    (PopTorch's, the default), "1F1B" or "Interleaved1F1B" (stages visiting
-    the IPUs round-robin, several per IPU). The schedule changes the timeline,
+    (PopTorch's, the default), "1F1B", "Interleaved1F1B" (stages visiting
+    the IPUs round-robin, several per IPU) or "ZeroBubble" (ZB-H1: 1F1B with
+    each backward split into input and weight gradients, the weight
+    gradients filling the bubbles). The schedule changes the timeline,
     the bubbles and the stashed activations, never the numbers."""
 
     kind = "pipelined"

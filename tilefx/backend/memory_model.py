@@ -326,7 +326,7 @@ def activation_peaks(main, stage_of, schedule: Schedule, training: bool, cost_of
                         stashed.append((op.dst.value.data if op.name == "ipu.copy" else ipu,
                                         _bytes(r), s0, s1))
     if stash_out is not None:
-        stash_out.update(_stash_peaks(schedule, stashed))
+        stash_out.update(schedule.stash_peaks(stashed))
     peaks: dict[int, list[Tensor]] = {}
     live_bytes: dict[int, int] = defaultdict(int)
     best: dict[int, float] = defaultdict(float)
@@ -404,26 +404,6 @@ def _updated_in_place(op: Operation, i: int, last_use: dict, depth: dict, root) 
     if root(v) is not v or last_use.get(v) != i or v in depth or _bytes(v) != _bytes(op.results[0]):
         return None
     return v
-
-
-def _stash_peaks(schedule: Schedule, stashed: list[tuple[int, int, int, int]]) -> dict[int, int]:
-    """Per IPU, the most bytes of stashed values alive at one time step: a
-    value of stage s0 last used by stage s1 is kept for micro-batch i from the
-    step that runs (s0, i) to the one that runs (s1, i)."""
-    times = {(s.stage, s.micro_batch): s.time for s in schedule.steps if s.kind == "compute"}
-    events: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for ipu, nbytes, s0, s1 in stashed:
-        for i in range(schedule.micro_batches):
-            if (s0, i) in times and (s1, i) in times:
-                events[ipu] += [(times[(s0, i)], nbytes), (times[(s1, i)] + 1, -nbytes)]
-    peaks = {}
-    for ipu, evs in events.items():
-        cur = best = 0
-        for _, d in sorted(evs):  # releases sort before stashes at the same step
-            cur += d
-            best = max(best, cur)
-        peaks[ipu] = best
-    return peaks
 
 
 def check_fits(memory: dict[int, IpuMemory], m: Machine) -> None:

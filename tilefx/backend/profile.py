@@ -26,7 +26,7 @@ from tilefx.backend.offload import plan_offload
 from tilefx.backend.machine import Machine
 from tilefx.backend.plots import is_pipelined, run_title
 from tilefx.backend.memory_model import IpuMemory, check_fits, ipu_memory, phase_residency
-from tilefx.backend.schedule import Schedule
+from tilefx.backend.schedule import WEIGHT_PART, Schedule, part_cycles, weight_gradient_ops
 from tilefx.dialects.ipu import StageOp
 from tilefx.dialects import irutil
 from tilefx.dialects.irutil import flat_ops, place, to_py, value_numel
@@ -69,7 +69,7 @@ class Profile:
     # per stage: the length of one of its steps (compute + host I/O + copy out)
     step_cycles: dict[int, int] = field(default_factory=dict)
     stage_parts: dict[int, list[int]] = field(default_factory=dict)
-    schedule: str = ""  # the pipeline schedule (FillDrain, 1F1B, Interleaved1F1B)
+    schedule: str = ""  # the pipeline schedule (backend/schedule.py SCHEDULES)
     # per IPU: the most bytes of activations stashed for later backward steps at one time
     stash_bytes: dict[int, int] = field(default_factory=dict)
     auto_stage: dict = field(default_factory=dict)  # ipu-auto-stage's report, when it ran
@@ -255,12 +255,16 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     stage_parts: dict[int, list[int]] = {}  # compute, exchange, sync cycles of a stage step
     exchange_bytes = 0
     cost_of: dict[Operation, OpCost] = {}
+    # ZeroBubble: the cycles of each stage's weight gradients (its W steps)
+    weight_cycles: dict[int, int] = defaultdict(int)
+    split = any(st.part for st in schedule.steps)
     for top in main.body.block.ops:
         if not isinstance(top, StageOp):
             continue
         s, ipu = top.stage.value.data, top.ipu.value.data
         stage_of[s] = (ipu, top.direction.data)
         parallel = _parallel_multiconvs(top.body.block, machine)
+        weight_ops = weight_gradient_ops(top) if split else set()
         for op in flat_ops(top.body.block):
             if op.name == "ipu.copy":
                 copy_bytes[s] += _bytes(op.results[0])
@@ -271,6 +275,8 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
             cost_of[op] = c
             records.append(OpRecord(op.name, s, ipu, c, top.direction.data))
             stage_cycles[s] += c.cycles if group_cycles is None else group_cycles
+            if op in weight_ops:
+                weight_cycles[s] += c.cycles if group_cycles is None else group_cycles
             parts = stage_parts.setdefault(s, [0, 0, 0])
             parts[0] += c.compute_cycles
             parts[1] += c.exchange_cycles
@@ -326,7 +332,8 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
 
     # the timeline of one weight update (training) or one call (inference)
     timeline, step_cycles = _simulate(schedule, stage_of, stage_cycles, copy_bytes, machine, host_in,
-                                      host_out, num_ipus, load_bytes, store_bytes, step_moves, gather_cycles)
+                                      host_out, num_ipus, load_bytes, store_bytes, step_moves, gather_cycles,
+                                      weight_cycles)
     end = max((t.end for t in timeline), default=0)
 
     # this process's host link carries the streams of all its replicas: when they
@@ -423,7 +430,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     if offload:
         steps_of: dict[int, int] = defaultdict(int)
         for stp in schedule.steps:
-            if stp.kind == "compute":
+            if stp.kind == "compute" and stp.part != WEIGHT_PART:
                 steps_of[stp.stage] += 1
         streaming = offload.totals(steps_of, schedule.micro_batches,
                                    schedule.strategy in ("serial_phased", "parallel_phased"))
@@ -540,7 +547,8 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
               host_out: int, num_ipus: int, load_bytes: dict[int, int] | None = None,
               store_bytes: dict[int, int] | None = None,
               step_moves: dict[int, tuple[int, int, int]] | None = None,
-              phase_gathers: dict[int, int] | None = None) -> tuple[list[TimedStep], dict[int, int]]:
+              phase_gathers: dict[int, int] | None = None,
+              weight_cycles: dict[int, int] | None = None) -> tuple[list[TimedStep], dict[int, int]]:
     """Time the logical schedule. A step starts when its IPU is free and the
     previous stage of its micro-batch has finished and been copied over; the
     copy is an exchange, so it keeps the sending IPU busy too (BSP). Returns
@@ -548,15 +556,25 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
     `step_moves`: per stage, the bytes each of its steps loads from streaming
     memory before computing, the cycles it all-gathers sharded weights, and
     the bytes it stores after (backend/offload.py); `phase_gathers`: the
-    all-gather cycles after a phase's load."""
+    all-gather cycles after a phase's load; `weight_cycles`: per stage, the
+    cycles of its weight gradients, a ZeroBubble W step's length (its input
+    step takes the rest, moves and the copy to the next stage)."""
     ipu_free: dict[int, int] = defaultdict(int)
     done: dict[tuple[int, int], int] = {}
     out: list[TimedStep] = []
     step_cycles: dict[int, int] = {}
     last_stage = max(stage_of, default=0)
     prev_end = 0  # sharded: one IPU at a time, each step after the previous one
+    weight_cycles = weight_cycles or {}
     for st in sorted(schedule.steps, key=lambda s: (s.time, s.stage)):
         ipu = st.ipu
+        if st.part == WEIGHT_PART:  # after its stage's input part, on the same IPU
+            start = max(ipu_free[ipu], done.get((st.stage, st.micro_batch), 0))
+            end = start + weight_cycles.get(st.stage, 0)
+            out.append(TimedStep(ipu, start, end, "compute", st.stage, st.micro_batch, st.direction))
+            ipu_free[ipu] = prev_end = end
+            step_cycles[st.stage] = max(step_cycles.get(st.stage, 0), end - start)
+            continue
         if st.kind in ("load", "store"):
             start = ipu_free[ipu]
             resident = (load_bytes if st.kind == "load" else store_bytes) or {}
@@ -581,7 +599,7 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
             if cyc:
                 out.append(TimedStep(ipu, start, start + cyc, kind, st.stage, st.micro_batch, st.direction))
                 start += cyc
-        end = start + stage_cycles.get(st.stage, 0)
+        end = start + int(part_cycles(st, stage_cycles.get(st.stage, 0), weight_cycles.get(st.stage, 0)))
         out.append(TimedStep(ipu, start, end, "compute", st.stage, st.micro_batch, st.direction))
         if store:
             cyc = machine.link_cycles(store, machine.streaming_bytes_per_s)

@@ -5,7 +5,7 @@ its cycles. The schedule does not change the numbers (pipelined, sharded
 and phased training compute exactly what plain training computes), only
 when and where the work happens.
 
-Pipelines have three schedules (`PipelinedExecution(..., schedule=...)`):
+Pipelines have four schedules (`PipelinedExecution(..., schedule=...)`):
 
 - `FillDrain`, PopTorch's: stage s runs micro-batch i at step i + s (fill
   S-1, main, flush S-1 over the S = 2P-1 training stages). IPU k keeps
@@ -16,6 +16,15 @@ Pipelines have three schedules (`PipelinedExecution(..., schedule=...)`):
 - `Interleaved1F1B` (Megatron-LM's, `ScheduleInterleaved1F1B`): v virtual
   stages per IPU (forward stage j on the j mod N-th IPU) shorten the fill
   and flush by v at the price of v times the IPU-link copies.
+- `ZeroBubble`, ZB-H1 of Qi et al., "Zero Bubble Pipeline Parallelism"
+  (ICLR 2024): each backward step is split in two, the input gradient (B,
+  which the previous stage waits for) and the weight gradient (W, which
+  nothing downstream waits for). Each IPU runs a B as soon as its gradient
+  arrives, else a forward while it holds fewer micro-batches than 1F1B
+  allows (P-k awaiting B on IPU k, and P awaiting W: 1F1B's peak), else a
+  pending W: the W steps fill the waits 1F1B spends idle in its drain. The parts
+  are `Step.part` "input" and "weight" of the same pipeline stage; the
+  machine model gives each its ops' cycles (`weight_gradient_ops`).
 
 Each IPU runs its steps in the order listed; the machine model
 (profile._simulate) times them with the stage costs and the data
@@ -27,9 +36,15 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from xdsl.dialects import func
+from xdsl.ir import Operation, OpResult
+
+from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr
 from tilefx.errors import Error
 
-SCHEDULES = ("FillDrain", "1F1B", "Interleaved1F1B")
+SCHEDULES = ("FillDrain", "1F1B", "Interleaved1F1B", "ZeroBubble")
+# ZeroBubble's two parts of a backward step (Step.part); "" is a whole step
+INPUT_PART, WEIGHT_PART = "input", "weight"
 
 
 @dataclass(frozen=True)
@@ -40,6 +55,9 @@ class Step:
     stage: int
     micro_batch: int  # -1 for loads and stores of a whole phase
     direction: str  # fwd | bwd | fwd+bwd
+    # ZeroBubble: INPUT_PART (the forward ops and input gradients) or
+    # WEIGHT_PART (the weight gradients) of the stage; "" for the whole stage
+    part: str = ""
 
 
 @dataclass
@@ -90,32 +108,73 @@ class Schedule:
         """The most micro-batches that have started stage `first` but not yet
         finished stage `last` at one time step: how many copies of a value
         made in `first` and last used in `last` are stashed."""
-        times: dict[tuple[int, int], int] = {(s.stage, s.micro_batch): s.time for s in self.steps
-                                             if s.kind == "compute"}
+        starts, ends = self.compute_times()
         events = []
         for i in range(self.micro_batches):
-            if (first, i) in times and (last, i) in times:
-                events += [(times[(first, i)], 1), (times[(last, i)] + 1, -1)]
+            if (first, i) in starts and (last, i) in ends:
+                events += [(starts[(first, i)], 1), (ends[(last, i)] + 1, -1)]
         best = cur = 0
         for _, d in sorted(events):  # ends (-1) sort before starts at the same step
             cur += d
             best = max(best, cur)
         return best
 
-    def makespan(self, stage_cycles: dict[int, float]) -> float:
+    def compute_times(self) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:
+        """The first and the last time step of each (stage, micro-batch): a
+        ZeroBubble stage runs in two parts, and a value stashed for it is
+        kept until the later one (the weight gradient reads it too)."""
+        starts: dict[tuple[int, int], int] = {}
+        ends: dict[tuple[int, int], int] = {}
+        for s in self.steps:
+            if s.kind == "compute":
+                key = (s.stage, s.micro_batch)
+                starts[key] = min(starts.get(key, s.time), s.time)
+                ends[key] = max(ends.get(key, s.time), s.time)
+        return starts, ends
+
+    def stash_peaks(self, stashed: list[tuple[int, int, int, int]]) -> dict[int, int]:
+        """Per IPU, the most bytes of stashed values alive at one time step:
+        `stashed` lists (IPU, bytes, s0, s1), a value of stage s0 last used
+        by stage s1, kept for micro-batch i from the first step of (s0, i) to
+        the last of (s1, i)."""
+        starts, ends = self.compute_times()
+        events: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for ipu, nbytes, s0, s1 in stashed:
+            for i in range(self.micro_batches):
+                if (s0, i) in starts and (s1, i) in ends:
+                    events[ipu] += [(starts[(s0, i)], nbytes), (ends[(s1, i)] + 1, -nbytes)]
+        peaks = {}
+        for ipu, evs in events.items():
+            cur = best = 0
+            for _, d in sorted(evs):  # releases sort before stashes at the same step
+                cur += d
+                best = max(best, cur)
+            peaks[ipu] = best
+        return peaks
+
+    def makespan(self, stage_cycles: dict[int, float],
+                 weight_cycles: dict[int, float] | None = None) -> float:
         """The cycles of the schedule when stage s takes stage_cycles[s] (its
         compute and the copy of its results to the next IPU): each IPU runs its
         steps in order, a step starts once its IPU is free and stage s-1 of its
-        micro-batch is done. The planning-time estimate (ipu-auto-stage); the
+        micro-batch is done. `weight_cycles`: the part of stage s's cycles
+        its weight gradients take (ZeroBubble's W steps; the rest is its B
+        step). The planning-time estimate (ipu-auto-stage, the planner); the
         profile's timeline adds host streams and streaming memory."""
         free: dict[int, float] = defaultdict(float)
         done: dict[tuple[int, int], float] = {}
         end = 0.0
+        weight_cycles = weight_cycles or {}
         for s in sorted(self.steps, key=lambda s: (s.time, s.stage)):
             if s.kind != "compute":
                 continue
-            start = max(free[s.ipu], done.get((s.stage - 1, s.micro_batch), 0.0))
-            free[s.ipu] = done[(s.stage, s.micro_batch)] = start + stage_cycles.get(s.stage, 0.0)
+            cyc = part_cycles(s, stage_cycles.get(s.stage, 0.0), weight_cycles.get(s.stage, 0.0))
+            if s.part == WEIGHT_PART:  # after its own stage's input gradient
+                start = max(free[s.ipu], done.get((s.stage, s.micro_batch), 0.0))
+                free[s.ipu] = start + cyc
+            else:
+                start = max(free[s.ipu], done.get((s.stage - 1, s.micro_batch), 0.0))
+                free[s.ipu] = done[(s.stage, s.micro_batch)] = start + cyc
             end = max(end, free[s.ipu])
         return end
 
@@ -146,6 +205,53 @@ class Schedule:
         return "\n".join(lines)
 
 
+def part_cycles(step: Step, stage_cycles: float, weight_cycles: float) -> float:
+    """The cycles of one step of a stage whose weight gradients take
+    `weight_cycles` of its `stage_cycles`."""
+    if step.part == WEIGHT_PART:
+        return weight_cycles
+    return stage_cycles - weight_cycles if step.part == INPUT_PART else stage_cycles
+
+
+def weight_gradient_ops(stage: Operation) -> set[Operation]:
+    """The ops of an `ipu.stage` that ZeroBubble runs in its weight part:
+    the backward ops that only weight gradients need (what the stage adds
+    into the gradient accumulators, or returns as gradients), not the
+    values a later stage or the outputs read. Nested ops go with their
+    top-level op."""
+    block = stage.body.block
+    term = block.last_op
+    results = list(stage.results)
+
+    def weight_root(i: int, v) -> bool:
+        if not isinstance(v, OpResult):
+            return False
+        if v.op.name == "ipu.accumulate":
+            return True
+        place = v.op.attributes.get(PLACE_KEY)
+        backward = isinstance(place, PlacementAttr) and place.is_backward
+        uses = results[i].uses if i < len(results) else ()
+        return backward and bool(uses) and all(isinstance(u.operation, func.ReturnOp) for u in uses)
+
+    needed: set[Operation] = set()
+    work = [v.op for i, v in enumerate(term.operands) if not weight_root(i, v) and isinstance(v, OpResult)]
+    while work:
+        o = work.pop()
+        while o.parent_op() is not stage and o.parent_op() is not None:
+            o = o.parent_op()
+        if o in needed or o.parent_op() is not stage:
+            continue
+        needed.add(o)
+        for inner in o.walk():
+            work += [v.op for v in inner.operands if isinstance(v, OpResult)]
+    out: set[Operation] = set()
+    for o in block.ops:
+        place = o.attributes.get(PLACE_KEY)
+        if o is not term and o not in needed and isinstance(place, PlacementAttr) and place.is_backward:
+            out.update(o.walk())
+    return out
+
+
 def _direction(stage: int, num_fwd: int, training: bool, known: dict | None = None) -> str:
     if known and stage in known:
         return known[stage]
@@ -170,6 +276,9 @@ def pipelined(stage_ipu: dict[int, int], num_fwd: int, micro_batches: int, train
             for s in range(S):
                 sched.steps.append(Step(i + s, stage_ipu[s], "compute", s, i,
                                         _direction(s, num_fwd, training)))
+        return sched
+    if name == "ZeroBubble" and training:
+        sched.steps = _zero_bubble_steps(stage_ipu, num_fwd, micro_batches)
         return sched
     orders = _one_f_one_b_orders(stage_ipu, num_fwd, micro_batches, training,
                                  interleaved=name == "Interleaved1F1B")
@@ -199,17 +308,10 @@ def _one_f_one_b_orders(stage_ipu: dict[int, int], num_fwd: int, M: int, trainin
     interleaved 1F1B. Forward stage j is chunk j // N of the (j mod N)-th IPU;
     its backward is pipeline stage 2F-2-j; the last forward stage also runs the
     first backward step, so it has no backward entry of its own."""
-    ipus = list(dict.fromkeys(stage_ipu[j] for j in range(num_fwd)))
+    ipus = _round_robin_ipus(stage_ipu, num_fwd, "Interleaved1F1B" if interleaved else "1F1B",
+                             one_per_ipu=not interleaved)
     N = len(ipus)
     v = num_fwd // N
-    what = "Interleaved1F1B" if interleaved else "1F1B"
-    if num_fwd % N or any(stage_ipu[j] != ipus[j % N] for j in range(num_fwd)):
-        raise Error(f"{what} needs the forward stages to visit the IPUs round-robin (stage j on "
-                    f"the (j mod N)-th IPU, the same number on each); got stage IPUs "
-                    f"{[stage_ipu[j] for j in range(num_fwd)]}")
-    if not interleaved and v > 1:
-        raise Error(f"1F1B runs one forward stage per IPU, but {num_fwd} stages share {N} IPUs: "
-                    "use schedule='Interleaved1F1B' for several stages per IPU")
     if interleaved and M % N:
         raise Error(f"Interleaved1F1B needs the micro-batches per weight update ({M}) to be a "
                     f"multiple of the number of IPUs ({N}), as Megatron-LM's schedule does")
@@ -249,6 +351,77 @@ def _one_f_one_b_orders(stage_ipu: dict[int, int], num_fwd: int, M: int, trainin
         seq += [b_step(k) for k in range(nb, total)]
         orders[ipu] = [x for x in seq if x is not None]
     return orders
+
+
+def _round_robin_ipus(stage_ipu: dict[int, int], num_fwd: int, what: str, one_per_ipu: bool) -> list[int]:
+    """The IPUs of the forward stages in order, checked to be visited
+    round-robin (and once each when `one_per_ipu`)."""
+    ipus = list(dict.fromkeys(stage_ipu[j] for j in range(num_fwd)))
+    N = len(ipus)
+    if num_fwd % N or any(stage_ipu[j] != ipus[j % N] for j in range(num_fwd)):
+        raise Error(f"{what} needs the forward stages to visit the IPUs round-robin (stage j on "
+                    f"the (j mod N)-th IPU, the same number on each); got stage IPUs "
+                    f"{[stage_ipu[j] for j in range(num_fwd)]}")
+    if one_per_ipu and num_fwd > N:
+        raise Error(f"{what} runs one forward stage per IPU, but {num_fwd} stages share {N} IPUs: "
+                    "use schedule='Interleaved1F1B' for several stages per IPU")
+    return ipus
+
+
+def _zero_bubble_steps(stage_ipu: dict[int, int], num_fwd: int, M: int) -> list[Step]:
+    """ZB-H1 (see the module docstring). IPU r runs forward stage r and
+    backward stage 2F-2-r, split into its input part (which the next
+    backward stage waits for) and its weight part; the last IPU's stage F-1
+    runs the forward and the loss's input gradient as one step. The order is
+    found by list scheduling with the paper's unit costs (a forward, an
+    input gradient and a weight gradient one time step each): whenever an
+    IPU is free it starts the first that is ready of the next input
+    gradient, the next forward while fewer than F-r micro-batches wait for
+    their input gradient (1F1B's count) and fewer than F for their weight
+    gradient (1F1B's peak, on its first IPU: ZB-H1 keeps the peak memory of
+    1F1B), the next weight gradient. `Step.time` is the step's start in
+    those units."""
+    ipus = _round_robin_ipus(stage_ipu, num_fwd, "ZeroBubble", one_per_ipu=True)
+    F = num_fwd
+    nf, nb, nw = [0] * F, [0] * F, [0] * F
+    fwd_done: dict[tuple[int, int], int] = {}  # (IPU rank, micro-batch) -> the step it ends at
+    bwd_done: dict[tuple[int, int], int] = {}
+    free = [0] * F
+    steps: list[Step] = []
+    t = 0
+    while any(n < M for n in nw):
+        for r in range(F):
+            if free[r] > t:
+                continue
+            last = r == F - 1
+            b_stage = F - 1 if last else 2 * F - 2 - r
+            i = nb[r]
+            if not last and i < nf[r] and bwd_done.get((r + 1, i), t + 1) <= t:
+                steps.append(Step(t, ipus[r], "compute", b_stage, i, _direction(b_stage, F, True), INPUT_PART))
+                bwd_done[(r, i)] = free[r] = t + 1
+                nb[r] += 1
+                continue
+            i = nf[r]
+            if i < M and nf[r] - nb[r] < F - r and nf[r] - nw[r] < F and (r == 0 or fwd_done.get((r - 1, i), t + 1) <= t):
+                if last:  # the forward and the loss's input gradient in one step
+                    steps.append(Step(t, ipus[r], "compute", r, i, _direction(r, F, True), INPUT_PART))
+                    fwd_done[(r, i)] = bwd_done[(r, i)] = free[r] = t + 2
+                    nb[r] += 1
+                else:
+                    steps.append(Step(t, ipus[r], "compute", r, i, _direction(r, F, True)))
+                    fwd_done[(r, i)] = free[r] = t + 1
+                nf[r] += 1
+                continue
+            i = nw[r]
+            if i < nb[r] and bwd_done[(r, i)] <= t:
+                steps.append(Step(t, ipus[r], "compute", b_stage, i, _direction(b_stage, F, True), WEIGHT_PART))
+                free[r] = t + 1
+                nw[r] += 1
+        t += 1
+        if t > 4 * (M + F):  # every step has started by 3M + 3(F-1) + 1
+            raise Error(f"internal error: the ZeroBubble schedule deadlocks at step {t}")
+    steps.sort(key=lambda s: (s.time, s.ipu))
+    return steps
 
 
 def _unit_times(orders: dict[int, list[tuple[int, int]]], M: int) -> list[tuple[int, int, int, int]]:

@@ -1,0 +1,162 @@
+"""One configuration the planner costed: what it sets, what the machine
+model predicts for it, and the PopTorch code that sets it."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import torch
+
+from tilefx.api.annotations import BeginBlock
+from tilefx.api.option_groups import TensorLocationSettings
+from tilefx.api.options import Options
+from tilefx.api.strategies import PipelinedExecution
+
+# where the optimizer state lives (PopTorch's TensorLocations.setOptimizerLocation)
+STATE_ON_CHIP, STATE_OFF_CHIP, STATE_SHARDED = "on chip", "off chip", "replica-sharded"
+STATES = (STATE_ON_CHIP, STATE_SHARDED, STATE_OFF_CHIP)
+
+
+@dataclass
+class Candidate:
+    """A configuration of `ipus` IPUs: `stages` pipeline stages x `replicas`
+    replicas, `micro_batch` samples per micro-batch, `accumulation`
+    micro-batches per weight update, and its predicted figures (the machine
+    model's, `tilefx.backend.profile`)."""
+
+    stages: int
+    replicas: int
+    micro_batch: int
+    accumulation: int
+    schedule: str
+    state: str
+    proportion: float
+    machine: str
+    # (module path, IPU): BeginBlock(model.<path>, ipu_id=IPU) starts each stage after the first
+    placement: list[tuple[str, int]] = field(default_factory=list)
+    throughput: float = 0.0  # samples per second
+    memory: dict[int, int] = field(default_factory=dict)  # per IPU: bytes on its fullest tile
+    tile_bytes: int = 0
+    bubble: float = 0.0
+    allreduce_share: float = 0.0
+    stage_cycles: list[int] = field(default_factory=list)
+    fits: bool = True
+    reason: str = ""  # why it does not fit, or what was given up
+    base: Options | None = None  # the user's options the candidate starts from
+
+    @property
+    def ipus(self) -> int:
+        return self.stages * self.replicas
+
+    @property
+    def global_batch(self) -> int:
+        return self.micro_batch * self.accumulation * self.replicas
+
+    @property
+    def options(self) -> Options:
+        """A `tilefx.Options` that sets this configuration (with `place(model)`
+        putting the stages where the planner cut)."""
+        o = self.base.clone() if self.base is not None else Options()
+        o.replicationFactor(self.replicas)
+        o.Training.gradientAccumulation(self.accumulation)
+        own = o.execution_strategy
+        if own is not None:  # the user's strategy, with the candidate's schedule
+            own = copy.copy(own)
+            own.schedule = self.schedule
+            o.setExecutionStrategy(own)
+        elif self.stages > 1:
+            o.setExecutionStrategy(PipelinedExecution(schedule=self.schedule))
+        if not o.available_memory_proportion:
+            o.setAvailableMemoryProportion({f"IPU{i}": self.proportion for i in range(self.stages)})
+        if self.state != STATE_ON_CHIP and o.TensorLocations.optimizer is None:
+            o.TensorLocations.setOptimizerLocation(self._state_settings())
+        return o
+
+    def _state_settings(self) -> TensorLocationSettings:
+        s = TensorLocationSettings()
+        if self.state == STATE_OFF_CHIP:
+            s.useOnChipStorage(False)
+        else:
+            s.useReplicatedTensorSharding(True)
+        return s
+
+    def place(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Start each stage's block at its first module, on its IPU (the
+        model must not carry other BeginBlock annotations there)."""
+        for path, ipu in self.placement:
+            BeginBlock(model.get_submodule(path), f"stage{ipu}", ipu_id=ipu)
+        return model
+
+    @property
+    def code(self) -> str:
+        """The PopTorch code that sets this configuration, to paste."""
+        lines = ["opts = poptorch.Options()",
+                 f"opts.replicationFactor({self.replicas})",
+                 f"opts.Training.gradientAccumulation({self.accumulation})"]
+        if self.stages > 1:
+            sched = "" if self.schedule == "FillDrain" else f", schedule={self.schedule!r}"
+            own = self.base.execution_strategy if self.base is not None else None
+            mode = getattr(getattr(own, "auto_stage", None), "name", "SameAsIpu")
+            lines.append(f"opts.setExecutionStrategy(poptorch.PipelinedExecution("
+                         f"poptorch.AutoStage.{mode}{sched}))")
+        amp = ", ".join(f'"{k}": {v}' for k, v in self.options.available_memory_proportion.items())
+        lines.append(f"opts.setAvailableMemoryProportion({{{amp}}})")
+        if self.state == STATE_OFF_CHIP:
+            lines.append("opts.TensorLocations.setOptimizerLocation("
+                         "poptorch.TensorLocationSettings().useOnChipStorage(False))")
+        elif self.state == STATE_SHARDED:
+            lines.append("opts.TensorLocations.setOptimizerLocation("
+                         "poptorch.TensorLocationSettings().useReplicatedTensorSharding(True))")
+        for path, ipu in self.placement:
+            lines.append(f"poptorch.BeginBlock(model.{_python_path(path)}, \"stage{ipu}\", ipu_id={ipu})")
+        return "\n".join(lines)
+
+    def row(self) -> str:
+        mem = max(self.memory.values(), default=0)
+        share = f"{100 * mem / self.tile_bytes:.0f}%" if self.tile_bytes else "-"
+        return (f"{self.stages:>2} x {self.replicas:<3} {self.micro_batch:>4} {self.accumulation:>6} "
+                f"{self.schedule:<11} {self.state:<15} {self.proportion:<4} "
+                f"{self.throughput:>12,.1f} {share:>6} {100 * self.bubble:>6.1f}% "
+                f"{100 * self.allreduce_share:>6.1f}%  {self.limit()}")
+
+    def limit(self) -> str:
+        """What limits the throughput most: the pipeline's bubble, the
+        gradient all-reduce or the slowest stage."""
+        if not self.fits:
+            return f"does not fit: {self.reason}"
+        if self.bubble >= max(self.allreduce_share, 0.15):
+            return f"pipeline bubble {100 * self.bubble:.0f}%"
+        if self.allreduce_share >= 0.15:
+            return f"gradient all-reduce {100 * self.allreduce_share:.0f}%"
+        if self.stage_cycles:
+            k = max(range(len(self.stage_cycles)), key=self.stage_cycles.__getitem__)
+            return f"compute of IPU {k} ({self.stage_cycles[k]:,} cycles per micro-batch)"
+        return "compute"
+
+    def explain(self) -> str:
+        """Why this configuration: its choices and the figures behind them."""
+        mem = ", ".join(f"IPU{i} {b / 1024:.0f} KiB" for i, b in sorted(self.memory.items()))
+        lines = [f"{self.stages} pipeline stage(s) x {self.replicas} replica(s) = {self.ipus} IPUs "
+                 f"({self.machine}), micro-batch {self.micro_batch}, gradient accumulation "
+                 f"{self.accumulation}: {self.global_batch} samples per weight update",
+                 f"  predicted throughput {self.throughput:,.1f} samples/s; limited by {self.limit()}",
+                 f"  schedule {self.schedule}: bubble {100 * self.bubble:.1f}% of the pipeline's IPU time",
+                 f"  gradient all-reduce: {100 * self.allreduce_share:.1f}% of a weight update",
+                 f"  optimizer state {self.state}; available memory proportion {self.proportion}",
+                 f"  fullest tile per IPU (of {self.tile_bytes / 1024:.0f} KiB): {mem}"]
+        if self.stage_cycles:
+            lines.append(f"  cycles per micro-batch by IPU (forward and backward): {self.stage_cycles}")
+        for path, ipu in self.placement:
+            lines.append(f"  stage {ipu} starts at {path}")
+        if self.reason and self.fits:
+            lines.append(f"  {self.reason}")
+        return "\n".join(lines)
+
+
+def _python_path(path: str) -> str:
+    """`layers.3.attn` as Python attribute access: `layers[3].attn`."""
+    out = ""
+    for part in path.split("."):
+        out += f"[{part}]" if part.isdigit() else f".{part}"
+    return out.lstrip(".")

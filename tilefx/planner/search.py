@@ -1,0 +1,264 @@
+"""`tilefx.plan`: which configuration, on how many IPUs.
+
+The model is traced once, at the example inputs' micro-batch, as
+`trainingModel` would trace it. Every configuration is then costed from a
+copy of that graph IR: its options set on the module as the executor sets
+them, the graph passes run (`ipu-auto-stage` cuts the stages, at the model's
+repeated layers when it has them), and the machine model's profile
+(`backend/profile.py`) predicts its cycles per weight update and each IPU's
+fullest tile. The space: stages x replicas = ipus (each stage one IPU), the
+gradient accumulation that reaches the global batch, the pipeline schedule
+(FillDrain, 1F1B, ZeroBubble), where the optimizer state lives (on chip,
+sharded over the replicas, off chip) and the available memory proportion.
+What the user's options fix (a replication factor, an accumulation, a
+strategy, proportions, an optimizer location, Blocks with IPUs) is kept.
+Configurations that fit are ranked by predicted throughput.
+"""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import torch
+
+from tilefx.api.annotations import BeginBlock, removeBlocks
+from tilefx.api.executor import trainingModel
+from tilefx.api.module_options import set_module_options
+from tilefx.api.options import Options
+from tilefx.api.strategies import PipelinedExecution
+from tilefx.backend.machine import machine as machine_named
+from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, StageOp
+from tilefx.dialects.irutil import find_func
+from tilefx.errors import Error
+from tilefx.passes.assign_stages import AssignStagesPass
+from tilefx.passes.pipelines import run_graph_passes
+from tilefx.planner.candidate import STATE_OFF_CHIP, STATE_ON_CHIP, STATE_SHARDED, Candidate
+
+PIPELINE_SCHEDULES = ("FillDrain", "1F1B", "ZeroBubble")
+# the default available memory proportion first (PopTorch's 0.6), then a
+# smaller one, tried only where the default does not fit
+PROPORTIONS = (0.6, 0.3)
+_UNIT_BLOCK = "plan.unit"
+
+
+def plan(model: torch.nn.Module, *example_inputs, ipus: int, optimizer=None,
+         global_batch: int | None = None, options: Options | None = None,
+         keep_all: bool = False) -> list[Candidate]:
+    """The configurations of `model` on `ipus` IPUs that fit, best predicted
+    throughput first. `example_inputs` are one micro-batch; `optimizer` a
+    `tilefx.optim` optimizer over the model's parameters (SGD by default);
+    `global_batch` the samples per weight update (default: micro-batch x
+    ipus x 16); `options` the user's fixed choices. `keep_all`: also return
+    the configurations that do not fit (last, with the reason)."""
+    if isinstance(ipus, bool) or not isinstance(ipus, int) or ipus < 1:
+        raise Error(f"tilefx.plan: ipus must be a positive int, got {ipus!r}")
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor) and x.dim()]
+    if not tensors:
+        raise Error("tilefx.plan: give example inputs of one micro-batch (tensors with a batch dimension)")
+    mb = tensors[0].shape[0]
+    global_batch = mb * ipus * 16 if global_batch is None else global_batch
+    if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < mb:
+        raise Error(f"tilefx.plan: global_batch must be an int of at least the micro-batch ({mb}), "
+                    f"got {global_batch!r}")
+    planner = _Planner(model, example_inputs, ipus, optimizer, global_batch, options or Options(), mb)
+    return planner.run(keep_all)
+
+
+class _Planner:
+    def __init__(self, model, inputs, ipus, optimizer, global_batch, base: Options, mb: int):
+        self.model, self.inputs, self.ipus = model, inputs, ipus
+        self.optimizer, self.global_batch, self.base, self.mb = optimizer, global_batch, base, mb
+        self.machine = machine_named(base.machine)
+        default = Options()
+        self.fixed_replicas = base.replication_factor if base.replication_factor != 1 else None
+        g = base.Training.gradient_accumulation
+        self.fixed_accumulation = g if g != default.Training.gradient_accumulation else None
+        self.strategy = base.execution_strategy
+        self.fixed_proportion = dict(base.available_memory_proportion) or None
+        loc = base.TensorLocations.optimizer
+        self.fixed_state = None if loc is None else (
+            STATE_OFF_CHIP if loc.resolved().on_chip is False else
+            STATE_SHARDED if loc.resolved().sharded else STATE_ON_CHIP)
+        self.user_blocks = any(getattr(m, "_tilefx_begin_block", None) is not None for m in model.modules())
+        self.units: list[str] = []
+        self.trace_seconds = 0.0
+        self.costings = 0
+
+    # -- the one trace -------------------------------------------------------
+    def _repeated_layers(self) -> list[str]:
+        """The children of the model's longest ModuleList / Sequential (its
+        repeated layers): the planner cuts only between them."""
+        best: list[str] = []
+        for name, m in self.model.named_modules():
+            if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)) and len(m) > len(best):
+                best = [f"{name}.{i}" if name else str(i) for i in range(len(m))]
+        return best if len(best) >= 2 else []
+
+    def _trace(self) -> None:
+        start = time.perf_counter()
+        if not self.user_blocks and not self._fixed_stages():
+            self.units = self._repeated_layers()
+            for i, path in enumerate(self.units):  # blocks without an IPU: never cut inside one
+                BeginBlock(self.model.get_submodule(path), f"{_UNIT_BLOCK}{i}")
+        opts = self.base.clone()
+        opts.replicationFactor(1).deviceIterations(1)
+        opts.Training.gradientAccumulation(1)
+        opts.useOfflineIpuTarget()
+        opts.showCompilationProgressBar(False)
+        optimizer = self.optimizer
+        if optimizer is None:
+            from tilefx.api import optim
+
+            optimizer = optim.SGD(self.model.parameters(), lr=0.01)
+        self.executor = trainingModel(self.model, opts, optimizer=optimizer)
+        got = {}
+
+        def keep(import_module, module):
+            got["module"] = module
+
+        self.executor._before_passes = keep
+        try:
+            self.executor.compile(*self.inputs)
+        finally:
+            if self.units:
+                removeBlocks(self.model)
+        self.traced = got["module"]
+        self.trace_seconds = time.perf_counter() - start
+
+    def _fixed_stages(self) -> int | None:
+        """The IPUs per replica the user's strategy or Blocks fix, if any."""
+        if self.user_blocks:
+            ipus = [b[1] for m in self.model.modules()
+                    if (b := getattr(m, "_tilefx_begin_block", None)) is not None and b[1] is not None]
+            if ipus:
+                return max(ipus) + 1
+        s = self.strategy
+        if s is None:
+            return None
+        if getattr(s, "auto_ipus", None) is not None:
+            return s.auto_ipus
+        ipus = {st.to_config().get("ipu") for st in getattr(s, "stages", [])}
+        return len(ipus) if ipus and None not in ipus else None
+
+    # -- the search ------------------------------------------------------------
+    def run(self, keep_all: bool) -> list[Candidate]:
+        self._trace()
+        out: list[Candidate] = []
+        for stages in (d for d in range(1, self.ipus + 1) if self.ipus % d == 0):
+            fixed = self._fixed_stages()
+            if fixed is not None and stages != fixed:
+                continue
+            if self.units and stages > len(self.units):
+                continue
+            replicas = self.ipus // stages
+            if self.fixed_replicas is not None and replicas != self.fixed_replicas:
+                continue
+            per_step = self.mb * replicas
+            accumulation = self.fixed_accumulation or self.global_batch // per_step
+            if accumulation < 1 or accumulation * per_step != self.global_batch:
+                continue
+            for schedule in self._schedules(stages, accumulation):
+                out += self._first_that_fits(stages, replicas, accumulation, schedule)
+        fitting = sorted((c for c in out if c.fits), key=lambda c: -c.throughput)
+        return fitting + ([c for c in out if not c.fits] if keep_all else [])
+
+    def _schedules(self, stages: int, accumulation: int) -> list[str]:
+        if stages == 1:
+            return ["FillDrain"]
+        own = getattr(self.strategy, "schedule", None)
+        if self.strategy is not None and own is not None and own != "FillDrain":
+            return [own]
+        return [s for s in PIPELINE_SCHEDULES if s != "FillDrain" or accumulation >= 2 * stages - 1]
+
+    def _states(self, replicas: int) -> list[str]:
+        if self.fixed_state is not None:
+            return [self.fixed_state]
+        return [STATE_ON_CHIP] + ([STATE_SHARDED] if replicas > 1 else []) + [STATE_OFF_CHIP]
+
+    def _first_that_fits(self, stages, replicas, accumulation, schedule) -> list[Candidate]:
+        """Cost the state locations and proportions in turn, from the one
+        that costs the least time, until one fits."""
+        tried = []
+        proportions = [None] if self.fixed_proportion else PROPORTIONS
+        for state in self._states(replicas):
+            for prop in proportions:
+                c = Candidate(stages, replicas, self.mb, accumulation, schedule, state,
+                              prop if prop is not None else min(self.fixed_proportion.values()),
+                              self.machine.name, base=self.base)
+                self._cost(c)
+                tried.append(c)
+                if c.fits or (not c.memory and "fits" not in c.reason):
+                    return tried  # fits, or fails for a reason memory does not change
+        return tried
+
+    def _cost(self, c: Candidate) -> None:
+        self.costings += 1
+        opts = c.options
+        if self._fixed_stages() is None and not self.user_blocks:
+            opts.setExecutionStrategy(PipelinedExecution.auto(c.stages, schedule=c.schedule))
+        module = self.traced.clone()
+        unit_of = self._units_of(module)
+        ex = self.executor
+        try:
+            set_module_options(module, opts)
+            run_graph_passes(module, training=True, autocast=bool(opts.Precision.autocast_enabled),
+                             assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1))
+            saved = ex._options
+            ex._options = opts
+            try:
+                ex._schedule = ex._make_schedule(module)
+                profile = ex._make_profile(SimpleNamespace(module=module), check_memory=False)
+            finally:
+                ex._options = saved
+        except Error as e:
+            c.fits, c.reason = False, str(e).splitlines()[0]
+            return
+        c.tile_bytes = profile.machine.bytes_per_tile
+        c.memory = {i: int(m.peak.max()) for i, m in profile.memory.items()}
+        over = [i for i, b in c.memory.items() if b > c.tile_bytes]
+        if over:
+            c.fits = False
+            c.reason = "IPU " + ", ".join(map(str, over)) + " out of tile memory"
+        c.throughput = c.global_batch / profile.seconds if profile.seconds else 0.0
+        c.bubble = profile.bubble_fraction() if c.stages > 1 else 0.0
+        reduce = max((sum(t.end - t.start for t in profile.timeline if t.kind == "allreduce" and t.ipu == i)
+                      for i in range(profile.num_ipus)), default=0)
+        c.allreduce_share = reduce / profile.cycles_per_update if profile.cycles_per_update else 0.0
+        per_ipu = [0] * c.stages  # forward and backward stages of each IPU
+        for op in find_func(module, "main").body.block.ops:
+            if isinstance(op, StageOp):
+                per_ipu[op.ipu.value.data] += int(profile.stage_cycles.get(op.stage.value.data, 0))
+        c.stage_cycles = per_ipu
+        c.placement = self._placement(module, unit_of)
+
+    def _units_of(self, module) -> dict:
+        """Each forward op of a repeated layer, with the layer's index (read
+        before ipu-auto-stage renames the blocks after the stages)."""
+        out = {}
+        for op in find_func(module, "main").body.block.ops:
+            p = op.attributes.get(PLACE_KEY)
+            if isinstance(p, PlacementAttr) and not p.is_backward and p.block.data.startswith(_UNIT_BLOCK):
+                out[op] = int(p.block.data[len(_UNIT_BLOCK):])
+        return out
+
+    def _placement(self, module, unit_of: dict) -> list[tuple[str, int]]:
+        """The first repeated layer of each forward stage after the first."""
+        if not self.units:
+            return []
+        first: dict[int, int] = {}
+        for op in find_func(module, "main").body.block.ops:
+            if isinstance(op, StageOp):
+                ipu = op.ipu.value.data
+                for inner in op.body.block.ops:
+                    if inner in unit_of:
+                        first[ipu] = min(first.get(ipu, unit_of[inner]), unit_of[inner])
+        return [(self.units[u], ipu) for ipu, u in sorted(first.items()) if ipu > 0]
+
+
+def table(candidates: list[Candidate], top: int = 10) -> str:
+    """The best configurations as a table (CLI and docs)."""
+    head = ("stages x replicas  mb  accum  schedule    optimizer state  amp    samples/s   "
+            "tile   bubble  all-reduce  limited by")
+    return "\n".join([head] + [c.row() for c in candidates[:top]])
+
