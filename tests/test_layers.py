@@ -33,8 +33,7 @@ LAYERS = {
 # the dialects and the passes, so passes that plan from costs (ipu-auto-stage)
 # may consult them; they import only the base and the dialects.
 MACHINE_MODEL = {f"backend.{m}": 1.5 for m in ("machine", "costs", "schedule", "locations", "offload", "collectives",
-                                                 "memory_model"),
-                 "backend.validated": 1.5, "backend.memory_advice": 1.5}
+                                                 "memory_model", "validated", "memory_advice")}
 LAYERS.update(MACHINE_MODEL)
 # the layers that must not depend on torch: the IR, the passes and the executor
 TORCH_FREE = {"errors", "gcpause", "dialects", "passes", "backend", *MACHINE_MODEL}

@@ -229,22 +229,24 @@ def optimizer_lines(cfg: dict, defaults: dict, group_params: dict[int, list[str]
     return lines
 
 
-def log_optimizer(executor, cfg: dict, group_of: dict[str, int], grad_dtype: str) -> None:
+def log_optimizer(optimizer, cfg: dict, group_of: dict[str, int], grad_dtype: str,
+                  previous: list[str] | None) -> list[str] | None:
     """Log the optimizer handed to the update when it differs from the one
-    handed last (PopTorch updates the backend, and logs, only then)."""
-    if not log.isEnabledFor(logging.DEBUG) or executor._optimizer is None:
-        return
+    handed last, `previous` (PopTorch updates the backend, and logs, only
+    then); the lines that now describe it, for the caller to keep."""
+    if not log.isEnabledFor(logging.DEBUG) or optimizer is None:
+        return previous
     from tilefx.api.optim import _group_values
 
     groups: dict[int, list[str]] = {}
     for pname, gi in group_of.items():
         groups.setdefault(gi, []).append(pname)
-    defaults = dict(executor._optimizer.defaults)
+    defaults = dict(optimizer.defaults)
     if defaults.get("lr") is None:
         defaults["lr"] = cfg["groups"][0]["lr"]
     lines = optimizer_lines(cfg, _group_values(cfg["type"], defaults), groups, grad_dtype)
-    if lines == executor.__dict__.get("_optimizer_logged"):
-        return
-    executor._optimizer_logged = lines
+    if lines == previous:
+        return previous
     for line in lines:
         log.debug("%s", line)
+    return lines

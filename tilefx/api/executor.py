@@ -22,9 +22,11 @@ import logging
 import os
 import time
 import weakref
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+
 import torch
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.utils.exceptions import VerifyException
@@ -546,8 +548,9 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         self._optimizer = optimizer
         new_cfg["grad_scale"] = compiled.get("grad_scale", 1.0)
         self._hypers.update({k: v for k, v in hyper_values(new_cfg).items() if k in self._hypers})
-        compile_log.log_optimizer(self, {**new_cfg, "variable": compiled.get("variable", [])}, new_groups,
-                                  self._grad_dtype)
+        self._optimizer_logged = compile_log.log_optimizer(
+            self._optimizer, {**new_cfg, "variable": compiled.get("variable", [])}, new_groups, self._grad_dtype,
+            self.__dict__.get("_optimizer_logged"))
         attach(optimizer, self)
         pending = take_pending_state(optimizer)
         if pending is not None:
@@ -811,6 +814,31 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             decompose_grad_sum=bool(self._options._Popart.options.get("decomposeGradSum", False)),
             check_memory=check_memory)
 
+
+    def trace_only(self, *inputs) -> ModuleOp:
+        """The graph IR the trace of these inputs makes, before any graph
+        pass, with the options written in: what tilefx.plan costs in many
+        configurations. Nothing is compiled."""
+        got = {}
+        self._before_passes = lambda import_module, module: got.setdefault("module", module)
+        try:
+            self.compile(*inputs)
+        finally:
+            self._before_passes = None
+        return got["module"]
+
+    def profile_module(self, module: ModuleOp, options) -> Profile:
+        """The machine model's profile of a module the graph passes ran on,
+        under `options` (this executor's own are left as they are): the
+        planner's costing of one configuration. No out-of-memory check: the
+        caller reads the peaks."""
+        saved, saved_schedule = self._options, getattr(self, "_schedule", None)
+        self._options = options
+        try:
+            self._schedule = self._make_schedule(module)
+            return self._make_profile(SimpleNamespace(module=module), check_memory=False)
+        finally:
+            self._options, self._schedule = saved, saved_schedule
 
     def _make_schedule(self, module: ModuleOp) -> Schedule:
         info = to_py(module.attributes[STAGES_KEY])

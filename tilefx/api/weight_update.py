@@ -51,7 +51,8 @@ class WeightUpdates:
         self._opt_cfg, self._opt_groups = cfg, group_of  # what setOptimizer checks constants against
         self._grad_dtype = next((np_dtype(a.type.element_type).name for a, r in zip(upd.body.block.args,
                                  arg_roles(upd)) if "param" in r), "float32")
-        compile_log.log_optimizer(self, cfg, group_of, self._grad_dtype)
+        self._optimizer_logged = compile_log.log_optimizer(
+            self._optimizer, cfg, group_of, self._grad_dtype, self.__dict__.get("_optimizer_logged"))
         if self._optimizer is not None:  # and the attributes it knows (warn_unexpected_attributes)
             from tilefx.api.optim import attribute_names
 

@@ -18,7 +18,6 @@ Configurations that fit are ranked by predicted throughput.
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 
 import torch
 
@@ -112,18 +111,11 @@ class _Planner:
 
             optimizer = optim.SGD(self.model.parameters(), lr=0.01)
         self.executor = trainingModel(self.model, opts, optimizer=optimizer)
-        got = {}
-
-        def keep(import_module, module):
-            got["module"] = module
-
-        self.executor._before_passes = keep
         try:
-            self.executor.compile(*self.inputs)
+            self.traced = self.executor.trace_only(*self.inputs)
         finally:
             if self.units:
                 removeBlocks(self.model)
-        self.traced = got["module"]
         self.trace_seconds = time.perf_counter() - start
 
     def _fixed_stages(self) -> int | None:
@@ -204,13 +196,7 @@ class _Planner:
             set_module_options(module, opts)
             run_graph_passes(module, training=True, autocast=bool(opts.Precision.autocast_enabled),
                              assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1))
-            saved = ex._options
-            ex._options = opts
-            try:
-                ex._schedule = ex._make_schedule(module)
-                profile = ex._make_profile(SimpleNamespace(module=module), check_memory=False)
-            finally:
-                ex._options = saved
+            profile = ex.profile_module(module, opts)
         except Error as e:
             c.fits, c.reason = False, str(e).splitlines()[0]
             return
