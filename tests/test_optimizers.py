@@ -778,7 +778,7 @@ def test_load_state_dict_errors():
     cpu = T.Adam(m.parameters())
     m(*_data(1)[0])[1].backward()
     cpu.step()
-    with pytest.raises(tilefx.Error, match="only tilefx optimizer states"):
+    with pytest.raises(tilefx.Error, match="Only IPU optimizer states can be loaded onto the IPU"):
         opt.load_state_dict(cpu.state_dict())
     sgd = X.SGD(m.parameters(), lr=0.1, momentum=0.9)
     first = tilefx.trainingModel(m, optimizer=sgd)
