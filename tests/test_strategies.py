@@ -214,6 +214,19 @@ def test_ipu_count_must_be_a_power_of_two_unless_auto_rounded():
     _train_and_compare(BlockCNN(), opts, steps=1)
 
 
+def test_ipu_count_rule_only_binds_reserved_devices():
+    """An offline target and the IPU Model reserve no IPUs: 3 IPUs compile
+    (the offline target) and run (the IPU Model) without autoRoundNumIPUs."""
+    strategy = lambda: tilefx.PipelinedExecution("B1", "B2", tilefx.Stage("B3", "B4").ipu(2))  # noqa: E731
+    x, y = _data(1, 16)[0]
+    offline = tilefx.trainingModel(BlockCNN(), _opts(strategy()).useOfflineIpuTarget())
+    offline.compile(x, y)
+    model = BlockCNN()
+    ref = copy.deepcopy(model)
+    ipu_model = tilefx.inferenceModel(model, _opts(strategy(), G=1).deviceIterations(4).useIpuModel(True))
+    torch.testing.assert_close(ipu_model(x, y)[0], ref(x, y)[0])
+
+
 def test_stage_ids_must_not_decrease_along_the_data_flow():
     with pytest.raises(tilefx.Error, match="must not decrease"):
         tilefx.trainingModel(BlockCNN(ipus=(1, 0, 2, 3)), _opts())(*_data(1, 16)[0])

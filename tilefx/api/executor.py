@@ -716,7 +716,8 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         run_graph_passes(module, training=self._training, autocast=bool(precision.autocast_enabled) or downcast,
                          assign=AssignStagesPass(
             gradient_accumulation=G, device_iterations=D,
-            auto_round_num_ipus=bool(self._options.auto_round_num_ipus)),
+            auto_round_num_ipus=bool(self._options.auto_round_num_ipus),
+            check_ipu_count=self._reserves_ipus()),
             loss_scaling=LossScalingPass(automatic=als) if scaled else None)
         progress.mark("ran the graph passes", 30)
         self._install(traced, import_module, module,
@@ -838,8 +839,19 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             raise Error(f"OutputMode.EveryN({o.output_return_period}) needs a period that divides "
                         f"deviceIterations ({o.device_iterations})")
 
+    def _reserves_ipus(self) -> bool:
+        """Whether the model's IPUs are reserved on the machine, where PopTorch's
+        count rule (a power of 2 or a multiple of 64) holds: not for an offline
+        target nor the IPU Model, which acquire no devices (PopTorch checks the
+        count when it attaches to hardware; its own test of the rule is
+        hardware-only)."""
+        o = self._options
+        return not (o.offline_ipu_target or o.use_ipu_model)
+
     def _check_ipu_count(self, module: ModuleOp) -> None:
         """Replicas multiply the IPUs: the total must be one PopTorch can reserve too."""
+        if not self._reserves_ipus():
+            return
         ipus = to_py(module.attributes[STAGES_KEY])["num_ipus"]
         total = ipus * self._options.replication_factor
         message = ipu_count_error(total, f"{ipus} IPU(s) per replica x replicationFactor("
