@@ -478,6 +478,23 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             self.copyWeightsToDevice()
         return result
 
+    def __repr__(self) -> str:
+        from tilefx.api.annotations import module_repr
+
+        return module_repr(self)
+
+    def __reduce_ex__(self, protocol):
+        """torch.save / pickle of a wrapped model save the model, with the
+        weights the device holds ("saved or inspected as a PyTorch model",
+        PopTorch user guide, Introduction): the wrapper's class is made at
+        wrap time and cannot be found by name when loading."""
+        import operator
+
+        if self._program is not None and self._training:
+            self._write_back()
+        # itemgetter(0)((model,)) is the model: loading needs only the standard library
+        return operator.itemgetter(0), ((self._user_model,),)
+
     def copyWeightsToHost(self) -> None:
         """Write the executor's weights and buffers into the torch module
         (before the first compile: PopTorch's error, there is nothing to copy)."""
