@@ -621,3 +621,33 @@ def test_a_value_from_a_later_phase_is_still_an_error():
         tilefx.Phase(tilefx.Stage("B").ipu(0))))
     with pytest.raises(tilefx.Error, match="phase ids must not decrease"):
         tilefx.inferenceModel(Backwards(), opts)(torch.randn(2, 3))
+
+
+def test_strategy_stage_finds_the_stage_of_a_block():
+    """PopTorch's `strategy.stage(block_id)`: the Stage holding the block, on
+    phased strategies as on pipelined ones."""
+    serial = tilefx.SerialPhasedExecution("B1", "B2", "B3")
+    for b in ("B1", "B2", "B3"):
+        serial.stage(b).ipu(0)
+    assert [st._ipu for p in serial.phases for st in p.stages] == [0, 0, 0]
+    pipe = tilefx.PipelinedExecution(tilefx.Stage("A", "B"), tilefx.Stage("C"))
+    assert pipe.stage("B") is pipe.stages[0] and pipe.stage("C") is pipe.stages[1]
+    with pytest.raises(tilefx.Error, match="no stage holds block 'Z'"):
+        serial.stage("Z")
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2, self.fc3 = nn.Linear(8, 7), nn.Linear(7, 6), nn.Linear(6, 5)
+
+        def forward(self, x):
+            with tilefx.Block("B1"):
+                x = self.fc1(x)
+            with tilefx.Block("B2"):
+                x = self.fc2(x)
+            with tilefx.Block("B3"):
+                return self.fc3(x)
+
+    model, x = Model(), torch.randn(8)
+    out = tilefx.inferenceModel(model, tilefx.Options().setExecutionStrategy(serial))(x)
+    torch.testing.assert_close(out, model(x))
