@@ -138,6 +138,28 @@ def test_for_loop_runs_its_traced_body_count_times():
     assert costs[4] == 4 * costs[1]
 
 
+def test_for_loop_body_updating_its_inputs_in_place():
+    """Body inputs are passed by value: `y += 1` in the body updates the
+    iteration's copy, never the model's input (PopTorch's for_loop)."""
+    class M(torch.nn.Module):
+        def forward(self, x, z):
+            def body(y, w):
+                y += 1
+                w.mul_(2.0)
+                w += y.float()
+                return y, w
+
+            return poptorch.for_loop(3, body, [x, z])
+
+    x, z = torch.ones(1, 5, dtype=torch.int32), torch.arange(5.0).reshape(1, 5)
+    x0, z0 = x.clone(), z.clone()
+    want = M()(x.clone(), z.clone())
+    got = poptorch.inferenceModel(M())(x, z)
+    assert torch.equal(x, x0) and torch.equal(z, z0)
+    assert torch.equal(got[0], x0 * 4) and torch.equal(got[0], want[0])
+    torch.testing.assert_close(got[1], want[1])
+
+
 def test_for_loop_checks_its_body_and_is_inference_only():
     class Bad(torch.nn.Module):
         def forward(self, x):

@@ -490,7 +490,10 @@ def for_loop(count: int, body, inputs: list[torch.Tensor]) -> list[torch.Tensor]
             vals = run_body(vals)
         return vals
     cloned = _for_begin([t for t in inputs])
-    outs = run_body(cloned)
+    # the body gets its inputs by value (PopTorch): a body that updates one in
+    # place (`y += 1`) updates its own copy, so the loop's inputs, which the
+    # end marker names, stay the values each iteration starts from
+    outs = run_body([t.clone() for t in cloned])
     return list(_for_end(outs, cloned, count))
 
 
