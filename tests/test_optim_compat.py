@@ -76,3 +76,100 @@ def test_loading_a_torch_optimizer_state_is_poptorchs_runtime_error():
     cpu = torch.optim.Adam(m.parameters())
     with pytest.raises(RuntimeError, match="Only IPU optimizer states can be loaded onto the IPU"):
         X.Adam(m.parameters()).load_state_dict(cpu.state_dict())
+
+
+class _Lin(nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+
+    def forward(self, x):
+        out = self.lin(x)
+        return out, tilefx.identity_loss((out ** 2).sum(), reduction="sum")
+
+
+def test_state_dict_names_the_device_tensors_as_popart():
+    torch.manual_seed(0)
+    x = torch.randn(3)
+    m = _Lin()
+    sgd = X.SGD(m.parameters(), lr=0.05, weight_decay=0.025, loss_scaling=0.75)
+    trainer = tilefx.trainingModel(m, optimizer=sgd)
+    sd = sgd.state_dict()
+    assert sd["ipu_state"] is None and sd["ipu_param"] is None
+    trainer.compile(x)
+    p = sgd.state_dict()["ipu_param"]
+    # SGD without momentum (PopART's SGD0): lr / ls and 1 - lr * wd
+    torch.testing.assert_close(p["scaledLearningRate0___specific___lin.bias"], torch.tensor(0.05 / 0.75))
+    torch.testing.assert_close(p["weightDecayScaleFactor0___specific___lin.weight"],
+                               torch.tensor(1 - 0.05 * 0.025))
+    torch.testing.assert_close(p["lossScaling_FLOAT"], torch.tensor(0.75))
+    assert sgd.state_dict()["ipu_state"] == {}
+    trainer.destroy()
+
+    adam = X.Adam(m.parameters(), lr=0.05, weight_decay=0.025)
+    trainer = tilefx.trainingModel(m, optimizer=adam)
+    trainer.compile(x)
+    s0 = adam.state_dict()
+    assert set(s0["ipu_state"]) == {f"Accl{i}___lin.{w}" for i in (1, 2) for w in ("weight", "bias")}
+    assert set(s0["ipu_param"]) == {f"{h}___specific___lin.{w}" for h in ("learningRate", "weightDecay")
+                                    for w in ("weight", "bias")}
+    trainer(x)
+    s1 = adam.state_dict()
+    assert all(not torch.equal(s0["ipu_state"][k], v) for k, v in s1["ipu_state"].items())
+
+
+def test_loading_ipu_param_sets_the_device_hyper_parameters():
+    torch.manual_seed(0)
+    x = torch.randn(3)
+    m = _Lin()
+    opt = X.Adam(m.parameters(), lr=0.05)
+    trainer = tilefx.trainingModel(m, optimizer=opt)
+    trainer(x)
+    sd = opt.state_dict()
+    for k in sd["ipu_param"]:
+        if k.startswith("learningRate"):
+            sd["ipu_param"][k] = torch.tensor(0.0)
+    dropped = "Accl2___lin.bias"
+    kept = sd["ipu_state"].pop(dropped)
+    opt.load_state_dict(sd)
+    loaded = opt.state_dict()
+    assert dropped not in loaded["ipu_state"]  # the loaded state itself, until the model runs
+    assert float(loaded["ipu_param"]["learningRate___specific___lin.weight"]) == 0.0
+    before = m.lin.weight.detach().clone()
+    trainer(x)
+    trainer.copyWeightsToHost()
+    assert torch.equal(m.lin.weight, before)  # lr 0 on the device: the weights stay
+    after = opt.state_dict()
+    assert float(after["ipu_param"]["learningRate___specific___lin.bias"]) == 0.0
+    assert not torch.equal(after["ipu_state"][dropped], kept)  # the device's own, updated again
+    assert opt.param_groups[0]["lr"] == 0.05  # the optimizer object is not the device
+
+    sd = opt.state_dict()
+    sd["ipu_param"]["learningRate___specific___lin.weight"] = torch.tensor(0.5)
+    with pytest.raises(tilefx.Error, match="one value per parameter group"):
+        opt.load_state_dict(sd)
+    sd = opt.state_dict()
+    sd["ipu_param"]["adamBeta1___specific___lin.weight"] = torch.tensor(0.5)
+    with pytest.raises(tilefx.Error, match="not a variable hyper-parameter"):
+        opt.load_state_dict(sd)
+
+
+def test_automatic_loss_scaling_factor_and_final_loss_scale():
+    """ipu_state's lossScaleUpdateFactor is the factor the next step uses,
+    finalLossScale the scale the last step used: loss_scaling x factor."""
+    torch.manual_seed(0)
+    m = _Lin(5).half()
+    opts = tilefx.Options()
+    opts.Training.setAutomaticLossScaling(True)
+    opts.anchorTensor("ls", "finalLossScale")
+    opt = X.SGD(m.parameters(), lr=0.0, loss_scaling=2.0)
+    trainer = tilefx.trainingModel(m, opts, opt)
+    x = torch.ones(5, dtype=torch.float16)
+    trainer.compile(x)
+    seen = []
+    for _ in range(3):
+        factor = opt.state_dict()["ipu_state"]["lossScaleUpdateFactor"]
+        trainer(x)
+        torch.testing.assert_close(trainer.getAnchoredTensor("ls"), 2.0 * factor)
+        seen.append(float(factor))
+    assert seen == [1.0, 2.0, 4.0]  # no overflow: the factor doubles each period

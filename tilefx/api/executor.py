@@ -551,9 +551,10 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         new_cfg["grad_scale"] = compiled.get("grad_scale", 1.0)
         self._hypers.update({k: v for k, v in hyper_values(new_cfg).items() if k in self._hypers})
         attach(optimizer, self)
+        self._reset_device_params()
         pending = take_pending_state(optimizer)
         if pending is not None:
-            self._load_optimizer_state(pending)
+            self._load_poptorch_state(pending)
 
 
     def _factors(self) -> tuple[int, int, int, int]:

@@ -29,15 +29,19 @@ overrides); for torch.optim ones those left at their default are constant.
 `lr` is always variable.
 
 Optimizer state (4.5.5): `state_dict()` holds torch's part (`state`,
-`param_groups`) plus the executor's state:
+`param_groups`) plus the device's state, as PopTorch shows it:
 
     ipu_optimizer: "adam"                       # which update the state belongs to
     ipu_step: 5                                  # weight updates done so far
-    ipu_state: {"fc1.weight": {"exp_avg": Tensor, "exp_avg_sq": Tensor}, ...}
+    ipu_state: {"Accl1___fc1.weight": Tensor, "Accl2___fc1.weight": Tensor, ...}
+    ipu_param: {"learningRate___specific___fc1.weight": Tensor, ...}
 
-(`ipu_state` is None before the model is compiled.) `load_state_dict` writes
-it into the attached, compiled trainingModel, or keeps it until a
-trainingModel using this optimizer compiles.
+(PopART's tensor names: api/optim_state.py; `ipu_state` and `ipu_param`
+are None before the model is compiled.) `load_state_dict` writes the
+tensors and hyper-parameters it holds into the attached, compiled
+trainingModel (the others keep the device's values), or keeps them until a
+trainingModel using this optimizer compiles; `state_dict()` returns the
+loaded state itself until the model runs again.
 """
 
 from __future__ import annotations
@@ -120,6 +124,7 @@ class Optimizer:
             setattr(self, k, v)
         self._tilefx_executor = None
         self._tilefx_pending = None
+        self._tilefx_loaded = None  # (the model's update count then, the state load_state_dict wrote)
 
     # -- state ------------------------------------------------------------
     def _executor(self):
@@ -127,21 +132,29 @@ class Optimizer:
 
     def state_dict(self) -> dict[str, Any]:
         """torch's state dict (hyper-parameters, for LR schedulers) plus the
-        IPU state held by the executor: see the module docstring."""
+        device's state: see the module docstring."""
         sd = torch.optim.Optimizer.state_dict(self)
         ex = self._executor()
-        ipu = ex._optimizer_state() if ex is not None and ex._optimizer is self else None
+        attached = ex is not None and ex._optimizer is self and not ex._destroyed
+        ipu = None
+        if attached:
+            loaded = getattr(self, "_tilefx_loaded", None)
+            if loaded is not None and loaded[0] == ex.__dict__.get("_opt_writes", 0):
+                ipu = loaded[1]  # what load_state_dict wrote, until the model runs
+            else:
+                ipu = ex._poptorch_state()
         if ipu is None:
             ipu = self._tilefx_pending
         sd["ipu_optimizer"] = self._kind
-        sd["ipu_step"] = None if ipu is None else int(ipu["step"])
-        sd["ipu_state"] = None if ipu is None else {
-            p: {k: t.clone() for k, t in kinds.items()} for p, kinds in ipu["tensors"].items()}
+        sd["ipu_step"] = None if ipu is None or ipu["step"] is None else int(ipu["step"])
+        for key in ("ipu_state", "ipu_param"):
+            sd[key] = None if ipu is None else {k: t.clone() for k, t in ipu[key].items()}
         return sd
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a state from `state_dict()`: hyper-parameters into the groups,
-        the IPU state into the compiled trainingModel (now, or when one compiles)."""
+        the device's state into the compiled trainingModel (now, or when one
+        compiles)."""
         if not isinstance(state_dict, dict) or "ipu_state" not in state_dict:
             raise Error("Only IPU optimizer states can be loaded onto the IPU. (load_state_dict takes "
                         "the state_dict() of a poptorch.optim optimizer; a torch.optim one's has "
@@ -151,16 +164,23 @@ class Optimizer:
             raise Error(f"load_state_dict: the state belongs to a {kind} optimizer, this is {self._kind}")
         torch.optim.Optimizer.load_state_dict(
             self, {"state": state_dict.get("state", {}), "param_groups": state_dict["param_groups"]})
-        if state_dict["ipu_state"] is None:
+        if state_dict["ipu_state"] is None and state_dict.get("ipu_param") is None:
             self._tilefx_pending = None
             return
-        pending = {"step": int(state_dict.get("ipu_step") or 0),
-                   "tensors": {p: {k: torch.as_tensor(t).detach().clone() for k, t in kinds.items()}
-                               for p, kinds in state_dict["ipu_state"].items()}}
+        for key in ("ipu_state", "ipu_param"):
+            part = state_dict.get(key) or {}
+            if not isinstance(part, dict) or not all(isinstance(k, str) for k in part):
+                raise Error(f"load_state_dict: {key} must map PopART tensor names to tensors")
+        step = state_dict.get("ipu_step")
+        pending = {"step": None if step is None else int(step),
+                   **{key: {k: torch.as_tensor(t).detach().clone() for k, t in (state_dict.get(key) or {}).items()}
+                      for key in ("ipu_state", "ipu_param")}}
         ex = self._executor()
         if ex is not None and ex._optimizer is self and ex._optimizer_state() is not None \
                 and not ex._destroyed:
-            ex._load_optimizer_state(pending)
+            ex._load_poptorch_state(pending)
+            shown = {**pending, "step": ex._step}
+            self._tilefx_loaded = (ex.__dict__.get("_opt_writes", 0), shown)
             self._tilefx_pending = None
         else:
             self._tilefx_pending = pending
@@ -168,6 +188,7 @@ class Optimizer:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_tilefx_executor"] = None
+        state["_tilefx_loaded"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -82,7 +82,7 @@ class WeightUpdates:
         self._opt_ready = True
         pending = take_pending_state(self._optimizer) if self._optimizer is not None else None
         if pending is not None:
-            self._load_optimizer_state(pending)
+            self._load_poptorch_state(pending)
 
     def _optimizer_state(self) -> dict | None:
         """The optimizer state held here: {"step", "tensors": {param: {kind: Tensor}}},
@@ -118,6 +118,80 @@ class WeightUpdates:
                 self._opt_state[key] = arr.astype(cur.dtype, copy=True)
         self._step = int(state["step"])
 
+    # -- the state as PopTorch's optimizer.state_dict() shows it (api/optim_state.py) --
+
+    def _poptorch_state(self) -> dict | None:
+        """{"step", "ipu_state", "ipu_param"} under PopART's names, None
+        before the first compile."""
+        from tilefx.api.optim_state import LOSS_SCALE_FACTOR, state_name
+
+        nested = self._optimizer_state()
+        if nested is None:
+            return None
+        kind = self._opt_cfg["type"]
+        tensors = {state_name(kind, f"{p}/{k}"): t for p, kinds in nested["tensors"].items()
+                   for k, t in kinds.items()}
+        if self._als_tracked:
+            tensors[LOSS_SCALE_FACTOR] = torch.tensor(self._als_factor, dtype=torch.float32)
+        return {"step": nested["step"], "ipu_state": tensors, "ipu_param": self._device_params()}
+
+    def _velocity_weights(self) -> set[str]:
+        return {key.rsplit("/", 1)[0] for key in self._opt_state}
+
+    def _device_params(self) -> dict[str, torch.Tensor]:
+        """The variable hyper-parameters the device holds, PopART's names."""
+        from tilefx.api.optim_state import device_params
+
+        half = bool(self._weights) and all(w.dtype == np.float16 for w in self._weights.values())
+        out = device_params({**self._opt_cfg, "loss_scaling": self._loss_scaling()}, self._opt_groups,
+                            self._hypers, self._velocity_weights(), half)
+        out.update({k: v.clone() for k, v in self.__dict__.get("_param_overrides", {}).items()})
+        return out
+
+    def _load_poptorch_state(self, state: dict) -> None:
+        """Write a state in PopTorch's form (the optimizer's load_state_dict):
+        the tensors and hyper-parameters it names; the others keep the
+        device's values."""
+        from tilefx.api.optim_state import LOSS_SCALE_FACTOR, operands_from_params, state_name
+
+        kind = self._opt_cfg["type"]
+        where = {state_name(kind, key): key.rsplit("/", 1) for key in self._opt_state}
+        nested: dict[str, dict] = {}
+        for name, value in (state.get("ipu_state") or {}).items():
+            if name == LOSS_SCALE_FACTOR and self._als_tracked:
+                self._als_factor = float(value)
+                continue
+            if name not in where:
+                raise Error(f"load_state_dict: unknown optimizer state tensor {name!r}; this model keeps "
+                            f"{sorted(where) + ([LOSS_SCALE_FACTOR] if self._als_tracked else [])}")
+            pname, what = where[name]
+            nested.setdefault(pname, {})[what] = value
+        step = state.get("step")
+        self._load_optimizer_state({"step": self._step if step is None else int(step), "tensors": nested})
+        params = state.get("ipu_param") or {}
+        if params:
+            known = self._device_params()
+            unknown = sorted(set(params) - set(known))
+            if unknown:
+                raise Error(f"load_state_dict: {unknown[0]!r} is not a variable hyper-parameter of the "
+                            f"compiled model (ipu_param holds {sorted(known)})")
+            merged = {**known, **params}
+            changed = {k for k, v in params.items()
+                       if np.float32(float(v)) != np.float32(float(known[k]))}
+            operands, ls = operands_from_params(self._opt_cfg, self._opt_groups, self._hypers, merged,
+                                                changed)
+            self._hypers.update({k: v for k, v in operands.items() if k in self._hypers})
+            if ls is not None:
+                self._ls_device = ls
+            overrides = self.__dict__.setdefault("_param_overrides", {})
+            overrides.update({k: torch.as_tensor(v, dtype=torch.float32).detach().clone()
+                              for k, v in params.items()})
+
+    def _reset_device_params(self) -> None:
+        """setOptimizer: the device takes the optimizer's hyper-parameters."""
+        self.__dict__.pop("_param_overrides", None)
+        self.__dict__.pop("_ls_device", None)
+
     # -- running ---------------------------------------------------------
 
     def _zeroed_accumulators(self, r: int, trained: list[str]) -> dict[str, np.ndarray]:
@@ -143,6 +217,10 @@ class WeightUpdates:
     def _update(self, total: dict[str, np.ndarray]) -> None:
         """One weight update from the summed gradients (checked for overflow
         first under loss scaling)."""
+        self._opt_writes = self.__dict__.get("_opt_writes", 0) + 1  # a state read before is stale
+        anchors = self.__dict__.get("_tilefx_anchors")
+        if anchors is not None:
+            anchors.set_loss_scale(self.loss_scale)  # finalLossScale: the scale this update used
         if self._als_tracked or self._loss_scaling() != 1.0:
             self._loss_scaled_update(total)
         else:
@@ -187,6 +265,9 @@ class WeightUpdates:
         self._als_upper = self._als_lower = 0
 
     def _loss_scaling(self) -> float:
+        device = self.__dict__.get("_ls_device")  # written by load_state_dict's ipu_param
+        if device is not None:
+            return device
         return float(getattr(self._optimizer, "loss_scaling", 1.0) or 1.0)
 
     @property
