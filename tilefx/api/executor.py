@@ -168,7 +168,11 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         self.__dict__.update({k: v for k, v in model.__dict__.items() if not k.startswith("_tilefx")})
         self.__dict__["training"] = training  # the executor's mode; the model's flag is its own
         self._user_model = model
-        self._options = options if options is not None else Options()
+        if options is not None:  # PopTorch freezes the user's options and keeps a copy
+            options._freeze()
+        self._options = options.clone() if options is not None else Options()
+        if self._options.defaultOutputMode():  # the copy says what Default means for this model
+            self._options.outputMode(OutputMode.Final if training else OutputMode.All)
         self._options._freeze()
         self._training = training
         if training and not any(p.requires_grad for p in model.parameters()):
@@ -630,6 +634,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         from tilefx.api import export
 
         start = time.perf_counter()
+        self._resolve_mean_reduction()
         self._tilefx_anchors = Anchors.of(self)  # Options.anchorTensor (api/anchors.py)
         _warn_unmodelled_locations(self._options.TensorLocations)
         self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
@@ -856,6 +861,24 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         if o.output_mode == OutputMode.EveryN and o.device_iterations % o.output_return_period:
             raise Error(f"OutputMode.EveryN({o.output_return_period}) needs a period that divides "
                         f"deviceIterations ({o.device_iterations})")
+
+    def _resolve_mean_reduction(self) -> None:
+        """The wrapper's options name the mean reduction strategy the model
+        compiles with (PopTorch's rule): Running for a training model whose
+        optimizer accumulates in float16 (but combined SGD, which cannot),
+        else Post unless set."""
+        from tilefx.api.enums import MeanReductionStrategy
+
+        t = self._options.Training
+        opt = self._optimizer
+        half = self._training and opt is not None and getattr(opt, "accum_type", None) in (
+            torch.float16, torch.half) and not getattr(opt, "use_combined_accum", False)
+        strategy = MeanReductionStrategy.Running if half else \
+            t.mean_reduction_strategy or MeanReductionStrategy.Post
+        if strategy != t.mean_reduction_strategy:
+            t._unfreeze()
+            t.setMeanAccumulationAndReplicationReductionStrategy(strategy)
+            t._freeze()
 
     def _reserves_ipus(self) -> bool:
         """Whether the model's IPUs are reserved on the machine, where PopTorch's

@@ -54,7 +54,7 @@ from typing import Any
 
 import torch
 
-from tilefx.errors import Error
+from tilefx.errors import Error, error_also
 from tilefx.lowering.no_compiler import without_compiler
 from tilefx.passes.training_step import BOOL_HYPERS, HYPERS
 
@@ -618,8 +618,10 @@ def check_unchanged_constants(compiled: dict, new: dict, compiled_groups: dict[s
                     f"({len(compiled['groups'])} groups at compile, {len(new['groups'])} now)")
     for key in STRUCTURAL:
         if compiled.get(key) != new.get(key):
-            raise Error(f"setOptimizer: {key} cannot change after compile "
-                        f"({compiled.get(key)} -> {new.get(key)}): wrap the model again")
+            # a ValueError too, as PopTorch's
+            raise error_also(ValueError)(f"setOptimizer: the model is already compiled with {key} "
+                                         f"{compiled.get(key)}: it cannot change to {new.get(key)} "
+                                         "after compile; wrap the model again")
     variable = set(compiled.get("variable", ()))
     for key in ("loss_scaling", "max_grad_norm"):
         if key not in variable and compiled.get(key) != new.get(key):
