@@ -1189,12 +1189,11 @@ _PROFILE_TOKENS = itertools.count(1)
 
 
 def _executor_profile_dir(ex: PoplarExecutor, base: str) -> str:
-    """One subdirectory per executor, named by the model and training or
-    inference ("Net_training", "Net_inference"; "_2", "_3" for further
-    executors of the same kind), so executors sharing a directory keep
-    their reports apart."""
-    name = ex._options.model_name or type(ex._user_model).__name__
-    stem = f"{name}_{'training' if ex._training else 'inference'}"
+    """One subdirectory per executor, named as PopTorch names its report's:
+    Options.modelName, else "training" or "inference" ("_2", "_3" for
+    further executors of the same name, so executors sharing a directory
+    keep their reports apart)."""
+    stem = ex._options.model_name or ("training" if ex._training else "inference")
     if "_profile_token" not in ex.__dict__:  # unique while the process lives (ids are reused)
         ex._profile_token = next(_PROFILE_TOKENS)
     token = ex._profile_token
