@@ -63,3 +63,19 @@ def test_structural_optimizer_change_after_compile_is_a_value_error():
     with pytest.raises(ValueError, match="is already compiled with accum_type") as info:
         wrapped.setOptimizer(opt)
     assert isinstance(info.value, tilefx.Error)
+
+
+def test_compile_hooks_run_in_order_and_can_be_removed():
+    calls = []
+    pre = [tilefx.registerPreCompileHook(lambda i=i: calls.append(("pre", i))) for i in range(3)]
+    post = tilefx.registerPostCompileHook(lambda: calls.append(("post", 0)))
+    try:
+        removed = tilefx.registerPreCompileHook(lambda: calls.append(("removed", 0)))
+        removed.remove()
+        tilefx.inferenceModel(_Lin())(torch.ones(1, 2))
+    finally:
+        for h in pre + [post]:
+            h.remove()
+    assert calls == [("pre", 0), ("pre", 1), ("pre", 2), ("post", 0)]
+    with pytest.raises(RuntimeError, match="must be callable"):
+        tilefx.registerPreCompileHook(2)

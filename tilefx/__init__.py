@@ -42,7 +42,7 @@ _LAZY = {
     "load": "tilefx.api.export",
     "setLogLevel": "tilefx.api.logs",
     **{n: "tilefx.api.compat" for n in ("ipuHardwareIsAvailable", "ipuHardwareVersion",
-                                        "registerPostCompileHook")},
+                                        "registerPreCompileHook", "registerPostCompileHook")},
     **{n: "tilefx.api.options" for n in ("Options", "TensorLocationSettings")},
     **{n: "tilefx.api.autocast" for n in ("autocast", "Policy")},
     "torch_compile_backend": "tilefx.api.dynamo",

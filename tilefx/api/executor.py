@@ -633,6 +633,9 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
     def _compile_in_session(self, inputs: list[torch.Tensor], call: CallSpec) -> None:
         from tilefx.api import export
 
+        from tilefx.api.compat import run_pre_compile_hooks
+
+        run_pre_compile_hooks()  # registerPreCompileHook
         start = time.perf_counter()
         self._resolve_mean_reduction()
         self._tilefx_anchors = Anchors.of(self)  # Options.anchorTensor (api/anchors.py)
