@@ -79,3 +79,30 @@ def test_compile_hooks_run_in_order_and_can_be_removed():
     assert calls == [("pre", 0), ("pre", 1), ("pre", 2), ("post", 0)]
     with pytest.raises(RuntimeError, match="must be callable"):
         tilefx.registerPreCompileHook(2)
+
+
+class _Buffers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b1", torch.ones(3))
+        self.register_buffer("b2", torch.ones(3))
+
+    def forward(self, x):
+        return torch.sum(x + self.b1 + self.b2)
+
+
+def test_copy_named_buffers_to_device_copies_the_updatable_ones():
+    x = torch.ones(3)
+    model = tilefx.inferenceModel(_Buffers(), tilefx.Options().updatableNamedBuffers(["b1"]))
+    assert model(x) == 9
+    model.b1.add_(1)
+    model.b2.add_(1)
+    model.copyNamedBuffersToDevice()
+    assert model(x) == 12  # b1 copied, b2 the device's own
+    plain = tilefx.inferenceModel(_Buffers())
+    assert plain(x) == 9
+    with pytest.raises(tilefx.Error, match="no buffer is updatable"):
+        plain.copyNamedBuffersToDevice()
+    wrong = tilefx.inferenceModel(_Buffers(), tilefx.Options().updatableNamedBuffers(["b3"]))
+    with pytest.raises(tilefx.Error, match="'b3' is not a buffer of the model"):
+        wrong(x)

@@ -499,6 +499,29 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         # itemgetter(0)((model,)) is the model: loading needs only the standard library
         return operator.itemgetter(0), ((self._user_model,),)
 
+    def copyNamedBuffersToDevice(self) -> None:
+        """Copy the buffers named by Options.updatableNamedBuffers from the
+        host model to the device (PopTorch: the others keep the device's
+        values)."""
+        names = self._options.updatable_named_buffers
+        if not names:
+            raise Error("copyNamedBuffersToDevice: no buffer is updatable: name the buffers to copy "
+                        "with Options.updatableNamedBuffers([...]) before wrapping the model")
+        self._check_compiled()
+        if self._program is None or self._options.offline_ipu_target:
+            return
+        named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
+        for n in names:
+            self._device_buffers[n] = to_np(named_b[n])
+
+    def _check_updatable_buffers(self) -> None:
+        """Options.updatableNamedBuffers must name buffers of the model."""
+        known = {n for n, _ in self._user_model.named_buffers(remove_duplicate=False)}
+        unknown = [n for n in self._options.updatable_named_buffers if n not in known]
+        if unknown:
+            raise Error(f"updatableNamedBuffers: {unknown[0]!r} is not a buffer of the model "
+                        f"(its buffers: {sorted(known) or 'none'})")
+
     def copyWeightsToHost(self) -> None:
         """Write the executor's weights and buffers into the torch module
         (before the first compile: PopTorch's error, there is nothing to copy)."""
@@ -636,6 +659,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         from tilefx.api.compat import run_pre_compile_hooks
 
         run_pre_compile_hooks()  # registerPreCompileHook
+        self._check_updatable_buffers()
         start = time.perf_counter()
         self._resolve_mean_reduction()
         self._tilefx_anchors = Anchors.of(self)  # Options.anchorTensor (api/anchors.py)
