@@ -143,7 +143,9 @@ class WeightUpdates:
         from tilefx.api.optim_state import device_params
 
         half = bool(self._weights) and all(w.dtype == np.float16 for w in self._weights.values())
-        out = device_params({**self._opt_cfg, "loss_scaling": self._loss_scaling()}, self._opt_groups,
+        trained = set(self._program.trained) if self._program is not None else set(self._opt_groups)
+        groups = {w: g for w, g in self._opt_groups.items() if w in trained}  # PopART's: trained weights
+        out = device_params({**self._opt_cfg, "loss_scaling": self._loss_scaling()}, groups,
                             self._hypers, self._velocity_weights(), half)
         out.update({k: v.clone() for k, v in self.__dict__.get("_param_overrides", {}).items()})
         return out
