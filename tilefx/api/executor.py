@@ -45,7 +45,7 @@ from tilefx.api.optim import SGD, optimizer_config
 from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
 from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups, settings_count
 from tilefx.backend.executor import CompiledFunction, arg_roles, result_roles
-from tilefx.lowering.call_spec import CallSpec, bind_call, check_dense, restore_caches
+from tilefx.lowering.call_spec import CallSpec, bind_call, check_dense, reordered_like, restore_caches
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
 from tilefx.lowering.no_compiler import without_compiler
 from tilefx.lowering.tracing_state import GradientOutputs
@@ -594,7 +594,12 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         (PopTorch's input conventions, see lowering/call_spec.py)."""
         if self._recorded_call is not None and self._call is None:
             return self._bind_loaded(args, kwargs)
-        return bind_call(self._user_model.forward, args, kwargs)
+        call, inputs = bind_call(self._user_model.forward, args, kwargs)
+        if self._call is not None and call.spec != self._call.spec:  # dictionaries in another order?
+            again = bind_call(self._user_model.forward, *reordered_like(self._call, args, kwargs))
+            if again[0].spec == self._call.spec:
+                return again
+        return call, inputs
 
     def _bind_loaded(self, args, kwargs) -> tuple[CallSpec, list[torch.Tensor]]:
         """A call of an executable loaded from a file that recorded its call:
