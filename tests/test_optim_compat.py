@@ -173,3 +173,32 @@ def test_automatic_loss_scaling_factor_and_final_loss_scale():
         torch.testing.assert_close(trainer.getAnchoredTensor("ls"), 2.0 * factor)
         seen.append(float(factor))
     assert seen == [1.0, 2.0, 4.0]  # no overflow: the factor doubles each period
+
+
+def test_a_zero_dimensional_half_parameter_trains_and_writes_back():
+    """numpy gives the update of a 0-d float16 weight as a scalar, not an
+    array: the write-back to the parameter failed on it."""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.tensor(2.0))
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            out = self.lin(x) * self.w
+            return out, tilefx.identity_loss(out.sum(), reduction="sum")
+
+    torch.manual_seed(0)
+    model = Scaled().half()
+    ref = copy.deepcopy(model).float()
+    trainer = tilefx.trainingModel(model, optimizer=X.SGD(model.parameters(), lr=0.01))
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.01)
+    x = torch.ones(2, 3)
+    for _ in range(2):
+        trainer(x.half())
+        ref_opt.zero_grad()
+        ref(x)[1].backward()
+        ref_opt.step()
+    trainer.copyWeightsToHost()
+    assert model.w.dtype == torch.float16 and model.w.dim() == 0
+    torch.testing.assert_close(model.w.float(), ref.w.detach(), rtol=1e-2, atol=1e-2)

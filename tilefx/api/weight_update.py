@@ -238,6 +238,8 @@ class WeightUpdates:
                 for kind, key in p.update_args]
         res = p.update(*args, donated=held_alone(args, p.update_donatable))
         for (kind, key), v in zip(p.update_results, res):
+            if not isinstance(v, np.ndarray):  # numpy gives a 0-d weight's update as a scalar
+                v = np.asarray(v)
             if kind == "param":
                 self._weights[key] = v
             elif kind == "state":
