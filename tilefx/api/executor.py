@@ -499,29 +499,6 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         # itemgetter(0)((model,)) is the model: loading needs only the standard library
         return operator.itemgetter(0), ((self._user_model,),)
 
-    def copyNamedBuffersToDevice(self) -> None:
-        """Copy the buffers named by Options.updatableNamedBuffers from the
-        host model to the device (PopTorch: the others keep the device's
-        values)."""
-        names = self._options.updatable_named_buffers
-        if not names:
-            raise Error("copyNamedBuffersToDevice: no buffer is updatable: name the buffers to copy "
-                        "with Options.updatableNamedBuffers([...]) before wrapping the model")
-        self._check_compiled()
-        if self._program is None or self._options.offline_ipu_target:
-            return
-        named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
-        for n in names:
-            self._device_buffers[n] = to_np(named_b[n])
-
-    def _check_updatable_buffers(self) -> None:
-        """Options.updatableNamedBuffers must name buffers of the model."""
-        known = {n for n, _ in self._user_model.named_buffers(remove_duplicate=False)}
-        unknown = [n for n in self._options.updatable_named_buffers if n not in known]
-        if unknown:
-            raise Error(f"updatableNamedBuffers: {unknown[0]!r} is not a buffer of the model "
-                        f"(its buffers: {sorted(known) or 'none'})")
-
     def copyWeightsToHost(self) -> None:
         """Write the executor's weights and buffers into the torch module
         (before the first compile: PopTorch's error, there is nothing to copy)."""
@@ -893,24 +870,6 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         if o.output_mode == OutputMode.EveryN and o.device_iterations % o.output_return_period:
             raise Error(f"OutputMode.EveryN({o.output_return_period}) needs a period that divides "
                         f"deviceIterations ({o.device_iterations})")
-
-    def _resolve_mean_reduction(self) -> None:
-        """The wrapper's options name the mean reduction strategy the model
-        compiles with (PopTorch's rule): Running for a training model whose
-        optimizer accumulates in float16 (but combined SGD, which cannot),
-        else Post unless set."""
-        from tilefx.api.enums import MeanReductionStrategy
-
-        t = self._options.Training
-        opt = self._optimizer
-        half = self._training and opt is not None and getattr(opt, "accum_type", None) in (
-            torch.float16, torch.half) and not getattr(opt, "use_combined_accum", False)
-        strategy = MeanReductionStrategy.Running if half else \
-            t.mean_reduction_strategy or MeanReductionStrategy.Post
-        if strategy != t.mean_reduction_strategy:
-            t._unfreeze()
-            t.setMeanAccumulationAndReplicationReductionStrategy(strategy)
-            t._freeze()
 
     def _reserves_ipus(self) -> bool:
         """Whether the model's IPUs are reserved on the machine, where PopTorch's

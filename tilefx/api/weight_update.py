@@ -28,6 +28,24 @@ class WeightUpdates:
         r *= self._options.Distributed.num_processes  # the global replication
         return 1.0 / (g * r) if mean else 1.0
 
+    def _resolve_mean_reduction(self) -> None:
+        """The wrapper's options name the mean reduction strategy the model
+        compiles with (PopTorch's rule): Running for a training model whose
+        optimizer accumulates in float16 (but combined SGD, which cannot),
+        else Post unless set."""
+        from tilefx.api.enums import MeanReductionStrategy
+
+        t = self._options.Training
+        opt = self._optimizer
+        half = self._training and opt is not None and getattr(opt, "accum_type", None) in (
+            torch.float16, torch.half) and not getattr(opt, "use_combined_accum", False)
+        strategy = MeanReductionStrategy.Running if half else \
+            t.mean_reduction_strategy or MeanReductionStrategy.Post
+        if strategy != t.mean_reduction_strategy:
+            t._unfreeze()
+            t.setMeanAccumulationAndReplicationReductionStrategy(strategy)
+            t._freeze()
+
     def _build_update(self, program: Program, compile_only: bool = False) -> None:
         """(Re)build @update from the current optimizer's hyper-parameters."""
         from tilefx.api.optim import attach, hyper_values
