@@ -348,3 +348,22 @@ def test_hugging_face_style_attribute_access():
     assert ipu.config.hidden_size == 16 and ipu.bert.embeddings.word_embeddings is \
         model.bert.embeddings.word_embeddings
     assert isinstance(ipu, type(model)) and ipu.dtype == torch.float32
+
+
+def test_a_dictionary_in_another_order_is_the_same_call():
+    """PopTorch binds a dictionary argument by its keys: the same keys in
+    another order run the compiled program; a missing or extra key is named."""
+    class Divider(torch.nn.Module):
+        def forward(self, d):
+            return d["x"] / d["y"]
+
+    model = tilefx.inferenceModel(Divider())
+    x, y = torch.tensor([1.0]), torch.tensor([2.0])
+    torch.testing.assert_close(model({"x": x, "y": y}), x / y)
+    program = model._program
+    torch.testing.assert_close(model({"y": y * 4, "x": x}), x / (y * 4))
+    assert model._program is program
+    with pytest.raises(tilefx.Error, match=r"Missing arguments: x\."):
+        model({"y": y})
+    with pytest.raises(tilefx.Error, match=r"Unexpected arguments: z\."):
+        model({"x": x, "y": y, "z": y})

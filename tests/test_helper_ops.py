@@ -32,7 +32,7 @@ class _Dyn(torch.nn.Module):
 
     def forward(self, x, start, y):
         h = self.fc(x)
-        part = poptorch.dynamic_slice(h, 1, start, 2, 2)  # columns start, start + 2
+        part = poptorch.dynamic_slice(h, 1, start, 3, 2)  # h[:, start:start + 3:2]: columns start, start + 2
         upd = poptorch.dynamic_update(h, part * 3.0, 1, start, 2)
         loss = ((upd - y) ** 2).mean() + part.sum()
         return part, loss
@@ -58,18 +58,54 @@ def test_dynamic_slice_start_is_a_runtime_value_and_out_of_range_is_an_error():
         def forward(self, x, start):
             return poptorch.dynamic_slice(x, 0, start, 3, 1)
 
-    x = torch.arange(20.0).reshape(5, 4)
+    x = torch.arange(24.0).reshape(6, 4)
     ex = poptorch.inferenceModel(M())
     torch.testing.assert_close(ex(x, torch.tensor([0])), x[0:3])
-    torch.testing.assert_close(ex(x, torch.tensor([2])), x[2:5])  # same program, new start
-    with pytest.raises(Error, match=r"dynamic_slice: start index 3 is out of range"):
-        ex(x, torch.tensor([3]))
+    torch.testing.assert_close(ex(x, torch.tensor([3])), x[3:6])  # same program, new start
+    with pytest.raises(Error, match=r"dynamic_slice: start index 4 is out of range"):
+        ex(x, torch.tensor([4]))
     with pytest.raises(Error, match="must be a torch.tensor"):
         poptorch.dynamic_slice(x, 0, 1, 3, 1)
-    with pytest.raises(Error, match="do not fit in dimension 0"):
-        poptorch.dynamic_slice(x, 0, torch.tensor([0]), 6, 1)
+    with pytest.raises(Error, match="does not fit in dimension 0"):
+        poptorch.dynamic_slice(x, 0, torch.tensor([0]), 7, 1)
     with pytest.raises(Error, match="src has shape"):
         poptorch.dynamic_update(x, torch.zeros(2, 3), 0, torch.tensor([0]), 2)
+
+
+@pytest.mark.parametrize("step", [1, 2, 3])
+def test_dynamic_slice_is_a_python_slice_with_a_runtime_start(step):
+    """dynamic_slice(t, dim, start, size, step) is t[start:start + size:step]
+    along dim: ceil(size / step) elements (PopTorch's definition)."""
+    class M(torch.nn.Module):
+        def forward(self, x, start):
+            return poptorch.dynamic_slice(x, 1, start, 4, step) * 2.0
+
+    x = torch.arange(24.0).reshape(3, 8)
+    ex = poptorch.inferenceModel(M())
+    for s in (0, 3, 4):
+        want = x[:, s:s + 4:step] * 2.0
+        torch.testing.assert_close(poptorch.dynamic_slice(x, 1, torch.tensor([s]), 4, step) * 2.0, want)
+        torch.testing.assert_close(ex(x, torch.tensor([s])), want)
+
+
+def test_dynamic_slice_and_update_errors_are_poptorchs():
+    x, start = torch.arange(8.0), torch.tensor([1])
+    with pytest.raises(Error, match=r"^The start and end of a slice must be different\.$"):
+        poptorch.dynamic_slice(x, 0, start, 0, 1)
+    with pytest.raises(Error, match="^Taking a slice of a tensor with the end less than the start"):
+        poptorch.dynamic_slice(x, 0, start, -2, 2)
+    with pytest.raises(Error, match=r"^The size of the slice \(7\) must be a factor of the slicing "
+                                    r"dimension \(8\)\.$"):
+        poptorch.dynamic_slice(x, 0, start, 7, 1)
+    with pytest.raises(Error, match="^The start and end of a slice must be different"):
+        poptorch.dynamic_update(x, x[:0], 0, start, 0)
+    with pytest.raises(Error, match=r"same dimensionality\. \(2\) vs \(1\)"):
+        poptorch.dynamic_update(x.reshape(2, 4), torch.zeros(4), 0, start, 1)
+    with pytest.raises(Error, match=r"same dtype\. \(torch\.float32 vs torch\.int32\)"):
+        poptorch.dynamic_update(x, torch.tensor([-1]), 0, start, 1)
+    # an update's size need not divide the dimension
+    torch.testing.assert_close(poptorch.dynamic_update(x[:3], torch.zeros(2), 0, start, 2),
+                               torch.tensor([0.0, 0.0, 0.0]))
 
 
 class _Loop(torch.nn.Module):
@@ -100,6 +136,28 @@ def test_for_loop_runs_its_traced_body_count_times():
         assert f"count = {count} : i64" in ir
         costs[count] = ex.profile.cycles_by_op()["ipu.for"]
     assert costs[4] == 4 * costs[1]
+
+
+def test_for_loop_body_updating_its_inputs_in_place():
+    """Body inputs are passed by value: `y += 1` in the body updates the
+    iteration's copy, never the model's input (PopTorch's for_loop)."""
+    class M(torch.nn.Module):
+        def forward(self, x, z):
+            def body(y, w):
+                y += 1
+                w.mul_(2.0)
+                w += y.float()
+                return y, w
+
+            return poptorch.for_loop(3, body, [x, z])
+
+    x, z = torch.ones(1, 5, dtype=torch.int32), torch.arange(5.0).reshape(1, 5)
+    x0, z0 = x.clone(), z.clone()
+    want = M()(x.clone(), z.clone())
+    got = poptorch.inferenceModel(M())(x, z)
+    assert torch.equal(x, x0) and torch.equal(z, z0)
+    assert torch.equal(got[0], x0 * 4) and torch.equal(got[0], want[0])
+    torch.testing.assert_close(got[1], want[1])
 
 
 def test_for_loop_checks_its_body_and_is_inference_only():

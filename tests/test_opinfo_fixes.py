@@ -117,6 +117,25 @@ def test_ops_outside_core_aten_run_and_train(name):
     _check(COPIES_AND_MORE[name], torch.randn(4, 3))
 
 
+@pytest.mark.parametrize("beta, alpha", [(0, 1.5), (0.5, 0), (0, 0), (0.5, 1.5)])
+def test_addmv_drops_a_zero_scaled_term_with_its_nans(beta, alpha):
+    """torch.addmv ignores self when beta == 0 and mat @ vec when alpha == 0,
+    NaNs included (a product with 0 would make them NaN)."""
+    mat, vec, inp = torch.randn(4, 3), torch.randn(3), torch.randn(4)
+    if beta == 0:
+        inp[0] = float("nan")
+    if alpha == 0:
+        mat[0, 0], vec[0] = float("nan"), float("nan")
+
+    class M(torch.nn.Module):
+        def forward(self, inp, mat, vec):
+            return torch.addmv(inp, mat, vec, beta=beta, alpha=alpha) + torch.zeros_like(inp)
+
+    want = M()(inp, mat, vec)
+    assert not want.isnan().any()
+    torch.testing.assert_close(tilefx.inferenceModel(M())(inp, mat, vec), want)
+
+
 def test_random_ops_from_torchs_references():
     """cauchy_, log_normal_, geometric_ (torch's references: transforms of a
     uniform draw) and randint_like(x, low, high) run on tilefx's stream:

@@ -397,7 +397,7 @@ def test_fp16_state_is_stored_in_fp16(case):
     for x, y in _data(10):
         t16(x, y)
         t32(x, y)
-    state = opt16.state_dict()["ipu_state"]
+    state = t16._optimizer_state()["tensors"]  # by parameter and state kind
     for kind in kinds:
         assert state["model.fc1.weight"][kind].dtype == torch.float16, kind
     assert all(t.dtype == torch.float32 for p, ks in state.items() for k, t in ks.items() if k not in kinds)
@@ -710,38 +710,43 @@ def test_state_dict_round_trip_resumes_identically(case):
         torch.testing.assert_close(q, p, rtol=0, atol=0, msg=lambda m, n=n: f"{n}: {m}")
     s0, s2 = opt0.state_dict(), opt2.state_dict()
     assert s0["ipu_step"] == s2["ipu_step"] == 10
-    for pname, kinds in s0["ipu_state"].items():
-        for kind, value in kinds.items():
-            assert torch.equal(s2["ipu_state"][pname][kind], value), (pname, kind)
+    assert set(s0["ipu_state"]) == set(s2["ipu_state"])
+    for name, value in s0["ipu_state"].items():
+        assert torch.equal(s2["ipu_state"][name], value), name
 
 
 def test_state_dict_structure():
     m = _model()
     opt = X.Adam(m.parameters(), lr=1e-2, weight_decay=0.1)
     sd = opt.state_dict()
-    assert sd["ipu_state"] is None and sd["ipu_step"] is None and sd["ipu_optimizer"] == "adam"
+    assert sd["ipu_state"] is None and sd["ipu_param"] is None and sd["ipu_step"] is None
+    assert sd["ipu_optimizer"] == "adam"
     trainer = tilefx.trainingModel(m, optimizer=opt)
     trainer.compile(*_data(1)[0])
     sd = opt.state_dict()
     assert sd["ipu_step"] == 0
-    assert set(sd["ipu_state"]) == {n for n, p in m.named_parameters() if p.requires_grad}
-    assert set(sd["ipu_state"]["model.fc1.weight"]) == {"exp_avg", "exp_avg_sq"}
-    assert not sd["ipu_state"]["model.fc1.weight"]["exp_avg"].any()
+    trained = {n for n, p in m.named_parameters() if p.requires_grad}
+    # PopART's names: the first and second moments, the variable hyper-parameters
+    assert set(sd["ipu_state"]) == {f"Accl{i}___{n}" for n in trained for i in (1, 2)}
+    assert set(sd["ipu_param"]) == {f"{h}___specific___{n}" for n in trained
+                                    for h in ("learningRate", "weightDecay")}
+    assert float(sd["ipu_param"]["weightDecay___specific___model.fc1.weight"]) == pytest.approx(0.1)
+    assert not sd["ipu_state"]["Accl1___model.fc1.weight"].any()
     for x, y in _data(3):
         trainer(x, y)
     sd = opt.state_dict()
-    assert sd["ipu_step"] == 3 and sd["ipu_state"]["model.fc1.weight"]["exp_avg"].abs().sum() > 0
-    assert sd["ipu_state"]["model.fc1.weight"]["exp_avg"].shape == m.model.fc1.weight.shape
+    assert sd["ipu_step"] == 3 and sd["ipu_state"]["Accl1___model.fc1.weight"].abs().sum() > 0
+    assert sd["ipu_state"]["Accl2___model.fc1.weight"].shape == m.model.fc1.weight.shape
     assert sd["param_groups"][0]["lr"] == 1e-2 and sd["param_groups"][0]["weight_decay"] == 0.1
     # a copy: training on does not change a state dict already read
-    before = sd["ipu_state"]["model.fc4.bias"]["exp_avg"].clone()
+    before = sd["ipu_state"]["Accl1___model.fc4.bias"].clone()
     trainer(*_data(1)[0])
-    assert torch.equal(sd["ipu_state"]["model.fc4.bias"]["exp_avg"], before)
-    # TF RMSprop's square_avg starts at ones
+    assert torch.equal(sd["ipu_state"]["Accl1___model.fc4.bias"], before)
+    # TF RMSprop's mean square starts at ones
     m2 = _model()
     opt2 = X.RMSprop(m2.parameters(), use_tf_variant=True)
     tilefx.trainingModel(m2, optimizer=opt2).compile(*_data(1)[0])
-    assert torch.equal(opt2.state_dict()["ipu_state"]["model.fc4.bias"]["square_avg"], torch.ones(5))
+    assert torch.equal(opt2.state_dict()["ipu_state"]["Accl1___model.fc4.bias"], torch.ones(5))
 
 
 def test_load_state_dict_into_a_running_model():
@@ -773,7 +778,7 @@ def test_load_state_dict_errors():
     cpu = T.Adam(m.parameters())
     m(*_data(1)[0])[1].backward()
     cpu.step()
-    with pytest.raises(tilefx.Error, match="only tilefx optimizer states"):
+    with pytest.raises(tilefx.Error, match="Only IPU optimizer states can be loaded onto the IPU"):
         opt.load_state_dict(cpu.state_dict())
     sgd = X.SGD(m.parameters(), lr=0.1, momentum=0.9)
     first = tilefx.trainingModel(m, optimizer=sgd)
@@ -783,7 +788,7 @@ def test_load_state_dict_errors():
     other = X.SGD(m.parameters(), lr=0.1, momentum=0.9)
     sd = sgd.state_dict()
     first.destroy()  # one live training wrapper per module (seeds/000 4.5.5)
-    sd["ipu_state"]["model.fc1.weight"]["momentum_buffer"] = torch.zeros(3, 3)
+    sd["ipu_state"]["Accl___model.fc1.weight"] = torch.zeros(3, 3)
     other.load_state_dict(sd)
     with pytest.raises(tilefx.Error, match="shape"):
         tilefx.trainingModel(m, optimizer=other).compile(*_data(1)[0])

@@ -214,6 +214,19 @@ def test_ipu_count_must_be_a_power_of_two_unless_auto_rounded():
     _train_and_compare(BlockCNN(), opts, steps=1)
 
 
+def test_ipu_count_rule_only_binds_reserved_devices():
+    """An offline target and the IPU Model reserve no IPUs: 3 IPUs compile
+    (the offline target) and run (the IPU Model) without autoRoundNumIPUs."""
+    strategy = lambda: tilefx.PipelinedExecution("B1", "B2", tilefx.Stage("B3", "B4").ipu(2))  # noqa: E731
+    x, y = _data(1, 16)[0]
+    offline = tilefx.trainingModel(BlockCNN(), _opts(strategy()).useOfflineIpuTarget())
+    offline.compile(x, y)
+    model = BlockCNN()
+    ref = copy.deepcopy(model)
+    ipu_model = tilefx.inferenceModel(model, _opts(strategy(), G=1).deviceIterations(4).useIpuModel(True))
+    torch.testing.assert_close(ipu_model(x, y)[0], ref(x, y)[0])
+
+
 def test_stage_ids_must_not_decrease_along_the_data_flow():
     with pytest.raises(tilefx.Error, match="must not decrease"):
         tilefx.trainingModel(BlockCNN(ipus=(1, 0, 2, 3)), _opts())(*_data(1, 16)[0])
@@ -608,3 +621,33 @@ def test_a_value_from_a_later_phase_is_still_an_error():
         tilefx.Phase(tilefx.Stage("B").ipu(0))))
     with pytest.raises(tilefx.Error, match="phase ids must not decrease"):
         tilefx.inferenceModel(Backwards(), opts)(torch.randn(2, 3))
+
+
+def test_strategy_stage_finds_the_stage_of_a_block():
+    """PopTorch's `strategy.stage(block_id)`: the Stage holding the block, on
+    phased strategies as on pipelined ones."""
+    serial = tilefx.SerialPhasedExecution("B1", "B2", "B3")
+    for b in ("B1", "B2", "B3"):
+        serial.stage(b).ipu(0)
+    assert [st._ipu for p in serial.phases for st in p.stages] == [0, 0, 0]
+    pipe = tilefx.PipelinedExecution(tilefx.Stage("A", "B"), tilefx.Stage("C"))
+    assert pipe.stage("B") is pipe.stages[0] and pipe.stage("C") is pipe.stages[1]
+    with pytest.raises(tilefx.Error, match="no stage holds block 'Z'"):
+        serial.stage("Z")
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2, self.fc3 = nn.Linear(8, 7), nn.Linear(7, 6), nn.Linear(6, 5)
+
+        def forward(self, x):
+            with tilefx.Block("B1"):
+                x = self.fc1(x)
+            with tilefx.Block("B2"):
+                x = self.fc2(x)
+            with tilefx.Block("B3"):
+                return self.fc3(x)
+
+    model, x = Model(), torch.randn(8)
+    out = tilefx.inferenceModel(model, tilefx.Options().setExecutionStrategy(serial))(x)
+    torch.testing.assert_close(out, model(x))

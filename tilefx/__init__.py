@@ -24,7 +24,7 @@ SUBMODULES = {"optim": "tilefx.api.optim", "enums": "tilefx.api.enums", "options
 _MODULES = set(SUBMODULES)  # names that are modules, not objects in them
 _LAZY = {
     **SUBMODULES,
-    **{n: "tilefx.api.annotations" for n in ("BeginBlock", "Block", "BlockFunction", "removeBlocks")},
+    **{n: "tilefx.api.annotations" for n in ("BeginBlock", "Block", "BlockFunction", "removeBlocks", "module_repr")},
     **{n: "tilefx.api.enums" for n in (
         "CommGroup", "CommGroupType", "DataLoaderMode", "HalfFloatCastingBehavior", "Liveness",
         "MatMulSerializationMode", "MeanReductionStrategy", "OutputMode", "ReductionType",
@@ -42,7 +42,7 @@ _LAZY = {
     "load": "tilefx.api.export",
     "setLogLevel": "tilefx.api.logs",
     **{n: "tilefx.api.compat" for n in ("ipuHardwareIsAvailable", "ipuHardwareVersion",
-                                        "registerPostCompileHook")},
+                                        "registerPreCompileHook", "registerPostCompileHook")},
     **{n: "tilefx.api.options" for n in ("Options", "TensorLocationSettings")},
     **{n: "tilefx.api.autocast" for n in ("autocast", "Policy")},
     "torch_compile_backend": "tilefx.api.dynamo",

@@ -28,6 +28,7 @@ from tilefx.errors import Error
 
 GRADIENT = "Gradient___"  # PopART's reserved prefixes (popart.reservedGradientPrefix() ...)
 UPDATED = "UpdatedVar___"
+FINAL_LOSS_SCALE = "finalLossScale"  # PopART's anchor of the loss scale a training step used
 WRAPPER = "model."  # the attribute older PopTorch wrapped the user's model in
 
 
@@ -41,6 +42,12 @@ class Anchors:
         self.memory: dict[str, torch.Tensor] = {}
         for short, spec in anchored.items():
             long_name = spec["long_name"]
+            if long_name == FINAL_LOSS_SCALE:
+                if not training:
+                    raise Error(f"anchorTensor({short!r}, {long_name!r}): an inference model has no "
+                                "loss scale")
+                self.entries[short] = ("loss_scale", "", OutputMode.Final, 1)
+                continue
             kind, name = ("gradient", long_name[len(GRADIENT):]) if long_name.startswith(GRADIENT) else \
                 ("updated", long_name[len(UPDATED):]) if long_name.startswith(UPDATED) else ("value", long_name)
             if name not in params and name.startswith(WRAPPER) and name[len(WRAPPER):] in params:
@@ -107,9 +114,16 @@ class Anchors:
                 self.memory[short] = _as_param(torch.from_numpy(np.array(host(name, weights[name]))),
                                                model, name)
 
+    def set_loss_scale(self, scale: float) -> None:
+        """The loss scale a weight update used (the last one of the call is
+        kept: PopTorch returns finalLossScale as OutputMode.Final)."""
+        for short, (kind, _, _, _) in self.entries.items():
+            if kind == "loss_scale":
+                self.memory[short] = torch.tensor(scale, dtype=torch.float32)
+
     def weight_kinds(self) -> set[str]:
         """The kinds of weight anchors ("value", "updated") a call takes."""
-        return {kind for kind, _, _, _ in self.entries.values() if kind != "gradient"}
+        return {kind for kind, _, _, _ in self.entries.values() if kind not in ("gradient", "loss_scale")}
 
     def take_weights(self, kind: str, read, replicas: int) -> dict[str, list[np.ndarray]]:
         """One device iteration's values of the weights anchored as `kind`,

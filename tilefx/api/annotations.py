@@ -89,18 +89,60 @@ def _open_block(block: Block) -> None:
     open_annotation(block._meta())
 
 
-def _begin_block_hook(user_id, ipu_id, order: int, name: str):
-    def hook(module, args):
+class _BeginBlockHook:
+    """The forward pre-hook BeginBlock registers: opens the layer's block
+    when tilefx traces it. A class, not a closure, so that a module carrying
+    it can be pickled (torch.save) and copied."""
+
+    def __init__(self, user_id, ipu_id, order: int, name: str):
+        self.user_id, self.ipu_id, self.order, self.name = user_id, ipu_id, order, name
+
+    def __call__(self, module, args):
         if not Tracing.on:
             return
-        if order < BeginBlockState.last_fired:
+        if self.order < BeginBlockState.last_fired:
             raise Error(f"BeginBlock layers run in a different order than they were declared: "
-                        f"{name} (declared earlier) runs after {BeginBlockState.last_layer}; "
+                        f"{self.name} (declared earlier) runs after {BeginBlockState.last_layer}; "
                         "declare BeginBlock for layer A before layer B when A runs first")
-        BeginBlockState.last_fired, BeginBlockState.last_layer = order, name
-        _open_block(Block(user_id, ipu_id))
+        BeginBlockState.last_fired, BeginBlockState.last_layer = self.order, self.name
+        _open_block(Block(self.user_id, self.ipu_id))
 
-    return hook
+
+class _BeginBlockFunction:
+    """PopTorch's legacy `BeginBlock(function, user_id, ipu_id)`: a callable
+    that starts the block, then calls the function."""
+
+    def __init__(self, fn, user_id, ipu_id):
+        self._fn, self._user_id, self._ipu_id = fn, user_id, ipu_id
+
+    def __call__(self, *args, **kwargs):
+        Block.start(None if self._user_id is None else str(self._user_id), self._ipu_id)
+        return self._fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{_block_text(self._user_id, self._ipu_id)} {self._fn!r}"
+
+
+def _block_text(user_id, ipu_id) -> str:
+    return f"BeginBlock(user_id={user_id}, ipu_id={ipu_id})"
+
+
+def module_repr(module: torch.nn.Module) -> str:
+    """`repr(module)` with each BeginBlock layer's block written before it:
+    `(l1): BeginBlock(user_id=None, ipu_id=1) Block()` (PopTorch's
+    `poptorch.module_repr`; a wrapped model's repr is this one)."""
+    from torch.nn.modules.module import _addindent
+
+    lines = module.extra_repr().split("\n") if module.extra_repr() else []
+    lines += [f"({name}): " + _addindent(module_repr(child), 2)
+              for name, child in module._modules.items() if child is not None]
+    head = torch.nn.Module._get_name(module) + "("
+    if lines:
+        body = lines[0] if len(lines) == 1 and not module._modules else "\n  " + "\n  ".join(lines) + "\n"
+        head += body
+    text = head + ")"
+    block = getattr(module, "_tilefx_begin_block", None)
+    return text if block is None else f"{_block_text(*block)} {text}"
 
 
 def removeBlocks(module: torch.nn.Module) -> torch.nn.Module:
@@ -116,7 +158,13 @@ def removeBlocks(module: torch.nn.Module) -> torch.nn.Module:
 
 
 def BeginBlock(layer: torch.nn.Module, user_id: str | None = None, ipu_id: int | None = None):
-    """Start a new block at `layer`; it lasts until the next BeginBlock."""
+    """Start a new block at `layer`; it lasts until the next BeginBlock.
+    (A function instead of a layer is PopTorch's legacy form: the result
+    starts the block each time it is called, then calls the function.)"""
+    if not isinstance(layer, torch.nn.Module) and callable(layer):
+        if ipu_id is not None and (isinstance(ipu_id, bool) or not isinstance(ipu_id, int) or ipu_id < 0):
+            raise Error(f"BeginBlock: ipu_id must be a non-negative int, got {ipu_id!r}")
+        return _BeginBlockFunction(layer, user_id, ipu_id)
     if not isinstance(layer, torch.nn.Module):
         raise Error(f"BeginBlock expects a torch.nn.Module, got {type(layer).__name__}")
     if getattr(layer, "_tilefx_begin_block", None) is not None:
@@ -130,5 +178,5 @@ def BeginBlock(layer: torch.nn.Module, user_id: str | None = None, ipu_id: int |
     layer._tilefx_begin_block = (user_id, ipu_id)
     name = f"{type(layer).__name__}(user_id={user_id!r})"
     layer._tilefx_begin_block_handle = layer.register_forward_pre_hook(
-        _begin_block_hook(user_id, ipu_id, order, name))
+        _BeginBlockHook(user_id, ipu_id, order, name))
     return layer

@@ -1,5 +1,6 @@
 """Module-level PopTorch functions about the machine and compilation:
-`ipuHardwareIsAvailable`, `ipuHardwareVersion`, `registerPostCompileHook`.
+`ipuHardwareIsAvailable`, `ipuHardwareVersion`, `registerPreCompileHook`,
+`registerPostCompileHook`.
 
 tilefx's IPUs are simulated, so "hardware" is always there: any number of
 IPUs a POD could hold (up to 256) is available, and its version is the
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from tilefx.errors import Error
 
 MAX_IPUS = 256
+_pre_compile_hooks: dict[int, Callable] = {}
 _post_compile_hooks: dict[int, Callable] = {}
 _next_id = 0
 
@@ -30,22 +32,39 @@ def ipuHardwareVersion() -> int:
 
 
 class _HookHandle:
-    def __init__(self, key: int):
-        self.key = key
+    """What registering a hook returns: `.remove()` unregisters it."""
+
+    def __init__(self, registry: dict[int, Callable], key: int):
+        self.registry, self.key = registry, key
 
     def remove(self) -> None:
-        _post_compile_hooks.pop(self.key, None)
+        self.registry.pop(self.key, None)
+
+
+def _register(name: str, registry: dict[int, Callable], hook) -> _HookHandle:
+    global _next_id
+    if not callable(hook):
+        raise Error(f"{name}: the hook must be callable, got {type(hook).__name__}")
+    _next_id += 1
+    registry[_next_id] = hook
+    return _HookHandle(registry, _next_id)
+
+
+def registerPreCompileHook(hook: Callable[[], None]) -> _HookHandle:
+    """Call `hook()` before every compilation, hooks in the order they were
+    registered; `.remove()` on the returned handle unregisters it."""
+    return _register("registerPreCompileHook", _pre_compile_hooks, hook)
 
 
 def registerPostCompileHook(hook: Callable[[], None]) -> _HookHandle:
     """Call `hook()` after every compilation (also when loaded from the
     executable cache); `.remove()` on the returned handle unregisters it."""
-    global _next_id
-    if not callable(hook):
-        raise Error(f"registerPostCompileHook: the hook must be callable, got {type(hook).__name__}")
-    _next_id += 1
-    _post_compile_hooks[_next_id] = hook
-    return _HookHandle(_next_id)
+    return _register("registerPostCompileHook", _post_compile_hooks, hook)
+
+
+def run_pre_compile_hooks() -> None:
+    for hook in list(_pre_compile_hooks.values()):
+        hook()
 
 
 def run_post_compile_hooks() -> None:

@@ -50,7 +50,7 @@ from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups, settings_count
 from tilefx.backend.executor import CompiledFunction
 from tilefx.dialects.irutil import arg_roles, find_func, from_py, result_roles, to_py
 from tilefx.lowering import aten_kernels
-from tilefx.lowering.call_spec import CallSpec, bind_call, check_dense, restore_caches
+from tilefx.lowering.call_spec import CallSpec, bind_call, check_dense, reordered_like, restore_caches
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
 from tilefx.lowering.no_compiler import without_compiler
 from tilefx.lowering.tracing_state import GradientOutputs
@@ -178,7 +178,11 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         self.__dict__.update({k: v for k, v in model.__dict__.items() if not k.startswith("_tilefx")})
         self.__dict__["training"] = training  # the executor's mode; the model's flag is its own
         self._user_model = model
-        self._options = options if options is not None else Options()
+        if options is not None:  # PopTorch freezes the user's options and keeps a copy
+            options._freeze()
+        self._options = options.clone() if options is not None else Options()
+        if self._options.defaultOutputMode():  # the copy says what Default means for this model
+            self._options.outputMode(OutputMode.Final if training else OutputMode.All)
         self._options._freeze()
         self._training = training
         if training and not any(p.requires_grad for p in model.parameters()):
@@ -491,6 +495,23 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             self.copyWeightsToDevice()
         return result
 
+    def __repr__(self) -> str:
+        from tilefx.api.annotations import module_repr
+
+        return module_repr(self)
+
+    def __reduce_ex__(self, protocol):
+        """torch.save / pickle of a wrapped model save the model, with the
+        weights the device holds ("saved or inspected as a PyTorch model",
+        PopTorch user guide, Introduction): the wrapper's class is made at
+        wrap time and cannot be found by name when loading."""
+        import operator
+
+        if self._program is not None and self._training:
+            self._write_back()
+        # itemgetter(0)((model,)) is the model: loading needs only the standard library
+        return operator.itemgetter(0), ((self._user_model,),)
+
     def copyWeightsToHost(self) -> None:
         """Write the executor's weights and buffers into the torch module
         (before the first compile: PopTorch's error, there is nothing to copy)."""
@@ -552,10 +573,11 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             self._optimizer, {**new_cfg, "variable": compiled.get("variable", [])}, new_groups, self._grad_dtype,
             self.__dict__.get("_optimizer_logged"))
         attach(optimizer, self)
+        self._reset_device_params()
         pending = take_pending_state(optimizer)
         if pending is not None:
             log.debug("Writing optimiser state tensors from host to IPU memory.")
-            self._load_optimizer_state(pending)
+            self._load_poptorch_state(pending)
 
 
     def _factors(self) -> tuple[int, int, int, int]:
@@ -568,7 +590,12 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         (PopTorch's input conventions, see lowering/call_spec.py)."""
         if self._recorded_call is not None and self._call is None:
             return self._bind_loaded(args, kwargs)
-        return bind_call(self._user_model.forward, args, kwargs)
+        call, inputs = bind_call(self._user_model.forward, args, kwargs)
+        if self._call is not None and call.spec != self._call.spec:  # dictionaries in another order?
+            again = bind_call(self._user_model.forward, *reordered_like(self._call, args, kwargs))
+            if again[0].spec == self._call.spec:
+                return again
+        return call, inputs
 
     def _bind_loaded(self, args, kwargs) -> tuple[CallSpec, list[torch.Tensor]]:
         """A call of an executable loaded from a file that recorded its call:
@@ -633,7 +660,12 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
     def _compile_in_session(self, inputs: list[torch.Tensor], call: CallSpec) -> None:
         from tilefx.api import export
 
+        from tilefx.api.compat import run_pre_compile_hooks
+
+        run_pre_compile_hooks()  # registerPreCompileHook
+        self._check_updatable_buffers()
         start = time.perf_counter()
+        self._resolve_mean_reduction()
         self._tilefx_anchors = Anchors.of(self)  # Options.anchorTensor (api/anchors.py)
         _warn_unmodelled_locations(self._options.TensorLocations)
         self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
@@ -722,7 +754,8 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         run_graph_passes(module, training=self._training, autocast=bool(precision.autocast_enabled) or downcast,
                          assign=AssignStagesPass(
             gradient_accumulation=G, device_iterations=D,
-            auto_round_num_ipus=bool(self._options.auto_round_num_ipus)),
+            auto_round_num_ipus=bool(self._options.auto_round_num_ipus),
+            check_ipu_count=self._reserves_ipus()),
             loss_scaling=LossScalingPass(automatic=als) if scaled else None)
         progress.mark("ran the graph passes", 30)
         compile_log.log_options(self._options, module)
@@ -872,8 +905,19 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             raise Error(f"OutputMode.EveryN({o.output_return_period}) needs a period that divides "
                         f"deviceIterations ({o.device_iterations})")
 
+    def _reserves_ipus(self) -> bool:
+        """Whether the model's IPUs are reserved on the machine, where PopTorch's
+        count rule (a power of 2 or a multiple of 64) holds: not for an offline
+        target nor the IPU Model, which acquire no devices (PopTorch checks the
+        count when it attaches to hardware; its own test of the rule is
+        hardware-only)."""
+        o = self._options
+        return not (o.offline_ipu_target or o.use_ipu_model)
+
     def _check_ipu_count(self, module: ModuleOp) -> None:
         """Replicas multiply the IPUs: the total must be one PopTorch can reserve too."""
+        if not self._reserves_ipus():
+            return
         ipus = to_py(module.attributes[STAGES_KEY])["num_ipus"]
         total = ipus * self._options.replication_factor
         message = ipu_count_error(total, f"{ipus} IPU(s) per replica x replicationFactor("
@@ -1170,12 +1214,11 @@ _PROFILE_TOKENS = itertools.count(1)
 
 
 def _executor_profile_dir(ex: PoplarExecutor, base: str) -> str:
-    """One subdirectory per executor, named by the model and training or
-    inference ("Net_training", "Net_inference"; "_2", "_3" for further
-    executors of the same kind), so executors sharing a directory keep
-    their reports apart."""
-    name = ex._options.model_name or type(ex._user_model).__name__
-    stem = f"{name}_{'training' if ex._training else 'inference'}"
+    """One subdirectory per executor, named as PopTorch names its report's:
+    Options.modelName, else "training" or "inference" ("_2", "_3" for
+    further executors of the same name, so executors sharing a directory
+    keep their reports apart)."""
+    stem = ex._options.model_name or ("training" if ex._training else "inference")
     if "_profile_token" not in ex.__dict__:  # unique while the process lives (ids are reused)
         ex._profile_token = next(_PROFILE_TOKENS)
     token = ex._profile_token

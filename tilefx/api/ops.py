@@ -239,16 +239,21 @@ def _check_start(op: str, x: torch.Tensor, start: torch.Tensor, dim: int, span: 
     return s
 
 
+def sliced_length(size: int, step: int) -> int:
+    """The elements of `x[start:start + size:step]` along the sliced dimension."""
+    return -(-size // step)
+
+
 @torch.library.custom_op("tilefx::dynamic_slice", mutates_args=())
 def _dynamic_slice(x: torch.Tensor, start: torch.Tensor, dim: int, size: int, step: int) -> torch.Tensor:
-    s = _check_start("dynamic_slice", x, start, dim, (size - 1) * step + 1)
-    return x.index_select(dim, torch.arange(s, s + (size - 1) * step + 1, step))
+    s = _check_start("dynamic_slice", x, start, dim, size)
+    return x.index_select(dim, torch.arange(s, s + size, step))
 
 
 @_dynamic_slice.register_fake
 def _(x, start, dim, size, step):
     shape = list(x.shape)
-    shape[dim] = size
+    shape[dim] = sliced_length(size, step)
     return x.new_empty(shape)
 
 
@@ -277,7 +282,7 @@ def _dyn_slice_backward(ctx, grad):
     dynamic_update of zeros), every step-th element of the span."""
     (start,) = ctx.saved_tensors
     dim, step = ctx.dim, ctx.step
-    span = (ctx.size - 1) * step + 1
+    span = ctx.size
     if step > 1:  # interleave step-1 zeros after each element, then cut to the span
         parts = [grad] + [torch.zeros_like(grad)] * (step - 1)
         grad = torch.stack(parts, dim + 1).flatten(dim, dim + 1).narrow(dim, 0, span)
@@ -302,12 +307,13 @@ _dynamic_update.register_autograd(_dyn_update_backward, setup_context=_dyn_updat
 
 
 def _check_dynamic_args(op: str, tensor, dim, start, size, *, step=1) -> None:
+    """PopTorch's checks of a dynamic slice or update, in its words."""
     if not isinstance(tensor, torch.Tensor):
         raise Error(f"{op} must take a torch.tensor input. {type(tensor).__name__} is not supported.")
     if not isinstance(start, torch.Tensor):
         raise Error(f"Slice start argument to {op} must be a torch.tensor. "
                     f"{type(start).__name__} is not supported.")
-    if start.is_floating_point() or start.numel() != 1:
+    if start.is_floating_point() or start.is_complex() or start.dtype == torch.bool or start.numel() != 1:
         raise Error(f"{op}: start must be a one-element integer tensor, got {start.dtype} of shape "
                     f"{tuple(start.shape)}")
     for what, v in (("Dimension", dim), ("Size", size), ("Step", step)):
@@ -315,16 +321,26 @@ def _check_dynamic_args(op: str, tensor, dim, start, size, *, step=1) -> None:
             raise Error(f"{op}: {what} must be an integer.")
     if not 0 <= dim < tensor.dim():
         raise Error(f"{op}: dimension {dim} is out of range for a tensor of rank {tensor.dim()}")
-    if size < 1 or step < 1 or (size - 1) * step + 1 > tensor.shape[dim]:
-        raise Error(f"{op}: {size} element(s) every {step} do not fit in dimension {dim} of size "
+    if size == 0:
+        raise Error("The start and end of a slice must be different.")
+    if size < 0:
+        raise Error("Taking a slice of a tensor with the end less than the start is not supported.")
+    if step < 1:
+        raise Error(f"{op}: Step must be >= 1, got {step}")
+    if size > tensor.shape[dim]:
+        raise Error(f"{op}: a slice of {size} element(s) does not fit in dimension {dim} of size "
                     f"{tensor.shape[dim]}")
 
 
 def dynamic_slice(tensor: torch.Tensor, dim: int, start: torch.Tensor, size: int, step: int) -> torch.Tensor:
-    """`size` elements of `tensor` along `dim` from the runtime index `start`
-    (a tensor), every `step`-th (seeds/000 4.6.6). A start that puts the slice
+    """`tensor[start:start + size:step]` along `dim`, `start` a runtime index
+    (a tensor) (seeds/000 4.6.6): ceil(size / step) elements. As PopTorch,
+    the slice's size must divide the dimension. A start that puts the slice
     outside the dimension is an error when the op runs."""
     _check_dynamic_args("dynamic_slice", tensor, dim, start, size, step=step)
+    if tensor.shape[dim] % size:
+        raise Error(f"The size of the slice ({size}) must be a factor of the slicing dimension "
+                    f"({tensor.shape[dim]}).")
     return _dynamic_slice(tensor, start, dim, size, step)
 
 
@@ -335,11 +351,21 @@ def dynamic_update(input: torch.Tensor, src: torch.Tensor, dim: int, start: torc
     _check_dynamic_args("dynamic_update", input, dim, start, size)
     if not isinstance(src, torch.Tensor):
         raise Error(f"dynamic_update: src must be a torch.tensor, got {type(src).__name__}")
+    if src.dim() != input.dim():
+        raise Error(f"input and src tensors must have same dimensionality. ({input.dim()}) vs ({src.dim()})")
+    if src.dtype != input.dtype:
+        raise Error(f"input and src tensor must have same dtype. ({_ipu_dtype(input.dtype)} vs "
+                    f"{_ipu_dtype(src.dtype)})")
     want = list(input.shape)
     want[dim] = size
     if list(src.shape) != want:
         raise Error(f"dynamic_update: src has shape {tuple(src.shape)}, expected {tuple(want)}")
-    return _dynamic_update(input, src.to(input.dtype), start, dim, size)
+    return _dynamic_update(input, src, start, dim, size)
+
+
+def _ipu_dtype(dtype: torch.dtype) -> torch.dtype:
+    """A type as the IPU holds it: 64-bit integers are 32-bit there (PopTorch)."""
+    return torch.int32 if dtype == torch.int64 else dtype
 
 
 # -- recomputation checkpoints --------------------------------------------------
@@ -464,7 +490,10 @@ def for_loop(count: int, body, inputs: list[torch.Tensor]) -> list[torch.Tensor]
             vals = run_body(vals)
         return vals
     cloned = _for_begin([t for t in inputs])
-    outs = run_body(cloned)
+    # the body gets its inputs by value (PopTorch): a body that updates one in
+    # place (`y += 1`) updates its own copy, so the loop's inputs, which the
+    # end marker names, stay the values each iteration starts from
+    outs = run_body([t.clone() for t in cloned])
     return list(_for_end(outs, cloned, count))
 
 

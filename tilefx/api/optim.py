@@ -29,15 +29,19 @@ overrides); for torch.optim ones those left at their default are constant.
 `lr` is always variable.
 
 Optimizer state (4.5.5): `state_dict()` holds torch's part (`state`,
-`param_groups`) plus the executor's state:
+`param_groups`) plus the device's state, as PopTorch shows it:
 
     ipu_optimizer: "adam"                       # which update the state belongs to
     ipu_step: 5                                  # weight updates done so far
-    ipu_state: {"fc1.weight": {"exp_avg": Tensor, "exp_avg_sq": Tensor}, ...}
+    ipu_state: {"Accl1___fc1.weight": Tensor, "Accl2___fc1.weight": Tensor, ...}
+    ipu_param: {"learningRate___specific___fc1.weight": Tensor, ...}
 
-(`ipu_state` is None before the model is compiled.) `load_state_dict` writes
-it into the attached, compiled trainingModel, or keeps it until a
-trainingModel using this optimizer compiles.
+(PopART's tensor names: api/optim_state.py; `ipu_state` and `ipu_param`
+are None before the model is compiled.) `load_state_dict` writes the
+tensors and hyper-parameters it holds into the attached, compiled
+trainingModel (the others keep the device's values), or keeps them until a
+trainingModel using this optimizer compiles; `state_dict()` returns the
+loaded state itself until the model runs again.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from typing import Any
 
 import torch
 
-from tilefx.errors import Error
+from tilefx.errors import Error, error_also
 from tilefx.lowering.no_compiler import without_compiler
 from tilefx.passes.training_step import BOOL_HYPERS, HYPERS
 
@@ -68,28 +72,31 @@ STRUCTURAL = ("use_combined_accum", "accum_type", "velocity_accum_type", "first_
 
 
 class VariableAttributes:
-    """Which optimizer attributes are variable (changeable after compile)."""
+    """Which optimizer attributes are variable (changeable after compile).
+    The two sets keep PopTorch's attribute names (`_variable_attributes`,
+    `_allowed_attributes`), which PopTorch programs read and assign."""
 
     def __init__(self, variable: set[str], allowed: set[str]):
-        self._variable = (set(variable) & set(allowed)) | {"lr"}
-        self._allowed = set(allowed)
+        self._variable_attributes = (set(variable) & set(allowed)) | {"lr"}
+        self._allowed_attributes = set(allowed)
 
     def markAsConstant(self, attr: str) -> None:
         self._check(attr)
         if attr == "lr":
             raise Error("lr is always variable")
-        self._variable.discard(attr)
+        self._variable_attributes.discard(attr)
 
     def markAsVariable(self, attr: str) -> None:
         self._check(attr)
-        self._variable.add(attr)
+        self._variable_attributes.add(attr)
 
     def isConstant(self, attr: str) -> bool:
-        return attr not in self._variable
+        return attr not in self._variable_attributes
 
     def _check(self, attr: str) -> None:
-        if attr not in self._allowed:
-            raise Error(f"unknown optimizer attribute {attr!r}; expected one of {sorted(self._allowed)}")
+        if attr not in self._allowed_attributes:
+            raise Error(f"unknown optimizer attribute {attr!r}; expected one of "
+                        f"{sorted(self._allowed_attributes)}")
 
 
 def _accum_dtype(name: str, value) -> str | None:
@@ -100,8 +107,9 @@ def _accum_dtype(name: str, value) -> str | None:
     return _DTYPES[value]
 
 
-class _Optimizer:
-    """What every tilefx optimizer adds to its torch.optim base."""
+class Optimizer:
+    """The base class of every tilefx (poptorch.optim) optimizer: what each
+    adds to its torch.optim base (PopTorch user guide, "Optimizers")."""
 
     _kind = ""
     _child_vars = ("loss_scaling", "max_grad_norm")  # optimizer-level attributes that may be variable
@@ -116,6 +124,7 @@ class _Optimizer:
             setattr(self, k, v)
         self._tilefx_executor = None
         self._tilefx_pending = None
+        self._tilefx_loaded = None  # (the model's update count then, the state load_state_dict wrote)
 
     # -- state ------------------------------------------------------------
     def _executor(self):
@@ -123,42 +132,58 @@ class _Optimizer:
 
     def state_dict(self) -> dict[str, Any]:
         """torch's state dict (hyper-parameters, for LR schedulers) plus the
-        IPU state held by the executor: see the module docstring."""
+        device's state: see the module docstring."""
         sd = torch.optim.Optimizer.state_dict(self)
         ex = self._executor()
-        ipu = ex._optimizer_state() if ex is not None and ex._optimizer is self else None
+        attached = ex is not None and ex._optimizer is self and not ex._destroyed
+        ipu = None
+        if attached:
+            loaded = getattr(self, "_tilefx_loaded", None)
+            if loaded is not None and loaded[0] == ex.__dict__.get("_opt_writes", 0):
+                ipu = loaded[1]  # what load_state_dict wrote, until the model runs
+            else:
+                ipu = ex._poptorch_state()
         if ipu is not None:
             log.debug("Writing optimiser state tensors from IPU to host.")  # PopTorch's words
         else:
             ipu = self._tilefx_pending
         sd["ipu_optimizer"] = self._kind
-        sd["ipu_step"] = None if ipu is None else int(ipu["step"])
-        sd["ipu_state"] = None if ipu is None else {
-            p: {k: t.clone() for k, t in kinds.items()} for p, kinds in ipu["tensors"].items()}
+        sd["ipu_step"] = None if ipu is None or ipu["step"] is None else int(ipu["step"])
+        for key in ("ipu_state", "ipu_param"):
+            sd[key] = None if ipu is None else {k: t.clone() for k, t in ipu[key].items()}
         return sd
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a state from `state_dict()`: hyper-parameters into the groups,
-        the IPU state into the compiled trainingModel (now, or when one compiles)."""
+        the device's state into the compiled trainingModel (now, or when one
+        compiles)."""
         if not isinstance(state_dict, dict) or "ipu_state" not in state_dict:
-            raise Error("load_state_dict: only tilefx optimizer states (from a tilefx.optim optimizer's "
-                        "state_dict()) can be loaded; torch.optim state dicts have another structure")
+            raise Error("Only IPU optimizer states can be loaded onto the IPU. (load_state_dict takes "
+                        "the state_dict() of a poptorch.optim optimizer; a torch.optim one's has "
+                        "another structure)")
         kind = state_dict.get("ipu_optimizer")
         if kind is not None and kind != self._kind:
             raise Error(f"load_state_dict: the state belongs to a {kind} optimizer, this is {self._kind}")
         torch.optim.Optimizer.load_state_dict(
             self, {"state": state_dict.get("state", {}), "param_groups": state_dict["param_groups"]})
-        if state_dict["ipu_state"] is None:
+        if state_dict["ipu_state"] is None and state_dict.get("ipu_param") is None:
             self._tilefx_pending = None
             return
-        pending = {"step": int(state_dict.get("ipu_step") or 0),
-                   "tensors": {p: {k: torch.as_tensor(t).detach().clone() for k, t in kinds.items()}
-                               for p, kinds in state_dict["ipu_state"].items()}}
+        for key in ("ipu_state", "ipu_param"):
+            part = state_dict.get(key) or {}
+            if not isinstance(part, dict) or not all(isinstance(k, str) for k in part):
+                raise Error(f"load_state_dict: {key} must map PopART tensor names to tensors")
+        step = state_dict.get("ipu_step")
+        pending = {"step": None if step is None else int(step),
+                   **{key: {k: torch.as_tensor(t).detach().clone() for k, t in (state_dict.get(key) or {}).items()}
+                      for key in ("ipu_state", "ipu_param")}}
         ex = self._executor()
         if ex is not None and ex._optimizer is self and ex._optimizer_state() is not None \
                 and not ex._destroyed:
             log.debug("Writing optimiser state tensors from host to IPU memory.")
-            ex._load_optimizer_state(pending)
+            ex._load_poptorch_state(pending)
+            shown = {**pending, "step": ex._step}
+            self._tilefx_loaded = (ex.__dict__.get("_opt_writes", 0), shown)
             self._tilefx_pending = None
         else:
             self._tilefx_pending = pending
@@ -166,13 +191,14 @@ class _Optimizer:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_tilefx_executor"] = None
+        state["_tilefx_loaded"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
 
 
-class SGD(_Optimizer, torch.optim.SGD):
+class SGD(Optimizer, torch.optim.SGD):
     """torch.optim.SGD with PopTorch's separate (default) and combined variants.
 
     Both equal torch.optim.SGD numerically in fp32. The separate variant keeps
@@ -218,10 +244,10 @@ class SGD(_Optimizer, torch.optim.SGD):
         self.defaults["velocity_scaling"] = float(velocity_scaling[0])
         for g, vs in zip(self.param_groups, velocity_scaling):
             g["velocity_scaling"] = float(vs)
-        self.variable_attrs._allowed.add("velocity_scaling")
+        self.variable_attrs._allowed_attributes.add("velocity_scaling")
 
 
-class Adam(_Optimizer, torch.optim.Adam):
+class Adam(Optimizer, torch.optim.Adam):
     """torch.optim.Adam (amsgrad is not supported)."""
 
     _kind = "adam"
@@ -276,7 +302,7 @@ class AdamW(Adam, torch.optim.AdamW):
                         second_order_momentum_accum_type, max_grad_norm)
 
 
-class RMSprop(_Optimizer, torch.optim.RMSprop):
+class RMSprop(Optimizer, torch.optim.RMSprop):
     """torch.optim.RMSprop; `use_tf_variant=True` gives TensorFlow's RMSprop
     (PopART's definition: square_avg starts at ones, eps inside the square
     root, lr accumulated in the momentum buffer)."""
@@ -304,7 +330,7 @@ class RMSprop(_Optimizer, torch.optim.RMSprop):
         })
 
 
-class LAMB(_Optimizer, torch.optim.Optimizer):
+class LAMB(Optimizer, torch.optim.Optimizer):
     """Layer-wise Adaptive Moments (You et al. 2019, "Large Batch Optimization
     for Deep Learning"), as PopTorch defines it:
 
@@ -351,8 +377,42 @@ class LAMB(_Optimizer, torch.optim.Optimizer):
         for group in self.param_groups:
             group["max_weight_norm"] = value
 
+    @torch.no_grad()
     def step(self, closure=None):
-        raise Error("LAMB.step: tilefx optimizers run inside a trainingModel, not on the host")
+        """One LAMB update of the parameters on the host, from their `.grad`
+        (the equations above, as the compiled update computes them): the
+        reference a trainingModel's LAMB is checked against, as PopTorch's
+        LAMB.step is."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            eps, wd, max_norm = group["eps"], group["weight_decay"], group["max_weight_norm"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                st = self.state[p]
+                if not st:
+                    st["step"] = 0
+                    st["exp_avg"] = torch.zeros_like(p, dtype=torch.float32)
+                    st["exp_avg_sq"] = torch.zeros_like(p, dtype=torch.float32)
+                st["step"] += 1
+                t = st["step"]
+                g = p.grad.float()
+                m, v = st["exp_avg"], st["exp_avg_sq"]
+                m.mul_(beta1).add_(g, alpha=1.0 - beta1)
+                v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+                bc1, bc2 = (1.0 - beta1 ** t, 1.0 - beta2 ** t) if self.bias_correction else (1.0, 1.0)
+                w = p.float()
+                u = (m / bc1) / (v.sqrt() / bc2 ** 0.5 + eps)
+                if wd:
+                    u = u + wd * w
+                w_norm, r2 = float(w.norm()), float(u.norm())
+                trust = 1.0 if w_norm == 0.0 or r2 == 0.0 else min(w_norm, max_norm) / r2
+                p.copy_((w - group["lr"] * trust * u).to(p.dtype))
+        return loss
 
 
 def _max_norm(value) -> float | None:
@@ -365,7 +425,7 @@ def _max_norm(value) -> float | None:
 
 # -- optimizer -> ipu.optimizer ---------------------------------------------
 def _kind_of(opt: torch.optim.Optimizer) -> str:
-    if isinstance(opt, _Optimizer):
+    if isinstance(opt, Optimizer):
         return opt._kind
     if isinstance(opt, torch.optim.AdamW):
         return "adamw"
@@ -403,7 +463,7 @@ def warn_if_subclassed(opt: torch.optim.Optimizer) -> None:
     # torch wraps `step` in its profiling hook (in the subclass too): compare the functions inside
     builtin_steps = {inspect.unwrap(b.step) for b in builtins}
     custom_step = inspect.unwrap(cls.step) not in builtin_steps
-    where = "poptorch.optim" if issubclass(base, _Optimizer) else "torch.optim"
+    where = "poptorch.optim" if issubclass(base, Optimizer) else "torch.optim"
     log.warning("%s subclasses the built-in optimizer %s.%s: Poptorch does not run Python optimizer code "
                 "directly: tilefx (as PopTorch) uses its own implementation of %s, so custom behaviour in "
                 "the subclass is unlikely to take effect, "
@@ -458,9 +518,9 @@ def optimizer_config(opt: torch.optim.Optimizer, param_names: dict[int, str]) ->
             if id(p) in param_names:
                 group_of[param_names[id(p)]] = gi
     cfg: dict[str, Any] = {"type": kind, "loss_scaling": float(getattr(opt, "loss_scaling", 1.0) or 1.0)}
-    if isinstance(opt, _Optimizer):
+    if isinstance(opt, Optimizer):
         va = opt.variable_attrs
-        variable = {"lr"} | {n for a in va._variable for n in _ir_names(a)}
+        variable = {"lr"} | {n for a in va._variable_attributes for n in _ir_names(a)}
         combined = kind == "sgd" and bool(opt.use_combined_accum)
         if kind == "sgd":
             cfg["use_combined_accum"] = combined
@@ -546,7 +606,7 @@ def hyper_values(cfg: dict) -> dict[str, Any]:
 def _how_to_make_variable(opt: torch.optim.Optimizer, attr: str) -> str:
     """The advice of a constant-attribute error: a poptorch.optim optimizer
     marks it variable; a torch.optim one has no way to (seeds/000 4.5.4)."""
-    if isinstance(opt, _Optimizer):
+    if isinstance(opt, Optimizer):
         return f"mark it variable with optimizer.variable_attrs.markAsVariable({attr!r}) before compiling"
     return (f"a torch.optim optimizer makes variable only the attributes its constructor was given "
             f"a non-default value for: pass {attr} explicitly, or use poptorch.optim."
@@ -563,8 +623,10 @@ def check_unchanged_constants(compiled: dict, new: dict, compiled_groups: dict[s
                     f"({len(compiled['groups'])} groups at compile, {len(new['groups'])} now)")
     for key in STRUCTURAL:
         if compiled.get(key) != new.get(key):
-            raise Error(f"setOptimizer: {key} cannot change after compile "
-                        f"({compiled.get(key)} -> {new.get(key)}): wrap the model again")
+            # a ValueError too, as PopTorch's
+            raise error_also(ValueError)(f"setOptimizer: the model is already compiled with {key} "
+                                         f"{compiled.get(key)}: it cannot change to {new.get(key)} "
+                                         "after compile; wrap the model again")
     variable = set(compiled.get("variable", ()))
     for key in ("loss_scaling", "max_grad_norm"):
         if key not in variable and compiled.get(key) != new.get(key):
@@ -581,7 +643,7 @@ def check_unchanged_constants(compiled: dict, new: dict, compiled_groups: dict[s
 
 def attach(opt: torch.optim.Optimizer, executor) -> None:
     """Let a tilefx optimizer's state_dict / load_state_dict reach `executor`."""
-    if isinstance(opt, _Optimizer):
+    if isinstance(opt, Optimizer):
         opt._tilefx_executor = executor
 
 

@@ -10,6 +10,7 @@ import logging
 
 import torch
 from tilefx.api import anchors
+from tilefx.api.host_arrays import to_np
 from tilefx.errors import Error, error_also
 from tilefx.backend.machine import machine
 from tilefx.backend.profile import Profile
@@ -199,3 +200,26 @@ class MachineReadouts:
         if self._program is None:
             raise Error("the model is not compiled yet: call it or compile() first")
         return self._schedule
+
+    def copyNamedBuffersToDevice(self) -> None:
+        """Copy the buffers named by Options.updatableNamedBuffers from the
+        host model to the device (PopTorch: the others keep the device's
+        values)."""
+        names = self._options.updatable_named_buffers
+        if not names:
+            raise Error("copyNamedBuffersToDevice: no buffer is updatable: name the buffers to copy "
+                        "with Options.updatableNamedBuffers([...]) before wrapping the model")
+        self._check_compiled()
+        if self._program is None or self._options.offline_ipu_target:
+            return
+        named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
+        for n in names:
+            self._device_buffers[n] = to_np(named_b[n])
+
+    def _check_updatable_buffers(self) -> None:
+        """Options.updatableNamedBuffers must name buffers of the model."""
+        known = {n for n, _ in self._user_model.named_buffers(remove_duplicate=False)}
+        unknown = [n for n in self._options.updatable_named_buffers if n not in known]
+        if unknown:
+            raise Error(f"updatableNamedBuffers: {unknown[0]!r} is not a buffer of the model "
+                        f"(its buffers: {sorted(known) or 'none'})")

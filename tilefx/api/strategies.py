@@ -63,6 +63,19 @@ def _stage(x) -> Stage:
     raise Error(f"expected a Stage, a block id or a list of block ids, got {x!r}")
 
 
+def _find_stage(stages: list[Stage], key) -> Stage:
+    """`strategy.stage(block_id)`: the Stage the block belongs to (PopTorch's
+    ExecutionStrategy.stage); an int that names no block is the stage's index."""
+    if not isinstance(key, bool) and isinstance(key, (str, int)):
+        for st in stages:
+            if str(key) in st.blocks:
+                return st
+    if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(stages):
+        return stages[key]
+    raise Error(f"stage: no stage holds block {key!r} (the strategy's blocks: "
+                f"{[b for st in stages for b in st.blocks]})")
+
+
 class Phase:
     """Stages that run at the same time, each on its own IPU (phased execution)."""
 
@@ -126,8 +139,8 @@ class _StagedExecution:
         strategy.auto_ipus, strategy.virtual_stages = num_ipus, virtual
         return strategy
 
-    def stage(self, idx: int) -> Stage:
-        return self.stages[idx]
+    def stage(self, block_id) -> Stage:
+        return _find_stage(self.stages, block_id)
 
     def to_config(self) -> dict:
         cfg = {"kind": self.kind, "stages": [s.to_config() for s in self.stages],
@@ -174,7 +187,7 @@ class ShardedExecution(_StagedExecution):
 
 class _PhasedExecution:
     kind = ""
-    _CONFIG_METHODS = frozenset({"phase", "useSeparateBackwardPhase", "setTensorsLiveness",
+    _CONFIG_METHODS = frozenset({"phase", "stage", "useSeparateBackwardPhase", "setTensorsLiveness",
                                  "sendTensorsOffChipAfterFwd"})
 
     def __init__(self, *phases):
@@ -189,6 +202,9 @@ class _PhasedExecution:
 
     def phase(self, idx: int) -> Phase:
         return self.phases[idx]
+
+    def stage(self, block_id) -> Stage:
+        return _find_stage([st for p in self.phases for st in p.stages], block_id)
 
     def useSeparateBackwardPhase(self, use: bool = True):
         self.separate_backward = bool(use)

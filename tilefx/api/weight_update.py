@@ -30,6 +30,24 @@ class WeightUpdates:
         r *= self._options.Distributed.num_processes  # the global replication
         return 1.0 / (g * r) if mean else 1.0
 
+    def _resolve_mean_reduction(self) -> None:
+        """The wrapper's options name the mean reduction strategy the model
+        compiles with (PopTorch's rule): Running for a training model whose
+        optimizer accumulates in float16 (but combined SGD, which cannot),
+        else Post unless set."""
+        from tilefx.api.enums import MeanReductionStrategy
+
+        t = self._options.Training
+        opt = self._optimizer
+        half = self._training and opt is not None and getattr(opt, "accum_type", None) in (
+            torch.float16, torch.half) and not getattr(opt, "use_combined_accum", False)
+        strategy = MeanReductionStrategy.Running if half else \
+            t.mean_reduction_strategy or MeanReductionStrategy.Post
+        if strategy != t.mean_reduction_strategy:
+            t._unfreeze()
+            t.setMeanAccumulationAndReplicationReductionStrategy(strategy)
+            t._freeze()
+
     def _build_update(self, program: Program, compile_only: bool = False) -> None:
         """(Re)build @update from the current optimizer's hyper-parameters."""
         from tilefx.api.optim import attach, hyper_values
@@ -88,7 +106,7 @@ class WeightUpdates:
         pending = take_pending_state(self._optimizer) if self._optimizer is not None else None
         if pending is not None:
             log.debug("Writing optimiser state tensors from host to IPU memory.")  # PopTorch's words
-            self._load_optimizer_state(pending)
+            self._load_poptorch_state(pending)
 
     def _optimizer_state(self) -> dict | None:
         """The optimizer state held here: {"step", "tensors": {param: {kind: Tensor}}},
@@ -124,6 +142,82 @@ class WeightUpdates:
                 self._opt_state[key] = arr.astype(cur.dtype, copy=True)
         self._step = int(state["step"])
 
+    # -- the state as PopTorch's optimizer.state_dict() shows it (api/optim_state.py) --
+
+    def _poptorch_state(self) -> dict | None:
+        """{"step", "ipu_state", "ipu_param"} under PopART's names, None
+        before the first compile."""
+        from tilefx.api.optim_state import LOSS_SCALE_FACTOR, state_name
+
+        nested = self._optimizer_state()
+        if nested is None:
+            return None
+        kind = self._opt_cfg["type"]
+        tensors = {state_name(kind, f"{p}/{k}"): t for p, kinds in nested["tensors"].items()
+                   for k, t in kinds.items()}
+        if self._als_tracked:
+            tensors[LOSS_SCALE_FACTOR] = torch.tensor(self._als_factor, dtype=torch.float32)
+        return {"step": nested["step"], "ipu_state": tensors, "ipu_param": self._device_params()}
+
+    def _velocity_weights(self) -> set[str]:
+        return {key.rsplit("/", 1)[0] for key in self._opt_state}
+
+    def _device_params(self) -> dict[str, torch.Tensor]:
+        """The variable hyper-parameters the device holds, PopART's names."""
+        from tilefx.api.optim_state import device_params
+
+        half = bool(self._weights) and all(w.dtype == np.float16 for w in self._weights.values())
+        trained = set(self._program.trained) if self._program is not None else set(self._opt_groups)
+        groups = {w: g for w, g in self._opt_groups.items() if w in trained}  # PopART's: trained weights
+        out = device_params({**self._opt_cfg, "loss_scaling": self._loss_scaling()}, groups,
+                            self._hypers, self._velocity_weights(), half)
+        out.update({k: v.clone() for k, v in self.__dict__.get("_param_overrides", {}).items()})
+        return out
+
+    def _load_poptorch_state(self, state: dict) -> None:
+        """Write a state in PopTorch's form (the optimizer's load_state_dict):
+        the tensors and hyper-parameters it names; the others keep the
+        device's values."""
+        from tilefx.api.optim_state import LOSS_SCALE_FACTOR, operands_from_params, state_name
+
+        kind = self._opt_cfg["type"]
+        where = {state_name(kind, key): key.rsplit("/", 1) for key in self._opt_state}
+        nested: dict[str, dict] = {}
+        for name, value in (state.get("ipu_state") or {}).items():
+            if name == LOSS_SCALE_FACTOR and self._als_tracked:
+                self._als_factor = float(value)
+                continue
+            if name not in where:
+                raise Error(f"load_state_dict: unknown optimizer state tensor {name!r}; this model keeps "
+                            f"{sorted(where) + ([LOSS_SCALE_FACTOR] if self._als_tracked else [])}")
+            pname, what = where[name]
+            nested.setdefault(pname, {})[what] = value
+        step = state.get("step")
+        self._load_optimizer_state({"step": self._step if step is None else int(step), "tensors": nested})
+        params = state.get("ipu_param") or {}
+        if params:
+            known = self._device_params()
+            unknown = sorted(set(params) - set(known))
+            if unknown:
+                raise Error(f"load_state_dict: {unknown[0]!r} is not a variable hyper-parameter of the "
+                            f"compiled model (ipu_param holds {sorted(known)})")
+            merged = {**known, **params}
+            changed = {k for k, v in params.items()
+                       if np.float32(float(v)) != np.float32(float(known[k]))}
+            operands, ls = operands_from_params(self._opt_cfg, self._opt_groups, self._hypers, merged,
+                                                changed)
+            self._hypers.update({k: v for k, v in operands.items() if k in self._hypers})
+            if ls is not None:
+                self._ls_device = ls
+            overrides = self.__dict__.setdefault("_param_overrides", {})
+            overrides.update({k: torch.as_tensor(v, dtype=torch.float32).detach().clone()
+                              for k, v in params.items()})
+
+    def _reset_device_params(self) -> None:
+        """setOptimizer: the device takes the optimizer's hyper-parameters."""
+        self.__dict__.pop("_param_overrides", None)
+        self.__dict__.pop("_ls_device", None)
+
     # -- running ---------------------------------------------------------
 
     def _zeroed_accumulators(self, r: int, trained: list[str]) -> dict[str, np.ndarray]:
@@ -149,6 +243,10 @@ class WeightUpdates:
     def _update(self, total: dict[str, np.ndarray]) -> None:
         """One weight update from the summed gradients (checked for overflow
         first under loss scaling)."""
+        self._opt_writes = self.__dict__.get("_opt_writes", 0) + 1  # a state read before is stale
+        anchors = self.__dict__.get("_tilefx_anchors")
+        if anchors is not None:
+            anchors.set_loss_scale(self.loss_scale)  # finalLossScale: the scale this update used
         if self._als_tracked or self._loss_scaling() != 1.0:
             self._loss_scaled_update(total)
         else:
@@ -164,6 +262,8 @@ class WeightUpdates:
                 for kind, key in p.update_args]
         res = p.update(*args, donated=held_alone(args, p.update_donatable))
         for (kind, key), v in zip(p.update_results, res):
+            if not isinstance(v, np.ndarray):  # numpy gives a 0-d weight's update as a scalar
+                v = np.asarray(v)
             if kind == "param":
                 self._weights[key] = v
             elif kind == "state":
@@ -193,6 +293,9 @@ class WeightUpdates:
         self._als_upper = self._als_lower = 0
 
     def _loss_scaling(self) -> float:
+        device = self.__dict__.get("_ls_device")  # written by load_state_dict's ipu_param
+        if device is not None:
+            return device
         return float(getattr(self._optimizer, "loss_scaling", 1.0) or 1.0)
 
     @property

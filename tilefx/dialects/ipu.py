@@ -692,9 +692,9 @@ class YieldOp(IRDLOperation):
 
 
 class DynamicSliceOp(IRDLOperation):
-    """`poptorch.dynamic_slice(x, dim, start, size, step)`: `size` elements
-    along `dim` from the runtime index `start` (a one-element integer
-    tensor), every `step`-th one."""
+    """`poptorch.dynamic_slice(x, dim, start, size, step)`: `x[start:start +
+    size:step]` along `dim`, `start` a runtime index (a one-element integer
+    tensor): ceil(size / step) elements."""
 
     name = "ipu.dynamic_slice"
     input = operand_def(TensorType)
@@ -713,10 +713,10 @@ class DynamicSliceOp(IRDLOperation):
             raise VerifyException(f"ipu.dynamic_slice: dim {dim} is out of range for rank {len(shape)}")
         if size < 1 or step < 1:
             raise VerifyException(f"ipu.dynamic_slice: size and step must be >= 1, got {size}, {step}")
-        if (size - 1) * step + 1 > shape[dim]:
-            raise VerifyException(f"ipu.dynamic_slice: {size} elements every {step} do not fit in "
+        if size > shape[dim]:
+            raise VerifyException(f"ipu.dynamic_slice: a slice of {size} elements does not fit in "
                                   f"dimension {dim} of size {shape[dim]}")
-        want = shape[:dim] + [size] + shape[dim + 1:]
+        want = shape[:dim] + [-(-size // step)] + shape[dim + 1:]
         if list(self.result.type.get_shape()) != want:
             raise VerifyException(f"ipu.dynamic_slice: result shape must be {want}")
         _check_index(self.start.type, "ipu.dynamic_slice")

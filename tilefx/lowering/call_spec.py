@@ -22,6 +22,7 @@ default is split by the batching factors as any input is.
 from __future__ import annotations
 
 import inspect
+import re
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -279,7 +280,44 @@ def _difference(mine: CallSpec, theirs: CallSpec) -> str:
         parts.append(f"Missing arguments: {', '.join(missing)}.")
     if extra := [n for n in b if n not in a and not n.startswith("*")]:
         parts.append(f"Unexpected arguments: {', '.join(extra)}.")
+    both = [n for n in a if n in b]  # and the keys of a dictionary argument
+    if missing := _leaf_keys([n for n in mine.names if n not in theirs.names], both):
+        parts.append(f"Missing arguments: {', '.join(missing)}.")
+    if extra := _leaf_keys([n for n in theirs.names if n not in mine.names], both):
+        parts.append(f"Unexpected arguments: {', '.join(extra)}.")
     return "".join(p + " " for p in parts)
+
+
+def _leaf_keys(names: list[str], tops: list[str]) -> list[str]:
+    """The dictionary keys of these leaf names (`d['x']` -> x) inside arguments in `tops`."""
+    keys = []
+    for n in names:
+        m = re.search(r"\['([^']*)'\]$", n)
+        if m and n.split("[", 1)[0] in tops and m.group(1) not in keys:
+            keys.append(m.group(1))
+    return keys
+
+
+def reordered_like(compiled: CallSpec, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """`args` and `kwargs` with every dictionary holding the same keys as the
+    compiled call's in that call's order (PopTorch: a dictionary's order is
+    not part of the call); the others as they are."""
+    template = pytree.tree_unflatten(list(compiled.leaves), compiled.spec)
+
+    def walk(value, like):
+        if type(value) is dict and isinstance(like, dict) and set(value) == set(like):
+            return {k: walk(value[k], like[k]) for k in like}
+        if isinstance(value, (list, tuple)) and type(value) in (list, tuple) and \
+                isinstance(like, (list, tuple)) and len(value) == len(like):
+            return type(value)(walk(v, w) for v, w in zip(value, like))
+        return value
+
+    t_args, t_kwargs = template
+    n = len(t_args) - len(compiled.keywords)
+    like_kwargs = {**dict(zip(compiled.keywords, t_args[n:])), **t_kwargs}
+    new_args = tuple(walk(a, t) for a, t in zip(args, t_args)) + tuple(args[len(t_args):])
+    new_kwargs = {k: walk(v, like_kwargs[k]) if k in like_kwargs else v for k, v in kwargs.items()}
+    return new_args, new_kwargs
 
 
 def _describe(c: CallSpec) -> str:

@@ -35,7 +35,7 @@ KEPT_WHOLE = tuple(sorted({n.split(".")[0] for n in ops_where(kept_whole=True)})
 # ops outside core ATen whose decomposition in torch's full table (torch._decomp)
 # is made of ops tilefx runs
 TORCH_DECOMPOSED = ("triu_indices.default", "tril_indices.default", "dist.default",
-                    "rrelu_with_noise_backward.default", "addmv.default", "view_copy.default",
+                    "rrelu_with_noise_backward.default", "view_copy.default",
                     "permute_copy.default", "narrow_copy.default", "unbind_copy.int", "as_strided_copy.default",
                     "_batch_norm_with_update_functional.default", "batch_norm_backward.default",
                     "cauchy.default", "geometric.default", "log_normal.default")
@@ -65,6 +65,23 @@ def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     if beta == 0:
         return out.expand(torch.broadcast_shapes(self.shape, out.shape)).clone()
     return out + (self if beta == 1 else self * beta)
+
+
+def _addmv(self, mat, vec, *, beta=1, alpha=1):
+    """addmv: beta * self + alpha * (mat @ vec). As ATen, a zero alpha drops
+    the product and a zero beta drops self: NaNs in a dropped term do not
+    reach the result (torch's decomposition multiplies them by 0)."""
+    import torch
+
+    dtype = torch.result_type(self, mat)
+    if alpha == 0:
+        prod = torch.zeros(mat.shape[0], dtype=dtype)
+    else:
+        prod = torch.mv(mat, vec)
+        prod = prod if alpha == 1 else prod * alpha
+    if beta == 0:
+        return prod.expand(torch.broadcast_shapes(self.shape, prod.shape)).clone()
+    return prod + (self if beta == 1 else self * beta)
 
 
 def _rrelu_with_noise_functional(self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
@@ -482,6 +499,7 @@ OWN_DECOMPOSITIONS = {
     "lcm.default": _lcm,
     "scalar_tensor.default": _scalar_tensor,
     "addbmm.default": _addbmm,
+    "addmv.default": _addmv,
     "rrelu_with_noise_functional.default": _rrelu_with_noise_functional,
     "index_reduce.default": _index_reduce,
     "angle.default": _angle,

@@ -104,6 +104,7 @@ class AssignStagesPass(ModulePass):
     gradient_accumulation: int = 1
     device_iterations: int = 1
     auto_round_num_ipus: bool = False
+    check_ipu_count: bool = True  # False when no devices are reserved (an offline target)
 
     def __post_init__(self):
         for opt in ("gradient_accumulation", "device_iterations"):
@@ -169,7 +170,7 @@ class AssignStagesPass(ModulePass):
         num_ipus = max([ipu for _, ipu, _ in where.values()] +
                        [i for b in own_ipus for i in blocks[b].ipus]) + 1
         message = ipu_count_error(num_ipus, f"the model's blocks are on IPUs 0-{num_ipus - 1}: ")
-        if message is not None and not self.auto_round_num_ipus:
+        if message is not None and self.check_ipu_count and not self.auto_round_num_ipus:
             raise PlacementError(message)
 
         # pipeline stages, by (user stage, IPU): pipelined and sharded merge

@@ -454,10 +454,10 @@ def _start_index(op: str, start, dim_size: int, span: int) -> int:
 
 
 def dynamic_slice(input, start, *, dim, size, step):
-    span = (size - 1) * step + 1
-    s = _start_index("dynamic_slice", start, input.shape[dim], span)
+    """input[start:start + size:step] along dim."""
+    s = _start_index("dynamic_slice", start, input.shape[dim], size)
     index = [slice(None)] * input.ndim
-    index[dim] = slice(s, s + span, step)
+    index[dim] = slice(s, s + size, step)
     return input[tuple(index)]
 
 
