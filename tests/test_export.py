@@ -342,7 +342,7 @@ def test_truncated_tampered_or_foreign_files_are_clear_errors(tmp_path):
 def test_executable_cache_hit_skips_tracing(tmp_path, monkeypatch):
     x, _ = _data()
     traced = []
-    from tilefx.api import executor as api_executor
+    from tilefx.api import compiling as api_executor  # the compile path traces
 
     real_trace = api_executor.trace
     monkeypatch.setattr(api_executor, "trace", lambda *a, **k: traced.append(1) or real_trace(*a, **k))

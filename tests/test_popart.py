@@ -795,7 +795,7 @@ def test_compile_and_export_load_executable_and_engine_cache(tmp_path, monkeypat
     loadExecutable instead of compiling, with the same results; enableEngineCaching
     stores then reuses one per graph (another graph, even with the same weights'
     shapes, misses)."""
-    from tilefx.api import executor as api_executor
+    from tilefx.api import compiling as api_executor  # the compile path traces
 
     traced = []
     real_trace = api_executor.trace

@@ -16,54 +16,32 @@ outputs are returned in the same order, reduced as the output mode says.
 
 from __future__ import annotations
 
-import itertools
-import json
 import logging
-import os
-import time
 import weakref
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 import torch
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
-from xdsl.utils.exceptions import VerifyException
 
 from tilefx.api import compile_log
-from tilefx.api.logs import CompileProgress, compile_summary
 from tilefx.api.anchors import Anchors
-from tilefx.api.host_arrays import (copied, copy_into, fresh_outputs, held_alone, input_np, same_memory, to_np,
-                                   viewable, weight_tensor)
+from tilefx.api.host_arrays import (same_memory, to_np, viewable)
 from tilefx.api.outputs import Outputs
-from tilefx.api.program import Program, role_list
+from tilefx.api.program import Program
 from tilefx.api.readouts import MachineReadouts
+from tilefx.api.compiling import _check_not_meta, CompilePath
+from tilefx.api.running import _HostVersion, CallPath
 from tilefx.api.weight_update import WeightUpdates
-from tilefx.api.enums import CommGroupType, ConnectionType, HalfFloatCastingBehavior, OutputMode
+from tilefx.api.enums import ConnectionType, OutputMode
 from tilefx.errors import Error, error_also
-from tilefx.gcpause import gc_paused
 from tilefx.api.options import Options, OptionsAssertionError
 from tilefx.api.optim import SGD, optimizer_config, warn_if_subclassed
 from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
-from tilefx.api.replica_grouping import NO_GROUPS, ReplicaGroups, settings_count
-from tilefx.backend.executor import CompiledFunction
-from tilefx.dialects.irutil import arg_roles, find_func, from_py, result_roles, to_py
+from tilefx.api.replica_grouping import NO_GROUPS, settings_count
 from tilefx.lowering import aten_kernels
-from tilefx.lowering.call_spec import CallSpec, bind_call, check_dense, reordered_like, restore_caches
-from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
-from tilefx.lowering.no_compiler import without_compiler
-from tilefx.lowering.tracing_state import GradientOutputs
-from tilefx.passes.pipelines import run_graph_passes
-from tilefx.backend import schedule
-from tilefx.backend.machine import machine
-from tilefx.backend.profile import Profile, build_profile
-from tilefx.backend.schedule import Schedule
-from tilefx.api.module_options import set_module_options
-from tilefx.dialects.ipu import StageOp
-from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
-from tilefx.passes.loss_scaling import LossScalingPass
-from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
+from tilefx.lowering.call_spec import CallSpec, bind_call, reordered_like, restore_caches
+from tilefx.lowering.from_torch import np_dtype_of
 
 
 log = logging.getLogger("tilefx")
@@ -71,25 +49,6 @@ log = logging.getLogger("tilefx")
 
 # the output modes of one micro-batch whose call returns its one result (_run_one)
 _ONE_CALL_OUTPUT_MODES = (OutputMode.Default, OutputMode.All, OutputMode.Final)
-
-
-class _HostVersion:
-    """Counts writes of executors into the torch parameters and buffers, so
-    every other executor sharing a tensor reloads it before its next run
-    (the implicit weight sync between a training and an inference model)."""
-
-    counter = 0
-
-    @classmethod
-    def latest(cls, tensors) -> int:
-        return max((getattr(t, "_tilefx_written", 0) for t in tensors), default=0)
-
-    @classmethod
-    def mark(cls, tensors) -> int:
-        cls.counter += 1
-        for t in tensors:
-            t._tilefx_written = cls.counter
-        return cls.counter
 
 
 def _generate(self, *args, **kwargs):
@@ -125,7 +84,7 @@ def _guard_backward(out) -> None:
 _MODULE_STATE = frozenset(torch.nn.Module().__dict__)
 
 
-class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
+class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outputs):
     """A model wrapped for the simulated IPU (seeds/000 4.2.3).
 
     The executor is the model, as in PopTorch: an instance of a class made at
@@ -579,7 +538,6 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             log.debug("Writing optimiser state tensors from host to IPU memory.")
             self._load_poptorch_state(pending)
 
-
     def _factors(self) -> tuple[int, int, int, int]:
         o = self._options
         return (o.device_iterations, o.replication_factor, o.input_group_size,
@@ -644,512 +602,6 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                 names[id(p)] = n
         return names
 
-    def _compile(self, inputs: list[torch.Tensor], call: CallSpec) -> None:
-        # one session without torch.compile for all of it: the trace, the verifier's
-        # meta functions and the optimizer's param groups would each start their own
-        with without_compiler(), gc_paused():
-            try:
-                self._compile_in_session(inputs, call)
-            except VerifyException as e:
-                # every aten op is checked against torch's own rules: a program that
-                # fails them is tilefx's fault, never a deep traceback for the user
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                raise Error(f"internal error: the compiled program does not verify ({first}); this is "
-                            "a tilefx bug: please report it with the model", type="internal") from None
-
-    def _compile_in_session(self, inputs: list[torch.Tensor], call: CallSpec) -> None:
-        from tilefx.api import export
-
-        from tilefx.api.compat import run_pre_compile_hooks
-
-        run_pre_compile_hooks()  # registerPreCompileHook
-        self._check_updatable_buffers()
-        start = time.perf_counter()
-        self._resolve_mean_reduction()
-        self._tilefx_anchors = Anchors.of(self)  # Options.anchorTensor (api/anchors.py)
-        _warn_unmodelled_locations(self._options.TensorLocations)
-        self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
-        if self._joins_processes():  # meet the others first: a bad rendezvous fails before tracing
-            from tilefx.api import distributed
-
-            distributed.rendezvous(self._options)
-        self._call = call
-        self._compiled_inputs = [(tuple(x.shape), x.dtype) for x in inputs]
-        self._groups = ReplicaGroups.of(self._user_model, self._options.replication_factor)
-        progress = CompileProgress(f"{type(self._user_model).__name__} "
-                                   f"({'training' if self._training else 'inference'})", self._options)
-        if export.load_cached(self, inputs, start):  # a cache hit: no tracing, no passes
-            progress.mark("loaded from the executable cache", 100)
-            progress.close(compile_summary(self._profile, self._program.module, self._factors()[1]), cached=True)
-            return
-        d_, r_, g_size, g_ = self._factors()
-        n = d_ * (r_ // g_size) * g_
-        model = self._user_model
-        # The trace runs in the wrapper's mode. A model already in it keeps its submodules'
-        # own modes (a frozen BatchNorm, eval() in a model in training mode, uses its running
-        # statistics as in eager); one in the other mode (an inference model compiled after
-        # model.train()) is switched as a whole. Every module's mode is put back afterwards.
-        modes = [(m, m.training) for m in model.modules()]
-        if model.training != self._training:
-            model.train(self._training)
-        self._check_output_mode()
-        # parameters the optimizer does not list are not trained (as with torch.optim)
-        check_dense(model)
-        untrained = self._params_outside_optimizer() if self._training else []
-        for p_ in untrained:
-            p_.requires_grad_(False)
-        anchored = self._tilefx_anchors is not None and self._training and self._tilefx_anchors.gradients
-        try:
-            if anchored:  # anchored gradients: returned by main after the model's outputs
-                GradientOutputs.requested = tuple(self._tilefx_anchors.gradients)
-            with self._groups.per_replica_view(model):
-                traced = trace(model, tuple(x[: x.shape[0] // n] if x.dim() else x for x in inputs),
-                               self._training, upcast_inputs=self._upcast_inputs(inputs), call=call)
-        except BaseException:
-            progress.abort()
-            raise
-        finally:
-            if anchored:
-                GradientOutputs.requested = ()
-            for m_, mode in modes:
-                m_.training = mode
-            for p_ in untrained:
-                p_.requires_grad_(True)
-        progress.mark("traced the model", 40)
-        if anchored:
-            traced.anchor_outputs = len(self._tilefx_anchors.gradients)
-        self._traced_params = set(traced.params)
-        import_module = traced.module.clone()
-        module = traced.module
-        if self._training:
-            cfg, group_of = optimizer_config(self._optimizer, self._param_names())
-            cfg["grad_scale"] = self._grad_scale()
-            module.attributes[OPTIMIZER_KEY] = from_py(cfg)
-            main_fn = find_func(module, "main")
-            attrs = [dict(a.data) for a in main_fn.arg_attrs.data]
-            for a in attrs:
-                if PARAM_KEY in a:
-                    a[GROUP_KEY] = IntegerAttr(group_of.get(a[PARAM_KEY].data, 0), i64)
-            main_fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
-        set_module_options(module, self._options)
-        if self._before_passes is not None:  # tilefx.plan: the traced module, costed many ways
-            progress.close()
-            self._before_passes(import_module, module)
-            return
-        D, _, _, G = self._factors()
-        als = self._training and bool(self._options.Training.automatic_loss_scaling)
-        scaled = self._training and (als or self._loss_scaling() != 1.0 or _is_variable(
-            self._optimizer, "loss_scaling"))
-        precision = self._options.Precision
-        downcast = precision.half_float_casting == HalfFloatCastingBehavior.FloatDowncastToHalf
-        if downcast:  # ipu-autocast casts float32 down where float16 inputs meet it
-            module.attributes[HALF_FLOAT_CASTING_KEY] = StringAttr("downcast")
-            if not precision.autocast_enabled:
-                module.attributes[AUTOCAST_POLICY_KEY] = from_py({k: [] for k in ("fp16", "fp32", "promote", "demote")})
-        if precision.autocast_policy is not None and precision.autocast_enabled:
-            if not hasattr(precision.autocast_policy, "op_sets"):
-                raise Error(f"autocastPolicy expects a poptorch.Policy, got {precision.autocast_policy!r}")
-            module.attributes[AUTOCAST_POLICY_KEY] = from_py(
-                {k: list(v) for k, v in precision.autocast_policy.op_sets().items()})
-        run_graph_passes(module, training=self._training, autocast=bool(precision.autocast_enabled) or downcast,
-                         assign=AssignStagesPass(
-            gradient_accumulation=G, device_iterations=D,
-            auto_round_num_ipus=bool(self._options.auto_round_num_ipus),
-            check_ipu_count=self._reserves_ipus()),
-            loss_scaling=LossScalingPass(automatic=als) if scaled else None)
-        progress.mark("ran the graph passes", 30)
-        compile_log.log_options(self._options, module)
-        compile_log.log_placements(module)
-        self._install(traced, import_module, module,
-                      [(x.shape[0] // n,) + tuple(x.shape[1:]) if x.dim() else () for x in inputs],
-                      [np_dtype_of(x.dtype) for x in inputs], start)
-        progress.mark("built the program and the machine model", 30)
-        export.store_cached(self, inputs)
-        progress.close(compile_summary(self._profile, module, self._factors()[1]))
-
-    def _install(self, traced: TracedGraph, import_module: ModuleOp, module: ModuleOp,
-                 input_shapes: list[tuple], input_dtypes: list[np.dtype], start: float) -> None:
-        """Make the compiled graph IR this executor's program (after the passes,
-        or as loaded from an executable file)."""
-        self._traced_params = set(traced.params)
-        self._fast_call = None  # a new program: the next call is checked in full
-        if self._tilefx_anchors is None:  # loaded from an executable file: the options' anchors
-            self._tilefx_anchors = Anchors.of(self)
-        self._check_ipu_count(module)
-        if traced.meta_tensors and not self._options.offline_ipu_target:
-            _check_not_meta(traced.meta_tensors)
-        als = self._training and bool(self._options.Training.automatic_loss_scaling)
-        self._als_tracked = to_py(module.attributes[ALS_TRACKED_KEY]) if als else 0
-        self._als_factor = 1.0
-        self._als_updates = 0
-        self._als_upper = 0
-        self._als_lower = 0
-        main_fn = find_func(module, "main")
-        program = Program(
-            traced=traced, import_module=import_module, module=module,
-            main=CompiledFunction(main_fn, self._rng,
-                                  stochastic_rounding=bool(self._options.Precision.stochastic_rounding),
-                                  half_partials=self._options.Precision.partials_type == torch.float16),
-            update=None,
-            main_args=role_list(arg_roles(main_fn)), main_results=role_list(result_roles(main_fn)),
-            input_shapes=input_shapes, input_dtypes=input_dtypes)
-        if self._training:
-            self._build_update(program, compile_only=True)
-        # the machine model first: a program that does not fit fails before any copy
-        self._schedule = self._make_schedule(module)
-        self._profile = self._make_profile(program)
-        self._program = program
-        self._attached = not self._options.offline_ipu_target  # PopTorch attaches when it compiles
-        self.copyWeightsToDevice()
-        self._consts = traced.consts
-        if self._training and not self._options.offline_ipu_target:
-            self._init_opt_state()  # offline: the state is sized by the profile, never made
-        program.compile_seconds = time.perf_counter() - start
-        log.debug("compiled in %.3f s: %s", program.compile_seconds, self._profile.table())
-        profile_dir = _profile_dir(self._options)
-        if profile_dir:
-            self._profile.write(_executor_profile_dir(self, profile_dir))
-        if self._joins_processes():
-            self._join_processes(input_shapes, input_dtypes)
-
-    def _joins_processes(self) -> bool:
-        """A training model of several processes (an offline target never runs)."""
-        return self._training and self._options.Distributed.num_processes > 1 and \
-            not self._options.offline_ipu_target
-
-    def _join_processes(self, input_shapes: list[tuple], input_dtypes: list[np.dtype]) -> None:
-        """Check the processes compiled the same thing, then start them all from
-        process 0's weights, buffers and optimizer state (docs/distributed.md)."""
-        from tilefx.api import distributed
-
-        if self._groups.grouped:
-            self._program = None
-            raise Error("replica grouping of weights (replicaGrouping) is not supported across processes: "
-                        f"{', '.join(self._groups.names)} are grouped")
-        try:
-            self._dist = distributed.join_training_model(self, input_shapes, input_dtypes)
-        except Error:
-            self._program = None  # not compiled: never run alone, without the others
-            raise
-        self._write_back()
-
-    def _make_profile(self, program: Program, check_memory: bool = True) -> Profile:
-        D, R, _, G = self._factors()
-        update_fn = find_func(program.module, "update") if self._training else None
-        return build_profile(
-            program.module, find_func(program.module, "main"), update_fn, self._schedule,
-            machine(self._options.machine), training=self._training, device_iterations=D,
-            locations=self._options.TensorLocations.resolved(),
-            accumulate=self._training and (G > 1 or R > 1), replicas=R,
-            processes=self._options.Distributed.numProcesses,
-            process_id=self._options.Distributed.processId,
-            host_io=not self._options.synthetic_data,
-            decompose_grad_sum=bool(self._options._Popart.options.get("decomposeGradSum", False)),
-            check_memory=check_memory)
-
-
-    def trace_only(self, *inputs) -> ModuleOp:
-        """The graph IR the trace of these inputs makes, before any graph
-        pass, with the options written in: what tilefx.plan costs in many
-        configurations. Nothing is compiled."""
-        got = {}
-        self._before_passes = lambda import_module, module: got.setdefault("module", module)
-        try:
-            self.compile(*inputs)
-        finally:
-            self._before_passes = None
-        return got["module"]
-
-    def profile_module(self, module: ModuleOp, options) -> Profile:
-        """The machine model's profile of a module the graph passes ran on,
-        under `options` (this executor's own are left as they are): the
-        planner's costing of one configuration. No out-of-memory check: the
-        caller reads the peaks."""
-        saved, saved_schedule = self._options, getattr(self, "_schedule", None)
-        self._options = options
-        try:
-            self._schedule = self._make_schedule(module)
-            return self._make_profile(SimpleNamespace(module=module), check_memory=False)
-        finally:
-            self._options, self._schedule = saved, saved_schedule
-
-    def _make_schedule(self, module: ModuleOp) -> Schedule:
-        info = to_py(module.attributes[STAGES_KEY])
-        D, _, _, G = self._factors()
-        stage_ipu, stage_phase, stage_dir = {}, {}, {}
-        for op in find_func(module, "main").body.block.ops:
-            if isinstance(op, StageOp):
-                stage_ipu[op.stage.value.data] = op.ipu.value.data
-                stage_phase[op.stage.value.data] = op.phase.value.data
-                stage_dir[op.stage.value.data] = op.direction.data
-        kind, num_fwd = info["kind"], info["forward_stages"]
-        M, repeats = (G, D) if self._training else (D, 1)
-        if kind in ("pipelined", "single"):
-            return schedule.pipelined(stage_ipu, num_fwd, M, self._training, repeats,
-                                      to_py(module.attributes[STRATEGY_KEY]).get("schedule", "FillDrain"))
-        if kind == "sharded":
-            return schedule.sharded(stage_ipu, num_fwd, M, self._training, repeats)
-        strategy = self._options.execution_strategy
-        return schedule.phased(stage_ipu, stage_phase, num_fwd, M, self._training, repeats,
-                               parallel=kind == "parallel_phased",
-                               liveness=strategy.liveness.name, stage_dir=stage_dir)
-
-
-    def _params_outside_optimizer(self) -> list[torch.nn.Parameter]:
-        listed = {id(p) for g in self._optimizer.param_groups for p in g["params"]}
-        return [p for p in self._user_model.parameters() if p.requires_grad and id(p) not in listed]
-
-    def _check_output_mode(self) -> None:
-        o = self._options
-        if o.output_mode == OutputMode.EveryN and o.device_iterations % o.output_return_period:
-            raise Error(f"OutputMode.EveryN({o.output_return_period}) needs a period that divides "
-                        f"deviceIterations ({o.device_iterations})")
-
-    def _reserves_ipus(self) -> bool:
-        """Whether the model's IPUs are reserved on the machine, where PopTorch's
-        count rule (a power of 2 or a multiple of 64) holds: not for an offline
-        target nor the IPU Model, which acquire no devices (PopTorch checks the
-        count when it attaches to hardware; its own test of the rule is
-        hardware-only)."""
-        o = self._options
-        return not (o.offline_ipu_target or o.use_ipu_model)
-
-    def _check_ipu_count(self, module: ModuleOp) -> None:
-        """Replicas multiply the IPUs: the total must be one PopTorch can reserve too."""
-        if not self._reserves_ipus():
-            return
-        ipus = to_py(module.attributes[STAGES_KEY])["num_ipus"]
-        total = ipus * self._options.replication_factor
-        message = ipu_count_error(total, f"{ipus} IPU(s) per replica x replicationFactor("
-                                         f"{self._options.replication_factor}) = {total} IPUs: ")
-        if message is not None and not self._options.auto_round_num_ipus:
-            raise Error(message)
-
-    def _upcast_inputs(self, inputs: list[torch.Tensor]) -> frozenset[int]:
-        """fp16 inputs of a model with fp32 weights: traced as fp32 inside the graph
-        (PyTorch's promotion, HalfUpcastToFloat, the default); with
-        FloatDowncastToHalf ipu-autocast undoes these casts and casts the weights
-        down instead."""
-        half = frozenset(i for i, x in enumerate(inputs) if x.dtype == torch.float16)
-        floats = {p.dtype for p in self._user_model.parameters() if p.is_floating_point()}
-        if self._options.Precision.half_float_casting == HalfFloatCastingBehavior.FloatDowncastToHalf:
-            # "PopTorch ... will cast all inputs to float16" (seeds/002): an fp32
-            # input meeting an fp16 one is cast down as an fp32 weight is
-            floats |= {x.dtype for x in inputs}
-        if not half or torch.float32 not in floats:
-            return frozenset()
-        return half
-
-
-    def _replica_input(self, r: int, r_in: int) -> int:
-        _, R, gsize, _ = self._factors()
-        if gsize == 1:
-            return r
-        if self._options.input_group_type == CommGroupType.Orthogonal:
-            return r % r_in
-        return r // gsize
-
-    def _run(self, inputs: list[torch.Tensor]):
-        """A call in general: iterations, accumulation, replicas (`__call__`
-        sends one micro-batch on one replica to `_run_one`)."""
-        p = self._program
-        D, R, gsize, G = self._factors()
-        r_in = R // gsize
-        xs = [input_np(x).reshape((D, G, r_in) + shape) for x, shape in zip(inputs, p.input_shapes)]
-        # broadcastBuffers (default): every replica starts from the host's buffers;
-        # broadcastBuffers(False): each replica keeps its own from call to call
-        own = getattr(self, "_replica_buffers", None)
-        if self._dist is not None:  # the other processes are at the same step, with the same values
-            self._dist.check_in_step(self._step, self._hypers, self.loss_scale, self._weights)
-        if self._options.broadcast_buffers or own is None or len(own) != R:
-            buffers = [dict(self._device_buffers) for _ in range(R)]
-        else:
-            buffers = [dict(b) for b in own]
-        trained = p.trained
-        mutated: dict[int, np.ndarray] = {}
-        outputs: list[list[list[list[np.ndarray]]]] = []
-        out_index = p.out_index
-        fresh: set[int] = set()  # ids of output arrays only the caller will hold
-        held = self.__dict__.get("_tilefx_anchors")  # weights anchored by name / UpdatedVar___
-        taken = {kind: [] for kind in held.weight_kinds()} if held is not None else {}
-        read = lambda name, r: self._groups.weight(self._weights, name, r)  # noqa: E731
-        for d in range(D):
-            if "value" in taken:
-                taken["value"].append(held.take_weights("value", read, R))
-            accs = [self._zeroed_accumulators(r, trained) for r in range(R)]
-            als_counts = (self._als_upper, self._als_lower)
-            per_g = []
-            for g in range(G):
-                per_r = []
-                for r in range(R):
-                    ri = self._replica_input(r, r_in)
-                    args = []
-                    for kind, key in p.main_args:
-                        if kind == "param":
-                            args.append(self._groups.weight(self._weights, key, r))
-                        elif kind == "buffer":
-                            args.append(buffers[r][key])
-                        elif kind == "input":
-                            args.append(xs[key][d, g, ri])
-                        elif kind == "const":
-                            args.append(self._consts[key])
-                        elif kind == "hyper":
-                            args.append(np.asarray(self.loss_scale, dtype=np.float32))
-                        else:
-                            args.append(accs[r][key])
-                    p.main.rng = self._replica_rngs[r % len(self._replica_rngs)]
-                    res = p.main(*args, donated=held_alone(args, p.main_donatable))
-                    for (kind, key), v in zip(p.main_results, res):
-                        if kind == "buffer":
-                            buffers[r][key] = v
-                        elif kind == "mutated_input":  # written back to the caller's tensor below
-                            mutated.setdefault(key, to_np(inputs[key]).reshape(xs[key].shape))[d, g, ri] = v
-                        elif kind == "accum":
-                            accs[r][key] = v
-                        elif kind == "als_upper":
-                            self._als_upper += int(v)
-                            self._als_lower += self._als_tracked - int(v)
-                    per_r.append([res[i] for i in out_index])
-                    fresh.update(fresh_outputs(args, res, p.main_results, p.main.constant_ids))
-                    del args, res  # the weights are the executor's alone again (held_alone)
-                per_g.append(per_r)
-            outputs.append(per_g)
-            if self._training and p.update is not None:
-                if self._dist is None:
-                    total = self._groups.reduce(accs, trained)  # within a group for grouped weights
-                else:  # with the other processes' replicas, added in the same order
-                    total = self._dist.ordered_sum(accs, f"the gradient sum of weight update {self._step + 1}")
-                    if self._als_tracked:
-                        up, low = self._dist.sum_counts(
-                            [self._als_upper - als_counts[0], self._als_lower - als_counts[1]],
-                            f"the loss scaling statistics of weight update {self._step + 1}")
-                        self._als_upper, self._als_lower = als_counts[0] + up, als_counts[1] + low
-                self._update(total)
-            if "updated" in taken and self._training:
-                taken["updated"].append(held.take_weights("updated", read, R))
-        for kind, per_iteration in taken.items():
-            if per_iteration:
-                held.set_weights_per_iteration(kind, per_iteration, G, R, self._user_model)
-        for key, value in mutated.items():  # in-place / out= writes to user inputs (as PopTorch)
-            with torch.no_grad():
-                inputs[key].copy_(torch.from_numpy(value.reshape(inputs[key].shape)))
-        self._device_buffers = buffers[0]  # the host sees replica 0's buffers
-        if self._dist is not None and self._options.broadcast_buffers and \
-                any(kind == "buffer" for kind, _ in p.main_results):  # the global replica 0's
-            self._device_buffers = self._dist.broadcast_arrays(self._device_buffers,
-                                                               "the broadcast of process 0's buffers")
-        self._replica_buffers = buffers
-        return self._collect(outputs, p.out_ids, fresh)
-
-    def _run_one(self, inputs: list[torch.Tensor]):
-        """`_run` for one micro-batch on one replica, the common case: the
-        same steps without the loops over iterations, accumulation and
-        replicas. Each line of Python here runs once per call, after the
-        program's kernels have left the caches cold: the general loops cost
-        ~0.2 ms a call on the MLP (benchmarks/RESULTS.md, session 6)."""
-        p = self._program
-        trained = p.trained
-        accs = self._zeroed_accumulators(0, trained) if trained else None
-        weights = self._weights
-        buffers = self._device_buffers
-        # In an inference program, an argument only ATen's direct steps read
-        # goes in as a tensor (p.lean_args): the input itself, a weight's
-        # tensor kept from call to call while the array is the same. One
-        # conversion instead of one per reading step. (Not in training: an
-        # update may write a weight in place only while nothing else holds
-        # it, held_alone.)
-        held = self._weight_tensors
-        args = []
-        for kind, key, as_tensor in p.lean_args:
-            if kind == "param":
-                w = weights[key]
-                if as_tensor:
-                    h = held.get(key)
-                    if h is None or h[0] is not w:  # (each flags test was ~1.5 us cold)
-                        h = held[key] = (w, weight_tensor(w))
-                    w = h[1]
-                args.append(w)
-            elif kind == "input":
-                t = inputs[key]
-                args.append((t.detach() if t.requires_grad else t) if as_tensor and t.layout is torch.strided
-                            else input_np(t))
-            elif kind == "buffer":
-                args.append(buffers[key])
-            elif kind == "const":
-                args.append(self._consts[key])
-            elif kind == "hyper":
-                args.append(np.asarray(self.loss_scale, dtype=np.float32))
-            else:
-                args.append(accs[key])
-        main = p.main
-        main.rng = self._replica_rngs[0]
-        w = None  # the last weight is args' alone (held_alone counts)
-        # (nothing donated: the accumulators of one micro-batch are the read-only
-        # zeros of _zeroed_accumulators, which held_alone never gives up)
-        res = main(*args, tensors=p.outputs_only)
-        if p.outputs_only and p.one_plain_output:
-            # an inference model returning one tensor, most often an ATen step's
-            # own (main's tensors): fresh_outputs' test for it, without its lists
-            v = res[0]
-            if type(v) is torch.Tensor and v._base is None and v.is_contiguous():
-                for a in args:
-                    if a is v:
-                        return copied(v)
-                return v
-        fresh = fresh_outputs(args, res, p.main_results, main.constant_ids)
-        if p.outputs_only:
-            outputs = res
-        else:
-            outputs = []
-            buffers = dict(buffers)
-            for (kind, key), v in zip(p.main_results, res):
-                if kind == "output":
-                    outputs.append(v)
-                elif kind == "buffer":
-                    buffers[key] = v
-                else:  # accum (Program.one_replica)
-                    accs[key] = v
-            self._device_buffers = buffers
-            self._replica_buffers = [buffers]
-        del args, res  # the weights are the executor's alone again (held_alone)
-        if self._training and p.update is not None:
-            self._update(accs if accs is not None else {})
-        from_numpy = torch.from_numpy
-        results = [(v if type(v) is torch.Tensor else from_numpy(v)) if id(v) in fresh else copied(v)
-                   for v in outputs]
-        if p.one_plain_output:
-            return results[0]
-        return tuple(results) if p.tuple_output else self._structured(results, p.out_ids)
-
-
-    def _write_back(self, snap: ModuleSnapshot | None = None) -> None:
-        """Write the executor's weights and buffers into the torch module.
-        `snap`: the module's snapshot, when the caller has just checked it."""
-        if snap is None:
-            snap = self._snapshot()
-        named_p, named_b = snap.named_p, snap.named_b
-        # a training executor's weights are mostly the parameters' own memory
-        # (copyWeightsToDevice): only what did not update in place is copied
-        grouped = self._groups.names
-        aliased = self._aliased
-        for n, w in self._weights.items():
-            t = named_p[n]
-            if n in grouped:  # VariableRetrievalMode: one value per group or per replica
-                w = self._groups.to_host(n, w)
-                if tuple(t.shape) != w.shape:
-                    t.data = torch.from_numpy(np.array(w))
-                    continue
-            a = aliased.get(n)
-            if a is not None and a[0]() is w and a[1] is t and t.data_ptr() == a[2] and t.shape == a[3] \
-                    and t.is_contiguous():
-                continue  # updated in place, in the parameter's own memory
-            if not same_memory(t, w):  # an update that did not run in place
-                copy_into(t, w)
-        for n, b in self._device_buffers.items():
-            copy_into(named_b[n], np.asarray(b))
-        self._host_version = _HostVersion.mark(self._host_tensors(named_p, named_b))
-        self._host_seen = (snap, _HostVersion.counter)
-
     def _host_tensors(self, named_p: dict | None = None, named_b: dict | None = None) -> list[torch.Tensor]:
         if self._program is None:
             return []
@@ -1193,58 +645,6 @@ def _check_optimizer(model: torch.nn.Module, optimizer: Any) -> None:
                     "model: build it over model.parameters()")
 
 
-def _profile_dir(options: Options) -> str | None:
-    """Options.enableProfiling(dir), else POPLAR_ENGINE_OPTIONS' autoReport
-    settings (JSON, as the seeds use it), else TILEFX_PROFILE_DIR."""
-    if options.profile_dir:
-        return options.profile_dir
-    raw = os.environ.get("POPLAR_ENGINE_OPTIONS")
-    if raw:
-        try:
-            eng = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise Error(f"POPLAR_ENGINE_OPTIONS is not valid JSON: {e}") from None
-        if str(eng.get("autoReport.all", "")).lower() == "true" or eng.get("autoReport.directory"):
-            return eng.get("autoReport.directory", "./profile")
-    return os.environ.get("TILEFX_PROFILE_DIR") or None
-
-
-_PROFILE_DIRS: dict[str, int] = {}  # a profile subdirectory -> the executor that writes it
-_PROFILE_TOKENS = itertools.count(1)
-
-
-def _executor_profile_dir(ex: PoplarExecutor, base: str) -> str:
-    """One subdirectory per executor, named as PopTorch names its report's:
-    Options.modelName, else "training" or "inference" ("_2", "_3" for
-    further executors of the same name, so executors sharing a directory
-    keep their reports apart)."""
-    stem = ex._options.model_name or ("training" if ex._training else "inference")
-    if "_profile_token" not in ex.__dict__:  # unique while the process lives (ids are reused)
-        ex._profile_token = next(_PROFILE_TOKENS)
-    token = ex._profile_token
-    n = 1
-    while True:
-        path = os.path.join(base, stem if n == 1 else f"{stem}_{n}")
-        owner = _PROFILE_DIRS.setdefault(os.path.abspath(path), token)
-        if owner == token:
-            return path
-        n += 1
-
-
-def _check_not_meta(tensors: list) -> None:
-    """Tensors on the meta device have shapes but no values: such a model can
-    be compiled for sizing (offline) but not run. `tensors`: names, or (name,
-    tensor) pairs of which the meta ones count."""
-    names = [t if isinstance(t, str) else t[0] for t in tensors
-             if isinstance(t, str) or t[1].device.type == "meta"]
-    if names:
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        raise Error(f"{len(names)} tensor(s) on the meta device ({shown}): they have shapes but no "
-                    "values, so the model can only be sized: compile it with "
-                    "Options.useOfflineIpuTarget(), or materialise it first "
-                    "(model.to_empty(device='cpu') and initialise the weights)")
-
-
 def host_weights(ex) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The parameters and buffers an export writes: the executor's own, or,
     for an offline executor (which keeps no copies), read from the model now."""
@@ -1261,31 +661,12 @@ def host_weights(ex) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     return ({n: to_np(named_p[n]) for n in t.params}, {n: to_np(named_b[n]) for n in t.buffers})
 
 
-def _is_variable(optimizer, attr: str) -> bool:
-    va = getattr(optimizer, "variable_attrs", None)
-    return va is not None and not va.isConstant(attr)
-
-
 def _np_dtype_or_none(dtype: torch.dtype):
     """The numpy dtype an executor holds a torch dtype in (None: none)."""
     try:
         return np_dtype_of(dtype)
     except Error:
         return None
-
-
-def _warn_unmodelled_locations(locations) -> None:
-    """The machine model places weights, activations, accumulators and the
-    optimizer state where TensorLocations says (backend/locations.py,
-    backend/offload.py), except sharding of activations (PopART shards only
-    variables) and of accumulators (not modelled): those are said, not
-    silently dropped (the numbers never depend on them)."""
-    for what in ("activation", "accumulator"):
-        loc = getattr(locations, what, None)
-        if loc is not None and loc.replicated_tensor_sharding:
-            log.warning("TensorLocations.set%sLocation(%s): the machine model keeps %ss whole "
-                        "(replicated tensor sharding is modelled for weights and the optimizer state)",
-                        what.capitalize(), loc.toDict(), what)
 
 
 def _flat_inputs(*inputs):
