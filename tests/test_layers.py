@@ -16,6 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "tilefx"
 LAYERS = {
     "errors": 0,
     "gcpause": 0,
+    "limits": 0,
     "dialects": 1,
     "passes": 2,
     "backend": 3,
@@ -32,7 +33,7 @@ LAYERS = {
 MACHINE_MODEL = {"backend.machine": 1.5, "backend.costs": 1.5, "backend.schedule": 1.5, "backend.locations": 1.5}
 LAYERS.update(MACHINE_MODEL)
 # the layers that must not depend on torch: the IR, the passes and the executor
-TORCH_FREE = {"errors", "gcpause", "dialects", "passes", "backend", *MACHINE_MODEL}
+TORCH_FREE = {"errors", "gcpause", "limits", "dialects", "passes", "backend", *MACHINE_MODEL}
 
 
 def _layer(path: pathlib.Path) -> str:

@@ -1254,6 +1254,8 @@ def test_module_imports_only_errors_and_enums():
     assert _tilefx_imports(option_groups.__file__) == [
         "from tilefx.api.enums import (",
         "from tilefx.errors import Error",
+        "from tilefx.backend.machine import MAX_IPUS",  # check_ipus: the largest IPU system
+        "from tilefx.backend.machine import MAX_REPEAT_COUNT",  # check_repeats: Poplar's repeat count
         "from tilefx.backend import locations",  # TensorLocationSettings' thresholds: a leaf module
         "from tilefx.backend import locations",  # _TensorLocationOptions.resolved: the same
     ]

@@ -68,6 +68,8 @@ from tilefx.api.option_groups import (  # the groups and the shared machinery, r
     _setter,
     _TensorLocationOptions,
     _TrainingOptions,
+    check_ipus,
+    check_repeats,
 )
 from tilefx.errors import Error
 
@@ -226,14 +228,14 @@ class Options(_OptionsBase):
     def deviceIterations(self, device_iterations: int):
         """Number of iterations the device runs over the data before
         returning to the host (default 1)."""
-        self.device_iterations = _check_int("deviceIterations",
-                                            device_iterations, 1)
+        self.device_iterations = check_repeats("deviceIterations",
+                                               device_iterations)
 
     @_setter
     def replicationFactor(self, replication_factor: int):
         """Number of model replicas (default 1)."""
-        self.replication_factor = _check_int("replicationFactor",
-                                             replication_factor, 1)
+        self.replication_factor = check_ipus("replicationFactor",
+                                             replication_factor)
 
     @_setter
     def inputReplicaGrouping(
@@ -247,8 +249,8 @@ class Options(_OptionsBase):
         read per step.  ``NoGrouping`` gives every replica its own slice (a
         group size of 1); ``All`` is not valid for inputs.
         """
-        size = _check_int("inputReplicaGrouping input_group_size",
-                          input_group_size, 1)
+        size = check_ipus("inputReplicaGrouping input_group_size",
+                          input_group_size)
         _check_enum("inputReplicaGrouping input_group_type", input_group_type,
                     CommGroupType)
         if input_group_type == CommGroupType.All:

@@ -94,6 +94,14 @@ class Machine:
 
 
 KIB = 1024
+# the IPUs of the largest IPU system, an IPU-POD256 (4 IPU-POD64 racks of 16
+# IPU-M2000s) [spec: IPU-POD256 datasheet]: the most IPUs a program, its
+# replicas or its pipeline can be placed on
+MAX_IPUS = 256
+# Poplar runs a program's loops (device iterations, gradient accumulation)
+# with 32-bit unsigned repeat counts [spec: the Poplar API's
+# `program::Repeat(unsigned count, ...)`]; a larger count is no program at all
+MAX_REPEAT_COUNT = 2**32 - 1
 
 MK1 = Machine("mk1", tiles=1216, bytes_per_tile=256 * KIB, clock_hz=1.6e9, fp16_macs_per_cycle=32,
               fp32_macs_per_cycle=8, exchange_bytes_per_cycle=4, ipu_link_bytes_per_s=16e9,
