@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import copy
 import enum
-import json
 import logging
 import numbers
 import os
@@ -71,6 +70,7 @@ from tilefx.api.option_groups import (  # the groups and the shared machinery, r
     check_ipus,
     check_repeats,
 )
+from tilefx import limits
 from tilefx.errors import Error
 
 __all__ = [
@@ -574,8 +574,11 @@ class Options(_OptionsBase):
         """
         self._check_not_frozen()
         filename = os.fspath(filepath)
+        from tilefx.api.options_file import check_text_size
+
         with open(filename, "rb") as f:
-            data = f.read()
+            check_text_size(os.fstat(f.fileno()).st_size, filename)  # before reading it
+            data = f.read(limits.OPTIONS_TEXT_BYTES.value() + 1)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:  # a binary or corrupt file: say where, as for a bad line
@@ -623,10 +626,9 @@ class Options(_OptionsBase):
     # -- JSON defaults --------------------------------------------------------
     def _apply_json_defaults(self, var: str, text: str) -> None:
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise Error(f"{var} is not valid JSON: {e}",
-                        type="options") from None
+            data = limits.load_json(text, var, limits.OPTIONS_TEXT_BYTES)
+        except Error as e:
+            raise Error(e.message, type="options") from None
         if not isinstance(data, dict):
             raise Error(f"{var} must hold a JSON object such as "
                         "{\"deviceIterations\": 4}, got "
