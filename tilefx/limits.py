@@ -70,7 +70,9 @@ INTEGER_DIGITS = Limit("TILEFX_MAX_INTEGER_DIGITS", 40, "the number of digits of
 
 # -- IR and tensors -----------------------------------------------------------------
 # the dense constants of one IR module, together (tilefx-opt, executables)
-IR_CONSTANT_BYTES = Limit("TILEFX_MAX_CONSTANT_BYTES", 4 << 30, "the IR's dense constants' size in bytes")
+# (declared bytes: xDSL holds a dense attribute's elements as Python numbers,
+# some twenty times their size, and expands a splat element by element)
+IR_CONSTANT_BYTES = Limit("TILEFX_MAX_CONSTANT_BYTES", 64 << 20, "the IR's dense constants' size in bytes")
 # one tensor an input file (npz, ONNX) declares, before it is allocated
 TENSOR_BYTES = Limit("TILEFX_MAX_TENSOR_BYTES", 16 << 30, "the tensor's size in bytes")
 
