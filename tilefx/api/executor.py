@@ -34,6 +34,7 @@ from tilefx.api.anchors import Anchors
 from tilefx.api.host_arrays import (copied, copy_into, fresh_outputs, held_alone, input_np, same_memory, to_np,
                                    viewable, weight_tensor)
 from tilefx.api.outputs import Outputs
+from tilefx.api.serialized import serialized as _serialized
 from tilefx.api.program import Program, role_list
 from tilefx.api.readouts import MachineReadouts
 from tilefx.api.weight_update import WeightUpdates
@@ -224,6 +225,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
     def isCompiled(self) -> bool:
         return self._program is not None
 
+    @_serialized
     def compile(self, *args, **kwargs) -> None:
         """Compile for these inputs without running."""
         if self._destroyed:
@@ -231,6 +233,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         call, inputs = self._flatten_inputs(args, kwargs)
         self._compile(inputs, call)
 
+    @_serialized
     def __call__(self, *args, **kwargs):
         # Each function this path calls runs on caches the last call's
         # kernels evicted (a few us each, against ~0.2 us hot): the checks are
@@ -412,6 +415,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         self._check_alive()
         export.load_executable(self, filename)
 
+    @_serialized
     def copyWeightsToDevice(self) -> None:
         """Read the torch module's parameters and buffers into the executor.
 
@@ -478,6 +482,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
             self.copyWeightsToDevice()
         return result
 
+    @_serialized
     def copyWeightsToHost(self) -> None:
         """Write the executor's weights and buffers into the torch module
         (before the first compile: PopTorch's error, there is nothing to copy)."""
@@ -507,6 +512,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         self._one_call_for = None
         self._destroyed = True
 
+    @_serialized
     def setOptimizer(self, optimizer: torch.optim.Optimizer) -> None:
         """Use new optimizer hyper-parameters from the next call on.
 
