@@ -170,3 +170,58 @@ def test_duplicate_or_encrypted_entries_are_clear_errors(exported, tmp_path):
     with pytest.raises(poptorch.Error, match="not a tilefx executable"):
         poptorch.load(str(enc))
     assert os.path.exists(enc)
+
+
+# -- the executable cache: entries bound to their creator ------------------------
+
+def _cached_run(cache, x):
+    torch.manual_seed(0)
+    opts = poptorch.Options().enableExecutableCaching(str(cache))
+    return poptorch.inferenceModel(_Model().eval(), opts)(x)
+
+
+def test_a_planted_cache_entry_is_ignored_with_one_warning(tmp_path, monkeypatch, caplog):
+    from tilefx.api import executable_cache
+
+    monkeypatch.setenv("TILEFX_CACHE_KEY_FILE", str(tmp_path / "home" / "key"))
+    cache, x = tmp_path / "cache", torch.ones(2, 6)
+    want = _cached_run(cache, x)
+    assert oct(os.stat(cache).st_mode & 0o777) == "0o700"
+    assert oct(os.stat(tmp_path / "home" / "key").st_mode & 0o777) == "0o600"
+    (entry,) = [p for p in cache.iterdir() if p.suffix == ".tilefx"]
+    # a stranger's entry under the same key: other weights, a valid manifest, no valid MAC
+    import safetensors.numpy as st
+
+    def other_weights(name, data):
+        if name != "weights.safetensors":
+            return data
+        tensors = st.load(data)
+        return st.save({k: v + 0.5 for k, v in tensors.items()})
+
+    _rewrite(entry, entry, other_weights)
+    with caplog.at_level("WARNING", logger="tilefx.export"):
+        got = _cached_run(cache, x)
+        _cached_run(cache, x)  # stored again over it: no second warning
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    warnings = [r for r in caplog.records if "ignoring" in r.getMessage()]
+    assert len(warnings) == 1 and "MAC does not match" in warnings[0].getMessage()
+    # a MAC made with another user's key does not verify either
+    monkeypatch.setenv("TILEFX_CACHE_KEY_FILE", str(tmp_path / "other" / "key"))
+    assert executable_cache._verified(str(entry)) is None
+
+
+def test_stale_tmp_files_are_removed_and_entries_checked_for_their_owner(tmp_path, monkeypatch):
+    from tilefx.api import executable_cache
+
+    monkeypatch.setenv("TILEFX_CACHE_KEY_FILE", str(tmp_path / "key"))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    stale, fresh = cache / "old.tmp", cache / "new.tmp"
+    stale.write_bytes(b"x")
+    fresh.write_bytes(b"x")
+    os.utime(stale, (time.time() - 2 * executable_cache.STALE_TMP_SECONDS,) * 2)
+    _cached_run(cache, torch.ones(2, 6))
+    assert not stale.exists() and fresh.exists()
+    (entry,) = [p for p in cache.iterdir() if p.suffix == ".tilefx"]
+    os.chmod(entry, 0o666)
+    assert "writable by other users" in executable_cache._private(str(entry))

@@ -615,7 +615,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                             "a tilefx bug: please report it with the model", type="internal") from None
 
     def _compile_in_session(self, inputs: list[torch.Tensor], call: CallSpec) -> None:
-        from tilefx.api import export
+        from tilefx.api import executable_cache
 
         start = time.perf_counter()
         self._tilefx_anchors = Anchors.of(self)  # Options.anchorTensor (api/anchors.py)
@@ -630,7 +630,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
         self._groups = ReplicaGroups.of(self._user_model, self._options.replication_factor)
         progress = CompileProgress(f"{type(self._user_model).__name__} "
                                    f"({'training' if self._training else 'inference'})", self._options)
-        if export.load_cached(self, inputs, start):  # a cache hit: no tracing, no passes
+        if executable_cache.load_cached(self, inputs, start):  # a cache hit: no tracing, no passes
             progress.mark("loaded from the executable cache", 100)
             progress.close()
             return
@@ -729,7 +729,7 @@ class PoplarExecutor(MachineReadouts, WeightUpdates, Outputs):
                       [(x.shape[0] // n,) + tuple(x.shape[1:]) if x.dim() else () for x in inputs],
                       [np_dtype_of(x.dtype) for x in inputs], start)
         progress.mark("built the program and the machine model", 30)
-        export.store_cached(self, inputs)
+        executable_cache.store_cached(self, inputs)
         progress.close()
 
     def _install(self, traced: TracedGraph, import_module: ModuleOp, module: ModuleOp,

@@ -247,12 +247,31 @@ def write(ex, filename: str) -> str:
         fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())  # the data is on disk before its name is
         os.replace(tmp, filename)  # readers never see a half-written file
+        tmp = None
+        _fsync_directory(directory)
     except OSError as e:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         raise Error(f"cannot write the executable to {filename}: {e.strerror or e}") from None
     return filename
+
+
+def _fsync_directory(directory: str) -> None:
+    """The rename itself on disk (POSIX: a directory's entries are synced
+    through the directory); not every file system can open a directory."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 # -- reading -----------------------------------------------------------------------
@@ -689,11 +708,7 @@ def save(ex, filename: str, export_model: bool = True, save_rng_state: bool = Tr
     _write_compiled(ex, "save", filename, export_model, rng=save_rng_state)
 
 
-# -- the executable cache ----------------------------------------------------------
-
-def _cache_dir(ex) -> str | None:
-    return ex._options.executable_cache_dir or os.environ.get("POPTORCH_CACHE_DIR") or None
-
+# -- the executable cache's key (the cache itself: api/executable_cache.py) ---------
 
 def cache_key(ex, inputs) -> str:
     """Everything the compiled program depends on, hashed."""
@@ -733,41 +748,3 @@ def cache_key(ex, inputs) -> str:
         except (OSError, TypeError):
             pass  # classes without source (built in): named by module and qualname
     return h.hexdigest()
-
-
-def load_cached(ex, inputs, start: float) -> bool:
-    directory = _cache_dir(ex)
-    if not directory:
-        return False
-    ex._cache_key = cache_key(ex, inputs)
-    path = os.path.join(directory, ex._cache_key + ".tilefx")
-    if not os.path.isfile(path):
-        log.info("executable cache: miss (%s)", path)
-        return False
-    try:
-        parts = read(path)
-        install(ex, parts, path, weights_from_file=False)
-    except Error as e:
-        log.warning("executable cache: ignoring %s: %s", path, e.message)
-        return False
-    ex._program.compile_seconds = time.perf_counter() - start
-    log.info("executable cache: loaded %s in %.3f s (no tracing, no passes)", path,
-             ex._program.compile_seconds)
-    return True
-
-
-def store_cached(ex, inputs) -> None:
-    directory = _cache_dir(ex)
-    if not directory:
-        return
-    if ex._program.traced.meta_tensors:  # sized only: no weights to cache
-        log.info("executable cache: not stored (the model's tensors are on the meta device)")
-        return
-    if ex._program.traced.cache_states is not None:  # as compile_and_export says
-        log.info("executable cache: not stored (the call passes or the model returns transformers caches, "
-                 "whose Python objects the file does not keep; use_cache=False leaves them out)")
-        return
-    key = getattr(ex, "_cache_key", None) or cache_key(ex, inputs)
-    path = os.path.join(directory, key + ".tilefx")
-    write(ex, path)
-    log.info("executable cache: stored %s", path)
