@@ -361,6 +361,11 @@ def read(filename: str) -> dict:
         raise
     except _ZIP_ERRORS as e:
         raise Error(f"{filename}: not a tilefx executable, or truncated ({type(e).__name__}: {e})") from None
+    for n in ("graph.mlir", "import.mlir"):
+        try:
+            parts[n].decode()
+        except UnicodeDecodeError as e:
+            raise Error(f"{filename}: {n} is not UTF-8 text ({e})") from None
     parts["manifest"] = manifest
     parts["executor"] = check_executor(_json(parts["executor.json"], filename, "executor.json"), filename)
     limits.TENSOR_BYTES.check(input_bytes(parts["executor"]), f"{filename}: the recorded inputs")
@@ -380,6 +385,9 @@ def _parse_ir(text: bytes, filename: str, part: str):
 
     from tilefx.passes.pipelines import graph_context
 
+    from tilefx.dialects.source import check_constant_bytes
+
+    check_constant_bytes(text.decode(), f"{filename}:{part}")  # (read() checked it is UTF-8)
     try:
         module = Parser(graph_context(), text.decode(), f"{filename}:{part}").parse_module()
         module.verify()
