@@ -18,6 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "tilefx"
 LAYERS = {
     "errors": 0,
     "gcpause": 0,
+    "limits": 0,
     "dialects": 1,
     "passes": 2,
     "backend": 3,
@@ -36,7 +37,7 @@ MACHINE_MODEL = {f"backend.{m}": 1.5 for m in ("machine", "costs", "schedule", "
                                                  "memory_model", "validated", "memory_advice")}
 LAYERS.update(MACHINE_MODEL)
 # the layers that must not depend on torch: the IR, the passes and the executor
-TORCH_FREE = {"errors", "gcpause", "dialects", "passes", "backend", *MACHINE_MODEL}
+TORCH_FREE = {"errors", "gcpause", "limits", "dialects", "passes", "backend", *MACHINE_MODEL}
 
 
 def _layer(path: pathlib.Path) -> str:

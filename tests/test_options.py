@@ -1254,16 +1254,20 @@ def test_module_imports_only_errors_and_enums():
     assert _tilefx_imports(option_groups.__file__) == [
         "from tilefx.api.enums import (",
         "from tilefx.errors import Error",
+        "from tilefx.backend.machine import MAX_IPUS",  # check_ipus: the largest IPU system
+        "from tilefx.backend.machine import MAX_REPEAT_COUNT",  # check_repeats: Poplar's repeat count
         "from tilefx.backend import locations",  # TensorLocationSettings' thresholds: a leaf module
         "from tilefx.backend import locations",  # _TensorLocationOptions.resolved: the same
     ]
     assert _tilefx_imports(options_module.__file__) == [
         "from tilefx.api.enums import (",
         "from tilefx.api.option_groups import (  # the groups and the shared machinery, re-exported",
+        "from tilefx import limits",  # the caps on options texts
         "from tilefx.errors import Error",
         "from tilefx.backend.machine import IPU_VERSIONS, machine",  # useOfflineIpuTarget: the same
         "from tilefx.backend.machine import PRESETS, Machine",  # setMachine: a leaf module
         # the options-file grammar and its evaluator, loaded when a file or JSON is read
+        "from tilefx.api.options_file import check_text_size",
         "from tilefx.api.options_file import _apply_commands, _parse_config",
         "from tilefx.api.options_file import _json_value, _resolve_group, _resolve_setter, _ResolveError",
     ]

@@ -1,7 +1,7 @@
 """`make fuzz`: a long fuzz campaign over tilefx-opt, tilefx-run and the
 options-file reader, with counts per outcome.
 
-    python tests/fuzz/campaign.py [--ir 10000] [--options 1000] [--timeout 60] [--seed 0]
+    python tests/fuzz/campaign.py [--ir 10000] [--options 1000] [--files 300] [--timeout 60] [--seed 0]
 
 Cases run in a forked worker that already imported tilefx and torch (so a
 case costs milliseconds, not an interpreter start); a case that does not
@@ -27,8 +27,18 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import cases  # noqa: E402
+import file_cases  # noqa: E402
+
+# the file kinds (tests/fuzz/file_cases.py): seed, mutator, case runner
+FILE_KINDS = {
+    "executable": (file_cases.executable_seed, file_cases.mutate_executable, file_cases.run_executable_case),
+    "npz": (file_cases.npz_seed, file_cases.mutate_npz, file_cases.run_npz_case),
+    "onnx": (file_cases.onnx_seed, file_cases.mutate_onnx, file_cases.run_onnx_case),
+}
 
 BAD = ("crash", "hang", "unlocated")
+# the step a kind of case reports first (its outcome when the worker dies or hangs)
+_STEP = {"options": "options", "executable": "load", "npz": "npz", "onnx": "onnx"}
 
 
 def _worker(conn, memory_limit: int) -> None:
@@ -38,7 +48,9 @@ def _worker(conn, memory_limit: int) -> None:
     sentinel = os.path.join(workdir, "SENTINEL")
     while True:
         kind, text = conn.recv()
-        if kind == "ir":
+        if kind in FILE_KINDS:
+            conn.send(FILE_KINDS[kind][2](text, workdir))
+        elif kind == "ir":
             conn.send(cases.run_ir_case(text, workdir))
         else:
             conn.send(cases.run_options_case(text.replace("{sentinel}", sentinel), workdir, sentinel))
@@ -66,9 +78,9 @@ class Pool:
             except EOFError:
                 pass
             self._restart()
-            return {kind if kind == "options" else "opt": "crash", "detail": "the worker died"}
+            return {_STEP.get(kind, "opt"): "crash", "detail": "the worker died"}
         self._restart()
-        return {"options" if kind == "options" else "opt": "hang"}
+        return {_STEP.get(kind, "opt"): "hang"}
 
     def _restart(self):
         self.proc.kill()
@@ -84,6 +96,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ir", type=int, default=10000, help="IR mutants")
     ap.add_argument("--options", type=int, default=1000, help="options files")
+    ap.add_argument("--files", type=int, default=300,
+                    help="mutants of each received file kind (executable, npz, ONNX)")
     ap.add_argument("--timeout", type=float, default=60.0,
                     help="seconds per case (a loaded 2-core machine needs ~15 s for the slowest)")
     ap.add_argument("--seed", type=int, default=0)
@@ -107,15 +121,19 @@ def main(argv=None) -> int:
 
     def record(kind: str, i: int, text: str, res: dict[str, str]):
         nonlocal failures
-        for step in ("opt", "run", "options"):
+        for step in ("opt", "run", "options", "load", "npz", "onnx", "popart"):
             if step in res:
                 counts[step][res[step]] += 1
                 if res[step] in BAD:
                     failures += 1
                     name = os.path.join(args.out, f"{kind}-{i}-{step}-{res[step]}")
-                    with open(name + (".mlir" if kind == "ir" else ".conf"), "w",
-                              encoding="utf-8", errors="surrogatepass") as f:
-                        f.write(text)
+                    if isinstance(text, bytes):
+                        with open(name + ".bin", "wb") as f:
+                            f.write(text)
+                    else:
+                        with open(name + (".mlir" if kind == "ir" else ".conf"), "w",
+                                  encoding="utf-8", errors="surrogatepass") as f:
+                            f.write(text)
                     with open(name + ".txt", "w") as f:
                         f.write(json.dumps(res, indent=1))
 
@@ -125,6 +143,12 @@ def main(argv=None) -> int:
             for step, c in counts.items()), flush=True)
 
     try:
+        for kind, (seed, mutate, _) in FILE_KINDS.items():
+            data = seed()
+            for i in range(args.files):
+                case = mutate(data, rng)
+                record(kind, i, case, pool.run(kind, case))
+            report(f"{args.files} {kind} mutants")
         for i in range(args.options):
             text = cases.mutate_options(cases.OPTION_SEED_LINES, rng, "{sentinel}")
             record("options", i, text, pool.run("options", text))
@@ -137,7 +161,8 @@ def main(argv=None) -> int:
                 report(f"{i + 1} IR mutants")
     finally:
         pool.close()
-    report(f"done ({args.ir} IR mutants, {args.options} option files, timeout {args.timeout} s)")
+    report(f"done ({args.ir} IR mutants, {args.options} option files, {args.files} of each received file "
+           f"kind, timeout {args.timeout} s)")
     print(f"failing cases: {failures} (in {args.out}/)" if failures else "no crash, hang or unlocated diagnostic")
     return 1 if failures else 0
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tilefx.backend.machine import MAX_IPUS
 from tilefx.errors import Error
-
-MAX_IPUS = 256
 _pre_compile_hooks: dict[int, Callable] = {}
 _post_compile_hooks: dict[int, Callable] = {}
 _next_id = 0

@@ -67,7 +67,7 @@ class CompilePath:
                             "a tilefx bug: please report it with the model", type="internal") from None
 
     def _compile_in_session(self, inputs: list[torch.Tensor], call: CallSpec) -> None:
-        from tilefx.api import export
+        from tilefx.api import executable_cache
 
         from tilefx.api.compat import run_pre_compile_hooks
 
@@ -87,7 +87,7 @@ class CompilePath:
         self._groups = ReplicaGroups.of(self._user_model, self._options.replication_factor)
         progress = CompileProgress(f"{type(self._user_model).__name__} "
                                    f"({'training' if self._training else 'inference'})", self._options)
-        if export.load_cached(self, inputs, start):  # a cache hit: no tracing, no passes
+        if executable_cache.load_cached(self, inputs, start):  # a cache hit: no tracing, no passes
             progress.mark("loaded from the executable cache", 100)
             progress.close(compile_summary(self._profile, self._program.module, self._factors()[1]), cached=True)
             return
@@ -173,7 +173,7 @@ class CompilePath:
                       [(x.shape[0] // n,) + tuple(x.shape[1:]) if x.dim() else () for x in inputs],
                       [np_dtype_of(x.dtype) for x in inputs], start)
         progress.mark("built the program and the machine model", 30)
-        export.store_cached(self, inputs)
+        executable_cache.store_cached(self, inputs)
         progress.close(compile_summary(self._profile, module, self._factors()[1]))
 
     def _install(self, traced: TracedGraph, import_module: ModuleOp, module: ModuleOp,

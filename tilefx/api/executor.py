@@ -28,6 +28,7 @@ from tilefx.api import compile_log
 from tilefx.api.anchors import Anchors
 from tilefx.api.host_arrays import (same_memory, to_np, viewable)
 from tilefx.api.outputs import Outputs
+from tilefx.api.serialized import serialized as _serialized
 from tilefx.api.program import Program
 from tilefx.api.readouts import MachineReadouts
 from tilefx.api.compiling import _check_not_meta, CompilePath
@@ -199,6 +200,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
     def isCompiled(self) -> bool:
         return self._program is not None
 
+    @_serialized
     def compile(self, *args, **kwargs) -> None:
         """Compile for these inputs without running."""
         if self._destroyed:
@@ -206,6 +208,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         call, inputs = self._flatten_inputs(args, kwargs)
         self._compile(inputs, call)
 
+    @_serialized
     def __call__(self, *args, **kwargs):
         # Each function this path calls runs on caches the last call's
         # kernels evicted (a few us each, against ~0.2 us hot): the checks are
@@ -387,6 +390,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         self._check_alive()
         export.load_executable(self, filename)
 
+    @_serialized
     def copyWeightsToDevice(self) -> None:
         """Read the torch module's parameters and buffers into the executor.
 
@@ -471,6 +475,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         # itemgetter(0)((model,)) is the model: loading needs only the standard library
         return operator.itemgetter(0), ((self._user_model,),)
 
+    @_serialized
     def copyWeightsToHost(self) -> None:
         """Write the executor's weights and buffers into the torch module
         (before the first compile: PopTorch's error, there is nothing to copy)."""
@@ -501,6 +506,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         self._one_call_for = None
         self._destroyed = True
 
+    @_serialized
     def setOptimizer(self, optimizer: torch.optim.Optimizer) -> None:
         """Use new optimizer hyper-parameters from the next call on.
 

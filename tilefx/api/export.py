@@ -32,34 +32,46 @@ it (what the traced IR is made from); a hit skips tracing and the passes.
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import inspect
 import io
 import json
 import logging
 import os
+import struct
 import tempfile
 import time
 import zipfile
+import zlib
 
 import numpy as np
 import torch
 
+from tilefx import limits
+from tilefx.api.executable_schema import (
+    HOST_OPTIONS,
+    SCHEMA_VERSION,
+    SKIP,
+    check_executor,
+    check_popart_options,
+    encode,
+    input_bytes,
+    option_value,
+)
 from tilefx.dialects.const_value import attach_values, text_without_values
 from tilefx.errors import Error
 
 log = logging.getLogger("tilefx.export")
 
 FORMAT = "tilefx-executable"
-FORMAT_VERSION = 1
+FORMAT_VERSION = SCHEMA_VERSION  # the file format is its schema's (api/executable_schema.py)
 PARTS = ("graph.mlir", "import.mlir", "executor.json", "options.json", "weights.safetensors",
          "optimizer.safetensors")
 MANIFEST = "manifest.json"
 # the key prefix of forward's tensor defaults in weights.safetensors (inputs
 # of the recorded call when a loaded executor's call leaves them out)
 DEFAULT_PREFIX = "default/"
-_MAX_PART_BYTES = 4 << 30
+JSON_PARTS = ("executor.json", "options.json")
 
 
 def _version() -> str:
@@ -74,43 +86,6 @@ def _sha(data: bytes) -> str:
 
 # -- options as JSON -------------------------------------------------------------
 
-def _encode(v):
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    if isinstance(v, enum.Enum):
-        return {"__enum__": type(v).__name__, "name": v.name}
-    if isinstance(v, torch.dtype):
-        return {"__dtype__": str(v).removeprefix("torch.")}
-    if isinstance(v, (list, tuple)):
-        return [_encode(x) for x in v]
-    if isinstance(v, dict) and all(isinstance(k, str) for k in v):
-        return {k: _encode(x) for k, x in v.items()}
-    return {"__repr__": repr(v)}  # an object (a strategy, a policy): compiled into the IR
-
-
-def _decode(v):
-    from tilefx.api import enums
-
-    if isinstance(v, list):
-        return [_decode(x) for x in v]
-    if isinstance(v, dict):
-        if "__enum__" in v:
-            cls = getattr(enums, v["__enum__"], None)
-            if not (isinstance(cls, type) and issubclass(cls, enum.Enum)) or v["name"] not in cls.__members__:
-                raise Error(f"options.json: unknown enum value {v['__enum__']}.{v['name']}")
-            return cls[v["name"]]
-        if "__dtype__" in v:
-            dt = getattr(torch, v["__dtype__"], None)
-            if not isinstance(dt, torch.dtype):
-                raise Error(f"options.json: unknown dtype {v['__dtype__']!r}")
-            return dt
-        if "__repr__" in v:
-            return _SKIP
-        return {k: _decode(x) for k, x in v.items()}
-    return v
-
-
-_SKIP = object()
 _GROUPS = ("Precision", "Training", "Jit", "Distributed")
 
 
@@ -119,39 +94,48 @@ def _option_items(group) -> dict:
 
 
 def options_to_json(opts) -> dict:
-    out = {k: _encode(v) for k, v in _option_items(opts).items()}
+    """The compile-time options as JSON (the host's settings, HOST_OPTIONS,
+    stay on the host)."""
+    out = {k: encode(v) for k, v in _option_items(opts).items() if k not in HOST_OPTIONS}
     for g in _GROUPS:
-        out[g] = {k: _encode(v) for k, v in _option_items(getattr(opts, g)).items()}
-    out["_Popart"] = _encode(dict(opts._Popart.options))
+        out[g] = {k: encode(v) for k, v in _option_items(getattr(opts, g)).items()}
+    out["_Popart"] = encode(dict(opts._Popart.options))
     return out
 
 
 def options_from_json(data: dict):
     """A new Options with the stored values: only options a fresh Options has,
-    each of the same kind as its default (objects compiled into the IR, such
-    as the execution strategy, are not restored)."""
+    each of its declared kind and within the bounds its setter enforces
+    (objects compiled into the IR, such as the execution strategy, are not
+    restored); a host setting (a path on this machine) in the file is an
+    error, never applied."""
     from tilefx.api.options import Options
 
     opts = Options()
 
-    def assign(target, values: dict, where: str):
+    def assign(target, values, where: str):
+        if not isinstance(values, dict):
+            raise Error(f"options.json: {where or 'the options'} must be an object")
         fresh = _option_items(target)
         for k, raw in values.items():
             if k in _GROUPS or k == "_Popart":
                 continue
+            if k in HOST_OPTIONS:
+                raise Error(f"options.json: {where}{k} is a setting of the loading host (a path or how it "
+                            "reports), which is never taken from a file")
             if k not in fresh:
                 raise Error(f"options.json: unknown option {where}{k}")
-            v = _decode(raw)
-            if v is _SKIP:
+            v = option_value(k, raw, fresh[k], where)
+            if v is SKIP:
                 continue
             object.__setattr__(target, k, v)
 
     assign(opts, data, "")
     for g in _GROUPS:
         assign(getattr(opts, g), data.get(g, {}), g + ".")
-    popart = _decode(data.get("_Popart", {}))
-    if isinstance(popart, dict):
-        opts._Popart.options.update(popart)
+    if opts.Distributed.process_id >= opts.Distributed.num_processes:
+        raise Error("options.json: Distributed.process_id must be smaller than Distributed.num_processes")
+    opts._Popart.options.update(check_popart_options(data.get("_Popart", {})))
     return opts
 
 
@@ -263,7 +247,11 @@ def write(ex, filename: str) -> str:
         fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())  # the data is on disk before its name is
         os.replace(tmp, filename)  # readers never see a half-written file
+        tmp = None
+        _fsync_directory(directory)
     except OSError as e:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
@@ -271,63 +259,122 @@ def write(ex, filename: str) -> str:
     return filename
 
 
+def _fsync_directory(directory: str) -> None:
+    """The rename itself on disk (POSIX: a directory's entries are synced
+    through the directory); not every file system can open a directory."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 # -- reading -----------------------------------------------------------------------
+
+_MANIFEST_KEYS = {"format", "format_version", "tilefx_version", "parts"}
+# the errors zipfile and its decompressors raise for a malformed archive
+# (an encrypted entry is a RuntimeError, an unknown compression method a
+# NotImplementedError)
+_ZIP_ERRORS = (zipfile.BadZipFile, OSError, EOFError, KeyError, ValueError, NotImplementedError,
+               RuntimeError, zlib.error, struct.error, OverflowError)
+
+
+def _check_sizes(z: zipfile.ZipFile, filename: str) -> dict[str, zipfile.ZipInfo]:
+    """The archive's entries, checked before any is read: only the known
+    parts, each once, the JSON ones small, the whole within the
+    executable caps (limits.py) and not a compression bomb."""
+    infos: dict[str, zipfile.ZipInfo] = {}
+    for info in z.infolist():
+        if info.filename in infos:
+            raise Error(f"{filename}: the part {info.filename} appears twice")
+        infos[info.filename] = info
+    if MANIFEST not in infos:
+        raise Error(f"{filename}: not a tilefx executable (no {MANIFEST})")
+    extra = set(infos) - set(PARTS) - {MANIFEST}
+    if extra:
+        raise Error(f"{filename}: unexpected parts {sorted(extra)[:5]}")
+    for n in PARTS:
+        if n not in infos:
+            raise Error(f"{filename}: part {n} is missing")
+    for n in (MANIFEST, *JSON_PARTS):
+        limits.EXECUTABLE_JSON_BYTES.check(infos[n].file_size, f"{filename}: {n}")
+    total = sum(i.file_size for i in infos.values())
+    limits.EXECUTABLE_BYTES.check(total, filename)
+    on_disk = max(os.path.getsize(filename), 1)
+    if total > limits.RATIO_FREE_BYTES:
+        limits.EXECUTABLE_RATIO.check(total // on_disk, filename)
+    return infos
+
+
+def _check_manifest(manifest: dict, filename: str) -> dict:
+    if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
+        raise Error(f"{filename}: not a tilefx executable of format version {FORMAT_VERSION} "
+                    f"(format {str(manifest.get('format'))[:40]!r} version "
+                    f"{str(manifest.get('format_version'))[:40]!r})")
+    if manifest.get("tilefx_version") != _version():
+        raise Error(f"{filename}: exported by tilefx {str(manifest.get('tilefx_version'))[:40]}, this is tilefx "
+                    f"{_version()}: the versions must match exactly")
+    if set(manifest) != _MANIFEST_KEYS:
+        raise Error(f"{filename}: the manifest must hold exactly {', '.join(sorted(_MANIFEST_KEYS))}")
+    listed = manifest["parts"]
+    if not isinstance(listed, dict) or set(listed) != set(PARTS):
+        raise Error(f"{filename}: the manifest must list the parts {', '.join(PARTS)}")
+    for n, want in listed.items():
+        if not isinstance(want, dict) or set(want) != {"sha256", "size"} or \
+                not isinstance(want["sha256"], str) or len(want["sha256"]) != 64 or \
+                isinstance(want["size"], bool) or not isinstance(want["size"], int):
+            raise Error(f"{filename}: the manifest's entry of {n} must be {{\"sha256\": hex, \"size\": int}}")
+    return listed
+
 
 def read(filename: str) -> dict:
     """The verified parts of an executable file: bytes by name, plus the
-    parsed manifest, executor and options JSON."""
+    parsed manifest, executor and options JSON. Sizes are checked before
+    anything is read, each field against the schema after."""
     if not isinstance(filename, (str, os.PathLike)):
         raise Error(f"expected a file name, got {type(filename).__name__}")
+    filename = os.fspath(filename)
     if os.path.isdir(filename) and os.path.isfile(os.path.join(filename, DIRECTORY_FILE)):
         filename = os.path.join(filename, DIRECTORY_FILE)  # the directory write() wrote into
     if not os.path.isfile(filename):
         raise Error(f"{filename}: no such executable file")
     try:
         with zipfile.ZipFile(filename) as z:
-            names = set(z.namelist())
-            if MANIFEST not in names:
-                raise Error(f"{filename}: not a tilefx executable (no {MANIFEST})")
+            infos = _check_sizes(z, filename)
             manifest = _json(z.read(MANIFEST), filename, MANIFEST)
-            if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
-                raise Error(f"{filename}: not a tilefx executable of format version {FORMAT_VERSION} "
-                            f"(format {manifest.get('format')!r} version {manifest.get('format_version')!r})")
-            if manifest.get("tilefx_version") != _version():
-                raise Error(f"{filename}: exported by tilefx {manifest.get('tilefx_version')}, this is tilefx "
-                            f"{_version()}: the versions must match exactly")
-            listed = manifest.get("parts")
-            if not isinstance(listed, dict) or set(listed) != set(PARTS):
-                raise Error(f"{filename}: the manifest must list the parts {', '.join(PARTS)}")
-            extra = names - set(PARTS) - {MANIFEST}
-            if extra:
-                raise Error(f"{filename}: unexpected parts {sorted(extra)}")
+            listed = _check_manifest(manifest, filename)
             parts = {}
             for n in PARTS:
-                if n not in names:
-                    raise Error(f"{filename}: part {n} is missing")
-                info = z.getinfo(n)
-                want = listed[n]
-                if info.file_size != want.get("size") or info.file_size > _MAX_PART_BYTES:
-                    raise Error(f"{filename}: part {n} has {info.file_size} bytes, the manifest says "
-                                f"{want.get('size')}")
+                size, want = infos[n].file_size, listed[n]
+                if size != want["size"]:
+                    raise Error(f"{filename}: part {n} has {size} bytes, the manifest says {want['size']}")
                 data = z.read(n)
-                if _sha(data) != want.get("sha256"):
+                if _sha(data) != want["sha256"]:
                     raise Error(f"{filename}: part {n} is corrupted: its SHA-256 differs from the manifest's")
                 parts[n] = data
-    except zipfile.BadZipFile as e:
-        raise Error(f"{filename}: not a tilefx executable, or truncated ({e})") from None
-    except (OSError, EOFError, KeyError) as e:
-        raise Error(f"{filename}: cannot read the executable ({type(e).__name__}: {e})") from None
+    except Error:
+        raise
+    except _ZIP_ERRORS as e:
+        raise Error(f"{filename}: not a tilefx executable, or truncated ({type(e).__name__}: {e})") from None
+    for n in ("graph.mlir", "import.mlir"):
+        try:
+            parts[n].decode()
+        except UnicodeDecodeError as e:
+            raise Error(f"{filename}: {n} is not UTF-8 text ({e})") from None
     parts["manifest"] = manifest
-    parts["executor"] = _json(parts["executor.json"], filename, "executor.json")
+    parts["executor"] = check_executor(_json(parts["executor.json"], filename, "executor.json"), filename)
+    limits.TENSOR_BYTES.check(input_bytes(parts["executor"]), f"{filename}: the recorded inputs")
     parts["options"] = _json(parts["options.json"], filename, "options.json")
     return parts
 
 
 def _json(data: bytes, filename: str, part: str):
-    try:
-        value = json.loads(data.decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise Error(f"{filename}: {part} is not valid JSON: {e}") from None
+    value = limits.load_json(data, f"{filename}: {part}")
     if not isinstance(value, dict):
         raise Error(f"{filename}: {part} must hold a JSON object")
     return value
@@ -338,6 +385,9 @@ def _parse_ir(text: bytes, filename: str, part: str):
 
     from tilefx.passes.pipelines import graph_context
 
+    from tilefx.dialects.source import check_constant_bytes
+
+    check_constant_bytes(text.decode(), f"{filename}:{part}")  # (read() checked it is UTF-8)
     try:
         module = Parser(graph_context(), text.decode(), f"{filename}:{part}").parse_module()
         module.verify()
@@ -362,10 +412,9 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
     consts = {n: tensors[f"const/{n}"] for n in meta.get("consts", []) if f"const/{n}" in tensors}
     attach_values(module, consts)  # the IR carries its constants, as a compiled one does
     import_module = _IRText(parts["import.mlir"].decode(), consts)  # shown by ir("import"), never run
-    spec = meta.get("out_spec")
     traced = TracedGraph(import_module, list(meta["params"]), list(meta["buffers"]), int(meta["num_inputs"]),
                          int(meta["num_outputs"]), meta.get("loss_index"), consts,
-                         out_spec=torch.utils._pytree.treespec_loads(spec) if spec else None,
+                         out_spec=_out_spec(meta.get("out_spec"), filename),
                          anchor_outputs=int(meta.get("anchor_outputs", 0)))
     named_p = dict(ex._user_model.named_parameters(remove_duplicate=False))
     named_b = dict(ex._user_model.named_buffers(remove_duplicate=False))
@@ -405,6 +454,19 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
             if n in ex._opt_state:
                 ex._opt_state[n] = v.astype(ex._opt_state[n].dtype, copy=True)
         ex._step = int(meta.get("step", 0))
+
+
+def _out_spec(spec: str | None, filename: str):
+    """The outputs' structure, from torch's pytree JSON (types by their
+    registered names only: nothing is imported or evaluated)."""
+    if not spec:
+        return None
+    try:
+        return torch.utils._pytree.treespec_loads(spec)
+    except (ValueError, TypeError, KeyError, NotImplementedError, AttributeError, IndexError,
+            RecursionError) as e:
+        raise Error(f"{filename}: executor.json: out_spec is not a valid output structure "
+                    f"({type(e).__name__}: {str(e)[:200]})") from None
 
 
 def _np_dtype(t: torch.Tensor) -> np.dtype:
@@ -523,8 +585,7 @@ class LoadedModel(torch.nn.Module):
 # host's logging. Everything else (batching, strategy, precision, ...) is
 # compiled into the executable's program.
 RUNTIME_OPTIONS = ("ipu_id", "use_ipu_model", "offline_ipu_target", "ipu_version", "connection_type",
-                   "random_seed", "log_dir", "max_repeat_logs", "show_compilation_progress_bar",
-                   "Distributed.timeout_seconds")
+                   "random_seed", *sorted(HOST_OPTIONS), "Distributed.timeout_seconds")
 _EDITABLE_GROUPS = ("Precision", "Training", "TensorLocations", "Jit", "Distributed")
 
 
@@ -534,8 +595,8 @@ def _flat_options(opts) -> dict[str, tuple[object, str]]:
     for prefix, holder in (("", opts), *((g + ".", getattr(opts, g)) for g in _EDITABLE_GROUPS)):
         for k, v in _option_items(holder).items():
             if k not in _EDITABLE_GROUPS:
-                out[prefix + k] = (holder, json.dumps(_encode(v), sort_keys=True, default=repr))
-    out["_Popart"] = (opts._Popart, json.dumps(_encode(dict(opts._Popart.options)), sort_keys=True,
+                out[prefix + k] = (holder, json.dumps(encode(v), sort_keys=True, default=repr))
+    out["_Popart"] = (opts._Popart, json.dumps(encode(dict(opts._Popart.options)), sort_keys=True,
                                               default=repr))
     return out
 
@@ -575,6 +636,10 @@ def load(filename: str, edit_opts_fn=None):
         raise Error(f"{filename} was exported with export_model=False: wrap the model yourself and call "
                     "loadExecutable(filename)")
     tensors = _tensors_from(parts["weights.safetensors"], "weights.safetensors")
+    missing = [k for k in [f"param/{n}" for n in meta["params"]] + [f"buffer/{n}" for n in meta["buffers"]]
+               if k not in tensors]
+    if missing:
+        raise Error(f"{filename}: weights.safetensors lacks the weights {', '.join(missing[:5])}")
     model = LoadedModel(str(meta.get("model", "model")),
                         {n: tensors[f"param/{n}"] for n in meta["params"]},
                         {n: tensors[f"buffer/{n}"] for n in meta["buffers"]})
@@ -651,11 +716,7 @@ def save(ex, filename: str, export_model: bool = True, save_rng_state: bool = Tr
     _write_compiled(ex, "save", filename, export_model, rng=save_rng_state)
 
 
-# -- the executable cache ----------------------------------------------------------
-
-def _cache_dir(ex) -> str | None:
-    return ex._options.executable_cache_dir or os.environ.get("POPTORCH_CACHE_DIR") or None
-
+# -- the executable cache's key (the cache itself: api/executable_cache.py) ---------
 
 def cache_key(ex, inputs) -> str:
     """Everything the compiled program depends on, hashed."""
@@ -695,41 +756,3 @@ def cache_key(ex, inputs) -> str:
         except (OSError, TypeError):
             pass  # classes without source (built in): named by module and qualname
     return h.hexdigest()
-
-
-def load_cached(ex, inputs, start: float) -> bool:
-    directory = _cache_dir(ex)
-    if not directory:
-        return False
-    ex._cache_key = cache_key(ex, inputs)
-    path = os.path.join(directory, ex._cache_key + ".tilefx")
-    if not os.path.isfile(path):
-        log.info("executable cache: miss (%s)", path)
-        return False
-    try:
-        parts = read(path)
-        install(ex, parts, path, weights_from_file=False)
-    except Error as e:
-        log.warning("executable cache: ignoring %s: %s", path, e.message)
-        return False
-    ex._program.compile_seconds = time.perf_counter() - start
-    log.info("executable cache: loaded %s in %.3f s (no tracing, no passes)", path,
-             ex._program.compile_seconds)
-    return True
-
-
-def store_cached(ex, inputs) -> None:
-    directory = _cache_dir(ex)
-    if not directory:
-        return
-    if ex._program.traced.meta_tensors:  # sized only: no weights to cache
-        log.info("executable cache: not stored (the model's tensors are on the meta device)")
-        return
-    if ex._program.traced.cache_states is not None:  # as compile_and_export says
-        log.info("executable cache: not stored (the call passes or the model returns transformers caches, "
-                 "whose Python objects the file does not keep; use_cache=False leaves them out)")
-        return
-    key = getattr(ex, "_cache_key", None) or cache_key(ex, inputs)
-    path = os.path.join(directory, key + ".tilefx")
-    write(ex, path)
-    log.info("executable cache: stored %s", path)

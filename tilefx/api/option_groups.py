@@ -94,7 +94,9 @@ def _is_stage_or_phase(value: Any) -> bool:
 
 
 def _check_int(name: str, value: Any, minimum: Optional[int] = None,
-               maximum: Optional[int] = None) -> int:
+               maximum: Optional[int] = None, limit: str = "") -> int:
+    """`value` as an int within [minimum, maximum]; `limit` says what the
+    maximum is (in the error when the value is over it)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise OptionsError(f"{name} must be an int, got {value!r} "
                            f"({type(value).__name__})")
@@ -102,8 +104,30 @@ def _check_int(name: str, value: Any, minimum: Optional[int] = None,
     if minimum is not None and value < minimum:
         raise OptionsError(f"{name} must be >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
-        raise OptionsError(f"{name} must be <= {maximum}, got {value}")
+        raise OptionsError(f"{name} must be <= {maximum}"
+                           f"{f' ({limit})' if limit else ''}, got {value}")
     return value
+
+
+# the bounds of counts set by options, from the largest IPU system (an option
+# value beyond them cannot be run, and would only make the host allocate or
+# loop for it)
+IPUS_LIMIT = "the IPUs of the largest IPU system, an IPU-POD256"
+REPEAT_LIMIT = "Poplar's 32-bit repeat count"
+
+
+def check_ipus(name: str, value: Any, minimum: int = 1) -> int:
+    """A count of IPUs (replicas, processes, a group's size)."""
+    from tilefx.backend.machine import MAX_IPUS
+
+    return _check_int(name, value, minimum, MAX_IPUS, IPUS_LIMIT)
+
+
+def check_repeats(name: str, value: Any) -> int:
+    """A count of iterations the device program repeats."""
+    from tilefx.backend.machine import MAX_REPEAT_COUNT
+
+    return _check_int(name, value, 1, MAX_REPEAT_COUNT, REPEAT_LIMIT)
 
 
 def _check_bool(name: str, value: Any) -> bool:
@@ -604,8 +628,8 @@ class _TrainingOptions(_OptionsBase):
     def gradientAccumulation(self, gradient_accumulation: int):
         """Number of micro-batches whose gradients are accumulated before
         each weight update (default 1)."""
-        self.gradient_accumulation = _check_int("gradientAccumulation",
-                                                gradient_accumulation, 1)
+        self.gradient_accumulation = check_repeats("gradientAccumulation",
+                                                   gradient_accumulation)
 
     @_setter
     def accumulationAndReplicationReductionType(
@@ -734,7 +758,7 @@ class _DistributedOptions(_OptionsBase):
     @_setter
     def configureProcessId(self, process_id: int, num_processes: int):
         """Set this process's id and the total number of processes."""
-        num_processes = _check_int("num_processes", num_processes, 1)
+        num_processes = check_ipus("num_processes", num_processes)
         process_id = _check_int("process_id", process_id, 0)
         if process_id >= num_processes:
             raise OptionsError(f"process_id ({process_id}) must be smaller "

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import copy
 import enum
-import json
 import logging
 import numbers
 import os
@@ -68,8 +67,11 @@ from tilefx.api.option_groups import (  # the groups and the shared machinery, r
     _setter,
     _TensorLocationOptions,
     _TrainingOptions,
+    check_ipus,
+    check_repeats,
 )
 from tilefx.dialects.ipu import is_proportion
+from tilefx import limits
 from tilefx.errors import Error
 
 __all__ = [
@@ -227,14 +229,14 @@ class Options(_OptionsBase):
     def deviceIterations(self, device_iterations: int):
         """Number of iterations the device runs over the data before
         returning to the host (default 1)."""
-        self.device_iterations = _check_int("deviceIterations",
-                                            device_iterations, 1)
+        self.device_iterations = check_repeats("deviceIterations",
+                                               device_iterations)
 
     @_setter
     def replicationFactor(self, replication_factor: int):
         """Number of model replicas (default 1)."""
-        self.replication_factor = _check_int("replicationFactor",
-                                             replication_factor, 1)
+        self.replication_factor = check_ipus("replicationFactor",
+                                             replication_factor)
 
     @_setter
     def inputReplicaGrouping(
@@ -248,8 +250,8 @@ class Options(_OptionsBase):
         read per step.  ``NoGrouping`` gives every replica its own slice (a
         group size of 1); ``All`` is not valid for inputs.
         """
-        size = _check_int("inputReplicaGrouping input_group_size",
-                          input_group_size, 1)
+        size = check_ipus("inputReplicaGrouping input_group_size",
+                          input_group_size)
         _check_enum("inputReplicaGrouping input_group_type", input_group_type,
                     CommGroupType)
         if input_group_type == CommGroupType.All:
@@ -582,8 +584,11 @@ class Options(_OptionsBase):
         """
         self._check_not_frozen()
         filename = os.fspath(filepath)
+        from tilefx.api.options_file import check_text_size
+
         with open(filename, "rb") as f:
-            data = f.read()
+            check_text_size(os.fstat(f.fileno()).st_size, filename)  # before reading it
+            data = f.read(limits.OPTIONS_TEXT_BYTES.value() + 1)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:  # a binary or corrupt file: say where, as for a bad line
@@ -631,10 +636,9 @@ class Options(_OptionsBase):
     # -- JSON defaults --------------------------------------------------------
     def _apply_json_defaults(self, var: str, text: str) -> None:
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise Error(f"{var} is not valid JSON: {e}",
-                        type="options") from None
+            data = limits.load_json(text, var, limits.OPTIONS_TEXT_BYTES)
+        except Error as e:
+            raise Error(e.message, type="options") from None
         if not isinstance(data, dict):
             raise Error(f"{var} must hold a JSON object such as "
                         "{\"deviceIterations\": 4}, got "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import sys
 from typing import Any, Callable
 
 import torch
@@ -23,6 +24,7 @@ from tilefx.api.options import (
     Options,
     TensorLocationSettings,
 )
+from tilefx import limits
 from tilefx.errors import Error
 
 
@@ -210,6 +212,9 @@ def _unescape(token: str) -> str:
             if len(digits) != width or not all(
                     c in "0123456789abcdefABCDEF" for c in digits):
                 raise ValueError(f"invalid \\{nxt} escape")
+            if int(digits, 16) > sys.maxunicode:  # as Python's own parser says
+                raise ValueError(f"\\{nxt}{digits} is beyond the last code point "
+                                 f"(U+{sys.maxunicode:X})")
             out.append(chr(int(digits, 16)))
             i += 2 + width
         else:
@@ -285,7 +290,12 @@ def _eval_value(node: Any) -> Any:
     kind = node.data
     children = [c for c in node.children if c is not None]
     if kind == "int_lit":
-        return int(str(children[0]))
+        text = str(children[0])
+        if len(text.lstrip("+-")) > limits.INTEGER_DIGITS.value():
+            raise _LineError(_column(children[0]), f"an integer of {len(text.lstrip('+-'))} digits, more than "
+                             f"the limit {limits.INTEGER_DIGITS.value()} (environment variable "
+                             f"{limits.INTEGER_DIGITS.env})")
+        return int(text)
     if kind == "float_lit":
         return float(str(children[0]))
     if kind == "str_lit":
@@ -370,8 +380,34 @@ def _eval_ctor(children: list) -> Any:
     return obj
 
 
+def _check_nesting(text: str) -> None:
+    """Brackets nested at most limits.NESTING_DEPTH deep (outside strings),
+    checked before the parser and the recursive evaluator see the line."""
+    cap = limits.NESTING_DEPTH.value()
+    depth, quote, escaped = 0, None, False
+    for column, ch in enumerate(text, start=1):
+        if quote is not None:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+            if depth > cap:
+                raise _LineError(column, f"nested deeper than {cap} levels (environment variable "
+                                 f"{limits.NESTING_DEPTH.env})")
+        elif ch in ")]}":
+            depth -= 1
+
+
 def _parse_line(text: str) -> list:
     import lark
+
+    _check_nesting(text)
 
     try:
         tree = _config_parser().parse(text)
@@ -420,7 +456,17 @@ def _parse_line(text: str) -> list:
     return steps
 
 
+def check_text_size(size: int, filename: str) -> None:
+    """An options text over limits.OPTIONS_TEXT_BYTES: a ConfigFileError at
+    its start, before it is read."""
+    cap = limits.OPTIONS_TEXT_BYTES.value()
+    if size > cap:
+        raise ConfigFileError(f"{size:,} bytes, more than the limit {cap:,} (environment variable "
+                              f"{limits.OPTIONS_TEXT_BYTES.env})", filename, 1, 1, "", kind="SizeError")
+
+
 def _parse_config(text: str, filename: str) -> list[_Command]:
+    check_text_size(len(text.encode()), filename)
     commands = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         stripped = raw.strip()

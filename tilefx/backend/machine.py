@@ -118,6 +118,14 @@ class Machine:
 
 
 KIB = 1024
+# the IPUs of the largest IPU system, an IPU-POD256 (4 IPU-POD64 racks of 16
+# IPU-M2000s) [spec: IPU-POD256 datasheet]: the most IPUs a program, its
+# replicas or its pipeline can be placed on
+MAX_IPUS = 256
+# Poplar runs a program's loops (device iterations, gradient accumulation)
+# with 32-bit unsigned repeat counts [spec: the Poplar API's
+# `program::Repeat(unsigned count, ...)`]; a larger count is no program at all
+MAX_REPEAT_COUNT = 2**32 - 1
 
 # Mk1 (GC2): 124.5 TFLOPS mixed precision, 31.1 fp32 [jia]; its AMP runs fp16 at one
 # rate whatever the partials type. Mk2 (GC200): 250 TFLOPS FP16.16, 62.5 FP32 [spec];

@@ -27,6 +27,7 @@ from tilefx.dialects.names import (AUTO_STAGE_KEY, AUTOCAST_POLICY_KEY, AVAILABL
                                    MEMORY_PROPORTION_KEY, PARTIALS_TYPE_KEY,
                                    OPTIMIZER_KEY, PLACE_KEY, STAGES_KEY, STRATEGY_KEY, TILE_COST_KEY,
                                    TILE_MAPPING_KEY)
+from tilefx import limits
 from tilefx.errors import Error
 
 # The same language as xDSL's `"(?:[^"\\\n\v\f]+|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"`,
@@ -40,6 +41,39 @@ MLIRLexer._unescaped_characters_regex = re.compile(
 # (an `i9223372036854775807` would take all memory)
 MAX_INT_WIDTH = 16777215
 _INT_TYPE = re.compile(r"(?:(?<=[\d?]x)|(?<![\w%@^#.$-]))[su]?i(\d+)\b")
+# a dense attribute and its declared type: `dense<...> : tensor<4x8xf32>`
+_DENSE = re.compile(r"\bdense<(?:[^<>]|<[^<>]*>)*>\s*:\s*(?:tensor|vector)<([^<>]*)>")
+_ELEMENT_BITS = re.compile(r"^(?:[su]?i|f|bf)(\d+)$")
+
+
+def _declared_bytes(shape_and_type: str) -> int:
+    """The bytes a dense attribute of this type holds (`4x8xf32`: 128), from
+    its declared shape alone; 0 for a shape not written out."""
+    *dims, element = shape_and_type.replace(" ", "").split("x")
+    if not all(d.isdigit() and len(d) < 20 for d in dims):
+        return 0
+    m = _ELEMENT_BITS.match(element)
+    bits = int(m.group(1)) if m and len(m.group(1)) < 9 else 8
+    count = 1
+    for d in dims:
+        count *= int(d)
+    return count * max(bits // 8, 1)
+
+
+def check_constant_bytes(text: str, filename: str, line_offset: int = 0) -> None:
+    """The dense constants a text declares, together within
+    limits.IR_CONSTANT_BYTES, checked from their declared types before the
+    parser builds any of them (xDSL expands a splat into one Python number
+    per element): a diagnostic at the constant that goes over."""
+    cap = limits.IR_CONSTANT_BYTES.value()
+    total = 0
+    for m in _DENSE.finditer(text):
+        total += _declared_bytes(m.group(1))
+        if total > cap:
+            span = Span(m.start(), m.end(), Input(text, filename), line_offset)
+            raise diagnostic_at(span, f"the dense constants declare {total:,} bytes up to here, more than "
+                                f"the limit {cap:,}; if the input is trusted, raise it with the environment "
+                                f"variable {limits.IR_CONSTANT_BYTES.env}")
 
 
 class IRDiagnostic(Error):
@@ -266,6 +300,7 @@ def parse_ir(ctx: Context, text: str, filename: str = "<stdin>", line_offset: in
         if int(m.group(1)) > MAX_INT_WIDTH:
             span = Span(m.start(), m.end(), Input(text, filename), line_offset)
             raise diagnostic_at(span, f"integer width {m.group(1)} exceeds {MAX_INT_WIDTH}")
+    check_constant_bytes(text, filename, line_offset)
     parser = None
     try:
         parser = _LocatingParser(ctx, text, filename)

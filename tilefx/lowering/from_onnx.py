@@ -28,6 +28,7 @@ become the same block annotations and helper ops the PopTorch API produces.
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -48,8 +49,9 @@ from tilefx.dialects.names import (
     ONNX_SERIALIZE_MODE_ATTR,
     PARAM_KEY,
 )
+from tilefx import limits
 from tilefx.errors import Error
-from tilefx.lowering import onnx_control_flow, onnx_ops, onnx_unsigned
+from tilefx.lowering import onnx_checks, onnx_control_flow, onnx_ops, onnx_unsigned
 from tilefx.lowering.from_torch import TracedGraph, trace
 
 _ANNOTATIONS = {ONNX_IPU_ATTR, ONNX_PIPELINE_STAGE_ATTR, ONNX_EXECUTION_PHASE_ATTR,
@@ -192,6 +194,7 @@ class OnnxModule(torch.nn.Module):
         # argument is the tensor's (PopART's gradient anchors of activations)
         self.probes = list(gradient_probes)
         self.proto = load_model(model)
+        onnx_checks.check_model(self.proto)
         check_supported(self.proto)
         onnx_unsigned.check_boundary(self.proto)
         self._uint64: dict = {}  # the unsigned values of a forward: id -> (tensor, width) (onnx_unsigned)
@@ -210,6 +213,8 @@ class OnnxModule(torch.nn.Module):
                             f"(inputs: {', '.join(self.input_names)})", type="frontend")
         self.input_info = {i.name: (list(given[i.name][0]), np.dtype(given[i.name][1])) if i.name in given
                            else _shape_of(i) for i in g.input if i.name not in inits}
+        for name, (dims, dtype) in self.input_info.items():  # before an example input of it is made
+            limits.TENSOR_BYTES.check(math.prod(dims) * dtype.itemsize, f"the input {name!r} of shape {dims}")
         stats = {n.input[k] for n in all_nodes(g) if n.op_type == "BatchNormalization"
                  for k in (3, 4) if len(n.input) > k}
         self.path: dict[str, str] = {}  # ONNX initializer name -> module attribute path
@@ -494,6 +499,7 @@ def _fold(node: onnx.NodeProto, ins: list, opsets: dict[str, int]):
     from onnx.reference import ReferenceEvaluator
 
     op_type = node.op_type
+    onnx_checks.check_fold_size(node, ins)  # the ops whose output size their inputs choose
     if node.domain in ("", "ai.onnx") and op_type in _FOLD_AS:  # a deprecated name the evaluator lacks
         op_type, version = _FOLD_AS[op_type]
         opsets = {**opsets, "": max(opsets.get("", version), version)}

@@ -533,12 +533,6 @@ def _size(ins, at, v):
     return np.asarray(int(np.prod(ins[0].shape, dtype=np.int64)), dtype=np.int64)
 
 
-def _constant_of_shape(ins, at, v):
-    value = at.get("value")
-    arr = np.asarray(value if value is not None else np.zeros(1, np.float32))
-    return np.full(_ints(ins[0]), arr.reshape(-1)[0], dtype=arr.dtype)
-
-
 def _instance_norm(ins, at, v):
     x = _t(ins[0])
     return F.instance_norm(x, weight=_t(ins[1]), bias=_t(ins[2]), eps=at.get("epsilon", 1e-5))
@@ -885,7 +879,7 @@ OPS = {
     "ReduceMean": _reduce(torch.mean), "ReduceSum": _reduce(torch.sum),
     "ReduceMax": _reduce(torch.amax), "ReduceMin": _reduce(torch.amin), "Cast": _cast,
     "Expand": _expand, "Clip": _clip, "Where": _where, "Pad": _pad,
-    "Shape": _shape, "Size": _size, "ConstantOfShape": _constant_of_shape,
+    "Shape": _shape, "Size": _size, "ConstantOfShape": onnx_ops_more.constant_of_shape,
     "ArgMax": _arg_extreme(torch.argmax),
     "Tile": lambda ins, at, v: _t(ins[0]).repeat(*_ints(ins[1])),
     "InstanceNormalization": _instance_norm,

@@ -10,11 +10,14 @@ Subsample (ai.graphcore, `GRAPHCORE_OPS`).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 from onnx.helper import tensor_dtype_to_np_dtype
 
+from tilefx import limits
 from tilefx.errors import Error
 from tilefx.lowering.onnx_attention import attention
 from tilefx.lowering.onnx_values import _axis, _ints, _t
@@ -22,6 +25,16 @@ from tilefx.lowering.onnx_values import _axis, _ints, _t
 
 def _torch_dtype(onnx_type: int) -> torch.dtype:
     return torch.from_numpy(np.zeros(0, tensor_dtype_to_np_dtype(onnx_type))).dtype
+
+
+def constant_of_shape(ins, at, v):
+    """ONNX ConstantOfShape, evaluated at compile time: its size is checked
+    against limits.TENSOR_BYTES before the array is made."""
+    value = at.get("value")
+    arr = np.asarray(value if value is not None else np.zeros(1, np.float32))
+    shape = _ints(ins[0])
+    limits.TENSOR_BYTES.check(math.prod(shape) * arr.dtype.itemsize, f"ConstantOfShape of shape {shape}")
+    return np.full(shape, arr.reshape(-1)[0], dtype=arr.dtype)
 
 
 def _upsample(ins, at, v):

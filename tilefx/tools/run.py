@@ -20,11 +20,16 @@ with the source line) and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import argparse
+import math
 import re
+import struct
 import sys
+import zipfile
+import zlib
 
 import numpy as np
 
+from tilefx import limits
 from tilefx.errors import Error
 from tilefx.backend.executor import CompiledFunction, ExecutionError
 from tilefx.dialects.irutil import arg_roles, find_func, result_roles
@@ -120,11 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         if fn is None:
             raise Error(f"{args.file} has no function @{args.function}")
         data = load_npz(args.inputs)
-        if not hasattr(data, "files"):
-            raise Error(f"--inputs {args.inputs} is a single array; write an .npz (np.savez)")
         fn_args = list(fn.body.block.args)
         carried = carried_values(fn)
-        keys = bind_inputs(fn_args, arg_roles(fn), list(data.files), frozenset(carried))
+        keys = bind_inputs(fn_args, arg_roles(fn), list(data), frozenset(carried))
         values = []
         for i, (a, key) in enumerate(zip(fn_args, keys)):
             if key is None and i in carried:  # a constant whose value the IR holds
@@ -166,14 +169,50 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def load_npz(path: str):
-    """The arrays of an .npz (never unpickled); unreadable files are an Error."""
-    import zipfile
+_NPZ_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, struct.error, RuntimeError,
+               NotImplementedError, SyntaxError)
 
+
+def _npz_array(z: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> np.ndarray:
+    """One member of an .npz, its header checked before its data is read:
+    no objects (never unpickled), and its declared shape no larger than the
+    bytes the member really holds nor than limits.TENSOR_BYTES."""
+    name = info.filename.removesuffix(".npy")
+    with z.open(info) as f:
+        version = np.lib.format.read_magic(f)
+        read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                       (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        if read_header is None:
+            raise Error(f"--inputs {path}: array {name!r} is in .npy format version {version}, which "
+                        "numpy's header readers do not know")
+        shape, fortran, dtype = read_header(f)
+        if dtype.hasobject:
+            raise Error(f"--inputs {path}: array {name!r} holds Python objects ({dtype}), which are never "
+                        "unpickled: save numeric arrays")
+        nbytes = math.prod(shape) * dtype.itemsize
+        limits.TENSOR_BYTES.check(nbytes, f"--inputs {path}: array {name!r} of shape {shape}")
+        if nbytes > info.file_size:
+            raise Error(f"--inputs {path}: array {name!r} declares shape {shape} {dtype} ({nbytes:,} bytes) "
+                        f"but holds {info.file_size:,} bytes")
+    with z.open(info) as f:
+        return np.lib.format.read_array(f, allow_pickle=False)
+
+
+def load_npz(path: str) -> dict[str, np.ndarray]:
+    """The arrays of an .npz by name (never unpickled, each checked before it
+    is allocated); unreadable files are an Error."""
     try:
-        return np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
-        raise Error(f"cannot read --inputs {path}: {' '.join(str(e).split())}") from None
+        with open(path, "rb") as f:
+            if f.read(6) == b"\x93NUMPY":
+                raise Error(f"--inputs {path} is a single array; write an .npz (np.savez)")
+        with zipfile.ZipFile(path) as z:
+            return {info.filename.removesuffix(".npy"): _npz_array(z, info, path) for info in z.infolist()}
+    except Error:
+        raise
+    except MemoryError:
+        raise Error(f"--inputs {path}: not enough memory for its arrays") from None
+    except _NPZ_ERRORS as e:
+        raise Error(f"cannot read --inputs {path}: {type(e).__name__}: {' '.join(str(e).split())}") from None
 
 
 if __name__ == "__main__":
