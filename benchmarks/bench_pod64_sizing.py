@@ -11,7 +11,7 @@ fp32 state off-chip (streaming memory), static loss scaling. The 1F1B
 pipeline schedule and an available memory proportion of 0.2 leave IPU 1's
 busiest tile at 591,726 B of 638,976; PopTorch's FillDrain (which stashes
 twice the layer outputs) needs 611,670 B and a proportion of 0.3 621,824
-(session 14's runs; when this benchmark was written, neither fitted: 667
+(the 2026-11-28 runs; when this benchmark was written, neither fitted: 667
 and 647 KB, before later changes to the memory plan). `--processes N`
 sizes N PopRun processes x 4 replicas each (N = 4: an IPU-POD256, its racks
 joined by GW-Links).

@@ -1,4 +1,4 @@
-"""Executor speed against PyTorch eager on the same CPU (issue 13).
+"""Executor speed against PyTorch eager on the same CPU.
 
 For each model, one tilefx step and one PyTorch eager step alternate in one
 process (so both see the same machine load), and the ratio of the medians is
@@ -219,7 +219,7 @@ def cold(runs: int) -> dict:
 def main():
     ap = argparse.ArgumentParser()
     # 60: at 15 the inference ratios of the encoder and BERT moved by +-0.04
-    # from run to run (benchmarks/RESULTS.md, session 7)
+    # from run to run (benchmarks/RESULTS.md, 2026-11-24)
     ap.add_argument("--steps", type=int, default=60, help="alternating steps per measurement")
     ap.add_argument("--only", nargs="*", default=None, help=f"a subset of {list(cases())}")
     ap.add_argument("--cold-runs", type=int, default=3, help="fresh processes for the cold start")
@@ -229,7 +229,7 @@ def main():
                     help="torch.set_num_threads for the reference (default: torch's own)")
     ap.add_argument("--kernels", choices=("aten", "numpy"), default="aten",
                     help="numpy: the numpy kernels for every op (TILEFX_KERNELS=numpy), "
-                         "as before session 5")
+                         "as before 2026-11-24")
     ap.add_argument("--ablate-fusion", action="store_true",
                     help="instead: training step with elementwise fusion on / off")
     args = ap.parse_args()

@@ -335,7 +335,7 @@ def test_eigen_and_singular_vectors_carry_torchs_signs(dtype):
 def test_numpy_kernels_kept_where_they_measured_faster():
     """2x2 max pooling with indices keeps tilefx's numpy kernel; every
     convolution's backward takes ATen's, a first layer's (few input channels)
-    included (session 14's measurements)."""
+    included (benchmarks/RESULTS.md, 2026-11-28)."""
     def conv_bwd(ci):
         return _op("convolution_backward.default",
                    [((8, 16, 12, 12), np.float32), ((8, ci, 16, 16), np.float32),

@@ -1,5 +1,5 @@
 """The first compile in a fresh process loads no part of torch.compile
-(torch._dynamo / torch._inductor cost ~2 s to import; issue 13) and not
+(torch._dynamo / torch._inductor cost ~2 s to import) and not
 torch.distributed.tensor (~0.3 s), and a user who does use torch.compile or
 DTensor in the same process, before or after, gets torch's own behaviour. Each case runs in a subprocess: the property is about
 what a fresh process imports. Assertions are on the module set, not on time.

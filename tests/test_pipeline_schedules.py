@@ -196,7 +196,7 @@ def test_interleaved_has_fewer_bubbles_than_one_stage_per_ipu():
 
 
 def test_sharded_inference_is_timed_one_ipu_at_a_time():
-    """Issue 14: sharded inference reported the pipelined cycle count."""
+    """Sharded inference is costed as sharded, not with the pipelined cycle count."""
     torch.manual_seed(0)
     model = BlockCNN()
 

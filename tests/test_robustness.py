@@ -1,4 +1,4 @@
-"""Regression tests for the robustness findings of issue 12: every one is a
+"""Regression tests for robustness findings on bad input: every one is a
 clean, located diagnostic (or a PopTorch error at the call that caused it),
 never a traceback, a hang or a silent acceptance."""
 
@@ -487,7 +487,7 @@ def test_a_program_that_fails_the_verifier_is_a_tilefx_error(monkeypatch):
 
 
 # --------------------------------------------------------------------------
-# attributes the passes and the cost model read, of the wrong kind (session 12)
+# attributes the passes and the cost model read, of the wrong kind (hand-edited IR)
 
 ATTRIBUTE_KINDS = {
     "placement not a placement": ("ipu.place = 3 : i64",

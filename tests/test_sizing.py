@@ -1,5 +1,4 @@
-"""Scale-out in the machine model and compile-only sizing (issue 15 parts 2
-and 3): the gradient all-reduce over IPU-Links and GW-Links and each
+"""Scale-out in the machine model and compile-only sizing: the gradient all-reduce over IPU-Links and GW-Links and each
 process's host traffic in the profile; offline compiles that copy nothing
 per replica and size models built on the meta device."""
 

@@ -142,7 +142,7 @@ class CallPath:
         same steps without the loops over iterations, accumulation and
         replicas. Each line of Python here runs once per call, after the
         program's kernels have left the caches cold: the general loops cost
-        ~0.2 ms a call on the MLP (benchmarks/RESULTS.md, session 6)."""
+        ~0.2 ms a call on the MLP (benchmarks/RESULTS.md, 2026-11-24)."""
         p = self._program
         trained = p.trained
         accs = self._zeroed_accumulators(0, trained) if trained else None

@@ -282,7 +282,7 @@ def _lazy_assembly_format(fmt: str) -> tuple[Any, Any]:
     use: exactly what xdsl generates for `assembly_format = fmt`, but xdsl
     compiles the format when the class is defined, and compiling ~240 of them
     made the first `import` of this dialect cost a good part of a cold model
-    compile, which prints and parses no aten op (issue 13)."""
+    compile, which prints and parses no aten op."""
     program = None
 
     def compiled(cls: type[IRDLOperation]):

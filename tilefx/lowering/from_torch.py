@@ -7,7 +7,7 @@ core-ATen decompositions, whose inputs and outputs carry descriptors
 (parameter, buffer, user input; mutated input, user output, gradient). This
 is the recipe of torch's aot_autograd without aot_autograd, whose import
 loads torch.compile (~2 s of a cold compile); `no_compiler.py` lets torch's
-tracing run without loading it (issue 13). Those descriptors become
+tracing run without loading it. Those descriptors become
 argument / result attributes:
 
     {tilefx.param = "fc.weight"}  {tilefx.buffer = "bn.running_mean"}
