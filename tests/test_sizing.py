@@ -1,6 +1,7 @@
-"""Scale-out in the machine model and compile-only sizing: the gradient all-reduce over IPU-Links and GW-Links and each
-process's host traffic in the profile; offline compiles that copy nothing
-per replica and size models built on the meta device."""
+"""Scale-out in the machine model and compile-only sizing: the gradient
+all-reduce over IPU-Links and GW-Links and each process's host traffic in
+the profile; offline compiles that copy nothing per replica and size models
+built on the meta device."""
 
 import json
 import math
