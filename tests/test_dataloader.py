@@ -1,9 +1,10 @@
 """Tests for tilefx.api.data: poptorch.DataLoader and AsynchronousDataAccessor.
 
-Worker processes: the tests that show the default behaviour use the default
-``spawn`` start method (about 1.5 s each, torch is imported again); the
-others use ``SharingStrategy.Fork`` to stay fast.  An autouse fixture checks
-that no worker process survives a test.
+Worker processes: most tests use the default start (as torch's DataLoader
+workers start: fork on Linux) or ``SharingStrategy.Fork``; the tests of a
+spawned worker (``SharingStrategy.FileSystem``: about 1.5 s each, torch is
+imported again) keep their datasets at module level, picklable.  An autouse
+fixture checks that no worker process survives a test.
 """
 
 import logging
@@ -304,7 +305,7 @@ def test_distributed_shuffle():
 
 
 def test_async_mode_matches_sync():
-    # Default sharing strategy: a spawned worker process.
+    # Default sharing strategy: as torch's workers start (fork on Linux).
     ds = tensor_dataset(26)
 
     def loader(mode, **kw):
@@ -327,7 +328,8 @@ def test_async_loader_workers_start_as_on_the_host():
     first pass took ~22 s instead of ~2 s on two cores)."""
     host = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
     loader = DataLoader(Options().deviceIterations(2), StartMethodDataset(), batch_size=2,
-                        num_workers=2, mode=DataLoaderMode.Async)
+                        num_workers=2, mode=DataLoaderMode.Async,
+                        async_options={"sharing_strategy": SharingStrategy.FileSystem})
     methods = {bytes(row.tolist()).decode().strip() for batch in loader for row in batch}
     loader.terminate()
     assert methods == {host}
@@ -396,10 +398,11 @@ def test_async_loader_cannot_be_wrapped_again():
 
 
 def test_accessor_loads_in_another_process_two_epochs():
-    # Default sharing strategy (spawn + dataset pickled to a file).
+    # A spawned worker, the dataset pickled to a file.
     loader = DataLoader(Options().deviceIterations(2), PidDataset(10),
                         batch_size=2)
-    with AsynchronousDataAccessor(loader, buffer_size=2) as accessor:
+    with AsynchronousDataAccessor(loader, buffer_size=2,
+                                  sharing_strategy=SharingStrategy.FileSystem) as accessor:
         assert len(accessor) == len(loader) == 2
         for _ in range(2):
             batches = list(accessor)
