@@ -131,14 +131,14 @@ def bert_large_pipeline_peaks(split: tuple[int, ...] = BERT_LARGE_SPLIT, mb: int
     opts._Popart.set("decomposeGradSum", True)  # as Graphcore's BERT options set it
     ids = torch.zeros(accumulation * mb, seq, dtype=torch.long)
     labels = torch.zeros(accumulation * mb, 20, dtype=torch.long)
-    check, profile_module._check_memory = profile_module._check_memory, lambda p: None
+    check, profile_module.check_fits = profile_module.check_fits, lambda memory, machine: None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             trainer = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.LAMB(model.parameters()))
             trainer.compile(ids, labels)
     finally:
-        profile_module._check_memory = check
+        profile_module.check_fits = check
     return {ipu: float(m.peak.max()) / MK2.bytes_per_tile for ipu, m in trainer.profile.memory.items()}
 
 
@@ -239,14 +239,14 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
     opts.setAvailableMemoryProportion({f"IPU{i}": p for i, p in enumerate(proportions)})
     opt = {"lamb": lambda p: tilefx.optim.LAMB(p),
            "sgd": lambda p: tilefx.optim.SGD(p, lr=0.1, momentum=0.9)}[optimizer](model.parameters())
-    check, profile_module._check_memory = profile_module._check_memory, lambda p: None
+    check, profile_module.check_fits = profile_module.check_fits, lambda memory, machine: None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             trainer = tilefx.trainingModel(model, opts, optimizer=opt)
             trainer.compile(*inputs(replicas // processes * accumulation * mb))
     finally:
-        profile_module._check_memory = check
+        profile_module.check_fits = check
     return replicas * accumulation * mb / machine.seconds(trainer.profile.cycles_per_update)
 
 

@@ -1262,6 +1262,7 @@ def test_module_imports_only_errors_and_enums():
     assert _tilefx_imports(options_module.__file__) == [
         "from tilefx.api.enums import (",
         "from tilefx.api.option_groups import (  # the groups and the shared machinery, re-exported",
+        "from tilefx.dialects.ipu import is_proportion",  # the one home of the proportion's range check
         "from tilefx import limits",  # the caps on options texts
         "from tilefx.errors import Error",
         "from tilefx.backend.machine import IPU_VERSIONS, machine",  # useOfflineIpuTarget: the same

@@ -16,7 +16,7 @@ from torch import nn
 import tilefx
 from tilefx.backend.machine import MK2
 from tilefx.backend.memory_advice import advice, remedies
-from tilefx.backend.profile import IpuMemory, Tensor
+from tilefx.backend.memory_model import IpuMemory, Tensor
 from tilefx.popart import popart_exception
 
 ROOT = pathlib.Path(tilefx.__file__).resolve().parent
@@ -34,7 +34,8 @@ NOT_ERROR = {
 # the same, where only one module may raise them
 NOT_ERROR_IN = {
     ("api/logs.py", "ValueError"): "PopTorch's class (poptorch.setLogLevel)",
-    ("api/data.py", "TypeError"): "the pickle protocol (an AsynchronousDataAccessor is not picklable)",
+    ("api/data_async.py", "TypeError"): "the pickle protocol (an AsynchronousDataAccessor is not picklable)",
+    ("api/data.py", "ValueError"): "torch's DataLoader rule (batch_sampler is exclusive), in torch's class",
     ("api/data.py", "IndexError"): "the sequence protocol (a Dataset's __getitem__ ends iteration)",
     # options_file.py's internal errors, re-raised as ConfigFileError with the file's line
     ("api/options_file.py", "ValueError"): "internal, re-raised as ConfigFileError",

@@ -919,7 +919,10 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                                         fake_mode=metas.fake_mode)
                 finally:
                     watch.remove()
-            except Error as e:  # raised in the model's code (a tilefx call in forward)
+            except Error as e:  # raised in the model's code (a tilefx call in forward): say where
+                where = watch.where()
+                if where and where not in str(e):
+                    set_text(e, f"{e} (in module {where})")
                 raise _located(e, _traceback_location(e))
             except Exception as e:  # torch's own tracing failures
                 inner = e
