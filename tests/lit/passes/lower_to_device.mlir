@@ -17,7 +17,7 @@
 // are streamed out before the return; the accumulators stay on the device.
 
 // CHECK-LABEL: func.func @main(
-// CHECK-NEXT:    %[[X:[0-9]+]] = tile.host_in %x {cycles = 3 : i64} : tensor<4x8xf32>
+// CHECK-NEXT:    %[[X:[0-9]+]] = tile.host_in %x {cycles = 7 : i64} : tensor<4x8xf32>
 // CHECK-NEXT:    %s0 = ipu.stage {stage = 0 : i64, ipu = 0 : i64, phase = 0 : i64, direction = "fwd"} -> tensor<4x16xf32> {
 // 4x8 @ 8x16 on a 4 x 16 x 1 grid: each tile receives a row of %x and a column of %w1 (8 floats).
 // CHECK-NEXT:      %[[X_EX:[0-9]+]] = tile.exchange %[[X]] {tile.mapping = #tile.grid<m = 4, n = 16, k = 1, serial = 1>, ipu.place = #ipu.place<fwd, block = "B1", ipu = 0, stage = 0, phase = 0>, bytes = 32 : i64, cycles = 8 : i64} : tensor<4x8xf32>
@@ -33,7 +33,7 @@
 // CHECK-NEXT:    }
 
 // CHECK-NEXT:    %y_out, %loss_out, %ga1_out, %acc2_out = ipu.stage {stage = 1 : i64, ipu = 1 : i64, phase = 0 : i64, direction = "fwd+bwd"}
-// CHECK-NEXT:      %[[A1_1:[a-z0-9_]+]] = tile.ipu_copy %s0 {ipu.place = #ipu.place<fwd, block = "B2", ipu = 1, stage = 1, phase = 0>, src = 0 : i64, dst = 1 : i64, cycles = 21 : i64} : tensor<4x16xf32>
+// CHECK-NEXT:      %[[A1_1:[a-z0-9_]+]] = tile.ipu_copy %s0 {ipu.place = #ipu.place<fwd, block = "B2", ipu = 1, stage = 1, phase = 0>, src = 0 : i64, dst = 1 : i64, cycles = 22 : i64} : tensor<4x16xf32>
 // CHECK-NEXT:      %[[A1_EX:[0-9]+]] = tile.exchange %[[A1_1]] {{{.*}}, bytes = 64 : i64, cycles = 16 : i64} : tensor<4x16xf32>
 // CHECK-NEXT:      %[[W2_EX:[0-9]+]] = tile.exchange %w2 {{{.*}}, bytes = 48 : i64, cycles = 12 : i64} : tensor<16x4xf32>
 // CHECK-NEXT:      %y = aten.mm %[[A1_EX]], %[[W2_EX]] {{{.*}}, tile.cost = #tile.cost<cycles = {{[0-9]+}}, compute = {{[0-9]+}}, exchange = 28, sync = {{[0-9]+}}, temp = {{[0-9]+}}>, tile.mapping = #tile.grid<m = 4, n = 4, k = 1, serial = 1>}
@@ -60,7 +60,7 @@
 // CHECK-NEXT:    }
 
 // CHECK-NEXT:    %acc1_out = ipu.stage {stage = 2 : i64, ipu = 0 : i64, phase = 0 : i64, direction = "bwd"}
-// CHECK-NEXT:      %[[GA1_0:[a-z0-9_]+]] = tile.ipu_copy %ga1_out {ipu.place = #ipu.place<bwd, block = "B1", ipu = 0, stage = 2, phase = 0>, src = 1 : i64, dst = 0 : i64, cycles = 21 : i64} : tensor<4x16xf32>
+// CHECK-NEXT:      %[[GA1_0:[a-z0-9_]+]] = tile.ipu_copy %ga1_out {ipu.place = #ipu.place<bwd, block = "B1", ipu = 0, stage = 2, phase = 0>, src = 1 : i64, dst = 0 : i64, cycles = 22 : i64} : tensor<4x16xf32>
 // %s0 is on this IPU already: no copy.
 // CHECK-NEXT:      %gh1 = aten.threshold_backward %[[GA1_0]], %s0 {{{.*}}, tile.cost = #tile.cost<{{[^>]+}}>, tile.mapping = #tile.linear<start = 10, used = 4, grain = 64>,
 // CHECK-NEXT:      tile.sync
@@ -73,7 +73,7 @@
 // CHECK-NEXT:      tile.sync
 // CHECK-NEXT:      ipu.yield %acc1_next
 // CHECK-NEXT:    }
-// CHECK-NEXT:    %[[Y_OUT:[0-9]+]] = tile.host_out %y_out {cycles = 2 : i64} : tensor<4x4xf32>
+// CHECK-NEXT:    %[[Y_OUT:[0-9]+]] = tile.host_out %y_out {cycles = 4 : i64} : tensor<4x4xf32>
 // CHECK-NEXT:    %[[LOSS_OUT:[0-9]+]] = tile.host_out %loss_out {cycles = 1 : i64} : tensor<f32>
 // CHECK-NEXT:    func.return %[[Y_OUT]], %[[LOSS_OUT]], %acc1_out, %acc2_out : tensor<4x4xf32>, tensor<f32>, tensor<8x16xf32>, tensor<16x4xf32>
 // CHECK-NEXT:  }
@@ -154,7 +154,7 @@ builtin.module attributes {ipu.stages = {kind = "pipelined", num_ipus = 2 : i64,
 // There is no @update: the off-chip option changes nothing.
 
 // CHECK-LABEL: func.func @main(
-// CHECK-NEXT:    %[[IMG:[0-9]+]] = tile.host_in %img {cycles = 32 : i64} : tensor<2x3x8x8xf32>
+// CHECK-NEXT:    %[[IMG:[0-9]+]] = tile.host_in %img {cycles = 82 : i64} : tensor<2x3x8x8xf32>
 // CHECK-NEXT:    %act_out = ipu.stage {stage = 0 : i64, ipu = 0 : i64, phase = 0 : i64, direction = "fwd"}
 // CHECK-NEXT:      %[[IMG_EX:[0-9]+]] = tile.exchange %[[IMG]] {{{.*}}, bytes = 108 : i64, cycles = 27 : i64} : tensor<2x3x8x8xf32>
 // CHECK-NEXT:      %[[W_EX:[0-9]+]] = tile.exchange %w {{{.*}}, bytes = 108 : i64, cycles = 27 : i64} : tensor<4x3x3x3xf32>
@@ -165,7 +165,7 @@ builtin.module attributes {ipu.stages = {kind = "pipelined", num_ipus = 2 : i64,
 // CHECK-NEXT:      ipu.yield %act
 // CHECK-NEXT:    }
 // CHECK-NEXT:    %y_out = ipu.stage {stage = 1 : i64, ipu = 1 : i64, phase = 0 : i64, direction = "fwd"}
-// CHECK-NEXT:      %[[ACT_1:[a-z0-9_]+]] = tile.ipu_copy %act_out {ipu.place = #ipu.place<fwd, block = "B2", ipu = 1, stage = 1, phase = 0>, src = 0 : i64, dst = 1 : i64, cycles = 166 : i64} : tensor<2x4x8x8xf32>
+// CHECK-NEXT:      %[[ACT_1:[a-z0-9_]+]] = tile.ipu_copy %act_out {ipu.place = #ipu.place<fwd, block = "B2", ipu = 1, stage = 1, phase = 0>, src = 0 : i64, dst = 1 : i64, cycles = 171 : i64} : tensor<2x4x8x8xf32>
 // CHECK-NEXT:      %flat = aten.view %[[ACT_1]]
 // CHECK-NEXT:      %fwt = aten.permute %fw
 // 2x256 @ 256x16 on a 2 x 8 x 64 grid: 4 floats of a row, a 4x2 block of %fwt per tile
@@ -176,7 +176,7 @@ builtin.module attributes {ipu.stages = {kind = "pipelined", num_ipus = 2 : i64,
 // CHECK-NEXT:      tile.sync {ipus = 1 : i64, cycles = 40 : i64}
 // CHECK-NEXT:      ipu.yield %y
 // CHECK-NEXT:    }
-// CHECK-NEXT:    %[[Y:[0-9]+]] = tile.host_out %y_out {cycles = 3 : i64} : tensor<2x16xf32>
+// CHECK-NEXT:    %[[Y:[0-9]+]] = tile.host_out %y_out {cycles = 7 : i64} : tensor<2x16xf32>
 // CHECK-NEXT:    func.return %[[Y]] : tensor<2x16xf32>
 // CHECK-NEXT:  }
 // CHECK-NEXT: }
