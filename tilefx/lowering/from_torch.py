@@ -919,8 +919,8 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                                         fake_mode=metas.fake_mode)
                 finally:
                     watch.remove()
-            except Error as e:  # raised in the model's code (a tilefx call in forward): say where
-                where = watch.where()
+            except Error as e:  # raised in the model's code (a tilefx call in forward): say in which module
+                where = watch.where() if watch.running else ""  # (not raised in a module: PopTorch's text alone)
                 if where and where not in str(e):
                     set_text(e, f"{e} (in module {where})")
                 raise _located(e, _traceback_location(e))
