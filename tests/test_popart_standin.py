@@ -5,12 +5,10 @@ that reads PopART's enums next to PopTorch's options to run as written:
 optimum-graphcore's `IPUConfig._to_options` (seeds/004)."""
 
 import os
-import subprocess
-import sys
-import tempfile
 import textwrap
 
 import poptorch
+from test_surface import _python  # a fresh interpreter on a given PYTHONPATH
 
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(poptorch.__file__)))
 
@@ -130,14 +128,6 @@ OPTIMUM = textwrap.dedent('''
 ''')
 
 
-def _python(code: str, path: list[str]) -> str:
-    """Run `code` in a fresh interpreter with PYTHONPATH `path`, from an empty directory."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-    with tempfile.TemporaryDirectory() as cwd:
-        done = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True,
-                              text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def test_optimum_graphcore_to_options_runs_as_written_with_import_popart():
