@@ -11,6 +11,16 @@ from torch import nn
 import tilefx
 
 
+
+def _place_layers(layers, layers_per_ipu) -> None:
+    """Pipeline `layers` as Graphcore's configs split them: IPU i starts at
+    the first of its layers_per_ipu[i] layers (IPU 0 keeps what comes before)."""
+    first = 0
+    for ipu, n in enumerate(layers_per_ipu):
+        if ipu and n:
+            tilefx.BeginBlock(layers[first], f"ipu{ipu}", ipu_id=ipu)
+        first += n
+
 class BertLayer(nn.Module):
     """One post-LayerNorm BERT encoder layer (attention + GELU feed-forward)."""
 
@@ -57,11 +67,7 @@ class Bert(nn.Module):
         if head:
             self.head.weight = self.tok.weight
         if layers_per_ipu:
-            first = 0
-            for ipu, n in enumerate(layers_per_ipu):
-                if ipu and n:
-                    tilefx.BeginBlock(self.layers[first], f"ipu{ipu}", ipu_id=ipu)
-                first += n
+            _place_layers(self.layers, layers_per_ipu)
             if head:
                 tilefx.BeginBlock(self.head, "head", ipu_id=0)
 
@@ -274,11 +280,7 @@ class ViT(nn.Module):
         self.head = nn.Linear(d, classes)
         self.recompute = recompute
         if layers_per_ipu:
-            first = 0
-            for ipu, n in enumerate(layers_per_ipu):
-                if ipu and n:
-                    tilefx.BeginBlock(self.layers[first], f"ipu{ipu}", ipu_id=ipu)
-                first += n
+            _place_layers(self.layers, layers_per_ipu)
             tilefx.BeginBlock(self.ln, "head", ipu_id=len(layers_per_ipu) - 1)
 
     def forward(self, x, y):
