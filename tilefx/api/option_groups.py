@@ -62,6 +62,15 @@ class OptionsAssertionError(Error, AssertionError):
         super().__init__(message, type="options", location=location)
 
 
+#: Constructors a config file may call inside ``setExecutionStrategy(...)``
+#: (or anywhere a value is expected), by name: ``ShardedExecution`` accepts
+#: ``poptorch.ShardedExecution(...)``, ``tilefx.ShardedExecution(...)`` and
+#: ``ShardedExecution(...)``.  Empty here; the strategies module fills it.
+#: A constructed object may be followed by chained method calls only when its
+#: class lists them in a ``_CONFIG_METHODS`` set of method names.
+STRATEGY_FACTORIES: dict[str, Callable[..., Any]] = {}
+
+
 class ConfigFileError(Error):
     """An invalid line in an options file (or in the JSON defaults).
 

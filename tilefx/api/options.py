@@ -35,7 +35,7 @@ import numbers
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import torch
 
@@ -50,6 +50,7 @@ from tilefx.api.option_groups import (  # the groups and the shared machinery, r
     ConfigFileError,
     FrozenOptionsError,
     OptionsAssertionError,
+    STRATEGY_FACTORIES,
     OptionsError,
     TensorLocationSettings,
     _assert,
@@ -96,13 +97,6 @@ DEFAULT_OPTIONS_ENV_VARS = ("POPTORCH_DEFAULT_OPTIONS", "TILEFX_DEFAULT_OPTIONS"
 #: Environment variables that enable executable caching at construction.
 CACHE_DIR_ENV_VARS = ("POPTORCH_CACHE_DIR", "TILEFX_CACHE_DIR")
 
-#: Constructors a config file may call inside ``setExecutionStrategy(...)``
-#: (or anywhere a value is expected), by name: ``ShardedExecution`` accepts
-#: ``poptorch.ShardedExecution(...)``, ``tilefx.ShardedExecution(...)`` and
-#: ``ShardedExecution(...)``.  Empty here; the strategies module fills it.
-#: A constructed object may be followed by chained method calls only when its
-#: class lists them in a ``_CONFIG_METHODS`` set of method names.
-STRATEGY_FACTORIES: dict[str, Callable[..., Any]] = {}
 
 
 _IPU_KEY = re.compile(r"IPU(\d+)\Z")
@@ -599,7 +593,7 @@ class Options(_OptionsBase):
                                   column, line, "UnicodeDecodeError") from None
         from tilefx.api.options_file import _apply_commands, _parse_config
 
-        commands = _parse_config(text, filename)
+        commands = _parse_config(text, filename, type(self))
         # Dry run on a copy first so that a failing setter leaves self intact.
         _apply_commands(self.clone(), commands)
         _apply_commands(self, commands)

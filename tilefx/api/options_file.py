@@ -17,12 +17,11 @@ from typing import Any, Callable
 import torch
 
 from tilefx.api import enums
-from tilefx.api.option_groups import _setter_names
-from tilefx.api.options import (
+from tilefx.api.option_groups import (
     STRATEGY_FACTORIES,
     ConfigFileError,
-    Options,
     TensorLocationSettings,
+    _setter_names,
 )
 from tilefx import limits
 from tilefx.errors import Error
@@ -64,21 +63,28 @@ def _suggest(name: str, candidates) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def _is_root(cls: type) -> bool:
+    """Whether `cls` is the Options class (holding its groups by name), not
+    one of the groups."""
+    return any("_GROUP_CLASSES" in vars(c) for c in cls.__mro__)
+
+
 def _resolve_group(cls: type, name: str) -> type:
-    if cls is Options and name in Options._GROUP_CLASSES:
-        return Options._GROUP_CLASSES[name]
-    if cls is Options:
+    groups = cls._GROUP_CLASSES if _is_root(cls) else None
+    if groups is not None and name in groups:
+        return groups[name]
+    if groups is not None:
         raise _ResolveError(
             f"unknown option group {name!r}"
-            f"{_suggest(name, Options._GROUP_CLASSES)}; groups are "
-            + ", ".join(sorted(Options._GROUP_CLASSES)))
+            f"{_suggest(name, groups)}; groups are "
+            + ", ".join(sorted(groups)))
     raise _ResolveError(f"{cls.__name__} has no option group {name!r}")
 
 
 def _resolve_setter(cls: type, name: str) -> None:
     names = _setter_names(cls)
     if name not in names:
-        where = "Options" if cls is Options else cls.__name__
+        where = "Options" if _is_root(cls) else cls.__name__
         raise _ResolveError(f"{name!r} is not an option setter of {where}"
                             f"{_suggest(name, names)}")
 
@@ -404,7 +410,7 @@ def _check_nesting(text: str) -> None:
             depth -= 1
 
 
-def _parse_line(text: str) -> list:
+def _parse_line(text: str, root: type) -> list:
     import lark
 
     _check_nesting(text)
@@ -427,7 +433,7 @@ def _parse_line(text: str) -> list:
 
     chain = tree.children[0]
     steps = []
-    cls: type = Options
+    cls: type = root
     for step in chain.children:
         name_tok = step.children[0]
         name = str(name_tok)
@@ -465,7 +471,8 @@ def check_text_size(size: int, filename: str) -> None:
                               f"{limits.OPTIONS_TEXT_BYTES.env})", filename, 1, 1, "", kind="SizeError")
 
 
-def _parse_config(text: str, filename: str) -> list[_Command]:
+def _parse_config(text: str, filename: str, root: type) -> list[_Command]:
+    """The commands of an options text for `root` (the Options class)."""
     check_text_size(len(text.encode()), filename)
     commands = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
@@ -473,7 +480,7 @@ def _parse_config(text: str, filename: str) -> list[_Command]:
         if not stripped or stripped.startswith("#"):
             continue
         try:
-            steps = _parse_line(raw)
+            steps = _parse_line(raw, root)
         except _LineError as e:
             raise ConfigFileError(e.detail, filename, lineno, e.column,
                                   stripped, kind="SyntaxError") from None
@@ -481,7 +488,7 @@ def _parse_config(text: str, filename: str) -> list[_Command]:
     return commands
 
 
-def _apply_commands(options: Options, commands: list[_Command]) -> None:
+def _apply_commands(options: Any, commands: list[_Command]) -> None:
     for command in commands:
         target: Any = options
         for step in command.steps:

@@ -9,7 +9,7 @@ from typing import Any
 
 from tilefx.api.enums import AutoStage, Liveness
 from tilefx.errors import Error
-from tilefx.api.options import STRATEGY_FACTORIES
+from tilefx.api.option_groups import STRATEGY_FACTORIES
 from tilefx.backend.schedule import SCHEDULES
 
 

@@ -177,7 +177,7 @@ def _optimizers() -> dict[str, Callable]:
     if not _OPTIMIZERS:
         from tilefx.lowering.aten_optimizers import make
 
-        _OPTIMIZERS.update(make(_load_torch()))
+        _OPTIMIZERS.update(make(_load_torch(), _as_tensor))
     return _OPTIMIZERS
 
 

@@ -32,7 +32,6 @@ import numpy as np
 from tilefx.backend.kernels.ipu import _hp
 from tilefx.backend.kernels.ipu import adam as numpy_adam
 from tilefx.backend.kernels.ipu import sgd as numpy_sgd
-from tilefx.lowering.aten_kernels import _as_tensor, _load_torch
 
 _F32 = np.dtype(np.float32)
 
@@ -48,16 +47,15 @@ def _owned(a: np.ndarray, inplace: bool) -> np.ndarray:
     return a if inplace and a.flags.writeable and a.flags.c_contiguous else np.array(a, order="C")
 
 
-def _dense(a: np.ndarray):
-    """A gradient as the fused kernels read it: row-major (a transposed or
-    broadcast one is copied)."""
-    return _as_tensor(a if a.flags.c_contiguous else np.ascontiguousarray(a))
-
-
-def make(torch):
-    """The two kernels, bound to the torch module."""
-    _load_torch()  # _as_tensor's
+def make(torch, as_tensor):
+    """The two kernels, bound to the torch module; `as_tensor(array)` makes
+    the tensor sharing an array's memory (aten_kernels.py's)."""
     T = torch.from_numpy
+
+    def _dense(a: np.ndarray):
+        """A gradient as the fused kernels read it: row-major (a transposed or
+        broadcast one is copied)."""
+        return as_tensor(a if a.flags.c_contiguous else np.ascontiguousarray(a))
 
     def sgd(weight, grad, lr, velocity, step, momentum_var, dampening_var, weight_decay_var,
             nesterov_var, velocity_scaling_var, *, inplace=False, **props):

@@ -24,7 +24,7 @@ import math
 import torch
 
 from tilefx.errors import Error
-from tilefx.lowering.onnx_values import _t
+from tilefx.lowering.onnx_values import _t, _torch_dtype
 
 
 def _heads(x: torch.Tensor, heads, what: str) -> torch.Tensor:
@@ -103,8 +103,6 @@ def attention(ins, at, v):
     # a row with every key masked: zeros, through a softmax of a finite row (no NaN forward or back)
     empty = torch.isneginf(bias.amax(-1, keepdim=True))
     if "softmax_precision" in at:
-        from tilefx.lowering.onnx_ops_more import _torch_dtype
-
         probs = torch.softmax(torch.where(empty, zero, scores).to(_torch_dtype(int(at["softmax_precision"]))), -1)
     else:
         probs = torch.softmax(torch.where(empty, zero, scores), -1)

@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 
 from tilefx.errors import Error
-from tilefx.lowering import onnx_control_flow, onnx_ops_more, onnx_recurrent
+from tilefx.lowering import onnx_control_flow, onnx_converter_ops, onnx_recurrent
 from tilefx.lowering.onnx_resize import resize
-from tilefx.lowering.onnx_values import _axis, _ints, _t
+from tilefx.lowering.onnx_values import _axis, _ints, _pads, _symmetric, _t
 
 GRAPHCORE_DOMAIN = "ai.graphcore"
 
@@ -54,43 +54,6 @@ def _gemm(ins, at, v):
         c = _t(ins[2])
         y = y + (c * at["beta"] if at.get("beta", 1.0) != 1.0 else c)
     return y
-
-
-def _pads(at, n: int, x: torch.Tensor | None = None, kernel=None) -> tuple[list[int], list[int]]:
-    """(begin, end) padding of the n spatial dimensions: explicit `pads`, or the
-    padding `auto_pad` SAME_UPPER / SAME_LOWER implies for x's static shape
-    (output = ceil(input / stride); the odd element at the end for UPPER)."""
-    auto = at.get("auto_pad", "NOTSET")
-    if auto in ("SAME_UPPER", "SAME_LOWER") and x is not None and kernel is not None:
-        stride, dil = at.get("strides", [1] * n), at.get("dilations", [1] * n)
-        total = []
-        for i in range(n):
-            size = x.shape[2 + i]
-            out = -(-size // stride[i])
-            total.append(max((out - 1) * stride[i] + (kernel[i] - 1) * dil[i] + 1 - size, 0))
-        small, big = [t // 2 for t in total], [t - t // 2 for t in total]
-        return (small, big) if auto == "SAME_UPPER" else (big, small)
-    if auto not in ("NOTSET", "VALID"):
-        raise Error(f"auto_pad={auto} is not an ONNX value", type="frontend")
-    if auto == "VALID":
-        return [0] * n, [0] * n
-    pads = list(at.get("pads", [0] * (2 * n)))
-    if len(pads) != 2 * n:
-        raise Error(f"pads has {len(pads)} values; {n} spatial dimensions need {2 * n} "
-                    "(begin and end of each)", type="frontend")
-    if min(pads, default=0) < 0:
-        raise Error(f"pads {pads} has negative values", type="frontend")
-    return pads[:n], pads[n:]
-
-
-def _symmetric(x: torch.Tensor, begin, end, value=0.0):
-    """Padding that torch's conv/pool arguments cannot express (begin != end)."""
-    if begin == end:
-        return x, begin
-    flat = []
-    for b, e in zip(reversed(begin), reversed(end)):
-        flat += [b, e]
-    return F.pad(x, flat, value=value), [0] * len(begin)
 
 
 def _conv(ins, at, v):
@@ -879,7 +842,7 @@ OPS = {
     "ReduceMean": _reduce(torch.mean), "ReduceSum": _reduce(torch.sum),
     "ReduceMax": _reduce(torch.amax), "ReduceMin": _reduce(torch.amin), "Cast": _cast,
     "Expand": _expand, "Clip": _clip, "Where": _where, "Pad": _pad,
-    "Shape": _shape, "Size": _size, "ConstantOfShape": onnx_ops_more.constant_of_shape,
+    "Shape": _shape, "Size": _size, "ConstantOfShape": onnx_converter_ops.constant_of_shape,
     "ArgMax": _arg_extreme(torch.argmax),
     "Tile": lambda ins, at, v: _t(ins[0]).repeat(*_ints(ins[1])),
     "InstanceNormalization": _instance_norm,
@@ -920,7 +883,7 @@ OPS = {
     "RandomNormal": _random(True, False), "RandomUniform": _random(False, False),
     "RandomNormalLike": _random(True, True), "RandomUniformLike": _random(False, True),
     **{name: _recurrent(fn) for name, fn in onnx_recurrent.OPS.items()},
-    **onnx_ops_more.OPS,
+    **onnx_converter_ops.OPS,
 }
 
 # operators whose behaviour depends on training (batch statistics, dropout)
@@ -963,7 +926,7 @@ GRAPHCORE_OPS = {"IdentityLoss": _identityloss, "L1": _l1loss, "Nll": _nllloss,
                  "GroupedGather": _grouped_gather, "Ctc": _ctc,
                  "DepthToSpace": _depth_to_space,
                  "Scale": lambda ins, at, v: _t(ins[0]) * at.get("scale", 1.0),
-                 "Detach": lambda ins, at, v: _t(ins[0]).detach(), **onnx_ops_more.GRAPHCORE_OPS}
+                 "Detach": lambda ins, at, v: _t(ins[0]).detach(), **onnx_converter_ops.GRAPHCORE_OPS}
 
 # float operands that are settings, not weights: initializers feeding them stay
 # compile-time values (numpy arrays) instead of becoming parameters, as do the

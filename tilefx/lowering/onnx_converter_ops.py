@@ -1,12 +1,12 @@
-"""ONNX operators that older exporters, TensorFlow converters and quantised or
-newer-opset models write, as torch functions with onnx_ops.py's calling
-convention `(inputs, attributes, opset) -> outputs`: Upsample, LpPool and
-GlobalLpPool, CumProd, ReverseSequence, RMSNormalization, QuantizeLinear and
-DequantizeLinear (simulated in float, as a quantisation-aware graph),
+"""The ONNX operators that converters and exporters other than torch.onnx
+write (older exporters, TensorFlow converters, quantised or newer-opset
+models), as torch functions with onnx_ops.py's calling convention
+`(inputs, attributes, opset) -> outputs`: Upsample, LpPool and
+GlobalLpPool, CumProd, ReverseSequence, RMSNormalization, QuantizeLinear
+and DequantizeLinear (simulated in float, as a quantisation-aware graph),
 MaxUnpool, Col2Im, AffineGrid, CenterCropPad, Bernoulli, Attention (in
-onnx_attention.py); and PopART's
-Subsample (ai.graphcore, `GRAPHCORE_OPS`).
-"""
+onnx_attention.py); and PopART's Subsample (ai.graphcore,
+`GRAPHCORE_OPS`)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,12 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
-from onnx.helper import tensor_dtype_to_np_dtype
 
 from tilefx import limits
 from tilefx.errors import Error
 from tilefx.lowering.onnx_attention import attention
-from tilefx.lowering.onnx_values import _axis, _ints, _t
-
-
-def _torch_dtype(onnx_type: int) -> torch.dtype:
-    return torch.from_numpy(np.zeros(0, tensor_dtype_to_np_dtype(onnx_type))).dtype
+from tilefx.lowering.onnx_resize import resize
+from tilefx.lowering.onnx_values import _axis, _ints, _pads, _symmetric, _t, _torch_dtype
 
 
 def constant_of_shape(ins, at, v):
@@ -48,23 +44,19 @@ def _upsample(ins, at, v):
     mode = at.get("mode", "nearest")
     if isinstance(mode, bytes):
         mode = mode.decode()
-    from tilefx.lowering import onnx_ops  # the Resize conversion (onnx_ops imports this module)
-
     if mode not in ("nearest", "linear"):
         raise Error(f"Upsample mode {mode!r} is not an ONNX value (nearest, linear)", type="frontend")
-    return onnx_ops.OPS["Resize"]([x, None, np.asarray(scales, np.float32)],
+    return resize([x, None, np.asarray(scales, np.float32)],
                                   {"mode": mode, "coordinate_transformation_mode": "asymmetric",
                                    "nearest_mode": "floor"}, 13)
 
 
 def _lp_pool(ins, at, v):
-    from tilefx.lowering import onnx_ops
-
     x = _t(ins[0])
     k = list(at["kernel_shape"])
     n, p = len(k), float(at.get("p", 2))
-    begin, end = onnx_ops._pads(at, n, x, k)
-    xp = onnx_ops._symmetric(x.abs().pow(p), begin, end)[0]
+    begin, end = _pads(at, n, x, k)
+    xp = _symmetric(x.abs().pow(p), begin, end)[0]
     fn = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[n]
     if at.get("dilations", [1] * n) != [1] * n:
         raise Error("LpPool with dilations is not supported", type="frontend")
