@@ -76,20 +76,19 @@ class Anchors:
                 self.gradients.append(name)
 
     @classmethod
-    def of(cls, executor) -> Anchors | None:
-        anchored = executor._options.anchored_tensors
+    def of(cls, options, model, training: bool, untrained: list) -> Anchors | None:
+        """The anchors `options` name for `model` compiled for training or
+        inference; `untrained`: the parameters its optimizer does not list."""
+        anchored = options.anchored_tensors
         if not anchored:
             return None
-        model = executor._user_model
         params = [n for n, _ in model.named_parameters()]
-        outside = {id(p) for p in executor._params_outside_optimizer()} \
-            if executor._training and executor._optimizer is not None else set()
+        outside = {id(p) for p in untrained}
         trained = {n for n, p in model.named_parameters() if p.requires_grad and id(p) not in outside}
-        mode = executor._options.output_mode
+        mode = options.output_mode
         if mode == OutputMode.Default:
-            mode = OutputMode.Final if executor._training else OutputMode.All
-        return cls(anchored, params, trained, executor._training, mode,
-                   executor._options.device_iterations)
+            mode = OutputMode.Final if training else OutputMode.All
+        return cls(anchored, params, trained, training, mode, options.device_iterations)
 
     def gradient_modes(self, index: int) -> list[tuple[str, OutputMode, int]]:
         """Each anchor of the `index`-th returned gradient: (short name,

@@ -1,7 +1,7 @@
 """The compile path of a PoplarExecutor: from its first call's inputs to
-the compiled program (trace, the graph passes with the options written into
-the module, the numpy/ATen program, the machine model's schedule and
-profile), the joining of replica processes, and the checks PopTorch makes
+the compiled program (the trace, then the compiler driver, tilefx/driver:
+the graph passes, the numpy/ATen program, the machine model's schedule and
+profile, from the options as a CompileConfig), the joining of replica processes, and the checks PopTorch makes
 at compile time. A mixin of PoplarExecutor (api/executor.py), kept apart so
 that the call path and the compile path each read as one story."""
 
@@ -12,40 +12,31 @@ import json
 import logging
 import os
 import time
-from types import SimpleNamespace
 
 import numpy as np
 
 import torch
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import VerifyException
 
+from tilefx import driver
 from tilefx.api import compile_log
-from tilefx.api.logs import CompileProgress, compile_summary
 from tilefx.api.anchors import Anchors
-from tilefx.api.program import Program, role_list
-from tilefx.api.enums import HalfFloatCastingBehavior, OutputMode
-from tilefx.errors import Error
-from tilefx.gcpause import gc_paused
+from tilefx.api.compile_config import compile_config
+from tilefx.api.enums import OutputMode
+from tilefx.api.logs import CompileProgress, compile_summary
 from tilefx.api.options import Options
 from tilefx.api.optim import optimizer_config
 from tilefx.api.replica_grouping import ReplicaGroups
-from tilefx.backend.executor import CompiledFunction
-from tilefx.dialects.irutil import arg_roles, find_func, from_py, result_roles, to_py
+from tilefx.dialects.irutil import to_py
+from tilefx.dialects.names import ALS_TRACKED_KEY
+from tilefx.driver import CompileConfig, Program
+from tilefx.errors import Error
+from tilefx.gcpause import gc_paused
 from tilefx.lowering.call_spec import CallSpec, check_dense
 from tilefx.lowering.from_torch import TracedGraph, np_dtype_of, trace
 from tilefx.lowering.no_compiler import without_compiler
 from tilefx.lowering.tracing_state import GradientOutputs
-from tilefx.passes.pipelines import run_graph_passes
-from tilefx.backend import schedule
-from tilefx.backend.machine import machine
-from tilefx.backend.profile import Profile, build_profile
-from tilefx.backend.schedule import Schedule
-from tilefx.api.module_options import set_module_options
-from tilefx.dialects.ipu import StageOp
-from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
-from tilefx.passes.loss_scaling import LossScalingPass
-from tilefx.dialects.names import ALS_TRACKED_KEY, AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
 
 log = logging.getLogger("tilefx")
 
@@ -75,7 +66,7 @@ class CompilePath:
         self._check_updatable_buffers()
         start = time.perf_counter()
         self._resolve_mean_reduction()
-        self._tilefx_anchors = Anchors.of(self)  # Options.anchorTensor (api/anchors.py)
+        self._tilefx_anchors = self._anchors()  # Options.anchorTensor (api/anchors.py)
         _warn_unmodelled_locations(self._options.TensorLocations)
         self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
         if self._joins_processes():  # meet the others first: a bad rendezvous fails before tracing
@@ -130,83 +121,70 @@ class CompilePath:
         self._traced_params = set(traced.params)
         import_module = traced.module.clone()
         module = traced.module
-        if self._training:
-            cfg, group_of = optimizer_config(self._optimizer, self._param_names())
-            cfg["grad_scale"] = self._grad_scale()
-            module.attributes[OPTIMIZER_KEY] = from_py(cfg)
-            main_fn = find_func(module, "main")
-            attrs = [dict(a.data) for a in main_fn.arg_attrs.data]
-            for a in attrs:
-                if PARAM_KEY in a:
-                    a[GROUP_KEY] = IntegerAttr(group_of.get(a[PARAM_KEY].data, 0), i64)
-            main_fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
-        set_module_options(module, self._options)
+        config = self._compile_config()
         if self._before_passes is not None:  # tilefx.plan: the traced module, costed many ways
+            driver.prepare(module, config)
             progress.close()
             self._before_passes(import_module, module)
             return
-        D, _, _, G = self._factors()
-        als = self._training and bool(self._options.Training.automatic_loss_scaling)
-        scaled = self._training and (als or self._loss_scaling() != 1.0 or _is_variable(
-            self._optimizer, "loss_scaling"))
-        precision = self._options.Precision
-        downcast = precision.half_float_casting == HalfFloatCastingBehavior.FloatDowncastToHalf
-        if downcast:  # ipu-autocast casts float32 down where float16 inputs meet it
-            module.attributes[HALF_FLOAT_CASTING_KEY] = StringAttr("downcast")
-            if not precision.autocast_enabled:
-                module.attributes[AUTOCAST_POLICY_KEY] = from_py({k: [] for k in ("fp16", "fp32", "promote", "demote")})
-        if precision.autocast_policy is not None and precision.autocast_enabled:
-            if not hasattr(precision.autocast_policy, "op_sets"):
-                raise Error(f"autocastPolicy expects a poptorch.Policy, got {precision.autocast_policy!r}")
-            module.attributes[AUTOCAST_POLICY_KEY] = from_py(
-                {k: list(v) for k, v in precision.autocast_policy.op_sets().items()})
-        run_graph_passes(module, training=self._training, autocast=bool(precision.autocast_enabled) or downcast,
-                         assign=AssignStagesPass(
-            gradient_accumulation=G, device_iterations=D,
-            auto_round_num_ipus=bool(self._options.auto_round_num_ipus),
-            check_ipu_count=self._reserves_ipus()),
-            loss_scaling=LossScalingPass(automatic=als) if scaled else None)
-        progress.mark("ran the graph passes", 30)
-        compile_log.log_options(self._options, module)
-        compile_log.log_placements(module)
-        self._install(traced, import_module, module,
+
+        def after_passes(module: ModuleOp) -> None:
+            progress.mark("ran the graph passes", 30)
+            compile_log.log_options(self._options, module)
+            compile_log.log_placements(module)
+            if traced.meta_tensors and not self._options.offline_ipu_target:
+                _check_not_meta(traced.meta_tensors)
+
+        program = driver.compile(module, config, self._rng, after_passes=after_passes)
+        self._install(traced, import_module, program,
                       [(x.shape[0] // n,) + tuple(x.shape[1:]) if x.dim() else () for x in inputs],
                       [np_dtype_of(x.dtype) for x in inputs], start)
         progress.mark("built the program and the machine model", 30)
         executable_cache.store_cached(self, inputs)
         progress.close(compile_summary(self._profile, module, self._factors()[1]))
 
-    def _install(self, traced: TracedGraph, import_module: ModuleOp, module: ModuleOp,
+    def _compile_config(self) -> CompileConfig:
+        """What the driver compiles this executor's model with: its options
+        (api/compile_config.py) and its optimizer's configuration."""
+        if not self._training:
+            return compile_config(self._options, False)
+        if self._optimizer is None:  # loaded from an executable file: the configuration it holds
+            cfg, group_of = None, None
+        else:
+            cfg, group_of = optimizer_config(self._optimizer, self._param_names())
+            cfg["grad_scale"] = self._grad_scale()
+        scaled = self._loss_scaling() != 1.0 or _is_variable(self._optimizer, "loss_scaling")
+        return compile_config(self._options, True, cfg, group_of, loss_scaled=scaled)
+
+    def _install(self, traced: TracedGraph, import_module: ModuleOp, compiled: ModuleOp | Program,
                  input_shapes: list[tuple], input_dtypes: list[np.dtype], start: float) -> None:
-        """Make the compiled graph IR this executor's program (after the passes,
-        or as loaded from an executable file)."""
+        """Make the compiled graph IR this executor's program: `compiled` is
+        the driver's program (after the passes), or a module the passes ran
+        on (read from an executable file), built here."""
         self._traced_params = set(traced.params)
         self._fast_call = None  # a new program: the next call is checked in full
         if self._tilefx_anchors is None:  # loaded from an executable file: the options' anchors
-            self._tilefx_anchors = Anchors.of(self)
-        self._check_ipu_count(module)
-        if traced.meta_tensors and not self._options.offline_ipu_target:
-            _check_not_meta(traced.meta_tensors)
+            self._tilefx_anchors = self._anchors()
+        if isinstance(compiled, Program):
+            program = compiled
+        else:
+            if traced.meta_tensors and not self._options.offline_ipu_target:
+                _check_not_meta(traced.meta_tensors)
+            # the machine model first: a program that does not fit fails before any copy
+            program = driver.build(compiled, self._compile_config(), self._rng)
+        module = program.module
         als = self._training and bool(self._options.Training.automatic_loss_scaling)
         self._als_tracked = to_py(module.attributes[ALS_TRACKED_KEY]) if als else 0
         self._als_factor = 1.0
         self._als_updates = 0
         self._als_upper = 0
         self._als_lower = 0
-        main_fn = find_func(module, "main")
-        program = Program(
-            traced=traced, import_module=import_module, module=module,
-            main=CompiledFunction(main_fn, self._rng,
-                                  stochastic_rounding=bool(self._options.Precision.stochastic_rounding),
-                                  half_partials=self._options.Precision.partials_type == torch.float16),
-            update=None,
-            main_args=role_list(arg_roles(main_fn)), main_results=role_list(result_roles(main_fn)),
-            input_shapes=input_shapes, input_dtypes=input_dtypes)
+        program.traced, program.import_module = traced, import_module
+        program.input_shapes, program.input_dtypes = input_shapes, input_dtypes
         if self._training:
-            self._build_update(program, compile_only=True)
-        # the machine model first: a program that does not fit fails before any copy
-        self._schedule = self._make_schedule(module)
-        self._profile = self._make_profile(program)
+            self._adopt_update(program)
+        self._schedule = program.schedule
+        self._profile = program.profile
         self._program = program
         self._attached = not self._options.offline_ipu_target  # PopTorch attaches when it compiles
         self.copyWeightsToDevice()
@@ -242,20 +220,6 @@ class CompilePath:
             raise
         self._write_back()
 
-    def _make_profile(self, program: Program, check_memory: bool = True) -> Profile:
-        D, R, _, G = self._factors()
-        update_fn = find_func(program.module, "update") if self._training else None
-        return build_profile(
-            program.module, find_func(program.module, "main"), update_fn, self._schedule,
-            machine(self._options.machine), training=self._training, device_iterations=D,
-            locations=self._options.TensorLocations.resolved(),
-            accumulate=self._training and (G > 1 or R > 1), replicas=R,
-            processes=self._options.Distributed.numProcesses,
-            process_id=self._options.Distributed.processId,
-            host_io=not self._options.synthetic_data,
-            decompose_grad_sum=bool(self._options._Popart.options.get("decomposeGradSum", False)),
-            check_memory=check_memory)
-
     def trace_only(self, *inputs) -> ModuleOp:
         """The graph IR the trace of these inputs makes, before any graph
         pass, with the options written in: what tilefx.plan costs in many
@@ -268,39 +232,9 @@ class CompilePath:
             self._before_passes = None
         return got["module"]
 
-    def profile_module(self, module: ModuleOp, options) -> Profile:
-        """The machine model's profile of a module the graph passes ran on,
-        under `options` (this executor's own are left as they are): the
-        planner's costing of one configuration. No out-of-memory check: the
-        caller reads the peaks."""
-        saved, saved_schedule = self._options, getattr(self, "_schedule", None)
-        self._options = options
-        try:
-            self._schedule = self._make_schedule(module)
-            return self._make_profile(SimpleNamespace(module=module), check_memory=False)
-        finally:
-            self._options, self._schedule = saved, saved_schedule
-
-    def _make_schedule(self, module: ModuleOp) -> Schedule:
-        info = to_py(module.attributes[STAGES_KEY])
-        D, _, _, G = self._factors()
-        stage_ipu, stage_phase, stage_dir = {}, {}, {}
-        for op in find_func(module, "main").body.block.ops:
-            if isinstance(op, StageOp):
-                stage_ipu[op.stage.value.data] = op.ipu.value.data
-                stage_phase[op.stage.value.data] = op.phase.value.data
-                stage_dir[op.stage.value.data] = op.direction.data
-        kind, num_fwd = info["kind"], info["forward_stages"]
-        M, repeats = (G, D) if self._training else (D, 1)
-        if kind in ("pipelined", "single"):
-            return schedule.pipelined(stage_ipu, num_fwd, M, self._training, repeats,
-                                      to_py(module.attributes[STRATEGY_KEY]).get("schedule", "FillDrain"))
-        if kind == "sharded":
-            return schedule.sharded(stage_ipu, num_fwd, M, self._training, repeats)
-        strategy = self._options.execution_strategy
-        return schedule.phased(stage_ipu, stage_phase, num_fwd, M, self._training, repeats,
-                               parallel=kind == "parallel_phased",
-                               liveness=strategy.liveness.name, stage_dir=stage_dir)
+    def _anchors(self) -> Anchors | None:
+        untrained = self._params_outside_optimizer() if self._training and self._optimizer is not None else []
+        return Anchors.of(self._options, self._user_model, self._training, untrained)
 
     def _params_outside_optimizer(self) -> list[torch.nn.Parameter]:
         listed = {id(p) for g in self._optimizer.param_groups for p in g["params"]}
@@ -311,27 +245,6 @@ class CompilePath:
         if o.output_mode == OutputMode.EveryN and o.device_iterations % o.output_return_period:
             raise Error(f"OutputMode.EveryN({o.output_return_period}) needs a period that divides "
                         f"deviceIterations ({o.device_iterations})")
-
-    def _reserves_ipus(self) -> bool:
-        """Whether the model's IPUs are reserved on the machine, where PopTorch's
-        count rule (a power of 2 or a multiple of 64) holds: not for an offline
-        target nor the IPU Model, which acquire no devices (PopTorch checks the
-        count when it attaches to hardware; its own test of the rule is
-        hardware-only)."""
-        o = self._options
-        return not (o.offline_ipu_target or o.use_ipu_model)
-
-    def _check_ipu_count(self, module: ModuleOp) -> None:
-        """Replicas multiply the IPUs: the total must be one PopTorch can reserve too."""
-        if not self._reserves_ipus():
-            return
-        ipus = to_py(module.attributes[STAGES_KEY])["num_ipus"]
-        total = ipus * self._options.replication_factor
-        message = ipu_count_error(total, f"{ipus} IPU(s) per replica x replicationFactor("
-                                         f"{self._options.replication_factor}) = {total} IPUs: ")
-        if message is not None and not self._options.auto_round_num_ipus:
-            raise Error(message)
-
 
 def _profile_dir(options: Options) -> str | None:
     """Options.enableProfiling(dir), else POPLAR_ENGINE_OPTIONS' autoReport

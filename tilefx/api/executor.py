@@ -29,7 +29,7 @@ from tilefx.api.anchors import Anchors
 from tilefx.api.host_arrays import (same_memory, to_np, viewable)
 from tilefx.api.outputs import Outputs
 from tilefx.api.serialized import serialized as _serialized
-from tilefx.api.program import Program
+from tilefx.driver import Program
 from tilefx.api.readouts import MachineReadouts
 from tilefx.api.compiling import _check_not_meta, CompilePath
 from tilefx.api.running import _HostVersion, CallPath

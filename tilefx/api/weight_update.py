@@ -10,13 +10,11 @@ import numpy as np
 import torch
 from tilefx.api import compile_log
 from tilefx.api.host_arrays import held_alone
-from tilefx.api.program import Program, role_list
 from tilefx.api.enums import ReductionType
 from tilefx.errors import Error
 from tilefx.api.optim import optimizer_config
-from tilefx.backend.executor import CompiledFunction
-from tilefx.dialects.irutil import arg_roles, find_func, from_py, result_roles, to_py
-from tilefx.passes.training_step import TrainingStepPass
+from tilefx.dialects.irutil import arg_roles, find_func, to_py
+from tilefx.driver import Program
 from tilefx.dialects.aten import np_dtype
 from tilefx.dialects.names import OPTIMIZER_KEY
 
@@ -48,24 +46,25 @@ class WeightUpdates:
             t.setMeanAccumulationAndReplicationReductionStrategy(strategy)
             t._freeze()
 
-    def _build_update(self, program: Program, compile_only: bool = False) -> None:
-        """(Re)build @update from the current optimizer's hyper-parameters."""
-        from tilefx.api.optim import attach, hyper_values
-
+    def _optimizer_cfg(self, program: Program) -> tuple[dict, dict]:
+        """The optimizer's configuration and each weight's parameter group."""
         if self._optimizer is None:  # loaded from an executable file: its compiled configuration
             cfg = to_py(program.module.attributes[OPTIMIZER_KEY])
             group_of = {r["param"]: r.get("group", 0) for r in arg_roles(find_func(program.module, "main"))
                         if "param" in r}
-        else:
-            cfg, group_of = optimizer_config(self._optimizer, self._param_names())
-            cfg["grad_scale"] = self._grad_scale()
-        program.module.attributes[OPTIMIZER_KEY] = from_py(cfg)
-        if not compile_only:
-            TrainingStepPass().build_update(program.module)
+            return cfg, group_of
+        cfg, group_of = optimizer_config(self._optimizer, self._param_names())
+        cfg["grad_scale"] = self._grad_scale()
+        return cfg, group_of
+
+    def _adopt_update(self, program: Program) -> None:
+        """Take the compiled @update's optimizer configuration as this
+        executor's: what setOptimizer checks constants against, the runtime
+        hyper-parameters, the optimizer log."""
+        from tilefx.api.optim import attach, hyper_values
+
+        cfg, group_of = self._optimizer_cfg(program)
         upd = find_func(program.module, "update")
-        program.update = CompiledFunction(upd)
-        program.update_args = role_list(arg_roles(upd))
-        program.update_results = role_list(result_roles(upd))
         self._opt_cfg, self._opt_groups = cfg, group_of  # what setOptimizer checks constants against
         self._grad_dtype = next((np_dtype(a.type.element_type).name for a, r in zip(upd.body.block.args,
                                  arg_roles(upd)) if "param" in r), "float32")
@@ -79,8 +78,6 @@ class WeightUpdates:
         self._hypers = hyper_values(cfg)
         if self._optimizer is not None:
             attach(self._optimizer, self)
-        if not compile_only:
-            self._init_opt_state()
 
     def _init_opt_state(self) -> None:
         """Create the optimizer state @update takes (zeros, or its `tilefx.init`,
@@ -143,6 +140,26 @@ class WeightUpdates:
         self._step = int(state["step"])
 
     # -- the state as PopTorch's optimizer.state_dict() shows it (api/optim_state.py) --
+
+    # -- what a poptorch.optim optimizer's state_dict / load_state_dict ask
+    def device_optimizer_state(self) -> dict | None:
+        """The optimizer's state on the device in PopTorch's form (as
+        `_poptorch_state`), None before the first compile."""
+        return self._poptorch_state()
+
+    def runs_optimizer(self, optimizer) -> bool:
+        """Whether `optimizer` is this live executor's."""
+        return self._optimizer is optimizer and not self._destroyed
+
+    def write_optimizer_state(self, optimizer, state: dict) -> int | None:
+        """Write `state` (PopTorch's form) into the device's optimizer state
+        when `optimizer` is this live executor's and the state exists (after
+        the first compile): the executor's update count then, else None."""
+        if not self.runs_optimizer(optimizer) or self._optimizer_state() is None:
+            return None
+        log.debug("Writing optimiser state tensors from host to IPU memory.")  # PopTorch's words
+        self._load_poptorch_state(state)
+        return self._step
 
     def _poptorch_state(self) -> dict | None:
         """{"step", "ipu_state", "ipu_param"} under PopART's names, None

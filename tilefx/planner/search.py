@@ -23,9 +23,10 @@ import torch
 
 from tilefx.api.annotations import BeginBlock, removeBlocks
 from tilefx.api.executor import trainingModel
-from tilefx.api.module_options import set_module_options
+from tilefx.api.compile_config import compile_config
 from tilefx.api.options import Options
 from tilefx.api.strategies import PipelinedExecution
+from tilefx import driver
 from tilefx.backend.machine import machine as machine_named
 from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, StageOp
 from tilefx.dialects.irutil import find_func
@@ -191,12 +192,12 @@ class _Planner:
             opts.setExecutionStrategy(PipelinedExecution.auto(c.stages, schedule=c.schedule))
         module = self.traced.clone()
         unit_of = self._units_of(module)
-        ex = self.executor
         try:
-            set_module_options(module, opts)
+            config = compile_config(opts, training=True)
+            driver.prepare(module, config)
             run_graph_passes(module, training=True, autocast=bool(opts.Precision.autocast_enabled),
                              assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1))
-            profile = ex.profile_module(module, opts)
+            profile = driver.profile_of(module, config, check_memory=False)
         except Error as e:
             c.fits, c.reason = False, str(e).splitlines()[0]
             return

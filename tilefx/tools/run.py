@@ -1,5 +1,12 @@
-"""`tilefx-run FILE --inputs in.npz [--output out.npz] [--function NAME]`:
+"""`tilefx-run FILE --inputs in.npz [--output out.npz] [--function NAME] [--config config.json]`:
 run a function of an IR file on the simulated machine.
+
+With `--config`, a JSON object naming `tilefx.driver.CompileConfig` fields
+(`{"training": true, "replication_factor": 2, "machine": "bow", ...}`), the
+file is compiled as the API compiles a model: the compiler driver runs the
+graph passes on it (unless they ran: the module has `ipu.stages`), builds
+@main and @update with the config's precision and checks that the program
+fits the machine, then the function runs.
 
 Arguments are taken from the .npz by the argument's name: its
 `tilefx.param` / `tilefx.buffer` / `tilefx.const` / `tilefx.state` /
@@ -29,14 +36,15 @@ import zlib
 
 import numpy as np
 
-from tilefx import limits
+from tilefx import driver, limits
 from tilefx.errors import Error
 from tilefx.backend.executor import CompiledFunction, ExecutionError
 from tilefx.dialects.irutil import arg_roles, find_func, result_roles
 from tilefx.backend.precision_steps import round_to_bf16
 from tilefx.dialects.aten import np_dtype
 from tilefx.dialects.const_value import array_of
-from tilefx.dialects.names import CONST_VALUE_KEY
+from tilefx.dialects.names import CONST_VALUE_KEY, STAGES_KEY
+from tilefx.driver.config import read_config
 from xdsl.dialects.builtin import bf16
 from tilefx.passes.pipelines import graph_context
 from tilefx.backend import runtime
@@ -111,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", help="write the results to this .npz")
     ap.add_argument("--function", default="main")
     ap.add_argument("--seed", type=int, default=0, help="seed of random ops (dropout)")
+    ap.add_argument("--config", help="a JSON file of CompileConfig fields: compile the file with the "
+                                     "compiler driver first, as the API would")
     args = ap.parse_args(argv)
     from tilefx.lowering.aten_kernels import AtenKernels
     from tilefx.lowering.torch_rules import TorchRules
@@ -121,6 +131,13 @@ def main(argv: list[str] | None = None) -> int:
             text = decode(f.read(), args.file)
         located = parse_ir(graph_context(), text, args.file)
         module = located.module
+        run = None
+        if args.config:
+            config = read_config(args.config)
+            rng = np.random.default_rng(config.seed if config.seed is not None else args.seed)
+            compiled = driver.build if STAGES_KEY in module.attributes else driver.compile
+            program = compiled(module, config, rng, check_types=True)
+            run = {"main": program.main, "update": program.update}.get(args.function)
         fn = find_func(module, args.function)
         if fn is None:
             raise Error(f"{args.file} has no function @{args.function}")
@@ -148,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             if a.type.element_type == bf16:  # held as float32 rounded to bf16, as the executor does
                 arr = round_to_bf16(arr)
             values.append(arr)
-        results = CompiledFunction(fn, np.random.default_rng(args.seed), check_types=True)(*values)
+        if run is None:
+            run = CompiledFunction(fn, np.random.default_rng(args.seed), check_types=True)
+        results = run(*values)
         named = {result_key(i, r): v for i, (v, r) in enumerate(zip(results, result_roles(fn)))}
         if args.output:
             np.savez(args.output, **{k: np.asarray(v) for k, v in named.items() if v is not None})

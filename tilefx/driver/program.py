@@ -1,6 +1,9 @@
-"""What one compilation of a `PoplarExecutor` produced: the IR at each level,
-the compiled @main and @update, and how their arguments and results bind to
-the executor's weights, inputs, buffers, accumulators and outputs."""
+"""What one compilation produced (`tilefx.driver.compile`): the IR at each
+level, the compiled @main and @update, how their arguments and results bind
+to weights, inputs, buffers, accumulators and outputs, and the machine
+model's schedule and profile. The frontend's record of the trace
+(`traced`: parameters, buffers, the outputs' structure) is the surface's,
+opaque here."""
 
 from __future__ import annotations
 
@@ -12,8 +15,8 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from tilefx.backend.executor import CompiledFunction
-from tilefx.lowering.from_torch import TracedGraph
-
+from tilefx.backend.profile import Profile
+from tilefx.backend.schedule import Schedule
 from tilefx.errors import Error
 
 
@@ -21,13 +24,15 @@ from tilefx.errors import Error
 class Program:
     """What one compilation produced: IR at each level and compiled functions."""
 
-    traced: TracedGraph
-    import_module: ModuleOp
     module: ModuleOp
     main: CompiledFunction
     update: CompiledFunction | None
     main_args: list[tuple[str, Any]]
     main_results: list[tuple[str, Any]]
+    schedule: Schedule | None = None
+    profile: Profile | None = None
+    traced: Any = None  # the frontend's TracedGraph (lowering/from_torch.py)
+    import_module: Any = None  # the IR as the frontend made it (or its text, read from a file)
     update_args: list[tuple[str, Any]] = field(default_factory=list)
     update_results: list[tuple[str, Any]] = field(default_factory=list)
     input_shapes: list[tuple] = field(default_factory=list)  # micro-batch shapes
@@ -56,9 +61,9 @@ class Program:
 
     @functools.cached_property
     def one_replica(self) -> bool:
-        """Whether `PoplarExecutor._run_one` covers main's arguments and
-        results (not loss scaling statistics, nor writes into the caller's
-        inputs)."""
+        """Whether a surface's one-micro-batch call (`PoplarExecutor._run_one`)
+        covers main's arguments and results (not loss scaling statistics,
+        nor writes into the caller's inputs)."""
         return all(k in ("param", "buffer", "input", "const", "hyper", "accum") for k, _ in self.main_args) \
             and all(k in ("output", "buffer", "accum") for k, _ in self.main_results)
 

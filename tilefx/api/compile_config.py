@@ -1,0 +1,61 @@
+"""PopTorch's `Options` as the compiler driver's `CompileConfig`: the one
+place the PopTorch surface says what a compilation reads from its options
+(the executor adds what its optimizer says)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+
+from tilefx.api.enums import HalfFloatCastingBehavior
+from tilefx.api.options import Options
+from tilefx.driver import DEFAULT_STRATEGY, CompileConfig
+from tilefx.errors import Error
+
+
+def compile_config(options: Options, training: bool, optimizer: Mapping[str, Any] | None = None,
+                   optimizer_groups: Mapping[str, int] | None = None, loss_scaled: bool = False) -> CompileConfig:
+    """The CompileConfig of a model compiled under `options`. `optimizer`:
+    its configuration (api/optim.py `optimizer_config`, with `grad_scale`)
+    and `optimizer_groups` each weight's parameter group; `loss_scaled`: a
+    loss scale other than 1 (or a variable one) applies."""
+    o = options
+    strategy = o.execution_strategy
+    precision = o.Precision
+    policy = None
+    if precision.autocast_policy is not None and precision.autocast_enabled:
+        if not hasattr(precision.autocast_policy, "op_sets"):
+            raise Error(f"autocastPolicy expects a poptorch.Policy, got {precision.autocast_policy!r}")
+        policy = {k: list(v) for k, v in precision.autocast_policy.op_sets().items()}
+    liveness = getattr(strategy, "liveness", None)
+    return CompileConfig(
+        training=training,
+        machine=o.machine,
+        strategy=strategy.to_config() if strategy is not None else DEFAULT_STRATEGY,
+        liveness=liveness.name if liveness is not None else "AlwaysLive",
+        available_memory_proportion={k: float(v) for k, v in (o.available_memory_proportion or {}).items()},
+        autocast=bool(precision.autocast_enabled),
+        autocast_policy=policy,
+        downcast_half=precision.half_float_casting == HalfFloatCastingBehavior.FloatDowncastToHalf,
+        half_partials=precision.partials_type == torch.float16,
+        stochastic_rounding=bool(precision.stochastic_rounding),
+        optimizer=optimizer,
+        optimizer_groups=optimizer_groups or {},
+        automatic_loss_scaling=training and bool(o.Training.automatic_loss_scaling),
+        loss_scaled=loss_scaled,
+        device_iterations=o.device_iterations,
+        replication_factor=o.replication_factor,
+        gradient_accumulation=o.Training.gradient_accumulation if training else 1,
+        processes=o.Distributed.numProcesses,
+        process_id=o.Distributed.processId,
+        # PopTorch's count rule holds where IPUs are reserved: not for an offline
+        # target nor the IPU Model, which acquire no devices (PopTorch checks the
+        # count when it attaches to hardware; its own test of the rule is hardware-only)
+        reserve_ipus=not (o.offline_ipu_target or o.use_ipu_model),
+        auto_round_num_ipus=bool(o.auto_round_num_ipus),
+        locations=o.TensorLocations.resolved(),
+        optimizer_location_set=o.TensorLocations.optimizer is not None,
+        host_io=not o.synthetic_data,
+        decompose_grad_sum=bool(o._Popart.options.get("decomposeGradSum", False)),
+        seed=o.random_seed)

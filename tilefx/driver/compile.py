@@ -1,0 +1,189 @@
+"""`compile(module, config) -> Program`: the compiler core every surface
+calls. From a frontend's graph IR (`func.func @main` with its arguments'
+roles) and a `CompileConfig`: the options written into the module as the
+graph passes read them, the graph passes (`passes/pipelines.py`), the
+compiled `@main` and `@update` (`backend/executor.py`), and the machine
+model's schedule and profile (`backend/schedule.py`, `backend/profile.py`,
+with the out-of-memory check). Nothing here imports torch: the torch
+frontend's verifier rules and ATen kernels reach the program through the
+plugin registry (`backend/runtime.py`) the caller installs."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable, Mapping
+
+import numpy as np
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+
+from tilefx.backend import schedule as schedules
+from tilefx.backend.executor import CompiledFunction
+from tilefx.backend.machine import machine as machine_named
+from tilefx.backend.profile import Profile, build_profile
+from tilefx.backend.schedule import Schedule
+from tilefx.dialects.ipu import StageOp
+from tilefx.dialects.irutil import arg_roles, find_func, from_py, result_roles, to_py
+from tilefx.dialects.names import (AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, MEMORY_PROPORTION_KEY,
+                                   OPTIMIZER_KEY, PARAM_KEY, PARTIALS_TYPE_KEY, STAGES_KEY, STRATEGY_KEY)
+from tilefx.driver.config import CompileConfig
+from tilefx.driver.program import Program, role_list
+from tilefx.errors import Error
+from tilefx.passes import pipelines
+from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
+from tilefx.passes.loss_scaling import LossScalingPass
+
+
+def compile(module: ModuleOp, config: CompileConfig, rng: np.random.Generator | None = None,
+            after_passes: Callable[[ModuleOp], None] | None = None, check_types: bool = False) -> Program:
+    """The program of a frontend's module (changed in place: the options
+    written in, then the graph passes). `after_passes(module)` is called
+    between the passes and the program (a surface's logs and checks);
+    `rng` seeds the random ops (else `config.seed`); `check_types`: @main
+    checks its arguments' shapes and types at each call (the tools)."""
+    prepare(module, config)
+    run_graph_passes(module, config)
+    if after_passes is not None:
+        after_passes(module)
+    return build(module, config, rng, check_types)
+
+
+def prepare(module: ModuleOp, config: CompileConfig) -> None:
+    """Write what the graph passes read from the config into the traced
+    module: the optimizer and each weight's parameter group (training), the
+    execution strategy (with what `ipu-auto-stage` needs to cost it), the
+    available memory proportions and the partials type."""
+    if config.training and config.optimizer is not None:
+        module.attributes[OPTIMIZER_KEY] = from_py(dict(config.optimizer))
+        main_fn = find_func(module, "main")
+        attrs = [dict(a.data) for a in main_fn.arg_attrs.data]
+        for a in attrs:
+            if PARAM_KEY in a:
+                a[GROUP_KEY] = IntegerAttr(config.optimizer_groups.get(a[PARAM_KEY].data, 0), i64)
+        main_fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
+    strategy = copy.deepcopy(dict(config.strategy))
+    if "auto" in strategy:  # ipu-auto-stage costs the ops on this machine, the state where it lives
+        replicas = config.replication_factor * config.processes
+        strategy["auto"]["machine"] = machine_named(config.machine).name
+        where = config.locations.optimizer
+        if config.optimizer_location_set:
+            strategy["auto"].update({"state_on_chip": where.on_chip,
+                                     "state_min_elements_off_chip": where.min_elements_off_chip,
+                                     "state_min_elements_sharded": where.min_elements_sharded})
+            if where.sharded:
+                strategy["auto"]["state_shards"] = replicas
+        placed = config.locations.config()
+        if placed:  # weights, activations, accumulators off chip or sharded
+            strategy["auto"].update({"locations": placed, "replicas": replicas})
+    module.attributes[STRATEGY_KEY] = from_py(strategy)
+    if config.available_memory_proportion:
+        module.attributes[MEMORY_PROPORTION_KEY] = from_py(
+            {k: float(v) for k, v in config.available_memory_proportion.items()})
+    if config.half_partials:  # the matmul rate and partial memory
+        module.attributes[PARTIALS_TYPE_KEY] = StringAttr("half")
+
+
+def run_graph_passes(module: ModuleOp, config: CompileConfig) -> None:
+    """The precision policy written in, then the graph passes of
+    `passes/pipelines.py` with the config's factors."""
+    if config.downcast_half:  # ipu-autocast casts float32 down where float16 inputs meet it
+        module.attributes[HALF_FLOAT_CASTING_KEY] = StringAttr("downcast")
+        if not config.autocast:
+            module.attributes[AUTOCAST_POLICY_KEY] = from_py({k: [] for k in ("fp16", "fp32", "promote", "demote")})
+    if config.autocast_policy is not None and config.autocast:
+        module.attributes[AUTOCAST_POLICY_KEY] = from_py({k: list(v) for k, v in config.autocast_policy.items()})
+    als = config.training and config.automatic_loss_scaling
+    scaled = config.training and (als or config.loss_scaled)
+    pipelines.run_graph_passes(
+        module, training=config.training, autocast=config.autocast or config.downcast_half,
+        assign=AssignStagesPass(gradient_accumulation=config.gradient_accumulation if config.training else 1,
+                                device_iterations=config.device_iterations,
+                                auto_round_num_ipus=config.auto_round_num_ipus,
+                                check_ipu_count=config.reserve_ipus),
+        loss_scaling=LossScalingPass(automatic=als) if scaled else None)
+
+
+def build(module: ModuleOp, config: CompileConfig, rng: np.random.Generator | None = None,
+          check_types: bool = False) -> Program:
+    """The program of a module the graph passes ran on (compiled, or read
+    from an executable file): the IPU count checked, `@main` and `@update`
+    compiled, then the machine model, whose out-of-memory check fails a
+    program that does not fit before anything runs."""
+    check_ipu_count(module, config)
+    main_fn = find_func(module, "main")
+    if rng is None:
+        rng = np.random.default_rng(config.seed)
+    program = Program(
+        module=module,
+        main=CompiledFunction(main_fn, rng, stochastic_rounding=config.stochastic_rounding,
+                              half_partials=config.half_partials, check_types=check_types),
+        update=None, main_args=role_list(arg_roles(main_fn)), main_results=role_list(result_roles(main_fn)))
+    if config.training:
+        build_update(program, config.optimizer)
+    program.schedule = schedule_of(module, config)
+    program.profile = profile_of(module, config, program.schedule)
+    return program
+
+
+def build_update(program: Program, optimizer: Mapping[str, Any] | None) -> None:
+    """Compile `@update` with `optimizer`'s configuration written in (None:
+    the one the module holds)."""
+    if optimizer is not None:
+        program.module.attributes[OPTIMIZER_KEY] = from_py(dict(optimizer))
+    upd = find_func(program.module, "update")
+    program.update = CompiledFunction(upd)
+    program.update_args = role_list(arg_roles(upd))
+    program.update_results = role_list(result_roles(upd))
+
+
+def check_ipu_count(module: ModuleOp, config: CompileConfig) -> None:
+    """Replicas multiply the IPUs: where IPUs are reserved, the total must be
+    a count PopTorch can reserve (a power of 2 or a multiple of 64)."""
+    if not config.reserve_ipus:
+        return
+    ipus = to_py(module.attributes[STAGES_KEY])["num_ipus"]
+    total = ipus * config.replication_factor
+    message = ipu_count_error(total, f"{ipus} IPU(s) per replica x replicationFactor("
+                                     f"{config.replication_factor}) = {total} IPUs: ")
+    if message is not None and not config.auto_round_num_ipus:
+        raise Error(message)
+
+
+def schedule_of(module: ModuleOp, config: CompileConfig) -> Schedule:
+    """Which IPU runs which stage and micro-batch when, by the strategy
+    ipu-assign-stages recorded (`ipu.stages`, `ipu.strategy`)."""
+    info = to_py(module.attributes[STAGES_KEY])
+    stage_ipu, stage_phase, stage_dir = {}, {}, {}
+    for op in find_func(module, "main").body.block.ops:
+        if isinstance(op, StageOp):
+            stage_ipu[op.stage.value.data] = op.ipu.value.data
+            stage_phase[op.stage.value.data] = op.phase.value.data
+            stage_dir[op.stage.value.data] = op.direction.data
+    kind, num_fwd = info["kind"], info["forward_stages"]
+    M, repeats = (config.gradient_accumulation, config.device_iterations) if config.training else \
+        (config.device_iterations, 1)
+    if kind in ("pipelined", "single"):
+        return schedules.pipelined(stage_ipu, num_fwd, M, config.training, repeats,
+                                   to_py(module.attributes[STRATEGY_KEY]).get("schedule", "FillDrain"))
+    if kind == "sharded":
+        return schedules.sharded(stage_ipu, num_fwd, M, config.training, repeats)
+    return schedules.phased(stage_ipu, stage_phase, num_fwd, M, config.training, repeats,
+                            parallel=kind == "parallel_phased", liveness=config.liveness, stage_dir=stage_dir)
+
+
+def profile_of(module: ModuleOp, config: CompileConfig, schedule: Schedule | None = None,
+               check_memory: bool = True) -> Profile:
+    """The machine model's profile of a module the graph passes ran on:
+    cycles, timeline and each tile's memory (`check_memory`: a program that
+    does not fit is an Error)."""
+    if schedule is None:
+        schedule = schedule_of(module, config)
+    return build_profile(
+        module, find_func(module, "main"), find_func(module, "update") if config.training else None, schedule,
+        machine_named(config.machine), training=config.training, device_iterations=config.device_iterations,
+        locations=config.locations, accumulate=config.accumulate, replicas=config.replication_factor,
+        processes=config.processes, process_id=config.process_id, host_io=config.host_io,
+        decompose_grad_sum=config.decompose_grad_sum, check_memory=check_memory)
+
+
+__all__ = ["compile", "prepare", "run_graph_passes", "build", "build_update", "check_ipu_count", "schedule_of",
+           "profile_of"]
