@@ -291,8 +291,8 @@ def join_training_model(ex, input_shapes: list[tuple], input_dtypes: list) -> Pr
     """Join the other processes for executor `ex` (a training PoplarExecutor just
     compiled): check they compiled the same program with the same options, and
     give every process process 0's weights, buffers and optimizer state."""
-    group = ProcessGroup(ex._options)
-    values = describe_options(ex._options)
+    group = ProcessGroup(ex.options)
+    values = describe_options(ex.options)
     values["model.inputs"] = str([(tuple(s), str(d)) for s, d in zip(input_shapes, input_dtypes)])
     values["model.parameters"] = str([(n, w.shape, str(w.dtype)) for n, w in ex._weights.items()])
     values["model.buffers"] = str([(n, np.shape(b)) for n, b in ex._device_buffers.items()])

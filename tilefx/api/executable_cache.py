@@ -36,7 +36,7 @@ _warned: set[str] = set()
 
 
 def cache_dir(ex) -> str | None:
-    return ex._options.executable_cache_dir or os.environ.get("POPTORCH_CACHE_DIR") or None
+    return ex.options.executable_cache_dir or os.environ.get("POPTORCH_CACHE_DIR") or None
 
 
 def key_file() -> str:

@@ -73,7 +73,7 @@ def generate(executor, *args, **kwargs):
     if executor._training:
         raise Error("generate() runs the model for inference: call it on poptorch.inferenceModel(model) "
                     "(it shares the trained weights with this training model)")
-    model = executor._user_model
+    model = executor.model
     config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
     d, r, gsize, _ = executor._factors()
     # the static cache's own tensors (one per layer, batch 1 in places) are inputs
@@ -90,9 +90,9 @@ def generate(executor, *args, **kwargs):
     # copyWeightsToDevice: they are the executor's, not programs the user can sync
     for programs in steps.values():
         for program in programs.programs.values():
-            if program._program is not None:
+            if program.isCompiled():
                 program.copyWeightsToDevice()
-    return type(model).generate(_view(model, steps, executor._options), *args, **kwargs)
+    return type(model).generate(_view(model, steps, executor.options), *args, **kwargs)
 
 
 def _view(module, steps: dict, options):

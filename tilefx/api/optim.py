@@ -135,14 +135,13 @@ class Optimizer:
         device's state: see the module docstring."""
         sd = torch.optim.Optimizer.state_dict(self)
         ex = self._executor()
-        attached = ex is not None and ex._optimizer is self and not ex._destroyed
         ipu = None
-        if attached:
+        if ex is not None and ex.runs_optimizer(self):
             loaded = getattr(self, "_tilefx_loaded", None)
             if loaded is not None and loaded[0] == ex.__dict__.get("_opt_writes", 0):
                 ipu = loaded[1]  # what load_state_dict wrote, until the model runs
             else:
-                ipu = ex._poptorch_state()
+                ipu = ex.device_optimizer_state()
         if ipu is not None:
             log.debug("Writing optimiser state tensors from IPU to host.")  # PopTorch's words
         else:
@@ -178,11 +177,9 @@ class Optimizer:
                    **{key: {k: torch.as_tensor(t).detach().clone() for k, t in (state_dict.get(key) or {}).items()}
                       for key in ("ipu_state", "ipu_param")}}
         ex = self._executor()
-        if ex is not None and ex._optimizer is self and ex._optimizer_state() is not None \
-                and not ex._destroyed:
-            log.debug("Writing optimiser state tensors from host to IPU memory.")
-            ex._load_poptorch_state(pending)
-            shown = {**pending, "step": ex._step}
+        step = ex.write_optimizer_state(self, pending) if ex is not None else None
+        if step is not None:
+            shown = {**pending, "step": step}
             self._tilefx_loaded = (ex.__dict__.get("_opt_writes", 0), shown)
             self._tilefx_pending = None
         else:
