@@ -14,14 +14,16 @@ executor knows nothing of torch, and nothing of any particular kernel:
   writes into its argument arrays when the caller donates them for the call
   (`donated=`: arrays only it holds, such as the weights) and no other op of
   the function reads them.
+
+The step closures that are not an op's kernel call (an argument's view, a
+clone, a loop, a type-checked step) are in backend/steps.py.
 """
 
 from __future__ import annotations
 
-import inspect
 import sys
 import threading
-from functools import lru_cache, partial
+from functools import partial
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -53,16 +55,26 @@ from tilefx.backend.kernels.tuning import (
     blas_threads_for,
     configure_process,
     restore_blas_threads,
-    set_blas_threads,
 )
-from tilefx.dialects.aten import ATEN_OPS, from_attr, op_name, op_props
+from tilefx.dialects.aten import ATEN_OPS, from_attr, op_name
 from tilefx.dialects.aten_schema import py_name
 from tilefx.dialects.aten_traits import ops_where
 from tilefx.dialects.ipu import PLACE_KEY
 from tilefx.dialects.irutil import numel as _numel
 from tilefx.dialects.irutil import shape_of as _dims
-from tilefx.dialects.irutil import to_py
-from tilefx.errors import Error
+from tilefx.backend.steps import (
+    ExecutionError,
+    _argument_view_step,
+    _checked,
+    _clone_step,
+    _fetcher,
+    _loop_step,
+    _named,
+    _operands_lead,
+    _props,
+    _viewed_chain,
+    _with_blas_threads,
+)
 from tilefx.passes.fuse_attention import AttentionGroup, attention_groups
 from tilefx.passes.fuse_elementwise import fusion_groups
 
@@ -151,15 +163,6 @@ def _constant_op(op: Operation) -> bool:
             and op.name.startswith("aten.") and op.name not in RANDOM_OPS)
 
 
-class ExecutionError(Error):
-    """A program failed on its inputs (an index out of range, a bad shape in
-    hand-written IR): a tilefx.Error naming the op, not numpy's traceback."""
-
-    def __init__(self, message: str, op: Operation | None = None, **kw):
-        super().__init__(message, type=kw.pop("type", "execution"), **kw)
-        self.op = op  # the failing op, when known: tools point at its line in the IR text
-
-
 def gemm_flops(op: Operation) -> int | None:
     """2 M N K of the largest single BLAS call the op's kernel makes, None for
     ops that do not call BLAS. (bmm and grouped convolutions make one call per
@@ -185,13 +188,6 @@ def gemm_flops(op: Operation) -> int | None:
     except (IndexError, TypeError, ValueError, AttributeError):
         return None  # types without shapes (hand-written IR): leave the pool alone
     return None
-
-
-def _props(op: Operation) -> dict[str, Any]:
-    if op.name.startswith("aten."):
-        return op_props(op)  # type: ignore[arg-type]
-    return {k: to_py(v) if not hasattr(v, "data") or not isinstance(v.data, int) else v.data
-            for k, v in op.properties.items() if k != "operandSegmentSizes"}
 
 
 def _operand_layout(op: Operation, slot) -> list:
@@ -844,86 +840,6 @@ class CompiledFunction:
         return res
 
 
-def _viewed_chain(a) -> list:
-    """`a` and the arrays it views, innermost last."""
-    out = [a]
-    while isinstance(getattr(a, "base", None), np.ndarray):
-        a = a.base
-        out.append(a)
-    return out
-
-
-def _argument_view_step(op: Operation, view, src: int, out: int):
-    """`view` (a numpy view step of an argument's slot), for a tensor
-    argument (CompiledFunction._keep_tensors: an inference program's
-    weights) the tensor's own view, made once and given again while the
-    argument is the same object: the caller passes a weight as the same
-    tensor call after call, and a view shares its memory, so a write into
-    the weight shows through it. The last tensor is held, so no other object
-    can take its identity. The steps reading the view take it as it is: the
-    MLP's three weight transposes cost ~2% of an inference call as a numpy
-    view and a `from_numpy` each, on cold caches. An array argument is
-    viewed each call, as before."""
-    shape = tuple(op.results[0].type.get_shape())
-    if op.name == "aten.permute":
-        dims = tuple(int(d) for d in _props(op)["dims"])
-
-        def tensor_view(t):
-            return t.permute(dims)
-    elif op.name == "aten.expand":
-        def tensor_view(t):
-            return t.expand(shape)
-    else:  # view, unsqueeze, squeeze: the elements in the result's shape
-        def tensor_view(t):
-            return t.reshape(shape)
-    held: list = [None, None]  # the argument tensor, its view
-
-    def step(env):
-        a = env[src]
-        if a is held[0]:
-            env[out] = held[1]
-        elif type(a) is np.ndarray or not hasattr(a, "permute"):
-            # an array: viewed each call, never held (a training step updates a
-            # weight's array in place only while nothing else refers to it)
-            view(env)
-        else:  # a provider's tensor (an inference program's weight)
-            env[out] = held[1] = tensor_view(a)
-            held[0] = a
-
-    step.__qualname__ = view.__qualname__
-    return step
-
-
-def _clone_step(op: Operation, copy, src: int, out: int):
-    """`aten.clone`: the operand itself when it is row-major already, else a
-    row-major copy. A copy of a value is the value here: the executor never
-    writes an array once made (an in-place form only takes a donated argument
-    that no other step reads, and the clone reads it too). The traced graphs
-    clone for dropout in eval or with p=0, a copy torch eager does not make,
-    and before a view that needs a row-major operand (a transposed or
-    broadcast one), which the copy makes."""
-    def step(env):
-        a = env[src]
-        if type(a) is np.ndarray:
-            env[out] = a if a.flags.c_contiguous else copy(a)
-        elif hasattr(a, "is_contiguous"):  # a provider's tensor (CompiledFunction._keep_tensors)
-            env[out] = a if a.is_contiguous() else a.contiguous()
-        else:
-            env[out] = copy(a)
-
-    step.__qualname__ = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
-    return step
-
-
-def _fetcher(layout: list):
-    """env -> the operand groups of a step: a value, None (an absent optional
-    operand) or a list of values."""
-    if all(type(x) is int for x in layout):
-        return lambda env: [env[i] for i in layout]
-    return lambda env: [env[x] if type(x) is int else None if x is None else [env[j] for j in x]
-                        for x in layout]
-
-
 def _numpy_group(group) -> bool:
     """Whether a fusion group runs as one fused step: only where every
     member would otherwise run on numpy's kernels. The fused step evaluates
@@ -943,86 +859,6 @@ def _provided_kernel(op: Operation):
         if kernel is not None:
             return kernel
     return None
-
-
-@lru_cache(maxsize=None)
-def _operands_lead(kernel, names: tuple[str, ...]) -> bool:
-    """Whether `kernel`'s first parameters are the operands `names`, in
-    order, each positional: then calling it with the operands positionally
-    is the same as by name (~1 us less per op than building a dict)."""
-    try:
-        params = list(inspect.signature(kernel).parameters.values())[:len(names)]
-    except (TypeError, ValueError):
-        return False
-    return len(params) == len(names) and all(
-        p.name == n and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        for p, n in zip(params, names))
-
-
-def _with_blas_threads(step, threads: int):
-    """Run a BLAS op's step with numpy's BLAS on `threads` threads."""
-
-    def run(env):
-        set_blas_threads(threads)
-        step(env)
-
-    run.__qualname__ = step.__qualname__
-    return run
-
-
-def _loop_step(count: int, arg_slots: list[int], in_slots: list[int], yield_slots: list[int],
-               out_slots: list[int], body: list):
-    """`ipu.for`: bind the carried and invariant values to the body's
-    arguments, run the body `count` times feeding its yields back, and
-    hand the last carried values out as the results."""
-    carried = arg_slots[:len(yield_slots)]
-
-    def step(env):
-        for a, v in zip(arg_slots, in_slots):
-            env[a] = env[v]
-        for _ in range(count):
-            for s in body:
-                s(env)
-            nxt = [env[y] for y in yield_slots]
-            for a, v in zip(carried, nxt):
-                env[a] = v
-        for o, a in zip(out_slots, carried):
-            env[o] = env[a]
-
-    step.__qualname__ = f"ipu.for x{count}"
-    return step
-
-
-def _named(step, name: str):
-    step.__qualname__ = name
-    return step
-
-
-def _checked(step, op: Operation, outs: list[int]):
-    """Run `step`, then check each result against its IR type (shape and dtype)."""
-    from tilefx.dialects.aten import np_dtype
-
-    want = []
-    for r in op.results:
-        t = r.type
-        want.append((tuple(t.get_shape()), np_dtype(t.element_type)) if hasattr(t, "get_shape") else None)
-
-    def run(env):
-        try:
-            step(env)
-        except (ValueError, TypeError, IndexError, ArithmeticError, NotImplementedError) as e:
-            raise ExecutionError(f"{op.name} failed on its operands "
-                                 f"({', '.join(str(v.type) for v in op.operands)}): {e}", op=op) from None
-        for o, w, r in zip(outs, want, op.results):
-            v = env[o]
-            if w is None or v is None or np.shape(v) == (0,):
-                continue
-            if tuple(np.shape(v)) != w[0] or np.asarray(v).dtype != w[1]:
-                raise ExecutionError(
-                    f"{op.name} computed {np.asarray(v).dtype}{list(np.shape(v))} but the IR says "
-                    f"{r.type}: the op's types are wrong", op=op)
-
-    return run
 
 
 def compile_function(fn: func.FuncOp, rng: np.random.Generator | None = None) -> CompiledFunction:

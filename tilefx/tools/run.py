@@ -38,7 +38,8 @@ import numpy as np
 
 from tilefx import driver, limits
 from tilefx.errors import Error
-from tilefx.backend.executor import CompiledFunction, ExecutionError
+from tilefx.backend.executor import CompiledFunction
+from tilefx.backend.steps import ExecutionError
 from tilefx.dialects.irutil import arg_roles, find_func, result_roles
 from tilefx.backend.precision_steps import round_to_bf16
 from tilefx.dialects.aten import np_dtype
