@@ -39,7 +39,7 @@ _LAZY = {
                                      "ctc_beam_search_decoder", "MultiConv", "NameScope", "Attribute")},
     **{n: "tilefx.api.custom_ops" for n in ("custom_op", "register_custom_op")},
     **{n: "tilefx.api.custom_args" for n in ("ICustomArgParser", "registerCustomArgParser")},
-    "load": "tilefx.api.export",
+    "load": "tilefx.api.loading",
     "setLogLevel": "tilefx.api.logs",
     **{n: "tilefx.api.compat" for n in ("ipuHardwareIsAvailable", "ipuHardwareVersion",
                                         "registerPreCompileHook", "registerPostCompileHook")},

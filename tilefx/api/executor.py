@@ -57,7 +57,8 @@ def _generate(self, *args, **kwargs):
     (api/generation.py)."""
     from tilefx.api.generation import generate
 
-    return generate(self, *args, **kwargs)
+    options = self._options
+    return generate(self, lambda module: PoplarExecutor(module, options, training=False), *args, **kwargs)
 
 
 def _no_backward(*_args, **_kwargs):
@@ -599,6 +600,21 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         return mb or 0
 
     # -- compilation -----------------------------------------------------
+    def _host_weights(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The parameters and buffers an export writes: the executor's own, or,
+        for an offline executor (which keeps no copies), read from the model now."""
+        if not self._options.offline_ipu_target:
+            return self._weights, self._device_buffers
+        named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
+        named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
+        t = self._program.traced
+        pairs = [(n, named_p[n]) for n in t.params] + [(n, named_b[n]) for n in t.buffers]
+        if t.meta_tensors or any(v.device.type == "meta" for _, v in pairs):
+            raise Error("cannot export this executable: the model's tensors are on the meta device "
+                        "(built for sizing only), so there are no weights to write; materialise the "
+                        "model and compile again to export it")
+        return ({n: to_np(named_p[n]) for n in t.params}, {n: to_np(named_b[n]) for n in t.buffers})
+
     def _param_names(self) -> dict[int, str]:
         """Each parameter tensor by the name the trace gives it (tied weights: the traced one)."""
         traced = getattr(self, "_traced_params", set())
@@ -649,22 +665,6 @@ def _check_optimizer(model: torch.nn.Module, optimizer: Any) -> None:
     if foreign:
         raise Error(f"the optimizer holds {foreign} parameter(s) that are not parameters of this "
                     "model: build it over model.parameters()")
-
-
-def host_weights(ex) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """The parameters and buffers an export writes: the executor's own, or,
-    for an offline executor (which keeps no copies), read from the model now."""
-    if not ex._options.offline_ipu_target:
-        return ex._weights, ex._device_buffers
-    named_p = dict(ex._user_model.named_parameters(remove_duplicate=False))
-    named_b = dict(ex._user_model.named_buffers(remove_duplicate=False))
-    t = ex._program.traced
-    pairs = [(n, named_p[n]) for n in t.params] + [(n, named_b[n]) for n in t.buffers]
-    if t.meta_tensors or any(v.device.type == "meta" for _, v in pairs):
-        raise Error("cannot export this executable: the model's tensors are on the meta device "
-                    "(built for sizing only), so there are no weights to write; materialise the "
-                    "model and compile again to export it")
-    return ({n: to_np(named_p[n]) for n in t.params}, {n: to_np(named_b[n]) for n in t.buffers})
 
 
 def _np_dtype_or_none(dtype: torch.dtype):

@@ -180,26 +180,24 @@ def pack(ex) -> bytes:
         "input_dtypes": [str(np.dtype(d)) for d in p.input_dtypes],
         # torch's names, which tell bfloat16 (numpy's float32 above) apart
         "input_torch_dtypes": [str(d).removeprefix("torch.") for d in _input_torch_dtypes(ex)],
-        "step": int(ex._step), "model": type(ex._user_model).__name__,
+        "step": int(ex._step), "model": type(ex.model).__name__,
         "exported_model": bool(getattr(ex, "_export_model", True)),
     }
     if ex._call is not None:  # how the call bound its arguments, for poptorch.load's executor
         from tilefx.lowering.call_spec import call_to_json
 
-        call = call_to_json(ex._call, ex._user_model.forward)
+        call = call_to_json(ex._call, ex.model.forward)
         if call is not None:
             meta["call"] = call
     if getattr(ex, "_export_rng", False):  # save(save_rng_state=True): plain ints, as numpy gives them
         meta["rng_states"] = [g.bit_generator.state for g in ex._replica_rngs]
-    from tilefx.api.executor import host_weights
-
-    params, buffers = host_weights(ex)
+    params, buffers = ex._host_weights()
     groups = ex._groups
     if groups.grouped:  # replica-grouped weights: their grouping, and their values as the host holds them
         from tilefx.api.replica_grouping import grouping_to_json
 
         meta["replica_grouping"] = grouping_to_json(groups)
-        if not ex._options.offline_ipu_target:  # (offline: read from the model, already the host's layout)
+        if not ex.options.offline_ipu_target:  # (offline: read from the model, already the host's layout)
             params = {n: groups.to_host(n, v) if n in groups.names else v for n, v in params.items()}
     weights = {f"param/{n}": v for n, v in params.items()}
     weights.update({f"buffer/{n}": np.asarray(v) for n, v in buffers.items()})
@@ -209,13 +207,13 @@ def pack(ex) -> bytes:
 
         weights.update({f"{DEFAULT_PREFIX}{n}": v.detach().cpu().float().numpy()
                         if v.dtype == torch.bfloat16 else v.detach().cpu().numpy()
-                        for n, v in tensor_defaults(ex._user_model.forward).items()})
+                        for n, v in tensor_defaults(ex.model.forward).items()})
     parts = {
         # the constants' values are in weights.safetensors: the IR texts go without them
         "graph.mlir": text_without_values(p.module).encode(),
         "import.mlir": text_without_values(p.import_module).encode(),
         "executor.json": json.dumps(meta, indent=1).encode(),
-        "options.json": json.dumps(options_to_json(ex._options), indent=1).encode(),
+        "options.json": json.dumps(options_to_json(ex.options), indent=1).encode(),
         "weights.safetensors": _tensors_bytes(weights),
         "optimizer.safetensors": _tensors_bytes(dict(ex._opt_state)),
     }
@@ -416,13 +414,13 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
                          int(meta["num_outputs"]), meta.get("loss_index"), consts,
                          out_spec=_out_spec(meta.get("out_spec"), filename),
                          anchor_outputs=int(meta.get("anchor_outputs", 0)))
-    named_p = dict(ex._user_model.named_parameters(remove_duplicate=False))
-    named_b = dict(ex._user_model.named_buffers(remove_duplicate=False))
+    named_p = dict(ex.model.named_parameters(remove_duplicate=False))
+    named_b = dict(ex.model.named_buffers(remove_duplicate=False))
     from tilefx.api.replica_grouping import ReplicaGroups, restore_grouping
 
     # (first: a weight grouped another way also has another shape on the host)
-    restore_grouping(meta.get("replica_grouping"), named_p, filename, ex._options.replication_factor)
-    ex._groups = ReplicaGroups.of(ex._user_model, ex._options.replication_factor)
+    restore_grouping(meta.get("replica_grouping"), named_p, filename, ex.options.replication_factor)
+    ex._groups = ReplicaGroups.of(ex.model, ex.options.replication_factor)
     for kind, names, have, prefix in (("parameter", traced.params, named_p, "param/"),
                                       ("buffer", traced.buffers, named_b, "buffer/")):
         for n in names:
@@ -494,8 +492,8 @@ def _bind_recorded_call(ex, data, filename: str, defaults: dict[str, np.ndarray]
     from tilefx.lowering.call_spec import call_from_json
 
     call, sig = call_from_json(data, filename, defaults)
-    if isinstance(ex._user_model, LoadedModel) and sig is not None:
-        ex._user_model.take_signature(sig)
+    if isinstance(ex.model, LoadedModel) and sig is not None:
+        ex.model.take_signature(sig)
     if call.num_tensors != len(ex._program.input_shapes):
         raise Error(f"{filename}: the recorded call has {call.num_tensors} tensor(s), the program "
                     f"{len(ex._program.input_shapes)} input(s)")
@@ -579,91 +577,6 @@ class LoadedModel(torch.nn.Module):
         self.forward = forward
 
 
-# The options `poptorch.load`'s edit_opts_fn may change (seeds/000 4.10.2: "When
-# loading a precompiled model, only run-time options will be applied; all others
-# will be ignored"): which device to attach to and when, the random seed, the
-# host's logging. Everything else (batching, strategy, precision, ...) is
-# compiled into the executable's program.
-RUNTIME_OPTIONS = ("ipu_id", "use_ipu_model", "offline_ipu_target", "ipu_version", "connection_type",
-                   "random_seed", *sorted(HOST_OPTIONS), "Distributed.timeout_seconds")
-_EDITABLE_GROUPS = ("Precision", "Training", "TensorLocations", "Jit", "Distributed")
-
-
-def _flat_options(opts) -> dict[str, tuple[object, str]]:
-    """"group.name" (or "name") -> (the object holding it, its value as JSON text)."""
-    out = {}
-    for prefix, holder in (("", opts), *((g + ".", getattr(opts, g)) for g in _EDITABLE_GROUPS)):
-        for k, v in _option_items(holder).items():
-            if k not in _EDITABLE_GROUPS:
-                out[prefix + k] = (holder, json.dumps(encode(v), sort_keys=True, default=repr))
-    out["_Popart"] = (opts._Popart, json.dumps(encode(dict(opts._Popart.options)), sort_keys=True,
-                                              default=repr))
-    return out
-
-
-def _apply_runtime_edits(opts, edit_opts_fn, filename: str):
-    """`opts` with the run-time options edit_opts_fn changes (on a copy); the
-    compile-time ones it changes are ignored, with a warning naming them."""
-    edited = opts.clone()
-    edit_opts_fn(edited)
-    before, after = _flat_options(opts), _flat_options(edited)
-    ignored = []
-    for key, (holder, value) in after.items():
-        if before.get(key, (None, None))[1] == value:
-            continue
-        if key in RUNTIME_OPTIONS:
-            name = key.rpartition(".")[2]
-            object.__setattr__(before[key][0], name, getattr(holder, name))
-        else:
-            ignored.append(key)
-    if ignored:
-        log.warning("poptorch.load(%s): edit_opts_fn changed compile-time options, which are ignored: "
-                    "%s (the executable was compiled with the file's values; only run-time options "
-                    "apply: %s)", filename, ", ".join(sorted(ignored)), ", ".join(RUNTIME_OPTIONS))
-    return opts
-
-
-def load(filename: str, edit_opts_fn=None):
-    """`poptorch.load(filename, edit_opts_fn=None)`: an executor ready to run."""
-    from tilefx.api.enums import ConnectionType
-    from tilefx.api.executor import PoplarExecutor
-
-    if edit_opts_fn is not None and not callable(edit_opts_fn):
-        raise Error(f"load: edit_opts_fn must be callable, got {type(edit_opts_fn).__name__}")
-    parts = read(filename)
-    meta = parts["executor"]
-    if not meta.get("exported_model", True):
-        raise Error(f"{filename} was exported with export_model=False: wrap the model yourself and call "
-                    "loadExecutable(filename)")
-    tensors = _tensors_from(parts["weights.safetensors"], "weights.safetensors")
-    missing = [k for k in [f"param/{n}" for n in meta["params"]] + [f"buffer/{n}" for n in meta["buffers"]]
-               if k not in tensors]
-    if missing:
-        raise Error(f"{filename}: weights.safetensors lacks the weights {', '.join(missing[:5])}")
-    model = LoadedModel(str(meta.get("model", "model")),
-                        {n: tensors[f"param/{n}"] for n in meta["params"]},
-                        {n: tensors[f"buffer/{n}"] for n in meta["buffers"]})
-    opts = options_from_json(parts["options"])
-    if opts.offline_ipu_target:
-        # the offline target is where the file was compiled (seeds/000 4.10.2: "compile
-        # your model on a machine which doesn't have an IPU ... then reload and execute
-        # it on a different machine"); the loading machine attaches as usual.
-        # edit_opts_fn still sees the options and may choose otherwise.
-        opts.offline_ipu_target = False
-        if opts.connection_type == ConnectionType.Never:
-            opts.connection_type = ConnectionType.Always
-    seed = opts.random_seed
-    if edit_opts_fn is not None:
-        opts = _apply_runtime_edits(opts, edit_opts_fn, filename)
-    training = bool(meta.get("training"))
-    ex = PoplarExecutor(model, opts, training=training)
-    ex._optimizer = None  # the compiled optimizer configuration is in the IR (setOptimizer replaces it)
-    install(ex, parts, filename, weights_from_file=True)
-    if opts.random_seed == seed:  # a seed edit_opts_fn sets starts its own streams
-        _restore_rng(ex, meta, filename)
-    return ex
-
-
 def load_executable(ex, filename: str) -> None:
     """`PoplarExecutor.loadExecutable(filename)`: the wrapped model keeps its own
     weights; the program (and the optimizer state) come from the file."""
@@ -674,7 +587,7 @@ def load_executable(ex, filename: str) -> None:
         if n in ex._opt_state:
             ex._opt_state[n] = v.astype(ex._opt_state[n].dtype, copy=True)
     ex._step = int(parts["executor"].get("step", 0))
-    if ex._options.random_seed == options_from_json(parts["options"]).random_seed:
+    if ex.options.random_seed == options_from_json(parts["options"]).random_seed:
         _restore_rng(ex, parts["executor"], filename)
 
 
@@ -728,14 +641,14 @@ def cache_key(ex, inputs) -> str:
             h.update(b"\0")
 
     feed(FORMAT, FORMAT_VERSION, _version(), ex._training)
-    feed(json.dumps(options_to_json(ex._options), sort_keys=True))
+    feed(json.dumps(options_to_json(ex.options), sort_keys=True))
     if ex._training and ex._optimizer is not None:
         from tilefx.api.optim import optimizer_config
 
         feed(json.dumps(optimizer_config(ex._optimizer, ex._param_names())[0], sort_keys=True, default=str))
     for x in inputs:
         feed(tuple(x.shape), x.dtype)
-    m = ex._user_model
+    m = ex.model
     if m.training == ex._training:  # traced with its submodules' own modes (executor._compile_in_session)
         feed(*[sub.training for sub in m.modules()])
     for n, p in m.named_parameters(remove_duplicate=False):

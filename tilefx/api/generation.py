@@ -36,16 +36,16 @@ _CACHE_ARGUMENTS = ("past_key_values", "cache", "cache_implementation")
 
 
 class _StepPrograms:
-    """Runs a call of `module` on the program compiled for its signature."""
+    """Runs a call of `module` on the program compiled for its signature
+    (`make_program(module)`: an inference executor of it, under the
+    generating executor's options)."""
 
-    def __init__(self, module, options):
+    def __init__(self, module, make_program):
         self.module = module
-        self.options = options
+        self.make_program = make_program
         self.programs: dict = {}
 
     def __call__(self, *args, **kwargs):
-        from tilefx.api.executor import PoplarExecutor
-
         model = self.module
         call, inputs = bind_call(model.forward, args, kwargs)
         key = (call.spec, tuple(_hashable(v) for v in call.leaves),
@@ -54,7 +54,7 @@ class _StepPrograms:
         if program is None:
             _log.info("generate(): compiling %s for a new call signature (%d so far)", type(model).__name__,
                       len(self.programs) + 1)
-            program = self.programs[key] = PoplarExecutor(model, self.options, training=False)
+            program = self.programs[key] = self.make_program(model)
         return program(*args, **kwargs)
 
 
@@ -66,9 +66,10 @@ def _hashable(v):
     return v
 
 
-def generate(executor, *args, **kwargs):
+def generate(executor, make_program, *args, **kwargs):
     """The wrapped model's `generate(*args, **kwargs)`, each model call on the
-    simulated IPU (see the module docstring)."""
+    simulated IPU (see the module docstring): on `make_program(module)`, an
+    inference executor of the module called."""
     executor._check_alive()
     if executor._training:
         raise Error("generate() runs the model for inference: call it on poptorch.inferenceModel(model) "
@@ -92,23 +93,23 @@ def generate(executor, *args, **kwargs):
         for program in programs.programs.values():
             if program.isCompiled():
                 program.copyWeightsToDevice()
-    return type(model).generate(_view(model, steps, executor.options), *args, **kwargs)
+    return type(model).generate(_view(model, steps, make_program), *args, **kwargs)
 
 
-def _view(module, steps: dict, options):
+def _view(module, steps: dict, make_program):
     """`module` as generate() sees it: its own state (a shallow copy, as the
     executor is) and methods, but calling it runs its programs, and so does
     calling the encoder it hands out (an encoder-decoder's generate() runs
     the encoder once, through `get_encoder()`)."""
     programs = steps.get(id(module))
     if programs is None or programs.module is not module:
-        programs = steps[id(module)] = _StepPrograms(module, options)
+        programs = steps[id(module)] = _StepPrograms(module, make_program)
     mcls = type(module)
     cls = type(mcls.__name__, (_Calls, mcls), {"__module__": mcls.__module__,
                                                 "__qualname__": mcls.__qualname__})
     view = object.__new__(cls)
     view.__dict__.update({k: v for k, v in module.__dict__.items() if not k.startswith("_tilefx")})
-    view.__dict__["_tilefx_steps"] = (programs, steps, options)
+    view.__dict__["_tilefx_steps"] = (programs, steps, make_program)
     return view
 
 
@@ -118,5 +119,5 @@ class _Calls:
 
     def get_encoder(self, *args, **kwargs):
         encoder = super().get_encoder(*args, **kwargs)
-        _, steps, options = self.__dict__["_tilefx_steps"]
-        return _view(encoder, steps, options) if isinstance(encoder, torch.nn.Module) else encoder
+        _, steps, make_program = self.__dict__["_tilefx_steps"]
+        return _view(encoder, steps, make_program) if isinstance(encoder, torch.nn.Module) else encoder
