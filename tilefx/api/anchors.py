@@ -25,9 +25,8 @@ import torch
 
 from tilefx.api.enums import OutputMode
 from tilefx.errors import Error
+from tilefx.lowering.tensor_ids import GRADIENT_PREFIX, UPDATED_PREFIX
 
-GRADIENT = "Gradient___"  # PopART's reserved prefixes (popart.reservedGradientPrefix() ...)
-UPDATED = "UpdatedVar___"
 FINAL_LOSS_SCALE = "finalLossScale"  # PopART's anchor of the loss scale a training step used
 WRAPPER = "model."  # the attribute older PopTorch wrapped the user's model in
 
@@ -48,15 +47,17 @@ class Anchors:
                                 "loss scale")
                 self.entries[short] = ("loss_scale", "", OutputMode.Final, 1)
                 continue
-            kind, name = ("gradient", long_name[len(GRADIENT):]) if long_name.startswith(GRADIENT) else \
-                ("updated", long_name[len(UPDATED):]) if long_name.startswith(UPDATED) else ("value", long_name)
+            kind, name = ("gradient", long_name[len(GRADIENT_PREFIX):]) \
+                if long_name.startswith(GRADIENT_PREFIX) else \
+                ("updated", long_name[len(UPDATED_PREFIX):]) if long_name.startswith(UPDATED_PREFIX) \
+                else ("value", long_name)
             if name not in params and name.startswith(WRAPPER) and name[len(WRAPPER):] in params:
                 name = name[len(WRAPPER):]
             if name not in params:
                 shown = ", ".join(params[:8]) + (", ..." if len(params) > 8 else "")
                 raise Error(f"anchorTensor({short!r}, {long_name!r}): tilefx anchors a parameter "
-                            f"(its name), its gradient ({GRADIENT}<name>) or its updated value "
-                            f"({UPDATED}<name>); {name!r} is not a parameter of the model "
+                            f"(its name), its gradient ({GRADIENT_PREFIX}<name>) or its updated value "
+                            f"({UPDATED_PREFIX}<name>); {name!r} is not a parameter of the model "
                             f"({shown or 'it has none'})")
             if kind != "value" and not training:
                 raise Error(f"anchorTensor({short!r}, {long_name!r}): an inference model computes no "

@@ -1,15 +1,13 @@
 """PopTorch helper ops (`poptorch.identity_loss`, `serializedMatMul`, ...).
 
-Each is a `torch.library.custom_op` in the `tilefx` namespace with a fake
-and an autograd implementation, so it stays one node through tracing and
+Each is a `torch.library.custom_op` in the `tilefx` namespace (those the
+frontends place too in lowering/ipu_torch_ops.py) with a fake and an
+autograd implementation, so it stays one node through tracing and
 decomposition and the frontend turns it into the matching `ipu.*` op. On
 the CPU (outside tracing) they compute what the IPU would.
 """
 
 from __future__ import annotations
-
-import functools
-import operator
 
 import torch
 
@@ -17,41 +15,14 @@ from tilefx.api.enums import MatMulSerializationMode
 from tilefx.dialects.ipu import PRINT_FLOAT_FORMATS, PRINT_GRADIENT_TITLE_SUFFIX, is_proportion
 from tilefx.dialects.names import ATTRIBUTES_META_KEY, MULTICONV_META_KEY
 from tilefx.errors import Error, error_also
+from tilefx.lowering.ipu_torch_ops import identity_loss as _identity_loss
+from tilefx.lowering.ipu_torch_ops import nop as _nop
+from tilefx.lowering.ipu_torch_ops import serialized_matmul as _serialized_matmul
+from tilefx.lowering.ipu_torch_ops import set_available_memory as _set_available_memory
 from tilefx.lowering.recompute_op import recomputation_checkpoint as _recomputation_checkpoint
 from tilefx.lowering.tracing_state import ModuleScope, Tracing
 
 _REDUCTIONS = ("sum", "mean", "none")
-
-
-@torch.library.custom_op("tilefx::identity_loss", mutates_args=())
-def _identity_loss(x: torch.Tensor, reduction: str) -> torch.Tensor:
-    if reduction == "sum":
-        return x.sum()
-    if reduction == "mean":
-        return x.mean()
-    return x.clone()
-
-
-@_identity_loss.register_fake
-def _(x, reduction):
-    return x.new_empty(()) if reduction in ("sum", "mean") else torch.empty_like(x)
-
-
-def _identity_loss_backward(ctx, grad):
-    if ctx.reduction == "none":
-        return grad, None
-    g = grad.expand(ctx.shape)
-    if ctx.reduction == "mean":
-        g = g / ctx.numel
-    return g, None
-
-
-def _identity_loss_setup(ctx, inputs, output):
-    x, reduction = inputs
-    ctx.reduction, ctx.shape, ctx.numel = reduction, x.shape, x.numel()
-
-
-_identity_loss.register_autograd(_identity_loss_backward, setup_context=_identity_loss_setup)
 
 
 def identity_loss(x: torch.Tensor, reduction: str = "none") -> torch.Tensor:
@@ -59,27 +30,6 @@ def identity_loss(x: torch.Tensor, reduction: str = "none") -> torch.Tensor:
     if reduction not in _REDUCTIONS:
         raise Error(f"identity_loss: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
     return _identity_loss(x, reduction)
-
-
-def _make_identity(name: str, doc: str, extra: str):
-    """An identity custom op with a string or float attribute (nop, print, memory)."""
-    def impl(x, attr):
-        return x.clone()
-
-    op = torch.library.custom_op(f"tilefx::{name}", impl, mutates_args=(),
-                                 schema=f"(Tensor x, {extra} attr) -> Tensor")
-
-    @op.register_fake
-    def _(x, attr):
-        return torch.empty_like(x)
-
-    op.register_autograd(lambda ctx, grad: (grad, None))
-    op.__doc__ = doc
-    return op
-
-
-_nop = _make_identity("nop", "poptorch.nop", "str")
-_set_available_memory = _make_identity("set_available_memory", "poptorch.set_available_memory", "float")
 
 
 def nop(x: torch.Tensor) -> torch.Tensor:
@@ -162,48 +112,6 @@ _SERIAL_MODE_NAMES = {
     MatMulSerializationMode.ReducingDim: "reducing_dim",
     MatMulSerializationMode.OutputChannels: "output_channels",
 }
-
-
-@torch.library.custom_op("tilefx::serialized_matmul", mutates_args=())
-def _serialized_matmul(lhs: torch.Tensor, rhs: torch.Tensor, mode: str, factor: int,
-                       keep_precision: bool) -> torch.Tensor:
-    return torch.matmul(lhs, rhs)
-
-
-@_serialized_matmul.register_fake
-def _(lhs, rhs, mode, factor, keep_precision):
-    return torch.empty(torch.matmul(torch.empty(lhs.shape, device="meta"),
-                                    torch.empty(rhs.shape, device="meta")).shape, dtype=lhs.dtype)
-
-
-def _smm_setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0], inputs[1])
-    ctx.mode, ctx.factor = inputs[2], inputs[3]
-
-
-def _smm_backward(ctx, grad):
-    """The backward serialized like the forward (REFERENCE.md section 4):
-    InputChannels sums the weight gradient over the m-slices, OutputChannels
-    sums the input gradient over the n-slices, ReducingDim concatenates the
-    input gradient over the k-slices."""
-    lhs, rhs = ctx.saved_tensors
-    f = ctx.factor
-    a = lhs.reshape(-1, lhs.shape[-1])  # [M, K]
-    g = grad.reshape(-1, grad.shape[-1])  # [M, N]
-    if ctx.mode == "input_channels":
-        g_lhs = torch.matmul(grad, rhs.t())
-        g_rhs = functools.reduce(operator.add, [ai.t() @ gi for ai, gi in zip(a.chunk(f, 0), g.chunk(f, 0))])
-    elif ctx.mode == "output_channels":
-        g_lhs = functools.reduce(operator.add, [gi @ ri.t() for gi, ri in zip(g.chunk(f, 1), rhs.chunk(f, 1))]
-                                 ).reshape(lhs.shape)
-        g_rhs = a.t() @ g
-    else:  # reducing_dim
-        g_lhs = torch.cat([g @ ri.t() for ri in rhs.chunk(f, 0)], dim=1).reshape(lhs.shape)
-        g_rhs = a.t() @ g
-    return g_lhs, g_rhs, None, None, None
-
-
-_serialized_matmul.register_autograd(_smm_backward, setup_context=_smm_setup)
 
 
 def serializedMatMul(lhs, rhs, mode, factor=0, keep_precision=False):

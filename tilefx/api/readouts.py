@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 import torch
-from tilefx.api import anchors
+from tilefx.lowering.tensor_ids import GRADIENT_PREFIX, UPDATED_PREFIX
 from tilefx.api.host_arrays import to_np
 from tilefx.errors import Error, error_also
 from tilefx.backend.machine import machine
@@ -92,7 +92,7 @@ class MachineReadouts:
         names = [n for n, _ in self._user_model.named_parameters()]
         if self._training:
             trained = set(self._program.trained)
-            names += [f"{prefix}{n}" for prefix in (anchors.GRADIENT, anchors.UPDATED)
+            names += [f"{prefix}{n}" for prefix in (GRADIENT_PREFIX, UPDATED_PREFIX)
                       for n in names if n in trained]
         return names
 

@@ -51,7 +51,7 @@ from tilefx.dialects.names import (
 )
 from tilefx import limits
 from tilefx.errors import Error
-from tilefx.lowering import onnx_checks, onnx_control_flow, onnx_ops, onnx_unsigned
+from tilefx.lowering import ipu_torch_ops, onnx_checks, onnx_control_flow, onnx_ops, onnx_unsigned
 from tilefx.lowering.from_torch import TracedGraph, trace
 
 _ANNOTATIONS = {ONNX_IPU_ATTR, ONNX_PIPELINE_STAGE_ATTR, ONNX_EXECUTION_PHASE_ATTR,
@@ -449,7 +449,7 @@ class OnnxModule(torch.nn.Module):
                 else:
                     out = onnx_ops.OPS[node.op_type](ins, at, self.opset)
                 if ONNX_AVAILABLE_MEMORY_ATTR in ann and isinstance(out, torch.Tensor):
-                    out = torch.ops.tilefx.set_available_memory(out, float(ann[ONNX_AVAILABLE_MEMORY_ATTR]))
+                    out = ipu_torch_ops.set_available_memory(out, float(ann[ONNX_AVAILABLE_MEMORY_ATTR]))
             except Error as e:
                 raise Error(f"ONNX node {node.name or node.op_type!r} ({node.op_type}): {e.message}",
                             type="frontend") from None
@@ -479,8 +479,7 @@ def _serialized(ins, ann):
     factor = int(ann.get(ONNX_SERIALIZE_FACTOR_ATTR, 1))
     if mode not in modes or mode == "none":
         return torch.matmul(onnx_ops._t(ins[0]), onnx_ops._t(ins[1]))
-    return torch.ops.tilefx.serialized_matmul(onnx_ops._t(ins[0]), onnx_ops._t(ins[1]), mode, factor,
-                                              False)
+    return ipu_torch_ops.serialized_matmul(onnx_ops._t(ins[0]), onnx_ops._t(ins[1]), mode, factor, False)
 
 
 # never evaluated at compile time, even on constant inputs: each run draws anew

@@ -1,6 +1,8 @@
-"""Tensor ids as PopART shows them to users, for the torch frontend's
-builder (from_torch._Builder, a mixin): `ipu_print_tensor` without a title
-prints the tensor's id, as PopART's print does."""
+"""Tensor ids as PopART shows them to users: its reserved prefixes of a
+tensor's gradient and updated value (read by PopTorch's anchors and
+PopART's data flow), and for the torch frontend's builder
+(from_torch._Builder, a mixin) the id `ipu_print_tensor` without a title
+prints, as PopART's print does."""
 
 from __future__ import annotations
 
@@ -9,6 +11,9 @@ from xdsl.ir import BlockArgument
 
 from tilefx.dialects import ipu
 from tilefx.dialects.names import BUFFER_KEY, CONST_KEY, INPUT_KEY, MODULE_META_KEY, PARAM_KEY
+
+GRADIENT_PREFIX = "Gradient___"  # PopART's reserved prefixes (popart.reservedGradientPrefix() ...)
+UPDATED_PREFIX = "UpdatedVar___"
 
 
 class TensorIds:

@@ -15,8 +15,8 @@ from collections.abc import Callable
 import numpy as np
 
 # PopART's name of the gradient of tensor `t`: GRADIENT_PREFIX + t (popart.reservedGradientPrefix()),
-# defined where PopTorch's anchors (Options.anchorTensor) name gradients the same way
-from tilefx.api.anchors import GRADIENT as GRADIENT_PREFIX
+# one id scheme with PopTorch's anchors (Options.anchorTensor): lowering/tensor_ids.py
+from tilefx.lowering.tensor_ids import GRADIENT_PREFIX
 from tilefx.popart.errors import popart_exception
 
 # -- DataFlow ---------------------------------------------------------------

@@ -36,6 +36,7 @@ from tilefx.dialects.names import (
 )
 from tilefx.errors import Error
 from tilefx.lowering.from_onnx import OnnxModule, load_model
+from tilefx.lowering.ipu_torch_ops import identity_loss
 from tilefx.lowering.tracing_state import GradientOutputs
 from tilefx.popart.builder import ReductionType, TensorInfo, popart_typed, tensor_infos
 from tilefx.popart.dataflow import (
@@ -211,7 +212,7 @@ class _WithLoss(torch.nn.Module):
 
     def forward(self, *inputs):
         outs = self.inner(*inputs)
-        return (torch.ops.tilefx.identity_loss(outs[0].reshape(()), "none"), *outs[1:])
+        return (identity_loss(outs[0].reshape(()), "none"), *outs[1:])
 
 
 # -- the sessions -----------------------------------------------------------
@@ -221,8 +222,6 @@ class _Session:
     def __init__(self, fnModel, dataFlow: DataFlow, deviceInfo: DeviceInfo | None = None,
                  inputShapeInfo=None, patterns=None, userOptions: SessionOptions | None = None,
                  name: str = "", loss: str | None = None, optimizer: Optimizer | None = None):
-        import tilefx.api.ops  # noqa: F401  (registers the helper ops the ONNX module calls)
-
         if not isinstance(dataFlow, DataFlow):
             raise popart_exception(f"dataFlow must be a popart.DataFlow, got {type(dataFlow).__name__}")
         if deviceInfo is None:
@@ -453,8 +452,6 @@ class _Session:
 
     def prepareDevice(self, loadEngine: bool = True) -> None:
         """Compile the graph for the (simulated) device and load the initial weights."""
-        from tilefx.api.executor import PoplarExecutor
-
         _session_log.trace("Session::prepareDevice")
         if self._prepared:
             return
