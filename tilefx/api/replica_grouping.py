@@ -121,7 +121,6 @@ class ReplicaGroups:
     def __init__(self, grouped: dict[str, _Grouped] | None = None, replicas: int = 1):
         self.grouped = grouped or {}
         self.replicas = replicas
-        self._updating = False
 
     @classmethod
     def of(cls, model: torch.nn.Module, replicas: int) -> ReplicaGroups:
@@ -229,39 +228,11 @@ class ReplicaGroups:
                 else per[0].astype(accs[0][n].dtype)
         return total
 
-    def apply_update(self, ex, accum: dict[str, np.ndarray]) -> bool:
-        """Run the executor's @update once per group on that group's slices
-        (other weights are updated once); False if nothing is grouped (the
-        caller updates as usual)."""
-        multi = {n: len(g.groups) for n, g in self.grouped.items() if len(g.groups) > 1}
-        if not multi or self._updating:
-            return False
-        weights, state, step = ex._weights, ex._opt_state, ex._step
-        new_w = {n: weights[n].copy() for n in multi}
-        owner = {k: k.rsplit("/", 1)[0] for k in state}
-        new_s = {k: state[k].copy() for k in state if owner[k] in multi}
-        plain_w, plain_s = weights, state
-        self._updating = True
-        try:
-            for i in range(max(multi.values())):
-                ex._weights = {n: (w[i % multi[n]] if n in multi else w) for n, w in weights.items()}
-                ex._opt_state = {k: (s[i % multi[owner[k]]] if owner[k] in multi else s)
-                                 for k, s in state.items()}
-                ex._step = step
-                ex._apply_update({n: (a[i % multi[n]] if n in multi else a) for n, a in accum.items()})
-                for n in multi:
-                    if i < multi[n]:
-                        new_w[n][i] = ex._weights[n]
-                for k in new_s:
-                    if i < multi[owner[k]]:
-                        new_s[k][i] = ex._opt_state[k]
-                if i == 0:
-                    plain_w, plain_s = dict(ex._weights), dict(ex._opt_state)
-        finally:
-            self._updating = False
-        ex._weights = {**plain_w, **new_w}
-        ex._opt_state = {**plain_s, **new_s}
-        return True
+    def update_counts(self) -> dict[str, int]:
+        """The weights grouped in more than one group, with their group
+        counts: the executor's @update runs once per group on those
+        weights' slices (WeightUpdates._grouped_update)."""
+        return {n: len(g.groups) for n, g in self.grouped.items() if len(g.groups) > 1}
 
 
 def _replica_shape(name: str, shape: tuple, count: int, mode: VariableRetrievalMode,

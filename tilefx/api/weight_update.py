@@ -270,8 +270,39 @@ class WeightUpdates:
             self._apply_update(total)
 
     def _apply_update(self, accum: dict[str, np.ndarray]) -> None:
-        if self._groups.apply_update(self, accum):  # once per group of a grouped weight
-            return
+        multi = self._groups.update_counts()
+        if multi:  # once per group of a grouped weight
+            self._grouped_update(multi, accum)
+        else:
+            self._update_once(accum)
+
+    def _grouped_update(self, multi: dict[str, int], accum: dict[str, np.ndarray]) -> None:
+        """Run @update once per group on that group's slices of the grouped
+        weights (`multi`: their group counts; other weights are updated once)."""
+        weights, state, step = self._weights, self._opt_state, self._step
+        new_w = {n: weights[n].copy() for n in multi}
+        owner = {k: k.rsplit("/", 1)[0] for k in state}
+        new_s = {k: state[k].copy() for k in state if owner[k] in multi}
+        plain_w, plain_s = weights, state
+        for i in range(max(multi.values())):
+            self._weights = {n: (w[i % multi[n]] if n in multi else w) for n, w in weights.items()}
+            self._opt_state = {k: (s[i % multi[owner[k]]] if owner[k] in multi else s)
+                               for k, s in state.items()}
+            self._step = step
+            self._update_once({n: (a[i % multi[n]] if n in multi else a) for n, a in accum.items()})
+            for n in multi:
+                if i < multi[n]:
+                    new_w[n][i] = self._weights[n]
+            for k in new_s:
+                if i < multi[owner[k]]:
+                    new_s[k][i] = self._opt_state[k]
+            if i == 0:
+                plain_w, plain_s = dict(self._weights), dict(self._opt_state)
+        self._weights = {**plain_w, **new_w}
+        self._opt_state = {**plain_s, **new_s}
+
+    def _update_once(self, accum: dict[str, np.ndarray]) -> None:
+        """One run of @update on every weight."""
         p = self._program
         self._step += 1
         tables = {"param": self._weights, "accum": accum, "state": self._opt_state, "hyper": self._hypers}
