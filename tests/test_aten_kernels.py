@@ -14,7 +14,6 @@ from torch import nn
 import tilefx
 from tilefx.backend import executor as backend_executor
 from tilefx.lowering import aten_kernels
-from tilefx.lowering.aten_optimizers import make as make_optimizers
 from tilefx.lowering.decompositions import KEPT_WHOLE
 from models import WithLoss
 
@@ -153,7 +152,7 @@ def test_adam_is_torch_fused_adam_bit_for_bit(step, inplace, decoupled):
     """ipu.adam on float32 is torch's fused Adam / AdamW (`fused=True`) exactly,
     in place or not, and torch's default single-tensor update up to a few
     units in the last place (the same formula, rounded differently)."""
-    kern = make_optimizers(torch)
+    kern = aten_kernels._optimizers()  # make(torch, as_tensor), as the executor gets it
     rng = np.random.default_rng(0)
     w, g = rng.standard_normal((2, 5000)).astype(np.float32)
     m, v = rng.standard_normal(5000).astype(np.float32), rng.random(5000).astype(np.float32)
@@ -176,7 +175,7 @@ def test_adam_is_torch_fused_adam_bit_for_bit(step, inplace, decoupled):
 def test_sgd_is_torch_optim_sgd_bit_for_bit(step, inplace, variant):
     """ipu.sgd on float32 (torch's fused kernel) equals torch.optim.SGD's
     default single-tensor update exactly, in place or not."""
-    kern = make_optimizers(torch)
+    kern = aten_kernels._optimizers()  # make(torch, as_tensor), as the executor gets it
     rng = np.random.default_rng(1)
     w, g, m = rng.standard_normal((3, 5000)).astype(np.float32)
     lr = np.float32(1e-2)
@@ -357,7 +356,7 @@ def test_fused_updates_read_a_transposed_gradient_by_its_values():
     """The fused kernels walk memory in one order: a gradient that is a
     transposed view (a convolution's weight gradient can be) is read by its
     values, as torch.optim reads it."""
-    kern = make_optimizers(torch)
+    kern = aten_kernels._optimizers()  # make(torch, as_tensor), as the executor gets it
     rng = np.random.default_rng(2)
     w, m = rng.standard_normal((2, 64, 48)).astype(np.float32)
     g = rng.standard_normal((48, 64)).astype(np.float32).T  # not row-major
@@ -382,7 +381,7 @@ def test_batched_updates_equal_one_call_per_weight():
     hyper-parameters, executor._batched_step) gives each weight exactly what
     its own call gives, for mixed learning rates, with and without momentum,
     and with a float64 weight that takes the numpy kernel."""
-    kern = make_optimizers(torch)
+    kern = aten_kernels._optimizers()  # make(torch, as_tensor), as the executor gets it
     rng = np.random.default_rng(3)
     f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
     sgd_members = [
