@@ -31,6 +31,8 @@ from torch import nn
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 import tilefx  # noqa: E402
 from models import EncoderLayer, Transformer, TutorialCNN, WithLoss  # noqa: E402
+from tilefx import driver  # noqa: E402
+from tilefx.api.compile_config import compile_config  # noqa: E402
 from tilefx.backend.machine import machine  # noqa: E402
 from tilefx.backend.profile import build_profile  # noqa: E402
 from tilefx.dialects.irutil import find_func, from_py  # noqa: E402
@@ -109,7 +111,7 @@ def hand_splits(model, units, inputs, mb, G=8):
         module.attributes[STRATEGY_KEY] = from_py({"kind": "pipelined", "stages": stages,
                                                    "auto_stage": "same_as_ipu", "schedule": "FillDrain"})
         run_graph_passes(module, training=True, assign=AssignStagesPass(gradient_accumulation=G))
-        sched = traced._make_schedule(module)
+        sched = driver.schedule_of(module, compile_config(traced.options, training=True))
         prof = build_profile(module, find_func(module, "main"), find_func(module, "update"), sched,
                              machine("mk2"), training=True, device_iterations=1, accumulate=True,
                              check_memory=False)
