@@ -214,7 +214,8 @@ class CompilePath:
             raise Error("replica grouping of weights (replicaGrouping) is not supported across processes: "
                         f"{', '.join(self._groups.names)} are grouped")
         try:
-            self._dist = distributed.join_training_model(self, input_shapes, input_dtypes)
+            self._dist = distributed.join_training_model(self._options, input_shapes, input_dtypes, self._weights,
+                                                         self._device_buffers, self._opt_state, self._opt_cfg)
         except Error:
             self._program = None  # not compiled: never run alone, without the others
             raise

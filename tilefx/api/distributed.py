@@ -287,19 +287,21 @@ def _leave() -> None:
             pass
 
 
-def join_training_model(ex, input_shapes: list[tuple], input_dtypes: list) -> ProcessGroup:
-    """Join the other processes for executor `ex` (a training PoplarExecutor just
-    compiled): check they compiled the same program with the same options, and
-    give every process process 0's weights, buffers and optimizer state."""
-    group = ProcessGroup(ex.options)
-    values = describe_options(ex.options)
+def join_training_model(options, input_shapes: list[tuple], input_dtypes: list, weights: dict,
+                        buffers: dict, opt_state: dict, opt_cfg: dict) -> ProcessGroup:
+    """Join the other processes for a training model just compiled under
+    `options`: check they compiled the same program with the same options,
+    and give every process process 0's weights, buffers and optimizer state
+    (written into `weights`, `buffers` and `opt_state`)."""
+    group = ProcessGroup(options)
+    values = describe_options(options)
     values["model.inputs"] = str([(tuple(s), str(d)) for s, d in zip(input_shapes, input_dtypes)])
-    values["model.parameters"] = str([(n, w.shape, str(w.dtype)) for n, w in ex._weights.items()])
-    values["model.buffers"] = str([(n, np.shape(b)) for n, b in ex._device_buffers.items()])
+    values["model.parameters"] = str([(n, w.shape, str(w.dtype)) for n, w in weights.items()])
+    values["model.buffers"] = str([(n, np.shape(b)) for n, b in buffers.items()])
     # the optimizer by its hyper-parameters (grad_scale follows from the options)
-    _flatten("optimizer", {k: v for k, v in ex._opt_cfg.items() if k != "grad_scale"}, values)
+    _flatten("optimizer", {k: v for k, v in opt_cfg.items() if k != "grad_scale"}, values)
     group.check_same(values)
-    homes = {"w": ex._weights, "b": ex._device_buffers, "s": ex._opt_state}
+    homes = {"w": weights, "b": buffers, "s": opt_state}
     start = group.broadcast_arrays({f"{kind}/{name}": value for kind, home in homes.items()
                                     for name, value in home.items()},
                                    "the broadcast of process 0's weights")
