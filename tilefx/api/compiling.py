@@ -66,7 +66,7 @@ class CompilePath:
         self._check_updatable_buffers()
         start = time.perf_counter()
         self._resolve_mean_reduction()
-        self._tilefx_anchors = self._anchors()  # Options.anchorTensor (api/anchors.py)
+        self._tilefx_anchors = self._tilefx_anchor_plan()  # Options.anchorTensor (api/anchors.py)
         _warn_unmodelled_locations(self._options.TensorLocations)
         self._micro_batch(inputs, call.tensor_names())  # checks every input's batch dimension
         if self._joins_processes():  # meet the others first: a bad rendezvous fails before tracing
@@ -164,7 +164,7 @@ class CompilePath:
         self._traced_params = set(traced.params)
         self._fast_call = None  # a new program: the next call is checked in full
         if self._tilefx_anchors is None:  # loaded from an executable file: the options' anchors
-            self._tilefx_anchors = self._anchors()
+            self._tilefx_anchors = self._tilefx_anchor_plan()
         if isinstance(compiled, Program):
             program = compiled
         else:
@@ -233,7 +233,9 @@ class CompilePath:
             self._before_passes = None
         return got["module"]
 
-    def _anchors(self) -> Anchors | None:
+    def _tilefx_anchor_plan(self) -> Anchors | None:
+        """Options.anchorTensor's anchors for this executor (named apart from
+        the model's own attributes, which the executor shares)."""
         untrained = self._params_outside_optimizer() if self._training and self._optimizer is not None else []
         return Anchors.of(self._options, self._user_model, self._training, untrained)
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import torch
 
 from tilefx.api.enums import MatMulSerializationMode
-from tilefx.dialects.ipu import PRINT_FLOAT_FORMATS, PRINT_GRADIENT_TITLE_SUFFIX, is_proportion
+from tilefx.dialects.ipu import PRINT_FLOAT_FORMATS, is_proportion
 from tilefx.dialects.names import ATTRIBUTES_META_KEY, MULTICONV_META_KEY
 from tilefx.errors import Error, error_also
 from tilefx.lowering.ipu_torch_ops import identity_loss as _identity_loss
 from tilefx.lowering.ipu_torch_ops import nop as _nop
+from tilefx.lowering.ipu_torch_ops import print_tensor as _print_tensor
 from tilefx.lowering.ipu_torch_ops import serialized_matmul as _serialized_matmul
 from tilefx.lowering.ipu_torch_ops import set_available_memory as _set_available_memory
 from tilefx.lowering.recompute_op import recomputation_checkpoint as _recomputation_checkpoint
@@ -37,37 +38,6 @@ def nop(x: torch.Tensor) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise Error(f"nop: expected a tensor, got {type(x).__name__}")
     return _nop(x, "")
-
-
-@torch.library.custom_op(
-    "tilefx::print_tensor", mutates_args=(),
-    schema="(Tensor x, str title, bool print_gradient, int summarise_threshold, int edge_items, "
-           "int max_line_width, int digits, str float_format, str separator, str open_bracket, "
-           "str close_bracket) -> Tensor")
-def _print_tensor(x, title, print_gradient, *fmt):
-    return x.clone()
-
-
-@_print_tensor.register_fake
-def _(x, title, print_gradient, *fmt):
-    return torch.empty_like(x)
-
-
-def _print_setup(ctx, inputs, output):
-    ctx.title, ctx.print_gradient, ctx.fmt = inputs[1], inputs[2], inputs[3:]
-
-
-def _print_backward(ctx, grad):
-    """The gradient passes through; with print_gradient it is printed too
-    (titled `<title>_gradient`, as PopART titles the print in the backward;
-    untitled, the frontend titles both prints with the tensor's id)."""
-    if ctx.print_gradient:
-        title = ctx.title + PRINT_GRADIENT_TITLE_SUFFIX if ctx.title else ""
-        grad = _print_tensor(grad, title, False, *ctx.fmt)
-    return (grad,) + (None,) * (2 + len(ctx.fmt))
-
-
-_print_tensor.register_autograd(_print_backward, setup_context=_print_setup)
 
 
 def ipu_print_tensor(tensor: torch.Tensor, title: str = "", print_gradient: bool = True,

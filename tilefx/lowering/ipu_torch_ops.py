@@ -1,6 +1,6 @@
 """The `tilefx::` torch ops the frontends place for the IPU's own ops
 (`ipu.identity_loss`, `ipu.nop`, `ipu.set_available_memory`,
-`ipu.serialized_matmul` in the graph IR): each a `torch.library.custom_op`
+`ipu.serialized_matmul`, `ipu.print_tensor` in the graph IR): each a `torch.library.custom_op`
 with a fake and an autograd implementation, so it stays one node through
 tracing and decomposition; on the CPU (outside tracing) it computes what
 the IPU would. Defined below the API layer, as the ONNX frontend and
@@ -13,6 +13,8 @@ import functools
 import operator
 
 import torch
+
+from tilefx.dialects.ipu import PRINT_GRADIENT_TITLE_SUFFIX
 
 
 @torch.library.custom_op("tilefx::identity_loss", mutates_args=())
@@ -107,3 +109,34 @@ def _smm_backward(ctx, grad):
 
 
 serialized_matmul.register_autograd(_smm_backward, setup_context=_smm_setup)
+
+
+@torch.library.custom_op(
+    "tilefx::print_tensor", mutates_args=(),
+    schema="(Tensor x, str title, bool print_gradient, int summarise_threshold, int edge_items, "
+           "int max_line_width, int digits, str float_format, str separator, str open_bracket, "
+           "str close_bracket) -> Tensor")
+def print_tensor(x, title, print_gradient, *fmt):
+    return x.clone()
+
+
+@print_tensor.register_fake
+def _(x, title, print_gradient, *fmt):
+    return torch.empty_like(x)
+
+
+def _print_setup(ctx, inputs, output):
+    ctx.title, ctx.print_gradient, ctx.fmt = inputs[1], inputs[2], inputs[3:]
+
+
+def _print_backward(ctx, grad):
+    """The gradient passes through; with print_gradient it is printed too
+    (titled `<title>_gradient`, as PopART titles the print in the backward;
+    untitled, the frontend titles both prints with the tensor's id)."""
+    if ctx.print_gradient:
+        title = ctx.title + PRINT_GRADIENT_TITLE_SUFFIX if ctx.title else ""
+        grad = print_tensor(grad, title, False, *ctx.fmt)
+    return (grad,) + (None,) * (2 + len(ctx.fmt))
+
+
+print_tensor.register_autograd(_print_backward, setup_context=_print_setup)

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from tilefx.errors import Error
 from tilefx.lowering import onnx_control_flow, onnx_converter_ops, onnx_recurrent
+from tilefx.lowering.ipu_torch_ops import print_tensor
 from tilefx.lowering.onnx_resize import resize
 from tilefx.lowering.onnx_values import _axis, _ints, _pads, _symmetric, _t
 
@@ -895,15 +896,12 @@ def _selu(x, at):
 
 
 def _print_tensor(ins, at, v):
-    """aiGraphcore PrintTensor: PopTorch's print op (registered by
-    tilefx.api.ops, which the PopART sessions import), printing the tensor
-    when the program runs and, with print_gradient, its gradient; PopTorch's
-    default format. Without the op registered (the frontend alone) an identity."""
+    """aiGraphcore PrintTensor: PopTorch's print op (lowering/ipu_torch_ops.py),
+    printing the tensor when the program runs and, with print_gradient, its
+    gradient; PopTorch's default format."""
     x = _t(ins[0])
-    op = getattr(getattr(torch.ops, "tilefx", None), "print_tensor", None)
-    if op is None:
-        return x
-    return op(x, str(at.get("title", "")), bool(at.get("print_gradient", 1)), 1000, 3, 80, 4, "auto", ", ", "(", ")")
+    return print_tensor(x, str(at.get("title", "")), bool(at.get("print_gradient", 1)),
+                        1000, 3, 80, 4, "auto", ", ", "(", ")")
 
 
 def _prod(x, dims, keepdim):
