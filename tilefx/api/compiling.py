@@ -78,7 +78,9 @@ class CompilePath:
         self._groups = ReplicaGroups.of(self._user_model, self._options.replication_factor)
         progress = CompileProgress(f"{type(self._user_model).__name__} "
                                    f"({'training' if self._training else 'inference'})", self._options)
-        if executable_cache.load_cached(self, inputs, start):  # a cache hit: no tracing, no passes
+        cached = executable_cache.load_cached(self, inputs, start)
+        if cached is not None:  # a cache hit: no tracing, no passes
+            self._program.compile_seconds = cached
             progress.mark("loaded from the executable cache", 100)
             progress.close(compile_summary(self._profile, self._program.module, self._factors()[1]), cached=True)
             return
@@ -140,7 +142,7 @@ class CompilePath:
                       [(x.shape[0] // n,) + tuple(x.shape[1:]) if x.dim() else () for x in inputs],
                       [np_dtype_of(x.dtype) for x in inputs], start)
         progress.mark("built the program and the machine model", 30)
-        executable_cache.store_cached(self, inputs)
+        executable_cache.store_cached(self, inputs, traced)
         progress.close(compile_summary(self._profile, module, self._factors()[1]))
 
     def _compile_config(self) -> CompileConfig:

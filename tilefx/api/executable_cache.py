@@ -149,37 +149,39 @@ def _clean_stale(directory: str) -> None:
             pass  # another process removed or finished it
 
 
-def load_cached(ex, inputs, start: float) -> bool:
+def load_cached(ex, inputs, start: float) -> float | None:
+    """Install the cached executable of this call into `ex`: the seconds
+    since `start` it took, or None on a miss (or an entry not used)."""
     directory = cache_dir(ex)
     if not directory:
-        return False
+        return None
     ex._cache_key = export.cache_key(ex, inputs)
     path = os.path.join(directory, ex._cache_key + ".tilefx")
     if not os.path.isfile(path):
         log.info("executable cache: miss (%s)", path)
-        return False
+        return None
     if _verified(path) is None:
-        return False
+        return None
     try:
         parts = export.read(path)
         export.install(ex, parts, path, weights_from_file=False)
     except Error as e:
         log.warning("executable cache: ignoring %s: %s", path, e.message)
-        return False
-    ex._program.compile_seconds = time.perf_counter() - start
-    log.info("executable cache: loaded %s in %.3f s (no tracing, no passes)", path,
-             ex._program.compile_seconds)
-    return True
+        return None
+    seconds = time.perf_counter() - start
+    log.info("executable cache: loaded %s in %.3f s (no tracing, no passes)", path, seconds)
+    return seconds
 
 
-def store_cached(ex, inputs) -> None:
+def store_cached(ex, inputs, traced) -> None:
+    """Write `ex`'s executable (of the trace `traced`) to the cache."""
     directory = cache_dir(ex)
     if not directory:
         return
-    if ex._program.traced.meta_tensors:  # sized only: no weights to cache
+    if traced.meta_tensors:  # sized only: no weights to cache
         log.info("executable cache: not stored (the model's tensors are on the meta device)")
         return
-    if ex._program.traced.cache_states is not None:  # as compile_and_export says
+    if traced.cache_states is not None:  # as compile_and_export says
         log.info("executable cache: not stored (the call passes or the model returns transformers caches, "
                  "whose Python objects the file does not keep; use_cache=False leaves them out)")
         return
