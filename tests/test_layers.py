@@ -241,4 +241,4 @@ def test_reads_of_the_executors_private_state_do_not_grow():
 
     assert {"_options", "_program", "_compile_in_session"} <= private_names()
     reads = private_reads()
-    assert len(reads) <= 50, "\n".join(f"{m}:{line}: {a}" for m, line, a in reads)
+    assert len(reads) <= 47, "\n".join(f"{m}:{line}: {a}" for m, line, a in reads)

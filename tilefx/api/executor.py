@@ -57,8 +57,14 @@ def _generate(self, *args, **kwargs):
     (api/generation.py)."""
     from tilefx.api.generation import generate
 
+    self._check_alive()
+    if self._training:
+        raise Error("generate() runs the model for inference: call it on poptorch.inferenceModel(model) "
+                    "(it shares the trained weights with this training model)")
+    d, r, gsize, _ = self._factors()
     options = self._options
-    return generate(self, lambda module: PoplarExecutor(module, options, training=False), *args, **kwargs)
+    return generate(self, lambda module: PoplarExecutor(module, options, training=False), d * (r // gsize) == 1,
+                    *args, **kwargs)
 
 
 def _no_backward(*_args, **_kwargs):

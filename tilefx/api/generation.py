@@ -26,7 +26,6 @@ import logging
 
 import torch
 
-from tilefx.errors import Error
 from tilefx.lowering.call_spec import bind_call
 
 _log = logging.getLogger("tilefx")
@@ -66,22 +65,19 @@ def _hashable(v):
     return v
 
 
-def generate(executor, make_program, *args, **kwargs):
+def generate(executor, make_program, one_batch: bool, *args, **kwargs):
     """The wrapped model's `generate(*args, **kwargs)`, each model call on the
     simulated IPU (see the module docstring): on `make_program(module)`, an
-    inference executor of the module called."""
-    executor._check_alive()
-    if executor._training:
-        raise Error("generate() runs the model for inference: call it on poptorch.inferenceModel(model) "
-                    "(it shares the trained weights with this training model)")
+    inference executor of the module called. `one_batch`: a call of the
+    executor runs one micro-batch on one replica (no batching of its
+    inputs), so the static cache can be chosen."""
     model = executor.model
     config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
-    d, r, gsize, _ = executor._factors()
     # the static cache's own tensors (one per layer, batch 1 in places) are inputs
     # of the step program, which PopTorch's batching would split: only without it
     if not any(k in kwargs for k in _CACHE_ARGUMENTS) and kwargs.get("use_cache", True) is not False \
             and getattr(config, "cache_implementation", None) is None \
-            and getattr(model, "_can_compile_fullgraph", False) and d * (r // gsize) == 1:
+            and getattr(model, "_can_compile_fullgraph", False) and one_batch:
         kwargs["cache_implementation"] = "static"  # two programs instead of one per new token
     steps = executor.__dict__.get("_generate_steps")
     if steps is None:
