@@ -488,7 +488,6 @@ class _Session:
     def _compile(self) -> None:
         """The program: from the executable given to loadExecutable, else traced
         and compiled (through the engine cache when `enableEngineCaching`)."""
-        from tilefx.api import export
         from tilefx.api.executor import PoplarExecutor
 
         if self._executor is not None:
@@ -501,7 +500,7 @@ class _Session:
             executor = PoplarExecutor(model, opts, training=self._training, optimizer=opt)
             requested, inputs = self._requested_gradients(model)
             if self._executable is not None:
-                export.load_executable(executor, self._executable)
+                executor.loadExecutable(self._executable)
             else:
                 GradientOutputs.requested = requested
                 try:
