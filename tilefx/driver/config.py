@@ -18,7 +18,9 @@ from typing import Any, Mapping
 
 from tilefx import limits
 from tilefx.backend.locations import MIN_ELEMENTS_OFF_CHIP, MIN_ELEMENTS_SHARDED, Locations, TensorLocation
-from tilefx.backend.machine import PRESETS, Machine
+from tilefx.backend.machine import Machine
+from tilefx.backend.machine import machine as machine_named
+from tilefx.dialects.ipu import is_proportion
 from tilefx.errors import Error
 
 # no strategy set: PopTorch's default, pipelined, which Block(ipu_id=...) then
@@ -86,9 +88,7 @@ class CompileConfig:
                 raise Error(f"CompileConfig.{name} must be a positive int, got {v!r}")
         if not 0 <= self.process_id < self.processes:
             raise Error(f"CompileConfig.process_id must be in [0, processes), got {self.process_id!r}")
-        if not isinstance(self.machine, Machine) and str(self.machine).lower() not in PRESETS:
-            raise Error(f"CompileConfig.machine: unknown IPU machine {self.machine!r}: expected one of "
-                        f"{sorted(PRESETS)}")
+        machine_named(self.machine)  # a preset's name or a Machine, else an Error naming the presets
 
     @property
     def accumulate(self) -> bool:
@@ -163,7 +163,7 @@ def config_from_json(data: str | bytes, where: str) -> CompileConfig:
             out[name] = _typed(value, dict, at)
         elif name == "available_memory_proportion":
             props = {str(k): _typed(v, float, f"{at}.{k}") for k, v in _typed(value, dict, at).items()}
-            bad = {k: v for k, v in props.items() if not 0 < v <= 1}
+            bad = {k: v for k, v in props.items() if not is_proportion(v)}
             if bad:
                 raise Error(f"{at}: each proportion must be in (0, 1], got {bad}")
             out[name] = props
