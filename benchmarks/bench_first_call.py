@@ -16,7 +16,10 @@ runs one step. Cases:
 
 The rounds alternate between the cases (and the `--before` tree, e.g. an
 older commit's `git archive`), so a loaded machine weighs on all alike, and
-the median, minimum and maximum of each phase are printed, wall and CPU time.
+the median, minimum and maximum of each phase are printed, wall and CPU time,
+then the CPU time from the end of `import torch` to the first call's results
+("after torch") and its ratio to the same process's `import torch`, which a
+loaded machine slows about as much.
 tilefx's modules are byte-compiled first, as an installed package's are: a
 checkout run with PYTHONDONTWRITEBYTECODE=1 otherwise compiles every module
 from source in every process.
@@ -123,6 +126,7 @@ print(json.dumps({
 """
 
 PHASES = ["import torch", "import poptorch", "model", "trainingModel", "first call", "second call"]
+AFTER_TORCH = ["import poptorch", "model", "trainingModel", "first call"]
 
 
 def run(case: str, tree: str) -> dict:
@@ -160,6 +164,12 @@ def main() -> None:
             cpu = [r["cpu"][phase] for r in rs]
             print(f"  {phase:16s} {statistics.median(wall):6.3f} [{min(wall):.3f} - {max(wall):.3f}]"
                   f"  CPU {statistics.median(cpu):6.3f} [{min(cpu):.3f} - {max(cpu):.3f}]")
+        # everything after `import torch` up to the first call's results, and its ratio
+        # to that process's own `import torch` (a load on the machine slows both alike)
+        after = [sum(r["cpu"][p] for p in AFTER_TORCH) for r in rs]
+        ratio = [a / r["cpu"]["import torch"] for a, r in zip(after, rs)]
+        print(f"  {'after torch':16s} CPU {statistics.median(after):6.3f} [{min(after):.3f} - {max(after):.3f}]"
+              f"  x import torch {statistics.median(ratio):.2f} [{min(ratio):.2f} - {max(ratio):.2f}]")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
 
