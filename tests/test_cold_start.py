@@ -304,3 +304,38 @@ def test_ipu_op_classes_are_built_as_a_compile_uses_them():
     assert "StageOp" in r["built"] and "SGDOp" in r["built"]
     assert not {"CtcLossOp", "DynamicSliceOp", "CustomOp", "LambOp"} & set(r["built"])
     assert r["dialect"] == r["all"] == 22 and r["same"] and r["subclass"] and r["ctc"] == "ipu.ctc_loss"
+
+
+def test_the_chunked_linear_cross_entropy_ops_load_only_for_a_model_that_uses_them():
+    """torch's chunked linear-cross-entropy module registers two custom ops on
+    import (~30 ms): a compile that never calls F.linear_cross_entropy
+    leaves it unloaded; a model that does, in the same process, loads it
+    during the trace and gets the loss computed whole, as eager computes it,
+    and torch's own chunked ops are back after the trace."""
+    r = _run(_MODEL + """
+    lce = "torch.nn.modules.linear_cross_entropy"
+    model = Net()
+    tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))(
+        torch.randn(2, 1, 6, 6), torch.tensor([0, 2]))
+    after_cnn = lce in sys.modules
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(5, 4))
+
+        def forward(self, x, target):
+            return torch.nn.functional.linear_cross_entropy(
+                x, self.w, target, options=nn.LinearCrossEntropyOptions(batch_chunk_size=2))
+
+    torch.manual_seed(0)
+    head = Head()
+    x, target = torch.randn(6, 4), torch.tensor([0, 4, 2, 1, 4, 3])
+    out = tilefx.inferenceModel(head)(x, target)
+    module = sys.modules[lce]
+    restored = module._linear_cross_entropy_batch_chunked.__module__ != "tilefx.lowering.static_ops"
+    ref = torch.nn.functional.cross_entropy(x @ head.w.t(), target)
+    print(json.dumps({"after_cnn": after_cnn, "close": abs(float(out) - float(ref)) < 1e-5,
+                      "restored": restored}))
+    """)
+    assert r == {"after_cnn": False, "close": True, "restored": True}

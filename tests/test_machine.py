@@ -31,6 +31,27 @@ def test_presets_match_the_reference_figures():
         machine("mk9")
 
 
+def test_element_sizes_are_read_without_printing_the_type(monkeypatch):
+    """The machine model asks each value's element size a few hundred times per
+    compile: from the type's class and width, never through xDSL's printer."""
+    from xdsl.dialects.builtin import TensorType, bf16, f16, f32, f64, i1, i8, i32, i64
+    from xdsl.printer import Printer
+
+    from tilefx.backend.costs import _itemsize
+
+    def no_printing(*args, **kwargs):
+        raise AssertionError("the element size printed its type")
+
+    monkeypatch.setattr(Printer, "print_attribute", no_printing)
+
+    class Value:
+        def __init__(self, element):
+            self.type = TensorType(element, [3])
+
+    sizes = [_itemsize(Value(t)) for t in (f16, bf16, f32, f64, i1, i8, i32, i64)]
+    assert sizes == [2, 2, 4, 8, 1, 1, 4, 8]
+
+
 def test_big_fp16_matmul_is_a_realistic_fraction_of_peak():
     assert 0.20 <= _efficiency(4096, 4096, 4096, 2) <= 0.60
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
-import logging
 import operator
 from dataclasses import dataclass, field
 
@@ -63,8 +62,11 @@ from tilefx.lowering.no_compiler import without_compiler
 from tilefx.lowering.model_state import MetaAsFake, TensorAttributes
 from tilefx.lowering.static_ops import static_ops
 from tilefx.lowering.tensor_ids import TensorIds
+from tilefx.lowering.find_loss import loss_or_error
+from tilefx.lowering.trace_locations import (data_dependent, located, location_of, module_of, quiet_meta_failures,
+                                             traceback_line, traceback_location)
 from tilefx.lowering.tracing_state import GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
-from tilefx.dialects.names import LOC_META_KEY, MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
+from tilefx.dialects.names import MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import ATTRIBUTES_KEY, ATTRIBUTES_META_KEY
 from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
 
@@ -218,74 +220,6 @@ class _LayerWatch:
             h.remove()
 
 
-def _module_of(node) -> str:
-    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
-    if not stack:
-        where = (node.meta.get("custom") or {}).get(MODULE_META_KEY) or "<top level>"
-    else:
-        path, cls = list(stack.values())[-1]
-        cls_name = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
-        where = f"{_clean_path(path) or '<root>'} ({cls_name.rsplit('.', 1)[-1]})"
-    line = _user_line(node.meta.get("stack_trace") or "")
-    return f"{where}{', at ' + line if line else ''}"
-
-
-def _clean_path(path: str) -> str:
-    """`L['self'].encoder.layer[3]` or `encoder.layer.3` -> `encoder.layer.3`."""
-    import re
-
-    path = re.sub(r"^L\['self'\]\.?", "", path or "")
-    path = re.sub(r"\._modules\['([^']+)'\]", r".\1", path)
-    return re.sub(r"\[(\d+)\]", r".\1", path).strip(".")
-
-
-_LIBRARY_DIRS = ("/torch/", "/tilefx/", "/site-packages/", "/dist-packages/", "<frozen")
-_TOOL_DIRS = ("/torch/", "/tilefx/", "<frozen", "/contextlib.py", "/functools.py")  # never the model's line
-
-
-def _user_frame(stack_trace: str) -> tuple[str, str]:
-    """The last `File "...", line N` of a traceback that is the user's code (not
-    torch, tilefx or an installed library) as ("path:N", its source line).
-    Without one (a model from a library, e.g. transformers), the library's last
-    line; ("", "") when there is none."""
-    import re
-
-    best = library = ("", "")
-    lines = stack_trace.splitlines()
-    for i, text in enumerate(lines):
-        m = re.match(r'\s*File "([^"]+)", line (\d+)', text)
-        if not m or m[1].startswith("<") or any(d in m[1] for d in _TOOL_DIRS):
-            continue  # generated code (`<string>`, `<eval_with_key>`) is nobody's line
-        src = lines[i + 1].strip() if i + 1 < len(lines) else ""
-        where = (f"{m[1]}:{m[2]}", src)
-        if any(d in m[1] for d in _LIBRARY_DIRS):
-            library = where
-        else:
-            best = where
-    return best if best[0] else library
-
-
-def _user_line(stack_trace: str) -> str:
-    """`path:N: source` of `_user_frame` ("" when there is none)."""
-    where, src = _user_frame(stack_trace)
-    return where + (f": {src}" if src and where else "")
-
-
-def _located(err: Error, location: str) -> Error:
-    """`err` with `location` (seeds/000 4.3.3: where the exception was raised)
-    unless it has one; named in its text too when the message does not say it."""
-    if location and not getattr(err, "location", ""):
-        err.location = location
-        if location not in str(err):
-            set_text(err, f"{err} (at {location})")
-    return err
-
-
-def _location_of(node) -> str:
-    """The user's "file:line" that made `node` (empty when unknown)."""
-    return (node.meta.get("custom") or {}).get(LOC_META_KEY, "")
-
-
 def _schema_args(node, schema: Schema) -> tuple[dict, dict]:
     """Map an fx node's args/kwargs onto our schema's operand and property names."""
     torch_args = node.target._schema.arguments
@@ -312,7 +246,7 @@ def _schema_args(node, schema: Schema) -> tuple[dict, dict]:
 def _multiconv_count_error(option: str, n: int, convs: str, node) -> Error:
     return Error(f"MultiConv: {option} has {n} values for a multi-convolution of {convs} convolutions: "
                  "give one value for all of them or one per convolution", type="frontend",
-                 location=_location_of(node) if node is not None else None)
+                 location=location_of(node) if node is not None else None)
 
 
 class _Builder(TensorIds):
@@ -407,12 +341,12 @@ class _Builder(TensorIds):
             self.convert(node)
         except Error as e:
             if "(from module" in str(e):
-                raise _located(e, _location_of(node))
+                raise located(e, location_of(node))
             raise Error(f"{e.message if hasattr(e, 'message') else e} (in {node.target}, from module "
-                        f"{_module_of(node)})", type="frontend", location=_location_of(node)) from None
+                        f"{module_of(node)})", type="frontend", location=location_of(node)) from None
         except Exception as e:  # never an internal KeyError/IndexError/... for a user's model
-            raise Error(f"cannot convert {node.target} (from module {_module_of(node)}): "
-                        f"{type(e).__name__}: {e}", type="frontend", location=_location_of(node)) from e
+            raise Error(f"cannot convert {node.target} (from module {module_of(node)}): "
+                        f"{type(e).__name__}: {e}", type="frontend", location=location_of(node)) from e
 
     def convert(self, node) -> None:
         target = node.target
@@ -441,8 +375,8 @@ class _Builder(TensorIds):
             name = str(target).removeprefix("aten.")
             schema = ATEN_SCHEMAS.get(name)
             if schema is None:
-                raise Error(f"unsupported operation aten::{name} (from module {_module_of(node)})",
-                            type="frontend", location=_location_of(node))
+                raise Error(f"unsupported operation aten::{name} (from module {module_of(node)})",
+                            type="frontend", location=location_of(node))
             if name == "as_strided.default":
                 _check_as_strided_view(node)
             operands, props = _schema_args(node, schema)
@@ -458,13 +392,13 @@ class _Builder(TensorIds):
             try:
                 op = create_aten_op(name, operands, props, rtypes, attrs)
             except (ValueError, TypeError) as e:
-                raise Error(f"cannot convert aten::{name} (from module {_module_of(node)}): {e}",
-                            type="frontend", location=_location_of(node)) from e
+                raise Error(f"cannot convert aten::{name} (from module {module_of(node)}): {e}",
+                            type="frontend", location=location_of(node)) from e
         else:
             what = f"a custom operator of the '{ns}' library, whose body tilefx cannot see" if ns else ""
             raise Error(f"unsupported operation {target}{' (' + what + ')' if what else ''} (from module "
-                        f"{_module_of(node)})", type="frontend", location=_location_of(node))
-        loc = _location_of(node)
+                        f"{module_of(node)})", type="frontend", location=location_of(node))
+        loc = location_of(node)
         if loc:
             file, _, line = loc.rpartition(":")
             op.location = FileLineColLoc(StringAttr(file), IntAttr(int(line)), IntAttr(0))
@@ -685,12 +619,7 @@ def _check_as_strided_view(node) -> None:
     src = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
     if src is None or not src.is_contiguous() or src.storage_offset() != 0:
         raise Error("unsupported operation aten::as_strided.default on a non-contiguous tensor "
-                    f"(from module {_module_of(node)}): call .contiguous() first", type="frontend")
-
-
-def _is_identity_loss(node) -> bool:
-    t = getattr(node, "target", None)
-    return getattr(t, "namespace", None) == "tilefx" and getattr(t, "_opname", None) == "identity_loss"
+                    f"(from module {module_of(node)}): call .contiguous() first", type="frontend")
 
 
 def _find_loops(nodes: list) -> tuple[dict, set]:
@@ -736,68 +665,6 @@ def _find_loops(nodes: list) -> tuple[dict, set]:
     return loops, in_loop
 
 
-_MULTIPLE_LOSSES = ("Multiple independent losses found in graph. Graph must have one final loss. "
-                    "Wrap final graph loss in poptorch.identity_loss.")
-
-
-def _feeds(node: torch.fx.Node, into: torch.fx.Node) -> bool:
-    """Whether `node`'s value is used (through any ops) to compute `into`."""
-    stack, seen = list(into.all_input_nodes), set()
-    while stack:
-        n = stack.pop()
-        if n is node:
-            return True
-        if n not in seen:
-            seen.add(n)
-            stack.extend(n.all_input_nodes)
-    return False
-
-
-def _final_losses(candidates: dict[torch.fx.Node, int]) -> list[int]:
-    """The output indices of the candidates no other candidate is computed
-    from: PopTorch trains the final loss, and a model may return the partial
-    losses it was built from next to it (PopTorch's custom losses do)."""
-    return sorted(i for n, i in candidates.items()
-                  if not any(o is not n and _feeds(n, o) for o in candidates))
-
-
-def _find_loss(plain_outputs: list, differentiable: set[int]) -> int | None:
-    """The loss: the final output made by identity_loss, else the final
-    scalar float output that has a gradient path (`return l1, l1 + l2`
-    trains l1 + l2). Several final candidates are ambiguous: an error asks
-    for identity_loss rather than guessing."""
-    losses: dict[torch.fx.Node, int] = {}
-    for idx, node in plain_outputs:
-        if isinstance(node, torch.fx.Node) and _is_identity_loss(node):
-            losses.setdefault(node, idx)
-    finals = _final_losses(losses)
-    if len(finals) > 1:
-        raise Error(f"trainingModel: {_MULTIPLE_LOSSES} (outputs {finals} are "
-                    "poptorch.identity_loss results, none computed from the others)", type="frontend")
-    if finals:
-        return finals[0]
-    scalars: dict[torch.fx.Node, int] = {}
-    for idx, node in plain_outputs:
-        v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-        if v is not None and v.dim() == 0 and v.is_floating_point() and idx in differentiable:
-            scalars.setdefault(node, idx)
-    finals = _final_losses(scalars)
-    if len(finals) > 1:
-        raise Error(f"trainingModel: {_MULTIPLE_LOSSES} (outputs {finals} are scalar losses with "
-                    "gradients, none computed from the others; mark the one to minimise with "
-                    "poptorch.identity_loss(loss, reduction='none'))", type="frontend")
-    return finals[0] if finals else None
-
-
-def _loss_or_error(plain_outputs: list, differentiable: set[int]) -> int:
-    loss_index = _find_loss(plain_outputs, differentiable)
-    if loss_index is None:
-        raise Error("trainingModel: Couldn't find a loss in graph: the model must return a loss, a "
-                    "scalar float output that depends on the parameters (e.g. from a torch.nn loss) "
-                    "or the result of poptorch.identity_loss")
-    return loss_index
-
-
 @contextlib.contextmanager
 def _mkldnn_off():
     """torch.backends.mkldnn.flags(enabled=False) without its TF32 warning."""
@@ -807,66 +674,6 @@ def _mkldnn_off():
         yield
     finally:
         torch._C._set_mkldnn_enabled(was)
-
-
-class _DropMetaFailureLog(logging.Filter):
-    """Drops the record torch's fake tensors log (with the whole stack) when an op's shape
-    function rejects its operands: the same exception reaches `trace`, which reports it
-    as a `tilefx.Error` naming the module and line, so the user saw the error twice, the
-    first time as a page of torch internals on stderr."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("failed while attempting to run meta")
-
-
-@contextlib.contextmanager
-def _quiet_meta_failures():
-    logger = logging.getLogger("torch._subclasses.fake_tensor")
-    flt = _DropMetaFailureLog()
-    logger.addFilter(flt)
-    try:
-        yield
-    finally:
-        logger.removeFilter(flt)
-
-
-def _traceback_line(e: BaseException) -> str:
-    import traceback
-
-    line = _user_line("".join(traceback.format_tb(e.__traceback__)))
-    return f", at {line}" if line else ""
-
-
-def _traceback_location(e: BaseException) -> str:
-    """The user's "file:line" in `e`'s traceback (the one `_traceback_line` names)."""
-    import traceback
-
-    return _user_frame("".join(traceback.format_tb(e.__traceback__)))[0]
-
-
-def _data_dependent(e: BaseException, module: str) -> Error | None:
-    """A tracing failure on a value- or shape-from-data question, as an Error
-    naming the ATen op, the module and the user's line; None for other failures."""
-    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
-    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
-
-    inner: BaseException | None = e
-    while inner is not None:
-        if isinstance(inner, DynamicOutputShapeException):
-            what = "its output shape depends on the values of its input"
-            break
-        if isinstance(inner, (DataDependentOutputException, GuardOnDataDependentSymNode)):
-            what = ("it reads a tensor's value on the host (.item(), bool(), int() or Python "
-                    "control flow on a tensor)")
-            break
-        inner = inner.__cause__ or inner.__context__
-    else:
-        return None
-    func = getattr(inner, "func", None)
-    op = f"aten::{str(func).removeprefix('aten.')}" if func is not None else "aten::_local_scalar_dense"
-    return Error(f"unsupported data-dependent operation {op} in module {module}"
-                 f"{_traceback_line(e)}: {what}; the IPU needs static shapes and a graph "
-                 "that does not depend on tensor values", type="frontend")
 
 
 def _forward_arg_names(model: torch.nn.Module) -> list[str]:
@@ -907,7 +714,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             stack.enter_context(_compiling_state_context())
             # RNNs decompose to matmuls and pointwise ops, not to oneDNN's fused layer
             stack.enter_context(_mkldnn_off())
-            stack.enter_context(_quiet_meta_failures())
+            stack.enter_context(quiet_meta_failures())
             stack.enter_context(SourceLocations())
             stack.enter_context(without_compiler())
             if not training:
@@ -915,7 +722,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             try:
                 watch = _LayerWatch(model, prefix)
                 try:
-                    joint = trace_joint(model, tuple(args), training, _loss_or_error, requested,
+                    joint = trace_joint(model, tuple(args), training, loss_or_error, requested,
                                         fake_mode=metas.fake_mode)
                 finally:
                     watch.remove()
@@ -923,19 +730,19 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                 where = watch.where() if watch.running else ""  # (not raised in a module: PopTorch's text alone)
                 if where and where not in str(e):
                     set_text(e, f"{e} (in module {where})")
-                raise _located(e, _traceback_location(e))
+                raise located(e, traceback_location(e))
             except Exception as e:  # torch's own tracing failures
                 inner = e
                 while inner is not None and not isinstance(inner, Error):
                     inner = inner.__cause__ or inner.__context__
                 if inner is not None:
-                    raise _located(inner, _traceback_location(e)) from None
-                dynamic = _data_dependent(e, watch.where())
+                    raise located(inner, traceback_location(e)) from None
+                dynamic = data_dependent(e, watch.where())
                 if dynamic is not None:
-                    raise _located(dynamic, _traceback_location(e)) from e
-                raise _located(wrapping(
+                    raise located(dynamic, traceback_location(e)) from e
+                raise located(wrapping(
                     e, f"tracing the model failed: {type(e).__name__}: {e} (in module "
-                    f"{watch.where()}{_traceback_line(e)})", type="frontend"), _traceback_location(e)) from e
+                    f"{watch.where()}{traceback_line(e)})", type="frontend"), traceback_location(e)) from e
             finally:
                 end_begin_blocks()
     finally:

@@ -11,8 +11,11 @@ the one context the tracer enters.
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import importlib.util
 import itertools
 import math
+import sys
 import warnings
 
 import torch
@@ -305,6 +308,9 @@ def _linear_cross_entropy_whole_none(input, linear_weight, target, linear_bias, 
                                        ignore_index, 0.0)[0]
 
 
+_LINEAR_CROSS_ENTROPY = "torch.nn.modules.linear_cross_entropy"
+
+
 @contextlib.contextmanager
 def unchunked_linear_cross_entropy():
     """While tracing, `F.linear_cross_entropy(..., options=...)` computes its
@@ -313,19 +319,71 @@ def unchunked_linear_cross_entropy():
     trace cannot see into. The IPU program is static and its memory
     planned, so the chunks' purpose (not holding the whole logits at once
     in eager) does not carry over; the numbers are the unchunked path's,
-    which torch's own tracing (`torch.jit.is_tracing()`) also takes."""
-    from torch.nn.modules import linear_cross_entropy as module
+    which torch's own tracing (`torch.jit.is_tracing()`) also takes.
 
+    `F.linear_cross_entropy` imports the chunked ops' module when it takes
+    that path. Importing it registers the two custom ops (~30 ms, a few
+    percent of a small model's first compile), so a trace that does not
+    load it does not either: the swap is made when the module is loaded,
+    during the trace or before it."""
     names = {"_linear_cross_entropy_batch_chunked": _linear_cross_entropy_whole,
              "_linear_cross_entropy_batch_chunked_no_reduction": _linear_cross_entropy_whole_none}
-    original = {name: getattr(module, name) for name in names}
-    for name, fn in names.items():
-        setattr(module, name, fn)
+    original: dict = {}
+
+    def swap(module) -> None:
+        original.update((name, getattr(module, name)) for name in names)
+        for name, fn in names.items():
+            setattr(module, name, fn)
+
+    hook = None
+    if _LINEAR_CROSS_ENTROPY in sys.modules:
+        swap(sys.modules[_LINEAR_CROSS_ENTROPY])
+    else:
+        hook = _AfterImport(_LINEAR_CROSS_ENTROPY, swap)
+        sys.meta_path.insert(0, hook)
     try:
         yield
     finally:
+        if hook is not None and hook in sys.meta_path:
+            sys.meta_path.remove(hook)
+        module = sys.modules.get(_LINEAR_CROSS_ENTROPY)
         for name, fn in original.items():
             setattr(module, name, fn)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs `then(module)` once the module `name` has been loaded by its own
+    loader (the finder steps aside at that one import)."""
+
+    def __init__(self, name: str, then) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenCall(spec.loader, self.then)
+        return spec
+
+
+class _ThenCall(importlib.abc.Loader):
+    """A module's own loader, then `then(module)`; anything else asked of it is the loader's."""
+
+    def __init__(self, inner, then) -> None:
+        self._inner, self._then = inner, then
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        self._inner.exec_module(module)
+        self._then(module)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
 
 
 @contextlib.contextmanager
