@@ -275,6 +275,7 @@ def pod_processes(ipus: int) -> int:
     return max(1, ipus // 16)
 
 
+@functools.cache
 def bert_pretraining(width: str, seq: int, masked: int, split: tuple[int, ...], proportions, *,
                      replicas: int, mb: int, accumulation: int, state_off_chip: bool) -> float:
     """BERT pre-training on Bow PODs (one PopRun instance per POD16's host server)."""
@@ -288,6 +289,7 @@ def bert_pretraining(width: str, seq: int, masked: int, split: tuple[int, ...], 
         processes=pod_processes(replicas * len(split)))
 
 
+@functools.cache
 def bert_squad(*, replicas: int = 2, mb: int = 4, accumulation: int = 32, seq: int = 384) -> float:
     """BERT-Large SQuAD fine-tuning in Graphcore's PopART configuration
     (squad_large_384.json): 8 IPUs per replica, Adam with its state on chip,
@@ -300,6 +302,7 @@ def bert_squad(*, replicas: int = 2, mb: int = 4, accumulation: int = 32, seq: i
         optimizer="adam", sharded_state=True)
 
 
+@functools.cache
 def vit(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes: int = 1) -> float:
     """ViT-B/16 as Graphcore's benchmarks run it (vision/vit/pytorch
     benchmarks.yml): pre-training with 8-bit images (`--byteio true`),
@@ -311,6 +314,7 @@ def vit(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes:
         optimizer="lamb" if pretrain else "sgd", sharded_state=True, processes=processes)
 
 
+@functools.cache
 def unet() -> float:
     """Graphcore's medical UNet trained on a Bow-2000 (one replica pipelined
     over its 4 IPUs): micro-batch 1, gradient accumulation 24, per-IPU
@@ -321,6 +325,7 @@ def unet() -> float:
         machine=BOW, replicas=1, mb=1, accumulation=24, proportions=(0.7, 0.3, 0.45, 0.7), optimizer="sgd")
 
 
+@functools.cache
 def swin_tiny() -> float:
     """Swin-T pre-training on a Bow Pod16 in Graphcore's configuration
     (swin_tiny.yaml): 4 replicas of 4 IPUs, blocks per IPU [2, 3, 5, 2],
@@ -463,6 +468,32 @@ def rows(quick: bool = False) -> list[Row]:
     return out
 
 
+def swin_base() -> float:
+    """Swin-B pre-training on a Bow Pod16 (swin_base_linear.yaml): 2 replicas
+    of 8 IPUs, blocks per IPU [2, 2, 3, 3, 5, 5, 2, 2], micro-batch 4,
+    accumulation 64, fp32 data and model."""
+    return pipelined_throughput(
+        lambda: Swin(embed=128, depths=(2, 2, 18, 2), heads=(4, 8, 16, 32), blocks_per_ipu=(2, 2, 3, 3, 5, 5, 2, 2)),
+        lambda n: (_meta(n, 3, 224, 224, dtype=torch.float), _meta(n, 1000, dtype=torch.float)),
+        machine=BOW, replicas=2, mb=4, accumulation=64, proportions=(0.15,) * 8, optimizer="adamw",
+        half=False, half_partials=False)
+
+
+def held_out() -> list[tuple[str, float, Callable[[], float]]]:
+    """Published figures kept out of the table to check changes against
+    (docs/machine-validation.md): (what, published, tilefx's prediction),
+    each computed as the row of the same model and configuration."""
+    rows_ = {r.key: r for r in rows()}
+    return [
+        ("BERT-Base Ph1 SL128, SDK 3.3 TensorFlow2", 15173, rows_["bert-base-ph1-pod16"].compute),
+        ("BERT-Base Ph1 SL128, SDK 3.3 PyTorch", 15911, rows_["bert-base-ph1-pod16"].compute),
+        ("BERT-Large Ph1 SL128 Pod16, pre-SDK 2.5 PopART", 5179, rows_["bert-large-ph1-pod16"].compute),
+        ("BERT-Large SQuAD SL384, SDK 3.3 PyTorch", 1009, rows_["bert-large-squad"].compute),
+        ("ViT-B/16 pre-training Pod64, pre-SDK 2.5 PyTorch", 31200, rows_["vit-pretrain-pod64"].compute),
+        ("Swin-B pre-training Pod16, SDK 3.0 PyTorch (32.32)", 1447, swin_base),
+    ]
+
+
 def layer_cycles_per_token(kind: str) -> dict[str, float]:
     """Cycles per token of each op of one encoder layer trained on one Bow IPU
     (micro-batch 8, fp16 partials, proportion 0.3, LAMB): BERT-Base at SL128
@@ -514,6 +545,10 @@ def main(argv=None):
               f"{'within' if abs(ratio - 1) <= r.band else 'OUTSIDE'}", flush=True)
     if quick or only:
         return
+    print("\nHeld out (published, not rows: the checks of a change)")
+    for what, published, compute in held_out():
+        got = compute()
+        print(f"  {what:<52} {_fmt(published):>10} {_fmt(got):>10} {got / published:>6.2f}", flush=True)
     print()
     bert, vit_ = layer_cycles_per_token("bert"), layer_cycles_per_token("vit")
     print("cycles per token of one encoder layer (forward and backward): op, BERT-Base SL128, ViT-B/16 197")

@@ -55,6 +55,16 @@ def test_prediction_rows_state_their_configuration_and_source():
     assert {"bert", "vit", "swin", "resnet50", "resnext101", "unet"} <= families
 
 
+def test_held_out_figures_are_not_rows():
+    """The held-out figures check a change from outside the table: none of
+    them is a row's figure, and each names what it is."""
+    published = {r.published for r in mv.rows()}
+    held = mv.held_out()
+    assert len(held) >= 5
+    for what, figure, compute in held:
+        assert what and figure not in published and callable(compute), what
+
+
 def test_bert_rows_take_their_split_and_proportions_from_one_place():
     """Every BERT-Large pre-training row states the pipeline it compiles, and
     that text comes from the one constant the row computes with."""
