@@ -3,14 +3,15 @@ workload | published | tilefx | ratio for every row of
 docs/machine-validation.md (where each figure, its source and its
 configuration are recorded).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/machine_validation.py [--quick]
+    PYTHONPATH=. .venv/bin/python benchmarks/machine_validation.py [--quick] [--only=KEY]
 
-Everything is compile-only: the models are built with torch at the
-published sizes, compiled for the simulated machine, and their profiles
-(cycles, memory per tile) read. Uniform stacks (BERT encoder layers) are
-compiled with 1 and 2 layers and extended linearly (their cost and memory
-per layer are exactly additive in the model), which keeps the rows cheap
-enough for the tests to pin them (tests/test_machine_validation.py).
+Everything is compile-only: each prediction row builds the published model
+whole on the meta device in its published configuration and compiles it
+for the offline target; the held-out figures are computed the same way.
+The memory answers (how many BERT-Large layers fit one Mk2) compile stacks
+of 1 and 2 layers and extend them linearly (a layer's memory is exactly
+additive in the model), checked by full compiles in
+tests/test_machine_validation.py.
 """
 
 from __future__ import annotations
@@ -363,7 +364,8 @@ def _split_text(split, proportions) -> str:
 _BERT_L = (_split_text(BERT_LARGE_SPLIT, BERT_LARGE_PROPORTIONS) + " x 4 replicas, LAMB state off chip with "
            "replicated tensor sharding, recomputation every layer, 16.16")
 _BERT_L_PH2 = (_split_text(BERT_LARGE_SPLIT, BERT_LARGE_PH2_PROPORTIONS) + " x 4 replicas, micro-batch 2, LAMB "
-               "state off chip with replicated tensor sharding, 16.16 (" + SRC_POPART_BERT + " pretrain_large_384.json)")
+               "state off chip with replicated tensor sharding, 16.16 (" + SRC_POPART_BERT
+               + " pretrain_large_384.json)")
 _BERT_B = (_split_text(BERT_BASE_SPLIT, BERT_BASE_PROPORTIONS) + " (the embeddings alone on IPU 0) x 4 replicas, "
            "LAMB state off chip with replicated tensor sharding, 16.16")
 
