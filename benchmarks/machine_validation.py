@@ -3,14 +3,15 @@ workload | published | tilefx | ratio for every row of
 docs/machine-validation.md (where each figure, its source and its
 configuration are recorded).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/machine_validation.py [--quick]
+    PYTHONPATH=. .venv/bin/python benchmarks/machine_validation.py [--quick] [--only=KEY]
 
-Everything is compile-only: the models are built with torch at the
-published sizes, compiled for the simulated machine, and their profiles
-(cycles, memory per tile) read. Uniform stacks (BERT encoder layers) are
-compiled with 1 and 2 layers and extended linearly (their cost and memory
-per layer are exactly additive in the model), which keeps the rows cheap
-enough for the tests to pin them (tests/test_machine_validation.py).
+Everything is compile-only: each prediction row builds the published model
+whole on the meta device in its published configuration and compiles it
+for the offline target; the held-out figures are computed the same way.
+The memory answers (how many BERT-Large layers fit one Mk2) compile stacks
+of 1 and 2 layers and extend them linearly (a layer's memory is exactly
+additive in the model), checked by full compiles in
+tests/test_machine_validation.py.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import tilefx  # noqa: E402
 from tilefx.backend.costs import linear_cost, plan_matmul  # noqa: E402
 from tilefx.backend.machine import BOW, MK1, MK2, Machine  # noqa: E402
 from validation_models import (BertPretraining, BertSquad, BertStack, EightBitInput, ResNet50,  # noqa: E402
-                               ViT, ViTStack)
+                               Swin, UNet, ViT, ViTStack)
 
 BERT_LARGE = dict(d=1024, heads=16, ffn=4096)
 BERT_BASE = dict(d=768, heads=12, ffn=3072)
@@ -106,6 +107,16 @@ def largest_bert_large_stack(mb: int, training: bool, proportion: float = BERT_L
 # Graphcore's BERT-Large pre-training pipeline (Graphcore/bert-large-uncased ipu_config.json)
 BERT_LARGE_SPLIT = (3, 7, 7, 7)
 BERT_LARGE_PROPORTIONS = (0.1, 0.15, 0.15, 0.15)
+# Graphcore's PopART BERT configurations (graphcore/examples nlp/bert/popart/configs), for
+# the rows whose figure is a PopART run: pretrain_large_384.json's proportions,
+# pretrain_base_{128,512}.json (encoder from IPU 1, layers [4, 4, 4], proportion 0.28, LAMB
+# state off chip with replicated tensor sharding, micro-batch 32 at SL128 and 8 at SL512)
+# and squad_large_384.json (8 IPUs x 2 replicas, micro-batch 4, Adam state on chip, sharded)
+BERT_LARGE_PH2_PROPORTIONS = (0.15, 0.4, 0.4, 0.4)
+BERT_BASE_SPLIT = (0, 4, 4, 4)
+BERT_BASE_PROPORTIONS = (0.28,) * 4
+SQUAD_SPLIT = (2, 3, 3, 3, 3, 3, 3, 4)
+SQUAD_PROPORTIONS = (0.1, 0.3, 0.32, 0.34, 0.36, 0.38, 0.4, 0.32)
 
 
 def bert_large_pipeline_peaks(split: tuple[int, ...] = BERT_LARGE_SPLIT, mb: int = 8, seq: int = 128,
@@ -152,6 +163,9 @@ SRC_HF_BERT_L = "Hugging Face Graphcore/bert-large-uncased ipu_config.json"
 SRC_HF_BERT_B = "Hugging Face Graphcore/bert-base-uncased ipu_config.json"
 SRC_VIT = "graphcore/examples vision/vit/pytorch/configs.yml"
 SRC_CNN = "graphcore/examples vision/cnns/pytorch/train/configs.yml"
+SRC_POPART_BERT = "graphcore/examples nlp/bert/popart/configs"
+SRC_UNET = "graphcore/examples vision/unet_medical/tensorflow2 (benchmarks.yml, parse_args.py, model_utils.py)"
+SRC_SWIN = "graphcore/examples vision/swin/pytorch (configs/swin_tiny.yaml, options.py, train_swin.py)"
 
 
 @dataclass(frozen=True)
@@ -209,7 +223,7 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
                          machine: Machine, replicas: int, mb: int, accumulation: int,
                          proportions: tuple[float, ...], optimizer: str, state_off_chip: bool = False,
                          sharded_state: bool = False, half_partials: bool = True,
-                         pipelined: bool = True, processes: int = 1) -> float:
+                         pipelined: bool = True, processes: int = 1, half: bool = True) -> float:
     """Items per second of one weight update of a whole model compiled
     compile-only (the model on the meta device, an offline target of
     `machine`'s IPU version), with its replicas, gradient accumulation,
@@ -217,14 +231,16 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
     include the pipeline's fill and flush, the gradient all-reduce across
     replicas (IPU-Links, GW-Links beyond a POD64), the weight update and
     the host streams. `processes`: PopRun instances sharing the `replicas`,
-    each streaming its replicas' inputs through its own host link. The
+    each streaming its replicas' inputs through its own host link. `half`:
+    fp16 weights and activations (else fp32, the 32.32 runs). The
     memory check is the caller's (a row predicts throughput; the published
     runs fit)."""
     from tilefx.backend import profile as profile_module
 
     with torch.device("meta"):
         torch.manual_seed(0)
-        model = build().half()
+        model = build()
+        model = model.half() if half else model
     opts = _options(machine, half_partials=half_partials, state_off_chip=state_off_chip)
     opts.useOfflineIpuTarget(machine.ipu_version)
     if sharded_state:
@@ -238,6 +254,8 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
         opts.Distributed.configureProcessId(0, processes)
     opts.setAvailableMemoryProportion({f"IPU{i}": p for i, p in enumerate(proportions)})
     opt = {"lamb": lambda p: tilefx.optim.LAMB(p),
+           "adam": lambda p: tilefx.optim.Adam(p),
+           "adamw": lambda p: tilefx.optim.AdamW(p),
            "sgd": lambda p: tilefx.optim.SGD(p, lr=0.1, momentum=0.9)}[optimizer](model.parameters())
     check, profile_module.check_fits = profile_module.check_fits, lambda memory, machine: None
     try:
@@ -258,6 +276,7 @@ def pod_processes(ipus: int) -> int:
     return max(1, ipus // 16)
 
 
+@functools.cache
 def bert_pretraining(width: str, seq: int, masked: int, split: tuple[int, ...], proportions, *,
                      replicas: int, mb: int, accumulation: int, state_off_chip: bool) -> float:
     """BERT pre-training on Bow PODs (one PopRun instance per POD16's host server)."""
@@ -271,29 +290,65 @@ def bert_pretraining(width: str, seq: int, masked: int, split: tuple[int, ...], 
         processes=pod_processes(replicas * len(split)))
 
 
-def bert_squad(split, proportions, *, replicas, mb, accumulation, seq=384) -> float:
+@functools.cache
+def bert_squad(*, replicas: int = 2, mb: int = 4, accumulation: int = 32, seq: int = 384) -> float:
+    """BERT-Large SQuAD fine-tuning in Graphcore's PopART configuration
+    (squad_large_384.json): 8 IPUs per replica, Adam with its state on chip,
+    sharded across the replicas."""
     return pipelined_throughput(
-        lambda: BertSquad(layers=sum(split), seq=seq, layers_per_ipu=split, recompute=True, **BERT_LARGE),
+        lambda: BertSquad(layers=sum(SQUAD_SPLIT), seq=seq, layers_per_ipu=SQUAD_SPLIT, recompute=True,
+                          **BERT_LARGE),
         lambda n: (_meta(n, seq, dtype=torch.long), _meta(n, 2, dtype=torch.long)),
-        machine=BOW, replicas=replicas, mb=mb, accumulation=accumulation, proportions=proportions,
-        optimizer="lamb", state_off_chip=True, sharded_state=True)
+        machine=BOW, replicas=replicas, mb=mb, accumulation=accumulation, proportions=SQUAD_PROPORTIONS,
+        optimizer="adam", sharded_state=True)
 
 
-def vit(pretrain: bool, *, replicas: int, mb: int, accumulation: int) -> float:
+@functools.cache
+def vit(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes: int = 1) -> float:
+    """ViT-B/16 as Graphcore's benchmarks run it (vision/vit/pytorch
+    benchmarks.yml): pre-training with 8-bit images (`--byteio true`),
+    fine-tuning with fp16 images; `processes`: the PopRun instances."""
     return pipelined_throughput(
-        lambda: ViT(layers_per_ipu=(3, 3, 3, 3), recompute=True, representation=pretrain),
-        lambda n: (_meta(n, 3, 224, 224), _meta(n, dtype=torch.long)),
+        lambda: ViT(layers_per_ipu=(3, 3, 3, 3), recompute=True, representation=pretrain, byteio=pretrain),
+        lambda n: (_meta(n, 3, 224, 224, dtype=torch.uint8 if pretrain else torch.half), _meta(n, dtype=torch.long)),
         machine=BOW, replicas=replicas, mb=mb, accumulation=accumulation, proportions=(0.3,) * 4,
-        optimizer="lamb" if pretrain else "sgd", sharded_state=True, processes=pod_processes(4 * replicas))
+        optimizer="lamb" if pretrain else "sgd", sharded_state=True, processes=processes)
 
 
-def cnn(build, *, replicas: int, mb: int, accumulation: int, proportion: float, image: int = 224) -> float:
+@functools.cache
+def unet() -> float:
+    """Graphcore's medical UNet trained on a Bow-2000 (one replica pipelined
+    over its 4 IPUs): micro-batch 1, gradient accumulation 24, per-IPU
+    proportions [0.7, 0.3, 0.45, 0.7], fp16 with fp16 partials, SGD with
+    momentum (the example's defaults and its benchmark command)."""
+    return pipelined_throughput(
+        UNet, lambda n: (_meta(n, 1, 572, 572), _meta(n, 388, 388, dtype=torch.long)),
+        machine=BOW, replicas=1, mb=1, accumulation=24, proportions=(0.7, 0.3, 0.45, 0.7), optimizer="sgd")
+
+
+@functools.cache
+def swin_tiny() -> float:
+    """Swin-T pre-training on a Bow Pod16 in Graphcore's configuration
+    (swin_tiny.yaml): 4 replicas of 4 IPUs, blocks per IPU [2, 3, 5, 2],
+    micro-batch 4, gradient accumulation 64, AdamW, proportion 0.15, the
+    model in fp32 with fp32 partials (PRECISION [half, float]: fp16 data,
+    fp32 model; the results page lists it as 32.32)."""
+    return pipelined_throughput(
+        lambda: Swin(blocks_per_ipu=(2, 3, 5, 2)),
+        lambda n: (_meta(n, 3, 224, 224, dtype=torch.float), _meta(n, 1000, dtype=torch.float)),
+        machine=BOW, replicas=4, mb=4, accumulation=64, proportions=(0.15,) * 4, optimizer="adamw",
+        half=False, half_partials=False)
+
+
+def cnn(build, *, replicas: int, mb: int, accumulation: int, proportion: float, image: int = 224,
+        processes: int | None = None) -> float:
     """A CNN data-parallel on one IPU per replica (no pipeline), 8-bit images
-    normalised on the IPU (Graphcore's eight_bit_io)."""
+    normalised on the IPU (Graphcore's eight_bit_io); `processes`: the PopRun
+    instances (default: one per host server)."""
     return pipelined_throughput(
         build, lambda n: (_meta(n, 3, image, image, dtype=torch.uint8), _meta(n, dtype=torch.long)),
         machine=BOW, replicas=replicas, mb=mb, accumulation=accumulation, proportions=(proportion,),
-        optimizer="sgd", pipelined=False, processes=pod_processes(replicas))
+        optimizer="sgd", pipelined=False, processes=processes or pod_processes(replicas))
 
 
 def resnet(blocks=(3, 4, 6, 3), groups=1, mid_width=None, recompute_blocks=13):
@@ -301,8 +356,18 @@ def resnet(blocks=(3, 4, 6, 3), groups=1, mid_width=None, recompute_blocks=13):
                                           recompute_blocks=recompute_blocks))
 
 
-_BERT_L = "4 IPUs x 4 replicas, layers [3, 7, 7, 7], proportions [0.1, 0.15, 0.15, 0.15], LAMB state off chip " \
-          "with replicated tensor sharding, recomputation every layer, 16.16"
+def _split_text(split, proportions) -> str:
+    return (f"{len(split)} IPUs, layers {list(split)}, proportions "
+            f"{list(proportions) if len(set(proportions)) > 1 else proportions[0]}")
+
+
+_BERT_L = (_split_text(BERT_LARGE_SPLIT, BERT_LARGE_PROPORTIONS) + " x 4 replicas, LAMB state off chip with "
+           "replicated tensor sharding, recomputation every layer, 16.16")
+_BERT_L_PH2 = (_split_text(BERT_LARGE_SPLIT, BERT_LARGE_PH2_PROPORTIONS) + " x 4 replicas, micro-batch 2, LAMB "
+               "state off chip with replicated tensor sharding, 16.16 (" + SRC_POPART_BERT
+               + " pretrain_large_384.json)")
+_BERT_B = (_split_text(BERT_BASE_SPLIT, BERT_BASE_PROPORTIONS) + " (the embeddings alone on IPU 0) x 4 replicas, "
+           "LAMB state off chip with replicated tensor sharding, 16.16")
 
 
 def rows(quick: bool = False) -> list[Row]:
@@ -317,57 +382,68 @@ def rows(quick: bool = False) -> list[Row]:
         Row("bert-large-ph1-pod16", "BERT-Large Ph1 SL128 pre-training, Bow Pod16", 4528, "seq/s", SRC_PERF,
             "SDK 3.1 TensorFlow2, global batch 65,280; " + _BERT_L + " (" + SRC_HF_BERT_L + ")",
             "micro-batch 8 (accumulation 2,040), 20 masked tokens",
-            lambda: bert_pretraining("large", 128, 20, (3, 7, 7, 7), (0.1, 0.15, 0.15, 0.15), replicas=4, mb=8,
+            lambda: bert_pretraining("large", 128, 20, BERT_LARGE_SPLIT, BERT_LARGE_PROPORTIONS, replicas=4, mb=8,
                                      accumulation=2040, state_off_chip=True)),
         Row("bert-large-ph1-pod64", "BERT-Large Ph1 SL128 pre-training, Bow Pod64", 18199, "seq/s", SRC_PERF,
             "SDK 3.0 TensorFlow2, global batch 66,560, 16 replicas; " + _BERT_L,
             "micro-batch 8 (accumulation 520), 20 masked tokens, 4 PopRun instances (one per host server)",
-            lambda: bert_pretraining("large", 128, 20, (3, 7, 7, 7), (0.1, 0.15, 0.15, 0.15), replicas=16, mb=8,
+            lambda: bert_pretraining("large", 128, 20, BERT_LARGE_SPLIT, BERT_LARGE_PROPORTIONS, replicas=16, mb=8,
                                      accumulation=520, state_off_chip=True)),
         Row("bert-large-ph2-pod16", "BERT-Large Ph2 SL384 pre-training, Bow Pod16", 1470, "seq/s", SRC_PERF,
-            "pre-SDK 2.5 PopART, global batch 16,384; " + _BERT_L,
-            "micro-batch 2 (accumulation 2,048), 56 masked tokens, the Ph1 split",
-            lambda: bert_pretraining("large", 384, 56, (3, 7, 7, 7), (0.1, 0.15, 0.15, 0.15), replicas=4, mb=2,
-                                     accumulation=2048, state_off_chip=True)),
+            "pre-SDK 2.5 PopART, global batch 16,384 (accumulation 2,048); " + _BERT_L_PH2,
+            "56 masked tokens, recomputation every layer",
+            lambda: bert_pretraining("large", 384, 56, BERT_LARGE_SPLIT, BERT_LARGE_PH2_PROPORTIONS, replicas=4,
+                                     mb=2, accumulation=2048, state_off_chip=True)),
         Row("bert-large-ph2-pod64", "BERT-Large Ph2 SL384 pre-training, Bow Pod64", 5444, "seq/s", SRC_PERF,
-            "pre-SDK 2.5 PopART, global batch 16,384, 16 replicas; " + _BERT_L,
-            "micro-batch 2 (accumulation 512), 56 masked tokens, the Ph1 split, 4 PopRun instances",
-            lambda: bert_pretraining("large", 384, 56, (3, 7, 7, 7), (0.1, 0.15, 0.15, 0.15), replicas=16, mb=2,
-                                     accumulation=512, state_off_chip=True)),
+            "pre-SDK 2.5 PopART, global batch 16,384, 16 replicas (accumulation 512); " + _BERT_L_PH2,
+            "56 masked tokens, recomputation every layer, 4 PopRun instances",
+            lambda: bert_pretraining("large", 384, 56, BERT_LARGE_SPLIT, BERT_LARGE_PH2_PROPORTIONS, replicas=16,
+                                     mb=2, accumulation=512, state_off_chip=True)),
         Row("bert-large-squad", "BERT-Large SQuAD SL384 fine-tuning, Bow Pod16", 1183, "seq/s", SRC_PERF,
-            "SDK 3.1 PopART, global batch 256, 4 replicas",
-            "micro-batch 2 (accumulation 32), the pre-training split and proportions, LAMB",
-            lambda: bert_squad((3, 7, 7, 7), (0.1, 0.15, 0.15, 0.15), replicas=4, mb=2, accumulation=32)),
+            "SDK 3.1 PopART, global batch 256: " + _split_text(SQUAD_SPLIT, SQUAD_PROPORTIONS) + " x 2 replicas, "
+            "micro-batch 4 (accumulation 32), Adam (fp16 state on chip, sharded), 16.16 (" + SRC_POPART_BERT
+            + " squad_large_384.json)",
+            "recomputation every layer, fp32 Adam state",
+            lambda: bert_squad()),
         Row("bert-base-ph1-pod16", "BERT-Base Ph1 SL128 pre-training, Bow Pod16", 16391, "seq/s", SRC_PERF,
-            "SDK 3.1 PopART, global batch 65,536; 4 IPUs x 4 replicas, layers [0, 4, 4, 4], proportion 0.22, "
-            "LAMB state on chip, recomputation every layer, 16.16 (" + SRC_HF_BERT_B + ")",
-            "micro-batch 8 (accumulation 2,048), 20 masked tokens",
-            lambda: bert_pretraining("base", 128, 20, (0, 4, 4, 4), (0.22,) * 4, replicas=4, mb=8,
-                                     accumulation=2048, state_off_chip=False)),
+            "SDK 3.1 PopART, global batch 65,536: " + _BERT_B + ", micro-batch 32 (accumulation 512) ("
+            + SRC_POPART_BERT + " pretrain_base_128.json)",
+            "recomputation every layer",
+            lambda: bert_pretraining("base", 128, 20, BERT_BASE_SPLIT, BERT_BASE_PROPORTIONS, replicas=4, mb=32,
+                                     accumulation=512, state_off_chip=True)),
         Row("bert-base-ph2-pod16", "BERT-Base Ph2 SL512 pre-training, Bow Pod16", 3656, "seq/s", SRC_PERF,
-            "SDK 3.1 PopART, global batch 16,384; the Ph1 configuration",
-            "micro-batch 2 (accumulation 2,048), 76 masked tokens",
-            lambda: bert_pretraining("base", 512, 76, (0, 4, 4, 4), (0.22,) * 4, replicas=4, mb=2,
-                                     accumulation=2048, state_off_chip=False)),
+            "SDK 3.1 PopART, global batch 16,384: " + _BERT_B + ", micro-batch 8 (accumulation 512), 76 masked "
+            "tokens (" + SRC_POPART_BERT + " pretrain_base_512.json)",
+            "recomputation every layer",
+            lambda: bert_pretraining("base", 512, 76, BERT_BASE_SPLIT, BERT_BASE_PROPORTIONS, replicas=4, mb=8,
+                                     accumulation=512, state_off_chip=True)),
         Row("vit-pretrain-pod16", "ViT-B/16 pre-training, Bow Pod16", 7615, "img/s", SRC_PERF,
             "SDK 3.0 PyTorch, global batch 65,536: b16_in1k_pretrain_lamb, 4 IPUs x 4 replicas, layers [3, 3, 3, 3], "
             "proportion 0.3, micro-batch 8, accumulation 2,048, LAMB (fp32 state, on chip, sharded), "
-            "recomputation every layer, 16.16 (" + SRC_VIT + ")",
+            "recomputation every layer, 16.16, 8-bit images, one process (" + SRC_VIT + ", benchmarks.yml)",
             "none (the mid-layer recomputation checkpoints are not placed)",
             lambda: vit(True, replicas=4, mb=8, accumulation=2048)),
         Row("vit-pretrain-pod64", "ViT-B/16 pre-training, Bow Pod64", 27868, "img/s", SRC_PERF,
-            "SDK 3.0 PyTorch, global batch 65,536, 16 replicas; b16_in1k_pretrain_lamb otherwise",
-            "accumulation 512 (the global batch over 16 replicas), 4 PopRun instances",
-            lambda: vit(True, replicas=16, mb=8, accumulation=512)),
+            "SDK 3.0 PyTorch, global batch 65,536, 16 replicas, accumulation 512, 8 PopRun instances "
+            "(benchmarks.yml); b16_in1k_pretrain_lamb otherwise",
+            "none",
+            lambda: vit(True, replicas=16, mb=8, accumulation=512, processes=8)),
         Row("vit-finetune-pod16", "ViT-B/16 fine-tuning, Bow Pod16", 7319, "img/s", SRC_PERF,
             "SDK 3.0 PyTorch, global batch 2,040: b16_imagenet1k, 4 IPUs x 4 replicas, layers [3, 3, 3, 3], "
-            "proportion 0.3, micro-batch 17, accumulation 30, SGD with momentum, recomputation, 16.16 (" + SRC_VIT + ")",
+            "proportion 0.3, micro-batch 17, accumulation 30, SGD with momentum, recomputation, 16.16, fp16 "
+            "images (" + SRC_VIT + ")",
             "none", lambda: vit(False, replicas=4, mb=17, accumulation=30)),
+        Row("swin-tiny-pod16", "Swin-T pre-training, Bow Pod16", 3779, "img/s", SRC_PERF,
+            "SDK 3.0 PyTorch, global batch 1,024: 4 IPUs x 4 replicas, blocks per IPU [2, 3, 5, 2], micro-batch 4, "
+            "accumulation 64, AdamW, proportion 0.15, fp32 model and partials, no recomputation (" + SRC_SWIN + ")",
+            "fp32 images (the configuration streams fp16 ones into the fp32 model)",
+            swin_tiny),
         Row("resnet50-pod16", "ResNet-50 v1.5 training, Bow Pod16", 37061, "img/s", SRC_PERF,
             "SDK 3.0 PyTorch, global batch 16,384: 16 replicas x 1 IPU, micro-batch 18, accumulation 57, "
-            "proportion 0.16, SGD, recomputation checkpoints, 8-bit input, 16.16 (" + SRC_CNN + ")",
+            "proportion 0.16, SGD, recomputation checkpoints, 8-bit input, 16.16, 8 PopRun instances ("
+            + SRC_CNN + ", benchmarks.yml)",
             "a checkpoint after each block of stages 1-3 (the config names 10 of those 13)",
-            lambda: cnn(resnet(), replicas=16, mb=18, accumulation=57, proportion=0.16)),
+            lambda: cnn(resnet(), replicas=16, mb=18, accumulation=57, proportion=0.16, processes=8)),
         Row("resnet50-pod64", "ResNet-50 v1.5 training, Bow Pod64", 153205, "img/s", SRC_PERF,
             "SDK 3.0 TensorFlow1, global batch 5,120, 64 replicas x 1 IPU",
             "the PyTorch configuration's micro-batch 18 (accumulation 4; the page's batch rounded), "
@@ -384,8 +460,40 @@ def rows(quick: bool = False) -> list[Row]:
             "block of stages 1-3",
             lambda: cnn(resnet((3, 4, 23, 3), 32, 128, recompute_blocks=30), replicas=16, mb=6, accumulation=8,
                         proportion=0.16)),
+        Row("unet-bow2000", "UNet (medical, 572x572) training, Bow-2000", 151, "img/s", SRC_PERF,
+            "SDK 3.0 TensorFlow2, batch 24: one replica pipelined over 4 IPUs (stages split after encoder block 1, "
+            "the first and the third transposed convolution), micro-batch 1, accumulation 24, proportions "
+            "[0.7, 0.3, 0.45, 0.7], SGD with momentum, fp16 with fp16 partials (" + SRC_UNET + ")",
+            "fp16 images, no recomputation (the example's automatic recomputation is not modelled)",
+            unet),
     ]
     return out
+
+
+def swin_base() -> float:
+    """Swin-B pre-training on a Bow Pod16 (swin_base_linear.yaml): 2 replicas
+    of 8 IPUs, blocks per IPU [2, 2, 3, 3, 5, 5, 2, 2], micro-batch 4,
+    accumulation 64, fp32 data and model."""
+    return pipelined_throughput(
+        lambda: Swin(embed=128, depths=(2, 2, 18, 2), heads=(4, 8, 16, 32), blocks_per_ipu=(2, 2, 3, 3, 5, 5, 2, 2)),
+        lambda n: (_meta(n, 3, 224, 224, dtype=torch.float), _meta(n, 1000, dtype=torch.float)),
+        machine=BOW, replicas=2, mb=4, accumulation=64, proportions=(0.15,) * 8, optimizer="adamw",
+        half=False, half_partials=False)
+
+
+def held_out() -> list[tuple[str, float, Callable[[], float]]]:
+    """Published figures kept out of the table to check changes against
+    (docs/machine-validation.md): (what, published, tilefx's prediction),
+    each computed as the row of the same model and configuration."""
+    rows_ = {r.key: r for r in rows()}
+    return [
+        ("BERT-Base Ph1 SL128, SDK 3.3 TensorFlow2", 15173, rows_["bert-base-ph1-pod16"].compute),
+        ("BERT-Base Ph1 SL128, SDK 3.3 PyTorch", 15911, rows_["bert-base-ph1-pod16"].compute),
+        ("BERT-Large Ph1 SL128 Pod16, pre-SDK 2.5 PopART", 5179, rows_["bert-large-ph1-pod16"].compute),
+        ("BERT-Large SQuAD SL384, SDK 3.3 PyTorch", 1009, rows_["bert-large-squad"].compute),
+        ("ViT-B/16 pre-training Pod64, pre-SDK 2.5 PyTorch", 31200, rows_["vit-pretrain-pod64"].compute),
+        ("Swin-B pre-training Pod16, SDK 3.0 PyTorch (32.32)", 1447, swin_base),
+    ]
 
 
 def layer_cycles_per_token(kind: str) -> dict[str, float]:
@@ -416,6 +524,11 @@ def resnet50_all_reduce_shares() -> dict[int, float]:
             for n, (mb, acc, published) in runs.items()}
 
 
+def _fmt(value: float) -> str:
+    """A throughput to the item, a fraction to three figures."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def main(argv=None):
     args = argv if argv is not None else sys.argv[1:]
     quick = "--quick" in args
@@ -430,10 +543,14 @@ def main(argv=None):
             continue
         got = r.compute()
         ratio = got / r.published
-        print(f"  {r.key:<22} {r.published:>10,.4g} {got:>10,.4g} {ratio:>6.2f}  "
+        print(f"  {r.key:<22} {_fmt(r.published):>10} {_fmt(got):>10} {ratio:>6.2f}  "
               f"{'within' if abs(ratio - 1) <= r.band else 'OUTSIDE'}", flush=True)
     if quick or only:
         return
+    print("\nHeld out (published, not rows: the checks of a change)")
+    for what, published, compute in held_out():
+        got = compute()
+        print(f"  {what:<52} {_fmt(published):>10} {_fmt(got):>10} {got / published:>6.2f}", flush=True)
     print()
     bert, vit_ = layer_cycles_per_token("bert"), layer_cycles_per_token("vit")
     print("cycles per token of one encoder layer (forward and backward): op, BERT-Base SL128, ViT-B/16 197")

@@ -266,11 +266,14 @@ class ViT(nn.Module):
     and the class token), with its loss. `layers_per_ipu` pipelines the
     layers with BeginBlock (the patch embedding on the first IPU, the head on
     the last), `recompute` puts a recomputation checkpoint after every layer,
-    `representation`: the pre-logits layer of pre-training (Linear + tanh)."""
+    `representation`: the pre-logits layer of pre-training (Linear + tanh);
+    `byteio`: 8-bit images scaled to [0, 1] on the IPU (Graphcore's ViT
+    `byteio` option)."""
 
     def __init__(self, d=768, heads=12, layers=12, ffn=3072, patch=16, image=224, classes=1000,
-                 layers_per_ipu=None, recompute=False, representation=False):
+                 layers_per_ipu=None, recompute=False, representation=False, byteio=False):
         super().__init__()
+        self.byteio = byteio
         self.patch = nn.Conv2d(3, d, patch, stride=patch)
         self.cls = nn.Parameter(torch.zeros(1, 1, d))
         self.pos = nn.Parameter(torch.zeros(1, (image // patch) ** 2 + 1, d))
@@ -284,6 +287,8 @@ class ViT(nn.Module):
             tilefx.BeginBlock(self.ln, "head", ipu_id=len(layers_per_ipu) - 1)
 
     def forward(self, x, y):
+        if self.byteio:
+            x = x.to(self.patch.weight.dtype) * (1 / 255)
         x = self.patch(x).flatten(2).transpose(1, 2)
         x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
         for layer in self.layers:
@@ -307,3 +312,200 @@ class ViTStack(nn.Module):
     def forward(self, x):
         x = self.layer(x)
         return x, x.float().pow(2).mean()
+
+
+class _DoubleConv(nn.Sequential):
+    """Two unpadded 3x3 convolutions with ReLU (Ronneberger et al. 2015)."""
+
+    def __init__(self, cin: int, cout: int):
+        super().__init__(nn.Conv2d(cin, cout, 3), nn.ReLU(), nn.Conv2d(cout, cout, 3), nn.ReLU())
+
+
+class _UNetDown(nn.Module):
+    """An encoder block: its double convolution, the centre crop its skip
+    connection passes on and the 2x2 max pool (one module, so that a
+    pipeline stage that holds the block also crops its skip before it
+    crosses to a later IPU, as Graphcore's UNet places its crops)."""
+
+    def __init__(self, cin: int, cout: int, crop: int):
+        super().__init__()
+        self.conv = _DoubleConv(cin, cout)
+        self.crop = crop
+
+    def forward(self, x):
+        x = self.conv(x)
+        lo = (x.shape[-1] - self.crop) // 2
+        return nn.functional.max_pool2d(x, 2), x[..., lo:lo + self.crop, lo:lo + self.crop]
+
+
+class _UNetUp(nn.Module):
+    """A decoder block: concatenation with the skip connection, the double
+    convolution, and the next block's 2x2 stride-2 transposed convolution
+    with ReLU (`up`: that convolution's output channels; 0 for the last)."""
+
+    def __init__(self, cin: int, cout: int, up: int):
+        super().__init__()
+        self.conv = _DoubleConv(cin, cout)
+        self.up = nn.ConvTranspose2d(cout, up, 2, stride=2) if up else None
+
+    def forward(self, x, skip):
+        x = self.conv(torch.cat([x, skip], dim=1))
+        return torch.relu(self.up(x)) if self.up is not None else x
+
+
+class UNet(nn.Module):
+    """The medical-imaging UNet of Graphcore's TensorFlow 2 example
+    (graphcore/examples vision/unet_medical/tensorflow2 model.py): a 572x572
+    one-channel image, filters 64-1024, unpadded convolutions, skip
+    connections cropped to 392/200/104/56, dropout on the bottom block, a
+    1x1 convolution to 2 classes at 388x388, and a cross-entropy plus dice
+    loss. `pipelined`: its four pipeline stages (model_utils.py): encoder
+    blocks 0-1; blocks 2-4 and the first transposed convolution; decoder
+    blocks 0-1 and the third transposed convolution; the rest."""
+
+    def __init__(self, classes: int = 2, pipelined: bool = True, dropout: float = 0.5):
+        super().__init__()
+        f = (64, 128, 256, 512, 1024)
+        self.down = nn.ModuleList([_UNetDown(1 if i == 0 else f[i - 1], f[i], c)
+                                   for i, c in enumerate((392, 200, 104, 56))])
+        self.bottom = _DoubleConv(f[3], f[4])
+        self.drop = nn.Dropout(dropout)
+        self.up0 = nn.ConvTranspose2d(f[4], f[3], 2, stride=2)
+        self.up = nn.ModuleList([_UNetUp(2 * f[3 - i], f[3 - i], f[2 - i] if i < 3 else 0) for i in range(4)])
+        self.head = nn.Conv2d(f[0], classes, 1)
+        if pipelined:
+            tilefx.BeginBlock(self.down[2], "stage1", ipu_id=1)
+            tilefx.BeginBlock(self.up[0], "stage2", ipu_id=2)
+            tilefx.BeginBlock(self.up[2], "stage3", ipu_id=3)
+
+    def forward(self, x, y):
+        skips = []
+        for block in self.down:
+            x, skip = block(x)
+            skips.append(skip)
+        x = torch.relu(self.up0(self.drop(self.bottom(x))))
+        for block in self.up:
+            x = block(x, skips.pop())
+        logits = self.head(x).float()
+        ce = nn.functional.cross_entropy(logits, y)
+        p = torch.softmax(logits, dim=1)[:, 1]
+        t = y.float()
+        dice = 1 - (2 * (p * t).sum() + 1) / (p.sum() + t.sum() + 1)
+        return logits, ce + dice
+
+
+class _SwinBlock(nn.Module):
+    """A Swin Transformer block (Liu et al. 2021, arXiv:2103.14030): multi-head
+    self-attention within 7x7 windows, with a learnt relative position bias,
+    the windows shifted by half a window on odd blocks (the cyclic shift
+    written as slices and a concatenation, as Graphcore's IPU port writes
+    it, with the shifted windows' attention mask), then a GELU MLP; pre-norm
+    residuals."""
+
+    def __init__(self, dim: int, resolution: int, heads: int, window: int = 7, shift: bool = False):
+        super().__init__()
+        self.dim, self.res, self.heads = dim, resolution, heads
+        self.window = min(window, resolution)
+        self.shift = self.window // 2 if shift and resolution > window else 0
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.fc2 = nn.Linear(4 * dim, dim)
+        w = self.window
+        self.bias_table = nn.Parameter(torch.zeros((2 * w - 1) ** 2, heads))
+        coords = torch.stack(torch.meshgrid(torch.arange(w), torch.arange(w), indexing="ij")).flatten(1)
+        rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + (w - 1)
+        self.register_buffer("bias_index", rel[..., 0] * (2 * w - 1) + rel[..., 1], persistent=False)
+        mask = None
+        if self.shift:
+            region = torch.zeros(resolution, resolution)
+            cuts = (slice(0, -w), slice(-w, -self.shift), slice(-self.shift, None))
+            for i, (h, v) in enumerate((h, v) for h in cuts for v in cuts):
+                region[h, v] = i
+            r = self._windows(region[None, :, :, None]).flatten(1)
+            mask = (r[:, None, :] != r[:, :, None]).float() * -100.0
+        self.register_buffer("mask", mask, persistent=False)
+
+    def _windows(self, x):
+        b, h, w_, c = x.shape
+        w = self.window
+        return x.view(b, h // w, w, w_ // w, w, c).permute(0, 1, 3, 2, 4, 5).reshape(-1, w * w, c)
+
+    def _roll(self, x, s):
+        x = torch.cat([x[:, s:], x[:, :s]], dim=1)
+        return torch.cat([x[:, :, s:], x[:, :, :s]], dim=2)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        r, w, h = self.res, self.window, self.heads
+        y = self.norm1(x).view(b, r, r, c)
+        if self.shift:
+            y = self._roll(y, self.shift)
+        y = self._windows(y)
+        q, k, v = self.qkv(y).view(-1, w * w, 3, h, c // h).permute(2, 0, 3, 1, 4).unbind(0)
+        att = (q * (c // h) ** -0.5) @ k.transpose(-1, -2)
+        att = att + self.bias_table[self.bias_index.reshape(-1)].view(w * w, w * w, h).permute(2, 0, 1)
+        if self.mask is not None:
+            windows = self.mask.shape[0]
+            att = (att.view(-1, windows, h, w * w, w * w) + self.mask[None, :, None]).view(-1, h, w * w, w * w)
+        y = (torch.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(-1, w, w, c)
+        y = y.view(b, r // w, r // w, w, w, c).permute(0, 1, 3, 2, 4, 5).reshape(b, r, r, c)
+        if self.shift:
+            y = self._roll(y, r - self.shift)
+        x = x + self.proj(y.reshape(b, n, c))
+        return x + self.fc2(nn.functional.gelu(self.fc1(self.norm2(x))))
+
+
+class _PatchMerging(nn.Module):
+    """Swin's downsampling: each 2x2 group of tokens concatenated (4C), layer
+    norm, and a linear map to 2C."""
+
+    def __init__(self, dim: int, resolution: int):
+        super().__init__()
+        self.res = resolution
+        self.norm = nn.LayerNorm(4 * dim)
+        self.reduction = nn.Linear(4 * dim, 2 * dim, bias=False)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        x = x.view(b, self.res, self.res, c)
+        x = torch.cat([x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2], x[:, 1::2, 1::2]], dim=-1)
+        return self.reduction(self.norm(x.reshape(b, -1, 4 * c)))
+
+
+class Swin(nn.Module):
+    """Swin Transformer for ImageNet classification (Liu et al. 2021; the
+    model of graphcore/examples vision/swin/pytorch), with the soft-target
+    cross-entropy of its mixup training. Defaults: Swin-T (embedding 96,
+    depths 2-2-6-2, heads 3-6-12-24, window 7, 224x224 images, patches of
+    4). `blocks_per_ipu` places the blocks with BeginBlock as Graphcore's
+    LAYERS_PER_IPU does (the patch embedding on the first IPU; a stage's
+    patch merging goes with the blocks before it)."""
+
+    def __init__(self, embed=96, depths=(2, 2, 6, 2), heads=(3, 6, 12, 24), window=7, image=224, patch=4,
+                 classes=1000, blocks_per_ipu=None):
+        super().__init__()
+        self.patch = nn.Conv2d(3, embed, patch, stride=patch)
+        self.patch_norm = nn.LayerNorm(embed)
+        res = image // patch
+        self.stages = nn.ModuleList()
+        for i, (depth, h) in enumerate(zip(depths, heads)):
+            dim = embed * 2 ** i
+            blocks = [_SwinBlock(dim, res, h, window, shift=j % 2 == 1) for j in range(depth)]
+            if i < len(depths) - 1:
+                blocks.append(_PatchMerging(dim, res))
+                res //= 2
+            self.stages.append(nn.Sequential(*blocks))
+        self.norm = nn.LayerNorm(embed * 2 ** (len(depths) - 1))
+        self.head = nn.Linear(embed * 2 ** (len(depths) - 1), classes)
+        if blocks_per_ipu:
+            _place_layers([b for s in self.stages for b in s if isinstance(b, _SwinBlock)], blocks_per_ipu)
+
+    def forward(self, x, target):
+        x = self.patch_norm(self.patch(x).flatten(2).transpose(1, 2))
+        for stage in self.stages:
+            x = stage(x)
+        out = self.head(self.norm(x).mean(1))
+        return out, (-target * torch.log_softmax(out.float(), dim=-1)).sum(-1).mean()

@@ -108,6 +108,9 @@ def test_validated_range_follows_the_op_mix():
 
     assert classify({"aten.convolution": 60, "aten.relu": 40}) == "cnn"
     assert classify({"aten.mm": 40, "aten.bmm": 20, "aten.gelu": 40}) == "transformer"
+    # a patch embedding's convolution marks a vision transformer, validated on its own rows
+    assert classify({"aten.mm": 60, "aten.convolution": 2, "aten.gelu": 38}) == "vision-transformer"
+    assert BANDS["vision-transformer"].lowest > BANDS["transformer"].highest
     assert classify({"aten.embedding": 70, "aten.mm": 30}) is None
     assert "unlike every validated row" in band_text({"aten.index.Tensor": 10}, 1000, 1e9)
     band = BANDS["transformer"]

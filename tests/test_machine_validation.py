@@ -48,11 +48,80 @@ def test_prediction_rows_state_their_configuration_and_source():
     rows = mv.rows()
     assert len({r.key for r in rows}) == len(rows)
     whole_model = [r for r in rows if r.key != "matmul"]
-    assert len(whole_model) >= 14
+    assert len(whole_model) >= 16
     for r in rows:
         assert r.source and r.config and r.assumed and r.published > 0 and r.band == 0.25, r.key
     families = {r.key.split("-")[0] for r in whole_model}
-    assert {"bert", "vit", "resnet50", "resnext101"} <= families
+    assert {"bert", "vit", "swin", "resnet50", "resnext101", "unet"} <= families
+
+
+def test_held_out_figures_are_not_rows():
+    """The held-out figures check a change from outside the table: none of
+    them is a row's figure, and each names what it is."""
+    published = {r.published for r in mv.rows()}
+    held = mv.held_out()
+    assert len(held) >= 5
+    for what, figure, compute in held:
+        assert what and figure not in published and callable(compute), what
+
+
+def test_bert_rows_take_their_split_and_proportions_from_one_place():
+    """Every BERT-Large pre-training row states the pipeline it compiles, and
+    that text comes from the one constant the row computes with."""
+    rows = {r.key: r for r in mv.rows()}
+    for key in ("bert-large-ph1-pod16", "bert-large-ph1-pod64"):
+        assert f"proportions {list(mv.BERT_LARGE_PROPORTIONS)}" in rows[key].config, key
+    for key in ("bert-large-ph2-pod16", "bert-large-ph2-pod64"):
+        assert f"proportions {list(mv.BERT_LARGE_PH2_PROPORTIONS)}" in rows[key].config, key
+    for key in rows:
+        if key.startswith("bert-large-ph"):
+            assert f"layers {list(mv.BERT_LARGE_SPLIT)}" in rows[key].config, key
+
+
+def test_swin_tiny_is_the_published_model():
+    """Swin-T as Liu et al. (arXiv:2103.14030) and Graphcore's port build it:
+    28.3 M parameters; the cyclic shift written as slices is torch.roll, and a
+    shifted window's mask keeps tokens of different image regions apart."""
+    from validation_models import Swin
+
+    model = Swin()
+    assert round(sum(p.numel() for p in model.parameters()) / 1e6, 1) == 28.3
+    block = model.stages[0][1]  # the first shifted block: 56x56 tokens, window 7, shift 3
+    x = torch.arange(2 * 56 * 56 * 3, dtype=torch.float).view(2, 56, 56, 3)
+    assert torch.equal(block._roll(x, 3), torch.roll(x, (-3, -3), (1, 2)))
+    assert torch.equal(block._roll(block._roll(x, 3), 56 - 3), x)
+    mask = block.mask  # one window per 8x8 grid cell; the last window straddles all four regions
+    assert mask.shape == (64, 49, 49)
+    assert (mask[0] == 0).all() and (mask[-1] < 0).any()
+    assert model.stages[0][0].mask is None
+
+
+def test_unet_is_the_published_model():
+    """Graphcore's medical UNet: a 572x572 image to 388x388 two-class logits
+    through unpadded convolutions, with the four pipeline stages of its
+    TensorFlow example."""
+    from validation_models import UNet
+
+    model = UNet(pipelined=False).eval()
+    with torch.no_grad():
+        logits, loss = model(torch.randn(1, 1, 572, 572), torch.zeros(1, 388, 388, dtype=torch.long))
+    assert logits.shape == (1, 2, 388, 388) and torch.isfinite(loss)
+    assert [b.crop for b in model.down] == [392, 200, 104, 56]
+    assert round(sum(p.numel() for p in model.parameters()) / 1e6, 1) == 31.0
+
+
+def test_vit_byteio_scales_8bit_images_on_the_device():
+    """Graphcore's ViT benchmark streams 8-bit images (--byteio true) and
+    scales them on the IPU: the same logits as the scaled float images."""
+    from validation_models import ViT
+
+    torch.manual_seed(0)
+    float_model = ViT(d=32, heads=2, layers=1, ffn=64, image=32, classes=10)
+    byte_model = ViT(d=32, heads=2, layers=1, ffn=64, image=32, classes=10, byteio=True)
+    byte_model.load_state_dict(float_model.state_dict())
+    img = torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8)
+    y = torch.tensor([1, 2])
+    assert torch.allclose(byte_model(img, y)[0], float_model(img.float() / 255, y)[0], atol=1e-5, rtol=1e-5)
 
 
 class TinyBert(nn.Module):
