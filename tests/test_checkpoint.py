@@ -1,0 +1,287 @@
+"""Resumable training (poptorch.ResumableTraining, api/checkpoint.py): a run
+killed at a step and started again ends with the weights of a run never
+interrupted, bit for bit, in one process and in two under torchrun
+--max-restarts; a checkpoint is loaded only when it is this user's, whole,
+signed with this user's key, of this job and of this model."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+from checkpoint_train import EPOCHS, EVERY, train
+
+import tilefx as poptorch
+from tilefx.api import checkpoint
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SCRIPT = os.path.join(HERE, "checkpoint_train.py")
+STEPS = 12 * EPOCHS  # 96 samples in combined batches of 8
+RUN_TIMEOUT = 400  # seconds for one launch: generous on a loaded 2-core machine
+
+
+def _env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TORCHELASTIC_", "OMPI_COMM_WORLD_", "MASTER_", "TILEFX_JOB_ID"))
+           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, HERE, env.get("PYTHONPATH", "")])
+    env.update({"OMP_NUM_THREADS": "1", "TILEFX_BLAS_THREADS": "1"})  # the same kernels in every run
+    env.update(extra)
+    return env
+
+
+def _launch(cmd: list[str], **extra: str) -> str:
+    proc = subprocess.Popen(cmd, env=_env(**extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        log = proc.communicate(timeout=RUN_TIMEOUT)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"{cmd[:4]} did not finish within {RUN_TIMEOUT} s:\n{proc.communicate()[0][-3000:]}")
+    assert proc.returncode == 0, log[-4000:]
+    return log
+
+
+def _weights(path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as f:
+        return dict(f)
+
+
+def _assert_same(a: dict, b: dict) -> None:
+    assert sorted(a) == sorted(b)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+# -- resuming ----------------------------------------------------------------------
+
+def test_a_run_that_stops_resumes_to_the_same_weights(tmp_path):
+    """In one process: a run that leaves its loop after step 8, then a new
+    run on the same directory, against a run never stopped."""
+    whole, full = train(str(tmp_path / "whole"))
+    assert full.step == STEPS and full.resumed_from is None
+    stopped, part = train(str(tmp_path / "stopped"), stop_at=8)
+    assert part.step == 8
+    assert any(w.shape and not np.array_equal(w, whole[k]) for k, w in stopped.items())
+    resumed, again = train(str(tmp_path / "stopped"))
+    assert os.path.basename(again.resumed_from) == f"process-0-of-1.step-{6:09d}.tilefx-ckpt"
+    assert again.step == STEPS
+    _assert_same(resumed, whole)
+    # the newest two checkpoints are kept: the last one is the end of the run
+    kept = sorted(os.listdir(tmp_path / "stopped"))
+    assert kept == [f"process-0-of-1.step-{s:09d}.tilefx-ckpt" for s in (STEPS - STEPS % EVERY - EVERY, STEPS)]
+    # a finished run started again trains no more
+    done, finished = train(str(tmp_path / "stopped"))
+    assert finished.step == STEPS
+    _assert_same(done, whole)
+
+
+@pytest.mark.parametrize("kill_at", [7, 16], ids=["first-epoch", "second-epoch"])
+def test_a_killed_process_resumes_to_the_same_weights(tmp_path, kill_at):
+    """One process killed with SIGKILL right after step `kill_at` (before its
+    checkpoint), started again: the uninterrupted run's weights."""
+    runs = [[str(tmp_path / "whole"), str(tmp_path / "whole.npz"), None],
+            [str(tmp_path / "killed"), str(tmp_path / "killed.npz"), kill_at],
+            [str(tmp_path / "killed"), str(tmp_path / "killed.npz"), kill_at]]
+    log = _launch([sys.executable, SCRIPT, "--runs", json.dumps(runs)])
+    assert re.findall(r"^exit (-?\d+)$", log, re.M) == ["0", str(-signal.SIGKILL), "0"], log[-3000:]
+    resumed = kill_at - kill_at % EVERY if kill_at % EVERY else kill_at - EVERY
+    assert f"resumed from: process-0-of-1.step-{resumed:09d}.tilefx-ckpt" in log, log[-3000:]
+    _assert_same(_weights(tmp_path / "killed.npz"), _weights(tmp_path / "whole.npz"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_torchrun_restarts_a_killed_process_group_to_the_same_weights(tmp_path):
+    """Two processes under torchrun --max-restarts 1: process 1 is killed
+    with SIGKILL after step 14 (the second epoch, a new shard permutation);
+    torchrun restarts both, which resume from step 12 and end with the
+    weights of two processes never interrupted."""
+    def torchrun(name: str, *kill: str) -> str:
+        return _launch([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                        "--max-restarts", "1", "--master-port", str(_free_port()), SCRIPT,
+                        str(tmp_path / name), str(tmp_path / f"{name}.npz"), *kill], TILEFX_JOB_ID=name)
+
+    torchrun("whole")
+    log = torchrun("killed", "14")
+    assert "resumed from: process-0-of-2.step-000000012.tilefx-ckpt" in log, log[-4000:]
+    assert re.search(r"exitcode\s*:\s*-9|Signals\.SIGKILL|signal 9", log), log[-4000:]  # torchrun saw the kill
+    _assert_same(_weights(tmp_path / "killed.npz"), _weights(tmp_path / "whole.npz"))
+    assert sorted(os.listdir(tmp_path / "killed")) == sorted(
+        f"process-{r}-of-2.step-{s:09d}.tilefx-ckpt" for r in range(2) for s in (21, 24))
+
+
+# -- what a checkpoint must be ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """A directory with the checkpoints of steps 3 and 6 of a run left after step 7."""
+    d = tmp_path_factory.mktemp("written") / "ckpt"
+    train(str(d), stop_at=7)
+    return d
+
+
+@pytest.fixture
+def copy(written, tmp_path):
+    """A private copy of `written`, and the path of its newest checkpoint."""
+    d = tmp_path / "ckpt"
+    d.mkdir(mode=0o700)
+    for name in os.listdir(written):
+        (d / name).write_bytes((written / name).read_bytes())
+        os.chmod(d / name, 0o600)
+    return d, d / f"process-0-of-1.step-{6:09d}.tilefx-ckpt"
+
+
+def _rewrite(path, change_meta=None, change_part=None, manifest: str = "signed") -> None:
+    """Rewrite a checkpoint with its JSON or a part changed; its manifest
+    made again and signed with this user's key ("signed"), made again with
+    the old signature ("old-hmac"), or kept ("old")."""
+    with zipfile.ZipFile(path) as z:
+        old = json.loads(z.read(checkpoint.MANIFEST))
+        parts = {n: z.read(n) for n in checkpoint.PARTS}
+    if change_meta is not None:
+        meta = json.loads(parts[checkpoint.META])
+        change_meta(meta)
+        parts[checkpoint.META] = json.dumps(meta).encode()
+    if change_part is not None:
+        change_part(parts)
+    new = json.loads(checkpoint._signed_manifest(parts)) if manifest != "old" else old
+    if manifest == "old-hmac":
+        new["hmac"] = old["hmac"]
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(checkpoint.MANIFEST, json.dumps(new))
+        for n, b in parts.items():
+            z.writestr(n, b)
+    path.write_bytes(buf.getvalue())
+
+
+def test_resuming_reads_back_what_it_wrote(copy):
+    d, newest = copy
+    meta, arrays = checkpoint.read_file(str(newest))
+    assert (meta["step"], meta["epoch"], meta["batch"], meta["processes"]) == (6, 0, 6, 1)
+    assert {k.split("/", 1)[0] for k in arrays} == {"model", "host", "epoch_host"}
+    assert arrays["model/weight/fc1.weight"].shape == (16, 6)
+
+
+def test_a_changed_checkpoint_is_refused(copy):
+    d, newest = copy
+    _rewrite(newest, change_meta=lambda m: m.update(step=6000), manifest="old-hmac")  # without the key
+    with pytest.raises(poptorch.Error, match="HMAC does not match: it was not written by this user"):
+        train(str(d))
+
+
+def test_a_checkpoint_signed_with_another_key_is_refused(copy, tmp_path, monkeypatch):
+    d, newest = copy
+    monkeypatch.setenv("TILEFX_CACHE_KEY_FILE", str(tmp_path / "another-users-key"))
+    _rewrite(newest)  # signed with the other key
+    monkeypatch.undo()
+    with pytest.raises(poptorch.Error, match="HMAC does not match"):
+        train(str(d))
+
+
+def test_a_corrupted_part_is_refused(copy):
+    d, newest = copy
+
+    def flip(parts):
+        b = bytearray(parts[checkpoint.ARRAYS])
+        b[-1] ^= 1
+        parts[checkpoint.ARRAYS] = bytes(b)
+
+    _rewrite(newest, change_part=flip, manifest="old")  # the manifest keeps the old SHA-256
+    with pytest.raises(poptorch.Error, match="arrays.safetensors is corrupted"):
+        train(str(d))
+    newest.write_bytes(b"PK\x03\x04 not a zip")
+    os.chmod(newest, 0o600)
+    with pytest.raises(poptorch.Error, match="not a tilefx checkpoint, or truncated"):
+        train(str(d))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m.update(step=-1), "step must be an integer in"),
+    (lambda m: m.update(job=5), "job must be a text"),
+    (lambda m: m.update(extra=1), "must hold exactly the fields"),
+    (lambda m: m["executor"].update(loss_scaling=[float("inf"), 0, 0, 0]), "loss_scaling must be"),
+    (lambda m: m["executor"].update(rng={"bit_generator": "MT19937"}), "not a PCG64 state"),
+    (lambda m: m["host"].update(numpy=["x", 0, 0.0]), "numpy random state is malformed"),
+    (lambda m: m.update(process=3), "process must be an integer in"),
+])
+def test_a_signed_checkpoint_with_bad_fields_is_refused(copy, change, message):
+    """Fields are checked even under this user's signature (a bug or an
+    older tilefx must not make a run continue from nonsense)."""
+    d, newest = copy
+    _rewrite(newest, change_meta=change)
+    with pytest.raises(poptorch.Error, match=message):
+        train(str(d))
+
+
+def test_a_checkpoint_of_another_job_is_refused(copy, monkeypatch):
+    d, _ = copy
+    monkeypatch.setenv("TILEFX_JOB_ID", "nightly")
+    with pytest.raises(poptorch.Error, match=r"a checkpoint of job <unnamed>; this process is of job 'nightly'"):
+        train(str(d))
+
+
+def test_a_checkpoint_of_another_model_is_refused(copy):
+    d, _ = copy
+    with pytest.raises(poptorch.Error, match="a checkpoint of this job but of another model, optimizer or options"):
+        train(str(d), seed=43)  # another Options.randomSeed
+
+
+def test_checkpoints_of_another_process_count_are_refused(copy):
+    d, newest = copy
+    os.rename(newest, d / f"process-0-of-2.step-{6:09d}.tilefx-ckpt")
+    with pytest.raises(poptorch.Error, match=r"holds checkpoints of 2 process\(es\) .*; this run has 1"):
+        train(str(d))
+
+
+def test_files_and_directories_of_others_are_refused(copy):
+    d, newest = copy
+    os.chmod(newest, 0o620)
+    with pytest.raises(poptorch.Error, match="the checkpoint is writable by other users"):
+        train(str(d))
+    os.chmod(newest, 0o600)
+    if os.getuid() == 0:  # (only root can give a file away)
+        os.chown(newest, 4321, -1)
+        with pytest.raises(poptorch.Error, match=r"the checkpoint is owned by uid 4321"):
+            train(str(d))
+        os.chown(newest, 0, -1)
+    os.chmod(d, 0o777)
+    with pytest.raises(poptorch.Error, match="the checkpoint directory .* is writable by other users"):
+        train(str(d))
+
+
+def test_the_size_caps_apply(copy, monkeypatch):
+    d, _ = copy
+    monkeypatch.setenv("TILEFX_MAX_EXECUTABLE_BYTES", "1KiB")
+    with pytest.raises(poptorch.Error, match="TILEFX_MAX_EXECUTABLE_BYTES"):
+        train(str(d))
+
+
+def test_arguments_are_checked(tmp_path):
+    import torch
+
+    model = torch.nn.Linear(2, 2)
+    trainer = poptorch.trainingModel(model, poptorch.Options(), torch.optim.SGD(model.parameters(), lr=0.1))
+    for kwargs, message in [({"every_n_steps": 0}, "every_n_steps must be an integer >= 1"),
+                            ({"epochs": "2"}, "epochs must be an integer >= 1"),
+                            ({"directory": None}, "directory must be a path")]:
+        args = {"trainer": trainer, "loader": [], "directory": str(tmp_path), **kwargs}
+        with pytest.raises(poptorch.Error, match=message):
+            poptorch.ResumableTraining(**args)
+    with pytest.raises(poptorch.Error, match="trainer must be a poptorch.trainingModel, got Linear"):
+        poptorch.ResumableTraining(model, [], str(tmp_path))
