@@ -86,18 +86,21 @@ def test_a_run_that_stops_resumes_to_the_same_weights(tmp_path):
     _assert_same(done, whole)
 
 
-@pytest.mark.parametrize("kill_at", [7, 16], ids=["first-epoch", "second-epoch"])
-def test_a_killed_process_resumes_to_the_same_weights(tmp_path, kill_at):
-    """One process killed with SIGKILL right after step `kill_at` (before its
-    checkpoint), started again: the uninterrupted run's weights."""
-    runs = [[str(tmp_path / "whole"), str(tmp_path / "whole.npz"), None],
-            [str(tmp_path / "killed"), str(tmp_path / "killed.npz"), kill_at],
-            [str(tmp_path / "killed"), str(tmp_path / "killed.npz"), kill_at]]
+def test_a_killed_process_resumes_to_the_same_weights(tmp_path):
+    """One process killed with SIGKILL right after step 7 (the first epoch)
+    or 16 (the second), before that step's checkpoint, and started again:
+    the uninterrupted run's weights."""
+    kills = (7, 16)
+    runs = [[str(tmp_path / "whole"), str(tmp_path / "whole.npz"), None]]
+    for k in kills:
+        runs += [[str(tmp_path / f"killed{k}"), str(tmp_path / f"killed{k}.npz"), k]] * 2
     log = _launch([sys.executable, SCRIPT, "--runs", json.dumps(runs)])
-    assert re.findall(r"^exit (-?\d+)$", log, re.M) == ["0", str(-signal.SIGKILL), "0"], log[-3000:]
-    resumed = kill_at - kill_at % EVERY if kill_at % EVERY else kill_at - EVERY
-    assert f"resumed from: process-0-of-1.step-{resumed:09d}.tilefx-ckpt" in log, log[-3000:]
-    _assert_same(_weights(tmp_path / "killed.npz"), _weights(tmp_path / "whole.npz"))
+    assert re.findall(r"^exit (-?\d+)$", log, re.M) == ["0"] + [str(-signal.SIGKILL), "0"] * len(kills), log[-3000:]
+    whole = _weights(tmp_path / "whole.npz")
+    for k in kills:
+        resumed = (k - 1) // EVERY * EVERY  # the checkpoint of a step is written as the next one starts
+        assert f"resumed from: process-0-of-1.step-{resumed:09d}.tilefx-ckpt" in log, log[-3000:]
+        _assert_same(_weights(tmp_path / f"killed{k}.npz"), whole)
 
 
 def _free_port() -> int:
@@ -107,22 +110,22 @@ def _free_port() -> int:
 
 
 def test_torchrun_restarts_a_killed_process_group_to_the_same_weights(tmp_path):
-    """Two processes under torchrun --max-restarts 1: process 1 is killed
-    with SIGKILL after step 14 (the second epoch, a new shard permutation);
-    torchrun restarts both, which resume from step 12 and end with the
-    weights of two processes never interrupted."""
+    """Two processes under torchrun --max-restarts 1 (6 steps an epoch each):
+    process 1 is killed with SIGKILL after step 11 (the second epoch, a new
+    shard permutation); torchrun restarts both, which resume from step 9 and
+    end with the weights of two processes never interrupted."""
     def torchrun(name: str, *kill: str) -> str:
         return _launch([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                         "--max-restarts", "1", "--master-port", str(_free_port()), SCRIPT,
                         str(tmp_path / name), str(tmp_path / f"{name}.npz"), *kill], TILEFX_JOB_ID=name)
 
     torchrun("whole")
-    log = torchrun("killed", "14")
-    assert "resumed from: process-0-of-2.step-000000012.tilefx-ckpt" in log, log[-4000:]
+    log = torchrun("killed", "11")
+    assert "resumed from: process-0-of-2.step-000000009.tilefx-ckpt" in log, log[-4000:]
     assert re.search(r"exitcode\s*:\s*-9|Signals\.SIGKILL|signal 9", log), log[-4000:]  # torchrun saw the kill
     _assert_same(_weights(tmp_path / "killed.npz"), _weights(tmp_path / "whole.npz"))
     assert sorted(os.listdir(tmp_path / "killed")) == sorted(
-        f"process-{r}-of-2.step-{s:09d}.tilefx-ckpt" for r in range(2) for s in (21, 24))
+        f"process-{r}-of-2.step-{s:09d}.tilefx-ckpt" for r in range(2) for s in (9, 12))
 
 
 # -- what a checkpoint must be ---------------------------------------------------------

@@ -22,6 +22,11 @@ process group, with three checks, each an Error at once:
   other job's description, if that is a tilefx job) and says so, instead of
   torch's bare ``EADDRINUSE``.
 
+Under torchrun, whose agent keeps its store over the restarts of
+``--max-restarts``, the keys are those of the attempt
+(``TORCHELASTIC_RESTART_COUNT``), so the restarted processes claim their
+places again.
+
 Then every process waits for all the places to be claimed, within the
 rendezvous timeout (``TILEFX_RENDEZVOUS_TIMEOUT`` seconds, default the
 smaller of 300 s and ``Options.Distributed.setTimeout``), and the error
@@ -40,6 +45,9 @@ from tilefx.errors import Error
 
 JOB_KEY = "tilefx/job"
 RANK_KEY = "tilefx/rank/{}"
+# torchrun's agent keeps its store when it restarts the processes
+# (--max-restarts): each attempt claims its places afresh
+ATTEMPT_PREFIX = "tilefx/attempt{}/"
 DEFAULT_RENDEZVOUS_SECONDS = 300.0
 PROBE_SECONDS = 5.0  # how long process 0 asks the holder of a taken port who it is
 
@@ -105,6 +113,8 @@ def meet(rank: int, size: int, addr: str, port: int, timeout: float):
                     f"(TILEFX_RENDEZVOUS_TIMEOUT, at most Options.Distributed.setTimeout): process 0 of job "
                     f"{job_name(job)} never served it; start all {size} processes with the same MASTER_ADDR "
                     f"and MASTER_PORT. ({type(e).__name__}: {str(e)[:300]})") from None
+    if agent:
+        store = dist.PrefixStore(ATTEMPT_PREFIX.format(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")), store)
     try:
         _claim(store, rank, size, mine, me, where)
         _wait_all(store, size, wait, me, where, job)
