@@ -288,3 +288,28 @@ def test_arguments_are_checked(tmp_path):
             poptorch.ResumableTraining(**args)
     with pytest.raises(poptorch.Error, match="trainer must be a poptorch.trainingModel, got Linear"):
         poptorch.ResumableTraining(model, [], str(tmp_path))
+
+
+def _change_arrays(change):
+    def apply(parts):
+        from safetensors.numpy import load, save
+
+        arrays = load(parts[checkpoint.ARRAYS])
+        change(arrays)
+        parts[checkpoint.ARRAYS] = save(arrays)
+    return apply
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: a.update({"host/torch": a["host/torch"][:100]}), "the torch random state is not one this host"),
+    (lambda a: a.update({"epoch_host/extra": np.zeros(3, np.uint8)}), "the extra random state is not one"),
+    (lambda a: a.pop("host/python"), "the python random state is missing"),
+    (lambda a: a.update({"model/weight/fc1.weight": np.zeros((6, 16), np.float32)}),
+     r"weight/fc1.weight is float32\[6, 16\] in the checkpoint, float32\[16, 6\] in this model"),
+    (lambda a: a.pop("model/state/fc2.bias/exp_avg"), "does not hold this model's training state"),
+])
+def test_a_signed_checkpoint_with_bad_arrays_is_refused(copy, change, message):
+    d, newest = copy
+    _rewrite(newest, change_part=_change_arrays(change))
+    with pytest.raises(poptorch.Error, match=message):
+        train(str(d))

@@ -104,22 +104,30 @@ def host_random_state(loader) -> tuple[dict[str, np.ndarray], dict]:
 def set_host_random_state(loader, arrays: dict[str, np.ndarray], meta: dict, where: str) -> None:
     """Put back what `host_random_state` took, each part checked first."""
     now, _ = host_random_state(loader)
+    gen = getattr(loader, "generator", None)
+    dataset = getattr(loader, "dataset", None)
+    if isinstance(gen, torch.Generator) != ("loader_generator" in arrays):
+        raise Error(f"{where}: the loader's generator does not match the checkpoint's (another loader)")
+    expected = dict(now, loader_shuffle=torch.Generator().get_state().numpy())
+    for name, array in arrays.items():
+        want = expected.get(name)
+        if want is None or array.shape != want.shape or array.dtype != want.dtype:
+            raise Error(f"{where}: the {name} random state is not one this host's generators take")
     for name in ("torch", "numpy", "python"):
-        if name not in arrays or arrays[name].shape != now[name].shape or arrays[name].dtype != now[name].dtype:
-            raise Error(f"{where}: the {name} random state is missing or malformed")
+        if name not in arrays:
+            raise Error(f"{where}: the {name} random state is missing")
     pos, has_gauss, gauss = _numbers(meta.get("numpy"), 3, where, "numpy")
     version, gauss_next = _numbers(meta.get("python"), 2, where, "python", optional_last=True)
     if not (0 <= pos <= 624 and has_gauss in (0, 1) and version == 3 and arrays["python"][-1] <= 624):
         raise Error(f"{where}: the numpy or Python random state is out of range")
-    torch.set_rng_state(torch.from_numpy(arrays["torch"].copy()))
-    np.random.set_state(("MT19937", arrays["numpy"].copy(), pos, has_gauss, gauss))
-    random.setstate((version, tuple(int(w) for w in arrays["python"]), gauss_next))
-    gen = getattr(loader, "generator", None)
-    if isinstance(gen, torch.Generator) != ("loader_generator" in arrays):
-        raise Error(f"{where}: the loader's generator does not match the checkpoint's (another loader)")
-    if isinstance(gen, torch.Generator):
-        gen.set_state(torch.from_numpy(arrays["loader_generator"].copy()))
-    dataset = getattr(loader, "dataset", None)
+    try:
+        torch.set_rng_state(torch.from_numpy(arrays["torch"].copy()))
+        np.random.set_state(("MT19937", arrays["numpy"].copy(), pos, has_gauss, float(gauss)))
+        random.setstate((version, tuple(int(w) for w in arrays["python"]), gauss_next))
+        if isinstance(gen, torch.Generator):
+            gen.set_state(torch.from_numpy(arrays["loader_generator"].copy()))
+    except (RuntimeError, ValueError, TypeError) as e:
+        raise Error(f"{where}: a random state is not valid: {e}") from None
     if hasattr(dataset, "shuffle_state"):  # None: the first epoch's order, from the seed
         shuffle = arrays.get("loader_shuffle")
         dataset.shuffle_state = None if shuffle is None else torch.from_numpy(shuffle.copy())
