@@ -1,6 +1,7 @@
 """The processes of tests/test_distributed_jobs.py.
 
     python rendezvous_worker.py
+    torchrun --nproc-per-node N rendezvous_worker.py --hold STOP_FILE
 
 A launcher that imports tilefx (and torch) once, then reads commands, one
 JSON line each, from its standard input:
@@ -14,6 +15,9 @@ training model does (tilefx.api.distributed.rendezvous); it prints one JSON
 line {"name", "joined": true} or {"name", "error"}, with the seconds it
 took, then, once joined, holds its place (and process 0's store) until
 stopped. Forking skips the seconds a fresh process spends importing torch.
+
+--hold: one process of a job (under torchrun) that meets the others,
+prints the same line and holds its place until STOP_FILE exists.
 """
 
 from __future__ import annotations
@@ -45,7 +49,20 @@ def _meet(name: str, env: dict, timeout: float) -> None:
             signal.pause()
 
 
+def hold(stop_file: str) -> None:
+    opts = poptorch.Options()
+    opts.Distributed.setTimeout(120)
+    rendezvous(opts)
+    print(json.dumps({"name": f"rank {opts.Distributed.processId}", "joined": True}), flush=True)
+    deadline = time.monotonic() + 300  # never outlive the test
+    while not os.path.exists(stop_file) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
 def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--hold":
+        hold(sys.argv[2])
+        return
     pids: dict[str, int] = {}
     for line in sys.stdin:
         cmd = json.loads(line)

@@ -40,6 +40,7 @@ class Launcher:
         self.proc = subprocess.Popen([sys.executable, WORKER], env=env, text=True, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, start_new_session=True)
         self.results: dict[str, dict] = {}
+        self.pending = b""
         self.count = 0
 
     def start(self, port: int, rank: int, size: int, job: str | None, **extra: str) -> str:
@@ -57,11 +58,17 @@ class Launcher:
             self._send({"stop": n})
 
     def result(self, name: str) -> dict:
+        """The line process `name` printed (read from the pipe itself: a
+        buffered reader could hold the line while select waits)."""
+        fd = self.proc.stdout.fileno()
         while name not in self.results:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 240)
-            assert ready, f"no answer from {name} within 240 s"
-            line = self.proc.stdout.readline()
-            assert line, "the launcher exited"
+            while b"\n" not in self.pending:
+                ready, _, _ = select.select([fd], [], [], 240)
+                assert ready, f"no answer from {name} within 240 s"
+                chunk = os.read(fd, 65536)
+                assert chunk, "the launcher exited"
+                self.pending += chunk
+            line, self.pending = self.pending.split(b"\n", 1)
             res = json.loads(line)
             self.results[res["name"]] = res
         return self.results[name]
@@ -130,6 +137,32 @@ def test_unnamed_jobs_are_told_apart_by_the_places(launcher):
         launcher.stop(*names)
     assert res["error"].startswith("process 1 of 2 of job <unnamed>: process 1's place at "), res
     assert "is taken by pid" in res["error"] and "TILEFX_JOB_ID" in res["error"], res
+    assert res["seconds"] < PROMPT
+
+
+def test_a_stranger_at_a_torchrun_jobs_store_is_refused(launcher, tmp_path):
+    """torchrun's agent serves the store (its job id: --rdzv-id); a process
+    started by hand on that port is refused at once, naming torchrun's job."""
+    port, stop = _free_port(), tmp_path / "stop"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC_", "TILEFX_JOB_ID", "MASTER_"))}
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")])
+    job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                            "--master-port", str(port), "--rdzv-id", "nightly", WORKER, "--hold", str(stop)],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                           start_new_session=True)
+    try:
+        joined = [job.stdout.readline() for _ in range(2)]
+        assert all('"joined": true' in line for line in joined), joined
+        res = launcher.result(launcher.start(port, 1, 2, "adhoc"))
+    finally:
+        stop.touch()
+        try:
+            job.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    assert res["error"].startswith("process 1 of 2 of job 'adhoc': the rendezvous at "), res
+    assert "belongs to another job: job 'nightly' of 2 process(es)" in res["error"], res
     assert res["seconds"] < PROMPT
 
 

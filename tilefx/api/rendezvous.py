@@ -23,9 +23,9 @@ process group, with three checks, each an Error at once:
   torch's bare ``EADDRINUSE``.
 
 Under torchrun, whose agent keeps its store over the restarts of
-``--max-restarts``, the keys are those of the attempt
-(``TORCHELASTIC_RESTART_COUNT``), so the restarted processes claim their
-places again.
+``--max-restarts``, the places are claimed per attempt
+(``TORCHELASTIC_RESTART_COUNT``), so the restarted processes claim them
+again; the job stays at the store's top, where a stranger looks.
 
 Then every process waits for all the places to be claimed, within the
 rendezvous timeout (``TILEFX_RENDEZVOUS_TIMEOUT`` seconds, default the
@@ -113,11 +113,12 @@ def meet(rank: int, size: int, addr: str, port: int, timeout: float):
                     f"(TILEFX_RENDEZVOUS_TIMEOUT, at most Options.Distributed.setTimeout): process 0 of job "
                     f"{job_name(job)} never served it; start all {size} processes with the same MASTER_ADDR "
                     f"and MASTER_PORT. ({type(e).__name__}: {str(e)[:300]})") from None
-    if agent:
-        store = dist.PrefixStore(ATTEMPT_PREFIX.format(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")), store)
+    # the job at the store's top, where a stranger looks; the places per attempt
+    places = store if not agent else dist.PrefixStore(
+        ATTEMPT_PREFIX.format(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")), store)
     try:
-        _claim(store, rank, size, mine, me, where)
-        _wait_all(store, size, wait, me, where, job)
+        _claim(store, places, rank, size, mine, me, where)
+        _wait_all(places, size, wait, me, where, job)
     except Error:
         raise
     except (RuntimeError, OSError, TimeoutError) as e:  # the store went away (its server exited)
@@ -127,7 +128,7 @@ def meet(rank: int, size: int, addr: str, port: int, timeout: float):
     return store
 
 
-def _claim(store, rank: int, size: int, mine: dict, me: str, where: str) -> None:
+def _claim(store, places, rank: int, size: int, mine: dict, me: str, where: str) -> None:
     text = json.dumps(mine)
     held = _decode(store.compare_set(JOB_KEY, "", text))
     if held.get("job") != mine["job"] or held.get("processes") != size:
@@ -135,7 +136,7 @@ def _claim(store, rank: int, size: int, mine: dict, me: str, where: str) -> None
                     f"job: {_describe(held)}; this process is of job {job_name(mine['job'])} of {size} "
                     "process(es). Give each job its own MASTER_PORT")
     token = json.dumps(dict(mine, token=secrets.token_hex(8)))
-    got = store.compare_set(RANK_KEY.format(rank), "", token).decode("utf-8", "replace")
+    got = places.compare_set(RANK_KEY.format(rank), "", token).decode("utf-8", "replace")
     if got != token:
         other = _decode(got.encode())
         raise Error(f"{me} of job {job_name(mine['job'])}: process {rank}'s place at {where} is taken by pid "
