@@ -280,7 +280,8 @@ class ResumableTraining:
     end, write this process's checkpoint into `directory`. When `directory`
     already holds a checkpoint of this job, continue from it: the trainer
     gets its weights, optimizer state and random streams back, and the
-    iteration starts where the checkpoint was taken. A tilefx extension
+    iteration starts where the checkpoint was taken. The loop's body makes
+    one training call per batch (a step). A tilefx extension
     (docs/distributed.md, "Resuming")."""
 
     def __init__(self, trainer, loader, directory, every_n_steps: int = 100, epochs: int = 1) -> None:
@@ -302,6 +303,8 @@ class ResumableTraining:
         self.step = 0  # training calls so far
         self.epoch = 0
         self.resumed_from: str | None = None  # the file the run continued from
+        self._saved = -1  # the step of the newest checkpoint written or resumed from
+        self._epoch_start: tuple[dict, dict] | None = None  # the host's random states as the epoch began
 
     # -- iteration -------------------------------------------------------------
     def __iter__(self):
@@ -342,8 +345,6 @@ class ResumableTraining:
         self.epoch = epoch
         if self.step != self._saved and self.trainer.isCompiled():
             self._save(epoch, 0)
-
-    _saved = -1
 
     # -- resuming --------------------------------------------------------------
     def _newest(self):
