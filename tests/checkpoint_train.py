@@ -2,10 +2,10 @@
 poptorch.ResumableTraining:
 
     torchrun --nproc-per-node 2 --max-restarts 1 checkpoint_train.py CHECKPOINT_DIR OUT_NPZ [KILL_AT_STEP]
-    python checkpoint_train.py --runs '[[CHECKPOINT_DIR, OUT_NPZ, KILL_AT_STEP or null], ...]'
+    python checkpoint_train.py --runs '[[CHECKPOINT_DIR, OUT_NPZ, KILL_AT_STEP or null, PROCESSES], ...]'
 
-(--runs: single-process runs one after another, each forked from this
-process, which has imported torch already; it prints each run's exit code.)
+(--runs: runs one after another, their processes forked from this one,
+which has imported torch already; it prints each process's exit code.)
 
 A small model with dropout (the replicas' random streams) and BatchNorm
 (buffers), Adam (optimizer state), a shuffled DataLoader over two epochs,
@@ -24,6 +24,7 @@ import json
 import os
 import random
 import signal
+import socket
 import sys
 
 import numpy as np
@@ -89,19 +90,32 @@ def run(directory: str, out: str, kill_at: int | None) -> None:
 
 
 def forked_runs(runs: list) -> None:
-    for directory, out, kill_at in runs:
-        sys.stdout.flush()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns into this loop
-            code = 1
-            try:
-                run(directory, out, kill_at)
-                code = 0
-            finally:
-                sys.stdout.flush()
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        print(f"exit {os.waitstatus_to_exitcode(status)}", flush=True)
+    """Each run [directory, out, kill_at, processes] in turn: its processes
+    forked from this one (several meet at a free port, as torchrun's would,
+    from RANK / WORLD_SIZE); prints each process's exit code."""
+    for directory, out, kill_at, processes in runs:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        pids = []
+        for rank in range(processes):
+            sys.stdout.flush()
+            pid = os.fork()
+            if pid == 0:  # the child: never returns into this loop
+                code = 1
+                try:
+                    if processes > 1:
+                        os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(processes), "LOCAL_RANK": str(rank),
+                                           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+                    run(directory, out, kill_at)
+                    code = 0
+                finally:
+                    sys.stdout.flush()
+                    os._exit(code)
+            pids.append(pid)
+        for pid in pids:
+            _, status = os.waitpid(pid, 0)
+            print(f"exit {os.waitstatus_to_exitcode(status)}", flush=True)
 
 
 def main() -> None:

@@ -35,7 +35,8 @@ def _env(**extra: str) -> dict:
            if not k.startswith(("TORCHELASTIC_", "OMPI_COMM_WORLD_", "MASTER_", "TILEFX_JOB_ID"))
            and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env["PYTHONPATH"] = os.pathsep.join([ROOT, HERE, env.get("PYTHONPATH", "")])
-    env.update({"OMP_NUM_THREADS": "1", "TILEFX_BLAS_THREADS": "1"})  # the same kernels in every run
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "TILEFX_BLAS_THREADS"):
+        env[var] = "1"  # the same kernels in every run, whatever the load
     env.update(extra)
     return env
 
@@ -91,9 +92,9 @@ def test_a_killed_process_resumes_to_the_same_weights(tmp_path):
     or 16 (the second), before that step's checkpoint, and started again:
     the uninterrupted run's weights."""
     kills = (7, 16)
-    runs = [[str(tmp_path / "whole"), str(tmp_path / "whole.npz"), None]]
+    runs = [[str(tmp_path / "whole"), str(tmp_path / "whole.npz"), None, 1]]
     for k in kills:
-        runs += [[str(tmp_path / f"killed{k}"), str(tmp_path / f"killed{k}.npz"), k]] * 2
+        runs += [[str(tmp_path / f"killed{k}"), str(tmp_path / f"killed{k}.npz"), k, 1]] * 2
     log = _launch([sys.executable, SCRIPT, "--runs", json.dumps(runs)])
     assert re.findall(r"^exit (-?\d+)$", log, re.M) == ["0"] + [str(-signal.SIGKILL), "0"] * len(kills), log[-3000:]
     whole = _weights(tmp_path / "whole.npz")
@@ -113,14 +114,14 @@ def test_torchrun_restarts_a_killed_process_group_to_the_same_weights(tmp_path):
     """Two processes under torchrun --max-restarts 1 (6 steps an epoch each):
     process 1 is killed with SIGKILL after step 11 (the second epoch, a new
     shard permutation); torchrun restarts both, which resume from step 9 and
-    end with the weights of two processes never interrupted."""
-    def torchrun(name: str, *kill: str) -> str:
-        return _launch([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                        "--max-restarts", "1", "--master-port", str(_free_port()), SCRIPT,
-                        str(tmp_path / name), str(tmp_path / f"{name}.npz"), *kill], TILEFX_JOB_ID=name)
-
-    torchrun("whole")
-    log = torchrun("killed", "11")
+    end with the weights of two processes never interrupted (forked from one
+    launcher, which spares a torchrun start)."""
+    whole = [[str(tmp_path / "whole"), str(tmp_path / "whole.npz"), None, 2]]
+    assert re.findall(r"^exit (-?\d+)$", _launch([sys.executable, SCRIPT, "--runs", json.dumps(whole)]),
+                      re.M) == ["0", "0"]
+    log = _launch([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--max-restarts", "1",
+                   "--master-port", str(_free_port()), SCRIPT, str(tmp_path / "killed"),
+                   str(tmp_path / "killed.npz"), "11"], TILEFX_JOB_ID="killed")
     assert "resumed from: process-0-of-2.step-000000009.tilefx-ckpt" in log, log[-4000:]
     assert re.search(r"exitcode\s*:\s*-9|Signals\.SIGKILL|signal 9", log), log[-4000:]  # torchrun saw the kill
     _assert_same(_weights(tmp_path / "killed.npz"), _weights(tmp_path / "whole.npz"))
