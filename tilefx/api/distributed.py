@@ -43,6 +43,10 @@ What travels between processes, and when:
 Inference models exchange nothing: each process runs its own replicas, which
 also lets one process alone run a validation model.
 
+Where the processes meet, and how a process of another job on the same
+port is refused at once, is tilefx/api/rendezvous.py; resuming a run from
+checkpoints, tilefx/api/checkpoint.py.
+
 Nothing here unpickles: option values travel as JSON text in uint8 tensors.
 A collective that fails (a process exited, a rendezvous that never
 completes, a process that stops responding for longer than
