@@ -18,6 +18,8 @@ import zipfile
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from checkpoint_train import EPOCHS, EVERY, train
 
 import tilefx as poptorch
@@ -314,3 +316,82 @@ def test_a_signed_checkpoint_with_bad_arrays_is_refused(copy, change, message):
     _rewrite(newest, change_part=_change_arrays(change))
     with pytest.raises(poptorch.Error, match=message):
         train(str(d))
+
+
+# -- only tilefx.Error escapes, whatever the bytes ------------------------------------
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
+                                                                                  max_size=4), max_leaves=8)
+_FUZZ = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+                 suppress_health_check=list(HealthCheck))
+
+
+@_FUZZ
+@given(flips=st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=1, max_value=255)),
+                      min_size=1, max_size=4))
+def test_changed_bytes_are_an_error_or_nothing(written, tmp_path_factory, flips):
+    """Bytes of a checkpoint changed anywhere: reading it raises tilefx.Error
+    (or, for bytes no check covers, such as a zip timestamp, reads what was
+    written)."""
+    source = written / f"process-0-of-1.step-{6:09d}.tilefx-ckpt"
+    data = bytearray(source.read_bytes())
+    for pos, xor in flips:
+        data[pos % len(data)] ^= xor
+    path = tmp_path_factory.mktemp("fuzz") / source.name
+    path.write_bytes(bytes(data))
+    os.chmod(path, 0o600)
+    try:
+        meta, _ = checkpoint.read_file(str(path))
+    except poptorch.Error:
+        return
+    assert meta == checkpoint.read_file(str(source))[0]
+
+
+@_FUZZ
+@given(path=st.lists(st.sampled_from(["executor", "host", "epoch_host", "numpy", "python", "rng", "loss_scaling",
+                                      "replica_rngs", "step", "job", "process", 0, 1]), min_size=1, max_size=3),
+       value=_JSON)
+def test_signed_fields_of_any_value_are_an_error_or_valid(copy_once, path, value):
+    """A field of the JSON replaced by any JSON value, signed with this
+    user's key: reading and resuming raise tilefx.Error, never another
+    exception."""
+    d, newest, original = copy_once
+    newest.write_bytes(original)
+
+    def change(meta):
+        node = meta
+        for key in path[:-1]:
+            if isinstance(node, dict) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and isinstance(key, int) and key < len(node):
+                node = node[key]
+        if isinstance(node, dict):
+            node[path[-1] if isinstance(path[-1], str) else "step"] = value
+        elif isinstance(node, list) and node:
+            node[path[-1] if isinstance(path[-1], int) and path[-1] < len(node) else 0] = value
+
+    _rewrite(newest, change_meta=change)
+    from tilefx.api.weight_update import rng_from_json
+
+    before = checkpoint.host_random_state([])
+    try:
+        meta, arrays = checkpoint.read_file(str(newest))
+        checkpoint.set_host_random_state([], checkpoint._sub(arrays, "host/"), meta["host"], str(newest))
+        for state in [meta["executor"]["rng"], *meta["executor"]["replica_rngs"]]:
+            rng_from_json(state, str(newest))
+    except poptorch.Error:
+        pass
+    finally:
+        checkpoint.set_host_random_state([], *before, "the test's own state")  # this process's streams as they were
+
+
+@pytest.fixture(scope="module")
+def copy_once(written, tmp_path_factory):
+    d = tmp_path_factory.mktemp("signed") / "ckpt"
+    d.mkdir(mode=0o700)
+    newest = d / f"process-0-of-1.step-{6:09d}.tilefx-ckpt"
+    original = (written / newest.name).read_bytes()
+    newest.write_bytes(original)
+    os.chmod(newest, 0o600)
+    return d, newest, original
