@@ -75,6 +75,7 @@ def train(directory: str, kill_at: int | None = None, stop_at: int | None = None
         trainer(x, y)
         last = rank == opts.Distributed.numProcesses - 1
         if kill_at is not None and first_run and training.step == kill_at and last:
+            print(f"process {rank}: SIGKILL after step {kill_at}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
         if training.step == stop_at:
             break

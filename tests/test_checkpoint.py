@@ -125,7 +125,7 @@ def test_torchrun_restarts_a_killed_process_group_to_the_same_weights(tmp_path):
                    "--master-port", str(_free_port()), SCRIPT, str(tmp_path / "killed"),
                    str(tmp_path / "killed.npz"), "11"], TILEFX_JOB_ID="killed")
     assert "resumed from: process-0-of-2.step-000000009.tilefx-ckpt" in log, log[-4000:]
-    assert re.search(r"exitcode\s*:\s*-9|Signals\.SIGKILL|signal 9", log), log[-4000:]  # torchrun saw the kill
+    assert "process 1: SIGKILL after step 11" in log, log[-4000:]
     _assert_same(_weights(tmp_path / "killed.npz"), _weights(tmp_path / "whole.npz"))
     assert sorted(os.listdir(tmp_path / "killed")) == sorted(
         f"process-{r}-of-2.step-{s:09d}.tilefx-ckpt" for r in range(2) for s in (9, 12))
