@@ -224,4 +224,4 @@ def test_stale_tmp_files_are_removed_and_entries_checked_for_their_owner(tmp_pat
     assert not stale.exists() and fresh.exists()
     (entry,) = [p for p in cache.iterdir() if p.suffix == ".tilefx"]
     os.chmod(entry, 0o666)
-    assert "writable by other users" in executable_cache._private(str(entry))
+    assert "writable by other users" in executable_cache.not_private(str(entry))

@@ -40,6 +40,7 @@ _LAZY = {
     **{n: "tilefx.api.custom_ops" for n in ("custom_op", "register_custom_op")},
     **{n: "tilefx.api.custom_args" for n in ("ICustomArgParser", "registerCustomArgParser")},
     "load": "tilefx.api.loading",
+    "ResumableTraining": "tilefx.api.checkpoint",
     "setLogLevel": "tilefx.api.logs",
     **{n: "tilefx.api.compat" for n in ("ipuHardwareIsAvailable", "ipuHardwareVersion",
                                         "registerPreCompileHook", "registerPostCompileHook")},

@@ -89,6 +89,17 @@ class _DistributedSubset(torch.utils.data.Dataset):
             self._permutation.copy_(perm)
         self._generator_state = generator.get_state()
 
+    @property
+    def shuffle_state(self) -> Optional[torch.Tensor]:
+        """The state the next epoch's permutation starts from (None: the
+        first epoch's, from the seed): what a checkpoint keeps of the order
+        (api/checkpoint.py)."""
+        return self._generator_state
+
+    @shuffle_state.setter
+    def shuffle_state(self, state: Optional[torch.Tensor]) -> None:
+        self._generator_state = state
+
     def __len__(self) -> int:
         return self._length
 

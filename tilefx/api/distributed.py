@@ -43,6 +43,10 @@ What travels between processes, and when:
 Inference models exchange nothing: each process runs its own replicas, which
 also lets one process alone run a validation model.
 
+Where the processes meet, and how a process of another job on the same
+port is refused at once, is tilefx/api/rendezvous.py; resuming a run from
+checkpoints, tilefx/api/checkpoint.py.
+
 Nothing here unpickles: option values travel as JSON text in uint8 tensors.
 A collective that fails (a process exited, a rendezvous that never
 completes, a process that stops responding for longer than
@@ -263,15 +267,15 @@ def rendezvous(options) -> str:
                     "port (1-65535)")
     where = f"{addr}:{port}"
     log.info("process %d of %d: joining the process group at %s", rank, size, where)
+    from tilefx.api.rendezvous import job_id, job_name, meet
+
+    store = meet(rank, size, addr, port, timeout)  # this job's store, every process arrived
     try:
-        # env:// (MASTER_ADDR / MASTER_PORT): under torchrun, its agent already serves the store
-        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=size,
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=size,
                                 timeout=datetime.timedelta(seconds=timeout))
     except (RuntimeError, ValueError, OSError, TimeoutError) as e:
-        raise Error(f"process {rank} of {size}: no rendezvous with the other {size - 1} process(es) at "
-                    f"{where} within {timeout:g} s (Options.Distributed.setTimeout): start all "
-                    f"{size} processes (torchrun --nproc-per-node {size} ..., or one "
-                    f"configureProcessId(id, {size}) each) with the same MASTER_ADDR and MASTER_PORT. "
+        raise Error(f"process {rank} of {size} of job {job_name(job_id())}: the process group at {where} "
+                    f"failed within {timeout:g} s (Options.Distributed.setTimeout): "
                     f"({type(e).__name__}: {_short(str(e), 300)})") from None
     _rendezvous, _timeout = where, timeout
     atexit.register(_leave)

@@ -78,11 +78,11 @@ def _secret() -> bytes:
         return f.read(64)
 
 
-def _mac(data: bytes) -> str:
+def user_mac(data: bytes) -> str:
     return hmac.new(_secret(), data, hashlib.sha256).hexdigest()
 
 
-def _private(path: str) -> str | None:
+def not_private(path: str) -> str | None:
     """Why `path` is not this user's own private file (None when it is)."""
     st = os.lstat(path)
     if not stat.S_ISREG(st.st_mode):
@@ -107,14 +107,14 @@ def _verified(path: str) -> bytes | None:
     for p in (path, mac_path):
         if not os.path.exists(p):
             return _ignore(path, "it has no MAC: not made by this user's tilefx") or None
-        why = _private(p)
+        why = not_private(p)
         if why:
             return _ignore(path, f"{os.path.basename(p)} is {why}") or None
     with open(path, "rb") as f:
         data = f.read(export_limit() + 1)
     with open(mac_path, "rb") as f:
         mac = f.read(128).decode("ascii", "replace").strip()
-    if not hmac.compare_digest(mac, _mac(data)):
+    if not hmac.compare_digest(mac, user_mac(data)):
         return _ignore(path, "its MAC does not match: it was not made by this user, or was changed") or None
     return data
 
@@ -193,7 +193,7 @@ def store_cached(ex, inputs, traced) -> None:
     key = getattr(ex, "_cache_key", None) or export.cache_key(ex, inputs)
     path = os.path.join(directory, key + ".tilefx")
     for p in (path, path + MAC_SUFFIX):  # another user's entry is replaced, not written through
-        if os.path.lexists(p) and _private(p):
+        if os.path.lexists(p) and not_private(p):
             try:
                 os.unlink(p)
             except OSError:
@@ -201,7 +201,7 @@ def store_cached(ex, inputs, traced) -> None:
                 return
     export.write(ex, path)
     with open(path, "rb") as f:
-        mac = _mac(f.read())
+        mac = user_mac(f.read())
     fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
     with os.fdopen(fd, "w") as f:
         f.write(mac)

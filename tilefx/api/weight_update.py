@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from tilefx.api import compile_log
 from tilefx.api.host_arrays import held_alone
+from tilefx.api.serialized import serialized
 from tilefx.api.enums import ReductionType
 from tilefx.errors import Error
 from tilefx.api.optim import optimizer_config
@@ -19,6 +20,31 @@ from tilefx.dialects.aten import np_dtype
 from tilefx.dialects.names import OPTIMIZER_KEY
 
 log = logging.getLogger("tilefx")
+
+_PCG64_KEYS = {"bit_generator", "state", "has_uint32", "uinteger"}
+
+
+def rng_to_json(state: dict) -> dict:
+    """A PCG64 generator's state with its 128-bit words as hex text (JSON
+    readers cap the digits of a number)."""
+    inner = state["state"]
+    return {"bit_generator": state["bit_generator"], "state": f"{inner['state']:x}", "inc": f"{inner['inc']:x}",
+            "has_uint32": int(state["has_uint32"]), "uinteger": int(state["uinteger"])}
+
+
+def rng_from_json(value, where: str) -> dict:
+    """The state `rng_to_json` wrote, checked field by field."""
+    ok = isinstance(value, dict) and set(value) == _PCG64_KEYS | {"inc"} and value["bit_generator"] == "PCG64"
+    try:
+        words = [int(value[k], 16) for k in ("state", "inc")] if ok else []
+    except (TypeError, ValueError):
+        ok = False
+    ok = ok and all(isinstance(w, str) and len(w) <= 32 for w in (value["state"], value["inc"])) and \
+        value["has_uint32"] in (0, 1) and type(value["uinteger"]) is int and 0 <= value["uinteger"] < 1 << 32
+    if not ok:
+        raise Error(f"{where}: a random stream's state is not a PCG64 state")
+    return {"bit_generator": "PCG64", "state": {"state": words[0], "inc": words[1]},
+            "has_uint32": value["has_uint32"], "uinteger": value["uinteger"]}
 
 
 class WeightUpdates:
@@ -234,6 +260,73 @@ class WeightUpdates:
         """setOptimizer: the device takes the optimizer's hyper-parameters."""
         self.__dict__.pop("_param_overrides", None)
         self.__dict__.pop("_ls_device", None)
+
+    # -- the state a training run continues from (api/checkpoint.py) ---------
+
+    @serialized
+    def training_state(self) -> tuple[dict[str, np.ndarray], dict]:
+        """What a training run continues from, bit for bit (a tilefx
+        extension for checkpoints, api/checkpoint.py): the weights, buffers
+        and optimizer state as the device holds them, by name, and as JSON
+        the weight-update count, the automatic loss scaling statistics and
+        the random streams of the replicas' random ops."""
+        if not self._training:
+            raise Error("training_state: only a training model (poptorch.trainingModel) has a training state")
+        if self._program is None:
+            raise Error("training_state: the model is not compiled yet (it compiles at its first call)")
+        arrays = {f"weight/{n}": v for n, v in self._weights.items()}
+        arrays.update({f"buffer/{n}": np.asarray(v) for n, v in self._device_buffers.items()})
+        arrays.update({f"state/{n}": v for n, v in self._opt_state.items()})
+        if not self._options.broadcast_buffers:  # each replica keeps its own buffers
+            for r, own in enumerate(self.__dict__.get("_replica_buffers") or []):
+                arrays.update({f"replica{r}/{n}": np.asarray(v) for n, v in own.items()})
+        meta = {"weight_updates": int(self._step),
+                "loss_scaling": [float(self._als_factor), int(self._als_updates), int(self._als_upper),
+                                 int(self._als_lower)],
+                "rng": rng_to_json(self._rng.bit_generator.state),
+                "replica_rngs": [rng_to_json(g.bit_generator.state) for g in self._replica_rngs]}
+        return {k: np.ascontiguousarray(v) for k, v in arrays.items()}, meta
+
+    @serialized
+    def restore_training_state(self, arrays: dict[str, np.ndarray], meta: dict, where: str) -> None:
+        """Continue from a `training_state()` of this model (read from
+        `where`): every array must match a current one by name, shape and
+        dtype, and every stream must be there; then the host's parameters
+        and buffers take the restored values (as copyWeightsToHost)."""
+        current, _ = self.training_state()
+        if set(arrays) != set(current):
+            missing, extra = sorted(set(current) - set(arrays)), sorted(set(arrays) - set(current))
+            raise Error(f"{where}: the checkpoint does not hold this model's training state (missing "
+                        f"{missing[:5]}, unexpected {extra[:5]}): another model, optimizer or options")
+        for n, v in arrays.items():
+            if v.shape != current[n].shape or v.dtype != current[n].dtype:
+                raise Error(f"{where}: {n} is {v.dtype}{list(v.shape)} in the checkpoint, "
+                            f"{current[n].dtype}{list(current[n].shape)} in this model")
+        rngs = meta["replica_rngs"]
+        if len(rngs) != len(self._replica_rngs):
+            raise Error(f"{where}: the checkpoint has {len(rngs)} replica random streams, this model "
+                        f"{len(self._replica_rngs)}")
+        self._rng.bit_generator.state = rng_from_json(meta["rng"], where)
+        for g, st in zip(self._replica_rngs, rngs):
+            if g is not self._rng:
+                g.bit_generator.state = rng_from_json(st, where)
+        for n, v in arrays.items():
+            kind, name = n.split("/", 1)
+            value = np.array(v, copy=True)
+            if kind == "weight":
+                self._weights[name] = value
+            elif kind == "buffer":
+                self._device_buffers[name] = value
+            elif kind == "state":
+                self._opt_state[name] = value
+            else:
+                self._replica_buffers[int(kind.removeprefix("replica"))][name] = value
+        self._step = int(meta["weight_updates"])
+        factor, updates, upper, lower = meta["loss_scaling"]
+        self._als_factor, self._als_updates = float(factor), int(updates)
+        self._als_upper, self._als_lower = int(upper), int(lower)
+        self._opt_writes = self.__dict__.get("_opt_writes", 0) + 1  # a state read before is stale
+        self._write_back()
 
     # -- running ---------------------------------------------------------
 
