@@ -403,6 +403,8 @@ class _Builder(TensorIds):
             src, idx = node.args
             self.values[node] = self.values[src][idx]
             return
+        if target is torch.ops.aten._local_scalar_dense.default and not node.users:
+            return  # a constant tensor read on the host (a slice bound `t[s:s + 2]`): the trace used its value
         try:
             self.convert(node)
         except Error as e:
