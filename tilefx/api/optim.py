@@ -124,7 +124,9 @@ class Optimizer:
             setattr(self, k, v)
         self._tilefx_executor = None
         self._tilefx_pending = None
-        self._tilefx_loaded = None  # (the model's update count then, the state load_state_dict wrote)
+        # the host's copy of the device's state: (the model's update count then, the state
+        # read or written), as PopTorch's cached state dict, valid until the model updates
+        self._tilefx_loaded = None
 
     # -- state ------------------------------------------------------------
     def _executor(self):
@@ -136,16 +138,8 @@ class Optimizer:
         sd = torch.optim.Optimizer.state_dict(self)
         ex = self._executor()
         attached = ex is not None and ex._optimizer is self and not ex._destroyed
-        ipu = None
-        if attached:
-            loaded = getattr(self, "_tilefx_loaded", None)
-            if loaded is not None and loaded[0] == ex.__dict__.get("_opt_writes", 0):
-                ipu = loaded[1]  # what load_state_dict wrote, until the model runs
-            else:
-                ipu = ex._poptorch_state()
-        if ipu is not None:
-            log.debug("Writing optimiser state tensors from IPU to host.")  # PopTorch's words
-        else:
+        ipu = read_device_state(self) if attached else None
+        if ipu is None:
             ipu = self._tilefx_pending
         sd["ipu_optimizer"] = self._kind
         sd["ipu_step"] = None if ipu is None or ipu["step"] is None else int(ipu["step"])
@@ -645,6 +639,22 @@ def attach(opt: torch.optim.Optimizer, executor) -> None:
     """Let a tilefx optimizer's state_dict / load_state_dict reach `executor`."""
     if isinstance(opt, Optimizer):
         opt._tilefx_executor = executor
+
+
+def read_device_state(opt: Optimizer) -> dict | None:
+    """The attached model's optimizer state as `opt.state_dict()` shows it:
+    read from the device once per change (PopTorch's words at DEBUG for the
+    read and for the cached copy), None before the model compiled."""
+    ex = opt._executor()
+    loaded = getattr(opt, "_tilefx_loaded", None)
+    if loaded is not None and loaded[0] == ex.__dict__.get("_opt_writes", 0):
+        log.debug("Using cached optimiser state dict")  # PopTorch's words
+        return loaded[1]
+    ipu = ex._poptorch_state()
+    if ipu is not None:
+        log.debug("Writing optimiser state tensors from IPU to host.")  # PopTorch's words
+        opt._tilefx_loaded = (ex.__dict__.get("_opt_writes", 0), ipu)
+    return ipu
 
 
 def take_pending_state(opt: torch.optim.Optimizer) -> dict | None:
