@@ -661,6 +661,8 @@ def test_module_imports_only_errors_and_enums():
         "from tilefx.dialects.ipu import is_proportion",  # the one home of the proportion's range check
         "from tilefx import limits",  # the caps on options texts
         "from tilefx.errors import Error",
+        # Options._execution_strategy's default, PipelinedExecution(): the strategies build on these options
+        "from tilefx.api.strategies import PipelinedExecution  # the strategies build on these options",
         "from tilefx.backend.machine import IPU_VERSIONS, machine",  # useOfflineIpuTarget: the same
         "from tilefx.backend.machine import PRESETS, Machine",  # setMachine: a leaf module
         # the options-file grammar and its evaluator, loaded when a file or JSON is read

@@ -208,8 +208,10 @@ class AssignStagesPass(ModulePass):
                 raise PlacementError(
                     f"pipelined training over {num_fwd} forward stages has {need} pipeline stages "
                     f"and needs gradientAccumulation >= {need}, got {self.gradient_accumulation}: "
-                    f"gradientAccumulation() must be greater than or equal to the number of "
-                    f"pipeline stages (forward and backward). Set "
+                    f"poptorch.Options().Training.gradientAccumulation must be greater than or equal "
+                    f"to the number of pipeline stages ({need}) when using poptorch.PipelinedExecution. "
+                    f"Please note that a model with {num_fwd} pipeline stages in PopTorch will have an "
+                    f"additional {need - num_fwd} stages when training. Set "
                     f"opts.Training.gradientAccumulation({need}) or more (each call then takes "
                     f"deviceIterations x replicationFactor x gradientAccumulation micro-batches), "
                     f"or pick a schedule that runs any number of micro-batches: "
@@ -217,8 +219,9 @@ class AssignStagesPass(ModulePass):
             if not training and self.device_iterations < num_fwd:
                 raise PlacementError(
                     f"pipelined inference over {num_fwd} stages needs deviceIterations >= {num_fwd}, "
-                    f"got {self.device_iterations}: deviceIterations() must be greater than or equal "
-                    f"to the number of pipeline stages. Set opts.deviceIterations({num_fwd}) or more"
+                    f"got {self.device_iterations}: poptorch.Options().deviceIterations must be greater "
+                    f"than or equal to the number of pipeline stages ({num_fwd}) when using "
+                    f"poptorch.PipelinedExecution. Set opts.deviceIterations({num_fwd}) or more"
                     + _implicit_note(cfg, num_fwd))
 
         def bwd_phase(ph: int) -> int:
