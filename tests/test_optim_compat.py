@@ -250,3 +250,22 @@ def test_the_device_state_is_read_once_per_change_and_kept_on_detach(caplog):
         messages()
         plain.detachFromDevice()
         assert read not in messages()
+
+
+def test_set_optimizer_from_a_poptorch_sgd_to_a_torch_sgd():
+    """A torch.optim.SGD is PopTorch's SGD with its defaults (the separate
+    variant, float32 state): switching to one after compile keeps the
+    program, and its lr takes effect; a structural change is still refused."""
+    torch.manual_seed(0)
+    x = torch.randn(3)
+    m = _Lin()
+    trainer = tilefx.trainingModel(m, optimizer=X.SGD(m.parameters(), lr=0.05, momentum=0.5))
+    trainer(x)
+    trainer.copyWeightsToDevice()
+    trainer.setOptimizer(torch.optim.SGD(m.parameters(), lr=0.0, momentum=0.5))
+    before = m.lin.weight.detach().clone()
+    trainer(x)
+    trainer.copyWeightsToHost()
+    assert torch.equal(m.lin.weight, before)  # lr 0: no update
+    with pytest.raises(ValueError, match="use_combined_accum"):
+        trainer.setOptimizer(X.SGD(m.parameters(), lr=0.05, momentum=0.5, use_combined_accum=True))

@@ -531,7 +531,8 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
                             f"to {new_cfg['type']}")
             self._optimizer = optimizer
             return
-        check_unchanged_constants(compiled, new_cfg, self._opt_groups, new_groups, optimizer)
+        check_unchanged_constants(compiled, new_cfg, self._opt_groups, new_groups, optimizer,
+                                  self.__dict__.get("_grad_dtype"))
         if "_opt_known" in self.__dict__:
             warn_unexpected_attributes(optimizer, self._opt_known, self._opt_warned,
                                        bool(self._options.relax_optimizer_attributes_checks))

@@ -608,8 +608,18 @@ def _how_to_make_variable(opt: torch.optim.Optimizer, attr: str) -> str:
 
 
 def check_unchanged_constants(compiled: dict, new: dict, compiled_groups: dict[str, int],
-                              new_groups: dict[str, int], opt: torch.optim.Optimizer) -> None:
-    """setOptimizer(opt) after compile: everything compiled in as a constant must be unchanged."""
+                              new_groups: dict[str, int], opt: torch.optim.Optimizer,
+                              grad_dtype: str | None = "float32") -> None:
+    """setOptimizer(opt) after compile: everything compiled in as a constant must be unchanged.
+    A torch.optim optimizer is PopTorch's of the same kind with its structure's
+    defaults (torch's update, state in the gradients' type `grad_dtype`)."""
+    if not isinstance(opt, Optimizer):
+        state = grad_dtype or "float32"
+        torch_defaults = {"use_combined_accum": False, "accum_type": compiled.get("accum_type") and state,
+                          "velocity_accum_type": state, "first_order_momentum_accum_type": state,
+                          "second_order_momentum_accum_type": state, "bias_correction": True,
+                          "use_tf_variant": False}
+        new = {**{k: v for k, v in torch_defaults.items() if k in compiled}, **new}
     if compiled["type"] != new["type"]:
         raise Error(f"setOptimizer: cannot change the optimizer type from {compiled['type']} to {new['type']}")
     if len(compiled["groups"]) != len(new["groups"]) or compiled_groups != new_groups:
