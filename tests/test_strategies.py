@@ -363,7 +363,7 @@ def test_op_outside_every_block_is_an_error():
 def test_begin_block_rules_and_remove_blocks():
     m = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
     tilefx.BeginBlock(m[0], "A", ipu_id=0)
-    with pytest.raises(tilefx.Error, match="already assigned"):
+    with pytest.raises(tilefx.Error, match="module has already been assigned to a block"):
         tilefx.BeginBlock(m[0], "A2", ipu_id=0)
     # declared in the wrong order: the later layer's BeginBlock first
     w = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
