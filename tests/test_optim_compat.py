@@ -269,3 +269,12 @@ def test_set_optimizer_from_a_poptorch_sgd_to_a_torch_sgd():
     assert torch.equal(m.lin.weight, before)  # lr 0: no update
     with pytest.raises(ValueError, match="use_combined_accum"):
         trainer.setOptimizer(X.SGD(m.parameters(), lr=0.05, momentum=0.5, use_combined_accum=True))
+
+    other = _Lin()  # and the other way: compiled with torch's, then PopTorch's
+    trainer = tilefx.trainingModel(other, optimizer=torch.optim.SGD(other.parameters(), lr=0.05))
+    trainer(x)
+    trainer.setOptimizer(X.SGD(other.parameters(), lr=0.0))
+    before = other.lin.weight.detach().clone()
+    trainer(x)
+    trainer.copyWeightsToHost()
+    assert torch.equal(other.lin.weight, before)

@@ -611,15 +611,16 @@ def check_unchanged_constants(compiled: dict, new: dict, compiled_groups: dict[s
                               new_groups: dict[str, int], opt: torch.optim.Optimizer,
                               grad_dtype: str | None = "float32") -> None:
     """setOptimizer(opt) after compile: everything compiled in as a constant must be unchanged.
-    A torch.optim optimizer is PopTorch's of the same kind with its structure's
-    defaults (torch's update, state in the gradients' type `grad_dtype`)."""
-    if not isinstance(opt, Optimizer):
-        state = grad_dtype or "float32"
-        torch_defaults = {"use_combined_accum": False, "accum_type": compiled.get("accum_type") and state,
-                          "velocity_accum_type": state, "first_order_momentum_accum_type": state,
-                          "second_order_momentum_accum_type": state, "bias_correction": True,
-                          "use_tf_variant": False}
-        new = {**{k: v for k, v in torch_defaults.items() if k in compiled}, **new}
+    A torch.optim optimizer (either side) is PopTorch's of the same kind with its
+    structure's defaults (torch's update, state in the gradients' type `grad_dtype`)."""
+    # a structural key one side lacks is the torch.optim optimizer's (or the
+    # unset accum_type's: the gradients' type) on that side
+    state = grad_dtype or "float32"
+    torch_defaults = {"use_combined_accum": False, "accum_type": state, "velocity_accum_type": state,
+                      "first_order_momentum_accum_type": state, "second_order_momentum_accum_type": state,
+                      "bias_correction": True, "use_tf_variant": False}
+    compiled, new = ({**{k: v for k, v in torch_defaults.items() if k in other}, **cfg}
+                     for cfg, other in ((compiled, new), (new, compiled)))
     if compiled["type"] != new["type"]:
         raise Error(f"setOptimizer: cannot change the optimizer type from {compiled['type']} to {new['type']}")
     if len(compiled["groups"]) != len(new["groups"]) or compiled_groups != new_groups:
