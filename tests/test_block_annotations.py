@@ -7,6 +7,7 @@ saved or inspected as a PyTorch model")."""
 import copy
 import io
 
+import pytest
 import torch
 from torch import nn
 
@@ -105,3 +106,13 @@ def test_legacy_begin_block_of_a_function_starts_its_block():
 
     stages = to_py(model._program.module.attributes[STAGES_KEY])
     assert stages["num_ipus"] == 2 and stages["pipeline_stages"] == 2
+
+
+def test_a_second_begin_block_on_a_module_is_poptorchs_error_until_remove_blocks():
+    m = Pair()
+    tilefx.BeginBlock(m.l2, ipu_id=1)
+    with pytest.raises(tilefx.Error, match="module has already been assigned to a block"):
+        tilefx.BeginBlock(m.l2, ipu_id=1)
+    tilefx.removeBlocks(m)
+    tilefx.BeginBlock(m.l2, ipu_id=1)  # cleared: a block again
+    assert "BeginBlock(user_id=None, ipu_id=1) Twice()" in tilefx.module_repr(m)

@@ -88,6 +88,41 @@ def test_dynamic_slice_is_a_python_slice_with_a_runtime_start(step):
         torch.testing.assert_close(ex(x, torch.tensor([s])), want)
 
 
+def test_slice_bounds_from_constant_tensors_train_like_pytorch():
+    """`t[s:s + 2:2, r:r + 4:2]` with `s` and `r` tensors the model holds (not
+    inputs): the trace reads their values on the host and slices statically."""
+    s, r = torch.tensor([1]), torch.tensor([0])
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.linspace(0.5, 1.5, 32).reshape(4, 8))
+
+        def forward(self, x):
+            out = (x * self.w)[s:s + 2:2, r:r + 4:2]
+            return out, out.square().sum()
+
+    torch.manual_seed(0)
+    model, x = M(), torch.randn(4, 8)
+    ref = copy.deepcopy(model)
+    want = ref(x)[0]
+    _train_ref(ref, (x,))
+    ex = poptorch.trainingModel(model, optimizer=poptorch.optim.SGD(model.parameters(), lr=0.1))
+    torch.testing.assert_close(ex(x)[0], want)
+    ex(x)
+    ex.copyWeightsToHost()
+    torch.testing.assert_close(model.w, ref.w)
+
+
+def test_slice_bounds_from_an_input_tensor_are_a_clear_error():
+    class M(torch.nn.Module):
+        def forward(self, x, s):
+            return x[s:s + 2]
+
+    with pytest.raises(Error, match="data-dependent operation aten::_local_scalar_dense"):
+        poptorch.inferenceModel(M())(torch.arange(8.0), torch.tensor([1]))
+
+
 def test_dynamic_slice_and_update_errors_are_poptorchs():
     x, start = torch.arange(8.0), torch.tensor([1])
     with pytest.raises(Error, match=r"^The start and end of a slice must be different\.$"):

@@ -4,6 +4,7 @@ LAMB's host `step()` and the state-dict errors (PopTorch user guide,
 "Optimizers")."""
 
 import copy
+import logging
 
 import pytest
 import torch
@@ -202,3 +203,78 @@ def test_a_zero_dimensional_half_parameter_trains_and_writes_back():
     trainer.copyWeightsToHost()
     assert model.w.dtype == torch.float16 and model.w.dim() == 0
     torch.testing.assert_close(model.w.float(), ref.w.detach(), rtol=1e-2, atol=1e-2)
+
+
+def test_the_device_state_is_read_once_per_change_and_kept_on_detach(caplog):
+    """PopTorch reads the optimizer state from the device once per change
+    ('Writing optimiser state tensors from IPU to host.'), then answers from
+    its cached copy ('Using cached optimiser state dict'), and reads it as it
+    detaches; a torch.optim optimizer has no device state to read."""
+    read, cached = "Writing optimiser state tensors from IPU to host.", "Using cached optimiser state dict"
+
+    def messages():
+        out = [r.getMessage() for r in caplog.records]
+        caplog.clear()
+        return out
+
+    x = torch.randn(3)
+    m = _Lin()
+    opt = X.SGD(m.parameters(), lr=0.05, momentum=0.9)
+    trainer = tilefx.trainingModel(m, optimizer=opt)
+    trainer.compile(x)
+    with caplog.at_level(logging.DEBUG, logger="tilefx"):
+        caplog.clear()
+        first = opt.state_dict()
+        assert read in messages()
+        again = opt.state_dict()
+        assert cached in messages() and again["ipu_param"].keys() == first["ipu_param"].keys()
+        trainer(x)  # an update: the cached copy is stale
+        after = opt.state_dict()
+        assert read in messages()
+        assert not torch.equal(after["ipu_state"]["Accl___lin.weight"], first["ipu_state"]["Accl___lin.weight"])
+        opt.param_groups[0]["lr"] = 0.01
+        trainer.setOptimizer(opt)  # new hyper-parameters: read again
+        messages()
+        lr = opt.state_dict()["ipu_param"]["scaledLearningRate1___specific___lin.weight"]
+        assert read in messages() and float(lr) == pytest.approx(0.01)
+        trainer(x)
+        messages()
+        trainer.detachFromDevice()
+        assert read in messages()
+        opt.state_dict()
+        assert cached in messages()
+
+        other = _Lin()
+        plain = tilefx.trainingModel(other, optimizer=torch.optim.SGD(other.parameters(), lr=0.05))
+        plain.compile(x)
+        messages()
+        plain.detachFromDevice()
+        assert read not in messages()
+
+
+def test_set_optimizer_from_a_poptorch_sgd_to_a_torch_sgd():
+    """A torch.optim.SGD is PopTorch's SGD with its defaults (the separate
+    variant, float32 state): switching to one after compile keeps the
+    program, and its lr takes effect; a structural change is still refused."""
+    torch.manual_seed(0)
+    x = torch.randn(3)
+    m = _Lin()
+    trainer = tilefx.trainingModel(m, optimizer=X.SGD(m.parameters(), lr=0.05, momentum=0.5))
+    trainer(x)
+    trainer.copyWeightsToDevice()
+    trainer.setOptimizer(torch.optim.SGD(m.parameters(), lr=0.0, momentum=0.5))
+    before = m.lin.weight.detach().clone()
+    trainer(x)
+    trainer.copyWeightsToHost()
+    assert torch.equal(m.lin.weight, before)  # lr 0: no update
+    with pytest.raises(ValueError, match="use_combined_accum"):
+        trainer.setOptimizer(X.SGD(m.parameters(), lr=0.05, momentum=0.5, use_combined_accum=True))
+
+    other = _Lin()  # and the other way: compiled with torch's, then PopTorch's
+    trainer = tilefx.trainingModel(other, optimizer=torch.optim.SGD(other.parameters(), lr=0.05))
+    trainer(x)
+    trainer.setOptimizer(X.SGD(other.parameters(), lr=0.0))
+    before = other.lin.weight.detach().clone()
+    trainer(x)
+    trainer.copyWeightsToHost()
+    assert torch.equal(other.lin.weight, before)

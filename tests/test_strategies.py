@@ -269,6 +269,8 @@ class ReturnsToIpu0(nn.Module):
                 x = torch.relu(self.b(x))
             with tilefx.Block(ipu_id=0):
                 x = self.c(x)
+                if y is not None:  # the loss too: under AutoIncrement no op may follow the blocks
+                    return x, nn.functional.mse_loss(x, y)
         return x if y is None else (x, nn.functional.mse_loss(x, y))
 
 
@@ -319,6 +321,25 @@ def test_a_block_in_two_stages_is_an_error(make):
         make()
 
 
+def test_an_op_after_the_blocks_under_auto_increment_is_no_active_block():
+    """AutoIncrement gives each block the next stage: an op computing on the
+    last block's result outside every Block has none (PopTorch's "No active
+    Block"). SameAsIpu places it with the block whose value it uses."""
+    class Tail(nn.Module):
+        def forward(self, x):
+            with tilefx.Block(ipu_id=0):
+                x = x * 4
+            return x * 4
+
+    x = torch.randn(2, 5)
+    opts = tilefx.Options().deviceIterations(2)
+    torch.testing.assert_close(tilefx.inferenceModel(Tail(), opts)(x), x * 16)
+    opts = tilefx.Options().deviceIterations(2).setExecutionStrategy(
+        tilefx.PipelinedExecution(AutoStage.AutoIncrement))
+    with pytest.raises(tilefx.Error, match=r"No active Block: aten.mul.Tensor uses a value of block .0. after the last block ended"):
+        tilefx.inferenceModel(Tail(), opts).compile(x)
+
+
 def test_unknown_block_in_a_stage_is_an_error():
     with pytest.raises(tilefx.Error, match="names block 'B9'"):
         tilefx.trainingModel(BlockCNN(), _opts(tilefx.PipelinedExecution("B1", "B2", "B3", "B9")))(
@@ -342,7 +363,7 @@ def test_op_outside_every_block_is_an_error():
 def test_begin_block_rules_and_remove_blocks():
     m = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
     tilefx.BeginBlock(m[0], "A", ipu_id=0)
-    with pytest.raises(tilefx.Error, match="already assigned"):
+    with pytest.raises(tilefx.Error, match="module has already been assigned to a block"):
         tilefx.BeginBlock(m[0], "A2", ipu_id=0)
     # declared in the wrong order: the later layer's BeginBlock first
     w = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))

@@ -115,6 +115,9 @@ def test_pipelining_rule_names_the_option_and_the_implicit_strategy():
         _train(tilefx.Options())
     msg = str(e.value)
     assert "needs gradientAccumulation >= 3, got 1" in msg
+    assert ("poptorch.Options().Training.gradientAccumulation must be greater than or equal to the number of "
+            "pipeline stages (3) when using poptorch.PipelinedExecution. Please note that a model with 2 "
+            "pipeline stages in PopTorch will have an additional 1 stages when training.") in msg  # PopTorch's
     assert "opts.Training.gradientAccumulation(3)" in msg
     # no strategy was set: Block(ipu_id=...) switched pipelining on, and sharding needs no minimum
     assert "Block(ipu_id=...)" in msg and "opts.setExecutionStrategy(poptorch.ShardedExecution())" in msg
@@ -183,3 +186,32 @@ def test_remedies_rank_what_fits_before_what_frees_more():
     mem = _memory({"w": ("weight", 60), "s": ("optimizer", 60), "a": ("activation", 60)}, temp=60)
     text = advice(mem, 0, capacity=100)  # 140 over, 60 from each part: nothing alone
     assert text.startswith("No one change fits alone")
+
+
+def test_pipelined_inference_rules_are_poptorchs_words():
+    """Pipelined inference: too few device iterations, and a gradient
+    accumulation other than 1 (PopTorch's messages; the pipelined one points
+    at deviceIterations). The default strategy is PopTorch's
+    PipelinedExecution (Options._execution_strategy)."""
+    assert type(tilefx.Options()._execution_strategy) is tilefx.PipelinedExecution
+    sharded = tilefx.Options().setExecutionStrategy(tilefx.ShardedExecution())
+    assert type(sharded._execution_strategy) is tilefx.ShardedExecution
+
+    class Two(nn.Module):
+        def forward(self, x):
+            with tilefx.Block(ipu_id=0):
+                x = x + 1
+            with tilefx.Block(ipu_id=1):
+                return x * 2
+
+    with pytest.raises(tilefx.Error, match=r"poptorch\.Options\(\)\.deviceIterations must be greater than or "
+                                           r"equal to the number of pipeline stages \(2\)"):
+        tilefx.inferenceModel(Two())(torch.zeros(1))
+    for opts, pipelined in ((tilefx.Options(), True), (sharded, False)):
+        opts.Training.gradientAccumulation(2)
+        with pytest.raises(tilefx.Error) as e:
+            tilefx.inferenceModel(Two(), opts)
+        assert str(e.value).startswith(
+            "You must set poptorch.Options().Training.gradientAccumulation to 1 or leave it as its default "
+            "value (1) when running a poptorch.inferenceModel().")
+        assert ("Use poptorch.Options().deviceIterations to process" in str(e.value)) == pipelined

@@ -168,7 +168,8 @@ def BeginBlock(layer: torch.nn.Module, user_id: str | None = None, ipu_id: int |
     if not isinstance(layer, torch.nn.Module):
         raise Error(f"BeginBlock expects a torch.nn.Module, got {type(layer).__name__}")
     if getattr(layer, "_tilefx_begin_block", None) is not None:
-        raise Error(f"BeginBlock: module {type(layer).__name__} is already assigned to a block")
+        raise Error(f"BeginBlock: this module has already been assigned to a block ({type(layer).__name__}); "
+                    "poptorch.removeBlocks(model) clears the assignments")
     if user_id is not None and not isinstance(user_id, str):
         user_id = str(user_id)
     if ipu_id is not None and (isinstance(ipu_id, bool) or not isinstance(ipu_id, int) or ipu_id < 0):

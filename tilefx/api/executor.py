@@ -192,8 +192,12 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         self._seed_random(self._options.random_seed)
         self._dist = None  # the other processes of a distributed training model (api/distributed.py)
         if not training and self._options.Training.gradient_accumulation != 1:
-            raise Error("inferenceModel: gradientAccumulation must be 1 for inference models "
-                        f"(got {self._options.Training.gradient_accumulation})")
+            pipelined = type(self._options._execution_strategy).__name__ == "PipelinedExecution"
+            raise Error("You must set poptorch.Options().Training.gradientAccumulation to 1 or leave it as "
+                        "its default value (1) when running a poptorch.inferenceModel()."
+                        + (" Use poptorch.Options().deviceIterations to process a sufficient number of "
+                           "batches each run for pipelined execution instead." if pipelined else "")
+                        + f" (gradientAccumulation is {self._options.Training.gradient_accumulation})")
 
     # -- PopTorch API ----------------------------------------------------
     @property
@@ -534,7 +538,8 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
                             f"to {new_cfg['type']}")
             self._optimizer = optimizer
             return
-        check_unchanged_constants(compiled, new_cfg, self._opt_groups, new_groups, optimizer)
+        check_unchanged_constants(compiled, new_cfg, self._opt_groups, new_groups, optimizer,
+                                  self.__dict__.get("_grad_dtype"))
         if "_opt_known" in self.__dict__:
             warn_unexpected_attributes(optimizer, self._opt_known, self._opt_warned,
                                        bool(self._options.relax_optimizer_attributes_checks))

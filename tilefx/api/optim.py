@@ -124,7 +124,9 @@ class Optimizer:
             setattr(self, k, v)
         self._tilefx_executor = None
         self._tilefx_pending = None
-        self._tilefx_loaded = None  # (the model's update count then, the state load_state_dict wrote)
+        # the host's copy of the device's state: (the model's update count then, the state
+        # read or written), as PopTorch's cached state dict, valid until the model updates
+        self._tilefx_loaded = None
 
     # -- state ------------------------------------------------------------
     def _executor(self):
@@ -135,16 +137,8 @@ class Optimizer:
         device's state: see the module docstring."""
         sd = torch.optim.Optimizer.state_dict(self)
         ex = self._executor()
-        ipu = None
-        if ex is not None and ex.runs_optimizer(self):
-            loaded = getattr(self, "_tilefx_loaded", None)
-            if loaded is not None and loaded[0] == ex.__dict__.get("_opt_writes", 0):
-                ipu = loaded[1]  # what load_state_dict wrote, until the model runs
-            else:
-                ipu = ex.device_optimizer_state()
-        if ipu is not None:
-            log.debug("Writing optimiser state tensors from IPU to host.")  # PopTorch's words
-        else:
+        ipu = read_device_state(self) if ex is not None and ex.runs_optimizer(self) else None
+        if ipu is None:
             ipu = self._tilefx_pending
         sd["ipu_optimizer"] = self._kind
         sd["ipu_step"] = None if ipu is None or ipu["step"] is None else int(ipu["step"])
@@ -611,8 +605,19 @@ def _how_to_make_variable(opt: torch.optim.Optimizer, attr: str) -> str:
 
 
 def check_unchanged_constants(compiled: dict, new: dict, compiled_groups: dict[str, int],
-                              new_groups: dict[str, int], opt: torch.optim.Optimizer) -> None:
-    """setOptimizer(opt) after compile: everything compiled in as a constant must be unchanged."""
+                              new_groups: dict[str, int], opt: torch.optim.Optimizer,
+                              grad_dtype: str | None = "float32") -> None:
+    """setOptimizer(opt) after compile: everything compiled in as a constant must be unchanged.
+    A torch.optim optimizer (either side) is PopTorch's of the same kind with its
+    structure's defaults (torch's update, state in the gradients' type `grad_dtype`)."""
+    # a structural key one side lacks is the torch.optim optimizer's (or the
+    # unset accum_type's: the gradients' type) on that side
+    state = grad_dtype or "float32"
+    torch_defaults = {"use_combined_accum": False, "accum_type": state, "velocity_accum_type": state,
+                      "first_order_momentum_accum_type": state, "second_order_momentum_accum_type": state,
+                      "bias_correction": True, "use_tf_variant": False}
+    compiled, new = ({**{k: v for k, v in torch_defaults.items() if k in other}, **cfg}
+                     for cfg, other in ((compiled, new), (new, compiled)))
     if compiled["type"] != new["type"]:
         raise Error(f"setOptimizer: cannot change the optimizer type from {compiled['type']} to {new['type']}")
     if len(compiled["groups"]) != len(new["groups"]) or compiled_groups != new_groups:
@@ -642,6 +647,22 @@ def attach(opt: torch.optim.Optimizer, executor) -> None:
     """Let a tilefx optimizer's state_dict / load_state_dict reach `executor`."""
     if isinstance(opt, Optimizer):
         opt._tilefx_executor = executor
+
+
+def read_device_state(opt: Optimizer) -> dict | None:
+    """The attached model's optimizer state as `opt.state_dict()` shows it:
+    read from the device once per change (PopTorch's words at DEBUG for the
+    read and for the cached copy), None before the model compiled."""
+    ex = opt._executor()
+    loaded = getattr(opt, "_tilefx_loaded", None)
+    if loaded is not None and loaded[0] == ex.__dict__.get("_opt_writes", 0):
+        log.debug("Using cached optimiser state dict")  # PopTorch's words
+        return loaded[1]
+    ipu = ex.device_optimizer_state()
+    if ipu is not None:
+        log.debug("Writing optimiser state tensors from IPU to host.")  # PopTorch's words
+        opt._tilefx_loaded = (ex.__dict__.get("_opt_writes", 0), ipu)
+    return ipu
 
 
 def take_pending_state(opt: torch.optim.Optimizer) -> dict | None:

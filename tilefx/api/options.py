@@ -339,6 +339,16 @@ class Options(_OptionsBase):
                 f"(for example poptorch.ShardedExecution()), got {strategy!r}")
         self.execution_strategy = strategy
 
+    @property
+    def _execution_strategy(self) -> Any:
+        """The strategy in effect (PopTorch's attribute): the one set, else
+        PopTorch's default, PipelinedExecution(AutoStage.SameAsIpu)."""
+        if self.execution_strategy is not None:
+            return self.execution_strategy
+        from tilefx.api.strategies import PipelinedExecution  # the strategies build on these options
+
+        return PipelinedExecution()
+
     @_setter
     def setAvailableMemoryProportion(
             self, available_memory_proportion: dict[str, float]):

@@ -258,6 +258,7 @@ class WeightUpdates:
 
     def _reset_device_params(self) -> None:
         """setOptimizer: the device takes the optimizer's hyper-parameters."""
+        self._opt_writes = self.__dict__.get("_opt_writes", 0) + 1  # a state read before is stale
         self.__dict__.pop("_param_overrides", None)
         self.__dict__.pop("_ls_device", None)
 

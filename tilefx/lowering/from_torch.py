@@ -337,6 +337,8 @@ class _Builder(TensorIds):
             src, idx = node.args
             self.values[node] = self.values[src][idx]
             return
+        if target is torch.ops.aten._local_scalar_dense.default and not node.users:
+            return  # a constant tensor read on the host (a slice bound `t[s:s + 2]`): the trace used its value
         try:
             self.convert(node)
         except Error as e:
@@ -803,8 +805,10 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             b.call(node)
 
     b.check_multiconvs()
+    # PopTorch user guide, "Multi-IPU execution strategies": all layers must be declared
+    # inside a Block scope (BeginBlock has no such rule: later layers join the last one)
     if watch.outside and not uses_begin_block(model):
-        raise Error("once blocks are in use, every layer must be inside a Block: "
+        raise Error("No active Block: once blocks are in use, every layer must be inside a Block: "
                     f"{', '.join(dict.fromkeys(watch.outside))} ran outside every block",
                     type="frontend")
     results, res_attrs = [], []

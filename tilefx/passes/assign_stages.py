@@ -160,6 +160,8 @@ class AssignStagesPass(ModulePass):
             return
 
         # block -> (user stage id, ipu, phase); the blocks whose ops keep their own IPUs
+        if not phased and not cfg.get("stages") and cfg.get("auto_stage") == "auto_increment":
+            self._check_all_in_blocks(ops)
         where, own_ipus = self._resolve(cfg, kind, list(blocks.values()))
 
         def ipu_of(p: PlacementAttr) -> int:
@@ -206,8 +208,10 @@ class AssignStagesPass(ModulePass):
                 raise PlacementError(
                     f"pipelined training over {num_fwd} forward stages has {need} pipeline stages "
                     f"and needs gradientAccumulation >= {need}, got {self.gradient_accumulation}: "
-                    f"gradientAccumulation() must be greater than or equal to the number of "
-                    f"pipeline stages (forward and backward). Set "
+                    f"poptorch.Options().Training.gradientAccumulation must be greater than or equal "
+                    f"to the number of pipeline stages ({need}) when using poptorch.PipelinedExecution. "
+                    f"Please note that a model with {num_fwd} pipeline stages in PopTorch will have an "
+                    f"additional {need - num_fwd} stages when training. Set "
                     f"opts.Training.gradientAccumulation({need}) or more (each call then takes "
                     f"deviceIterations x replicationFactor x gradientAccumulation micro-batches), "
                     f"or pick a schedule that runs any number of micro-batches: "
@@ -215,8 +219,9 @@ class AssignStagesPass(ModulePass):
             if not training and self.device_iterations < num_fwd:
                 raise PlacementError(
                     f"pipelined inference over {num_fwd} stages needs deviceIterations >= {num_fwd}, "
-                    f"got {self.device_iterations}: deviceIterations() must be greater than or equal "
-                    f"to the number of pipeline stages. Set opts.deviceIterations({num_fwd}) or more"
+                    f"got {self.device_iterations}: poptorch.Options().deviceIterations must be greater "
+                    f"than or equal to the number of pipeline stages ({num_fwd}) when using "
+                    f"poptorch.PipelinedExecution. Set opts.deviceIterations({num_fwd}) or more"
                     + _implicit_note(cfg, num_fwd))
 
         def bwd_phase(ph: int) -> int:
@@ -361,6 +366,25 @@ class AssignStagesPass(ModulePass):
         if missing:
             raise PlacementError(f"blocks {missing} are not in any Stage or Phase of the strategy")
         return where, own_ipus
+
+    def _check_all_in_blocks(self, ops) -> None:
+        """AutoStage.AutoIncrement gives each block the next stage, so an op
+        computing on a block's results after the last block ended has no
+        stage: PopTorch's "No active Block" (its user guide: declare every
+        layer inside a Block). Ops on no placed value (constants, views of
+        weights) are not such ops; glue between two blocks follows its operands."""
+        placed = [i for i, o in enumerate(ops)
+                  if (p := place(o)) is not None and not p.is_backward and p.block.data]
+        for o in ops[placed[-1] + 1:]:
+            p = place(o)
+            if p is None or p.is_backward or p.block.data:
+                continue
+            for v in o.operands:
+                q = place(v.owner) if isinstance(v.owner, Operation) else None
+                if q is not None and not q.is_backward and q.block.data:
+                    raise PlacementError(
+                        f"No active Block: {o.name} uses a value of block {q.block.data!r} after the last "
+                        "block ended; with AutoStage.AutoIncrement every op must be inside a Block")
 
     def _check_data_flow(self, ops, where, phased: bool = False) -> None:
         """A value may only flow to the same or a later stage (pipelined, sharded).
