@@ -125,7 +125,11 @@ def meet(rank: int, size: int, addr: str, port: int, timeout: float):
         raise Error(f"{me} of job {job_name(job)}: the rendezvous at {where} failed: "
                     f"({type(e).__name__}: {str(e)[:300]})") from None
     store.set_timeout(datetime.timedelta(seconds=timeout))  # from here on: the exchanges' timeout
-    return store
+    # The process group's keys (each process's gloo address) go under this
+    # attempt's prefix too: torchrun's agent keeps its store over restarts,
+    # and a restarted process reading a killed attempt's address would wait
+    # for a peer that is gone (as torch's own env:// rendezvous prefixes them).
+    return places
 
 
 def _claim(store, places, rank: int, size: int, mine: dict, me: str, where: str) -> None:
