@@ -1,0 +1,141 @@
+"""What the planner's costing of a configuration rests on: `ipu-auto-stage`
+sees the recomputation the model asks for (the values it stashes are the
+ones `ipu-recompute` keeps), and the costs it reuses across configurations
+and repeated layers are the costs it would compute afresh."""
+
+import pytest
+import torch
+from torch import nn
+from xdsl.dialects import func
+
+import tilefx
+from tilefx.dialects.ipu import PlacementAttr
+from tilefx.dialects.irutil import find_func, place
+from tilefx.passes.auto_stage import _anchors, _memory_vectors, _recomputation
+from tilefx.passes.recompute import recompute
+
+MB, D, H, LAYERS = 4, 32, 128, 4
+
+
+class Checkpointed(nn.Module):
+    """Feed-forward layers with a recomputation checkpoint after each."""
+
+    def __init__(self, checkpoints=True):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(D, H), nn.GELU(), nn.Linear(H, D))
+                                    for _ in range(LAYERS))
+        self.checkpoints = checkpoints
+
+    def forward(self, x, y):
+        for layer in self.layers:
+            x = layer(x)
+            if self.checkpoints:
+                x = tilefx.recomputationCheckpoint(x)
+        return x, nn.functional.mse_loss(x, y)
+
+
+def _backward(op) -> bool:
+    return place(op, PlacementAttr()).is_backward
+
+
+def _traced(model):
+    torch.manual_seed(0)
+    opts = tilefx.Options().useOfflineIpuTarget()
+    ex = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+    module = ex.trace_only(torch.randn(MB, D), torch.randn(MB, D))
+    main = find_func(module, "main")
+    return module, main, [o for o in main.body.block.ops if not isinstance(o, func.ReturnOp)]
+
+
+def _forward_reads_of_backward(main):
+    """(forward op index, result index) of each forward value a backward op reads."""
+    fwd = [o for o in main.body.block.ops if not _backward(o)]
+    index = {o: i for i, o in enumerate(fwd)}
+    out = set()
+    for o in main.body.block.ops:
+        if _backward(o):
+            for v in o.operands:
+                if getattr(v, "op", None) in index:
+                    out.add((index[v.op], v.index))
+    return out
+
+
+def test_auto_stage_stashes_what_recompute_keeps():
+    """The forward values the backward reads once `ipu-recompute` has run
+    are the kept values `_recomputation` predicts (the checkpoints), and the
+    ops it recomputes are the ones the pass clones."""
+    module, main, ops = _traced(Checkpointed())
+    kept, recomputed = _recomputation(main, ops)
+    fwd = [o for o in main.body.block.ops if not _backward(o)]
+    index = {o: i for i, o in enumerate(fwd)}
+    predicted = set()
+    for o in ops:
+        if _backward(o):
+            for v in o.operands:
+                if getattr(v, "op", None) in index:
+                    for k in kept.get(v, (v,)):
+                        predicted.add((index[k.op], k.index))
+    after = module.clone()
+    cloned = recompute(find_func(after, "main"))
+    assert _forward_reads_of_backward(find_func(after, "main")) == predicted
+    assert cloned == len(recomputed) > 0
+    # the checkpoints, and scalar constants (which carry no placement)
+    names = [fwd[i].name for i, _ in predicted]
+    assert names.count("ipu.recomputation_checkpoint") == LAYERS
+    assert set(names) <= {"ipu.recomputation_checkpoint", "aten.scalar_tensor"}
+
+
+def test_auto_stage_stash_shrinks_to_the_checkpoints():
+    """Per micro-batch, a checkpointed model stashes its LAYERS checkpoints
+    (MB x D float32 each); without checkpoints every value the backward
+    reads."""
+    module, main, ops = _traced(Checkpointed())
+    anchor, n = _anchors(ops)
+    kept, _ = _recomputation(main, ops)
+    saved = _memory_vectors(module, main, ops, anchor, n, True, kept=kept)[1]
+    assert saved.sum() == LAYERS * MB * D * 4 + 4  # and the loss's 0-d scalar constant
+    module, main, ops = _traced(Checkpointed(checkpoints=False))
+    anchor, n = _anchors(ops)
+    assert _recomputation(main, ops) == ({}, set())
+    # each layer's GELU input and output (MB x H) and its output (MB x D)
+    assert _memory_vectors(module, main, ops, anchor, n, True)[1].sum() == LAYERS * (2 * MB * H + MB * D) * 4 + 4
+
+
+def test_checkpointed_model_fits_where_its_stash_would_not():
+    """A pipeline whose stashed activations do not fit without checkpoints
+    fits with them: ipu-auto-stage finds a split, and the compiled model's
+    profile agrees that every IPU holds its stage (the recompute pass runs
+    after ipu-auto-stage, so the cut must foresee it)."""
+
+    torch.manual_seed(0)
+    d, h, mb = 256, 4096, 8192
+
+    class Wide(nn.Module):
+        def __init__(self, checkpoints):
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Sequential(nn.Linear(d, h), nn.GELU(), nn.Linear(h, d))
+                                        for _ in range(4))
+            self.checkpoints = checkpoints
+
+        def forward(self, x, y):
+            for layer in self.layers:
+                x = layer(x)
+                if self.checkpoints:
+                    x = tilefx.recomputationCheckpoint(x)
+            return x, nn.functional.mse_loss(x, y)
+
+    def compile_(checkpoints):
+        with torch.device("meta"):
+            model = Wide(checkpoints)
+        opts = tilefx.Options().useOfflineIpuTarget()
+        opts.Training.gradientAccumulation(8)
+        opts.setExecutionStrategy(tilefx.PipelinedExecution.auto(2, schedule="1F1B"))
+        t = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+        t.compile(torch.randn(mb * 8, d), torch.randn(mb * 8, d))
+        return t
+
+    with pytest.raises(tilefx.Error, match="no split into 2 stages"):
+        compile_(False)
+    t = compile_(True)
+    mem = t.profile.memory
+    assert len(mem) == 2 and all(int(m.peak.max()) <= t.profile.machine.bytes_per_tile for m in mem.values())
