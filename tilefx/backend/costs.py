@@ -280,7 +280,11 @@ DEFAULT_PROPORTION = ipu.DEFAULT_PROPORTION
 
 
 def _itemsize(v) -> int:
-    t = v.type.element_type
+    return _itemsize_of(v.type.element_type)
+
+
+@functools.lru_cache(maxsize=None)  # a handful of element types; str() of one is slow
+def _itemsize_of(t) -> int:
     width = getattr(t, "width", None)
     if width is not None:  # integer types
         return max(1, width.data // 8)
