@@ -139,3 +139,25 @@ def test_checkpointed_model_fits_where_its_stash_would_not():
     t = compile_(True)
     mem = t.profile.memory
     assert len(mem) == 2 and all(int(m.peak.max()) <= t.profile.machine.bytes_per_tile for m in mem.values())
+
+
+def test_repeated_layers_are_costed_once(monkeypatch):
+    """An op of a repeated layer is costed once: the same op of the other
+    layers (and of every configuration the planner costs) reuses its cost,
+    which is the cost computed afresh."""
+    from tilefx.backend import costs
+    from tilefx.backend.machine import machine
+
+    module, main, ops = _traced(Checkpointed())
+    mach = machine("mk2")
+    fresh = [costs._op_cost(o, mach, costs.DEFAULT_PROPORTION) for o in ops]
+    calls = []
+    real = costs._op_cost
+    monkeypatch.setattr(costs, "_op_cost", lambda op, m, p: calls.append(op) or real(op, m, p))
+    monkeypatch.setattr(costs, "_COSTS", {})
+    assert [costs.op_cost(o, mach) for o in ops] == fresh
+    matmuls = sum(o.name in costs._PLANNED for o in ops)  # planned (and cached) by shape instead
+    assert 0 < len(calls) - matmuls < (len(ops) - matmuls) / 2
+    calls.clear()
+    assert [costs.op_cost(o, mach) for o in ops] == fresh  # a second configuration of the model
+    assert len(calls) == matmuls
