@@ -4,6 +4,7 @@ model's), timed; and the planner's best against a published configuration.
 
     .venv/bin/python benchmarks/bench_planner.py time [--layers 24] [--ipus 16] [--global-batch 65536]
     .venv/bin/python benchmarks/bench_planner.py published [--case NAME|all] [--machine bow]
+    .venv/bin/python benchmarks/bench_planner.py compile
 
 `time`: the planning time of a BERT-Large-sized model (d 1024, 16 heads,
 FFN 4096, sequence 128, 20 masked tokens, vocabulary 30,528) with the given
@@ -129,6 +130,42 @@ def compare(name, machine="bow"):
     return pub, cands, time.process_time() - cpu
 
 
+def compile_reuse(repeats=2, layers=12):
+    """CPU seconds of a BERT-Base-sized training compile (12 layers over 4
+    IPUs as [0, 4, 4, 4], micro-batch 8, compile-only), with each op's cost
+    computed afresh and each element size from its type's text ("without")
+    and both kept ("with": the repeated layers' ops costed once), alternated in one process after a
+    warm-up compile; the memo is emptied before each compile."""
+    from tilefx.backend import costs
+
+    def once(reuse):
+        with torch.device("meta"):
+            model = BertPretraining(d=768, heads=12, ffn=3072, layers=layers, layers_per_ipu=(0, 4, 4, 4),
+                                    recompute=True).half()
+        opts = tilefx.Options().useOfflineIpuTarget()
+        opts.Training.gradientAccumulation(16)
+        opts.setExecutionStrategy(tilefx.PipelinedExecution(tilefx.AutoStage.AutoIncrement))
+        t = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.LAMB(model.parameters()))
+        costs._COSTS.clear()
+        signature, itemsize = costs._signature, costs._itemsize
+        if not reuse:  # as before the memo and the element-size cache
+            costs._signature = lambda *a: None
+            costs._itemsize = lambda v: costs._itemsize_of.__wrapped__(v.type.element_type)
+        cpu = time.process_time()
+        try:
+            t.compile(torch.randint(0, 30528, (8 * 16, 128)), torch.randint(0, 30528, (8 * 16, 20)))
+        finally:
+            costs._signature, costs._itemsize = signature, itemsize
+        return time.process_time() - cpu
+
+    once(True)
+    out = {"without": [], "with": []}
+    for _ in range(repeats):
+        out["without"].append(once(False))
+        out["with"].append(once(True))
+    return out
+
+
 def time_plan(layers, ipus, global_batch, mb=8, machine="mk2", **kw):
     model, inputs, opt = bert_factory(layers=layers, mb=mb, **kw)
     opts = tilefx.Options()
@@ -141,7 +178,7 @@ def time_plan(layers, ipus, global_batch, mb=8, machine="mk2", **kw):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["time", "published"])
+    ap.add_argument("what", choices=["time", "published", "compile"])
     ap.add_argument("--case", default="all", help="a PUBLISHED entry, or all")
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--ipus", type=int, default=16)
@@ -150,6 +187,12 @@ def main():
     ap.add_argument("--machine", default="mk2")
     ap.add_argument("--base", action="store_true", help="BERT-Base sizes (d 768, 12 heads, FFN 3072)")
     a = ap.parse_args()
+    if a.what == "compile":
+        res = compile_reuse()
+        for k, v in res.items():
+            print(f"{k} the op-cost reuse: " + ", ".join(f"{x:.1f}" for x in v) + " s CPU")
+        print(f"ratio (with / without): {sum(res['with']) / sum(res['without']):.2f}")
+        return
     if a.what == "published":
         for name in ([a.case] if a.case != "all" else list(PUBLISHED)):
             pub, cands, cpu = compare(name, a.machine if a.machine != "mk2" else "bow")

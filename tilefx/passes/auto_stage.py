@@ -187,9 +187,20 @@ class AutoStagePass(ModulePass):
         stage_of_pos = np.zeros(n, dtype=np.int64)
         for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
             stage_of_pos[i:j] = k
+        # a block without an IPU is never cut: its backward ops go with it, as
+        # they go with their block when the user places it (a weight
+        # gradient's data flow alone could anchor it one stage over)
+        block_stage = {}
         for o in ops:
+            p = place(o, _UNPLACED)
+            if not p.is_backward and p.block.data not in ("", START_BLOCK) and p.ipu.data < 0:
+                block_stage[p.block.data] = int(stage_of_pos[anchor[o]])
+        for o in ops:
+            p = place(o, _UNPLACED)
             k = int(stage_of_pos[anchor[o]])
-            o.attributes[PLACE_KEY] = place(o, _UNPLACED).with_(block=f"stage{k}", ipu=stage_ipus[k])
+            if p.is_backward:
+                k = block_stage.get(p.block.data, k)
+            o.attributes[PLACE_KEY] = p.with_(block=f"stage{k}", ipu=stage_ipus[k])
         strategy = module_config(op, STRATEGY_KEY) if STRATEGY_KEY in op.attributes else \
             {"kind": cfg["kind"], "auto_stage": "same_as_ipu", "schedule": cfg["schedule"]}
         strategy.pop("auto", None)
