@@ -185,3 +185,25 @@ def test_top_three_of_a_checkpointed_model_compile_and_fit():
         got = {i: int(mem.peak.max()) for i, mem in t.profile.memory.items()}
         assert got == c.memory
         assert c.global_batch / t.profile.seconds == pytest.approx(c.throughput, rel=1e-9)
+
+
+def test_cut_refinement_walks_the_schedule_once_per_split(monkeypatch):
+    """ipu-auto-stage's refinement asks for the schedule's makespan (a walk
+    over every step of every micro-batch) at most once per split."""
+    import numpy as np
+
+    from tilefx.backend.schedule import Schedule
+    from tilefx.passes.auto_stage import _refine
+
+    asked = []
+    real = Schedule.makespan
+    monkeypatch.setattr(Schedule, "makespan", lambda self, per, *a: asked.append(tuple(sorted(per.items())))
+                        or real(self, per, *a))
+    n, S = 40, 4
+    rng = np.random.default_rng(0)
+    cycles = [rng.uniform(1, 10, n)] * S
+    bwd = [c / 2 for c in cycles]
+    cuts = _refine([0, 10, 20, 30, n], cycles, bwd, np.zeros((2, n)), list(range(S)), "1F1B", 64, True,
+                   lambda k, i, j: i < j)
+    assert cuts[0] == 0 and cuts[-1] == n and len(asked) > S
+    assert len(asked) == len(set(asked))

@@ -533,7 +533,15 @@ def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, traini
         M = -(-M // N) * N
     sched = _schedule_of(tuple(sorted(sip.items())), S, M, training, schedule)
 
+    seen: dict[tuple, float] = {}  # a makespan walks every step: each split once
+
     def cost(cuts):
+        key = tuple(cuts)
+        if key not in seen:
+            seen[key] = _makespan(cuts)
+        return seen[key]
+
+    def _makespan(cuts):
         per = {}
         for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
             b = bwd[k][i:j].sum() + (back[i] if training else 0)
