@@ -3,7 +3,7 @@ meta device: nothing is allocated or run, the figures are the machine
 model's), timed; and the planner's best against a published configuration.
 
     .venv/bin/python benchmarks/bench_planner.py time [--layers 24] [--ipus 16] [--global-batch 65536]
-    .venv/bin/python benchmarks/bench_planner.py published [--case NAME|all] [--machine bow]
+    .venv/bin/python benchmarks/bench_planner.py published [--case NAME|all] [--machine bow] [--same-shape]
     .venv/bin/python benchmarks/bench_planner.py compile
 
 `time`: the planning time of a BERT-Large-sized model (d 1024, 16 heads,
@@ -111,9 +111,11 @@ def published_case(name, placed: bool, machine="bow"):
     return model, inputs, opt, opts
 
 
-def compare(name, machine="bow"):
+def compare(name, machine="bow", same_shape=False):
     """The published configuration and the planner's best, both costed by
-    tilefx: (published candidate, planner candidates, CPU seconds)."""
+    tilefx: (published candidate, planner candidates, CPU seconds).
+    `same_shape`: the planner keeps the published replicas (so stages), and
+    searches the rest."""
     cfg = PUBLISHED[name]
     ipus = cfg["replicas"] * max(1, len(cfg["split"]))
     gb = cfg["mb"] * cfg["accumulation"] * cfg["replicas"]
@@ -126,6 +128,8 @@ def compare(name, machine="bow"):
                     planner.fixed_state, min(cfg["proportions"]), planner.machine.name, base=opts)
     planner._cost(pub)
     model, inputs, opt, opts = published_case(name, False, machine)
+    if same_shape:
+        opts.replicationFactor(cfg["replicas"])
     cands = tilefx.plan(model, *inputs, ipus=ipus, optimizer=opt, global_batch=gb, options=opts, keep_all=True)
     return pub, cands, time.process_time() - cpu
 
@@ -186,6 +190,8 @@ def main():
     ap.add_argument("--mb", type=int, default=8)
     ap.add_argument("--machine", default="mk2")
     ap.add_argument("--base", action="store_true", help="BERT-Base sizes (d 768, 12 heads, FFN 3072)")
+    ap.add_argument("--same-shape", action="store_true",
+                    help="published: the planner keeps the published replicas and stages")
     a = ap.parse_args()
     if a.what == "compile":
         res = compile_reuse()
@@ -195,7 +201,7 @@ def main():
         return
     if a.what == "published":
         for name in ([a.case] if a.case != "all" else list(PUBLISHED)):
-            pub, cands, cpu = compare(name, a.machine if a.machine != "mk2" else "bow")
+            pub, cands, cpu = compare(name, a.machine if a.machine != "mk2" else "bow", a.same_shape)
             cfg = PUBLISHED[name]
             print(f"== {name}: {cfg['source']}; {pub.ipus} IPUs, global batch {pub.global_batch} "
                   f"({cpu:.1f} s CPU for both)")
