@@ -3,7 +3,8 @@ meta device: nothing is allocated or run, the figures are the machine
 model's), timed; and the planner's best against a published configuration.
 
     .venv/bin/python benchmarks/bench_planner.py time [--layers 24] [--ipus 16] [--global-batch 65536]
-    .venv/bin/python benchmarks/bench_planner.py published [--case NAME]
+    .venv/bin/python benchmarks/bench_planner.py published [--case NAME|all] [--machine bow] [--same-shape]
+    .venv/bin/python benchmarks/bench_planner.py compile
 
 `time`: the planning time of a BERT-Large-sized model (d 1024, 16 heads,
 FFN 4096, sequence 128, 20 masked tokens, vocabulary 30,528) with the given
@@ -24,7 +25,9 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 import tilefx  # noqa: E402
 from tilefx.planner import table  # noqa: E402
-from validation_models import BertPretraining  # noqa: E402
+from tilefx.planner.candidate import Candidate  # noqa: E402
+from tilefx.planner.search import _Planner  # noqa: E402
+from validation_models import BertPretraining, EightBitInput, ResNet50, ViT  # noqa: E402
 
 
 def bert_factory(layers=24, d=1024, heads=16, ffn=4096, mb=8, seq=128, masked=20):
@@ -38,31 +41,133 @@ def bert_factory(layers=24, d=1024, heads=16, ffn=4096, mb=8, seq=128, masked=20
     return model, (ids, labels), tilefx.optim.AdamW(model.parameters(), lr=1e-4)
 
 
-def bert_published(name):
-    """The model with its published layer placement and the published options:
-    (model, inputs, optimizer, options, ipus, global batch)."""
-    if name == "bert-large-pod16":
-        kw, split, amp, replicas = {}, [3, 7, 7, 7], [0.1, 0.15, 0.15, 0.15], 4
-        state = tilefx.TensorLocationSettings().useOnChipStorage(False).useReplicatedTensorSharding(True)
-    elif name == "bert-base-pod16":
-        kw = dict(d=768, heads=12, layers=12, ffn=3072)
-        split, amp, replicas, state = [0, 4, 4, 4], [0.22] * 4, 4, None
-    else:
-        raise SystemExit(f"unknown case {name}")
-    mb, accumulation = 8, 512
+# Graphcore's published configurations (sources in each entry). Both sides of
+# the comparison get the model, micro-batch, optimizer, precision, machine and
+# global batch of the entry; the published side also its placement, replicas,
+# accumulation, proportions and optimizer-state location, given to the
+# planner as fixed choices so the same costing and memory rules apply.
+_BERT_SRC = "graphcore/examples nlp/bert/pytorch/configs_pretraining.yml"
+PUBLISHED = {
+    "bert-large-pod16": dict(
+        model="bert", sizes=dict(d=1024, heads=16, ffn=4096), split=(3, 7, 7, 7), mb=8, replicas=4,
+        accumulation=2048, proportions=(0.15, 0.25, 0.25, 0.25), state="off chip, sharded",
+        optimizer="lamb", source=f"{_BERT_SRC} pretrain_large_128 (Bow Pod16)"),
+    "bert-large-pod64": dict(
+        model="bert", sizes=dict(d=1024, heads=16, ffn=4096), split=(3, 7, 7, 7), mb=8, replicas=16,
+        accumulation=512, proportions=(0.14, 0.19, 0.19, 0.19), state="off chip, sharded",
+        optimizer="lamb", source=f"{_BERT_SRC} pretrain_large_128_POD64"),
+    "bert-base-pod16": dict(
+        model="bert", sizes=dict(d=768, heads=12, ffn=3072), split=(0, 4, 4, 4), mb=32, replicas=4,
+        accumulation=512, proportions=(0.25,) * 4, state="off chip, sharded", optimizer="lamb",
+        source=f"{_BERT_SRC} pretrain_base_128"),
+    "vit-b16-pod16": dict(
+        model="vit", split=(3, 3, 3, 3), mb=8, replicas=4, accumulation=2048, proportions=(0.3,) * 4,
+        state="on chip, sharded", optimizer="lamb",
+        source="graphcore/examples vision/vit/pytorch/configs.yml b16_in1k_pretrain_lamb"),
+    "resnet50-pod16": dict(
+        model="resnet50", split=(), mb=18, replicas=16, accumulation=57, proportions=(0.16,),
+        state="on chip", optimizer="sgd",
+        source="graphcore/examples vision/cnns/pytorch/train/configs.yml (ResNet-50, Bow Pod16)"),
+}
+
+
+def published_case(name, placed: bool, machine="bow"):
+    """(model, inputs, optimizer, options) of a PUBLISHED entry: with
+    `placed`, its placement and every published choice fixed; without, only
+    what the planner does not search (precision, machine)."""
+    cfg = PUBLISHED[name]
+    split = cfg["split"] if placed else None
     with torch.device("meta"):
-        model = BertPretraining(**kw, layers_per_ipu=split, recompute=True).half()
-    ids = torch.randint(0, 30528, (mb, 128))
-    labels = torch.randint(0, 30528, (mb, 20))
-    opts = tilefx.Options().replicationFactor(replicas)
-    opts.Training.gradientAccumulation(accumulation)
-    # the head goes back to IPU 0 as a later stage (optimum-graphcore's placement)
-    opts.setExecutionStrategy(tilefx.PipelinedExecution(tilefx.AutoStage.AutoIncrement))
-    opts.setAvailableMemoryProportion({f"IPU{i}": p for i, p in enumerate(amp)})
-    if state is not None:
+        torch.manual_seed(0)
+        if cfg["model"] == "bert":
+            model = BertPretraining(**cfg["sizes"], layers=sum(cfg["split"]), layers_per_ipu=split,
+                                    recompute=True).half()
+        elif cfg["model"] == "vit":
+            model = ViT(layers_per_ipu=split, recompute=True, representation=True).half()
+        else:
+            model = EightBitInput(ResNet50(recompute_blocks=13)).half()
+    mb = cfg["mb"]
+    if cfg["model"] == "bert":
+        inputs = (torch.randint(0, 30528, (mb, 128)), torch.randint(0, 30528, (mb, 20)))
+    elif cfg["model"] == "vit":
+        inputs = (torch.zeros(mb, 3, 224, 224, dtype=torch.half), torch.zeros(mb, dtype=torch.long))
+    else:
+        inputs = (torch.zeros(mb, 3, 224, 224, dtype=torch.uint8), torch.zeros(mb, dtype=torch.long))
+    opt = (tilefx.optim.LAMB(model.parameters()) if cfg["optimizer"] == "lamb" else
+           tilefx.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+    opts = tilefx.Options().setMachine(machine)
+    opts.Precision.setPartialsType(torch.half)  # every entry's enable_half_partials / 16.16
+    if placed:
+        opts.replicationFactor(cfg["replicas"])
+        opts.Training.gradientAccumulation(cfg["accumulation"])
+        if cfg["split"]:  # a later stage on IPU 0 (BERT's tied head): AutoIncrement
+            opts.setExecutionStrategy(tilefx.PipelinedExecution(tilefx.AutoStage.AutoIncrement))
+        opts.setAvailableMemoryProportion({f"IPU{i}": p for i, p in enumerate(cfg["proportions"])})
+        state = tilefx.TensorLocationSettings()
+        state.useOnChipStorage(not cfg["state"].startswith("off chip"))
+        if "sharded" in cfg["state"]:
+            state.useReplicatedTensorSharding(True)
         opts.TensorLocations.setOptimizerLocation(state)
-    opt = tilefx.optim.AdamW(model.parameters(), lr=1e-4)
-    return model, (ids, labels), opt, opts, replicas * len(split), mb * accumulation * replicas, kw
+    return model, inputs, opt, opts
+
+
+def compare(name, machine="bow", same_shape=False):
+    """The published configuration and the planner's best, both costed by
+    tilefx: (published candidate, planner candidates, CPU seconds).
+    `same_shape`: the planner keeps the published replicas (so stages), and
+    searches the rest."""
+    cfg = PUBLISHED[name]
+    ipus = cfg["replicas"] * max(1, len(cfg["split"]))
+    gb = cfg["mb"] * cfg["accumulation"] * cfg["replicas"]
+    cpu = time.process_time()
+    model, inputs, opt, opts = published_case(name, True, machine)
+    # the one published configuration, with PopTorch's pipeline schedule
+    planner = _Planner(model, inputs, ipus, opt, gb, opts, cfg["mb"])
+    planner._trace()
+    pub = Candidate(max(1, len(cfg["split"])), cfg["replicas"], cfg["mb"], cfg["accumulation"], "FillDrain",
+                    planner.fixed_state, min(cfg["proportions"]), planner.machine.name, base=opts)
+    planner._cost(pub)
+    model, inputs, opt, opts = published_case(name, False, machine)
+    if same_shape:
+        opts.replicationFactor(cfg["replicas"])
+    cands = tilefx.plan(model, *inputs, ipus=ipus, optimizer=opt, global_batch=gb, options=opts, keep_all=True)
+    return pub, cands, time.process_time() - cpu
+
+
+def compile_reuse(repeats=2, layers=12):
+    """CPU seconds of a BERT-Base-sized training compile (12 layers over 4
+    IPUs as [0, 4, 4, 4], micro-batch 8, compile-only), with each op's cost
+    computed afresh and each element size from its type's text ("without")
+    and both kept ("with": the repeated layers' ops costed once), alternated in one process after a
+    warm-up compile; the memo is emptied before each compile."""
+    from tilefx.backend import costs
+
+    def once(reuse):
+        with torch.device("meta"):
+            model = BertPretraining(d=768, heads=12, ffn=3072, layers=layers, layers_per_ipu=(0, 4, 4, 4),
+                                    recompute=True).half()
+        opts = tilefx.Options().useOfflineIpuTarget()
+        opts.Training.gradientAccumulation(16)
+        opts.setExecutionStrategy(tilefx.PipelinedExecution(tilefx.AutoStage.AutoIncrement))
+        t = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.LAMB(model.parameters()))
+        costs._COSTS.clear()
+        signature, itemsize = costs._signature, costs._itemsize
+        if not reuse:  # as before the memo and the element-size cache
+            costs._signature = lambda *a: None
+            costs._itemsize = lambda v: costs._itemsize_of.__wrapped__(v.type.element_type)
+        cpu = time.process_time()
+        try:
+            t.compile(torch.randint(0, 30528, (8 * 16, 128)), torch.randint(0, 30528, (8 * 16, 20)))
+        finally:
+            costs._signature, costs._itemsize = signature, itemsize
+        return time.process_time() - cpu
+
+    once(True)
+    out = {"without": [], "with": []}
+    for _ in range(repeats):
+        out["without"].append(once(False))
+        out["with"].append(once(True))
+    return out
 
 
 def time_plan(layers, ipus, global_batch, mb=8, machine="mk2", **kw):
@@ -77,24 +182,37 @@ def time_plan(layers, ipus, global_batch, mb=8, machine="mk2", **kw):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["time", "published"])
-    ap.add_argument("--case", default="bert-large-pod16")
+    ap.add_argument("what", choices=["time", "published", "compile"])
+    ap.add_argument("--case", default="all", help="a PUBLISHED entry, or all")
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--ipus", type=int, default=16)
     ap.add_argument("--global-batch", type=int, default=65536)
     ap.add_argument("--mb", type=int, default=8)
     ap.add_argument("--machine", default="mk2")
     ap.add_argument("--base", action="store_true", help="BERT-Base sizes (d 768, 12 heads, FFN 3072)")
+    ap.add_argument("--same-shape", action="store_true",
+                    help="published: the planner keeps the published replicas and stages")
     a = ap.parse_args()
+    if a.what == "compile":
+        res = compile_reuse()
+        for k, v in res.items():
+            print(f"{k} the op-cost reuse: " + ", ".join(f"{x:.1f}" for x in v) + " s CPU")
+        print(f"ratio (with / without): {sum(res['with']) / sum(res['without']):.2f}")
+        return
     if a.what == "published":
-        model, inputs, opt, opts, ipus, gb, kw = bert_published(a.case)
-        start, cpu = time.perf_counter(), time.process_time()
-        cands = tilefx.plan(model, *inputs, ipus=ipus, optimizer=opt, global_batch=gb, options=opts,
-                            keep_all=True)
-        print(f"{a.case} published configuration, {ipus} IPUs, global batch {gb}: costed in "
-              f"{time.perf_counter() - start:.1f} s ({time.process_time() - cpu:.1f} s CPU)")
-        print(table(cands, 12))
-        print(cands[0].explain())
+        for name in ([a.case] if a.case != "all" else list(PUBLISHED)):
+            pub, cands, cpu = compare(name, a.machine if a.machine != "mk2" else "bow", a.same_shape)
+            cfg = PUBLISHED[name]
+            print(f"== {name}: {cfg['source']}; {pub.ipus} IPUs, global batch {pub.global_batch} "
+                  f"({cpu:.1f} s CPU for both)")
+            print("published, costed by tilefx:")
+            print(table([pub], 1))
+            print(pub.explain())
+            print("planner:")
+            print(table(cands, 6))
+            if cands and cands[0].fits:
+                print(cands[0].explain())
+            sys.stdout.flush()
         return
     sizes = dict(d=768, heads=12, ffn=3072) if a.base else {}
     seconds, cpu, cands = time_plan(a.layers, a.ipus, a.global_batch, a.mb, a.machine, **sizes)

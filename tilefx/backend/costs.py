@@ -286,7 +286,11 @@ _FLOAT_BYTES = {Float16Type: 2, BFloat16Type: 2, Float32Type: 4, Float64Type: 8}
 
 
 def _itemsize(v) -> int:
-    t = v.type.element_type
+    return _itemsize_of(v.type.element_type)
+
+
+@functools.lru_cache(maxsize=None)  # a handful of element types; str() of one is slow
+def _itemsize_of(t) -> int:
     width = getattr(t, "width", None)
     if width is not None:  # integer types
         return max(1, width.data // 8)
@@ -347,10 +351,48 @@ def is_resident(v) -> bool:
     return False
 
 
+# attributes that name or place one op and do not change what it costs
+_INSTANCE_KEYS = frozenset({"ipu.place", "ipu.name"})
+_PLANNED = frozenset({"aten.mm", "aten.bmm", "aten.addmm", "aten.convolution", "aten.convolution_backward",
+                      "ipu.serialized_matmul"})
+_COSTS: dict = {}
+_COSTS_MAX = 1 << 16
+
+
+def _signature(op, machine: Machine, proportion: float):
+    """What an op's cost depends on: its name, operand and result types,
+    properties and attributes, whether each operand is a resident weight,
+    the partials type and proportion it runs with. Equal for the same op
+    in each of a model's repeated layers. None for an op with a region, and
+    for the matmuls and convolutions: their plans are cached by shape
+    (plan_matmul) and they warn at each compile where no plan fits."""
+    if op.regions or op.name in _PLANNED:
+        return None
+    return (op.name, tuple(v.type for v in op.operands), tuple(r.type for r in op.results),
+            tuple(op.properties.items()),
+            tuple((k, v) for k, v in op.attributes.items() if k not in _INSTANCE_KEYS),
+            tuple(is_resident(v) for v in op.operands), partials_itemsize_of(op),
+            proportion_of(op, proportion), machine)
+
+
 def op_cost(op, machine: Machine, proportion: float = DEFAULT_PROPORTION) -> OpCost:
     """The cost of one graph-IR op on `machine` (see the module docstring);
     `proportion` is the available memory proportion of an op that does not
-    carry its own `ipu.available_memory` yet (before ipu-available-memory)."""
+    carry its own `ipu.available_memory` yet (before ipu-available-memory).
+    Costed once per signature: a deep model's repeated layers (and the
+    planner's many configurations of one model) reuse their costs."""
+    key = _signature(op, machine, proportion)
+    if key is None:
+        return _op_cost(op, machine, proportion)
+    cost = _COSTS.get(key)
+    if cost is None:
+        if len(_COSTS) >= _COSTS_MAX:
+            _COSTS.clear()
+        cost = _COSTS[key] = _op_cost(op, machine, proportion)
+    return cost
+
+
+def _op_cost(op, machine: Machine, proportion: float) -> OpCost:
     name = op.name.removeprefix("aten.")
     if name in VIEW_OPS or op.name in ("ipu.nop", "ipu.set_available_memory", "ipu.copy", "ipu.yield",
                                        "ipu.print_tensor", "ipu.recomputation_checkpoint"):

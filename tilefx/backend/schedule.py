@@ -104,11 +104,12 @@ class Schedule:
                 busy[s.ipu].add(s.time)
         return {ipu: len(ts) / self.length for ipu, ts in sorted(busy.items())}
 
-    def in_flight(self, first: int, last: int) -> int:
+    def in_flight(self, first: int, last: int, times=None) -> int:
         """The most micro-batches that have started stage `first` but not yet
         finished stage `last` at one time step: how many copies of a value
-        made in `first` and last used in `last` are stashed."""
-        starts, ends = self.compute_times()
+        made in `first` and last used in `last` are stashed. `times`: the
+        schedule's compute_times(), when the caller asks for many pairs."""
+        starts, ends = times or self.compute_times()
         events = []
         for i in range(self.micro_batches):
             if (first, i) in starts and (last, i) in ends:

@@ -26,7 +26,9 @@ How it cuts:
    copies of the activations crossing its cuts (and of their gradients).
    Its memory per tile is its weights (with optimizer state and gradient
    accumulators when training, where TensorLocations keeps them) and the
-   activations its backward needs, times the micro-batches the schedule
+   activations its backward needs (with recomputation checkpoints, only
+   the values `ipu-recompute` keeps: the checkpoints; the ops it recomputes
+   count their cycles twice), times the micro-batches the schedule
    stashes for that stage, spread over the tiles, plus code and its peak
    position's largest temporary with the working activations live there
    (forward values the backward does not read, from their maker to their
@@ -51,6 +53,7 @@ for the stash), `machine` (mk1, mk2, bow), `default_proportion`.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
 
@@ -71,6 +74,7 @@ from tilefx.dialects.irutil import find_func, from_py, module_config, place, val
 from tilefx.dialects.names import (AUTO_STAGE_KEY, OPTIMIZER_KEY, PARAM_KEY, STRATEGY_KEY)
 from tilefx.passes.assign_stages import PlacementError
 from tilefx.passes.available_memory import AvailableMemoryPass
+from tilefx.passes.recompute import has_checkpoints, is_recomputable
 
 _UNPLACED = PlacementAttr()  # an op without ipu.place: a forward op of the default block
 
@@ -138,6 +142,7 @@ class AutoStagePass(ModulePass):
             raise PlacementError(f"ipu-auto-stage: the model has {n} forward ops with inputs from other "
                                  f"ops, too few for {S} stages")
 
+        kept, recomputed = _recomputation(main, ops) if training else ({}, set())
         # per-position costs, one vector per distinct available memory proportion
         props = AvailableMemoryPass(default_proportion=self.default_proportion)._per_ipu(op)
         ipu_prop = [props.get(i, float(self.default_proportion)) for i in range(N)]
@@ -152,8 +157,10 @@ class AutoStagePass(ModulePass):
                 cb = np.zeros(n)
                 for o in ops:
                     cost = op_cost(o, mach, p)
-                    c[anchor[o]] += cost.cycles
-                    if place(o, _UNPLACED).is_backward:
+                    # a recomputed forward op runs twice: again in its backward
+                    times = 2 if o in recomputed else 1
+                    c[anchor[o]] += times * cost.cycles
+                    if place(o, _UNPLACED).is_backward or o in recomputed:
                         cb[anchor[o]] += cost.cycles
                     if p == ipu_prop[0]:
                         temp[anchor[o]] = max(temp[anchor[o]], cost.temp_bytes)
@@ -161,7 +168,8 @@ class AutoStagePass(ModulePass):
                 cycles[p] = c
                 bwd_cycles[p] = cb
         weights, saved, crossing, working = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"],
-                                                            cfg["state_shards"], cfg["locations"], cfg["replicas"])
+                                                            cfg["state_shards"], cfg["locations"], cfg["replicas"],
+                                                            kept)
         # a position's peak per tile: its largest temporary with the working activations live then
         temp = temp + working / mach.tiles
         link = np.array([[mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0 for b in row]
@@ -179,9 +187,20 @@ class AutoStagePass(ModulePass):
         stage_of_pos = np.zeros(n, dtype=np.int64)
         for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
             stage_of_pos[i:j] = k
+        # a block without an IPU is never cut: its backward ops go with it, as
+        # they go with their block when the user places it (a weight
+        # gradient's data flow alone could anchor it one stage over)
+        block_stage = {}
         for o in ops:
+            p = place(o, _UNPLACED)
+            if not p.is_backward and p.block.data not in ("", START_BLOCK) and p.ipu.data < 0:
+                block_stage[p.block.data] = int(stage_of_pos[anchor[o]])
+        for o in ops:
+            p = place(o, _UNPLACED)
             k = int(stage_of_pos[anchor[o]])
-            o.attributes[PLACE_KEY] = place(o, _UNPLACED).with_(block=f"stage{k}", ipu=stage_ipus[k])
+            if p.is_backward:
+                k = block_stage.get(p.block.data, k)
+            o.attributes[PLACE_KEY] = p.with_(block=f"stage{k}", ipu=stage_ipus[k])
         strategy = module_config(op, STRATEGY_KEY) if STRATEGY_KEY in op.attributes else \
             {"kind": cfg["kind"], "auto_stage": "same_as_ipu", "schedule": cfg["schedule"]}
         strategy.pop("auto", None)
@@ -256,8 +275,46 @@ def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
     return anchor, n
 
 
+def _recomputation(main, ops) -> tuple[dict, set]:
+    """What `ipu-recompute` (passes/recompute.py) will do, without doing it:
+    for each forward value a backward op reads and the function recomputes,
+    the kept forward values (checkpoints, random ops' results) it is
+    recomputed from; and the forward ops it runs again in the backward.
+    Empty without checkpoints (every value the backward reads is stashed)."""
+    if not has_checkpoints(main):
+        return {}, set()
+    block = main.body.block
+    kept: dict = {}
+    recomputed: set = set()
+    for o in ops:
+        if not place(o, _UNPLACED).is_backward:
+            continue
+        for v in o.operands:
+            if v in kept or not isinstance(v, OpResult) or not is_recomputable(v, block):
+                continue
+            stack = [v]  # depth first, without recursion: a segment can be long
+            while stack:
+                w = stack[-1]
+                if w in kept:
+                    stack.pop()
+                    continue
+                ins = [x for x in w.op.operands if isinstance(x, OpResult) and _forward_op(x) is not None]
+                todo = [x for x in ins if is_recomputable(x, block) and x not in kept]
+                if todo:
+                    stack += todo
+                    continue
+                stack.pop()
+                recomputed.add(w.op)
+                roots: set = set()
+                for x in ins:
+                    roots |= kept[x] if is_recomputable(x, block) else {x}
+                kept[w] = roots
+    return kept, recomputed
+
+
 def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocation = ON_CHIP,
-                    replicas: int = 1, locations: Locations = Locations(), all_replicas: int = 1):
+                    replicas: int = 1, locations: Locations = Locations(), all_replicas: int = 1,
+                    kept: dict | None = None):
     """Per position: bytes of weights (with optimizer state, where `state`
     keeps it on chip and sharded over `replicas`, and accumulators),
     bytes of forward values the backward reads (stashed per micro-batch), and
@@ -296,7 +353,9 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
         if bwd:
             for v in o.operands:
                 if isinstance(v, OpResult) and not place(v.op, _UNPLACED).is_backward:
-                    stashed.add(root.get(v, v))
+                    # a recomputed value stashes the kept values it is recomputed from
+                    for k in (kept or {}).get(v, (v,)):
+                        stashed.add(root.get(k, k))
         view = o.name.removeprefix("aten.") in VIEW_OPS
         a = anchor[o]
         for r in o.results:
@@ -337,9 +396,14 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
 
 def _stash_depths(stage_ipus, schedule: str, micro_batches: int, training: bool) -> list[int]:
     """Micro-batches of activations each forward stage keeps for its backward."""
+    return list(_stash_depths_of(tuple(stage_ipus), schedule, micro_batches, training))
+
+
+@functools.lru_cache(maxsize=64)  # a planner costs many configurations of one pipeline shape
+def _stash_depths_of(stage_ipus: tuple, schedule: str, micro_batches: int, training: bool) -> tuple:
     S = len(stage_ipus)
     if not training or S == 1:
-        return [1] * S
+        return (1,) * S
     sip = {j: stage_ipus[j] for j in range(S)}
     sip.update({2 * S - 2 - j: stage_ipus[j] for j in range(S - 1)})
     N = len(set(stage_ipus))
@@ -350,7 +414,8 @@ def _stash_depths(stage_ipus, schedule: str, micro_batches: int, training: bool)
         sched = pipelined(sip, S, M, True, 1, schedule)
     except Exception as e:  # the schedule's own rule, with its numbers
         raise PlacementError(f"ipu-auto-stage: {e}") from e
-    return [sched.in_flight(j, 2 * S - 2 - j) for j in range(S)]
+    times = sched.compute_times()
+    return tuple(sched.in_flight(j, 2 * S - 2 - j, times) for j in range(S))
 
 
 def _user_constraints(ops, anchor, n):
@@ -466,9 +531,17 @@ def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, traini
     M = micro_batches or (2 * S - 1 if schedule == "FillDrain" else N)
     if schedule == "Interleaved1F1B":
         M = -(-M // N) * N
-    sched = pipelined(sip, S, M, training, 1, schedule)
+    sched = _schedule_of(tuple(sorted(sip.items())), S, M, training, schedule)
+
+    seen: dict[tuple, float] = {}  # a makespan walks every step: each split once
 
     def cost(cuts):
+        key = tuple(cuts)
+        if key not in seen:
+            seen[key] = _makespan(cuts)
+        return seen[key]
+
+    def _makespan(cuts):
         per = {}
         for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
             b = bwd[k][i:j].sum() + (back[i] if training else 0)
@@ -499,6 +572,12 @@ def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, traini
         if not improved:
             step //= 2
     return cuts
+
+
+@functools.lru_cache(maxsize=64)
+def _schedule_of(sip: tuple, S: int, M: int, training: bool, schedule: str):
+    """The pipeline's steps (read only: `_refine` asks for its makespan)."""
+    return pipelined(dict(sip), S, M, training, 1, schedule)
 
 
 def _explain_infeasible(weights, saved, temp, code, depth, pinned, stage_ipus, mach, cap):

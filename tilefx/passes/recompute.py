@@ -49,18 +49,29 @@ class RecomputePass(ModulePass):
             recompute(find_func(module, "main"))  # (checked: a declaration is a diagnostic)
 
 
+def has_checkpoints(fn: func.FuncOp) -> bool:
+    return any(op.name == "ipu.recomputation_checkpoint" for op in fn.body.block.ops)
+
+
+def is_recomputable(v: SSAValue, block) -> bool:
+    """A forward value of `block` the backward recomputes rather than keeps
+    (once the function has checkpoints): not a checkpoint, a random op's
+    result or an argument."""
+    owner = v.owner
+    return isinstance(owner, Operation) and owner.parent_block() is block and \
+        _direction(owner) == "fwd" and owner.name not in _KEPT_OPS and not owner.regions
+
+
 def recompute(fn: func.FuncOp) -> int:
     """Rewrite `fn`; returns the number of forward ops cloned into the backward."""
     block = fn.body.block
-    if not any(op.name == "ipu.recomputation_checkpoint" for op in block.ops):
+    if not has_checkpoints(fn):
         return 0
     clones: dict[SSAValue, SSAValue] = {}
     count = 0
 
     def recomputable(v: SSAValue) -> bool:
-        owner = v.owner
-        return isinstance(owner, Operation) and owner.parent_block() is block and \
-            _direction(owner) == "fwd" and owner.name not in _KEPT_OPS and not owner.regions
+        return is_recomputable(v, block)
 
     def clone_of(v: SSAValue, before: Operation) -> SSAValue:
         nonlocal count

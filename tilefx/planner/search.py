@@ -36,9 +36,12 @@ from tilefx.passes.pipelines import run_graph_passes
 from tilefx.planner.candidate import STATE_OFF_CHIP, STATE_ON_CHIP, STATE_SHARDED, Candidate
 
 PIPELINE_SCHEDULES = ("FillDrain", "1F1B", "ZeroBubble")
-# the default available memory proportion first (PopTorch's 0.6), then a
-# smaller one, tried only where the default does not fit
-PROPORTIONS = (0.6, 0.3)
+# the default available memory proportion first (PopTorch's 0.6), then
+# smaller ones, tried only where a larger one does not fit: a matmul's
+# temporaries shrink with it. 0.15 is the smallest proportion of Graphcore's
+# BERT-Large pre-training configurations (graphcore/examples,
+# nlp/bert/pytorch/configs_pretraining.yml: matmul_proportion 0.15 to 0.25).
+PROPORTIONS = (0.6, 0.3, 0.15)
 _UNIT_BLOCK = "plan.unit"
 
 
