@@ -89,6 +89,25 @@ def test_a_run_that_stops_resumes_to_the_same_weights(tmp_path):
     _assert_same(done, whole)
 
 
+def test_a_killed_writers_temporary_file_is_removed_when_stale(tmp_path):
+    """A checkpoint's temporary file left by a killed writer goes at the next
+    prune once older than the cache's stale age; a fresh one (a writer at
+    work) stays."""
+    import time
+
+    from tilefx.api import executable_cache
+
+    directory = tmp_path / "ckpt"
+    directory.mkdir(mode=0o700)
+    stale, fresh = directory / "a.tilefx-ckpt.tmp", directory / "b.tilefx-ckpt.tmp"
+    stale.write_bytes(b"x")
+    fresh.write_bytes(b"y")
+    old = time.time() - 2 * executable_cache.STALE_TMP_SECONDS
+    os.utime(stale, (old, old))
+    train(str(directory))
+    assert not stale.exists() and fresh.exists()
+
+
 def test_a_killed_process_resumes_to_the_same_weights(tmp_path):
     """One process killed with SIGKILL right after step 7 (the first epoch)
     or 16 (the second), before that step's checkpoint, and started again:

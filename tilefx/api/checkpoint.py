@@ -74,7 +74,6 @@ ARRAYS = "arrays.safetensors"
 PARTS = (META, ARRAYS)
 KEEP = 2  # own checkpoints kept: the newest may be one step ahead of another process's
 _NAME = re.compile(r"process-(\d{1,6})-of-(\d{1,6})\.step-(\d{1,12})\.tilefx-ckpt")
-STALE_TMP_SECONDS = 3600
 
 
 def _file_name(rank: int, size: int, step: int) -> str:
@@ -438,12 +437,7 @@ class ResumableTraining:
             if m and (int(m.group(1)), int(m.group(2))) == (self.rank, self.size):
                 own.append((int(m.group(3)), path))
             elif name.endswith(".tmp"):
-                try:
-                    st = os.lstat(path)
-                    if st.st_uid == os.getuid() and now - st.st_mtime > STALE_TMP_SECONDS:
-                        os.unlink(path)
-                except OSError:
-                    pass  # another process removed or finished it
+                executable_cache.remove_if_stale(path, now)
         for _, path in sorted(own)[:-KEEP]:
             try:
                 os.unlink(path)

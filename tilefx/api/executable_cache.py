@@ -132,21 +132,26 @@ def _make_dir(directory: str) -> None:
 
 
 def _clean_stale(directory: str) -> None:
-    now = time.time()
     try:
         names = os.listdir(directory)
     except OSError:
         return
+    now = time.time()
     for name in names:
-        if not name.endswith(".tmp"):
-            continue
-        path = os.path.join(directory, name)
-        try:
-            st = os.lstat(path)
-            if st.st_uid == os.getuid() and now - st.st_mtime > STALE_TMP_SECONDS:
-                os.unlink(path)
-        except OSError:
-            pass  # another process removed or finished it
+        if name.endswith(".tmp"):
+            remove_if_stale(os.path.join(directory, name), now)
+
+
+def remove_if_stale(path: str, now: float) -> None:
+    """Remove a temporary file of this user's that a killed writer left
+    (older than STALE_TMP_SECONDS: a live writer renames its file long
+    before); shared by the cache and the training checkpoints."""
+    try:
+        st = os.lstat(path)
+        if st.st_uid == os.getuid() and now - st.st_mtime > STALE_TMP_SECONDS:
+            os.unlink(path)
+    except OSError:
+        pass  # another process removed or finished it
 
 
 def load_cached(ex, inputs, start: float) -> float | None:
