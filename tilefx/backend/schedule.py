@@ -60,6 +60,11 @@ class Step:
     part: str = ""
 
 
+# poptorch.Liveness's names (PopTorch user guide, "Phased execution"): which
+# tensors stay on chip between the phases of a phased strategy
+LIVENESS = ("AlwaysLive", "OffChipAfterFwd", "OffChipAfterFwdNoOverlap", "OffChipAfterEachPhase")
+
+
 @dataclass
 class Schedule:
     """The steps of one weight update (training) or one device iteration
