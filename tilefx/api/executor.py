@@ -27,7 +27,7 @@ import torch
 from tilefx.api import compile_log
 from tilefx.api.anchors import Anchors
 from tilefx.api.host_arrays import (same_memory, to_np, viewable)
-from tilefx.api.outputs import Outputs
+from tilefx.api.outputs import Outputs, plan_of
 from tilefx.api.serialized import serialized as _serialized
 from tilefx.driver import Program
 from tilefx.api.readouts import MachineReadouts
@@ -340,7 +340,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         o = self._options
         return o.device_iterations == o.replication_factor == 1 and self._dist is None and \
             (not self._training or o.Training.gradient_accumulation == 1) and \
-            self._program.one_replica and not self._groups.grouped and o.broadcast_buffers and \
+            plan_of(self._program).one_replica and not self._groups.grouped and o.broadcast_buffers and \
             o.output_mode in _ONE_CALL_OUTPUT_MODES
 
     def _remember_call(self, args: tuple, kwargs: dict, inputs: list[torch.Tensor]) -> None:
