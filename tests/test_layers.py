@@ -119,9 +119,9 @@ def test_bare_import_of_the_package():
 # the surfaces side by side, and no import loops
 
 SURFACES = ("api", "popart", "tools")
-# the PopART sessions still build PopTorch options and run PopTorch's executor
-# (its host loop, weights, optimizer state and executable file): imports to
-# remove when they run the driver's Program with a host loop of their own
+# the PopART sessions build PopTorch options and run PopTorch's executor (its
+# host loop, weights, optimizer state and executable file): these imports
+# go when they run the driver's Program with a host loop of their own
 # (file, imported module) -> how many import statements
 KNOWN_SURFACE_IMPORTS = {
     ("popart/optimizers.py", "tilefx.api.optim"): 3,

@@ -1,4 +1,4 @@
-"""The compiler core under every surface (docs/architecture.md): a
+"""The torch-free compiler core (docs/architecture.md): a
 `CompileConfig` holds what a compilation reads, `compile(module, config)`
 turns a frontend's graph IR into a `Program`. Imports no torch."""
 

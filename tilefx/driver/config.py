@@ -1,9 +1,9 @@
 """`CompileConfig`: everything the graph passes, the machine model and the
 executor read from a surface's options, as one typed, frozen value.
 
-Each surface turns its own options into one (PopTorch's `Options` in
-`api/compile_config.py`, PopART's `SessionOptions` in `popart/session.py`,
-a JSON file of these field names for `tilefx-run --config`), and
+PopTorch's `Options` become one in `api/compile_config.py` (PopART's
+`SessionOptions` become PopTorch `Options` in `popart/session.py`, then
+the same), a JSON file of these field names one for `tilefx-run --config`;
 `tilefx.driver.compile` reads nothing else. Recomputation is not a field:
 its checkpoints are ops of the traced IR (`ipu.recomputation_checkpoint`)."""
 
