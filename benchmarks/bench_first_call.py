@@ -4,7 +4,8 @@
 
 Each round starts a new interpreter that times, in order: `import torch`,
 `import poptorch` (tilefx under PopTorch's name) on top of it, building the
-pipelining tutorial's CNN (shared seeds 003) with its loss, `trainingModel`
+pipelining tutorial's CNN (Graphcore's tutorial "PopTorch Parallel Execution Using Pipelining") with its
+loss, `trainingModel`
 with AdamW, and the model's first call, which traces and compiles it, then
 runs one step. Cases:
 

@@ -155,7 +155,7 @@ def bert_large_pipeline_peaks(split: tuple[int, ...] = BERT_LARGE_SPLIT, mb: int
 
 SRC_JIA = "Jia et al. 2019, arXiv:1912.03413 (GC2 / Mk1)"
 SRC_SPEC = "Graphcore GC200 / IPU-M2000 / Bow-2000 datasheets"
-SRC_REF = "REFERENCE.md section 1 (one public measurement, not independently verified)"
+SRC_REF = "one public measurement, not independently verified"
 # Graphcore's performance-results page (graphcore.ai/performance-results, mirrored on
 # graphcore.cn/performance-results), Bow Pod training table; "SDK 3.x" or "pre-SDK 2.5"
 SRC_PERF = "Graphcore performance results, Bow Pod training table"

@@ -253,7 +253,7 @@ class CompilePath:
 
 def _profile_dir(options: Options) -> str | None:
     """Options.enableProfiling(dir), else POPLAR_ENGINE_OPTIONS' autoReport
-    settings (JSON, as the seeds use it), else TILEFX_PROFILE_DIR."""
+    settings (JSON, as the PopTorch user guide's 4.11.2 "Profiling" uses it), else TILEFX_PROFILE_DIR."""
     if options.profile_dir:
         return options.profile_dir
     raw = os.environ.get("POPLAR_ENGINE_OPTIONS")

@@ -10,7 +10,7 @@ the numpy executor, and then runs PopTorch's host loop for every call:
         sum the replicas' accumulators; @update                   (one weight update)
 
 Host tensors are read as [deviceIterations, gradientAccumulation, replicas,
-micro-batch, ...] flattened into dim 0 (REFERENCE.md section 2), and
+micro-batch, ...] flattened into dim 0 (PopTorch user guide, "Efficient data batching"), and
 outputs are returned in the same order, reduced as the output mode says.
 """
 
@@ -93,7 +93,7 @@ _MODULE_STATE = frozenset(torch.nn.Module().__dict__)
 
 
 class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outputs):
-    """A model wrapped for the simulated IPU (seeds/000 4.2.3).
+    """A model wrapped for the simulated IPU (PopTorch user guide, 4.2.3 "poptorch.PoplarExecutor").
 
     The executor is the model, as in PopTorch: an instance of a class made at
     wrap time that derives from PoplarExecutor and from the model's class,
@@ -689,7 +689,8 @@ _TRAINING_WRAPPERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def trainingModel(model, options=None, optimizer=None) -> PoplarExecutor:
-    """Wrap `model` for training on the simulated IPU (seeds/000 4.2.1). A module
+    """Wrap `model` for training on the simulated IPU (PopTorch user guide, 4.2.1 "poptorch.trainingModel").
+    A module
     that another live training model still wraps (not destroyed, still referenced)
     is PopTorch's error: two training wrappers would each keep their own optimizer
     state for the same weights. Wrappers for an offline target never train, so
@@ -720,7 +721,8 @@ def _live_training_wrapper(user: torch.nn.Module) -> bool:
 
 
 def inferenceModel(model, options=None) -> PoplarExecutor:
-    """Wrap `model` for inference on the simulated IPU (seeds/000 4.2.2). Given a
+    """Wrap `model` for inference on the simulated IPU (PopTorch user guide, 4.2.2
+    "poptorch.inferenceModel"). Given a
     training executor, the new one shares its model (weights stay in sync) and,
     without `options`, copies its options with gradient accumulation 1."""
     if isinstance(model, PoplarExecutor):

@@ -1,5 +1,5 @@
 """Precompilation and executable caching in a format that never runs code
-(seeds/000 4.10).
+(PopTorch user guide, 4.10 "Precompilation and caching").
 
 An executable file is a zip archive of plain parts:
 

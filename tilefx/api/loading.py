@@ -17,7 +17,7 @@ from tilefx.errors import Error
 log = logging.getLogger("tilefx.export")
 
 
-# The options `poptorch.load`'s edit_opts_fn may change (seeds/000 4.10.2: "When
+# The options `poptorch.load`'s edit_opts_fn may change (PopTorch user guide, 4.10.2 "Precompilation": "When
 # loading a precompiled model, only run-time options will be applied; all others
 # will be ignored"): which device to attach to and when, the random seed, the
 # host's logging. Everything else (batching, strategy, precision, ...) is
@@ -80,7 +80,8 @@ def load(filename: str, edit_opts_fn=None):
                         {n: tensors[f"buffer/{n}"] for n in meta["buffers"]})
     opts = options_from_json(parts["options"])
     if opts.offline_ipu_target:
-        # the offline target is where the file was compiled (seeds/000 4.10.2: "compile
+        # the offline target is where the file was compiled (PopTorch user guide, 4.10.2 "Precompilation":
+        # "compile
         # your model on a machine which doesn't have an IPU ... then reload and execute
         # it on a different machine"); the loading machine attaches as usual.
         # edit_opts_fn still sees the options and may choose otherwise.

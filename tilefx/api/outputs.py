@@ -1,5 +1,5 @@
 """A call's outputs as the user gets them: the output mode applied over
-device iterations, gradient accumulation and replicas (REFERENCE.md 2),
+device iterations, gradient accumulation and replicas (PopTorch user guide, "Efficient data batching"),
 the model's own structure rebuilt (dicts, nesting, Python values,
 bfloat16), anchored gradients set aside (api/anchors.py), and results
 handed back without a copy where nothing else holds their memory. A mixin
@@ -66,7 +66,7 @@ def plan_of(p: Program) -> CallPlan:
 
 class Outputs:
     def _collect(self, outputs, out_ids: list[int], fresh: set[int] = frozenset()):
-        """Apply the output mode to outputs[d][g][r][k] (REFERENCE.md section 2).
+        """Apply the output mode to outputs[d][g][r][k] (PopTorch user guide, "Efficient data batching").
         A single array whose id is in `fresh` becomes the output tensor as it
         is (see fresh_outputs); any other is copied."""
         D, R, _, G = self._factors()

@@ -31,7 +31,8 @@ class CallPath:
         half = frozenset(i for i, x in enumerate(inputs) if x.dtype == torch.float16)
         floats = {p.dtype for p in self._user_model.parameters() if p.is_floating_point()}
         if self._options.Precision.half_float_casting == HalfFloatCastingBehavior.FloatDowncastToHalf:
-            # "PopTorch ... will cast all inputs to float16" (seeds/002): an fp32
+            # "PopTorch ... will cast all inputs to float16" (PopTorch user guide, earlier releases, "Half /
+            # float16 support"): an fp32
             # input meeting an fp16 one is cast down as an fp32 weight is
             floats |= {x.dtype for x in inputs}
         if not half or torch.float32 not in floats:
