@@ -662,6 +662,13 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
             raise Error("this model was destroyed: call it (or compile()) to compile it again")
 
 
+def without_optimizer(ex: PoplarExecutor) -> None:
+    """Forget `ex`'s optimizer: for an executor made from an executable
+    file, whose compiled optimizer configuration is in its IR
+    (`setOptimizer` gives it one again)."""
+    ex._optimizer = None
+
+
 def _check_optimizer(model: torch.nn.Module, optimizer: Any) -> None:
     """The optimizer must be a torch optimizer over this model's parameters."""
     if not isinstance(optimizer, torch.optim.Optimizer):
