@@ -153,7 +153,9 @@ def test_compile_gives_the_program_and_machine_model_the_api_runs():
 
     model, x, ex = _inference_ir()
     module = parse(ex.ir("import"))
-    program = driver.compile(module, compile_config(ex.options, training=False))
+    config = compile_config(ex.options, training=False)
+    program = driver.compile(module, config)
+    assert program.config is config  # the program says what it was compiled with
     state = {n: t.detach().numpy() for n, t in [*model.named_parameters(), *model.named_buffers()]}
     args = [x.numpy() if kind == "input" else state[key] for kind, key in program.main_args]
     got = program.main(*args)[program.out_index[0]]

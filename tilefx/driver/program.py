@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 from tilefx.backend.executor import CompiledFunction
 from tilefx.backend.profile import Profile
 from tilefx.backend.schedule import Schedule
+from tilefx.driver.config import CompileConfig
 from tilefx.errors import Error
 
 
@@ -31,6 +32,7 @@ class Program:
     main_results: list[tuple[str, Any]]
     schedule: Schedule | None = None
     profile: Profile | None = None
+    config: CompileConfig | None = None  # what it was compiled with
     traced: Any = None  # the frontend's TracedGraph (lowering/from_torch.py)
     import_module: Any = None  # the IR as the frontend made it (or its text, read from a file)
     update_args: list[tuple[str, Any]] = field(default_factory=list)
