@@ -109,10 +109,12 @@ def test_every_machine_model_file_is_checked():
 
 def test_bare_import_of_the_package():
     """`import tilefx` alone (no torch imported first, nothing else set up)
-    gives the PopTorch surface."""
-    code = "import sys, tilefx; assert tilefx.Options and tilefx.inferenceModel; print('torch' in sys.modules)"
+    imports no torch; the PopTorch surface loads it when first named."""
+    code = ("import sys, tilefx; before = 'torch' in sys.modules; "
+            "assert tilefx.Options and tilefx.inferenceModel; print(before, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"]
 
 
 # ---------------------------------------------------------------------------
