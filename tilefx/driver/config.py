@@ -80,9 +80,11 @@ class CompileConfig:
     decompose_grad_sum: bool = False  # PopART's session option of that name
     seed: int | None = None
 
-    # the mapping fields are read-only views of deep copies, so neither the
-    # config nor what made it changes the other; they stay unhashable, and so
-    # is the config (no hash rather than one that fails on its mappings)
+    # the mapping fields are read-only views of deep copies (a read-only
+    # mapping given, such as DEFAULT_STRATEGY or another config's field, is
+    # kept as it is), so neither the config nor what made it changes the
+    # other; they stay unhashable, and so is the config (no hash rather than
+    # one that fails on its mappings)
     __hash__ = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
