@@ -4,8 +4,8 @@
 
 Each round starts a new interpreter that times, in order: `import torch`,
 `import poptorch` (tilefx under PopTorch's name) on top of it, building the
-pipelining tutorial's CNN (shared seeds 003) with its loss, `trainingModel`
-with AdamW, and the model's first call, which traces and compiles it, then
+CNN of Graphcore's tutorial "PopTorch Parallel Execution Using Pipelining"
+with its loss, `trainingModel` with AdamW, and the model's first call, which traces and compiles it, then
 runs one step. Cases:
 
 - `plain`: the tutorial's network on one IPU, micro-batch 40, as
@@ -117,14 +117,14 @@ out, loss = training(x, y)
 marks.append(clock())
 training(x, y)
 marks.append(clock())
-names = ["import torch", "import poptorch", "model", "trainingModel", "first call", "second call"]
-print(json.dumps({
-    "wall": {n: b[0] - a[0] for n, a, b in zip(names, marks, marks[1:])},
-    "cpu": {n: b[1] - a[1] for n, a, b in zip(names, marks, marks[1:])},
+print(json.dumps({  # each phase's seconds, in the order of PHASES
+    "wall": [b[0] - a[0] for a, b in zip(marks, marks[1:])],
+    "cpu": [b[1] - a[1] for a, b in zip(marks, marks[1:])],
     "modules": len(sys.modules), "dynamo": "torch._dynamo" in sys.modules,
     "loss": float(loss.mean())}))
 """
 
+# the phases SCRIPT marks, in order
 PHASES = ["import torch", "import poptorch", "model", "trainingModel", "first call", "second call"]
 AFTER_TORCH = ["import poptorch", "model", "trainingModel", "first call"]
 
@@ -135,7 +135,10 @@ def run(case: str, tree: str) -> dict:
                          text=True, cwd=tree)
     if out.returncode:
         raise SystemExit(f"{case} in {tree} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    if len(r["wall"]) != len(PHASES):
+        raise SystemExit(f"{case} in {tree}: {len(r['wall'])} phases timed, expected {PHASES}")
+    return r | {k: dict(zip(PHASES, r[k])) for k in ("wall", "cpu")}
 
 
 def main() -> None:

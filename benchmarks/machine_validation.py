@@ -16,6 +16,7 @@ tests/test_machine_validation.py.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -34,6 +35,21 @@ from validation_models import (BertPretraining, BertSquad, BertStack, EightBitIn
 
 BERT_LARGE = dict(d=1024, heads=16, ffn=4096)
 BERT_BASE = dict(d=768, heads=12, ffn=3072)
+
+
+@contextlib.contextmanager
+def _compiled_past_the_memory_check():
+    """Compile without the machine model's out-of-memory check (the rows'
+    callers read the memory fractions themselves) and without warnings."""
+    from tilefx.backend import profile as profile_module
+
+    check, profile_module.check_fits = profile_module.check_fits, lambda memory, machine: None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        profile_module.check_fits = check
 
 
 def _options(machine: Machine, half_partials: bool = True, proportion: float | None = None,
@@ -130,7 +146,6 @@ def bert_large_pipeline_peaks(split: tuple[int, ...] = BERT_LARGE_SPLIT, mb: int
     model is built on the meta device and compiled for an offline target, so
     its 340 M parameters cost no memory; the memory check is left to the
     caller (a fraction above 1 is out of memory)."""
-    from tilefx.backend import profile as profile_module
 
     with torch.device("meta"):
         model = BertPretraining(layers=sum(split), seq=seq, layers_per_ipu=split, recompute=True).half()
@@ -142,20 +157,15 @@ def bert_large_pipeline_peaks(split: tuple[int, ...] = BERT_LARGE_SPLIT, mb: int
     opts._Popart.set("decomposeGradSum", True)  # as Graphcore's BERT options set it
     ids = torch.zeros(accumulation * mb, seq, dtype=torch.long)
     labels = torch.zeros(accumulation * mb, 20, dtype=torch.long)
-    check, profile_module.check_fits = profile_module.check_fits, lambda memory, machine: None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            trainer = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.LAMB(model.parameters()))
-            trainer.compile(ids, labels)
-    finally:
-        profile_module.check_fits = check
+    with _compiled_past_the_memory_check():
+        trainer = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.LAMB(model.parameters()))
+        trainer.compile(ids, labels)
     return {ipu: float(m.peak.max()) / MK2.bytes_per_tile for ipu, m in trainer.profile.memory.items()}
 
 
 SRC_JIA = "Jia et al. 2019, arXiv:1912.03413 (GC2 / Mk1)"
 SRC_SPEC = "Graphcore GC200 / IPU-M2000 / Bow-2000 datasheets"
-SRC_REF = "REFERENCE.md section 1 (one public measurement, not independently verified)"
+SRC_REF = "one public measurement, not independently verified"
 # Graphcore's performance-results page (graphcore.ai/performance-results, mirrored on
 # graphcore.cn/performance-results), Bow Pod training table; "SDK 3.x" or "pre-SDK 2.5"
 SRC_PERF = "Graphcore performance results, Bow Pod training table"
@@ -235,7 +245,6 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
     fp16 weights and activations (else fp32, the 32.32 runs). The
     memory check is the caller's (a row predicts throughput; the published
     runs fit)."""
-    from tilefx.backend import profile as profile_module
 
     with torch.device("meta"):
         torch.manual_seed(0)
@@ -257,14 +266,9 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
            "adam": lambda p: tilefx.optim.Adam(p),
            "adamw": lambda p: tilefx.optim.AdamW(p),
            "sgd": lambda p: tilefx.optim.SGD(p, lr=0.1, momentum=0.9)}[optimizer](model.parameters())
-    check, profile_module.check_fits = profile_module.check_fits, lambda memory, machine: None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            trainer = tilefx.trainingModel(model, opts, optimizer=opt)
-            trainer.compile(*inputs(replicas // processes * accumulation * mb))
-    finally:
-        profile_module.check_fits = check
+    with _compiled_past_the_memory_check():
+        trainer = tilefx.trainingModel(model, opts, optimizer=opt)
+        trainer.compile(*inputs(replicas // processes * accumulation * mb))
     return replicas * accumulation * mb / machine.seconds(trainer.profile.cycles_per_update)
 
 

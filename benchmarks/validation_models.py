@@ -196,16 +196,6 @@ class MobileNetV2(nn.Module):
         return self.fc(self.features(x).mean((2, 3)))
 
 
-class WithCrossEntropy(nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x, y):
-        out = self.model(x)
-        return out, nn.functional.cross_entropy(out.float(), y)
-
-
 class EightBitInput(nn.Module):
     """A classifier fed 8-bit images, normalised on the IPU (Graphcore's CNN
     training streams uint8 images: eight_bit_io, normalization_location ipu),

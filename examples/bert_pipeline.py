@@ -1,5 +1,5 @@
 """BERT fine-tuned for sequence classification, pipelined over 4 simulated
-IPUs the way optimum-graphcore does it (shared/seeds/004).
+IPUs the way optimum-graphcore does it (shared/optimum-graphcore `IPUConfig._to_options`).
 
 The model is a `transformers` BertForSequenceClassification built from a
 small config (random weights: nothing is downloaded). As optimum-graphcore's

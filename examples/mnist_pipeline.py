@@ -1,4 +1,4 @@
-"""The PopTorch pipelining tutorial (shared/seeds/003) on tilefx's simulated IPU.
+"""Graphcore's PopTorch tutorial "PopTorch Parallel Execution Using Pipelining" on tilefx's simulated IPU.
 
 MNIST cannot be downloaded here, so by default the network trains on the
 handwritten digits scikit-learn ships (8x8 images upsampled to 28x28), with a

@@ -38,7 +38,8 @@ class ConvLayer(nn.Module):
 
 
 class TutorialCNN(nn.Module):
-    """The network of the PopTorch pipelining tutorial (seeds/003)."""
+    """The network of Graphcore's tutorial "PopTorch Parallel Execution Using
+    Pipelining"."""
 
     def __init__(self):
         super().__init__()

@@ -195,7 +195,8 @@ def test_float_downcast_to_half_runs_fp32_weights_in_fp16():
 
 
 def test_float_downcast_to_half_casts_fp32_inputs_meeting_fp16_ones():
-    """seeds/002: with FloatDowncastToHalf "PopTorch ... will cast all inputs
+    """PopTorch user guide, earlier releases, "Half / float16 support": with FloatDowncastToHalf "PopTorch
+    ... will cast all inputs
     to float16": an fp32 input meeting an fp16 one (no weights at all) is cast
     down, as fp32 weights are; fp32 inputs that meet no fp16 stay fp32."""
     class Mix(nn.Module):

@@ -1,5 +1,5 @@
 """deviceIterations x replicationFactor x gradientAccumulation and the output
-modes (REFERENCE.md section 2)."""
+modes (PopTorch user guide, "Efficient data batching")."""
 
 import copy
 

@@ -35,10 +35,53 @@ def test_a_config_is_frozen_and_checked():
     with pytest.raises(TypeError):  # what made it cannot change it either
         c.available_memory_proportion["ipu0"] = 0.9
     assert c.replace(device_iterations=4).device_iterations == 4 and c.device_iterations == 1
-    for bad in ({"device_iterations": 0}, {"replication_factor": True}, {"processes": 2, "process_id": 2},
-                {"machine": "mk9"}):
-        with pytest.raises(Error):
+    nested = {"kind": "pipelined", "stages": [{"blocks": ["b0"], "ipu": 0}]}
+    c = CompileConfig(strategy=nested)
+    nested["stages"][0]["ipu"] = 1  # a deep copy: what made it cannot change it, however deep
+    assert c.strategy["stages"][0]["ipu"] == 0
+    with pytest.raises(TypeError):  # a config has no hash (its fields are mappings)
+        hash(c)
+    for bad in ({"device_iterations": 0}, {"replication_factor": True}, {"process_id": 2, "processes": 2},
+                {"machine": "mk9"}, {"training": "yes"}, {"host_io": 1},
+                {"available_memory_proportion": {"ipu0": 5.0}}, {"available_memory_proportion": {"ipu0": True}},
+                {"liveness": "OffChip"}, {"strategy": {"auto": 3}}, {"strategy": {"kind": object()}},
+                {"strategy": {1: "x"}}, {"autocast_policy": {"fp16": 3}}, {"autocast_policy": {"fp16": [1]}},
+                {"optimizer": ["sgd"]}, {"optimizer": {"lr": None}}, {"optimizer_groups": {"w": -1}},
+                {"optimizer_groups": {"w": 1.0}}, {"locations": {"weight": None}},
+                {"locations": Locations(weight=TensorLocation(min_elements_off_chip=-1))},
+                {"seed": 1.5}, {"seed": -1}, {"process_id": -1}):
+        with pytest.raises(Error, match=f"CompileConfig.{next(iter(bad))}"):
             CompileConfig(**bad)
+    assert CompileConfig(liveness="OffChipAfterEachPhase", seed=0).liveness == "OffChipAfterEachPhase"
+
+
+def test_the_liveness_names_are_poptorchs():
+    from tilefx.backend.schedule import LIVENESS
+    assert set(LIVENESS) == {m.name for m in tilefx.Liveness}
+
+
+def test_every_compile_config_field_reads_from_json():
+    """A JSON file can set each field (a field config_from_json has no case
+    for fails here rather than being dropped)."""
+    values = {
+        "training": True, "machine": "bow", "strategy": {"kind": "sharded", "stages": [{"blocks": ["b"], "ipu": 1}]},
+        "liveness": "OffChipAfterFwd", "available_memory_proportion": {"ipu0": 0.25}, "autocast": False,
+        "autocast_policy": {"fp16": ["aten::mm"], "fp32": []}, "downcast_half": True, "half_partials": True,
+        "stochastic_rounding": True, "optimizer": {"type": "adam", "lr": 0.5}, "optimizer_groups": {"w": 1},
+        "automatic_loss_scaling": True, "loss_scaled": True, "device_iterations": 2, "replication_factor": 2,
+        "gradient_accumulation": 3, "processes": 2, "process_id": 1, "reserve_ipus": False,
+        "auto_round_num_ipus": True, "locations": {"weight": {"on_chip": False}}, "optimizer_location_set": True,
+        "host_io": False, "decompose_grad_sum": True, "seed": 9}
+    assert set(values) == {f.name for f in dataclasses.fields(CompileConfig)}
+    c = config_from_json(json.dumps(values), "cfg.json")
+    default = CompileConfig()
+    for name, value in values.items():
+        got = getattr(c, name)
+        assert got != getattr(default, name), name
+        if name == "locations":
+            assert got == Locations(weight=TensorLocation(on_chip=False)), name
+        else:
+            assert json.loads(json.dumps(got, default=dict)) == value, name
 
 
 def test_config_from_json_names_compile_config_fields():
@@ -53,9 +96,18 @@ def test_config_from_json_names_compile_config_fields():
 
 @pytest.mark.parametrize("text, words", [
     ('{"trainig": true}', "unknown CompileConfig field"),
-    ('{"device_iterations": "4"}', "must be a int"),
-    ('{"device_iterations": 2.0}', "must be a int"),
+    ('{"device_iterations": "4"}', "must be a positive int"),
+    ('{"device_iterations": 2.0}', "must be a positive int"),
     ('{"training": 1}', "must be a bool"),
+    ('{"locations": {"weight": {"min_elements_off_chip": true}}}', "must be an int"),
+    ('{"locations": {"weight": {"min_elements_sharded": -1}}}', "non-negative element counts"),
+    ('{"optimizer_groups": {"w": -1}}', "non-negative ints"),
+    ('{"strategy": {"auto": 3}}', "'auto' entry is a mapping"),
+    ('{"autocast_policy": {"fp16": 3}}', "lists of op names"),
+    ('{"autocast_policy": {"fp64": []}}', "lists of op names"),
+    ('{"optimizer": {"type": null}}', "CompileConfig.optimizer.type must be"),
+    ('{"liveness": "OffChip"}', "must be one of"),
+    ('{"seed": -1}', "non-negative int"),
     ('{"available_memory_proportion": {"ipu0": 1.5}}', "(0, 1]"),
     ('{"locations": {"weights": {}}}', "unknown tensor class"),
     ('[1, 2]', "expected a JSON object"),
@@ -101,7 +153,9 @@ def test_compile_gives_the_program_and_machine_model_the_api_runs():
 
     model, x, ex = _inference_ir()
     module = parse(ex.ir("import"))
-    program = driver.compile(module, compile_config(ex.options, training=False))
+    config = compile_config(ex.options, training=False)
+    program = driver.compile(module, config)
+    assert program.config is config  # the program says what it was compiled with
     state = {n: t.detach().numpy() for n, t in [*model.named_parameters(), *model.named_buffers()]}
     args = [x.numpy() if kind == "input" else state[key] for kind, key in program.main_args]
     got = program.main(*args)[program.out_index[0]]

@@ -14,6 +14,7 @@ from xdsl.parser import Parser
 import tilefx
 from tilefx.lowering import aten_kernels
 from tilefx.backend.executor import CompiledFunction
+from tilefx.api.outputs import plan_of
 from tilefx.passes.pipelines import graph_context
 from tilefx.passes.training_step import find_func
 
@@ -192,7 +193,7 @@ def test_training_with_a_frozen_layer_still_updates_in_place():
         opt.step()
         torch.testing.assert_close(loss, rloss.detach(), rtol=1e-6, atol=1e-6)
     p = tm._program
-    assert p.main.tensor_args and not any(as_tensor for _, _, as_tensor in p.lean_args)
+    assert p.main.tensor_args and not any(as_tensor for _, _, as_tensor in plan_of(p).lean_args)
     assert tm._weights["m.net.4.bias"].ctypes.data == model.net[4].bias.data_ptr()
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)

@@ -1,4 +1,5 @@
-"""Precompilation and executable caching (seeds/000 4.10): compileAndExport,
+"""Precompilation and executable caching (PopTorch user guide, 4.10 "Precompilation and caching"):
+compileAndExport,
 poptorch.load(edit_opts_fn), loadExecutable, the executable cache; files are
 verified, never unpickled."""
 
@@ -63,7 +64,7 @@ def test_export_then_load_continues_training_exactly(tmp_path):
 
 
 def test_an_executable_compiled_offline_loads_and_trains_like_torch(tmp_path):
-    """The guide's precompilation story (seeds/000 4.10.2): compile with
+    """The guide's precompilation story (PopTorch user guide, 4.10.2 "Precompilation"): compile with
     useOfflineIpuTarget on a machine without an IPU, export, then poptorch.load the
     file elsewhere and run it. The offline target describes the compiling machine:
     load used to keep it, so the loaded model refused to run."""
@@ -101,7 +102,7 @@ def test_an_executable_compiled_offline_loads_and_trains_like_torch(tmp_path):
 
 
 def test_load_applies_only_run_time_options_from_edit_opts_fn(tmp_path, caplog):
-    """seeds/000 4.10.2: "only run-time options will be applied; all others will
+    """PopTorch user guide, 4.10.2 "Precompilation": "only run-time options will be applied; all others will
     be ignored". deviceIterations(5) on an executable compiled with 1 is ignored
     (with a warning naming it) instead of failing at the call; the IPU id and the
     seed are taken."""

@@ -1,4 +1,5 @@
-"""PopTorch helper ops (seeds/000 4.6, 4.9): dynamic_slice / dynamic_update,
+"""PopTorch helper ops (PopTorch user guide, 4.6 "PopTorch ops" and 4.9 "Creating custom ops"): dynamic_slice
+/ dynamic_update,
 for_loop, recomputationCheckpoint, ctc_beam_search_decoder, custom_op,
 NameScope, MultiConv; numbers against PyTorch on the CPU."""
 

@@ -1,6 +1,6 @@
 """Hugging Face models run the way PopTorch users run them, against eager
 PyTorch: pipelined over 4 IPUs as optimum-graphcore's `parallelize()` does,
-with the options its `IPUConfig._to_options` builds (seeds/004, its calls as
+with the options its `IPUConfig._to_options` builds (optimum-graphcore `IPUConfig._to_options`, its calls as
 written), and a model saved with `save_pretrained`, loaded, trained and
 saved again (docs/hf_families.md, "The user flows")."""
 
@@ -22,7 +22,7 @@ from poptorch import OutputMode  # noqa: E402
 
 
 def _to_options(cfg: dict, for_inference: bool = False) -> poptorch.Options:
-    """seeds/004's `IPUConfig._to_options` with `self.x` read from `cfg`."""
+    """optimum-graphcore's `IPUConfig._to_options`: `IPUConfig._to_options` with `self.x` read from `cfg`."""
     opts = poptorch.Options()
     opts.autoRoundNumIPUs(True)
     opts.replicationFactor(cfg["inference_replication_factor"] if for_inference else cfg["replication_factor"])

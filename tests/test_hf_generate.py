@@ -85,7 +85,8 @@ def test_models_without_generate_get_no_generate():
 
 def test_generate_on_a_sharded_model_with_optimum_options():
     """The programs take the executor's options and the model's blocks: GPT-2
-    parallelized as optimum-graphcore does, sharded over 3 IPUs by seeds/004's
+    parallelized as optimum-graphcore does, sharded over 3 IPUs by optimum-graphcore's
+    `IPUConfig._to_options`:
     inference options."""
     from test_hf_flows import _PipelinedGPT2, _to_options
 

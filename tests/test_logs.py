@@ -1,5 +1,5 @@
 """Logging levels (setLogLevel, POPTORCH_LOG_LEVEL), the compilation progress
-bar and source locations on ops and errors (seeds/000 4.11.1)."""
+bar and source locations on ops and errors (PopTorch user guide, 4.11.1 "Logging level")."""
 
 from __future__ import annotations
 
@@ -156,7 +156,8 @@ class _BadBlock(torch.nn.Module):
     (_BadBlock(), torch.ones(3), "LOC_BLOCK"),
 ], ids=["shape", "nonzero", "branch", "complex", "tilefx_call"])
 def test_tracing_errors_locate_the_users_line(model, x, tag):
-    """seeds/000 4.3.3: `location` is where the exception was raised: the
+    """PopTorch user guide, 4.3.3 "Application and other errors": `location` is where the exception was
+    raised: the
     user's file:line, the one the message names when it names one."""
     with pytest.raises(poptorch.Error) as info:
         poptorch.inferenceModel(model, poptorch.Options().showCompilationProgressBar(False))(x)

@@ -1,4 +1,5 @@
-"""Static and automatic loss scaling (REFERENCE.md section 4)."""
+"""Static and automatic loss scaling (PopTorch user guide, 4.5.1 "Loss scaling"; PopART's automatic loss
+scaling)."""
 
 import copy
 

@@ -1,4 +1,4 @@
-"""The optimizer set (seeds/000 section 4.5) against torch.optim and against
+"""The optimizer set (PopTorch user guide, 4.5 "Optimizers") against torch.optim and against
 references written here from the documented formulas: 20 steps, the same
 weights (rtol 1e-4 in fp32); parameter groups; max_grad_norm; accumulation
 types; constant versus variable attributes and setOptimizer; state_dict."""
@@ -449,7 +449,7 @@ def _warnings_of(caplog, run, containing: str = "subclasses the built-in optimiz
 
 
 def test_subclassing_a_built_in_optimizer_warns_once(caplog):
-    """seeds/000 4.5: "Subclassing a built-in optimizer will generate a warning";
+    """PopTorch user guide, 4.5 "Optimizers": "Subclassing a built-in optimizer will generate a warning";
     a torch.optim subclass's own step() is named as not used."""
     def train(make):
         m = _model()
@@ -551,7 +551,7 @@ def test_set_optimizer_variable_changes_apply_without_recompiling():
 
 
 def test_set_optimizer_warns_of_attributes_the_compiled_model_ignores(caplog):
-    """The guide's loss-scaling example (seeds/000 4.5) also sets
+    """The guide's loss-scaling example (PopTorch user guide, 4.5 "Optimizers") also sets
     `param_groups[0]["loss_scaling"]`, which is no group attribute: after
     compile, setOptimizer warns of such attributes in PopTorch's words,
     once."""
@@ -627,7 +627,7 @@ def test_set_optimizer_rejects_a_changed_constant(make, change, attr):
 
 
 def test_a_torch_optimizers_constant_error_gives_advice_it_can_follow():
-    """torch.optim optimizers have no variable_attrs (seeds/000 4.5.4: "no
+    """torch.optim optimizers have no variable_attrs (PopTorch user guide, 4.5.4 "Constant attributes": "no
     method to override this behaviour"): the error said to call
     `optimizer.variable_attrs.markAsVariable`, an AttributeError for them."""
     m = _model()
@@ -787,7 +787,9 @@ def test_load_state_dict_errors():
         opt.load_state_dict(sgd.state_dict())
     other = X.SGD(m.parameters(), lr=0.1, momentum=0.9)
     sd = sgd.state_dict()
-    first.destroy()  # one live training wrapper per module (seeds/000 4.5.5)
+    # one live training wrapper per module (PopTorch user guide, 4.5.5
+    # "Reading and writing optimizer state")
+    first.destroy()
     sd["ipu_state"]["Accl___model.fc1.weight"] = torch.zeros(3, 3)
     other.load_state_dict(sd)
     with pytest.raises(tilefx.Error, match="shape"):

@@ -1,4 +1,4 @@
-"""tilefx.popart: the PopART session API (seeds/001) on the simulated IPU.
+"""tilefx.popart: the PopART session API (PopART user guide, 5 "Executing graphs") on the simulated IPU.
 
 Training is compared with PyTorch step by step; every anchor return type and
 buffer shape (batchesPerStep x accumulationFactor x replicas) is checked

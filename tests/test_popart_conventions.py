@@ -1,5 +1,5 @@
 """PopART conventions its own integration tests rely on (anchor, StepIO and
-Builder behaviour that seeds/001 implies but does not spell out), checked
+Builder behaviour that PopART user guide, 5 "Executing graphs" implies but does not spell out), checked
 against numpy and PyTorch: accumulator anchors, EVERYN with gradient
 accumulation, buffers checked by element count, AnchorReturnType's messages,
 Builder.reshape_const."""

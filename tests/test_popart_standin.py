@@ -2,7 +2,7 @@
 the distribution's one-file `popart` package binds the name to tilefx.popart
 (a real PopART elsewhere on the path still wins), enough for downstream code
 that reads PopART's enums next to PopTorch's options to run as written:
-optimum-graphcore's `IPUConfig._to_options` (seeds/004)."""
+optimum-graphcore's `IPUConfig._to_options` (optimum-graphcore `IPUConfig._to_options`)."""
 
 import os
 import textwrap
@@ -13,7 +13,7 @@ from test_surface import _python  # a fresh interpreter on a given PYTHONPATH
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(poptorch.__file__)))
 
 # optimum/graphcore/ipu_configuration.py's imports and IPUConfig._to_options as
-# seeds/004 gives it, on a stand-in IPUConfig holding the attributes it reads
+# optimum-graphcore `IPUConfig._to_options` gives it, on a stand-in IPUConfig holding the attributes it reads
 OPTIMUM = textwrap.dedent('''
     import copy
     from tempfile import NamedTemporaryFile

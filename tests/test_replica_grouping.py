@@ -1,4 +1,5 @@
-"""Weights grouped across replicas (seeds/000 4.4.3): `W.replicaGrouping(type,
+"""Weights grouped across replicas (PopTorch user guide, 4.4.3 "Grouping tensor weights across replicas"):
+`W.replicaGrouping(type,
 shards, mode)`, one value per group, gradients summed within a group,
 copyWeightsToHost per VariableRetrievalMode. Compared with PyTorch models
 built by hand: the guide's full problem, and one weight slice per group."""

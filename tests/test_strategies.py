@@ -247,7 +247,7 @@ def test_same_as_ipu_needs_an_ipu_id():
 
 
 class ReturnsToIpu0(nn.Module):
-    """The guide's AutoStage example (seeds/000 4.4.1): three blocks without a
+    """The guide's AutoStage example (PopTorch user guide, 4.4.1 "Annotations"): three blocks without a
     user_id on IPUs 0, 1 and 0, made by BeginBlock or by `with Block(...)`."""
 
     def __init__(self, how="begin"):
@@ -302,7 +302,7 @@ def test_auto_increment_gives_blocks_without_ids_their_own_stages(how):
 @pytest.mark.parametrize("how", ["begin", "block"])
 def test_same_as_ipu_returning_to_an_ipu_is_an_error(how):
     """AutoStage.SameAsIpu (the default): the third block is stage 0 again,
-    which the data flow from stage 1 forbids (seeds/000 4.4.1)."""
+    which the data flow from stage 1 forbids (PopTorch user guide, 4.4.1 "Annotations")."""
     opts = tilefx.Options().deviceIterations(4)
     with pytest.raises(tilefx.Error, match=r"must not decrease.*block '2' \(stage 0\).*block '1' \(stage 1\)"):
         tilefx.inferenceModel(ReturnsToIpu0(how), opts)(torch.randn(8, 4))
@@ -482,7 +482,7 @@ def test_input_replica_grouping_shares_inputs_within_a_group():
 
 class _FStringPhases(nn.Module):
     """The guide's ParallelPhasedExecution example with f-string block names
-    (seeds/000 4.4.1, Listing 4.11): two matmuls share phase 1, 3 and 5, so the two
+    (PopTorch user guide, 4.4.1 "Annotations", Listing 4.11): two matmuls share phase 1, 3 and 5, so the two
     stages of those phases feed each other (phase1_ipu1 -> phase1_ipu0 and back)."""
 
     N, size = 3, 10

@@ -1,6 +1,6 @@
 """PopTorch's module-level names and submodules under `import tilefx as
 poptorch`, inferenceModel(training executor), tensor attributes frozen as
-constants (seeds/000 4.8), PVTI channels, post-compile hooks."""
+constants (PopTorch user guide, 4.8 "PyTorch buffers"), PVTI channels, post-compile hooks."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_submodules_and_module_level_names():
     assert any(e["channel"] == "user" and e["name"] == "step" for e in poptorch.profiling.events())
 
 
-# every `poptorch.X` the seeds name (grep -o 'poptorch\.[A-Za-z_.]*'), without the
+# every `poptorch.X` the PopTorch user guide ("Features") and the pipelining tutorial name, without the
 # tutorial's typos (poptorch.Dataloader, Option.TensorLocations, PhasedExecution)
 # and file names (poptorch.conf)
 GUIDE_NAMES = """
@@ -53,7 +53,7 @@ set_available_memory trainingModel
 
 
 def test_every_name_the_guide_uses_resolves():
-    """`poptorch.MultiConvPlanType` (seeds/000 4.x MultiConv) and every other
+    """`poptorch.MultiConvPlanType` (PopTorch user guide, 4.6.4 "poptorch.MultiConv") and every other
     name the guide writes as `poptorch.X`; PopTorch's enums are all top level."""
     for name in GUIDE_NAMES:
         obj = poptorch
@@ -189,7 +189,8 @@ def test_backward_on_an_output_is_poptorchs_error_and_training_still_matches_tor
 
 
 def test_wrapping_a_model_again_for_training_needs_destroy_first():
-    """seeds/000 4.5.5: "Destroy original model to prevent an error when wrapping
+    """PopTorch user guide, 4.5.5 "Reading and writing optimizer state": "Destroy original model to prevent
+    an error when wrapping
     the model again" (PopTorch: "Model has already been wrapped in
     'poptorch.trainingModel'"). tilefx let two live training wrappers own the same
     weights, each with its own optimizer state. After destroy() the new wrapper

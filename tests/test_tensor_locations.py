@@ -273,11 +273,11 @@ def test_off_chip_after_fwd_reloads_weights_and_activations_for_the_backward():
     assert no_overlap.profile.total_cycles == after.profile.total_cycles
 
 
-# -- a user's options (seeds/004: optimum-graphcore's IPUConfig._to_options) ------
+# -- a user's options (optimum-graphcore's `IPUConfig._to_options`) ------
 
 
 def test_ipu_config_style_options_with_weights_and_activations_off_chip(caplog):
-    """optimum-graphcore's `_to_options` (seeds/004) with the optimizer state
+    """optimum-graphcore's `IPUConfig._to_options` with the optimizer state
     off chip and sharded, plus weights sharded and activations off chip, on a
     pipelined two-IPU model: no warning, the profile says what moves where,
     and the losses equal those of the same run with everything on chip."""

@@ -1,5 +1,5 @@
 """Replicated tensor sharding of the optimizer state in the machine model
-(REFERENCE.md section 4; seeds/004 `useReplicatedTensorSharding`): each of
+(PopTorch user guide, `useReplicatedTensorSharding`; optimum-graphcore's `IPUConfig._to_options`): each of
 R replicas keeps 1/R of a sharded state tensor, the gradient all-reduce of
 its weight becomes a reduce-scatter before a sharded update and an
 all-gather after it; tensors under 8192 elements stay whole; the numbers

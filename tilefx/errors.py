@@ -1,4 +1,4 @@
-"""PopTorch's error classes (seeds/000 section 4.3): the base layer every other
+"""PopTorch's error classes (PopTorch user guide, 4.3 "Error handling"): the base layer every other
 layer may import to raise an error users can cause."""
 
 import types

@@ -1,4 +1,4 @@
-"""Block annotations: `Block`, `BeginBlock`, `BlockFunction` (seeds/000 4.4.1).
+"""Block annotations: `Block`, `BeginBlock`, `BlockFunction` (PopTorch user guide, 4.4.1 "Annotations").
 
 All three stamp `node.meta["custom"]` through `torch.fx.traceback.annotate`,
 so every traced node, backward included, knows its block and IPU.

@@ -1,4 +1,4 @@
-"""Automatic mixed precision (seeds/002 "Automatic mixed-precision casting").
+"""Automatic mixed precision (PopTorch user guide, earlier releases, "Automatic mixed-precision casting").
 
 `autocast(enabled)` works as a context manager, a function decorator and, as
 `module.autocast(enabled)`, on a layer and everything inside it (the inner

@@ -207,7 +207,7 @@ def read_file(path: str) -> tuple[dict, dict[str, np.ndarray]]:
     except export._ZIP_ERRORS as e:
         raise Error(f"{path}: not a tilefx checkpoint, or truncated ({type(e).__name__}: {e})") from None
     meta = check_meta(limits.load_json(parts[META], f"{path}: {META}"), path)
-    arrays = export._tensors_from(parts[ARRAYS], f"{path}: {ARRAYS}")
+    arrays = export.tensors_from(parts[ARRAYS], f"{path}: {ARRAYS}")
     return meta, arrays
 
 

@@ -175,8 +175,7 @@ class CompilePath:
             # the machine model first: a program that does not fit fails before any copy
             program = driver.build(compiled, self._compile_config(), self._rng)
         module = program.module
-        als = self._training and bool(self._options.Training.automatic_loss_scaling)
-        self._als_tracked = to_py(module.attributes[ALS_TRACKED_KEY]) if als else 0
+        self._als_tracked = to_py(module.attributes[ALS_TRACKED_KEY]) if program.config.automatic_loss_scaling else 0
         self._als_factor = 1.0
         self._als_updates = 0
         self._als_upper = 0
@@ -253,7 +252,7 @@ class CompilePath:
 
 def _profile_dir(options: Options) -> str | None:
     """Options.enableProfiling(dir), else POPLAR_ENGINE_OPTIONS' autoReport
-    settings (JSON, as the seeds use it), else TILEFX_PROFILE_DIR."""
+    settings (JSON, as the PopTorch user guide's 4.11.2 "Profiling" uses it), else TILEFX_PROFILE_DIR."""
     if options.profile_dir:
         return options.profile_dir
     raw = os.environ.get("POPLAR_ENGINE_OPTIONS")

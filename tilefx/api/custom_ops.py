@@ -1,4 +1,4 @@
-"""`poptorch.custom_op` with ops written in Python (seeds/000 4.9).
+"""`poptorch.custom_op` with ops written in Python (PopTorch user guide, 4.9 "Creating custom ops").
 
 PopTorch loads custom ops from C++ libraries built against PopART; tilefx
 registers them from Python instead:

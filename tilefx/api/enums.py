@@ -133,11 +133,12 @@ class HalfFloatCastingBehavior(_IntEnum):
     """Casting of ops mixing float16 and float32 operands.
 
     - ``FloatDowncastToHalf``: cast every operand to float16 (the older
-      PopTorch's rule, seeds/002): float16 inputs make float32 weights
+      PopTorch's rule: PopTorch user guide, earlier releases, "Half / float16 support"): float16 inputs make
+      float32 weights
       meet them in float16.
     - ``HalfUpcastToFloat``: follow PyTorch, promote float16 to float32.
     - ``Default``: ``HalfUpcastToFloat`` (PopTorch complies with PyTorch's
-      convention, seeds/000 4.7).
+      convention, PopTorch user guide, 4.7 "16-bit float support").
     """
 
     FloatDowncastToHalf = 0

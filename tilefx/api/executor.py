@@ -10,7 +10,7 @@ the numpy executor, and then runs PopTorch's host loop for every call:
         sum the replicas' accumulators; @update                   (one weight update)
 
 Host tensors are read as [deviceIterations, gradientAccumulation, replicas,
-micro-batch, ...] flattened into dim 0 (REFERENCE.md section 2), and
+micro-batch, ...] flattened into dim 0 (PopTorch user guide, "Efficient data batching"), and
 outputs are returned in the same order, reduced as the output mode says.
 """
 
@@ -27,7 +27,7 @@ import torch
 from tilefx.api import compile_log
 from tilefx.api.anchors import Anchors
 from tilefx.api.host_arrays import (same_memory, to_np, viewable)
-from tilefx.api.outputs import Outputs
+from tilefx.api.outputs import Outputs, plan_of
 from tilefx.api.serialized import serialized as _serialized
 from tilefx.driver import Program
 from tilefx.api.readouts import MachineReadouts
@@ -93,7 +93,7 @@ _MODULE_STATE = frozenset(torch.nn.Module().__dict__)
 
 
 class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outputs):
-    """A model wrapped for the simulated IPU (seeds/000 4.2.3).
+    """A model wrapped for the simulated IPU (PopTorch user guide, 4.2.3 "poptorch.PoplarExecutor").
 
     The executor is the model, as in PopTorch: an instance of a class made at
     wrap time that derives from PoplarExecutor and from the model's class,
@@ -344,7 +344,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         o = self._options
         return o.device_iterations == o.replication_factor == 1 and self._dist is None and \
             (not self._training or o.Training.gradient_accumulation == 1) and \
-            self._program.one_replica and not self._groups.grouped and o.broadcast_buffers and \
+            plan_of(self._program).one_replica and not self._groups.grouped and o.broadcast_buffers and \
             o.output_mode in _ONE_CALL_OUTPUT_MODES
 
     def _remember_call(self, args: tuple, kwargs: dict, inputs: list[torch.Tensor]) -> None:
@@ -667,6 +667,13 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
             raise Error("this model was destroyed: call it (or compile()) to compile it again")
 
 
+def without_optimizer(ex: PoplarExecutor) -> None:
+    """Forget `ex`'s optimizer: for an executor made from an executable
+    file, whose compiled optimizer configuration is in its IR
+    (`setOptimizer` gives it one again)."""
+    ex._optimizer = None
+
+
 def _check_optimizer(model: torch.nn.Module, optimizer: Any) -> None:
     """The optimizer must be a torch optimizer over this model's parameters."""
     if not isinstance(optimizer, torch.optim.Optimizer):
@@ -694,7 +701,8 @@ _TRAINING_WRAPPERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def trainingModel(model, options=None, optimizer=None) -> PoplarExecutor:
-    """Wrap `model` for training on the simulated IPU (seeds/000 4.2.1). A module
+    """Wrap `model` for training on the simulated IPU (PopTorch user guide, 4.2.1 "poptorch.trainingModel").
+    A module
     that another live training model still wraps (not destroyed, still referenced)
     is PopTorch's error: two training wrappers would each keep their own optimizer
     state for the same weights. Wrappers for an offline target never train, so
@@ -725,7 +733,8 @@ def _live_training_wrapper(user: torch.nn.Module) -> bool:
 
 
 def inferenceModel(model, options=None) -> PoplarExecutor:
-    """Wrap `model` for inference on the simulated IPU (seeds/000 4.2.2). Given a
+    """Wrap `model` for inference on the simulated IPU (PopTorch user guide, 4.2.2
+    "poptorch.inferenceModel"). Given a
     training executor, the new one shares its model (weights stay in sync) and,
     without `options`, copies its options with gradient accumulation 1."""
     if isinstance(model, PoplarExecutor):

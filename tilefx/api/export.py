@@ -1,5 +1,5 @@
 """Precompilation and executable caching in a format that never runs code
-(seeds/000 4.10).
+(PopTorch user guide, 4.10 "Precompilation and caching").
 
 An executable file is a zip archive of plain parts:
 
@@ -89,16 +89,16 @@ def _sha(data: bytes) -> str:
 _GROUPS = ("Precision", "Training", "Jit", "Distributed")
 
 
-def _option_items(group) -> dict:
+def option_items(group) -> dict:
     return {k: v for k, v in group.__dict__.items() if not k.startswith("_")}
 
 
 def options_to_json(opts) -> dict:
     """The compile-time options as JSON (the host's settings, HOST_OPTIONS,
     stay on the host)."""
-    out = {k: encode(v) for k, v in _option_items(opts).items() if k not in HOST_OPTIONS}
+    out = {k: encode(v) for k, v in option_items(opts).items() if k not in HOST_OPTIONS}
     for g in _GROUPS:
-        out[g] = {k: encode(v) for k, v in _option_items(getattr(opts, g)).items()}
+        out[g] = {k: encode(v) for k, v in option_items(getattr(opts, g)).items()}
     out["_Popart"] = encode(dict(opts._Popart.options))
     return out
 
@@ -116,7 +116,7 @@ def options_from_json(data: dict):
     def assign(target, values, where: str):
         if not isinstance(values, dict):
             raise Error(f"options.json: {where or 'the options'} must be an object")
-        fresh = _option_items(target)
+        fresh = option_items(target)
         for k, raw in values.items():
             if k in _GROUPS or k == "_Popart":
                 continue
@@ -155,7 +155,7 @@ def _tensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
     return save({k: np.ascontiguousarray(v) for k, v in tensors.items()})
 
 
-def _tensors_from(data: bytes, part: str) -> dict[str, np.ndarray]:
+def tensors_from(data: bytes, part: str) -> dict[str, np.ndarray]:
     from safetensors.numpy import load
 
     try:
@@ -405,8 +405,8 @@ def install(ex, parts: dict, filename: str, weights_from_file: bool) -> None:
         raise Error(f"{filename}: holds {kind} executable; wrap the model with the matching "
                     f"{'trainingModel' if meta.get('training') else 'inferenceModel'}")
     module = _parse_ir(parts["graph.mlir"], filename, "graph.mlir")
-    tensors = _tensors_from(parts["weights.safetensors"], "weights.safetensors")
-    state = _tensors_from(parts["optimizer.safetensors"], "optimizer.safetensors")
+    tensors = tensors_from(parts["weights.safetensors"], "weights.safetensors")
+    state = tensors_from(parts["optimizer.safetensors"], "optimizer.safetensors")
     consts = {n: tensors[f"const/{n}"] for n in meta.get("consts", []) if f"const/{n}" in tensors}
     attach_values(module, consts)  # the IR carries its constants, as a compiled one does
     import_module = _IRText(parts["import.mlir"].decode(), consts)  # shown by ir("import"), never run
@@ -500,7 +500,7 @@ def _bind_recorded_call(ex, data, filename: str, defaults: dict[str, np.ndarray]
     ex._recorded_call = call
 
 
-def _restore_rng(ex, meta: dict, filename: str) -> None:
+def restore_rng(ex, meta: dict, filename: str) -> None:
     """Continue the random streams a `save(save_rng_state=True)` file recorded
     (one per replica), into the generator objects the program already holds."""
     states = meta.get("rng_states")
@@ -582,13 +582,13 @@ def load_executable(ex, filename: str) -> None:
     weights; the program (and the optimizer state) come from the file."""
     parts = read(filename)
     install(ex, parts, filename, weights_from_file=False)
-    state = _tensors_from(parts["optimizer.safetensors"], "optimizer.safetensors")
+    state = tensors_from(parts["optimizer.safetensors"], "optimizer.safetensors")
     for n, v in state.items():
         if n in ex._opt_state:
             ex._opt_state[n] = v.astype(ex._opt_state[n].dtype, copy=True)
     ex._step = int(parts["executor"].get("step", 0))
     if ex.options.random_seed == options_from_json(parts["options"]).random_seed:
-        _restore_rng(ex, parts["executor"], filename)
+        restore_rng(ex, parts["executor"], filename)
 
 
 def _check_export_args(what: str, filename, **flags) -> None:

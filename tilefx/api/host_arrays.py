@@ -151,5 +151,6 @@ def to_np(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().copy()
 
 
-# each module's live training wrapper (PopTorch allows one: seeds/000 4.5.5 "Destroy
+# each module's live training wrapper (PopTorch allows one: PopTorch user guide, 4.5.5 "Reading and writing
+# optimizer state": "Destroy
 # original model to prevent an error when wrapping the model again")

@@ -10,14 +10,14 @@ import logging
 
 from tilefx.api.enums import ConnectionType
 from tilefx.api.executable_schema import HOST_OPTIONS, encode
-from tilefx.api.executor import PoplarExecutor
-from tilefx.api.export import LoadedModel, _option_items, _restore_rng, _tensors_from, install, options_from_json, read
+from tilefx.api.executor import PoplarExecutor, without_optimizer
+from tilefx.api.export import LoadedModel, option_items, restore_rng, tensors_from, install, options_from_json, read
 from tilefx.errors import Error
 
 log = logging.getLogger("tilefx.export")
 
 
-# The options `poptorch.load`'s edit_opts_fn may change (seeds/000 4.10.2: "When
+# The options `poptorch.load`'s edit_opts_fn may change (PopTorch user guide, 4.10.2 "Precompilation": "When
 # loading a precompiled model, only run-time options will be applied; all others
 # will be ignored"): which device to attach to and when, the random seed, the
 # host's logging. Everything else (batching, strategy, precision, ...) is
@@ -31,7 +31,7 @@ def _flat_options(opts) -> dict[str, tuple[object, str]]:
     """"group.name" (or "name") -> (the object holding it, its value as JSON text)."""
     out = {}
     for prefix, holder in (("", opts), *((g + ".", getattr(opts, g)) for g in _EDITABLE_GROUPS)):
-        for k, v in _option_items(holder).items():
+        for k, v in option_items(holder).items():
             if k not in _EDITABLE_GROUPS:
                 out[prefix + k] = (holder, json.dumps(encode(v), sort_keys=True, default=repr))
     out["_Popart"] = (opts._Popart, json.dumps(encode(dict(opts._Popart.options)), sort_keys=True,
@@ -70,7 +70,7 @@ def load(filename: str, edit_opts_fn=None):
     if not meta.get("exported_model", True):
         raise Error(f"{filename} was exported with export_model=False: wrap the model yourself and call "
                     "loadExecutable(filename)")
-    tensors = _tensors_from(parts["weights.safetensors"], "weights.safetensors")
+    tensors = tensors_from(parts["weights.safetensors"], "weights.safetensors")
     missing = [k for k in [f"param/{n}" for n in meta["params"]] + [f"buffer/{n}" for n in meta["buffers"]]
                if k not in tensors]
     if missing:
@@ -80,7 +80,8 @@ def load(filename: str, edit_opts_fn=None):
                         {n: tensors[f"buffer/{n}"] for n in meta["buffers"]})
     opts = options_from_json(parts["options"])
     if opts.offline_ipu_target:
-        # the offline target is where the file was compiled (seeds/000 4.10.2: "compile
+        # the offline target is where the file was compiled (PopTorch user guide, 4.10.2 "Precompilation":
+        # "compile
         # your model on a machine which doesn't have an IPU ... then reload and execute
         # it on a different machine"); the loading machine attaches as usual.
         # edit_opts_fn still sees the options and may choose otherwise.
@@ -92,8 +93,8 @@ def load(filename: str, edit_opts_fn=None):
         opts = _apply_runtime_edits(opts, edit_opts_fn, filename)
     training = bool(meta.get("training"))
     ex = PoplarExecutor(model, opts, training=training)
-    ex._optimizer = None  # the compiled optimizer configuration is in the IR (setOptimizer replaces it)
+    without_optimizer(ex)  # the compiled optimizer configuration is in the IR (setOptimizer replaces it)
     install(ex, parts, filename, weights_from_file=True)
     if opts.random_seed == seed:  # a seed edit_opts_fn sets starts its own streams
-        _restore_rng(ex, meta, filename)
+        restore_rng(ex, meta, filename)
     return ex

@@ -1,4 +1,4 @@
-"""PopTorch's logging (seeds/000 4.11.1) on Python's `logging`.
+"""PopTorch's logging (PopTorch user guide, 4.11.1 "Logging level") on Python's `logging`.
 
 Every tilefx logger sits under "tilefx" ("tilefx.compile", "tilefx.passes",
 "tilefx.export", ...). `setLogLevel` and `POPTORCH_LOG_LEVEL` (or

@@ -3,7 +3,7 @@ from call to call while the module tree stays the same.
 
 Every call of a wrapped model reads the torch module's tensors by name: to
 see whether another executor wrote them (the implicit weight sync between a
-training and an inference model, seeds/000), to write a training step's
+training and an inference model, PopTorch user guide, 4 "Features"), to write a training step's
 weights back, and to check that no replicaGrouping was set after compiling.
 torch's `named_parameters()` walks the module tree with nested generators
 and builds every dotted name again (~60 us for the tutorial CNN, ~1 ms for

@@ -27,14 +27,15 @@ _REDUCTIONS = ("sum", "mean", "none")
 
 
 def identity_loss(x: torch.Tensor, reduction: str = "none") -> torch.Tensor:
-    """Mark `x` as the loss; backward sends ones through it (seeds/000 4.6.3)."""
+    """Mark `x` as the loss; backward sends ones through it (PopTorch user guide, 4.6.3
+    "poptorch.identity_loss")."""
     if reduction not in _REDUCTIONS:
         raise Error(f"identity_loss: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
     return _identity_loss(x, reduction)
 
 
 def nop(x: torch.Tensor) -> torch.Tensor:
-    """An identity the compiler keeps, for debugging (seeds/000 4.6.5)."""
+    """An identity the compiler keeps, for debugging (PopTorch user guide, 4.6.5 "poptorch.nop")."""
     if not isinstance(x, torch.Tensor):
         raise Error(f"nop: expected a tensor, got {type(x).__name__}")
     return _nop(x, "")
@@ -45,7 +46,8 @@ def ipu_print_tensor(tensor: torch.Tensor, title: str = "", print_gradient: bool
                      digits: int = 4, float_format: str = "auto", separator: str = ", ",
                      open_bracket: str = "(", close_bracket: str = ")") -> torch.Tensor:
     """Print `tensor` when the program runs, and its gradient in the backward
-    pass when `print_gradient`; use the result (seeds/000 4.6.2). Without a
+    pass when `print_gradient`; use the result (PopTorch user guide, 4.6.2 "poptorch.ipu_print_tensor").
+    Without a
     `title` the print is titled with the tensor's id, as PopART's. The other
     arguments format the print as PopTorch's do: summarised beyond
     `summarise_threshold` elements to `edge_items` per edge, lines of at most
@@ -70,7 +72,8 @@ def ipu_print_tensor(tensor: torch.Tensor, title: str = "", print_gradient: bool
 
 
 def set_available_memory(x: torch.Tensor, available_memory_proportion: float) -> torch.Tensor:
-    """Bound the temporary memory of the op that produced `x` (seeds/000 4.6.9)."""
+    """Bound the temporary memory of the op that produced `x` (PopTorch user guide, 4.6.9
+    "poptorch.set_available_memory")."""
     p = float(available_memory_proportion)
     if not is_proportion(p):
         raise error_also(ValueError)(f"set_available_memory: proportion must be in (0, 1], got {p}")
@@ -85,7 +88,8 @@ _SERIAL_MODE_NAMES = {
 
 
 def serializedMatMul(lhs, rhs, mode, factor=0, keep_precision=False):
-    """A matmul split into `factor` serial pieces to save memory (seeds/000 4.6.8)."""
+    """A matmul split into `factor` serial pieces to save memory (PopTorch user guide, 4.6.8
+    "poptorch.serializedMatMul")."""
     if mode != MatMulSerializationMode.Disabled and mode not in _SERIAL_MODE_NAMES:
         raise Error(f"serializedMatMul: unknown mode {mode!r} (a poptorch.MatMulSerializationMode)")
     if isinstance(factor, bool) or not isinstance(factor, int) or factor < 0:
@@ -107,7 +111,7 @@ def isRunningOnIpu() -> bool:
     return Tracing.on
 
 
-# -- dynamic slices (seeds/000 4.6.6, 4.6.7) ------------------------------------
+# -- dynamic slices (PopTorch user guide, 4.6.6 and 4.6.7) ---------------------
 
 def _check_start(op: str, x: torch.Tensor, start: torch.Tensor, dim: int, span: int) -> int:
     s = int(start.reshape(-1)[0])
@@ -212,7 +216,7 @@ def _check_dynamic_args(op: str, tensor, dim, start, size, *, step=1) -> None:
 
 def dynamic_slice(tensor: torch.Tensor, dim: int, start: torch.Tensor, size: int, step: int) -> torch.Tensor:
     """`tensor[start:start + size:step]` along `dim`, `start` a runtime index
-    (a tensor) (seeds/000 4.6.6): ceil(size / step) elements. As PopTorch,
+    (a tensor) (PopTorch user guide, 4.6.6 "poptorch.dynamic_slice"): ceil(size / step) elements. As PopTorch,
     the slice's size must divide the dimension. A start that puts the slice
     outside the dimension is an error when the op runs."""
     _check_dynamic_args("dynamic_slice", tensor, dim, start, size, step=step)
@@ -225,7 +229,7 @@ def dynamic_slice(tensor: torch.Tensor, dim: int, start: torch.Tensor, size: int
 def dynamic_update(input: torch.Tensor, src: torch.Tensor, dim: int, start: torch.Tensor,
                    size: int) -> torch.Tensor:
     """`input` with `src` (statically sized: `size` along `dim`) written at the
-    runtime index `start` (seeds/000 4.6.7)."""
+    runtime index `start` (PopTorch user guide, 4.6.7 "poptorch.dynamic_update")."""
     _check_dynamic_args("dynamic_update", input, dim, start, size)
     if not isinstance(src, torch.Tensor):
         raise Error(f"dynamic_update: src must be a torch.tensor, got {type(src).__name__}")
@@ -265,7 +269,7 @@ def recomputationCheckpoint(*tensors):
     return out[0] if len(out) == 1 else tuple(out)
 
 
-# -- CTC beam search decoder (seeds/000 4.6.1) ----------------------------------
+# -- CTC beam search decoder (PopTorch user guide, 4.6.1) ----------------------
 
 @torch.library.custom_op("tilefx::ctc_beam_search_decoder", mutates_args=())
 def _ctc_beam_search_decoder(log_probs: torch.Tensor, lengths: torch.Tensor, blank: int, beam_width: int,
@@ -446,7 +450,7 @@ def _attribute_value(v, nested: bool = False) -> bool:
 
 class MultiConv:
     """`with poptorch.MultiConv():` the convolutions inside form one
-    multi-convolution (seeds/000 4.6.4): with the Parallel plan (default)
+    multi-convolution (PopTorch user guide, 4.6.4 "poptorch.MultiConv"): with the Parallel plan (default)
     they run at the same time on disjoint sets of tiles, each sized to its
     share of the work; Serial runs them one after the other. Per-conv
     options take one value for all or one per convolution."""

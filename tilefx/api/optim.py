@@ -1,4 +1,4 @@
-"""PopTorch optimizers (seeds/000 section 4.5): SGD, Adam, AdamW, RMSprop and
+"""PopTorch optimizers (PopTorch user guide, 4.5 "Optimizers"): SGD, Adam, AdamW, RMSprop and
 LAMB as torch.optim subclasses with PopTorch's extras (loss_scaling,
 velocity_scaling, accumulation types, max_grad_norm, ...).
 
@@ -439,7 +439,7 @@ def _builtin_types() -> tuple[type, ...]:
 
 
 def warn_if_subclassed(opt: torch.optim.Optimizer) -> None:
-    """seeds/000 4.5: "Subclassing a built-in optimizer will generate a warning":
+    """PopTorch user guide, 4.5 "Optimizers": "Subclassing a built-in optimizer will generate a warning":
     the update is compiled from the hyper-parameters of the built-in it derives
     from, so whatever the subclass adds (a custom step() above all) does not run.
     Once per optimizer object."""
@@ -596,7 +596,7 @@ def hyper_values(cfg: dict) -> dict[str, Any]:
 
 def _how_to_make_variable(opt: torch.optim.Optimizer, attr: str) -> str:
     """The advice of a constant-attribute error: a poptorch.optim optimizer
-    marks it variable; a torch.optim one has no way to (seeds/000 4.5.4)."""
+    marks it variable; a torch.optim one has no way to (PopTorch user guide, 4.5.4 "Constant attributes")."""
     if isinstance(opt, Optimizer):
         return f"mark it variable with optimizer.variable_attrs.markAsVariable({attr!r}) before compiling"
     return (f"a torch.optim optimizer makes variable only the attributes its constructor was given "

@@ -467,7 +467,8 @@ class _TensorLocationOptions(_OptionsBase):
         self.num_io_tiles = num_tiles
 
     def __repr__(self) -> str:
-        """PopTorch's form, which the pipelining tutorial prints (seeds/003:
+        """PopTorch's form, which the pipelining tutorial prints (Graphcore's tutorial "PopTorch Parallel
+        Execution Using Pipelining":
         ``_TensorLocationOptions(location_optimizer={'onChip': 0})``): each
         location set, as its backend dictionary, then the IO tiles if any."""
         parts = [f"location_{kind}={getattr(self, kind).toDict()!r}"

@@ -1,5 +1,5 @@
 """A call's outputs as the user gets them: the output mode applied over
-device iterations, gradient accumulation and replicas (REFERENCE.md 2),
+device iterations, gradient accumulation and replicas (PopTorch user guide, "Efficient data batching"),
 the model's own structure rebuilt (dicts, nesting, Python values,
 bfloat16), anchored gradients set aside (api/anchors.py), and results
 handed back without a copy where nothing else holds their memory. A mixin
@@ -7,18 +7,66 @@ of `PoplarExecutor` (api/executor.py)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 import numpy as np
 import torch
 from tilefx.api import anchors
 from tilefx.api.host_arrays import join
 from tilefx.api.enums import OutputMode
+from tilefx.driver import Program
 from tilefx.errors import Error
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """What the executor's call reads of a compiled Program, worked out once
+    per program (`plan_of`): whether the one-micro-batch call
+    (`PoplarExecutor._run_one`) covers it, and how its outputs come back."""
+
+    # main's arguments and results are what `_run_one` fills and reads (not
+    # loss scaling statistics, nor writes into the caller's inputs)
+    one_replica: bool
+    # the model returns one tensor, as the IR holds it (not bfloat16):
+    # `_structured` hands it back as it is
+    one_plain_output: bool
+    # the model returns a plain tuple of tensors (an output and its loss),
+    # each an output result in order: `_structured` would rebuild it as is
+    tuple_output: bool
+    # main's arguments as `_run_one` fills them: (kind, key, whether it passes
+    # a tensor: main's `tensor_args`, read only by ATen's direct steps). Only
+    # for an inference program, whose results come back as they are
+    # (`tensors=True`): an argument returned as a result is then the very
+    # object passed, which `fresh_outputs` copies; converted to a new array it
+    # would pass for fresh and alias the input or the weight.
+    lean_args: tuple[tuple[str, Any, bool], ...]
+
+    @staticmethod
+    def of(p: Program) -> CallPlan:
+        spec, n, bf16 = p.traced.out_spec, p.traced.num_outputs, p.main.bf16_results
+        return CallPlan(
+            one_replica=all(k in ("param", "buffer", "input", "const", "hyper", "accum") for k, _ in p.main_args)
+            and all(k in ("output", "buffer", "accum") for k, _ in p.main_results),
+            one_plain_output=len(p.out_index) == 1 and n == 1 and not p.traced.out_consts and not bf16
+            and (spec is None or spec.num_leaves == 1 and spec.is_leaf()),
+            tuple_output=spec is not None and spec.type is tuple and spec.num_leaves == n
+            and all(spec.child(i).is_leaf() for i in range(spec.num_children))
+            and not p.traced.out_consts and not bf16 and p.out_ids == list(range(n)),
+            lean_args=tuple((kind, key, p.outputs_only and i in p.main.tensor_args)
+                            for i, (kind, key) in enumerate(p.main_args)))
+
+
+def plan_of(p: Program) -> CallPlan:
+    """`p`'s CallPlan (worked out at its first call, then kept on it)."""
+    plan = p.call_plan
+    if plan is None:
+        plan = p.call_plan = CallPlan.of(p)
+    return plan
 
 
 class Outputs:
     def _collect(self, outputs, out_ids: list[int], fresh: set[int] = frozenset()):
-        """Apply the output mode to outputs[d][g][r][k] (REFERENCE.md section 2).
+        """Apply the output mode to outputs[d][g][r][k] (PopTorch user guide, "Efficient data batching").
         A single array whose id is in `fresh` becomes the output tensor as it
         is (see fresh_outputs); any other is copied."""
         D, R, _, G = self._factors()
@@ -61,7 +109,7 @@ class Outputs:
         """The output tensors (one per output result, in order) as the model
         returned them: bfloat16 where the IR says so, with the model's
         non-tensor outputs, in its pytree structure."""
-        if self._program.one_plain_output:
+        if plan_of(self._program).one_plain_output:
             return results[0]
         out_index = self._program.out_index
         bf16 = self._program.main.bf16_results

@@ -1,4 +1,5 @@
-"""Grouping weights across replicas (seeds/000 4.4.3): `param.replicaGrouping()`.
+"""Grouping weights across replicas (PopTorch user guide, 4.4.3 "Grouping tensor weights across replicas"):
+`param.replicaGrouping()`.
 
 `executor.W.replicaGrouping(comm_group_type, shards, variable_retrieval_mode)`
 gives the weight one value per group of replicas: `CommGroup(comm_group_type,

@@ -15,6 +15,7 @@ from tilefx.api.host_arrays import (copied, copy_into, fresh_outputs, held_alone
                                    weight_tensor)
 from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior
 from tilefx.api.module_snapshot import ModuleSnapshot
+from tilefx.api.outputs import plan_of
 
 log = logging.getLogger("tilefx")
 
@@ -30,7 +31,8 @@ class CallPath:
         half = frozenset(i for i, x in enumerate(inputs) if x.dtype == torch.float16)
         floats = {p.dtype for p in self._user_model.parameters() if p.is_floating_point()}
         if self._options.Precision.half_float_casting == HalfFloatCastingBehavior.FloatDowncastToHalf:
-            # "PopTorch ... will cast all inputs to float16" (seeds/002): an fp32
+            # "PopTorch ... will cast all inputs to float16" (PopTorch user guide, earlier releases, "Half /
+            # float16 support"): an fp32
             # input meeting an fp16 one is cast down as an fp32 weight is
             floats |= {x.dtype for x in inputs}
         if not half or torch.float32 not in floats:
@@ -144,19 +146,20 @@ class CallPath:
         program's kernels have left the caches cold: the general loops cost
         ~0.2 ms a call on the MLP (benchmarks/RESULTS.md, 2026-11-24)."""
         p = self._program
+        plan = plan_of(p)
         trained = p.trained
         accs = self._zeroed_accumulators(0, trained) if trained else None
         weights = self._weights
         buffers = self._device_buffers
         # In an inference program, an argument only ATen's direct steps read
-        # goes in as a tensor (p.lean_args): the input itself, a weight's
+        # goes in as a tensor (CallPlan.lean_args): the input itself, a weight's
         # tensor kept from call to call while the array is the same. One
         # conversion instead of one per reading step. (Not in training: an
         # update may write a weight in place only while nothing else holds
         # it, held_alone.)
         held = self._weight_tensors
         args = []
-        for kind, key, as_tensor in p.lean_args:
+        for kind, key, as_tensor in plan.lean_args:
             if kind == "param":
                 w = weights[key]
                 if as_tensor:
@@ -183,7 +186,7 @@ class CallPath:
         # (nothing donated: the accumulators of one micro-batch are the read-only
         # zeros of _zeroed_accumulators, which held_alone never gives up)
         res = main(*args, tensors=p.outputs_only)
-        if p.outputs_only and p.one_plain_output:
+        if p.outputs_only and plan.one_plain_output:
             # an inference model returning one tensor, most often an ATen step's
             # own (main's tensors): fresh_outputs' test for it, without its lists
             v = res[0]
@@ -203,7 +206,7 @@ class CallPath:
                     outputs.append(v)
                 elif kind == "buffer":
                     buffers[key] = v
-                else:  # accum (Program.one_replica)
+                else:  # accum (CallPlan.one_replica)
                     accs[key] = v
             self._device_buffers = buffers
             self._replica_buffers = [buffers]
@@ -213,9 +216,9 @@ class CallPath:
         from_numpy = torch.from_numpy
         results = [(v if type(v) is torch.Tensor else from_numpy(v)) if id(v) in fresh else copied(v)
                    for v in outputs]
-        if p.one_plain_output:
+        if plan.one_plain_output:
             return results[0]
-        return tuple(results) if p.tuple_output else self._structured(results, p.out_ids)
+        return tuple(results) if plan.tuple_output else self._structured(results, p.out_ids)
 
     def _write_back(self, snap: ModuleSnapshot | None = None) -> None:
         """Write the executor's weights and buffers into the torch module.

@@ -1,4 +1,5 @@
-"""Multi-IPU execution strategies (seeds/000 section 4.4.2): Stage, Phase and
+"""Multi-IPU execution strategies (PopTorch user guide, 4.4.2 "Available execution strategies"): Stage, Phase
+and
 the four strategies. A strategy is only a description: `to_config()` turns it
 into the `ipu.strategy` module attribute that the `ipu-assign-stages` pass
 resolves against the blocks recorded on the ops."""

@@ -1,7 +1,7 @@
 """The weight update of a training executor: the optimizer's @update
 program and its state, the gradient accumulators a weight update starts
 from, and loss scaling (static, and automatic with PopART's histogram
-rule, REFERENCE.md 4). A mixin of `PoplarExecutor` (api/executor.py)."""
+rule). A mixin of `PoplarExecutor` (api/executor.py)."""
 
 from __future__ import annotations
 
@@ -414,7 +414,8 @@ class WeightUpdates:
     def _loss_scaled_update(self, total: dict[str, np.ndarray]) -> None:
         """With loss scaling, a weight update whose gradients overflowed is
         skipped (its accumulators are dropped); automatic loss scaling then
-        updates its factor from the histogram of the period (REFERENCE.md 4)."""
+        updates its factor from the histogram of the period (PopART's
+        automatic loss scaling rule)."""
         finite = all(np.isfinite(g).all() for g in total.values())
         if finite:
             self._apply_update(total)

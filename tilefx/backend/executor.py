@@ -64,16 +64,16 @@ from tilefx.dialects.irutil import numel as _numel
 from tilefx.dialects.irutil import shape_of as _dims
 from tilefx.backend.steps import (
     ExecutionError,
-    _argument_view_step,
-    _checked,
-    _clone_step,
-    _fetcher,
-    _loop_step,
-    _named,
-    _operands_lead,
-    _props,
-    _viewed_chain,
-    _with_blas_threads,
+    argument_view_step,
+    checked_step,
+    clone_step,
+    fetcher,
+    loop_step,
+    named_step,
+    operands_lead,
+    step_props,
+    viewed_chain,
+    with_blas_threads,
 )
 from tilefx.passes.fuse_attention import AttentionGroup, attention_groups
 from tilefx.passes.fuse_elementwise import fusion_groups
@@ -130,7 +130,7 @@ def _same_shape_view(op: Operation) -> bool:
             tuple(src.get_shape()) != tuple(res.get_shape()) or src != res:
         return False
     if op.name == "aten.permute":
-        dims = [int(d) for d in _props(op)["dims"]]
+        dims = [int(d) for d in step_props(op)["dims"]]
         return dims == sorted(dims) and all(d >= 0 for d in dims)
     return True
 
@@ -305,7 +305,7 @@ class CompiledFunction:
                     # the loop step reads everything its body reads: nothing it uses is freed early
                     reads.append(set().union({slot(v) for v in op.operands}, *body_reads,
                                              {slot(v) for v in op.body.block.last_op.operands}))
-                    steps.append(_loop_step(op.count.value.data, [slot(a) for a in op.body.block.args],
+                    steps.append(loop_step(op.count.value.data, [slot(a) for a in op.body.block.args],
                                             [slot(v) for v in op.operands],
                                             [slot(v) for v in op.body.block.last_op.operands],
                                             [slot(r) for r in op.results], body))
@@ -327,13 +327,13 @@ class CompiledFunction:
                     ins = [slot(v) for v in (g.query, g.key, g.value, g.mask, g.scale_value) if v is not None]
                     out = slot(op.results[0])
                     name = f"attention {op.attributes.get(PLACE_KEY) or ''}"
-                    step = _named(make(ins, out, False), name)
-                    steps.append(_checked(step, op, [out]) if self.check_types else step)
+                    step = named_step(make(ins, out, False), name)
+                    steps.append(checked_step(step, op, [out]) if self.check_types else step)
                     reads.append(set(ins))
                     if steps is self.steps and not self.check_types:
                         retype[len(steps) - 1] = (
                             lambda keep, make=make, ins=ins, out=out, name=name:
-                            _named(make(ins, out, keep[0]), name), [out])
+                            named_step(make(ins, out, keep[0]), name), [out])
                         fresh.add(out)  # the kernel's new tensor
                 elif op in inside:  # computed by its group's step, at the root
                     continue
@@ -344,7 +344,7 @@ class CompiledFunction:
                     if steps is self.steps and src in arg_slots and not self.check_types:
                         # a view of an argument (a weight's transpose): the same as
                         # the last call's while the argument is the same object
-                        view = _argument_view_step(op, view, src, out)
+                        view = argument_view_step(op, view, src, out)
                         passes[len(steps)] = (src, out)  # a tensor's view is a tensor
                     steps.append(view)
                     reads.append({src})
@@ -352,9 +352,9 @@ class CompiledFunction:
                     if steps is self.steps:
                         views.add(len(steps) - 1)
                 elif op.name == "aten.clone":
-                    clone = _clone_step(op, _provided_kernel(op) or KERNEL_TABLE[op.name],
+                    clone = clone_step(op, _provided_kernel(op) or KERNEL_TABLE[op.name],
                                         slot(op.operands[0]), slot(op.results[0]))
-                    steps.append(_checked(clone, op, [slot(op.results[0])]) if self.check_types
+                    steps.append(checked_step(clone, op, [slot(op.results[0])]) if self.check_types
                                  else clone)
                     reads.append({slot(op.operands[0])})
                     view_of[slot(op.results[0])] = slot(op.operands[0])  # row-major: the operand
@@ -401,7 +401,7 @@ class CompiledFunction:
                     if flops is not None:
                         # the kernel threads split these (kernels.linalg): BLAS on one thread
                         split = op.name in SPLIT_GEMM_OPS and self.kernel_threads > 1
-                        step = _with_blas_threads(step, 1 if split else blas_threads_for(flops))
+                        step = with_blas_threads(step, 1 if split else blas_threads_for(flops))
                     if steps is self.steps and _constant_op(op) and self._precompute(step, op, slot):
                         reads.pop()
                         continue
@@ -419,7 +419,7 @@ class CompiledFunction:
         self.num_slots = len(slots)
         # held, so the ids stay theirs; with the arrays a constant views (a
         # caller must not get a view of them either: api/host_arrays.py's fresh_outputs)
-        self.constant_ids = frozenset(id(a) for _, v in self.constants for a in _viewed_chain(v))
+        self.constant_ids = frozenset(id(a) for _, v in self.constants for a in viewed_chain(v))
         # liveness: drop each intermediate after the step that reads it last, so
         # its memory goes back to the allocator (hot in cache) for the next result
         keep = set(self.result_slots) | set(self.arg_slots)
@@ -439,9 +439,9 @@ class CompiledFunction:
         for i, op, maker, layout, out, _ in elementwise:
             if i in written:
                 name = f"{op.name} {op.attributes.get(PLACE_KEY) or ''} (in place)"
-                self.steps[i] = _named(maker(layout, out, written[i]), name)
+                self.steps[i] = named_step(maker(layout, out, written[i]), name)
                 retype[i] = (lambda keep, maker=maker, layout=layout, out=out, k=written[i], name=name:
-                             _named(maker(layout, out, k, keep[0]), name), [out])
+                             named_step(maker(layout, out, k, keep[0]), name), [out])
         self._keep_tensors(retype, passes)
         self._aten_only = not self.check_types and all(
             i in retype or i in passes or i in views for i in range(len(self.steps)))
@@ -472,7 +472,7 @@ class CompiledFunction:
         views took 0.72 ms more a call as tensors), numpy in 0.2, so a view's
         operand is an array, and its result wrapped by the step reading it;
         except a view of an argument, made once while the argument is the
-        same object (`_argument_view_step`, in `passes`): a tensor's view
+        same object (`argument_view_step`, in `passes`): a tensor's view
         for a tensor."""
         self.tensor_slots: frozenset[int] = frozenset()
         self.tensor_args: frozenset[int] = frozenset()
@@ -497,7 +497,7 @@ class CompiledFunction:
         for i, (rebuild, outs) in retype.items():
             keep = [o in ok for o in outs]
             if any(keep):
-                self.steps[i] = _named(rebuild(keep), self.steps[i].__qualname__)
+                self.steps[i] = named_step(rebuild(keep), self.steps[i].__qualname__)
 
     def _donation_rule(self, last: dict[int, int]):
         """`need(op, layout, i)`: the argument positions step i must have been
@@ -545,7 +545,7 @@ class CompiledFunction:
         updates take lists of tensors: one call for the weights that share
         their hyper-parameters instead of one per weight (the per-call Python
         was ~30 us a weight after the kernels had left the caches cold)."""
-        plan = [(_fetcher(layout), _props(op), need(op, layout, i), outs)
+        plan = [(fetcher(layout), step_props(op), need(op, layout, i), outs)
                 for op, layout, outs in members]
         # bf16 results (held as float32, which the fused kernels take) are
         # rounded as every other step's are (`_step`)
@@ -566,7 +566,7 @@ class CompiledFunction:
         return step
 
     def _step(self, op: Operation, kernel, layout: list, outs: list[int]):
-        props = _props(op)
+        props = step_props(op)
         schema = getattr(op, "schema", None)
         if schema is not None:
             # an optional property the IR left out is None (`int? divisor_override`);
@@ -585,7 +585,7 @@ class CompiledFunction:
             def kernel(*vals, **kw):
                 return base_kernel(**dict(zip(names, vals)), **kw)
 
-            if _operands_lead(base_kernel, tuple(names)):
+            if operands_lead(base_kernel, tuple(names)):
                 kernel = base_kernel  # the same call positionally: no dict per call
 
             if op.name in RANDOM_OPS:  # the generator of this call (`self.rng` may change per replica)
@@ -599,7 +599,7 @@ class CompiledFunction:
                     getattr(r.type, "element_type", None) == f16 for r in op.results):
                 kernel = stochastically_rounded(kernel, self.rng)
 
-        fetch = _fetcher(layout)
+        fetch = fetcher(layout)
 
         variadic = schema is not None and schema.num_results == -1  # a list, even of one
         if not outs and not variadic:  # a check (`_assert_async`): it raises or returns nothing
@@ -620,7 +620,7 @@ class CompiledFunction:
         if any(getattr(r.type, "element_type", None) == bf16 for r in op.results):
             step = bf16_rounded(step, op, outs)
         if self.check_types:
-            return _checked(step, op, outs)
+            return checked_step(step, op, outs)
         return step
 
     def _view_step(self, op: Operation, slot):
@@ -632,7 +632,7 @@ class CompiledFunction:
             return None
         shape, src, out = tuple(shape()), slot(op.operands[0]), slot(op.results[0])
         if op.name == "aten.permute":
-            dims = tuple(int(d) for d in _props(op)["dims"])
+            dims = tuple(int(d) for d in step_props(op)["dims"])
 
             def step(env):
                 env[out] = env[src].transpose(dims)
@@ -651,7 +651,7 @@ class CompiledFunction:
                     env[out] = np.reshape(a, shape)
 
         step.__qualname__ = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
-        return _checked(step, op, [out]) if self.check_types else step
+        return checked_step(step, op, [out]) if self.check_types else step
 
     def _precompute(self, step, op: Operation, slot) -> bool:
         """Run a constant op's step now and keep its value for every call (a
@@ -675,24 +675,24 @@ class CompiledFunction:
     def _provided_step(self, op: Operation, kernel, layout: list, outs: list[int]):
         """A step calling a provider's kernel (KERNEL_PROVIDERS), which has
         the op's properties bound already: operands in, results out."""
-        fetch = _fetcher(layout)
+        fetch = fetcher(layout)
         name = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
         direct = getattr(kernel, "direct_step", None)
         if direct is not None and len(outs) == 1 and all(type(x) is int for x in layout):
             # the provider's own step reading and writing the slots: no
             # operand list, no wrapper frames (~3 us of ~10 per small op)
             ins = list(layout)
-            step = _named(direct(ins, outs[0]), name)
+            step = named_step(direct(ins, outs[0]), name)
             if self.check_types:
-                return _checked(step, op, outs), None
+                return checked_step(step, op, outs), None
             return step, lambda keep: direct(ins, outs[0], keep[0])
         direct = getattr(kernel, "direct_multi_step", None)
         if direct is not None and len(outs) == len(op.results) > 1 and \
                 all(type(x) is int for x in layout):
             ins, used = list(layout), [bool(r.uses) for r in op.results]
-            step = _named(direct(ins, outs, used), name)
+            step = named_step(direct(ins, outs, used), name)
             if self.check_types:
-                return _checked(step, op, outs), None
+                return checked_step(step, op, outs), None
             return step, lambda keep: direct(ins, outs, used, keep)
         if len(outs) == 1 and (getattr(op, "schema", None) is None or op.schema.num_results != -1):
             out = outs[0]
@@ -705,7 +705,7 @@ class CompiledFunction:
                     env[o] = r
 
         step.__qualname__ = name
-        return (_checked(step, op, outs) if self.check_types else step), None
+        return (checked_step(step, op, outs) if self.check_types else step), None
 
     def _buffer(self, shape: tuple[int, ...]) -> int:
         self.buffers.append(None)

@@ -1,5 +1,6 @@
 """Where a class of tensors lives: PopTorch's `TensorLocationSettings`
-(seeds/000 `opts.TensorLocations`, seeds/004's optimizer state off chip and
+(the PopTorch user guide's `opts.TensorLocations`, optimum-graphcore's `IPUConfig._to_options`: optimizer
+state off chip and
 sharded "with zero-redundancy"), resolved to the two questions the machine
 model asks of each tensor: is it in streaming memory, and over how many
 replicas is it sharded. `Locations` holds the four classes PopART places
@@ -12,7 +13,8 @@ optimizer state) can be sharded, and a sharded tensor needed whole is
 all-gathered first. A shard of `n` elements over R replicas holds
 ceil(n / R) elements (the last shards padded).
 
-Replicated tensor sharding (REFERENCE.md section 4): each of R replicas
+Replicated tensor sharding (PopTorch user guide, `TensorLocationSettings.useReplicatedTensorSharding`): each
+of R replicas
 keeps 1/R of a sharded tensor; tensors under `min_elements_sharded`
 elements (8192 by default) are not sharded, and tensors under
 `min_elements_off_chip` (PopART's default 2) stay on chip. The executor

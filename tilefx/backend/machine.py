@@ -1,5 +1,6 @@
 """The simulated IPU: one parameter object with the Mk1, Mk2 and Bow presets
-(REFERENCE.md section 1). Every hardware constant of the cost and memory
+(Graphcore's GC200 and IPU-M2000 datasheets, and PopLibs' IPU test model). Every hardware constant of the
+cost and memory
 models lives here, each with its source; docs/machine-validation.md compares
 the model built on them with published measurements.
 

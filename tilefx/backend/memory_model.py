@@ -107,7 +107,7 @@ class IpuMemory:
 
 def phase_residency(main: func.FuncOp, roles: list[dict], schedule: Schedule) -> dict[str, list[int]]:
     """Under serial phased execution with Liveness.OffChipAfterEachPhase
-    (seeds/000 4.4: "a portion of the weights and activations are
+    (PopTorch user guide, 4.4 "Multi-IPU execution strategies": "a portion of the weights and activations are
     transferred to and from Streaming Memory, before and after each phase"):
     each weight, buffer, constant and gradient accumulator -> the stages that
     use it, which load it when their phase starts. Empty otherwise: the

@@ -60,6 +60,11 @@ class Step:
     part: str = ""
 
 
+# poptorch.Liveness's names (PopTorch user guide, "Phased execution"): which
+# tensors stay on chip between the phases of a phased strategy
+LIVENESS = ("AlwaysLive", "OffChipAfterFwd", "OffChipAfterFwdNoOverlap", "OffChipAfterEachPhase")
+
+
 @dataclass
 class Schedule:
     """The steps of one weight update (training) or one device iteration
@@ -89,7 +94,8 @@ class Schedule:
         return dict(out)
 
     def phases(self) -> dict[str, int]:
-        """Fill / main / flush lengths of a pipeline (REFERENCE.md section 3)."""
+        """Fill / main / flush lengths of a pipeline (PopTorch user guide, 4.4.2 "Available execution
+        strategies")."""
         if self.strategy != "pipelined" or self.name not in ("", "FillDrain"):
             return {"total": self.length}
         fill = self.num_stages - 1

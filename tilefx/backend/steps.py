@@ -30,14 +30,14 @@ class ExecutionError(Error):
         self.op = op  # the failing op, when known: tools point at its line in the IR text
 
 
-def _props(op: Operation) -> dict[str, Any]:
+def step_props(op: Operation) -> dict[str, Any]:
     if op.name.startswith("aten."):
         return op_props(op)  # type: ignore[arg-type]
     return {k: to_py(v) if not hasattr(v, "data") or not isinstance(v.data, int) else v.data
             for k, v in op.properties.items() if k != "operandSegmentSizes"}
 
 
-def _viewed_chain(a) -> list:
+def viewed_chain(a) -> list:
     """`a` and the arrays it views, innermost last."""
     out = [a]
     while isinstance(getattr(a, "base", None), np.ndarray):
@@ -46,7 +46,7 @@ def _viewed_chain(a) -> list:
     return out
 
 
-def _argument_view_step(op: Operation, view, src: int, out: int):
+def argument_view_step(op: Operation, view, src: int, out: int):
     """`view` (a numpy view step of an argument's slot), for a tensor
     argument (CompiledFunction._keep_tensors: an inference program's
     weights) the tensor's own view, made once and given again while the
@@ -59,7 +59,7 @@ def _argument_view_step(op: Operation, view, src: int, out: int):
     viewed each call, as before."""
     shape = tuple(op.results[0].type.get_shape())
     if op.name == "aten.permute":
-        dims = tuple(int(d) for d in _props(op)["dims"])
+        dims = tuple(int(d) for d in step_props(op)["dims"])
 
         def tensor_view(t):
             return t.permute(dims)
@@ -87,7 +87,7 @@ def _argument_view_step(op: Operation, view, src: int, out: int):
     return step
 
 
-def _clone_step(op: Operation, copy, src: int, out: int):
+def clone_step(op: Operation, copy, src: int, out: int):
     """`aten.clone`: the operand itself when it is row-major already, else a
     row-major copy. A copy of a value is the value here: the executor never
     writes an array once made (an in-place form only takes a donated argument
@@ -108,7 +108,7 @@ def _clone_step(op: Operation, copy, src: int, out: int):
     return step
 
 
-def _fetcher(layout: list):
+def fetcher(layout: list):
     """env -> the operand groups of a step: a value, None (an absent optional
     operand) or a list of values."""
     if all(type(x) is int for x in layout):
@@ -118,7 +118,7 @@ def _fetcher(layout: list):
 
 
 @lru_cache(maxsize=None)
-def _operands_lead(kernel, names: tuple[str, ...]) -> bool:
+def operands_lead(kernel, names: tuple[str, ...]) -> bool:
     """Whether `kernel`'s first parameters are the operands `names`, in
     order, each positional: then calling it with the operands positionally
     is the same as by name (~1 us less per op than building a dict)."""
@@ -131,7 +131,7 @@ def _operands_lead(kernel, names: tuple[str, ...]) -> bool:
         for p, n in zip(params, names))
 
 
-def _with_blas_threads(step, threads: int):
+def with_blas_threads(step, threads: int):
     """Run a BLAS op's step with numpy's BLAS on `threads` threads."""
 
     def run(env):
@@ -142,7 +142,7 @@ def _with_blas_threads(step, threads: int):
     return run
 
 
-def _loop_step(count: int, arg_slots: list[int], in_slots: list[int], yield_slots: list[int],
+def loop_step(count: int, arg_slots: list[int], in_slots: list[int], yield_slots: list[int],
                out_slots: list[int], body: list):
     """`ipu.for`: bind the carried and invariant values to the body's
     arguments, run the body `count` times feeding its yields back, and
@@ -165,12 +165,12 @@ def _loop_step(count: int, arg_slots: list[int], in_slots: list[int], yield_slot
     return step
 
 
-def _named(step, name: str):
+def named_step(step, name: str):
     step.__qualname__ = name
     return step
 
 
-def _checked(step, op: Operation, outs: list[int]):
+def checked_step(step, op: Operation, outs: list[int]):
     """Run `step`, then check each result against its IR type (shape and dtype)."""
     from tilefx.dialects.aten import np_dtype
 

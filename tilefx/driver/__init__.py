@@ -1,9 +1,9 @@
-"""The compiler core under every surface (docs/architecture.md): a
+"""The torch-free compiler core (docs/architecture.md): a
 `CompileConfig` holds what a compilation reads, `compile(module, config)`
 turns a frontend's graph IR into a `Program`. Imports no torch."""
 
-from tilefx.driver.compile import (build, build_update, check_ipu_count, compile, prepare, profile_of,
-                                   run_graph_passes, schedule_of)
+from tilefx.driver.compiler import (build, build_update, check_ipu_count, compile, prepare, profile_of,
+                                    run_graph_passes, schedule_of)
 from tilefx.driver.config import DEFAULT_STRATEGY, CompileConfig, config_from_json, read_config
 from tilefx.driver.program import Program, role_list
 

@@ -1,14 +1,15 @@
 """`CompileConfig`: everything the graph passes, the machine model and the
 executor read from a surface's options, as one typed, frozen value.
 
-Each surface turns its own options into one (PopTorch's `Options` in
-`api/compile_config.py`, PopART's `SessionOptions` in `popart/session.py`,
-a JSON file of these field names for `tilefx-run --config`), and
+PopTorch's `Options` become one in `api/compile_config.py` (PopART's
+`SessionOptions` become PopTorch `Options` in `popart/session.py`, then
+the same), a JSON file of these field names one for `tilefx-run --config`;
 `tilefx.driver.compile` reads nothing else. Recomputation is not a field:
 its checkpoints are ops of the traced IR (`ipu.recomputation_checkpoint`)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
@@ -20,6 +21,7 @@ from tilefx import limits
 from tilefx.backend.locations import MIN_ELEMENTS_OFF_CHIP, MIN_ELEMENTS_SHARDED, Locations, TensorLocation
 from tilefx.backend.machine import Machine
 from tilefx.backend.machine import machine as machine_named
+from tilefx.backend.schedule import LIVENESS
 from tilefx.dialects.ipu import is_proportion
 from tilefx.errors import Error
 
@@ -29,6 +31,9 @@ DEFAULT_STRATEGY: Mapping[str, Any] = MappingProxyType(
     {"kind": "pipelined", "stages": [], "auto_stage": "same_as_ipu", "implicit": True})
 
 _EMPTY: Mapping = MappingProxyType({})
+
+# the precision policy's op classes (poptorch.autocasting.Policy)
+AUTOCAST_CLASSES = ("fp16", "fp32", "promote", "demote")
 
 
 @dataclass(frozen=True)
@@ -75,20 +80,52 @@ class CompileConfig:
     decompose_grad_sum: bool = False  # PopART's session option of that name
     seed: int | None = None
 
+    # the mapping fields are read-only views of deep copies (a read-only
+    # mapping given, such as DEFAULT_STRATEGY or another config's field, is
+    # kept as it is), so neither the config nor what made it changes the
+    # other; they stay unhashable, and so is the config (no hash rather than
+    # one that fails on its mappings)
+    __hash__ = None  # type: ignore[assignment]
+
     def __post_init__(self) -> None:
-        # read-only views of copies: a config is not changed through what made it
-        for name in ("strategy", "available_memory_proportion", "autocast_policy", "optimizer",
-                     "optimizer_groups"):
+        for name in _BOOLS:
+            _check(isinstance(getattr(self, name), bool), name, "a bool", getattr(self, name))
+        try:  # a preset's name or a Machine, else an Error naming the presets
+            machine_named(self.machine)
+        except Error as e:
+            raise Error(f"CompileConfig.machine: {e}") from None
+        _check(isinstance(self.strategy, Mapping), "strategy", "a mapping", self.strategy)
+        _check_data(self.strategy, "strategy")
+        _check("auto" not in self.strategy or isinstance(self.strategy["auto"], Mapping), "strategy",
+               "a mapping whose 'auto' entry is a mapping", self.strategy)
+        _check(self.liveness in LIVENESS, "liveness", f"one of {list(LIVENESS)}", self.liveness)
+        amp = self.available_memory_proportion
+        _check(isinstance(amp, Mapping) and all(
+            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and is_proportion(v)
+            for k, v in amp.items()), "available_memory_proportion", "a mapping of 'ipuN' to proportions in (0, 1]",
+            amp)
+        policy = self.autocast_policy
+        _check(policy is None or isinstance(policy, Mapping) and set(policy) <= set(AUTOCAST_CLASSES) and all(
+            isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v) for v in policy.values()),
+            "autocast_policy", f"None or a mapping of some of {list(AUTOCAST_CLASSES)} to lists of op names", policy)
+        _check(self.optimizer is None or isinstance(self.optimizer, Mapping), "optimizer", "None or a mapping",
+               self.optimizer)
+        if self.optimizer is not None:
+            _check_data(self.optimizer, "optimizer")
+        groups = self.optimizer_groups
+        _check(isinstance(groups, Mapping) and all(isinstance(k, str) and _count(v, 0) for k, v in groups.items()),
+               "optimizer_groups", "a mapping of weight names to non-negative ints", groups)
+        for name in ("device_iterations", "replication_factor", "gradient_accumulation", "processes"):
+            _check(_count(getattr(self, name), 1), name, "a positive int", getattr(self, name))
+        _check(_count(self.process_id, 0) and self.process_id < self.processes, "process_id",
+               "an int in [0, processes)", self.process_id)
+        _check(_locations_ok(self.locations), "locations",
+               "a Locations of TensorLocations with non-negative element counts", self.locations)
+        _check(self.seed is None or _count(self.seed, 0), "seed", "None or a non-negative int", self.seed)
+        for name in _MAPPINGS:
             v = getattr(self, name)
             if v is not None and not isinstance(v, MappingProxyType):
-                object.__setattr__(self, name, MappingProxyType(dict(v)))
-        for name in ("device_iterations", "replication_factor", "gradient_accumulation", "processes"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise Error(f"CompileConfig.{name} must be a positive int, got {v!r}")
-        if not 0 <= self.process_id < self.processes:
-            raise Error(f"CompileConfig.process_id must be in [0, processes), got {self.process_id!r}")
-        machine_named(self.machine)  # a preset's name or a Machine, else an Error naming the presets
+                object.__setattr__(self, name, MappingProxyType(copy.deepcopy(dict(v))))
 
     @property
     def accumulate(self) -> bool:
@@ -103,6 +140,42 @@ class CompileConfig:
 
     def replace(self, **changes) -> CompileConfig:
         return dataclasses.replace(self, **changes)
+
+
+_BOOLS = tuple(f.name for f in dataclasses.fields(CompileConfig) if f.type == "bool")
+_MAPPINGS = ("strategy", "available_memory_proportion", "autocast_policy", "optimizer", "optimizer_groups")
+
+
+def _check(ok: bool, name: str, expected: str, value) -> None:
+    if not ok:
+        raise Error(f"CompileConfig.{name} must be {expected}, got {value!r}")
+
+
+def _count(value, least: int) -> bool:
+    """Whether `value` is an int (not a bool) of at least `least`."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _locations_ok(locations) -> bool:
+    return isinstance(locations, Locations) and all(
+        isinstance(loc, TensorLocation) and isinstance(loc.on_chip, bool) and isinstance(loc.sharded, bool)
+        and _count(loc.min_elements_off_chip, 0) and _count(loc.min_elements_sharded, 0)
+        for loc in (locations.weight, locations.activation, locations.accumulator, locations.optimizer))
+
+
+def _check_data(value, where: str) -> None:
+    """`value` is module attribute data (`irutil.from_py`): bools, ints,
+    floats, strings, lists and string-keyed mappings."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _check(isinstance(k, str), where, "data with string keys", k)
+            _check_data(v, f"{where}.{k}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_data(v, f"{where}[{i}]")
+    else:
+        _check(isinstance(value, (bool, int, float, str)), where,
+               "bools, ints, floats, strings, lists or mappings", value)
 
 
 # -- a JSON file of CompileConfig fields (tilefx-run --config) ---------------
@@ -121,61 +194,47 @@ def _location(data, where: str) -> TensorLocation:
 
 
 def _typed(value, kind: type, where: str):
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
     if kind is not bool and isinstance(value, bool) or not isinstance(value, kind):
-        raise Error(f"{where} must be a {kind.__name__}, got {value!r}")
-    if kind is float and not math.isfinite(value):
-        raise Error(f"{where} must be finite, got {value!r}")
+        article = "an" if kind.__name__[0] in "aeiou" else "a"
+        raise Error(f"{where} must be {article} {kind.__name__}, got {value!r}")
     return value
 
 
-_FIELDS = {f.name: f.type for f in dataclasses.fields(CompileConfig)}
-_PLAIN = {"training": bool, "liveness": str, "autocast": bool, "downcast_half": bool, "half_partials": bool,
-          "stochastic_rounding": bool, "automatic_loss_scaling": bool, "loss_scaled": bool,
-          "device_iterations": int, "replication_factor": int, "gradient_accumulation": int, "processes": int,
-          "process_id": int, "reserve_ipus": bool, "auto_round_num_ipus": bool,
-          "optimizer_location_set": bool, "host_io": bool, "decompose_grad_sum": bool}
+_FIELDS = {f.name for f in dataclasses.fields(CompileConfig)}
+_DATA = {"strategy", "liveness", "available_memory_proportion", "autocast_policy", "optimizer", "optimizer_groups",
+         "seed", *_BOOLS, "device_iterations", "replication_factor", "gradient_accumulation", "processes",
+         "process_id"}
 
 
 def config_from_json(data: str | bytes, where: str) -> CompileConfig:
     """A CompileConfig from a JSON object naming its fields (bounded by
-    tilefx.limits; every value type-checked; unknown names are an Error)."""
+    tilefx.limits; `CompileConfig` checks every value; unknown names are an
+    Error)."""
     obj = limits.load_json(data, where, limits.OPTIONS_TEXT_BYTES)
     if not isinstance(obj, dict):
         raise Error(f"{where}: expected a JSON object of CompileConfig fields, got {type(obj).__name__}")
-    unknown = sorted(set(obj) - set(_FIELDS))
+    unknown = sorted(set(obj) - _FIELDS)
     if unknown:
         raise Error(f"{where}: unknown CompileConfig field(s) {unknown}: expected some of {sorted(_FIELDS)}")
     out: dict[str, Any] = {}
     for name, value in obj.items():
         at = f"{where}: {name}"
-        if name in _PLAIN:
-            out[name] = _typed(value, _PLAIN[name], at)
-        elif name == "machine":
+        if name in _DATA:  # JSON values as they are
+            out[name] = value
+        elif name == "machine":  # a preset's name (the Machine itself has no JSON form)
             out[name] = _typed(value, str, at).lower()
-        elif name == "seed":
-            out[name] = None if value is None else _typed(value, int, at)
-        elif name in ("strategy", "optimizer", "autocast_policy"):
-            if value is None and name != "strategy":
-                out[name] = None
-                continue
-            out[name] = _typed(value, dict, at)
-        elif name == "available_memory_proportion":
-            props = {str(k): _typed(v, float, f"{at}.{k}") for k, v in _typed(value, dict, at).items()}
-            bad = {k: v for k, v in props.items() if not is_proportion(v)}
-            if bad:
-                raise Error(f"{at}: each proportion must be in (0, 1], got {bad}")
-            out[name] = props
-        elif name == "optimizer_groups":
-            out[name] = {str(k): _typed(v, int, f"{at}.{k}") for k, v in _typed(value, dict, at).items()}
         elif name == "locations":
             d = _typed(value, dict, at)
             extra = set(d) - {"weight", "activation", "accumulator", "optimizer"}
             if extra:
                 raise Error(f"{at}: unknown tensor class(es) {sorted(extra)}")
             out[name] = Locations(**{k: _location(v, f"{at}.{k}") for k, v in d.items()})
-    return CompileConfig(**out)
+        else:
+            raise AssertionError(f"CompileConfig.{name} has no JSON form in config_from_json")
+    try:
+        return CompileConfig(**out)
+    except Error as e:
+        raise Error(f"{where}: {e}") from None
 
 
 def read_config(path: str) -> CompileConfig:

@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 from tilefx.backend.executor import CompiledFunction
 from tilefx.backend.profile import Profile
 from tilefx.backend.schedule import Schedule
+from tilefx.driver.config import CompileConfig
 from tilefx.errors import Error
 
 
@@ -31,6 +32,7 @@ class Program:
     main_results: list[tuple[str, Any]]
     schedule: Schedule | None = None
     profile: Profile | None = None
+    config: CompileConfig | None = None  # what it was compiled with
     traced: Any = None  # the frontend's TracedGraph (lowering/from_torch.py)
     import_module: Any = None  # the IR as the frontend made it (or its text, read from a file)
     update_args: list[tuple[str, Any]] = field(default_factory=list)
@@ -38,6 +40,8 @@ class Program:
     input_shapes: list[tuple] = field(default_factory=list)  # micro-batch shapes
     input_dtypes: list[np.dtype] = field(default_factory=list)
     compile_seconds: float = 0.0
+    # what the surface's calls read of this program, worked out once (opaque here)
+    call_plan: Any = field(default=None, init=False, repr=False, compare=False)
 
     @functools.cached_property
     def main_donatable(self) -> list[int]:
@@ -60,47 +64,10 @@ class Program:
         return [i for i, (k, _) in enumerate(self.main_results) if k == "output"]
 
     @functools.cached_property
-    def one_replica(self) -> bool:
-        """Whether a surface's one-micro-batch call (`PoplarExecutor._run_one`)
-        covers main's arguments and results (not loss scaling statistics,
-        nor writes into the caller's inputs)."""
-        return all(k in ("param", "buffer", "input", "const", "hyper", "accum") for k, _ in self.main_args) \
-            and all(k in ("output", "buffer", "accum") for k, _ in self.main_results)
-
-    @functools.cached_property
     def outputs_only(self) -> bool:
         """Whether every result of main is a model output (an inference
         program: no buffers nor accumulators to keep)."""
         return all(k == "output" for k, _ in self.main_results)
-
-    @functools.cached_property
-    def one_plain_output(self) -> bool:
-        """Whether the model returns one tensor, as the IR holds it (not
-        bfloat16): `_structured` hands it back as it is."""
-        spec = self.traced.out_spec
-        return len(self.out_index) == 1 and self.traced.num_outputs == 1 and \
-            not self.traced.out_consts and not self.main.bf16_results and \
-            (spec is None or spec.num_leaves == 1 and spec.is_leaf())
-
-    @functools.cached_property
-    def tuple_output(self) -> bool:
-        """The model returns a plain tuple of tensors (an output and its loss),
-        each an output result in order: `_structured` would rebuild it as is."""
-        spec, n = self.traced.out_spec, self.traced.num_outputs
-        return spec is not None and spec.type is tuple and spec.num_leaves == n and \
-            all(spec.child(i).is_leaf() for i in range(spec.num_children)) and \
-            not self.traced.out_consts and not self.main.bf16_results and self.out_ids == list(range(n))
-
-    @functools.cached_property
-    def lean_args(self) -> list[tuple[str, Any, bool]]:
-        """main's arguments as `_run_one` fills them: (kind, key, whether it
-        passes a tensor: main's `tensor_args`, read only by ATen's direct
-        steps). Only for an inference program, whose results come back as
-        they are (`tensors=True`): an argument returned as a result is then
-        the very object passed, which `fresh_outputs` copies; converted to a
-        new array it would pass for fresh and alias the input or the weight."""
-        return [(kind, key, self.outputs_only and i in self.main.tensor_args)
-                for i, (kind, key) in enumerate(self.main_args)]
 
     @functools.cached_property
     def out_ids(self) -> list[int]:

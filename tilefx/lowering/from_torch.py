@@ -843,7 +843,9 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
                 extra[first_extra + requested.index(name)] = b.value(n)
         elif isinstance(d, InputMutation) and isinstance(d.mutated_input, BufferInput) \
                 and d.mutated_input.target in frozen.values:
-            continue  # a tensor attribute changed in forward: the change is not kept (seeds/000 4.8)
+            # a tensor attribute changed in forward: the change is not kept
+            # (PopTorch user guide, 4.8 "PyTorch buffers")
+            continue
         elif isinstance(d, InputMutation) and isinstance(d.mutated_input, BufferInput):
             attrs = {BUFFER_KEY: StringAttr(d.mutated_input.target.removeprefix(prefix))}
         elif isinstance(d, InputMutation) and isinstance(d.mutated_input, PlainInput):

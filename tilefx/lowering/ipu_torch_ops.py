@@ -87,7 +87,7 @@ def _smm_setup(ctx, inputs, output):
 
 
 def _smm_backward(ctx, grad):
-    """The backward serialized like the forward (REFERENCE.md section 4):
+    """The backward serialized like the forward (PopTorch user guide, 4.6.8 "poptorch.serializedMatMul"):
     InputChannels sums the weight gradient over the m-slices, OutputChannels
     sums the input gradient over the n-slices, ReducingDim concatenates the
     input gradient over the k-slices."""

@@ -16,7 +16,7 @@ import torch
 
 class TensorAttributes:
     """Plain tensor attributes of the modules (neither parameters nor buffers)
-    are constants of the graph (seeds/000 4.8: PopTorch freezes their value
+    are constants of the graph (PopTorch user guide, 4.8 "PyTorch buffers": PopTorch freezes their value
     when it builds the graph, so `self.i += 1` in forward returns the initial
     value plus one at every call). While tracing they are registered as
     non-persistent buffers on copies, so in-place changes trace functionally;

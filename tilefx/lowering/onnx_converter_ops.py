@@ -47,8 +47,7 @@ def _upsample(ins, at, v):
     if mode not in ("nearest", "linear"):
         raise Error(f"Upsample mode {mode!r} is not an ONNX value (nearest, linear)", type="frontend")
     return resize([x, None, np.asarray(scales, np.float32)],
-                                  {"mode": mode, "coordinate_transformation_mode": "asymmetric",
-                                   "nearest_mode": "floor"}, 13)
+                  {"mode": mode, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, 13)
 
 
 def _lp_pool(ins, at, v):

@@ -71,7 +71,8 @@ def user_line(stack_trace: str) -> str:
 
 
 def located(err: Error, location: str) -> Error:
-    """`err` with `location` (seeds/000 4.3.3: where the exception was raised)
+    """`err` with `location` (PopTorch user guide, 4.3.3 "Application and other errors": where the exception
+    was raised)
     unless it has one; named in its text too when the message does not say it."""
     if location and not getattr(err, "location", ""):
         err.location = location

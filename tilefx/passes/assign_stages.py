@@ -390,7 +390,8 @@ class AssignStagesPass(ModulePass):
         """A value may only flow to the same or a later stage (pipelined, sharded).
         Phased: to the same or a later phase; the stages of one phase run at once on
         their IPUs and exchange values either way (the guide's f-string example of
-        ParallelPhasedExecution, seeds/000 4.4.1, feeds phase1_ipu1 into phase1_ipu0)."""
+        ParallelPhasedExecution, PopTorch user guide, 4.4.1 "Annotations", feeds phase1_ipu1 into
+        phase1_ipu0)."""
         key, what = (2, "phase") if phased else (0, "stage")
         for o in ops:
             p = place(o)

@@ -2,7 +2,8 @@
 
 On the IPU, matmuls, convolutions, embeddings and gathers/index ops pick a
 plan whose temporary memory per tile stays under bytes_per_tile x
-proportion (REFERENCE.md section 4). This pass writes that proportion as
+proportion (Graphcore technical note "Optimising Temporary Memory Usage for Convolutions and Matmuls on the
+IPU"). This pass writes that proportion as
 `ipu.available_memory = <f64>` on each such op, so the machine model reads
 one attribute instead of re-deriving the user's settings:
 

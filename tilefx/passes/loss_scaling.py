@@ -1,4 +1,5 @@
-"""`ipu-loss-scaling`: static and automatic loss scaling (REFERENCE.md section 4).
+"""`ipu-loss-scaling`: static and automatic loss scaling (PopTorch user guide, 4.5.1 "Loss scaling"; PopART's
+automatic loss scaling).
 
 Runs after `ipu-training-step`. @main gains a runtime argument
 `%scale : tensor<f32> {tilefx.hyper = "loss_scaling"}` (loss_scaling x the

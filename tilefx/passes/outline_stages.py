@@ -113,7 +113,7 @@ def _is_phased(module: ModuleOp) -> bool:
 def _phase_runs(ops: list, stage_of: dict, phase_of: dict) -> list[list]:
     """Regions for phased execution whose stages of one phase exchange values both
     ways (they run at once on their IPUs: the guide's ParallelPhasedExecution
-    example, seeds/000 4.4.1): the ops in phase order (values never flow to an
+    example, PopTorch user guide, 4.4.1 "Annotations"): the ops in phase order (values never flow to an
     earlier phase; within a phase, program order), cut into runs of one stage. A
     stage may then have several regions, which the machine model adds up."""
     ordered = sorted(ops, key=lambda o: phase_of[o])  # stable: program order within a phase

@@ -3,7 +3,7 @@
 `poptorch.serializedMatMul(lhs[..., m, k], rhs[k, n], mode, factor)` trades
 time for memory: the device computes the product in `factor` serial steps,
 each needing 1/factor of the temporaries. This pass makes those steps
-explicit in the graph (REFERENCE.md section 4), so the later passes, the
+explicit in the graph (PopTorch user guide, 4.6.8 "poptorch.serializedMatMul"), so the later passes, the
 schedule and the memory model see the pieces instead of one opaque op:
 
 - `input_channels`: split m, one matmul per row block, `aten.cat` on m;

@@ -3,7 +3,7 @@
 Build a graph with `Builder` (or load an ONNX file or a torch.onnx export),
 describe the data flow with `DataFlow` and `AnchorReturnType`, pick a
 (simulated) device with `DeviceManager`, and run it with `InferenceSession`
-or `TrainingSession` and a `PyStepIO` (seeds/001, "Executing graphs"). The
+or `TrainingSession` and a `PyStepIO` (PopART user guide, 5 "Executing graphs"). The
 sessions compile through the same passes, executor and machine model as the
 PopTorch side.
 """

@@ -1,4 +1,5 @@
-"""DataFlow, AnchorReturnType and the StepIO classes (seeds/001 sections 5.1-5.2):
+"""DataFlow, AnchorReturnType and the StepIO classes (PopART user guide, 5.1 "Setting input and output data
+buffers for an execution" and 5.2 "Session options"):
 what a session returns and how buffers reach it. Split from session.py, which
 compiles and runs; these only describe and check.
 
@@ -114,7 +115,8 @@ class DataFlow:
 
 # -- StepIO -----------------------------------------------------------------
 class PyStepIO:
-    """Input buffers and anchor (output) buffers, by tensor id (seeds/001 5.1)."""
+    """Input buffers and anchor (output) buffers, by tensor id (PopART user guide, 5.1 "Setting input and
+    output data buffers for an execution")."""
 
     def __init__(self, inputs: dict, outputs: dict):
         # PopART reads and writes the arrays in place, so it refuses strided views (a

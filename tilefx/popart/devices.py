@@ -1,4 +1,5 @@
-"""DeviceManager and DeviceInfo (seeds/001 section 5.3), on simulated machines.
+"""DeviceManager and DeviceInfo (PopART user guide, 5.3 "Selecting a device for execution"), on simulated
+machines.
 
 tilefx has no physical IPUs: every device is the machine model
 (tilefx.backend.machine) with a number of IPUs and tiles per IPU.

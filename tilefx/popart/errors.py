@@ -1,4 +1,4 @@
-"""PopART's error hierarchy (seeds/001 section 5.8), rooted in tilefx.errors.Error.
+"""PopART's error hierarchy (PopART user guide, 5.8 "Errors"), rooted in tilefx.errors.Error.
 
     popart_exception
         popart_internal_exception

@@ -1,4 +1,5 @@
-"""PopART's logging (seeds/001 section 5.7): per-module levels, PopART's format.
+"""PopART's logging (PopART user guide, 5.7 "Turning on execution tracing"): per-module levels, PopART's
+format.
 
     popart.getLogger().setLevel("DEBUG")          # every module
     popart.getLogger("session").setLevel("OFF")   # one module

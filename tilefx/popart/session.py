@@ -1,4 +1,5 @@
-"""InferenceSession / TrainingSession, DataFlow, StepIO, SessionOptions (seeds/001 section 5).
+"""InferenceSession / TrainingSession, DataFlow, StepIO, SessionOptions (PopART user guide, 5 "Executing
+graphs").
 
 A session compiles its ONNX model with the ONNX frontend (lowering/from_onnx)
 and runs it through the PopTorch side's executor (a PoplarExecutor over the
@@ -90,8 +91,9 @@ class SyntheticDataMode(enum.Enum):
 class AccumulateOuterFragmentSchedule(enum.IntEnum):
     """PopART's schedule of the accumulate-outer fragment (the optimizer step after gradient
     accumulation). Downstream libraries pass it as an int to a session option
-    (optimum-graphcore: `int(popart.AccumulateOuterFragmentSchedule.OverlapMemoryOptimized)`,
-    seeds/004); the values are PopART's. The option is accepted and has no effect on the
+    (optimum-graphcore's `IPUConfig._to_options`:
+    `int(popart.AccumulateOuterFragmentSchedule.OverlapMemoryOptimized)`); the values are PopART's. The
+    option is accepted and has no effect on the
     simulated machine's numbers."""
 
     Scheduler = 0
@@ -102,7 +104,8 @@ class AccumulateOuterFragmentSchedule(enum.IntEnum):
 
 class SubgraphCopyingStrategy(enum.IntEnum):
     """PopART's strategy for copying outlined subgraph inputs and outputs, passed as an int
-    by downstream libraries (`int(popart.SubgraphCopyingStrategy.JustInTime)`, seeds/004);
+    by downstream libraries (`int(popart.SubgraphCopyingStrategy.JustInTime)`, optimum-graphcore's
+    `IPUConfig._to_options`);
     PopART's values, no effect on the simulated numbers."""
 
     OnEnterAndExit = 0
@@ -906,7 +909,7 @@ class _Session:
 
 
 class InferenceSession(_Session):
-    """Runs an ONNX graph forward (seeds/001 section 5)."""
+    """Runs an ONNX graph forward (PopART user guide, 5 "Executing graphs")."""
 
     def __init__(self, fnModel, dataFlow, deviceInfo=None, inputShapeInfo=None, patterns=None,
                  userOptions=None, name: str = "inference"):

@@ -116,7 +116,8 @@ def build(module: ModuleOp, config: CompileConfig, rng: np.random.Generator | No
         module=module,
         main=CompiledFunction(main_fn, rng, stochastic_rounding=config.stochastic_rounding,
                               half_partials=config.half_partials, check_types=check_types),
-        update=None, main_args=role_list(arg_roles(main_fn)), main_results=role_list(result_roles(main_fn)))
+        update=None, main_args=role_list(arg_roles(main_fn)), main_results=role_list(result_roles(main_fn)),
+        config=config)
     if config.training:
         build_update(program, config.optimizer)
     program.schedule = schedule_of(module, config)
