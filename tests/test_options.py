@@ -545,7 +545,7 @@ def test_tensor_locations_group():
 
 
 def test_tensor_locations_print_as_the_tutorial_shows():
-    """The pipelining tutorial (seeds/003) prints opts.TensorLocations after
+    """Graphcore's PopTorch pipelining tutorial prints opts.TensorLocations after
     setOptimizerLocation(TensorLocationSettings().useOnChipStorage(False)) and
     shows PopTorch's backend dictionary: location_optimizer={'onChip': 0}."""
     opts = Options()

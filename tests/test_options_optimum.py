@@ -1,4 +1,4 @@
-"""optimum-graphcore's IPUConfig._to_options (seeds/004) through poptorch.Options, call for call."""
+"""optimum-graphcore's IPUConfig._to_options through poptorch.Options, call for call."""
 
 import copy
 from tempfile import NamedTemporaryFile
@@ -21,7 +21,7 @@ from options_support import _hermetic  # noqa: F401  (autouse: no option variabl
 
 
 # --------------------------------------------------------------------------
-# optimum-graphcore's IPUConfig._to_options (seeds/004), call for call
+# optimum-graphcore's IPUConfig._to_options, call for call
 # --------------------------------------------------------------------------
 
 
