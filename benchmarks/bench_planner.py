@@ -5,6 +5,7 @@ model's), timed; and the planner's best against a published configuration.
     .venv/bin/python benchmarks/bench_planner.py time [--layers 24] [--ipus 16] [--global-batch 65536]
     .venv/bin/python benchmarks/bench_planner.py published [--case NAME|all] [--machine bow] [--same-shape]
     .venv/bin/python benchmarks/bench_planner.py compile
+    .venv/bin/python benchmarks/bench_planner.py makespan [--stages 16] [--micro-batches 2048]
 
 `time`: the planning time of a BERT-Large-sized model (d 1024, 16 heads,
 FFN 4096, sequence 128, 20 masked tokens, vocabulary 30,528) with the given
@@ -170,6 +171,30 @@ def compile_reuse(repeats=2, layers=12):
     return out
 
 
+def time_makespan(stages=16, micro_batches=2048, calls=6):
+    """CPU seconds of `Schedule.makespan` per call for random stage cycles
+    (what ipu-auto-stage's cut refinement asks for, hundreds of times per
+    configuration), per schedule: the first call (which prepares the step
+    order) and the mean of the next `calls`."""
+    import random
+
+    from tilefx.backend.schedule import pipelined
+
+    sip = {j: j for j in range(stages)}
+    sip.update({2 * stages - 2 - j: j for j in range(stages - 1)})
+    out = {}
+    for name in ("FillDrain", "1F1B", "ZeroBubble"):
+        sched = pipelined(dict(sip), stages, micro_batches, True, 1, name)
+        times = []
+        for _ in range(calls + 1):
+            cyc = {s: random.uniform(1, 1e6) for s in range(2 * stages - 1)}
+            cpu = time.process_time()
+            sched.makespan(cyc, {s: 0.3 * c for s, c in cyc.items()})
+            times.append(time.process_time() - cpu)
+        out[name] = (times[0], sum(times[1:]) / calls)
+    return out
+
+
 def time_plan(layers, ipus, global_batch, mb=8, machine="mk2", **kw):
     model, inputs, opt = bert_factory(layers=layers, mb=mb, **kw)
     opts = tilefx.Options()
@@ -182,7 +207,7 @@ def time_plan(layers, ipus, global_batch, mb=8, machine="mk2", **kw):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["time", "published", "compile"])
+    ap.add_argument("what", choices=["time", "published", "compile", "makespan"])
     ap.add_argument("--case", default="all", help="a PUBLISHED entry, or all")
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--ipus", type=int, default=16)
@@ -192,7 +217,14 @@ def main():
     ap.add_argument("--base", action="store_true", help="BERT-Base sizes (d 768, 12 heads, FFN 3072)")
     ap.add_argument("--same-shape", action="store_true",
                     help="published: the planner keeps the published replicas and stages")
+    ap.add_argument("--stages", type=int, default=16)
+    ap.add_argument("--micro-batches", type=int, default=2048)
     a = ap.parse_args()
+    if a.what == "makespan":
+        for name, (first, rest) in time_makespan(a.stages, a.micro_batches).items():
+            print(f"{name}: {a.stages} stages x {a.micro_batches} micro-batches: first call {first:.3f} s, "
+                  f"then {rest:.4f} s CPU per makespan")
+        return
     if a.what == "compile":
         res = compile_reuse()
         for k, v in res.items():

@@ -151,3 +151,41 @@ def test_user_placement_and_proportions_are_kept():
     # the user's block is still there, and no other
     assert getattr(model.layers[5], "_tilefx_begin_block", None) == ("late", 1)
     assert sum(getattr(m, "_tilefx_begin_block", None) is not None for m in model.modules()) == 1
+
+
+class DeepCNN(nn.Module):
+    """A stem, `n` repeated 1x1 Conv2d + ReLU layers and a classifier: many
+    small ops, so the code of its ops is most of its tile memory."""
+
+    def __init__(self, n, c=4):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, padding=1)
+        self.layers = nn.Sequential(*[nn.Sequential(nn.Conv2d(c, c, 1), nn.ReLU()) for _ in range(n)])
+        self.head = nn.Linear(c, 10)
+
+    def forward(self, x, y):
+        x = self.head(self.layers(torch.relu(self.stem(x))).mean((2, 3)))
+        return x, nn.functional.cross_entropy(x, y)
+
+
+def test_one_stage_replicated_configuration_is_costed_and_compiles():
+    """One stage x N replicas (data parallel) is no pipeline: it is costed
+    as the model compiles, without ipu-auto-stage's split (whose per-stage
+    bound, every op's code at once, rejects this model although its
+    compiled memory plan fills under a third of a tile)."""
+    torch.manual_seed(0)
+    model = DeepCNN(420)
+    x, y = torch.randn(4, 3, 8, 8), torch.randint(0, 10, (4,))
+    opts = tilefx.Options().replicationFactor(2)
+    cands = tilefx.plan(model, x, y, ipus=2, global_batch=32, options=opts, keep_all=True)
+    assert len(cands) == 1
+    c = cands[0]
+    assert c.fits, c.reason
+    assert (c.stages, c.replicas, c.accumulation, c.placement) == (1, 2, 4, [])
+    m = c.place(copy.deepcopy(model))
+    t = tilefx.trainingModel(m, c.options.useOfflineIpuTarget(), optimizer=tilefx.optim.SGD(m.parameters(), lr=0.01))
+    t.compile(torch.randn(32, 3, 8, 8), torch.randint(0, 10, (32,)))
+    p = t.profile
+    assert p.num_ipus == 1 and max(c.memory.values()) < c.tile_bytes // 3
+    assert {i: int(mem.peak.max()) for i, mem in p.memory.items()} == c.memory
+    assert c.global_batch / p.seconds == pytest.approx(c.throughput, rel=1e-9)

@@ -168,22 +168,60 @@ class Schedule:
         its weight gradients take (ZeroBubble's W steps; the rest is its B
         step). The planning-time estimate (ipu-auto-stage, the planner); the
         profile's timeline adds host streams and streaming memory."""
-        free: dict[int, float] = defaultdict(float)
-        done: dict[tuple[int, int], float] = {}
-        end = 0.0
         weight_cycles = weight_cycles or {}
+        order, parts, ipus, slots = self._makespan_order()
+        cycles = []  # each (stage, part)'s cycles, as part_cycles gives them
+        for stage, part in parts:
+            c = stage_cycles.get(stage, 0.0)
+            if part:
+                w = weight_cycles.get(stage, 0.0)
+                c = w if part == WEIGHT_PART else c - w
+            cycles.append(c)
+        free = [0.0] * ipus
+        done = [0.0] * slots
+        end = 0.0
+        for ipu, k, dep, out in order:
+            f, d = free[ipu], done[dep]
+            f = (f if f >= d else d) + cycles[k]
+            free[ipu] = f
+            if out:
+                done[out] = f
+            if f > end:
+                end = f
+        return end
+
+    def _makespan_order(self):
+        """The compute steps in makespan's order (time step, then stage), each
+        as (IPU index, index of its (stage, part), slot it waits for, slot it
+        completes or 0), with the (stage, part) pairs: built once per step
+        list, as the planner and ipu-auto-stage ask for many makespans of one
+        schedule. A step waits for stage s-1 of its micro-batch (ZeroBubble's
+        W step: its own stage's B step); a slot not yet completed reads 0, as
+        a missing producer does."""
+        key = (id(self.steps), len(self.steps))
+        cached = self.__dict__.get("_order")
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        ipu_index: dict[int, int] = {}
+        part_index: dict[tuple[int, str], int] = {}
+        slot: dict[tuple[int, int], int] = {}
+
+        def slot_of(k):
+            return slot.setdefault(k, len(slot) + 1)
+
+        order = []
         for s in sorted(self.steps, key=lambda s: (s.time, s.stage)):
             if s.kind != "compute":
                 continue
-            cyc = part_cycles(s, stage_cycles.get(s.stage, 0.0), weight_cycles.get(s.stage, 0.0))
-            if s.part == WEIGHT_PART:  # after its own stage's input gradient
-                start = max(free[s.ipu], done.get((s.stage, s.micro_batch), 0.0))
-                free[s.ipu] = start + cyc
+            ipu = ipu_index.setdefault(s.ipu, len(ipu_index))
+            k = part_index.setdefault((s.stage, s.part), len(part_index))
+            if s.part == WEIGHT_PART:
+                order.append((ipu, k, slot_of((s.stage, s.micro_batch)), 0))
             else:
-                start = max(free[s.ipu], done.get((s.stage - 1, s.micro_batch), 0.0))
-                free[s.ipu] = done[(s.stage, s.micro_batch)] = start + cyc
-            end = max(end, free[s.ipu])
-        return end
+                order.append((ipu, k, slot_of((s.stage - 1, s.micro_batch)), slot_of((s.stage, s.micro_batch))))
+        out = (order, list(part_index), len(ipu_index), len(slot) + 1)
+        self.__dict__["_order"] = (key, out)
+        return out
 
     def chrome_trace(self, step_us: float = 1.0) -> dict:
         """The schedule as Chrome / Perfetto trace events: one track per IPU,

@@ -28,7 +28,7 @@ from tilefx.api.options import Options
 from tilefx.api.strategies import PipelinedExecution
 from tilefx import driver
 from tilefx.backend.machine import machine as machine_named
-from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, StageOp
+from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr, StageOp
 from tilefx.dialects.irutil import find_func
 from tilefx.errors import Error
 from tilefx.passes.assign_stages import AssignStagesPass
@@ -191,10 +191,15 @@ class _Planner:
     def _cost(self, c: Candidate) -> None:
         self.costings += 1
         opts = c.options
-        if self._fixed_stages() is None and not self.user_blocks:
+        # one stage is no pipeline: the candidate's own options (and the
+        # model a user compiles with them) carry no strategy, so neither does
+        # its costing; the profile's memory plan judges whether it fits
+        if self._fixed_stages() is None and not self.user_blocks and c.stages > 1:
             opts.setExecutionStrategy(PipelinedExecution.auto(c.stages, schedule=c.schedule))
         module = self.traced.clone()
         unit_of = self._units_of(module)
+        if c.stages == 1 and self.units:
+            self._drop_unit_blocks(module)
         try:
             config = compile_config(opts, training=True)
             driver.prepare(module, config)
@@ -221,6 +226,16 @@ class _Planner:
                 per_ipu[op.ipu.value.data] += int(profile.stage_cycles.get(op.stage.value.data, 0))
         c.stage_cycles = per_ipu
         c.placement = self._placement(module, unit_of)
+
+    @staticmethod
+    def _drop_unit_blocks(module) -> None:
+        """Remove the repeated layers' blocks (they only bound where
+        ipu-auto-stage may cut): the one-stage model is costed as traced
+        without them, as the candidate's unannotated model compiles."""
+        for op in module.walk():
+            p = op.attributes.get(PLACE_KEY)
+            if isinstance(p, PlacementAttr) and p.block.data.startswith((_UNIT_BLOCK, START_BLOCK)):
+                op.attributes[PLACE_KEY] = p.with_(block="", ipu=-1)
 
     def _units_of(self, module) -> dict:
         """Each forward op of a repeated layer, with the layer's index (read
