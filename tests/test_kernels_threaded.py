@@ -268,7 +268,7 @@ def test_addmm_split_by_rows(threads):
 def test_the_executor_runs_split_products_on_one_blas_thread(monkeypatch):
     """With kernel threads the executor gives mm / addmm / bmm one BLAS thread
     (their kernels split the rows); without, BLAS's own threads by size."""
-    from tilefx.backend import executor
+    from tilefx.backend import steps
 
     ir = """
 func.func @main(%a: tensor<512x512xf32>, %b: tensor<512x512xf32>) -> (tensor<512x512xf32>) {
@@ -277,7 +277,7 @@ func.func @main(%a: tensor<512x512xf32>, %b: tensor<512x512xf32>) -> (tensor<512
 }
 """
     seen = []
-    monkeypatch.setattr(executor, "set_blas_threads", seen.append)
+    monkeypatch.setattr(steps, "set_blas_threads", seen.append)  # the steps switch the pool
     a, b = _r(512, 512), _r(512, 512, seed=1)
     for cap, want in (("2", 1), ("1", 1)):
         monkeypatch.setenv("TILEFX_BLAS_THREADS", cap)
