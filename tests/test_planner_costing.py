@@ -20,10 +20,10 @@ MB, D, H, LAYERS = 4, 32, 128, 4
 class Checkpointed(nn.Module):
     """Feed-forward layers with a recomputation checkpoint after each."""
 
-    def __init__(self, checkpoints=True):
+    def __init__(self, checkpoints=True, d=D, h=H, layers=LAYERS):
         super().__init__()
-        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(D, H), nn.GELU(), nn.Linear(H, D))
-                                    for _ in range(LAYERS))
+        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(d, h), nn.GELU(), nn.Linear(h, d))
+                                    for _ in range(layers))
         self.checkpoints = checkpoints
 
     def forward(self, x, y):
@@ -110,23 +110,9 @@ def test_checkpointed_model_fits_where_its_stash_would_not():
     torch.manual_seed(0)
     d, h, mb = 256, 4096, 8192
 
-    class Wide(nn.Module):
-        def __init__(self, checkpoints):
-            super().__init__()
-            self.layers = nn.ModuleList(nn.Sequential(nn.Linear(d, h), nn.GELU(), nn.Linear(h, d))
-                                        for _ in range(4))
-            self.checkpoints = checkpoints
-
-        def forward(self, x, y):
-            for layer in self.layers:
-                x = layer(x)
-                if self.checkpoints:
-                    x = tilefx.recomputationCheckpoint(x)
-            return x, nn.functional.mse_loss(x, y)
-
     def compile_(checkpoints):
         with torch.device("meta"):
-            model = Wide(checkpoints)
+            model = Checkpointed(checkpoints, d, h, layers=4)
         opts = tilefx.Options().useOfflineIpuTarget()
         opts.Training.gradientAccumulation(8)
         opts.setExecutionStrategy(tilefx.PipelinedExecution.auto(2, schedule="1F1B"))
