@@ -66,7 +66,8 @@ def test_the_consumers_read_the_traits():
     from tilefx.passes.available_memory import MEMORY_OPS
 
     assert set(KEPT_WHOLE) == {"native_layer_norm_backward", "_softmax_backward_data", "_log_softmax_backward_data",
-                               "gelu_backward", "threshold_backward", "nll_loss_forward", "nll_loss_backward"}
+                               "gelu_backward", "threshold_backward", "nll_loss_forward", "nll_loss_backward",
+                               "logaddexp"}
 
     assert MEMORY_OPS == {"aten.mm", "aten.bmm", "aten.addmm", "aten.convolution", "aten.convolution_backward",
                           "aten.embedding", "aten.embedding_dense_backward", "aten.index.Tensor",

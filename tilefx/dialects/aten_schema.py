@@ -236,6 +236,7 @@ adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
 adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)
 i0(Tensor self) -> Tensor
 hypot(Tensor self, Tensor other) -> Tensor
+logaddexp(Tensor self, Tensor other) -> Tensor
 copysign.Tensor(Tensor self, Tensor other) -> Tensor
 copysign.Scalar(Tensor self, Scalar other) -> Tensor
 heaviside(Tensor self, Tensor values) -> Tensor

@@ -138,7 +138,7 @@ acos acosh asin asinh atan atan2 atanh erf erfc native_layer_norm tan
 gelu native_layer_norm_backward
 """,
     12: """
-digamma erfinv i0 lgamma special_airy_ai special_bessel_j0 special_bessel_j1 special_bessel_y0
+digamma erfinv i0 lgamma logaddexp special_airy_ai special_bessel_j0 special_bessel_j1 special_bessel_y0
 special_bessel_y1 special_erfcx special_i0e special_i1 special_i1e special_modified_bessel_i0
 special_modified_bessel_i1 special_modified_bessel_k0 special_modified_bessel_k1 special_ndtri
 special_scaled_modified_bessel_k0 special_scaled_modified_bessel_k1
@@ -165,7 +165,7 @@ bitwise_and.Tensor bitwise_not bitwise_or.Scalar bitwise_or.Tensor bitwise_xor.S
 ceil clamp clamp.Tensor clone cos cosh div.Scalar div.Scalar_mode div.Tensor div.Tensor_mode elu eq.Scalar
 eq.Tensor erf exp expm1 fill.Scalar floor fmod.Scalar fmod.Tensor ge.Scalar ge.Tensor gelu gelu_backward
 gt.Scalar gt.Tensor hardtanh hardtanh_backward isinf isnan le.Scalar le.Tensor leaky_relu lift_fresh_copy
-log log10 log1p log2 logical_and logical_not logical_or logical_xor lt.Scalar lt.Tensor masked_fill.Scalar
+log log10 log1p log2 logaddexp logical_and logical_not logical_or logical_xor lt.Scalar lt.Tensor masked_fill.Scalar
 maximum minimum mul.Scalar mul.Tensor native_dropout_backward ne.Scalar ne.Tensor neg pow.Scalar
 pow.Tensor_Scalar pow.Tensor_Tensor reciprocal relu remainder.Scalar remainder.Tensor round rsqrt sigmoid
 sigmoid_backward sign sin sinh sqrt sub.Scalar sub.Tensor tan tanh tanh_backward threshold_backward trunc
@@ -193,7 +193,7 @@ _MEMORY_PLANNED = "mm bmm addmm convolution convolution_backward embedding embed
 
 # backward ops and the negative log-likelihood the tracer keeps whole
 _KEPT_WHOLE = "native_layer_norm_backward _softmax_backward_data _log_softmax_backward_data gelu_backward " \
-    "threshold_backward nll_loss_forward nll_loss_backward"
+    "threshold_backward nll_loss_forward nll_loss_backward logaddexp"
 
 # views the executor computes from the result type (CompiledFunction._view_step)
 _VIEW_STEP = "view unsqueeze squeeze.dim squeeze.dims permute expand"

@@ -641,6 +641,7 @@ func.func @core_ops(%acos_self: tensor<3x4xf32>, %acosh_self: tensor<3x4xf32>, %
 // CHECK-LABEL: func.func @special(
 // CHECK-NEXT:    %i0 = aten.i0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
 // CHECK-NEXT:    %hypot = aten.hypot %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %logaddexp = aten.logaddexp %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
 // CHECK-NEXT:    %copysign = aten.copysign.Tensor %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
 // CHECK-NEXT:    %copysign_s = aten.copysign.Scalar %x {other = -1.000000e+00 : f64} : tensor<3x4xf32> -> tensor<3x4xf32>
 // CHECK-NEXT:    %heaviside = aten.heaviside %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
@@ -676,6 +677,7 @@ func.func @core_ops(%acos_self: tensor<3x4xf32>, %acosh_self: tensor<3x4xf32>, %
 func.func @special(%x: tensor<3x4xf32>, %y: tensor<3x4xf32>, %e: tensor<3x4xi64>, %b: tensor<4xf32>) -> tensor<3x4xf32> {
   %i0 = aten.i0 %x : tensor<3x4xf32> -> tensor<3x4xf32>
   %hypot = aten.hypot %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %logaddexp = aten.logaddexp %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
   %copysign = aten.copysign.Tensor %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
   %copysign_s = aten.copysign.Scalar %x {other = -1.000000e+00 : f64} : tensor<3x4xf32> -> tensor<3x4xf32>
   %heaviside = aten.heaviside %x, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>

@@ -41,6 +41,12 @@ def hypot(self, other):
     return _binary(np.hypot, self, other, float_result=True)
 
 
+@_kernel("logaddexp.default")
+def logaddexp(self, other):
+    """log(exp(self) + exp(other)) without overflow (numpy's logaddexp)."""
+    return _binary(np.logaddexp, self, other, float_result=True)
+
+
 @_kernel("copysign.Tensor")
 def copysign_Tensor(self, other):
     return _binary(np.copysign, self, other, float_result=True)
