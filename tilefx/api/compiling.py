@@ -26,7 +26,7 @@ from tilefx.api.compile_config import compile_config
 from tilefx.api.enums import OutputMode
 from tilefx.api.logs import CompileProgress, compile_summary
 from tilefx.api.options import Options
-from tilefx.api.optim import optimizer_config
+from tilefx.lowering.optimizers import optimizer_config
 from tilefx.api.replica_grouping import ReplicaGroups
 from tilefx.dialects.irutil import to_py
 from tilefx.dialects.names import ALS_TRACKED_KEY

@@ -140,7 +140,7 @@ class ExecutableFiles:
         feed(FORMAT, FORMAT_VERSION, tilefx_version(), self._training)
         feed(json.dumps(options_to_json(self._options), sort_keys=True))
         if self._training and self._optimizer is not None:
-            from tilefx.api.optim import optimizer_config
+            from tilefx.lowering.optimizers import optimizer_config
 
             feed(json.dumps(optimizer_config(self._optimizer, self._param_names())[0], sort_keys=True,
                             default=str))

@@ -39,7 +39,7 @@ from tilefx.backend.random_streams import RandomStreams
 from tilefx.api.enums import ConnectionType, OutputMode
 from tilefx.errors import Error, error_also
 from tilefx.api.options import Options, OptionsAssertionError
-from tilefx.api.optim import SGD, optimizer_config, warn_if_subclassed
+from tilefx.lowering.optimizers import SGD, optimizer_config, warn_if_subclassed
 from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
 from tilefx.api.replica_grouping import NO_GROUPS, settings_count
 from tilefx.lowering import aten_kernels
@@ -495,7 +495,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         After compile, the variable attributes (lr, the ones given explicitly
         or marked variable) take effect at the next call without recompiling;
         changing a constant one is an error naming it."""
-        from tilefx.api.optim import (attach, check_unchanged_constants, hyper_values, take_pending_state,
+        from tilefx.lowering.optimizers import (attach, check_unchanged_constants, hyper_values, take_pending_state,
                                       warn_unexpected_attributes)
 
         if not self._training:

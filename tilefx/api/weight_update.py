@@ -13,7 +13,7 @@ from tilefx.api.host_arrays import held_alone
 from tilefx.api.serialized import serialized
 from tilefx.api.enums import ReductionType
 from tilefx.errors import Error
-from tilefx.api.optim import optimizer_config
+from tilefx.lowering.optimizers import optimizer_config
 from tilefx.dialects.irutil import arg_roles, find_func, to_py
 from tilefx.driver import Program
 from tilefx.dialects.aten import np_dtype
@@ -87,7 +87,7 @@ class WeightUpdates:
         """Take the compiled @update's optimizer configuration as this
         executor's: what setOptimizer checks constants against, the runtime
         hyper-parameters, the optimizer log."""
-        from tilefx.api.optim import attach, hyper_values
+        from tilefx.lowering.optimizers import attach, hyper_values
 
         cfg, group_of = self._optimizer_cfg(program)
         upd = find_func(program.module, "update")
@@ -97,7 +97,7 @@ class WeightUpdates:
         self._optimizer_logged = compile_log.log_optimizer(
             self._optimizer, cfg, group_of, self._grad_dtype, self.__dict__.get("_optimizer_logged"))
         if self._optimizer is not None:  # and the attributes it knows (warn_unexpected_attributes)
-            from tilefx.api.optim import attribute_names
+            from tilefx.lowering.optimizers import attribute_names
 
             self._opt_known, self._opt_warned = attribute_names(self._optimizer), set()
         # runtime operands of @update: lr and the variable hyper-parameters, per group
@@ -109,7 +109,7 @@ class WeightUpdates:
         """Create the optimizer state @update takes (zeros, or its `tilefx.init`,
         in the state's accumulation type), then load a state the optimizer was
         given by load_state_dict before compiling."""
-        from tilefx.api.optim import take_pending_state
+        from tilefx.lowering.optimizers import take_pending_state
 
         if self._program is None:
             return

@@ -460,7 +460,7 @@ def warn_if_subclassed(opt: torch.optim.Optimizer) -> None:
                 "the subclass is unlikely to take effect, "
                 "other than setting the existing attributes%s", cls.__qualname__, where,
                 base.__name__, base.__name__,
-                f"; its custom step() is not used (the update compiled into the program replaces it)"
+                "; its custom step() is not used (the update compiled into the program replaces it)"
                 if custom_step else "")
 
 
