@@ -163,7 +163,7 @@ def ablate_fusion(key: str, steps: int) -> tuple[float, float]:
         tr = tilefx.trainingModel(m, optimizer=optims(m.parameters())[1](m.parameters()))
         tr.compile(x, y)
         prog = tr._program
-        prog.main = CompiledFunction(find_func(prog.module, "main"), tr._rng, fuse=fuse)
+        prog.main = CompiledFunction(find_func(prog.module, "main"), tr.random_streams.own, fuse=fuse)
         runs.append(tr)
     on, off = alternate(lambda: runs[0](x, y), lambda: runs[1](x, y), steps)
     return 1e3 * on, 1e3 * off

@@ -1,10 +1,12 @@
 """Count the reads of `PoplarExecutor`'s private state from other modules.
 
 `PoplarExecutor` (tilefx/api/executor.py, with its mixins in compiling.py, running.py, readouts.py,
-weight_update.py and outputs.py) is the PopTorch wrapper; what other modules
+weight_update.py, outputs.py and executable.py) is the PopTorch wrapper; what other modules
 take from it should go through its public methods or a compiler driver, not
-its private attributes. This script lists every `x._name` outside those
-modules where `_name` is a private attribute or method the class defines
+its private attributes. This script lists every `x._name` (or
+`x.__dict__.get("_name")`, `x.__dict__["_name"]`, `getattr(x, "_name")`)
+outside those modules where `_name` is a private attribute or method the
+class defines
 (assigned as `self._name` or defined as a method in one of them), and `x` is
 not the module's own `self` (a name another class shares counts too: the
 count is an upper bound, to bring to 0). Run it from the repository root:
@@ -21,8 +23,8 @@ from collections import Counter
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "tilefx"
 CLASS_MODULES = ("api/executor.py", "api/compiling.py", "api/running.py", "api/readouts.py", "api/weight_update.py",
-                 "api/outputs.py")
-CLASS_NAMES = {"PoplarExecutor", "CompilePath", "CallPath", "MachineReadouts", "WeightUpdates", "Outputs"}
+                 "api/outputs.py", "api/executable.py")
+CLASS_NAMES = {"PoplarExecutor", "CompilePath", "CallPath", "MachineReadouts", "WeightUpdates", "Outputs", "ExecutableFiles"}
 
 
 def _private(name: str) -> bool:
@@ -66,7 +68,32 @@ def private_reads() -> list[tuple[str, int, str]]:
             if (isinstance(node, ast.Attribute) and node.attr in names
                     and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
                 out.append((rel, node.lineno, node.attr))
+            elif (name := _named_by_string(node)) in names:
+                out.append((rel, node.lineno, name))
     return out
+
+
+def _named_by_string(node: ast.AST) -> str | None:
+    """The attribute `x.__dict__.get("_name")`, `x.__dict__["_name"]`,
+    `getattr(x, "_name")` or `setattr(x, "_name", v)` reaches, `x` not `self`."""
+    def other(obj: ast.AST) -> bool:
+        return not (isinstance(obj, ast.Name) and obj.id in ("self", "cls"))
+
+    def const(arg: ast.AST) -> str | None:
+        return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
+
+    if isinstance(node, ast.Call) and node.args:
+        f = node.func
+        if isinstance(f, ast.Name) and f.id in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) > 1 \
+                and other(node.args[0]):
+            return const(node.args[1])
+        if (isinstance(f, ast.Attribute) and f.attr in ("get", "pop", "setdefault")
+                and isinstance(f.value, ast.Attribute) and f.value.attr == "__dict__" and other(f.value.value)):
+            return const(node.args[0])
+    if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "__dict__" and other(node.value.value)):
+        return const(node.slice)
+    return None
 
 
 def main(argv: list[str]) -> int:

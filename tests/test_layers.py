@@ -126,8 +126,7 @@ SURFACES = ("api", "popart", "tools")
 # go when they run the driver's Program with a host loop of their own
 # (file, imported module) -> how many import statements
 KNOWN_SURFACE_IMPORTS = {
-    ("popart/optimizers.py", "tilefx.api.optim"): 3,
-    ("popart/session.py", "tilefx.api"): 2,
+    ("popart/session.py", "tilefx.api"): 1,
     ("popart/session.py", "tilefx.api.enums"): 2,
     ("popart/session.py", "tilefx.api.executor"): 1,
     ("popart/session.py", "tilefx.api.options"): 1,
@@ -155,7 +154,7 @@ def test_surfaces_do_not_import_each_other():
     assert not new, f"a surface imports another: {new}"
     gone = {k: n for k, n in KNOWN_SURFACE_IMPORTS.items() if found.get(k, 0) < n}
     assert not gone, f"removed, lower KNOWN_SURFACE_IMPORTS: {gone}"
-    assert sum(found.values()) == 10  # the known exceptions, to bring to 0
+    assert sum(found.values()) == 6  # the known exceptions, to bring to 0
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -236,21 +235,24 @@ def test_no_import_loops():
     assert not loops, f"import loops: {[sorted(x) for x in loops]}"
 
 
-def test_reads_of_the_executors_private_state_do_not_grow():
-    """Other modules reading PoplarExecutor's private attributes
-    (tests/executor_private_reads.py): a ceiling, to bring down to 0."""
+def test_no_module_reads_the_executors_private_state():
+    """No module outside PoplarExecutor's own reads its private attributes
+    (tests/executor_private_reads.py): the executable file, the checkpoint
+    and PopART's sessions go through its public methods and the objects it
+    owns (`random_streams`)."""
     from executor_private_reads import private_names, private_reads
 
     assert {"_options", "_program", "_compile_in_session"} <= private_names()
     reads = private_reads()
-    assert len(reads) <= 46, "\n".join(f"{m}:{line}: {a}" for m, line, a in reads)
+    assert not reads, "\n".join(f"{m}:{line}: {a}" for m, line, a in reads)
 
 
 # modules that take only public names from the rest of tilefx (the executable
-# file's loader, the executor of steps, the driver): a private name another
+# file's loader and writer, the training checkpoint, the executor of steps,
+# the driver): a private name another
 # module needs is made public, or reached through a public function
-PUBLIC_IMPORTS_ONLY = ("api/loading.py", "backend/executor.py", "driver/__init__.py",
-                       "driver/compiler.py", "driver/config.py", "driver/program.py")
+PUBLIC_IMPORTS_ONLY = ("api/checkpoint.py", "api/executable.py", "api/loading.py", "backend/executor.py",
+                       "driver/__init__.py", "driver/compiler.py", "driver/config.py", "driver/program.py")
 
 
 @pytest.mark.parametrize("rel", PUBLIC_IMPORTS_ONLY)
@@ -261,5 +263,5 @@ def test_no_private_names_imported(rel):
                for a in n.names if a.name.startswith("_") and not a.name.startswith("__")]
     private += [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr.startswith("_")
                 and not n.attr.startswith("__") and isinstance(n.value, ast.Name)
-                and n.value.id in ("export", "steps", "ex", "executor")]
+                and n.value.id in ("archive", "export", "steps", "ex", "executor")]
     assert not private, f"{rel} reaches private names of other modules: {private}"

@@ -397,7 +397,7 @@ def test_fp16_state_is_stored_in_fp16(case):
     for x, y in _data(10):
         t16(x, y)
         t32(x, y)
-    state = t16._optimizer_state()["tensors"]  # by parameter and state kind
+    state = t16.optimizer_state_by_weight()["tensors"]  # by parameter and state kind
     for kind in kinds:
         assert state["model.fc1.weight"][kind].dtype == torch.float16, kind
     assert all(t.dtype == torch.float32 for p, ks in state.items() for k, t in ks.items() if k not in kinds)

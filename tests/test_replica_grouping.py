@@ -117,7 +117,7 @@ def test_each_group_trains_its_own_weight_with_its_own_adam_state(kind, groups_o
         torch.testing.assert_close(model.W[g].detach(), ref_W[g].detach(), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(model.b.detach(), ref_b.detach(), rtol=1e-5, atol=1e-6)
     # the optimizer state is per group too
-    state = pt._optimizer_state()["tensors"]["W"]
+    state = pt.optimizer_state_by_weight()["tensors"]["W"]
     assert all(v.shape == (n_groups, 6, 3) for v in state.values())
 
 

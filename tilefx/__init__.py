@@ -18,7 +18,7 @@ from tilefx.gcpause import gc_paused as _gc_paused
 __version__ = "0.1.0"
 
 # PopTorch's submodules: `poptorch.enums.X`, `from poptorch.options import Options`
-SUBMODULES = {"optim": "tilefx.api.optim", "enums": "tilefx.api.enums", "options": "tilefx.api.options",
+SUBMODULES = {"optim": "tilefx.lowering.optimizers", "enums": "tilefx.api.enums", "options": "tilefx.api.options",
               "autocasting": "tilefx.api.autocast", "profiling": "tilefx.api.profiling",
               "ops": "tilefx.api.ops"}
 _MODULES = set(SUBMODULES)  # names that are modules, not objects in them

@@ -54,7 +54,6 @@ import os
 import random
 import re
 import stat
-import tempfile
 import time
 import zipfile
 
@@ -62,7 +61,7 @@ import numpy as np
 import torch
 
 from tilefx import limits
-from tilefx.api import executable_cache, export
+from tilefx.api import archive, executable_cache
 from tilefx.api.rendezvous import job_id, job_name
 from tilefx.errors import Error
 
@@ -143,8 +142,8 @@ def _numbers(value, count: int, where: str, what: str, optional_last: bool = Fal
 # -- the file ------------------------------------------------------------------------
 
 def _signed_manifest(parts: dict[str, bytes]) -> bytes:
-    manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "tilefx_version": export._version(),
-                "parts": {n: {"sha256": export._sha(b), "size": len(b)} for n, b in parts.items()}}
+    manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "tilefx_version": archive.tilefx_version(),
+                "parts": {n: {"sha256": archive.sha256(b), "size": len(b)} for n, b in parts.items()}}
     body = json.dumps(manifest, sort_keys=True)
     manifest["hmac"] = executable_cache.user_mac(body.encode())
     return json.dumps(manifest, sort_keys=True).encode()
@@ -152,27 +151,16 @@ def _signed_manifest(parts: dict[str, bytes]) -> bytes:
 
 def write_file(path: str, meta: dict, arrays: dict[str, np.ndarray]) -> None:
     """`meta` and `arrays` to `path`, atomically (temporary file, fsync, rename)."""
-    parts = {META: json.dumps(meta, sort_keys=True).encode(), ARRAYS: export._tensors_bytes(arrays)}
+    parts = {META: json.dumps(meta, sort_keys=True).encode(), ARRAYS: archive.tensors_bytes(arrays)}
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
         z.writestr(MANIFEST, _signed_manifest(parts))
         for n, b in parts.items():
             z.writestr(n, b)
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(buf.getvalue())
-            f.flush()
-            os.fsync(f.fileno())  # the data is on disk before its name is
-        os.replace(tmp, path)
-        tmp = None
-        export._fsync_directory(directory)
+        archive.write_atomically(path, buf.getvalue())
     except OSError as e:
         raise Error(f"cannot write the checkpoint {path}: {e.strerror or e}") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def read_file(path: str) -> tuple[dict, dict[str, np.ndarray]]:
@@ -200,14 +188,14 @@ def read_file(path: str) -> tuple[dict, dict[str, np.ndarray]]:
                     raise Error(f"{path}: part {n} has {infos[n].file_size} bytes, the manifest says "
                                 f"{listed[n]['size']}")
                 parts[n] = z.read(n)
-                if export._sha(parts[n]) != listed[n]["sha256"]:
+                if archive.sha256(parts[n]) != listed[n]["sha256"]:
                     raise Error(f"{path}: part {n} is corrupted: its SHA-256 differs from the manifest's")
     except Error:
         raise
-    except export._ZIP_ERRORS as e:
+    except archive.ZIP_ERRORS as e:
         raise Error(f"{path}: not a tilefx checkpoint, or truncated ({type(e).__name__}: {e})") from None
     meta = check_meta(limits.load_json(parts[META], f"{path}: {META}"), path)
-    arrays = export.tensors_from(parts[ARRAYS], f"{path}: {ARRAYS}")
+    arrays = archive.tensors_from(parts[ARRAYS], f"{path}: {ARRAYS}")
     return meta, arrays
 
 
@@ -215,9 +203,9 @@ def _check_manifest(manifest, path: str) -> dict:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or \
             manifest.get("format_version") != FORMAT_VERSION:
         raise Error(f"{path}: not a tilefx checkpoint of format version {FORMAT_VERSION}")
-    if manifest.get("tilefx_version") != export._version():
+    if manifest.get("tilefx_version") != archive.tilefx_version():
         raise Error(f"{path}: written by tilefx {str(manifest.get('tilefx_version'))[:40]}, this is tilefx "
-                    f"{export._version()}: the versions must match exactly")
+                    f"{archive.tilefx_version()}: the versions must match exactly")
     if set(manifest) != {"format", "format_version", "tilefx_version", "parts", "hmac"}:
         raise Error(f"{path}: the manifest must hold exactly format, format_version, tilefx_version, parts, hmac")
     mac = manifest.pop("hmac")

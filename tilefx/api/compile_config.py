@@ -17,7 +17,7 @@ from tilefx.errors import Error
 def compile_config(options: Options, training: bool, optimizer: Mapping[str, Any] | None = None,
                    optimizer_groups: Mapping[str, int] | None = None, loss_scaled: bool = False) -> CompileConfig:
     """The CompileConfig of a model compiled under `options`. `optimizer`:
-    its configuration (api/optim.py `optimizer_config`, with `grad_scale`)
+    its configuration (lowering/optimizers.py `optimizer_config`, with `grad_scale`)
     and `optimizer_groups` each weight's parameter group; `loss_scaled`: a
     loss scale other than 1 (or a variable one) applies."""
     o = options

@@ -236,7 +236,7 @@ def log_optimizer(optimizer, cfg: dict, group_of: dict[str, int], grad_dtype: st
     then); the lines that now describe it, for the caller to keep."""
     if not log.isEnabledFor(logging.DEBUG) or optimizer is None:
         return previous
-    from tilefx.api.optim import _group_values
+    from tilefx.lowering.optimizers import _group_values
 
     groups: dict[int, list[str]] = {}
     for pname, gi in group_of.items():

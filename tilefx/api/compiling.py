@@ -26,7 +26,7 @@ from tilefx.api.compile_config import compile_config
 from tilefx.api.enums import OutputMode
 from tilefx.api.logs import CompileProgress, compile_summary
 from tilefx.api.options import Options
-from tilefx.api.optim import optimizer_config
+from tilefx.lowering.optimizers import optimizer_config
 from tilefx.api.replica_grouping import ReplicaGroups
 from tilefx.dialects.irutil import to_py
 from tilefx.dialects.names import ALS_TRACKED_KEY
@@ -137,7 +137,7 @@ class CompilePath:
             if traced.meta_tensors and not self._options.offline_ipu_target:
                 _check_not_meta(traced.meta_tensors)
 
-        program = driver.compile(module, config, self._rng, after_passes=after_passes)
+        program = driver.compile(module, config, self.random_streams.own, after_passes=after_passes)
         self._install(traced, import_module, program,
                       [(x.shape[0] // n,) + tuple(x.shape[1:]) if x.dim() else () for x in inputs],
                       [np_dtype_of(x.dtype) for x in inputs], start)
@@ -173,7 +173,7 @@ class CompilePath:
             if traced.meta_tensors and not self._options.offline_ipu_target:
                 _check_not_meta(traced.meta_tensors)
             # the machine model first: a program that does not fit fails before any copy
-            program = driver.build(compiled, self._compile_config(), self._rng)
+            program = driver.build(compiled, self._compile_config(), self.random_streams.own)
         module = program.module
         self._als_tracked = to_py(module.attributes[ALS_TRACKED_KEY]) if program.config.automatic_loss_scaling else 0
         self._als_factor = 1.0

@@ -160,7 +160,7 @@ def load_cached(ex, inputs, start: float) -> float | None:
     directory = cache_dir(ex)
     if not directory:
         return None
-    ex._cache_key = export.cache_key(ex, inputs)
+    ex._cache_key = ex.executable_cache_key(inputs)
     path = os.path.join(directory, ex._cache_key + ".tilefx")
     if not os.path.isfile(path):
         log.info("executable cache: miss (%s)", path)
@@ -169,7 +169,7 @@ def load_cached(ex, inputs, start: float) -> float | None:
         return None
     try:
         parts = export.read(path)
-        export.install(ex, parts, path, weights_from_file=False)
+        ex.install_executable(parts, path, weights_from_file=False)
     except Error as e:
         log.warning("executable cache: ignoring %s: %s", path, e.message)
         return None
@@ -195,7 +195,7 @@ def store_cached(ex, inputs, traced) -> None:
     except OSError as e:
         raise Error(f"cannot create the executable cache {directory}: {e.strerror or e}") from None
     _clean_stale(directory)
-    key = getattr(ex, "_cache_key", None) or export.cache_key(ex, inputs)
+    key = getattr(ex, "_cache_key", None) or ex.executable_cache_key(inputs)
     path = os.path.join(directory, key + ".tilefx")
     for p in (path, path + MAC_SUFFIX):  # another user's entry is replaced, not written through
         if os.path.lexists(p) and not_private(p):
@@ -204,7 +204,7 @@ def store_cached(ex, inputs, traced) -> None:
             except OSError:
                 log.warning("executable cache: cannot replace %s, owned by another user; not stored", p)
                 return
-    export.write(ex, path)
+    ex.write_executable(path)
     with open(path, "rb") as f:
         mac = user_mac(f.read())
     fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")

@@ -32,12 +32,14 @@ from tilefx.api.serialized import serialized as _serialized
 from tilefx.driver import Program
 from tilefx.api.readouts import MachineReadouts
 from tilefx.api.compiling import _check_not_meta, CompilePath
+from tilefx.api.executable import ExecutableFiles
 from tilefx.api.running import _HostVersion, CallPath
 from tilefx.api.weight_update import WeightUpdates
+from tilefx.backend.random_streams import RandomStreams
 from tilefx.api.enums import ConnectionType, OutputMode
 from tilefx.errors import Error, error_also
 from tilefx.api.options import Options, OptionsAssertionError
-from tilefx.api.optim import SGD, optimizer_config, warn_if_subclassed
+from tilefx.lowering.optimizers import SGD, optimizer_config, warn_if_subclassed
 from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
 from tilefx.api.replica_grouping import NO_GROUPS, settings_count
 from tilefx.lowering import aten_kernels
@@ -92,7 +94,7 @@ def _guard_backward(out) -> None:
 _MODULE_STATE = frozenset(torch.nn.Module().__dict__)
 
 
-class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outputs):
+class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outputs, ExecutableFiles):
     """A model wrapped for the simulated IPU (PopTorch user guide, 4.2.3 "poptorch.PoplarExecutor").
 
     The executor is the model, as in PopTorch: an instance of a class made at
@@ -189,7 +191,11 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         self._destroyed = False
         self._attached = False  # set by the first call and attachToDevice, cleared by detachFromDevice
         self._has_run = False  # cycleCount and getTimestamps need a run
-        self._seed_random(self._options.random_seed)
+        # the random ops' streams, one per replica of this process (PopART's sessions
+        # and the executable file read and reseed them)
+        self.random_streams = RandomStreams(
+            self._options.random_seed, self._options.Distributed.process_id * self._options.replication_factor,
+            self._options.replication_factor)
         self._dist = None  # the other processes of a distributed training model (api/distributed.py)
         if not training and self._options.Training.gradient_accumulation != 1:
             pipelined = type(self._options._execution_strategy).__name__ == "PipelinedExecution"
@@ -376,31 +382,6 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         self._named = snapshot_of(self._user_model, self._named)
         return self._named
 
-    def compileAndExport(self, filename: str, *args, export_model: bool = True, **kwargs) -> None:
-        """Compile for these inputs and write the executable to `filename` (a
-        file that never runs code when loaded: see tilefx/api/export.py)."""
-        from tilefx.api import export
-
-        self._check_alive()
-        export.compile_and_export(self, filename, args, kwargs, export_model)
-
-    def save(self, filename: str, export_model: bool = True, save_rng_state: bool = True) -> None:
-        """Write the compiled model to `filename` (PopTorch's `save`): the
-        executable file of compileAndExport, with the trained weights and
-        optimizer state, and with `save_rng_state` the random generators' state
-        so `poptorch.load` continues the random stream where it stopped."""
-        from tilefx.api import export
-
-        self._check_alive()
-        export.save(self, filename, export_model, save_rng_state)
-
-    def loadExecutable(self, filename: str) -> None:
-        """Use the program of an exported executable instead of compiling."""
-        from tilefx.api import export
-
-        self._check_alive()
-        export.load_executable(self, filename)
-
     @_serialized
     def copyWeightsToDevice(self) -> None:
         """Read the torch module's parameters and buffers into the executor.
@@ -495,16 +476,6 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
             log.debug("Writing weights from IPU to host.")
             self._write_back()
 
-    def _seed_random(self, seed: int | None) -> None:
-        """The random streams of the random ops: one per replica (replica 0's is
-        also the executor's own), all from `seed` (None: from the OS)."""
-        self._rng = np.random.default_rng(seed)
-        # by the replica's global index: process p's replicas follow those of processes 0 .. p-1
-        entropy = seed if seed is not None else np.random.SeedSequence().entropy
-        first = self._options.Distributed.process_id * self._options.replication_factor
-        self._replica_rngs = [self._rng if r == 0 else np.random.default_rng([entropy, r])
-                              for r in range(first, first + self._options.replication_factor)]
-
     def destroy(self) -> None:
         """Release the (simulated) device and the compiled program (a training
         model first writes its weights back). Calling the wrapper (or
@@ -524,7 +495,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         After compile, the variable attributes (lr, the ones given explicitly
         or marked variable) take effect at the next call without recompiling;
         changing a constant one is an error naming it."""
-        from tilefx.api.optim import (attach, check_unchanged_constants, hyper_values, take_pending_state,
+        from tilefx.lowering.optimizers import (attach, check_unchanged_constants, hyper_values, take_pending_state,
                                       warn_unexpected_attributes)
 
         if not self._training:

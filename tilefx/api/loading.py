@@ -1,5 +1,5 @@
 """`poptorch.load(filename, edit_opts_fn=None)`: a PoplarExecutor made from
-an executable file (api/export.py reads and installs it), its model the
+an executable file (api/export.py reads it, the executor installs it: api/executable.py), its model the
 file's weights (`LoadedModel`), with the run-time options `edit_opts_fn`
 may change."""
 
@@ -11,7 +11,8 @@ import logging
 from tilefx.api.enums import ConnectionType
 from tilefx.api.executable_schema import HOST_OPTIONS, encode
 from tilefx.api.executor import PoplarExecutor, without_optimizer
-from tilefx.api.export import LoadedModel, option_items, restore_rng, tensors_from, install, options_from_json, read
+from tilefx.api.archive import tensors_from
+from tilefx.api.export import LoadedModel, option_items, options_from_json, read
 from tilefx.errors import Error
 
 log = logging.getLogger("tilefx.export")
@@ -94,7 +95,6 @@ def load(filename: str, edit_opts_fn=None):
     training = bool(meta.get("training"))
     ex = PoplarExecutor(model, opts, training=training)
     without_optimizer(ex)  # the compiled optimizer configuration is in the IR (setOptimizer replaces it)
-    install(ex, parts, filename, weights_from_file=True)
-    if opts.random_seed == seed:  # a seed edit_opts_fn sets starts its own streams
-        restore_rng(ex, meta, filename)
+    # (a seed edit_opts_fn sets starts its own streams)
+    ex.install_executable(parts, filename, weights_from_file=True, restore_rng=opts.random_seed == seed)
     return ex

@@ -128,7 +128,7 @@ class MachineReadouts:
         if self._training:
             log.debug("Writing weights from IPU to host.")
             self._write_back()
-            from tilefx.api.optim import Optimizer, read_device_state
+            from tilefx.lowering.optimizers import Optimizer, read_device_state
 
             if isinstance(self._optimizer, Optimizer) and self._optimizer._executor() is self:
                 read_device_state(self._optimizer)  # PopTorch keeps its optimizers' state on the host

@@ -64,6 +64,7 @@ class CallPath:
         else:
             buffers = [dict(b) for b in own]
         trained = p.trained
+        streams = self.random_streams.generators
         mutated: dict[int, np.ndarray] = {}
         outputs: list[list[list[list[np.ndarray]]]] = []
         out_index = p.out_index
@@ -95,7 +96,7 @@ class CallPath:
                             args.append(np.asarray(self.loss_scale, dtype=np.float32))
                         else:
                             args.append(accs[r][key])
-                    p.main.rng = self._replica_rngs[r % len(self._replica_rngs)]
+                    p.main.rng = streams[r % len(streams)]
                     res = p.main(*args, donated=held_alone(args, p.main_donatable))
                     for (kind, key), v in zip(p.main_results, res):
                         if kind == "buffer":
@@ -181,7 +182,7 @@ class CallPath:
             else:
                 args.append(accs[key])
         main = p.main
-        main.rng = self._replica_rngs[0]
+        main.rng = self.random_streams.generators[0]
         w = None  # the last weight is args' alone (held_alone counts)
         # (nothing donated: the accumulators of one micro-batch are the read-only
         # zeros of _zeroed_accumulators, which held_alone never gives up)

@@ -13,7 +13,7 @@ from tilefx.api.host_arrays import held_alone
 from tilefx.api.serialized import serialized
 from tilefx.api.enums import ReductionType
 from tilefx.errors import Error
-from tilefx.api.optim import optimizer_config
+from tilefx.lowering.optimizers import optimizer_config
 from tilefx.dialects.irutil import arg_roles, find_func, to_py
 from tilefx.driver import Program
 from tilefx.dialects.aten import np_dtype
@@ -87,7 +87,7 @@ class WeightUpdates:
         """Take the compiled @update's optimizer configuration as this
         executor's: what setOptimizer checks constants against, the runtime
         hyper-parameters, the optimizer log."""
-        from tilefx.api.optim import attach, hyper_values
+        from tilefx.lowering.optimizers import attach, hyper_values
 
         cfg, group_of = self._optimizer_cfg(program)
         upd = find_func(program.module, "update")
@@ -97,7 +97,7 @@ class WeightUpdates:
         self._optimizer_logged = compile_log.log_optimizer(
             self._optimizer, cfg, group_of, self._grad_dtype, self.__dict__.get("_optimizer_logged"))
         if self._optimizer is not None:  # and the attributes it knows (warn_unexpected_attributes)
-            from tilefx.api.optim import attribute_names
+            from tilefx.lowering.optimizers import attribute_names
 
             self._opt_known, self._opt_warned = attribute_names(self._optimizer), set()
         # runtime operands of @update: lr and the variable hyper-parameters, per group
@@ -109,7 +109,7 @@ class WeightUpdates:
         """Create the optimizer state @update takes (zeros, or its `tilefx.init`,
         in the state's accumulation type), then load a state the optimizer was
         given by load_state_dict before compiling."""
-        from tilefx.api.optim import take_pending_state
+        from tilefx.lowering.optimizers import take_pending_state
 
         if self._program is None:
             return
@@ -131,9 +131,11 @@ class WeightUpdates:
             log.debug("Writing optimiser state tensors from host to IPU memory.")  # PopTorch's words
             self._load_poptorch_state(pending)
 
-    def _optimizer_state(self) -> dict | None:
-        """The optimizer state held here: {"step", "tensors": {param: {kind: Tensor}}},
-        None before the first compile (read by the optimizer's state_dict())."""
+    def optimizer_state_by_weight(self) -> dict | None:
+        """The device's optimizer state by weight and kind, as copies:
+        {"step", "tensors": {param: {kind: Tensor}}}, None before the first
+        compile (PopTorch's form, under PopART's names, is
+        `device_optimizer_state`; PopART's sessions read this one)."""
         if not getattr(self, "_opt_ready", False):
             return None
         tensors: dict[str, dict[str, torch.Tensor]] = {}
@@ -142,8 +144,10 @@ class WeightUpdates:
             tensors.setdefault(pname, {})[kind] = torch.from_numpy(np.array(value, copy=True))
         return {"step": int(self._step), "tensors": tensors}
 
-    def _load_optimizer_state(self, state: dict) -> None:
-        """Write a state from the optimizer's load_state_dict() into this executor."""
+    def load_optimizer_state_by_weight(self, state: dict) -> None:
+        """Write a state of `optimizer_state_by_weight`'s form into the
+        device's (each tensor must be one the model keeps, of its shape; the
+        update count becomes the state's)."""
         known: dict[str, dict[str, str]] = {}
         for key in self._opt_state:
             pname, kind = key.rsplit("/", 1)
@@ -173,6 +177,11 @@ class WeightUpdates:
         `_poptorch_state`), None before the first compile."""
         return self._poptorch_state()
 
+    def optimizer_state_writes(self) -> int:
+        """How many times the device's optimizer state or hyper-parameters
+        were written from the host (a copy read before a write is stale)."""
+        return self.__dict__.get("_opt_writes", 0)
+
     def runs_optimizer(self, optimizer) -> bool:
         """Whether `optimizer` is this live executor's."""
         return self._optimizer is optimizer and not self._destroyed
@@ -181,7 +190,7 @@ class WeightUpdates:
         """Write `state` (PopTorch's form) into the device's optimizer state
         when `optimizer` is this live executor's and the state exists (after
         the first compile): the executor's update count then, else None."""
-        if not self.runs_optimizer(optimizer) or self._optimizer_state() is None:
+        if not self.runs_optimizer(optimizer) or self.optimizer_state_by_weight() is None:
             return None
         log.debug("Writing optimiser state tensors from host to IPU memory.")  # PopTorch's words
         self._load_poptorch_state(state)
@@ -192,7 +201,7 @@ class WeightUpdates:
         before the first compile."""
         from tilefx.api.optim_state import LOSS_SCALE_FACTOR, state_name
 
-        nested = self._optimizer_state()
+        nested = self.optimizer_state_by_weight()
         if nested is None:
             return None
         kind = self._opt_cfg["type"]
@@ -236,7 +245,8 @@ class WeightUpdates:
             pname, what = where[name]
             nested.setdefault(pname, {})[what] = value
         step = state.get("step")
-        self._load_optimizer_state({"step": self._step if step is None else int(step), "tensors": nested})
+        self.load_optimizer_state_by_weight({"step": self._step if step is None else int(step),
+                                             "tensors": nested})
         params = state.get("ipu_param") or {}
         if params:
             known = self._device_params()
@@ -284,8 +294,8 @@ class WeightUpdates:
         meta = {"weight_updates": int(self._step),
                 "loss_scaling": [float(self._als_factor), int(self._als_updates), int(self._als_upper),
                                  int(self._als_lower)],
-                "rng": rng_to_json(self._rng.bit_generator.state),
-                "replica_rngs": [rng_to_json(g.bit_generator.state) for g in self._replica_rngs]}
+                "rng": rng_to_json(self.random_streams.own.bit_generator.state),
+                "replica_rngs": [rng_to_json(st) for st in self.random_streams.states()]}
         return {k: np.ascontiguousarray(v) for k, v in arrays.items()}, meta
 
     @serialized
@@ -304,12 +314,13 @@ class WeightUpdates:
                 raise Error(f"{where}: {n} is {v.dtype}{list(v.shape)} in the checkpoint, "
                             f"{current[n].dtype}{list(current[n].shape)} in this model")
         rngs = meta["replica_rngs"]
-        if len(rngs) != len(self._replica_rngs):
+        streams = self.random_streams
+        if len(rngs) != len(streams.generators):
             raise Error(f"{where}: the checkpoint has {len(rngs)} replica random streams, this model "
-                        f"{len(self._replica_rngs)}")
-        self._rng.bit_generator.state = rng_from_json(meta["rng"], where)
-        for g, st in zip(self._replica_rngs, rngs):
-            if g is not self._rng:
+                        f"{len(streams.generators)}")
+        streams.own.bit_generator.state = rng_from_json(meta["rng"], where)
+        for g, st in zip(streams.generators, rngs):
+            if g is not streams.own:
                 g.bit_generator.state = rng_from_json(st, where)
         for n, v in arrays.items():
             kind, name = n.split("/", 1)

@@ -56,7 +56,7 @@ class CompileConfig:
     downcast_half: bool = False  # HalfFloatCastingBehavior.FloatDowncastToHalf
     half_partials: bool = False  # float16 partials of products (Precision.setPartialsType)
     stochastic_rounding: bool = False
-    # the optimizer and its attributes (api/optim.py `optimizer_config`, with
+    # the optimizer and its attributes (lowering/optimizers.py `optimizer_config`, with
     # `grad_scale`), and each trained weight's parameter group
     optimizer: Mapping[str, Any] | None = None
     optimizer_groups: Mapping[str, int] = field(default_factory=lambda: _EMPTY)

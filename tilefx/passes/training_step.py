@@ -13,7 +13,7 @@ After:
   `ipu.rmsprop` / `ipu.lamb` per weight.
 
 Hyper-parameters come from the module attribute `ipu.optimizer` (set by the
-API from the user's optimizer, see tilefx/api/optim.py: `{type, grad_scale,
+API from the user's optimizer, see tilefx/lowering/optimizers.py: `{type, grad_scale,
 variable, groups = [{lr, ...}], ...}`) and each parameter's `tilefx.group`;
 without it, from this pass's options. `lr` and the names in `variable` are
 runtime arguments of @update (`tilefx.hyper = "<name>/<group>"`, or

@@ -111,7 +111,7 @@ class _Planner:
         opts.showCompilationProgressBar(False)
         optimizer = self.optimizer
         if optimizer is None:
-            from tilefx.api import optim
+            from tilefx.lowering import optimizers as optim
 
             optimizer = optim.SGD(self.model.parameters(), lr=0.01)
         self.executor = trainingModel(self.model, opts, optimizer=optimizer)

@@ -67,7 +67,7 @@ _HELD: dict[int, weakref.ref] = {}
 
 
 def _held() -> set[int]:
-    for i in [i for i, ref in _HELD.items() if ref() is None or not ref()._attached]:
+    for i in [i for i, ref in _HELD.items() if ref() is None or not ref().isAttached]:
         del _HELD[i]
     return set(_HELD)
 

@@ -197,7 +197,7 @@ class SGD(Optimizer):
         return f"{self._name}/{self.accumulatorAndMomentum.name}"
 
     def to_tilefx(self, params: dict):
-        from tilefx.api.optim import SGD as TilefxSGD
+        from tilefx.lowering.optimizers import SGD as TilefxSGD
 
         groups = []
         for names, t in self.tables(list(params)):
@@ -266,8 +266,8 @@ class Adam(Optimizer):
         return f"{self._name}/{self.mode.value}/{self.weight_decay_mode.value}"
 
     def to_tilefx(self, params: dict):
-        from tilefx.api.optim import LAMB, AdamW
-        from tilefx.api.optim import Adam as TilefxAdam
+        from tilefx.lowering.optimizers import LAMB, AdamW
+        from tilefx.lowering.optimizers import Adam as TilefxAdam
 
         lamb = self.mode in (AdamMode.Lamb, AdamMode.LambNoBias)
         bias = self.mode in (AdamMode.Adam, AdamMode.Lamb, AdamMode.AdaMax)  # AdaMax: the first moment's

@@ -538,14 +538,12 @@ class _Session:
     def compileAndExport(self, executablePath: str) -> None:
         """Compile the session's graph and write the executable (a file that never
         runs code when loaded: tilefx/api/export.py) without preparing the device."""
-        from tilefx.api import export
-
         _session_log.trace("Session::compileAndExport")
         if not isinstance(executablePath, (str, os.PathLike)) or not str(executablePath):
             raise popart_exception(f"compileAndExport needs a file name, got {executablePath!r}")
         self._compile()
         try:
-            export.write(self._executor, str(executablePath))
+            self._executor.write_executable(str(executablePath))
         except Error as e:
             raise popart_exception(e.message) from None
 
@@ -613,18 +611,18 @@ class _Session:
         self._check_prepared("setRandomSeed")
         if isinstance(seedValue, bool) or not isinstance(seedValue, (int, np.integer)) or seedValue < 0:
             raise popart_exception(f"setRandomSeed expects a non-negative int, got {seedValue!r}")
-        self._executor._seed_random(int(seedValue))
+        self._executor.random_streams.reseed(int(seedValue))
 
     def getRNGState(self) -> list[int]:
         """The random generators' state: uint32 words, each replica's in turn
         (state.py); needs SessionOptions.enableLoadAndOffloadRNGState, as PopART."""
         self._check_rng("getRNGState")
-        return rng_state_words(self._executor._replica_rngs)
+        return rng_state_words(self._executor.random_streams.generators)
 
     def setRNGState(self, rngState) -> None:
         """Continue the random streams from a getRNGState list (of this session's size)."""
         self._check_rng("setRNGState")
-        set_rng_state_words(self._executor._replica_rngs, rngState)
+        set_rng_state_words(self._executor.random_streams.generators, rngState)
 
     def _check_rng(self, what: str) -> None:
         self._check_prepared(what)
@@ -812,13 +810,13 @@ class _Session:
     def _load_optimizer_state(self, saved: dict[str, np.ndarray], what: str) -> None:
         """Start the optimizer from PopART's state initializers (state.py)."""
         names = self._onnx_names()
-        template = self._executor._optimizer_state()
+        template = self._executor.optimizer_state_by_weight()
         if template is None:  # no optimizer state on this executor (it keeps none)
             template = {"step": 0, "tensors": {}}
         try:
             state = executor_optimizer_state(saved, template, names, what)
             if state is not None:
-                self._executor._load_optimizer_state(state)
+                self._executor.load_optimizer_state_by_weight(state)
         except Error as e:
             raise popart_exception(e.message) from None
         for name in unused_state(saved, state, names):
@@ -841,7 +839,7 @@ class _Session:
                 init.CopyFrom(numpy_helper.from_array(np.asarray(arr, order="C"), init.name))
         if self._training and self._executor is not None:
             model.graph.initializer.extend(
-                optimizer_state_initializers(self._executor._optimizer_state(), self._onnx_names()))
+                optimizer_state_initializers(self._executor.optimizer_state_by_weight(), self._onnx_names()))
         try:
             onnx.save(model, fn)
         except OSError as e:
@@ -858,7 +856,8 @@ class _Session:
         except Error as e:
             raise popart_exception(f"resetHostWeights: {e.message}") from None
         state = {}
-        if self._training and self._executor is not None and self._executor._optimizer_state() is not None:
+        if self._training and self._executor is not None and \
+                self._executor.optimizer_state_by_weight() is not None:
             proto, state = split_optimizer_state(proto)  # the session keeps these tensors too
         missing = [i.name for i in proto.graph.initializer if i.name not in self._module.path]
         if missing and not ignoreWeightsInModelWithoutCorrespondingHostWeight:

@@ -174,7 +174,7 @@ class Optimizer:
         step = ex.write_optimizer_state(self, pending) if ex is not None else None
         if step is not None:
             shown = {**pending, "step": step}
-            self._tilefx_loaded = (ex.__dict__.get("_opt_writes", 0), shown)
+            self._tilefx_loaded = (ex.optimizer_state_writes(), shown)
             self._tilefx_pending = None
         else:
             self._tilefx_pending = pending
@@ -460,7 +460,7 @@ def warn_if_subclassed(opt: torch.optim.Optimizer) -> None:
                 "the subclass is unlikely to take effect, "
                 "other than setting the existing attributes%s", cls.__qualname__, where,
                 base.__name__, base.__name__,
-                f"; its custom step() is not used (the update compiled into the program replaces it)"
+                "; its custom step() is not used (the update compiled into the program replaces it)"
                 if custom_step else "")
 
 
@@ -655,13 +655,13 @@ def read_device_state(opt: Optimizer) -> dict | None:
     read and for the cached copy), None before the model compiled."""
     ex = opt._executor()
     loaded = getattr(opt, "_tilefx_loaded", None)
-    if loaded is not None and loaded[0] == ex.__dict__.get("_opt_writes", 0):
+    if loaded is not None and loaded[0] == ex.optimizer_state_writes():
         log.debug("Using cached optimiser state dict")  # PopTorch's words
         return loaded[1]
     ipu = ex.device_optimizer_state()
     if ipu is not None:
         log.debug("Writing optimiser state tensors from IPU to host.")  # PopTorch's words
-        opt._tilefx_loaded = (ex.__dict__.get("_opt_writes", 0), ipu)
+        opt._tilefx_loaded = (ex.optimizer_state_writes(), ipu)
     return ipu
 
 
