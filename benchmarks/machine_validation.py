@@ -3,7 +3,12 @@ workload | published | tilefx | ratio for every row of
 docs/machine-validation.md (where each figure, its source and its
 configuration are recorded).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/machine_validation.py [--quick] [--only=KEY]
+    PYTHONPATH=. .venv/bin/python benchmarks/machine_validation.py [--quick] [--only=KEY] [--vit-miss]
+
+`--vit-miss` prints the checks of the ViT miss (docs/machine-validation.md):
+the published cycles per token and layer, ViT pre-training's per-step and
+per-update time from its Pod16 and Pod64 figures, the pre-training compile
+with one candidate cause changed at a time, and the products' plans.
 
 Everything is compile-only: each prediction row builds the published model
 whole on the meta device in its published configuration and compiles it
@@ -308,15 +313,26 @@ def bert_squad(*, replicas: int = 2, mb: int = 4, accumulation: int = 32, seq: i
 
 
 @functools.cache
-def vit(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes: int = 1) -> float:
+def vit(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes: int = 1,
+        recompute: bool = True, half_partials: bool = True, graphcore_block: bool = False) -> float:
     """ViT-B/16 as Graphcore's benchmarks run it (vision/vit/pytorch
     benchmarks.yml): pre-training with 8-bit images (`--byteio true`),
-    fine-tuning with fp16 images; `processes`: the PopRun instances."""
+    fine-tuning with fp16 images; `processes`: the PopRun instances. The
+    other options are the checks of the ViT miss (docs/machine-validation.md):
+    `recompute` (the configuration's recompute_checkpoint_every_layer),
+    `half_partials` (the configuration's), `graphcore_block`: Graphcore's
+    block (models/modules.py) instead of Hugging Face's layer: separate q, k,
+    v, dropout 0.1 (attention probabilities 0.1 in pre-training, 0 in
+    fine-tuning) and checkpoints mid-way through layers 1, 4, 7 and 10."""
+    block = dict(separate_qkv=True, dropout=0.1, attention_dropout=0.1 if pretrain else 0.0) \
+        if graphcore_block else None
     return pipelined_throughput(
-        lambda: ViT(layers_per_ipu=(3, 3, 3, 3), recompute=True, representation=pretrain, byteio=pretrain),
+        lambda: ViT(layers_per_ipu=(3, 3, 3, 3), recompute=recompute, representation=pretrain, byteio=pretrain,
+                    block=block, mid_checkpoints=(1, 4, 7, 10) if graphcore_block else ()),
         lambda n: (_meta(n, 3, 224, 224, dtype=torch.uint8 if pretrain else torch.half), _meta(n, dtype=torch.long)),
         machine=BOW, replicas=replicas, mb=mb, accumulation=accumulation, proportions=(0.3,) * 4,
-        optimizer="lamb" if pretrain else "sgd", sharded_state=True, processes=processes)
+        optimizer="lamb" if pretrain else "sgd", sharded_state=True, processes=processes,
+        half_partials=half_partials)
 
 
 @functools.cache
@@ -516,6 +532,80 @@ def layer_cycles_per_token(kind: str) -> dict[str, float]:
     return {"all ops": sum(by_op.values()) / (8 * seq), **{k: v / (8 * seq) for k, v in by_op.items()}}
 
 
+# tokens per item and encoder layers on the busiest IPU of the transformer rows
+# (their configurations: layers per IPU [3, 7, 7, 7], [0, 4, 4, 4], [3, 3, 3, 3])
+_TOKENS_LAYERS = {"bert-base-ph1-pod16": (128, 4), "bert-base-ph2-pod16": (512, 4),
+                  "bert-large-ph1-pod16": (128, 7), "bert-large-ph2-pod16": (384, 7),
+                  "vit-pretrain-pod16": (197, 3), "vit-finetune-pod16": (197, 3)}
+_REPLICAS = 4  # every row of _TOKENS_LAYERS runs 4 replicas on a Pod16
+
+
+def published_cycles_per_token_layer() -> dict[str, float]:
+    """Bow cycles per token and encoder layer on the busiest IPU, from each
+    row's published throughput (the pipeline's fill and flush and the weight
+    update included): what the hardware spent on a token's pass through one
+    layer, forward, recomputation and backward."""
+    published = {r.key: r.published for r in rows()}
+    return {k: BOW.clock_hz * _REPLICAS / (published[k] * tokens * layers)
+            for k, (tokens, layers) in _TOKENS_LAYERS.items()}
+
+
+def update_split(pod16: float, pod64: float, accumulation16: int = 2048, accumulation64: int = 512,
+                 global_batch: int = 65536) -> tuple[float, float]:
+    """(seconds per micro-batch step, fixed seconds per weight update) of ViT
+    pre-training from its Pod16 and Pod64 throughputs: both runs have the same
+    global batch, micro-batch and replica shape and differ in accumulation, so
+    update time = fixed + accumulation x step solves for both."""
+    t16, t64 = global_batch / pod16, global_batch / pod64
+    step = (t16 - t64) / (accumulation16 - accumulation64)
+    return step, t16 - accumulation16 * step
+
+
+def vit_miss_checks(accumulation: int = 64) -> list[tuple[str, float]]:
+    """ViT-B/16 pre-training on a Bow Pod16 (images per second) with one
+    candidate cause of the miss changed at a time, at a short accumulation
+    (the compiles are quicker; the pipeline's fill and flush weigh more than
+    in the row, equally in each)."""
+    run = functools.partial(vit, True, replicas=4, mb=8, accumulation=accumulation)
+    return [("the row's configuration", run()),
+            ("no recomputation", run(recompute=False)),
+            ("Graphcore's block: separate q/k/v, dropout, mid-layer checkpoints", run(graphcore_block=True)),
+            ("fp32 partials (not the published configuration)", run(half_partials=False))]
+
+
+def matmul_rows_sensitivity() -> list[tuple[str, float]]:
+    """MACs per tile and cycle (over all 1472 tiles) of the feed-forward
+    product [M, 768] x [768, 3072] at ViT's M = 8 x 197 and at neighbouring
+    multiples of the tile grain, and of the BERT rows' products, on a Bow
+    IPU at proportion 0.3 with fp16 partials."""
+    shapes = [("ViT, M = 8 x 197 = 1576", 1576, 768, 3072), ("M = 1536", 1536, 768, 3072),
+              ("M = 1600", 1600, 768, 3072), ("ViT fine-tuning, M = 17 x 197 = 3349", 3349, 768, 3072),
+              ("BERT-Base SL128 x 32, M = 4096", 4096, 768, 3072),
+              ("BERT-Large SL384 x 2, M = 768, d = 1024", 768, 1024, 4096)]
+    return [(name, m * k * n / plan_matmul(1, m, k, n, 2, BOW, 0.3, partials_itemsize=2).cycles / BOW.tiles)
+            for name, m, k, n in shapes]
+
+
+def print_vit_miss() -> None:
+    rows_ = {r.key: r for r in rows()}
+    print("Bow cycles per token and encoder layer on the busiest IPU, from the published figures:")
+    for k, c in published_cycles_per_token_layer().items():
+        tokens, layers = _TOKENS_LAYERS[k]
+        print(f"  {k:<22} {c:>7,.0f}   ({tokens} tokens per item, {layers} layers)")
+    pod16, pod64 = rows_["vit-pretrain-pod16"], rows_["vit-pretrain-pod64"]
+    for what, a, b in (("published", pod16.published, pod64.published),
+                       ("tilefx", pod16.compute(), pod64.compute())):
+        step, fixed = update_split(a, b)
+        print(f"ViT pre-training, {what} (Pod16 {_fmt(a)}, Pod64 {_fmt(b)} img/s): {1e3 * step:.2f} ms per micro-batch step "
+              f"({step * BOW.clock_hz / 1e6:.2f} M Bow cycles), {1e3 * fixed:.0f} ms fixed per weight update")
+    print("ViT pre-training on a Bow Pod16, accumulation 64, one candidate changed at a time (img/s):")
+    for what, v in vit_miss_checks():
+        print(f"  {what:<70} {v:>8,.0f}")
+    print("MACs per tile and cycle of a feed-forward product (tilefx's plan, proportion 0.3, fp16 partials):")
+    for what, v in matmul_rows_sensitivity():
+        print(f"  {what:<45} {v:>6.1f}")
+
+
 def resnet50_all_reduce_shares() -> dict[int, float]:
     """The ResNet-50 gradient all-reduce (fp16 gradients) as a share of the
     published time of a weight update, per row (replicas: micro-batch,
@@ -536,6 +626,9 @@ def _fmt(value: float) -> str:
 def main(argv=None):
     args = argv if argv is not None else sys.argv[1:]
     quick = "--quick" in args
+    if "--vit-miss" in args:
+        print_vit_miss()
+        return
     only = [a.split("=", 1)[1] for a in args if a.startswith("--only=")]
     print("Configuration (datasheet constants: they define the machine, not evidence)")
     for c in configuration():
