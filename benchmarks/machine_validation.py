@@ -238,7 +238,8 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
                          machine: Machine, replicas: int, mb: int, accumulation: int,
                          proportions: tuple[float, ...], optimizer: str, state_off_chip: bool = False,
                          sharded_state: bool = False, half_partials: bool = True,
-                         pipelined: bool = True, processes: int = 1, half: bool = True) -> float:
+                         pipelined: bool = True, processes: int = 1, half: bool = True,
+                         profiles: list | None = None) -> float:
     """Items per second of one weight update of a whole model compiled
     compile-only (the model on the meta device, an offline target of
     `machine`'s IPU version), with its replicas, gradient accumulation,
@@ -247,7 +248,8 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
     replicas (IPU-Links, GW-Links beyond a POD64), the weight update and
     the host streams. `processes`: PopRun instances sharing the `replicas`,
     each streaming its replicas' inputs through its own host link. `half`:
-    fp16 weights and activations (else fp32, the 32.32 runs). The
+    fp16 weights and activations (else fp32, the 32.32 runs); `profiles`:
+    a list the compile's profile is appended to. The
     memory check is the caller's (a row predicts throughput; the published
     runs fit)."""
 
@@ -274,6 +276,8 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
     with _compiled_past_the_memory_check():
         trainer = tilefx.trainingModel(model, opts, optimizer=opt)
         trainer.compile(*inputs(replicas // processes * accumulation * mb))
+    if profiles is not None:
+        profiles.append(trainer.profile)
     return replicas * accumulation * mb / machine.seconds(trainer.profile.cycles_per_update)
 
 
@@ -315,6 +319,13 @@ def bert_squad(*, replicas: int = 2, mb: int = 4, accumulation: int = 32, seq: i
 @functools.cache
 def vit(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes: int = 1,
         recompute: bool = True, half_partials: bool = True, graphcore_block: bool = False) -> float:
+    return vit_compile(pretrain, replicas=replicas, mb=mb, accumulation=accumulation, processes=processes,
+                       recompute=recompute, half_partials=half_partials, graphcore_block=graphcore_block)
+
+
+def vit_compile(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes: int = 1,
+                recompute: bool = True, half_partials: bool = True, graphcore_block: bool = False,
+                profiles: list | None = None) -> float:
     """ViT-B/16 as Graphcore's benchmarks run it (vision/vit/pytorch
     benchmarks.yml): pre-training with 8-bit images (`--byteio true`),
     fine-tuning with fp16 images; `processes`: the PopRun instances. The
@@ -332,7 +343,7 @@ def vit(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes:
         lambda n: (_meta(n, 3, 224, 224, dtype=torch.uint8 if pretrain else torch.half), _meta(n, dtype=torch.long)),
         machine=BOW, replicas=replicas, mb=mb, accumulation=accumulation, proportions=(0.3,) * 4,
         optimizer="lamb" if pretrain else "sgd", sharded_state=True, processes=processes,
-        half_partials=half_partials)
+        half_partials=half_partials, profiles=profiles)
 
 
 @functools.cache
@@ -586,6 +597,70 @@ def matmul_rows_sensitivity() -> list[tuple[str, float]]:
             for name, m, k, n in shapes]
 
 
+def op_cycles_by_ipu(profile) -> dict[int, dict[str, int]]:
+    """Each IPU's op cycles of one micro-batch by op and direction ("aten.addmm bwd": the
+    recomputed forward linears are placed with the backward)."""
+    out: dict[int, dict[str, int]] = {}
+    for r in profile.ops:
+        d = out.setdefault(r.ipu, {})
+        d[f"{r.name} {r.direction}"] = d.get(f"{r.name} {r.direction}", 0) + r.cost.cycles
+    return dict(sorted(out.items()))
+
+
+def _share(ops: dict[str, int], *names: str) -> float:
+    return sum(v for k, v in ops.items() if k.split()[0] in names) / sum(ops.values())
+
+
+def vit_miss_profiles() -> None:
+    """Op cycles per IPU of the ViT rows (and BERT-Base Ph1's, to compare),
+    compiled at accumulation 64 (a micro-batch's op cycles do not depend on
+    it), and Swin-T's row."""
+    runs = [("ViT-B/16 pre-training", 8 * 197, 3,
+             lambda prof: vit_compile(True, replicas=4, mb=8, accumulation=64, profiles=prof)),
+            ("ViT-B/16 fine-tuning", 17 * 197, 3,
+             lambda prof: vit_compile(False, replicas=4, mb=17, accumulation=30, profiles=prof)),
+            ("BERT-Base Ph1 SL128", 32 * 128, 4,
+             lambda prof: pipelined_throughput(
+                 lambda: BertPretraining(layers=12, seq=128, masked=20, layers_per_ipu=BERT_BASE_SPLIT,
+                                         recompute=True, **BERT_BASE),
+                 lambda n: (_meta(n, 128, dtype=torch.long), _meta(n, 20, dtype=torch.long)),
+                 machine=BOW, replicas=4, mb=32, accumulation=64, proportions=BERT_BASE_PROPORTIONS,
+                 optimizer="lamb", state_off_chip=True, sharded_state=True, profiles=prof))]
+    for name, tokens, layers, run in runs:
+        prof: list = []
+        run(prof)
+        by_ipu = op_cycles_by_ipu(prof[0])
+        ipu1 = by_ipu[1]
+        print(f"{name}: op cycles per micro-batch by IPU "
+              + ", ".join(f"{i} {sum(d.values()) / 1e6:.2f} M" for i, d in by_ipu.items())
+              + f"; IPU 1 per token and layer {sum(ipu1.values()) / (tokens * layers):.0f}")
+        if name.startswith("ViT-B/16 pre"):
+            ipu0 = by_ipu[0]
+            conv = sum(v for k, v in ipu0.items() if k.startswith("aten.convolution"))
+            print(f"  recomputed forward linears / forward linears (IPU 1): "
+                  f"{ipu1.get('aten.addmm bwd', 0) / ipu1['aten.addmm fwd']:.2f}; IPU 0: patch convolution "
+                  f"{conv / 1e3:.0f} k cycles ({100 * conv / sum(ipu0.values()):.1f}%), layer norm "
+                  f"{100 * _share(ipu0, 'aten.native_layer_norm', 'aten.native_layer_norm_backward'):.1f}%, GELU "
+                  f"{100 * _share(ipu0, 'aten.gelu', 'aten.gelu_backward'):.1f}%; IPU 1: attention products "
+                  f"{100 * _share(ipu1, 'aten.bmm'):.1f}%, softmax "
+                  f"{100 * _share(ipu1, 'aten._softmax', 'aten._softmax_backward_data'):.1f}%")
+    prof = []
+    pipelined_throughput(
+        lambda: Swin(blocks_per_ipu=(2, 3, 5, 2)),
+        lambda n: (_meta(n, 3, 224, 224, dtype=torch.float), _meta(n, 1000, dtype=torch.float)),
+        machine=BOW, replicas=4, mb=4, accumulation=64, proportions=(0.15,) * 4, optimizer="adamw",
+        half=False, half_partials=False, profiles=prof)
+    by_ipu = op_cycles_by_ipu(prof[0])
+    busiest = max(by_ipu, key=lambda i: sum(by_ipu[i].values()))
+    ops = by_ipu[busiest]
+    print("Swin-T: op cycles per micro-batch by IPU "
+          + ", ".join(f"{i} {sum(d.values()) / 1e6:.2f} M" for i, d in by_ipu.items())
+          + f"; IPU {busiest}: products {100 * _share(ops, 'aten.mm', 'aten.addmm'):.0f}%, window attention "
+          f"{100 * _share(ops, 'aten.bmm'):.1f}%, shifts and partitions (slices, concatenations, copies) "
+          f"{100 * _share(ops, 'aten.slice_scatter', 'aten.slice', 'aten.cat', 'aten.clone'):.1f}%; peak "
+          f"{100 * max(int(m.peak.max()) for m in prof[0].memory.values()) / BOW.bytes_per_tile:.0f}% of a tile")
+
+
 def print_vit_miss() -> None:
     rows_ = {r.key: r for r in rows()}
     print("Bow cycles per token and encoder layer on the busiest IPU, from the published figures:")
@@ -601,6 +676,7 @@ def print_vit_miss() -> None:
     print("ViT pre-training on a Bow Pod16, accumulation 64, one candidate changed at a time (img/s):")
     for what, v in vit_miss_checks():
         print(f"  {what:<70} {v:>8,.0f}")
+    vit_miss_profiles()
     print("MACs per tile and cycle of a feed-forward product (tilefx's plan, proportion 0.3, fp16 partials):")
     for what, v in matmul_rows_sensitivity():
         print(f"  {what:<45} {v:>6.1f}")
