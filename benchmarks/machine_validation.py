@@ -363,12 +363,19 @@ def swin_tiny() -> float:
     (swin_tiny.yaml): 4 replicas of 4 IPUs, blocks per IPU [2, 3, 5, 2],
     micro-batch 4, gradient accumulation 64, AdamW, proportion 0.15, the
     model in fp32 with fp32 partials (PRECISION [half, float]: fp16 data,
-    fp32 model; the results page lists it as 32.32)."""
+    fp32 model; the results page lists it as 32.32). The configuration places
+    no recomputation checkpoint, and PopTorch, pipelining over 4 IPUs,
+    recomputes each stage's forward from its input (its default
+    autoRecomputation)."""
+    return swin_tiny_compile()
+
+
+def swin_tiny_compile(stage_recomputation: bool = True, profiles: list | None = None) -> float:
     return pipelined_throughput(
-        lambda: Swin(blocks_per_ipu=(2, 3, 5, 2)),
+        lambda: Swin(blocks_per_ipu=(2, 3, 5, 2), stage_recomputation=stage_recomputation),
         lambda n: (_meta(n, 3, 224, 224, dtype=torch.float), _meta(n, 1000, dtype=torch.float)),
         machine=BOW, replicas=4, mb=4, accumulation=64, proportions=(0.15,) * 4, optimizer="adamw",
-        half=False, half_partials=False)
+        half=False, half_partials=False, profiles=profiles)
 
 
 def cnn(build, *, replicas: int, mb: int, accumulation: int, proportion: float, image: int = 224,
@@ -466,7 +473,8 @@ def rows(quick: bool = False) -> list[Row]:
             "none", lambda: vit(False, replicas=4, mb=17, accumulation=30)),
         Row("swin-tiny-pod16", "Swin-T pre-training, Bow Pod16", 3779, "img/s", SRC_PERF,
             "SDK 3.0 PyTorch, global batch 1,024: 4 IPUs x 4 replicas, blocks per IPU [2, 3, 5, 2], micro-batch 4, "
-            "accumulation 64, AdamW, proportion 0.15, fp32 model and partials, no recomputation (" + SRC_SWIN + ")",
+            "accumulation 64, AdamW, proportion 0.15, fp32 model and partials, no recomputation checkpoints, so "
+            "PopTorch's pipelined default recomputes each stage from its input (" + SRC_SWIN + ")",
             "fp32 images (the configuration streams fp16 ones into the fp32 model)",
             swin_tiny),
         Row("resnet50-pod16", "ResNet-50 v1.5 training, Bow Pod16", 37061, "img/s", SRC_PERF,
@@ -504,9 +512,11 @@ def rows(quick: bool = False) -> list[Row]:
 def swin_base() -> float:
     """Swin-B pre-training on a Bow Pod16 (swin_base_linear.yaml): 2 replicas
     of 8 IPUs, blocks per IPU [2, 2, 3, 3, 5, 5, 2, 2], micro-batch 4,
-    accumulation 64, fp32 data and model."""
+    accumulation 64, fp32 data and model, PopTorch's recomputation of each
+    pipeline stage (as swin_tiny)."""
     return pipelined_throughput(
-        lambda: Swin(embed=128, depths=(2, 2, 18, 2), heads=(4, 8, 16, 32), blocks_per_ipu=(2, 2, 3, 3, 5, 5, 2, 2)),
+        lambda: Swin(embed=128, depths=(2, 2, 18, 2), heads=(4, 8, 16, 32), blocks_per_ipu=(2, 2, 3, 3, 5, 5, 2, 2),
+                     stage_recomputation=True),
         lambda n: (_meta(n, 3, 224, 224, dtype=torch.float), _meta(n, 1000, dtype=torch.float)),
         machine=BOW, replicas=2, mb=4, accumulation=64, proportions=(0.15,) * 8, optimizer="adamw",
         half=False, half_partials=False)
@@ -644,21 +654,24 @@ def vit_miss_profiles() -> None:
                   f"{100 * _share(ipu0, 'aten.gelu', 'aten.gelu_backward'):.1f}%; IPU 1: attention products "
                   f"{100 * _share(ipu1, 'aten.bmm'):.1f}%, softmax "
                   f"{100 * _share(ipu1, 'aten._softmax', 'aten._softmax_backward_data'):.1f}%")
-    prof = []
-    pipelined_throughput(
-        lambda: Swin(blocks_per_ipu=(2, 3, 5, 2)),
-        lambda n: (_meta(n, 3, 224, 224, dtype=torch.float), _meta(n, 1000, dtype=torch.float)),
-        machine=BOW, replicas=4, mb=4, accumulation=64, proportions=(0.15,) * 4, optimizer="adamw",
-        half=False, half_partials=False, profiles=prof)
-    by_ipu = op_cycles_by_ipu(prof[0])
-    busiest = max(by_ipu, key=lambda i: sum(by_ipu[i].values()))
-    ops = by_ipu[busiest]
-    print("Swin-T: op cycles per micro-batch by IPU "
-          + ", ".join(f"{i} {sum(d.values()) / 1e6:.2f} M" for i, d in by_ipu.items())
-          + f"; IPU {busiest}: products {100 * _share(ops, 'aten.mm', 'aten.addmm'):.0f}%, window attention "
-          f"{100 * _share(ops, 'aten.bmm'):.1f}%, shifts and partitions (slices, concatenations, copies) "
-          f"{100 * _share(ops, 'aten.slice_scatter', 'aten.slice', 'aten.cat', 'aten.clone'):.1f}%; peak "
-          f"{100 * max(int(m.peak.max()) for m in prof[0].memory.values()) / BOW.bytes_per_tile:.0f}% of a tile")
+    swin_profiles()
+
+
+def swin_profiles() -> None:
+    """Swin-T's row with and without PopTorch's recomputation of each pipeline stage."""
+    for recomputed in (False, True):
+        prof = []
+        thr = swin_tiny_compile(recomputed, profiles=prof)
+        by_ipu = op_cycles_by_ipu(prof[0])
+        busiest = max(by_ipu, key=lambda i: sum(by_ipu[i].values()))
+        ops = by_ipu[busiest]
+        print(f"Swin-T, {'each stage recomputed (the row)' if recomputed else 'nothing recomputed'}: "
+              f"{_fmt(thr)} img/s; op cycles per micro-batch by IPU "
+              + ", ".join(f"{i} {sum(d.values()) / 1e6:.2f} M" for i, d in by_ipu.items())
+              + f"; IPU {busiest}: products {100 * _share(ops, 'aten.mm', 'aten.addmm'):.0f}%, window attention "
+              f"{100 * _share(ops, 'aten.bmm'):.1f}%, shifts and partitions (slices, concatenations, copies) "
+              f"{100 * _share(ops, 'aten.slice_scatter', 'aten.slice', 'aten.cat', 'aten.clone'):.1f}%; peak "
+              f"{100 * max(int(m.peak.max()) for m in prof[0].memory.values()) / BOW.bytes_per_tile:.0f}% of a tile")
 
 
 def print_vit_miss() -> None:
