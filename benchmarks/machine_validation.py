@@ -319,6 +319,8 @@ def bert_squad(*, replicas: int = 2, mb: int = 4, accumulation: int = 32, seq: i
 @functools.cache
 def vit(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes: int = 1,
         recompute: bool = True, half_partials: bool = True, graphcore_block: bool = False) -> float:
+    """`vit_compile`'s throughput, cached: the rows, the held-out figure and
+    the ViT-miss checks share their compiles."""
     return vit_compile(pretrain, replicas=replicas, mb=mb, accumulation=accumulation, processes=processes,
                        recompute=recompute, half_partials=half_partials, graphcore_block=graphcore_block)
 
