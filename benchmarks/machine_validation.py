@@ -3,7 +3,12 @@ workload | published | tilefx | ratio for every row of
 docs/machine-validation.md (where each figure, its source and its
 configuration are recorded).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/machine_validation.py [--quick] [--only=KEY]
+    PYTHONPATH=. .venv/bin/python benchmarks/machine_validation.py [--quick] [--only=KEY] [--vit-miss]
+
+`--vit-miss` prints the checks of the ViT miss (docs/machine-validation.md):
+the published cycles per token and layer, ViT pre-training's per-step and
+per-update time from its Pod16 and Pod64 figures, the pre-training compile
+with one candidate cause changed at a time, and the products' plans.
 
 Everything is compile-only: each prediction row builds the published model
 whole on the meta device in its published configuration and compiles it
@@ -233,7 +238,8 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
                          machine: Machine, replicas: int, mb: int, accumulation: int,
                          proportions: tuple[float, ...], optimizer: str, state_off_chip: bool = False,
                          sharded_state: bool = False, half_partials: bool = True,
-                         pipelined: bool = True, processes: int = 1, half: bool = True) -> float:
+                         pipelined: bool = True, processes: int = 1, half: bool = True,
+                         profiles: list | None = None) -> float:
     """Items per second of one weight update of a whole model compiled
     compile-only (the model on the meta device, an offline target of
     `machine`'s IPU version), with its replicas, gradient accumulation,
@@ -242,7 +248,8 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
     replicas (IPU-Links, GW-Links beyond a POD64), the weight update and
     the host streams. `processes`: PopRun instances sharing the `replicas`,
     each streaming its replicas' inputs through its own host link. `half`:
-    fp16 weights and activations (else fp32, the 32.32 runs). The
+    fp16 weights and activations (else fp32, the 32.32 runs); `profiles`:
+    a list the compile's profile is appended to. The
     memory check is the caller's (a row predicts throughput; the published
     runs fit)."""
 
@@ -269,6 +276,8 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
     with _compiled_past_the_memory_check():
         trainer = tilefx.trainingModel(model, opts, optimizer=opt)
         trainer.compile(*inputs(replicas // processes * accumulation * mb))
+    if profiles is not None:
+        profiles.append(trainer.profile)
     return replicas * accumulation * mb / machine.seconds(trainer.profile.cycles_per_update)
 
 
@@ -308,15 +317,35 @@ def bert_squad(*, replicas: int = 2, mb: int = 4, accumulation: int = 32, seq: i
 
 
 @functools.cache
-def vit(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes: int = 1) -> float:
+def vit(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes: int = 1,
+        recompute: bool = True, half_partials: bool = True, graphcore_block: bool = False) -> float:
+    """`vit_compile`'s throughput, cached: the rows, the held-out figure and
+    the ViT-miss checks share their compiles."""
+    return vit_compile(pretrain, replicas=replicas, mb=mb, accumulation=accumulation, processes=processes,
+                       recompute=recompute, half_partials=half_partials, graphcore_block=graphcore_block)
+
+
+def vit_compile(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes: int = 1,
+                recompute: bool = True, half_partials: bool = True, graphcore_block: bool = False,
+                profiles: list | None = None) -> float:
     """ViT-B/16 as Graphcore's benchmarks run it (vision/vit/pytorch
     benchmarks.yml): pre-training with 8-bit images (`--byteio true`),
-    fine-tuning with fp16 images; `processes`: the PopRun instances."""
+    fine-tuning with fp16 images; `processes`: the PopRun instances. The
+    other options are the checks of the ViT miss (docs/machine-validation.md):
+    `recompute` (the configuration's recompute_checkpoint_every_layer),
+    `half_partials` (the configuration's), `graphcore_block`: Graphcore's
+    block (models/modules.py) instead of Hugging Face's layer: separate q, k,
+    v, dropout 0.1 (attention probabilities 0.1 in pre-training, 0 in
+    fine-tuning) and checkpoints mid-way through layers 1, 4, 7 and 10."""
+    block = dict(separate_qkv=True, dropout=0.1, attention_dropout=0.1 if pretrain else 0.0) \
+        if graphcore_block else None
     return pipelined_throughput(
-        lambda: ViT(layers_per_ipu=(3, 3, 3, 3), recompute=True, representation=pretrain, byteio=pretrain),
+        lambda: ViT(layers_per_ipu=(3, 3, 3, 3), recompute=recompute, representation=pretrain, byteio=pretrain,
+                    block=block, mid_checkpoints=(1, 4, 7, 10) if graphcore_block else ()),
         lambda n: (_meta(n, 3, 224, 224, dtype=torch.uint8 if pretrain else torch.half), _meta(n, dtype=torch.long)),
         machine=BOW, replicas=replicas, mb=mb, accumulation=accumulation, proportions=(0.3,) * 4,
-        optimizer="lamb" if pretrain else "sgd", sharded_state=True, processes=processes)
+        optimizer="lamb" if pretrain else "sgd", sharded_state=True, processes=processes,
+        half_partials=half_partials, profiles=profiles)
 
 
 @functools.cache
@@ -336,12 +365,19 @@ def swin_tiny() -> float:
     (swin_tiny.yaml): 4 replicas of 4 IPUs, blocks per IPU [2, 3, 5, 2],
     micro-batch 4, gradient accumulation 64, AdamW, proportion 0.15, the
     model in fp32 with fp32 partials (PRECISION [half, float]: fp16 data,
-    fp32 model; the results page lists it as 32.32)."""
+    fp32 model; the results page lists it as 32.32). The configuration places
+    no recomputation checkpoint, and PopTorch, pipelining over 4 IPUs,
+    recomputes each stage's forward from its input (its default
+    autoRecomputation)."""
+    return swin_tiny_compile()
+
+
+def swin_tiny_compile(stage_recomputation: bool = True, profiles: list | None = None) -> float:
     return pipelined_throughput(
-        lambda: Swin(blocks_per_ipu=(2, 3, 5, 2)),
+        lambda: Swin(blocks_per_ipu=(2, 3, 5, 2), stage_recomputation=stage_recomputation),
         lambda n: (_meta(n, 3, 224, 224, dtype=torch.float), _meta(n, 1000, dtype=torch.float)),
         machine=BOW, replicas=4, mb=4, accumulation=64, proportions=(0.15,) * 4, optimizer="adamw",
-        half=False, half_partials=False)
+        half=False, half_partials=False, profiles=profiles)
 
 
 def cnn(build, *, replicas: int, mb: int, accumulation: int, proportion: float, image: int = 224,
@@ -439,7 +475,8 @@ def rows(quick: bool = False) -> list[Row]:
             "none", lambda: vit(False, replicas=4, mb=17, accumulation=30)),
         Row("swin-tiny-pod16", "Swin-T pre-training, Bow Pod16", 3779, "img/s", SRC_PERF,
             "SDK 3.0 PyTorch, global batch 1,024: 4 IPUs x 4 replicas, blocks per IPU [2, 3, 5, 2], micro-batch 4, "
-            "accumulation 64, AdamW, proportion 0.15, fp32 model and partials, no recomputation (" + SRC_SWIN + ")",
+            "accumulation 64, AdamW, proportion 0.15, fp32 model and partials, no recomputation checkpoints, so "
+            "PopTorch's pipelined default recomputes each stage from its input (" + SRC_SWIN + ")",
             "fp32 images (the configuration streams fp16 ones into the fp32 model)",
             swin_tiny),
         Row("resnet50-pod16", "ResNet-50 v1.5 training, Bow Pod16", 37061, "img/s", SRC_PERF,
@@ -477,9 +514,11 @@ def rows(quick: bool = False) -> list[Row]:
 def swin_base() -> float:
     """Swin-B pre-training on a Bow Pod16 (swin_base_linear.yaml): 2 replicas
     of 8 IPUs, blocks per IPU [2, 2, 3, 3, 5, 5, 2, 2], micro-batch 4,
-    accumulation 64, fp32 data and model."""
+    accumulation 64, fp32 data and model, PopTorch's recomputation of each
+    pipeline stage (as swin_tiny)."""
     return pipelined_throughput(
-        lambda: Swin(embed=128, depths=(2, 2, 18, 2), heads=(4, 8, 16, 32), blocks_per_ipu=(2, 2, 3, 3, 5, 5, 2, 2)),
+        lambda: Swin(embed=128, depths=(2, 2, 18, 2), heads=(4, 8, 16, 32), blocks_per_ipu=(2, 2, 3, 3, 5, 5, 2, 2),
+                     stage_recomputation=True),
         lambda n: (_meta(n, 3, 224, 224, dtype=torch.float), _meta(n, 1000, dtype=torch.float)),
         machine=BOW, replicas=2, mb=4, accumulation=64, proportions=(0.15,) * 8, optimizer="adamw",
         half=False, half_partials=False)
@@ -516,6 +555,148 @@ def layer_cycles_per_token(kind: str) -> dict[str, float]:
     return {"all ops": sum(by_op.values()) / (8 * seq), **{k: v / (8 * seq) for k, v in by_op.items()}}
 
 
+# tokens per item and encoder layers on the busiest IPU of the transformer rows
+# (their configurations: layers per IPU [3, 7, 7, 7], [0, 4, 4, 4], [3, 3, 3, 3])
+_TOKENS_LAYERS = {"bert-base-ph1-pod16": (128, 4), "bert-base-ph2-pod16": (512, 4),
+                  "bert-large-ph1-pod16": (128, 7), "bert-large-ph2-pod16": (384, 7),
+                  "vit-pretrain-pod16": (197, 3), "vit-finetune-pod16": (197, 3)}
+_REPLICAS = 4  # every row of _TOKENS_LAYERS runs 4 replicas on a Pod16
+
+
+def published_cycles_per_token_layer() -> dict[str, float]:
+    """Bow cycles per token and encoder layer on the busiest IPU, from each
+    row's published throughput (the pipeline's fill and flush and the weight
+    update included): what the hardware spent on a token's pass through one
+    layer, forward, recomputation and backward."""
+    published = {r.key: r.published for r in rows()}
+    return {k: BOW.clock_hz * _REPLICAS / (published[k] * tokens * layers)
+            for k, (tokens, layers) in _TOKENS_LAYERS.items()}
+
+
+def update_split(pod16: float, pod64: float, accumulation16: int = 2048, accumulation64: int = 512,
+                 global_batch: int = 65536) -> tuple[float, float]:
+    """(seconds per micro-batch step, fixed seconds per weight update) of ViT
+    pre-training from its Pod16 and Pod64 throughputs: both runs have the same
+    global batch, micro-batch and replica shape and differ in accumulation, so
+    update time = fixed + accumulation x step solves for both."""
+    t16, t64 = global_batch / pod16, global_batch / pod64
+    step = (t16 - t64) / (accumulation16 - accumulation64)
+    return step, t16 - accumulation16 * step
+
+
+def vit_miss_checks(accumulation: int = 64) -> list[tuple[str, float]]:
+    """ViT-B/16 pre-training on a Bow Pod16 (images per second) with one
+    candidate cause of the miss changed at a time, at a short accumulation
+    (the compiles are quicker; the pipeline's fill and flush weigh more than
+    in the row, equally in each)."""
+    run = functools.partial(vit, True, replicas=4, mb=8, accumulation=accumulation)
+    return [("the row's configuration", run()),
+            ("no recomputation", run(recompute=False)),
+            ("Graphcore's block: separate q/k/v, dropout, mid-layer checkpoints", run(graphcore_block=True)),
+            ("fp32 partials (not the published configuration)", run(half_partials=False))]
+
+
+def matmul_rows_sensitivity() -> list[tuple[str, float]]:
+    """MACs per tile and cycle (over all 1472 tiles) of the feed-forward
+    product [M, 768] x [768, 3072] at ViT's M = 8 x 197 and at neighbouring
+    multiples of the tile grain, and of the BERT rows' products, on a Bow
+    IPU at proportion 0.3 with fp16 partials."""
+    shapes = [("ViT, M = 8 x 197 = 1576", 1576, 768, 3072), ("M = 1536", 1536, 768, 3072),
+              ("M = 1600", 1600, 768, 3072), ("ViT fine-tuning, M = 17 x 197 = 3349", 3349, 768, 3072),
+              ("BERT-Base SL128 x 32, M = 4096", 4096, 768, 3072),
+              ("BERT-Large SL384 x 2, M = 768, d = 1024", 768, 1024, 4096)]
+    return [(name, m * k * n / plan_matmul(1, m, k, n, 2, BOW, 0.3, partials_itemsize=2).cycles / BOW.tiles)
+            for name, m, k, n in shapes]
+
+
+def op_cycles_by_ipu(profile) -> dict[int, dict[str, int]]:
+    """Each IPU's op cycles of one micro-batch by op and direction ("aten.addmm bwd": the
+    recomputed forward linears are placed with the backward)."""
+    out: dict[int, dict[str, int]] = {}
+    for r in profile.ops:
+        d = out.setdefault(r.ipu, {})
+        d[f"{r.name} {r.direction}"] = d.get(f"{r.name} {r.direction}", 0) + r.cost.cycles
+    return dict(sorted(out.items()))
+
+
+def _share(ops: dict[str, int], *names: str) -> float:
+    return sum(v for k, v in ops.items() if k.split()[0] in names) / sum(ops.values())
+
+
+def vit_miss_profiles() -> None:
+    """Op cycles per IPU of the ViT rows (and BERT-Base Ph1's, to compare),
+    compiled at accumulation 64 (a micro-batch's op cycles do not depend on
+    it), and Swin-T's row."""
+    runs = [("ViT-B/16 pre-training", 8 * 197, 3,
+             lambda prof: vit_compile(True, replicas=4, mb=8, accumulation=64, profiles=prof)),
+            ("ViT-B/16 fine-tuning", 17 * 197, 3,
+             lambda prof: vit_compile(False, replicas=4, mb=17, accumulation=30, profiles=prof)),
+            ("BERT-Base Ph1 SL128", 32 * 128, 4,
+             lambda prof: pipelined_throughput(
+                 lambda: BertPretraining(layers=12, seq=128, masked=20, layers_per_ipu=BERT_BASE_SPLIT,
+                                         recompute=True, **BERT_BASE),
+                 lambda n: (_meta(n, 128, dtype=torch.long), _meta(n, 20, dtype=torch.long)),
+                 machine=BOW, replicas=4, mb=32, accumulation=64, proportions=BERT_BASE_PROPORTIONS,
+                 optimizer="lamb", state_off_chip=True, sharded_state=True, profiles=prof))]
+    for name, tokens, layers, run in runs:
+        prof: list = []
+        run(prof)
+        by_ipu = op_cycles_by_ipu(prof[0])
+        ipu1 = by_ipu[1]
+        print(f"{name}: op cycles per micro-batch by IPU "
+              + ", ".join(f"{i} {sum(d.values()) / 1e6:.2f} M" for i, d in by_ipu.items())
+              + f"; IPU 1 per token and layer {sum(ipu1.values()) / (tokens * layers):.0f}")
+        if name.startswith("ViT-B/16 pre"):
+            ipu0 = by_ipu[0]
+            conv = sum(v for k, v in ipu0.items() if k.startswith("aten.convolution"))
+            print(f"  recomputed forward linears / forward linears (IPU 1): "
+                  f"{ipu1.get('aten.addmm bwd', 0) / ipu1['aten.addmm fwd']:.2f}; IPU 0: patch convolution "
+                  f"{conv / 1e3:.0f} k cycles ({100 * conv / sum(ipu0.values()):.1f}%), layer norm "
+                  f"{100 * _share(ipu0, 'aten.native_layer_norm', 'aten.native_layer_norm_backward'):.1f}%, GELU "
+                  f"{100 * _share(ipu0, 'aten.gelu', 'aten.gelu_backward'):.1f}%; IPU 1: attention products "
+                  f"{100 * _share(ipu1, 'aten.bmm'):.1f}%, softmax "
+                  f"{100 * _share(ipu1, 'aten._softmax', 'aten._softmax_backward_data'):.1f}%")
+    swin_profiles()
+
+
+def swin_profiles() -> None:
+    """Swin-T's row with and without PopTorch's recomputation of each pipeline stage."""
+    for recomputed in (False, True):
+        prof = []
+        thr = swin_tiny_compile(recomputed, profiles=prof)
+        by_ipu = op_cycles_by_ipu(prof[0])
+        busiest = max(by_ipu, key=lambda i: sum(by_ipu[i].values()))
+        ops = by_ipu[busiest]
+        print(f"Swin-T, {'each stage recomputed (the row)' if recomputed else 'nothing recomputed'}: "
+              f"{_fmt(thr)} img/s; op cycles per micro-batch by IPU "
+              + ", ".join(f"{i} {sum(d.values()) / 1e6:.2f} M" for i, d in by_ipu.items())
+              + f"; IPU {busiest}: products {100 * _share(ops, 'aten.mm', 'aten.addmm'):.0f}%, window attention "
+              f"{100 * _share(ops, 'aten.bmm'):.1f}%, shifts and partitions (slices, concatenations, copies) "
+              f"{100 * _share(ops, 'aten.slice_scatter', 'aten.slice', 'aten.cat', 'aten.clone'):.1f}%; peak "
+              f"{100 * max(int(m.peak.max()) for m in prof[0].memory.values()) / BOW.bytes_per_tile:.0f}% of a tile")
+
+
+def print_vit_miss() -> None:
+    rows_ = {r.key: r for r in rows()}
+    print("Bow cycles per token and encoder layer on the busiest IPU, from the published figures:")
+    for k, c in published_cycles_per_token_layer().items():
+        tokens, layers = _TOKENS_LAYERS[k]
+        print(f"  {k:<22} {c:>7,.0f}   ({tokens} tokens per item, {layers} layers)")
+    pod16, pod64 = rows_["vit-pretrain-pod16"], rows_["vit-pretrain-pod64"]
+    for what, a, b in (("published", pod16.published, pod64.published),
+                       ("tilefx", pod16.compute(), pod64.compute())):
+        step, fixed = update_split(a, b)
+        print(f"ViT pre-training, {what} (Pod16 {_fmt(a)}, Pod64 {_fmt(b)} img/s): {1e3 * step:.2f} ms per micro-batch step "
+              f"({step * BOW.clock_hz / 1e6:.2f} M Bow cycles), {1e3 * fixed:.0f} ms fixed per weight update")
+    print("ViT pre-training on a Bow Pod16, accumulation 64, one candidate changed at a time (img/s):")
+    for what, v in vit_miss_checks():
+        print(f"  {what:<70} {v:>8,.0f}")
+    vit_miss_profiles()
+    print("MACs per tile and cycle of a feed-forward product (tilefx's plan, proportion 0.3, fp16 partials):")
+    for what, v in matmul_rows_sensitivity():
+        print(f"  {what:<45} {v:>6.1f}")
+
+
 def resnet50_all_reduce_shares() -> dict[int, float]:
     """The ResNet-50 gradient all-reduce (fp16 gradients) as a share of the
     published time of a weight update, per row (replicas: micro-batch,
@@ -536,6 +717,9 @@ def _fmt(value: float) -> str:
 def main(argv=None):
     args = argv if argv is not None else sys.argv[1:]
     quick = "--quick" in args
+    if "--vit-miss" in args:
+        print_vit_miss()
+        return
     only = [a.split("=", 1)[1] for a in args if a.startswith("--only=")]
     print("Configuration (datasheet constants: they define the machine, not evidence)")
     for c in configuration():

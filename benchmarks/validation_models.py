@@ -230,25 +230,42 @@ class BertStack(nn.Module):
 
 class ViTLayer(nn.Module):
     """One pre-LayerNorm ViT encoder layer (Dosovitskiy et al. 2020; Hugging
-    Face's ViTLayer, which Graphcore's ViT builds on)."""
+    Face's ViTLayer, which Graphcore's ViT builds on). Graphcore's pre-training
+    block (vision/vit/pytorch models/modules.py `Block`) differs in what the
+    options add: `separate_qkv` (three query, key and value projections instead
+    of one), `dropout` after the attention projection, the GELU and the MLP
+    output, `attention_dropout` on the attention probabilities, and
+    `mid_checkpoint` (a recomputation checkpoint after the attention's residual
+    add, the configuration's recompute_mid_layers)."""
 
-    def __init__(self, d: int, heads: int, ffn: int):
+    def __init__(self, d: int, heads: int, ffn: int, dropout: float = 0.0, attention_dropout: float = 0.0,
+                 separate_qkv: bool = False, mid_checkpoint: bool = False):
         super().__init__()
         self.heads = heads
         self.ln1 = nn.LayerNorm(d, eps=1e-6)
-        self.qkv = nn.Linear(d, 3 * d)
+        self.qkv = nn.ModuleList([nn.Linear(d, d) for _ in range(3)]) if separate_qkv else nn.Linear(d, 3 * d)
         self.out = nn.Linear(d, d)
         self.ln2 = nn.LayerNorm(d, eps=1e-6)
         self.fc1 = nn.Linear(d, ffn)
         self.fc2 = nn.Linear(ffn, d)
+        # no dropout op at all where the probability is 0 (a traced nn.Dropout(0) is one)
+        self.drop = nn.Dropout(dropout) if dropout else nn.Identity()
+        self.attention_drop = nn.Dropout(attention_dropout) if attention_dropout else nn.Identity()
+        self.mid_checkpoint = mid_checkpoint
 
     def forward(self, x):
         b, s, d = x.shape
         h = self.heads
-        q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, h, d // h).permute(2, 0, 3, 1, 4).unbind(0)
-        att = torch.softmax(q @ k.transpose(-1, -2) * (d // h) ** -0.5, dim=-1)
-        x = x + self.out((att @ v).transpose(1, 2).reshape(b, s, d))
-        return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
+        y = self.ln1(x)
+        if isinstance(self.qkv, nn.ModuleList):
+            q, k, v = (f(y).view(b, s, h, d // h).transpose(1, 2) for f in self.qkv)
+        else:
+            q, k, v = self.qkv(y).view(b, s, 3, h, d // h).permute(2, 0, 3, 1, 4).unbind(0)
+        att = self.attention_drop(torch.softmax(q @ k.transpose(-1, -2) * (d // h) ** -0.5, dim=-1))
+        x = x + self.drop(self.out((att @ v).transpose(1, 2).reshape(b, s, d)))
+        if self.mid_checkpoint:
+            x = tilefx.recomputationCheckpoint(x)
+        return x + self.drop(self.fc2(self.drop(nn.functional.gelu(self.fc1(self.ln2(x))))))
 
 
 class ViT(nn.Module):
@@ -258,16 +275,19 @@ class ViT(nn.Module):
     the last), `recompute` puts a recomputation checkpoint after every layer,
     `representation`: the pre-logits layer of pre-training (Linear + tanh);
     `byteio`: 8-bit images scaled to [0, 1] on the IPU (Graphcore's ViT
-    `byteio` option)."""
+    `byteio` option); `block`: ViTLayer's options for Graphcore's block (its
+    `mid_checkpoint` goes to the layers `mid_checkpoints` names)."""
 
     def __init__(self, d=768, heads=12, layers=12, ffn=3072, patch=16, image=224, classes=1000,
-                 layers_per_ipu=None, recompute=False, representation=False, byteio=False):
+                 layers_per_ipu=None, recompute=False, representation=False, byteio=False, block=None,
+                 mid_checkpoints=()):
         super().__init__()
         self.byteio = byteio
         self.patch = nn.Conv2d(3, d, patch, stride=patch)
         self.cls = nn.Parameter(torch.zeros(1, 1, d))
         self.pos = nn.Parameter(torch.zeros(1, (image // patch) ** 2 + 1, d))
-        self.layers = nn.ModuleList([ViTLayer(d, heads, ffn) for _ in range(layers)])
+        self.layers = nn.ModuleList([ViTLayer(d, heads, ffn, mid_checkpoint=i in mid_checkpoints, **(block or {}))
+                                     for i in range(layers)])
         self.ln = nn.LayerNorm(d, eps=1e-6)
         self.pre_logits = nn.Linear(d, d) if representation else None
         self.head = nn.Linear(d, classes)
@@ -472,10 +492,14 @@ class Swin(nn.Module):
     depths 2-2-6-2, heads 3-6-12-24, window 7, 224x224 images, patches of
     4). `blocks_per_ipu` places the blocks with BeginBlock as Graphcore's
     LAYERS_PER_IPU does (the patch embedding on the first IPU; a stage's
-    patch merging goes with the blocks before it)."""
+    patch merging goes with the blocks before it). `stage_recomputation`:
+    what PopTorch does to a model pipelined over several IPUs unless told
+    otherwise (it sets PopART's autoRecomputation to Pipeline: each stage's
+    forward is recomputed in its backward from the stage's stashed input),
+    written as a recomputation checkpoint on each pipeline stage's input."""
 
     def __init__(self, embed=96, depths=(2, 2, 6, 2), heads=(3, 6, 12, 24), window=7, image=224, patch=4,
-                 classes=1000, blocks_per_ipu=None):
+                 classes=1000, blocks_per_ipu=None, stage_recomputation=False):
         super().__init__()
         self.patch = nn.Conv2d(3, embed, patch, stride=patch)
         self.patch_norm = nn.LayerNorm(embed)
@@ -490,8 +514,15 @@ class Swin(nn.Module):
             self.stages.append(nn.Sequential(*blocks))
         self.norm = nn.LayerNorm(embed * 2 ** (len(depths) - 1))
         self.head = nn.Linear(embed * 2 ** (len(depths) - 1), classes)
+        blocks = [b for s in self.stages for b in s if isinstance(b, _SwinBlock)]
         if blocks_per_ipu:
-            _place_layers([b for s in self.stages for b in s if isinstance(b, _SwinBlock)], blocks_per_ipu)
+            _place_layers(blocks, blocks_per_ipu)
+        if stage_recomputation and blocks_per_ipu:
+            # the input of each later IPU's first block, checkpointed inside that block's call,
+            # so on the IPU that receives it (where PopART stashes a stage's input)
+            for i in range(1, len(blocks_per_ipu)):
+                blocks[sum(blocks_per_ipu[:i])].register_forward_pre_hook(
+                    lambda module, args: (tilefx.recomputationCheckpoint(args[0]),))
 
     def forward(self, x, target):
         x = self.patch_norm(self.patch(x).flatten(2).transpose(1, 2))

@@ -132,6 +132,30 @@ def test_vit_byteio_scales_8bit_images_on_the_device():
     assert torch.allclose(byte_model(img, y)[0], float_model(img.float() / 255, y)[0], atol=1e-5, rtol=1e-5)
 
 
+def test_vit_graphcore_block_is_the_same_layer_with_its_dropouts():
+    """The ViT miss compares the row's layer (Hugging Face's: fused q/k/v, no
+    dropout) with Graphcore's block (separate q, k, v and dropout): with its
+    dropouts off and the fused weights split into q, k and v, the block gives
+    the row's numbers; the row's layer holds no dropout op, Graphcore's block
+    holds the four its modules.py has (attention probabilities, projection,
+    GELU, MLP output: two modules, one applied twice)."""
+    from validation_models import ViTLayer
+
+    torch.manual_seed(0)
+    fused = ViTLayer(32, 2, 64).eval()
+    block = ViTLayer(32, 2, 64, separate_qkv=True).eval()
+    state = {k: v for k, v in fused.state_dict().items() if not k.startswith("qkv.")}
+    for part in ("weight", "bias"):
+        for j, chunk in enumerate(fused.state_dict()[f"qkv.{part}"].chunk(3)):
+            state[f"qkv.{j}.{part}"] = chunk
+    block.load_state_dict(state)
+    x = torch.randn(2, 5, 32)
+    assert torch.allclose(block(x), fused(x), atol=1e-6, rtol=1e-5)
+    assert not any(isinstance(m, nn.Dropout) for m in fused.modules())
+    graphcore = ViTLayer(32, 2, 64, separate_qkv=True, dropout=0.1, attention_dropout=0.1)
+    assert [m.p for m in graphcore.modules() if isinstance(m, nn.Dropout)] == [0.1, 0.1]
+
+
 class TinyBert(nn.Module):
     """Two small BERT layers pipelined over two IPUs, with a loss."""
 
@@ -238,3 +262,29 @@ def test_mobilenet_v2_inference_is_not_dominated_by_batch_norm():
     assert bn < 0.35 * conv
     assert bn < 0.15 * c.profile.total_cycles
     assert bn <= 2 * by_op["aten.relu"]
+
+
+def test_swin_stage_recomputation_recomputes_each_pipeline_stage():
+    """PopTorch pipelining a model over several IPUs recomputes each stage's
+    forward from its stashed input unless told otherwise (PopART's
+    autoRecomputation = Pipeline): the Swin rows say so with a checkpoint on
+    each later IPU's input. The recomputed forward costs cycles and the
+    stashes shrink: the published Swin-T configuration fits only so."""
+    from validation_models import Swin
+
+    def run(recomputed):
+        profiles = []
+        mv.pipelined_throughput(
+            lambda: Swin(embed=16, depths=(2, 2), heads=(1, 2), image=56, classes=10, blocks_per_ipu=(2, 2),
+                         stage_recomputation=recomputed),
+            lambda n: (mv._meta(n, 3, 56, 56, dtype=torch.float), mv._meta(n, 10, dtype=torch.float)),
+            machine=mv.BOW, replicas=1, mb=2, accumulation=4, proportions=(0.15, 0.15), optimizer="adamw",
+            half=False, half_partials=False, profiles=profiles)
+        return profiles[0]
+
+    plain, recomputed = run(False), run(True)
+    # the forward ops cloned into the backward run on the IPU of their stage
+    assert any(r.direction == "bwd" and r.name == "aten.addmm" and r.ipu == 0 for r in recomputed.ops)
+    assert not any(r.direction == "bwd" and r.name == "aten.addmm" for r in plain.ops)
+    assert sum(r.cost.cycles for r in recomputed.ops) > sum(r.cost.cycles for r in plain.ops)
+    assert sum(recomputed.stash_bytes.values()) < sum(plain.stash_bytes.values())
