@@ -69,10 +69,17 @@ def test_a_row_naming_no_schema_op_is_an_error(monkeypatch):
         alu._make_kernels()
 
 
+def test_a_row_of_an_op_with_defaults_is_an_error(monkeypatch):
+    monkeypatch.setattr(alu, "KERNELS", {})
+    monkeypatch.setattr(alu, "RULES", (({"leaky_relu.default": np.abs}, alu._same_unary),))
+    with pytest.raises(ValueError, match="leaky_relu.default: defaults for negative_slope"):
+        alu._make_kernels()
+
+
 def test_a_row_whose_arguments_have_no_template_is_an_error(monkeypatch):
     monkeypatch.setattr(alu, "KERNELS", {})
-    monkeypatch.setattr(alu, "RULES", (({"clamp.default": np.clip}, alu._same_unary),))
-    with pytest.raises(ValueError, match="clamp.default: no template for the arguments self, min, max"):
+    monkeypatch.setattr(alu, "RULES", (({"masked_scatter.default": np.where}, alu._same_unary),))
+    with pytest.raises(ValueError, match="masked_scatter.default: no template for the arguments self, mask, source"):
         alu._make_kernels()
 
 

@@ -355,9 +355,11 @@ def _make_kernels() -> None:
         for name, fn in table.items():
             arguments = _arguments(name)
             template = _TEMPLATES.get(arguments)
-            if template is None or any(a.has_default for a in ATEN_SCHEMAS[name].args):
-                raise ValueError(f"kernel table row {name}: no template for the arguments "
-                                 f"{', '.join(arguments)} (give the op a function in its family module)")
+            defaults = [a.name for a in ATEN_SCHEMAS[name].args if a.has_default]
+            if template is None or defaults:
+                why = f"defaults for {', '.join(defaults)}" if defaults else "no template for the arguments " \
+                    + ", ".join(arguments)
+                raise ValueError(f"kernel table row {name}: {why} (give the op a function in its family module)")
             _enter(name, template(rule, fn))
     for name, op in ALPHA.items():
         for overload, template in (("Tensor", _alpha_tensor), ("Scalar", _alpha_scalar)):
