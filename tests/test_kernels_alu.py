@@ -166,3 +166,25 @@ CASES = list(_cases())
 @pytest.mark.parametrize("name,args,kwargs,tol", CASES)
 def test_row_kernel_matches_aten(name, args, kwargs, tol):
     check(name, *args, **kwargs, **tol)
+
+
+def test_no_family_module_wraps_one_numpy_call_under_a_table_rule():
+    """A kernel that is `return rule(fn, *its arguments)` for a rule of the
+    tables belongs in the table, not in a function of its own."""
+    import ast
+    import pathlib
+
+    rules = {"_same_unary", "_float_unary", "_binary", "_compare"}
+    wrappers = []
+    for path in sorted(pathlib.Path(alu.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.FunctionDef) and any(
+                    isinstance(d, ast.Call) and getattr(d.func, "id", "") == "_kernel" for d in node.decorator_list)):
+                continue
+            body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+            if len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Call):
+                call = body[0].value
+                params = [a.arg for a in node.args.args + node.args.kwonlyargs]
+                if getattr(call.func, "id", "") in rules and [getattr(a, "id", None) for a in call.args[1:]] == params:
+                    wrappers.append(f"{path.name}:{node.name}")
+    assert not wrappers, wrappers
