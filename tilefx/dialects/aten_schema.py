@@ -5,7 +5,8 @@ minus the `aten::` prefix and minus layout/device/memory-format arguments,
 which mean nothing on the simulated IPU). The `aten` dialect builds one op
 class per entry; the frontend maps an fx node to the entry of the same name;
 the backend has one numpy kernel per entry. Adding an op is one line here and
-one kernel in `backend/kernels/` (the family module it belongs to).
+one kernel in `backend/kernels/` (the family module it belongs to, or a row
+of `alu.py`'s tables for one numpy call).
 
 Argument kinds: `Tensor` (operand), `Tensor?` (optional operand), `Tensor[]`
 and `Tensor?[]` (variadic operand), everything else is a property:

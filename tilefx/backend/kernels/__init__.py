@@ -16,14 +16,18 @@ an output_mask leaves out) and a list for `split_with_sizes`; results may be
 views of inputs, never written to afterwards.
 
 One module per op family, each with its own `KERNELS` dict filled by a
-decorator; this module joins them. The package must not import torch. To add
-an op: its schema line in `dialects/aten_schema.py`, its kernel in the family
-module it belongs to, a case in `tests/test_kernels.py`.
+decorator; `alu.py` makes the elementwise kernels that are one numpy call
+from tables (op name -> numpy function, one table per dtype rule); this
+module joins them. The package must not import torch. To add an op: its
+schema line in `dialects/aten_schema.py`, its kernel in the family module it
+belongs to (or, for one numpy call under a rule of `alu.py`, a row of that
+rule's table), a case in `tests/test_kernels.py`.
 """
 
 from __future__ import annotations
 
 from tilefx.backend.kernels import (
+    alu,
     convolution,
     dense_linalg,
     elementwise,
@@ -45,7 +49,7 @@ from tilefx.backend.kernels.ipu import IPU_KERNELS
 
 __all__ = ["FAMILIES", "FIRST_RESULT_KERNELS", "IPU_KERNELS", "KERNELS", "Kernel"]
 
-FAMILIES = (elementwise, pointwise_math, views, indexing, reductions, sorting, linalg, normalization,
+FAMILIES = (alu, elementwise, pointwise_math, views, indexing, reductions, sorting, linalg, normalization,
             random, convolution, pooling, resampling, spectral, special, dense_linalg)
 
 

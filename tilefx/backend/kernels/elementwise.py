@@ -1,4 +1,6 @@
-"""Elementwise kernels: arithmetic, comparisons, activations and their backwards."""
+"""Elementwise kernels with more than a numpy call: powers, shifts, selection,
+clamping, activations and their backwards. The one-call arithmetic,
+comparisons and unary math are rows of `alu.py`'s tables."""
 
 from __future__ import annotations
 
@@ -11,13 +13,11 @@ from tilefx.backend.kernels._common import (
     _BOOL,
     _binary,
     _cast,
-    _compare,
     _compute_dtype,
     _f32,
     _float_unary,
     _result_type,
     _ret,
-    _same_unary,
 )
 
 KERNELS: dict = {}
@@ -29,65 +29,6 @@ _kernel = registrar(KERNELS)
 # ---------------------------------------------------------------------------
 
 
-@_kernel("abs.default")
-def abs_(self):
-    return _same_unary(np.abs, self)
-
-
-@_kernel("neg.default")
-def neg(self):
-    return _same_unary(np.negative, self)
-
-
-def _add(a, b, alpha, sub=False):
-    def fn(x, y):  # x, y already in the compute dtype
-        if alpha != 1:
-            y = y * x.dtype.type(alpha)
-        return np.subtract(x, y) if sub else np.add(x, y)
-
-    return _binary(fn, a, b)
-
-
-@_kernel("add.Tensor")
-def add_Tensor(self, other, *, alpha=1):
-    return _add(self, other, alpha)
-
-
-@_kernel("add.Scalar")
-def add_Scalar(self, other, alpha=1):
-    return _add(self, other, alpha)
-
-
-@_kernel("sub.Tensor")
-def sub_Tensor(self, other, *, alpha=1):
-    return _add(self, other, alpha, sub=True)
-
-
-@_kernel("sub.Scalar")
-def sub_Scalar(self, other, alpha=1):
-    return _add(self, other, alpha, sub=True)
-
-
-@_kernel("mul.Tensor")
-def mul_Tensor(self, other):
-    return _binary(np.multiply, self, other)
-
-
-@_kernel("mul.Scalar")
-def mul_Scalar(self, other):
-    return _binary(np.multiply, self, other)
-
-
-@_kernel("div.Tensor")
-def div_Tensor(self, other):
-    return _binary(np.true_divide, self, other, float_result=True)
-
-
-@_kernel("div.Scalar")
-def div_Scalar(self, other):
-    return _binary(np.true_divide, self, other, float_result=True)
-
-
 @_kernel("pow.Tensor_Scalar")
 def pow_Tensor_Scalar(self, exponent):
     def fn(x, e):
@@ -96,31 +37,6 @@ def pow_Tensor_Scalar(self, exponent):
         return np.power(x, e)
 
     return _binary(fn, self, exponent)
-
-
-@_kernel("pow.Tensor_Tensor")
-def pow_Tensor_Tensor(self, exponent):
-    return _binary(np.power, self, exponent)
-
-
-@_kernel("maximum.default")
-def maximum(self, other):
-    return _binary(np.maximum, self, other)
-
-
-@_kernel("minimum.default")
-def minimum(self, other):
-    return _binary(np.minimum, self, other)
-
-
-@_kernel("bitwise_and.Tensor")
-def bitwise_and_Tensor(self, other):
-    return _binary(np.bitwise_and, self, other)
-
-
-@_kernel("bitwise_or.Tensor")
-def bitwise_or_Tensor(self, other):
-    return _binary(np.bitwise_or, self, other)
 
 
 def _shift(self, other, left: bool):
@@ -147,46 +63,6 @@ def __lshift___Scalar(self, other):
 @_kernel("__rshift__.Scalar")
 def __rshift___Scalar(self, other):
     return _shift(self, other, False)
-
-
-@_kernel("bitwise_not.default")
-def bitwise_not(self):
-    return _ret(np.invert(self))
-
-
-@_kernel("logical_and.default")
-def logical_and(self, other):
-    return _ret(np.logical_and(self, other))
-
-
-@_kernel("logical_not.default")
-def logical_not(self):
-    return _ret(np.logical_not(self))
-
-
-def _make_compare(name: str, fn) -> None:
-    """name.Tensor and name.Scalar: compare in the promoted dtype, give bool."""
-
-    def cmp_Tensor(self, other):
-        return _compare(fn, self, other)
-
-    def cmp_Scalar(self, other):
-        return _compare(fn, self, other)
-
-    cmp_Tensor.__name__, cmp_Scalar.__name__ = f"{name}_Tensor", f"{name}_Scalar"
-    KERNELS[f"{name}.Tensor"] = cmp_Tensor
-    KERNELS[f"{name}.Scalar"] = cmp_Scalar
-
-
-for _name, _fn in {
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-}.items():
-    _make_compare(_name, _fn)
 
 
 _INT_OF_SIZE = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
@@ -239,14 +115,6 @@ def clamp(self, min=None, max=None):  # noqa: A002 - schema names
     return _ret(r, rt)
 
 
-def _make_float_unary(name, fn):
-    def kernel(self):
-        return _float_unary(fn, self)
-
-    kernel.__name__ = name.split(".")[0]
-    KERNELS[name] = kernel
-
-
 # erf(x) ~ x P(x^2) / Q(x^2) on [-4, 4] (erf(+-4) is +-1 in float32): the
 # float32 rational approximation of Eigen and XLA (`generic_fast_erf_float`)
 _ERF_NUM = tuple(np.float32(c) for c in (
@@ -295,25 +163,6 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
         return erf(x)
     return _by_chunks(np.asarray(x, order="C"), _erf_chunk, 3)
-
-
-def _sigmoid(x):
-    return np.reciprocal(np.exp(-x) + x.dtype.type(1))
-
-
-for _name, _fn in {
-    "cos.default": np.cos,
-    "sin.default": np.sin,
-    "exp.default": np.exp,
-    "log.default": np.log,
-    "sqrt.default": np.sqrt,
-    "tanh.default": np.tanh,
-    "erf.default": _erf,
-    "reciprocal.default": np.reciprocal,
-    "rsqrt.default": lambda x: np.reciprocal(np.sqrt(x)),
-    "sigmoid.default": _sigmoid,
-}.items():
-    _make_float_unary(_name, _fn)
 
 
 @_kernel("relu.default")
@@ -382,16 +231,6 @@ def gelu_backward(grad_output, self, *, approximate="none"):
             pdf = np.exp(t(-0.5) * x * x) * t(_INV_SQRT_2PI)
             r = g * (cdf + x * pdf)
     return _ret(r, rt)
-
-
-@_kernel("tanh_backward.default")
-def tanh_backward(grad_output, output):
-    return _binary(lambda g, y: g * (y.dtype.type(1) - y * y), grad_output, output)
-
-
-@_kernel("sigmoid_backward.default")
-def sigmoid_backward(grad_output, output):
-    return _binary(lambda g, y: g * (y.dtype.type(1) - y) * y, grad_output, output)
 
 
 @_kernel("threshold_backward.default")

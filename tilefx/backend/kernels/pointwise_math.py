@@ -1,6 +1,8 @@
-"""Elementwise math beyond arithmetic: trigonometric and hyperbolic functions,
-logarithms, rounding, sign and classification, integer division modes,
-bitwise/logical ops with scalars, bounded activations and their backwards.
+"""Elementwise math beyond arithmetic: sign and classification, integer
+division modes, clamping by tensors, powers of a scalar, masked fills,
+bounded activations and their backwards. Trigonometric, hyperbolic,
+logarithmic, rounding, bitwise and logical ops that are one numpy call are
+rows of `alu.py`'s tables.
 
 Dtype rules are ATen's (see `_common`): transcendental functions make
 integers float32, rounding/sign keep the dtype, float16 computes in float32.
@@ -29,53 +31,6 @@ KERNELS: dict = {}
 _kernel = registrar(KERNELS)
 
 
-def _make_float_unary(name, fn):
-    def kernel(self):
-        return _float_unary(fn, self)
-
-    kernel.__name__ = name.split(".")[0]
-    KERNELS[name] = kernel
-
-
-for _name, _fn in {
-    "acos.default": np.arccos,
-    "acosh.default": np.arccosh,
-    "asin.default": np.arcsin,
-    "asinh.default": np.arcsinh,
-    "atan.default": np.arctan,
-    "atanh.default": np.arctanh,
-    "cosh.default": np.cosh,
-    "sinh.default": np.sinh,
-    "tan.default": np.tan,
-    "expm1.default": np.expm1,
-    "log10.default": np.log10,
-    "log1p.default": np.log1p,
-    "log2.default": np.log2,
-}.items():
-    _make_float_unary(_name, _fn)
-
-
-def _make_rounding(name, fn):
-    """ceil/floor/round/trunc: identity on integers and bools, as in ATen."""
-
-    def kernel(self):
-        if self.dtype.kind in "biu":
-            return self.copy()
-        return _same_unary(fn, self)
-
-    kernel.__name__ = name.split(".")[0]
-    KERNELS[name] = kernel
-
-
-for _name, _fn in {
-    "ceil.default": np.ceil,
-    "floor.default": np.floor,
-    "round.default": np.round,  # half to even, like torch.round
-    "trunc.default": np.trunc,
-}.items():
-    _make_rounding(_name, _fn)
-
-
 def _sign(x):
     """torch.sign: 0 for NaN (numpy's sign keeps NaN)."""
     r = np.sign(x)
@@ -101,11 +56,6 @@ def isinf(self):
     if self.dtype.kind != "f":
         return np.zeros(self.shape, _BOOL)
     return _ret(np.isinf(self))
-
-
-@_kernel("atan2.default")
-def atan2(self, other):
-    return _binary(np.arctan2, self, other, float_result=True)
 
 
 @_kernel("atan2.out")
@@ -154,103 +104,6 @@ def _no_integer_zero(y) -> None:
     op's error."""
     if np.any(np.asarray(y) == 0):
         raise ZeroDivisionError("ZeroDivisionError")
-
-
-def _fmod(x, y):
-    if x.dtype.kind in "iu":
-        _no_integer_zero(y)
-    return np.fmod(x, y)
-
-
-def _remainder(x, y):
-    if x.dtype.kind in "iu":
-        _no_integer_zero(y)
-    return np.remainder(x, y)
-
-
-@_kernel("fmod.Tensor")
-def fmod_Tensor(self, other):
-    return _binary(_fmod, self, other)
-
-
-@_kernel("fmod.Scalar")
-def fmod_Scalar(self, other):
-    return _binary(_fmod, self, other)
-
-
-@_kernel("remainder.Tensor")
-def remainder_Tensor(self, other):
-    return _binary(_remainder, self, other)
-
-
-@_kernel("remainder.Scalar")
-def remainder_Scalar(self, other):
-    return _binary(_remainder, self, other)
-
-
-@_kernel("bitwise_and.Scalar")
-def bitwise_and_Scalar(self, other):
-    return _binary(np.bitwise_and, self, other)
-
-
-@_kernel("bitwise_or.Scalar")
-def bitwise_or_Scalar(self, other):
-    return _binary(np.bitwise_or, self, other)
-
-
-@_kernel("bitwise_xor.Tensor")
-def bitwise_xor_Tensor(self, other):
-    return _binary(np.bitwise_xor, self, other)
-
-
-@_kernel("bitwise_xor.Scalar")
-def bitwise_xor_Scalar(self, other):
-    return _binary(np.bitwise_xor, self, other)
-
-
-def _shift(left: bool):
-    """torch's shifts of integers: a count of the type's width or more gives 0 (left)
-    or the sign fill (right, arithmetic for signed types), as torch's CPU kernels;
-    numpy's own shifts by such counts are the C operators' undefined behaviour."""
-    def fn(a, n):
-        bits = a.dtype.itemsize * 8
-        n = n.astype(a.dtype, copy=False)
-        inside = np.clip(n, 0, bits - 1)
-        if left:
-            out = np.left_shift(a, inside)
-            return np.where(n >= bits, np.zeros_like(out), out)
-        return np.right_shift(a, inside)  # a count past the width shifts bits - 1: the sign fill
-    return fn
-
-
-@_kernel("bitwise_left_shift.Tensor")
-def bitwise_left_shift_Tensor(self, other):
-    return _binary(_shift(True), self, other)
-
-
-@_kernel("bitwise_right_shift.Tensor")
-def bitwise_right_shift_Tensor(self, other):
-    return _binary(_shift(False), self, other)
-
-
-@_kernel("bitwise_left_shift.Tensor_Scalar")
-def bitwise_left_shift_Tensor_Scalar(self, other):
-    return _binary(_shift(True), self, other)
-
-
-@_kernel("bitwise_right_shift.Tensor_Scalar")
-def bitwise_right_shift_Tensor_Scalar(self, other):
-    return _binary(_shift(False), self, other)
-
-
-@_kernel("logical_or.default")
-def logical_or(self, other):
-    return _ret(np.logical_or(self, other))
-
-
-@_kernel("logical_xor.default")
-def logical_xor(self, other):
-    return _ret(np.logical_xor(self, other))
 
 
 @_kernel("clamp.Tensor")

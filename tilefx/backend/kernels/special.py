@@ -1,12 +1,13 @@
 """Ops outside the core-ATen set that models call and the decompositions
-keep: special functions and sign manipulation (i0, hypot, copysign,
-heaviside), a log-space scan (logcumsumexp), searches in sorted tables
+keep: heaviside, a log-space scan (logcumsumexp), searches in sorted tables
 (bucketize, searchsorted), order statistics (kthvalue, median, nanmedian,
-cummin) and special functions through scipy.special (Bessel functions, the
-Hurwitz zeta, the incomplete gamma functions), computed in double and
-rounded: float32 programs run ATen's own kernels (lowering/aten_kernels.py),
-so these serve float16/bfloat16 and `TILEFX_KERNELS=numpy`. Dtype rules are
-ATen's, as in `_common`.
+cummin, cummax), polygamma, frexp and the values of torch.special's
+orthogonal polynomials. The special functions that are one call of numpy or
+scipy.special (i0, hypot, copysign, the Bessel functions, the Hurwitz zeta,
+the incomplete gamma functions, ...) are rows of `alu.py`'s tables, computed
+in double and rounded: float32 programs run ATen's own kernels
+(lowering/aten_kernels.py), so these serve float16/bfloat16 and
+`TILEFX_KERNELS=numpy`. Dtype rules are ATen's, as in `_common`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import numpy as np
 from tilefx.backend.kernels._common import (
     _F32,
     _I64,
-    _binary,
     _float_unary,
     _result_type,
     _ret,
@@ -28,33 +28,6 @@ KERNELS: dict = {}
 _kernel = registrar(KERNELS)
 
 _I32 = np.dtype(np.int32)
-
-
-@_kernel("i0.default")
-def i0(self):
-    """The modified Bessel function of the first kind, order 0."""
-    return _float_unary(lambda x: np.i0(x.astype(np.float64)).astype(x.dtype), self)
-
-
-@_kernel("hypot.default")
-def hypot(self, other):
-    return _binary(np.hypot, self, other, float_result=True)
-
-
-@_kernel("logaddexp.default")
-def logaddexp(self, other):
-    """log(exp(self) + exp(other)) without overflow (numpy's logaddexp)."""
-    return _binary(np.logaddexp, self, other, float_result=True)
-
-
-@_kernel("copysign.Tensor")
-def copysign_Tensor(self, other):
-    return _binary(np.copysign, self, other, float_result=True)
-
-
-@_kernel("copysign.Scalar")
-def copysign_Scalar(self, other):
-    return _binary(np.copysign, self, other, float_result=True)
 
 
 @_kernel("heaviside.default")
@@ -158,81 +131,6 @@ def nanmedian_default(self):
     return nanmedian_dim(self.reshape(-1), 0)[0]
 
 
-def _scipy_unary(name: str, fn_name: str) -> None:
-    """A float unary op computed by scipy.special (float16 in float32, integers as float32)."""
-
-    def kernel(self):
-        from scipy import special  # imported on first use: most programs never need it
-
-        fn = getattr(special, fn_name)
-        return _float_unary(lambda x: fn(x).astype(x.dtype), self)
-
-    kernel.__name__ = name.split(".")[0]
-    KERNELS[name] = kernel
-
-
-for _name, _fn in {
-    "erfinv.default": "erfinv", "erfc.default": "erfc", "lgamma.default": "gammaln",
-    "digamma.default": "psi", "special_i0e.default": "i0e", "special_i1.default": "i1",
-    "special_i1e.default": "i1e", "special_erfcx.default": "erfcx", "special_ndtri.default": "ndtri",
-    "special_bessel_j0.default": "j0", "exp2.default": "exp2",
-    "special_bessel_j1.default": "j1", "special_bessel_y0.default": "y0", "special_bessel_y1.default": "y1",
-    "special_modified_bessel_i0.default": "i0", "special_modified_bessel_i1.default": "i1",
-    "special_modified_bessel_k0.default": "k0", "special_modified_bessel_k1.default": "k1",
-}.items():
-    _scipy_unary(_name, _fn)
-
-
-@_kernel("special_scaled_modified_bessel_k0.default")
-def special_scaled_modified_bessel_k0(x):
-    """exp(x) K0(x) (ATen names this operand x)."""
-    from scipy import special
-
-    return _float_unary(lambda v: special.k0e(v).astype(v.dtype), x)
-
-
-@_kernel("special_scaled_modified_bessel_k1.default")
-def special_scaled_modified_bessel_k1(x):
-    """exp(x) K1(x)."""
-    from scipy import special
-
-    return _float_unary(lambda v: special.k1e(v).astype(v.dtype), x)
-
-
-@_kernel("special_spherical_bessel_j0.default")
-def special_spherical_bessel_j0(x):
-    """sin(x) / x, 1 at 0."""
-    from scipy import special
-
-    return _float_unary(lambda v: special.spherical_jn(0, v).astype(v.dtype), x)
-
-
-def _scipy_binary(name: str, fn_name: str) -> None:
-    """A float binary op computed by scipy.special (integers give float32)."""
-
-    def kernel(self, other):
-        from scipy import special
-
-        return _binary(getattr(special, fn_name), self, other, float_result=True)
-
-    kernel.__name__ = name.split(".")[0]
-    KERNELS[name] = kernel
-
-
-# the Hurwitz zeta function zeta(x, q); the regularized lower and upper incomplete gamma functions
-for _name, _fn in {"special_zeta.default": "zeta", "igamma.default": "gammainc",
-                   "igammac.default": "gammaincc"}.items():
-    _scipy_binary(_name, _fn)
-
-
-@_kernel("special_airy_ai.default")
-def special_airy_ai(x):
-    """The Airy function Ai(x)."""
-    from scipy import special
-
-    return _float_unary(lambda v: special.airy(v)[0].astype(v.dtype), x)
-
-
 # torch.special's orthogonal polynomials of degree n (truncated to an integer;
 # negative degrees give 0) by their three-term recurrences in double:
 # (P1(x), P(k+1) from k, x, P(k), P(k-1)), and whether x is shifted to 2x - 1
@@ -249,6 +147,8 @@ _POLYNOMIALS = {
 
 
 def _polynomial(first, step, shifted: bool):
+    """The values of a polynomial of degree n at x, in double."""
+
     def values(x, n):
         x = x.astype(np.float64)
         if shifted:
@@ -262,15 +162,16 @@ def _polynomial(first, step, shifted: bool):
             out = np.where(degree == k + 1, p, out)
         return out
 
-    def kernel(x, n):
-        return _binary(values, x, n, float_result=True)
-    return kernel
+    return values
 
 
-for _name, (_first, _step) in _POLYNOMIALS.items():
-    KERNELS[f"special_{_name}.default"] = _polynomial(_first, _step, False)
-    if _name.startswith("chebyshev"):
-        KERNELS[f"special_shifted_{_name}.default"] = _polynomial(_first, _step, True)
+# op name (without overload) -> values(x, n): the kernels are rows of
+# kernels/alu.py's FLOAT_BINARY table (integers give float32)
+POLYNOMIALS = {
+    **{f"special_{name}": _polynomial(first, step, False) for name, (first, step) in _POLYNOMIALS.items()},
+    **{f"special_shifted_{name}": _polynomial(first, step, True) for name, (first, step) in _POLYNOMIALS.items()
+       if name.startswith("chebyshev")},
+}
 
 
 @_kernel("polygamma.default")
@@ -282,26 +183,10 @@ def polygamma(self, n):
     return _float_unary(lambda x: special.polygamma(int(n), x).astype(x.dtype), self)
 
 
-@_kernel("ldexp.Tensor")
-def ldexp_Tensor(self, other):
-    """self * 2 ** other, in self's float type (integers give float32)."""
-    return _binary(lambda a, b: a * np.exp2(b), self, other, float_result=True)
-
-
-@_kernel("nextafter.default")
-def nextafter(self, other):
-    return _binary(np.nextafter, self, other)
-
-
 @_kernel("frexp.Tensor")
 def frexp_Tensor(self):
     mantissa, exponent = np.frexp(self)
     return _ret(mantissa, self.dtype), _ret(exponent, _I32)
-
-
-@_kernel("gcd.default")
-def gcd(self, other):
-    return _binary(np.gcd, self, other)
 
 
 @_kernel("signbit.default")
