@@ -436,6 +436,18 @@ def op_operands(op: IRDLOperation) -> list[Any]:
     return out
 
 
+_SCHEMA_OF_OP: dict[str, str] = {}  # `aten.add.Tensor` -> `add.Tensor`, filled on first use
+
+
+def op_class_named(name: str) -> type[IRDLOperation] | None:
+    """The class of the op called `name` (`aten.add.Tensor`), defining only
+    it; None for a name that is no aten op (dialects/context.py)."""
+    if not _SCHEMA_OF_OP:
+        _SCHEMA_OF_OP.update((op_name(s), s) for s in ATEN_SCHEMAS)
+    schema = _SCHEMA_OF_OP.get(name)
+    return None if schema is None else ATEN_OPS[schema]
+
+
 _DIALECT: list[Dialect] = []
 
 
@@ -448,5 +460,5 @@ def __getattr__(name: str):
         return _DIALECT[0]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["ATen", "ATEN_OPS", "RESULT_TYPE_RULES", "create_aten_op", "op_props", "op_operands", "to_attr", "from_attr",
+__all__ = ["ATen", "ATEN_OPS", "op_class_named", "RESULT_TYPE_RULES", "create_aten_op", "op_props", "op_operands", "to_attr", "from_attr",
            "np_dtype", "element_type", "tensor_type", "Arg", "math"]
