@@ -4,10 +4,10 @@ from xdsl.universe import Universe
 
 
 def _torch_rules() -> None:
-    from tilefx.backend import runtime
     from tilefx.lowering.torch_rules import TorchRules
+    from tilefx.runtime import RUNTIME
 
-    runtime.install(TorchRules())  # torch's shape rules for the aten verifier, as IR with aten ops loads
+    RUNTIME.install(TorchRules())  # torch's shape rules for the aten verifier, as IR with aten ops loads
 
 
 def _aten():
