@@ -3,12 +3,16 @@
     python benchmarks/bench_startup.py [ROUNDS] [--before TREE]
 
 Runs each command ROUNDS times (default 5), the commands interleaved so
-that a loaded machine weighs on all alike, and prints each one's median and
-its ratio to `python -c pass` and to `python -c "import torch"` of the same
-rounds. `tilefx-opt` reads a one-op function: `ipu.nop` (IR without `aten`
+that a loaded machine weighs on all alike, and prints each one's median
+wall-clock time and its ratio to `python -c pass` and to `python -c "import
+torch"` of the same rounds, and the median CPU time (user + system) the
+command used, which a machine loaded by other work inflates far less than
+the wall clock. `tilefx-opt` reads a one-op function: `ipu.nop` (IR without `aten`
 ops: no torch) and `aten.relu` (torch's shape rules verify it). With
 `--before TREE` it also times the tilefx source tree TREE (e.g. an older
-commit's `git archive`) for comparison.
+commit's `git archive`) for comparison. The commands run in a scratch
+directory: `python -c` puts the working directory first on sys.path, which
+would shadow TREE with the checkout the benchmark is started from.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import resource
 import statistics
 import subprocess
 import sys
@@ -48,19 +53,25 @@ def main() -> None:
         for label, tree in trees.items():
             cases[f"tilefx-opt on {op}{label}"] = ([sys.executable, "-c", OPT, str(path)], tree)
     times: dict[str, list[float]] = {k: [] for k in cases}
+    cpu: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(args.rounds):
         for name, (cmd, tree) in cases.items():
             env = dict(os.environ, **({"PYTHONPATH": tree} if tree else {}))
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
-            out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp)
             times[name].append(time.perf_counter() - t)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
             if out.returncode:
                 raise SystemExit(f"{name} failed:\n{out.stderr[-2000:]}")
     base = statistics.median(times["python -c pass"])
     torch_s = statistics.median(times["python -c 'import torch'"])
+    torch_cpu = statistics.median(cpu["python -c 'import torch'"])
     for name, ts in times.items():
-        m = statistics.median(ts)
-        print(f"{name:36s} median {m:7.2f} s  x pass {m / base:6.1f}  x import torch {m / torch_s:5.2f}")
+        m, c = statistics.median(ts), statistics.median(cpu[name])
+        print(f"{name:36s} median {m:7.2f} s  x pass {m / base:6.1f}  x import torch {m / torch_s:5.2f}"
+              f"  cpu {c:5.2f} s  cpu - import torch {c - torch_cpu:+5.2f} s")
     print("load average:", os.getloadavg())
 
 

@@ -19,6 +19,8 @@ LAYERS = {
     "errors": 0,
     "gcpause": 0,
     "limits": 0,
+    # the plugin registry the verifier and the executor read (tilefx/runtime.py)
+    "runtime": 0,
     "dialects": 1,
     "passes": 2,
     "backend": 3,
@@ -41,7 +43,7 @@ MACHINE_MODEL = {f"backend.{m}": 1.5 for m in ("machine", "costs", "schedule", "
                                                  "memory_model", "validated", "memory_advice")}
 LAYERS.update(MACHINE_MODEL)
 # the layers that must not depend on torch: the IR, the passes and the executor
-TORCH_FREE = {"errors", "gcpause", "limits", "dialects", "passes", "backend", "driver", *MACHINE_MODEL}
+TORCH_FREE = {"errors", "gcpause", "limits", "runtime", "dialects", "passes", "backend", "driver", *MACHINE_MODEL}
 
 
 def _layer(path: pathlib.Path) -> str:

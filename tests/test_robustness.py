@@ -85,13 +85,13 @@ def test_aten_ops_are_verified_by_torchs_rules_at_their_location(tmp_path, case)
 
 
 def test_torch_rules_are_installed_by_the_lowering_layer_and_cached():
-    from tilefx.dialects.aten import RESULT_TYPE_RULES
     from tilefx.lowering import torch_rules
+    from tilefx.runtime import RUNTIME
 
-    assert torch_rules.check_result_types in RESULT_TYPE_RULES
+    ex = tilefx.compile(nn.Linear(3, 2).eval(), torch.randn(4, 3))  # the frontend installs the rules
+    assert torch_rules.check_result_types in RUNTIME.result_type_rules
     torch_rules.install()
-    assert RESULT_TYPE_RULES.count(torch_rules.check_result_types) == 1
-    ex = tilefx.compile(nn.Linear(3, 2).eval(), torch.randn(4, 3))
+    assert RUNTIME.result_type_rules.count(torch_rules.check_result_types) == 1
     assert any(k[0] == "aten.addmm" for k in torch_rules._cache)  # the compile verified it
     assert "aten.addmm" in ex.ir("graph")
 

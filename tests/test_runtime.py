@@ -1,7 +1,8 @@
-"""The plugin registry (tilefx/backend/runtime.py): the verifier's rules and
-the executor's kernel providers change only when a caller installs a plugin,
-never as a side effect of an import; tilefx-opt installs torch's rules only
-for IR with `aten` ops, and imports no torch for IR without them."""
+"""The plugin registry (tilefx/runtime.py): the verifier's rules and the
+executor's kernel providers are the hooks of a registry object callers
+install plugins into, never module-level lists and never filled as a side
+effect of an import; tilefx-opt installs torch's rules only for IR with
+`aten` ops, and imports no torch (nor numpy) for IR without them."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import pathlib
 import subprocess
 import sys
 
-from tilefx.backend import runtime
+import pytest
+
+from tilefx.runtime import RUNTIME, Plugin, Runtime
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-HOOK_LISTS = {"KERNEL_PROVIDERS", "ATTENTION_PROVIDERS", "CALL_HOOKS", "RESULT_TYPE_RULES"}
+HOOKS = ("result_type_rules", "kernel_providers", "attention_providers", "call_hooks")
 
 IPU_ONLY = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = ipu.nop %x : tensor<4xf32> -> tensor<4xf32>
@@ -34,9 +37,9 @@ def _run(code: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-_REPORT = ("import json, sys; from tilefx.backend import runtime; "
-           "print(json.dumps({'torch': 'torch' in sys.modules, 'installed': list(runtime.installed()), "
-           "'executor': 'tilefx.backend.executor' in sys.modules}))")
+_REPORT = ("import json, sys; from tilefx.runtime import RUNTIME; "
+           "print(json.dumps({'torch': 'torch' in sys.modules, 'installed': list(RUNTIME.installed()), "
+           "'executor': 'tilefx.backend.executor' in sys.modules, 'numpy': 'numpy' in sys.modules}))")
 
 
 def test_importing_the_lowering_installs_nothing():
@@ -54,7 +57,7 @@ def _opt(tmp_path, text: str) -> dict:
 
 def test_opt_on_ir_without_aten_ops_imports_no_torch(tmp_path):
     got = _opt(tmp_path, IPU_ONLY)
-    assert got == {"torch": False, "installed": [], "executor": False}
+    assert got == {"torch": False, "installed": [], "executor": False, "numpy": False}
 
 
 def test_opt_on_aten_ir_installs_torchs_rules_only(tmp_path):
@@ -62,39 +65,76 @@ def test_opt_on_aten_ir_installs_torchs_rules_only(tmp_path):
     assert got["installed"] == ["torch-rules"] and got["torch"] and not got["executor"]
 
 
-def test_install_adds_each_plugin_once():
-    from tilefx.backend import executor
-    from tilefx.dialects.aten import RESULT_TYPE_RULES
-
-    def rule(op):
-        return None
-
-    def provide(op):
-        return None
-
-    class Probe(runtime.Plugin):
-        name = "test-probe"
-        result_type_rules = (rule,)
-        kernel_providers = (provide,)
-
-    try:
-        runtime.install(Probe(), Probe())
-        assert RESULT_TYPE_RULES.count(rule) == 1 and executor.KERNEL_PROVIDERS.count(provide) == 1
-        assert "test-probe" in runtime.installed()
-    finally:
-        RESULT_TYPE_RULES.remove(rule)
-        executor.KERNEL_PROVIDERS.remove(provide)
-        runtime._INSTALLED.pop("test-probe", None)
+def _rule(op):
+    return None
 
 
-def test_only_the_registry_changes_the_hook_lists():
+def _provide(op):
+    return None
+
+
+class _Probe(Plugin):
+    name = "test-probe"
+    result_type_rules = (_rule,)
+    kernel_providers = (_provide,)
+
+
+def test_install_adds_each_plugin_once_to_its_registry_only():
+    registry = Runtime()
+    registry.install(_Probe(), _Probe())
+    assert registry.result_type_rules == (_rule,) and registry.kernel_providers == (_provide,)
+    assert registry.installed() == ("test-probe",)
+    assert _rule not in RUNTIME.result_type_rules and "test-probe" not in RUNTIME.installed()
+
+
+def test_the_verifier_runs_the_registrys_rules(monkeypatch):
+    from tilefx.dialects.aten import create_aten_op
+    from xdsl.dialects.builtin import TensorType, f32
+    from xdsl.utils.exceptions import VerifyException
+    from xdsl.utils.test_value import create_ssa_value
+
+    seen = []
+
+    def reject(op):
+        seen.append(op.name)
+        raise VerifyException("rejected by the probe")
+
+    class Rejects(Plugin):
+        name = "test-rejects"
+        result_type_rules = (reject,)
+
+    t = TensorType(f32, [4])
+    op = create_aten_op("relu.default", {"self": create_ssa_value(t)}, {}, [t])
+    registry = Runtime()
+    registry.install(Rejects())
+    monkeypatch.setattr("tilefx.dialects.aten.RUNTIME", registry)  # the registry the verifier reads
+    with pytest.raises(VerifyException, match="rejected by the probe"):
+        op.verify()
+    assert seen == ["aten.relu"]
+
+
+@pytest.mark.parametrize("module", ["tilefx.dialects.aten", "tilefx.backend.executor"])
+def test_no_module_keeps_hook_lists_of_its_own(module):
+    """The hooks live in the registry object only: the dialect and the
+    executor keep no list of them that a plugin (or an import) could fill."""
+    import importlib
+
+    mod = importlib.import_module(module)
+    lists = [name for name, v in vars(mod).items() if isinstance(v, list) and name.isupper()
+             and any(h in name.lower() for h in ("rule", "provider", "hook"))]
+    assert not lists, lists
+
+
+def test_only_the_registry_sets_its_hooks():
+    """No module but tilefx/runtime.py assigns a registry's hook attributes."""
     changed = []
     for path in sorted((ROOT / "tilefx").rglob("*.py")):
-        if path.name == "runtime.py":
+        if path == ROOT / "tilefx" / "runtime.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                    node.func.attr in ("append", "extend", "insert", "remove") and \
-                    getattr(node.func.value, "id", getattr(node.func.value, "attr", None)) in HOOK_LISTS:
-                changed.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and t.attr in HOOKS:
+                    changed.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not changed, changed

@@ -76,6 +76,7 @@ from tilefx.backend.steps import (
     with_blas_threads,
 )
 from tilefx.passes.fuse_attention import AttentionGroup, attention_groups
+from tilefx.runtime import RUNTIME
 from tilefx.passes.fuse_elementwise import fusion_groups
 
 KERNEL_TABLE: dict[str, Callable[..., Any]] = {
@@ -85,21 +86,19 @@ KERNEL_TABLE: dict[str, Callable[..., Any]] = {
 # ops whose later results nothing may read: a kernel computing the first alone
 FIRST_RESULT_TABLE = {op_name(s): FIRST_RESULT_KERNELS[s] for s in ATEN_OPS if s in FIRST_RESULT_KERNELS}
 RANDOM_OPS = frozenset(op_name(n) for n in ops_where(random=True))
-# Hooks that may supply a kernel for an op instead of the numpy table's, or
-# return None: for an aten op a kernel(*operand groups) with the properties
-# bound, returning the result (or the list of results); for an ipu op a
-# kernel with the table kernel's signature. Filled only by
-# backend/runtime.install (ATen's own kernels: lowering/aten_kernels.py
-# AtenKernels); the backend knows nothing of torch.
-KERNEL_PROVIDERS: list[Callable[[Operation], Callable[..., Any] | None]] = []
-# Hooks that may supply the kernel of an attention group (passes/fuse_attention.py):
-# hook(group, result shape) -> make(ins, out, keep) building the step from the
-# slots of q, k, v, the mask and the run-time scale (those the group has), or
-# None, when the members run op by op (the lowering's: aten_kernels.provide_attention).
-ATTENTION_PROVIDERS: list[Callable[..., Callable | None]] = []
-# Hooks run as each call starts; each returns a function that undoes what it
-# set for the call, or None (the ATen kernels' thread count: aten_kernels.py).
-CALL_HOOKS: list[Callable[[], Callable[[], None] | None]] = []
+# The plugins' hooks, read from the process's registry (tilefx/runtime.py;
+# the backend knows nothing of torch, lowering/aten_kernels.py AtenKernels
+# has ATen's kernels):
+# - RUNTIME.kernel_providers may supply a kernel for an op instead of the
+#   numpy table's, or return None: for an aten op a kernel(*operand groups)
+#   with the properties bound, returning the result (or the list of
+#   results); for an ipu op a kernel with the table kernel's signature;
+# - RUNTIME.attention_providers may supply the kernel of an attention group
+#   (passes/fuse_attention.py): hook(group, result shape) -> make(ins, out,
+#   keep) building the step from the slots of q, k, v, the mask and the
+#   run-time scale (those the group has), or None, when the members run op by op;
+# - RUNTIME.call_hooks run as each call starts; each returns a function that
+#   undoes what it set for the call, or None (the ATen kernels' thread count).
 _NONE_DONATED: frozenset[int] = frozenset()
 MOVE_OPS = {"ipu.copy", "tile.exchange", "tile.ipu_copy", "tile.host_in", "tile.host_out",
             "tile.remote_load", "tile.remote_store", "tile.all_gather"}
@@ -253,7 +252,7 @@ class CompiledFunction:
         inside: set[Operation] = set()
         # attention as one kernel, where a provider has one (passes/fuse_attention)
         attention_at: dict[Operation, tuple[AttentionGroup, Callable]] = {}
-        for g in attention_groups(fn) if fuse and ATTENTION_PROVIDERS else ():
+        for g in attention_groups(fn) if fuse and RUNTIME.attention_providers else ():
             make = self._attention_kernel(g)
             if make is not None:
                 attention_at[g.root] = (g, make)
@@ -452,7 +451,7 @@ class CompiledFunction:
     @staticmethod
     def _attention_kernel(g: AttentionGroup) -> Callable | None:
         shape = tuple(g.root.results[0].type.get_shape())
-        for provider in ATTENTION_PROVIDERS:
+        for provider in RUNTIME.attention_providers:
             make = provider(g, shape)
             if make is not None:
                 return make
@@ -673,7 +672,7 @@ class CompiledFunction:
         return True
 
     def _provided_step(self, op: Operation, kernel, layout: list, outs: list[int]):
-        """A step calling a provider's kernel (KERNEL_PROVIDERS), which has
+        """A step calling a provider's kernel (RUNTIME.kernel_providers), which has
         the op's properties bound already: operands in, results out."""
         fetch = fetcher(layout)
         name = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
@@ -807,7 +806,7 @@ class CompiledFunction:
                     fp = ignore_fp_errors()
                 undo = []
                 try:
-                    for hook in CALL_HOOKS:
+                    for hook in RUNTIME.call_hooks:
                         u = hook()
                         if u is not None:
                             undo.append(u)
@@ -854,7 +853,7 @@ def _numpy_group(group) -> bool:
 
 def _provided_kernel(op: Operation):
     """The first kernel a provider offers for `op`, or None."""
-    for provide in KERNEL_PROVIDERS:
+    for provide in RUNTIME.kernel_providers:
         kernel = provide(op)
         if kernel is not None:
             return kernel

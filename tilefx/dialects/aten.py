@@ -18,7 +18,7 @@ import keyword
 import math
 import threading
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import (
@@ -66,6 +66,7 @@ from xdsl.traits import Pure
 from tilefx.dialects.aten_schema import ATEN_SCHEMAS, RANDOM_SCHEMAS, Arg, Schema
 from tilefx.dialects.aten_traits import TRAITS
 from tilefx.errors import Error
+from tilefx.runtime import RUNTIME
 
 # ---------------------------------------------------------------------------
 # element types <-> numpy dtypes
@@ -264,16 +265,14 @@ def _verify_elementwise(self) -> None:
 # Every aten op's result types follow from its operands and properties by
 # torch's own rules. The dialect cannot import torch: the lowering layer's
 # `TorchRules` plugin (`tilefx.lowering.torch_rules`, run on meta tensors)
-# holds the check, and the frontends, surfaces and tools install it here
-# (backend/runtime.py). Without it only the elementwise broadcast check above runs.
-RESULT_TYPE_RULES: list[Callable[[IRDLOperation], None]] = []
-
-
+# holds the check, and the frontends, surfaces and tools install it in the
+# process's registry (tilefx/runtime.py). Without it only the elementwise
+# broadcast check above runs.
 def _verify(self) -> None:
     traits = TRAITS.get(self.schema.name.removesuffix(".default"))
     if traits is not None and traits.same_shape:  # a result of its operands' broadcast shape (op traits)
         _verify_elementwise(self)
-    for rule in RESULT_TYPE_RULES:
+    for rule in RUNTIME.result_type_rules:
         rule(self)
 
 
@@ -436,6 +435,18 @@ def op_operands(op: IRDLOperation) -> list[Any]:
     return out
 
 
+_SCHEMA_OF_OP: dict[str, str] = {}  # `aten.add.Tensor` -> `add.Tensor`, filled on first use
+
+
+def op_class_named(name: str) -> type[IRDLOperation] | None:
+    """The class of the op called `name` (`aten.add.Tensor`), defining only
+    it; None for a name that is no aten op (dialects/context.py)."""
+    if not _SCHEMA_OF_OP:
+        _SCHEMA_OF_OP.update((op_name(s), s) for s in ATEN_SCHEMAS)
+    schema = _SCHEMA_OF_OP.get(name)
+    return None if schema is None else ATEN_OPS[schema]
+
+
 _DIALECT: list[Dialect] = []
 
 
@@ -448,5 +459,5 @@ def __getattr__(name: str):
         return _DIALECT[0]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["ATen", "ATEN_OPS", "RESULT_TYPE_RULES", "create_aten_op", "op_props", "op_operands", "to_attr", "from_attr",
+__all__ = ["ATen", "ATEN_OPS", "op_class_named", "create_aten_op", "op_props", "op_operands", "to_attr", "from_attr",
            "np_dtype", "element_type", "tensor_type", "Arg", "math"]

@@ -919,6 +919,19 @@ def _op_class(name: str) -> type[IRDLOperation]:
         return cls
 
 
+_CLASS_OF_OP = {cls.name: class_name for class_name, cls in _PLAIN.items()}  # `ipu.nop` -> "NopOp"
+
+
+def op_or_attr_named(name: str) -> type[IRDLOperation] | type[PlacementAttr] | None:
+    """The op or attribute class called `name` (`ipu.nop`, `ipu.place`),
+    defining only it; None for a name the dialect does not have
+    (dialects/context.py)."""
+    if name == PlacementAttr.name:
+        return PlacementAttr
+    class_name = _CLASS_OF_OP.get(name)
+    return None if class_name is None else _op_class(class_name)
+
+
 def __getattr__(name: str):
     if name in _PLAIN:
         return _op_class(name)

@@ -6,7 +6,7 @@ compiled `@main` and `@update` (`backend/executor.py`), and the machine
 model's schedule and profile (`backend/schedule.py`, `backend/profile.py`,
 with the out-of-memory check). Nothing here imports torch: the torch
 frontend's verifier rules and ATen kernels reach the program through the
-plugin registry (`backend/runtime.py`) the caller installs."""
+plugin registry (`tilefx/runtime.py`) the caller installs."""
 
 from __future__ import annotations
 

@@ -2,4 +2,4 @@
 torch's own shape and dtype rules for the `aten` verifier (torch_rules.py,
 `TorchRules`) and ATen's own kernels for the executor where they pay
 (aten_kernels.py, `AtenKernels`). Importing the package installs nothing:
-callers install the plugins (backend/runtime.py)."""
+callers install the plugins (tilefx/runtime.py)."""

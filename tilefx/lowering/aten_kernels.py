@@ -27,10 +27,12 @@ dispatch and conversion) and fused elementwise groups (passes/fuse_elementwise,
 run by the executor). `TILEFX_KERNELS=numpy` turns this table off, which is how the
 numpy kernels are tested as a whole (tests/test_aten_kernels.py).
 
-The backend cannot import torch (tests/test_layers.py): it exposes hook lists
-(`backend.executor.KERNEL_PROVIDERS`, ...) that `AtenKernels`, a plugin, fills
-when a caller installs it (`backend.runtime.install`: the torch frontend, the
-surfaces and tilefx-run do, with torch's shape rules, torch_rules.py).
+The backend cannot import torch (tests/test_layers.py): the executor runs the
+kernel providers of the process's plugin registry (`RUNTIME.kernel_providers`,
+..., tilefx/runtime.py), which `AtenKernels`, a plugin, adds to when a caller
+installs it (`RUNTIME.install(TorchRules(), AtenKernels())`: the torch
+frontend, the surfaces and tilefx-run do, with torch's shape rules,
+torch_rules.py).
 """
 
 from __future__ import annotations
@@ -45,9 +47,8 @@ from xdsl.ir import Operation
 
 from xdsl.dialects.builtin import TypeAttribute
 
-from tilefx.backend import runtime
 from tilefx.backend.executor import FIRST_RESULT_TABLE, RANDOM_OPS
-from tilefx.backend.runtime import Plugin
+from tilefx.runtime import RUNTIME, Plugin
 from tilefx.backend.kernels.tuning import blas_cores
 from tilefx.dialects.aten import from_attr, type_key
 from tilefx.dialects.aten_schema import ATEN_SCHEMAS
@@ -589,7 +590,7 @@ def threads_for_call():
 
 class AtenKernels(Plugin):
     """ATen's kernels for the executor (`provide`, `provide_attention`) and
-    the thread setting of each call (backend/runtime.py)."""
+    the thread setting of each call (tilefx/runtime.py)."""
 
     name = "aten-kernels"
     kernel_providers = (provide,)
@@ -600,4 +601,4 @@ class AtenKernels(Plugin):
 def install() -> None:
     """Install ATen's kernels and torch's result-type rules (once): what the
     torch frontend and the surfaces run with."""
-    runtime.install(TorchRules(), AtenKernels())
+    RUNTIME.install(TorchRules(), AtenKernels())

@@ -8,9 +8,10 @@ that do not broadcast or multiply) become verifier errors, so attributes are
 range-checked exactly where torch would reject them and no rule is written by
 hand: an op added to `dialects/aten_schema.py` is verified with no extra work.
 
-The dialect layer cannot import torch (tests/test_layers.py), so it exposes a
-hook list (`aten.RESULT_TYPE_RULES`) that `TorchRules`, a plugin, fills when
-a caller installs it (`backend.runtime.install`): the torch frontend, the
+The dialect layer cannot import torch (tests/test_layers.py), so its verifier
+runs the rules of the process's plugin registry (`RUNTIME.result_type_rules`,
+tilefx/runtime.py), which `TorchRules`, a plugin, adds to when a caller
+installs it (`RUNTIME.install(TorchRules())`): the torch frontend, the
 surfaces, tilefx-run, and tilefx-opt and stock xdsl-opt when they load the
 `aten` dialect (tools/universe.py), so all verify with it. torch is imported
 on the first check, not at install time.
@@ -28,8 +29,7 @@ from xdsl.dialects.builtin import TensorType, TypeAttribute
 from xdsl.irdl import IRDLOperation
 from xdsl.utils.exceptions import VerifyException
 
-from tilefx.backend import runtime
-from tilefx.backend.runtime import Plugin
+from tilefx.runtime import RUNTIME, Plugin
 from tilefx.dialects.aten import field_name, from_attr, type_key
 
 _CACHE_LIMIT = 65536
@@ -205,7 +205,7 @@ def check_result_types(op: IRDLOperation) -> None:
 
 
 class TorchRules(Plugin):
-    """torch's result-type rules for the aten verifier (backend/runtime.py)."""
+    """torch's result-type rules for the aten verifier (tilefx/runtime.py)."""
 
     name = "torch-rules"
     result_type_rules = (check_result_types,)
@@ -213,4 +213,4 @@ class TorchRules(Plugin):
 
 def install() -> None:
     """Add the check to the aten dialect's verifier (once)."""
-    runtime.install(TorchRules())
+    RUNTIME.install(TorchRules())

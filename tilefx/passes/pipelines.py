@@ -10,6 +10,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
+from tilefx.dialects.context import OpByOpContext
 from tilefx.dialects.names import STRATEGY_KEY
 from tilefx.passes.assign_stages import AssignStagesPass
 from tilefx.passes.auto_stage import AutoStagePass
@@ -45,15 +46,27 @@ def graph_context() -> Context:
 
         return Tile
 
-    ctx = Context()
+    def aten_op(name: str):
+        from tilefx.dialects.aten import op_class_named
+
+        return op_class_named(name)
+
+    def ipu_op(name: str):
+        from tilefx.dialects.ipu import op_or_attr_named
+
+        return op_or_attr_named(name)
+
+    ctx = OpByOpContext()
     for d in (Builtin, Func):
         ctx.load_dialect(d)
     # loaded when asked for: the graph passes parse no aten or ipu op (their
-    # op classes are defined as they are used, dialects/aten.py and ipu.py)
-    # and make no tile op
+    # op classes are defined as they are used, dialects/aten.py and ipu.py),
+    # IR text loads the classes of the ops it names, and no pass makes a tile op
     ctx.register_dialect("ipu", ipu)
     ctx.register_dialect("aten", aten)
     ctx.register_dialect("tile", tile)
+    ctx.register_lookup("aten", aten_op)
+    ctx.register_lookup("ipu", ipu_op)
     return ctx
 
 

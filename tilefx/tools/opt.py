@@ -18,9 +18,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from tilefx.dialects.context import OpByOpContext
 from tilefx.dialects.source import LocatedModule, decode, parse_ir
 from tilefx.errors import Error
-from tilefx.tools.universe import DIALECTS, PASSES
+from tilefx.tools.universe import DIALECTS, OP_LOOKUPS, PASSES
 
 EXIT_DIAGNOSTIC = 1
 EXIT_INTERNAL = 2
@@ -59,17 +60,29 @@ def _describe(e: BaseException) -> str:
 
 
 class TilefxOptMain(xDSLOptMain):
+    # xDSL's own dialects, passes and targets and tilefx's, named directly:
+    # xDSL's default looks up every `xdsl.universe` entry point, reading the
+    # metadata of each installed distribution (~0.1 s in torch's environment,
+    # on every start). Stock `xdsl-opt` still finds tilefx's through its entry point.
     def register_all_dialects(self):
-        super().register_all_dialects()
-        for name, factory in DIALECTS.items():
-            if name not in self.ctx.registered_dialect_names:
-                self.ctx.register_dialect(name, factory)
+        from xdsl.dialects import get_all_dialects
+
+        self.ctx = OpByOpContext()  # a one-op file loads one op class, not the ~350 of aten
+        for name, factory in {**get_all_dialects(), **DIALECTS}.items():
+            self.ctx.register_dialect(name, factory)
+        for name, lookup in OP_LOOKUPS.items():
+            self.ctx.register_lookup(name, lookup)
 
     def register_all_passes(self):
-        super().register_all_passes()
-        for name, factory in PASSES.items():
-            if name not in self.available_passes:
-                self.register_pass(name, factory)
+        from xdsl.transforms import get_all_passes
+
+        for name, factory in {**get_all_passes(), **PASSES}.items():
+            self.register_pass(name, factory)
+
+    def register_all_targets(self):
+        from xdsl.targets import get_all_targets
+
+        self.available_targets.update(get_all_targets())
 
     def register_all_arguments(self, arg_parser):
         """xDSL's arguments, with --help naming tilefx's passes and targets

@@ -48,7 +48,7 @@ from tilefx.dialects.names import CONST_VALUE_KEY, STAGES_KEY
 from tilefx.driver.config import read_config
 from xdsl.dialects.builtin import bf16
 from tilefx.passes.pipelines import graph_context
-from tilefx.backend import runtime
+from tilefx.runtime import RUNTIME
 from tilefx.dialects.source import decode, parse_ir
 from tilefx.tools.opt import report
 
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     from tilefx.lowering.aten_kernels import AtenKernels
     from tilefx.lowering.torch_rules import TorchRules
 
-    runtime.install(TorchRules(), AtenKernels())  # as the API runs: torch's rules, ATen's kernels
+    RUNTIME.install(TorchRules(), AtenKernels())  # as the API runs: torch's rules, ATen's kernels
     try:
         with open(args.file, "rb") as f:
             text = decode(f.read(), args.file)

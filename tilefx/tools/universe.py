@@ -3,20 +3,37 @@
 from xdsl.universe import Universe
 
 
-def _aten():
-    from tilefx.backend import runtime
-    from tilefx.dialects.aten import ATen
+def _torch_rules() -> None:
     from tilefx.lowering.torch_rules import TorchRules
+    from tilefx.runtime import RUNTIME
 
-    runtime.install(TorchRules())  # torch's shape rules for the aten verifier, as IR with aten ops loads
+    RUNTIME.install(TorchRules())  # torch's shape rules for the aten verifier, as IR with aten ops loads
 
+
+def _aten():
+    from tilefx.dialects.aten import ATen
+
+    _torch_rules()
     return ATen
+
+
+def _aten_op(name: str):
+    from tilefx.dialects.aten import op_class_named
+
+    _torch_rules()
+    return op_class_named(name)
 
 
 def _ipu():
     from tilefx.dialects.ipu import IPU
 
     return IPU
+
+
+def _ipu_op(name: str):
+    from tilefx.dialects.ipu import op_or_attr_named
+
+    return op_or_attr_named(name)
 
 
 def _training_step():
@@ -98,6 +115,8 @@ def _recompute():
 
 
 DIALECTS = {"aten": _aten, "ipu": _ipu, "tile": _tile}
+# the dialects whose ops tilefx-opt loads one at a time (dialects/context.py)
+OP_LOOKUPS = {"aten": _aten_op, "ipu": _ipu_op}
 PASSES = {
     "ipu-training-step": _training_step,
     "ipu-assign-stages": _assign_stages,
