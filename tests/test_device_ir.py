@@ -27,7 +27,7 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 import tilefx
 from tilefx.backend.costs import is_resident
 from models import MLP, TutorialCNN, WithLoss
-from test_strategies import BlockCNN
+from models import BlockCNN
 from tilefx.backend.executor import CompiledFunction
 from tilefx.dialects.irutil import arg_roles, result_roles
 from tilefx.backend.machine import machine as machine_named

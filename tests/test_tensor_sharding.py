@@ -213,7 +213,7 @@ def test_auto_stage_sizes_the_state_where_it_lives():
     """ipu-auto-stage's predicted bytes per stage count the optimizer state
     on chip, sharded over the replicas, or not at all off chip, as the
     profile does."""
-    from test_strategies import BlockCNN, _data
+    from models import BlockCNN, mnist_batches
 
     def stage_bytes(loc):
         torch.manual_seed(0)
@@ -224,7 +224,7 @@ def test_auto_stage_sizes_the_state_where_it_lives():
         if loc is not None:
             opts.TensorLocations.setOptimizerLocation(loc)
         ex = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.AdamW(model.parameters()))
-        ex.compile(*_data(2, 8)[0])
+        ex.compile(*mnist_batches(2, 8)[0])
         return sum(ex.profile.auto_stage["stage_bytes"])
 
     on = stage_bytes(None)
