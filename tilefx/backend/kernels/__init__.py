@@ -18,7 +18,7 @@ views of inputs, never written to afterwards.
 One module per op family, each with its own `KERNELS` dict filled by a
 decorator; this module joins them. The package must not import torch. To add
 an op: its schema line in `dialects/aten_schema.py`, its kernel in the family
-module it belongs to, a case in `tests/test_kernels.py`.
+module it belongs to, a case in `tests/backend/kernels/test_kernels.py`.
 """
 
 from __future__ import annotations

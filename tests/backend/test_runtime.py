@@ -13,7 +13,9 @@ import sys
 
 from tilefx.backend import runtime
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from repo_paths import REPO
+
+ROOT = pathlib.Path(REPO)
 HOOK_LISTS = {"KERNEL_PROVIDERS", "ATTENTION_PROVIDERS", "CALL_HOOKS", "RESULT_TYPE_RULES"}
 
 IPU_ONLY = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {

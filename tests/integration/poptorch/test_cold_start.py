@@ -17,7 +17,9 @@ import textwrap
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import REPO
+
+ROOT = REPO
 
 
 TIMEOUT = 600  # seconds for one case: generous on a loaded 2-core machine

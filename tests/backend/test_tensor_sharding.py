@@ -195,7 +195,7 @@ def test_off_chip_after_each_phase_keeps_one_phases_weights_on_chip():
 def test_unmodelled_activation_sharding_is_said_not_dropped(caplog):
     """PopART shards only variables: a sharded activation location is said,
     not silently dropped (the numbers do not depend on it); an off-chip
-    weight location is modelled (tests/test_tensor_locations.py), so no
+    weight location is modelled (tests/backend/test_tensor_locations.py), so no
     warning."""
     opts = tilefx.Options()
     opts.TensorLocations.setWeightLocation(tilefx.TensorLocationSettings().useOnChipStorage(False))

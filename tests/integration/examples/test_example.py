@@ -8,7 +8,9 @@ import os
 import pytest
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import REPO
+
+ROOT = REPO
 
 
 def _example():
