@@ -16,7 +16,7 @@ for the offline target; the held-out figures are computed the same way.
 The memory answers (how many BERT-Large layers fit one Mk2) compile stacks
 of 1 and 2 layers and extend them linearly (a layer's memory is exactly
 additive in the model), checked by full compiles in
-tests/test_machine_validation.py.
+tests/backend/test_machine_validation.py.
 """
 
 from __future__ import annotations

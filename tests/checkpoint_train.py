@@ -1,4 +1,4 @@
-"""The training run of tests/test_checkpoint.py, as a user writes it with
+"""The training run of tests/integration/poptorch/test_checkpoint.py, as a user writes it with
 poptorch.ResumableTraining:
 
     torchrun --nproc-per-node 2 --max-restarts 1 checkpoint_train.py CHECKPOINT_DIR OUT_NPZ [KILL_AT_STEP]

@@ -1,10 +1,7 @@
 import os
-import sys
 import zlib
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))
 
 # Test files by kind (pyproject.toml registers the markers; `pytest -m "not slow"`
 # or `-m "not integration"` selects the quick unit tests of the layers).

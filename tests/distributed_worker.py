@@ -1,4 +1,4 @@
-"""The processes of tests/test_distributed.py.
+"""The processes of tests/integration/distributed/test_distributed.py.
 
     python distributed_worker.py '<scenarios as JSON>' OUT_DIR       (one process, under torchrun)
     python distributed_worker.py --fork '<launches as JSON>'          (forks the processes of each launch)

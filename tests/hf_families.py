@@ -2,7 +2,7 @@
 weights, nothing downloaded), wrapped the way a PopTorch user wraps them:
 `forward` returns the logits (inference) or the loss (training).
 
-Shared by tests/test_hf_models.py, benchmarks/bench_models.py and the BERT
+Shared by tests/integration/huggingface/test_hf_models.py, benchmarks/bench_models.py and the BERT
 example. `transformers` is a test dependency: tilefx never imports it.
 """
 

@@ -5,6 +5,8 @@ encoder. Each training wrapper returns (output, loss)."""
 import torch
 from torch import nn
 
+import tilefx
+
 
 class MLP(nn.Module):
     def __init__(self, d_in=12, d_hidden=16, d_out=5, dropout=0.0):
@@ -187,3 +189,35 @@ class ShardablePair(nn.Module):
     def forward(self, x, y):
         out = self.head(torch.relu(self.fc(x)))
         return out, nn.functional.cross_entropy(out, y)
+
+
+class BlockCNN(nn.Module):
+    """The tutorial network with Block("B1".."B4"), optional IPU ids."""
+
+    def __init__(self, ipus=(None, None, None, None)):
+        super().__init__()
+        self.ipus = ipus
+        self.layer1 = ConvLayer(1, 4, 5, 2)
+        self.layer2 = ConvLayer(4, 8, 5, 2)
+        self.layer3 = nn.Linear(128, 32)
+        self.layer4 = nn.Linear(32, 10)
+        self.loss = nn.CrossEntropyLoss()
+
+    def forward(self, x, labels):
+        with tilefx.Block("B1", ipu_id=self.ipus[0]):
+            x = self.layer1(x)
+        with tilefx.Block("B2", ipu_id=self.ipus[1]):
+            x = self.layer2(x)
+        with tilefx.Block("B3", ipu_id=self.ipus[2]):
+            x = torch.relu(self.layer3(x.view(-1, 128)))
+        with tilefx.Block("B4", ipu_id=self.ipus[3]):
+            x = self.layer4(x)
+            loss = self.loss(x, labels)
+        return x, loss
+
+
+def mnist_batches(steps, n):
+    """`steps` seeded batches of n MNIST-sized images and labels."""
+    g = torch.Generator().manual_seed(3)
+    return [(torch.randn(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g))
+            for _ in range(steps)]

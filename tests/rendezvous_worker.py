@@ -1,4 +1,4 @@
-"""The processes of tests/test_distributed_jobs.py.
+"""The processes of tests/integration/distributed/test_distributed_jobs.py.
 
     python rendezvous_worker.py
     torchrun --nproc-per-node N rendezvous_worker.py --hold STOP_FILE

@@ -16,7 +16,9 @@ import pytest
 
 from tilefx.runtime import RUNTIME, Plugin, Runtime
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from repo_paths import REPO
+
+ROOT = pathlib.Path(REPO)
 HOOKS = ("result_type_rules", "kernel_providers", "attention_providers", "call_hooks")
 
 IPU_ONLY = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {

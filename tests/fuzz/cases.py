@@ -1,7 +1,7 @@
 """Fuzz cases for tilefx's tools and API: seed corpora, mutations, and one
 function per target that runs a case in-process and names its outcome.
 
-Shared by the hypothesis properties (tests/test_fuzz.py, part of `make test`)
+Shared by the hypothesis properties (tests/fuzz/test_fuzz.py, part of `make test`)
 and the long campaign (tests/fuzz/campaign.py, `make fuzz`).
 
 Outcomes:

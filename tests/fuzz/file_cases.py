@@ -2,7 +2,7 @@
 for poptorch.load, npz inputs for tilefx-run, ONNX models for the frontend
 and PopART's sessions. Each case mutates a valid seed and reports whether
 only a documented error class escaped: "accepted", "diagnostic" or "crash"
-(any other exception, with its traceback). tests/test_fuzz_files.py runs a
+(any other exception, with its traceback). tests/fuzz/test_fuzz_files.py runs a
 few of each; `make fuzz` many (tests/fuzz/campaign.py)."""
 
 from __future__ import annotations

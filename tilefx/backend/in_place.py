@@ -20,7 +20,7 @@ The rule, from what the executor knows when it compiles a function:
   computing the result, with no broadcasting into a smaller array and no
   change of type.
 The executor asks the provider for the in-place form (its `in_place` maker);
-the numbers are the same kernels' (tests/test_executor_in_place.py).
+the numbers are the same kernels' (tests/backend/test_executor_in_place.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Op traits: what every layer needs to know of an ATen op besides its
 schema (`aten_schema.py`), one column each, decided for every op of the
-schema (tests/test_op_traits.py fails on an op without them).
+schema (tests/dialects/test_op_traits.py fails on an op without them).
 
 - `cost`: how the machine model costs it (backend/costs.py `op_cost`):
   `view` (an alias of its operand: no compute, no memory of its own),
@@ -239,7 +239,7 @@ def _build() -> dict[str, OpTraits]:
         n = short_name(s)
         kind = cost.get(n, "elementwise" if n in flops else None)
         if kind is None:
-            continue  # undecided: tests/test_op_traits.py names it
+            continue  # undecided: tests/dialects/test_op_traits.py names it
         out[n] = OpTraits(kind, flops.get(n), n in same_shape, n in random, n in fusible, n in scalar,
                           _IN_PLACE.get(n, ()), n in planned, n in whole, n in view_step, n in same_value)
     return out

@@ -25,7 +25,7 @@ the numpy table computes alone (values-only max pooling), small one-flop ops
 (below `MIN_ELEMENTS_CHEAP`: a numpy ufunc's ~1 us beats ATen's ~7 us of
 dispatch and conversion) and fused elementwise groups (passes/fuse_elementwise,
 run by the executor). `TILEFX_KERNELS=numpy` turns this table off, which is how the
-numpy kernels are tested as a whole (tests/test_aten_kernels.py).
+numpy kernels are tested as a whole (tests/lowering/test_aten_kernels.py).
 
 The backend cannot import torch (tests/test_layers.py): the executor runs the
 kernel providers of the process's plugin registry (`RUNTIME.kernel_providers`,

@@ -4,7 +4,7 @@
 
 // Every op of the aten dialect in its custom syntax. The input is hand-written;
 // the CHECK lines are what tilefx-opt prints (floats normalised, attributes
-// before properties). tests/test_roundtrip.py fails when an op is missing here.
+// before properties). tests/dialects/test_roundtrip.py fails when an op is missing here.
 
 // CHECK-LABEL: func.func @elementwise(
 // CHECK-SAME:  %x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %m: tensor<4x8xi1>, %n: tensor<4x8xi1>, %i: tensor<4x8xi64>, %j: tensor<4x8xi64>) -> tensor<4x8xf32> {

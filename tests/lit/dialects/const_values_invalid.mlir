@@ -2,7 +2,7 @@
 
 // A `tilefx.value` that cannot be its argument's value is a diagnostic at its
 // function (tilefx-opt and tilefx-run verify it when they parse), not a
-// failure when tilefx-run runs the function. (tests/test_roundtrip.py covers
+// failure when tilefx-run runs the function. (tests/dialects/test_roundtrip.py covers
 // the other cases: a wrong element type, an attribute that is not `dense`.)
 
 // CHECK: const_values_invalid.mlir:[[# @LINE + 3]]:1: error: argument 1 of @shape: tilefx.value has type tensor<2xf32>, the argument is tensor<3xf32>

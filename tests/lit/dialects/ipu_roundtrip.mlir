@@ -4,7 +4,7 @@
 
 // Every op of the ipu dialect and every form of #ipu.place. Unset placement
 // fields (block "", -1) are omitted when printed; fields print in the order
-// block, ipu, stage, phase. tests/test_roundtrip.py fails when an op is missing.
+// block, ipu, stage, phase. tests/dialects/test_roundtrip.py fails when an op is missing.
 
 // CHECK-LABEL: func.func @placement(
 // CHECK-SAME:  %x: tensor<4x8xf32>) -> tensor<4x8xf32> {

@@ -5,7 +5,7 @@
 // Every op of the tile dialect and every form of its attributes. The
 // attributes print their fields in declaration order whatever the order they
 // were written in; ops print their discardable attributes (ipu.place) first,
-// then their properties in the order they were written. tests/test_device_ir.py fails when an op or attribute is
+// then their properties in the order they were written. tests/dialects/test_device_ir.py fails when an op or attribute is
 // missing here.
 
 // CHECK-LABEL: func.func @attributes(

@@ -21,7 +21,7 @@ from tables (op name -> numpy function, one table per dtype rule); this
 module joins them. The package must not import torch. To add an op: its
 schema line in `dialects/aten_schema.py`, its kernel in the family module it
 belongs to (or, for one numpy call under a rule of `alu.py`, a row of that
-rule's table), a case in `tests/test_kernels.py`.
+rule's table), a case in `tests/backend/kernels/test_kernels.py`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Kernels see numpy arrays only; this package must not import torch. The
 semantics (values, result dtypes, type promotion of tensors with Python
-scalars) are ATen's, which `tests/test_kernels.py` checks against
+scalars) are ATen's, which `tests/backend/kernels/test_kernels.py` checks against
 `torch.ops.aten`. float16 inputs are computed in float32 and rounded once,
 the way the IPU keeps fp32 partials.
 """

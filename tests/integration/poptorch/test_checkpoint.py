@@ -25,8 +25,9 @@ from checkpoint_train import EPOCHS, EVERY, train
 import tilefx as poptorch
 from tilefx.api import checkpoint
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+from repo_paths import REPO, TESTS
+
+HERE, ROOT = TESTS, REPO  # the helper scripts' folder, the checkout
 SCRIPT = os.path.join(HERE, "checkpoint_train.py")
 STEPS = 12 * EPOCHS  # 96 samples in combined batches of 8
 RUN_TIMEOUT = 400  # seconds for one launch: generous on a loaded 2-core machine

@@ -27,8 +27,9 @@ from distributed_worker import loader_batches, make_options, train
 
 import tilefx as poptorch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+from repo_paths import REPO, TESTS
+
+HERE, ROOT = TESTS, REPO  # the helper scripts' folder, the checkout
 WORKER = os.path.join(HERE, "distributed_worker.py")
 LAUNCH_TIMEOUT = 300  # seconds for all the launches: generous on a loaded 2-core machine
 

@@ -17,7 +17,8 @@ from tilefx.backend import schedule as sched_mod
 from tilefx.api.options import ConfigFileError
 from tilefx.backend.machine import MK2
 from tilefx.passes.auto_stage import _partition
-from test_strategies import BlockCNN, _data, _opts, _train_and_compare
+from models import BlockCNN, mnist_batches
+from test_strategies import _opts, _train_and_compare
 
 
 class Stack(nn.Module):
@@ -235,7 +236,7 @@ def test_schedule_errors_are_clear():
     with pytest.raises(tilefx.Error, match="virtual_stages=2 needs schedule='Interleaved1F1B'"):
         tilefx.PipelinedExecution.auto(2, virtual_stages=2)
     torch.manual_seed(0)
-    x, y = _data(1, 8)[0]
+    x, y = mnist_batches(1, 8)[0]
     # 1F1B with two forward stages on one IPU
     revisit = tilefx.PipelinedExecution(*[tilefx.Stage(f"B{i + 1}").ipu(i % 2) for i in range(4)],
                                         schedule="1F1B")
@@ -246,7 +247,7 @@ def test_schedule_errors_are_clear():
                                       schedule="Interleaved1F1B")
     t = tilefx.trainingModel(BlockCNN(), _opts(inter, G=7))
     with pytest.raises(tilefx.Error, match=r"multiple of the number of IPUs \(2\)"):
-        t.compile(*_data(1, 14)[0])
+        t.compile(*mnist_batches(1, 14)[0])
 
 
 def test_options_file_sets_the_schedule(tmp_path):

@@ -15,7 +15,9 @@ import textwrap
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import REPO
+
+ROOT = REPO
 
 # The stand-in, a dataset class defined in the running code itself (as a
 # notebook would define one), then the tutorial's hyperparameters and loader

@@ -13,7 +13,9 @@ from irtext import parse
 from tilefx.dialects import irutil
 from tilefx.dialects.ipu import PlacementAttr
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent / "tilefx"
+from repo_paths import REPO
+
+ROOT = pathlib.Path(REPO) / "tilefx"
 
 IR = """
 builtin.module {

@@ -464,7 +464,9 @@ def test_example_trains_saves_reloads_and_infers(tmp_path):
     import importlib.util
     import os
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+    from repo_paths import REPO
+
+    path = os.path.join(REPO, "examples",
                         "popart_session.py")
     spec = importlib.util.spec_from_file_location("popart_session", path)
     example = importlib.util.module_from_spec(spec)

@@ -8,7 +8,7 @@ import os
 import textwrap
 
 import poptorch
-from test_surface import _python  # a fresh interpreter on a given PYTHONPATH
+from fresh_python import run_python
 
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(poptorch.__file__)))
 
@@ -131,7 +131,7 @@ OPTIMUM = textwrap.dedent('''
 
 
 def test_optimum_graphcore_to_options_runs_as_written_with_import_popart():
-    out = _python(OPTIMUM + textwrap.dedent('''
+    out = run_python(OPTIMUM + textwrap.dedent('''
         import tilefx.popart
         assert popart is tilefx.popart and popart.Builder is tilefx.popart.Builder
         for for_inference in (False, True):
@@ -150,5 +150,5 @@ def test_a_real_popart_on_the_path_wins(tmp_path):
     (tmp_path / "popart").mkdir()
     (tmp_path / "popart" / "__init__.py").write_text("REAL = True\n")
     for path in ([CHECKOUT, str(tmp_path)], [str(tmp_path), CHECKOUT]):
-        assert _python("import popart, poptorch, tilefx\n"
+        assert run_python("import popart, poptorch, tilefx\n"
                        "assert poptorch is tilefx\nprint(popart.REAL)", path).split() == ["True"]

@@ -9,7 +9,9 @@ import os
 import pytest
 
 pytest.importorskip("transformers")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import REPO
+
+ROOT = REPO
 
 
 def test_bert_pipeline_example_runs_pipelined_over_four_ipus(capsys):

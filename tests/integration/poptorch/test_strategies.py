@@ -11,44 +11,13 @@ from torch import nn
 
 import tilefx
 from tilefx.api.enums import AutoStage, Liveness
-from models import ConvLayer, Transformer, WithLoss
-
-
-class BlockCNN(nn.Module):
-    """The tutorial network with Block("B1".."B4"), optional IPU ids."""
-
-    def __init__(self, ipus=(None, None, None, None)):
-        super().__init__()
-        self.ipus = ipus
-        self.layer1 = ConvLayer(1, 4, 5, 2)
-        self.layer2 = ConvLayer(4, 8, 5, 2)
-        self.layer3 = nn.Linear(128, 32)
-        self.layer4 = nn.Linear(32, 10)
-        self.loss = nn.CrossEntropyLoss()
-
-    def forward(self, x, labels):
-        with tilefx.Block("B1", ipu_id=self.ipus[0]):
-            x = self.layer1(x)
-        with tilefx.Block("B2", ipu_id=self.ipus[1]):
-            x = self.layer2(x)
-        with tilefx.Block("B3", ipu_id=self.ipus[2]):
-            x = torch.relu(self.layer3(x.view(-1, 128)))
-        with tilefx.Block("B4", ipu_id=self.ipus[3]):
-            x = self.layer4(x)
-            loss = self.loss(x, labels)
-        return x, loss
-
-
-def _data(steps, n):
-    g = torch.Generator().manual_seed(3)
-    return [(torch.randn(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g))
-            for _ in range(steps)]
+from models import BlockCNN, Transformer, WithLoss, mnist_batches
 
 
 def _train_and_compare(model, opts, steps=2, G=8, mb=2):
     ref, ours = copy.deepcopy(model), copy.deepcopy(model)
     return _compare_training(
-        ref, ours, opts, _data(steps, G * mb),
+        ref, ours, opts, mnist_batches(steps, G * mb),
         torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9),
         tilefx.optim.SGD(ours.parameters(), lr=0.05, momentum=0.9))
 
@@ -127,7 +96,7 @@ def test_strategy_trains_like_pytorch(case):
 
 def test_pipeline_schedule_fill_main_flush():
     torch.manual_seed(0)
-    x, y = _data(1, 20)[0]
+    x, y = mnist_batches(1, 20)[0]
     # two forward stages: 3 pipeline stages in training
     two = tilefx.trainingModel(BlockCNN(), _opts(tilefx.PipelinedExecution(
         tilefx.Stage("B1", "B2").ipu(0), tilefx.Stage("B3", "B4").ipu(1)), G=10))
@@ -167,7 +136,7 @@ def test_four_stage_inference_pipeline_with_ten_micro_batches():
 def test_sharded_schedule_runs_one_ipu_at_a_time():
     torch.manual_seed(0)
     t = tilefx.trainingModel(BlockCNN(), _opts(tilefx.ShardedExecution("B1", "B2", "B3", "B4"), G=2))
-    t.compile(*_data(1, 4)[0])
+    t.compile(*mnist_batches(1, 4)[0])
     times = [st.time for st in t.schedule.steps]
     assert len(times) == len(set(times)) == 2 * 7
 
@@ -175,7 +144,7 @@ def test_sharded_schedule_runs_one_ipu_at_a_time():
 def test_phased_schedule_has_loads_and_stores():
     torch.manual_seed(0)
     t = tilefx.trainingModel(BlockCNN(), _opts(_serial_phased(), G=2))
-    t.compile(*_data(1, 4)[0])
+    t.compile(*mnist_batches(1, 4)[0])
     kinds = {st.kind for st in t.schedule.steps}
     assert kinds == {"load", "compute", "store"}
 
@@ -183,7 +152,7 @@ def test_phased_schedule_has_loads_and_stores():
 def test_gradient_accumulation_below_2p_minus_1_is_an_error():
     with pytest.raises(tilefx.Error, match=r"4 forward stages has 7 pipeline stages.*gradientAccumulation >= 7, got 4"):
         tilefx.trainingModel(BlockCNN(), _opts(tilefx.PipelinedExecution("B1", "B2", "B3", "B4"), G=4))(
-            *_data(1, 8)[0])
+            *mnist_batches(1, 8)[0])
 
 
 def test_inference_needs_device_iterations_at_least_stages():
@@ -209,7 +178,7 @@ def test_ipu_count_must_be_a_power_of_two_unless_auto_rounded():
     strategy = lambda: tilefx.PipelinedExecution("B1", "B2", tilefx.Stage("B3", "B4").ipu(2))  # noqa: E731
     with pytest.raises(tilefx.Error, match=r".+The model specifies the use of 3 IPUs, however PopTorch must "
                                            r"reserve a minimum of 4 .*autoRoundNumIPUs\(True\)\.$"):
-        tilefx.trainingModel(BlockCNN(), _opts(strategy()))(*_data(1, 16)[0])
+        tilefx.trainingModel(BlockCNN(), _opts(strategy()))(*mnist_batches(1, 16)[0])
     opts = _opts(strategy()).autoRoundNumIPUs(True)
     _train_and_compare(BlockCNN(), opts, steps=1)
 
@@ -218,7 +187,7 @@ def test_ipu_count_rule_only_binds_reserved_devices():
     """An offline target and the IPU Model reserve no IPUs: 3 IPUs compile
     (the offline target) and run (the IPU Model) without autoRoundNumIPUs."""
     strategy = lambda: tilefx.PipelinedExecution("B1", "B2", tilefx.Stage("B3", "B4").ipu(2))  # noqa: E731
-    x, y = _data(1, 16)[0]
+    x, y = mnist_batches(1, 16)[0]
     offline = tilefx.trainingModel(BlockCNN(), _opts(strategy()).useOfflineIpuTarget())
     offline.compile(x, y)
     model = BlockCNN()
@@ -229,7 +198,7 @@ def test_ipu_count_rule_only_binds_reserved_devices():
 
 def test_stage_ids_must_not_decrease_along_the_data_flow():
     with pytest.raises(tilefx.Error, match="must not decrease"):
-        tilefx.trainingModel(BlockCNN(ipus=(1, 0, 2, 3)), _opts())(*_data(1, 16)[0])
+        tilefx.trainingModel(BlockCNN(ipus=(1, 0, 2, 3)), _opts())(*mnist_batches(1, 16)[0])
 
 
 def test_parallel_phased_even_phases_on_even_ipus():
@@ -238,12 +207,12 @@ def test_parallel_phased_even_phases_on_even_ipus():
     s.phase(0).ipus(1)
     s.phase(1).ipus(0)
     with pytest.raises(tilefx.Error, match="phase 0 is even and must run on even IPUs"):
-        tilefx.trainingModel(BlockCNN(), _opts(s))(*_data(1, 16)[0])
+        tilefx.trainingModel(BlockCNN(), _opts(s))(*mnist_batches(1, 16)[0])
 
 
 def test_same_as_ipu_needs_an_ipu_id():
     with pytest.raises(tilefx.Error, match="has no ipu_id"):
-        tilefx.trainingModel(BlockCNN(), _opts())(*_data(1, 16)[0])
+        tilefx.trainingModel(BlockCNN(), _opts())(*mnist_batches(1, 16)[0])
 
 
 class ReturnsToIpu0(nn.Module):
@@ -343,7 +312,7 @@ def test_an_op_after_the_blocks_under_auto_increment_is_no_active_block():
 def test_unknown_block_in_a_stage_is_an_error():
     with pytest.raises(tilefx.Error, match="names block 'B9'"):
         tilefx.trainingModel(BlockCNN(), _opts(tilefx.PipelinedExecution("B1", "B2", "B3", "B9")))(
-            *_data(1, 16)[0])
+            *mnist_batches(1, 16)[0])
 
 
 def test_op_outside_every_block_is_an_error():
@@ -357,7 +326,7 @@ def test_op_outside_every_block_is_an_error():
                 return x, self.loss(x, labels)
 
     with pytest.raises(tilefx.Error, match="outside every block"):
-        tilefx.trainingModel(Leaky(), _opts(G=4))(*_data(1, 8)[0])
+        tilefx.trainingModel(Leaky(), _opts(G=4))(*mnist_batches(1, 8)[0])
 
 
 def test_begin_block_rules_and_remove_blocks():
@@ -445,7 +414,7 @@ def test_pipelined_with_replicas_device_iterations_and_output_mode_all():
     opts.Training.gradientAccumulation(G)
     trainer = tilefx.trainingModel(ours, opts, optimizer=tilefx.optim.SGD(ours.parameters(), lr=0.05))
     opt = torch.optim.SGD(ref.parameters(), lr=0.05)
-    x, y = _data(1, D * R * G * mb)[0]
+    x, y = mnist_batches(1, D * R * G * mb)[0]
     out, loss = trainer(x, y)
     assert out.shape == (D * G * R * mb, 10) and loss.shape == (D * G * R,)
     xs, ys = x.reshape(D, G * R * mb, 1, 28, 28), y.reshape(D, G * R * mb)
@@ -470,7 +439,7 @@ def test_input_replica_grouping_shares_inputs_within_a_group():
     opts.Training.gradientAccumulation(G)
     trainer = tilefx.trainingModel(ours, opts, optimizer=tilefx.optim.SGD(ours.parameters(), lr=0.05))
     # N = D x (R / group size) x G = 1 x 2 x 4 micro-batches of 2
-    x, y = _data(1, 2 * G * mb)[0]
+    x, y = mnist_batches(1, 2 * G * mb)[0]
     trainer(x, y)
     # replicas 0,1 and 2,3 see the same data: the mean over replicas is the mean over the 2 slices
     opt = torch.optim.SGD(ref.parameters(), lr=0.05)

@@ -3,9 +3,9 @@
 `test_core_aten_set_is_covered` lists every overload torch tags
 `torch.Tag.core` and fails when one has no `aten` op or no kernel, so
 coverage cannot silently regress. The cases here (the ops beyond the first
-hundred, which tests/test_kernels.py checks) run each kernel against
-`torch.ops.aten` with `check` from tests/test_kernels.py; random ops are
-checked statistically in tests/test_random_ops.py.
+hundred, which tests/backend/kernels/test_kernels.py checks) run each kernel against
+`torch.ops.aten` with `check` from tests/backend/kernels/test_kernels.py; random ops are
+checked statistically in tests/backend/kernels/test_random_ops.py.
 """
 
 from __future__ import annotations

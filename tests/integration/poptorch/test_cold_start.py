@@ -1,27 +1,98 @@
 """The first compile in a fresh process loads no part of torch.compile
 (torch._dynamo / torch._inductor cost ~2 s to import) and not
 torch.distributed.tensor (~0.3 s), and a user who does use torch.compile or
-DTensor in the same process, before or after, gets torch's own behaviour. Each case runs in a subprocess: the property is about
-what a fresh process imports. Assertions are on the module set, not on time.
+DTensor in the same process, before or after, gets torch's own behaviour.
+Each case runs in a process of its own: the property is about what a fresh
+process imports. Assertions are on the module set, not on time.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import textwrap
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import pytest
+
+from repo_paths import REPO
+
+ROOT = REPO
+
+
+TIMEOUT = 600  # seconds for one case: generous on a loaded 2-core machine
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def _result(returncode: int, stdout: str, stderr: str) -> dict:
+    assert returncode == 0, stderr[-3000:]
+    return json.loads(stdout.strip().splitlines()[-1])
 
 
 def _run(code: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    """`code` run as `python -c code` in a fresh interpreter."""
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                         env=env, cwd=ROOT, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+                         env=_env(), cwd=ROOT, timeout=TIMEOUT)
+    return _result(out.returncode, out.stdout, out.stderr)
+
+
+# A process that has run `import torch` and nothing else. Each case whose code
+# begins with `import torch` runs in a child forked from it: the child's modules
+# are a fresh interpreter's after that line, and it runs the rest as `python -c`
+# runs a program (in `__main__`'s namespace, exit handlers at the end), without
+# paying torch's import (~2 s of CPU) again.
+_FORK_SERVER = r"""
+import atexit, json, os, sys, traceback
+import torch
+
+for line in sys.stdin:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        for fd, path in ((1, req["stdout"]), (2, req["stderr"])):
+            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+        sys.argv = ["-c"]
+        code = 0
+        try:
+            exec(compile(req["code"], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def after_torch(tmp_path_factory):
+    """run(code) for code that begins with `import torch`, forked from a
+    process that has imported torch (above)."""
+    server = subprocess.Popen([sys.executable, "-c", _FORK_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env=_env(), cwd=ROOT)
+    work = tmp_path_factory.mktemp("forked")
+
+    def run(code: str) -> dict:
+        out, err = work / "stdout", work / "stderr"
+        server.stdin.write(json.dumps({"code": textwrap.dedent(code), "stdout": str(out), "stderr": str(err)}) + "\n")
+        server.stdin.flush()
+        ready, _, _ = select.select([server.stdout], [], [], TIMEOUT)
+        assert ready, f"the case did not finish within {TIMEOUT} s"
+        return _result(int(server.stdout.readline()), out.read_text(), err.read_text())
+
+    yield run
+    server.stdin.close()
+    assert server.wait(timeout=60) == 0
 
 
 _MODEL = """
@@ -51,8 +122,8 @@ _MODEL = """
 """
 
 
-def test_first_compile_loads_no_compiler_and_trains_like_torch():
-    r = _run(_MODEL + """
+def test_first_compile_loads_no_compiler_and_trains_like_torch(after_torch):
+    r = after_torch(_MODEL + """
     torch.manual_seed(0)
     model = Net()
     import copy
@@ -77,8 +148,8 @@ def test_first_compile_loads_no_compiler_and_trains_like_torch():
     assert r["weights"] and r["stats"]
 
 
-def test_torch_compile_after_a_tilefx_compile_is_torch_s_own():
-    r = _run(_MODEL + """
+def test_torch_compile_after_a_tilefx_compile_is_torch_s_own(after_torch):
+    r = after_torch(_MODEL + """
     x, y = torch.randn(2, 1, 6, 6), torch.tensor([0, 2])
     tilefx.inferenceModel(Net().eval())(x, y)
     tilefx.inferenceModel(Net().eval())(x, y)  # the second session reuses the flag tables
@@ -108,8 +179,8 @@ def test_torch_compile_after_a_tilefx_compile_is_torch_s_own():
     assert r["ignored"] == {"dynamo": True, "reader": True}
 
 
-def test_torch_compile_before_a_tilefx_compile_still_works():
-    r = _run(_MODEL + """
+def test_torch_compile_before_a_tilefx_compile_still_works(after_torch):
+    r = after_torch(_MODEL + """
     f = torch.compile(lambda a: torch.cos(a) + 1, backend="eager")
     a = torch.randn(4)
     first = torch.allclose(f(a), torch.cos(a) + 1)
@@ -122,8 +193,8 @@ def test_torch_compile_before_a_tilefx_compile_still_works():
     assert r["first"] and r["again"] and r["dynamo"] and r["shape"] == [2, 3]
 
 
-def test_a_model_that_asks_dynamo_during_the_trace_gets_the_real_module():
-    r = _run(_MODEL + """
+def test_a_model_that_asks_dynamo_during_the_trace_gets_the_real_module(after_torch):
+    r = after_torch(_MODEL + """
     class Asks(nn.Module):
         def forward(self, x):
             import torch._dynamo
@@ -135,10 +206,10 @@ def test_a_model_that_asks_dynamo_during_the_trace_gets_the_real_module():
     assert r["out"] == [[2.0] * 3] * 2 and r["dynamo"]
 
 
-def test_a_tensor_constant_in_forward_traces_right():
+def test_a_tensor_constant_in_forward_traces_right(after_torch):
     # torch's fake tensors name a real tensor met in a forward through
     # torch._dynamo.source: the stand-in steps aside and the real one loads
-    r = _run(_MODEL + """
+    r = after_torch(_MODEL + """
     SCALE = torch.tensor([1.0, 2.0, 3.0])
 
     class Const(nn.Module):
@@ -183,11 +254,11 @@ def test_tilefx_opt_verifies_aten_ops_without_the_compiler():
     assert r["code"] == 0 and r["torch"] and r["compiler"] == []
 
 
-def test_dtensor_after_a_tilefx_compile_takes_torch_s_own_route():
+def test_dtensor_after_a_tilefx_compile_takes_torch_s_own_route(after_torch):
     # the compile answers torch's C++ DTensor lookup without importing DTensor;
     # a DTensor made afterwards still dispatches through the C++ fast path
     # (its sharding cache is hit) and computes what it should
-    r = _run(_MODEL + """
+    r = after_torch(_MODEL + """
     x, y = torch.randn(2, 1, 6, 6), torch.tensor([0, 2])
     tilefx.inferenceModel(Net().eval())(x, y)
     from tilefx.lowering import dtensor_lookup
@@ -213,8 +284,8 @@ def test_dtensor_after_a_tilefx_compile_takes_torch_s_own_route():
     assert r["hits"] > 0
 
 
-def test_a_model_that_imports_dtensor_while_traced_gets_the_real_module():
-    r = _run(_MODEL + """
+def test_a_model_that_imports_dtensor_while_traced_gets_the_real_module(after_torch):
+    r = after_torch(_MODEL + """
     class Asks(nn.Module):
         def forward(self, x):
             from torch.distributed.tensor import DTensor
@@ -227,8 +298,8 @@ def test_a_model_that_imports_dtensor_while_traced_gets_the_real_module():
     assert r["out"] == [[2.0] * 3] * 2 and r["real"]
 
 
-def test_dtensor_loaded_before_the_compile_is_left_alone():
-    r = _run(_MODEL + """
+def test_dtensor_loaded_before_the_compile_is_left_alone(after_torch):
+    r = after_torch(_MODEL + """
     import torch.distributed.tensor
     from torch.distributed.tensor import DTensor
     x, y = torch.randn(2, 1, 6, 6), torch.tensor([0, 2])
@@ -240,10 +311,10 @@ def test_dtensor_loaded_before_the_compile_is_left_alone():
     assert not r["primed"] and r["same"] and r["shape"] == [2, 3]
 
 
-def test_the_compile_pauses_the_garbage_collector_and_restores_it():
+def test_the_compile_pauses_the_garbage_collector_and_restores_it(after_torch):
     # gcpause.py: the collector is off while the model is traced, and as the
     # caller left it afterwards (on, or off if the caller turned it off)
-    r = _run(_MODEL + """
+    r = after_torch(_MODEL + """
     import gc
     seen = []
 
@@ -286,11 +357,11 @@ def test_torch_imported_after_tilefx_gets_poptorch_s_additions():
     assert r == {"torch_before": False, "autocast": True, "source": True, "dynamo": False, "shape": [2, 4]}
 
 
-def test_ipu_op_classes_are_built_as_a_compile_uses_them():
+def test_ipu_op_classes_are_built_as_a_compile_uses_them(after_torch):
     """The ipu dialect's op classes become IRDL ops when first used (~0.7 ms
     each): a training compile builds its stage, yield and update, not the
     CTC, dynamic-slice or custom ops; the dialect, asked for, has them all."""
-    r = _run(_MODEL + """
+    r = after_torch(_MODEL + """
     model = Net()
     t = tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
     t(torch.randn(2, 1, 6, 6), torch.tensor([0, 2]))
@@ -306,13 +377,13 @@ def test_ipu_op_classes_are_built_as_a_compile_uses_them():
     assert r["dialect"] == r["all"] == 22 and r["same"] and r["subclass"] and r["ctc"] == "ipu.ctc_loss"
 
 
-def test_the_chunked_linear_cross_entropy_ops_load_only_for_a_model_that_uses_them():
+def test_the_chunked_linear_cross_entropy_ops_load_only_for_a_model_that_uses_them(after_torch):
     """torch's chunked linear-cross-entropy module registers two custom ops on
     import (~30 ms): a compile that never calls F.linear_cross_entropy
     leaves it unloaded; a model that does, in the same process, loads it
     during the trace and gets the loss computed whole, as eager computes it,
     and torch's own chunked ops are back after the trace."""
-    r = _run(_MODEL + """
+    r = after_torch(_MODEL + """
     lce = "torch.nn.modules.linear_cross_entropy"
     model = Net()
     tilefx.trainingModel(model, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))(

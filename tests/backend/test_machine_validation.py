@@ -15,7 +15,9 @@ from torch import nn
 import tilefx
 from tilefx.backend.machine import MK2
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+from repo_paths import REPO
+
+sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 import machine_validation as mv  # noqa: E402
 from validation_models import MobileNetV2  # noqa: E402
 

@@ -8,7 +8,9 @@ import re
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import REPO
+
+ROOT = REPO
 
 
 def test_readme_poptorch_example_runs():

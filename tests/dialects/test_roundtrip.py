@@ -16,7 +16,9 @@ from tilefx.dialects.aten import ATEN_OPS
 from tilefx.dialects.ipu import IPU_OPS
 from irtext import parse, show
 
-LIT = Path(__file__).parent / "lit" / "dialects"
+from repo_paths import TESTS
+
+LIT = Path(TESTS) / "lit" / "dialects"
 FILES = {"aten": LIT / "aten_roundtrip.mlir", "ipu": LIT / "ipu_roundtrip.mlir"}
 
 

@@ -2,7 +2,7 @@
 
 - tests/lit/dialects/tile_roundtrip.mlir uses every op and attribute of the
   tile dialect, and print(parse(text)) is a fixed point in custom and generic
-  form (the tile counterpart of tests/test_roundtrip.py);
+  form (the tile counterpart of tests/dialects/test_roundtrip.py);
 - for a few compiled models, the device IR parses back to the same text, holds
   the expected tile ops in the expected places, and its @main (and @update)
   computes exactly what the graph-level functions compute: the data movement
@@ -27,7 +27,7 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 import tilefx
 from tilefx.backend.costs import is_resident
 from models import MLP, TutorialCNN, WithLoss
-from test_strategies import BlockCNN
+from models import BlockCNN
 from tilefx.backend.executor import CompiledFunction
 from tilefx.dialects.irutil import arg_roles, result_roles
 from tilefx.backend.machine import machine as machine_named
@@ -51,7 +51,9 @@ from tilefx.passes.training_step import find_func
 from tilefx.tools.run import arg_key
 from irtext import parse, show
 
-ROUNDTRIP = Path(__file__).parent / "lit" / "dialects" / "tile_roundtrip.mlir"
+from repo_paths import TESTS
+
+ROUNDTRIP = Path(TESTS) / "lit" / "dialects" / "tile_roundtrip.mlir"
 
 
 def _attrs_in(attr: Attribute):

@@ -1,7 +1,11 @@
 """tilefx-opt and tilefx-run from the command line, on IR the frontend made."""
 
+import contextlib
+import importlib
+import io
 import subprocess
 import sys
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -12,9 +16,26 @@ import tilefx
 from models import MLP, WithLoss
 
 
-def _run(*args, input=None):
+def _command(*args, input=None):
+    """`python -m <tool> args` in a fresh interpreter: the command users type."""
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, input=input,
                           timeout=120)
+
+
+def _run(module, *args, input=None):
+    """What `python -m <tool> args` does (`sys.exit(main())`), in this process:
+    exit code, stdout and stderr of the tool's main(). A fresh interpreter per
+    call spends seconds importing torch; `_command` runs the real command
+    where the entry point itself is what a test checks."""
+    main = importlib.import_module(module).main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+            mock.patch.object(sys, "stdin", io.TextIOWrapper(io.BytesIO((input or "").encode()))):
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # argparse: --help, usage errors
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return subprocess.CompletedProcess([module, *args], code, out.getvalue(), err.getvalue())
 
 
 def test_opt_round_trips_a_traced_training_graph(tmp_path):
@@ -53,8 +74,8 @@ def test_run_executes_an_inference_graph(tmp_path):
     arrays.update({n: b.numpy() for n, b in model.named_buffers()})
     arrays["input0"] = x.numpy()
     np.savez(tmp_path / "in.npz", **arrays)
-    out = _run("tilefx.tools.run", str(src), "--inputs", str(tmp_path / "in.npz"),
-               "--output", str(tmp_path / "out.npz"))
+    out = _command("tilefx.tools.run", str(src), "--inputs", str(tmp_path / "in.npz"),
+                   "--output", str(tmp_path / "out.npz"))
     assert out.returncode == 0, out.stderr
     got = np.load(tmp_path / "out.npz")["output0"]
     np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
@@ -354,7 +375,7 @@ def test_opt_help_names_tilefx_passes_and_targets_and_hides_the_rest():
     (riscv, x86, stencil, ...); --all-passes lists those, tilefx's first."""
     from tilefx.tools.universe import PASSES
 
-    out = _run("tilefx.tools.opt", "--help")
+    out = _command("tilefx.tools.opt", "--help")
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split()).replace("- ", "-")  # argparse wraps at hyphens
     assert all(name in text for name in PASSES)

@@ -11,8 +11,9 @@ import subprocess
 import sys
 
 import pytest
+from repo_paths import TESTS
 
-LIT = pathlib.Path(__file__).resolve().parent / "lit"
+LIT = pathlib.Path(TESTS) / "lit"
 ATEN = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = aten.relu %x : tensor<4xf32> -> tensor<4xf32>
   func.return %y : tensor<4xf32>

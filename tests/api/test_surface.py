@@ -5,13 +5,11 @@ constants (PopTorch user guide, 4.8 "PyTorch buffers"), PVTI channels, post-comp
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import tempfile
 
 import torch
 
 import tilefx as poptorch
+from fresh_python import run_python
 
 
 def test_submodules_and_module_level_names():
@@ -71,21 +69,11 @@ def test_every_name_the_guide_uses_resolves():
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(poptorch.__file__)))
 
 
-def _python(code: str, path: list[str]) -> str:
-    """Run `code` in a fresh interpreter with PYTHONPATH `path`, from an empty directory."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-    with tempfile.TemporaryDirectory() as cwd:
-        done = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True,
-                              text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 def test_a_bare_import_poptorch_is_tilefx(tmp_path):
     """`import poptorch` first (no tilefx import before it), as PopTorch code
     starts: the distribution's `poptorch` package binds the name to tilefx. A
     real PopTorch elsewhere on the path still wins, even after this checkout."""
-    out = _python("from poptorch.options import Options\n"
+    out = run_python("from poptorch.options import Options\n"
                   "import poptorch, poptorch.enums, tilefx\n"
                   "assert poptorch is tilefx and Options is tilefx.Options\n"
                   "assert poptorch.enums.AutoStage is tilefx.AutoStage\n"
@@ -94,7 +82,7 @@ def test_a_bare_import_poptorch_is_tilefx(tmp_path):
     (tmp_path / "poptorch").mkdir()
     (tmp_path / "poptorch" / "__init__.py").write_text("REAL = True\n")
     for path in ([CHECKOUT, str(tmp_path)], [str(tmp_path), CHECKOUT]):
-        assert _python("import poptorch, tilefx\nprint(poptorch.REAL)", path).split() == ["True"]
+        assert run_python("import poptorch, tilefx\nprint(poptorch.REAL)", path).split() == ["True"]
 
 
 class _Counter(torch.nn.Module):

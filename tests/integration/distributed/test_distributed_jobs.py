@@ -16,8 +16,9 @@ import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+from repo_paths import REPO, TESTS
+
+HERE, ROOT = TESTS, REPO  # the helper scripts' folder, the checkout
 WORKER = os.path.join(HERE, "rendezvous_worker.py")
 EXCHANGE_TIMEOUT = 120  # seconds: the refusals below must come long before it
 PROMPT = 20  # seconds: "at once" on a loaded 2-core machine

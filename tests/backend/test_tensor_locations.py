@@ -332,7 +332,7 @@ def test_auto_stage_sizes_weights_activations_and_accumulators_where_they_live()
     """ipu-auto-stage's predicted bytes per stage leave out off-chip weights,
     accumulators and stashed activations, and count a sharded weight's share,
     as the profile's memory plan does."""
-    from test_strategies import BlockCNN, _data
+    from models import BlockCNN, mnist_batches
 
     def stage_bytes(**where):
         torch.manual_seed(0)
@@ -343,7 +343,7 @@ def test_auto_stage_sizes_weights_activations_and_accumulators_where_they_live()
         for what, loc in where.items():
             getattr(opts.TensorLocations, f"set{what.capitalize()}Location")(loc)
         ex = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.SGD(model.parameters(), lr=1e-2))
-        ex.compile(*_data(2, 8)[0])
+        ex.compile(*mnist_batches(2, 8)[0])
         return sum(ex.profile.auto_stage["stage_bytes"])
 
     everything = stage_bytes()

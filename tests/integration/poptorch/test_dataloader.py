@@ -518,7 +518,9 @@ def test_no_hang_at_interpreter_exit(tmp_path):
             # exit without terminate()
     """))
     env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from repo_paths import REPO
+
+    root = REPO
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     result = subprocess.run([sys.executable, str(script)], env=env,
                             capture_output=True, text=True, timeout=60)

@@ -195,7 +195,7 @@ def test_off_chip_after_each_phase_keeps_one_phases_weights_on_chip():
 def test_unmodelled_activation_sharding_is_said_not_dropped(caplog):
     """PopART shards only variables: a sharded activation location is said,
     not silently dropped (the numbers do not depend on it); an off-chip
-    weight location is modelled (tests/test_tensor_locations.py), so no
+    weight location is modelled (tests/backend/test_tensor_locations.py), so no
     warning."""
     opts = tilefx.Options()
     opts.TensorLocations.setWeightLocation(tilefx.TensorLocationSettings().useOnChipStorage(False))
@@ -213,7 +213,7 @@ def test_auto_stage_sizes_the_state_where_it_lives():
     """ipu-auto-stage's predicted bytes per stage count the optimizer state
     on chip, sharded over the replicas, or not at all off chip, as the
     profile does."""
-    from test_strategies import BlockCNN, _data
+    from models import BlockCNN, mnist_batches
 
     def stage_bytes(loc):
         torch.manual_seed(0)
@@ -224,7 +224,7 @@ def test_auto_stage_sizes_the_state_where_it_lives():
         if loc is not None:
             opts.TensorLocations.setOptimizerLocation(loc)
         ex = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.AdamW(model.parameters()))
-        ex.compile(*_data(2, 8)[0])
+        ex.compile(*mnist_batches(2, 8)[0])
         return sum(ex.profile.auto_stage["stage_bytes"])
 
     on = stage_bytes(None)

@@ -19,7 +19,7 @@ from models import MLP, WithLoss
 # Adaptive optimizers divide by sqrt(v) + eps: with the default eps=1e-8 the
 # float rounding noise of a gradient that is zero by construction (a bias
 # before BatchNorm) would be amplified to +-lr, here as in PyTorch (see
-# tests/test_training.py). eps=1e-3 keeps that noise negligible.
+# tests/integration/poptorch/test_training.py). eps=1e-3 keeps that noise negligible.
 EPS = 1e-3
 T, X = torch.optim, tilefx.optim
 
