@@ -414,8 +414,7 @@ def _stash_depths_of(stage_ipus: tuple, schedule: str, micro_batches: int, train
         sched = pipelined(sip, S, M, True, 1, schedule)
     except Exception as e:  # the schedule's own rule, with its numbers
         raise PlacementError(f"ipu-auto-stage: {e}") from e
-    times = sched.compute_times()
-    return tuple(sched.in_flight(j, 2 * S - 2 - j, times) for j in range(S))
+    return tuple(sched.in_flight(j, 2 * S - 2 - j) for j in range(S))
 
 
 def _user_constraints(ops, anchor, n):
