@@ -313,3 +313,26 @@ def test_stash_figures_equal_the_walk_over_every_micro_batch():
                 assert sched.in_flight(s0, s1) == _walked_peak(sched, [(0, 1, s0, s1)]).get(0, 0)
             checked += 1
     assert checked > 100
+
+
+def test_a_pipeline_shape_is_walked_once_and_its_schedules_are_independent(monkeypatch):
+    """ipu-auto-stage, the profile and the planner's configurations of one
+    shape ask for the same pipeline: its steps are built once, and each
+    schedule gets its own list with equal steps and figures."""
+    from tilefx.backend import schedule as schedules
+
+    schedules._pipeline_steps.cache_clear()
+    built = []
+    real = schedules._zero_bubble_steps
+    monkeypatch.setattr(schedules, "_zero_bubble_steps", lambda *a: built.append(a) or real(*a))
+    sip = {0: 0, 1: 1, 2: 2, 3: 2, 4: 1}
+    a = schedules.pipelined(sip, 3, 9, True, 1, "ZeroBubble")
+    b = schedules.pipelined(dict(sip), 3, 9, True, 4, "ZeroBubble")
+    assert len(built) == 1
+    assert a.steps == b.steps and a.steps is not b.steps and b.repeats == 4
+    cyc = {s: 10.0 + s for s in range(5)}
+    assert a.makespan(cyc) == b.makespan(cyc) == _walked_makespan(b, cyc, {})
+    assert a.in_flight(0, 4) == b.in_flight(0, 4) == 3
+    b.steps.append(schedules.Step(b.length, 0, "compute", 0, 9, "fwd"))  # b's list only
+    assert len(schedules.pipelined(sip, 3, 9, True, 1, "ZeroBubble").steps) == len(a.steps)
+    assert b.makespan(cyc) == _walked_makespan(b, cyc, {}) > a.makespan(cyc)

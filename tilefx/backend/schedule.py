@@ -33,6 +33,7 @@ dependencies (stage s of a micro-batch after stage s-1).
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -171,10 +172,9 @@ class Schedule:
         """compute_times() as two (stage, micro-batch) arrays, -1 where a
         stage does not run a micro-batch: built once per step list, as the
         memory plan asks for the stash of many stage pairs."""
-        key = (id(self.steps), len(self.steps))
-        cached = self.__dict__.get("_times")
-        if cached is not None and cached[0] == key:
-            return cached[1]
+        memo = self._memo()
+        if "times" in memo:
+            return memo["times"]
         M = self.micro_batches
         comp = [(s.stage, s.micro_batch, s.time) for s in self.steps
                 if s.kind == "compute" and 0 <= s.micro_batch < M and s.stage >= 0]
@@ -185,9 +185,8 @@ class Schedule:
         np.minimum.at(first, (stage, mb), time)
         np.maximum.at(last, (stage, mb), time)
         first[last < 0] = -1
-        out = (first, last)
-        self.__dict__["_times"] = (key, out)
-        return out
+        memo["times"] = (first, last)
+        return memo["times"]
 
     def makespan(self, stage_cycles: dict[int, float],
                  weight_cycles: dict[int, float] | None = None) -> float:
@@ -228,10 +227,9 @@ class Schedule:
         schedule. A step waits for stage s-1 of its micro-batch (ZeroBubble's
         W step: its own stage's B step); a slot not yet completed reads 0, as
         a missing producer does."""
-        key = (id(self.steps), len(self.steps))
-        cached = self.__dict__.get("_order")
-        if cached is not None and cached[0] == key:
-            return cached[1]
+        memo = self._memo()
+        if "order" in memo:
+            return memo["order"]
         ipu_index: dict[int, int] = {}
         part_index: dict[tuple[int, str], int] = {}
         slot: dict[tuple[int, int], int] = {}
@@ -249,9 +247,18 @@ class Schedule:
                 order.append((ipu, k, slot_of((s.stage, s.micro_batch)), 0))
             else:
                 order.append((ipu, k, slot_of((s.stage - 1, s.micro_batch)), slot_of((s.stage, s.micro_batch))))
-        out = (order, list(part_index), len(ipu_index), len(slot) + 1)
-        self.__dict__["_order"] = (key, out)
-        return out
+        memo["order"] = (order, list(part_index), len(ipu_index), len(slot) + 1)
+        return memo["order"]
+
+    def _memo(self) -> dict:
+        """What is derived from the step list (makespan's order, the compute
+        times), kept while the list is the same; schedules built from one
+        cached pipeline share it (`pipelined`)."""
+        key = (id(self.steps), len(self.steps))
+        cached = self.__dict__.get("_derived")
+        if cached is None or cached[0] != key:
+            cached = self.__dict__["_derived"] = (key, {})
+        return cached[1]
 
     def chrome_trace(self, step_us: float = 1.0) -> dict:
         """The schedule as Chrome / Perfetto trace events: one track per IPU,
@@ -344,23 +351,37 @@ def pipelined(stage_ipu: dict[int, int], num_fwd: int, micro_batches: int, train
         raise Error(f"unknown pipeline schedule {name!r}: expected one of {', '.join(SCHEDULES)}")
     stage_ipu = _complete(stage_ipu, num_fwd, training)
     S = len(stage_ipu)
-    sched = Schedule("pipelined", S, micro_batches, repeats=repeats, training=training, name=name)
+    steps, memo = _pipeline_steps(tuple(sorted(stage_ipu.items())), num_fwd, micro_batches, training, name)
+    sched = Schedule("pipelined", S, micro_batches, list(steps), repeats=repeats, training=training, name=name)
+    sched.__dict__["_derived"] = ((id(sched.steps), len(sched.steps)), memo)
+    return sched
+
+
+@functools.lru_cache(maxsize=8)
+def _pipeline_steps(sip: tuple, num_fwd: int, micro_batches: int, training: bool,
+                    name: str) -> tuple[tuple[Step, ...], dict]:
+    """The steps of one pipeline (frozen, shared by every schedule of that
+    shape) and what is derived from them: ipu-auto-stage, the profile and
+    the planner's many configurations of one shape ask for the same
+    pipeline, each walk of it linear in the micro-batches."""
+    stage_ipu = dict(sip)
+    S = len(stage_ipu)
+    sched = Schedule("pipelined", S, micro_batches, training=training, name=name)
     if name == "FillDrain" or S == 1:
         # stage s runs micro-batch i at step i + s: fill S-1, main M-(S-1), flush S-1
         for i in range(micro_batches):
             for s in range(S):
                 sched.steps.append(Step(i + s, stage_ipu[s], "compute", s, i,
                                         _direction(s, num_fwd, training)))
-        return sched
+        return tuple(sched.steps), {}
     if name == "ZeroBubble" and training:
-        sched.steps = _zero_bubble_steps(stage_ipu, num_fwd, micro_batches)
-        return sched
+        return tuple(_zero_bubble_steps(stage_ipu, num_fwd, micro_batches)), {}
     orders = _one_f_one_b_orders(stage_ipu, num_fwd, micro_batches, training,
                                  interleaved=name == "Interleaved1F1B")
     for ipu, stage, mb, t in _unit_times(orders, micro_batches):
         sched.steps.append(Step(t, ipu, "compute", stage, mb, _direction(stage, num_fwd, training)))
     sched.steps.sort(key=lambda s: (s.time, s.ipu))
-    return sched
+    return tuple(sched.steps), {}
 
 
 def _complete(stage_ipu: dict[int, int], num_fwd: int, training: bool) -> dict[int, int]:

@@ -573,9 +573,9 @@ def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, traini
     return cuts
 
 
-@functools.lru_cache(maxsize=64)
 def _schedule_of(sip: tuple, S: int, M: int, training: bool, schedule: str):
-    """The pipeline's steps (read only: `_refine` asks for its makespan)."""
+    """The pipeline's steps (read only: `_refine` asks for its makespan;
+    `pipelined` keeps the steps of recent shapes)."""
     return pipelined(dict(sip), S, M, training, 1, schedule)
 
 
