@@ -3,12 +3,17 @@ sees the recomputation the model asks for (the values it stashes are the
 ones `ipu-recompute` keeps), and the costs it reuses across configurations
 and repeated layers are the costs it would compute afresh."""
 
+from collections import defaultdict
+
 import pytest
 import torch
 from torch import nn
 from xdsl.dialects import func
 
 import tilefx
+from tilefx.backend.machine import Machine
+from tilefx.backend.profile import TimedStep
+from tilefx.backend.schedule import WEIGHT_PART, Schedule, part_cycles
 from tilefx.dialects.ipu import PlacementAttr
 from tilefx.dialects.irutil import find_func, place
 from tilefx.passes.auto_stage import _anchors, _memory_vectors, _recomputation
@@ -199,10 +204,6 @@ def _walked_makespan(sched, stage_cycles, weight_cycles):
     """Schedule.makespan's definition, step by step: each IPU runs its steps
     in (time step, stage) order, a step starts once its IPU is free and
     stage s-1 of its micro-batch (a W step: its own stage's B step) is done."""
-    from collections import defaultdict
-
-    from tilefx.backend.schedule import WEIGHT_PART, part_cycles
-
     free, done, end = defaultdict(float), {}, 0.0
     for s in sorted(sched.steps, key=lambda s: (s.time, s.stage)):
         if s.kind != "compute":
@@ -253,8 +254,6 @@ def _walked_peak(sched, stashed):
     each value's events for every micro-batch: taken at the first step of
     (s0, i), let go after the last step of (s1, i), releases sorted before
     takes at one step."""
-    from collections import defaultdict
-
     starts, ends = sched.compute_times()
     events = defaultdict(list)
     for ipu, nbytes, s0, s1 in stashed:
@@ -336,3 +335,105 @@ def test_a_pipeline_shape_is_walked_once_and_its_schedules_are_independent(monke
     b.steps.append(schedules.Step(b.length, 0, "compute", 0, 9, "fwd"))  # b's list only
     assert len(schedules.pipelined(sip, 3, 9, True, 1, "ZeroBubble").steps) == len(a.steps)
     assert b.makespan(cyc) == _walked_makespan(b, cyc, {}) > a.makespan(cyc)
+
+
+def _walked_simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: Machine, host_in: int,
+              host_out: int, num_ipus: int, load_bytes: dict[int, int] | None = None,
+              store_bytes: dict[int, int] | None = None,
+              step_moves: dict[int, tuple[int, int, int]] | None = None,
+              phase_gathers: dict[int, int] | None = None,
+              weight_cycles: dict[int, int] | None = None) -> tuple[list[TimedStep], dict[int, int]]:
+    """profile._simulate step by step: every cycle count worked out at each step."""
+    ipu_free: dict[int, int] = defaultdict(int)
+    done: dict[tuple[int, int], int] = {}
+    out: list[TimedStep] = []
+    step_cycles: dict[int, int] = {}
+    last_stage = max(stage_of, default=0)
+    prev_end = 0  # sharded: one IPU at a time, each step after the previous one
+    weight_cycles = weight_cycles or {}
+    for st in sorted(schedule.steps, key=lambda s: (s.time, s.stage)):
+        ipu = st.ipu
+        if st.part == WEIGHT_PART:  # after its stage's input part, on the same IPU
+            start = max(ipu_free[ipu], done.get((st.stage, st.micro_batch), 0))
+            end = start + weight_cycles.get(st.stage, 0)
+            out.append(TimedStep(ipu, start, end, "compute", st.stage, st.micro_batch, st.direction))
+            ipu_free[ipu] = prev_end = end
+            step_cycles[st.stage] = max(step_cycles.get(st.stage, 0), end - start)
+            continue
+        if st.kind in ("load", "store"):
+            start = ipu_free[ipu]
+            resident = (load_bytes if st.kind == "load" else store_bytes) or {}
+            nbytes = copy_bytes.get(st.stage, 0) + resident.get(st.stage, 0)
+            cyc = machine.link_cycles(max(nbytes, 1), machine.streaming_bytes_per_s)
+            out.append(TimedStep(ipu, start, start + cyc, st.kind, st.stage, -1, st.direction))
+            ipu_free[ipu] = start + cyc
+            g = (phase_gathers or {}).get(st.stage, 0) if st.kind == "load" else 0
+            if g:
+                out.append(TimedStep(ipu, start + cyc, start + cyc + g, "allgather", st.stage, -1, st.direction))
+                ipu_free[ipu] = start + cyc + g
+            continue
+        start = max(ipu_free[ipu], done.get((st.stage - 1, st.micro_batch), 0))
+        if schedule.sequential:
+            start = max(start, prev_end)
+        begin = start
+        if st.stage == 0 and host_in:
+            out.append(TimedStep(ipu, start, start + host_in, "host", 0, st.micro_batch, "in"))
+            start += host_in
+        load, gather, store = (step_moves or {}).get(st.stage, (0, 0, 0))
+        for kind, cyc in (("load", machine.link_cycles(load, machine.streaming_bytes_per_s)), ("allgather", gather)):
+            if cyc:
+                out.append(TimedStep(ipu, start, start + cyc, kind, st.stage, st.micro_batch, st.direction))
+                start += cyc
+        end = start + int(part_cycles(st, stage_cycles.get(st.stage, 0), weight_cycles.get(st.stage, 0)))
+        out.append(TimedStep(ipu, start, end, "compute", st.stage, st.micro_batch, st.direction))
+        if store:
+            cyc = machine.link_cycles(store, machine.streaming_bytes_per_s)
+            out.append(TimedStep(ipu, end, end + cyc, "store", st.stage, st.micro_batch, st.direction))
+            end += cyc
+        nxt = stage_of.get(st.stage + 1)
+        if nxt is not None and nxt[0] != ipu and copy_bytes.get(st.stage + 1, 0):
+            cyc = machine.link_cycles(copy_bytes[st.stage + 1], machine.ipu_link_bytes_per_s)
+            out.append(TimedStep(ipu, end, end + cyc, "copy", st.stage, st.micro_batch, st.direction))
+            end += cyc
+        if st.stage == last_stage and host_out:
+            out.append(TimedStep(ipu, end, end + host_out, "host", st.stage, st.micro_batch, "out"))
+            end += host_out
+        ipu_free[ipu] = end
+        prev_end = end
+        done[(st.stage, st.micro_batch)] = end
+        step_cycles[st.stage] = max(step_cycles.get(st.stage, 0), end - begin)
+    return out, step_cycles
+
+
+
+def test_timeline_equals_the_step_by_step_walk():
+    """The profile's timeline (each stage's cycles of every kind worked out
+    once, not at each of its micro-batches' steps) is exactly the walk that
+    works them out at every step: for every schedule, with host streams,
+    streaming-memory moves, IPU-link copies and ZeroBubble's weight parts."""
+    import numpy as np
+
+    from tilefx.backend.machine import machine
+    from tilefx.backend.profile import _simulate
+
+    rng = np.random.default_rng(2)
+    mach = machine("mk2")
+    checked = 0
+    for sched in _schedules_to_check():
+        S = sched.num_stages
+        ipu_of = {s.stage: s.ipu for s in sched.steps}
+        stage_of = {st: (ipu_of.get(st, 0), "fwd") for st in range(S)}
+        for _ in range(2):
+            cyc = {st: int(rng.integers(1, 10**6)) for st in range(S)}
+            weight = {st: int(rng.integers(0, c)) for st, c in cyc.items()}
+            copies = {st: int(rng.integers(0, 2)) * int(rng.integers(1, 10**7)) for st in range(S)}
+            moves = {st: tuple(int(rng.integers(0, 2)) * int(rng.integers(1, 10**6)) for _ in range(3))
+                     for st in range(S) if rng.random() < 0.5}
+            host = [int(rng.integers(0, 2)) * int(rng.integers(1, 10**5)) for _ in range(2)]
+            loads = {st: int(rng.integers(0, 10**6)) for st in range(S)}
+            gathers = {st: int(rng.integers(0, 10**4)) for st in range(S)}
+            args = (sched, stage_of, cyc, copies, mach, host[0], host[1], max(ipu_of.values()) + 1,
+                    loads, dict(loads), moves, gathers, weight)
+            assert _simulate(*args) == _walked_simulate(*args)
+            checked += 1
+    assert checked > 50

@@ -217,8 +217,11 @@ class _Planner:
             c.reason = "IPU " + ", ".join(map(str, over)) + " out of tile memory"
         c.throughput = c.global_batch / profile.seconds if profile.seconds else 0.0
         c.bubble = profile.bubble_fraction() if c.stages > 1 else 0.0
-        reduce = max((sum(t.end - t.start for t in profile.timeline if t.kind == "allreduce" and t.ipu == i)
-                      for i in range(profile.num_ipus)), default=0)
+        per_ipu_reduce = [0] * profile.num_ipus  # one pass over the timeline (steps x micro-batches)
+        for t in profile.timeline:
+            if t.kind == "allreduce" and 0 <= t.ipu < profile.num_ipus:
+                per_ipu_reduce[t.ipu] += t.end - t.start
+        reduce = max(per_ipu_reduce, default=0)
         c.allreduce_share = reduce / profile.cycles_per_update if profile.cycles_per_update else 0.0
         per_ipu = [0] * c.stages  # forward and backward stages of each IPU
         for op in find_func(module, "main").body.block.ops:
