@@ -159,7 +159,7 @@ class Schedule:
         a release and a take at one step never overlap (as a sweep over
         the events that sorts releases first counts them)."""
         starts, ends = self._time_arrays()
-        diff = np.zeros(self.length + 2, dtype=np.int64)
+        diff = np.zeros(int(ends.max(initial=-1)) + 2, dtype=np.int64)  # a release after the last step
         for nbytes, s0, s1 in kept:
             mask = self._kept(s0, s1)
             if not mask.any():
