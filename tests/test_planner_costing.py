@@ -437,3 +437,31 @@ def test_timeline_equals_the_step_by_step_walk():
             assert _simulate(*args) == _walked_simulate(*args)
             checked += 1
     assert checked > 50
+
+
+def test_stage_count_whose_weights_alone_overflow_is_costed_once():
+    """When one configuration's always-live weights and gradient accumulators
+    already overflow its IPUs' tiles on average, no optimizer-state location,
+    proportion or schedule of that stage count can fit: the planner stops
+    costing them (a bound, checked here by costing the skipped ones), and
+    what does fit ranks as before."""
+    from tilefx.planner.candidate import Candidate
+    from tilefx.planner.search import PROPORTIONS, _Planner
+
+    with torch.device("meta"):
+        torch.manual_seed(0)
+        model = Checkpointed(d=2048, h=8192)  # 134M fp32 weights: with their accumulators > 1 IPU
+    x, y = torch.zeros(MB, 2048), torch.zeros(MB, 2048)
+    opts = tilefx.Options()
+    planner = _Planner(model, (x, y), 4, tilefx.optim.SGD(model.parameters(), lr=0.1), 64, opts, MB)
+    cands = planner.run(keep_all=True)
+    one = [c for c in cands if c.stages == 1]
+    assert len(one) == 1 and not one[0].fits and 1 in planner.hopeless
+    assert "no configuration of 1 stage(s) fits" in one[0].reason
+    assert one[0].held_bytes > one[0].tile_bytes
+    for state in planner._states(4):  # the configurations it skipped: none fits
+        for prop in PROPORTIONS:
+            c = Candidate(1, 4, MB, 4, "FillDrain", state, prop, planner.machine.name, base=opts)
+            planner._cost(c)
+            assert not c.fits and c.held_bytes == one[0].held_bytes
+    assert any(c.fits for c in cands)
