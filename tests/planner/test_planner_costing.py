@@ -3,12 +3,17 @@ sees the recomputation the model asks for (the values it stashes are the
 ones `ipu-recompute` keeps), and the costs it reuses across configurations
 and repeated layers are the costs it would compute afresh."""
 
+from collections import defaultdict
+
 import pytest
 import torch
 from torch import nn
 from xdsl.dialects import func
 
 import tilefx
+from tilefx.backend.machine import Machine
+from tilefx.backend.profile import TimedStep
+from tilefx.backend.schedule import WEIGHT_PART, Schedule, part_cycles
 from tilefx.dialects.ipu import PlacementAttr
 from tilefx.dialects.irutil import find_func, place
 from tilefx.passes.auto_stage import _anchors, _memory_vectors, _recomputation
@@ -199,10 +204,6 @@ def _walked_makespan(sched, stage_cycles, weight_cycles):
     """Schedule.makespan's definition, step by step: each IPU runs its steps
     in (time step, stage) order, a step starts once its IPU is free and
     stage s-1 of its micro-batch (a W step: its own stage's B step) is done."""
-    from collections import defaultdict
-
-    from tilefx.backend.schedule import WEIGHT_PART, part_cycles
-
     free, done, end = defaultdict(float), {}, 0.0
     for s in sorted(sched.steps, key=lambda s: (s.time, s.stage)):
         if s.kind != "compute":
@@ -246,3 +247,221 @@ def test_makespan_equals_the_step_by_step_walk(schedule):
                 w = {s: float(rng.uniform(0, 0.5)) * cyc[s] for s in range(2 * S - 1)}
                 assert sched.makespan(cyc, w) == _walked_makespan(sched, cyc, w)
                 assert sched.makespan(cyc) == _walked_makespan(sched, cyc, {})
+
+
+def _walked_peak(sched, stashed):
+    """The most bytes stashed at one time step, per IPU, by a sweep over
+    each value's events for every micro-batch: taken at the first step of
+    (s0, i), let go after the last step of (s1, i), releases sorted before
+    takes at one step."""
+    starts, ends = sched.compute_times()
+    events = defaultdict(list)
+    for ipu, nbytes, s0, s1 in stashed:
+        for i in range(sched.micro_batches):
+            if (s0, i) in starts and (s1, i) in ends:
+                events[ipu] += [(starts[(s0, i)], nbytes), (ends[(s1, i)] + 1, -nbytes)]
+    peaks = {}
+    for ipu, evs in events.items():
+        cur = best = 0
+        for _, d in sorted(evs):
+            cur += d
+            best = max(best, cur)
+        peaks[ipu] = best
+    return peaks
+
+
+def _schedules_to_check():
+    from tilefx.backend import schedule as schedules
+
+    for name in ("FillDrain", "1F1B", "Interleaved1F1B", "ZeroBubble"):
+        for ipus, virtual in ((1, 1), (2, 1), (3, 1), (4, 1), (2, 2), (4, 2)):
+            if virtual > 1 and name != "Interleaved1F1B":
+                continue
+            S = ipus * virtual
+            sip = {j: j % ipus for j in range(S)}
+            sip.update({2 * S - 2 - j: j % ipus for j in range(S - 1)})
+            for M in (1, ipus, 2 * S - 1, 2 * S + 3, 37):
+                try:
+                    yield schedules.pipelined(sip, S, M, True, 1, name)
+                except tilefx.Error:  # a schedule's own rule on M (its message is tested elsewhere)
+                    continue
+    yield schedules.sharded({0: 0, 1: 1, 2: 1, 3: 0}, 2, 5, True, 1)
+    yield schedules.phased({0: 0, 1: 1, 2: 1}, {0: 0, 1: 1, 2: 2}, 2, 6, True, 1, parallel=False,
+                           liveness="OffChipAfterEachPhase")
+
+
+def test_stash_figures_equal_the_walk_over_every_micro_batch():
+    """The stash the memory plan reports (Schedule.stash_peaks per IPU and
+    in_flight per stage pair, counted over the schedule's steps at once) is
+    exactly the sweep over every micro-batch's events, for every schedule,
+    random values and stage pairs (including pairs a schedule never runs)."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    checked = 0
+    for sched in _schedules_to_check():
+        stages = sched.num_stages
+        for _ in range(4):
+            stashed = []
+            for _ in range(int(rng.integers(1, 12))):
+                s0, s1 = sorted(int(x) for x in rng.integers(0, stages + 1, 2))
+                stashed.append((int(rng.integers(0, 3)), int(rng.integers(0, 10**9)), s0, s1))
+            assert sched.stash_peaks(stashed) == _walked_peak(sched, stashed)
+            assert list(sched.stash_peaks(stashed)) == list(_walked_peak(sched, stashed))  # same IPU order
+            for _, _, s0, s1 in stashed:
+                assert sched.in_flight(s0, s1) == _walked_peak(sched, [(0, 1, s0, s1)]).get(0, 0)
+            checked += 1
+    assert checked > 100
+
+
+def test_a_pipeline_shape_is_walked_once_and_its_schedules_are_independent(monkeypatch):
+    """ipu-auto-stage, the profile and the planner's configurations of one
+    shape ask for the same pipeline: its steps are built once, and each
+    schedule gets its own list with equal steps and figures."""
+    from tilefx.backend import schedule as schedules
+
+    schedules._pipeline_steps.cache_clear()
+    built = []
+    real = schedules._zero_bubble_steps
+    monkeypatch.setattr(schedules, "_zero_bubble_steps", lambda *a: built.append(a) or real(*a))
+    sip = {0: 0, 1: 1, 2: 2, 3: 2, 4: 1}
+    a = schedules.pipelined(sip, 3, 9, True, 1, "ZeroBubble")
+    b = schedules.pipelined(dict(sip), 3, 9, True, 4, "ZeroBubble")
+    assert len(built) == 1
+    assert a.steps == b.steps and a.steps is not b.steps and b.repeats == 4
+    cyc = {s: 10.0 + s for s in range(5)}
+    assert a.makespan(cyc) == b.makespan(cyc) == _walked_makespan(b, cyc, {})
+    assert a.in_flight(0, 4) == b.in_flight(0, 4) == 3
+    b.steps.append(schedules.Step(b.length, 0, "compute", 0, 9, "fwd"))  # b's list only
+    assert len(schedules.pipelined(sip, 3, 9, True, 1, "ZeroBubble").steps) == len(a.steps)
+    assert b.makespan(cyc) == _walked_makespan(b, cyc, {}) > a.makespan(cyc)
+
+
+def _walked_simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: Machine, host_in: int,
+              host_out: int, num_ipus: int, load_bytes: dict[int, int] | None = None,
+              store_bytes: dict[int, int] | None = None,
+              step_moves: dict[int, tuple[int, int, int]] | None = None,
+              phase_gathers: dict[int, int] | None = None,
+              weight_cycles: dict[int, int] | None = None) -> tuple[list[TimedStep], dict[int, int]]:
+    """profile._simulate step by step: every cycle count worked out at each step."""
+    ipu_free: dict[int, int] = defaultdict(int)
+    done: dict[tuple[int, int], int] = {}
+    out: list[TimedStep] = []
+    step_cycles: dict[int, int] = {}
+    last_stage = max(stage_of, default=0)
+    prev_end = 0  # sharded: one IPU at a time, each step after the previous one
+    weight_cycles = weight_cycles or {}
+    for st in sorted(schedule.steps, key=lambda s: (s.time, s.stage)):
+        ipu = st.ipu
+        if st.part == WEIGHT_PART:  # after its stage's input part, on the same IPU
+            start = max(ipu_free[ipu], done.get((st.stage, st.micro_batch), 0))
+            end = start + weight_cycles.get(st.stage, 0)
+            out.append(TimedStep(ipu, start, end, "compute", st.stage, st.micro_batch, st.direction))
+            ipu_free[ipu] = prev_end = end
+            step_cycles[st.stage] = max(step_cycles.get(st.stage, 0), end - start)
+            continue
+        if st.kind in ("load", "store"):
+            start = ipu_free[ipu]
+            resident = (load_bytes if st.kind == "load" else store_bytes) or {}
+            nbytes = copy_bytes.get(st.stage, 0) + resident.get(st.stage, 0)
+            cyc = machine.link_cycles(max(nbytes, 1), machine.streaming_bytes_per_s)
+            out.append(TimedStep(ipu, start, start + cyc, st.kind, st.stage, -1, st.direction))
+            ipu_free[ipu] = start + cyc
+            g = (phase_gathers or {}).get(st.stage, 0) if st.kind == "load" else 0
+            if g:
+                out.append(TimedStep(ipu, start + cyc, start + cyc + g, "allgather", st.stage, -1, st.direction))
+                ipu_free[ipu] = start + cyc + g
+            continue
+        start = max(ipu_free[ipu], done.get((st.stage - 1, st.micro_batch), 0))
+        if schedule.sequential:
+            start = max(start, prev_end)
+        begin = start
+        if st.stage == 0 and host_in:
+            out.append(TimedStep(ipu, start, start + host_in, "host", 0, st.micro_batch, "in"))
+            start += host_in
+        load, gather, store = (step_moves or {}).get(st.stage, (0, 0, 0))
+        for kind, cyc in (("load", machine.link_cycles(load, machine.streaming_bytes_per_s)), ("allgather", gather)):
+            if cyc:
+                out.append(TimedStep(ipu, start, start + cyc, kind, st.stage, st.micro_batch, st.direction))
+                start += cyc
+        end = start + int(part_cycles(st, stage_cycles.get(st.stage, 0), weight_cycles.get(st.stage, 0)))
+        out.append(TimedStep(ipu, start, end, "compute", st.stage, st.micro_batch, st.direction))
+        if store:
+            cyc = machine.link_cycles(store, machine.streaming_bytes_per_s)
+            out.append(TimedStep(ipu, end, end + cyc, "store", st.stage, st.micro_batch, st.direction))
+            end += cyc
+        nxt = stage_of.get(st.stage + 1)
+        if nxt is not None and nxt[0] != ipu and copy_bytes.get(st.stage + 1, 0):
+            cyc = machine.link_cycles(copy_bytes[st.stage + 1], machine.ipu_link_bytes_per_s)
+            out.append(TimedStep(ipu, end, end + cyc, "copy", st.stage, st.micro_batch, st.direction))
+            end += cyc
+        if st.stage == last_stage and host_out:
+            out.append(TimedStep(ipu, end, end + host_out, "host", st.stage, st.micro_batch, "out"))
+            end += host_out
+        ipu_free[ipu] = end
+        prev_end = end
+        done[(st.stage, st.micro_batch)] = end
+        step_cycles[st.stage] = max(step_cycles.get(st.stage, 0), end - begin)
+    return out, step_cycles
+
+
+
+def test_timeline_equals_the_step_by_step_walk():
+    """The profile's timeline (each stage's cycles of every kind worked out
+    once, not at each of its micro-batches' steps) is exactly the walk that
+    works them out at every step: for every schedule, with host streams,
+    streaming-memory moves, IPU-link copies and ZeroBubble's weight parts."""
+    import numpy as np
+
+    from tilefx.backend.machine import machine
+    from tilefx.backend.profile import _simulate
+
+    rng = np.random.default_rng(2)
+    mach = machine("mk2")
+    checked = 0
+    for sched in _schedules_to_check():
+        S = sched.num_stages
+        ipu_of = {s.stage: s.ipu for s in sched.steps}
+        stage_of = {st: (ipu_of.get(st, 0), "fwd") for st in range(S)}
+        for _ in range(2):
+            cyc = {st: int(rng.integers(1, 10**6)) for st in range(S)}
+            weight = {st: int(rng.integers(0, c)) for st, c in cyc.items()}
+            copies = {st: int(rng.integers(0, 2)) * int(rng.integers(1, 10**7)) for st in range(S)}
+            moves = {st: tuple(int(rng.integers(0, 2)) * int(rng.integers(1, 10**6)) for _ in range(3))
+                     for st in range(S) if rng.random() < 0.5}
+            host = [int(rng.integers(0, 2)) * int(rng.integers(1, 10**5)) for _ in range(2)]
+            loads = {st: int(rng.integers(0, 10**6)) for st in range(S)}
+            gathers = {st: int(rng.integers(0, 10**4)) for st in range(S)}
+            args = (sched, stage_of, cyc, copies, mach, host[0], host[1], max(ipu_of.values()) + 1,
+                    loads, dict(loads), moves, gathers, weight)
+            assert _simulate(*args) == _walked_simulate(*args)
+            checked += 1
+    assert checked > 50
+
+
+def test_stage_count_whose_weights_alone_overflow_is_costed_once():
+    """When one configuration's always-live weights and gradient accumulators
+    already overflow its IPUs' tiles on average, no optimizer-state location,
+    proportion or schedule of that stage count can fit: the planner stops
+    costing them (a bound, checked here by costing the skipped ones), and
+    what does fit ranks as before."""
+    from tilefx.planner.candidate import Candidate
+    from tilefx.planner.search import PROPORTIONS, _Planner
+
+    with torch.device("meta"):
+        torch.manual_seed(0)
+        model = Checkpointed(d=2048, h=8192)  # 134M fp32 weights: with their accumulators > 1 IPU
+    x, y = torch.zeros(MB, 2048), torch.zeros(MB, 2048)
+    opts = tilefx.Options()
+    planner = _Planner(model, (x, y), 4, tilefx.optim.SGD(model.parameters(), lr=0.1), 64, opts, MB)
+    cands = planner.run(keep_all=True)
+    one = [c for c in cands if c.stages == 1]
+    assert len(one) == 1 and not one[0].fits and 1 in planner.hopeless
+    assert "no configuration of 1 stage(s) fits" in one[0].reason
+    assert one[0].held_bytes > one[0].tile_bytes
+    for state in planner._states(4):  # the configurations it skipped: none fits
+        for prop in PROPORTIONS:
+            c = Candidate(1, 4, MB, 4, "FillDrain", state, prop, planner.machine.name, base=opts)
+            planner._cost(c)
+            assert not c.fits and c.held_bytes == one[0].held_bytes
+    assert any(c.fits for c in cands)

@@ -84,6 +84,17 @@ class Tensor:
     # optimizer state: their weight's); "" for activations
     owner: str = ""
 
+    @property
+    def held_whatever_the_plan(self) -> bool:
+        """An always-live weight (or its shard), buffer, constant or gradient
+        accumulator (ipu_memory's): on chip for every optimizer-state
+        location and available memory proportion, on its weight's IPU."""
+        return (self.made_by, self.kind) in _HELD
+
+
+_HELD = {("parameter", "weight"), ("buffer", "buffer"), ("constant", "buffer"),
+         ("ipu.accumulate", "accumulator")}
+
 
 @dataclass
 class IpuMemory:

@@ -566,6 +566,7 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
     last_stage = max(stage_of, default=0)
     prev_end = 0  # sharded: one IPU at a time, each step after the previous one
     weight_cycles = weight_cycles or {}
+    per_stage: dict[tuple, tuple] = {}  # (stage, IPU, part) -> its steps' cycles of each kind
     for st in sorted(schedule.steps, key=lambda s: (s.time, s.stage)):
         ipu = st.ipu
         if st.part == WEIGHT_PART:  # after its stage's input part, on the same IPU
@@ -594,22 +595,30 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
         if st.stage == 0 and host_in:
             out.append(TimedStep(ipu, start, start + host_in, "host", 0, st.micro_batch, "in"))
             start += host_in
-        load, gather, store = (step_moves or {}).get(st.stage, (0, 0, 0))
-        for kind, cyc in (("load", machine.link_cycles(load, machine.streaming_bytes_per_s)), ("allgather", gather)):
+        key = (st.stage, ipu, st.part)
+        moves = per_stage.get(key)
+        if moves is None:  # the same for every micro-batch of the stage
+            load, gather, store = (step_moves or {}).get(st.stage, (0, 0, 0))
+            nxt = stage_of.get(st.stage + 1)
+            copy = machine.link_cycles(copy_bytes[st.stage + 1], machine.ipu_link_bytes_per_s) \
+                if nxt is not None and nxt[0] != ipu and copy_bytes.get(st.stage + 1, 0) else 0
+            moves = per_stage[key] = (
+                machine.link_cycles(load, machine.streaming_bytes_per_s), gather,
+                int(part_cycles(st, stage_cycles.get(st.stage, 0), weight_cycles.get(st.stage, 0))),
+                machine.link_cycles(store, machine.streaming_bytes_per_s) if store else 0, copy)
+        load_cyc, gather, compute, store_cyc, copy = moves
+        for kind, cyc in (("load", load_cyc), ("allgather", gather)):
             if cyc:
                 out.append(TimedStep(ipu, start, start + cyc, kind, st.stage, st.micro_batch, st.direction))
                 start += cyc
-        end = start + int(part_cycles(st, stage_cycles.get(st.stage, 0), weight_cycles.get(st.stage, 0)))
+        end = start + compute
         out.append(TimedStep(ipu, start, end, "compute", st.stage, st.micro_batch, st.direction))
-        if store:
-            cyc = machine.link_cycles(store, machine.streaming_bytes_per_s)
-            out.append(TimedStep(ipu, end, end + cyc, "store", st.stage, st.micro_batch, st.direction))
-            end += cyc
-        nxt = stage_of.get(st.stage + 1)
-        if nxt is not None and nxt[0] != ipu and copy_bytes.get(st.stage + 1, 0):
-            cyc = machine.link_cycles(copy_bytes[st.stage + 1], machine.ipu_link_bytes_per_s)
-            out.append(TimedStep(ipu, end, end + cyc, "copy", st.stage, st.micro_batch, st.direction))
-            end += cyc
+        if store_cyc:
+            out.append(TimedStep(ipu, end, end + store_cyc, "store", st.stage, st.micro_batch, st.direction))
+            end += store_cyc
+        if copy:
+            out.append(TimedStep(ipu, end, end + copy, "copy", st.stage, st.micro_batch, st.direction))
+            end += copy
         if st.stage == last_stage and host_out:
             out.append(TimedStep(ipu, end, end + host_out, "host", st.stage, st.micro_batch, "out"))
             end += host_out

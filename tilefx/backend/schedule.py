@@ -33,9 +33,11 @@ dependencies (stage s of a micro-batch after stage s-1).
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import numpy as np
 from xdsl.dialects import func
 from xdsl.ir import Operation, OpResult
 
@@ -110,21 +112,11 @@ class Schedule:
                 busy[s.ipu].add(s.time)
         return {ipu: len(ts) / self.length for ipu, ts in sorted(busy.items())}
 
-    def in_flight(self, first: int, last: int, times=None) -> int:
+    def in_flight(self, first: int, last: int) -> int:
         """The most micro-batches that have started stage `first` but not yet
         finished stage `last` at one time step: how many copies of a value
-        made in `first` and last used in `last` are stashed. `times`: the
-        schedule's compute_times(), when the caller asks for many pairs."""
-        starts, ends = times or self.compute_times()
-        events = []
-        for i in range(self.micro_batches):
-            if (first, i) in starts and (last, i) in ends:
-                events += [(starts[(first, i)], 1), (ends[(last, i)] + 1, -1)]
-        best = cur = 0
-        for _, d in sorted(events):  # ends (-1) sort before starts at the same step
-            cur += d
-            best = max(best, cur)
-        return best
+        made in `first` and last used in `last` are stashed."""
+        return int(self._level_peak([(1, first, last)]))
 
     def compute_times(self) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:
         """The first and the last time step of each (stage, micro-batch): a
@@ -144,20 +136,57 @@ class Schedule:
         `stashed` lists (IPU, bytes, s0, s1), a value of stage s0 last used
         by stage s1, kept for micro-batch i from the first step of (s0, i) to
         the last of (s1, i)."""
-        starts, ends = self.compute_times()
-        events: dict[int, list[tuple[int, int]]] = defaultdict(list)
-        for ipu, nbytes, s0, s1 in stashed:
-            for i in range(self.micro_batches):
-                if (s0, i) in starts and (s1, i) in ends:
-                    events[ipu] += [(starts[(s0, i)], nbytes), (ends[(s1, i)] + 1, -nbytes)]
-        peaks = {}
-        for ipu, evs in events.items():
-            cur = best = 0
-            for _, d in sorted(evs):  # releases sort before stashes at the same step
-                cur += d
-                best = max(best, cur)
-            peaks[ipu] = best
-        return peaks
+        by_ipu: dict[int, dict[tuple[int, int], int]] = {}
+        for ipu, nbytes, s0, s1 in stashed:  # values of one stage pair live over the same steps
+            if self._kept(s0, s1).any():
+                pairs = by_ipu.setdefault(ipu, {})
+                pairs[(s0, s1)] = pairs.get((s0, s1), 0) + nbytes
+        return {ipu: int(self._level_peak([(b, s0, s1) for (s0, s1), b in pairs.items()]))
+                for ipu, pairs in by_ipu.items()}
+
+    def _kept(self, s0: int, s1: int):
+        """The micro-batches that run both stage s0 and stage s1."""
+        starts, ends = self._time_arrays()
+        if max(s0, s1) >= len(starts) or min(s0, s1) < 0:
+            return np.zeros(self.micro_batches, dtype=bool)
+        return (starts[s0] >= 0) & (ends[s1] >= 0)
+
+    def _level_peak(self, kept: list[tuple[int, int, int]]) -> int:
+        """The most of `kept` alive at one time step, at least 0: each (bytes,
+        s0, s1) holds its bytes for micro-batch i from the first step of
+        (s0, i) to the last of (s1, i), inclusive. The level at a step is
+        what was taken on at or before it less what was let go before it, so
+        a release and a take at one step never overlap (as a sweep over
+        the events that sorts releases first counts them)."""
+        starts, ends = self._time_arrays()
+        diff = np.zeros(int(ends.max(initial=-1)) + 2, dtype=np.int64)  # a release after the last step
+        for nbytes, s0, s1 in kept:
+            mask = self._kept(s0, s1)
+            if not mask.any():
+                continue
+            np.add.at(diff, starts[s0][mask], nbytes)
+            np.add.at(diff, ends[s1][mask] + 1, -nbytes)
+        return max(0, int(np.cumsum(diff).max()))
+
+    def _time_arrays(self):
+        """compute_times() as two (stage, micro-batch) arrays, -1 where a
+        stage does not run a micro-batch: built once per step list, as the
+        memory plan asks for the stash of many stage pairs."""
+        memo = self._memo()
+        if "times" in memo:
+            return memo["times"]
+        M = self.micro_batches
+        comp = [(s.stage, s.micro_batch, s.time) for s in self.steps
+                if s.kind == "compute" and 0 <= s.micro_batch < M and s.stage >= 0]
+        stage, mb, time = (np.array([c[k] for c in comp], dtype=np.int64) for k in range(3))
+        n_stages = int(stage.max()) + 1 if len(stage) else 0
+        first = np.full((n_stages, M), np.iinfo(np.int64).max, dtype=np.int64)
+        last = np.full((n_stages, M), -1, dtype=np.int64)
+        np.minimum.at(first, (stage, mb), time)
+        np.maximum.at(last, (stage, mb), time)
+        first[last < 0] = -1
+        memo["times"] = (first, last)
+        return memo["times"]
 
     def makespan(self, stage_cycles: dict[int, float],
                  weight_cycles: dict[int, float] | None = None) -> float:
@@ -198,10 +227,9 @@ class Schedule:
         schedule. A step waits for stage s-1 of its micro-batch (ZeroBubble's
         W step: its own stage's B step); a slot not yet completed reads 0, as
         a missing producer does."""
-        key = (id(self.steps), len(self.steps))
-        cached = self.__dict__.get("_order")
-        if cached is not None and cached[0] == key:
-            return cached[1]
+        memo = self._memo()
+        if "order" in memo:
+            return memo["order"]
         ipu_index: dict[int, int] = {}
         part_index: dict[tuple[int, str], int] = {}
         slot: dict[tuple[int, int], int] = {}
@@ -219,9 +247,18 @@ class Schedule:
                 order.append((ipu, k, slot_of((s.stage, s.micro_batch)), 0))
             else:
                 order.append((ipu, k, slot_of((s.stage - 1, s.micro_batch)), slot_of((s.stage, s.micro_batch))))
-        out = (order, list(part_index), len(ipu_index), len(slot) + 1)
-        self.__dict__["_order"] = (key, out)
-        return out
+        memo["order"] = (order, list(part_index), len(ipu_index), len(slot) + 1)
+        return memo["order"]
+
+    def _memo(self) -> dict:
+        """What is derived from the step list (makespan's order, the compute
+        times), kept while the list is the same; schedules built from one
+        cached pipeline share it (`pipelined`)."""
+        key = (id(self.steps), len(self.steps))
+        cached = self.__dict__.get("_derived")
+        if cached is None or cached[0] != key:
+            cached = self.__dict__["_derived"] = (key, {})
+        return cached[1]
 
     def chrome_trace(self, step_us: float = 1.0) -> dict:
         """The schedule as Chrome / Perfetto trace events: one track per IPU,
@@ -314,23 +351,37 @@ def pipelined(stage_ipu: dict[int, int], num_fwd: int, micro_batches: int, train
         raise Error(f"unknown pipeline schedule {name!r}: expected one of {', '.join(SCHEDULES)}")
     stage_ipu = _complete(stage_ipu, num_fwd, training)
     S = len(stage_ipu)
-    sched = Schedule("pipelined", S, micro_batches, repeats=repeats, training=training, name=name)
+    steps, memo = _pipeline_steps(tuple(sorted(stage_ipu.items())), num_fwd, micro_batches, training, name)
+    sched = Schedule("pipelined", S, micro_batches, list(steps), repeats=repeats, training=training, name=name)
+    sched.__dict__["_derived"] = ((id(sched.steps), len(sched.steps)), memo)
+    return sched
+
+
+@functools.lru_cache(maxsize=8)
+def _pipeline_steps(sip: tuple, num_fwd: int, micro_batches: int, training: bool,
+                    name: str) -> tuple[tuple[Step, ...], dict]:
+    """The steps of one pipeline (frozen, shared by every schedule of that
+    shape) and what is derived from them: ipu-auto-stage, the profile and
+    the planner's many configurations of one shape ask for the same
+    pipeline, each walk of it linear in the micro-batches."""
+    stage_ipu = dict(sip)
+    S = len(stage_ipu)
+    sched = Schedule("pipelined", S, micro_batches, training=training, name=name)
     if name == "FillDrain" or S == 1:
         # stage s runs micro-batch i at step i + s: fill S-1, main M-(S-1), flush S-1
         for i in range(micro_batches):
             for s in range(S):
                 sched.steps.append(Step(i + s, stage_ipu[s], "compute", s, i,
                                         _direction(s, num_fwd, training)))
-        return sched
+        return tuple(sched.steps), {}
     if name == "ZeroBubble" and training:
-        sched.steps = _zero_bubble_steps(stage_ipu, num_fwd, micro_batches)
-        return sched
+        return tuple(_zero_bubble_steps(stage_ipu, num_fwd, micro_batches)), {}
     orders = _one_f_one_b_orders(stage_ipu, num_fwd, micro_batches, training,
                                  interleaved=name == "Interleaved1F1B")
     for ipu, stage, mb, t in _unit_times(orders, micro_batches):
         sched.steps.append(Step(t, ipu, "compute", stage, mb, _direction(stage, num_fwd, training)))
     sched.steps.sort(key=lambda s: (s.time, s.ipu))
-    return sched
+    return tuple(sched.steps), {}
 
 
 def _complete(stage_ipu: dict[int, int], num_fwd: int, training: bool) -> dict[int, int]:

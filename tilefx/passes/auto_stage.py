@@ -414,8 +414,7 @@ def _stash_depths_of(stage_ipus: tuple, schedule: str, micro_batches: int, train
         sched = pipelined(sip, S, M, True, 1, schedule)
     except Exception as e:  # the schedule's own rule, with its numbers
         raise PlacementError(f"ipu-auto-stage: {e}") from e
-    times = sched.compute_times()
-    return tuple(sched.in_flight(j, 2 * S - 2 - j, times) for j in range(S))
+    return tuple(sched.in_flight(j, 2 * S - 2 - j) for j in range(S))
 
 
 def _user_constraints(ops, anchor, n):
@@ -574,9 +573,9 @@ def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, traini
     return cuts
 
 
-@functools.lru_cache(maxsize=64)
 def _schedule_of(sip: tuple, S: int, M: int, training: bool, schedule: str):
-    """The pipeline's steps (read only: `_refine` asks for its makespan)."""
+    """The pipeline's steps (read only: `_refine` asks for its makespan;
+    `pipelined` keeps the steps of recent shapes)."""
     return pipelined(dict(sip), S, M, training, 1, schedule)
 
 

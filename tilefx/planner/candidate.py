@@ -38,6 +38,9 @@ class Candidate:
     throughput: float = 0.0  # samples per second
     memory: dict[int, int] = field(default_factory=dict)  # per IPU: bytes on its fullest tile
     tile_bytes: int = 0
+    # the fewest bytes per tile, on average over the IPUs of one replica, that
+    # any configuration of these stages and replicas holds (search.py)
+    held_bytes: int = 0
     bubble: float = 0.0
     allreduce_share: float = 0.0
     stage_cycles: list[int] = field(default_factory=list)

@@ -87,6 +87,7 @@ class _Planner:
         self.units: list[str] = []
         self.trace_seconds = 0.0
         self.costings = 0
+        self.hopeless: set[int] = set()  # stage counts no configuration of which can fit
 
     # -- the one trace -------------------------------------------------------
     def _repeated_layers(self) -> list[str]:
@@ -156,6 +157,8 @@ class _Planner:
                 continue
             for schedule in self._schedules(stages, accumulation):
                 out += self._first_that_fits(stages, replicas, accumulation, schedule)
+                if stages in self.hopeless:  # no schedule changes what proves it
+                    break
         fitting = sorted((c for c in out if c.fits), key=lambda c: -c.throughput)
         return fitting + ([c for c in out if not c.fits] if keep_all else [])
 
@@ -186,6 +189,12 @@ class _Planner:
                 tried.append(c)
                 if c.fits or (not c.memory and "fits" not in c.reason):
                     return tried  # fits, or fails for a reason memory does not change
+                if c.held_bytes > c.tile_bytes:
+                    self.hopeless.add(stages)
+                    c.reason += (f"; no configuration of {stages} stage(s) fits: its weights, buffers and "
+                                 f"gradient accumulators alone take {c.held_bytes:,} bytes per tile on "
+                                 f"average ({c.tile_bytes:,} per tile)")
+                    return tried
         return tried
 
     def _cost(self, c: Candidate) -> None:
@@ -210,6 +219,13 @@ class _Planner:
             c.fits, c.reason = False, str(e).splitlines()[0]
             return
         c.tile_bytes = profile.machine.bytes_per_tile
+        # a floor under the fullest tile of every configuration of these stages
+        # and replicas: the always-live tensors no optimizer-state location or
+        # proportion moves (each on one IPU, spread over its tiles with at
+        # least its bytes) and the codelets every tile holds. The fullest
+        # tile holds at least the average of the stages' IPUs' tiles.
+        held = sum(t.nbytes for m in profile.memory.values() for t in m.tensors if t.held_whatever_the_plan)
+        c.held_bytes = -(-held // (c.stages * profile.machine.tiles)) + profile.machine.codelet_bytes_per_tile
         c.memory = {i: int(m.peak.max()) for i, m in profile.memory.items()}
         over = [i for i, b in c.memory.items() if b > c.tile_bytes]
         if over:
@@ -217,8 +233,11 @@ class _Planner:
             c.reason = "IPU " + ", ".join(map(str, over)) + " out of tile memory"
         c.throughput = c.global_batch / profile.seconds if profile.seconds else 0.0
         c.bubble = profile.bubble_fraction() if c.stages > 1 else 0.0
-        reduce = max((sum(t.end - t.start for t in profile.timeline if t.kind == "allreduce" and t.ipu == i)
-                      for i in range(profile.num_ipus)), default=0)
+        per_ipu_reduce = [0] * profile.num_ipus  # one pass over the timeline (steps x micro-batches)
+        for t in profile.timeline:
+            if t.kind == "allreduce" and 0 <= t.ipu < profile.num_ipus:
+                per_ipu_reduce[t.ipu] += t.end - t.start
+        reduce = max(per_ipu_reduce, default=0)
         c.allreduce_share = reduce / profile.cycles_per_update if profile.cycles_per_update else 0.0
         per_ipu = [0] * c.stages  # forward and backward stages of each IPU
         for op in find_func(module, "main").body.block.ops:
