@@ -11,7 +11,7 @@ import torch
 from tilefx.api.annotations import BeginBlock
 from tilefx.api.option_groups import TensorLocationSettings
 from tilefx.api.options import Options
-from tilefx.api.strategies import PipelinedExecution
+from tilefx.api.strategies import AutoStage, PipelinedExecution
 
 # where the optimizer state lives (PopTorch's TensorLocations.setOptimizerLocation)
 STATE_ON_CHIP, STATE_OFF_CHIP, STATE_SHARDED = "on chip", "off chip", "replica-sharded"
@@ -35,6 +35,10 @@ class Candidate:
     machine: str
     # (module path, IPU): BeginBlock(model.<path>, ipu_id=IPU) starts each stage after the first
     placement: list[tuple[str, int]] = field(default_factory=list)
+    # the module starting the tail (the ops after the last repeated layer),
+    # put back on IPU 0 as a last pipeline stage: its weight is tied to one
+    # of IPU 0's; "" for contiguous stages
+    tail: str = ""
     throughput: float = 0.0  # samples per second
     memory: dict[int, int] = field(default_factory=dict)  # per IPU: bytes on its fullest tile
     tile_bytes: int = 0
@@ -48,6 +52,11 @@ class Candidate:
     @property
     def ipus(self) -> int:
         return self.stages * self.replicas
+
+    @property
+    def pipeline_stages(self) -> int:
+        """Pipeline stages: one per IPU, and the tail's on IPU 0."""
+        return self.stages + (1 if self.tail else 0)
 
     @property
     def global_batch(self) -> int:
@@ -65,6 +74,8 @@ class Candidate:
             own = copy.copy(own)
             own.schedule = self.schedule
             o.setExecutionStrategy(own)
+        elif self.tail:  # each block the next stage: the tail's block a stage after the last IPU's
+            o.setExecutionStrategy(PipelinedExecution(AutoStage.AutoIncrement, schedule=self.schedule))
         elif self.stages > 1:
             o.setExecutionStrategy(PipelinedExecution(schedule=self.schedule))
         if not o.available_memory_proportion:
@@ -84,8 +95,8 @@ class Candidate:
     def place(self, model: torch.nn.Module) -> torch.nn.Module:
         """Start each stage's block at its first module, on its IPU (the
         model must not carry other BeginBlock annotations there)."""
-        for path, ipu in self.placement:
-            BeginBlock(model.get_submodule(path), f"stage{ipu}", ipu_id=ipu)
+        for k, (path, ipu) in enumerate(self.placement, 1):
+            BeginBlock(model.get_submodule(path), f"stage{k}", ipu_id=ipu)
         return model
 
     @property
@@ -97,7 +108,7 @@ class Candidate:
         if self.stages > 1:
             sched = "" if self.schedule == "FillDrain" else f", schedule={self.schedule!r}"
             own = self.base.execution_strategy if self.base is not None else None
-            mode = getattr(getattr(own, "auto_stage", None), "name", "SameAsIpu")
+            mode = getattr(getattr(own, "auto_stage", None), "name", "AutoIncrement" if self.tail else "SameAsIpu")
             lines.append(f"opts.setExecutionStrategy(poptorch.PipelinedExecution("
                          f"poptorch.AutoStage.{mode}{sched}))")
         amp = ", ".join(f'"{k}": {v}' for k, v in self.options.available_memory_proportion.items())
@@ -108,14 +119,15 @@ class Candidate:
         elif self.state == STATE_SHARDED:
             lines.append("opts.TensorLocations.setOptimizerLocation("
                          "poptorch.TensorLocationSettings().useReplicatedTensorSharding(True))")
-        for path, ipu in self.placement:
-            lines.append(f"poptorch.BeginBlock(model.{_python_path(path)}, \"stage{ipu}\", ipu_id={ipu})")
+        for k, (path, ipu) in enumerate(self.placement, 1):
+            lines.append(f"poptorch.BeginBlock(model.{_python_path(path)}, \"stage{k}\", ipu_id={ipu})")
         return "\n".join(lines)
 
     def row(self) -> str:
         mem = max(self.memory.values(), default=0)
         share = f"{100 * mem / self.tile_bytes:.0f}%" if self.tile_bytes else "-"
-        return (f"{self.stages:>2} x {self.replicas:<3} {self.micro_batch:>4} {self.accumulation:>6} "
+        stages = f"{self.stages}+tail" if self.tail else f"{self.stages:>2}"
+        return (f"{stages} x {self.replicas:<3} {self.micro_batch:>4} {self.accumulation:>6} "
                 f"{self.schedule:<11} {self.state:<15} {self.proportion:<4} "
                 f"{self.throughput:>12,.1f} {share:>6} {100 * self.bubble:>6.1f}% "
                 f"{100 * self.allreduce_share:>6.1f}%  {self.limit()}")
@@ -137,7 +149,8 @@ class Candidate:
     def explain(self) -> str:
         """Why this configuration: its choices and the figures behind them."""
         mem = ", ".join(f"IPU{i} {b / 1024:.0f} KiB" for i, b in sorted(self.memory.items()))
-        lines = [f"{self.stages} pipeline stage(s) x {self.replicas} replica(s) = {self.ipus} IPUs "
+        tail = f" (and the tail's on IPU 0, {self.pipeline_stages} in all)" if self.tail else ""
+        lines = [f"{self.stages} pipeline stage(s){tail} x {self.replicas} replica(s) = {self.ipus} IPUs "
                  f"({self.machine}), micro-batch {self.micro_batch}, gradient accumulation "
                  f"{self.accumulation}: {self.global_batch} samples per weight update",
                  f"  predicted throughput {self.throughput:,.1f} samples/s; limited by {self.limit()}",
@@ -147,8 +160,9 @@ class Candidate:
                  f"  fullest tile per IPU (of {self.tile_bytes / 1024:.0f} KiB): {mem}"]
         if self.stage_cycles:
             lines.append(f"  cycles per micro-batch by IPU (forward and backward): {self.stage_cycles}")
-        for path, ipu in self.placement:
-            lines.append(f"  stage {ipu} starts at {path}")
+        for k, (path, ipu) in enumerate(self.placement, 1):
+            lines.append(f"  stage {k} (IPU {ipu}) starts at {path}"
+                         + (", back on the IPU holding its tied weight" if path == self.tail else ""))
         if self.reason and self.fits:
             lines.append(f"  {self.reason}")
         return "\n".join(lines)

@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from tilefx.api.annotations import BeginBlock, removeBlocks
+from tilefx.api.annotations import BeginBlock, Block, removeBlocks
 from tilefx.api.executor import trainingModel
 from tilefx.api.compile_config import compile_config
 from tilefx.api.options import Options
@@ -43,6 +43,7 @@ PIPELINE_SCHEDULES = ("FillDrain", "1F1B", "ZeroBubble")
 # nlp/bert/pytorch/configs_pretraining.yml: matmul_proportion 0.15 to 0.25).
 PROPORTIONS = (0.6, 0.3, 0.15)
 _UNIT_BLOCK = "plan.unit"
+_TAIL_BLOCK = "plan.tail"
 
 
 def plan(model: torch.nn.Module, *example_inputs, ipus: int, optimizer=None,
@@ -85,6 +86,7 @@ class _Planner:
             STATE_SHARDED if loc.resolved().sharded else STATE_ON_CHIP)
         self.user_blocks = any(getattr(m, "_tilefx_begin_block", None) is not None for m in model.modules())
         self.units: list[str] = []
+        self.tail: str | None = None  # the module starting the tail whose weight is tied to stage 0's
         self.trace_seconds = 0.0
         self.costings = 0
 
@@ -104,6 +106,7 @@ class _Planner:
             self.units = self._repeated_layers()
             for i, path in enumerate(self.units):  # blocks without an IPU: never cut inside one
                 BeginBlock(self.model.get_submodule(path), f"{_UNIT_BLOCK}{i}")
+        hooks = self._tail_hooks() if self.units else []
         opts = self.base.clone()
         opts.replicationFactor(1).deviceIterations(1)
         opts.Training.gradientAccumulation(1)
@@ -118,9 +121,57 @@ class _Planner:
         try:
             self.traced = self.executor.trace_only(*self.inputs)
         finally:
+            for h in hooks:
+                h.remove()
             if self.units:
                 removeBlocks(self.model)
         self.trace_seconds = time.perf_counter() - start
+
+    def _tail_hooks(self) -> list:
+        """Forward hooks that find the tail while the model is traced: the
+        first module after the last repeated layer owning a parameter that a
+        module before the first repeated layer also owns (a masked-LM head
+        tied to the word embedding). They open the tail's block there (a
+        block without an IPU) and note its path in `self.tail`."""
+        owners: dict[int, list[tuple[str, torch.nn.Module]]] = {}
+        for path, m in self.model.named_modules():
+            for p in m.parameters(recurse=False):
+                owners.setdefault(id(p), []).append((path, m))
+        inside = tuple(self.units) + tuple(u + "." for u in self.units)
+        tied = {}  # module outside the repeated layers -> its tied parameters
+        for group in owners.values():
+            if len(group) > 1 and not any(path.startswith(inside) for path, _ in group):
+                for path, m in group:
+                    tied.setdefault((path, m), set()).update(id(p) for p in m.parameters(recurse=False)
+                                                             if len(owners[id(p)]) > 1)
+        if not tied:
+            return []
+        state = {"phase": "before", "seen": set()}
+
+        def reset(module, args):
+            state["phase"], state["seen"] = "before", set()
+
+        def started(module, args):
+            state["phase"] = "layers"
+
+        def ended(module, args, out):
+            state["phase"] = "after"
+
+        def owner(path, ids):
+            def hook(module, args):
+                if state["phase"] == "before":
+                    state["seen"] |= ids
+                elif state["phase"] == "after" and ids & state["seen"]:
+                    state["phase"] = "tail"
+                    self.tail = path
+                    Block.start(_TAIL_BLOCK)
+            return hook
+
+        hooks = [self.model.register_forward_pre_hook(reset),
+                 self.model.get_submodule(self.units[0]).register_forward_pre_hook(started),
+                 self.model.get_submodule(self.units[-1]).register_forward_hook(ended)]
+        hooks += [m.register_forward_pre_hook(owner(path, ids)) for (path, m), ids in tied.items()]
+        return hooks
 
     def _fixed_stages(self) -> int | None:
         """The IPUs per replica the user's strategy or Blocks fix, if any."""
@@ -156,6 +207,10 @@ class _Planner:
                 continue
             for schedule in self._schedules(stages, accumulation):
                 out += self._first_that_fits(stages, replicas, accumulation, schedule)
+            # the tail back on IPU 0, with the weight it shares: one more
+            # pipeline stage, which PopTorch's FillDrain pipeline runs
+            if self.tail is not None and stages > 1 and accumulation >= 2 * (stages + 1) - 1:
+                out += self._first_that_fits(stages, replicas, accumulation, "FillDrain", self.tail)
         fitting = sorted((c for c in out if c.fits), key=lambda c: -c.throughput)
         return fitting + ([c for c in out if not c.fits] if keep_all else [])
 
@@ -172,7 +227,7 @@ class _Planner:
             return [self.fixed_state]
         return [STATE_ON_CHIP] + ([STATE_SHARDED] if replicas > 1 else []) + [STATE_OFF_CHIP]
 
-    def _first_that_fits(self, stages, replicas, accumulation, schedule) -> list[Candidate]:
+    def _first_that_fits(self, stages, replicas, accumulation, schedule, tail=None) -> list[Candidate]:
         """Cost the state locations and proportions in turn, from the one
         that costs the least time, until one fits."""
         tried = []
@@ -181,7 +236,7 @@ class _Planner:
             for prop in proportions:
                 c = Candidate(stages, replicas, self.mb, accumulation, schedule, state,
                               prop if prop is not None else min(self.fixed_proportion.values()),
-                              self.machine.name, base=self.base)
+                              self.machine.name, base=self.base, tail=tail)
                 self._cost(c)
                 tried.append(c)
                 if c.fits or (not c.memory and "fits" not in c.reason):
@@ -195,7 +250,8 @@ class _Planner:
         # model a user compiles with them) carry no strategy, so neither does
         # its costing; the profile's memory plan judges whether it fits
         if self._fixed_stages() is None and not self.user_blocks and c.stages > 1:
-            opts.setExecutionStrategy(PipelinedExecution.auto(c.stages, schedule=c.schedule))
+            opts.setExecutionStrategy(PipelinedExecution.auto(c.stages, schedule=c.schedule,
+                                                              tail=_TAIL_BLOCK if c.tail else None))
         module = self.traced.clone()
         unit_of = self._units_of(module)
         if c.stages == 1 and self.units:
@@ -220,7 +276,7 @@ class _Planner:
         reduce = max((sum(t.end - t.start for t in profile.timeline if t.kind == "allreduce" and t.ipu == i)
                       for i in range(profile.num_ipus)), default=0)
         c.allreduce_share = reduce / profile.cycles_per_update if profile.cycles_per_update else 0.0
-        per_ipu = [0] * c.stages  # forward and backward stages of each IPU
+        per_ipu = [0] * c.stages  # forward and backward stages of each IPU (the tail's with IPU 0's)
         for op in find_func(module, "main").body.block.ops:
             if isinstance(op, StageOp):
                 per_ipu[op.ipu.value.data] += int(profile.stage_cycles.get(op.stage.value.data, 0))
@@ -234,31 +290,39 @@ class _Planner:
         without them, as the candidate's unannotated model compiles."""
         for op in module.walk():
             p = op.attributes.get(PLACE_KEY)
-            if isinstance(p, PlacementAttr) and p.block.data.startswith((_UNIT_BLOCK, START_BLOCK)):
+            if isinstance(p, PlacementAttr) and p.block.data.startswith((_UNIT_BLOCK, _TAIL_BLOCK, START_BLOCK)):
                 op.attributes[PLACE_KEY] = p.with_(block="", ipu=-1)
 
     def _units_of(self, module) -> dict:
-        """Each forward op of a repeated layer, with the layer's index (read
-        before ipu-auto-stage renames the blocks after the stages)."""
+        """Each forward op of a repeated layer, with the layer's index, and
+        of the tail, with the index after the last layer (read before
+        ipu-auto-stage renames the blocks after the stages)."""
         out = {}
         for op in find_func(module, "main").body.block.ops:
             p = op.attributes.get(PLACE_KEY)
-            if isinstance(p, PlacementAttr) and not p.is_backward and p.block.data.startswith(_UNIT_BLOCK):
+            if not isinstance(p, PlacementAttr) or p.is_backward:
+                continue
+            if p.block.data.startswith(_UNIT_BLOCK):
                 out[op] = int(p.block.data[len(_UNIT_BLOCK):])
+            elif p.block.data == _TAIL_BLOCK:
+                out[op] = len(self.units)
         return out
 
     def _placement(self, module, unit_of: dict) -> list[tuple[str, int]]:
-        """The first repeated layer of each forward stage after the first."""
+        """Where each forward stage after the first starts (its first
+        repeated layer, or the tail), with its IPU, in stage order."""
         if not self.units:
             return []
-        first: dict[int, int] = {}
+        paths = self.units + [self.tail]
+        first: dict[int, tuple[int, int]] = {}  # forward stage -> (first unit, IPU)
         for op in find_func(module, "main").body.block.ops:
             if isinstance(op, StageOp):
-                ipu = op.ipu.value.data
+                k, ipu = op.stage.value.data, op.ipu.value.data
                 for inner in op.body.block.ops:
                     if inner in unit_of:
-                        first[ipu] = min(first.get(ipu, unit_of[inner]), unit_of[inner])
-        return [(self.units[u], ipu) for ipu, u in sorted(first.items()) if ipu > 0]
+                        u = min(first.get(k, (unit_of[inner], ipu))[0], unit_of[inner])
+                        first[k] = (u, ipu)
+        return [(paths[u], ipu) for k, (u, ipu) in sorted(first.items()) if k > 0]
 
 
 def table(candidates: list[Candidate], top: int = 10) -> str:
