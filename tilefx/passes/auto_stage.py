@@ -130,7 +130,9 @@ class AutoStagePass(ModulePass):
              "locations": Locations.from_config(auto.get("locations", {})),
              "replicas": int(auto.get("replicas", 1)),
              "tail_block": str(auto.get("tail_block", self.tail_block) or ""),
-             "tail_ipu": auto.get("tail_ipu", self.tail_ipu)}
+             "tail_ipu": auto.get("tail_ipu", self.tail_ipu),
+             # bytes per tile to leave free on IPU i (the i-th entry)
+             "reserve": {i: float(b) for i, b in enumerate(auto.get("reserve", ()))}}
         if s["num_ipus"] < 1:
             raise PlacementError("ipu-auto-stage needs the number of IPUs: num-ipus=N, or "
                                  "PipelinedExecution.auto(N)")
@@ -208,7 +210,7 @@ class AutoStagePass(ModulePass):
 
         cuts, stage_report, stage_mem_ok = _partition(
             [cycles[ipu_prop[i]] for i in stage_ipus], link, weights, saved, temp, code, depth,
-            stage_ipus, pinned, no_cut, training, mach, v, tail)
+            stage_ipus, pinned, no_cut, training, mach, v, tail, cfg["reserve"])
         cuts = _refine(cuts, [cycles[ipu_prop[i]] for i in stage_ipus],
                        [bwd_cycles[ipu_prop[i]] for i in stage_ipus], link, stage_ipus, cfg["schedule"],
                        self.micro_batches, training, stage_mem_ok, tail is not None)
@@ -481,15 +483,21 @@ def _tail_start(ops, anchor, block: str) -> int:
 
 
 def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinned, no_cut,
-               training, mach, virtual, tail=None):
+               training, mach, virtual, tail=None, reserve=None):
     """The cuts 0 = c0 < c1 < ... < cS = n minimising the slowest IPU, each
     stage within its IPU's tile memory; its cycles and bytes. `tail`: the
     last stage is positions [tail, n), on the IPU of an earlier stage, whose
-    cycles and memory it adds to."""
+    cycles and memory it adds to. `reserve`: bytes per tile, by IPU, that
+    the stages on it leave free (an IPU the profile found over its tile
+    with an earlier split: the difference between that memory plan's
+    fullest tile and this estimate of the average one)."""
+    reserve = reserve or {}
     n = len(weights)
     S = len(stage_ipus)
     tiles = mach.tiles
     cap = mach.bytes_per_tile / virtual
+    # per stage: its IPU's tile less what the caller reserves there
+    caps = [cap - reserve.get(ipu, 0) for ipu in stage_ipus]
     W = np.concatenate([[0], np.cumsum(weights)])
     A = np.concatenate([[0], np.cumsum(saved)])
     K = np.concatenate([[0], np.cumsum(code)])
@@ -534,7 +542,7 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
                 mem = mem - mtemp + np.maximum(mtemp, tail_temp) + tail_mem
             elif tail is not None and k == S - 1:
                 mem = np.zeros_like(mem)  # counted with its host stage
-            val = np.where(ok & (mem <= cap), np.maximum(prev[i], cyc), inf)
+            val = np.where(ok & (mem <= caps[k]), np.maximum(prev[i], cyc), inf)
             m = int(np.argmin(val))
             if np.isfinite(val[m]) and (k < S - 1 or j == n):
                 best[k + 1, j], arg[k + 1, j] = val[m], i[m]
@@ -566,8 +574,8 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
         mem = (W[j] - W[i] + depth[k] * (A[j] - A[i])) / tiles + \
             mach.code_bytes_per_op_per_tile * (K[j] - K[i])
         if k == host:
-            return mem + tail_mem + max(temp[i:j].max(), tail_temp) <= cap
-        return mem + temp[i:j].max() <= cap
+            return mem + tail_mem + max(temp[i:j].max(), tail_temp) <= caps[k]
+        return mem + temp[i:j].max() <= caps[k]
 
     return cuts, report, ok
 

@@ -29,7 +29,8 @@ from tilefx.api.strategies import PipelinedExecution
 from tilefx import driver
 from tilefx.backend.machine import machine as machine_named
 from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr, StageOp
-from tilefx.dialects.irutil import find_func
+from tilefx.dialects.irutil import find_func, from_py, module_config
+from tilefx.dialects.names import STRATEGY_KEY
 from tilefx.errors import Error
 from tilefx.passes.assign_stages import AssignStagesPass
 from tilefx.passes.pipelines import run_graph_passes
@@ -42,6 +43,10 @@ PIPELINE_SCHEDULES = ("FillDrain", "1F1B", "ZeroBubble")
 # BERT-Large pre-training configurations (graphcore/examples,
 # nlp/bert/pytorch/configs_pretraining.yml: matmul_proportion 0.15 to 0.25).
 PROPORTIONS = (0.6, 0.3, 0.15)
+# ipu-auto-stage sizes a stage by its average tile; the profile's memory
+# plan by its fullest. Where the plan finds an IPU over its tile, the split
+# is cut again leaving that excess free there, at most this many times.
+RECUTS = 3
 _UNIT_BLOCK = "plan.unit"
 _TAIL_BLOCK = "plan.tail"
 
@@ -241,9 +246,35 @@ class _Planner:
                 tried.append(c)
                 if c.fits or (not c.memory and "fits" not in c.reason):
                     return tried  # fits, or fails for a reason memory does not change
+            if self._fixed_stages() is None and not self.user_blocks:
+                tried += self._recut(c)
+                if tried[-1].fits:
+                    return tried
         return tried
 
-    def _cost(self, c: Candidate) -> None:
+    def _recut(self, c: Candidate) -> list[Candidate]:
+        """`c` cut again, leaving free on each IPU the profile found over its
+        tile what it was over by (added up over the tries)."""
+        out: list[Candidate] = []
+        reserve = [0] * c.stages
+        for _ in range(RECUTS):
+            over = {i: b - c.tile_bytes for i, b in c.memory.items() if b > c.tile_bytes}
+            if c.stages == 1 or not over:
+                break
+            for i, b in over.items():
+                reserve[i] += b
+            c = Candidate(c.stages, c.replicas, c.micro_batch, c.accumulation, c.schedule, c.state,
+                          c.proportion, c.machine, base=c.base, tail=c.tail)
+            self._cost(c, reserve)
+            out.append(c)
+            if c.fits:
+                c.reason = "cut again leaving free per tile " + ", ".join(
+                    f"{b / 1024:.0f} KiB on IPU {i}" for i, b in enumerate(reserve) if b) + \
+                    " (the memory plan of the first split was over there)"
+                break
+        return out
+
+    def _cost(self, c: Candidate, reserve: list[int] | None = None) -> None:
         self.costings += 1
         opts = c.options
         # one stage is no pipeline: the candidate's own options (and the
@@ -259,6 +290,10 @@ class _Planner:
         try:
             config = compile_config(opts, training=True)
             driver.prepare(module, config)
+            if reserve:  # ipu-auto-stage's bytes per tile to leave free on each IPU
+                strategy = module_config(module, STRATEGY_KEY)
+                strategy["auto"]["reserve"] = list(reserve)
+                module.attributes[STRATEGY_KEY] = from_py(strategy)
             run_graph_passes(module, training=True, autocast=bool(opts.Precision.autocast_enabled),
                              assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1))
             profile = driver.profile_of(module, config, check_memory=False)
