@@ -15,7 +15,10 @@ from tilefx.api.strategies import AutoStage, PipelinedExecution
 
 # where the optimizer state lives (PopTorch's TensorLocations.setOptimizerLocation)
 STATE_ON_CHIP, STATE_OFF_CHIP, STATE_SHARDED = "on chip", "off chip", "replica-sharded"
-STATES = (STATE_ON_CHIP, STATE_SHARDED, STATE_OFF_CHIP)
+# off chip and sharded over the replicas: each replica streams its share
+# (Graphcore's BERT pre-training configurations)
+STATE_OFF_CHIP_SHARDED = "off chip, sharded"
+STATES = (STATE_ON_CHIP, STATE_SHARDED, STATE_OFF_CHIP_SHARDED, STATE_OFF_CHIP)
 
 
 @dataclass
@@ -39,6 +42,11 @@ class Candidate:
     # put back on IPU 0 as a last pipeline stage: its weight is tied to one
     # of IPU 0's; "" for contiguous stages
     tail: str = ""
+    # per IPU, where it differs from `proportion` (the smallest): the IPUs
+    # with room on their tiles run their matmuls at a larger proportion
+    proportions: dict[int, float] = field(default_factory=dict)
+    # bytes per tile ipu-auto-stage left free on each IPU (see the planner's re-cut)
+    reserve: list[int] = field(default_factory=list)
     throughput: float = 0.0  # samples per second
     memory: dict[int, int] = field(default_factory=dict)  # per IPU: bytes on its fullest tile
     tile_bytes: int = 0
@@ -79,16 +87,17 @@ class Candidate:
         elif self.stages > 1:
             o.setExecutionStrategy(PipelinedExecution(schedule=self.schedule))
         if not o.available_memory_proportion:
-            o.setAvailableMemoryProportion({f"IPU{i}": self.proportion for i in range(self.stages)})
+            o.setAvailableMemoryProportion({f"IPU{i}": self.proportions.get(i, self.proportion)
+                                            for i in range(self.stages)})
         if self.state != STATE_ON_CHIP and o.TensorLocations.optimizer is None:
             o.TensorLocations.setOptimizerLocation(self._state_settings())
         return o
 
     def _state_settings(self) -> TensorLocationSettings:
         s = TensorLocationSettings()
-        if self.state == STATE_OFF_CHIP:
+        if self.state in (STATE_OFF_CHIP, STATE_OFF_CHIP_SHARDED):
             s.useOnChipStorage(False)
-        else:
+        if self.state in (STATE_SHARDED, STATE_OFF_CHIP_SHARDED):
             s.useReplicatedTensorSharding(True)
         return s
 
@@ -119,6 +128,9 @@ class Candidate:
         elif self.state == STATE_SHARDED:
             lines.append("opts.TensorLocations.setOptimizerLocation("
                          "poptorch.TensorLocationSettings().useReplicatedTensorSharding(True))")
+        elif self.state == STATE_OFF_CHIP_SHARDED:
+            lines.append("opts.TensorLocations.setOptimizerLocation(poptorch.TensorLocationSettings()"
+                         ".useOnChipStorage(False).useReplicatedTensorSharding(True))")
         for k, (path, ipu) in enumerate(self.placement, 1):
             lines.append(f"poptorch.BeginBlock(model.{_python_path(path)}, \"stage{k}\", ipu_id={ipu})")
         return "\n".join(lines)
@@ -128,9 +140,15 @@ class Candidate:
         share = f"{100 * mem / self.tile_bytes:.0f}%" if self.tile_bytes else "-"
         stages = f"{self.stages}+tail" if self.tail else f"{self.stages:>2}"
         return (f"{stages} x {self.replicas:<3} {self.micro_batch:>4} {self.accumulation:>6} "
-                f"{self.schedule:<11} {self.state:<15} {self.proportion:<4} "
+                f"{self.schedule:<11} {self.state:<17} {self._amp():<4} "
                 f"{self.throughput:>12,.1f} {share:>6} {100 * self.bubble:>6.1f}% "
                 f"{100 * self.allreduce_share:>6.1f}%  {self.limit()}")
+
+    def _amp(self) -> str:
+        """The proportion, or the smallest and the largest per IPU."""
+        if not self.proportions:
+            return f"{self.proportion}"
+        return f"{self.proportion}-{max(self.proportions.values())}"
 
     def limit(self) -> str:
         """What limits the throughput most: the pipeline's bubble, the
@@ -156,7 +174,9 @@ class Candidate:
                  f"  predicted throughput {self.throughput:,.1f} samples/s; limited by {self.limit()}",
                  f"  schedule {self.schedule}: bubble {100 * self.bubble:.1f}% of the pipeline's IPU time",
                  f"  gradient all-reduce: {100 * self.allreduce_share:.1f}% of a weight update",
-                 f"  optimizer state {self.state}; available memory proportion {self.proportion}",
+                 f"  optimizer state {self.state}; available memory proportion "
+                 + (", ".join(f"IPU{i} {self.proportions.get(i, self.proportion)}" for i in range(self.stages))
+                    if self.proportions else f"{self.proportion}"),
                  f"  fullest tile per IPU (of {self.tile_bytes / 1024:.0f} KiB): {mem}"]
         if self.stage_cycles:
             lines.append(f"  cycles per micro-batch by IPU (forward and backward): {self.stage_cycles}")

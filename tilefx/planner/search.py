@@ -34,7 +34,8 @@ from tilefx.dialects.names import STRATEGY_KEY
 from tilefx.errors import Error
 from tilefx.passes.assign_stages import AssignStagesPass
 from tilefx.passes.pipelines import run_graph_passes
-from tilefx.planner.candidate import STATE_OFF_CHIP, STATE_ON_CHIP, STATE_SHARDED, Candidate
+from tilefx.planner.candidate import (STATE_OFF_CHIP, STATE_OFF_CHIP_SHARDED, STATE_ON_CHIP, STATE_SHARDED,
+                                     Candidate)
 
 PIPELINE_SCHEDULES = ("FillDrain", "1F1B", "ZeroBubble")
 # the default available memory proportion first (PopTorch's 0.6), then
@@ -87,7 +88,8 @@ class _Planner:
         self.fixed_proportion = dict(base.available_memory_proportion) or None
         loc = base.TensorLocations.optimizer
         self.fixed_state = None if loc is None else (
-            STATE_OFF_CHIP if loc.resolved().on_chip is False else
+            (STATE_OFF_CHIP_SHARDED if loc.resolved().sharded else STATE_OFF_CHIP)
+            if loc.resolved().on_chip is False else
             STATE_SHARDED if loc.resolved().sharded else STATE_ON_CHIP)
         self.user_blocks = any(getattr(m, "_tilefx_begin_block", None) is not None for m in model.modules())
         self.units: list[str] = []
@@ -230,7 +232,8 @@ class _Planner:
     def _states(self, replicas: int) -> list[str]:
         if self.fixed_state is not None:
             return [self.fixed_state]
-        return [STATE_ON_CHIP] + ([STATE_SHARDED] if replicas > 1 else []) + [STATE_OFF_CHIP]
+        sharded = [STATE_SHARDED, STATE_OFF_CHIP_SHARDED] if replicas > 1 else []
+        return [STATE_ON_CHIP] + sharded + [STATE_OFF_CHIP]
 
     def _first_that_fits(self, stages, replicas, accumulation, schedule, tail=None) -> list[Candidate]:
         """Cost the state locations and proportions in turn, from the one
@@ -244,13 +247,39 @@ class _Planner:
                               self.machine.name, base=self.base, tail=tail)
                 self._cost(c)
                 tried.append(c)
-                if c.fits or (not c.memory and "fits" not in c.reason):
-                    return tried  # fits, or fails for a reason memory does not change
+                if c.fits:
+                    return tried + self._raised(c)
+                if not c.memory and "fits" not in c.reason:
+                    return tried  # fails for a reason memory does not change
             if self._fixed_stages() is None and not self.user_blocks:
                 tried += self._recut(c)
                 if tried[-1].fits:
-                    return tried
+                    return tried + self._raised(tried[-1])
         return tried
+
+    def _raised(self, c: Candidate) -> list[Candidate]:
+        """`c` with a larger proportion on every IPU but its fullest, the
+        next larger of PROPORTIONS first, while that fits and is faster (as
+        Graphcore's BERT configurations give IPU 0, with the embedding, the
+        smallest)."""
+        out: list[Candidate] = []
+        if self.fixed_proportion or c.stages == 1 or not c.memory:
+            return out
+        fullest = max(c.memory, key=c.memory.__getitem__)
+        best = c
+        for q in sorted(p for p in PROPORTIONS if p > c.proportion):
+            r = Candidate(c.stages, c.replicas, c.micro_batch, c.accumulation, c.schedule, c.state,
+                          c.proportion, c.machine, base=c.base, tail=c.tail,
+                          proportions={i: q for i in range(c.stages) if i != fullest})
+            self._cost(r, c.reserve or None)
+            out.append(r)
+            if not r.fits or r.throughput <= best.throughput:
+                if r.fits:
+                    r.reason = f"slower than the proportion {best._amp()}"
+                break
+            r.reason = c.reason
+            best = r
+        return out
 
     def _recut(self, c: Candidate) -> list[Candidate]:
         """`c` cut again, leaving free on each IPU the profile found over its
@@ -276,6 +305,7 @@ class _Planner:
 
     def _cost(self, c: Candidate, reserve: list[int] | None = None) -> None:
         self.costings += 1
+        c.reserve = list(reserve or [])
         opts = c.options
         # one stage is no pipeline: the candidate's own options (and the
         # model a user compiles with them) carry no strategy, so neither does
@@ -362,7 +392,7 @@ class _Planner:
 
 def table(candidates: list[Candidate], top: int = 10) -> str:
     """The best configurations as a table (CLI and docs)."""
-    head = ("stages x replicas  mb  accum  schedule    optimizer state  amp    samples/s   "
+    head = ("stages x replicas  mb  accum  schedule    optimizer state    amp    samples/s   "
             "tile   bubble  all-reduce  limited by")
     return "\n".join([head] + [c.row() for c in candidates[:top]])
 
