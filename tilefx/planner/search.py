@@ -261,7 +261,8 @@ class _Planner:
         """`c` with a larger proportion on every IPU but its fullest, the
         next larger of PROPORTIONS first, while that fits and is faster (as
         Graphcore's BERT configurations give IPU 0, with the embedding, the
-        smallest)."""
+        smallest). One that fits but is no faster is left out (`c` says the
+        same, with less memory)."""
         out: list[Candidate] = []
         if self.fixed_proportion or c.stages == 1 or not c.memory:
             return out
@@ -272,11 +273,12 @@ class _Planner:
                           c.proportion, c.machine, base=c.base, tail=c.tail,
                           proportions={i: q for i in range(c.stages) if i != fullest})
             self._cost(r, c.reserve or None)
-            out.append(r)
-            if not r.fits or r.throughput <= best.throughput:
-                if r.fits:
-                    r.reason = f"slower than the proportion {best._amp()}"
+            if not r.fits:
+                out.append(r)
                 break
+            if r.throughput <= best.throughput:
+                break
+            out.append(r)
             r.reason = c.reason
             best = r
         return out
