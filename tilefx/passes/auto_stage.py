@@ -195,7 +195,8 @@ class AutoStagePass(ModulePass):
                         cb[anchor[o]] += cost.cycles
                     if p == ipu_prop[0]:
                         temp[anchor[o]] = max(temp[anchor[o]], cost.temp_bytes)
-                        code[anchor[o]] += 1
+                        # its code on the tiles it runs on, as the profile's memory plan counts it
+                        code[anchor[o]] += (cost.tiles or mach.tiles) / mach.tiles
                 cycles[p] = c
                 bwd_cycles[p] = cb
         weights, saved, crossing, working = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"],
@@ -221,15 +222,17 @@ class AutoStagePass(ModulePass):
         # a block without an IPU is never cut: its backward ops go with it, as
         # they go with their block when the user places it (a weight
         # gradient's data flow alone could anchor it one stage over)
+        # (its forward ops that read only arguments, such as a BatchNorm's
+        # running-statistics update, go with it too: nothing anchors them)
         block_stage = {}
         for o in ops:
             p = place(o, _UNPLACED)
-            if not p.is_backward and p.block.data not in ("", START_BLOCK) and p.ipu.data < 0:
+            if _is_position(o) and p.block.data not in ("", START_BLOCK) and p.ipu.data < 0:
                 block_stage[p.block.data] = int(stage_of_pos[anchor[o]])
         for o in ops:
             p = place(o, _UNPLACED)
             k = int(stage_of_pos[anchor[o]])
-            if p.is_backward:
+            if p.is_backward or not _is_position(o):
                 k = block_stage.get(p.block.data, k)
             o.attributes[PLACE_KEY] = p.with_(block=f"stage{k}", ipu=stage_ipus[k])
         strategy = module_config(op, STRATEGY_KEY) if STRATEGY_KEY in op.attributes else \
@@ -246,6 +249,11 @@ class AutoStagePass(ModulePass):
             "cuts": [f"forward op {c} ({first_at[c].name})" for c in cuts[1:-1]],
             "stage_cycles": [int(c) for c in stage_cyc], "stage_bytes": [int(b) for b in stage_mem],
             "schedule": cfg["schedule"], "machine": mach.name})
+
+
+def _is_position(o: Operation) -> bool:
+    """A forward op reading another forward op's result: a position."""
+    return not place(o, _UNPLACED).is_backward and any(_forward_op(v) for v in o.operands)
 
 
 def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
@@ -451,13 +459,16 @@ def _stash_depths_of(stage_ipus: tuple, schedule: str, micro_batches: int, train
 
 def _user_constraints(ops, anchor, n):
     """Positions pinned to an IPU (-1: free) and the positions a cut may not
-    precede (inside a block without an IPU)."""
+    precede (inside a block without an IPU). Only positions count: an op
+    reading only arguments sits at its earliest user, or at position 0 when
+    it has none (a BatchNorm's running-statistics update), which would
+    stretch its block over every cut."""
     pinned = np.full(n, -1)
     span: dict[str, list[int]] = {}
     for o in ops:
         p = place(o, _UNPLACED)
         b = p.block.data
-        if p.is_backward or not b or b == START_BLOCK:
+        if not _is_position(o) or not b or b == START_BLOCK:
             continue
         pos = anchor[o]
         if p.ipu.data >= 0:
