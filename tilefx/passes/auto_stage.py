@@ -195,8 +195,7 @@ class AutoStagePass(ModulePass):
                         cb[anchor[o]] += cost.cycles
                     if p == ipu_prop[0]:
                         temp[anchor[o]] = max(temp[anchor[o]], cost.temp_bytes)
-                        # its code on the tiles it runs on, as the profile's memory plan counts it
-                        code[anchor[o]] += (cost.tiles or mach.tiles) / mach.tiles
+                        code[anchor[o]] += 1
                 cycles[p] = c
                 bwd_cycles[p] = cb
         weights, saved, crossing, working = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"],
