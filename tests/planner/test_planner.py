@@ -189,3 +189,38 @@ def test_one_stage_replicated_configuration_is_costed_and_compiles():
     assert p.num_ipus == 1 and max(c.memory.values()) < c.tile_bytes // 3
     assert {i: int(mem.peak.max()) for i, mem in p.memory.items()} == c.memory
     assert c.global_batch / p.seconds == pytest.approx(c.throughput, rel=1e-9)
+
+
+class BatchNormLayers(nn.Module):
+    """Repeated Conv2d + BatchNorm2d + ReLU layers: each BatchNorm's running
+    statistics are updated by forward ops that read only the module's
+    buffers and feed no later op."""
+
+    def __init__(self, n=4, c=8):
+        super().__init__()
+        self.layers = nn.Sequential(*[nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU())
+                                      for _ in range(n)])
+        self.head = nn.Linear(c, 10)
+
+    def forward(self, x, y):
+        x = self.head(self.layers(x).mean((2, 3)))
+        return x, nn.functional.cross_entropy(x, y)
+
+
+def test_batchnorm_running_statistics_do_not_stop_the_cuts():
+    """The running-statistics updates sit at no position of their own; they
+    must not stretch their layer's block (never cut inside) over the whole
+    model, which left no split of two stages or more. They run with their
+    layer, and the candidate compiles to its prediction."""
+    torch.manual_seed(0)
+    model = BatchNormLayers()
+    x, y = torch.randn(4, 8, 8, 8), torch.randint(0, 10, (4,))
+    cands = tilefx.plan(model, x, y, ipus=2, global_batch=32, keep_all=True)
+    piped = [c for c in cands if c.stages == 2]
+    assert piped and all(c.fits for c in piped), [c.reason for c in piped]
+    c = piped[0]
+    m = c.place(copy.deepcopy(model))
+    t = tilefx.trainingModel(m, c.options, optimizer=tilefx.optim.SGD(m.parameters(), lr=0.01))
+    t.compile(torch.randn(c.global_batch, 8, 8, 8), torch.randint(0, 10, (c.global_batch,)))
+    assert {i: int(mem.peak.max()) for i, mem in t.profile.memory.items()} == c.memory
+    assert c.global_batch / t.profile.seconds == pytest.approx(c.throughput, rel=1e-9)

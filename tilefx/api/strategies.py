@@ -108,6 +108,7 @@ class _StagedExecution:
     def __init__(self, *args):
         self.auto_ipus: int | None = None  # set by auto(): ipu-auto-stage picks the stages
         self.virtual_stages = 1
+        self.auto_tail: tuple[str, int] | None = None  # set by auto(tail=...): (block, IPU)
         self.auto_stage = AutoStage.SameAsIpu
         if args and isinstance(args[0], AutoStage):
             self.auto_stage, args = args[0], args[1:]
@@ -126,9 +127,20 @@ class _StagedExecution:
         `ipu-auto-stage` pass: cut points that balance the machine model's
         cycles per stage, keep every IPU within its memory and respect the
         model's Block / BeginBlock annotations that name an ipu_id. The
-        profile (`executor.profile.auto_stage`) reports the cuts."""
+        profile (`executor.profile.auto_stage`) reports the cuts.
+        `tail`: the name of a Block (without an ipu_id) whose ops, and every
+        op after them, run as one more pipeline stage on IPU `tail_ipu` (0 by
+        default): a head whose weight is tied to the embedding goes back to
+        the embedding's IPU, which then holds the weight once (PopTorch user
+        guide, "Pipelined execution": stages may share an IPU). FillDrain only."""
         if isinstance(num_ipus, bool) or not isinstance(num_ipus, int) or num_ipus < 1:
             raise Error(f"{cls.__name__}.auto: expected a positive number of IPUs, got {num_ipus!r}")
+        tail, tail_ipu = kw.pop("tail", None), kw.pop("tail_ipu", 0)
+        if tail is not None and (not isinstance(tail, str) or not tail):
+            raise Error(f"{cls.__name__}.auto: tail must be a block name, got {tail!r}")
+        if isinstance(tail_ipu, bool) or not isinstance(tail_ipu, int) or not 0 <= tail_ipu < num_ipus:
+            raise Error(f"{cls.__name__}.auto: tail_ipu must be one of the IPUs 0..{num_ipus - 1}, "
+                        f"got {tail_ipu!r}")
         virtual = kw.pop("virtual_stages", None)
         strategy = cls(**kw)
         if virtual is None:
@@ -137,7 +149,12 @@ class _StagedExecution:
             raise Error(f"{cls.__name__}.auto: virtual_stages must be a positive int, got {virtual!r}")
         if virtual > 1 and getattr(strategy, "schedule", "") != "Interleaved1F1B":
             raise Error(f"{cls.__name__}.auto: virtual_stages={virtual} needs schedule='Interleaved1F1B'")
+        if tail is not None and getattr(strategy, "schedule", "FillDrain") != "FillDrain":
+            raise Error(f"{cls.__name__}.auto: a tail stage on an earlier IPU runs with the FillDrain "
+                        f"schedule only (the 1F1B schedules need the stages in IPU order), not "
+                        f"{strategy.schedule!r}")
         strategy.auto_ipus, strategy.virtual_stages = num_ipus, virtual
+        strategy.auto_tail = None if tail is None else (tail, tail_ipu)
         return strategy
 
     def stage(self, block_id) -> Stage:
@@ -149,6 +166,8 @@ class _StagedExecution:
                else "same_as_ipu"}
         if self.auto_ipus is not None:
             cfg["auto"] = {"num_ipus": self.auto_ipus, "virtual_stages": self.virtual_stages}
+            if self.auto_tail is not None:
+                cfg["auto"]["tail_block"], cfg["auto"]["tail_ipu"] = self.auto_tail
         return cfg
 
     def __repr__(self) -> str:

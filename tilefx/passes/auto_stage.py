@@ -41,6 +41,17 @@ How it cuts:
    cuts move, one at a time, while the schedule's predicted length for the
    accumulated micro-batches (`Schedule.makespan`: fill, flush and each
    IPU's order of forward and backward steps) shrinks.
+4. A tail (`tail_block`): the forward ops from the first op of that block
+   (a Block without an ipu_id) to the end, with their backward, form one
+   more pipeline stage on IPU `tail_ipu`, after the N cut stages. This is
+   how Graphcore's BERT pipelines put the masked-LM head, whose weight is
+   tied to the word embedding, back on IPU 0 (PopTorch user guide,
+   "Pipelined execution": a Stage may be placed on an IPU an earlier stage
+   uses, with AutoStage.AutoIncrement): that IPU holds the tied weight
+   once. The tail's cycles and memory count on the stage that shares its
+   IPU; the activations crossing into the tail, and their gradients back,
+   are copied over the IPU links as at any cut. Only FillDrain runs such a
+   pipeline (the 1F1B schedules need the stages in IPU order).
 
 The module attribute `ipu.auto_stage` reports the cut points, each stage's
 IPU, predicted cycles per micro-batch and memory.
@@ -48,7 +59,8 @@ IPU, predicted cycles per micro-batch and memory.
 Options (the module's `ipu.strategy` `auto` entry, set by
 `PipelinedExecution.auto`, wins over them): `num_ipus`, `virtual_stages`
 (Interleaved1F1B), `schedule`, `micro_batches` (the gradient accumulation,
-for the stash), `machine` (mk1, mk2, bow), `default_proportion`.
+for the stash), `machine` (mk1, mk2, bow), `default_proportion`, `tail_block` and
+`tail_ipu` (PipelinedExecution.auto's `tail`).
 """
 
 from __future__ import annotations
@@ -97,6 +109,9 @@ class AutoStagePass(ModulePass):
     # takes no tile memory; sharded, 1/state-shards of each large tensor
     state_on_chip: bool = True
     state_shards: int = 1
+    # a last stage on an earlier IPU: the ops from this block's first one on
+    tail_block: str = ""
+    tail_ipu: int = 0
 
     def _settings(self, module: ModuleOp) -> dict:
         cfg = module_config(module, STRATEGY_KEY) or {}
@@ -113,7 +128,11 @@ class AutoStagePass(ModulePass):
              "state_shards": int(auto.get("state_shards", self.state_shards)),
              # weights, activations and accumulators (backend/locations.py Locations.config)
              "locations": Locations.from_config(auto.get("locations", {})),
-             "replicas": int(auto.get("replicas", 1))}
+             "replicas": int(auto.get("replicas", 1)),
+             "tail_block": str(auto.get("tail_block", self.tail_block) or ""),
+             "tail_ipu": auto.get("tail_ipu", self.tail_ipu),
+             # bytes per tile to leave free on IPU i (the i-th entry)
+             "reserve": {i: float(b) for i, b in enumerate(auto.get("reserve", ()))}}
         if s["num_ipus"] < 1:
             raise PlacementError("ipu-auto-stage needs the number of IPUs: num-ipus=N, or "
                                  "PipelinedExecution.auto(N)")
@@ -124,20 +143,32 @@ class AutoStagePass(ModulePass):
                                  f"of {', '.join(SCHEDULES)}")
         if s["kind"] not in ("pipelined", "sharded"):
             raise PlacementError(f"ipu-auto-stage places pipelined or sharded stages, not {s['kind']}")
+        if s["tail_block"]:
+            t = s["tail_ipu"]
+            if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < s["num_ipus"]:
+                raise PlacementError(f"ipu-auto-stage: tail-ipu must be one of the IPUs 0..{s['num_ipus'] - 1}, "
+                                     f"got {t!r}")
+            if s["virtual_stages"] != 1 or s["kind"] != "pipelined":
+                raise PlacementError("ipu-auto-stage: a tail stage needs a pipelined strategy without "
+                                     "virtual stages")
         return s
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         cfg = self._settings(op)
         mach = machine_named(cfg["machine"])
         N, v = cfg["num_ipus"], cfg["virtual_stages"]
-        S = N * v
-        stage_ipus = [k % N for k in range(S)]
+        stage_ipus = [k % N for k in range(N * v)] + ([cfg["tail_ipu"]] if cfg["tail_block"] else [])
+        S = len(stage_ipus)
         main = find_func(op, "main")
         ops = [o for o in main.body.block.ops if not isinstance(o, func.ReturnOp)]
         if any(o.name == "ipu.stage" for o in ops):
             raise PlacementError("ipu-auto-stage runs before ipu-outline-stages: @main already has stages")
         training = any(place(o, _UNPLACED).is_backward for o in ops)
         anchor, n = _anchors(ops)
+        tail = _tail_start(ops, anchor, cfg["tail_block"]) if cfg["tail_block"] else None
+        if tail is not None and tail < N:
+            raise PlacementError(f"ipu-auto-stage: block {cfg['tail_block']!r} starts at forward op {tail}, "
+                                 f"too early for {N} stages before it")
         if n < S:
             raise PlacementError(f"ipu-auto-stage: the model has {n} forward ops with inputs from other "
                                  f"ops, too few for {S} stages")
@@ -179,10 +210,10 @@ class AutoStagePass(ModulePass):
 
         cuts, stage_report, stage_mem_ok = _partition(
             [cycles[ipu_prop[i]] for i in stage_ipus], link, weights, saved, temp, code, depth,
-            stage_ipus, pinned, no_cut, training, mach, v)
+            stage_ipus, pinned, no_cut, training, mach, v, tail, cfg["reserve"])
         cuts = _refine(cuts, [cycles[ipu_prop[i]] for i in stage_ipus],
                        [bwd_cycles[ipu_prop[i]] for i in stage_ipus], link, stage_ipus, cfg["schedule"],
-                       self.micro_batches, training, stage_mem_ok)
+                       self.micro_batches, training, stage_mem_ok, tail is not None)
         stage_cyc, stage_mem = stage_report(cuts)
         stage_of_pos = np.zeros(n, dtype=np.int64)
         for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
@@ -190,15 +221,17 @@ class AutoStagePass(ModulePass):
         # a block without an IPU is never cut: its backward ops go with it, as
         # they go with their block when the user places it (a weight
         # gradient's data flow alone could anchor it one stage over)
+        # (its forward ops that read only arguments, such as a BatchNorm's
+        # running-statistics update, go with it too: nothing anchors them)
         block_stage = {}
         for o in ops:
             p = place(o, _UNPLACED)
-            if not p.is_backward and p.block.data not in ("", START_BLOCK) and p.ipu.data < 0:
+            if _is_position(o) and p.block.data not in ("", START_BLOCK) and p.ipu.data < 0:
                 block_stage[p.block.data] = int(stage_of_pos[anchor[o]])
         for o in ops:
             p = place(o, _UNPLACED)
             k = int(stage_of_pos[anchor[o]])
-            if p.is_backward:
+            if p.is_backward or not _is_position(o):
                 k = block_stage.get(p.block.data, k)
             o.attributes[PLACE_KEY] = p.with_(block=f"stage{k}", ipu=stage_ipus[k])
         strategy = module_config(op, STRATEGY_KEY) if STRATEGY_KEY in op.attributes else \
@@ -215,6 +248,11 @@ class AutoStagePass(ModulePass):
             "cuts": [f"forward op {c} ({first_at[c].name})" for c in cuts[1:-1]],
             "stage_cycles": [int(c) for c in stage_cyc], "stage_bytes": [int(b) for b in stage_mem],
             "schedule": cfg["schedule"], "machine": mach.name})
+
+
+def _is_position(o: Operation) -> bool:
+    """A forward op reading another forward op's result: a position."""
+    return not place(o, _UNPLACED).is_backward and any(_forward_op(v) for v in o.operands)
 
 
 def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
@@ -419,13 +457,16 @@ def _stash_depths_of(stage_ipus: tuple, schedule: str, micro_batches: int, train
 
 def _user_constraints(ops, anchor, n):
     """Positions pinned to an IPU (-1: free) and the positions a cut may not
-    precede (inside a block without an IPU)."""
+    precede (inside a block without an IPU). Only positions count: an op
+    reading only arguments sits at its earliest user, or at position 0 when
+    it has none (a BatchNorm's running-statistics update), which would
+    stretch its block over every cut."""
     pinned = np.full(n, -1)
     span: dict[str, list[int]] = {}
     for o in ops:
         p = place(o, _UNPLACED)
         b = p.block.data
-        if p.is_backward or not b or b == START_BLOCK:
+        if not _is_position(o) or not b or b == START_BLOCK:
             continue
         pos = anchor[o]
         if p.ipu.data >= 0:
@@ -442,14 +483,30 @@ def _user_constraints(ops, anchor, n):
     return pinned, no_cut
 
 
+def _tail_start(ops, anchor, block: str) -> int:
+    """The position of the first forward op of `block` (the tail's start)."""
+    at = [anchor[o] for o in ops if not (p := place(o, _UNPLACED)).is_backward and p.block.data == block]
+    if not at:
+        raise PlacementError(f"ipu-auto-stage: the tail block {block!r} has no forward ops in the model")
+    return min(at)
+
+
 def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinned, no_cut,
-               training, mach, virtual):
-    """The cuts 0 = c0 < c1 < ... < cS = n minimising the slowest stage, each
-    stage within its IPU's tile memory; its cycles and bytes."""
+               training, mach, virtual, tail=None, reserve=None):
+    """The cuts 0 = c0 < c1 < ... < cS = n minimising the slowest IPU, each
+    stage within its IPU's tile memory; its cycles and bytes. `tail`: the
+    last stage is positions [tail, n), on the IPU of an earlier stage, whose
+    cycles and memory it adds to. `reserve`: bytes per tile, by IPU, that
+    the stages on it leave free (an IPU the profile found over its tile
+    with an earlier split: the difference between that memory plan's
+    fullest tile and this estimate of the average one)."""
+    reserve = reserve or {}
     n = len(weights)
     S = len(stage_ipus)
     tiles = mach.tiles
     cap = mach.bytes_per_tile / virtual
+    # per stage: its IPU's tile less what the caller reserves there
+    caps = [cap - reserve.get(ipu, 0) for ipu in stage_ipus]
     W = np.concatenate([[0], np.cumsum(weights)])
     A = np.concatenate([[0], np.cumsum(saved)])
     K = np.concatenate([[0], np.cumsum(code)])
@@ -458,6 +515,16 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
     send = np.concatenate([link[0], [0]])  # copy out of a stage ending before position j
     back = np.concatenate([link[-1], [0]])  # copy back out of a stage starting at position i
     send[0] = back[0] = 0
+    # the tail: its cycles and its bytes per tile (but its largest temporary,
+    # which is not live while its IPU's other stage runs) go to the stage
+    # sharing its IPU
+    host, tail_cyc, tail_mem, tail_temp = -1, 0.0, 0.0, 0.0
+    if tail is not None:
+        host = stage_ipus.index(stage_ipus[-1])
+        tail_cyc = C[S - 1][n] - C[S - 1][tail] + (back[tail] if training else 0)
+        tail_mem = (W[n] - W[tail] + depth[S - 1] * (A[n] - A[tail])) / tiles + \
+            mach.code_bytes_per_op_per_tile * (K[n] - K[tail])
+        tail_temp = temp[tail:].max()
     inf = np.inf
     best = np.full((S + 1, n + 1), inf)
     arg = np.zeros((S + 1, n + 1), dtype=np.int64)
@@ -469,7 +536,9 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
         for j in range(k + 1, n + 1):
             if no_cut[j] and j < n:
                 continue
-            i = np.arange(k, j)
+            if tail is not None and (j > tail if k < S - 1 else j < n):
+                continue
+            i = np.arange(k, j) if tail is None or k < S - 1 else np.array([tail])
             ok = (bad[j] - bad[i] == 0) & ~(no_cut[i] & (i > 0)) & np.isfinite(prev[i])
             if not ok.any():
                 continue
@@ -477,7 +546,12 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
             mtemp = np.maximum.accumulate(temp[i[0]:j][::-1])[::-1]
             mem = (W[j] - W[i] + depth[k] * (A[j] - A[i])) / tiles + \
                 mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + mtemp
-            val = np.where(ok & (mem <= cap), np.maximum(prev[i], cyc), inf)
+            if k == host:
+                cyc = cyc + tail_cyc
+                mem = mem - mtemp + np.maximum(mtemp, tail_temp) + tail_mem
+            elif tail is not None and k == S - 1:
+                mem = np.zeros_like(mem)  # counted with its host stage
+            val = np.where(ok & (mem <= caps[k]), np.maximum(prev[i], cyc), inf)
             m = int(np.argmin(val))
             if np.isfinite(val[m]) and (k < S - 1 or j == n):
                 best[k + 1, j], arg[k + 1, j] = val[m], i[m]
@@ -500,21 +574,27 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
         """Stage k over positions [i, j): pins, blocks and memory allow it."""
         if i >= j or (i > 0 and no_cut[i]) or (j < n and no_cut[j]):
             return False
+        if tail is not None and (i == tail and j == n) != (k == S - 1):
+            return False  # the tail stays the last stage, whole
         if ((pinned[i:j] >= 0) & (pinned[i:j] != stage_ipus[k])).any():
             return False
+        if tail is not None and k == S - 1:
+            return True  # its memory counts with its host stage
         mem = (W[j] - W[i] + depth[k] * (A[j] - A[i])) / tiles + \
-            mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + temp[i:j].max()
-        return mem <= cap
+            mach.code_bytes_per_op_per_tile * (K[j] - K[i])
+        if k == host:
+            return mem + tail_mem + max(temp[i:j].max(), tail_temp) <= caps[k]
+        return mem + temp[i:j].max() <= caps[k]
 
     return cuts, report, ok
 
 
-def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, training, ok):
+def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, training, ok, tail=False):
     """Move the cuts while the schedule's makespan (Schedule.makespan: fill,
     flush and the order of each IPU's steps, not only the slowest stage)
     shrinks: one cut, or a run of cuts together (moving work between the
     first or last stage and all the others), by steps from half a stage down
-    to one position."""
+    to one position. `tail`: the last cut (the tail's start) stays."""
     S = len(stage_ipus)
     if S == 1:
         return cuts
@@ -556,8 +636,9 @@ def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, traini
     while step:
         improved = False
         # move one cut, or a cut with all the cuts after it, or with all before it
-        moves = [range(c, c + 1) for c in range(1, S)] + [range(c, S) for c in range(1, S - 1)] + \
-            [range(1, c + 1) for c in range(2, S)]
+        last = S - 1 if tail else S  # the cuts that may move: 1 .. last-1
+        moves = [range(c, c + 1) for c in range(1, last)] + [range(c, last) for c in range(1, last - 1)] + \
+            [range(1, c + 1) for c in range(2, last)]
         for which in moves:
             for d in (-step, step):
                 new = list(cuts)

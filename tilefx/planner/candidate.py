@@ -11,11 +11,14 @@ import torch
 from tilefx.api.annotations import BeginBlock
 from tilefx.api.option_groups import TensorLocationSettings
 from tilefx.api.options import Options
-from tilefx.api.strategies import PipelinedExecution
+from tilefx.api.strategies import AutoStage, PipelinedExecution
 
 # where the optimizer state lives (PopTorch's TensorLocations.setOptimizerLocation)
 STATE_ON_CHIP, STATE_OFF_CHIP, STATE_SHARDED = "on chip", "off chip", "replica-sharded"
-STATES = (STATE_ON_CHIP, STATE_SHARDED, STATE_OFF_CHIP)
+# off chip and sharded over the replicas: each replica streams its share
+# (Graphcore's BERT pre-training configurations)
+STATE_OFF_CHIP_SHARDED = "off chip, sharded"
+STATES = (STATE_ON_CHIP, STATE_SHARDED, STATE_OFF_CHIP_SHARDED, STATE_OFF_CHIP)
 
 
 @dataclass
@@ -35,6 +38,15 @@ class Candidate:
     machine: str
     # (module path, IPU): BeginBlock(model.<path>, ipu_id=IPU) starts each stage after the first
     placement: list[tuple[str, int]] = field(default_factory=list)
+    # the module starting the tail (the ops after the last repeated layer),
+    # put back on IPU 0 as a last pipeline stage: its weight is tied to one
+    # of IPU 0's; "" for contiguous stages
+    tail: str = ""
+    # per IPU, where it differs from `proportion` (the smallest): the IPUs
+    # with room on their tiles run their matmuls at a larger proportion
+    proportions: dict[int, float] = field(default_factory=dict)
+    # bytes per tile ipu-auto-stage left free on each IPU (see the planner's re-cut)
+    reserve: list[int] = field(default_factory=list)
     throughput: float = 0.0  # samples per second
     memory: dict[int, int] = field(default_factory=dict)  # per IPU: bytes on its fullest tile
     tile_bytes: int = 0
@@ -53,6 +65,11 @@ class Candidate:
         return self.stages * self.replicas
 
     @property
+    def pipeline_stages(self) -> int:
+        """Pipeline stages: one per IPU, and the tail's on IPU 0."""
+        return self.stages + (1 if self.tail else 0)
+
+    @property
     def global_batch(self) -> int:
         return self.micro_batch * self.accumulation * self.replicas
 
@@ -68,27 +85,30 @@ class Candidate:
             own = copy.copy(own)
             own.schedule = self.schedule
             o.setExecutionStrategy(own)
+        elif self.tail:  # each block the next stage: the tail's block a stage after the last IPU's
+            o.setExecutionStrategy(PipelinedExecution(AutoStage.AutoIncrement, schedule=self.schedule))
         elif self.stages > 1:
             o.setExecutionStrategy(PipelinedExecution(schedule=self.schedule))
         if not o.available_memory_proportion:
-            o.setAvailableMemoryProportion({f"IPU{i}": self.proportion for i in range(self.stages)})
+            o.setAvailableMemoryProportion({f"IPU{i}": self.proportions.get(i, self.proportion)
+                                            for i in range(self.stages)})
         if self.state != STATE_ON_CHIP and o.TensorLocations.optimizer is None:
             o.TensorLocations.setOptimizerLocation(self._state_settings())
         return o
 
     def _state_settings(self) -> TensorLocationSettings:
         s = TensorLocationSettings()
-        if self.state == STATE_OFF_CHIP:
+        if self.state in (STATE_OFF_CHIP, STATE_OFF_CHIP_SHARDED):
             s.useOnChipStorage(False)
-        else:
+        if self.state in (STATE_SHARDED, STATE_OFF_CHIP_SHARDED):
             s.useReplicatedTensorSharding(True)
         return s
 
     def place(self, model: torch.nn.Module) -> torch.nn.Module:
         """Start each stage's block at its first module, on its IPU (the
         model must not carry other BeginBlock annotations there)."""
-        for path, ipu in self.placement:
-            BeginBlock(model.get_submodule(path), f"stage{ipu}", ipu_id=ipu)
+        for k, (path, ipu) in enumerate(self.placement, 1):
+            BeginBlock(model.get_submodule(path), f"stage{k}", ipu_id=ipu)
         return model
 
     @property
@@ -100,7 +120,7 @@ class Candidate:
         if self.stages > 1:
             sched = "" if self.schedule == "FillDrain" else f", schedule={self.schedule!r}"
             own = self.base.execution_strategy if self.base is not None else None
-            mode = getattr(getattr(own, "auto_stage", None), "name", "SameAsIpu")
+            mode = getattr(getattr(own, "auto_stage", None), "name", "AutoIncrement" if self.tail else "SameAsIpu")
             lines.append(f"opts.setExecutionStrategy(poptorch.PipelinedExecution("
                          f"poptorch.AutoStage.{mode}{sched}))")
         amp = ", ".join(f'"{k}": {v}' for k, v in self.options.available_memory_proportion.items())
@@ -111,17 +131,27 @@ class Candidate:
         elif self.state == STATE_SHARDED:
             lines.append("opts.TensorLocations.setOptimizerLocation("
                          "poptorch.TensorLocationSettings().useReplicatedTensorSharding(True))")
-        for path, ipu in self.placement:
-            lines.append(f"poptorch.BeginBlock(model.{_python_path(path)}, \"stage{ipu}\", ipu_id={ipu})")
+        elif self.state == STATE_OFF_CHIP_SHARDED:
+            lines.append("opts.TensorLocations.setOptimizerLocation(poptorch.TensorLocationSettings()"
+                         ".useOnChipStorage(False).useReplicatedTensorSharding(True))")
+        for k, (path, ipu) in enumerate(self.placement, 1):
+            lines.append(f"poptorch.BeginBlock(model.{_python_path(path)}, \"stage{k}\", ipu_id={ipu})")
         return "\n".join(lines)
 
     def row(self) -> str:
         mem = max(self.memory.values(), default=0)
         share = f"{100 * mem / self.tile_bytes:.0f}%" if self.tile_bytes else "-"
-        return (f"{self.stages:>2} x {self.replicas:<3} {self.micro_batch:>4} {self.accumulation:>6} "
-                f"{self.schedule:<11} {self.state:<15} {self.proportion:<4} "
+        stages = f"{self.stages}+tail" if self.tail else f"{self.stages:>2}"
+        return (f"{stages} x {self.replicas:<3} {self.micro_batch:>4} {self.accumulation:>6} "
+                f"{self.schedule:<11} {self.state:<17} {self._amp():<4} "
                 f"{self.throughput:>12,.1f} {share:>6} {100 * self.bubble:>6.1f}% "
                 f"{100 * self.allreduce_share:>6.1f}%  {self.limit()}")
+
+    def _amp(self) -> str:
+        """The proportion, or the smallest and the largest per IPU."""
+        if not self.proportions:
+            return f"{self.proportion}"
+        return f"{self.proportion}-{max(self.proportions.values())}"
 
     def limit(self) -> str:
         """What limits the throughput most: the pipeline's bubble, the
@@ -140,18 +170,22 @@ class Candidate:
     def explain(self) -> str:
         """Why this configuration: its choices and the figures behind them."""
         mem = ", ".join(f"IPU{i} {b / 1024:.0f} KiB" for i, b in sorted(self.memory.items()))
-        lines = [f"{self.stages} pipeline stage(s) x {self.replicas} replica(s) = {self.ipus} IPUs "
+        tail = f" (and the tail's on IPU 0, {self.pipeline_stages} in all)" if self.tail else ""
+        lines = [f"{self.stages} pipeline stage(s){tail} x {self.replicas} replica(s) = {self.ipus} IPUs "
                  f"({self.machine}), micro-batch {self.micro_batch}, gradient accumulation "
                  f"{self.accumulation}: {self.global_batch} samples per weight update",
                  f"  predicted throughput {self.throughput:,.1f} samples/s; limited by {self.limit()}",
                  f"  schedule {self.schedule}: bubble {100 * self.bubble:.1f}% of the pipeline's IPU time",
                  f"  gradient all-reduce: {100 * self.allreduce_share:.1f}% of a weight update",
-                 f"  optimizer state {self.state}; available memory proportion {self.proportion}",
+                 f"  optimizer state {self.state}; available memory proportion "
+                 + (", ".join(f"IPU{i} {self.proportions.get(i, self.proportion)}" for i in range(self.stages))
+                    if self.proportions else f"{self.proportion}"),
                  f"  fullest tile per IPU (of {self.tile_bytes / 1024:.0f} KiB): {mem}"]
         if self.stage_cycles:
             lines.append(f"  cycles per micro-batch by IPU (forward and backward): {self.stage_cycles}")
-        for path, ipu in self.placement:
-            lines.append(f"  stage {ipu} starts at {path}")
+        for k, (path, ipu) in enumerate(self.placement, 1):
+            lines.append(f"  stage {k} (IPU {ipu}) starts at {path}"
+                         + (", back on the IPU holding its tied weight" if path == self.tail else ""))
         if self.reason and self.fits:
             lines.append(f"  {self.reason}")
         return "\n".join(lines)

@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from tilefx.api.annotations import BeginBlock, removeBlocks
+from tilefx.api.annotations import BeginBlock, Block, removeBlocks
 from tilefx.api.executor import trainingModel
 from tilefx.api.compile_config import compile_config
 from tilefx.api.options import Options
@@ -29,11 +29,13 @@ from tilefx.api.strategies import PipelinedExecution
 from tilefx import driver
 from tilefx.backend.machine import machine as machine_named
 from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr, StageOp
-from tilefx.dialects.irutil import find_func
+from tilefx.dialects.irutil import find_func, from_py, module_config
+from tilefx.dialects.names import STRATEGY_KEY
 from tilefx.errors import Error
 from tilefx.passes.assign_stages import AssignStagesPass
 from tilefx.passes.pipelines import run_graph_passes
-from tilefx.planner.candidate import STATE_OFF_CHIP, STATE_ON_CHIP, STATE_SHARDED, Candidate
+from tilefx.planner.candidate import (STATE_OFF_CHIP, STATE_OFF_CHIP_SHARDED, STATE_ON_CHIP, STATE_SHARDED,
+                                     Candidate)
 
 PIPELINE_SCHEDULES = ("FillDrain", "1F1B", "ZeroBubble")
 # the default available memory proportion first (PopTorch's 0.6), then
@@ -42,7 +44,12 @@ PIPELINE_SCHEDULES = ("FillDrain", "1F1B", "ZeroBubble")
 # BERT-Large pre-training configurations (graphcore/examples,
 # nlp/bert/pytorch/configs_pretraining.yml: matmul_proportion 0.15 to 0.25).
 PROPORTIONS = (0.6, 0.3, 0.15)
+# ipu-auto-stage sizes a stage by its average tile; the profile's memory
+# plan by its fullest. Where the plan finds an IPU over its tile, the split
+# is cut again leaving that excess free there, at most this many times.
+RECUTS = 3
 _UNIT_BLOCK = "plan.unit"
+_TAIL_BLOCK = "plan.tail"
 
 
 def plan(model: torch.nn.Module, *example_inputs, ipus: int, optimizer=None,
@@ -81,10 +88,12 @@ class _Planner:
         self.fixed_proportion = dict(base.available_memory_proportion) or None
         loc = base.TensorLocations.optimizer
         self.fixed_state = None if loc is None else (
-            STATE_OFF_CHIP if loc.resolved().on_chip is False else
+            (STATE_OFF_CHIP_SHARDED if loc.resolved().sharded else STATE_OFF_CHIP)
+            if loc.resolved().on_chip is False else
             STATE_SHARDED if loc.resolved().sharded else STATE_ON_CHIP)
         self.user_blocks = any(getattr(m, "_tilefx_begin_block", None) is not None for m in model.modules())
         self.units: list[str] = []
+        self.tail: str | None = None  # the module starting the tail whose weight is tied to stage 0's
         self.trace_seconds = 0.0
         self.costings = 0
         self.hopeless: set[int] = set()  # stage counts no configuration of which can fit
@@ -105,6 +114,7 @@ class _Planner:
             self.units = self._repeated_layers()
             for i, path in enumerate(self.units):  # blocks without an IPU: never cut inside one
                 BeginBlock(self.model.get_submodule(path), f"{_UNIT_BLOCK}{i}")
+        hooks = self._tail_hooks() if self.units else []
         opts = self.base.clone()
         opts.replicationFactor(1).deviceIterations(1)
         opts.Training.gradientAccumulation(1)
@@ -119,9 +129,57 @@ class _Planner:
         try:
             self.traced = self.executor.trace_only(*self.inputs)
         finally:
+            for h in hooks:
+                h.remove()
             if self.units:
                 removeBlocks(self.model)
         self.trace_seconds = time.perf_counter() - start
+
+    def _tail_hooks(self) -> list:
+        """Forward hooks that find the tail while the model is traced: the
+        first module after the last repeated layer owning a parameter that a
+        module before the first repeated layer also owns (a masked-LM head
+        tied to the word embedding). They open the tail's block there (a
+        block without an IPU) and note its path in `self.tail`."""
+        owners: dict[int, list[tuple[str, torch.nn.Module]]] = {}
+        for path, m in self.model.named_modules():
+            for p in m.parameters(recurse=False):
+                owners.setdefault(id(p), []).append((path, m))
+        inside = tuple(self.units) + tuple(u + "." for u in self.units)
+        tied = {}  # module outside the repeated layers -> its tied parameters
+        for group in owners.values():
+            if len(group) > 1 and not any(path.startswith(inside) for path, _ in group):
+                for path, m in group:
+                    tied.setdefault((path, m), set()).update(id(p) for p in m.parameters(recurse=False)
+                                                             if len(owners[id(p)]) > 1)
+        if not tied:
+            return []
+        state = {"phase": "before", "seen": set()}
+
+        def reset(module, args):
+            state["phase"], state["seen"] = "before", set()
+
+        def started(module, args):
+            state["phase"] = "layers"
+
+        def ended(module, args, out):
+            state["phase"] = "after"
+
+        def owner(path, ids):
+            def hook(module, args):
+                if state["phase"] == "before":
+                    state["seen"] |= ids
+                elif state["phase"] == "after" and ids & state["seen"]:
+                    state["phase"] = "tail"
+                    self.tail = path
+                    Block.start(_TAIL_BLOCK)
+            return hook
+
+        hooks = [self.model.register_forward_pre_hook(reset),
+                 self.model.get_submodule(self.units[0]).register_forward_pre_hook(started),
+                 self.model.get_submodule(self.units[-1]).register_forward_hook(ended)]
+        hooks += [m.register_forward_pre_hook(owner(path, ids)) for (path, m), ids in tied.items()]
+        return hooks
 
     def _fixed_stages(self) -> int | None:
         """The IPUs per replica the user's strategy or Blocks fix, if any."""
@@ -159,6 +217,12 @@ class _Planner:
                 out += self._first_that_fits(stages, replicas, accumulation, schedule)
                 if stages in self.hopeless:  # no schedule changes what proves it
                     break
+            # the tail back on IPU 0, with the weight it shares: one more
+            # pipeline stage, which PopTorch's FillDrain pipeline runs. Tried
+            # even when the contiguous splits proved this stage count hopeless:
+            # they hold the tied weight twice, the tail once
+            if self.tail is not None and stages > 1 and accumulation >= 2 * (stages + 1) - 1:
+                out += self._first_that_fits(stages, replicas, accumulation, "FillDrain", self.tail)
         fitting = sorted((c for c in out if c.fits), key=lambda c: -c.throughput)
         return fitting + ([c for c in out if not c.fits] if keep_all else [])
 
@@ -173,9 +237,10 @@ class _Planner:
     def _states(self, replicas: int) -> list[str]:
         if self.fixed_state is not None:
             return [self.fixed_state]
-        return [STATE_ON_CHIP] + ([STATE_SHARDED] if replicas > 1 else []) + [STATE_OFF_CHIP]
+        sharded = [STATE_SHARDED, STATE_OFF_CHIP_SHARDED] if replicas > 1 else []
+        return [STATE_ON_CHIP] + sharded + [STATE_OFF_CHIP]
 
-    def _first_that_fits(self, stages, replicas, accumulation, schedule) -> list[Candidate]:
+    def _first_that_fits(self, stages, replicas, accumulation, schedule, tail=None) -> list[Candidate]:
         """Cost the state locations and proportions in turn, from the one
         that costs the least time, until one fits."""
         tried = []
@@ -184,27 +249,83 @@ class _Planner:
             for prop in proportions:
                 c = Candidate(stages, replicas, self.mb, accumulation, schedule, state,
                               prop if prop is not None else min(self.fixed_proportion.values()),
-                              self.machine.name, base=self.base)
+                              self.machine.name, base=self.base, tail=tail)
                 self._cost(c)
                 tried.append(c)
-                if c.fits or (not c.memory and "fits" not in c.reason):
-                    return tried  # fits, or fails for a reason memory does not change
+                if c.fits:
+                    return tried + self._raised(c)
+                if not c.memory and "fits" not in c.reason:
+                    return tried  # fails for a reason memory does not change
                 if c.held_bytes > c.tile_bytes:
                     self.hopeless.add(stages)
                     c.reason += (f"; no configuration of {stages} stage(s) fits: its weights, buffers and "
                                  f"gradient accumulators alone take {c.held_bytes:,} bytes per tile on "
                                  f"average ({c.tile_bytes:,} per tile)")
                     return tried
+            if self._fixed_stages() is None and not self.user_blocks:
+                tried += self._recut(c)
+                if tried[-1].fits:
+                    return tried + self._raised(tried[-1])
         return tried
 
-    def _cost(self, c: Candidate) -> None:
+    def _raised(self, c: Candidate) -> list[Candidate]:
+        """`c` with a larger proportion on every IPU but its fullest, the
+        next larger of PROPORTIONS first, while that fits and is faster (as
+        Graphcore's BERT configurations give IPU 0, with the embedding, the
+        smallest). One that fits but is no faster is left out (`c` says the
+        same, with less memory)."""
+        out: list[Candidate] = []
+        if self.fixed_proportion or c.stages == 1 or not c.memory:
+            return out
+        fullest = max(c.memory, key=c.memory.__getitem__)
+        best = c
+        for q in sorted(p for p in PROPORTIONS if p > c.proportion):
+            r = Candidate(c.stages, c.replicas, c.micro_batch, c.accumulation, c.schedule, c.state,
+                          c.proportion, c.machine, base=c.base, tail=c.tail,
+                          proportions={i: q for i in range(c.stages) if i != fullest})
+            self._cost(r, c.reserve or None)
+            if not r.fits:
+                out.append(r)
+                break
+            if r.throughput <= best.throughput:
+                break
+            out.append(r)
+            r.reason = c.reason
+            best = r
+        return out
+
+    def _recut(self, c: Candidate) -> list[Candidate]:
+        """`c` cut again, leaving free on each IPU the profile found over its
+        tile what it was over by (added up over the tries)."""
+        out: list[Candidate] = []
+        reserve = [0] * c.stages
+        for _ in range(RECUTS):
+            over = {i: b - c.tile_bytes for i, b in c.memory.items() if b > c.tile_bytes}
+            if c.stages == 1 or not over:
+                break
+            for i, b in over.items():
+                reserve[i] += b
+            c = Candidate(c.stages, c.replicas, c.micro_batch, c.accumulation, c.schedule, c.state,
+                          c.proportion, c.machine, base=c.base, tail=c.tail)
+            self._cost(c, reserve)
+            out.append(c)
+            if c.fits:
+                c.reason = "cut again leaving free per tile " + ", ".join(
+                    f"{b / 1024:.0f} KiB on IPU {i}" for i, b in enumerate(reserve) if b) + \
+                    " (the memory plan of the first split was over there)"
+                break
+        return out
+
+    def _cost(self, c: Candidate, reserve: list[int] | None = None) -> None:
         self.costings += 1
+        c.reserve = list(reserve or [])
         opts = c.options
         # one stage is no pipeline: the candidate's own options (and the
         # model a user compiles with them) carry no strategy, so neither does
         # its costing; the profile's memory plan judges whether it fits
         if self._fixed_stages() is None and not self.user_blocks and c.stages > 1:
-            opts.setExecutionStrategy(PipelinedExecution.auto(c.stages, schedule=c.schedule))
+            opts.setExecutionStrategy(PipelinedExecution.auto(c.stages, schedule=c.schedule,
+                                                              tail=_TAIL_BLOCK if c.tail else None))
         module = self.traced.clone()
         unit_of = self._units_of(module)
         if c.stages == 1 and self.units:
@@ -212,6 +333,10 @@ class _Planner:
         try:
             config = compile_config(opts, training=True)
             driver.prepare(module, config)
+            if reserve:  # ipu-auto-stage's bytes per tile to leave free on each IPU
+                strategy = module_config(module, STRATEGY_KEY)
+                strategy["auto"]["reserve"] = list(reserve)
+                module.attributes[STRATEGY_KEY] = from_py(strategy)
             run_graph_passes(module, training=True, autocast=bool(opts.Precision.autocast_enabled),
                              assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1))
             profile = driver.profile_of(module, config, check_memory=False)
@@ -239,7 +364,7 @@ class _Planner:
                 per_ipu_reduce[t.ipu] += t.end - t.start
         reduce = max(per_ipu_reduce, default=0)
         c.allreduce_share = reduce / profile.cycles_per_update if profile.cycles_per_update else 0.0
-        per_ipu = [0] * c.stages  # forward and backward stages of each IPU
+        per_ipu = [0] * c.stages  # forward and backward stages of each IPU (the tail's with IPU 0's)
         for op in find_func(module, "main").body.block.ops:
             if isinstance(op, StageOp):
                 per_ipu[op.ipu.value.data] += int(profile.stage_cycles.get(op.stage.value.data, 0))
@@ -253,36 +378,44 @@ class _Planner:
         without them, as the candidate's unannotated model compiles."""
         for op in module.walk():
             p = op.attributes.get(PLACE_KEY)
-            if isinstance(p, PlacementAttr) and p.block.data.startswith((_UNIT_BLOCK, START_BLOCK)):
+            if isinstance(p, PlacementAttr) and p.block.data.startswith((_UNIT_BLOCK, _TAIL_BLOCK, START_BLOCK)):
                 op.attributes[PLACE_KEY] = p.with_(block="", ipu=-1)
 
     def _units_of(self, module) -> dict:
-        """Each forward op of a repeated layer, with the layer's index (read
-        before ipu-auto-stage renames the blocks after the stages)."""
+        """Each forward op of a repeated layer, with the layer's index, and
+        of the tail, with the index after the last layer (read before
+        ipu-auto-stage renames the blocks after the stages)."""
         out = {}
         for op in find_func(module, "main").body.block.ops:
             p = op.attributes.get(PLACE_KEY)
-            if isinstance(p, PlacementAttr) and not p.is_backward and p.block.data.startswith(_UNIT_BLOCK):
+            if not isinstance(p, PlacementAttr) or p.is_backward:
+                continue
+            if p.block.data.startswith(_UNIT_BLOCK):
                 out[op] = int(p.block.data[len(_UNIT_BLOCK):])
+            elif p.block.data == _TAIL_BLOCK:
+                out[op] = len(self.units)
         return out
 
     def _placement(self, module, unit_of: dict) -> list[tuple[str, int]]:
-        """The first repeated layer of each forward stage after the first."""
+        """Where each forward stage after the first starts (its first
+        repeated layer, or the tail), with its IPU, in stage order."""
         if not self.units:
             return []
-        first: dict[int, int] = {}
+        paths = self.units + [self.tail]
+        first: dict[int, tuple[int, int]] = {}  # forward stage -> (first unit, IPU)
         for op in find_func(module, "main").body.block.ops:
             if isinstance(op, StageOp):
-                ipu = op.ipu.value.data
+                k, ipu = op.stage.value.data, op.ipu.value.data
                 for inner in op.body.block.ops:
                     if inner in unit_of:
-                        first[ipu] = min(first.get(ipu, unit_of[inner]), unit_of[inner])
-        return [(self.units[u], ipu) for ipu, u in sorted(first.items()) if ipu > 0]
+                        u = min(first.get(k, (unit_of[inner], ipu))[0], unit_of[inner])
+                        first[k] = (u, ipu)
+        return [(paths[u], ipu) for k, (u, ipu) in sorted(first.items()) if k > 0]
 
 
 def table(candidates: list[Candidate], top: int = 10) -> str:
     """The best configurations as a table (CLI and docs)."""
-    head = ("stages x replicas  mb  accum  schedule    optimizer state  amp    samples/s   "
+    head = ("stages x replicas  mb  accum  schedule    optimizer state    amp    samples/s   "
             "tile   bubble  all-reduce  limited by")
     return "\n".join([head] + [c.row() for c in candidates[:top]])
 
