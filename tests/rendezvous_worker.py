@@ -53,7 +53,9 @@ def hold(stop_file: str) -> None:
     opts = poptorch.Options()
     opts.Distributed.setTimeout(120)
     rendezvous(opts)
-    print(json.dumps({"name": f"rank {opts.Distributed.processId}", "joined": True}), flush=True)
+    # one write of the whole line: two processes share the pipe (print's text
+    # and newline can reach it as two writes and interleave with the other's)
+    os.write(1, (json.dumps({"name": f"rank {opts.Distributed.processId}", "joined": True}) + "\n").encode())
     deadline = time.monotonic() + 300  # never outlive the test
     while not os.path.exists(stop_file) and time.monotonic() < deadline:
         time.sleep(0.2)
