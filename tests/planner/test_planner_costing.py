@@ -200,6 +200,31 @@ def test_cut_refinement_walks_the_schedule_once_per_split(monkeypatch):
     assert len(asked) == len(set(asked))
 
 
+def test_cut_refinement_never_moves_a_cut_past_the_graph():
+    """A run of cuts moved together by a step may carry a cut past either end
+    of the graph; the refinement drops that move before asking whether the
+    stages allow it (the pass's check reads per-position arrays of n + 1
+    entries, which a position past n overruns: BERT-Large planned on 16 IPUs
+    with a re-cut's reserve took that path)."""
+    import numpy as np
+
+    from tilefx.passes.auto_stage import _refine
+
+    n, S = 40, 4
+    rng = np.random.default_rng(1)
+    cycles = [rng.uniform(1, 10, n)] * S
+    cycles[0][:4] = 200.0  # a heavy first stage: moving every cut right is tried at each step size
+    bwd = [c / 2 for c in cycles]
+    W = np.zeros(n + 1)  # what the pass's check indexes by position
+
+    def ok(k, i, j):
+        W[i], W[j]  # IndexError past n, as the pass's memory check
+        return i < j
+
+    cuts = _refine([0, 30, 34, 38, n], cycles, bwd, np.zeros((2, n)), list(range(S)), "FillDrain", 16, True, ok)
+    assert cuts[0] == 0 and cuts[-1] == n and all(a < b for a, b in zip(cuts, cuts[1:]))
+
+
 def _walked_makespan(sched, stage_cycles, weight_cycles):
     """Schedule.makespan's definition, step by step: each IPU runs its steps
     in (time step, stage) order, a step starts once its IPU is free and

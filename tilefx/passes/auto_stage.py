@@ -644,6 +644,8 @@ def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, traini
                 new = list(cuts)
                 for c in which:
                     new[c] += d
+                if not 0 < new[which[0]] <= new[which[-1]] < n:
+                    continue  # a cut moved past either end of the graph: no split
                 if not all(ok(k, new[k], new[k + 1]) for k in range(which[0] - 1, which[-1] + 1)):
                     continue
                 val = cost(new)
