@@ -33,7 +33,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tilefx  # noqa: E402
-from tilefx.backend.costs import linear_cost, plan_matmul  # noqa: E402
+from tilefx.backend.costs import plan_matmul  # noqa: E402
 from tilefx.backend.machine import BOW, MK1, MK2, Machine  # noqa: E402
 from validation_models import (BertPretraining, BertSquad, BertStack, EightBitInput, ResNet50,  # noqa: E402
                                Swin, UNet, ViT, ViTStack)

@@ -76,8 +76,8 @@ from tilefx.backend.steps import (
     with_blas_threads,
 )
 from tilefx.passes.fuse_attention import AttentionGroup, attention_groups
-from tilefx.runtime import RUNTIME
 from tilefx.passes.fuse_elementwise import fusion_groups
+from tilefx.runtime import RUNTIME
 
 KERNEL_TABLE: dict[str, Callable[..., Any]] = {
     **{op_name(schema_name): KERNELS[schema_name] for schema_name in ATEN_OPS},

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import os
 from dataclasses import dataclass, field
 from types import MappingProxyType
