@@ -67,6 +67,20 @@ def test_opt_on_aten_ir_installs_torchs_rules_only(tmp_path):
     assert got["installed"] == ["torch-rules"] and got["torch"] and not got["executor"]
 
 
+def test_opt_on_elementwise_aten_ir_loads_no_symbolic_shapes(tmp_path):
+    """An elementwise op is typed by ATen's CPU kernel (lowering/torch_rules.py):
+    no meta function runs, so neither sympy nor torch's symbolic shapes nor its
+    compiler are imported (half of the start-up on `aten` IR)."""
+    path = tmp_path / "in.mlir"
+    path.write_text(ATEN)
+    got = _run("import io, contextlib, json, sys; from tilefx.tools.opt import main\n"
+               f"with contextlib.redirect_stdout(io.StringIO()): rc = main([{str(path)!r}])\n"
+               "assert rc == 0, rc\n"
+               "print(json.dumps(sorted(m for m in ('sympy', 'torch.fx.experimental.symbolic_shapes', "
+               "'torch._dynamo', 'torch._inductor') if m in sys.modules) + ['torch' in sys.modules]))")
+    assert got == [True]
+
+
 def _rule(op):
     return None
 

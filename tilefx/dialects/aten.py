@@ -239,7 +239,8 @@ def _assembly_format(schema: Schema) -> str:
     return f"{head} attr-dict `:` {tail} `->` {result}"
 
 
-def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+def broadcast_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    """The broadcast of `shapes` (numpy's and torch's rule); None if they do not broadcast."""
     out: list[int] = []
     for dims in zip(*[(1,) * (max(map(len, shapes)) - len(s)) + tuple(s) for s in shapes]):
         sizes = {d for d in dims if d != 1}
@@ -253,7 +254,7 @@ def _verify_elementwise(self) -> None:
     from xdsl.utils.exceptions import VerifyException
 
     shapes = [tuple(v.type.get_shape()) for v in self.operands]
-    want = _broadcast(shapes) if shapes else None
+    want = broadcast_shape(shapes) if shapes else None
     got = tuple(self.results[0].type.get_shape())
     if shapes and want is None:
         raise VerifyException(f"{self.name}: operand shapes {shapes} do not broadcast")

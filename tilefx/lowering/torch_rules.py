@@ -30,7 +30,8 @@ from xdsl.irdl import IRDLOperation
 from xdsl.utils.exceptions import VerifyException
 
 from tilefx.runtime import RUNTIME, Plugin
-from tilefx.dialects.aten import field_name, from_attr, type_key
+from tilefx.dialects.aten import broadcast_shape, field_name, from_attr, type_key
+from tilefx.dialects.aten_traits import TRAITS, short_name
 
 _CACHE_LIMIT = 65536
 _cache: dict[tuple, tuple] = {}
@@ -51,6 +52,11 @@ def load_torch() -> Any:
                              "i1": torch.bool, "c64": torch.complex64})
         _torch = torch
     return _torch
+
+
+def _dtype_key(dtype: Any) -> str | None:
+    """The IR element type key of a torch dtype (None: not one of TORCH_DTYPES)."""
+    return next((k for k, v in TORCH_DTYPES.items() if v == dtype), None)
 
 
 def _type_text(shape: tuple[int, ...], key: str) -> str:
@@ -104,31 +110,91 @@ def _signature(op: IRDLOperation) -> tuple[tuple, dict[str, Any]]:
     return key, {**args, **{f"\0{k}": v for k, v in props.items()}}
 
 
+def _call_args(schema, args: dict[str, Any], tensor) -> dict[str, Any]:
+    """The keyword arguments of the torch call: each operand signature made a
+    tensor by `tensor(shape, dtype)`, the properties as torch takes them."""
+    kwargs: dict[str, Any] = {}
+    for name, v in args.items():
+        if name.startswith("\0"):
+            kwargs[name[1:]] = TORCH_DTYPES.get(v, v) if _is_scalar_type(schema, name[1:]) else v
+            continue
+        for sig in v if isinstance(v, list) else () if v is None else (v,):
+            if sig[1] not in TORCH_DTYPES:
+                raise VerifyException(f"element type {sig[1]} has no torch dtype")
+        if isinstance(v, list):
+            kwargs[name] = [tensor(shape, TORCH_DTYPES[key]) for shape, key in v]
+        else:
+            kwargs[name] = None if v is None else tensor(v[0], TORCH_DTYPES[v[1]])
+    return kwargs
+
+
+# elementwise ops whose CPU kernel accepts operands their meta function
+# rejects: `where` with a uint8 condition (deprecated, still run by the kernel)
+_META_ONLY = frozenset({"where.self"})
+
+
+def _elementwise_results(schema, fn, args: dict[str, Any]) -> tuple | None:
+    """("ok", [(shape, key)]) of an elementwise op (the `same_shape` trait: its
+    result has its operands' broadcast shape) whose tensor operands share one
+    element type and which sets no property, from ATen's CPU kernel; None
+    otherwise, or if the kernel rejects the operands.
+
+    The meta functions of these ops are Python (`torch._refs` references,
+    registered over any C++ meta kernel), and the first call of one imports
+    sympy for its type promotion: about half of `tilefx-opt`'s start-up on
+    IR with `aten` ops. The result dtype depends on the operands' dtypes and
+    on which of them are 0-d, not on their sizes (torch's type promotion ranks
+    a 0-d tensor below one with dimensions: "Type promotion", Tensor
+    Attributes, PyTorch documentation), so the CPU kernel computes it in C++
+    on a one-element stand-in of each operand of the same rank. Outside that
+    domain the two may differ (with mixed dtypes `threshold_backward`'s meta
+    function takes the gradient's dtype, the kernel promotes), so everything
+    else, the ops of `_META_ONLY` and whatever the kernel rejects go to the
+    meta function, whose error the verifier reports. tests/lowering/test_torch_rules.py checks both
+    give the same type over the whole domain: every such op, element type
+    and pattern of 0-d operands."""
+    t = TRAITS.get(short_name(schema.name))
+    if t is None or not t.same_shape or schema.num_results != 1 or schema.name in _META_ONLY:
+        return None
+    if any(v is not None for name, v in args.items() if name.startswith("\0")):
+        return None  # a property set: its value can decide the dtype (pow of a bool by True)
+    operands = [v for name, v in args.items() if not name.startswith("\0") and v is not None]
+    if not operands or any(isinstance(v, list) for v in operands) or len({key for _, key in operands}) != 1:
+        return None
+    shape = broadcast_shape([s for s, _ in operands])
+    if shape is None:
+        return None
+    torch = load_torch()
+    kwargs = _call_args(schema, args, lambda s, dtype: torch.ones((1,) * len(s), dtype=dtype))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn(**kwargs)
+    except Exception:  # noqa: BLE001 - the meta function decides, and words the error
+        return None
+    key = _dtype_key(out.dtype) if isinstance(out, torch.Tensor) else None
+    return None if key is None else ("ok", [(shape, key)])
+
+
 def _torch_results(schema, args: dict[str, Any]) -> tuple:
     """("ok", [(shape, key), ...]) | ("error", message) | ("unknown",)."""
     torch = load_torch()
-    from tilefx.lowering.no_compiler import without_compiler
 
     base, overload = schema.name.split(".")
     try:
         fn = getattr(getattr(torch.ops.aten, base), overload)
     except (AttributeError, RuntimeError):
         return ("unknown",)
+    found = _elementwise_results(schema, fn, args)
+    return _meta_results(schema, fn, args) if found is None else found
 
-    def meta(sig):
-        shape, key = sig
-        if key not in TORCH_DTYPES:
-            raise VerifyException(f"element type {key} has no torch dtype")
-        return torch.empty(shape, dtype=TORCH_DTYPES[key], device="meta")
 
-    kwargs: dict[str, Any] = {}
-    for name, v in args.items():
-        if name.startswith("\0"):
-            kwargs[name[1:]] = TORCH_DTYPES.get(v, v) if _is_scalar_type(schema, name[1:]) else v
-        elif isinstance(v, list):
-            kwargs[name] = [meta(x) for x in v]
-        else:
-            kwargs[name] = None if v is None else meta(v)
+def _meta_results(schema, fn, args: dict[str, Any]) -> tuple:
+    """`_torch_results` by the op's meta function, on meta tensors."""
+    from tilefx.lowering.no_compiler import without_compiler
+
+    torch = load_torch()
+    kwargs = _call_args(schema, args, lambda shape, dtype: torch.empty(shape, dtype=dtype, device="meta"))
     try:
         with warnings.catch_warnings(), without_compiler():  # meta functions load no compiler
             warnings.simplefilter("ignore")
@@ -145,14 +211,13 @@ def _torch_results(schema, args: dict[str, Any]) -> tuple:
         return ("error", f"{type(e).__name__}: {text[:300]}")
     outs = out if isinstance(out, (tuple, list)) else () if out is None and schema.num_results == 0 \
         else (out,)
-    keys = {v: k for k, v in TORCH_DTYPES.items()}
     # None: an output the op's mask turned off (convolution_backward); any type goes
     def sig(t):
         if t is None:
             return None
         if not isinstance(t, torch.Tensor):  # a number (sym_size, ...): a 0-d tensor in the IR
             return ((), "i1" if isinstance(t, bool) else "f32" if isinstance(t, float) else "i64")
-        return (tuple(t.shape), keys.get(t.dtype, str(t.dtype)))
+        return (tuple(t.shape), _dtype_key(t.dtype) or str(t.dtype))
 
     return ("ok", [sig(t) for t in outs])
 
