@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import keyword
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 SCHEMAS = """
@@ -466,6 +467,34 @@ def parse_schema(line: str) -> Schema:
     return Schema(name, tuple(args), n)
 
 
-ATEN_SCHEMAS: dict[str, Schema] = {
-    s.name: s for s in (parse_schema(x) for x in SCHEMAS.strip().splitlines())
-}
+def schema_name(line: str) -> str:
+    """The name of a schema line's op, as `parse_schema` gives it (`add.Tensor`, `relu.default`)."""
+    name = line.partition("(")[0].strip()
+    return name if "." in name else name + ".default"
+
+
+class SchemaTable(Mapping[str, Schema]):
+    """The schemas by op name, each parsed on first use: a tool reading a few
+    ops (`tilefx-opt` on a one-op file) parses their lines, not all ~350."""
+
+    def __init__(self, text: str) -> None:
+        self._lines = {schema_name(line): line for line in text.strip().splitlines()}
+        self._parsed: dict[str, Schema] = {}
+
+    def __getitem__(self, name: str) -> Schema:
+        found = self._parsed.get(name)
+        if found is None:
+            found = self._parsed[name] = parse_schema(self._lines[name])
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lines)
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._lines
+
+
+ATEN_SCHEMAS = SchemaTable(SCHEMAS)
