@@ -7,6 +7,9 @@ compares. Torch's own errors (a stride of 0, a dimension out of range, shapes
 that do not broadcast or multiply) become verifier errors, so attributes are
 range-checked exactly where torch would reject them and no rule is written by
 hand: an op added to `dialects/aten_schema.py` is verified with no extra work.
+An elementwise op whose operands share one element type is typed by ATen's
+CPU kernel on one-element stand-ins instead (`_elementwise_results`): the same
+type, in C++, without the Python meta function's first-call import of sympy.
 
 The dialect layer cannot import torch (tests/test_layers.py), so its verifier
 runs the rules of the process's plugin registry (`RUNTIME.result_type_rules`,
@@ -150,9 +153,10 @@ def _elementwise_results(schema, fn, args: dict[str, Any]) -> tuple | None:
     domain the two may differ (with mixed dtypes `threshold_backward`'s meta
     function takes the gradient's dtype, the kernel promotes), so everything
     else, the ops of `_META_ONLY` and whatever the kernel rejects go to the
-    meta function, whose error the verifier reports. tests/lowering/test_torch_rules.py checks both
-    give the same type over the whole domain: every such op, element type
-    and pattern of 0-d operands."""
+    meta function, whose error the verifier reports.
+    tests/lowering/test_torch_rules.py checks that both give the same type
+    over the whole domain: every such op, element type and pattern of 0-d
+    operands."""
     t = TRAITS.get(short_name(schema.name))
     if t is None or not t.same_shape or schema.num_results != 1 or schema.name in _META_ONLY:
         return None
@@ -165,7 +169,8 @@ def _elementwise_results(schema, fn, args: dict[str, Any]) -> tuple | None:
     if shape is None:
         return None
     torch = load_torch()
-    kwargs = _call_args(schema, args, lambda s, dtype: torch.ones((1,) * len(s), dtype=dtype))
+    # on the CPU by name: a default device the process set (torch.set_default_device) is not asked
+    kwargs = _call_args(schema, args, lambda s, dtype: torch.ones((1,) * len(s), dtype=dtype, device="cpu"))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
