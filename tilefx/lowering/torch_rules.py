@@ -20,7 +20,7 @@ surfaces, tilefx-run, and tilefx-opt and stock xdsl-opt when they load the
 on the first check, not at install time.
 
 Results are cached by (op, operand types, properties): a model repeats the same
-few signatures, so a compile runs torch's meta function once per signature.
+few signatures, so a compile runs torch once per signature.
 """
 
 from __future__ import annotations
