@@ -81,6 +81,22 @@ def test_opt_on_elementwise_aten_ir_loads_no_symbolic_shapes(tmp_path):
     assert got == [True]
 
 
+def test_the_verifier_imports_torch_with_the_collector_paused():
+    """torch's import (~250,000 objects) runs no collection: each would walk
+    every live object, xDSL's included (tilefx/gcpause.py); the collector is
+    on again after."""
+    got = _run("import gc, json, sys\n"
+               "import xdsl.dialects.builtin\n"
+               "from tilefx.lowering.torch_rules import load_torch\n"
+               "runs = []\n"
+               "gc.callbacks.append(lambda phase, info: runs.append(info['generation']) if phase == 'start' else None)\n"
+               "assert 'torch' not in sys.modules\n"
+               "load_torch()\n"
+               "gc.callbacks.clear()\n"
+               "print(json.dumps({'collections': len(runs), 'enabled': gc.isenabled(), 'torch': 'torch' in sys.modules}))")
+    assert got == {"collections": 0, "enabled": True, "torch": True}
+
+
 def _rule(op):
     return None
 

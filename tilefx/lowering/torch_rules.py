@@ -32,6 +32,7 @@ from xdsl.dialects.builtin import TensorType, TypeAttribute
 from xdsl.irdl import IRDLOperation
 from xdsl.utils.exceptions import VerifyException
 
+from tilefx.gcpause import gc_paused
 from tilefx.runtime import RUNTIME, Plugin
 from tilefx.dialects.aten import broadcast_shape, field_name, from_attr, type_key
 from tilefx.dialects.aten_traits import TRAITS, short_name
@@ -47,7 +48,11 @@ def load_torch() -> Any:
     """torch, imported on first use (with TORCH_DTYPES filled)."""
     global _torch
     if _torch is None:
-        import torch
+        # `import torch` makes ~250,000 objects, and the collector walks every
+        # live one (xDSL's classes and IR among them, in tilefx-opt) in the
+        # full collections they trigger: ~0.2 s of CPU (gcpause.py)
+        with gc_paused():
+            import torch
 
         TORCH_DTYPES.update({"f32": torch.float32, "f16": torch.float16, "f64": torch.float64,
                              "bf16": torch.bfloat16, "i64": torch.int64, "i32": torch.int32,
