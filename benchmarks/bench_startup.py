@@ -13,9 +13,10 @@ ops: no torch) and `aten.relu` (torch's shape rules verify it). With
 commit's `git archive`) for comparison. Last, for `aten.relu`, the CPU time
 `tilefx-opt` takes in a process that imported torch first, measured inside
 it: the cost over `import torch` directly, where the difference of two
-medians of separate runs carries both runs' noise on a loaded machine. The commands run in a scratch
-directory: `python -c` puts the working directory first on sys.path, which
-would shadow TREE with the checkout the benchmark is started from.
+medians of separate runs carries both runs' noise on a loaded machine. The
+commands run in a scratch directory: `python -c` puts the working directory
+first on sys.path, which would shadow TREE with the checkout the benchmark
+is started from.
 """
 
 from __future__ import annotations
