@@ -48,7 +48,7 @@ def viewed_chain(a) -> list:
 
 def argument_view_step(op: Operation, view, src: int, out: int):
     """`view` (a numpy view step of an argument's slot), for a tensor
-    argument (CompiledFunction._keep_tensors: an inference program's
+    argument (analysis/kept.py: an inference program's
     weights) the tensor's own view, made once and given again while the
     argument is the same object: the caller passes a weight as the same
     tensor call after call, and a view shares its memory, so a write into
@@ -99,7 +99,7 @@ def clone_step(op: Operation, copy, src: int, out: int):
         a = env[src]
         if type(a) is np.ndarray:
             env[out] = a if a.flags.c_contiguous else copy(a)
-        elif hasattr(a, "is_contiguous"):  # a provider's tensor (CompiledFunction._keep_tensors)
+        elif hasattr(a, "is_contiguous"):  # a provider's tensor (analysis/kept.py)
             env[out] = a if a.is_contiguous() else a.contiguous()
         else:
             env[out] = copy(a)
