@@ -437,14 +437,15 @@ class StepEmitter:
         """Run a constant op's step now and keep its value for every call (a
         step less per call: the traced graphs make 0-d constants and fills
         for every scalar of a loss or a scaling). False, and the op stays a
-        step, when its kernel fails here (it then fails at run time, as
-        before) or it yields something other than a small enough array."""
+        step, when its kernel fails here (it then fails at run time, with
+        the error naming the op) or it yields something other than a small
+        enough array."""
         out = self._slot(op.results[0])
         scratch: dict[int, Any] = {}
         try:
             with np.errstate(all="ignore"):
                 step(scratch)
-        except Exception:  # noqa: BLE001 - reported when the program runs, as without this
+        except Exception:  # noqa: BLE001 - reported when the program runs
             return False
         value = scratch.get(out)
         if not isinstance(value, np.ndarray) or value.nbytes > CONSTANT_BYTES:
