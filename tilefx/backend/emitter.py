@@ -248,6 +248,14 @@ class StepEmitter:
         else:
             self._emit_table(op, provided, block)
 
+    def _emit_batches(self, block: Block) -> None:
+        """The optimizer updates' batched steps, one per kind, last: each
+        reads every member's operands. Their steps are built after the
+        in-place analysis, which decides what each member may write
+        (`CompiledFunction._finish`); here they hold their place."""
+        for _, members in self._facts.batches.values():
+            block.add(None, set().union(*(_read(layout) for _, layout, _ in members)))
+
     def _emit_return(self, op: Operation) -> None:
         self.result_slots = [self._slot(v) for v in op.operands]
         # results held as float32 that the caller should see as bfloat16

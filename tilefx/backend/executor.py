@@ -114,10 +114,7 @@ class CompiledFunction(StepEmitter):
         self._facts = StepFacts()
         block = Block()
         self._emit_ops(fn.body.block.ops, block)
-        for _, members in self._facts.batches.values():
-            # placed after the in-place analysis, which needs its reads
-            block.add(None, {j for _, layout, _ in members for x in layout if x is not None
-                             for j in (x if isinstance(x, list) else [x])})
+        self._emit_batches(block)
         self.steps: list[Callable[[list], None]] = block.steps
         self.reads: list[set[int]] = block.reads  # the slots each step reads (for liveness)
 
