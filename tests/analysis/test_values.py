@@ -2,7 +2,7 @@
 
 from xdsl.parser import Parser
 
-from tilefx.analysis.values import repeated_ops, same_array, same_shape_view, value_slots
+from tilefx.analysis.values import same_array, same_shape_view, value_slots
 from tilefx.passes.pipelines import graph_context
 from tilefx.passes.training_step import find_func
 
@@ -24,8 +24,8 @@ def _by_name(fn):
 
 
 def _slots(fn, members=NO_MEMBERS):
-    repeats = repeated_ops(fn, members)
-    return value_slots(fn, members, repeats), repeats
+    slots = value_slots(fn, members)
+    return slots, slots.repeats
 
 
 def test_moves_same_value_ops_and_same_shape_views_share_their_operands_slot():
@@ -98,6 +98,10 @@ def test_a_repeated_pure_op_and_the_ops_reading_it_are_computed_once():
     assert repeats.first == {ops["b"]: ops["a"], ops["d"]: ops["c"]}
     assert slots.of[ops["d"].results[0]] == slots.of[ops["c"].results[0]]
     assert slots.of[ops["e"].results[0]] != slots.of[ops["c"].results[0]]  # neg of another value
+    # without repeats (hand-written IR the tools check step by step) every op has its slots
+    plain = value_slots(fn, NO_MEMBERS, repeats=False)
+    assert plain.repeats.first == {}
+    assert plain.count == slots.count + 2
 
 
 def test_what_is_never_a_repeat():

@@ -9,10 +9,9 @@ step reads, backend/executor.py):
 - a view whose result is its operand unchanged (`same_shape_view`): the
   traced matmuls expand every batched operand, mostly to the shape it has;
 - a stage's results and the values its body yields;
-- a repeat of a pure ATen op (`repeated_ops`) and the op it repeats.
+- a repeat of a pure ATen op and the op it repeats (`value_slots`).
 
-`repeated_ops(fn, members)` decides the repeats; `value_slots(fn, members,
-repeats)` numbers the slots. `members`: the ops of the groups the executor
+`value_slots(fn, members)` numbers the slots and decides the repeats. `members`: the ops of the groups the executor
 runs as one step (analysis/attention.py, analysis/fusion.py), which it
 neither computes again nor views apart from their group.
 """
@@ -133,26 +132,41 @@ class RepeatedOps:
     first: dict[Operation, Operation]
 
 
-def repeated_ops(fn: func.FuncOp, members: frozenset[Operation]) -> RepeatedOps:
-    """The pure ATen ops that compute what an earlier op of the function
-    computed: the same op on the same arrays with the same properties.
-    Traced models repeat work per layer: each layer turns the same boolean
-    mask into the same additive one (`where`), a SiLU's backward computes its
-    forward's sigmoid again, fills and scalars recur; llama's inference had
-    46 such ops, its training step 73. The IR keeps them (the machine model
-    costs what the graph holds); the executor computes each once. Only ops
-    run once per call (not in a loop's body) and outside the groups
-    (`members`). A multi-result op's step converts only the results its own
-    users read: a repeat reading one the first left unread is no repeat
-    (torch.linalg.inv's first call only checked for errors, the second read
-    the inverse)."""
+@dataclass(frozen=True)
+class ValueSlots:
+    """The slot of each value the executor reads or writes (`of`), how many
+    slots a call's list has (`count`), and the repeated ops whose results
+    are their first's slots (`repeats`)."""
+
+    of: dict[SSAValue, int]
+    count: int
+    repeats: RepeatedOps
+
+
+def value_slots(fn: func.FuncOp, members: frozenset[Operation], repeats: bool = True) -> ValueSlots:
+    """Number the values of `fn`: the arguments first, in order; a value
+    holding another's array (`same_array`) shares its slot, and so do a
+    repeated op's results and its first's (with `repeats`).
+
+    A repeat is a pure ATen op computing what an earlier op of the function
+    computed: the same op on the same arrays (slots) with the same
+    properties. Traced models repeat work per layer: each layer turns the
+    same boolean mask into the same additive one (`where`), a SiLU's
+    backward computes its forward's sigmoid again, fills and scalars recur;
+    llama's inference had 46 such ops, its training step 73. The IR keeps
+    them (the machine model costs what the graph holds); the executor
+    computes each once. Only ops run once per call (not in a loop's body)
+    and outside the groups (`members`). A multi-result op's step converts
+    only the results its own users read: a repeat reading one the first left
+    unread is no repeat (torch.linalg.inv's first call only checked for
+    errors, the second read the inverse)."""
     num = _Numbering()
     for a in fn.body.block.args:
         num.slot(a)
     computed: dict[tuple, Operation] = {}
     first: dict[Operation, Operation] = {}
     for op, top in walk(fn.body.block):
-        if top and op not in members and (key := repeat_key(op, num.slot)) is not None:
+        if repeats and top and op not in members and (key := repeat_key(op, num.slot)) is not None:
             earlier = computed.get(key)
             if earlier is not None and all(bool(e.uses) or not r.uses
                                            for r, e in zip(op.results, earlier.results)):
@@ -163,29 +177,4 @@ def repeated_ops(fn: func.FuncOp, members: frozenset[Operation]) -> RepeatedOps:
             if earlier is None:
                 computed[key] = op
         num.add(op, members)
-    return RepeatedOps(first)
-
-
-@dataclass(frozen=True)
-class ValueSlots:
-    """The slot of each value the executor reads or writes (`of`), and how
-    many slots a call's list has (`count`)."""
-
-    of: dict[SSAValue, int]
-    count: int
-
-
-def value_slots(fn: func.FuncOp, members: frozenset[Operation], repeats: RepeatedOps) -> ValueSlots:
-    """Number the values of `fn`: the arguments first, in order; a value
-    holding another's array (`same_array`, a repeat's results) shares its slot."""
-    num = _Numbering()
-    for a in fn.body.block.args:
-        num.slot(a)
-    for op, _ in walk(fn.body.block):
-        earlier = repeats.first.get(op)
-        if earlier is not None:
-            for r, e in zip(op.results, earlier.results):
-                num.of[r] = num.of[e]
-            continue
-        num.add(op, members)
-    return ValueSlots(num.of, num.count)
+    return ValueSlots(num.of, num.count, RepeatedOps(first))

@@ -37,7 +37,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import bf16, f16, f32
 from xdsl.ir import Operation, SSAValue
 
-from tilefx.analysis.values import MOVE_OPS, RANDOM_OPS, SAME_VALUE_OPS, VIEW_OPS, same_shape_view
+from tilefx.analysis.values import MOVE_OPS, RANDOM_OPS, SAME_VALUE_OPS, VIEW_OPS
 from tilefx.backend.fused_steps import FUSED_EVAL, chunked_group, fused_props
 from tilefx.backend.kernels import FIRST_RESULT_KERNELS, IPU_KERNELS, KERNELS
 from tilefx.backend.kernels._common import CHUNK, chunk_size
@@ -54,12 +54,12 @@ from tilefx.backend.steps import (
     loop_step,
     named_step,
     operands_lead,
+    step_name,
     step_props,
     with_blas_threads,
 )
 from tilefx.dialects.aten import ATEN_OPS, from_attr, op_name
 from tilefx.dialects.aten_schema import py_name
-from tilefx.dialects.ipu import PLACE_KEY
 from tilefx.dialects.irutil import numel as _numel
 from tilefx.dialects.irutil import shape_of as _dims
 from tilefx.runtime import RUNTIME
@@ -231,8 +231,8 @@ class StepEmitter:
             self._emit_attention(op, block)
         elif op in self._members:  # computed by its group's step, at the root
             return
-        elif name in VIEW_OPS and same_shape_view(op):  # expand to its own shape, ...: the operand's slot
-            return
+        elif name in VIEW_OPS and self._slot(op.results[0]) == self._slot(op.operands[0]):
+            return  # a view to the operand's own shape: its slot (analysis/values.py)
         elif name in VIEW_OPS and (view := self._view_step(op)) is not None:
             self._emit_view(op, view, block)
         elif name == "aten.clone":
@@ -280,7 +280,7 @@ class StepEmitter:
         g, make = self._attention.at[op]
         ins = [self._slot(v) for v in (g.query, g.key, g.value, g.mask, g.scale_value) if v is not None]
         out = self._slot(op.results[0])
-        name = f"attention {op.attributes.get(PLACE_KEY) or ''}"
+        name = step_name(op, "attention")
         step = named_step(make(ins, out, False), name)
         i = block.add(checked_step(step, op, [out]) if self.check_types else step, set(ins))
         if block.top and not self.check_types:
@@ -363,7 +363,6 @@ class StepEmitter:
             for a in schema.properties:
                 if a.optional and not a.has_default and py_name(a.name) not in props:
                     props[py_name(a.name)] = None
-        name, place = op.name, op.attributes.get(PLACE_KEY)
         if schema is not None:
             # aten kernels take the schema's arguments by name (tensors and
             # properties interleave in ATen signatures)
@@ -404,7 +403,7 @@ class StepEmitter:
                 for o, r in zip(outs, res):
                     env[o] = r
 
-        step.__qualname__ = f"{name} {place or ''}"
+        step.__qualname__ = step_name(op)
         if any(getattr(r.type, "element_type", None) == bf16 for r in op.results):
             step = bf16_rounded(step, op, outs)
         if self.check_types:
@@ -438,7 +437,7 @@ class StepEmitter:
                 except AttributeError:  # a Python scalar
                     env[out] = np.reshape(a, shape)
 
-        step.__qualname__ = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
+        step.__qualname__ = step_name(op)
         return checked_step(step, op, [out]) if self.check_types else step
 
     def _precompute(self, step, op: Operation) -> bool:
@@ -466,7 +465,7 @@ class StepEmitter:
         the op's properties bound already: operands in, results out; and the
         rebuild of it that leaves tensors in the result slots (or None)."""
         fetch = fetcher(layout)
-        name = f"{op.name} {op.attributes.get(PLACE_KEY) or ''}"
+        name = step_name(op)
         direct = getattr(kernel, "direct_step", None)
         if direct is not None and len(outs) == 1 and all(type(x) is int for x in layout):
             # the provider's own step reading and writing the slots: no

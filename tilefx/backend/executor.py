@@ -40,7 +40,7 @@ from tilefx.analysis.fusion import FusionGroups, fusion_plan
 from tilefx.analysis.in_place import DonationRule, donation_rule, overwritable
 from tilefx.analysis.kept import NONE_KEPT, kept_values
 from tilefx.analysis.liveness import liveness
-from tilefx.analysis.values import RepeatedOps, repeated_ops, value_slots
+from tilefx.analysis.values import value_slots
 from tilefx.backend.emitter import (
     KERNEL_TABLE,
     Block,
@@ -52,8 +52,7 @@ from tilefx.backend.emitter import (
 from tilefx.backend.kernels._common import ignore_fp_errors, restore_fp_errors, set_kernel_threads
 from tilefx.backend.kernels.ipu import IN_PLACE_OPERANDS
 from tilefx.backend.kernels.tuning import blas_cores, configure_process, restore_blas_threads
-from tilefx.backend.steps import ExecutionError, named_step, viewed_chain
-from tilefx.dialects.ipu import PLACE_KEY
+from tilefx.backend.steps import ExecutionError, named_step, step_name, viewed_chain
 from tilefx.runtime import RUNTIME
 
 # The plugins' hooks, read from the process's registry (tilefx/runtime.py;
@@ -72,7 +71,6 @@ from tilefx.runtime import RUNTIME
 _NONE_DONATED: frozenset[int] = frozenset()
 _NO_ATTENTION = AttentionGroups({}, frozenset())
 _NO_FUSION = FusionGroups({}, frozenset())
-_NO_REPEATS = RepeatedOps({})
 
 
 class CompiledFunction(StepEmitter):
@@ -103,8 +101,9 @@ class CompiledFunction(StepEmitter):
             if fuse and RUNTIME.attention_providers else _NO_ATTENTION
         self._fusion = fusion_plan(fn, self._attention.members, runs_on_numpy) if fuse else _NO_FUSION
         self._members = self._attention.members | self._fusion.members
-        self._repeats = _NO_REPEATS if check_types else repeated_ops(fn, self._members)
-        slots = value_slots(fn, self._members, self._repeats)
+        # (hand-written IR, checked step by step, computes every op it holds)
+        slots = value_slots(fn, self._members, repeats=not check_types)
+        self._repeats = slots.repeats
         self._slot = slots.of.__getitem__
         self.num_slots = slots.count
         self.arg_slots = [self._slot(a) for a in fn.body.block.args]
@@ -140,7 +139,7 @@ class CompiledFunction(StepEmitter):
         retype = facts.retype
         for i, op, maker, layout, out, _ in facts.elementwise:
             if i in written:
-                name = f"{op.name} {op.attributes.get(PLACE_KEY) or ''} (in place)"
+                name = step_name(op) + " (in place)"
                 self.steps[i] = named_step(maker(layout, out, written[i]), name)
                 retype[i] = (lambda keep, maker=maker, layout=layout, out=out, k=written[i], name=name:
                              named_step(maker(layout, out, k, keep[0]), name), [out])
