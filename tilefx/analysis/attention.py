@@ -323,14 +323,12 @@ def _match(softmax: Operation) -> AttentionGroup | None:
         if k1 is not None and v1 is not None and shape_of(k1, None)[1] == shape_of(v1, None)[1]:
             members.extend(shared)
             key, value = k1, v1
-    members.append(bmm2)
-    root = bmm2
+    members.append(bmm2)  # the root, or the view of its output below (_block_groups orders them)
     out = bmm2.results[0]
     if (view := next((u.operation for u in out.uses), None)) is not None and len(list(out.uses)) == 1 \
             and view.name in ("aten.view", "aten._unsafe_view") \
             and shape_of(view.results[0], None) == shape_of(q, None)[:-1] + (shape_of(value, None)[-1],):
         members.append(view)
-        root = view
     # the kernel's conditions: q (..., L, E), k (..., S, E), v (..., S, E), one leading shape
     qs, ks, vs = shape_of(q, None), shape_of(key, None), shape_of(value, None)
     if qs is None or ks is None or vs is None or not all(_f32(t) for t in (q, key, value)):
