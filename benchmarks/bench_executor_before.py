@@ -20,6 +20,7 @@ inference runners) run side by side, one on each, alternating call by call:
 from __future__ import annotations
 
 import argparse
+import atexit
 import copy
 import os
 import re
@@ -46,6 +47,7 @@ _IMPORT = re.compile(r"^(\s*)(from|import) tilefx(?=[\s.])", re.M)
 def load_before(tree: str):
     """TREE's tilefx as the package `tilefx_before`, its kernels installed."""
     root = tempfile.mkdtemp(prefix="tilefx_before_")
+    atexit.register(shutil.rmtree, root, True)
     dst = os.path.join(root, "tilefx_before")
     shutil.copytree(os.path.join(tree, "tilefx"), dst)
     for folder, _, files in os.walk(dst):
