@@ -22,6 +22,11 @@ LAYERS = {
     # the plugin registry the verifier and the executor read (tilefx/runtime.py)
     "runtime": 0,
     "dialects": 1,
+    # analyses of the graph IR (tilefx/analysis): what the executor and the
+    # marking passes decide from a function without changing it (groups,
+    # shared values, repeats, liveness, in-place choices); above the machine
+    # model, below the passes that write their results on the IR
+    "analysis": 1.7,
     "passes": 2,
     "backend": 3,
     # the compiler driver (tilefx/driver): a CompileConfig and compile(module,
@@ -43,7 +48,8 @@ MACHINE_MODEL = {f"backend.{m}": 1.5 for m in ("machine", "costs", "schedule", "
                                                  "memory_model", "validated", "memory_advice")}
 LAYERS.update(MACHINE_MODEL)
 # the layers that must not depend on torch: the IR, the passes and the executor
-TORCH_FREE = {"errors", "gcpause", "limits", "runtime", "dialects", "passes", "backend", "driver", *MACHINE_MODEL}
+TORCH_FREE = {"errors", "gcpause", "limits", "runtime", "dialects", "analysis", "passes", "backend", "driver",
+              *MACHINE_MODEL}
 
 
 def _layer(path: pathlib.Path) -> str:

@@ -1,4 +1,4 @@
-"""Attention run as ATen's fused kernel (passes/fuse_attention.py, the
+"""Attention run as ATen's fused kernel (analysis/attention.py, the
 executor's attention step): the forms models write and torch decomposes,
 against eager torch at tight tolerances; fully masked rows as op by op;
 and where it must not apply (training steps, the numpy kernels)."""
@@ -247,7 +247,7 @@ def test_keys_and_values_shared_by_query_heads_are_read_unrepeated(native, kv_he
     ops that repeat them are group members and no step runs them; a fully
     masked row still falls back to the chain (with the heads repeated
     there), NaN as in eager."""
-    from tilefx.passes.fuse_attention import attention_groups
+    from tilefx.analysis.attention import attention_groups
 
     torch.manual_seed(0)
     model = GroupedWritten(kv_heads=kv_heads, native=native).eval()
@@ -412,7 +412,7 @@ def test_onnx_exports_of_attention_are_grouped(dynamo):
 
     from test_onnx_frontend import export
     from tilefx.lowering.from_onnx import import_onnx
-    from tilefx.passes.fuse_attention import attention_groups
+    from tilefx.analysis.attention import attention_groups
 
     torch.manual_seed(0)
     proto = export(Transformer(), torch.randint(0, 20, (2, 6)), dynamo)

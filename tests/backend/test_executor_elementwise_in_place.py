@@ -1,4 +1,4 @@
-"""Elementwise steps that overwrite an operand dying at them (backend/in_place.py):
+"""Elementwise steps that overwrite an operand dying at them (analysis/in_place.py):
 which steps may, on the rule's own terms and on compiled IR, and that the
 numbers and everything the caller holds stay as they were without it."""
 
@@ -13,7 +13,7 @@ from xdsl.parser import Parser
 import tilefx
 from tilefx.lowering import aten_kernels
 from tilefx.backend.executor import CompiledFunction
-from tilefx.backend.in_place import overwritable
+from tilefx.analysis.in_place import overwritable
 from tilefx.passes.pipelines import graph_context
 from tilefx.passes.training_step import find_func
 
@@ -81,7 +81,7 @@ func.func @main(%a: tensor<512x512xf32>, %b: tensor<512x512xf32>) -> (tensor<512
 
 def _compiled(ir: str) -> CompiledFunction:
     # unfused: a chain of elementwise ops would otherwise run as one numpy
-    # group over its own buffers (passes/fuse_elementwise); ATen's kernels
+    # group over its own buffers (analysis/fusion.py); ATen's kernels
     # (the provider, lowering/aten_kernels.py) run the ops one by one
     return CompiledFunction(find_func(Parser(graph_context(), ir).parse_module(), "main"), fuse=False)
 

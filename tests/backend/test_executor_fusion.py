@@ -1,4 +1,4 @@
-"""The executor's fused elementwise steps (passes/fuse_elementwise.py) compute
+"""The executor's fused elementwise steps (analysis/fusion.py) compute
 bit for bit what the op-by-op kernels compute, and reuse their buffers only
 when nothing else holds them."""
 
@@ -8,7 +8,7 @@ from xdsl.parser import Parser
 
 from tilefx.backend.executor import CompiledFunction
 from tilefx.backend.fused_steps import FUSED_EVAL
-from tilefx.passes.fuse_elementwise import FUSIBLE, fusion_groups
+from tilefx.analysis.fusion import FUSIBLE, fusion_groups
 from tilefx.passes.pipelines import graph_context
 from tilefx.passes.training_step import find_func
 
@@ -43,7 +43,7 @@ func.func @main(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %s: tensor<f32>, %p: ten
 
 @pytest.fixture(autouse=True)
 def numpy_kernels(monkeypatch):
-    """Fusion is the numpy kernels' (backend/executor.py's _numpy_group): no
+    """Fusion is the numpy kernels' (backend/emitter.py's runs_on_numpy): no
     op may be handed to ATen's kernels here, except where a test says so."""
     monkeypatch.setenv("TILEFX_KERNELS", "numpy")
 

@@ -1,5 +1,5 @@
 """Values that stay ATen's tensors between ATen's own steps
-(CompiledFunction._keep_tensors): which slots, on compiled IR; that the
+(analysis/kept.py): which slots, on compiled IR; that the
 numbers are the same bits whichever way a value travels; and, through a
 wrapped model, that outputs, inputs and weights keep their contracts."""
 

@@ -3,7 +3,8 @@
 import pytest
 from xdsl.parser import Parser
 
-from tilefx.backend.executor import CompiledFunction, gemm_flops
+from tilefx.backend.emitter import gemm_flops
+from tilefx.backend.executor import CompiledFunction
 from tilefx.backend.kernels import tuning
 from tilefx.passes.pipelines import graph_context
 from tilefx.passes.training_step import find_func

@@ -52,14 +52,15 @@ def test_lookup_by_any_spelling():
 
 
 def test_the_consumers_read_the_traits():
-    from tilefx.backend import costs, executor
+    from tilefx.analysis import values
+    from tilefx.backend import costs
     from tilefx.lowering.aten_kernels import IN_PLACE_FORMS
-    from tilefx.passes.fuse_elementwise import FUSIBLE
+    from tilefx.analysis.fusion import FUSIBLE
 
     assert costs.VIEW_OPS == ops_where(cost="view") and costs.GATHER_OPS == ops_where(cost="gather")
     assert costs.ROW_REDUCTIONS["_softmax"] == TRAITS["_softmax"].flops
     assert FUSIBLE == {f"aten.{n}" for n in ops_where(fusible=True)}
-    assert executor.VIEW_OPS == {f"aten.{n}" for n in ops_where(view_step=True)}
+    assert values.VIEW_OPS == {f"aten.{n}" for n in ops_where(view_step=True)}
     assert IN_PLACE_FORMS["add.Tensor"] == ("add_", "Tensor", (0, 1))
     assert IN_PLACE_FORMS["relu.default"] == ("relu_", "default", (0,))
     from tilefx.lowering.decompositions import KEPT_WHOLE

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import tilefx
-from tilefx.backend import executor as backend_executor
+from tilefx.backend import emitter
 from tilefx.lowering import aten_kernels
 from tilefx.lowering.decompositions import KEPT_WHOLE
 from models import WithLoss
@@ -82,20 +82,20 @@ def test_large_ops_run_on_aten_small_and_half_on_numpy(monkeypatch):
     one-flop ops, float16, random ops and views, and numpy for all with
     TILEFX_KERNELS=numpy."""
     seen: dict[str, bool] = {}
-    orig = backend_executor._provided_kernel
+    orig = emitter.provided_kernel
 
     def spy(op):
         k = orig(op)
         seen[op.name] = seen.get(op.name, False) or k is not None
         return k
 
-    monkeypatch.setattr(backend_executor, "_provided_kernel", spy)
+    monkeypatch.setattr(emitter, "provided_kernel", spy)
     tok, _ = _data()
     tilefx.inferenceModel(Net().eval())(tok)
     assert any(seen.get(f"aten.{p}") for p in ("mm", "bmm", "addmm")), seen
     assert seen["aten.native_layer_norm"] and seen["aten.gelu"]
     # the attention's softmax is never offered alone: its group runs as ATen's
-    # fused attention kernel (passes/fuse_attention.py)
+    # fused attention kernel (analysis/attention.py)
     assert "aten._softmax" not in seen
     assert not seen.get("aten.view")  # views are numpy views, never offered to ATen
 

@@ -1,10 +1,10 @@
-"""Fused elementwise groups (passes/fuse_elementwise.py) as executor steps.
+"""Fused elementwise groups (analysis/fusion.py) as executor steps.
 
 A group's members run as in-place numpy ufuncs into chunk-sized temporaries
 and the group's output buffer, chunk by chunk over the kernel threads: the
 same float32 operations, in the same order, as each op's own kernel in
 backend/kernels/elementwise.py, so the result is bit for bit the op-by-op
-one. backend/executor.py builds the steps (`CompiledFunction._fused_step`).
+one. backend/emitter.py builds the steps (`StepEmitter._fused_step`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 sums (`Precision.setPartialsType(torch.half)`) and stochastic rounding
 (`Precision.enableStochasticRounding`). Each takes a kernel or a step and
 returns one that computes the same op at the device's precision; the
-executor (backend/executor.py) picks them per op at compile time."""
+executor's emitter (backend/emitter.py) picks them per op at compile time."""
 
 from __future__ import annotations
 

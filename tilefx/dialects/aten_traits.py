@@ -17,10 +17,10 @@ schema (tests/dialects/test_op_traits.py fails on an op without them).
 - `random`: it draws random numbers (the executor passes its generator;
   never merged with another draw).
 - `fusible`: the executor may evaluate it inside a fused elementwise chain
-  with numpy ufuncs (passes/fuse_elementwise.py); `scalar_operand`: such a
+  with numpy ufuncs (analysis/fusion.py); `scalar_operand`: such a
   member may take a 0-d operand of any real dtype.
 - `in_place`: the operands ATen's in-place overload may overwrite when they
-  die at the op (backend/in_place.py; memory-bound ops only).
+  die at the op (analysis/in_place.py; memory-bound ops only).
 - `memory_planned`: Poplar plans its temporaries within the available
   memory proportion (matmuls, convolutions, embeddings and gathers:
   passes/available_memory.py writes it on them).

@@ -23,7 +23,7 @@ partials and rounds once per op, which ATen's CPU kernels do not do), the
 random ops (one seeded numpy stream per replica), ops whose only read result
 the numpy table computes alone (values-only max pooling), small one-flop ops
 (below `MIN_ELEMENTS_CHEAP`: a numpy ufunc's ~1 us beats ATen's ~7 us of
-dispatch and conversion) and fused elementwise groups (passes/fuse_elementwise,
+dispatch and conversion) and fused elementwise groups (analysis/fusion.py,
 run by the executor). `TILEFX_KERNELS=numpy` turns this table off, which is how the
 numpy kernels are tested as a whole (tests/lowering/test_aten_kernels.py).
 
@@ -47,7 +47,8 @@ from xdsl.ir import Operation
 
 from xdsl.dialects.builtin import TypeAttribute
 
-from tilefx.backend.executor import FIRST_RESULT_TABLE, RANDOM_OPS
+from tilefx.analysis.values import RANDOM_OPS
+from tilefx.backend.emitter import FIRST_RESULT_TABLE
 from tilefx.runtime import RUNTIME, Plugin
 from tilefx.backend.kernels.tuning import blas_cores
 from tilefx.dialects.aten import from_attr, type_key
@@ -298,7 +299,7 @@ def _bind(overload_fn, schema, op: Operation) -> Callable | None:
 
 
 # The elementwise ops the executor may run in place when an operand dies at
-# them (backend/in_place.py), the operands their in-place form may overwrite
+# them (analysis/in_place.py), the operands their in-place form may overwrite
 # (op traits, dialects/aten_traits.py): schema -> (ATen's in-place overload,
 # operands), `relu_.default` for `relu.default`, `add_.Tensor` for `add.Tensor`.
 IN_PLACE_FORMS = {s: (s.split(".")[0] + "_", s.split(".")[1], t.in_place) for s in ATEN_SCHEMAS
@@ -459,7 +460,7 @@ def _direct_multi_step(fn, tail: tuple, kw: dict, kernel: Callable) -> Callable:
 
 
 def provide_attention(group, shape: tuple[int, ...]) -> Callable | None:
-    """`make(ins, out, keep)` for an attention group (passes/fuse_attention.py's
+    """`make(ins, out, keep)` for an attention group (analysis/attention.py's
     AttentionGroup): a step computing slot `out`, of `shape`, from the slots
     of q, k, v, the mask and the run-time scale (those the group has) with
     ATen's fused CPU attention kernel, the one eager torch runs for

@@ -95,8 +95,8 @@ def test_softmax_over_an_empty_dimension_is_empty(kernels):
 
 
 class Repeats(nn.Module):
-    """The same ops twice: the executor computes each once (backend/executor.py's
-    _repeat_key), and hands back outputs that do not share memory."""
+    """The same ops twice: the executor computes each once (analysis/values.py's
+    repeated_ops), and hands back outputs that do not share memory."""
 
     def forward(self, x, mask):
         m1 = torch.where(mask, 0.0, float("-inf"))

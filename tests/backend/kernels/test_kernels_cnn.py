@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import tilefx
-from tilefx.backend import executor as backend_executor
+from tilefx.backend import emitter
 from tilefx.backend.kernels import FIRST_RESULT_KERNELS
 from test_kernels import check, h, r, ri, to_torch, _inputs_seeded_per_test, reseed  # noqa: F401 (the fixture)
 
@@ -107,13 +107,13 @@ class _Pool(nn.Module):
 def _count_first_result_calls(monkeypatch) -> list:
     calls = []
     name = "aten.max_pool2d_with_indices"
-    inner = backend_executor.FIRST_RESULT_TABLE[name]
+    inner = emitter.FIRST_RESULT_TABLE[name]
 
     def spy(*args, **kwargs):
         calls.append(1)
         return inner(*args, **kwargs)
 
-    monkeypatch.setitem(backend_executor.FIRST_RESULT_TABLE, name, spy)
+    monkeypatch.setitem(emitter.FIRST_RESULT_TABLE, name, spy)
     return calls
 
 

@@ -12,7 +12,7 @@ from xdsl.parser import Parser
 from tilefx.backend.executor import CompiledFunction
 from tilefx.backend.kernels import KERNELS, _common, tuning
 from tilefx.backend.kernels._common import CHUNK, PARALLEL_MIN, set_kernel_threads
-from tilefx.passes.fuse_elementwise import fusion_groups
+from tilefx.analysis.fusion import fusion_groups
 from tilefx.passes.pipelines import graph_context
 from tilefx.passes.training_step import find_func
 

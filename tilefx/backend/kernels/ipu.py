@@ -417,7 +417,7 @@ def clip_grad_norm(weights, grads, max_norm_var, *, max_norm=None, grad_scale=1.
 
 # The operands (by position) a kernel may overwrite when the executor calls it
 # with `inplace=True`: the executor does so only for function arguments whose
-# owner gave them up for the call and that no other op reads (backend/executor.py).
+# owner gave them up for the call and that no other op reads (analysis/in_place.py).
 IN_PLACE_OPERANDS = {
     "ipu.accumulate": (0,),
     "ipu.sgd": (0, 3),

@@ -27,7 +27,7 @@ _kernel = registrar(KERNELS)
 # between the kernel threads, each row block one single-threaded BLAS call.
 SPLIT_MIN_FLOPS = 1 << 25
 # The ops whose kernels split so: the executor runs them on one BLAS thread
-# when it has kernel threads (backend/executor.py).
+# when it has kernel threads (backend/emitter.py).
 SPLIT_GEMM_OPS = frozenset({"aten.mm", "aten.addmm", "aten.bmm"})
 
 

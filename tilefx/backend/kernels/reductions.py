@@ -51,7 +51,7 @@ def _sum_by_blas(x: np.ndarray, axes, keepdim: bool) -> np.ndarray | None:
     its own (2x slower measured on 4096 rows of 128); the BLAS product is
     vectorised and sums in float32 with several partial sums, as torch
     does (its error against a float64 sum is numpy's, measured). The
-    executor gives it BLAS threads by its size (backend/executor.py
+    executor gives it BLAS threads by its size (backend/emitter.py
     gemm_flops). None when the sum is not of that form (sums over the
     leading axes stay numpy's: no faster by BLAS)."""
     if axes is None or not x.flags.c_contiguous or x.ndim < 2 or x.size < SUM_BY_BLAS_MIN:

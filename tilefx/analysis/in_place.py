@@ -1,4 +1,9 @@
-"""Which elementwise steps may write their result over an operand.
+"""Which steps may write their result over an operand.
+
+Two rules. An optimizer update or a gradient accumulation (the `ipu` ops of
+kernels/ipu.py's IN_PLACE_OPERANDS) writes into its argument arrays when the
+caller gives them up for the call (`donated=`: arrays only it holds, such as
+the weights) and no other step reads them (`donation_rule`).
 
 An elementwise op whose operand dies at it can compute in place, as
 `x.relu_()` does: no new allocation, and one pass over memory that is
@@ -7,7 +12,7 @@ already in cache instead of reading one array and writing another (ATen's
 Torch eager cannot do this for a model that does not ask (`inplace=False` is
 nn.ReLU's default); the compiler knows every reader of every value.
 
-The rule, from what the executor knows when it compiles a function:
+The rule (`overwritable`), from what the executor knows when it compiles a function:
 - the operand's memory was made by a step of this function for its own
   result (a provider's ATen kernel: functional ops return new tensors), so
   it is no argument (a weight, an input), no precomputed constant, no fused
@@ -25,7 +30,8 @@ the numbers are the same kernels' (tests/backend/test_executor_in_place.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence, Set
+from dataclasses import dataclass
 
 
 def overwritable(candidates: Iterable[tuple[int, list[int], list[bool]]], view_of: dict[int, int],
@@ -55,3 +61,34 @@ def overwritable(candidates: Iterable[tuple[int, list[int], list[bool]]], view_o
                 chosen[i] = k
                 break
     return chosen
+
+
+@dataclass(frozen=True)
+class DonationRule:
+    """`needed(written, i)`: the argument positions the caller must give up
+    for step i to write the slots `written` (the in-place operands of its
+    op), or None when it never may: each of them an argument, read by step
+    i only, not returned, and no two the same."""
+
+    arg_pos: dict[int, int]
+    readers: dict[int, int]
+    last: dict[int, int]
+    results: frozenset[int]
+
+    def needed(self, written: Sequence, i: int) -> frozenset[int] | None:
+        if not written or len(set(written)) != len(written) or not all(
+                type(j) is int and j in self.arg_pos and self.readers.get(j) == 1 and self.last.get(j) == i
+                and j not in self.results for j in written):
+            return None
+        return frozenset(self.arg_pos[j] for j in written)
+
+
+def donation_rule(reads: Sequence[Set[int]], last: dict[int, int], arg_slots: Sequence[int],
+                  result_slots: Sequence[int]) -> DonationRule:
+    """The rule for the function whose steps read `reads` (`last`: slot ->
+    the last step reading it, analysis/liveness.py)."""
+    readers: dict[int, int] = {}
+    for slots in reads:
+        for j in slots:
+            readers[j] = readers.get(j, 0) + 1
+    return DonationRule({s: k for k, s in enumerate(arg_slots)}, readers, last, frozenset(result_slots))

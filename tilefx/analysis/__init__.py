@@ -1,0 +1,12 @@
+"""Analyses of the graph IR: what the executor and the passes decide from a
+function without changing it.
+
+Each module answers one question with a plain result: which chains run as one
+attention kernel (`attention.py`), which elementwise chains run as one fused
+step (`fusion.py`), which values share one array and which pure ops repeat
+an earlier one (`values.py`), when each value is last read (`liveness.py`),
+which steps may write over an operand (`in_place.py`) and which values may
+stay a kernel provider's tensors (`kept.py`). The passes that mark groups on
+the IR for tilefx-opt (`passes/fuse_*.py`) and the executor's emitter
+(`backend/emitter.py`) read them. Nothing here imports torch or the backend.
+"""
