@@ -15,6 +15,7 @@ import torch
 
 import tilefx as poptorch
 from tilefx.api import export
+from tilefx.driver import executable as file_format
 
 
 class _Model(torch.nn.Module):
@@ -38,12 +39,12 @@ def _rewrite(src, dst, edit) -> str:
     """`src` with each part through `edit(name, bytes)`, the manifest's sizes
     and hashes made to match (only the schema checks can refuse it)."""
     with zipfile.ZipFile(src) as z:
-        parts = {n: z.read(n) for n in z.namelist() if n != export.MANIFEST}
-        manifest = json.loads(z.read(export.MANIFEST))
+        parts = {n: z.read(n) for n in z.namelist() if n != file_format.MANIFEST}
+        manifest = json.loads(z.read(file_format.MANIFEST))
     parts = {n: edit(n, b) for n, b in parts.items()}
     manifest["parts"] = {n: {"sha256": hashlib.sha256(b).hexdigest(), "size": len(b)} for n, b in parts.items()}
     with zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as w:
-        w.writestr(export.MANIFEST, json.dumps(manifest))
+        w.writestr(file_format.MANIFEST, json.dumps(manifest))
         for n, b in parts.items():
             w.writestr(n, b)
     return str(dst)

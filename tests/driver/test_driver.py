@@ -21,7 +21,7 @@ from tilefx.errors import Error
 
 
 def test_importing_the_driver_imports_no_torch():
-    code = ("import sys, tilefx.driver; "
+    code = ("import sys, tilefx.driver, tilefx.driver.executable, tilefx.driver.archive; "
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr

@@ -61,7 +61,8 @@ import numpy as np
 import torch
 
 from tilefx import limits
-from tilefx.api import archive, executable_cache
+from tilefx.api import executable_cache
+from tilefx.driver import archive
 from tilefx.api.rendezvous import job_id, job_name
 from tilefx.errors import Error
 

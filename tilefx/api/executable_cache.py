@@ -1,6 +1,6 @@
 """The executable cache (`Options.enableExecutableCaching`,
-`POPTORCH_CACHE_DIR`): entries in the executable format (api/export.py),
-bound to the user who made them.
+`POPTORCH_CACHE_DIR`): entries in the executable format (driver/executable.py;
+PopTorch's options in it: api/export.py), bound to the user who made them.
 
 The manifest's SHA-256s prove an entry whole, not who wrote it, and the key
 is deterministic: anyone who can write to a shared cache directory could

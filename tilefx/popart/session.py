@@ -537,7 +537,7 @@ class _Session:
 
     def compileAndExport(self, executablePath: str) -> None:
         """Compile the session's graph and write the executable (a file that never
-        runs code when loaded: tilefx/api/export.py) without preparing the device."""
+        runs code when loaded: tilefx/driver/executable.py) without preparing the device."""
         _session_log.trace("Session::compileAndExport")
         if not isinstance(executablePath, (str, os.PathLike)) or not str(executablePath):
             raise popart_exception(f"compileAndExport needs a file name, got {executablePath!r}")
@@ -550,13 +550,13 @@ class _Session:
     def loadExecutable(self, executablePath: str) -> None:
         """Use an executable written by compileAndExport for this graph: prepareDevice
         then loads it instead of compiling (the session's weights are its own)."""
-        from tilefx.api import export
+        from tilefx.driver import executable
 
         _session_log.trace("Session::loadExecutable")
         if self._executor is not None:
             raise popart_exception("loadExecutable: the session is already compiled")
         try:
-            export.read(str(executablePath))  # checked now: a bad file fails here, not later
+            executable.read(str(executablePath))  # checked now: a bad file fails here, not later
         except Error as e:
             raise popart_exception(e.message) from None
         self._executable = str(executablePath)
