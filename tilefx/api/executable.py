@@ -142,6 +142,8 @@ class ExecutableFiles:
 
         feed(FORMAT, FORMAT_VERSION, tilefx_version(), self._training)
         feed(json.dumps(options_to_json(self._options), sort_keys=True))
+        if self._given_config is not None:  # what it compiles with beyond the options (its strategy)
+            feed(repr(self._given_config))
         if self._training and self._optimizer is not None:
             from tilefx.lowering.optimizers import optimizer_config
 
