@@ -182,7 +182,7 @@ def _cached_run(cache, x):
 
 
 def test_a_planted_cache_entry_is_ignored_with_one_warning(tmp_path, monkeypatch, caplog):
-    from tilefx.api import executable_cache
+    from tilefx.driver import executable_cache
 
     monkeypatch.setenv("TILEFX_CACHE_KEY_FILE", str(tmp_path / "home" / "key"))
     cache, x = tmp_path / "cache", torch.ones(2, 6)
@@ -208,11 +208,11 @@ def test_a_planted_cache_entry_is_ignored_with_one_warning(tmp_path, monkeypatch
     assert len(warnings) == 1 and "MAC does not match" in warnings[0].getMessage()
     # a MAC made with another user's key does not verify either
     monkeypatch.setenv("TILEFX_CACHE_KEY_FILE", str(tmp_path / "other" / "key"))
-    assert executable_cache._verified(str(entry)) is None
+    assert executable_cache.verified(str(entry)) is None
 
 
 def test_stale_tmp_files_are_removed_and_entries_checked_for_their_owner(tmp_path, monkeypatch):
-    from tilefx.api import executable_cache
+    from tilefx.driver import executable_cache
 
     monkeypatch.setenv("TILEFX_CACHE_KEY_FILE", str(tmp_path / "key"))
     cache = tmp_path / "cache"

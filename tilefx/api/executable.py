@@ -3,8 +3,8 @@ and caching"): `compileAndExport`, `save` and `loadExecutable`, what an
 executor writes into the file's parts and takes back from them, and the
 executable cache's key. The file format itself (the parts, the manifest,
 reading and verifying) is the driver's (driver/executable.py), PopTorch's
-options in it api/export.py's; the cache's directory and MACs
-are api/executable_cache.py's."""
+options in it api/export.py's; the cache's directory and entries
+api/executable_cache.py's, its store the driver's (driver/executable_cache.py)."""
 
 from __future__ import annotations
 
