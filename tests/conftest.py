@@ -36,7 +36,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True, scope="session")
 def _cache_key_outside_home(tmp_path_factory):
-    """The executable cache's per-user key (api/executable_cache.py) of the
+    """The executable cache's per-user key (driver/executable_cache.py) of the
     test run: in a temporary folder, not the user's ~/.config."""
     if "TILEFX_CACHE_KEY_FILE" not in os.environ:
         os.environ["TILEFX_CACHE_KEY_FILE"] = str(tmp_path_factory.mktemp("cache-key") / "key")

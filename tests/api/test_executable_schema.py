@@ -15,6 +15,7 @@ import torch
 
 import tilefx as poptorch
 from tilefx.api import export
+from tilefx.driver import executable as file_format
 
 
 class _Model(torch.nn.Module):
@@ -38,12 +39,12 @@ def _rewrite(src, dst, edit) -> str:
     """`src` with each part through `edit(name, bytes)`, the manifest's sizes
     and hashes made to match (only the schema checks can refuse it)."""
     with zipfile.ZipFile(src) as z:
-        parts = {n: z.read(n) for n in z.namelist() if n != export.MANIFEST}
-        manifest = json.loads(z.read(export.MANIFEST))
+        parts = {n: z.read(n) for n in z.namelist() if n != file_format.MANIFEST}
+        manifest = json.loads(z.read(file_format.MANIFEST))
     parts = {n: edit(n, b) for n, b in parts.items()}
     manifest["parts"] = {n: {"sha256": hashlib.sha256(b).hexdigest(), "size": len(b)} for n, b in parts.items()}
     with zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as w:
-        w.writestr(export.MANIFEST, json.dumps(manifest))
+        w.writestr(file_format.MANIFEST, json.dumps(manifest))
         for n, b in parts.items():
             w.writestr(n, b)
     return str(dst)
@@ -181,7 +182,7 @@ def _cached_run(cache, x):
 
 
 def test_a_planted_cache_entry_is_ignored_with_one_warning(tmp_path, monkeypatch, caplog):
-    from tilefx.api import executable_cache
+    from tilefx.driver import executable_cache
 
     monkeypatch.setenv("TILEFX_CACHE_KEY_FILE", str(tmp_path / "home" / "key"))
     cache, x = tmp_path / "cache", torch.ones(2, 6)
@@ -207,11 +208,11 @@ def test_a_planted_cache_entry_is_ignored_with_one_warning(tmp_path, monkeypatch
     assert len(warnings) == 1 and "MAC does not match" in warnings[0].getMessage()
     # a MAC made with another user's key does not verify either
     monkeypatch.setenv("TILEFX_CACHE_KEY_FILE", str(tmp_path / "other" / "key"))
-    assert executable_cache._verified(str(entry)) is None
+    assert executable_cache.verified(str(entry)) is None
 
 
 def test_stale_tmp_files_are_removed_and_entries_checked_for_their_owner(tmp_path, monkeypatch):
-    from tilefx.api import executable_cache
+    from tilefx.driver import executable_cache
 
     monkeypatch.setenv("TILEFX_CACHE_KEY_FILE", str(tmp_path / "key"))
     cache = tmp_path / "cache"

@@ -183,7 +183,7 @@ def test_popart_session_option_reaches_the_memory_plan():
         session = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, {loss: popart.AnchorReturnType("ALL")}),
                                          loss, popart.ConstSGD(0.1), userOptions=opts,
                                          deviceInfo=popart.DeviceManager().createCpuDevice())
-        assert session._poptorch_options()._Popart.options.get("decomposeGradSum", False) is decompose
+        assert session._compile_config().decompose_grad_sum is decompose
         session.prepareDevice()  # compiles, the memory plan included
         anchors = session.initAnchorArrays()
         session.run(popart.PyStepIO({x: np.ones((2, 4, 8), np.float32)}, anchors))

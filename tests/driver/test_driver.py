@@ -21,7 +21,7 @@ from tilefx.errors import Error
 
 
 def test_importing_the_driver_imports_no_torch():
-    code = ("import sys, tilefx.driver; "
+    code = ("import sys, tilefx.driver, tilefx.driver.executable, tilefx.driver.archive; "
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
@@ -198,3 +198,27 @@ def test_run_with_a_config_compiles_as_the_api(tmp_path, capsys):
     assert run([str(src), "--inputs", str(tmp_path / "in.npz"), "--config", str(tmp_path / "bad.json")]) == 1
     err = capsys.readouterr().err
     assert "unknown IPU machine 'mk9'" in err and "Traceback" not in err
+
+
+def test_the_strategy_layout_is_written_in_one_place():
+    """driver/strategy.py writes the `ipu.strategy` attribute (the layout
+    ipu-assign-stages reads) PopTorch's strategy objects and PopART's
+    sessions compile with: each kind's keys, as a CompileConfig holds them."""
+    from tilefx.driver import strategy
+
+    assert strategy.stage(["b0"], 1) == {"blocks": ["b0"], "ipu": 1}
+    assert strategy.stage(("b0", "b1")) == {"blocks": ["b0", "b1"]}
+    assert strategy.staged("pipelined", [strategy.stage(["b0"], 0)], schedule="1F1B") == {
+        "kind": "pipelined", "stages": [{"blocks": ["b0"], "ipu": 0}], "auto_stage": "same_as_ipu",
+        "schedule": "1F1B"}
+    assert strategy.staged("sharded", [], auto_increment=True, auto_ipus=4, tail=("head", 0)) == {
+        "kind": "sharded", "stages": [], "auto_stage": "auto_increment",
+        "auto": {"num_ipus": 4, "virtual_stages": 1, "tail_block": "head", "tail_ipu": 0}}
+    assert strategy.phased("serial_phased", [[strategy.stage(["p0"], 0)], [strategy.stage(["p1"], 1)]]) == {
+        "kind": "serial_phased", "phases": [{"stages": [{"blocks": ["p0"], "ipu": 0}]},
+                                            {"stages": [{"blocks": ["p1"], "ipu": 1}]}],
+        "separate_backward": False, "liveness": "AlwaysLive"}
+    # a config holds each as it is (checked as module attribute data)
+    for s in (strategy.staged("pipelined", [strategy.stage(["b0"], 0)], schedule="FillDrain"),
+              strategy.phased("parallel_phased", [[strategy.stage(["p0"], 0)]], True, "OffChipAfterFwd")):
+        assert dict(CompileConfig(strategy=s).strategy) == s

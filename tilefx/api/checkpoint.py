@@ -35,7 +35,7 @@ the uninterrupted run's.
 
 The file is data, never code: a zip of a manifest (the SHA-256 and size of
 each part, and an HMAC-SHA256 of the manifest under the user's key of the
-executable cache, api/executable_cache.py), a JSON part checked field by
+executable cache, driver/executable_cache.py), a JSON part checked field by
 field and a safetensors part; sizes are checked against the caps of
 tilefx/limits.py before anything is read; the file must belong to this user
 and be writable by no one else. It is written to a temporary file, synced,
@@ -61,7 +61,7 @@ import numpy as np
 import torch
 
 from tilefx import limits
-from tilefx.api import archive, executable_cache
+from tilefx.driver import archive, executable_cache
 from tilefx.api.rendezvous import job_id, job_name
 from tilefx.errors import Error
 

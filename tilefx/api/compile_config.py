@@ -1,14 +1,17 @@
 """PopTorch's `Options` as the compiler driver's `CompileConfig`: the one
 place the PopTorch surface says what a compilation reads from its options
-(the executor adds what its optimizer says)."""
+(the executor adds what its optimizer says); and the Options of an executor
+given a `CompileConfig` to run (another surface's: PopART's sessions), held
+to it field by field."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import torch
 
-from tilefx.api.enums import HalfFloatCastingBehavior
+from tilefx.api.enums import HalfFloatCastingBehavior, OutputMode, ReductionType
 from tilefx.api.options import Options
 from tilefx.driver import DEFAULT_STRATEGY, CompileConfig
 from tilefx.errors import Error
@@ -59,3 +62,44 @@ def compile_config(options: Options, training: bool, optimizer: Mapping[str, Any
         host_io=not o.synthetic_data,
         decompose_grad_sum=bool(o._Popart.options.get("decomposeGradSum", False)),
         seed=o.random_seed)
+
+
+# what a CompileConfig says that Options cannot: the executor compiles with
+# the config's own (the strategy as the `ipu.strategy` attribute, its liveness)
+_CONFIG_ONLY = ("strategy", "liveness")
+
+
+def options_for_config(config: CompileConfig, mean_reduction: bool = False, cache_dir: str | None = None) -> Options:
+    """The Options of an executor that compiles with `config` and runs its
+    host loop: the factors, the machine, the seed and the precision the
+    config says, every output of every micro-batch returned (OutputMode.All);
+    `mean_reduction`: a training step's gradients averaged over its
+    micro-batches and replicas, else summed; `cache_dir`: the executable
+    cache's directory (None: no cache). A config these options would read
+    otherwise (a field the host loop cannot honour) is an Error naming it."""
+    o = Options()
+    o.deviceIterations(config.device_iterations)
+    o.replicationFactor(config.replication_factor)
+    o.outputMode(OutputMode.All)
+    o.setMachine(config.machine)
+    if config.training:
+        o.Training.gradientAccumulation(config.gradient_accumulation)
+        o.Training.accumulationAndReplicationReductionType(ReductionType.Mean if mean_reduction
+                                                           else ReductionType.Sum)
+    if config.stochastic_rounding:
+        o.Precision.enableStochasticRounding(True)
+    if config.half_partials:
+        o.Precision.setPartialsType(torch.float16)
+    if config.seed is not None:
+        o.randomSeed(config.seed)
+    if config.decompose_grad_sum:
+        o._Popart.set("decomposeGradSum", True)
+    if cache_dir is not None:
+        o.enableExecutableCaching(cache_dir)
+    read = compile_config(o, config.training, config.optimizer, config.optimizer_groups, config.loss_scaled)
+    differ = [f.name for f in dataclasses.fields(CompileConfig)
+              if f.name not in _CONFIG_ONLY and getattr(read, f.name) != getattr(config, f.name)]
+    if differ:
+        raise Error(f"the PopTorch executor cannot run this CompileConfig: its {', '.join(differ)} "
+                    "would be read otherwise by the host loop")
+    return o

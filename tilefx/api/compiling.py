@@ -147,15 +147,19 @@ class CompilePath:
 
     def _compile_config(self) -> CompileConfig:
         """What the driver compiles this executor's model with: its options
-        (api/compile_config.py) and its optimizer's configuration."""
+        (api/compile_config.py), or the config it was given to run
+        (`executor_for_config`), and its optimizer's configuration."""
+        given = self._given_config
         if not self._training:
-            return compile_config(self._options, False)
+            return given if given is not None else compile_config(self._options, False)
         if self._optimizer is None:  # loaded from an executable file: the configuration it holds
             cfg, group_of = None, None
         else:
             cfg, group_of = optimizer_config(self._optimizer, self._param_names())
             cfg["grad_scale"] = self._grad_scale()
         scaled = self._loss_scaling() != 1.0 or _is_variable(self._optimizer, "loss_scaling")
+        if given is not None:
+            return given.replace(optimizer=cfg, optimizer_groups=group_of or {}, loss_scaled=scaled)
         return compile_config(self._options, True, cfg, group_of, loss_scaled=scaled)
 
     def _install(self, traced: TracedGraph, import_module: ModuleOp, compiled: ModuleOp | Program,

@@ -2,8 +2,9 @@
 and caching"): `compileAndExport`, `save` and `loadExecutable`, what an
 executor writes into the file's parts and takes back from them, and the
 executable cache's key. The file format itself (the parts, the manifest,
-reading and verifying) is api/export.py's; the cache's directory and MACs
-are api/executable_cache.py's."""
+reading and verifying) is the driver's (driver/executable.py), PopTorch's
+options in it api/export.py's; the cache's directory and entries
+api/executable_cache.py's, its store the driver's (driver/executable_cache.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ import numpy as np
 import torch
 
 from tilefx.api import export
-from tilefx.api.export import DEFAULT_PREFIX, FORMAT, FORMAT_VERSION, options_from_json, options_to_json
-from tilefx.api.archive import tensors_from, tilefx_version
+from tilefx.api.export import DEFAULT_PREFIX, options_from_json, options_to_json
+from tilefx.driver import executable as file_format
+from tilefx.driver.archive import tensors_from, tilefx_version
+from tilefx.driver.executable import FORMAT, FORMAT_VERSION
 from tilefx.dialects.const_value import attach_values, text_without_values
 from tilefx.errors import Error
 
@@ -27,7 +30,7 @@ class ExecutableFiles:
 
     def compileAndExport(self, filename: str, *args, export_model: bool = True, **kwargs) -> None:
         """Compile for these inputs and write the executable to `filename` (a
-        file that never runs code when loaded: see tilefx/api/export.py)."""
+        file that never runs code when loaded: see tilefx/driver/executable.py)."""
         self._check_alive()
         export.check_export_args("compileAndExport", filename, export_model=export_model)
         if self._program is None:
@@ -63,7 +66,7 @@ class ExecutableFiles:
     def write_executable(self, filename: str) -> str:
         """Write this compiled executor's executable file to `filename` (a
         directory gets `model.poptorch` inside); returns the file's path."""
-        return export.write(self._executable_parts(), str(filename))
+        return file_format.write(self._executable_parts(), str(filename))
 
     def install_executable(self, parts: dict, filename: str, weights_from_file: bool,
                            restore_rng: bool = False) -> None:
@@ -82,11 +85,11 @@ class ExecutableFiles:
             kind = "a training" if meta.get("training") else "an inference"
             raise Error(f"{filename}: holds {kind} executable; wrap the model with the matching "
                         f"{'trainingModel' if meta.get('training') else 'inferenceModel'}")
-        module = export.parse_ir(parts["graph.mlir"], filename, "graph.mlir")
+        module = file_format.parse_ir(parts["graph.mlir"], filename, "graph.mlir")
         tensors = tensors_from(parts["weights.safetensors"], "weights.safetensors")
         consts = {n: tensors[f"const/{n}"] for n in meta.get("consts", []) if f"const/{n}" in tensors}
         attach_values(module, consts)  # the IR carries its constants, as a compiled one does
-        import_module = export.IRText(parts["import.mlir"].decode(), consts)  # shown by ir("import"), never run
+        import_module = file_format.IRText(parts["import.mlir"].decode(), consts)  # shown by ir("import"), never run
         traced = TracedGraph(import_module, list(meta["params"]), list(meta["buffers"]), int(meta["num_inputs"]),
                              int(meta["num_outputs"]), meta.get("loss_index"), consts,
                              out_spec=export.out_spec_from(meta.get("out_spec"), filename),
@@ -139,6 +142,8 @@ class ExecutableFiles:
 
         feed(FORMAT, FORMAT_VERSION, tilefx_version(), self._training)
         feed(json.dumps(options_to_json(self._options), sort_keys=True))
+        if self._given_config is not None:  # what it compiles with beyond the options (its strategy)
+            feed(repr(self._given_config))
         if self._training and self._optimizer is not None:
             from tilefx.lowering.optimizers import optimizer_config
 
@@ -189,7 +194,7 @@ class ExecutableFiles:
         return self.__dict__.get("_loaded_input_dtypes") or []
 
     def _executable_parts(self) -> dict[str, bytes]:
-        """The parts of this compiled executor's executable file (export.PARTS)."""
+        """The parts of this compiled executor's executable file (driver/executable.py PARTS)."""
         p = self._program
         t = p.traced
         spec = None
@@ -232,7 +237,7 @@ class ExecutableFiles:
             weights.update({f"{DEFAULT_PREFIX}{n}": v.detach().cpu().float().numpy()
                             if v.dtype == torch.bfloat16 else v.detach().cpu().numpy()
                             for n, v in tensor_defaults(self.model.forward).items()})
-        from tilefx.api.archive import tensors_bytes
+        from tilefx.driver.archive import tensors_bytes
 
         return {
             # the constants' values are in weights.safetensors: the IR texts go without them

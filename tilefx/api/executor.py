@@ -29,8 +29,9 @@ from tilefx.api.anchors import Anchors
 from tilefx.api.host_arrays import (same_memory, to_np, viewable)
 from tilefx.api.outputs import Outputs, plan_of
 from tilefx.api.serialized import serialized as _serialized
-from tilefx.driver import Program
+from tilefx.driver import CompileConfig, Program
 from tilefx.api.readouts import MachineReadouts
+from tilefx.api.compile_config import options_for_config
 from tilefx.api.compiling import _check_not_meta, CompilePath
 from tilefx.api.executable import ExecutableFiles
 from tilefx.api.running import _HostVersion, CallPath
@@ -162,6 +163,9 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
             warn_if_subclassed(optimizer)
         self._optimizer = optimizer
         self._program: Program | None = None
+        # the CompileConfig another surface gave it to run (executor_for_config), else
+        # None: the options say what to compile with (api/compile_config.py)
+        self._given_config: CompileConfig | None = None
         self._call: CallSpec | None = None  # how the compiled call bound its arguments
         self._recorded_call: CallSpec | None = None  # the call an executable file recorded
         # Options.anchorTensor's anchors (api/anchors.py; a name no model attribute has:
@@ -714,6 +718,21 @@ def inferenceModel(model, options=None) -> PoplarExecutor:
             options.Training.gradientAccumulation(1)
         model = model.model
     return PoplarExecutor(model, options, training=False)
+
+
+def executor_for_config(model: torch.nn.Module, config: CompileConfig, optimizer: torch.optim.Optimizer | None = None,
+                        mean_reduction: bool = False, cache_dir: str | None = None) -> PoplarExecutor:
+    """An executor that compiles `model` with `config` as it is (the
+    strategy, the factors, the precision: another surface's options, such as
+    PopART's SessionOptions, made into a CompileConfig by that surface) and
+    runs the host loop it says, every output of every micro-batch returned;
+    `mean_reduction` and `cache_dir` as `options_for_config` takes them."""
+    if not isinstance(config, CompileConfig):
+        raise Error(f"executor_for_config expects a tilefx.driver.CompileConfig, got {type(config).__name__}")
+    ex = PoplarExecutor(model, options_for_config(config, mean_reduction, cache_dir), training=config.training,
+                        optimizer=optimizer)
+    ex._given_config = config
+    return ex
 
 
 def compile(model, *example_inputs, options=None, optimizer=None, training=False) -> PoplarExecutor:

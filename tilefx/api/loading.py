@@ -11,7 +11,7 @@ import logging
 from tilefx.api.enums import ConnectionType
 from tilefx.api.executable_schema import HOST_OPTIONS, encode
 from tilefx.api.executor import PoplarExecutor, without_optimizer
-from tilefx.api.archive import tensors_from
+from tilefx.driver.archive import tensors_from
 from tilefx.api.export import LoadedModel, option_items, options_from_json, read
 from tilefx.errors import Error
 

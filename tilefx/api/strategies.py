@@ -2,16 +2,16 @@
 and
 the four strategies. A strategy is only a description: `to_config()` turns it
 into the `ipu.strategy` module attribute that the `ipu-assign-stages` pass
-resolves against the blocks recorded on the ops."""
+resolves against the blocks recorded on the ops (its layout:
+driver/strategy.py)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from tilefx.api.enums import AutoStage, Liveness
 from tilefx.errors import Error
 from tilefx.api.option_groups import STRATEGY_FACTORIES
 from tilefx.backend.schedule import SCHEDULES
+from tilefx.driver import strategy as strategy_config
 
 
 class Stage:
@@ -32,10 +32,7 @@ class Stage:
         return self
 
     def to_config(self) -> dict:
-        cfg: dict[str, Any] = {"blocks": list(self.blocks)}
-        if self._ipu is not None:
-            cfg["ipu"] = self._ipu
-        return cfg
+        return strategy_config.stage(self.blocks, self._ipu)
 
     def __repr__(self) -> str:
         ipu = "" if self._ipu is None else f".ipu({self._ipu})"
@@ -97,8 +94,8 @@ class Phase:
             s.ipu(i)
         return self
 
-    def to_config(self) -> dict:
-        return {"stages": [s.to_config() for s in self.stages]}
+    def stage_configs(self) -> list[dict]:
+        return [s.to_config() for s in self.stages]
 
 
 class _StagedExecution:
@@ -161,14 +158,10 @@ class _StagedExecution:
         return _find_stage(self.stages, block_id)
 
     def to_config(self) -> dict:
-        cfg = {"kind": self.kind, "stages": [s.to_config() for s in self.stages],
-               "auto_stage": "auto_increment" if self.auto_stage == AutoStage.AutoIncrement
-               else "same_as_ipu"}
-        if self.auto_ipus is not None:
-            cfg["auto"] = {"num_ipus": self.auto_ipus, "virtual_stages": self.virtual_stages}
-            if self.auto_tail is not None:
-                cfg["auto"]["tail_block"], cfg["auto"]["tail_ipu"] = self.auto_tail
-        return cfg
+        return strategy_config.staged(self.kind, [s.to_config() for s in self.stages],
+                                      auto_increment=self.auto_stage == AutoStage.AutoIncrement,
+                                      auto_ipus=self.auto_ipus, virtual_stages=self.virtual_stages,
+                                      tail=self.auto_tail, schedule=getattr(self, "schedule", None))
 
     def __repr__(self) -> str:
         if self.auto_ipus is not None:
@@ -194,9 +187,6 @@ class PipelinedExecution(_StagedExecution):
             raise Error(f"PipelinedExecution: unknown schedule {schedule!r}: expected one of "
                         f"{', '.join(map(repr, SCHEDULES))}")
         self.schedule = schedule
-
-    def to_config(self) -> dict:
-        return {**super().to_config(), "schedule": self.schedule}
 
 
 class ShardedExecution(_StagedExecution):
@@ -244,8 +234,8 @@ class _PhasedExecution:
         pass
 
     def to_config(self) -> dict:
-        return {"kind": self.kind, "phases": [p.to_config() for p in self.phases],
-                "separate_backward": self.separate_backward, "liveness": self.liveness.name}
+        return strategy_config.phased(self.kind, [p.stage_configs() for p in self.phases],
+                                      separate_backward=self.separate_backward, liveness=self.liveness.name)
 
 
 class SerialPhasedExecution(_PhasedExecution):

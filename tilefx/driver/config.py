@@ -1,10 +1,10 @@
 """`CompileConfig`: everything the graph passes, the machine model and the
 executor read from a surface's options, as one typed, frozen value.
 
-PopTorch's `Options` become one in `api/compile_config.py` (PopART's
-`SessionOptions` become PopTorch `Options` in `popart/session.py`, then
-the same), a JSON file of these field names one for `tilefx-run --config`;
-`tilefx.driver.compile` reads nothing else. Recomputation is not a field:
+PopTorch's `Options` become one in `api/compile_config.py`, PopART's
+`SessionOptions` one in `popart/session.py` `_compile_config`, a JSON file
+of these field names one for `tilefx-run --config`; `tilefx.driver.compile`
+reads nothing else. Recomputation is not a field:
 its checkpoints are ops of the traced IR (`ipu.recomputation_checkpoint`)."""
 
 from __future__ import annotations

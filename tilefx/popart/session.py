@@ -2,14 +2,15 @@
 graphs").
 
 A session compiles its ONNX model with the ONNX frontend (lowering/from_onnx)
-and runs it through the PopTorch side's executor (a PoplarExecutor over the
-graph as a torch module): the same passes, numpy executor and machine model.
-PopART's loop maps onto PopTorch's:
+under a CompileConfig of its own options (`_compile_config`) and runs it
+through the PopTorch side's executor (a PoplarExecutor over the graph as a
+torch module, `executor_for_config`): the same passes, numpy executor and
+machine model. PopART's loop maps onto the driver's:
 
-    batchesPerStep       -> deviceIterations
-    accumulationFactor   -> gradientAccumulation (training)
-    replicatedGraphCount -> replicationFactor
-    virtualGraph / pipelineStage / executionPhase -> blocks, stages, phases
+    batchesPerStep       -> device_iterations
+    accumulationFactor   -> gradient_accumulation (training)
+    replicatedGraphCount -> replication_factor
+    virtualGraph / pipelineStage / executionPhase -> stages, phases (driver/strategy.py)
 
 Buffers have PopART's shapes: an input is [batchesPerStep, accumulationFactor,
 replicas, *tensor shape] and an anchor [batchesPerStep (or batchesPerStep / N
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import enum
 import os
-from typing import ClassVar
+from typing import ClassVar, Mapping
 
 import numpy as np
 import onnx
@@ -35,6 +36,8 @@ from tilefx.dialects.names import (
     ONNX_IPU_ATTR,
     ONNX_PIPELINE_STAGE_ATTR,
 )
+from tilefx.driver import DEFAULT_STRATEGY, CompileConfig
+from tilefx.driver import strategy as strategies
 from tilefx.errors import Error
 from tilefx.lowering.from_onnx import OnnxModule, load_model
 from tilefx.lowering.ipu_torch_ops import identity_loss
@@ -385,60 +388,50 @@ class _Session:
         return out
 
     # -- compile ---------------------------------------------------------
-    def _poptorch_options(self):
-        from tilefx.api.enums import OutputMode
-        from tilefx.api.enums import ReductionType as PtReduction
-        from tilefx.api.options import Options
-
+    def _compile_config(self) -> CompileConfig:
+        """The session's options as the compiler driver's CompileConfig: the one
+        place PopART's SessionOptions say what a compilation (and its host loop)
+        reads. PopART's loop maps onto the driver's: batchesPerStep ->
+        device_iterations, accumulationFactor -> gradient_accumulation,
+        replicatedGraphCount -> replication_factor."""
         o = self.options
-        opts = Options()
-        opts.deviceIterations(self._dataflow.batchesPerStep())
-        opts.replicationFactor(self.replicationFactor)
-        opts.outputMode(OutputMode.All)
-        opts.setMachine(self.deviceInfo.machine)
-        if self._training:
-            opts.Training.gradientAccumulation(self.accumulationFactor)
-            red = ReductionType(int(o.accumulationAndReplicationReductionType.value
-                                    if isinstance(o.accumulationAndReplicationReductionType, enum.Enum)
-                                    else o.accumulationAndReplicationReductionType))
-            if red == ReductionType.NoReduction:
-                raise popart_exception("accumulationAndReplicationReductionType must be Sum or Mean")
-            opts.Training.accumulationAndReplicationReductionType(
-                PtReduction.Mean if red == ReductionType.Mean else PtReduction.Sum)
-        if o.enableStochasticRounding:
-            opts.Precision.enableStochasticRounding(True)
-        if str(o.partialsTypeMatMuls).lower() == "half":
-            opts.Precision.setPartialsType(torch.half)
-        elif str(o.partialsTypeMatMuls).lower() not in ("", "float"):
+        if str(o.partialsTypeMatMuls).lower() not in ("", "float", "half"):
             raise popart_exception(f"partialsTypeMatMuls must be 'float' or 'half', got {o.partialsTypeMatMuls!r}")
-        if o.seed is not None:
-            opts.randomSeed(int(o.seed))
-        if o.decomposeGradSum:  # the machine model's memory plan (backend/profile.py)
-            opts._Popart.set("decomposeGradSum", True)
-        if o.enableEngineCaching:
-            opts.enableExecutableCaching(str(o.cachePath))
-        strategy = self._strategy()
-        if strategy is not None:
-            opts.setExecutionStrategy(strategy)
-        return opts
+        return CompileConfig(
+            training=self._training,
+            machine=self.deviceInfo.machine,
+            strategy=self._strategy(),
+            half_partials=str(o.partialsTypeMatMuls).lower() == "half",
+            stochastic_rounding=bool(o.enableStochasticRounding),
+            device_iterations=self._dataflow.batchesPerStep(),
+            replication_factor=self.replicationFactor,
+            gradient_accumulation=self.accumulationFactor,
+            decompose_grad_sum=bool(o.decomposeGradSum),  # the machine model's memory plan (backend/profile.py)
+            seed=None if o.seed is None else int(o.seed))
 
-    def _strategy(self):
-        from tilefx.api.strategies import (
-            Phase,
-            PipelinedExecution,
-            SerialPhasedExecution,
-            ShardedExecution,
-            Stage,
-        )
+    def _mean_reduction(self) -> bool:
+        """Whether a training step averages its gradients over the micro-batches
+        and replicas (ReductionType.Mean), else sums them (Sum, PopART's default)."""
+        o = self.options
+        red = ReductionType(int(o.accumulationAndReplicationReductionType.value
+                                if isinstance(o.accumulationAndReplicationReductionType, enum.Enum)
+                                else o.accumulationAndReplicationReductionType))
+        if red == ReductionType.NoReduction:
+            raise popart_exception("accumulationAndReplicationReductionType must be Sum or Mean")
+        return red == ReductionType.Mean
 
-        cls = PipelinedExecution if self.options.enablePipelining else ShardedExecution
+    def _strategy(self) -> Mapping:
+        """The execution strategy as CompileConfig.strategy holds it (driver/strategy.py)."""
+        kind = "pipelined" if self.options.enablePipelining else "sharded"
+        schedule = "FillDrain" if self.options.enablePipelining else None  # PopTorch's pipeline schedule
         if self.options.virtualGraphMode == VirtualGraphMode.Auto:
             # PopART's automatic virtual graphs: the graph split over the device's
             # IPUs per replica, here by the machine model (ipu-auto-stage)
             per_replica = self.deviceInfo.numIpus // max(self.replicationFactor, 1)
-            return cls.auto(per_replica) if per_replica > 1 else None
+            return strategies.staged(kind, [], auto_ipus=per_replica, schedule=schedule) if per_replica > 1 \
+                else DEFAULT_STRATEGY
         if not self._placement:
-            return None
+            return DEFAULT_STRATEGY
         stage_ipu, phases = {}, set()
         for n in self._proto.graph.node:
             ann = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
@@ -448,10 +441,10 @@ class _Session:
                 phases.add(int(ann[ONNX_EXECUTION_PHASE_ATTR]))
         mode = self.options.virtualGraphMode
         if mode == VirtualGraphMode.ExecutionPhases and phases:
-            return SerialPhasedExecution(*[Phase(Stage(f"phase{p}").ipu(p % 2)) for p in sorted(phases)])
-        if stage_ipu:
-            return cls(*[Stage(f"stage{s}").ipu(i) for s, i in sorted(stage_ipu.items())])
-        return cls()
+            return strategies.phased("serial_phased",
+                                     [[strategies.stage([f"phase{p}"], p % 2)] for p in sorted(phases)])
+        return strategies.staged(kind, [strategies.stage([f"stage{s}"], i) for s, i in sorted(stage_ipu.items())],
+                                 schedule=schedule)
 
     def prepareDevice(self, loadEngine: bool = True) -> None:
         """Compile the graph for the (simulated) device and load the initial weights."""
@@ -491,16 +484,18 @@ class _Session:
     def _compile(self) -> None:
         """The program: from the executable given to loadExecutable, else traced
         and compiled (through the engine cache when `enableEngineCaching`)."""
-        from tilefx.api.executor import PoplarExecutor
+        from tilefx.api.executor import executor_for_config
 
         if self._executor is not None:
             return
         model = _WithLoss(self._module) if self._training else self._module
         try:
-            opts = self._poptorch_options()
+            config = self._compile_config()
             opt = self._optimizer.to_tilefx(self._params() or {"no_weights": model.no_weights}) \
                 if self._training else None
-            executor = PoplarExecutor(model, opts, training=self._training, optimizer=opt)
+            executor = executor_for_config(
+                model, config, optimizer=opt, mean_reduction=self._training and self._mean_reduction(),
+                cache_dir=str(self.options.cachePath) if self.options.enableEngineCaching else None)
             requested, inputs = self._requested_gradients(model)
             if self._executable is not None:
                 executor.loadExecutable(self._executable)
@@ -537,7 +532,7 @@ class _Session:
 
     def compileAndExport(self, executablePath: str) -> None:
         """Compile the session's graph and write the executable (a file that never
-        runs code when loaded: tilefx/api/export.py) without preparing the device."""
+        runs code when loaded: tilefx/driver/executable.py) without preparing the device."""
         _session_log.trace("Session::compileAndExport")
         if not isinstance(executablePath, (str, os.PathLike)) or not str(executablePath):
             raise popart_exception(f"compileAndExport needs a file name, got {executablePath!r}")
@@ -550,13 +545,13 @@ class _Session:
     def loadExecutable(self, executablePath: str) -> None:
         """Use an executable written by compileAndExport for this graph: prepareDevice
         then loads it instead of compiling (the session's weights are its own)."""
-        from tilefx.api import export
+        from tilefx.driver import executable
 
         _session_log.trace("Session::loadExecutable")
         if self._executor is not None:
             raise popart_exception("loadExecutable: the session is already compiled")
         try:
-            export.read(str(executablePath))  # checked now: a bad file fails here, not later
+            executable.read(str(executablePath))  # checked now: a bad file fails here, not later
         except Error as e:
             raise popart_exception(e.message) from None
         self._executable = str(executablePath)

@@ -96,7 +96,7 @@ def test_a_killed_writers_temporary_file_is_removed_when_stale(tmp_path):
     work) stays."""
     import time
 
-    from tilefx.api import executable_cache
+    from tilefx.driver import executable_cache
 
     directory = tmp_path / "ckpt"
     directory.mkdir(mode=0o700)

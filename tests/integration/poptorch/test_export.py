@@ -16,6 +16,7 @@ import torch
 
 import tilefx as poptorch
 from tilefx.api import export
+from tilefx.driver import executable as file_format
 
 
 class ExampleModelWithLoss(torch.nn.Module):
@@ -57,8 +58,8 @@ def test_export_then_load_continues_training_exactly(tmp_path):
     torch.testing.assert_close(loaded.model.fc.weight, model.fc.weight, rtol=0, atol=0)
     torch.testing.assert_close(loaded.model.bn.running_mean, model.bn.running_mean, rtol=0, atol=0)
     with zipfile.ZipFile(path) as z:  # plain parts only: text IR, JSON, safetensors
-        assert sorted(z.namelist()) == sorted(export.PARTS + (export.MANIFEST,))
-        manifest = json.loads(z.read(export.MANIFEST))
+        assert sorted(z.namelist()) == sorted(file_format.PARTS + (file_format.MANIFEST,))
+        manifest = json.loads(z.read(file_format.MANIFEST))
         assert manifest["tilefx_version"] == poptorch.__version__
         assert "func.func @update" in z.read("graph.mlir").decode()
 
@@ -328,7 +329,7 @@ def test_truncated_tampered_or_foreign_files_are_clear_errors(tmp_path):
     with zipfile.ZipFile(path) as z, zipfile.ZipFile(tmp_path / "newer", "w") as w:
         for n in z.namelist():
             b = z.read(n)
-            if n == export.MANIFEST:
+            if n == file_format.MANIFEST:
                 m = json.loads(b)
                 m["tilefx_version"] = "99.0"
                 b = json.dumps(m).encode()
