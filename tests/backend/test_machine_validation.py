@@ -290,3 +290,93 @@ def test_swin_stage_recomputation_recomputes_each_pipeline_stage():
     assert not any(r.direction == "bwd" and r.name == "aten.addmm" for r in plain.ops)
     assert sum(r.cost.cycles for r in recomputed.ops) > sum(r.cost.cycles for r in plain.ops)
     assert sum(recomputed.stash_bytes.values()) < sum(plain.stash_bytes.values())
+
+
+def test_efficientnet_is_the_published_model():
+    """EfficientNet as Tan and Le (2019) and Graphcore's TensorFlow 1 example
+    build it: B0 has 5,288,548 parameters and B4 19.34 M; Graphcore's G16
+    variant turns each depthwise convolution into groups of 16 channels
+    (expansion 4) and splits B4 before block4a, the tenth block."""
+    from validation_models import EfficientNet
+
+    b0 = EfficientNet(width=1.0, depth=1.0, expand=6, group_dim=1, dropout=0.2)
+    assert sum(p.numel() for p in b0.parameters()) == 5288548
+    assert all(b.conv[0].groups == b.conv[0].in_channels for b in b0.blocks)  # depthwise
+    b4 = EfficientNet(width=1.4, depth=1.8, expand=6, group_dim=1)
+    assert round(sum(p.numel() for p in b4.parameters()) / 1e6, 2) == 19.34
+    g16 = EfficientNet(split_before=mv.EFFICIENTNET_B4_SPLIT)
+    assert len(g16.blocks) == 32 and all(b.conv[0].in_channels // b.conv[0].groups == 16 for b in g16.blocks[2:])
+    first_of_stage4 = g16.blocks[mv.EFFICIENTNET_B4_SPLIT]
+    assert first_of_stage4.conv[0].stride == (2, 2) and first_of_stage4.project[0].out_channels == 112
+    with torch.no_grad():
+        assert g16.eval()(torch.randn(1, 3, 64, 64)).shape == (1, 1000)
+
+
+@pytest.mark.parametrize("key", sorted(mv.EFFICIENTNET_B4_RUNS))
+def test_efficientnet_rows_run_their_published_batch(key):
+    """Each G16-EfficientNet-B4 row runs the page's global batch (6,144) at
+    micro-batch 3 on replicas of 2 IPUs; its compile path, on a small
+    EfficientNet with the row's replicas and accumulation, recomputes each
+    stage's forward in the backward (the example's enable_recomputation)."""
+    from validation_models import EfficientNet
+
+    replicas, accumulation = mv.EFFICIENTNET_B4_RUNS[key]
+    assert replicas * 3 * accumulation == 6144
+    row = {r.key: r for r in mv.rows()}[key]
+    assert f"{replicas} replicas" in row.config or f"{replicas} replicas" in row.assumed, key
+    profiles = []
+    thr = mv.efficientnet_compile(
+        replicas=replicas, accumulation=accumulation, image=32, profiles=profiles,
+        build=lambda: EfficientNet(width=0.25, depth=0.3, classes=10, split_before=3, stage_recomputation=True))
+    p = profiles[0]
+    assert p.num_ipus == 2 and thr > 0
+    assert any(r.ipu == 0 and r.direction == "bwd" and r.name == "aten.convolution" for r in p.ops)
+
+
+def test_dino_is_the_published_step():
+    """DINO as Graphcore's MultiCropWrapper runs it: the teacher is not
+    trained (its weights are buffers moved by the moving average in the
+    forward), the loss pairs each student view with the other global views'
+    teacher output (2 x 10 - 2 = 18 terms), and the 96x96 crops take the
+    nearest 6x6 of the 14x14 position embeddings."""
+    from validation_models import Dino
+
+    torch.manual_seed(0)
+    model = Dino(d=32, heads=2, layers=2, ffn=64, out=64, image=32, local=16, pipeline=(1, 1, 0), half=False)
+    assert not list(model.teacher.parameters()) and not list(model.teacher_head.parameters())
+    student = dict(model.student.named_parameters())
+    assert set(student) == {n for n, _ in model.teacher.named_buffers()} - {"local_pos"}
+    for p in model.parameters():
+        nn.init.normal_(p, std=0.05)
+    before = model.teacher.get_buffer("layers.0.fc1.weight").clone()
+    glob = torch.randint(0, 256, (2, 2, 3, 32, 32), dtype=torch.uint8)
+    local = torch.randint(0, 256, (2, 8, 3, 16, 16), dtype=torch.uint8)
+    center, loss = model(glob, local)
+    assert center.shape == (1, 64) and torch.isfinite(loss)
+    after = model.teacher.get_buffer("layers.0.fc1.weight")
+    assert torch.allclose(after, 0.996 * before + 0.004 * student["layers.0.fc1.weight"].detach(), atol=1e-6)
+    from validation_models import _DinoViT
+
+    positions = _DinoViT(d=8, heads=1, layers=1, ffn=8).local_pos.tolist()  # 224x224 images, 96x96 crops
+    assert len(positions) == 37 and positions[:7] == [0, 1, 3, 5, 7, 10, 12] and positions[7] == 1 + 2 * 14
+
+
+def test_dino_row_runs_its_published_batch():
+    """The DINO row runs the page's global batch (3,200) on 8 replicas of 8
+    IPUs; its compile path, on a small DINO placed over the row's 8 IPUs,
+    keeps one pipeline stage per IPU although the student's layers run twice
+    (global, then local crops), and costs the teacher's moving average on
+    every IPU that holds a weight."""
+    from validation_models import Dino
+
+    run = mv.DINO_POD64
+    assert run["replicas"] * run["mb"] * run["accumulation"] == 3200
+    profiles = []
+    small = dict(d=32, heads=2, layers=12, ffn=64, out=64, image=32, local=16)
+    thr = mv.dino_compile(**{**run, "accumulation": 16}, build=lambda: Dino(**small), image=32, local=16,
+                          profiles=profiles)
+    p = profiles[0]
+    assert p.num_ipus == 8 and thr > 0
+    assert len({r.stage for r in p.ops if r.direction == "fwd"}) <= 8
+    ema_ipus = {r.ipu for r in p.ops if r.name == "aten.add_.Tensor" or r.name == "aten.add.Tensor"}
+    assert ema_ipus >= set(range(8)) - {7} or ema_ipus >= set(range(7))
