@@ -588,19 +588,20 @@ class EfficientNet(nn.Module):
     pipeline_splits [block4a] is block 10 of B4); `stage_recomputation`: a
     recomputation checkpoint on IPU 1's input, so each pipeline stage's
     forward is recomputed from its input (the example's
-    enable_recomputation). Stochastic depth is left out (a per-image mask)."""
+    enable_recomputation). Stochastic depth is left out (a per-image mask).
+    `stages`: the first of B0's stages only, for small test networks."""
 
     STAGES = ((3, 1, 32, 16, 1), (3, 2, 16, 24, 2), (5, 2, 24, 40, 2), (3, 3, 40, 80, 2), (5, 3, 80, 112, 1),
               (5, 4, 112, 192, 2), (3, 1, 192, 320, 1))
 
     def __init__(self, width: float = 1.4, depth: float = 1.8, expand: int = 4, group_dim: int = 16,
                  classes: int = 1000, dropout: float = 0.4, split_before: int | None = None,
-                 stage_recomputation: bool = False):
+                 stage_recomputation: bool = False, stages: tuple = STAGES):
         super().__init__()
         stem = _round_filters(32, width)
         self.stem = nn.Sequential(nn.Conv2d(3, stem, 3, 2, 1, bias=False), _GroupNorm(stem), nn.SiLU())
         blocks = []
-        for i, (kernel, repeats, cin, cout, stride) in enumerate(self.STAGES):
+        for i, (kernel, repeats, cin, cout, stride) in enumerate(stages):
             cin, cout = _round_filters(cin, width), _round_filters(cout, width)
             for j in range(math.ceil(depth * repeats)):
                 blocks.append(_MBConv(cin if j == 0 else cout, cout, kernel, stride if j == 0 else 1,

@@ -7,6 +7,7 @@ not dominated by batch norm). Everything is compile-only."""
 
 import os
 import sys
+from collections import Counter
 
 import pytest
 import torch
@@ -327,7 +328,8 @@ def test_efficientnet_rows_run_their_published_batch(key):
     profiles = []
     thr = mv.efficientnet_compile(
         replicas=replicas, accumulation=accumulation, image=32, profiles=profiles,
-        build=lambda: EfficientNet(width=0.25, depth=0.3, classes=10, split_before=3, stage_recomputation=True))
+        build=lambda: EfficientNet(width=0.25, depth=0.3, classes=10, split_before=2, stage_recomputation=True,
+                                   stages=EfficientNet.STAGES[:3]))
     p = profiles[0]
     assert p.num_ipus == 2 and thr > 0
     assert any(r.ipu == 0 and r.direction == "bwd" and r.name == "aten.convolution" for r in p.ops)
@@ -363,20 +365,25 @@ def test_dino_is_the_published_step():
 
 def test_dino_row_runs_its_published_batch():
     """The DINO row runs the page's global batch (3,200) on 8 replicas of 8
-    IPUs; its compile path, on a small DINO placed over the row's 8 IPUs,
-    keeps one pipeline stage per IPU although the student's layers run twice
-    (global, then local crops), and costs the teacher's moving average on
-    every IPU that holds a weight."""
+    IPUs; its compile path, on a small DINO over the row's 8 IPUs, keeps one
+    pipeline stage per IPU although the student's layers run twice (global,
+    then local crops), and with each later IPU's input checkpointed nothing
+    is recomputed on the last IPU: neither the teacher's forward (no gradient
+    flows through it) nor the seventh IPU's layer (docs/machine-validation.md,
+    DINO)."""
     from validation_models import Dino
 
     run = mv.DINO_POD64
     assert run["replicas"] * run["mb"] * run["accumulation"] == 3200
     profiles = []
-    small = dict(d=32, heads=2, layers=12, ffn=64, out=64, image=32, local=16)
+    small = dict(d=32, heads=2, layers=7, ffn=64, out=64, image=32, local=16, pipeline=(1, 1, 1, 1, 1, 1, 1, 0))
     thr = mv.dino_compile(**{**run, "accumulation": 16}, build=lambda: Dino(**small), image=32, local=16,
                           profiles=profiles)
     p = profiles[0]
     assert p.num_ipus == 8 and thr > 0
-    assert len({r.stage for r in p.ops if r.direction == "fwd"}) <= 8
-    ema_ipus = {r.ipu for r in p.ops if r.name == "aten.add_.Tensor" or r.name == "aten.add.Tensor"}
-    assert ema_ipus >= set(range(8)) - {7} or ema_ipus >= set(range(7))
+    linears = [r for r in p.ops if r.name == "aten.addmm"]
+    # each of IPUs 0-6 runs its student layer twice and its teacher layer once (4 linears each),
+    # IPU 6 also the two heads' MLPs (3 each)
+    forward = Counter(r.ipu for r in linears if r.direction == "fwd")
+    assert forward == {**{i: 12 for i in range(6)}, 6: 18}, forward
+    assert not [r for r in linears if r.ipu == 7]
