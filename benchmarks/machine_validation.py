@@ -3,9 +3,11 @@ workload | published | tilefx | ratio for every row of
 docs/machine-validation.md (where each figure, its source and its
 configuration are recorded).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/machine_validation.py [--quick] [--only=KEY] [--vit-miss]
+    PYTHONPATH=. .venv/bin/python benchmarks/machine_validation.py [--quick] [--only=KEY] [--vit-miss] [--effnet-dino]
 
-`--vit-miss` prints the checks of the ViT miss (docs/machine-validation.md):
+`--effnet-dino` prints what the G16-EfficientNet-B4 Pod16 and DINO rows
+cost, IPU by IPU, against the published step time, and DINO without the
+checkpoints on its last IPU's inputs. `--vit-miss` prints the checks of the ViT miss (docs/machine-validation.md):
 the published cycles per token and layer, ViT pre-training's per-step and
 per-update time from its Pod16 and Pod64 figures, the pre-training compile
 with one candidate cause changed at a time, and the products' plans.
@@ -809,11 +811,57 @@ def _fmt(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
+def _step_cycles(throughput: float, replicas: int, mb: int) -> float:
+    """Bow cycles per micro-batch step of one replica at `throughput` items per second."""
+    return BOW.clock_hz * replicas * mb / throughput
+
+
+def print_effnet_dino() -> None:
+    """The G16-EfficientNet-B4 Pod16 and DINO Pod64 rows' costs (docs/machine-validation.md,
+    "G16-EfficientNet-B4 and DINO")."""
+    rows_ = {r.key: r for r in rows()}
+    for key, compile_, replicas, mb in (
+            ("efficientnet-b4-pod16", lambda prof: efficientnet_compile(replicas=8, accumulation=256, profiles=prof),
+             8, 3),
+            ("dino-pod64", lambda prof: dino_compile(**DINO_POD64, profiles=prof), 8, 2)):
+        prof: list = []
+        got = compile_(prof)
+        p, published = prof[0], rows_[key].published
+        print(f"{key}: {_fmt(got)} img/s against {_fmt(published)}; per micro-batch step "
+              f"{_step_cycles(got, replicas, mb) / 1e6:.2f} M Bow cycles against "
+              f"{_step_cycles(published, replicas, mb) / 1e6:.2f} M published")
+        for ipu, ops in op_cycles_by_ipu(p).items():
+            total = sum(ops.values())
+            mem = p.memory[ipu]
+            state = sum(t.nbytes for t in mem.tensors if getattr(t, "kind", None) in
+                        ("weight", "accumulator", "optimizer"))
+            print(f"  IPU {ipu}: {total / 1e6:.2f} M op cycles; convolutions "
+                  f"{100 * _share(ops, 'aten.convolution', 'aten.convolution_backward'):.0f}%, products "
+                  f"{100 * _share(ops, 'aten.mm', 'aten.addmm', 'aten.bmm'):.0f}%, casts "
+                  f"{100 * _share(ops, 'aten._to_copy'):.0f}%; peak {100 * mem.peak.max() / BOW.bytes_per_tile:.0f}% "
+                  f"of a tile, always live {100 * mem.always_live.max() / BOW.bytes_per_tile:.0f}%, of it "
+                  f"weights, accumulators and optimizer state {state / 1e6:.0f} MB")
+    rates = {m: m * 768 * 3072 / plan_matmul(1, m, 768, 3072, 2, BOW, 0.15, partials_itemsize=2).cycles / BOW.tiles
+             for m in (2 * 197, 2 * 8 * 37)}
+    print("MACs per tile and cycle of DINO's feed-forward products [M, 768] x [768, 3072] (proportion 0.15, "
+          "fp16 partials): " + ", ".join(f"M = {m}: {r:.1f}" for m, r in rates.items()))
+    before = pipelined_throughput(
+        lambda: Dino(last_inputs_checkpointed=False),
+        lambda n: (_meta(n, 2, 3, 224, 224, dtype=torch.uint8), _meta(n, 8, 3, 96, 96, dtype=torch.uint8)),
+        machine=BOW, replicas=8, mb=2, accumulation=200, proportions=(0.15,) * 8, optimizer="adamw",
+        sharded_state=True, processes=8, half=False, auto_stage="SameAsIpu")
+    print(f"dino-pod64 without checkpoints on the last IPU's inputs: {_fmt(before)} img/s "
+          f"({before / rows_['dino-pod64'].published:.2f})")
+
+
 def main(argv=None):
     args = argv if argv is not None else sys.argv[1:]
     quick = "--quick" in args
     if "--vit-miss" in args:
         print_vit_miss()
+        return
+    if "--effnet-dino" in args:
+        print_effnet_dino()
         return
     only = [a.split("=", 1)[1] for a in args if a.startswith("--only=")]
     print("Configuration (datasheet constants: they define the machine, not evidence)")

@@ -707,12 +707,14 @@ class Dino(nn.Module):
     `stage_recomputation`: PopTorch's default for a model pipelined over
     several IPUs without checkpoints (see Swin), a checkpoint on each later
     IPU's input: its first student layer's, and the heads' MLP outputs the
-    last IPU receives. Its placement is written with
+    last IPU receives (`last_inputs_checkpointed=False`: the first only, to
+    show what tilefx's recomputation then does; docs/machine-validation.md). Its placement is written with
     Block, since the student runs its layers twice (global, then local
     crops), as PopTorch's BeginBlock allows."""
 
     def __init__(self, d=768, heads=12, layers=12, ffn=3072, out=65536, image=224, local=96,
-                 pipeline=(1, 2, 2, 2, 2, 2, 1, 0), momentum=0.996, stage_recomputation=True, half=True):
+                 pipeline=(1, 2, 2, 2, 2, 2, 1, 0), momentum=0.996, stage_recomputation=True, half=True,
+                 last_inputs_checkpointed=True):
         super().__init__()
         self.ipu_of_layer = [ipu for ipu, n in enumerate(pipeline) for _ in range(n)]
         self.last_ipu = len(pipeline) - 1
@@ -729,6 +731,7 @@ class Dino(nn.Module):
         self.register_buffer("mean", torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1), persistent=False)
         self.momentum = momentum
+        self.last_inputs_checkpointed = last_inputs_checkpointed
 
     def _ipu_of(self, name: str) -> int:
         if name.startswith("layers."):
@@ -762,7 +765,8 @@ class Dino(nn.Module):
                 with tilefx.Block(head, ipu_id=self.last_ipu - 1):
                     teacher = self.teacher_head.mlp(teacher.float())
         with tilefx.Block(f"ipu{self.last_ipu}", ipu_id=self.last_ipu):
-            if self.student.recompute:  # the last IPU's inputs, stashed as PopART stashes a stage's input
+            if self.student.recompute and self.last_inputs_checkpointed:
+                # the last IPU's inputs, stashed as PopART stashes a stage's input
                 student, teacher = tilefx.recomputationCheckpoint(student, teacher)
             teacher = self.teacher_head.project(teacher).detach()
             s = (self.student_head.project(student) / 0.1).log_softmax(-1).chunk(
