@@ -111,17 +111,17 @@ class BertSquad(nn.Module):
 
 
 class Bottleneck(nn.Module):
-    def __init__(self, cin, mid, cout, stride, groups=1):
+    def __init__(self, cin, mid, cout, stride, groups=1, norm=nn.BatchNorm2d):
         super().__init__()
         self.c1 = nn.Conv2d(cin, mid, 1, bias=False)
-        self.b1 = nn.BatchNorm2d(mid)
+        self.b1 = norm(mid)
         self.c2 = nn.Conv2d(mid, mid, 3, stride, 1, groups=groups, bias=False)  # v1.5: stride in the 3x3
-        self.b2 = nn.BatchNorm2d(mid)
+        self.b2 = norm(mid)
         self.c3 = nn.Conv2d(mid, cout, 1, bias=False)
-        self.b3 = nn.BatchNorm2d(cout)
+        self.b3 = norm(cout)
         self.down = None
         if stride != 1 or cin != cout:
-            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), norm(cout))
 
     def forward(self, x):
         y = torch.relu(self.b1(self.c1(x)))
@@ -133,22 +133,33 @@ class Bottleneck(nn.Module):
 class ResNet50(nn.Module):
     """ResNet-50 v1.5 (He et al. 2016, stride-2 in the 3x3 convolution); with
     `groups` and `mid_width`, ResNeXt (Xie et al. 2017: ResNeXt-101 32x4d is
-    blocks (3, 4, 23, 3), groups 32, mid_width 128)."""
+    blocks (3, 4, 23, 3), groups 32, mid_width 128). `norm_groups`: group
+    norm of that many groups instead of batch norm (Graphcore's TensorFlow 1
+    ResNeXt default, 32); `split_before`: the block that starts IPU 1, with
+    `stage_recomputation` a checkpoint on its input (each pipeline stage
+    recomputed from its input, the TensorFlow 1 example's
+    enable_recomputation)."""
 
     def __init__(self, classes=1000, width=64, blocks=(3, 4, 6, 3), groups=1, mid_width=None,
-                 recompute_blocks=0):
+                 recompute_blocks=0, norm_groups=None, split_before=None, stage_recomputation=False):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width),
+        norm = (lambda c: nn.GroupNorm(norm_groups, c)) if norm_groups else nn.BatchNorm2d
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False), norm(width),
                                   nn.ReLU(), nn.MaxPool2d(3, 2, 1))
         layers, cin = [], width
         for i, n in enumerate(blocks):
             mid, cout = (mid_width or width) * 2 ** i, width * 4 * 2 ** i
             for j in range(n):
-                layers.append(Bottleneck(cin, mid, cout, 2 if (j == 0 and i > 0) else 1, groups))
+                layers.append(Bottleneck(cin, mid, cout, 2 if (j == 0 and i > 0) else 1, groups, norm))
                 cin = cout
         self.body = nn.Sequential(*layers)
         self.fc = nn.Linear(cin, classes)
         self.recompute_blocks = recompute_blocks  # a recomputation checkpoint after each of the first N blocks
+        if split_before is not None:
+            tilefx.BeginBlock(self.body[split_before], "ipu1", ipu_id=1)
+            if stage_recomputation:
+                self.body[split_before].register_forward_pre_hook(
+                    lambda module, args: (tilefx.recomputationCheckpoint(args[0]),))
 
     def forward(self, x):
         x = self.stem(x)

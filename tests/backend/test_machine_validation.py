@@ -387,3 +387,20 @@ def test_dino_row_runs_its_published_batch():
     forward = Counter(r.ipu for r in linears if r.direction == "fwd")
     assert forward == {**{i: 12 for i in range(6)}, 6: 18}, forward
     assert not [r for r in linears if r.ipu == 7]
+
+
+def test_resnext101_is_graphcores_tensorflow1_model():
+    """The ResNeXt-101 row's model as Graphcore's TensorFlow 1 example builds
+    it (Models/resnext.py defaults: 32 groups of 4 channels, group norm of 32
+    groups on ImageNet): 44.2 M parameters, and IPU 1 starts after stage 3's
+    fourth unit (pipeline_splits [stage3/unit4/relu])."""
+    from validation_models import ResNet50
+
+    model = ResNet50(blocks=(3, 4, 23, 3), groups=32, mid_width=128, norm_groups=32,
+                     split_before=mv.RESNEXT101_SPLIT, stage_recomputation=True)
+    assert round(sum(p.numel() for p in model.parameters()) / 1e6, 1) == 44.2
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
+    assert all(m.num_groups == 32 for m in model.modules() if isinstance(m, nn.GroupNorm))
+    first_on_ipu1 = model.body[mv.RESNEXT101_SPLIT]
+    assert model.body[3 + 4].c2.stride == (2, 2) and first_on_ipu1.c2.stride == (1, 1)
+    assert first_on_ipu1.c2.groups == 32 and first_on_ipu1.c2.in_channels == 512
