@@ -55,7 +55,7 @@ def test_prediction_rows_state_their_configuration_and_source():
     for r in rows:
         assert r.source and r.config and r.assumed and r.published > 0 and r.band == 0.25, r.key
     families = {r.key.split("-")[0] for r in whole_model}
-    assert {"bert", "vit", "swin", "resnet50", "resnext101", "unet"} <= families
+    assert {"bert", "vit", "swin", "resnet50", "resnext101", "unet", "efficientnet", "dino"} <= families
 
 
 def test_held_out_figures_are_not_rows():
