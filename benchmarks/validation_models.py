@@ -1,7 +1,9 @@
 """The workloads of the machine-model validation (docs/machine-validation.md),
 written in plain PyTorch at the published sizes: a BERT encoder stack with
-its pre-training head, ViT-B/16, ResNet-50 v1.5 and a MobileNetV2-style network
-(torchvision is not a dependency, so the networks are spelled out here)."""
+its pre-training head, ViT-B/16, ResNet-50 v1.5 and ResNeXt, a
+MobileNetV2-style network, the medical UNet, Swin, G16-EfficientNet and
+DINO (torchvision is not a dependency, so the networks are spelled out
+here)."""
 
 from __future__ import annotations
 
