@@ -3,9 +3,11 @@ workload | published | tilefx | ratio for every row of
 docs/machine-validation.md (where each figure, its source and its
 configuration are recorded).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/machine_validation.py [--quick] [--only=KEY] [--vit-miss]
+    PYTHONPATH=. .venv/bin/python benchmarks/machine_validation.py [--quick] [--only=KEY] [--vit-miss] [--effnet-dino]
 
-`--vit-miss` prints the checks of the ViT miss (docs/machine-validation.md):
+`--effnet-dino` prints what the G16-EfficientNet-B4 Pod16 and DINO rows
+cost, IPU by IPU, against the published step time, and DINO without the
+checkpoints on its last IPU's inputs. `--vit-miss` prints the checks of the ViT miss (docs/machine-validation.md):
 the published cycles per token and layer, ViT pre-training's per-step and
 per-update time from its Pod16 and Pod64 figures, the pre-training compile
 with one candidate cause changed at a time, and the products' plans.
@@ -35,8 +37,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 import tilefx  # noqa: E402
 from tilefx.backend.costs import plan_matmul  # noqa: E402
 from tilefx.backend.machine import BOW, MK1, MK2, Machine  # noqa: E402
-from validation_models import (BertPretraining, BertSquad, BertStack, EightBitInput, ResNet50,  # noqa: E402
-                               Swin, UNet, ViT, ViTStack)
+from validation_models import (BertPretraining, BertSquad, BertStack, Dino, EfficientNet,  # noqa: E402
+                               EightBitInput, ResNet50, Swin, UNet, ViT, ViTStack)
 
 BERT_LARGE = dict(d=1024, heads=16, ffn=4096)
 BERT_BASE = dict(d=768, heads=12, ffn=3072)
@@ -181,6 +183,11 @@ SRC_CNN = "graphcore/examples vision/cnns/pytorch/train/configs.yml"
 SRC_POPART_BERT = "graphcore/examples nlp/bert/popart/configs"
 SRC_UNET = "graphcore/examples vision/unet_medical/tensorflow2 (benchmarks.yml, parse_args.py, model_utils.py)"
 SRC_SWIN = "graphcore/examples vision/swin/pytorch (configs/swin_tiny.yaml, options.py, train_swin.py)"
+SRC_RESNEXT = ("graphcore/examples vision/cnns/tensorflow1 (training/configs.yml resnext101_16ipus, benchmarks.yml, "
+               "training/Models/resnext.py)")
+SRC_DINO = "graphcore/examples vision/dino/pytorch (configs.yml vit_base_pod64, benchmarks.yml, options.py, core/)"
+SRC_EFFNET = ("graphcore/examples vision/cnns/tensorflow1 (training/configs.yml efficientnet_b4_g16_16ipus and "
+              "_64ipus, benchmarks.yml, training/Models/efficientnet.py)")
 
 
 @dataclass(frozen=True)
@@ -239,14 +246,16 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
                          proportions: tuple[float, ...], optimizer: str, state_off_chip: bool = False,
                          sharded_state: bool = False, half_partials: bool = True,
                          pipelined: bool = True, processes: int = 1, half: bool = True,
-                         profiles: list | None = None) -> float:
+                         auto_stage: str = "AutoIncrement", profiles: list | None = None) -> float:
     """Items per second of one weight update of a whole model compiled
     compile-only (the model on the meta device, an offline target of
     `machine`'s IPU version), with its replicas, gradient accumulation,
     pipeline and memory proportions: the profile's cycles per weight update
     include the pipeline's fill and flush, the gradient all-reduce across
     replicas (IPU-Links, GW-Links beyond a POD64), the weight update and
-    the host streams. `processes`: PopRun instances sharing the `replicas`,
+    the host streams. `auto_stage`: the AutoStage of the pipeline (a model
+    whose layers return to an IPU keeps one stage per IPU with SameAsIpu).
+    `processes`: PopRun instances sharing the `replicas`,
     each streaming its replicas' inputs through its own host link. `half`:
     fp16 weights and activations (else fp32, the 32.32 runs); `profiles`:
     a list the compile's profile is appended to. The
@@ -263,7 +272,7 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
         opts.TensorLocations.setOptimizerLocation(
             tilefx.TensorLocationSettings().useOnChipStorage(not state_off_chip).useReplicatedTensorSharding(True))
     if pipelined:
-        opts.setExecutionStrategy(tilefx.PipelinedExecution(tilefx.AutoStage.AutoIncrement))
+        opts.setExecutionStrategy(tilefx.PipelinedExecution(getattr(tilefx.AutoStage, auto_stage)))
     opts.Training.gradientAccumulation(accumulation)
     opts.replicationFactor(replicas // processes)
     if processes > 1:
@@ -378,6 +387,84 @@ def swin_tiny_compile(stage_recomputation: bool = True, profiles: list | None = 
         lambda n: (_meta(n, 3, 224, 224, dtype=torch.float), _meta(n, 1000, dtype=torch.float)),
         machine=BOW, replicas=4, mb=4, accumulation=64, proportions=(0.15,) * 4, optimizer="adamw",
         half=False, half_partials=False, profiles=profiles)
+
+
+# DINO's Pod64 benchmark (benchmarks.yml pytorch_dino_train_real_pod64_conv): 8 PopRun
+# instances, 8 replicas of 8 IPUs, micro-batch 2, gradient accumulation 200
+DINO_POD64 = dict(replicas=8, mb=2, accumulation=200, processes=8)
+
+
+@functools.cache
+def dino(*, replicas: int, mb: int, accumulation: int, processes: int) -> float:
+    """`dino_compile`'s throughput, cached."""
+    return dino_compile(replicas=replicas, mb=mb, accumulation=accumulation, processes=processes)
+
+
+def dino_compile(*, replicas: int, mb: int, accumulation: int, processes: int, build=Dino, image: int = 224,
+                 local: int = 96, profiles: list | None = None) -> float:
+    """DINO ViT-B/16 training in Graphcore's PyTorch configuration (vit_base_pod64):
+    8 IPUs per replica, layers [1, 2, 2, 2, 2, 2, 1, 0] (AutoStage.SameAsIpu),
+    2 global and 8 local 8-bit crops per image, fp16 ViTs with fp16 partials,
+    fp32 heads, proportion 0.15 on every IPU, AdamW with its state sharded
+    across the replicas, PopTorch's recomputation of each pipeline stage.
+    `build`, `image`, `local`: a smaller model for the tests."""
+    return pipelined_throughput(
+        build, lambda n: (_meta(n, 2, 3, image, image, dtype=torch.uint8),
+                          _meta(n, 8, 3, local, local, dtype=torch.uint8)),
+        machine=BOW, replicas=replicas, mb=mb, accumulation=accumulation, proportions=(0.15,) * 8,
+        optimizer="adamw", sharded_state=True, processes=processes, half=False, auto_stage="SameAsIpu",
+        profiles=profiles)
+
+
+# pipeline_splits [block4a]: the first block of the fourth stage, after 2 + 4 + 4 blocks of B4
+EFFICIENTNET_B4_SPLIT = 10
+# (replicas of 2 IPUs, gradient accumulation) of each G16-EfficientNet-B4 row at micro-batch 3:
+# efficientnet_b4_g16_16ipus and _64ipus, and the Pod256 run's (not published)
+EFFICIENTNET_B4_RUNS = {"efficientnet-b4-pod16": (8, 256), "efficientnet-b4-pod64": (32, 64),
+                        "efficientnet-b4-pod256": (128, 16)}
+
+
+@functools.cache
+def efficientnet_b4(key: str) -> float:
+    """`efficientnet_compile`'s throughput of G16-EfficientNet-B4 in the run of row `key`, cached."""
+    replicas, accumulation = EFFICIENTNET_B4_RUNS[key]
+    return efficientnet_compile(replicas=replicas, accumulation=accumulation)
+
+
+def efficientnet_compile(*, replicas: int, accumulation: int, build=None, image: int = 380,
+                         profiles: list | None = None) -> float:
+    """G16-EfficientNet-B4 training in Graphcore's TensorFlow 1 configuration
+    (efficientnet_b4_g16_large_batch_size_high_throughput): 380x380 8-bit
+    images normalised on the IPU, two IPUs per replica split before block4a,
+    micro-batch 3, proportion 0.4, 16.16, each pipeline stage recomputed
+    (enable_recomputation), one PopRun instance per replica as its benchmarks
+    run; LARS is costed as SGD with momentum (tilefx has no LARS: its
+    per-layer trust ratio adds two norms per weight and update). `build`,
+    `image`: a smaller model for the tests."""
+    build = build or (lambda: EfficientNet(split_before=EFFICIENTNET_B4_SPLIT, stage_recomputation=True))
+    return pipelined_throughput(
+        lambda: EightBitInput(build()), lambda n: (_meta(n, 3, image, image, dtype=torch.uint8),
+                                                   _meta(n, dtype=torch.long)),
+        machine=BOW, replicas=replicas, mb=3, accumulation=accumulation, proportions=(0.4, 0.4),
+        optimizer="sgd", processes=replicas, profiles=profiles)
+
+
+@functools.cache
+def resnext101() -> float:
+    """ResNeXt-101 32x4d training in Graphcore's TensorFlow 1 configuration
+    (resnext101_16ipus and its Pod16 benchmark): 8 replicas of 2 IPUs split
+    after stage 3's fourth unit (block 11 starts IPU 1), micro-batch 6,
+    accumulation 16, group norm (the model's ImageNet default, 32 groups),
+    each pipeline stage recomputed, 8-bit input, 8 PopRun instances."""
+    return pipelined_throughput(
+        lambda: EightBitInput(ResNet50(blocks=(3, 4, 23, 3), groups=32, mid_width=128, norm_groups=32,
+                                       split_before=RESNEXT101_SPLIT, stage_recomputation=True)),
+        lambda n: (_meta(n, 3, 224, 224, dtype=torch.uint8), _meta(n, dtype=torch.long)),
+        machine=BOW, replicas=8, mb=6, accumulation=16, proportions=(0.6, 0.6), optimizer="sgd", processes=8)
+
+
+# pipeline_splits [stage3/unit4/relu]: IPU 1 starts after 3 + 4 + 4 blocks
+RESNEXT101_SPLIT = 11
 
 
 def cnn(build, *, replicas: int, mb: int, accumulation: int, proportion: float, image: int = 224,
@@ -496,17 +583,45 @@ def rows(quick: bool = False) -> list[Row]:
             "16 PopRun instances",
             lambda: cnn(resnet(), replicas=256, mb=20, accumulation=2, proportion=0.16)),
         Row("resnext101-pod16", "ResNeXt-101 32x4d training, Bow Pod16", 12277, "img/s", SRC_PERF,
-            "SDK 3.0 TensorFlow1, global batch 768, 16 replicas x 1 IPU, 16.16",
-            "the variant (32x4d), micro-batch 6 (accumulation 8), proportion 0.16, checkpoints after each "
-            "block of stages 1-3",
-            lambda: cnn(resnet((3, 4, 23, 3), 32, 128, recompute_blocks=30), replicas=16, mb=6, accumulation=8,
-                        proportion=0.16)),
+            "SDK 3.0 TensorFlow1, global batch 768: 8 replicas x 2 IPUs (split after stage 3's fourth unit), "
+            "micro-batch 6, accumulation 16, group norm (32 groups), SGD with momentum, recomputation, 8-bit "
+            "input, half partials, 16.16, 8 PopRun instances (" + SRC_RESNEXT + ")",
+            "proportion 0.6 (Poplar's default: the configuration sets none), the Grouped pipeline schedule as "
+            "tilefx's",
+            resnext101),
         Row("unet-bow2000", "UNet (medical, 572x572) training, Bow-2000", 151, "img/s", SRC_PERF,
             "SDK 3.0 TensorFlow2, batch 24: one replica pipelined over 4 IPUs (stages split after encoder block 1, "
             "the first and the third transposed convolution), micro-batch 1, accumulation 24, proportions "
             "[0.7, 0.3, 0.45, 0.7], SGD with momentum, fp16 with fp16 partials (" + SRC_UNET + ")",
             "fp16 images, no recomputation (the example's automatic recomputation is not modelled)",
             unet),
+        Row("efficientnet-b4-pod16", "G16-EfficientNet-B4 training, Bow Pod16", 9000, "img/s", SRC_PERF,
+            "SDK 3.0 TensorFlow1, global batch 6,144: 8 replicas x 2 IPUs (split before block4a), micro-batch 3, "
+            "accumulation 256, proportion 0.4, LARS, recomputation, 380x380 8-bit images, group convolutions of "
+            "16 channels, expansion 4, group norm (4 groups), 16.16, 8 PopRun instances (" + SRC_EFFNET + ")",
+            "LARS costed as SGD with momentum, no stochastic depth, the Grouped pipeline schedule as tilefx's",
+            lambda: efficientnet_b4("efficientnet-b4-pod16")),
+        Row("efficientnet-b4-pod64", "G16-EfficientNet-B4 training, Bow Pod64", 34140, "img/s", SRC_PERF,
+            "SDK 3.0 TensorFlow1, global batch 6,144: 32 replicas x 2 IPUs, accumulation 64, 32 PopRun instances "
+            "(efficientnet_b4_g16_64ipus); the Pod16 row's configuration otherwise",
+            "as the Pod16 row",
+            lambda: efficientnet_b4("efficientnet-b4-pod64")),
+        Row("efficientnet-b4-pod256", "G16-EfficientNet-B4 training, Bow Pod256", 122665, "img/s", SRC_PERF,
+            "SDK 3.0 TensorFlow1, global batch 6,144 on 256 IPUs (4 POD64s over GW-Links); the Pod16 row's "
+            "configuration otherwise",
+            "128 replicas x 2 IPUs, accumulation 16 (the page's batch at micro-batch 3; no Pod256 configuration is "
+            "published), one PopRun instance per replica as on the Pod16 and Pod64; as the Pod16 row otherwise",
+            lambda: efficientnet_b4("efficientnet-b4-pod256")),
+        Row("dino-pod64", "DINO ViT-B/16 self-supervised training, Bow Pod64", 3217, "img/s", SRC_PERF,
+            "SDK 3.0 PyTorch, global batch 3,200: 8 replicas x 8 IPUs, layers [1, 2, 2, 2, 2, 2, 1, 0] (the heads' "
+            "MLPs on IPU 6, their last layers and the loss on IPU 7), micro-batch 2, accumulation 200, 2 global "
+            "(224) and 8 local (96) crops, teacher updated by moving average each step, out_dim 65,536, AdamW "
+            "with replicated tensor sharding, proportion 0.15, fp16 ViTs with fp16 partials and fp32 heads, "
+            "8 PopRun instances, no recomputation checkpoints, so PopTorch's pipelined default recomputes each "
+            "stage (" + SRC_DINO + ")",
+            "8-bit crops (the dataset's uint8 tensors, normalised on the IPU); no stochastic depth (rate 0.1), no "
+            "gradient clipping; the teacher centre read, not updated, on the IPU (its update is on the host)",
+            lambda: dino(**DINO_POD64)),
     ]
     return out
 
@@ -536,6 +651,10 @@ def held_out() -> list[tuple[str, float, Callable[[], float]]]:
         ("BERT-Large SQuAD SL384, SDK 3.3 PyTorch", 1009, rows_["bert-large-squad"].compute),
         ("ViT-B/16 pre-training Pod64, pre-SDK 2.5 PyTorch", 31200, rows_["vit-pretrain-pod64"].compute),
         ("Swin-B pre-training Pod16, SDK 3.0 PyTorch (32.32)", 1447, swin_base),
+        ("ResNeXt-101 Pod16, pre-SDK 2.5 TensorFlow1", 12221, rows_["resnext101-pod16"].compute),
+        ("G16-EfficientNet-B4 Pod16, pre-SDK 2.5 TensorFlow1", 8936, rows_["efficientnet-b4-pod16"].compute),
+        ("G16-EfficientNet-B4 Pod64, pre-SDK 2.5 TensorFlow1", 34943, rows_["efficientnet-b4-pod64"].compute),
+        ("G16-EfficientNet-B4 Pod256, pre-SDK 2.5 TensorFlow1", 117641, rows_["efficientnet-b4-pod256"].compute),
     ]
 
 
@@ -714,11 +833,58 @@ def _fmt(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
+def _step_cycles(throughput: float, replicas: int, mb: int) -> float:
+    """Bow cycles per micro-batch step of one replica at `throughput` items per second."""
+    return BOW.clock_hz * replicas * mb / throughput
+
+
+def print_effnet_dino() -> None:
+    """The G16-EfficientNet-B4 Pod16 and DINO Pod64 rows' costs (docs/machine-validation.md,
+    "G16-EfficientNet-B4 and DINO")."""
+    rows_ = {r.key: r for r in rows()}
+    for key, compile_, replicas, mb in (
+            ("efficientnet-b4-pod16", lambda prof: efficientnet_compile(replicas=8, accumulation=256, profiles=prof),
+             8, 3),
+            ("dino-pod64", lambda prof: dino_compile(**DINO_POD64, profiles=prof), 8, 2)):
+        prof: list = []
+        got = compile_(prof)
+        p, published = prof[0], rows_[key].published
+        print(f"{key}: {_fmt(got)} img/s against {_fmt(published)}; per micro-batch step "
+              f"{_step_cycles(got, replicas, mb) / 1e6:.2f} M Bow cycles against "
+              f"{_step_cycles(published, replicas, mb) / 1e6:.2f} M published")
+        for ipu, ops in op_cycles_by_ipu(p).items():
+            total = sum(ops.values())
+            mem = p.memory[ipu]
+            state = sum(t.nbytes for t in mem.tensors if getattr(t, "kind", None) in
+                        ("weight", "accumulator", "optimizer"))
+            print(f"  IPU {ipu}: {total / 1e6:.2f} M op cycles; convolutions "
+                  f"{100 * _share(ops, 'aten.convolution', 'aten.convolution_backward'):.0f}%, products "
+                  f"{100 * _share(ops, 'aten.mm', 'aten.addmm', 'aten.bmm'):.0f}%, casts "
+                  f"{100 * _share(ops, 'aten._to_copy'):.0f}%; peak {100 * mem.peak.max() / BOW.bytes_per_tile:.0f}% "
+                  f"of a tile, always live {100 * mem.always_live.max() / BOW.bytes_per_tile:.0f}%, of it "
+                  f"weights, accumulators and optimizer state {state / 1e6:.0f} MB")
+    rates = {m: m * 768 * 3072 / plan_matmul(1, m, 768, 3072, 2, BOW, 0.15, partials_itemsize=2).cycles / BOW.tiles
+             for m in (2 * 197, 2 * 8 * 37)}
+    print("MACs per tile and cycle of DINO's feed-forward products [M, 768] x [768, 3072] (proportion 0.15, "
+          "fp16 partials): " + ", ".join(f"M = {m}: {r:.1f}" for m, r in rates.items()))
+    prof = []
+    before = dino_compile(**DINO_POD64, build=lambda: Dino(last_inputs_checkpointed=False), profiles=prof)
+    last = max(prof[0].memory)
+    copies = sum(t.end - t.start for t in prof[0].timeline if t.ipu == last and t.kind == "copy" and t.micro_batch == 0)
+    linears = sum(r.name == "aten.addmm" and r.ipu == last for r in prof[0].ops)
+    print(f"dino-pod64 without checkpoints on the last IPU's inputs: {_fmt(before)} img/s "
+          f"({before / rows_['dino-pod64'].published:.2f}); on IPU {last}: {linears} linears (none with them), "
+          f"{copies / 1e6:.1f} M cycles of copies into it per micro-batch")
+
+
 def main(argv=None):
     args = argv if argv is not None else sys.argv[1:]
     quick = "--quick" in args
     if "--vit-miss" in args:
         print_vit_miss()
+        return
+    if "--effnet-dino" in args:
+        print_effnet_dino()
         return
     only = [a.split("=", 1)[1] for a in args if a.startswith("--only=")]
     print("Configuration (datasheet constants: they define the machine, not evidence)")

@@ -1,9 +1,13 @@
 """The workloads of the machine-model validation (docs/machine-validation.md),
 written in plain PyTorch at the published sizes: a BERT encoder stack with
-its pre-training head, ViT-B/16, ResNet-50 v1.5 and a MobileNetV2-style network
-(torchvision is not a dependency, so the networks are spelled out here)."""
+its pre-training head, ViT-B/16, ResNet-50 v1.5 and ResNeXt, a
+MobileNetV2-style network, the medical UNet, Swin, G16-EfficientNet and
+DINO (torchvision is not a dependency, so the networks are spelled out
+here)."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -109,17 +113,17 @@ class BertSquad(nn.Module):
 
 
 class Bottleneck(nn.Module):
-    def __init__(self, cin, mid, cout, stride, groups=1):
+    def __init__(self, cin, mid, cout, stride, groups=1, norm=nn.BatchNorm2d):
         super().__init__()
         self.c1 = nn.Conv2d(cin, mid, 1, bias=False)
-        self.b1 = nn.BatchNorm2d(mid)
+        self.b1 = norm(mid)
         self.c2 = nn.Conv2d(mid, mid, 3, stride, 1, groups=groups, bias=False)  # v1.5: stride in the 3x3
-        self.b2 = nn.BatchNorm2d(mid)
+        self.b2 = norm(mid)
         self.c3 = nn.Conv2d(mid, cout, 1, bias=False)
-        self.b3 = nn.BatchNorm2d(cout)
+        self.b3 = norm(cout)
         self.down = None
         if stride != 1 or cin != cout:
-            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), norm(cout))
 
     def forward(self, x):
         y = torch.relu(self.b1(self.c1(x)))
@@ -131,22 +135,33 @@ class Bottleneck(nn.Module):
 class ResNet50(nn.Module):
     """ResNet-50 v1.5 (He et al. 2016, stride-2 in the 3x3 convolution); with
     `groups` and `mid_width`, ResNeXt (Xie et al. 2017: ResNeXt-101 32x4d is
-    blocks (3, 4, 23, 3), groups 32, mid_width 128)."""
+    blocks (3, 4, 23, 3), groups 32, mid_width 128). `norm_groups`: group
+    norm of that many groups instead of batch norm (Graphcore's TensorFlow 1
+    ResNeXt default, 32); `split_before`: the block that starts IPU 1, with
+    `stage_recomputation` a checkpoint on its input (each pipeline stage
+    recomputed from its input, the TensorFlow 1 example's
+    enable_recomputation)."""
 
     def __init__(self, classes=1000, width=64, blocks=(3, 4, 6, 3), groups=1, mid_width=None,
-                 recompute_blocks=0):
+                 recompute_blocks=0, norm_groups=None, split_before=None, stage_recomputation=False):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width),
+        norm = (lambda c: nn.GroupNorm(norm_groups, c)) if norm_groups else nn.BatchNorm2d
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False), norm(width),
                                   nn.ReLU(), nn.MaxPool2d(3, 2, 1))
         layers, cin = [], width
         for i, n in enumerate(blocks):
             mid, cout = (mid_width or width) * 2 ** i, width * 4 * 2 ** i
             for j in range(n):
-                layers.append(Bottleneck(cin, mid, cout, 2 if (j == 0 and i > 0) else 1, groups))
+                layers.append(Bottleneck(cin, mid, cout, 2 if (j == 0 and i > 0) else 1, groups, norm))
                 cin = cout
         self.body = nn.Sequential(*layers)
         self.fc = nn.Linear(cin, classes)
         self.recompute_blocks = recompute_blocks  # a recomputation checkpoint after each of the first N blocks
+        if split_before is not None:
+            tilefx.BeginBlock(self.body[split_before], "ipu1", ipu_id=1)
+            if stage_recomputation:
+                self.body[split_before].register_forward_pre_hook(
+                    lambda module, args: (tilefx.recomputationCheckpoint(args[0]),))
 
     def forward(self, x):
         x = self.stem(x)
@@ -530,3 +545,245 @@ class Swin(nn.Module):
             x = stage(x)
         out = self.head(self.norm(x).mean(1))
         return out, (-target * torch.log_softmax(out.float(), dim=-1)).sum(-1).mean()
+
+
+def _round_filters(filters: float, width: float, divisor: int = 8) -> int:
+    """EfficientNet's channel rounding (Tan and Le 2019; round_filters in Graphcore's
+    TensorFlow 1 EfficientNet): scale by the width coefficient, round to the
+    divisor, never more than 10% down."""
+    filters *= width
+    rounded = max(divisor, int(filters + divisor / 2) // divisor * divisor)
+    return int(rounded + divisor if rounded < 0.9 * filters else rounded)
+
+
+class _GroupNorm(nn.GroupNorm):
+    """Graphcore's EfficientNet normalisation: group norm over min(C, groups) groups."""
+
+    def __init__(self, channels: int, groups: int = 4):
+        super().__init__(min(channels, groups), channels, eps=1e-3)
+
+
+class _MBConv(nn.Module):
+    """EfficientNet's mobile inverted bottleneck with squeeze-and-excitation
+    (Tan and Le 2019), as Graphcore's G16 variant builds it (Masters et al. 2021,
+    arXiv:2106.03640): the depthwise convolution becomes a grouped one of
+    `group_dim` channels per group, group norm replaces batch norm, swish
+    activations, a residual where the shapes allow."""
+
+    def __init__(self, cin: int, cout: int, kernel: int, stride: int, expand: int, group_dim: int,
+                 se_ratio: float = 0.25):
+        super().__init__()
+        mid = cin * expand
+        self.expand = nn.Sequential(nn.Conv2d(cin, mid, 1, bias=False), _GroupNorm(mid), nn.SiLU()) \
+            if expand != 1 else None
+        self.conv = nn.Sequential(nn.Conv2d(mid, mid, kernel, stride, kernel // 2, groups=max(mid // group_dim, 1),
+                                            bias=False), _GroupNorm(mid), nn.SiLU())
+        reduced = max(1, int(cin * se_ratio))
+        self.se = nn.Sequential(nn.Conv2d(mid, reduced, 1), nn.SiLU(), nn.Conv2d(reduced, mid, 1), nn.Sigmoid())
+        self.project = nn.Sequential(nn.Conv2d(mid, cout, 1, bias=False), _GroupNorm(cout))
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.conv(x if self.expand is None else self.expand(x))
+        y = self.project(y * self.se(y.mean((2, 3), keepdim=True)))
+        return x + y if self.residual else y
+
+
+class EfficientNet(nn.Module):
+    """EfficientNet (Tan and Le 2019) in the form of Graphcore's TensorFlow 1
+    example (vision/cnns/tensorflow1/training/Models/efficientnet.py): the B0
+    stages (kernel, repeats, input and output filters, stride) scaled by
+    `width` and `depth`, expansion `expand` (Graphcore's G16 configurations:
+    4), grouped convolutions of `group_dim` channels, group norm with 4
+    groups, a 1280 x width head convolution, dropout and the classifier.
+    Defaults: G16-EfficientNet-B4 (width 1.4, depth 1.8, 380x380 images).
+    `split_before`: the index of the block that starts IPU 1 (Graphcore's
+    pipeline_splits [block4a] is block 10 of B4); `stage_recomputation`: a
+    recomputation checkpoint on IPU 1's input, so each pipeline stage's
+    forward is recomputed from its input (the example's
+    enable_recomputation). Stochastic depth is left out (a per-image mask).
+    `stages`: the first of B0's stages only, for small test networks."""
+
+    STAGES = ((3, 1, 32, 16, 1), (3, 2, 16, 24, 2), (5, 2, 24, 40, 2), (3, 3, 40, 80, 2), (5, 3, 80, 112, 1),
+              (5, 4, 112, 192, 2), (3, 1, 192, 320, 1))
+
+    def __init__(self, width: float = 1.4, depth: float = 1.8, expand: int = 4, group_dim: int = 16,
+                 classes: int = 1000, dropout: float = 0.4, split_before: int | None = None,
+                 stage_recomputation: bool = False, stages: tuple = STAGES):
+        super().__init__()
+        stem = _round_filters(32, width)
+        self.stem = nn.Sequential(nn.Conv2d(3, stem, 3, 2, 1, bias=False), _GroupNorm(stem), nn.SiLU())
+        blocks = []
+        for i, (kernel, repeats, cin, cout, stride) in enumerate(stages):
+            cin, cout = _round_filters(cin, width), _round_filters(cout, width)
+            for j in range(math.ceil(depth * repeats)):
+                blocks.append(_MBConv(cin if j == 0 else cout, cout, kernel, stride if j == 0 else 1,
+                                      1 if i == 0 else expand, group_dim))
+        self.blocks = nn.Sequential(*blocks)
+        top = _round_filters(1280, width)
+        self.top = nn.Sequential(nn.Conv2d(cout, top, 1, bias=False), _GroupNorm(top), nn.SiLU())
+        self.drop = nn.Dropout(dropout) if dropout else nn.Identity()
+        self.fc = nn.Linear(top, classes)
+        if split_before is not None:
+            tilefx.BeginBlock(self.blocks[split_before], "ipu1", ipu_id=1)
+            if stage_recomputation:
+                self.blocks[split_before].register_forward_pre_hook(
+                    lambda module, args: (tilefx.recomputationCheckpoint(args[0]),))
+
+    def forward(self, x):
+        return self.fc(self.drop(self.top(self.blocks(self.stem(x))).mean((2, 3))))
+
+
+def _as_buffers(module: nn.Module) -> nn.Module:
+    """Make a module's parameters buffers: DINO's teacher is not trained by
+    the optimizer but moved towards the student by an exponential moving
+    average at every step, which a forward may write into a buffer."""
+    for m in module.modules():
+        for name, p in list(m.named_parameters(recurse=False)):
+            delattr(m, name)
+            m.register_buffer(name, p.detach().clone())
+    return module
+
+
+class _DinoViT(nn.Module):
+    """DINO's backbone (Caron et al. 2021, arXiv:2104.14294; Graphcore's
+    vision/dino/pytorch core/vision_transformer.py): ViT layers on 16x16
+    patches, the class token of the final layer norm as the feature. A
+    `local` image (96x96, 6x6 patches) takes the 14x14 position embeddings
+    by nearest-neighbour interpolation, as interpolate_pos_encoding does
+    (scale 0.4357: rows and columns 0, 2, 4, 6, 9, 11). `ipu_of_layer`
+    places each layer (the embedding on IPU 0) with Block, which a second
+    pass over the same layers may reuse; `recompute`: a recomputation
+    checkpoint on the input of each IPU's first layer but IPU 0's."""
+
+    def __init__(self, d: int, heads: int, layers: int, ffn: int, image: int = 224, patch: int = 16,
+                 local: int = 96, ipu_of_layer: list[int] | None = None, recompute: bool = False):
+        super().__init__()
+        self.patch = nn.Conv2d(3, d, patch, stride=patch)
+        self.cls = nn.Parameter(torch.zeros(1, 1, d))
+        grid = image // patch
+        self.pos = nn.Parameter(torch.zeros(1, grid * grid + 1, d))
+        keep = [int(i / 0.4357) for i in range(local // patch)]
+        self.register_buffer("local_pos", torch.tensor([0] + [1 + r * grid + c for r in keep for c in keep]),
+                             persistent=False)
+        self.layers = nn.ModuleList([ViTLayer(d, heads, ffn) for _ in range(layers)])
+        self.norm = nn.LayerNorm(d, eps=1e-6)
+        self.ipu_of_layer = ipu_of_layer or [0] * layers
+        self.recompute = recompute
+
+    def forward(self, x):
+        with tilefx.Block("ipu0", ipu_id=0):
+            x = self.patch(x).flatten(2).transpose(1, 2)
+            pos = self.pos if x.shape[1] + 1 == self.pos.shape[1] else self.pos[:, self.local_pos]
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + pos
+        for i, (layer, ipu) in enumerate(zip(self.layers, self.ipu_of_layer)):
+            with tilefx.Block(f"ipu{ipu}", ipu_id=ipu):
+                if self.recompute and ipu != (self.ipu_of_layer[i - 1] if i else 0):
+                    x = tilefx.recomputationCheckpoint(x)
+                x = layer(x)
+        with tilefx.Block(f"ipu{self.ipu_of_layer[-1]}", ipu_id=self.ipu_of_layer[-1]):
+            return self.norm(x)[:, 0]
+
+
+class _DinoHead(nn.Module):
+    """DINO's projection head: a 3-layer GELU MLP to a 256-wide bottleneck,
+    l2-normalised, and the weight-normalised last layer (its gains fixed at
+    1, norm_last_layer) to `out` prototypes, in two halves as Graphcore's
+    DINOHead splits it (`project`: what follows the MLP)."""
+
+    def __init__(self, d: int, out: int, hidden: int = 2048, bottleneck: int = 256):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(d, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
+                                 nn.Linear(hidden, bottleneck))
+        self.last0 = nn.Parameter(torch.zeros(out // 2, bottleneck))
+        self.last1 = nn.Parameter(torch.zeros(out // 2, bottleneck))
+
+    def project(self, x):
+        x = nn.functional.normalize(x, dim=-1)
+        return torch.cat([x @ (v / v.norm(dim=1, keepdim=True)).t() for v in (self.last0, self.last1)], dim=-1)
+
+    def forward(self, x):
+        return self.project(self.mlp(x))
+
+
+class Dino(nn.Module):
+    """DINO self-distillation training as Graphcore's MultiCropWrapper runs
+    it (vision/dino/pytorch core/dino.py): 8-bit global (224x224) and local
+    (96x96) crops normalised on the IPU; the fp16 student ViT on every crop
+    and its fp32 head; the teacher, an exponential moving average of the
+    student updated at every step on the IPU of each weight (Graphcore's
+    ExpMovAvg custom op), on the global crops; the cross-entropy of each
+    student view against the other global views' centred, sharpened teacher
+    softmax (`half`: the ViTs in fp16). `pipeline`: layers per IPU, teacher and student alike
+    (Graphcore's [1, 2, 2, 2, 2, 2, 1, 0]: the heads' MLPs on the seventh IPU,
+    their last layers and the loss on the eighth; AutoStage.SameAsIpu).
+    `stage_recomputation`: PopTorch's default for a model pipelined over
+    several IPUs without checkpoints (see Swin), a checkpoint on each later
+    IPU's input: its first student layer's, and the heads' MLP outputs the
+    last IPU receives (`last_inputs_checkpointed=False`: the first only, to
+    show what tilefx's recomputation then does; docs/machine-validation.md). Its placement is written with
+    Block, since the student runs its layers twice (global, then local
+    crops), as PopTorch's BeginBlock allows."""
+
+    def __init__(self, d=768, heads=12, layers=12, ffn=3072, out=65536, image=224, local=96,
+                 pipeline=(1, 2, 2, 2, 2, 2, 1, 0), momentum=0.996, stage_recomputation=True, half=True,
+                 last_inputs_checkpointed=True):
+        super().__init__()
+        self.ipu_of_layer = [ipu for ipu, n in enumerate(pipeline) for _ in range(n)]
+        self.last_ipu = len(pipeline) - 1
+        self.student = _DinoViT(d, heads, layers, ffn, image, local=local, ipu_of_layer=self.ipu_of_layer,
+                                recompute=stage_recomputation)
+        self.teacher = _DinoViT(d, heads, layers, ffn, image, local=local, ipu_of_layer=self.ipu_of_layer)
+        self.student_head, self.teacher_head = _DinoHead(d, out), _DinoHead(d, out)
+        _as_buffers(self.teacher)
+        _as_buffers(self.teacher_head)
+        if half:  # Graphcore's --half: the two ViTs in fp16, the heads and the loss in fp32
+            self.student.half()
+            self.teacher.half()
+        self.register_buffer("center", torch.zeros(1, out), persistent=False)
+        self.register_buffer("mean", torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1), persistent=False)
+        self.momentum = momentum
+        self.last_inputs_checkpointed = last_inputs_checkpointed
+
+    def _ipu_of(self, name: str) -> int:
+        if name.startswith("layers."):
+            return self.ipu_of_layer[int(name.split(".")[1])]
+        return self.ipu_of_layer[-1] if name.startswith("norm.") else 0
+
+    def _images(self, x):
+        x = x.transpose(0, 1).reshape(-1, *x.shape[2:])  # crop-major, as torch.chunk and cat order them
+        return ((x.float() / 255 - self.mean) / self.std).to(self.student.patch.weight.dtype)
+
+    @torch.no_grad()
+    def _ema(self):
+        """teacher = momentum x teacher + (1 - momentum) x student, each weight on its IPU."""
+        pairs = [(n, p, self.teacher.get_buffer(n), self._ipu_of(n)) for n, p in self.student.named_parameters()]
+        pairs += [(n, p, self.teacher_head.get_buffer(n), self.last_ipu - (n.startswith("mlp.")))
+                  for n, p in self.student_head.named_parameters()]
+        for _, p, b, ipu in pairs:
+            with tilefx.Block(f"ipu{ipu}", ipu_id=ipu):
+                b.mul_(self.momentum).add_(p.detach(), alpha=1 - self.momentum)
+
+    def forward(self, global_crops, local_crops):
+        head = f"ipu{self.last_ipu - 1}"
+        with tilefx.Block("ipu0", ipu_id=0):  # the layers' own blocks nest inside
+            g, c = self._images(global_crops), self._images(local_crops)
+            student = self.student(g), self.student(c)
+            with tilefx.Block(head, ipu_id=self.last_ipu - 1):
+                student = self.student_head.mlp(torch.cat(student).float())
+            self._ema()
+            with torch.no_grad():
+                teacher = self.teacher(g)
+                with tilefx.Block(head, ipu_id=self.last_ipu - 1):
+                    teacher = self.teacher_head.mlp(teacher.float())
+        with tilefx.Block(f"ipu{self.last_ipu}", ipu_id=self.last_ipu):
+            if self.student.recompute and self.last_inputs_checkpointed:
+                # the last IPU's inputs, stashed as PopART stashes a stage's input
+                student, teacher = tilefx.recomputationCheckpoint(student, teacher)
+            teacher = self.teacher_head.project(teacher).detach()
+            s = (self.student_head.project(student) / 0.1).log_softmax(-1).chunk(
+                global_crops.shape[1] + local_crops.shape[1])
+            t = ((teacher - self.center) / 0.04).softmax(-1).chunk(global_crops.shape[1])
+            terms = [-(q * s[v]).sum(-1).mean() for i, q in enumerate(t) for v in range(len(s)) if v != i]
+            return teacher.mean(0, keepdim=True), sum(terms) / len(terms)

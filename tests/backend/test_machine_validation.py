@@ -7,6 +7,7 @@ not dominated by batch norm). Everything is compile-only."""
 
 import os
 import sys
+from collections import Counter
 
 import pytest
 import torch
@@ -54,7 +55,7 @@ def test_prediction_rows_state_their_configuration_and_source():
     for r in rows:
         assert r.source and r.config and r.assumed and r.published > 0 and r.band == 0.25, r.key
     families = {r.key.split("-")[0] for r in whole_model}
-    assert {"bert", "vit", "swin", "resnet50", "resnext101", "unet"} <= families
+    assert {"bert", "vit", "swin", "resnet50", "resnext101", "unet", "efficientnet", "dino"} <= families
 
 
 def test_held_out_figures_are_not_rows():
@@ -290,3 +291,116 @@ def test_swin_stage_recomputation_recomputes_each_pipeline_stage():
     assert not any(r.direction == "bwd" and r.name == "aten.addmm" for r in plain.ops)
     assert sum(r.cost.cycles for r in recomputed.ops) > sum(r.cost.cycles for r in plain.ops)
     assert sum(recomputed.stash_bytes.values()) < sum(plain.stash_bytes.values())
+
+
+def test_efficientnet_is_the_published_model():
+    """EfficientNet as Tan and Le (2019) and Graphcore's TensorFlow 1 example
+    build it: B0 has 5,288,548 parameters and B4 19.34 M; Graphcore's G16
+    variant turns each depthwise convolution into groups of 16 channels
+    (expansion 4) and splits B4 before block4a, the tenth block."""
+    from validation_models import EfficientNet
+
+    b0 = EfficientNet(width=1.0, depth=1.0, expand=6, group_dim=1, dropout=0.2)
+    assert sum(p.numel() for p in b0.parameters()) == 5288548
+    assert all(b.conv[0].groups == b.conv[0].in_channels for b in b0.blocks)  # depthwise
+    b4 = EfficientNet(width=1.4, depth=1.8, expand=6, group_dim=1)
+    assert round(sum(p.numel() for p in b4.parameters()) / 1e6, 2) == 19.34
+    g16 = EfficientNet(split_before=mv.EFFICIENTNET_B4_SPLIT)
+    assert len(g16.blocks) == 32 and all(b.conv[0].in_channels // b.conv[0].groups == 16 for b in g16.blocks[2:])
+    first_of_stage4 = g16.blocks[mv.EFFICIENTNET_B4_SPLIT]
+    assert first_of_stage4.conv[0].stride == (2, 2) and first_of_stage4.project[0].out_channels == 112
+    with torch.no_grad():
+        assert g16.eval()(torch.randn(1, 3, 64, 64)).shape == (1, 1000)
+
+
+@pytest.mark.parametrize("key", sorted(mv.EFFICIENTNET_B4_RUNS))
+def test_efficientnet_rows_run_their_published_batch(key):
+    """Each G16-EfficientNet-B4 row runs the page's global batch (6,144) at
+    micro-batch 3 on replicas of 2 IPUs; its compile path, on a small
+    EfficientNet with the row's replicas and accumulation, recomputes each
+    stage's forward in the backward (the example's enable_recomputation)."""
+    from validation_models import EfficientNet
+
+    replicas, accumulation = mv.EFFICIENTNET_B4_RUNS[key]
+    assert replicas * 3 * accumulation == 6144
+    row = {r.key: r for r in mv.rows()}[key]
+    assert f"{replicas} replicas" in row.config or f"{replicas} replicas" in row.assumed, key
+    profiles = []
+    thr = mv.efficientnet_compile(
+        replicas=replicas, accumulation=accumulation, image=32, profiles=profiles,
+        build=lambda: EfficientNet(width=0.25, depth=0.3, classes=10, split_before=2, stage_recomputation=True,
+                                   stages=EfficientNet.STAGES[:3]))
+    p = profiles[0]
+    assert p.num_ipus == 2 and thr > 0
+    assert any(r.ipu == 0 and r.direction == "bwd" and r.name == "aten.convolution" for r in p.ops)
+
+
+def test_dino_is_the_published_step():
+    """DINO as Graphcore's MultiCropWrapper runs it: the teacher is not
+    trained (its weights are buffers moved by the moving average in the
+    forward), the loss pairs each student view with the other global views'
+    teacher output (2 x 10 - 2 = 18 terms), and the 96x96 crops take the
+    nearest 6x6 of the 14x14 position embeddings."""
+    from validation_models import Dino
+
+    torch.manual_seed(0)
+    model = Dino(d=32, heads=2, layers=2, ffn=64, out=64, image=32, local=16, pipeline=(1, 1, 0), half=False)
+    assert not list(model.teacher.parameters()) and not list(model.teacher_head.parameters())
+    student = dict(model.student.named_parameters())
+    assert set(student) == {n for n, _ in model.teacher.named_buffers()} - {"local_pos"}
+    for p in model.parameters():
+        nn.init.normal_(p, std=0.05)
+    before = model.teacher.get_buffer("layers.0.fc1.weight").clone()
+    glob = torch.randint(0, 256, (2, 2, 3, 32, 32), dtype=torch.uint8)
+    local = torch.randint(0, 256, (2, 8, 3, 16, 16), dtype=torch.uint8)
+    center, loss = model(glob, local)
+    assert center.shape == (1, 64) and torch.isfinite(loss)
+    after = model.teacher.get_buffer("layers.0.fc1.weight")
+    assert torch.allclose(after, 0.996 * before + 0.004 * student["layers.0.fc1.weight"].detach(), atol=1e-6)
+    from validation_models import _DinoViT
+
+    positions = _DinoViT(d=8, heads=1, layers=1, ffn=8).local_pos.tolist()  # 224x224 images, 96x96 crops
+    assert len(positions) == 37 and positions[:7] == [0, 1, 3, 5, 7, 10, 12] and positions[7] == 1 + 2 * 14
+
+
+def test_dino_row_runs_its_published_batch():
+    """The DINO row runs the page's global batch (3,200) on 8 replicas of 8
+    IPUs; its compile path, on a small DINO over the row's 8 IPUs, keeps one
+    pipeline stage per IPU although the student's layers run twice (global,
+    then local crops), and with each later IPU's input checkpointed nothing
+    is recomputed on the last IPU: neither the teacher's forward (no gradient
+    flows through it) nor the seventh IPU's layer (docs/machine-validation.md,
+    DINO)."""
+    from validation_models import Dino
+
+    run = mv.DINO_POD64
+    assert run["replicas"] * run["mb"] * run["accumulation"] == 3200
+    profiles = []
+    small = dict(d=32, heads=2, layers=7, ffn=64, out=64, image=32, local=16, pipeline=(1, 1, 1, 1, 1, 1, 1, 0))
+    thr = mv.dino_compile(**{**run, "accumulation": 16}, build=lambda: Dino(**small), image=32, local=16,
+                          profiles=profiles)
+    p = profiles[0]
+    assert p.num_ipus == 8 and thr > 0
+    linears = [r for r in p.ops if r.name == "aten.addmm"]
+    # each of IPUs 0-6 runs its student layer twice and its teacher layer once (4 linears each),
+    # IPU 6 also the two heads' MLPs (3 each)
+    forward = Counter(r.ipu for r in linears if r.direction == "fwd")
+    assert forward == {**{i: 12 for i in range(6)}, 6: 18}, forward
+    assert not [r for r in linears if r.ipu == 7]
+
+
+def test_resnext101_is_graphcores_tensorflow1_model():
+    """The ResNeXt-101 row's model as Graphcore's TensorFlow 1 example builds
+    it (Models/resnext.py defaults: 32 groups of 4 channels, group norm of 32
+    groups on ImageNet): 44.2 M parameters, and IPU 1 starts after stage 3's
+    fourth unit (pipeline_splits [stage3/unit4/relu])."""
+    from validation_models import ResNet50
+
+    model = ResNet50(blocks=(3, 4, 23, 3), groups=32, mid_width=128, norm_groups=32,
+                     split_before=mv.RESNEXT101_SPLIT, stage_recomputation=True)
+    assert round(sum(p.numel() for p in model.parameters()) / 1e6, 1) == 44.2
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
+    assert all(m.num_groups == 32 for m in model.modules() if isinstance(m, nn.GroupNorm))
+    first_on_ipu1 = model.body[mv.RESNEXT101_SPLIT]
+    assert model.body[3 + 4].c2.stride == (2, 2) and first_on_ipu1.c2.stride == (1, 1)
+    assert first_on_ipu1.c2.groups == 32 and first_on_ipu1.c2.in_channels == 512
