@@ -32,6 +32,7 @@ from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr, StageOp
 from tilefx.dialects.irutil import find_func, from_py, module_config
 from tilefx.dialects.names import STRATEGY_KEY
 from tilefx.errors import Error
+from tilefx.gcpause import gc_paused
 from tilefx.passes.assign_stages import AssignStagesPass
 from tilefx.passes.auto_stage import STATE_RANK, AutoStagePass, NoSplitFits, refusal_covers, stash_depths
 from tilefx.passes.pipelines import run_graph_passes
@@ -430,7 +431,8 @@ class _Planner:
         passes up to it are run)."""
         self.costings += 1
         try:
-            self._passes(c, stop_after=AutoStagePass.name)
+            with gc_paused():
+                self._passes(c, stop_after=AutoStagePass.name)
         except NoSplitFits as e:
             return e
         except Error:  # another error: the costing of `c` in its turn reports it
@@ -441,8 +443,11 @@ class _Planner:
         self.costings += 1
         c.reserve = list(reserve or [])
         try:
-            module, config, unit_of = self._passes(c, reserve)
-            profile = driver.profile_of(module, config, check_memory=False)
+            # as a compile does (gcpause.py): a costing makes a few hundred
+            # thousand objects, each counted towards the collector's thresholds
+            with gc_paused():
+                module, config, unit_of = self._passes(c, reserve)
+                profile = driver.profile_of(module, config, check_memory=False)
         except Error as e:
             c.fits, c.reason = False, str(e).splitlines()[0]
             c.refused = isinstance(e, NoSplitFits)
