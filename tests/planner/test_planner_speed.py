@@ -141,3 +141,33 @@ def test_costing_copies_are_not_verified_again(monkeypatch):
     c = Candidate(2, 1, MB, 8, "1F1B", "on chip", 0.6, planner.machine.name, base=planner.base)
     planner._cost(c)
     assert c.fits and len(calls) == traced
+
+
+def test_a_configuration_is_costed_with_the_collector_paused(monkeypatch):
+    """As a compile (tilefx/gcpause.py): the collector does not walk the
+    heap while a costing makes its objects, and is back on after."""
+    import gc
+
+    from tilefx import driver
+
+    seen = []
+    real = driver.profile_of
+    monkeypatch.setattr(driver, "profile_of", lambda *a, **k: seen.append(gc.isenabled()) or real(*a, **k))
+    with torch.device("meta"):
+        torch.manual_seed(0)
+        model = Checkpointed()
+    planner = _Planner(model, (torch.zeros(MB, 32), torch.zeros(MB, 32)), 2,
+                       tilefx.optim.SGD(model.parameters(), lr=0.1), MB * 8, tilefx.Options(), MB)
+    planner._trace()
+    assert gc.isenabled()
+    planner._cost(Candidate(2, 1, MB, 8, "1F1B", "on chip", 0.6, planner.machine.name, base=planner.base))
+    assert seen == [False] and gc.isenabled()
+
+
+def test_one_placement_attribute_per_placement():
+    from tilefx.dialects.ipu import PlacementAttr
+
+    a = PlacementAttr("bwd", "b1", 0, 2, 0)
+    moved = a.with_(block="stage1", ipu=1)
+    assert moved is a.with_(block="stage1", ipu=1)
+    assert moved == PlacementAttr("bwd", "stage1", 1, 2, 0) and moved.is_backward
