@@ -171,3 +171,19 @@ def test_one_placement_attribute_per_placement():
     moved = a.with_(block="stage1", ipu=1)
     assert moved is a.with_(block="stage1", ipu=1)
     assert moved == PlacementAttr("bwd", "stage1", 1, 2, 0) and moved.is_backward
+
+
+def test_update_attributes_are_made_once_per_value():
+    """ipu-training-step's flags and hyperparameters: one attribute per
+    value (each weight's update op carries them), 0.0 and -0.0 apart."""
+    import math
+
+    from tilefx.passes.training_step import _bool, _f64
+
+    assert _f64(0.9) is _f64(0.9) and _f64(0.9).value.data == 0.9
+    assert math.copysign(1.0, _f64(-0.0).value.data) == -1.0 and _f64(0.0) is not _f64(-0.0)
+    assert math.isnan(_f64(float("nan")).value.data) and _f64(float("inf")).value.data == math.inf
+    from xdsl.dialects.builtin import BoolAttr
+
+    assert _bool(True) is _bool(1) and _bool(True) == BoolAttr.from_bool(True)
+    assert _bool(False) == BoolAttr.from_bool(False) != _bool(True)
