@@ -126,6 +126,8 @@ class CompilePath:
         config = self._compile_config()
         if self._before_passes is not None:  # tilefx.plan: the traced module, costed many ways
             driver.prepare(module, config)
+            # verified once here: the planner's copies of it are costed, not verified
+            module.verify()
             progress.close()
             self._before_passes(import_module, module)
             return
@@ -228,8 +230,8 @@ class CompilePath:
 
     def trace_only(self, *inputs) -> ModuleOp:
         """The graph IR the trace of these inputs makes, before any graph
-        pass, with the options written in: what tilefx.plan costs in many
-        configurations. Nothing is compiled."""
+        pass, with the options written in, verified: what tilefx.plan costs
+        in many configurations. Nothing is compiled."""
         got = {}
         self._before_passes = lambda import_module, module: got.setdefault("module", module)
         try:

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Sequence
 from typing import ClassVar
@@ -81,7 +82,7 @@ class PlacementAttr(ParametrizedAttribute):
         cur = dict(direction=self.direction.data, block=self.block.data, ipu=self.ipu.data,
                    stage=self.stage.data, phase=self.phase.data)
         cur.update(kw)
-        return PlacementAttr(**cur)
+        return _placement(cur["direction"], cur["block"], cur["ipu"], cur["stage"], cur["phase"])
 
     def verify(self) -> None:
         if self.direction.data not in ("fwd", "bwd"):
@@ -128,6 +129,14 @@ class PlacementAttr(ParametrizedAttribute):
 
 _REDUCTIONS = ("sum", "mean", "none")
 _SERIAL_MODES = ("input_channels", "reducing_dim", "output_channels")
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _placement(direction: str, block: str, ipu: int, stage: int, phase: int) -> PlacementAttr:
+    """One attribute per placement (attributes are immutable values): the
+    graph passes re-place every op of a model in each compile, most with a
+    placement another op already has."""
+    return PlacementAttr(direction, block, ipu, stage, phase)
 
 
 class _UnaryTensorOp(IRDLOperation):

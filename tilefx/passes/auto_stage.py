@@ -91,6 +91,35 @@ from tilefx.passes.recompute import has_checkpoints, is_recomputable
 _UNPLACED = PlacementAttr()  # an op without ipu.place: a forward op of the default block
 
 
+class NoSplitFits(PlacementError):
+    """No split whose every stage fits its IPU's tile memory (the pass's
+    estimate). The estimate of a stage grows with each of its inputs and
+    with nothing else: its weights' resident bytes (none off chip, a share
+    sharded, all on chip: `resident_share`), the micro-batches each stage
+    stashes (`stash_depths`) and its largest temporary (a matmul's plan
+    never needs more temporary memory at a smaller available memory
+    proportion: `plan_matmul`), so what this refuses is refused with more
+    of any of them as well (`refusal_covers`)."""
+
+
+def refusal_covers(refused: tuple, state_rank: int, proportion: float, depths: tuple) -> bool:
+    """Whether a `NoSplitFits` of the same model, stages, IPUs, reserve and
+    micro-batches at `refused` = (state rank, proportion, stash depths) also
+    refuses the configuration at the given ones: each needs at least the
+    refused one's memory (the state's rank orders its resident bytes of
+    every tensor, `STATE_RANK`)."""
+    r_rank, r_prop, r_depths = refused
+    return (state_rank >= r_rank and proportion >= r_prop and len(depths) == len(r_depths)
+            and all(d >= r for d, r in zip(depths, r_depths)))
+
+
+# the optimizer state's resident bytes of every tensor, least first: none off
+# chip (sharded or not, above PopART's 2-element minimum; a smaller tensor
+# stays whole in every location), a 1/replicas share sharded on chip (above
+# 8192 elements, else whole), all on chip (backend/locations.py)
+STATE_RANK = {(False, False): 0, (False, True): 0, (True, True): 1, (True, False): 2}  # (on chip, sharded)
+
+
 def _forward_op(v) -> Operation | None:
     return v.op if isinstance(v, OpResult) and not place(v.op, _UNPLACED).is_backward else None
 
@@ -205,7 +234,7 @@ class AutoStagePass(ModulePass):
         temp = temp + working / mach.tiles
         link = np.array([[mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0 for b in row]
                          for row in crossing], dtype=np.float64)
-        depth = _stash_depths(stage_ipus, cfg["schedule"], self.micro_batches, training)
+        depth = stash_depths(stage_ipus, cfg["schedule"], self.micro_batches, training)
         pinned, no_cut = _user_constraints(ops, anchor, n)
 
         cuts, stage_report, stage_mem_ok = _partition(
@@ -432,7 +461,7 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
     return weights, saved, np.cumsum(cross, axis=1)[:, :n], np.cumsum(work)[:n]
 
 
-def _stash_depths(stage_ipus, schedule: str, micro_batches: int, training: bool) -> list[int]:
+def stash_depths(stage_ipus, schedule: str, micro_batches: int, training: bool) -> list[int]:
     """Micro-batches of activations each forward stage keeps for its backward."""
     return list(_stash_depths_of(tuple(stage_ipus), schedule, micro_batches, training))
 
@@ -672,7 +701,7 @@ def _explain_infeasible(weights, saved, temp, code, depth, pinned, stage_ipus, m
     order = [int(p) for p in pinned if p >= 0]
     pins = (f"the user placements (IPUs in program order {sorted(set(order), key=order.index)}) must "
             "not go back to an earlier IPU, and ") if order else ""
-    raise PlacementError(
+    raise NoSplitFits(
         f"ipu-auto-stage: no split into {len(stage_ipus)} stages over {len(set(stage_ipus))} IPUs fits: "
         f"{pins}each stage must fit {int(cap):,} bytes per tile ({mach.name}); the whole model "
         f"needs about {int(need):,} bytes per tile of weights and stashed activations. Use more "

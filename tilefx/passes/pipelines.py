@@ -73,10 +73,13 @@ def graph_context() -> Context:
 def run_graph_passes(module: ModuleOp, training: bool,
                      assign: AssignStagesPass | None = None,
                      loss_scaling: LossScalingPass | None = None,
-                     autocast: bool = True) -> None:
+                     autocast: bool = True, verify: bool = True, stop_after: str | None = None) -> None:
     """autocast, auto-stage (PipelinedExecution.auto), assign-stages,
     available-memory, serialize-matmul, recompute, training-step and
-    loss-scaling (training), dce, outline-stages."""
+    loss-scaling (training), dce, outline-stages; then the IR verifier
+    (`verify`: the program that runs; a module only costed, such as the
+    planner's copies of a verified trace, may skip it). `stop_after`: the
+    name of the last pass to run (a question about one pass's result)."""
     ctx = graph_context()
     passes = [AutocastPass()] if autocast else []
     assign = assign or AssignStagesPass()
@@ -89,7 +92,10 @@ def run_graph_passes(module: ModuleOp, training: bool,
         passes += [RecomputePass(), TrainingStepPass()] + ([loss_scaling] if loss_scaling else [])
     for p in passes + [DeadCodeElimination(), OutlineStagesPass()]:
         run_logged(p, ctx, module)
-    module.verify()  # the program that runs: aten ops by torch's rules, when installed
+        if p.name == stop_after:
+            return
+    if verify:  # the program that runs: aten ops by torch's rules, when installed
+        module.verify()
 
 
 def run_logged(p, ctx: Context, module: ModuleOp) -> None:

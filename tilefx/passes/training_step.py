@@ -24,6 +24,7 @@ with `tilefx.init` when they do not start at zero.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -258,7 +259,7 @@ class TrainingStepPass(ModulePass):
             props: dict[str, Attribute] = {}
             for h in hypers:
                 if h not in variable:
-                    props[h] = BoolAttr.from_bool(bool(hp[h])) if h in BOOL_HYPERS else FloatAttr(float(hp[h]), f64)
+                    props[h] = _bool(bool(hp[h])) if h in BOOL_HYPERS else _f64(float(hp[h]))
             var_ops = [[ops[h]] if h in ops else [] for h in HYPERS[kind]]
             states = []  # (value, type, name) in result order
             if kind == "sgd":
@@ -270,7 +271,7 @@ class TrainingStepPass(ModulePass):
                     states.append(state(n, kind_name, None if combined else "velocity_accum_type"))
                 props["grad_scale"] = scale
                 if combined:
-                    props["combined"] = BoolAttr.from_bool(True)
+                    props["combined"] = _bool(True)
                 if popart_state:
                     props["popart_state"] = StringAttr(popart_state)
                 if "velocity_scaling" in props:  # after grad_scale, like the other extras
@@ -286,16 +287,16 @@ class TrainingStepPass(ModulePass):
                 states = [state(n, "exp_avg", "first_order_momentum_accum_type"),
                           state(n, "exp_avg_sq", "second_order_momentum_accum_type")]
                 if kind == "lamb":
-                    props["bias_correction"] = BoolAttr.from_bool(bool(cfg.get("bias_correction", True)))
+                    props["bias_correction"] = _bool(bool(cfg.get("bias_correction", True)))
                     props["grad_scale"] = scale
                     cls = ipu.LambOp
                 else:
-                    props["decoupled"] = BoolAttr.from_bool(kind == "adamw")
-                    props["bias_correction"] = BoolAttr.from_bool(
+                    props["decoupled"] = _bool(kind == "adamw")
+                    props["bias_correction"] = _bool(
                         bool(cfg.get("bias_correction", groups[g].get("bias_correction", True))))
                     props["grad_scale"] = scale
                     if cfg.get("infinity_norm"):  # PopART's AdaMax
-                        props["infinity_norm"] = BoolAttr.from_bool(True)
+                        props["infinity_norm"] = _bool(True)
                     cls = ipu.AdamOp
                 segs = [1, 1, 1, 1, 1, 1] + [len(x) for x in var_ops]
                 upd = cls.build(
@@ -311,7 +312,7 @@ class TrainingStepPass(ModulePass):
                     states.append(state(n, "grad_avg", "first_order_momentum_accum_type"))
                 if has_m:
                     states.append(state(n, "momentum_buffer", "first_order_momentum_accum_type"))
-                props["tf_variant"] = BoolAttr.from_bool(tf)
+                props["tf_variant"] = _bool(tf)
                 props["grad_scale"] = scale
                 segs = [1, 1, 1, int(centered), int(has_m), 1] + [len(x) for x in var_ops]
                 upd = ipu.RMSpropOp.build(
@@ -333,6 +334,22 @@ class TrainingStepPass(ModulePass):
         return func.FuncOp("update", ftype, Region(block),
                            arg_attrs=ArrayAttr([DictionaryAttr(a) for a in arg_attrs]),
                            res_attrs=ArrayAttr([DictionaryAttr(a) for a in res_attrs]))
+
+
+# the optimizer's flags and hyperparameters as attributes, made once per
+# value (attributes are immutable): each weight's update op carries them
+@functools.lru_cache(maxsize=2)
+def _bool(value: bool) -> Attribute:
+    return BoolAttr.from_bool(bool(value))
+
+
+def _f64(value: float) -> FloatAttr:
+    return _f64_of(value.hex())  # by its bits: 0.0 and -0.0 apart
+
+
+@functools.lru_cache(maxsize=1024)
+def _f64_of(bits: str) -> FloatAttr:
+    return FloatAttr(float.fromhex(bits), f64)
 
 
 def _int0():

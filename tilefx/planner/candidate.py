@@ -58,6 +58,8 @@ class Candidate:
     stage_cycles: list[int] = field(default_factory=list)
     fits: bool = True
     reason: str = ""  # why it does not fit, or what was given up
+    # ipu-auto-stage found no split whose stages fit its memory estimate
+    refused: bool = False
     base: Options | None = None  # the user's options the candidate starts from
 
     @property
@@ -96,11 +98,18 @@ class Candidate:
             o.TensorLocations.setOptimizerLocation(self._state_settings())
         return o
 
+    @property
+    def state_flags(self) -> tuple[bool, bool]:
+        """Where the optimizer state lives: (on chip, sharded over the replicas)."""
+        return (self.state not in (STATE_OFF_CHIP, STATE_OFF_CHIP_SHARDED),
+                self.state in (STATE_SHARDED, STATE_OFF_CHIP_SHARDED))
+
     def _state_settings(self) -> TensorLocationSettings:
         s = TensorLocationSettings()
-        if self.state in (STATE_OFF_CHIP, STATE_OFF_CHIP_SHARDED):
+        on_chip, sharded = self.state_flags
+        if not on_chip:
             s.useOnChipStorage(False)
-        if self.state in (STATE_SHARDED, STATE_OFF_CHIP_SHARDED):
+        if sharded:
             s.useReplicatedTensorSharding(True)
         return s
 

@@ -32,7 +32,9 @@ from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr, StageOp
 from tilefx.dialects.irutil import find_func, from_py, module_config
 from tilefx.dialects.names import STRATEGY_KEY
 from tilefx.errors import Error
+from tilefx.gcpause import gc_paused
 from tilefx.passes.assign_stages import AssignStagesPass
+from tilefx.passes.auto_stage import STATE_RANK, AutoStagePass, NoSplitFits, refusal_covers, stash_depths
 from tilefx.passes.pipelines import run_graph_passes
 from tilefx.planner.candidate import (STATE_OFF_CHIP, STATE_OFF_CHIP_SHARDED, STATE_ON_CHIP, STATE_SHARDED,
                                      Candidate)
@@ -97,6 +99,10 @@ class _Planner:
         self.trace_seconds = 0.0
         self.costings = 0
         self.hopeless: set[int] = set()  # stage counts no configuration of which can fit
+        # per split (stages, replicas, accumulation, tail): the (state rank,
+        # proportion, stash depths) at which ipu-auto-stage found no split that fits
+        self.refusals: dict[tuple, list[tuple]] = {}
+        self._not_refused: set[tuple] = set()  # configurations ipu-auto-stage was asked about (_probe)
 
     # -- the one trace -------------------------------------------------------
     def _repeated_layers(self) -> list[str]:
@@ -242,18 +248,36 @@ class _Planner:
 
     def _first_that_fits(self, stages, replicas, accumulation, schedule, tail=None) -> list[Candidate]:
         """Cost the state locations and proportions in turn, from the one
-        that costs the least time, until one fits."""
+        that costs the least time, until one fits. Those ipu-auto-stage is
+        known to refuse (`_covered`) are not costed."""
         tried = []
         proportions = [None] if self.fixed_proportion else PROPORTIONS
-        for state in self._states(replicas):
+        states = self._states(replicas)
+
+        def variant(state, prop, sched=schedule):
+            return Candidate(stages, replicas, self.mb, accumulation, sched, state,
+                             prop if prop is not None else min(self.fixed_proportion.values()),
+                             self.machine.name, base=self.base, tail=tail)
+
+        for state in states:
+            c = None
             for prop in proportions:
-                c = Candidate(stages, replicas, self.mb, accumulation, schedule, state,
-                              prop if prop is not None else min(self.fixed_proportion.values()),
-                              self.machine.name, base=self.base, tail=tail)
+                v = variant(state, prop)
+                if self._covered(v):
+                    continue
+                c = v
                 self._cost(c)
                 tried.append(c)
                 if c.fits:
                     return tried + self._raised(c)
+                # the planner's own cut (its stages' IPUs and depths are what
+                # _variant_of reads): try the least memory at once, its refusal
+                # covers the rest
+                if c.refused and self._fixed_stages() is None and not self.user_blocks:
+                    least = min(states, key=lambda st: STATE_RANK[variant(st, prop).state_flags])
+                    tried += self._probe(c, [variant(least, min(proportions), sched) for sched in
+                                             self._least_stash_first(stages, accumulation, schedule, tail)])
+                    continue
                 if not c.memory and "fits" not in c.reason:
                     return tried  # fails for a reason memory does not change
                 if c.held_bytes > c.tile_bytes:
@@ -262,11 +286,68 @@ class _Planner:
                                  f"gradient accumulators alone take {c.held_bytes:,} bytes per tile on "
                                  f"average ({c.tile_bytes:,} per tile)")
                     return tried
-            if self._fixed_stages() is None and not self.user_blocks:
+            if c is not None and self._fixed_stages() is None and not self.user_blocks:
                 tried += self._recut(c)
-                if tried[-1].fits:
+                if tried and tried[-1].fits:
                     return tried + self._raised(tried[-1])
         return tried
+
+    # -- refused splits ----------------------------------------------------------
+    @staticmethod
+    def _key(c: Candidate) -> tuple:
+        return (c.stages, c.replicas, c.accumulation, c.schedule, c.state, c.proportion, c.tail or "")
+
+    @staticmethod
+    def _variant_of(c: Candidate) -> tuple:
+        """What ipu-auto-stage's memory estimate of `c` grows with: its
+        optimizer state's rank, its proportion and each stage's stash depth."""
+        stage_ipus = list(range(c.stages)) + ([0] if c.tail else [])
+        return (STATE_RANK[c.state_flags], c.proportion,
+                tuple(stash_depths(stage_ipus, c.schedule, c.accumulation, True)))
+
+    def _covered(self, c: Candidate) -> bool:
+        """Whether ipu-auto-stage refused this split at no more memory
+        (auto_stage.refusal_covers: the same refusal holds here)."""
+        refused = self.refusals.get((c.stages, c.replicas, c.accumulation, c.tail or ""), ())
+        return any(refusal_covers(r, *self._variant_of(c)) for r in refused)
+
+    def _refused(self, c: Candidate) -> None:
+        self.refusals.setdefault((c.stages, c.replicas, c.accumulation, c.tail or ""), []).append(
+            self._variant_of(c))
+
+    def _least_stash_first(self, stages, accumulation, schedule, tail) -> list[str]:
+        """The schedules of this split to probe: one stashing no more than
+        any other the search tries (if there is one), then `schedule`."""
+        scheds = ["FillDrain"] if tail else self._schedules(stages, accumulation)
+        stage_ipus = list(range(stages)) + ([0] if tail else [])
+        depth = {s: stash_depths(stage_ipus, s, accumulation, True) for s in scheds}
+        least = [s for s in scheds if all(all(a <= b for a, b in zip(depth[s], depth[t])) for t in scheds)]
+        return list(dict.fromkeys(least[:1] + [schedule]))
+
+    def _probe(self, c: Candidate, floors: list[Candidate]) -> list[Candidate]:
+        """`c` was refused by ipu-auto-stage: record it, and ask the pass
+        about the configurations of this split needing the least memory
+        (the state location with the fewest resident bytes at the smallest
+        proportion, for the schedule stashing the least, then `c`'s). A
+        refusal of one covers every configuration of the split needing as
+        much or more, which the search then skips: that one is returned,
+        with what it covers."""
+        self._refused(c)
+        for f in floors:
+            key = self._key(f)
+            if self._covered(f) or key in self._not_refused:
+                continue
+            e = self._refusal(f)
+            if e is None:
+                self._not_refused.add(key)
+                continue
+            self._refused(f)
+            f.fits, f.refused = False, True
+            f.reason = (str(e).splitlines()[0] + "; so is every configuration of this split stashing as many "
+                        "micro-batches or more, with the optimizer state at least as much on chip and a "
+                        f"proportion of at least {f.proportion} (not costed)")
+            return [f]
+        return []
 
     def _raised(self, c: Candidate) -> list[Candidate]:
         """`c` with a larger proportion on every IPU but its fullest, the
@@ -316,9 +397,10 @@ class _Planner:
                 break
         return out
 
-    def _cost(self, c: Candidate, reserve: list[int] | None = None) -> None:
-        self.costings += 1
-        c.reserve = list(reserve or [])
+    def _passes(self, c: Candidate, reserve: list[int] | None = None, stop_after: str | None = None):
+        """A copy of the traced IR with `c`'s options written in and the
+        graph passes run on it (up to `stop_after`): (module, config, the
+        repeated layer of each forward op)."""
         opts = c.options
         # one stage is no pipeline: the candidate's own options (and the
         # model a user compiles with them) carry no strategy, so neither does
@@ -330,18 +412,45 @@ class _Planner:
         unit_of = self._units_of(module)
         if c.stages == 1 and self.units:
             self._drop_unit_blocks(module)
+        config = compile_config(opts, training=True)
+        driver.prepare(module, config)
+        if reserve:  # ipu-auto-stage's bytes per tile to leave free on each IPU
+            strategy = module_config(module, STRATEGY_KEY)
+            strategy["auto"]["reserve"] = list(reserve)
+            module.attributes[STRATEGY_KEY] = from_py(strategy)
+        # not verified: the trace it copies was (trace_only), the graph passes
+        # keep IR well formed, and a configuration is costed, never run (the one
+        # a user picks is verified when it compiles)
+        run_graph_passes(module, training=True, autocast=bool(opts.Precision.autocast_enabled),
+                         assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1),
+                         verify=False, stop_after=stop_after)
+        return module, config, unit_of
+
+    def _refusal(self, c: Candidate) -> NoSplitFits | None:
+        """ipu-auto-stage's refusal of `c`, if it refuses it (only the
+        passes up to it are run)."""
+        self.costings += 1
         try:
-            config = compile_config(opts, training=True)
-            driver.prepare(module, config)
-            if reserve:  # ipu-auto-stage's bytes per tile to leave free on each IPU
-                strategy = module_config(module, STRATEGY_KEY)
-                strategy["auto"]["reserve"] = list(reserve)
-                module.attributes[STRATEGY_KEY] = from_py(strategy)
-            run_graph_passes(module, training=True, autocast=bool(opts.Precision.autocast_enabled),
-                             assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1))
-            profile = driver.profile_of(module, config, check_memory=False)
+            with gc_paused():
+                self._passes(c, stop_after=AutoStagePass.name)
+        except NoSplitFits as e:
+            return e
+        except Error:  # another error: the costing of `c` in its turn reports it
+            pass
+        return None
+
+    def _cost(self, c: Candidate, reserve: list[int] | None = None) -> None:
+        self.costings += 1
+        c.reserve = list(reserve or [])
+        try:
+            # as a compile does (gcpause.py): a costing makes a few hundred
+            # thousand objects, each counted towards the collector's thresholds
+            with gc_paused():
+                module, config, unit_of = self._passes(c, reserve)
+                profile = driver.profile_of(module, config, check_memory=False)
         except Error as e:
             c.fits, c.reason = False, str(e).splitlines()[0]
+            c.refused = isinstance(e, NoSplitFits)
             return
         c.tile_bytes = profile.machine.bytes_per_tile
         # a floor under the fullest tile of every configuration of these stages
