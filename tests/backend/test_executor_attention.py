@@ -405,12 +405,12 @@ def test_a_scale_known_only_at_run_time(shape, divisor):
 def test_onnx_exports_of_attention_are_grouped(dynamo):
     """torch.onnx.export's graphs of the hand-written attention (the scale an
     initializer: a 0-d argument from either exporter) form the
-    groups the executor fuses (their numbers: test_onnx_frontend.py, against
+    groups the executor fuses (their numbers: tests/lowering/test_onnx_frontend.py, against
     onnxruntime)."""
     import onnx
     from xdsl.dialects import func
 
-    from test_onnx_frontend import export
+    from onnx_export import export
     from tilefx.lowering.from_onnx import import_onnx
     from tilefx.analysis.attention import attention_groups
 

@@ -12,24 +12,12 @@ import onnxruntime as ort
 import pytest
 import torch
 from models import MLP, PoolNormCNN, Transformer, TutorialCNN
+from onnx_export import export
 from onnx import helper, numpy_helper
 
 from tilefx import popart
 from tilefx.errors import Error
 from tilefx.lowering.from_onnx import OnnxModule, import_onnx
-
-
-def export(model, x, dynamo: bool) -> bytes:
-    model.eval()
-    f = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        logging.disable(logging.WARNING)
-        try:
-            torch.onnx.export(model, (x,), f, dynamo=dynamo)
-        finally:
-            logging.disable(logging.NOTSET)
-    return f.getvalue()
 
 
 def run_session(proto: bytes, x: np.ndarray, bps: int = 1):
