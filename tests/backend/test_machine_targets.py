@@ -12,7 +12,7 @@ import tilefx
 from tilefx.api.options import OptionsError
 from tilefx.backend.collectives import host_traffic
 from tilefx.backend.costs import plan_matmul
-from tilefx.backend.machine import BOW, MK1, MK2
+from tilefx.backend.machine import BOW, C600, MK1, MK2
 
 
 def _offline_profile(opts, width=256):
@@ -53,6 +53,16 @@ def test_offline_target_keeps_a_machine_of_the_same_version():
     assert opts.machine is custom
     assert tilefx.Options().setMachine("bow").useOfflineIpuTarget(21).machine == "bow"
     assert tilefx.Options().setMachine("bow").useOfflineIpuTarget(1).machine == "mk1"
+
+
+def test_c600_card_is_a_preset_its_offline_target_keeps():
+    # the C600 PCIe card: the Mk2's tiles at 280 TFLOPS FP16, PCIe Gen4 x16 to its host
+    assert round(C600.peak_flops(2) / 1e12) == 280 and C600.tiles == MK2.tiles
+    assert C600.host_link_bytes_per_s == 31.5e9
+    opts = tilefx.Options().setMachine("c600").useOfflineIpuTarget(2)
+    assert opts.machine == "c600"
+    c600, mk2 = _offline_profile(opts), _offline_profile(tilefx.Options().useOfflineIpuTarget(2))
+    assert c600.machine == C600 and c600.seconds < mk2.seconds
 
 
 def test_published_peaks_name_their_partials_type():

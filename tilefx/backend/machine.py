@@ -1,8 +1,8 @@
-"""The simulated IPU: one parameter object with the Mk1, Mk2 and Bow presets
-(Graphcore's GC200 and IPU-M2000 datasheets, and PopLibs' IPU test model). Every hardware constant of the
-cost and memory
-models lives here, each with its source; docs/machine-validation.md compares
-the model built on them with published measurements.
+"""The simulated IPU: one parameter object with the Mk1, Mk2, Bow and C600
+presets (Graphcore's GC200, IPU-M2000 and C600 datasheets, and PopLibs' IPU
+test model). Every hardware constant of the cost and memory models lives
+here, each with its source; docs/machine-validation.md compares the model
+built on them with published measurements.
 
 Sources: [spec] Graphcore's datasheets (GC2 / GC200 / Bow: tiles, SRAM,
 clock, peak FLOPS, 8 TB/s exchange, 320 GB/s IPU-Links; IPU-M2000 / Bow-2000:
@@ -141,8 +141,14 @@ MK2 = Machine("mk2", tiles=1472, bytes_per_tile=624 * KIB, clock_hz=1.33e9, fp16
               ipu_link_bytes_per_s=16e9, host_link_bytes_per_s=25e9, streaming_bytes_per_s=20e9,
               ipu_version=2)
 BOW = MK2.with_(name="bow", clock_hz=1.85e9, ipu_version=21)
+# The C600 PCIe card: one Mk2-class IPU (1472 tiles, 900 MB of In-Processor-Memory)
+# at 280 TFLOPS FP16 [spec: C600 datasheet], so its clock is 280e12 / (2 x 64 x 1472)
+# = 1.49 GHz; it reaches its host over PCIe Gen4 x16 (16 GT/s x 16 lanes, 128b/130b:
+# 31.5 GB/s each way) [spec: C600 datasheet, PCIe 4.0]. It is chosen by setMachine
+# (useOfflineIpuTarget(2) keeps it: its IPU version is the Mk2's).
+C600 = MK2.with_(name="c600", clock_hz=280e12 / (2 * 64 * 1472), host_link_bytes_per_s=31.5e9)
 
-PRESETS = {m.name: m for m in (MK1, MK2, BOW)}
+PRESETS = {m.name: m for m in (MK1, MK2, BOW, C600)}
 # PopTorch's useOfflineIpuTarget(ipu_version) values and the preset each selects
 IPU_VERSIONS = {m.ipu_version: m.name for m in (MK1, MK2, BOW)}
 
