@@ -24,7 +24,6 @@ tests/backend/test_machine_validation.py.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import os
 import sys
@@ -37,39 +36,17 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 import tilefx  # noqa: E402
 from tilefx.backend.costs import plan_matmul  # noqa: E402
-from tilefx.backend.machine import BOW, MK1, MK2, Machine  # noqa: E402
+from tilefx.backend.machine import BOW, C600, MK1, MK2, Machine  # noqa: E402
+from inference_validation import batch_fits, inference_rows  # noqa: E402
+from validation_common import Row  # noqa: E402
+from validation_common import meta as _meta  # noqa: E402
+from validation_common import options as _options  # noqa: E402
+from validation_common import past_the_memory_check as _compiled_past_the_memory_check  # noqa: E402
 from validation_models import (BertPretraining, BertSquad, BertStack, Dino, EfficientNet,  # noqa: E402
                                EightBitInput, ResNet50, Swin, UNet, ViT, ViTStack)
 
 BERT_LARGE = dict(d=1024, heads=16, ffn=4096)
 BERT_BASE = dict(d=768, heads=12, ffn=3072)
-
-
-@contextlib.contextmanager
-def _compiled_past_the_memory_check():
-    """Compile without the machine model's out-of-memory check (the rows'
-    callers read the memory fractions themselves) and without warnings."""
-    from tilefx.backend import profile as profile_module
-
-    check, profile_module.check_fits = profile_module.check_fits, lambda memory, machine: None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        profile_module.check_fits = check
-
-
-def _options(machine: Machine, half_partials: bool = True, proportion: float | None = None,
-             state_off_chip: bool = False):
-    opts = tilefx.Options().setMachine(machine)
-    if half_partials:
-        opts.Precision.setPartialsType(torch.half)
-    if proportion is not None:
-        opts.setAvailableMemoryProportion({"IPU0": proportion})
-    if state_off_chip:
-        opts.TensorLocations.setOptimizerLocation(tilefx.TensorLocationSettings().useOnChipStorage(False))
-    return opts
 
 
 @functools.cache
@@ -174,6 +151,7 @@ def bert_large_pipeline_peaks(split: tuple[int, ...] = BERT_LARGE_SPLIT, mb: int
 SRC_JIA = "Jia et al. 2019, arXiv:1912.03413 (GC2 / Mk1)"
 SRC_SPEC = "Graphcore GC200 / IPU-M2000 / Bow-2000 datasheets"
 SRC_REF = "one public measurement, not independently verified"
+SRC_C600 = "Graphcore C600 datasheet; PCIe 4.0 (16 GT/s per lane, 128b/130b)"
 # Graphcore's performance-results page (graphcore.ai/performance-results, mirrored on
 # graphcore.cn/performance-results), Bow Pod training table; "SDK 3.x" or "pre-SDK 2.5"
 SRC_PERF = "Graphcore performance results, Bow Pod training table"
@@ -220,26 +198,10 @@ def configuration() -> list[Constant]:
                  lambda: MK2.host_link_bytes_per_s / 1e9),
         Constant("IPU-Machine GW-Links, 2 x 100 Gbps", 25, "GB/s", SRC_SPEC,
                  lambda: MK2.gw_link_bytes_per_s / 1e9),
+        Constant("C600 peak FP16", 280, "TFLOPS", SRC_C600, lambda: C600.peak_flops(2, 2) / 1e12),
+        Constant("C600 host link, PCIe Gen4 x16, one direction", 31.5, "GB/s", SRC_C600,
+                 lambda: C600.host_link_bytes_per_s / 1e9),
     ]
-
-
-@dataclass(frozen=True)
-class Row:
-    """A prediction: a published measurement the model computes from the constants."""
-
-    key: str
-    workload: str
-    published: float
-    unit: str
-    source: str
-    config: str  # the published configuration
-    assumed: str  # what the source does not give
-    compute: Callable[[], float]
-    band: float = 0.25
-
-
-def _meta(*shape, dtype=torch.half):
-    return torch.zeros(*shape, dtype=dtype, device="meta")
 
 
 def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[[int], tuple], *,
@@ -505,7 +467,7 @@ def rows(quick: bool = False) -> list[Row]:
             lambda: matmul_fraction_of_peak(4096, 2, MK2)),
     ]
     if quick:
-        return out
+        return out + inference_rows(quick=True)
     out += [
         Row("bert-large-ph1-pod16", "BERT-Large Ph1 SL128 pre-training, Bow Pod16", 4528, "seq/s", SRC_PERF,
             "SDK 3.1 TensorFlow2, global batch 65,280; " + _BERT_L + " (" + SRC_HF_BERT_L + ")",
@@ -624,7 +586,7 @@ def rows(quick: bool = False) -> list[Row]:
             "gradient clipping; the teacher centre read, not updated, on the IPU (its update is on the host)",
             lambda: dino(**DINO_POD64)),
     ]
-    return out
+    return out + inference_rows()
 
 
 def swin_base() -> float:
@@ -913,6 +875,9 @@ def main(argv=None):
     for what, published, compute in held_out():
         got = compute()
         print(f"  {what:<52} {_fmt(published):>10} {_fmt(got):>10} {got / published:>6.2f}", flush=True)
+    print("\nInference: one batch's time = fixed + per item x batch (ms), published and tilefx")
+    for model, (pf, pi), (tf, ti) in batch_fits():
+        print(f"  {model:<24} published {pf:.3f} + {pi:.4f} x batch, tilefx {tf:.3f} + {ti:.4f} x batch")
     print()
     bert, vit_ = layer_cycles_per_token("bert"), layer_cycles_per_token("vit")
     print("cycles per token of one encoder layer (forward and backward): op, BERT-Base SL128, ViT-B/16 197")

@@ -1,9 +1,9 @@
 """The workloads of the machine-model validation (docs/machine-validation.md),
 written in plain PyTorch at the published sizes: a BERT encoder stack with
 its pre-training head, ViT-B/16, ResNet-50 v1.5 and ResNeXt, a
-MobileNetV2-style network, the medical UNet, Swin, G16-EfficientNet and
-DINO (torchvision is not a dependency, so the networks are spelled out
-here)."""
+MobileNetV2-style network, the medical UNet, Swin, G16-EfficientNet,
+DINO and the CLIP text encoder (torchvision is not a dependency, so the
+networks are spelled out here)."""
 
 from __future__ import annotations
 
@@ -539,12 +539,73 @@ class Swin(nn.Module):
                 blocks[sum(blocks_per_ipu[:i])].register_forward_pre_hook(
                     lambda module, args: (tilefx.recomputationCheckpoint(args[0]),))
 
-    def forward(self, x, target):
+    def logits(self, x):
         x = self.patch_norm(self.patch(x).flatten(2).transpose(1, 2))
         for stage in self.stages:
             x = stage(x)
-        out = self.head(self.norm(x).mean(1))
+        return self.head(self.norm(x).mean(1))
+
+    def forward(self, x, target):
+        out = self.logits(x)
         return out, (-target * torch.log_softmax(out.float(), dim=-1)).sum(-1).mean()
+
+
+class Logits(nn.Module):
+    """A classifier's inference graph: images in, its `logits` out (no loss)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model.logits(x)
+
+
+class _ClipLayer(nn.Module):
+    """One pre-LayerNorm CLIP text-transformer layer: causal self-attention
+    (separate q, k, v projections) and a quick-GELU MLP (x * sigmoid(1.702 x))."""
+
+    def __init__(self, d: int, heads: int, ffn: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.q, self.k, self.v, self.out = (nn.Linear(d, d) for _ in range(4))
+        self.fc1, self.fc2 = nn.Linear(d, ffn), nn.Linear(ffn, d)
+
+    def forward(self, x, mask):
+        b, s, d = x.shape
+        h = self.heads
+        y = self.ln1(x)
+        q, k, v = (p(y).view(b, s, h, d // h).transpose(1, 2) for p in (self.q, self.k, self.v))
+        att = torch.softmax(q @ k.transpose(-1, -2) * (d // h) ** -0.5 + mask, dim=-1)
+        x = x + self.out((att @ v).transpose(1, 2).reshape(b, s, d))
+        y = self.fc1(self.ln2(x))
+        return x + self.fc2(y * torch.sigmoid(1.702 * y))
+
+
+class ClipTextEncoder(nn.Module):
+    """The CLIP ViT-L/14 text encoder (Radford et al. 2021), the one Stable
+    Diffusion v1 conditions on: 12 layers of width 768, 12 heads, MLP 3072,
+    49,408 tokens, 77 positions, causal attention, a final layer norm; its
+    outputs are the last hidden states and the pooled state of each
+    sequence's end-of-text token (the largest token id, as Hugging Face's
+    CLIPTextModel pools it)."""
+
+    def __init__(self, d=768, heads=12, layers=12, ffn=3072, vocab=49408, seq=77):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.zeros(seq, d))
+        self.layers = nn.ModuleList([_ClipLayer(d, heads, ffn) for _ in range(layers)])
+        self.ln = nn.LayerNorm(d)
+        self.register_buffer("mask", torch.full((seq, seq), -1e4).triu(1), persistent=False)
+
+    def forward(self, ids):
+        x = self.tok(ids) + self.pos[: ids.shape[1]]
+        mask = self.mask[: ids.shape[1], : ids.shape[1]].to(x.dtype)
+        for layer in self.layers:
+            x = layer(x, mask)
+        x = self.ln(x)
+        return x, x[torch.arange(ids.shape[0]), ids.argmax(-1)]
 
 
 def _round_filters(filters: float, width: float, divisor: int = 8) -> int:

@@ -1,9 +1,10 @@
 """The machine model against published IPU figures (docs/machine-validation.md):
 each validation row stays inside the band it reaches today, so a change
 that moves the model away from the measurements fails; the memory answers
-users ask (how many BERT-Large layers fit one Mk2); and inference cases
-(a 604 MB fp32 Linear for inference fits one Mk2, MobileNetV2 inference is
-not dominated by batch norm). Everything is compile-only."""
+users ask (how many BERT-Large layers fit one Mk2); inference cases (a 604
+MB fp32 Linear for inference fits one Mk2, MobileNetV2 inference is not
+dominated by batch norm); and the inference rows' models and compile path
+(benchmarks/inference_validation.py). Everything is compile-only."""
 
 import os
 import sys
@@ -27,6 +28,9 @@ from validation_models import MobileNetV2  # noqa: E402
 PINNED = {
     # 4096^3 fp16 with the default fp32 partials runs the AMP at half its FP16.16 rate
     "matmul": (0.9, 1.15),
+    # ResNet-50 inference at batch 4 on a C600 (today 1.20: each batch's input stream
+    # is not overlapped with compute, as PopRT's I/O tiles overlap it)
+    "resnet50-infer-c600-bs4": (1.1, 1.3),
 }
 
 
@@ -55,7 +59,9 @@ def test_prediction_rows_state_their_configuration_and_source():
     for r in rows:
         assert r.source and r.config and r.assumed and r.published > 0 and r.band == 0.25, r.key
     families = {r.key.split("-")[0] for r in whole_model}
-    assert {"bert", "vit", "swin", "resnet50", "resnext101", "unet", "efficientnet", "dino"} <= families
+    assert {"bert", "vit", "swin", "resnet50", "resnext101", "unet", "efficientnet", "dino", "clip"} <= families
+    inference = [r for r in whole_model if "-infer-" in r.key]
+    assert len(inference) >= 5 and all("batch" in r.config and "C600" in r.workload for r in inference)
 
 
 def test_held_out_figures_are_not_rows():
@@ -419,3 +425,66 @@ def test_flags_are_read_before_anything_compiles(monkeypatch, capsys):
     with pytest.raises(SystemExit) as done:
         mv.main(["--vit_miss"])
     assert done.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_clip_text_encoder_is_the_published_model():
+    """Stable Diffusion v1's text encoder, CLIP ViT-L/14's: 123,060,480
+    parameters (12 layers of width 768, 49,408 tokens, 77 positions); its
+    attention is causal (a token's state does not depend on later tokens)
+    and it pools each sequence's end-of-text token (the largest id)."""
+    from validation_models import ClipTextEncoder
+
+    with torch.device("meta"):
+        assert sum(p.numel() for p in ClipTextEncoder().parameters()) == 123060480
+    torch.manual_seed(0)
+    small = ClipTextEncoder(d=32, heads=4, layers=2, ffn=64, vocab=100, seq=12).eval()
+    ids = torch.randint(1, 90, (2, 12))
+    ids[0, 5], ids[1, 11] = 99, 99  # the end-of-text tokens
+    changed = ids.clone()
+    changed[:, 8:] = (changed[:, 8:] + 1) % 90
+    with torch.no_grad():
+        states, pooled = small(ids)
+        states2, _ = small(changed)
+    assert torch.allclose(states[:, :8], states2[:, :8], atol=1e-6)
+    assert not torch.allclose(states[:, 8:], states2[:, 8:])
+    assert torch.equal(pooled[0], states[0, 5]) and torch.equal(pooled[1], states[1, 11])
+
+
+def test_swin_large_384_is_the_published_model():
+    """The inference row's Swin-L: 197 M parameters (Liu et al. 2021, Table 1),
+    384x384 images in windows of 12: 96x96 patches, and the last stage's
+    12x12 tokens form one window that is not shifted."""
+    from inference_validation import SWIN_LARGE_384
+    from validation_models import Swin
+
+    with torch.device("meta"):
+        model = Swin(**SWIN_LARGE_384)
+    assert round(sum(p.numel() for p in model.parameters()) / 1e6) == 197
+    blocks = [[b for b in s if hasattr(b, "window")] for s in model.stages]
+    assert [len(b) for b in blocks] == [2, 2, 18, 2]
+    assert [b[0].res for b in blocks] == [96, 48, 24, 12]
+    assert all(b.window == 12 for s in blocks for b in s)
+    assert [b.shift for b in blocks[0]] == [0, 6] and all(b.shift == 0 for b in blocks[3])
+
+
+def test_inference_rows_stream_every_batch_of_a_call():
+    """An inference row compiles its model for the C600 with the published
+    batches per step: the profile streams each of the 128 batches in and its
+    result out over the card's PCIe link, and the throughput is those batches
+    over the call's time; a larger batch runs more items per second."""
+    import inference_validation as iv
+    from validation_models import ClipTextEncoder
+
+    def tiny(batch, profiles=None):
+        return iv.inference_throughput(lambda: ClipTextEncoder(d=64, heads=4, layers=2, ffn=128, vocab=512),
+                                       lambda n: (mv._meta(n, 77, dtype=torch.int32),), machine=iv.C600,
+                                       batch=batch, profiles=profiles)
+
+    profiles = []
+    four = tiny(4, profiles)
+    p = profiles[0]
+    assert p.machine == iv.C600 and iv.BATCHES_PER_STEP == 128
+    assert sum(t.kind == "host" and t.direction == "in" for t in p.timeline) == 128
+    assert sum(t.kind == "host" and t.direction == "out" for t in p.timeline) == 128
+    assert four == pytest.approx(4 * 128 / iv.C600.seconds(p.total_cycles))
+    assert tiny(40) > four
