@@ -127,9 +127,16 @@ def test_validated_range_follows_the_op_mix():
     text = band_text({"aten.mm": 10}, 2_000_000, 1e9)
     assert f"+-{band.percent():.0f}%" in text and f"({band.rows} rows)" in text
     assert band.rows > 0 and 0 < band.lowest <= band.highest
+    # a graph with no backward is held to the inference rows of its class
+    assert classify({"aten.convolution": 60, "aten.relu": 40}, training=False) == "cnn-inference"
+    assert classify({"aten.embedding": 70, "aten.mm": 30}, training=False) is None
+    for kind in ("cnn", "transformer", "vision-transformer"):
+        assert BANDS[f"{kind}-inference"].rows > 0
+    assert BANDS["transformer-inference"].label in band_text({"aten.mm": 10}, 2_000_000, 1e9, training=False)
 
 
 def test_profile_and_report_carry_the_validated_range():
     prof = _offline_profile(tilefx.Options().useOfflineIpuTarget(), width=1024)
     assert "validated range" in prof.summary()["validated_range"]
+    assert "transformer inference" in prof.summary()["validated_range"]  # an inference compile
     assert prof.summary()["validated_range"] in prof.table()

@@ -136,7 +136,8 @@ class Profile:
             "step_cycles": self.step_cycles,
             "exchange_bytes": self.exchange_bytes,
             "cycles_by_op": self.cycles_by_op(),
-            "validated_range": band_text(self.cycles_by_op(), self.cycles_per_update, self.machine.clock_hz),
+            "validated_range": band_text(self.cycles_by_op(), self.cycles_per_update, self.machine.clock_hz,
+                                         training=any(r.direction == "bwd" for r in self.ops)),
             "memory": {
                 ipu: {"peak_tile_bytes": int(m.peak.max()), "peak_tile": int(m.peak.argmax()),
                       "always_live_max_tile_bytes": int(m.always_live.max()),

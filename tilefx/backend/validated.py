@@ -11,7 +11,10 @@ Vision transformers (matmul-dominated, with a convolutional patch
 embedding) are a class of their own: the published ViT and Swin runs were
 far slower than the model predicts while the BERT runs match it, and no
 cost that differs between the two was found (docs/machine-validation.md,
-"The ViT miss"), so their band is their own rows' spread.
+"The ViT miss"), so their band is their own rows' spread. Inference (a
+graph with no backward) is validated on rows of its own, one IPU serving
+batches with its input streams overlapped by I/O tiles, so each class has
+an inference band drawn from the inference rows.
 """
 
 from __future__ import annotations
@@ -41,37 +44,45 @@ BANDS = {
     "vision-transformer": Band("vision-transformer training pipelines (ViT-B/16, Swin-T, DINO ViT-B/16)",
                                1.81, 2.63, 5),
     "cnn": Band("CNN training (ResNet-50, ResNeXt-101, UNet, G16-EfficientNet-B4)", 0.97, 1.32, 8),
+    "cnn-inference": Band("CNN inference on one IPU (ResNet-50 on a C600, batches 4 and 32)", 0.89, 1.20, 2),
+    "transformer-inference": Band("transformer inference on one IPU (the CLIP ViT-L/14 text encoder on a C600, "
+                                  "batches 4 and 40)", 1.20, 2.20, 2),
+    "vision-transformer-inference": Band("vision-transformer inference on one IPU (Swin-L 384 on a C600, batch 2)",
+                                         1.56, 1.56, 1),
 }
 MATMUL_OPS = ("aten.mm", "aten.bmm", "aten.addmm", "ipu.serialized_matmul")
 CONV_OPS = ("aten.convolution", "aten.convolution_backward")
 
 
-def classify(cycles_by_op: dict[str, int]) -> str | None:
+def classify(cycles_by_op: dict[str, int], training: bool = True) -> str | None:
     """The validated class a profile's op mix resembles: more than half of its
     op cycles in convolutions (CNN), or in matmuls: a vision transformer when
     it also convolves (the patch embedding), else a transformer; None for
-    any other mix."""
+    any other mix. Without `training` (no backward), the class's inference
+    rows ("cnn-inference", ...)."""
     total = sum(cycles_by_op.values())
     if not total:
         return None
     mm = sum(cycles_by_op.get(n, 0) for n in MATMUL_OPS) / total
     conv = sum(cycles_by_op.get(n, 0) for n in CONV_OPS) / total
+    kind = None
     if conv > 0.5:
-        return "cnn"
-    if mm > 0.5:
-        return "vision-transformer" if conv > 0 else "transformer"
-    return None
+        kind = "cnn"
+    elif mm > 0.5:
+        kind = "vision-transformer" if conv > 0 else "transformer"
+    return kind if kind is None or training else f"{kind}-inference"
 
 
-def band_text(cycles_by_op: dict[str, int], cycles: int, clock_hz: float) -> str:
+def band_text(cycles_by_op: dict[str, int], cycles: int, clock_hz: float, training: bool = True) -> str:
     """One line for the profile: the predicted time of a weight update (or
     call) with the validated band, or why there is none."""
     seconds = cycles / clock_hz
-    kind = classify(cycles_by_op)
+    kind = classify(cycles_by_op, training)
     band = BANDS.get(kind) if kind else None
     if band is None or not band.rows:
         return (f"validated range: none: this model's op mix is unlike every validated row "
-                f"(transformer and CNN training); {cycles:,} cycles = {1e3 * seconds:.3f} ms is unvalidated")
+                f"(transformer, vision-transformer and CNN, training and inference); {cycles:,} cycles = "
+                f"{1e3 * seconds:.3f} ms is unvalidated")
     lo, hi = band.published_range(seconds)  # a faster model (ratio > 1) means more real time
     return (f"validated range +-{band.percent():.0f}% for {band.label} ({band.rows} rows): "
             f"{1e3 * seconds:.3f} ms predicted, {1e3 * seconds * band.lowest:.3f}-"
