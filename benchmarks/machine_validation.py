@@ -618,6 +618,7 @@ def held_out() -> list[tuple[str, float, Callable[[], float]]]:
         ("G16-EfficientNet-B4 Pod16, pre-SDK 2.5 TensorFlow1", 8936, rows_["efficientnet-b4-pod16"].compute),
         ("G16-EfficientNet-B4 Pod64, pre-SDK 2.5 TensorFlow1", 34943, rows_["efficientnet-b4-pod64"].compute),
         ("G16-EfficientNet-B4 Pod256, pre-SDK 2.5 TensorFlow1", 117641, rows_["efficientnet-b4-pod256"].compute),
+        ("ResNet-50 inference bs32, C600, ByteMLPerf README", 13499, rows_["resnet50-infer-c600-bs32"].compute),
     ]
 
 
@@ -861,13 +862,13 @@ def main(argv=None):
     for c in configuration():
         print(f"  {c.name:<62} {c.value:>10,.4g} {c.compute():>10,.4g} {c.unit}")
     print()
-    print(f"Predictions (target +-25%)\n  {'key':<22} {'published':>10} {'tilefx':>10} {'ratio':>6}")
+    print(f"Predictions (target +-25%)\n  {'key':<26} {'published':>10} {'tilefx':>10} {'ratio':>6}")
     for r in rows(quick):
         if only and r.key not in only:
             continue
         got = r.compute()
         ratio = got / r.published
-        print(f"  {r.key:<22} {_fmt(r.published):>10} {_fmt(got):>10} {ratio:>6.2f}  "
+        print(f"  {r.key:<26} {_fmt(r.published):>10} {_fmt(got):>10} {ratio:>6.2f}  "
               f"{'within' if abs(ratio - 1) <= r.band else 'OUTSIDE'}", flush=True)
     if quick or only:
         return
