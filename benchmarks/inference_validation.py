@@ -42,17 +42,20 @@ BATCHES_PER_STEP = 128  # every configuration below sets batches_per_step 128
 
 def inference_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[[int], tuple], *,
                          machine: Machine, batch: int, proportion: float = POPRT_PROPORTION,
-                         device_iterations: int = BATCHES_PER_STEP, profiles: list | None = None) -> float:
+                         device_iterations: int = BATCHES_PER_STEP, half: bool = True,
+                         profiles: list | None = None) -> float:
     """Items per second of a whole model's inference compiled compile-only
-    (the model on the meta device in fp16, an offline target of `machine`):
-    `device_iterations` batches of `batch` per call, fp16 partials, IPU 0's
-    memory proportion; the profile's cycles per call include each batch's
-    host streams over the machine's host link. `profiles`: a list the
-    compile's profile is appended to. The memory check is the caller's."""
+    (the model on the meta device, an offline target of `machine`):
+    `device_iterations` batches of `batch` per call, fp16 with fp16 partials
+    (`half`, else fp32), IPU 0's memory proportion; the profile's cycles per
+    call include each batch's host streams over the machine's host link.
+    `profiles`: a list the compile's profile is appended to. The memory
+    check is the caller's."""
     with torch.device("meta"):
         torch.manual_seed(0)
-        model = build().half().eval()
-    opts = options(machine, proportion=proportion)
+        model = build().eval()
+        model = model.half() if half else model
+    opts = options(machine, half_partials=half, proportion=proportion)
     opts.useOfflineIpuTarget(machine.ipu_version)
     opts.deviceIterations(device_iterations)
     with past_the_memory_check():

@@ -2,8 +2,8 @@
 written in plain PyTorch at the published sizes: a BERT encoder stack with
 its pre-training head, ViT-B/16, ResNet-50 v1.5 and ResNeXt, a
 MobileNetV2-style network, the medical UNet, Swin, G16-EfficientNet,
-DINO and the CLIP text encoder (torchvision is not a dependency, so the
-networks are spelled out here)."""
+DINO, the CLIP text encoder and SchNet (torchvision is not a dependency, so
+the networks are spelled out here)."""
 
 from __future__ import annotations
 
@@ -848,3 +848,75 @@ class Dino(nn.Module):
             t = ((teacher - self.center) / 0.04).softmax(-1).chunk(global_crops.shape[1])
             terms = [-(q * s[v]).sum(-1).mean() for i, q in enumerate(t) for v in range(len(s)) if v != i]
             return teacher.mean(0, keepdim=True), sum(terms) / len(terms)
+
+
+def _shifted_softplus(x):
+    """SchNet's activation, log(0.5 e^x + 0.5), written as Graphcore's
+    HydroNet benchmark writes it (FastShiftedSoftplus): log1p(e^-|x|) + max(x, 0) - log 2."""
+    return torch.log1p(torch.exp(-x.abs())) + x.clamp_min(0.0) - math.log(2.0)
+
+
+class SchNetInteraction(nn.Module):
+    """One SchNet interaction block as PyTorch Geometric's InteractionBlock
+    builds it: the continuous-filter convolution (a filter network of two
+    linears on the edges' Gaussian-expanded distances, scaled by a cosine
+    cutoff; the neighbours' features, projected, gathered along the edges,
+    multiplied by the filters and summed into each atom), then a shifted
+    softplus and a linear."""
+
+    def __init__(self, features: int = 100, gaussians: int = 25, cutoff: float = 6.0):
+        super().__init__()
+        self.cutoff = cutoff
+        self.filter1, self.filter2 = nn.Linear(gaussians, features), nn.Linear(features, features)
+        self.project = nn.Linear(features, features, bias=False)
+        self.conv_out, self.out = nn.Linear(features, features), nn.Linear(features, features)
+
+    def forward(self, h, src, dst, dist, attr):
+        scale = 0.5 * (torch.cos(dist * (math.pi / self.cutoff)) + 1.0)
+        w = self.filter2(_shifted_softplus(self.filter1(attr))) * scale[:, None]
+        messages = self.project(h).index_select(0, src) * w
+        return self.out(_shifted_softplus(self.conv_out(torch.zeros_like(h).index_add(0, dst, messages))))
+
+
+class SchNet(nn.Module):
+    """SchNet (Schütt et al. 2017) as Graphcore's HydroNet benchmark trains it
+    (graphcore-research/hydronet-gnn hydronet/model.py: PyTorch Geometric's
+    SchNet at a fixed size, its interaction graph the k nearest neighbours
+    within each molecule and the cutoff, from the full pairwise-distance
+    matrix and a top-k): atom embeddings, `interactions` blocks on the
+    Gaussian-expanded distances, a two-layer per-atom energy summed per
+    molecule into `graphs` slots, and the mean square error over the slots
+    with a non-zero target. Inputs: atomic numbers, positions and each
+    atom's molecule for one micro-batch (a leading dimension of 1, as the
+    benchmark's data loader gives them), and the molecules' energies."""
+
+    def __init__(self, features=100, interactions=4, gaussians=25, cutoff=6.0, k=28, graphs=42):
+        super().__init__()
+        self.k, self.cutoff, self.graphs = k, cutoff, graphs
+        self.embedding = nn.Embedding(100, features)
+        self.register_buffer("offsets", torch.linspace(0.0, cutoff, gaussians), persistent=False)
+        self.coeff = -0.5 / (cutoff / (gaussians - 1)) ** 2
+        self.blocks = nn.ModuleList([SchNetInteraction(features, gaussians, cutoff) for _ in range(interactions)])
+        self.energy1, self.energy2 = nn.Linear(features, features // 2), nn.Linear(features // 2, 1)
+
+    def neighbours(self, pos, batch):
+        """(source, target, distance) of each atom's k nearest neighbours: the
+        same atom, other molecules' atoms and atoms beyond the cutoff are put
+        at the cutoff, where the cosine cutoff zeroes their messages."""
+        n = pos.shape[0]
+        d = (pos[:, None, :] - pos[None, :, :]).pow(2).sum(-1).sqrt()
+        idx = torch.arange(n, device=pos.device)
+        mask = (idx[:, None] == idx[None, :]) | (batch[:, None] != batch[None, :]) | (d > self.cutoff)
+        negd, nbr = torch.topk(-d.masked_fill(mask, self.cutoff), self.k)
+        return nbr.flatten(), idx[:, None].expand(n, self.k).flatten(), -negd.flatten()
+
+    def forward(self, z, pos, batch, target):
+        z, pos, batch, target = z[0], pos[0], batch[0], target[0]
+        src, dst, dist = self.neighbours(pos, batch)
+        attr = torch.exp(self.coeff * (dist[:, None] - self.offsets) ** 2)
+        h = self.embedding(z)
+        for block in self.blocks:
+            h = h + block(h, src, dst, dist, attr)
+        e = self.energy2(_shifted_softplus(self.energy1(h))).squeeze(-1)
+        energy = torch.zeros(self.graphs, dtype=e.dtype, device=e.device).index_add(0, batch, e)
+        return energy, ((energy - target) ** 2).sum() / (target != 0).to(e.dtype).sum()
