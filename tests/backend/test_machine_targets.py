@@ -127,6 +127,10 @@ def test_validated_range_follows_the_op_mix():
     text = band_text({"aten.mm": 10}, 2_000_000, 1e9)
     assert f"+-{band.percent():.0f}%" in text and f"({band.rows} rows)" in text
     assert band.rows > 0 and 0 < band.lowest <= band.highest
+    # gathers along edges mark a GNN, however much of it is matmuls (SchNet's filters)
+    assert classify({"aten.mm": 50, "aten.addmm": 25, "aten.index_select": 4, "aten.gelu": 21}) == "gnn"
+    assert classify({"aten.mm": 50, "aten.addmm": 25, "aten.index_select": 1, "aten.gelu": 24}) == "transformer"
+    assert BANDS["gnn"].lowest > BANDS["vision-transformer"].highest
     # a graph with no backward is held to the inference rows of its class
     assert classify({"aten.convolution": 60, "aten.relu": 40}, training=False) == "cnn-inference"
     assert classify({"aten.embedding": 70, "aten.mm": 30}, training=False) is None

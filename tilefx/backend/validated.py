@@ -14,7 +14,9 @@ cost that differs between the two was found (docs/machine-validation.md,
 "The ViT miss"), so their band is their own rows' spread. Inference (a
 graph with no backward) is validated on rows of its own, one IPU serving
 batches with its input streams overlapped by I/O tiles, so each class has
-an inference band drawn from the inference rows.
+an inference band drawn from the inference rows. A model that gathers
+features along edges and sums them into nodes (message passing) is a GNN,
+validated on one row (SchNet), whichever op its cycles go to.
 """
 
 from __future__ import annotations
@@ -49,24 +51,32 @@ BANDS = {
                                   "batches 4 and 40)", 1.20, 2.20, 2),
     "vision-transformer-inference": Band("vision-transformer inference on one IPU (Swin-L 384 on a C600, batch 2)",
                                          1.56, 1.56, 1),
+    "gnn": Band("GNN training (SchNet on HydroNet, 16 replicas)", 6.16, 6.16, 1),
 }
 MATMUL_OPS = ("aten.mm", "aten.bmm", "aten.addmm", "ipu.serialized_matmul")
 CONV_OPS = ("aten.convolution", "aten.convolution_backward")
+# message passing: features gathered along edges and summed into nodes
+# (index_add lowers to an accumulating index_put)
+MESSAGE_OPS = ("aten.index_select", "aten.index_put", "aten.scatter_add", "aten.gather")
 
 
 def classify(cycles_by_op: dict[str, int], training: bool = True) -> str | None:
-    """The validated class a profile's op mix resembles: more than half of its
-    op cycles in convolutions (CNN), or in matmuls: a vision transformer when
-    it also convolves (the patch embedding), else a transformer; None for
-    any other mix. Without `training` (no backward), the class's inference
+    """The validated class a profile's op mix resembles: a GNN when it gathers
+    along edges (index_select) and message passing takes 2% of its op cycles
+    or more, else more than half of its op cycles in convolutions (CNN), or
+    in matmuls: a vision transformer when it also convolves (the patch
+    embedding), else a transformer; None for any other mix. Without `training` (no backward), the class's inference
     rows ("cnn-inference", ...)."""
     total = sum(cycles_by_op.values())
     if not total:
         return None
     mm = sum(cycles_by_op.get(n, 0) for n in MATMUL_OPS) / total
     conv = sum(cycles_by_op.get(n, 0) for n in CONV_OPS) / total
+    messages = sum(cycles_by_op.get(n, 0) for n in MESSAGE_OPS) / total
     kind = None
-    if conv > 0.5:
+    if cycles_by_op.get("aten.index_select") and messages >= 0.02:
+        kind = "gnn"
+    elif conv > 0.5:
         kind = "cnn"
     elif mm > 0.5:
         kind = "vision-transformer" if conv > 0 else "transformer"
@@ -81,7 +91,7 @@ def band_text(cycles_by_op: dict[str, int], cycles: int, clock_hz: float, traini
     band = BANDS.get(kind) if kind else None
     if band is None or not band.rows:
         return (f"validated range: none: this model's op mix is unlike every validated row "
-                f"(transformer, vision-transformer and CNN, training and inference); {cycles:,} cycles = "
+                f"(transformer, vision-transformer, CNN and GNN, training and inference); {cycles:,} cycles = "
                 f"{1e3 * seconds:.3f} ms is unvalidated")
     lo, hi = band.published_range(seconds)  # a faster model (ratio > 1) means more real time
     return (f"validated range +-{band.percent():.0f}% for {band.label} ({band.rows} rows): "
