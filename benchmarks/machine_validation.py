@@ -15,6 +15,10 @@ with one candidate cause changed at a time, and the products' plans.
 Everything is compile-only: each prediction row builds the published model
 whole on the meta device in its published configuration and compiles it
 for the offline target; the held-out figures are computed the same way.
+The inference rows are inference_validation.py's; the full command also
+prints their time per batch as fixed + per item, and the SchNet
+interaction block against Graphcore's Bow measurements of it
+(gnn_validation.py).
 The memory answers (how many BERT-Large layers fit one Mk2) compile stacks
 of 1 and 2 layers and extend them linearly (a layer's memory is exactly
 additive in the model), checked by full compiles in
