@@ -4,6 +4,9 @@ docs/machine-validation.md (where each figure, its source and its
 configuration are recorded).
 
     PYTHONPATH=. .venv/bin/python benchmarks/machine_validation.py [--quick] [--only=KEY] [--vit-miss] [--effnet-dino]
+    PYTHONPATH=. .venv/bin/python benchmarks/machine_validation.py --plots [DIR]
+
+`--plots` draws Jia et al.'s microbenchmark curves against the model (benchmarks/jia_curves.py).
 
 `--effnet-dino` prints what the G16-EfficientNet-B4 Pod16 and DINO rows
 cost, IPU by IPU, against the published step time, and DINO without the
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
+import jia_curves  # noqa: E402
 import tilefx  # noqa: E402
 from tilefx.backend.costs import plan_matmul  # noqa: E402
 from tilefx.backend.machine import BOW, C600, MK1, MK2, Machine  # noqa: E402
@@ -890,8 +894,16 @@ def main(argv=None):
     parser.add_argument("--vit-miss", action="store_true", help="the checks of the ViT miss")
     parser.add_argument("--effnet-dino", action="store_true",
                         help="the G16-EfficientNet-B4 Pod16 and DINO rows' costs, IPU by IPU")
+    parser.add_argument("--plots", nargs="?", const=jia_curves.DEFAULT_DIR, metavar="DIR",
+                        help="Jia et al.'s microbenchmark curves against the model: PNGs, CSVs and the "
+                             f"table, written to DIR (default {os.path.relpath(jia_curves.DEFAULT_DIR)})")
     args = parser.parse_args(argv)
     quick, only = args.quick, args.only
+    if args.plots and os.path.exists(args.plots) and not os.path.isdir(args.plots):
+        parser.error(f"--plots: {args.plots} exists and is not a directory")
+    if args.plots:
+        jia_curves.run(args.plots)
+        return
     if args.vit_miss:
         print_vit_miss()
         return

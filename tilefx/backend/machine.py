@@ -49,8 +49,9 @@ class Machine:
     # the IPU version PopTorch's useOfflineIpuTarget names it by (1: Mk1, 2: Mk2, 21: Bow)
     ipu_version: int = 2
     sync_ns_per_hop: float = 15.0  # [poplibs]
-    # elementwise throughput per tile and cycle: 16 bytes of operands loaded per
-    # cycle, the GC2 load ceiling [jia] (2 fp32 or 4 fp16 values)
+    # elementwise operations per tile and cycle, 2 fp32 or 4 fp16: at one operation
+    # per result, 8 bytes of results, the width GC2 tiles write at [jia: 15.5 TB/s
+    # of writes = 1216 tiles x 1.6 GHz x 8 B]; operands load at load_bytes_per_cycle
     fp32_elems_per_cycle: int = 2
     fp16_elems_per_cycle: int = 4
     # operand bytes a tile loads per cycle [jia: 31.1 TB/s = 1216 tiles x 1.6 GHz x 16 B]
