@@ -10,6 +10,9 @@ hand: an op added to `dialects/aten_schema.py` is verified with no extra work.
 An elementwise op whose operands share one element type is typed by ATen's
 CPU kernel on one-element stand-ins instead (`_elementwise_results`): the same
 type, in C++, without the Python meta function's first-call import of sympy.
+Matmuls, reductions, softmax, layer norm, convolution, pooling, cat, padding,
+embedding, gather and scatter are typed by their CPU kernel on stand-ins
+with relabelled sizes (`STAND_INS`, `_stand_in_results`).
 
 The dialect layer cannot import torch (tests/test_layers.py), so its verifier
 runs the rules of the process's plugin registry (`RUNTIME.result_type_rules`,
@@ -25,7 +28,10 @@ few signatures, so a compile runs torch once per signature.
 
 from __future__ import annotations
 
+import math
 import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects.builtin import TensorType, TypeAttribute
@@ -196,7 +202,195 @@ def _torch_results(schema, args: dict[str, Any]) -> tuple:
     except (AttributeError, RuntimeError):
         return ("unknown",)
     found = _elementwise_results(schema, fn, args)
+    if found is None:
+        found = _stand_in_results(schema, fn, args)
     return _meta_results(schema, fn, args) if found is None else found
+
+
+# -- stand-ins with relabelled sizes -------------------------------------------------
+#
+# The other ops whose meta function is Python (matmuls, reductions, softmax,
+# layer norm, convolution, pooling, cat, padding, embedding, gather and
+# scatter) are typed by their CPU kernel on stand-ins whose sizes are
+# relabelled: every size of 2 or more is replaced by its rank among the
+# distinct such sizes of the signature, plus 2 (768, 3072 and 50257 become 2,
+# 3 and 4), 0 and 1 stay, and the result's sizes are mapped back. For these
+# ops whether operands are valid depends on their sizes only through their
+# order (equal, broadcast against 1, empty, at most another: the index of
+# `gather`, `k` of `topk`), which the relabelling keeps, and each size of the
+# result is one of the operands' or 1. The sizes the kernel computes by
+# arithmetic (the concatenated axis of `cat`, the spatial axes of convolution
+# and pooling, the channels of a grouped convolution, the padded axes) are
+# kept as they are (`keep`). A result size that is not the image of an
+# operand's, or a kernel that rejects the stand-ins, sends the op to the meta
+# function, which decides and words the error: the stand-ins only confirm
+# what the meta function accepts. tests/lowering/test_torch_rules.py checks
+# that both give the same types over many signatures of each op, valid and not.
+#
+# Only forward ops: they are public API whose CPU kernels check their
+# operands. Backward kernels trust autograd to pass consistent shapes and
+# read out of bounds when they are not (avg_pool2d_backward and the batch norm
+# kernels crash the process on mismatched operands), so they keep the meta
+# function, as do the ops whose kernel types differently from it (nll_loss
+# with an out-of-range reduction) and var and var_mean, whose kernel warns on
+# stderr when the relabelled count of elements falls to the correction.
+
+_STAND_IN_ELEMENTS = 1 << 24  # a bound on the stand-ins' elements: past it, the meta function
+
+
+def _keep_none(args: dict[str, Any], which: str | int, rank: int) -> range:
+    return range(0)
+
+
+def _keep_trailing(count: int):
+    """The last `count` axes of every tensor (pooling's spatial axes)."""
+    def keep(args: dict[str, Any], which: str | int, rank: int) -> range:
+        return range(max(rank - count, 0), rank)
+    return keep
+
+
+def _keep_cat(args: dict[str, Any], which: str | int, rank: int) -> range:
+    """The concatenated axis (its size in the result is the operands' sum)."""
+    dim = args.get("\0dim", 0)
+    return range(dim % rank, dim % rank + 1) if rank and -rank <= dim < rank else range(0)
+
+
+def _keep_pad(args: dict[str, Any], which: str | int, rank: int) -> range:
+    """The padded axes: the last len(pad) // 2."""
+    return range(max(rank - len(args["\0pad"]) // 2, 0), rank)
+
+
+def _keep_convolution(args: dict[str, Any], which: str | int, rank: int) -> range:
+    """The spatial axes (their sizes come from the padding, stride and
+    dilation); with groups also the channels (a multiple of the groups)."""
+    spatial = len(args["weight"][0]) - 2
+    if args.get("\0groups", 1) == 1:
+        return range(0) if which == "bias" else range(max(rank - spatial, 0), rank)
+    return range(rank) if which in ("weight", "bias") else range(max(rank - spatial - 1, 0), rank)
+
+
+def _grow_none(args: dict[str, Any], kept: list[int]) -> int:
+    return 1
+
+
+def _grow_cat(args: dict[str, Any], kept: list[int]) -> int:
+    return sum(kept)
+
+
+def _grow_pad(args: dict[str, Any], kept: list[int]) -> int:
+    return max(kept, default=0) + sum(abs(p) for p in args["\0pad"])
+
+
+def _grow_window(args: dict[str, Any], kept: list[int]) -> int:
+    """At most the size of a convolution's or pooling's result axis."""
+    m = max(kept, default=0)
+    pad = max((abs(p) for p in args.get("\0padding") or ()), default=0)
+    if args.get("\0transposed"):
+        stride, dilation = (max(map(abs, args.get(f"\0{n}") or ()), default=1) for n in ("stride", "dilation"))
+        out_pad = max(map(abs, args.get("\0output_padding") or ()), default=0)
+        return m * stride + m * dilation + out_pad + 2 * pad + 1
+    return max([m + 2 * pad + 1, *map(abs, args.get("\0output_size") or ())])
+
+
+@dataclass(frozen=True)
+class _StandIn:
+    sizes: tuple[str, ...] = ()  # properties whose entries are sizes, relabelled with the operands'
+    keep: Callable[[dict[str, Any], str | int, int], range] = _keep_none  # axes kept at their size
+    grow: Callable[[dict[str, Any], list[int]], int] = _grow_none  # at most a kept axis of the result
+    # element types the kernel types otherwise: the meta function. Complex
+    # operands for every op: a kernel casting them to a real dtype warns on
+    # stderr (the meta function does not)
+    meta_for: frozenset[str] = frozenset({"c64"})
+
+
+_EQUAL = _StandIn()
+_POOL2D, _POOL3D = (_StandIn(keep=_keep_trailing(n), grow=_grow_window) for n in (2, 3))
+STAND_INS: dict[str, _StandIn] = {
+    **dict.fromkeys("""
+mm addmm bmm _softmax _log_softmax sum.dim_IntList sum mean mean.dim prod prod.dim_int amax amin argmax argmin
+any any.dim any.dims max.dim min.dim max min linalg_vector_norm
+cumsum cumprod logcumsumexp cummax cummin sort sort.stable median median.dim nanmedian nanmedian.dim mode flip
+embedding index_select gather scatter.src scatter.value scatter_add scatter_reduce.two scalar_tensor
+""".split(), _EQUAL),
+    # the CPU kernel keeps a half-precision input's mean and rstd in its type, meta makes them f32
+    "native_layer_norm": _StandIn(sizes=("normalized_shape",), meta_for=frozenset({"f16", "bf16", "c64"})),
+    "topk": _StandIn(sizes=("k",)),
+    "kthvalue": _StandIn(sizes=("k",)),
+    "histc": _StandIn(sizes=("bins",)),
+    "full": _StandIn(sizes=("size",)),
+    "cat": _StandIn(keep=_keep_cat, grow=_grow_cat),
+    "constant_pad_nd": _StandIn(keep=_keep_pad, grow=_grow_pad),
+    "convolution": _StandIn(keep=_keep_convolution, grow=_grow_window),
+    **dict.fromkeys("max_pool2d_with_indices avg_pool2d _adaptive_avg_pool2d adaptive_max_pool2d".split(), _POOL2D),
+    **dict.fromkeys("max_pool3d_with_indices avg_pool3d _adaptive_avg_pool3d adaptive_max_pool3d".split(), _POOL3D),
+}
+
+
+def _operand_sigs(args: dict[str, Any]) -> Iterator[tuple[str, tuple[tuple[int, ...], str]]]:
+    for name, v in args.items():
+        if not name.startswith("\0") and v is not None:
+            yield from ((name, sig) for sig in (v if isinstance(v, list) else [v]))
+
+
+def _stand_in_results(schema, fn, args: dict[str, Any]) -> tuple | None:
+    """("ok", [(shape, key), ...]) of an op of STAND_INS from its CPU kernel on
+    relabelled stand-ins; None for any other op, or where the kernel rejects
+    the stand-ins, a result size does not map back, or the stand-ins would
+    be large (the kept axes of huge tensors)."""
+    rule = STAND_INS.get(short_name(schema.name))
+    if rule is None or any(key in rule.meta_for for _, (_, key) in _operand_sigs(args)):
+        return None
+    # the operands' and size properties' sizes, each with the axes kept as they are
+    shapes = [(name, shape, rule.keep(args, name, len(shape))) for name, (shape, _) in _operand_sigs(args)]
+    for name in rule.sizes:
+        v = args.get("\0" + name)
+        if isinstance(v, int) and not isinstance(v, bool):
+            shapes.append((name, (v,), range(0)))
+        elif isinstance(v, list):
+            shapes.append((name, tuple(v), range(0)))
+    order = sorted({d for _, shape, kept in shapes for i, d in enumerate(shape) if i not in kept and d >= 2})
+    stand_in = {d: 2 + i for i, d in enumerate(order)}
+    back = {0: 0, 1: 1} | {v: d for d, v in stand_in.items()}
+
+    def shrink(shape: tuple[int, ...], kept: range) -> tuple[int, ...]:
+        return tuple(d if i in kept or d < 2 else stand_in[d] for i, d in enumerate(shape))
+
+    # the stand-ins' elements, and at most the result's: each relabelled size of
+    # it is an operand's, each kept one at most `grow`
+    kept_sizes = [shape[i] for _, shape, kept in shapes for i in kept if i < len(shape)]
+    elements = max(rule.grow(args, kept_sizes), 1) ** max((len(kept) for _, _, kept in shapes), default=0)
+    for _, shape, kept in shapes:
+        elements *= max(math.prod(stand_in.get(d, d) for i, d in enumerate(shape) if i not in kept), 1)
+    if elements > _STAND_IN_ELEMENTS:
+        return None
+    small: dict[str, Any] = {}
+    for name, v in args.items():
+        if name.startswith("\0"):
+            if name[1:] in rule.sizes and v is not None and not isinstance(v, bool):
+                v = list(shrink(tuple(v), range(0))) if isinstance(v, list) else shrink((v,), range(0))[0]
+        elif isinstance(v, list):
+            v = [(shrink(s, rule.keep(args, name, len(s))), key) for s, key in v]
+        elif v is not None:
+            v = (shrink(v[0], rule.keep(args, name, len(v[0]))), v[1])
+        small[name] = v
+    torch = load_torch()
+    # zeros: a valid index wherever the indexed axis is not empty; on the CPU by name
+    kwargs = _call_args(schema, small, lambda s, dtype: torch.zeros(s, dtype=dtype, device="cpu"))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn(**kwargs)
+    except Exception:  # noqa: BLE001 - the meta function decides, and words the error
+        return None
+    found = []
+    for i, t in enumerate(out if isinstance(out, (tuple, list)) else (out,)):
+        if not isinstance(t, torch.Tensor) or _dtype_key(t.dtype) is None:
+            return None
+        kept = rule.keep(args, i, t.dim())
+        if any(j not in kept and d not in back for j, d in enumerate(t.shape)):
+            return None  # a size the kernel computed: not one of the operands'
+        found.append((tuple(d if j in kept else back[d] for j, d in enumerate(t.shape)), _dtype_key(t.dtype)))
+    return ("ok", found)
 
 
 def _meta_results(schema, fn, args: dict[str, Any]) -> tuple:
