@@ -1,6 +1,6 @@
 """Identical repeated layers costed once: the planner pairs each op of a
 repeated layer with the same op of the first identical layer when it traces
-(analysis/repeats.py), and `ipu-auto-stage` and the profile of every
+(analysis/repeated_layers.py), and `ipu-auto-stage` and the profile of every
 configuration give the op its twin's cost instead of costing it again. What
 the planner finds is the same, to the last figure, as with every op of every
 copy costed."""
@@ -11,7 +11,7 @@ from torch import nn
 from xdsl.dialects.builtin import FloatAttr, f64
 
 import tilefx
-from tilefx.analysis import repeats
+from tilefx.analysis import repeated_layers as repeats
 from tilefx.backend import costs
 from tilefx.backend.machine import machine
 from tilefx.dialects.ipu import PLACE_KEY

@@ -20,7 +20,7 @@ from xdsl.ir import BlockArgument, Operation
 
 from tilefx.backend.collectives import AllReduceCost, all_reduce_cost, host_traffic
 from tilefx.backend.validated import band_text
-from tilefx.analysis.repeats import op_cost_reusing, twins_of
+from tilefx.analysis.repeated_layers import op_cost_reusing, twins_of
 from tilefx.backend.costs import DEFAULT_PROPORTION, OpCost, _bytes, multiconv_costs, op_cost
 from tilefx.backend.locations import Locations, TensorLocation
 from tilefx.backend.offload import plan_offload
@@ -259,7 +259,7 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     # ZeroBubble: the cycles of each stage's weight gradients (its W steps)
     weight_cycles: dict[int, int] = defaultdict(int)
     split = any(st.part for st in schedule.steps)
-    # an op of a repeated block takes its twin's cost (analysis/repeats.py)
+    # an op of a repeated block takes its twin's cost (analysis/repeated_layers.py)
     twins, done = twins_of(module), {}
     for top in main.body.block.ops:
         if not isinstance(top, StageOp):

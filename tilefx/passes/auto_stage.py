@@ -76,7 +76,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, Operation, OpResult
 from xdsl.passes import ModulePass
 
-from tilefx.analysis.repeats import op_cost_reusing, twins_of
+from tilefx.analysis.repeated_layers import op_cost_reusing, twins_of
 from tilefx.backend.costs import VIEW_OPS, _bytes
 from tilefx.backend.locations import MIN_ELEMENTS_OFF_CHIP, MIN_ELEMENTS_SHARDED, ON_CHIP, Locations, TensorLocation
 from tilefx.backend.machine import machine as machine_named
@@ -211,7 +211,7 @@ class AutoStagePass(ModulePass):
         bwd_cycles: dict[float, np.ndarray] = {}
         temp = np.zeros(n)
         code = np.zeros(n)
-        # an op of a repeated block takes its twin's cost (analysis/repeats.py)
+        # an op of a repeated block takes its twin's cost (analysis/repeated_layers.py)
         twins = twins_of(op)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the profile warns once the stages are final

@@ -27,7 +27,7 @@ from tilefx.api.compile_config import compile_config
 from tilefx.api.options import Options
 from tilefx.api.strategies import PipelinedExecution
 from tilefx import driver
-from tilefx.analysis.repeats import attach, repeated_ops, twins_in
+from tilefx.analysis.repeated_layers import attach, twin_pairs, twins_in
 from tilefx.backend.machine import machine as machine_named
 from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr, StageOp
 from tilefx.dialects.irutil import find_func, from_py, module_config
@@ -106,7 +106,7 @@ class _Planner:
         self.refusals: dict[tuple, list[tuple]] = {}
         self._not_refused: set[tuple] = set()  # configurations ipu-auto-stage was asked about (_probe)
         # the traced ops of identical repeated layers, each with its twin in the
-        # first of them (analysis/repeats.py); False: every op of every copy costed
+        # first of them (analysis/repeated_layers.py); False: every op of every copy costed
         self.reuse_repeats = True
         self.repeat_pairs: list[tuple[int, int]] = []
 
@@ -151,7 +151,7 @@ class _Planner:
             # the repeated layers are compared with the types the passes cost
             if opts.Precision.autocast_enabled:
                 AutocastPass().apply(graph_context(), self.traced)
-            self.repeat_pairs = repeated_ops(find_func(self.traced, "main"))
+            self.repeat_pairs = twin_pairs(find_func(self.traced, "main"))
         self.trace_seconds = time.perf_counter() - start
 
     def _tail_hooks(self) -> list:

@@ -12,7 +12,7 @@ same data flow inside the block (each operand made by the op at the same
 place of the block, or else from outside it); SSA names and which weight
 an op reads do not count.
 
-`repeated_ops(fn)` pairs each op of a block with the op at the same place
+`twin_pairs(fn)` pairs each op of a block with the op at the same place
 of the first block identical to it (its twin), as indices into the
 function's ops, so that a copy of the function (`twins_in`) has the pairs
 without comparing anything again. `op_cost_reusing` then gives an op its
@@ -52,7 +52,7 @@ from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr
 _ATTACHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def repeated_ops(fn: func.FuncOp) -> list[tuple[int, int]]:
+def twin_pairs(fn: func.FuncOp) -> list[tuple[int, int]]:
     """(op, twin) index pairs into `fn`'s ops: each op of a block identical
     to an earlier one, and the op at its place in the first of them."""
     ops = list(fn.body.block.ops)
@@ -93,7 +93,7 @@ def _reusable(o: Operation) -> bool:
 
 
 def twins_in(fn: func.FuncOp, pairs: list[tuple[int, int]]) -> dict[Operation, Operation]:
-    """The pairs as ops of `fn`, a copy of the function `repeated_ops` read
+    """The pairs as ops of `fn`, a copy of the function `twin_pairs` read
     (the same ops in the same order)."""
     ops = list(fn.body.block.ops)
     return {ops[i]: ops[j] for i, j in pairs}
