@@ -6,6 +6,7 @@ model's), timed; and the planner's best against a published configuration.
     .venv/bin/python benchmarks/bench_planner.py published [--case NAME|all] [--machine bow] [--same-shape]
     .venv/bin/python benchmarks/bench_planner.py compile
     .venv/bin/python benchmarks/bench_planner.py makespan [--stages 16] [--micro-batches 2048]
+    .venv/bin/python benchmarks/bench_planner.py reuse [--layers 24] [--base] [--rounds 2]
 
 `time`: the planning time of a BERT-Large-sized model (d 1024, 16 heads,
 FFN 4096, sequence 128, 20 masked tokens, vocabulary 30,528) with the given
@@ -195,6 +196,50 @@ def time_makespan(stages=16, micro_batches=2048, calls=6):
     return out
 
 
+def time_reuse(layers, rounds=2, **sizes):
+    """CPU seconds per configuration costing with the repeated layers' ops
+    costed once (`_Planner.reuse_repeats`) and with every op of every copy
+    costed, alternated in one process after a warm-up costing of each
+    configuration by both; and whether every figure is the same."""
+    from tilefx.planner.candidate import STATE_OFF_CHIP_SHARDED, STATE_ON_CHIP, STATE_SHARDED
+
+    planners = {}
+    for reuse in (True, False):
+        model, inputs, opt = bert_factory(layers=layers, **sizes)
+        opts = tilefx.Options().setMachine("mk2")
+        p = _Planner(model, inputs, 16, opt, 16384, opts, 8)
+        p.reuse_repeats = reuse
+        cpu = time.process_time()
+        p._trace()
+        planners[reuse] = (p, opts, time.process_time() - cpu)
+
+    def configurations(p, opts):
+        return [Candidate(1, 16, 8, 128, "FillDrain", STATE_SHARDED, 0.6, "mk2", base=opts),
+                Candidate(2, 8, 8, 256, "1F1B", STATE_ON_CHIP, 0.15, "mk2", base=opts),
+                Candidate(4, 4, 8, 512, "FillDrain", STATE_OFF_CHIP_SHARDED, 0.15, "mk2", base=opts, tail=p.tail),
+                Candidate(4, 4, 8, 512, "ZeroBubble", STATE_OFF_CHIP_SHARDED, 0.3, "mk2", base=opts),
+                Candidate(8, 2, 8, 1024, "1F1B", STATE_OFF_CHIP_SHARDED, 0.15, "mk2", base=opts)]
+
+    for reuse in (True, False):  # the op-cost memo and the matmul plans filled for both
+        for c in configurations(*planners[reuse][:2]):
+            planners[reuse][0]._cost(c)
+    cpu = {True: 0.0, False: 0.0}
+    figures: dict = {True: [], False: []}
+    n = 0
+    for r in range(rounds):
+        for reuse in ((True, False) if r % 2 == 0 else (False, True)):
+            p, opts, _ = planners[reuse]
+            for c in configurations(p, opts):
+                start = time.process_time()
+                p._cost(c)
+                cpu[reuse] += time.process_time() - start
+                figures[reuse].append((c.throughput, c.memory, c.bubble, c.reason, c.placement, c.stage_cycles))
+                n += reuse
+    return {"pairs": len(planners[True][0].repeat_pairs), "trace": (planners[True][2], planners[False][2]),
+            "reuse": cpu[True] / n, "full": cpu[False] / n, "costings": n,
+            "same": figures[True] == figures[False]}
+
+
 def time_plan(layers, ipus, global_batch, mb=8, machine="mk2", **kw):
     model, inputs, opt = bert_factory(layers=layers, mb=mb, **kw)
     opts = tilefx.Options()
@@ -207,7 +252,7 @@ def time_plan(layers, ipus, global_batch, mb=8, machine="mk2", **kw):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["time", "published", "compile", "makespan"])
+    ap.add_argument("what", choices=["time", "published", "compile", "makespan", "reuse"])
     ap.add_argument("--case", default="all", help="a PUBLISHED entry, or all")
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--ipus", type=int, default=16)
@@ -219,7 +264,15 @@ def main():
                     help="published: the planner keeps the published replicas and stages")
     ap.add_argument("--stages", type=int, default=16)
     ap.add_argument("--micro-batches", type=int, default=2048)
+    ap.add_argument("--rounds", type=int, default=2, help="reuse: alternations of the two costings")
     a = ap.parse_args()
+    if a.what == "reuse":
+        r = time_reuse(a.layers, a.rounds, **(dict(d=768, heads=12, ffn=3072) if a.base else {}))
+        print(f"{a.layers} layers: {r['pairs']} ops paired; trace {r['trace'][0]:.1f} s with the pairing, "
+              f"{r['trace'][1]:.1f} s without; per costing {r['reuse']:.3f} s with the reuse, {r['full']:.3f} s "
+              f"without (ratio {r['reuse'] / r['full']:.3f}, {r['costings']} costings each); "
+              f"the same figures: {r['same']}")
+        return
     if a.what == "makespan":
         for name, (first, rest) in time_makespan(a.stages, a.micro_batches).items():
             print(f"{name}: {a.stages} stages x {a.micro_batches} micro-batches: first call {first:.3f} s, "

@@ -352,7 +352,7 @@ def is_resident(v) -> bool:
 
 
 # attributes that name or place one op and do not change what it costs
-_INSTANCE_KEYS = frozenset({"ipu.place", "ipu.name"})
+INSTANCE_KEYS = frozenset({"ipu.place", "ipu.name"})
 _PLANNED = frozenset({"aten.mm", "aten.bmm", "aten.addmm", "aten.convolution", "aten.convolution_backward",
                       "ipu.serialized_matmul"})
 _COSTS: dict = {}
@@ -370,7 +370,7 @@ def _signature(op, machine: Machine, proportion: float):
         return None
     return (op.name, tuple(v.type for v in op.operands), tuple(r.type for r in op.results),
             tuple(op.properties.items()),
-            tuple((k, v) for k, v in op.attributes.items() if k not in _INSTANCE_KEYS),
+            tuple((k, v) for k, v in op.attributes.items() if k not in INSTANCE_KEYS),
             tuple(is_resident(v) for v in op.operands), partials_itemsize_of(op),
             proportion_of(op, proportion), machine)
 

@@ -20,7 +20,8 @@ from xdsl.ir import BlockArgument, Operation
 
 from tilefx.backend.collectives import AllReduceCost, all_reduce_cost, host_traffic
 from tilefx.backend.validated import band_text
-from tilefx.backend.costs import OpCost, _bytes, multiconv_costs, op_cost
+from tilefx.analysis.repeated_layers import op_cost_reusing, twins_of
+from tilefx.backend.costs import DEFAULT_PROPORTION, OpCost, _bytes, multiconv_costs, op_cost
 from tilefx.backend.locations import Locations, TensorLocation
 from tilefx.backend.offload import plan_offload
 from tilefx.backend.machine import Machine
@@ -259,6 +260,8 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
     # ZeroBubble: the cycles of each stage's weight gradients (its W steps)
     weight_cycles: dict[int, int] = defaultdict(int)
     split = any(st.part for st in schedule.steps)
+    # an op of a repeated block takes its twin's cost (analysis/repeated_layers.py)
+    twins, done = twins_of(module), {}
     for top in main.body.block.ops:
         if not isinstance(top, StageOp):
             continue
@@ -272,7 +275,8 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
                 continue
             if op.name == "ipu.yield":
                 continue
-            c, group_cycles = parallel.get(op) or (op_cost(op, machine), None)
+            c, group_cycles = parallel.get(op) or (op_cost_reusing(op, machine, DEFAULT_PROPORTION, twins, done),
+                                                   None)
             cost_of[op] = c
             records.append(OpRecord(op.name, s, ipu, c, top.direction.data))
             stage_cycles[s] += c.cycles if group_cycles is None else group_cycles

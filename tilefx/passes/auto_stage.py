@@ -76,7 +76,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, Operation, OpResult
 from xdsl.passes import ModulePass
 
-from tilefx.backend.costs import VIEW_OPS, _bytes, op_cost
+from tilefx.analysis.repeated_layers import op_cost_reusing, twins_of
+from tilefx.backend.costs import VIEW_OPS, _bytes
 from tilefx.backend.locations import MIN_ELEMENTS_OFF_CHIP, MIN_ELEMENTS_SHARDED, ON_CHIP, Locations, TensorLocation
 from tilefx.backend.machine import machine as machine_named
 from tilefx.backend.memory_model import STATE_ITEMSIZE, optimizer_state_tensors, resident_share
@@ -210,13 +211,16 @@ class AutoStagePass(ModulePass):
         bwd_cycles: dict[float, np.ndarray] = {}
         temp = np.zeros(n)
         code = np.zeros(n)
+        # an op of a repeated block takes its twin's cost (analysis/repeated_layers.py)
+        twins = twins_of(op)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the profile warns once the stages are final
             for p in sorted(set(ipu_prop)):
                 c = np.zeros(n)
                 cb = np.zeros(n)
+                done: dict = {}
                 for o in ops:
-                    cost = op_cost(o, mach, p)
+                    cost = op_cost_reusing(o, mach, p, twins, done)
                     # a recomputed forward op runs twice: again in its backward
                     times = 2 if o in recomputed else 1
                     c[anchor[o]] += times * cost.cycles

@@ -27,6 +27,7 @@ from tilefx.api.compile_config import compile_config
 from tilefx.api.options import Options
 from tilefx.api.strategies import PipelinedExecution
 from tilefx import driver
+from tilefx.analysis.repeated_layers import attach, twin_pairs, twins_in
 from tilefx.backend.machine import machine as machine_named
 from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr, StageOp
 from tilefx.dialects.irutil import find_func, from_py, module_config
@@ -35,7 +36,8 @@ from tilefx.errors import Error
 from tilefx.gcpause import gc_paused
 from tilefx.passes.assign_stages import AssignStagesPass
 from tilefx.passes.auto_stage import STATE_RANK, AutoStagePass, NoSplitFits, refusal_covers, stash_depths
-from tilefx.passes.pipelines import run_graph_passes
+from tilefx.passes.autocast import AutocastPass
+from tilefx.passes.pipelines import graph_context, run_graph_passes
 from tilefx.planner.candidate import (STATE_OFF_CHIP, STATE_OFF_CHIP_SHARDED, STATE_ON_CHIP, STATE_SHARDED,
                                      Candidate)
 
@@ -103,6 +105,10 @@ class _Planner:
         # proportion, stash depths) at which ipu-auto-stage found no split that fits
         self.refusals: dict[tuple, list[tuple]] = {}
         self._not_refused: set[tuple] = set()  # configurations ipu-auto-stage was asked about (_probe)
+        # the traced ops of identical repeated layers, each with its twin in the
+        # first of them (analysis/repeated_layers.py); False: every op of every copy costed
+        self.reuse_repeats = True
+        self.repeat_pairs: list[tuple[int, int]] = []
 
     # -- the one trace -------------------------------------------------------
     def _repeated_layers(self) -> list[str]:
@@ -139,6 +145,13 @@ class _Planner:
                 h.remove()
             if self.units:
                 removeBlocks(self.model)
+        if self.reuse_repeats:
+            # ipu-autocast is the same for every configuration (the model's
+            # autocast regions and policy): run once here, not on each copy, so
+            # the repeated layers are compared with the types the passes cost
+            if opts.Precision.autocast_enabled:
+                AutocastPass().apply(graph_context(), self.traced)
+            self.repeat_pairs = twin_pairs(find_func(self.traced, "main"))
         self.trace_seconds = time.perf_counter() - start
 
     def _tail_hooks(self) -> list:
@@ -409,6 +422,8 @@ class _Planner:
             opts.setExecutionStrategy(PipelinedExecution.auto(c.stages, schedule=c.schedule,
                                                               tail=_TAIL_BLOCK if c.tail else None))
         module = self.traced.clone()
+        if self.repeat_pairs:  # each repeated layer's ops costed once per context
+            attach(module, twins_in(find_func(module, "main"), self.repeat_pairs))
         unit_of = self._units_of(module)
         if c.stages == 1 and self.units:
             self._drop_unit_blocks(module)
@@ -421,7 +436,8 @@ class _Planner:
         # not verified: the trace it copies was (trace_only), the graph passes
         # keep IR well formed, and a configuration is costed, never run (the one
         # a user picks is verified when it compiles)
-        run_graph_passes(module, training=True, autocast=bool(opts.Precision.autocast_enabled),
+        run_graph_passes(module, training=True,
+                         autocast=bool(opts.Precision.autocast_enabled) and not self.reuse_repeats,
                          assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1),
                          verify=False, stop_after=stop_after)
         return module, config, unit_of
