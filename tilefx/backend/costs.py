@@ -475,7 +475,7 @@ def _op_cost(op, machine: Machine, proportion: float) -> OpCost:
                            reduction=True)
     if name in DENSE_LINALG_FLOPS:
         return dense_linalg_cost(name, ins, in_bytes, out_bytes, isz, machine)
-    indexed = _indexed_rows(op, name, ins, outs)
+    indexed = _indexed_rows(op, name, ins)
     if indexed is not None:
         return slice_cost(*indexed, machine, p)
     if name in GATHER_OPS or op.name in ("ipu.dynamic_slice", "ipu.dynamic_update"):
@@ -522,7 +522,7 @@ _LOOKUPS = frozenset({"embedding", "index_select", "index.Tensor"})
 _UPDATES = frozenset({"embedding_dense_backward", "index_put", "scatter_add", "scatter.src", "scatter_reduce.two"})
 
 
-def _indexed_rows(op, name: str, ins: list, outs: list):
+def _indexed_rows(op, name: str, ins: list):
     """(table rows, row width, indices, bytes per element, update kind) of a
     row gather or scatter (`slice_plan.plan_slice`), None for another op or
     a boolean mask index."""
