@@ -11,8 +11,9 @@ memory and warns, as PopLibs does. Weights are created in the layout their
 plan wants, so only the share a replicating plan needs moves (`is_resident`).
 Gathers and scatter-adds of whole rows by index (embedding, index_select,
 index_put, scatter_add and their gradients) are planned as PopLibs plans
-multiSlice / multiUpdateAdd (`slice_plan.py`). Every other op is elementwise or a reduction spread linearly over the tiles,
-bound by the vector width or the tile's load bandwidth; reductions exchange
+multiSlice / multiUpdateAdd (`slice_plan.py`). Every other op is
+elementwise or a reduction spread linearly over the tiles, bound by the
+vector width or the tile's load bandwidth; reductions exchange
 partials only when a reduced group spans tiles. docs/machine-validation.md
 compares the model with published measurements.
 

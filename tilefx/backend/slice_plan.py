@@ -47,7 +47,8 @@ UPDATE_FIXED_CYCLES = {4: 3 + 29 + 6, 2: 3 + 30 + 4}
 UPDATE_IN_RANGE_CYCLES = {4: 11, 2: 13}
 UPDATE_CYCLES_PER_ATOM = 3
 UPDATE_OUT_OF_RANGE_CYCLES = 5
-ATOMIC_STORE_BYTES = 4  # the tile's atomic store granularity (Poplar's Target::getAtomicStoreGranularity: a 32-bit word)
+# the tile's atomic store granularity (Poplar's Target::getAtomicStoreGranularity: a 32-bit word)
+ATOMIC_STORE_BYTES = 4
 INDEX_BYTES = 4  # indices are unsigned int on the device
 PARTIALS_BYTES = 4  # a split update accumulates fp32 partials
 
