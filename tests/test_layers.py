@@ -44,8 +44,8 @@ LAYERS = {
 # constants, per-op costs, schedules) without executing it. They sit between
 # the dialects and the passes, so passes that plan from costs (ipu-auto-stage)
 # may consult them; they import only the base and the dialects.
-MACHINE_MODEL = {f"backend.{m}": 1.5 for m in ("machine", "costs", "schedule", "locations", "offload", "collectives",
-                                                 "memory_model", "validated", "memory_advice")}
+MACHINE_MODEL = {f"backend.{m}": 1.5 for m in ("machine", "costs", "slice_plan", "schedule", "locations", "offload",
+                                                 "collectives", "memory_model", "validated", "memory_advice")}
 LAYERS.update(MACHINE_MODEL)
 # the layers that must not depend on torch: the IR, the passes and the executor
 TORCH_FREE = {"errors", "gcpause", "limits", "runtime", "dialects", "analysis", "passes", "backend", "driver",

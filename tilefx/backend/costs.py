@@ -9,8 +9,11 @@ available memory proportion). Among the plans that fit it picks the fastest
 (ties: less memory); when nothing fits it takes the plan with the least
 memory and warns, as PopLibs does. Weights are created in the layout their
 plan wants, so only the share a replicating plan needs moves (`is_resident`).
-Every other op is elementwise or a reduction spread linearly over the tiles,
-bound by the vector width or the tile's load bandwidth; reductions exchange
+Gathers and scatter-adds of whole rows by index (embedding, index_select,
+index_put, scatter_add and their gradients) are planned as PopLibs plans
+multiSlice / multiUpdateAdd (`slice_plan.py`). Every other op is
+elementwise or a reduction spread linearly over the tiles, bound by the
+vector width or the tile's load bandwidth; reductions exchange
 partials only when a reduced group spans tiles. docs/machine-validation.md
 compares the model with published measurements.
 
@@ -31,6 +34,7 @@ from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float6
 from xdsl.ir import BlockArgument, Operation
 
 from tilefx.backend.machine import Machine
+from tilefx.backend.slice_plan import plan_slice
 from tilefx.dialects import ipu
 from tilefx.dialects.aten_traits import TRAITS, ops_where, traits
 from tilefx.dialects.irutil import numel as _numel
@@ -474,6 +478,9 @@ def _op_cost(op, machine: Machine, proportion: float) -> OpCost:
                            reduction=True)
     if name in DENSE_LINALG_FLOPS:
         return dense_linalg_cost(name, ins, in_bytes, out_bytes, isz, machine)
+    indexed = _indexed_rows(op, name, ins)
+    if indexed is not None:
+        return slice_cost(*indexed, machine, p)
     if name in GATHER_OPS or op.name in ("ipu.dynamic_slice", "ipu.dynamic_update"):
         return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=2, moves=True)
     if name in COPY_OPS:
@@ -507,6 +514,65 @@ def _op_cost(op, machine: Machine, proportion: float) -> OpCost:
                            reduction=True)
     flops = _elementwise_flops(op)
     return linear_cost(out_elems, in_bytes, out_bytes, isz, machine, flops_per_elem=flops)
+
+
+# ops Poplar runs as PopLibs' planned multiSlice (a lookup of whole rows by
+# index) or multiUpdate / multiUpdateAdd (rows written or added by index):
+# PopTorch lowers embedding, index_select and advanced indexing to a gather
+# (popops::multiSlice), their gradients and index_put / scatter_add to a
+# scatter (popops::multiUpdateAdd; without accumulation multiUpdate)
+_LOOKUPS = frozenset({"embedding", "index_select", "index.Tensor"})
+_UPDATES = frozenset({"embedding_dense_backward", "index_put", "scatter_add", "scatter.src", "scatter_reduce.two"})
+
+
+def _indexed_rows(op, name: str, ins: list):
+    """(table rows, row width, indices, bytes per element, update kind) of a
+    row gather or scatter (`slice_plan.plan_slice`), None for another op or
+    a boolean mask index."""
+    if name not in _LOOKUPS and name not in _UPDATES:
+        return None
+    if name == "embedding":
+        table, index = ins[0], [ins[1]]
+    elif name == "embedding_dense_backward":
+        grad = _shape(ins[0])
+        width = grad[-1] if grad else 1
+        return (int(_prop(op, "num_weights", 1)), width, _numel(_shape(ins[1])), _itemsize(ins[0]), "add")
+    elif name in ("index.Tensor", "index_put"):
+        table, index = ins[0], ins[1:-1] if name == "index_put" else ins[1:]
+    else:  # index_select and the scatters: (self, index[, src]) along `dim`
+        table, index = ins[0], [ins[1]]
+    if not index or any(_is_mask(v) for v in index):
+        return None  # a data-dependent selection, not rows by index
+    shape = _shape(table)
+    if name in ("index.Tensor", "index_put"):
+        # the IR's indices index the leading dimensions (from_torch.sliced_index)
+        entries = _numel(shape[:len(index)])
+        count = _numel(np.broadcast_shapes(*[tuple(_shape(v)) for v in index]))
+    else:
+        dim = int(_prop(op, "dim", 0)) % max(len(shape), 1) if shape else 0
+        entries = shape[dim] if shape else 1
+        count = _numel(_shape(index[0]))
+    width = _numel(shape) // max(entries, 1)
+    if name in _UPDATES and name != "index_put":
+        count = max(1, count // max(width, 1))  # scatter's index is one per element of its rows
+    kind = None
+    if name in _UPDATES:
+        kind = "add" if name in ("scatter_add", "scatter_reduce.two") or \
+            (name == "index_put" and _prop(op, "accumulate", False)) else "set"
+    return entries, width, count, _itemsize(table), kind
+
+
+def _is_mask(v) -> bool:
+    width = getattr(v.type.element_type, "width", None)
+    return width is not None and width.data == 1
+
+
+def slice_cost(entries: int, width: int, indices: int, itemsize: int, update: str | None, machine: Machine,
+               proportion: float) -> OpCost:
+    """A planned multiSlice / multiUpdate(Add) (`slice_plan.plan_slice`) as an OpCost."""
+    p = plan_slice(entries, width, indices, itemsize, machine, proportion, update)
+    return OpCost(p.compute_cycles, p.exchange_bytes, p.exchange_cycles, p.sync_cycles, p.temp_bytes,
+                  float(indices * width), p.describe(), min(machine.tiles, p.u * p.s * p.l))
 
 
 # graph-IR ops of the ipu dialect costed as elementwise passes over their

@@ -58,6 +58,9 @@ class Machine:
     load_bytes_per_cycle: int = 16
     # fixed cost of one compute set: launching vertices on every tile (cycles) [estimate]
     compute_set_overhead_cycles: int = 100
+    # hardware worker threads per tile, each issuing one instruction every
+    # `worker_contexts` cycles [spec: IPU Programmer's Guide, "Tile architecture": six]
+    worker_contexts: int = 6
     # IPU-Links per chip [spec: 10 links, 320 GB/s in total]
     ipu_links: int = 10
     # control code, vertex state and exchange code of one op on each tile it runs on

@@ -48,10 +48,10 @@ BANDS = {
     "cnn": Band("CNN training (ResNet-50, ResNeXt-101, UNet, G16-EfficientNet-B4)", 0.97, 1.32, 8),
     "cnn-inference": Band("CNN inference on one IPU (ResNet-50 on a C600, batches 4 and 32)", 0.89, 1.20, 2),
     "transformer-inference": Band("transformer inference on one IPU (the CLIP ViT-L/14 text encoder on a C600, "
-                                  "batches 4 and 40)", 1.20, 2.20, 2),
+                                  "batches 4 and 40)", 1.19, 2.18, 2),
     "vision-transformer-inference": Band("vision-transformer inference on one IPU (Swin-L 384 on a C600, batch 2)",
-                                         1.56, 1.56, 1),
-    "gnn": Band("GNN training (SchNet on HydroNet, 16 replicas)", 6.16, 6.16, 1),
+                                         1.54, 1.54, 1),
+    "gnn": Band("GNN training (SchNet on HydroNet, 16 replicas)", 3.49, 3.49, 1),
 }
 MATMUL_OPS = ("aten.mm", "aten.bmm", "aten.addmm", "ipu.serialized_matmul")
 CONV_OPS = ("aten.convolution", "aten.convolution_backward")
