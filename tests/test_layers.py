@@ -34,6 +34,10 @@ LAYERS = {
     # surface calls it, no frontend needs it
     "driver": 3.5,
     "lowering": 4,
+    # the host loop beneath the surfaces (tilefx/runner): what runs a compiled
+    # program call after call for PopTorch and PopART alike, from a
+    # CompileConfig; torch allowed, no surface's options
+    "runner": 4.5,
     "api": 5,
     "popart": 5,
     "tools": 5,

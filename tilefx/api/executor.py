@@ -26,9 +26,9 @@ import torch
 
 from tilefx.api import compile_log
 from tilefx.api.anchors import Anchors
-from tilefx.api.host_arrays import (same_memory, to_np, viewable)
+from tilefx.runner.host_arrays import (same_memory, to_np, viewable)
 from tilefx.api.outputs import Outputs, plan_of
-from tilefx.api.serialized import serialized as _serialized
+from tilefx.runner.serialized import serialized as _serialized
 from tilefx.driver import CompileConfig, Program
 from tilefx.api.readouts import MachineReadouts
 from tilefx.api.compile_config import options_for_config
@@ -41,7 +41,7 @@ from tilefx.api.enums import ConnectionType, OutputMode
 from tilefx.errors import Error, error_also
 from tilefx.api.options import Options, OptionsAssertionError
 from tilefx.lowering.optimizers import SGD, optimizer_config, warn_if_subclassed
-from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
+from tilefx.runner.module_snapshot import ModuleSnapshot, snapshot_of
 from tilefx.api.replica_grouping import NO_GROUPS, settings_count
 from tilefx.lowering import aten_kernels
 from tilefx.lowering.call_spec import CallSpec, bind_call, reordered_like, restore_caches
@@ -382,7 +382,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
 
     def _snapshot(self) -> ModuleSnapshot:
         """The model's parameters and buffers by name (walked again only when
-        the module tree changed: api/module_snapshot.py)."""
+        the module tree changed: runner/module_snapshot.py)."""
         self._named = snapshot_of(self._user_model, self._named)
         return self._named
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 from tilefx.api import anchors
-from tilefx.api.host_arrays import join
+from tilefx.runner.host_arrays import join
 from tilefx.api.enums import OutputMode
 from tilefx.driver import Program
 from tilefx.errors import Error

@@ -10,7 +10,7 @@ import logging
 
 import torch
 from tilefx.lowering.tensor_ids import GRADIENT_PREFIX, UPDATED_PREFIX
-from tilefx.api.host_arrays import to_np
+from tilefx.runner.host_arrays import to_np
 from tilefx.errors import Error, error_also
 from tilefx.backend.machine import machine
 from tilefx.backend.profile import Profile

@@ -11,10 +11,10 @@ import numpy as np
 
 import torch
 
-from tilefx.api.host_arrays import (copied, copy_into, fresh_outputs, held_alone, input_np, same_memory, to_np,
+from tilefx.runner.host_arrays import (copied, copy_into, fresh_outputs, held_alone, input_np, same_memory, to_np,
                                    weight_tensor)
 from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior
-from tilefx.api.module_snapshot import ModuleSnapshot
+from tilefx.runner.module_snapshot import ModuleSnapshot
 from tilefx.api.outputs import plan_of
 
 log = logging.getLogger("tilefx")

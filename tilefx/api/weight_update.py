@@ -9,8 +9,8 @@ import logging
 import numpy as np
 import torch
 from tilefx.api import compile_log
-from tilefx.api.host_arrays import held_alone
-from tilefx.api.serialized import serialized
+from tilefx.runner.host_arrays import held_alone
+from tilefx.runner.serialized import serialized
 from tilefx.api.enums import ReductionType
 from tilefx.errors import Error
 from tilefx.lowering.optimizers import optimizer_config
