@@ -23,7 +23,7 @@ from collections import Counter
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "tilefx"
 CLASS_MODULES = ("api/executor.py", "api/compiling.py", "api/running.py", "api/readouts.py", "api/weight_update.py",
-                 "api/outputs.py", "api/executable.py")
+                 "runner/outputs.py", "api/executable.py")
 CLASS_NAMES = {"PoplarExecutor", "CompilePath", "CallPath", "MachineReadouts", "WeightUpdates", "Outputs", "ExecutableFiles"}
 
 

@@ -18,6 +18,7 @@ from tilefx.api.strategies import (Phase, PipelinedExecution, SerialPhasedExecut
                                    Stage)
 from tilefx.driver import CompileConfig
 from tilefx.errors import Error
+from tilefx.runner.settings import HostSettings
 
 W = np.ones((4, 4), np.float32)
 
@@ -109,9 +110,9 @@ def test_the_executor_runs_the_config_it_is_given():
 
 def test_a_config_the_host_loop_cannot_honour_is_an_error():
     with pytest.raises(Error, match="available_memory_proportion"):
-        options_for_config(CompileConfig(available_memory_proportion={"ipu0": 0.3}))
+        options_for_config(CompileConfig(available_memory_proportion={"ipu0": 0.3}), HostSettings())
     with pytest.raises(Error, match="expects a tilefx.driver.CompileConfig"):
-        executor_for_config(torch.nn.Linear(2, 2), Options())
+        executor_for_config(torch.nn.Linear(2, 2), Options(), HostSettings())
 
 
 def test_the_executable_cache_tells_strategies_apart(tmp_path):

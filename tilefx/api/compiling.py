@@ -23,9 +23,8 @@ from tilefx import driver
 from tilefx.api import compile_log
 from tilefx.api.anchors import Anchors
 from tilefx.api.compile_config import compile_config
-from tilefx.api.enums import OutputMode
 from tilefx.api.logs import CompileProgress, compile_summary
-from tilefx.api.options import Options
+from tilefx.runner.settings import HostSettings
 from tilefx.lowering.optimizers import optimizer_config
 from tilefx.api.replica_grouping import ReplicaGroups
 from tilefx.dialects.irutil import to_py
@@ -136,7 +135,7 @@ class CompilePath:
             progress.mark("ran the graph passes", 30)
             compile_log.log_options(self._options, module)
             compile_log.log_placements(module)
-            if traced.meta_tensors and not self._options.offline_ipu_target:
+            if traced.meta_tensors and not self._host.offline:
                 _check_not_meta(traced.meta_tensors)
 
         program = driver.compile(module, config, self.random_streams.own, after_passes=after_passes)
@@ -176,7 +175,7 @@ class CompilePath:
         if isinstance(compiled, Program):
             program = compiled
         else:
-            if traced.meta_tensors and not self._options.offline_ipu_target:
+            if traced.meta_tensors and not self._host.offline:
                 _check_not_meta(traced.meta_tensors)
             # the machine model first: a program that does not fit fails before any copy
             program = driver.build(compiled, self._compile_config(), self.random_streams.own)
@@ -193,14 +192,14 @@ class CompilePath:
         self._schedule = program.schedule
         self._profile = program.profile
         self._program = program
-        self._attached = not self._options.offline_ipu_target  # PopTorch attaches when it compiles
+        self._attached = not self._host.offline  # PopTorch attaches when it compiles
         self.copyWeightsToDevice()
         self._consts = traced.consts
-        if self._training and not self._options.offline_ipu_target:
+        if self._training and not self._host.offline:
             self._init_opt_state()  # offline: the state is sized by the profile, never made
         program.compile_seconds = time.perf_counter() - start
         log.debug("compiled in %.3f s: %s", program.compile_seconds, self._profile.table())
-        profile_dir = _profile_dir(self._options)
+        profile_dir = _profile_dir(self._host)
         if profile_dir:
             self._profile.write(_executor_profile_dir(self, profile_dir))
         if self._joins_processes():
@@ -208,8 +207,7 @@ class CompilePath:
 
     def _joins_processes(self) -> bool:
         """A training model of several processes (an offline target never runs)."""
-        return self._training and self._options.Distributed.num_processes > 1 and \
-            not self._options.offline_ipu_target
+        return self._training and self._processes() > 1 and not self._host.offline
 
     def _join_processes(self, input_shapes: list[tuple], input_dtypes: list[np.dtype]) -> None:
         """Check the processes compiled the same thing, then start them all from
@@ -251,16 +249,15 @@ class CompilePath:
         return [p for p in self._user_model.parameters() if p.requires_grad and id(p) not in listed]
 
     def _check_output_mode(self) -> None:
-        o = self._options
-        if o.output_mode == OutputMode.EveryN and o.device_iterations % o.output_return_period:
-            raise Error(f"OutputMode.EveryN({o.output_return_period}) needs a period that divides "
-                        f"deviceIterations ({o.device_iterations})")
+        d, period = self._factors()[0], self._host.output_return_period
+        if self._host.output_mode == "every_n" and d % period:
+            raise Error(f"OutputMode.EveryN({period}) needs a period that divides deviceIterations ({d})")
 
-def _profile_dir(options: Options) -> str | None:
-    """Options.enableProfiling(dir), else POPLAR_ENGINE_OPTIONS' autoReport
+def _profile_dir(host: HostSettings) -> str | None:
+    """The settings' directory (Options.enableProfiling(dir)), else POPLAR_ENGINE_OPTIONS' autoReport
     settings (JSON, as the PopTorch user guide's 4.11.2 "Profiling" uses it), else TILEFX_PROFILE_DIR."""
-    if options.profile_dir:
-        return options.profile_dir
+    if host.profile_dir:
+        return host.profile_dir
     raw = os.environ.get("POPLAR_ENGINE_OPTIONS")
     if raw:
         try:
@@ -281,7 +278,7 @@ def _executor_profile_dir(ex, base: str) -> str:
     Options.modelName, else "training" or "inference" ("_2", "_3" for
     further executors of the same name, so executors sharing a directory
     keep their reports apart)."""
-    stem = ex._options.model_name or ("training" if ex._training else "inference")
+    stem = ex._host.name or ("training" if ex._training else "inference")
     if "_profile_token" not in ex.__dict__:  # unique while the process lives (ids are reused)
         ex._profile_token = next(_PROFILE_TOKENS)
     token = ex._profile_token

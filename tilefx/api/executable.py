@@ -226,7 +226,7 @@ class ExecutableFiles:
             from tilefx.api.replica_grouping import grouping_to_json
 
             meta["replica_grouping"] = grouping_to_json(groups)
-            if not self._options.offline_ipu_target:  # (offline: read from the model, already the host's layout)
+            if not self._host.offline:  # (offline: read from the model, already the host's layout)
                 params = {n: groups.to_host(n, v) if n in groups.names else v for n, v in params.items()}
         weights = {f"param/{n}": v for n, v in params.items()}
         weights.update({f"buffer/{n}": np.asarray(v) for n, v in buffers.items()})

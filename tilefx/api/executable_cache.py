@@ -8,7 +8,6 @@ bound to the user who made them) is the driver's
 from __future__ import annotations
 
 import logging
-import os
 import time
 
 from tilefx.api import export
@@ -18,14 +17,10 @@ from tilefx.errors import Error
 log = logging.getLogger("tilefx.export")
 
 
-def cache_dir(ex) -> str | None:
-    return ex.options.executable_cache_dir or os.environ.get("POPTORCH_CACHE_DIR") or None
-
-
 def load_cached(ex, inputs, start: float) -> float | None:
     """Install the cached executable of this call into `ex`: the seconds
     since `start` it took, or None on a miss (or an entry not used)."""
-    directory = cache_dir(ex)
+    directory = ex.cache_dir
     if not directory:
         return None
     ex._cache_key = ex.executable_cache_key(inputs)
@@ -45,7 +40,7 @@ def load_cached(ex, inputs, start: float) -> float | None:
 
 def store_cached(ex, inputs, traced) -> None:
     """Write `ex`'s executable (of the trace `traced`) to the cache."""
-    directory = cache_dir(ex)
+    directory = ex.cache_dir
     if not directory:
         return
     if traced.meta_tensors:  # sized only: no weights to cache

@@ -27,16 +27,17 @@ import torch
 from tilefx.api import compile_log
 from tilefx.api.anchors import Anchors
 from tilefx.runner.host_arrays import (same_memory, to_np, viewable)
-from tilefx.api.outputs import Outputs, plan_of
+from tilefx.runner.outputs import Outputs, plan_of
 from tilefx.runner.serialized import serialized as _serialized
 from tilefx.driver import CompileConfig, Program
 from tilefx.api.readouts import MachineReadouts
-from tilefx.api.compile_config import options_for_config
+from tilefx.api.compile_config import host_settings, options_for_config
 from tilefx.api.compiling import _check_not_meta, CompilePath
 from tilefx.api.executable import ExecutableFiles
 from tilefx.api.running import _HostVersion, CallPath
 from tilefx.api.weight_update import WeightUpdates
 from tilefx.backend.random_streams import RandomStreams
+from tilefx.runner.settings import HostSettings
 from tilefx.api.enums import ConnectionType, OutputMode
 from tilefx.errors import Error, error_also
 from tilefx.api.options import Options, OptionsAssertionError
@@ -52,7 +53,7 @@ log = logging.getLogger("tilefx")
 
 
 # the output modes of one micro-batch whose call returns its one result (_run_one)
-_ONE_CALL_OUTPUT_MODES = (OutputMode.Default, OutputMode.All, OutputMode.Final)
+_ONE_CALL_OUTPUT_MODES = ("all", "final")
 
 
 def _generate(self, *args, **kwargs):
@@ -155,6 +156,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
             self._options.outputMode(OutputMode.Final if training else OutputMode.All)
         self._options._freeze()
         self._training = training
+        self._host = host_settings(self._options, training)  # what the host loop reads (runner/settings.py)
         if training and not any(p.requires_grad for p in model.parameters()):
             raise Error("trainingModel: the model has no parameters to train (use inferenceModel)")
         if training and optimizer is None:
@@ -217,6 +219,11 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
     @property
     def model(self) -> torch.nn.Module:
         return self._user_model
+
+    @property
+    def cache_dir(self) -> str | None:
+        """The executable cache's directory (None: no cache)."""
+        return self._host.cache_dir
 
     def isCompiled(self) -> bool:
         return self._program is not None
@@ -291,7 +298,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         anchored = self.__dict__.get("_tilefx_anchors")
         if anchored is not None and self._one_call:  # (_run takes them per device iteration)
             self._anchor_weights("value")
-        if self._options.synthetic_data:  # host I/O disabled: the device makes its inputs
+        if not self._program.config.host_io:  # host I/O disabled: the device makes its inputs
             inputs = self._synthetic_inputs(inputs)
         if self._one_call:
             out = self._run_one(inputs)
@@ -299,7 +306,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
             out = self._run(inputs)
         if anchored is not None and self._training and self._one_call:
             self._anchor_weights("updated")
-        if self._options.synthetic_data:  # ... and streams nothing back
+        if not self._program.config.host_io:  # ... and streams nothing back
             out = torch.utils._pytree.tree_map(
                 lambda t: torch.zeros_like(t) if isinstance(t, torch.Tensor) else t, out)
         if not self._has_run:
@@ -320,7 +327,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         are neither read nor written."""
         g = self.__dict__.get("_synthetic_rng")
         if g is None:
-            g = self._synthetic_rng = torch.Generator().manual_seed(self._options.random_seed or 0)
+            g = self._synthetic_rng = torch.Generator().manual_seed(self._program.config.seed or 0)
         return [torch.randn(x.shape, generator=g).to(x.dtype) if x.is_floating_point()
                 else torch.zeros_like(x) for x in inputs]
 
@@ -351,11 +358,10 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         """Whether a call is one micro-batch on one replica (`_run_one`): no
         device iterations, replicas, gradient accumulation or replica groups,
         and every output mode that returns that one micro-batch's outputs."""
-        o = self._options
-        return o.device_iterations == o.replication_factor == 1 and self._dist is None and \
-            (not self._training or o.Training.gradient_accumulation == 1) and \
-            plan_of(self._program).one_replica and not self._groups.grouped and o.broadcast_buffers and \
-            o.output_mode in _ONE_CALL_OUTPUT_MODES
+        c, host = self._program.config, self._host
+        return c.device_iterations == c.replication_factor == c.micro_batches == 1 and self._dist is None and \
+            plan_of(self._program).one_replica and not self._groups.grouped and host.broadcast_buffers and \
+            host.output_mode in _ONE_CALL_OUTPUT_MODES
 
     def _remember_call(self, args: tuple, kwargs: dict, inputs: list[torch.Tensor]) -> None:
         """Let later calls like this one (positional plain tensors, each one
@@ -397,7 +403,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         self._check_compiled()
         named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
         named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
-        if self._program is not None and not self._options.offline_ipu_target:
+        if self._program is not None and not self._host.offline:
             log.debug("Writing weights from host to IPU memory.")  # PopTorch's words
             self._check_weights_fit(self._snapshot())
             _check_not_meta([(n, named_p[n]) for n in self._program.traced.params] +
@@ -424,7 +430,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         program was compiled for is still there, of the same shape and dtype
         (`resize_token_embeddings`, a layer replaced by a wider one, `half()`
         would otherwise leave the program computing with the old weights)."""
-        if self._program is None or self._options.offline_ipu_target:
+        if self._program is None or self._host.offline:
             return
         traced = self._program.traced
         for kind, names, have, held in (("parameter", traced.params, snap.named_p, self._weights),
@@ -533,8 +539,12 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
 
     def _factors(self) -> tuple[int, int, int, int]:
         o = self._options
-        return (o.device_iterations, o.replication_factor, o.input_group_size,
+        return (o.device_iterations, o.replication_factor, self._host.input_group_size,
                 o.Training.gradient_accumulation if self._training else 1)
+
+    def _processes(self) -> int:
+        """The processes the model's replicas run in (Options.Distributed)."""
+        return self._options.Distributed.num_processes
 
     def _flatten_inputs(self, args, kwargs) -> tuple[CallSpec, list[torch.Tensor]]:
         """The call bound to forward's signature and its tensor leaves
@@ -589,7 +599,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
     def _host_weights(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """The parameters and buffers an export writes: the executor's own, or,
         for an offline executor (which keeps no copies), read from the model now."""
-        if not self._options.offline_ipu_target:
+        if not self._host.offline:
             return self._weights, self._device_buffers
         named_p = dict(self._user_model.named_parameters(remove_duplicate=False))
         named_b = dict(self._user_model.named_buffers(remove_duplicate=False))
@@ -624,7 +634,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         current weights and buffers (the device's state went with destroy;
         a training model starts a new optimizer state). A training model whose
         module another live training model wraps meanwhile stays an error."""
-        if self._training and not self._options.offline_ipu_target:
+        if self._training and not self._host.offline:
             if _live_training_wrapper(self._user_model):
                 raise Error("Model has already been wrapped in 'poptorch.trainingModel'. Call "
                             "model.destroy() on the model to unwrap before wrapping again.")
@@ -720,18 +730,18 @@ def inferenceModel(model, options=None) -> PoplarExecutor:
     return PoplarExecutor(model, options, training=False)
 
 
-def executor_for_config(model: torch.nn.Module, config: CompileConfig, optimizer: torch.optim.Optimizer | None = None,
-                        mean_reduction: bool = False, cache_dir: str | None = None) -> PoplarExecutor:
+def executor_for_config(model: torch.nn.Module, config: CompileConfig, host: HostSettings,
+                        optimizer: torch.optim.Optimizer | None = None) -> PoplarExecutor:
     """An executor that compiles `model` with `config` as it is (the
     strategy, the factors, the precision: another surface's options, such as
     PopART's SessionOptions, made into a CompileConfig by that surface) and
-    runs the host loop it says, every output of every micro-batch returned;
-    `mean_reduction` and `cache_dir` as `options_for_config` takes them."""
+    runs the host loop `config` and `host` say."""
     if not isinstance(config, CompileConfig):
         raise Error(f"executor_for_config expects a tilefx.driver.CompileConfig, got {type(config).__name__}")
-    ex = PoplarExecutor(model, options_for_config(config, mean_reduction, cache_dir), training=config.training,
-                        optimizer=optimizer)
-    ex._given_config = config
+    if not isinstance(host, HostSettings):
+        raise Error(f"executor_for_config expects a tilefx.runner.settings.HostSettings, got {type(host).__name__}")
+    ex = PoplarExecutor(model, options_for_config(config, host), training=config.training, optimizer=optimizer)
+    ex._given_config, ex._host = config, host
     return ex
 
 

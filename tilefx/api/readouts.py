@@ -49,12 +49,10 @@ class MachineReadouts:
             from tilefx.lowering.to_device import lower_to_device  # the tile dialect: only for this view
 
             device = self._program.module.clone()
-            _, R, _, G = self._factors()
-            lower_to_device(device, machine(self._options.machine),
-                            replicas=R * self._options.Distributed.numProcesses,
-                            locations=self._options.TensorLocations.resolved(), training=self._training,
-                            accumulate=self._training and (G > 1 or R > 1), strategy=self._schedule.strategy,
-                            liveness=self._schedule.liveness)
+            c = self._program.config
+            lower_to_device(device, machine(c.machine), replicas=c.replication_factor * c.processes,
+                            locations=c.locations, training=self._training, accumulate=c.accumulate,
+                            strategy=self._schedule.strategy, liveness=self._schedule.liveness)
             return str(device)
         raise Error(f"unknown IR level {level!r}: expected 'import', 'graph' or 'device'")
 

@@ -13,9 +13,9 @@ import torch
 
 from tilefx.runner.host_arrays import (copied, copy_into, fresh_outputs, held_alone, input_np, same_memory, to_np,
                                    weight_tensor)
-from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior
+from tilefx.api.enums import HalfFloatCastingBehavior
 from tilefx.runner.module_snapshot import ModuleSnapshot
-from tilefx.api.outputs import plan_of
+from tilefx.runner.outputs import plan_of
 
 log = logging.getLogger("tilefx")
 
@@ -43,7 +43,7 @@ class CallPath:
         _, R, gsize, _ = self._factors()
         if gsize == 1:
             return r
-        if self._options.input_group_type == CommGroupType.Orthogonal:
+        if self._host.input_group_orthogonal:
             return r % r_in
         return r // gsize
 
@@ -59,7 +59,7 @@ class CallPath:
         own = getattr(self, "_replica_buffers", None)
         if self._dist is not None:  # the other processes are at the same step, with the same values
             self._dist.check_in_step(self._step, self._hypers, self.loss_scale, self._weights)
-        if self._options.broadcast_buffers or own is None or len(own) != R:
+        if self._host.broadcast_buffers or own is None or len(own) != R:
             buffers = [dict(self._device_buffers) for _ in range(R)]
         else:
             buffers = [dict(b) for b in own]
@@ -133,7 +133,7 @@ class CallPath:
             with torch.no_grad():
                 inputs[key].copy_(torch.from_numpy(value.reshape(inputs[key].shape)))
         self._device_buffers = buffers[0]  # the host sees replica 0's buffers
-        if self._dist is not None and self._options.broadcast_buffers and \
+        if self._dist is not None and self._host.broadcast_buffers and \
                 any(kind == "buffer" for kind, _ in p.main_results):  # the global replica 0's
             self._device_buffers = self._dist.broadcast_arrays(self._device_buffers,
                                                                "the broadcast of process 0's buffers")

@@ -11,7 +11,6 @@ import torch
 from tilefx.api import compile_log
 from tilefx.runner.host_arrays import held_alone
 from tilefx.runner.serialized import serialized
-from tilefx.api.enums import ReductionType
 from tilefx.errors import Error
 from tilefx.lowering.optimizers import optimizer_config
 from tilefx.dialects.irutil import arg_roles, find_func, to_py
@@ -50,9 +49,8 @@ def rng_from_json(value, where: str) -> dict:
 class WeightUpdates:
     def _grad_scale(self) -> float:
         _, r, _, g = self._factors()
-        mean = self._options.Training.reduction_type == ReductionType.Mean
-        r *= self._options.Distributed.num_processes  # the global replication
-        return 1.0 / (g * r) if mean else 1.0
+        r *= self._processes()  # the global replication
+        return 1.0 / (g * r) if self._host.mean_reduction else 1.0
 
     def _resolve_mean_reduction(self) -> None:
         """The wrapper's options name the mean reduction strategy the model
@@ -288,7 +286,7 @@ class WeightUpdates:
         arrays = {f"weight/{n}": v for n, v in self._weights.items()}
         arrays.update({f"buffer/{n}": np.asarray(v) for n, v in self._device_buffers.items()})
         arrays.update({f"state/{n}": v for n, v in self._opt_state.items()})
-        if not self._options.broadcast_buffers:  # each replica keeps its own buffers
+        if not self._host.broadcast_buffers:  # each replica keeps its own buffers
             for r, own in enumerate(self.__dict__.get("_replica_buffers") or []):
                 arrays.update({f"replica{r}/{n}": np.asarray(v) for n, v in own.items()})
         meta = {"weight_updates": int(self._step),
@@ -435,8 +433,7 @@ class WeightUpdates:
         if not self._als_tracked:
             return
         self._als_updates += 1
-        period = int(self._options._Popart.options.get("automaticLossScalingSettings.updatePeriod", 1))
-        if self._als_updates % max(period, 1):
+        if self._als_updates % self._host.loss_scaling_period:
             return
         t = 1e-7
         f = t / (1 - t)
