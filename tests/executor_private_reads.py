@@ -22,7 +22,7 @@ import sys
 from collections import Counter
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "tilefx"
-CLASS_MODULES = ("api/executor.py", "api/compiling.py", "api/running.py", "api/readouts.py", "api/weight_update.py",
+CLASS_MODULES = ("api/executor.py", "api/compiling.py", "runner/running.py", "api/readouts.py", "runner/weight_update.py",
                  "runner/outputs.py", "api/executable.py")
 CLASS_NAMES = {"PoplarExecutor", "CompilePath", "CallPath", "MachineReadouts", "WeightUpdates", "Outputs", "ExecutableFiles"}
 

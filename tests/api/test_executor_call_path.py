@@ -284,7 +284,7 @@ def test_an_output_viewing_a_result_comes_without_a_copy_and_shares_nothing(trai
     as it is (runner/host_arrays.py fresh_outputs); views of one result seen by two
     outputs, of the input or of a constant are copies: no output shares
     memory with another, with the input or with the next call's."""
-    import tilefx.api.running as api_executor  # the call path copies outputs
+    import tilefx.runner.running as api_executor  # the call path copies outputs
 
     torch.manual_seed(0)
     copies = []

@@ -20,9 +20,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import VerifyException
 
 from tilefx import driver
-from tilefx.api import compile_log
+from tilefx.runner import compile_log
 from tilefx.api.anchors import Anchors
-from tilefx.api.compile_config import compile_config
 from tilefx.api.logs import CompileProgress, compile_summary
 from tilefx.runner.settings import HostSettings
 from tilefx.lowering.optimizers import optimizer_config
@@ -150,18 +149,15 @@ class CompilePath:
         """What the driver compiles this executor's model with: its options
         (api/compile_config.py), or the config it was given to run
         (`executor_for_config`), and its optimizer's configuration."""
-        given = self._given_config
         if not self._training:
-            return given if given is not None else compile_config(self._options, False)
+            return self._config
         if self._optimizer is None:  # loaded from an executable file: the configuration it holds
             cfg, group_of = None, None
         else:
             cfg, group_of = optimizer_config(self._optimizer, self._param_names())
             cfg["grad_scale"] = self._grad_scale()
         scaled = self._loss_scaling() != 1.0 or _is_variable(self._optimizer, "loss_scaling")
-        if given is not None:
-            return given.replace(optimizer=cfg, optimizer_groups=group_of or {}, loss_scaled=scaled)
-        return compile_config(self._options, True, cfg, group_of, loss_scaled=scaled)
+        return self._config.replace(optimizer=cfg, optimizer_groups=group_of or {}, loss_scaled=scaled)
 
     def _install(self, traced: TracedGraph, import_module: ModuleOp, compiled: ModuleOp | Program,
                  input_shapes: list[tuple], input_dtypes: list[np.dtype], start: float) -> None:

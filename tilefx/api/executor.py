@@ -24,18 +24,18 @@ import numpy as np
 
 import torch
 
-from tilefx.api import compile_log
+from tilefx.runner import compile_log
 from tilefx.api.anchors import Anchors
 from tilefx.runner.host_arrays import (same_memory, to_np, viewable)
 from tilefx.runner.outputs import Outputs, plan_of
 from tilefx.runner.serialized import serialized as _serialized
 from tilefx.driver import CompileConfig, Program
 from tilefx.api.readouts import MachineReadouts
-from tilefx.api.compile_config import host_settings, options_for_config
+from tilefx.api.compile_config import options_for_config, surface_config
 from tilefx.api.compiling import _check_not_meta, CompilePath
 from tilefx.api.executable import ExecutableFiles
-from tilefx.api.running import _HostVersion, CallPath
-from tilefx.api.weight_update import WeightUpdates
+from tilefx.runner.running import HostVersion, CallPath
+from tilefx.runner.weight_update import WeightUpdates
 from tilefx.backend.random_streams import RandomStreams
 from tilefx.runner.settings import HostSettings
 from tilefx.api.enums import ConnectionType, OutputMode
@@ -156,7 +156,6 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
             self._options.outputMode(OutputMode.Final if training else OutputMode.All)
         self._options._freeze()
         self._training = training
-        self._host = host_settings(self._options, training)  # what the host loop reads (runner/settings.py)
         if training and not any(p.requires_grad for p in model.parameters()):
             raise Error("trainingModel: the model has no parameters to train (use inferenceModel)")
         if training and optimizer is None:
@@ -189,7 +188,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         self._step = 0
         self._host_version = -1
         self._named: ModuleSnapshot | None = None
-        self._host_seen: tuple = ()  # (snapshot, _HostVersion.counter) at the last sync check
+        self._host_seen: tuple = ()  # (snapshot, HostVersion.counter) at the last sync check
         self._groups_checked: tuple = ()  # (snapshot, replicaGrouping calls) at the last check
         self._fast_call: tuple | None = None  # (forward function, argument count): see _remember_call
         self._one_call_for: Program | None = None  # the program _one_call was decided for
@@ -210,6 +209,9 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
                         + (" Use poptorch.Options().deviceIterations to process a sufficient number of "
                            "batches each run for pipelined execution instead." if pipelined else "")
                         + f" (gradientAccumulation is {self._options.Training.gradient_accumulation})")
+        # what the model compiles with (its optimizer's configuration added then)
+        # and what the host loop reads: api/compile_config.py
+        self._config, self._host = surface_config(self._options, training)
 
     # -- PopTorch API ----------------------------------------------------
     @property
@@ -287,10 +289,10 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
             self._groups.check_unchanged(self._user_model)
             self._groups_checked = (snap, settings_count())
         # only an executor's write-back moves the counter: unchanged, no tensor can be newer
-        if self._host_seen != (snap, _HostVersion.counter):
-            if _HostVersion.latest(self._host_tensors()) > self._host_version:
+        if self._host_seen != (snap, HostVersion.counter):
+            if HostVersion.latest(self._host_tensors()) > self._host_version:
                 self.copyWeightsToDevice()
-            self._host_seen = (self._snapshot(), _HostVersion.counter)
+            self._host_seen = (self._snapshot(), HostVersion.counter)
         if not self._attached:
             self._attached = True  # a detached model attaches again when called (PopTorch)
         if self._one_call_for is not self._program:  # decided once per program (options are frozen)
@@ -423,7 +425,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
                 self._device_buffers[n] = to_np(named_b[n])
             if self._dist is not None:  # the processes compare their weights at the next call
                 self._dist.weights_reloaded = True
-        self._host_version = _HostVersion.latest(self._host_tensors())
+        self._host_version = HostVersion.latest(self._host_tensors())
 
     def _check_weights_fit(self, snap: ModuleSnapshot) -> None:
         """After the module tree changed: every parameter and buffer the
@@ -537,14 +539,32 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
             log.debug("Writing optimiser state tensors from host to IPU memory.")
             self._load_poptorch_state(pending)
 
+    def _resolve_mean_reduction(self) -> None:
+        """The wrapper's options name the mean reduction strategy the model
+        compiles with (PopTorch's rule): Running for a training model whose
+        optimizer accumulates in float16 (but combined SGD, which cannot),
+        else Post unless set."""
+        from tilefx.api.enums import MeanReductionStrategy
+
+        t = self._options.Training
+        opt = self._optimizer
+        half = self._training and opt is not None and getattr(opt, "accum_type", None) in (
+            torch.float16, torch.half) and not getattr(opt, "use_combined_accum", False)
+        strategy = MeanReductionStrategy.Running if half else \
+            t.mean_reduction_strategy or MeanReductionStrategy.Post
+        if strategy != t.mean_reduction_strategy:
+            t._unfreeze()
+            t.setMeanAccumulationAndReplicationReductionStrategy(strategy)
+            t._freeze()
+
     def _factors(self) -> tuple[int, int, int, int]:
-        o = self._options
-        return (o.device_iterations, o.replication_factor, self._host.input_group_size,
-                o.Training.gradient_accumulation if self._training else 1)
+        """Device iterations, replicas, replicas per input slice, micro-batches per weight update."""
+        c = self._config
+        return c.device_iterations, c.replication_factor, self._host.input_group_size, c.gradient_accumulation
 
     def _processes(self) -> int:
-        """The processes the model's replicas run in (Options.Distributed)."""
-        return self._options.Distributed.num_processes
+        """The processes the model's replicas run in."""
+        return self._config.processes
 
     def _flatten_inputs(self, args, kwargs) -> tuple[CallSpec, list[torch.Tensor]]:
         """The call bound to forward's signature and its tensor leaves
@@ -741,7 +761,7 @@ def executor_for_config(model: torch.nn.Module, config: CompileConfig, host: Hos
     if not isinstance(host, HostSettings):
         raise Error(f"executor_for_config expects a tilefx.runner.settings.HostSettings, got {type(host).__name__}")
     ex = PoplarExecutor(model, options_for_config(config, host), training=config.training, optimizer=optimizer)
-    ex._given_config, ex._host = config, host
+    ex._given_config, ex._config, ex._host = config, config, host
     return ex
 
 

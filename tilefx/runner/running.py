@@ -1,7 +1,8 @@
-"""The host loop of a PoplarExecutor's call: each device iteration,
+"""The host loop of an executor's call: each device iteration,
 accumulation step and replica runs `@main` on its micro-batch, the update
 runs once per weight update, and the weights come back to the host. A mixin
-of PoplarExecutor (api/executor.py)."""
+of the executor (PopTorch's PoplarExecutor, api/executor.py), reading the
+program's CompileConfig and the executor's HostSettings."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ import numpy as np
 import torch
 
 from tilefx.runner.host_arrays import (copied, copy_into, fresh_outputs, held_alone, input_np, same_memory, to_np,
-                                   weight_tensor)
-from tilefx.api.enums import HalfFloatCastingBehavior
+                                      weight_tensor)
 from tilefx.runner.module_snapshot import ModuleSnapshot
 from tilefx.runner.outputs import plan_of
 
@@ -21,7 +21,7 @@ log = logging.getLogger("tilefx")
 
 
 class CallPath:
-    """The host loop of a PoplarExecutor's call: each device iteration,"""
+    """The host loop of an executor's call."""
 
     def _upcast_inputs(self, inputs: list[torch.Tensor]) -> frozenset[int]:
         """fp16 inputs of a model with fp32 weights: traced as fp32 inside the graph
@@ -30,7 +30,7 @@ class CallPath:
         down instead."""
         half = frozenset(i for i, x in enumerate(inputs) if x.dtype == torch.float16)
         floats = {p.dtype for p in self._user_model.parameters() if p.is_floating_point()}
-        if self._options.Precision.half_float_casting == HalfFloatCastingBehavior.FloatDowncastToHalf:
+        if self._config.downcast_half:  # HalfFloatCastingBehavior.FloatDowncastToHalf
             # "PopTorch ... will cast all inputs to float16" (PopTorch user guide, earlier releases, "Half /
             # float16 support"): an fp32
             # input meeting an fp16 one is cast down as an fp32 weight is
@@ -246,11 +246,11 @@ class CallPath:
                 copy_into(t, w)
         for n, b in self._device_buffers.items():
             copy_into(named_b[n], np.asarray(b))
-        self._host_version = _HostVersion.mark(self._host_tensors(named_p, named_b))
-        self._host_seen = (snap, _HostVersion.counter)
+        self._host_version = HostVersion.mark(self._host_tensors(named_p, named_b))
+        self._host_seen = (snap, HostVersion.counter)
 
 
-class _HostVersion:
+class HostVersion:
     """Counts writes of executors into the torch parameters and buffers, so
     every other executor sharing a tensor reloads it before its next run
     (the implicit weight sync between a training and an inference model)."""
