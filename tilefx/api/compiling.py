@@ -25,7 +25,7 @@ from tilefx.api.anchors import Anchors
 from tilefx.api.logs import CompileProgress, compile_summary
 from tilefx.runner.settings import HostSettings
 from tilefx.lowering.optimizers import optimizer_config
-from tilefx.api.replica_grouping import ReplicaGroups
+from tilefx.api.replica_grouping import groups_of
 from tilefx.dialects.irutil import to_py
 from tilefx.dialects.names import ALS_TRACKED_KEY
 from tilefx.driver import CompileConfig, Program
@@ -73,7 +73,7 @@ class CompilePath:
             distributed.rendezvous(self._options)
         self._call = call
         self._compiled_inputs = [(tuple(x.shape), x.dtype) for x in inputs]
-        self._groups = ReplicaGroups.of(self._user_model, self._options.replication_factor)
+        self._groups = groups_of(self._user_model, self._config.replication_factor)
         progress = CompileProgress(f"{type(self._user_model).__name__} "
                                    f"({'training' if self._training else 'inference'})", self._options)
         cached = executable_cache.load_cached(self, inputs, start)

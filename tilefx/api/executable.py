@@ -76,7 +76,7 @@ class ExecutableFiles:
         become the file's (`poptorch.load`), else the model keeps its own
         (`loadExecutable`, a cache hit); `restore_rng`: the random streams
         continue where a `save(save_rng_state=True)` file stopped them."""
-        from tilefx.api.replica_grouping import ReplicaGroups, restore_grouping
+        from tilefx.api.replica_grouping import groups_of, restore_grouping
         from tilefx.lowering.from_torch import TracedGraph
 
         start = time.perf_counter()
@@ -97,8 +97,8 @@ class ExecutableFiles:
         named_p = dict(self.model.named_parameters(remove_duplicate=False))
         named_b = dict(self.model.named_buffers(remove_duplicate=False))
         # (first: a weight grouped another way also has another shape on the host)
-        restore_grouping(meta.get("replica_grouping"), named_p, filename, self._options.replication_factor)
-        self._groups = ReplicaGroups.of(self.model, self._options.replication_factor)
+        restore_grouping(meta.get("replica_grouping"), named_p, filename, self._config.replication_factor)
+        self._groups = groups_of(self.model, self._config.replication_factor)
         for kind, names, have, prefix in (("parameter", traced.params, named_p, "param/"),
                                           ("buffer", traced.buffers, named_b, "buffer/")):
             for n in names:

@@ -43,7 +43,8 @@ from tilefx.errors import Error, error_also
 from tilefx.api.options import Options, OptionsAssertionError
 from tilefx.lowering.optimizers import SGD, optimizer_config, warn_if_subclassed
 from tilefx.runner.module_snapshot import ModuleSnapshot, snapshot_of
-from tilefx.api.replica_grouping import NO_GROUPS, settings_count
+from tilefx.api.replica_grouping import check_unchanged, settings_count
+from tilefx.runner.replica_groups import NO_GROUPS
 from tilefx.lowering import aten_kernels
 from tilefx.lowering.call_spec import CallSpec, bind_call, reordered_like, restore_caches
 from tilefx.lowering.from_torch import np_dtype_of
@@ -286,7 +287,7 @@ class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outp
         if self._training and snap is not self.__dict__.get("_aliased_in"):
             self._unalias_replaced(snap)
         if self._call is not None and self._groups_checked != (snap, settings_count()):
-            self._groups.check_unchanged(self._user_model)
+            check_unchanged(self._groups, self._user_model)
             self._groups_checked = (snap, settings_count())
         # only an executor's write-back moves the counter: unchanged, no tensor can be newer
         if self._host_seen != (snap, HostVersion.counter):
