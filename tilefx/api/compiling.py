@@ -22,7 +22,7 @@ from xdsl.utils.exceptions import VerifyException
 from tilefx import driver
 from tilefx.runner import compile_log
 from tilefx.api.anchors import Anchors
-from tilefx.api.logs import CompileProgress, compile_summary
+from tilefx.runner.logs import CompileProgress, compile_summary
 from tilefx.runner.settings import HostSettings
 from tilefx.lowering.optimizers import optimizer_config
 from tilefx.api.replica_grouping import groups_of
@@ -74,8 +74,8 @@ class CompilePath:
         self._call = call
         self._compiled_inputs = [(tuple(x.shape), x.dtype) for x in inputs]
         self._groups = groups_of(self._user_model, self._config.replication_factor)
-        progress = CompileProgress(f"{type(self._user_model).__name__} "
-                                   f"({'training' if self._training else 'inference'})", self._options)
+        progress = self._progress(f"{type(self._user_model).__name__} "
+                                  f"({'training' if self._training else 'inference'})")
         cached = executable_cache.load_cached(self, inputs, start)
         if cached is not None:  # a cache hit: no tracing, no passes
             self._program.compile_seconds = cached
@@ -144,6 +144,15 @@ class CompilePath:
         progress.mark("built the program and the machine model", 30)
         executable_cache.store_cached(self, inputs, traced)
         progress.close(compile_summary(self._profile, module, self._factors()[1]))
+
+    def _progress(self, name: str) -> CompileProgress:
+        """The compilation's progress bar and INFO line (Options.showCompilationProgressBar),
+        its phases in PopTorch's profiling channels, its post-compile hooks (registerPostCompileHook)."""
+        from tilefx.api import profiling
+        from tilefx.api.compat import run_post_compile_hooks
+
+        return CompileProgress(name, bool(getattr(self._options, "show_compilation_progress_bar", True)),
+                               profiling.record, run_post_compile_hooks)
 
     def _compile_config(self) -> CompileConfig:
         """What the driver compiles this executor's model with: its options
