@@ -23,8 +23,8 @@ from collections import Counter
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "tilefx"
 CLASS_MODULES = ("api/executor.py", "api/compiling.py", "runner/running.py", "api/readouts.py", "runner/weight_update.py",
-                 "runner/outputs.py", "api/executable.py")
-CLASS_NAMES = {"PoplarExecutor", "CompilePath", "CallPath", "MachineReadouts", "WeightUpdates", "Outputs", "ExecutableFiles"}
+                 "runner/outputs.py", "runner/executable.py", "api/executable.py")
+CLASS_NAMES = {"PoplarExecutor", "CompilePath", "CallPath", "MachineReadouts", "WeightUpdates", "Outputs", "ExecutableFiles", "PopTorchFiles"}
 
 
 def _private(name: str) -> bool:

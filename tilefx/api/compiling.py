@@ -56,7 +56,7 @@ class CompilePath:
                             "a tilefx bug: please report it with the model", type="internal") from None
 
     def _compile_in_session(self, inputs: list[torch.Tensor], call: CallSpec) -> None:
-        from tilefx.api import executable_cache
+        from tilefx.runner import executable_cache
 
         from tilefx.api.compat import run_pre_compile_hooks
 

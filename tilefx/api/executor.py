@@ -33,7 +33,8 @@ from tilefx.driver import CompileConfig, Program
 from tilefx.api.readouts import MachineReadouts
 from tilefx.api.compile_config import options_for_config, surface_config
 from tilefx.api.compiling import _check_not_meta, CompilePath
-from tilefx.api.executable import ExecutableFiles
+from tilefx.api.executable import PopTorchFiles
+from tilefx.runner.executable import ExecutableFiles
 from tilefx.runner.running import HostVersion, CallPath
 from tilefx.runner.weight_update import WeightUpdates
 from tilefx.backend.random_streams import RandomStreams
@@ -97,7 +98,7 @@ def _guard_backward(out) -> None:
 _MODULE_STATE = frozenset(torch.nn.Module().__dict__)
 
 
-class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outputs, ExecutableFiles):
+class PoplarExecutor(CompilePath, CallPath, MachineReadouts, WeightUpdates, Outputs, PopTorchFiles, ExecutableFiles):
     """A model wrapped for the simulated IPU (PopTorch user guide, 4.2.3 "poptorch.PoplarExecutor").
 
     The executor is the model, as in PopTorch: an instance of a class made at

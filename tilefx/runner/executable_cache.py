@@ -1,8 +1,8 @@
-"""The PopTorch executor's executable cache (`Options.enableExecutableCaching`,
-`POPTORCH_CACHE_DIR`; PopTorch user guide, 4.10 "Precompilation and
-caching"): where it is, and an executor's program as an entry, found by
-`executable_cache_key` (api/executable.py). The store itself (entries
-bound to the user who made them) is the driver's
+"""An executor's executable cache (PopTorch's `Options.enableExecutableCaching`,
+`POPTORCH_CACHE_DIR`, PopTorch user guide, 4.10 "Precompilation and
+caching"; PopART's engine cache): an executor's program as an entry in its
+`cache_dir`, found by `executable_cache_key` (runner/executable.py). The
+store itself (entries bound to the user who made them) is the driver's
 (driver/executable_cache.py)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import time
 
-from tilefx.api import export
 from tilefx.driver import executable_cache as store
 from tilefx.errors import Error
+from tilefx.runner.executable import read
 
 log = logging.getLogger("tilefx.export")
 
@@ -28,7 +28,7 @@ def load_cached(ex, inputs, start: float) -> float | None:
     if path is None:
         return None
     try:
-        parts = export.read(path)
+        parts = read(path)
         ex.install_executable(parts, path, weights_from_file=False)
     except Error as e:
         store.ignore_entry(path, e.message)
