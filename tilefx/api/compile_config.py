@@ -1,9 +1,7 @@
 """PopTorch's `Options` as the compiler driver's `CompileConfig` and the
 runner's `HostSettings`: the one place the PopTorch surface says what a
 compilation and its host loop read from its options (the executor adds what
-its optimizer says); and the Options of an executor given a `CompileConfig`
-and `HostSettings` to run (another surface's: PopART's sessions), held to
-them field by field."""
+its optimizer says)."""
 
 from __future__ import annotations
 
@@ -111,43 +109,3 @@ def _als_period(o: Options) -> int:
     except (TypeError, ValueError):
         raise Error("Options._Popart automaticLossScalingSettings.updatePeriod must be an int, "
                     f"got {period!r}") from None
-
-
-# what a CompileConfig says that Options cannot: the executor compiles with
-# the config's own (the strategy as the `ipu.strategy` attribute, its liveness)
-_CONFIG_ONLY = ("strategy", "liveness")
-
-
-def options_for_config(config: CompileConfig, host: HostSettings) -> Options:
-    """The Options of an executor that compiles with `config` and runs its
-    host loop with `host`: the factors, the machine, the seed and the
-    precision the config says, the output mode and the reduction the
-    settings say. A config these options would read otherwise (a field the
-    host loop cannot honour) is an Error naming it."""
-    o = Options()
-    o.deviceIterations(config.device_iterations)
-    o.replicationFactor(config.replication_factor)
-    modes = {name: mode for mode, name in OUTPUT_MODE_NAMES.items()}
-    o.outputMode(modes[host.output_mode], host.output_return_period if host.output_mode == "every_n" else None)
-    o.setMachine(config.machine)
-    if config.training:
-        o.Training.gradientAccumulation(config.gradient_accumulation)
-        o.Training.accumulationAndReplicationReductionType(ReductionType.Mean if host.mean_reduction
-                                                           else ReductionType.Sum)
-    if config.stochastic_rounding:
-        o.Precision.enableStochasticRounding(True)
-    if config.half_partials:
-        o.Precision.setPartialsType(torch.float16)
-    if config.seed is not None:
-        o.randomSeed(config.seed)
-    if config.decompose_grad_sum:
-        o._Popart.set("decomposeGradSum", True)
-    if host.cache_dir is not None:
-        o.enableExecutableCaching(host.cache_dir)
-    read = compile_config(o, config.training, config.optimizer, config.optimizer_groups, config.loss_scaled)
-    differ = [f.name for f in dataclasses.fields(CompileConfig)
-              if f.name not in _CONFIG_ONLY and getattr(read, f.name) != getattr(config, f.name)]
-    if differ:
-        raise Error(f"the PopTorch executor cannot run this CompileConfig: its {', '.join(differ)} "
-                    "would be read otherwise by the host loop")
-    return o

@@ -61,10 +61,8 @@ class PopTorchFiles:
         return self._options.random_seed == options_from_json(options).random_seed
 
     def _cache_identity(self) -> list[str]:
-        identity = [json.dumps(options_to_json(self._options), sort_keys=True)]
-        if self._given_config is not None:  # what it compiles with beyond the options (its strategy)
-            identity.append(repr(self._given_config))
-        return identity
+        """What the program depends on of the options (the cache's key)."""
+        return [json.dumps(options_to_json(self._options), sort_keys=True)]
 
     def _install_grouping(self, data, named_p: dict, filename: str) -> ReplicaGroups:
         """The file's replica grouping of weights given to the model's parameters, and its groups."""

@@ -3,9 +3,10 @@ graphs").
 
 A session compiles its ONNX model with the ONNX frontend (lowering/from_onnx)
 under a CompileConfig of its own options (`_compile_config`) and runs it
-through the PopTorch side's executor (a PoplarExecutor over the graph as a
-torch module, `executor_for_config`): the same passes, numpy executor and
-machine model. PopART's loop maps onto the driver's:
+with the HostSettings of its DataFlow and options (`_host_settings`) on the
+runner's executor beneath both surfaces (runner/runner.py `Runner`, over
+the graph as a torch module): the same passes, numpy executor, host loop
+and machine model as PopTorch's. PopART's loop maps onto the driver's:
 
     batchesPerStep       -> device_iterations
     accumulationFactor   -> gradient_accumulation (training)
@@ -72,6 +73,7 @@ from tilefx.popart.state import (
     split_optimizer_state,
     unused_state,
 )
+from tilefx.runner.runner import Runner
 from tilefx.runner.settings import HostSettings
 
 _session_log = getLogger("session")
@@ -493,8 +495,6 @@ class _Session:
     def _compile(self) -> None:
         """The program: from the executable given to loadExecutable, else traced
         and compiled (through the engine cache when `enableEngineCaching`)."""
-        from tilefx.api.executor import executor_for_config
-
         if self._executor is not None:
             return
         model = _WithLoss(self._module) if self._training else self._module
@@ -502,7 +502,7 @@ class _Session:
             config = self._compile_config()
             opt = self._optimizer.to_tilefx(self._params() or {"no_weights": model.no_weights}) \
                 if self._training else None
-            executor = executor_for_config(model, config, self._host_settings(), optimizer=opt)
+            executor = Runner(model, config, self._host_settings(), optimizer=opt)
             requested, inputs = self._requested_gradients(model)
             if self._executable is not None:
                 executor.loadExecutable(self._executable)

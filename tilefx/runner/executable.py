@@ -10,6 +10,7 @@ store the driver's (driver/executable_cache.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import json
@@ -24,6 +25,7 @@ from tilefx.driver.archive import tensors_from, tilefx_version
 from tilefx.driver.executable import FORMAT, FORMAT_VERSION
 from tilefx.dialects.const_value import attach_values, text_without_values
 from tilefx.errors import Error
+from tilefx.runner.replica_groups import NO_GROUPS, ReplicaGroups
 
 
 # the key prefix of forward's tensor defaults in weights.safetensors (inputs
@@ -287,3 +289,35 @@ class ExecutableFiles:
         states = meta.get("rng_states")
         if states is not None:
             self.random_streams.set_states(states, f"{filename}: rng_states")
+
+    # -- what a surface adds (PopTorch's: api/executable.py) ----------------
+
+    def _options_part(self) -> dict:
+        """The file's options.json, the surface's options: here what the host
+        loop runs with (its host's paths left out) and the random seed."""
+        host = dataclasses.asdict(self._host)
+        del host["cache_dir"], host["profile_dir"]
+        return {"host_settings": host, "seed": self._config.seed}
+
+    def _continues_rng_of(self, options: dict) -> bool:
+        """Whether a file's random streams are this executor's to continue: it
+        was written with the same random seed."""
+        return options.get("seed") == self._config.seed
+
+    def _cache_identity(self) -> list[str]:
+        """What the program depends on beyond the model, the optimizer and the inputs (the cache's key)."""
+        return [repr(self._config), repr(self._host.replace(cache_dir=None, profile_dir=None))]
+
+    def _install_grouping(self, data, named_p: dict, filename: str) -> ReplicaGroups:
+        """The groups of weights across replicas of a file's program (its
+        `replica_grouping`, which only a surface that groups weights
+        writes, with `_grouping_json`)."""
+        if data:
+            raise Error(f"{filename}: the executable groups weights across replicas "
+                        f"({', '.join(sorted(data))}), which only PopTorch's executor runs")
+        return NO_GROUPS
+
+    def _takes_signature(self) -> bool:
+        """Whether the model binds calls with the signature the file recorded
+        (PopTorch's `poptorch.load` model, which has no forward of its own)."""
+        return False
