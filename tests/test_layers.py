@@ -265,12 +265,13 @@ def test_no_module_reads_the_executors_private_state():
 
 # modules that take only public names from the rest of tilefx (the executable
 # file's loader and writer, the training checkpoint, the executor of steps,
-# the driver): a private name another
+# the driver, the runner's executor): a private name another
 # module needs is made public, or reached through a public function
 PUBLIC_IMPORTS_ONLY = ("api/checkpoint.py", "api/executable.py", "api/loading.py", "backend/executor.py",
                        "driver/__init__.py", "driver/archive.py", "driver/compiler.py", "driver/config.py",
                        "driver/executable.py", "driver/executable_cache.py", "driver/executable_schema.py",
-                       "driver/program.py", "driver/strategy.py")
+                       "driver/program.py", "driver/strategy.py", "runner/executable.py",
+                       "runner/executable_cache.py", "runner/runner.py")
 
 
 @pytest.mark.parametrize("rel", PUBLIC_IMPORTS_ONLY)

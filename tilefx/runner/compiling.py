@@ -209,6 +209,11 @@ class CompilePath:
         listed = {id(p) for g in self._optimizer.param_groups for p in g["params"]}
         return [p for p in self._user_model.parameters() if p.requires_grad and id(p) not in listed]
 
+    def _check_output_mode(self) -> None:
+        d, period = self._factors()[0], self._host.output_return_period
+        if self._host.output_mode == "every_n" and d % period:
+            raise Error(f"OutputMode.EveryN({period}) needs a period that divides deviceIterations ({d})")
+
     # -- what a surface adds (PopTorch's: api/compiling.py) ----------------
 
     def _before_compile(self) -> None:
@@ -236,10 +241,6 @@ class CompilePath:
         """The facts logged at DEBUG once the graph passes ran: where each op runs."""
         compile_log.log_placements(module)
 
-    def _check_output_mode(self) -> None:
-        d, period = self._factors()[0], self._host.output_return_period
-        if self._host.output_mode == "every_n" and d % period:
-            raise Error(f"OutputMode.EveryN({period}) needs a period that divides deviceIterations ({d})")
 
 def _profile_dir(host: HostSettings) -> str | None:
     """The settings' directory (Options.enableProfiling(dir)), else POPLAR_ENGINE_OPTIONS' autoReport

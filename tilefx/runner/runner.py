@@ -500,7 +500,6 @@ class Runner(CompilePath, CallPath, WeightUpdates, Outputs, ExecutableFiles):
             mb = x.shape[0] // n
         return mb or 0
 
-
     def _host_weights(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """The parameters and buffers an export writes: the executor's own, or,
         for an offline executor (which keeps no copies), read from the model now."""
