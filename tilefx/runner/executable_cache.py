@@ -1,7 +1,7 @@
 """An executor's executable cache (PopTorch's `Options.enableExecutableCaching`,
 `POPTORCH_CACHE_DIR`, PopTorch user guide, 4.10 "Precompilation and
 caching"; PopART's engine cache): an executor's program as an entry in its
-`cache_dir`, found by `executable_cache_key` (runner/executable.py). The
+`executable_cache_dir`, found by `executable_cache_key` (runner/executable.py). The
 store itself (entries bound to the user who made them) is the driver's
 (driver/executable_cache.py)."""
 
@@ -21,7 +21,7 @@ def load_cached(ex, inputs, start: float) -> tuple[float | None, str | None]:
     """Install the cached executable of this call into `ex`: the seconds
     since `start` it took, or None on a miss (or an entry not used); and the
     call's key in the cache (None: `ex` has no cache)."""
-    directory = ex.cache_dir
+    directory = ex.executable_cache_dir
     if not directory:
         return None, None
     key = ex.executable_cache_key(inputs)
@@ -42,7 +42,7 @@ def load_cached(ex, inputs, start: float) -> tuple[float | None, str | None]:
 def store_cached(ex, key: str | None, traced) -> None:
     """Write `ex`'s executable (of the trace `traced`) to the cache under
     `key` (`load_cached`'s; None: no cache)."""
-    directory = ex.cache_dir
+    directory = ex.executable_cache_dir
     if not directory or key is None:
         return
     if traced.meta_tensors:  # sized only: no weights to cache

@@ -120,7 +120,7 @@ class Runner(CompilePath, CallPath, WeightUpdates, Outputs, ExecutableFiles):
         return self._user_model
 
     @property
-    def cache_dir(self) -> str | None:
+    def executable_cache_dir(self) -> str | None:
         """The executable cache's directory (None: no cache)."""
         return self._host.cache_dir
 
