@@ -28,7 +28,7 @@ log = logging.getLogger("tilefx.compile")
 _EXECUTION_MODE = {"pipelined": (0, "Pipelined"), "single": (0, "Pipelined"), "sharded": (1, "Sharded"),
                    "serial_phased": (2, "Phased"), "parallel_phased": (2, "Phased")}
 # PopART's SyntheticDataMode: Off, Zeros, RandomNormal (tilefx's synthetic
-# inputs are random normal, api/executor.py _synthetic_inputs)
+# inputs are random normal, runner/runner.py _synthetic_inputs)
 _SYNTHETIC_RANDOM_NORMAL = 2
 
 # ATen ops under the ONNX operator names PopART gives their results' tensor

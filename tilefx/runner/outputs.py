@@ -21,7 +21,7 @@ from tilefx.runner.host_arrays import join
 class CallPlan:
     """What the executor's call reads of a compiled Program, worked out once
     per program (`plan_of`): whether the one-micro-batch call
-    (`PoplarExecutor._run_one`) covers it, and how its outputs come back."""
+    (the runner's `_run_one`, runner/running.py) covers it, and how its outputs come back."""
 
     # main's arguments and results are what `_run_one` fills and reads (not
     # loss scaling statistics, nor writes into the caller's inputs)

@@ -1,7 +1,7 @@
 """The host loop of an executor's call: each device iteration,
 accumulation step and replica runs `@main` on its micro-batch, the update
 runs once per weight update, and the weights come back to the host. A mixin
-of the executor (PopTorch's PoplarExecutor, api/executor.py), reading the
+of the runner's executor (runner/runner.py), reading the
 program's CompileConfig and the executor's HostSettings."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The weight update of a training executor: the optimizer's @update
 program and its state, the gradient accumulators a weight update starts
 from, and loss scaling (static, and automatic with PopART's histogram
-rule). A mixin of the executor (PopTorch's PoplarExecutor, api/executor.py),
-reading its HostSettings."""
+rule). A mixin of the runner's executor (runner/runner.py), reading its
+HostSettings."""
 
 from __future__ import annotations
 
