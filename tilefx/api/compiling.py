@@ -17,10 +17,12 @@ from tilefx.api.anchors import Anchors
 from tilefx.api.replica_grouping import groups_of
 from tilefx.errors import Error
 from tilefx.runner import compile_log
+from tilefx.runner.compile_log import execution_mode, value_text
 from tilefx.runner.logs import CompileProgress
 from tilefx.runner.replica_groups import ReplicaGroups
 
 log = logging.getLogger("tilefx")
+options_log = logging.getLogger("tilefx.compile")  # the compilation's DEBUG facts (runner/compile_log.py)
 
 
 class PopTorchCompiling:
@@ -53,7 +55,7 @@ class PopTorchCompiling:
                                profiling.record, run_post_compile_hooks)
 
     def _log_compiled(self, module: ModuleOp) -> None:
-        compile_log.log_options(self._options, module)
+        log_options(self._options, module)
         compile_log.log_placements(module)
 
     def _joins_processes(self) -> bool:
@@ -81,6 +83,46 @@ class PopTorchCompiling:
             self._program = None  # not compiled: never run alone, without the others
             raise
         self._write_back()
+
+
+# PopART's SyntheticDataMode: Off, Zeros, RandomNormal (tilefx's synthetic
+# inputs are random normal, runner/runner.py _synthetic_inputs)
+_SYNTHETIC_RANDOM_NORMAL = 2
+
+
+def log_options(options, module) -> None:
+    """The options as the compilation applied them: each PopTorch option
+    ("poptorch.Options set device_iterations to value 2"), each PopART
+    option given through `Options._Popart.set` (dictionaries entry by entry,
+    lists and sets value by value, as PopTorch's setters log them), then the
+    PopART settings the execution strategy decides ("enablePipelining set to
+    value 1": pipelined over more than one IPU)."""
+    if not options_log.isEnabledFor(logging.DEBUG):
+        return
+    from tilefx.dialects.irutil import to_py
+    from tilefx.dialects.names import STAGES_KEY
+
+    mode = execution_mode(module)
+    for key, value in options._public_items():
+        if key == "execution_strategy":
+            options_log.debug("poptorch.Options set execution_mode to value %d", mode[0])
+        elif key == "synthetic_data":
+            if value:
+                options_log.debug("poptorch.Options set syntheticDataMode to value %d", _SYNTHETIC_RANDOM_NORMAL)
+        elif value is not None and isinstance(value, (bool, int, float, str)) or hasattr(value, "value"):
+            options_log.debug("poptorch.Options set %s to value %s", key, value_text(value))
+    for key, value in options._popart.options.items():
+        if isinstance(value, dict):
+            for k, v in value.items():
+                options_log.debug("poptorch.Options set %s[%s] to %s", key, k, value_text(v))
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            for v in (sorted(value) if isinstance(value, (set, frozenset)) else value):
+                options_log.debug("poptorch.Options added %s to %s", value_text(v), key)
+        else:
+            options_log.debug("poptorch.Options set %s to value %s", key, value_text(value))
+    num_ipus = to_py(module.attributes[STAGES_KEY]).get("num_ipus", 1) if STAGES_KEY in module.attributes else 1
+    pipelining = mode[1] == "Pipelined" and num_ipus > 1
+    options_log.debug("enablePipelining set to value %d", int(pipelining))
 
 
 def _warn_unmodelled_locations(locations) -> None:

@@ -10,8 +10,9 @@ runner/executable.py).
 one (the model becomes a plain module holding the exported weights; its
 Python code is not exported), `loadExecutable` gives an existing wrapper the
 compiled program; what an executor puts into the parts and takes from them
-is the executor's own (runner/executable.py, api/executable.py). The executable cache (`Options.enableExecutableCaching`,
-`POPTORCH_CACHE_DIR`) stores the same files under a key that covers the
+is the executor's own (runner/executable.py, api/executable.py). The
+executable cache (`Options.enableExecutableCaching`, `POPTORCH_CACHE_DIR`)
+stores the same files under a key that covers the
 tilefx version, the options, the optimizer, the inputs' shapes and dtypes,
 the model's parameters and buffers and the source of every module class in
 it (what the traced IR is made from); a hit skips tracing and the passes.
