@@ -1,9 +1,12 @@
-"""Count the reads of `PoplarExecutor`'s private state from other modules.
+"""Count the reads of the executors' private state from other modules.
 
-`PoplarExecutor` (tilefx/api/executor.py, with its mixins in compiling.py, running.py, readouts.py,
-weight_update.py, outputs.py and executable.py) is the PopTorch wrapper; what other modules
-take from it should go through its public methods or a compiler driver, not
-its private attributes. This script lists every `x._name` (or
+`Runner` (tilefx/runner/runner.py, with its mixins in the runner's
+compiling.py, running.py, weight_update.py, outputs.py and executable.py)
+is the executor beneath both surfaces, `PoplarExecutor`
+(tilefx/api/executor.py, with PopTorch's mixins in api/compiling.py,
+api/readouts.py and api/executable.py) PopTorch's wrapper over it; what
+other modules take from them should go through their public methods or the
+compiler driver, not their private attributes. This script lists every `x._name` (or
 `x.__dict__.get("_name")`, `x.__dict__["_name"]`, `getattr(x, "_name")`)
 outside those modules where `_name` is a private attribute or method the
 class defines
@@ -22,9 +25,11 @@ import sys
 from collections import Counter
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "tilefx"
-CLASS_MODULES = ("api/executor.py", "api/compiling.py", "api/running.py", "api/readouts.py", "api/weight_update.py",
-                 "api/outputs.py", "api/executable.py")
-CLASS_NAMES = {"PoplarExecutor", "CompilePath", "CallPath", "MachineReadouts", "WeightUpdates", "Outputs", "ExecutableFiles"}
+CLASS_MODULES = ("runner/runner.py", "runner/compiling.py", "runner/running.py", "runner/weight_update.py",
+                 "runner/outputs.py", "runner/executable.py", "api/executor.py", "api/compiling.py",
+                 "api/readouts.py", "api/executable.py")
+CLASS_NAMES = {"Runner", "CompilePath", "CallPath", "WeightUpdates", "Outputs", "ExecutableFiles", "PoplarExecutor",
+               "PopTorchCompiling", "MachineReadouts", "PopTorchFiles"}
 
 
 def _private(name: str) -> bool:

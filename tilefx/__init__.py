@@ -41,7 +41,7 @@ _LAZY = {
     **{n: "tilefx.api.custom_args" for n in ("ICustomArgParser", "registerCustomArgParser")},
     "load": "tilefx.api.loading",
     "ResumableTraining": "tilefx.api.checkpoint",
-    "setLogLevel": "tilefx.api.logs",
+    "setLogLevel": "tilefx.runner.logs",
     **{n: "tilefx.api.compat" for n in ("ipuHardwareIsAvailable", "ipuHardwareVersion",
                                         "registerPreCompileHook", "registerPostCompileHook")},
     **{n: "tilefx.api.options" for n in ("Options", "TensorLocationSettings")},

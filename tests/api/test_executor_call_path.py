@@ -1,5 +1,5 @@
 """The per-call path of a wrapped model keeps every check while it caches
-what does not change between calls (api/module_snapshot.py, the same-call
+what does not change between calls (runner/module_snapshot.py, the same-call
 fast path of PoplarExecutor.__call__): the implicit weight sync between a
 training and an inference model, the write-back into the module's current
 tensors, input validation on later calls and replicaGrouping set late."""
@@ -13,7 +13,7 @@ from torch import nn
 
 import tilefx
 from models import TutorialCNN, WithLoss
-from tilefx.api.module_snapshot import ModuleSnapshot, snapshot_of
+from tilefx.runner.module_snapshot import ModuleSnapshot, snapshot_of
 
 
 def _data(n=4):
@@ -195,7 +195,7 @@ class _Returns(nn.Module):
 
 def test_outputs_never_share_memory_with_what_the_executor_keeps():
     """Outputs are handed over without a copy only when nothing else holds
-    them (api/host_arrays.py fresh_outputs): a weight, a view of one, the input
+    them (runner/host_arrays.py fresh_outputs): a weight, a view of one, the input
     and an updated buffer come back as copies, and writing into any output
     changes neither the model nor the next call."""
     torch.manual_seed(0)
@@ -281,10 +281,10 @@ class _Views(nn.Module):
 @pytest.mark.parametrize("training", [False, True])
 def test_an_output_viewing_a_result_comes_without_a_copy_and_shares_nothing(training, monkeypatch):
     """A view of a kernel's result that no other output shares is handed over
-    as it is (api/host_arrays.py fresh_outputs); views of one result seen by two
+    as it is (runner/host_arrays.py fresh_outputs); views of one result seen by two
     outputs, of the input or of a constant are copies: no output shares
     memory with another, with the input or with the next call's."""
-    import tilefx.api.running as api_executor  # the call path copies outputs
+    import tilefx.runner.running as api_executor  # the call path copies outputs
 
     torch.manual_seed(0)
     copies = []

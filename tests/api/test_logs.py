@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import tilefx as poptorch
-from tilefx.api import logs
+from tilefx.runner import logs
 
 
 class _Net(torch.nn.Module):

@@ -33,7 +33,7 @@ NOT_ERROR = {
 }
 # the same, where only one module may raise them
 NOT_ERROR_IN = {
-    ("api/logs.py", "ValueError"): "PopTorch's class (poptorch.setLogLevel)",
+    ("runner/logs.py", "ValueError"): "PopTorch's class (poptorch.setLogLevel)",
     ("api/data_async.py", "TypeError"): "the pickle protocol (an AsynchronousDataAccessor is not picklable)",
     ("api/data.py", "ValueError"): "torch's DataLoader rule (batch_sampler is exclusive), in torch's class",
     ("api/data.py", "IndexError"): "the sequence protocol (a Dataset's __getitem__ ends iteration)",

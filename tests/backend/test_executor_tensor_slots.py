@@ -14,7 +14,7 @@ from xdsl.parser import Parser
 import tilefx
 from tilefx.lowering import aten_kernels
 from tilefx.backend.executor import CompiledFunction
-from tilefx.api.outputs import plan_of
+from tilefx.runner.outputs import plan_of
 from tilefx.passes.pipelines import graph_context
 from tilefx.passes.training_step import find_func
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import tilefx as poptorch
-from tilefx.api import export
+from tilefx.runner import executable as runner_files
 from executable_parts import rewritten
 from tilefx.driver import executable as file_format
 from tilefx.errors import Error
@@ -58,9 +58,9 @@ def test_input_dtype_names_are_checked_by_each_reader(exported, tmp_path):
     bad = _with_executor_field(exported, tmp_path / "bad.poptorch", "input_torch_dtypes", ["float33"])
     assert file_format.read(bad)["executor"]["input_torch_dtypes"] == ["float33"]
     with pytest.raises(Error, match="input_torch_dtypes: must list torch dtype names"):
-        export.read(bad)
+        runner_files.read(bad)
     odd = _with_executor_field(exported, tmp_path / "odd.poptorch", "input_torch_dtypes", ["float32; rm"])
-    for read in (file_format.read, export.read):
+    for read in (file_format.read, runner_files.read):
         with pytest.raises(Error, match="input_torch_dtypes: must list torch dtype names"):
             read(odd)
 

@@ -611,11 +611,11 @@ def test_compile_and_export_load_executable_and_engine_cache(tmp_path, monkeypat
     loadExecutable instead of compiling, with the same results; enableEngineCaching
     stores then reuses one per graph (another graph, even with the same weights'
     shapes, misses)."""
-    from tilefx.api import compiling as api_executor  # the compile path traces
+    from tilefx.runner import compiling as compile_path  # the compile path traces
 
     traced = []
-    real_trace = api_executor.trace
-    monkeypatch.setattr(api_executor, "trace", lambda *a, **k: traced.append(1) or real_trace(*a, **k))
+    real_trace = compile_path.trace
+    monkeypatch.setattr(compile_path, "trace", lambda *a, **k: traced.append(1) or real_trace(*a, **k))
     builder, _y, loss = classifier()
     xs = RNG.standard_normal((2, 4, 8)).astype(np.float32)
     ls = RNG.integers(0, 5, (2, 4)).astype(np.int32)

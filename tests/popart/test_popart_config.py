@@ -1,23 +1,27 @@
 """A session's options as the compiler driver's CompileConfig
 (popart/session.py `_compile_config`): what PopTorch's Options of the same
 settings compile with (api/compile_config.py), the strategy built by
-driver/strategy.py, and the executor that runs it held to it."""
+driver/strategy.py, and the runner's executor that runs it (runner/runner.py),
+with nothing of PopTorch's surface."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
 
 from tilefx import popart
-from tilefx.api.compile_config import compile_config, options_for_config
-from tilefx.api.enums import ReductionType
-from tilefx.api.executor import executor_for_config
+from tilefx.api.compile_config import compile_config
 from tilefx.api.options import Options
 from tilefx.api.strategies import (Phase, PipelinedExecution, SerialPhasedExecution, ShardedExecution,
                                    Stage)
 from tilefx.driver import CompileConfig
 from tilefx.errors import Error
+from tilefx.runner.runner import Runner
+from tilefx.runner.settings import HostSettings
 
 W = np.ones((4, 4), np.float32)
 
@@ -95,23 +99,57 @@ def test_a_sessions_config_is_poptorchs_of_the_same_settings(training, options, 
     assert list(got.strategy) == list(expected.strategy)  # the same attribute, key for key
 
 
-def test_the_executor_runs_the_config_it_is_given():
+def test_a_session_runs_its_config_on_the_runner():
     s = _session(virtualGraphMode=popart.VirtualGraphMode.Manual, enablePipelining=True,
                  enableGradientAccumulation=True, accumulationFactor=4,
                  accumulationAndReplicationReductionType=popart.ReductionType.Mean)
     s.prepareDevice()
     ex = s._executor
-    assert ex.options.device_iterations == 2 and ex.options.Training.gradient_accumulation == 4
-    assert ex.options.Training.reduction_type == ReductionType.Mean
-    assert ex.profile.num_ipus == 2  # the pipeline the config's strategy says, which the options do not hold
-    assert ex.options.execution_strategy is None
+    assert type(ex) is Runner  # not PopTorch's wrapper
+    assert s._host_settings() == HostSettings(mean_reduction=True)
+    assert ex.profile.num_ipus == 2 and ex.profile.strategy == "pipelined"  # the config's strategy
+    assert ex.profile.updates_per_call == 2  # batchesPerStep weight updates of 4 micro-batches each
 
 
-def test_a_config_the_host_loop_cannot_honour_is_an_error():
-    with pytest.raises(Error, match="available_memory_proportion"):
-        options_for_config(CompileConfig(available_memory_proportion={"ipu0": 0.3}))
+def test_the_runner_takes_a_config_and_host_settings():
     with pytest.raises(Error, match="expects a tilefx.driver.CompileConfig"):
-        executor_for_config(torch.nn.Linear(2, 2), Options())
+        Runner(torch.nn.Linear(2, 2), Options(), HostSettings())
+    with pytest.raises(Error, match="expects a tilefx.runner.settings.HostSettings"):
+        Runner(torch.nn.Linear(2, 2), CompileConfig(), Options())
+
+
+def test_a_popart_session_imports_nothing_of_poptorchs_surface():
+    """PopART's sessions compile, train, export and load on the layers
+    beneath both surfaces: a process that runs one imports no module of
+    tilefx.api beyond those the package adds to torch when both are loaded
+    (`model.autocast()`, tilefx/__init__.py)."""
+    code = """
+import sys, tempfile, os
+import numpy as np
+import torch, tilefx
+package = {m for m in sys.modules if m.startswith("tilefx.api")}
+from tilefx import popart
+b = popart.Builder()
+x = b.addInputTensor(popart.TensorInfo("FLOAT", [2, 4]), "x")
+w = b.addInitializedInputTensor(np.ones((4, 4), np.float32), "w")
+loss = b.aiGraphcore.l1loss([b.aiOnnx.matmul([x, w])], 0.1)
+def session():
+    return popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [loss]), loss, popart.SGD(0.1),
+                                  deviceInfo=popart.DeviceManager().createCpuDevice())
+s = session()
+path = os.path.join(tempfile.mkdtemp(), "model.popef")
+s.compileAndExport(path)
+t = session()
+t.loadExecutable(path)
+t.prepareDevice()
+t.weightsFromHost()
+anchors = t.initAnchorArrays()
+t.run(popart.PyStepIO({"x": np.ones((2, 4), np.float32)}, anchors))
+print(sorted(m for m in sys.modules if m.startswith("tilefx.api") and m not in package))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[-2] == "[]"
 
 
 def test_the_executable_cache_tells_strategies_apart(tmp_path):

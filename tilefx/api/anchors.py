@@ -23,8 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from tilefx.api.compile_config import OUTPUT_MODE_NAMES
 from tilefx.api.enums import OutputMode
 from tilefx.errors import Error
+from tilefx.runner.outputs import output_items, stacked
 from tilefx.lowering.tensor_ids import GRADIENT_PREFIX, UPDATED_PREFIX
 
 FINAL_LOSS_SCALE = "finalLossScale"  # PopART's anchor of the loss scale a training step used
@@ -36,7 +38,8 @@ class Anchors:
 
     def __init__(self, anchored: dict[str, dict[str, Any]], params: list[str], trained: set[str],
                  training: bool, default_mode: OutputMode, device_iterations: int = 1):
-        self.entries: dict[str, tuple[str, str, OutputMode, int]] = {}  # short -> (kind, param, mode, N)
+        # short -> (kind, param, mode as the runner names it, N)
+        self.entries: dict[str, tuple[str, str, str, int]] = {}
         self.gradients: list[str] = []  # the parameters whose gradient main returns, in order
         self.memory: dict[str, torch.Tensor] = {}
         for short, spec in anchored.items():
@@ -45,7 +48,7 @@ class Anchors:
                 if not training:
                     raise Error(f"anchorTensor({short!r}, {long_name!r}): an inference model has no "
                                 "loss scale")
-                self.entries[short] = ("loss_scale", "", OutputMode.Final, 1)
+                self.entries[short] = ("loss_scale", "", "final", 1)
                 continue
             kind, name = ("gradient", long_name[len(GRADIENT_PREFIX):]) \
                 if long_name.startswith(GRADIENT_PREFIX) else \
@@ -72,7 +75,7 @@ class Anchors:
             if mode == OutputMode.EveryN and (period < 1 or device_iterations % period):
                 raise Error(f"anchorTensor({short!r}, {long_name!r}): OutputMode.EveryN({period}) needs a "
                             f"period that divides deviceIterations ({device_iterations})")
-            self.entries[short] = (kind, name, mode, period)
+            self.entries[short] = (kind, name, OUTPUT_MODE_NAMES[mode], period)
             if kind == "gradient" and name not in self.gradients:
                 self.gradients.append(name)
 
@@ -91,7 +94,7 @@ class Anchors:
             mode = OutputMode.Final if training else OutputMode.All
         return cls(anchored, params, trained, training, mode, options.device_iterations)
 
-    def gradient_modes(self, index: int) -> list[tuple[str, OutputMode, int]]:
+    def gradient_modes(self, index: int) -> list[tuple[str, str, int]]:
         """Each anchor of the `index`-th returned gradient: (short name,
         output mode, period); one gradient may be anchored under several."""
         name = self.gradients[index]
@@ -143,8 +146,8 @@ class Anchors:
         for short, (k, name, mode, period) in self.entries.items():
             if k == kind:
                 per = [[[[taken[d][name][r]] for r in range(R)] for _ in range(G)] for d in range(D)]
-                items, dims = anchor_items(per, 0, mode, period, D, G, R)
-                self.memory[short] = _as_param(torch.from_numpy(collect(items, dims)), model, name)
+                items, dims = output_items(per, 0, mode, period, D, G, R)
+                self.memory[short] = _as_param(torch.from_numpy(stacked(items, dims)), model, name)
 
     def get(self, short_name: str) -> torch.Tensor:
         if short_name not in self.entries:
@@ -159,26 +162,3 @@ class Anchors:
 def _as_param(t: torch.Tensor, model, name: str) -> torch.Tensor:
     dtype = model.get_parameter(name).dtype
     return t if t.dtype == dtype else t.to(dtype)
-
-
-def collect(items: list, dims: list[int]) -> np.ndarray:
-    """One anchor's arrays in PopART's layout: stacked under the leading
-    `dims` that are not 1."""
-    lead = [d for d in dims if d != 1]
-    arr = np.stack([np.asarray(v) for v in items]) if len(items) > 1 else np.asarray(items[0])
-    return np.array(arr.reshape(lead + list(np.shape(items[0]))), order="C")
-
-
-def anchor_items(outputs, k: int, mode: OutputMode, period: int, D: int, G: int, R: int):
-    """outputs[d][g][r][k] of one anchor, and the leading dimensions its mode keeps."""
-    if mode == OutputMode.All:
-        return [outputs[d][g][r][k] for d in range(D) for g in range(G) for r in range(R)], [D, G, R]
-    if mode == OutputMode.EveryN:
-        return [outputs[d][g][r][k] for d in range(period - 1, D, period)
-                for g in range(G) for r in range(R)], [D // period, G, R]
-    if mode == OutputMode.Final:
-        return [outputs[D - 1][G - 1][r][k] for r in range(R)], [R]
-    if mode == OutputMode.Sum:
-        return [np.sum([outputs[d][g][r][k] for d in range(D) for g in range(G)], axis=0)
-                .astype(np.asarray(outputs[0][0][r][k]).dtype) for r in range(R)], [R]
-    raise Error(f"unsupported output mode {mode}")

@@ -1,20 +1,25 @@
-"""PopTorch's `Options` as the compiler driver's `CompileConfig`: the one
-place the PopTorch surface says what a compilation reads from its options
-(the executor adds what its optimizer says); and the Options of an executor
-given a `CompileConfig` to run (another surface's: PopART's sessions), held
-to it field by field."""
+"""PopTorch's `Options` as the compiler driver's `CompileConfig` and the
+runner's `HostSettings`: the one place the PopTorch surface says what a
+compilation and its host loop read from its options (the executor adds what
+its optimizer says)."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Mapping
 
 import torch
 
-from tilefx.api.enums import HalfFloatCastingBehavior, OutputMode, ReductionType
+from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior, OutputMode, ReductionType
 from tilefx.api.options import Options
 from tilefx.driver import DEFAULT_STRATEGY, CompileConfig
 from tilefx.errors import Error
+from tilefx.runner.settings import HostSettings
+
+# OutputMode as the runner names it (Default is resolved by the model's kind)
+OUTPUT_MODE_NAMES = {OutputMode.All: "all", OutputMode.Final: "final", OutputMode.Sum: "sum",
+                 OutputMode.EveryN: "every_n"}
 
 
 def compile_config(options: Options, training: bool, optimizer: Mapping[str, Any] | None = None,
@@ -64,42 +69,43 @@ def compile_config(options: Options, training: bool, optimizer: Mapping[str, Any
         seed=o.random_seed)
 
 
-# what a CompileConfig says that Options cannot: the executor compiles with
-# the config's own (the strategy as the `ipu.strategy` attribute, its liveness)
-_CONFIG_ONLY = ("strategy", "liveness")
+def surface_config(options: Options, training: bool, optimizer: Mapping[str, Any] | None = None,
+                   optimizer_groups: Mapping[str, int] | None = None,
+                   loss_scaled: bool = False) -> tuple[CompileConfig, HostSettings]:
+    """What a model wrapped with `options` compiles with (`compile_config`)
+    and what its host loop reads (`host_settings`)."""
+    return (compile_config(options, training, optimizer, optimizer_groups, loss_scaled),
+            host_settings(options, training))
 
 
-def options_for_config(config: CompileConfig, mean_reduction: bool = False, cache_dir: str | None = None) -> Options:
-    """The Options of an executor that compiles with `config` and runs its
-    host loop: the factors, the machine, the seed and the precision the
-    config says, every output of every micro-batch returned (OutputMode.All);
-    `mean_reduction`: a training step's gradients averaged over its
-    micro-batches and replicas, else summed; `cache_dir`: the executable
-    cache's directory (None: no cache). A config these options would read
-    otherwise (a field the host loop cannot honour) is an Error naming it."""
-    o = Options()
-    o.deviceIterations(config.device_iterations)
-    o.replicationFactor(config.replication_factor)
-    o.outputMode(OutputMode.All)
-    o.setMachine(config.machine)
-    if config.training:
-        o.Training.gradientAccumulation(config.gradient_accumulation)
-        o.Training.accumulationAndReplicationReductionType(ReductionType.Mean if mean_reduction
-                                                           else ReductionType.Sum)
-    if config.stochastic_rounding:
-        o.Precision.enableStochasticRounding(True)
-    if config.half_partials:
-        o.Precision.setPartialsType(torch.float16)
-    if config.seed is not None:
-        o.randomSeed(config.seed)
-    if config.decompose_grad_sum:
-        o._Popart.set("decomposeGradSum", True)
-    if cache_dir is not None:
-        o.enableExecutableCaching(cache_dir)
-    read = compile_config(o, config.training, config.optimizer, config.optimizer_groups, config.loss_scaled)
-    differ = [f.name for f in dataclasses.fields(CompileConfig)
-              if f.name not in _CONFIG_ONLY and getattr(read, f.name) != getattr(config, f.name)]
-    if differ:
-        raise Error(f"the PopTorch executor cannot run this CompileConfig: its {', '.join(differ)} "
-                    "would be read otherwise by the host loop")
-    return o
+def host_settings(options: Options, training: bool) -> HostSettings:
+    """The runner's HostSettings of a model wrapped with `options`: the output
+    mode (Default: Final for training, All for inference), the reduction,
+    the replicas' buffers and inputs, the offline target, automatic loss
+    scaling's period, the executable cache (or POPTORCH_CACHE_DIR) and the
+    report's directory and name."""
+    o = options
+    mode = o.output_mode
+    if mode == OutputMode.Default:
+        mode = OutputMode.Final if training else OutputMode.All
+    return HostSettings(
+        output_mode=OUTPUT_MODE_NAMES[mode],
+        output_return_period=int(o.output_return_period),
+        mean_reduction=o.Training.reduction_type == ReductionType.Mean,
+        broadcast_buffers=bool(o.broadcast_buffers),
+        input_group_size=int(o.input_group_size),
+        input_group_orthogonal=o.input_group_type == CommGroupType.Orthogonal,
+        offline=bool(o.offline_ipu_target),
+        loss_scaling_period=max(_als_period(o), 1),
+        cache_dir=o.executable_cache_dir or os.environ.get("POPTORCH_CACHE_DIR") or None,
+        profile_dir=o.profile_dir or None,
+        name=o.model_name or None)
+
+
+def _als_period(o: Options) -> int:
+    period = o._Popart.options.get("automaticLossScalingSettings.updatePeriod", 1)
+    try:
+        return int(period)
+    except (TypeError, ValueError):
+        raise Error("Options._Popart automaticLossScalingSettings.updatePeriod must be an int, "
+                    f"got {period!r}") from None

@@ -1,16 +1,18 @@
 """The PopTorch side of the executable file (PopTorch user guide, 4.10
 "Precompilation and caching"): the file format itself (its parts, the
 manifest, reading and verifying) is the driver's (driver/executable.py);
-here are the Options as its `options.json` and back, `read`, the driver's
-read with the inputs' torch dtypes checked, the outputs' structure and
-tensors' dtypes as torch knows them, and the model `poptorch.load` makes.
+here are the Options as its `options.json` and back, and the model
+`poptorch.load` makes (the file's torch side, the inputs' torch dtypes, the
+outputs' structure and the dtypes tensors are saved in, is the runner's:
+runner/executable.py).
 
 `compileAndExport` writes a file, `poptorch.load` makes an executor from
 one (the model becomes a plain module holding the exported weights; its
 Python code is not exported), `loadExecutable` gives an existing wrapper the
 compiled program; what an executor puts into the parts and takes from them
-is the executor's own (api/executable.py). The executable cache (`Options.enableExecutableCaching`,
-`POPTORCH_CACHE_DIR`) stores the same files under a key that covers the
+is the executor's own (runner/executable.py, api/executable.py). The
+executable cache (`Options.enableExecutableCaching`, `POPTORCH_CACHE_DIR`)
+stores the same files under a key that covers the
 tilefx version, the options, the optimizer, the inputs' shapes and dtypes,
 the model's parameters and buffers and the source of every module class in
 it (what the traced IR is made from); a hit skips tracing and the passes.
@@ -25,15 +27,9 @@ import numpy as np
 import torch
 
 from tilefx.api.executable_schema import HOST_OPTIONS, SKIP, check_popart_options, encode, option_value
-from tilefx.driver import executable as file_format
 from tilefx.errors import Error
 
 log = logging.getLogger("tilefx.export")
-
-# the key prefix of forward's tensor defaults in weights.safetensors (inputs
-# of the recorded call when a loaded executor's call leaves them out)
-DEFAULT_PREFIX = "default/"
-
 
 # -- options as JSON -------------------------------------------------------------
 
@@ -88,45 +84,6 @@ def options_from_json(data: dict):
         raise Error("options.json: Distributed.process_id must be smaller than Distributed.num_processes")
     opts._Popart.options.update(check_popart_options(data.get("_Popart", {})))
     return opts
-
-
-def read(filename) -> dict:
-    """The verified parts of an executable file (driver/executable.py
-    `read`), the inputs' torch dtypes among what is verified."""
-    parts = file_format.read(filename)
-    names = parts["executor"].get("input_torch_dtypes")
-    if names is not None and not all(isinstance(getattr(torch, n, None), torch.dtype) for n in names):
-        raise Error(f"{os.fspath(filename)}: executor.json: input_torch_dtypes: must list torch dtype names")
-    return parts
-
-
-def out_spec_from(spec: str | None, filename: str):
-    """The outputs' structure, from torch's pytree JSON (types by their
-    registered names only: nothing is imported or evaluated)."""
-    if not spec:
-        return None
-    try:
-        return torch.utils._pytree.treespec_loads(spec)
-    except (ValueError, TypeError, KeyError, NotImplementedError, AttributeError, IndexError,
-            RecursionError) as e:
-        raise Error(f"{filename}: executor.json: out_spec is not a valid output structure "
-                    f"({type(e).__name__}: {str(e)[:200]})") from None
-
-
-def saved_dtype(t: torch.Tensor) -> np.dtype:
-    """The dtype a tensor is saved in (bfloat16 as float32, which numpy lacks)."""
-    return np.dtype(np.float32) if t.dtype == torch.bfloat16 else torch.empty(0, dtype=t.dtype).numpy().dtype
-
-
-def torch_dtypes_from(names, count: int, filename: str) -> list[torch.dtype] | None:
-    """The inputs' torch dtypes an executable file recorded (None for files
-    that record none)."""
-    if not names:
-        return None
-    dtypes = [getattr(torch, n, None) if isinstance(n, str) else None for n in names]
-    if len(dtypes) != count or not all(isinstance(d, torch.dtype) for d in dtypes):
-        raise Error(f"{filename}: input_torch_dtypes must name one torch dtype per input ({count})")
-    return dtypes
 
 
 class LoadedModel(torch.nn.Module):

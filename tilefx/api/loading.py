@@ -12,7 +12,8 @@ from tilefx.api.enums import ConnectionType
 from tilefx.api.executable_schema import HOST_OPTIONS, encode
 from tilefx.api.executor import PoplarExecutor, without_optimizer
 from tilefx.driver.archive import tensors_from
-from tilefx.api.export import LoadedModel, option_items, options_from_json, read
+from tilefx.api.export import LoadedModel, option_items, options_from_json
+from tilefx.runner.executable import read
 from tilefx.errors import Error
 
 log = logging.getLogger("tilefx.export")

@@ -1,76 +1,24 @@
-"""What a compiled executor tells about its program: the IR at each level,
-the machine model's profile and schedule, PopTorch's cycle and latency
-counters, attachment to the (simulated) device, and anchored tensors.
-A mixin of `PoplarExecutor` (api/executor.py), which holds the state these
-methods read."""
+"""What PopTorch's executor tells about its program beyond the runner's
+(the IR, the profile, the schedule: runner/runner.py): PopTorch's cycle and
+latency counters, attachment to the (simulated) device, anchored tensors and
+updatable buffers. A mixin of `PoplarExecutor` (api/executor.py), which
+holds the state these methods read."""
 
 from __future__ import annotations
 
 import logging
 
 import torch
-from tilefx.lowering.tensor_ids import GRADIENT_PREFIX, UPDATED_PREFIX
-from tilefx.api.host_arrays import to_np
-from tilefx.errors import Error, error_also
-from tilefx.backend.machine import machine
-from tilefx.backend.profile import Profile
-from tilefx.backend.schedule import Schedule
 
+from tilefx.errors import Error, error_also
+from tilefx.lowering.tensor_ids import GRADIENT_PREFIX, UPDATED_PREFIX
+from tilefx.runner.host_arrays import to_np
+from tilefx.runner.runner import NOT_COMPILED
 
 log = logging.getLogger("tilefx")
 
-# PopTorch's words (its NO_EXECUTABLE_ERR)
-NOT_COMPILED = "Model has not been compiled or has been destroyed."
-
 
 class MachineReadouts:
-    def ir(self, level: str = "graph", locations: bool = False) -> str:
-        """The IR text: "import" (straight from the trace), "graph" (after the graph
-        passes) or "device" (lowered to the tile dialect, with mappings and costs);
-        `locations=True` prints each op's source location (`loc("model.py":12:0)`)."""
-        if self._program is None:
-            raise Error("the model is not compiled yet: call it or compile() first")
-        if locations and level in ("import", "graph"):
-            import io
-
-            from xdsl.printer import Printer
-
-            out = io.StringIO()
-            module = self._program.import_module if level == "import" else self._program.module
-            if isinstance(module, str):  # loaded from an executable file: text only
-                return str(module)
-            Printer(stream=out, print_debuginfo=True).print_op(module)
-            return out.getvalue()
-        if level == "import":
-            return str(self._program.import_module)
-        if level == "graph":
-            return str(self._program.module)
-        if level == "device":
-            from tilefx.lowering.to_device import lower_to_device  # the tile dialect: only for this view
-
-            device = self._program.module.clone()
-            _, R, _, G = self._factors()
-            lower_to_device(device, machine(self._options.machine),
-                            replicas=R * self._options.Distributed.numProcesses,
-                            locations=self._options.TensorLocations.resolved(), training=self._training,
-                            accumulate=self._training and (G > 1 or R > 1), strategy=self._schedule.strategy,
-                            liveness=self._schedule.liveness)
-            return str(device)
-        raise Error(f"unknown IR level {level!r}: expected 'import', 'graph' or 'device'")
-
-    @property
-    def compile_seconds(self) -> float:
-        return self._program.compile_seconds if self._program else 0.0
-
-    # -- batching ---------------------------------------------------------
-
-    @property
-    def profile(self) -> Profile:
-        """The machine model's view of this program: cycles, timeline, memory."""
-        if self._program is None:
-            raise Error("the model is not compiled yet: call it or compile() first")
-        return self._profile
-
     def getAnchoredTensor(self, short_name: str) -> torch.Tensor:
         """The value an anchored tensor (Options.anchorTensor) had in the last call."""
         held = self.__dict__.get("_tilefx_anchors")
@@ -197,13 +145,6 @@ class MachineReadouts:
     def getLatency(self) -> tuple[float, float, float]:
         """Round trip, first input requested to last output on the host: (min, max, avg) seconds."""
         return self._latency("input", min, "output_complete", max)
-
-    @property
-    def schedule(self) -> Schedule:
-        """Which IPU runs which stage and micro-batch when (see backend/schedule.py)."""
-        if self._program is None:
-            raise Error("the model is not compiled yet: call it or compile() first")
-        return self._schedule
 
     def copyNamedBuffersToDevice(self) -> None:
         """Copy the buffers named by Options.updatableNamedBuffers from the

@@ -127,7 +127,7 @@ class CompiledFunction(StepEmitter):
         tensors, from the steps' reads; the steps they change rebuilt."""
         facts = self._facts
         # held, so the ids stay theirs; with the arrays a constant views (a
-        # caller must not get a view of them either: api/host_arrays.py's fresh_outputs)
+        # caller must not get a view of them either: runner/host_arrays.py's fresh_outputs)
         self.constant_ids = frozenset(id(a) for _, v in self.constants for a in viewed_chain(v))
         keep = set(self.result_slots) | set(self.arg_slots)
         live = liveness(self.reads, keep)

@@ -2,7 +2,7 @@
 (driver/executable.py) under a key the surface computes from everything
 its program depends on, bound to the user who made them. The surface says
 where the cache is and what goes in an entry (PopTorch's executor:
-api/executable_cache.py); finding a verified entry and storing one are
+runner/executable_cache.py); finding a verified entry and storing one are
 here. Imports no torch.
 
 The manifest's SHA-256s prove an entry whole, not who wrote it, and the key

@@ -164,7 +164,7 @@ def provide(op: Operation) -> Callable | None:
         return None
     if any(r.alias_info is not None for r in overload_fn._schema.returns):
         # a view of an operand: the executor's views are numpy's, and an output
-        # that is one is copied (api/host_arrays.py's fresh_outputs counts on it)
+        # that is one is copied (runner/host_arrays.py's fresh_outputs counts on it)
         return None
     return _bind(overload_fn, schema, op)
 

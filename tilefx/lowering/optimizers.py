@@ -36,7 +36,7 @@ Optimizer state (4.5.5): `state_dict()` holds torch's part (`state`,
     ipu_state: {"Accl1___fc1.weight": Tensor, "Accl2___fc1.weight": Tensor, ...}
     ipu_param: {"learningRate___specific___fc1.weight": Tensor, ...}
 
-(PopART's tensor names: api/optim_state.py; `ipu_state` and `ipu_param`
+(PopART's tensor names: runner/optim_state.py; `ipu_state` and `ipu_param`
 are None before the model is compiled.) `load_state_dict` writes the
 tensors and hyper-parameters it holds into the attached, compiled
 trainingModel (the others keep the device's values), or keeps them until a

@@ -24,7 +24,7 @@ from tilefx.passes.training_step import TrainingStepPass
 
 
 log = logging.getLogger("tilefx.passes")
-TRACE = 5  # PopTorch's TRACE level (tilefx.api.logs names it)
+TRACE = 5  # PopTorch's TRACE level (tilefx.runner.logs names it)
 
 
 def graph_context() -> Context:

@@ -3,9 +3,10 @@ graphs").
 
 A session compiles its ONNX model with the ONNX frontend (lowering/from_onnx)
 under a CompileConfig of its own options (`_compile_config`) and runs it
-through the PopTorch side's executor (a PoplarExecutor over the graph as a
-torch module, `executor_for_config`): the same passes, numpy executor and
-machine model. PopART's loop maps onto the driver's:
+with the HostSettings of its DataFlow and options (`_host_settings`) on the
+runner's executor beneath both surfaces (runner/runner.py `Runner`, over
+the graph as a torch module): the same passes, numpy executor, host loop
+and machine model as PopTorch's. PopART's loop maps onto the driver's:
 
     batchesPerStep       -> device_iterations
     accumulationFactor   -> gradient_accumulation (training)
@@ -72,6 +73,8 @@ from tilefx.popart.state import (
     split_optimizer_state,
     unused_state,
 )
+from tilefx.runner.runner import Runner
+from tilefx.runner.settings import HostSettings
 
 _session_log = getLogger("session")
 _devicex_log = getLogger("devicex")
@@ -409,6 +412,14 @@ class _Session:
             decompose_grad_sum=bool(o.decomposeGradSum),  # the machine model's memory plan (backend/profile.py)
             seed=None if o.seed is None else int(o.seed))
 
+    def _host_settings(self) -> HostSettings:
+        """What the session's host loop reads beyond the CompileConfig: every
+        output of every micro-batch returned (the anchors' return types pick
+        from them, dataflow.py), the training step's reduction, and the engine
+        cache (`enableEngineCaching` in `cachePath`)."""
+        return HostSettings(mean_reduction=self._training and self._mean_reduction(),
+                            cache_dir=str(self.options.cachePath) if self.options.enableEngineCaching else None)
+
     def _mean_reduction(self) -> bool:
         """Whether a training step averages its gradients over the micro-batches
         and replicas (ReductionType.Mean), else sums them (Sum, PopART's default)."""
@@ -484,8 +495,6 @@ class _Session:
     def _compile(self) -> None:
         """The program: from the executable given to loadExecutable, else traced
         and compiled (through the engine cache when `enableEngineCaching`)."""
-        from tilefx.api.executor import executor_for_config
-
         if self._executor is not None:
             return
         model = _WithLoss(self._module) if self._training else self._module
@@ -493,9 +502,7 @@ class _Session:
             config = self._compile_config()
             opt = self._optimizer.to_tilefx(self._params() or {"no_weights": model.no_weights}) \
                 if self._training else None
-            executor = executor_for_config(
-                model, config, optimizer=opt, mean_reduction=self._training and self._mean_reduction(),
-                cache_dir=str(self.options.cachePath) if self.options.enableEngineCaching else None)
+            executor = Runner(model, config, self._host_settings(), optimizer=opt)
             requested, inputs = self._requested_gradients(model)
             if self._executable is not None:
                 executor.loadExecutable(self._executable)

@@ -392,7 +392,7 @@ def test_signed_fields_of_any_value_are_an_error_or_valid(copy_once, path, value
             node[path[-1] if isinstance(path[-1], int) and path[-1] < len(node) else 0] = value
 
     _rewrite(newest, change_meta=change)
-    from tilefx.api.weight_update import rng_from_json
+    from tilefx.runner.weight_update import rng_from_json
 
     before = checkpoint.host_random_state([])
     try:

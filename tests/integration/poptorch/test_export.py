@@ -343,10 +343,10 @@ def test_truncated_tampered_or_foreign_files_are_clear_errors(tmp_path):
 def test_executable_cache_hit_skips_tracing(tmp_path, monkeypatch):
     x, _ = _data()
     traced = []
-    from tilefx.api import compiling as api_executor  # the compile path traces
+    from tilefx.runner import compiling as compile_path  # the compile path traces
 
-    real_trace = api_executor.trace
-    monkeypatch.setattr(api_executor, "trace", lambda *a, **k: traced.append(1) or real_trace(*a, **k))
+    real_trace = compile_path.trace
+    monkeypatch.setattr(compile_path, "trace", lambda *a, **k: traced.append(1) or real_trace(*a, **k))
     outs = []
     for _ in range(2):
         torch.manual_seed(0)

@@ -2,13 +2,14 @@
 
 PopTorch's users (and its own tests) read its DEBUG log to see how a model
 was compiled: the session options as applied ("poptorch.Options set
-device_iterations to value 4", "enablePipelining set to value 1"), where
+device_iterations to value 4", "enablePipelining set to value 1": PopTorch's
+own, api/compiling.py `log_options`), where
 each op of the forward graph runs ("Mul:0 [float32(2, 5), mode(Pipelined),
 ipu(1), stage(1)]"), and the optimizer as handed to the backend ("Updating
 graph optimizer with SGD2, defaultLearningRate=0.01, ... lossScaling=2
 (const), accumType=float32, ..."). tilefx logs the same facts, taken from
-what it compiled (the options the executor read, the placement the stage
-passes left on each op, the optimizer configuration of the update), so
+what it compiled (the placement the stage passes left on each op, the
+optimizer configuration of the update; PopTorch's options), so
 that a PopTorch user's habits and log-reading scripts keep working.
 
 The lines are DEBUG records of the "tilefx.compile" logger and cost nothing
@@ -27,9 +28,6 @@ log = logging.getLogger("tilefx.compile")
 # strategy kinds of `ipu.stages` (passes/assign_stages.py) they stand for
 _EXECUTION_MODE = {"pipelined": (0, "Pipelined"), "single": (0, "Pipelined"), "sharded": (1, "Sharded"),
                    "serial_phased": (2, "Phased"), "parallel_phased": (2, "Phased")}
-# PopART's SyntheticDataMode: Off, Zeros, RandomNormal (tilefx's synthetic
-# inputs are random normal, api/executor.py _synthetic_inputs)
-_SYNTHETIC_RANDOM_NORMAL = 2
 
 # ATen ops under the ONNX operator names PopART gives their results' tensor
 # ids ("Mul:0"); other ops keep their ATen name in PopART's CamelCase
@@ -48,7 +46,7 @@ _ONNX_NAMES = {
 }
 
 
-def _value(v: Any) -> str:
+def value_text(v: Any) -> str:
     """A value as PopTorch's C++ streams print it (6 significant digits)."""
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -59,8 +57,8 @@ def _value(v: Any) -> str:
     return str(v)
 
 
-# -- options -------------------------------------------------------------------
-def _mode(module) -> tuple[int, str]:
+# -- the execution mode ----------------------------------------------------------
+def execution_mode(module) -> tuple[int, str]:
     """The execution mode the user's strategy asked for (PopTorch's; a
     sharded model on one IPU is still sharded) and its number."""
     from tilefx.dialects.irutil import to_py
@@ -69,41 +67,6 @@ def _mode(module) -> tuple[int, str]:
     kind = to_py(module.attributes[STRATEGY_KEY]).get("kind", "pipelined") if STRATEGY_KEY in module.attributes \
         else "pipelined"
     return _EXECUTION_MODE.get(kind, (0, "Pipelined"))
-
-
-def log_options(options, module) -> None:
-    """The options as the compilation applied them: each PopTorch option
-    ("poptorch.Options set device_iterations to value 2"), each PopART
-    option given through `Options._Popart.set` (dictionaries entry by entry,
-    lists and sets value by value, as PopTorch's setters log them), then the
-    PopART settings the execution strategy decides ("enablePipelining set to
-    value 1": pipelined over more than one IPU)."""
-    if not log.isEnabledFor(logging.DEBUG):
-        return
-    from tilefx.dialects.irutil import to_py
-    from tilefx.dialects.names import STAGES_KEY
-
-    mode = _mode(module)
-    for key, value in options._public_items():
-        if key == "execution_strategy":
-            log.debug("poptorch.Options set execution_mode to value %d", mode[0])
-        elif key == "synthetic_data":
-            if value:
-                log.debug("poptorch.Options set syntheticDataMode to value %d", _SYNTHETIC_RANDOM_NORMAL)
-        elif value is not None and isinstance(value, (bool, int, float, str)) or hasattr(value, "value"):
-            log.debug("poptorch.Options set %s to value %s", key, _value(value))
-    for key, value in options._popart.options.items():
-        if isinstance(value, dict):
-            for k, v in value.items():
-                log.debug("poptorch.Options set %s[%s] to %s", key, k, _value(v))
-        elif isinstance(value, (list, tuple, set, frozenset)):
-            for v in (sorted(value) if isinstance(value, (set, frozenset)) else value):
-                log.debug("poptorch.Options added %s to %s", _value(v), key)
-        else:
-            log.debug("poptorch.Options set %s to value %s", key, _value(value))
-    num_ipus = to_py(module.attributes[STAGES_KEY]).get("num_ipus", 1) if STAGES_KEY in module.attributes else 1
-    pipelining = mode[1] == "Pipelined" and num_ipus > 1
-    log.debug("enablePipelining set to value %d", int(pipelining))
 
 
 # -- where each op runs --------------------------------------------------------
@@ -137,7 +100,7 @@ def log_placements(module) -> None:
     from tilefx.dialects.irutil import find_func
     from tilefx.dialects.names import NAME_KEY, PLACE_KEY
 
-    mode = _mode(module)[1]
+    mode = execution_mode(module)[1]
     main = find_func(module, "main")
     used: dict[str, int] = {}
     log.debug("Graph lowered to PopART {")
@@ -189,12 +152,12 @@ def _attrs(kind_hypers: tuple, values: dict, variable: set, default: bool, cfg: 
         popart = name if name in _UNPREFIXED else (
             "default" + _POPART_NAMES[name] if default else
             _POPART_NAMES[name][0].lower() + _POPART_NAMES[name][1:])
-        text = _value(float(value))
+        text = value_text(float(value))
         out[popart] = text if name == "lr" or name in variable else f"{text} (const)"
     if cfg["type"] == "sgd" and not cfg.get("use_combined_accum") and not cfg.get("popart_sgd"):
         # the separate form scales the velocity by the loss scaling (PopART glues the two)
         name = "defaultVelocityScaling" if default else "velocityScaling"
-        text = _value(float(cfg.get("loss_scaling", 1.0)))
+        text = value_text(float(cfg.get("loss_scaling", 1.0)))
         out[name] = text if "loss_scaling" in variable else f"{text} (const)"
     return out
 
@@ -211,14 +174,14 @@ def optimizer_lines(cfg: dict, defaults: dict, group_params: dict[int, list[str]
     variable = set(cfg.get("variable", ()))
     name = _popart_type(cfg)
     top = _attrs(hypers, defaults, variable, True, cfg)
-    ls = _value(float(cfg.get("loss_scaling", 1.0)))
+    ls = value_text(float(cfg.get("loss_scaling", 1.0)))
     top["lossScaling"] = ls if "loss_scaling" in variable else f"{ls} (const)"
     accum = cfg.get("accum_type") or grad_dtype
     first = cfg.get("velocity_accum_type") or cfg.get("first_order_momentum_accum_type") or "float32"
     second = cfg.get("second_order_momentum_accum_type") or "float32"
     tail = (f", accumType={accum}, firstOrderMomentumAccumType={first}, secondOrderMomentumAccumType={second}"
             f", useTfVariant={int(bool(cfg.get('use_tf_variant', False)))}"
-            f", maxGradNorm={_value(float(cfg.get('max_grad_norm', math.inf)))}")
+            f", maxGradNorm={value_text(float(cfg.get('max_grad_norm', math.inf)))}")
     lines = ["Updating graph optimizer with " + ", ".join([name] + [f"{k}={v}" for k, v in sorted(top.items())])
              + tail]
     for gi, group in enumerate(cfg["groups"]):

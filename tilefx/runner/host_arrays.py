@@ -2,7 +2,7 @@
 back, without a copy where both can share memory, and the reference
 counting that says when an array is the executor's alone (so an update may
 write it in place, or a result may be handed out without a copy). Used by
-api/executor.py and its mixins."""
+the runner's executor (runner/runner.py) and its mixins."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""The host loop of a PoplarExecutor's call: each device iteration,
+"""The host loop of an executor's call: each device iteration,
 accumulation step and replica runs `@main` on its micro-batch, the update
 runs once per weight update, and the weights come back to the host. A mixin
-of PoplarExecutor (api/executor.py)."""
+of the runner's executor (runner/runner.py), reading the
+program's CompileConfig and the executor's HostSettings."""
 
 from __future__ import annotations
 
@@ -11,17 +12,16 @@ import numpy as np
 
 import torch
 
-from tilefx.api.host_arrays import (copied, copy_into, fresh_outputs, held_alone, input_np, same_memory, to_np,
-                                   weight_tensor)
-from tilefx.api.enums import CommGroupType, HalfFloatCastingBehavior
-from tilefx.api.module_snapshot import ModuleSnapshot
-from tilefx.api.outputs import plan_of
+from tilefx.runner.host_arrays import (copied, copy_into, fresh_outputs, held_alone, input_np, same_memory, to_np,
+                                      weight_tensor)
+from tilefx.runner.module_snapshot import ModuleSnapshot
+from tilefx.runner.outputs import plan_of
 
 log = logging.getLogger("tilefx")
 
 
 class CallPath:
-    """The host loop of a PoplarExecutor's call: each device iteration,"""
+    """The host loop of an executor's call."""
 
     def _upcast_inputs(self, inputs: list[torch.Tensor]) -> frozenset[int]:
         """fp16 inputs of a model with fp32 weights: traced as fp32 inside the graph
@@ -30,7 +30,7 @@ class CallPath:
         down instead."""
         half = frozenset(i for i, x in enumerate(inputs) if x.dtype == torch.float16)
         floats = {p.dtype for p in self._user_model.parameters() if p.is_floating_point()}
-        if self._options.Precision.half_float_casting == HalfFloatCastingBehavior.FloatDowncastToHalf:
+        if self._config.downcast_half:  # HalfFloatCastingBehavior.FloatDowncastToHalf
             # "PopTorch ... will cast all inputs to float16" (PopTorch user guide, earlier releases, "Half /
             # float16 support"): an fp32
             # input meeting an fp16 one is cast down as an fp32 weight is
@@ -43,7 +43,7 @@ class CallPath:
         _, R, gsize, _ = self._factors()
         if gsize == 1:
             return r
-        if self._options.input_group_type == CommGroupType.Orthogonal:
+        if self._host.input_group_orthogonal:
             return r % r_in
         return r // gsize
 
@@ -59,7 +59,7 @@ class CallPath:
         own = getattr(self, "_replica_buffers", None)
         if self._dist is not None:  # the other processes are at the same step, with the same values
             self._dist.check_in_step(self._step, self._hypers, self.loss_scale, self._weights)
-        if self._options.broadcast_buffers or own is None or len(own) != R:
+        if self._host.broadcast_buffers or own is None or len(own) != R:
             buffers = [dict(self._device_buffers) for _ in range(R)]
         else:
             buffers = [dict(b) for b in own]
@@ -133,7 +133,7 @@ class CallPath:
             with torch.no_grad():
                 inputs[key].copy_(torch.from_numpy(value.reshape(inputs[key].shape)))
         self._device_buffers = buffers[0]  # the host sees replica 0's buffers
-        if self._dist is not None and self._options.broadcast_buffers and \
+        if self._dist is not None and self._host.broadcast_buffers and \
                 any(kind == "buffer" for kind, _ in p.main_results):  # the global replica 0's
             self._device_buffers = self._dist.broadcast_arrays(self._device_buffers,
                                                                "the broadcast of process 0's buffers")
@@ -246,11 +246,11 @@ class CallPath:
                 copy_into(t, w)
         for n, b in self._device_buffers.items():
             copy_into(named_b[n], np.asarray(b))
-        self._host_version = _HostVersion.mark(self._host_tensors(named_p, named_b))
-        self._host_seen = (snap, _HostVersion.counter)
+        self._host_version = HostVersion.mark(self._host_tensors(named_p, named_b))
+        self._host_seen = (snap, HostVersion.counter)
 
 
-class _HostVersion:
+class HostVersion:
     """Counts writes of executors into the torch parameters and buffers, so
     every other executor sharing a tensor reloads it before its next run
     (the implicit weight sync between a training and an inference model)."""

@@ -1,23 +1,23 @@
 """The weight update of a training executor: the optimizer's @update
 program and its state, the gradient accumulators a weight update starts
 from, and loss scaling (static, and automatic with PopART's histogram
-rule). A mixin of `PoplarExecutor` (api/executor.py)."""
+rule). A mixin of the runner's executor (runner/runner.py), reading its
+HostSettings."""
 
 from __future__ import annotations
 
 import logging
 import numpy as np
 import torch
-from tilefx.api import compile_log
-from tilefx.api.host_arrays import held_alone
-from tilefx.api.serialized import serialized
-from tilefx.api.enums import ReductionType
+from tilefx.dialects.aten import np_dtype
+from tilefx.dialects.irutil import arg_roles, find_func, to_py
+from tilefx.dialects.names import OPTIMIZER_KEY
+from tilefx.driver import Program
 from tilefx.errors import Error
 from tilefx.lowering.optimizers import optimizer_config
-from tilefx.dialects.irutil import arg_roles, find_func, to_py
-from tilefx.driver import Program
-from tilefx.dialects.aten import np_dtype
-from tilefx.dialects.names import OPTIMIZER_KEY
+from tilefx.runner import compile_log
+from tilefx.runner.host_arrays import held_alone
+from tilefx.runner.serialized import serialized
 
 log = logging.getLogger("tilefx")
 
@@ -50,27 +50,8 @@ def rng_from_json(value, where: str) -> dict:
 class WeightUpdates:
     def _grad_scale(self) -> float:
         _, r, _, g = self._factors()
-        mean = self._options.Training.reduction_type == ReductionType.Mean
-        r *= self._options.Distributed.num_processes  # the global replication
-        return 1.0 / (g * r) if mean else 1.0
-
-    def _resolve_mean_reduction(self) -> None:
-        """The wrapper's options name the mean reduction strategy the model
-        compiles with (PopTorch's rule): Running for a training model whose
-        optimizer accumulates in float16 (but combined SGD, which cannot),
-        else Post unless set."""
-        from tilefx.api.enums import MeanReductionStrategy
-
-        t = self._options.Training
-        opt = self._optimizer
-        half = self._training and opt is not None and getattr(opt, "accum_type", None) in (
-            torch.float16, torch.half) and not getattr(opt, "use_combined_accum", False)
-        strategy = MeanReductionStrategy.Running if half else \
-            t.mean_reduction_strategy or MeanReductionStrategy.Post
-        if strategy != t.mean_reduction_strategy:
-            t._unfreeze()
-            t.setMeanAccumulationAndReplicationReductionStrategy(strategy)
-            t._freeze()
+        r *= self._processes()  # the global replication
+        return 1.0 / (g * r) if self._host.mean_reduction else 1.0
 
     def _optimizer_cfg(self, program: Program) -> tuple[dict, dict]:
         """The optimizer's configuration and each weight's parameter group."""
@@ -169,7 +150,7 @@ class WeightUpdates:
                 self._opt_state[key] = arr.astype(cur.dtype, copy=True)
         self._step = int(state["step"])
 
-    # -- the state as PopTorch's optimizer.state_dict() shows it (api/optim_state.py) --
+    # -- the state as PopTorch's optimizer.state_dict() shows it (runner/optim_state.py) --
 
     # -- what a poptorch.optim optimizer's state_dict / load_state_dict ask
     def device_optimizer_state(self) -> dict | None:
@@ -199,7 +180,7 @@ class WeightUpdates:
     def _poptorch_state(self) -> dict | None:
         """{"step", "ipu_state", "ipu_param"} under PopART's names, None
         before the first compile."""
-        from tilefx.api.optim_state import LOSS_SCALE_FACTOR, state_name
+        from tilefx.runner.optim_state import LOSS_SCALE_FACTOR, state_name
 
         nested = self.optimizer_state_by_weight()
         if nested is None:
@@ -216,7 +197,7 @@ class WeightUpdates:
 
     def _device_params(self) -> dict[str, torch.Tensor]:
         """The variable hyper-parameters the device holds, PopART's names."""
-        from tilefx.api.optim_state import device_params
+        from tilefx.runner.optim_state import device_params
 
         half = bool(self._weights) and all(w.dtype == np.float16 for w in self._weights.values())
         trained = set(self._program.trained) if self._program is not None else set(self._opt_groups)
@@ -230,7 +211,7 @@ class WeightUpdates:
         """Write a state in PopTorch's form (the optimizer's load_state_dict):
         the tensors and hyper-parameters it names; the others keep the
         device's values."""
-        from tilefx.api.optim_state import LOSS_SCALE_FACTOR, operands_from_params, state_name
+        from tilefx.runner.optim_state import LOSS_SCALE_FACTOR, operands_from_params, state_name
 
         kind = self._opt_cfg["type"]
         where = {state_name(kind, key): key.rsplit("/", 1) for key in self._opt_state}
@@ -288,7 +269,7 @@ class WeightUpdates:
         arrays = {f"weight/{n}": v for n, v in self._weights.items()}
         arrays.update({f"buffer/{n}": np.asarray(v) for n, v in self._device_buffers.items()})
         arrays.update({f"state/{n}": v for n, v in self._opt_state.items()})
-        if not self._options.broadcast_buffers:  # each replica keeps its own buffers
+        if not self._host.broadcast_buffers:  # each replica keeps its own buffers
             for r, own in enumerate(self.__dict__.get("_replica_buffers") or []):
                 arrays.update({f"replica{r}/{n}": np.asarray(v) for n, v in own.items()})
         meta = {"weight_updates": int(self._step),
@@ -435,8 +416,7 @@ class WeightUpdates:
         if not self._als_tracked:
             return
         self._als_updates += 1
-        period = int(self._options._Popart.options.get("automaticLossScalingSettings.updatePeriod", 1))
-        if self._als_updates % max(period, 1):
+        if self._als_updates % self._host.loss_scaling_period:
             return
         t = 1e-7
         f = t / (1 - t)

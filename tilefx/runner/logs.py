@@ -1,4 +1,4 @@
-"""PopTorch's logging (PopTorch user guide, 4.11.1 "Logging level") on Python's `logging`.
+"""tilefx's logging, PopTorch's (PopTorch user guide, 4.11.1 "Logging level"), on Python's `logging`.
 
 Every tilefx logger sits under "tilefx" ("tilefx.compile", "tilefx.passes",
 "tilefx.export", ...). `setLogLevel` and `POPTORCH_LOG_LEVEL` (or
@@ -11,8 +11,9 @@ the optimizer's settings, where each op runs), TRACE the IR after each pass.
 Messages go to the `sys.stderr` of the moment as `[tilefx] [level] ...`.
 
 `CompileProgress` draws the compilation progress bar (tqdm, as PopTorch's
-"Graph compilation: 100%|...|") when `Options.showCompilationProgressBar` is
-on (the default), INFO messages are enabled and stderr is a terminal.
+"Graph compilation: 100%|...|") when the surface shows one
+(`Options.showCompilationProgressBar`, on by default), INFO messages are
+enabled and stderr is a terminal.
 """
 
 from __future__ import annotations
@@ -137,13 +138,18 @@ class CompileProgress:
     logging redirect (`tqdm.contrib.logging`), which prints each record above
     the bars, never into a bar's line."""
 
-    def __init__(self, name: str, options):
+    def __init__(self, name: str, show_bar: bool = True, record=None, after=None):
+        """`record(channel, name, start, end)`: each phase, as the surface's
+        profiling channels take it; `after()`: run once the compilation
+        succeeded (PopTorch's post-compile hooks)."""
         self.name = name
         self.log = logging.getLogger("tilefx.compile")
         self.t0 = self.last = time.perf_counter()
         self.bar = None
         self.redirect = None
-        wanted = getattr(options, "show_compilation_progress_bar", True) and self.log.isEnabledFor(logging.INFO)
+        self.record = record
+        self.after = after
+        wanted = show_bar and self.log.isEnabledFor(logging.INFO)
         if not wanted:
             return
         tty = getattr(sys.stderr, "isatty", None)
@@ -160,11 +166,10 @@ class CompileProgress:
                             bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}]")
 
     def mark(self, what: str, share: int) -> None:
-        from tilefx.api import profiling
-
         now = time.perf_counter()
         self.log.debug("%s: %s in %.3f s", self.name, what, now - self.last)
-        profiling.record("tilefx", f"{self.name}: {what}", self.last, now)
+        if self.record is not None:
+            self.record("tilefx", f"{self.name}: {what}", self.last, now)
         self.last = now
         if self.bar is not None:
             self.bar.update(min(share, self.bar.total - self.bar.n))
@@ -172,10 +177,7 @@ class CompileProgress:
     def close(self, summary: str = "", cached: bool = False) -> None:
         """The compilation succeeded: end the bar, log the one INFO line
         ("compiled Net (training) in 3.8 s: 3 stages on 2 IPUs (pipelined),
-        peak 87% of tile memory"), run the post-compile hooks
-        (`registerPostCompileHook`)."""
-        from tilefx.api.compat import run_post_compile_hooks
-
+        peak 87% of tile memory"), run `after`."""
         if self.bar is not None:
             self.bar.update(self.bar.total - self.bar.n)
             self.bar.close()
@@ -185,7 +187,8 @@ class CompileProgress:
                       " from the executable cache" if cached else "", time.perf_counter() - self.t0,
                       f": {summary}" if summary else "")
         self._end()
-        run_post_compile_hooks()
+        if self.after is not None:
+            self.after()
 
     def abort(self) -> None:
         """The compilation failed: end the bar where it is."""

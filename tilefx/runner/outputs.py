@@ -1,9 +1,10 @@
 """A call's outputs as the user gets them: the output mode applied over
 device iterations, gradient accumulation and replicas (PopTorch user guide, "Efficient data batching"),
 the model's own structure rebuilt (dicts, nesting, Python values,
-bfloat16), anchored gradients set aside (api/anchors.py), and results
-handed back without a copy where nothing else holds their memory. A mixin
-of `PoplarExecutor` (api/executor.py)."""
+bfloat16), anchored gradients set aside (the surface's anchors object, as
+PopTorch's api/anchors.py), and results handed back without a copy where
+nothing else holds their memory. A mixin of the executor; `output_items`,
+the one place an output mode picks a call's arrays."""
 
 from __future__ import annotations
 
@@ -11,18 +12,16 @@ from dataclasses import dataclass
 from typing import Any
 import numpy as np
 import torch
-from tilefx.api import anchors
-from tilefx.api.host_arrays import join
-from tilefx.api.enums import OutputMode
 from tilefx.driver import Program
 from tilefx.errors import Error
+from tilefx.runner.host_arrays import join
 
 
 @dataclass(frozen=True)
 class CallPlan:
     """What the executor's call reads of a compiled Program, worked out once
     per program (`plan_of`): whether the one-micro-batch call
-    (`PoplarExecutor._run_one`) covers it, and how its outputs come back."""
+    (the runner's `_run_one`, runner/running.py) covers it, and how its outputs come back."""
 
     # main's arguments and results are what `_run_one` fills and reads (not
     # loss scaling statistics, nor writes into the caller's inputs)
@@ -64,15 +63,40 @@ def plan_of(p: Program) -> CallPlan:
     return plan
 
 
+def output_items(outputs, k: int, mode: str, period: int, D: int, G: int, R: int) -> tuple[list, list[int]]:
+    """The arrays of result `k` of outputs[d][g][r] an output mode
+    (runner/settings.py OUTPUT_MODES) returns, in order, and the leading
+    dimensions they stand for: every micro-batch's ("all"), every
+    `period`-th device iteration's ("every_n"), each replica's last
+    ("final") or sum ("sum")."""
+    if mode == "all":
+        return [outputs[d][g][r][k] for d in range(D) for g in range(G) for r in range(R)], [D, G, R]
+    if mode == "every_n":
+        return [outputs[d][g][r][k] for d in range(period - 1, D, period)
+                for g in range(G) for r in range(R)], [D // period, G, R]
+    if mode == "final":
+        return [outputs[D - 1][G - 1][r][k] for r in range(R)], [R]
+    if mode == "sum":
+        return [np.sum([outputs[d][g][r][k] for d in range(D) for g in range(G)], axis=0)
+                .astype(np.asarray(outputs[0][0][r][k]).dtype) for r in range(R)], [R]
+    raise Error(f"unsupported output mode {mode}")
+
+
+def stacked(items: list, dims: list[int]) -> np.ndarray:
+    """`output_items`' arrays in PopART's anchor layout: stacked under the
+    leading `dims` that are not 1."""
+    lead = [d for d in dims if d != 1]
+    arr = np.stack([np.asarray(v) for v in items]) if len(items) > 1 else np.asarray(items[0])
+    return np.array(arr.reshape(lead + list(np.shape(items[0]))), order="C")
+
+
 class Outputs:
     def _collect(self, outputs, out_ids: list[int], fresh: set[int] = frozenset()):
         """Apply the output mode to outputs[d][g][r][k] (PopTorch user guide, "Efficient data batching").
         A single array whose id is in `fresh` becomes the output tensor as it
         is (see fresh_outputs); any other is copied."""
         D, R, _, G = self._factors()
-        mode = self._options.output_mode
-        if mode == OutputMode.Default:
-            mode = OutputMode.Final if self._training else OutputMode.All
+        mode = self._host.output_mode
         results = []
         n_model = self._num_model_outputs()
         held = self.__dict__.get("_tilefx_anchors")
@@ -82,23 +106,11 @@ class Outputs:
                     results.append(None)  # (an executable loaded without its anchors)
                     continue
                 for short, a_mode, period in held.gradient_modes(out_ids[k] - n_model):
-                    items, dims = anchors.anchor_items(outputs, k, a_mode, period, D, G, R)
-                    held.memory[short] = torch.from_numpy(anchors.collect(items, dims))
+                    items, dims = output_items(outputs, k, a_mode, period, D, G, R)
+                    held.memory[short] = torch.from_numpy(stacked(items, dims))
                 results.append(None)  # set aside above, per anchor (_structured skips it)
                 continue
-            if mode == OutputMode.All:
-                items = [outputs[d][g][r][k] for d in range(D) for g in range(G) for r in range(R)]
-            elif mode == OutputMode.EveryN:
-                period = self._options.output_return_period
-                items = [outputs[d][g][r][k] for d in range(period - 1, D, period)
-                         for g in range(G) for r in range(R)]
-            elif mode == OutputMode.Final:
-                items = [outputs[D - 1][G - 1][r][k] for r in range(R)]
-            elif mode == OutputMode.Sum:
-                items = [np.sum([outputs[d][g][r][k] for d in range(D) for g in range(G)], axis=0)
-                         .astype(outputs[0][0][r][k].dtype) for r in range(R)]
-            else:
-                raise Error(f"unsupported output mode {mode}")
+            items, _ = output_items(outputs, k, mode, self._host.output_return_period, D, G, R)
             if len(items) == 1 and id(items[0]) in fresh:
                 results.append(torch.from_numpy(items[0]))
             else:
