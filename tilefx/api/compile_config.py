@@ -5,7 +5,6 @@ its optimizer says)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any, Mapping
 
