@@ -73,20 +73,22 @@ def graph_context() -> Context:
 def run_graph_passes(module: ModuleOp, training: bool,
                      assign: AssignStagesPass | None = None,
                      loss_scaling: LossScalingPass | None = None,
-                     autocast: bool = True) -> None:
+                     autocast: bool = True, auto_recomputation: int | None = None) -> None:
     """autocast, auto-stage (PipelinedExecution.auto), assign-stages,
     available-memory, serialize-matmul, recompute, training-step and
-    loss-scaling (training), dce, outline-stages."""
+    loss-scaling (training), dce, outline-stages. `auto_recomputation`:
+    PopART's autoRecomputation (None: not set, PopTorch's default)."""
+    rc = -1 if auto_recomputation is None else auto_recomputation
     ctx = graph_context()
     passes = [AutocastPass()] if autocast else []
     assign = assign or AssignStagesPass()
     strategy = module.attributes.get(STRATEGY_KEY)
     if strategy is not None and "auto" in strategy.data:
         passes.append(AutoStagePass(micro_batches=assign.gradient_accumulation if training else
-                                    assign.device_iterations))
+                                    assign.device_iterations, auto_recomputation=rc))
     passes += [assign, AvailableMemoryPass(), SerializeMatmulPass()]
     if training:
-        passes += [RecomputePass(), TrainingStepPass()] + ([loss_scaling] if loss_scaling else [])
+        passes += [RecomputePass(auto_recomputation=rc), TrainingStepPass()] + ([loss_scaling] if loss_scaling else [])
     for p in passes + [DeadCodeElimination(), OutlineStagesPass()]:
         run_logged(p, ctx, module)
     module.verify()  # the program that runs: aten ops by torch's rules, when installed

@@ -338,7 +338,8 @@ class _Planner:
                 strategy["auto"]["reserve"] = list(reserve)
                 module.attributes[STRATEGY_KEY] = from_py(strategy)
             run_graph_passes(module, training=True, autocast=bool(opts.Precision.autocast_enabled),
-                             assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1))
+                             assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1),
+                             auto_recomputation=config.auto_recomputation)
             profile = driver.profile_of(module, config, check_memory=False)
         except Error as e:
             c.fits, c.reason = False, str(e).splitlines()[0]

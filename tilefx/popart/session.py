@@ -413,6 +413,8 @@ class _Session:
             raise popart_exception(f"partialsTypeMatMuls must be 'float' or 'half', got {o.partialsTypeMatMuls!r}")
         if o.seed is not None:
             opts.randomSeed(int(o.seed))
+        # PopART recomputes nothing unless asked (RecomputationType::None); Pipeline by default is PopTorch's
+        opts._Popart.set("autoRecomputation", 0 if o.autoRecomputation is None else o.autoRecomputation)
         if o.decomposeGradSum:  # the machine model's memory plan (backend/profile.py)
             opts._Popart.set("decomposeGradSum", True)
         if o.enableEngineCaching:
