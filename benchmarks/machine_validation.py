@@ -239,7 +239,7 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
                          proportions: tuple[float, ...], optimizer: str, state_off_chip: bool = False,
                          sharded_state: bool = False, half_partials: bool = True,
                          pipelined: bool = True, processes: int = 1, half: bool = True,
-                         profiles: list | None = None) -> float:
+                         profiles: list | None = None, recomputation: int | None = None) -> float:
     """Items per second of one weight update of a whole model compiled
     compile-only (the model on the meta device, an offline target of
     `machine`'s IPU version), with its replicas, gradient accumulation,
@@ -249,7 +249,9 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
     the host streams. `processes`: PopRun instances sharing the `replicas`,
     each streaming its replicas' inputs through its own host link. `half`:
     fp16 weights and activations (else fp32, the 32.32 runs); `profiles`:
-    a list the compile's profile is appended to. The
+    a list the compile's profile is appended to; `recomputation`: PopART's
+    autoRecomputation (None: PopTorch's default, each pipeline stage
+    recomputed from its inputs over several IPUs). The
     memory check is the caller's (a row predicts throughput; the published
     runs fit)."""
 
@@ -264,6 +266,8 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
             tilefx.TensorLocationSettings().useOnChipStorage(not state_off_chip).useReplicatedTensorSharding(True))
     if pipelined:
         opts.setExecutionStrategy(tilefx.PipelinedExecution(tilefx.AutoStage.AutoIncrement))
+    if recomputation is not None:
+        opts._Popart.set("autoRecomputation", recomputation)
     opts.Training.gradientAccumulation(accumulation)
     opts.replicationFactor(replicas // processes)
     if processes > 1:
@@ -372,12 +376,12 @@ def swin_tiny() -> float:
     return swin_tiny_compile()
 
 
-def swin_tiny_compile(stage_recomputation: bool = True, profiles: list | None = None) -> float:
+def swin_tiny_compile(recomputation: int | None = None, profiles: list | None = None) -> float:
     return pipelined_throughput(
-        lambda: Swin(blocks_per_ipu=(2, 3, 5, 2), stage_recomputation=stage_recomputation),
+        lambda: Swin(blocks_per_ipu=(2, 3, 5, 2)),
         lambda n: (_meta(n, 3, 224, 224, dtype=torch.float), _meta(n, 1000, dtype=torch.float)),
         machine=BOW, replicas=4, mb=4, accumulation=64, proportions=(0.15,) * 4, optimizer="adamw",
-        half=False, half_partials=False, profiles=profiles)
+        half=False, half_partials=False, profiles=profiles, recomputation=recomputation)
 
 
 def cnn(build, *, replicas: int, mb: int, accumulation: int, proportion: float, image: int = 224,
@@ -517,8 +521,7 @@ def swin_base() -> float:
     accumulation 64, fp32 data and model, PopTorch's recomputation of each
     pipeline stage (as swin_tiny)."""
     return pipelined_throughput(
-        lambda: Swin(embed=128, depths=(2, 2, 18, 2), heads=(4, 8, 16, 32), blocks_per_ipu=(2, 2, 3, 3, 5, 5, 2, 2),
-                     stage_recomputation=True),
+        lambda: Swin(embed=128, depths=(2, 2, 18, 2), heads=(4, 8, 16, 32), blocks_per_ipu=(2, 2, 3, 3, 5, 5, 2, 2)),
         lambda n: (_meta(n, 3, 224, 224, dtype=torch.float), _meta(n, 1000, dtype=torch.float)),
         machine=BOW, replicas=2, mb=4, accumulation=64, proportions=(0.15,) * 8, optimizer="adamw",
         half=False, half_partials=False)
@@ -663,7 +666,7 @@ def swin_profiles() -> None:
     """Swin-T's row with and without PopTorch's recomputation of each pipeline stage."""
     for recomputed in (False, True):
         prof = []
-        thr = swin_tiny_compile(recomputed, profiles=prof)
+        thr = swin_tiny_compile(None if recomputed else 0, profiles=prof)
         by_ipu = op_cycles_by_ipu(prof[0])
         busiest = max(by_ipu, key=lambda i: sum(by_ipu[i].values()))
         ops = by_ipu[busiest]
