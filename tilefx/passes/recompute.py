@@ -99,10 +99,13 @@ def pipelined_over_ipus(module: ModuleOp, main: func.FuncOp) -> bool:
     return stages.get("kind") == "pipelined" and len(ipus) > 1
 
 
-def stage_recomputation(module: ModuleOp, main: func.FuncOp, auto_recomputation: int) -> bool:
-    """Whether PopART's Pipeline recomputation applies: set, or unset (PopTorch's
-    default), on a model pipelined over more than one IPU."""
-    return auto_recomputation in (-1, PIPELINE) and pipelined_over_ipus(module, main)
+def stage_recomputation(module: ModuleOp, main: func.FuncOp, auto_recomputation: int) -> int:
+    """The forward stages PopART's Pipeline recomputation recomputes over
+    when it applies (set, or unset, PopTorch's default, on a model pipelined
+    over more than one IPU), else 0."""
+    if auto_recomputation in (-1, PIPELINE) and pipelined_over_ipus(module, main):
+        return int((module_config(module, STAGES_KEY) or {}).get("forward_stages", 0))
+    return 0
 
 
 def has_checkpoints(fn: func.FuncOp) -> bool:
@@ -124,17 +127,14 @@ def _forward_stage(op: Operation, backward_of: int) -> int:
     return backward_of - s if _direction(op) == "bwd" and s >= 0 else s
 
 
-def stage_kept(fn: func.FuncOp) -> set[SSAValue]:
+def stage_kept(fn: func.FuncOp, forward_stages: int) -> set[SSAValue]:
     """The forward values Pipeline recomputation keeps on top of checkpoints
     and random results: each stage's inputs (a value read by an op of
     another stage, which an IPU copy carries and the reading stage
     stashes) and the loss stage's values from its last checkpoints on."""
     block = fn.body.block
     ops = [o for o in block.ops if place(o) is not None]
-    fwd_stages = [place(o).stage.data for o in ops if _direction(o) == "fwd"]
-    if not fwd_stages:
-        return set()
-    last = max(fwd_stages)
+    last = forward_stages - 1  # (a forward constant may sit in a backward stage, with its user)
     kept: set[SSAValue] = set()
     for o in ops:
         if _direction(o) != "fwd":
@@ -177,15 +177,16 @@ def stage_kept(fn: func.FuncOp) -> set[SSAValue]:
     return kept
 
 
-def recompute(fn: func.FuncOp, by_stage: bool = False, checkpoints: bool = True) -> int:
+def recompute(fn: func.FuncOp, forward_stages: int = 0, checkpoints: bool = True) -> int:
     """Rewrite `fn`; returns the number of forward ops cloned into the
-    backward. `by_stage`: PopART's Pipeline recomputation (the stages'
-    inputs kept, see `stage_kept`); `checkpoints`: the checkpoints'
-    own recomputation (False: PopART's None, nothing recomputed)."""
+    backward. `forward_stages`: PopART's Pipeline recomputation over that
+    many forward stages (the stages' inputs kept, see `stage_kept`; 0: not
+    by stage); `checkpoints`: the checkpoints' own recomputation (False:
+    PopART's None, nothing recomputed)."""
     block = fn.body.block
-    if not checkpoints or not (by_stage or has_checkpoints(fn)):
+    if not checkpoints or not (forward_stages or has_checkpoints(fn)):
         return 0
-    kept = stage_kept(fn) if by_stage else set()
+    kept = stage_kept(fn, forward_stages) if forward_stages else set()
     clones: dict[SSAValue, SSAValue] = {}
     count = 0
 
