@@ -14,6 +14,9 @@ import tilefx as poptorch
 from tilefx.api.compile_config import compile_config
 from tilefx.driver import CompileConfig, config_from_json
 from tilefx.errors import Error
+from tilefx.passes import PassOptionError
+from tilefx.passes.auto_stage import AutoStagePass
+from tilefx.passes.recompute import RecomputePass
 
 
 class _TwoIpus(torch.nn.Module):
@@ -122,3 +125,11 @@ def test_values_outside_popart_enum_are_refused(value):
         CompileConfig(training=True, auto_recomputation=value)
     with pytest.raises(Error, match="auto_recomputation"):
         compile_config(_opts(value), training=True)
+
+
+@pytest.mark.parametrize("cls", [RecomputePass, AutoStagePass])
+@pytest.mark.parametrize("value", [1, 2, 4, 7, True])
+def test_pass_options_take_the_modelled_types_only(cls, value):
+    """tilefx-opt's `auto-recomputation` option: -1 (unset), 0 or 3."""
+    with pytest.raises(PassOptionError, match=f"{cls.name}: auto-recomputation must be -1"):
+        cls(auto_recomputation=value)

@@ -88,9 +88,10 @@ from tilefx.backend.schedule import SCHEDULES, pipelined
 from tilefx.dialects.ipu import DEFAULT_PROPORTION, PLACE_KEY, START_BLOCK, PlacementAttr
 from tilefx.dialects.irutil import find_func, from_py, module_config, place, value_numel
 from tilefx.dialects.names import (AUTO_STAGE_KEY, OPTIMIZER_KEY, PARAM_KEY, STRATEGY_KEY)
+from tilefx.passes import check_option
 from tilefx.passes.assign_stages import PlacementError
 from tilefx.passes.available_memory import AvailableMemoryPass
-from tilefx.passes.recompute import NO_RECOMPUTATION, PIPELINE, has_checkpoints, is_recomputable
+from tilefx.passes.recompute import MODELLED, NO_RECOMPUTATION, PIPELINE, has_checkpoints, is_recomputable
 
 _UNPLACED = PlacementAttr()  # an op without ipu.place: a forward op of the default block
 
@@ -118,6 +119,11 @@ class AutoStagePass(ModulePass):
     tail_ipu: int = 0
     # PopART's autoRecomputation (passes/recompute.py); -1: not set
     auto_recomputation: int = -1
+
+    def __post_init__(self):
+        v = self.auto_recomputation
+        check_option(self.name, isinstance(v, int) and not isinstance(v, bool) and v in MODELLED,
+                     f"auto-recomputation must be -1 (unset), 0 (None) or 3 (Pipeline), got {v!r}")
 
     def _settings(self, module: ModuleOp) -> dict:
         cfg = module_config(module, STRATEGY_KEY) or {}
