@@ -50,7 +50,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr
+from tilefx.dialects.ipu import PLACE_KEY, PlacementAttr, RecomputationCheckpointOp
 from tilefx.dialects.irutil import find_func, module_config, place
 from tilefx.dialects.names import STAGES_KEY
 from tilefx.passes import check_option
@@ -127,6 +127,39 @@ def _forward_stage(op: Operation, backward_of: int) -> int:
     return backward_of - s if _direction(op) == "bwd" and s >= 0 else s
 
 
+def receive_stage_inputs(fn: func.FuncOp, forward_stages: int) -> None:
+    """Each stage's inputs held where PopART holds them: copied once to the
+    stage's IPU and stashed there (the IPU copy's result, which the stage's
+    forward, its backward and its recomputation read), not sent again from
+    the producer's IPU for the backward. A value of an earlier stage that a
+    forward op of stage t reads goes through an identity on stage t (a
+    checkpoint: kept) that stage t's ops read instead."""
+    block = fn.body.block
+    last = forward_stages - 1
+    order = {o: i for i, o in enumerate(block.ops)}
+    for o in list(block.ops):
+        if _direction(o) != "fwd" or place(o) is None:
+            continue
+        s = place(o).stage.data
+        for r in o.results:
+            uses: dict[int, list] = {}
+            for u in list(r.uses):
+                user = u.operation
+                if user.parent_block() is block and place(user) is not None and \
+                        (t := _forward_stage(user, 2 * last)) > s:
+                    uses.setdefault(t, []).append(u)
+            for t, us in uses.items():
+                readers = [u.operation for u in us if _direction(u.operation) == "fwd"]
+                if not readers:
+                    continue
+                first = min(readers, key=order.__getitem__)
+                held = RecomputationCheckpointOp.create(operands=[r], result_types=[r.type],
+                                                        attributes={PLACE_KEY: place(first)})
+                block.insert_op_before(held, first)
+                for u in us:
+                    u.operation.operands[u.index] = held.results[0]
+
+
 def stage_kept(fn: func.FuncOp, forward_stages: int) -> set[SSAValue]:
     """The forward values Pipeline recomputation keeps on top of checkpoints
     and random results: each stage's inputs (a value read by an op of
@@ -186,6 +219,8 @@ def recompute(fn: func.FuncOp, forward_stages: int = 0, checkpoints: bool = True
     block = fn.body.block
     if not checkpoints or not (forward_stages or has_checkpoints(fn)):
         return 0
+    if forward_stages:
+        receive_stage_inputs(fn, forward_stages)
     kept = stage_kept(fn, forward_stages) if forward_stages else set()
     clones: dict[SSAValue, SSAValue] = {}
     count = 0

@@ -3,19 +3,22 @@
 
 // PopTorch's default recomputation: a training model pipelined over two
 // IPUs (the `ipu.stages` ipu-assign-stages writes) without checkpoints.
-// Stage 0 keeps %a, its output copied to stage 1 (the stage input stage 1
-// stashes), and recomputes %h from the argument %x in its backward, placed
-// with its backward user. Stage 1 computes the loss: its backward follows
+// Stage 0's output %a is stage 1's input: stage 1 holds it (an identity
+// checkpoint on stage 1, which its forward and backward read: the IPU copy's
+// result PopART stashes, not a second copy from IPU 0 for the backward).
+// Stage 0 recomputes %h from the argument %x in its backward, placed with
+// its backward user. Stage 1 computes the loss: its backward follows
 // its forward, so it recomputes nothing (%t is read as it is).
 // With autoRecomputation None (0) nothing is recomputed.
 
 // CHECK-LABEL: func.func @main(
 // CHECK:         %h = aten.mm %x, %w1 {ipu.place = #ipu.place<fwd, block = "B0", ipu = 0, stage = 0, phase = 0>}
 // CHECK-NEXT:    %a = aten.relu %h
-// CHECK-NEXT:    %t = aten.tanh %a
+// CHECK-NEXT:    %[[IN:.*]] = ipu.recomputation_checkpoint %a {ipu.place = #ipu.place<fwd, block = "B1", ipu = 1, stage = 1, phase = 0>}
+// CHECK-NEXT:    %t = aten.tanh %[[IN]]
 // CHECK-NEXT:    %loss = aten.sum %t
 // CHECK-NEXT:    %g1 = aten.mul.Tensor %seed, %t {ipu.place = #ipu.place<bwd, block = "B1", ipu = 1, stage = 1, phase = 0>}
-// CHECK-NEXT:    %g2 = aten.mul.Tensor %g1, %a {ipu.place = #ipu.place<bwd, block = "B1", ipu = 1, stage = 1, phase = 0>}
+// CHECK-NEXT:    %g2 = aten.mul.Tensor %g1, %[[IN]] {ipu.place = #ipu.place<bwd, block = "B1", ipu = 1, stage = 1, phase = 0>}
 // CHECK-NEXT:    %[[H2:.*]] = aten.mm %x, %w1 {ipu.place = #ipu.place<bwd, block = "B0", ipu = 0, stage = 2, phase = 0>}
 // CHECK-NEXT:    %g3 = aten.threshold_backward %g2, %[[H2]] {ipu.place = #ipu.place<bwd, block = "B0", ipu = 0, stage = 2, phase = 0>
 // CHECK-NEXT:    func.return
