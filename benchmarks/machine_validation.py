@@ -357,7 +357,9 @@ def unet() -> float:
     """Graphcore's medical UNet trained on a Bow-2000 (one replica pipelined
     over its 4 IPUs): micro-batch 1, gradient accumulation 24, per-IPU
     proportions [0.7, 0.3, 0.45, 0.7], fp16 with fp16 partials, SGD with
-    momentum (the example's defaults and its benchmark command)."""
+    momentum (the example's defaults and its benchmark command), each stage
+    recomputed from its inputs (the example's automatic recomputation, as
+    tilefx's default over several IPUs)."""
     return pipelined_throughput(
         UNet, lambda n: (_meta(n, 1, 572, 572), _meta(n, 388, 388, dtype=torch.long)),
         machine=BOW, replicas=1, mb=1, accumulation=24, proportions=(0.7, 0.3, 0.45, 0.7), optimizer="sgd")
@@ -509,7 +511,10 @@ def rows(quick: bool = False) -> list[Row]:
             "SDK 3.0 TensorFlow2, batch 24: one replica pipelined over 4 IPUs (stages split after encoder block 1, "
             "the first and the third transposed convolution), micro-batch 1, accumulation 24, proportions "
             "[0.7, 0.3, 0.45, 0.7], SGD with momentum, fp16 with fp16 partials (" + SRC_UNET + ")",
-            "fp16 images, no recomputation (the example's automatic recomputation is not modelled)",
+            "fp16 images; each pipeline stage recomputed from its inputs in its backward (the example sets "
+            "`allow_recompute = True` in `configure_ipu`, utils.py, and `RecomputationMode.Auto` in its pipelining "
+            "options, model_utils.py; costed as PopTorch's default over several IPUs, PopART's Pipeline "
+            "recomputation)",
             unet),
     ]
     return out
