@@ -37,8 +37,8 @@ class Band:
 
 # ratio ranges of the prediction rows (docs/machine-validation.md, "Predictions")
 BANDS = {
-    "transformer": Band("transformer training pipelines (BERT pre-training and SQuAD)", 1.08, 1.28, 7),
-    "vision-transformer": Band("vision-transformer training pipelines (ViT-B/16, Swin-T)", 1.81, 2.16, 4),
+    "transformer": Band("transformer training pipelines (BERT pre-training and SQuAD)", 1.15, 1.32, 7),
+    "vision-transformer": Band("vision-transformer training pipelines (ViT-B/16, Swin-T)", 1.93, 2.16, 4),
     "cnn": Band("CNN training (ResNet-50, ResNeXt-101, UNet)", 0.97, 1.27, 5),
 }
 MATMUL_OPS = ("aten.mm", "aten.bmm", "aten.addmm", "ipu.serialized_matmul")
