@@ -20,7 +20,8 @@ the values of `opts._Popart.set("autoRecomputation", N)` and of
   otherwise the checkpoints alone, as below.
 - `Pipeline` (3): each pipeline stage's forward is recomputed in its
   backward from the stage's inputs (the values copied in from other stages,
-  which are all the stage stashes) and the model's checkpoints. The stage
+  which are all the stage stashes, held on the stage's own IPU where PopART
+  stashes the copy: `receive_stage_inputs`) and the model's checkpoints. The stage
   that computes the loss recomputes nothing after its last checkpoints (all
   of it without checkpoints): its backward follows its forward at once, so
   recomputing there would run the same ops twice in a row for no memory
