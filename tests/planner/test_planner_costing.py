@@ -107,26 +107,32 @@ def test_auto_stage_stash_shrinks_to_the_checkpoints():
 
 
 def test_checkpointed_model_fits_where_its_stash_would_not():
-    """A pipeline whose stashed activations do not fit without checkpoints
-    fits with them: ipu-auto-stage finds a split, and the compiled model's
-    profile agrees that every IPU holds its stage (the recompute pass runs
-    after ipu-auto-stage, so the cut must foresee it)."""
+    """A pipeline whose stashed activations do not fit without recomputation
+    (autoRecomputation None), nor with PopTorch's default recomputation of
+    each stage from its inputs (a stage's recomputed activations for one
+    micro-batch are over a tile too), fits with a checkpoint per layer:
+    ipu-auto-stage finds a split, and the compiled model's profile agrees
+    that every IPU holds its stage (the recompute pass runs after
+    ipu-auto-stage, so the cut must foresee it)."""
 
     torch.manual_seed(0)
     d, h, mb = 256, 4096, 8192
 
-    def compile_(checkpoints):
+    def compile_(checkpoints, recomputation=None):
         with torch.device("meta"):
             model = Checkpointed(checkpoints, d, h, layers=4)
         opts = tilefx.Options().useOfflineIpuTarget()
         opts.Training.gradientAccumulation(8)
+        if recomputation is not None:
+            opts._Popart.set("autoRecomputation", recomputation)
         opts.setExecutionStrategy(tilefx.PipelinedExecution.auto(2, schedule="1F1B"))
         t = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
         t.compile(torch.randn(mb * 8, d), torch.randn(mb * 8, d))
         return t
 
-    with pytest.raises(tilefx.Error, match="no split into 2 stages"):
-        compile_(False)
+    for recomputation in (0, None):
+        with pytest.raises(tilefx.Error, match="no split into 2 stages"):
+            compile_(False, recomputation)
     t = compile_(True)
     mem = t.profile.memory
     assert len(mem) == 2 and all(int(m.peak.max()) <= t.profile.machine.bytes_per_tile for m in mem.values())

@@ -61,6 +61,7 @@ def compile_config(options: Options, training: bool, optimizer: Mapping[str, Any
         optimizer_location_set=o.TensorLocations.optimizer is not None,
         host_io=not o.synthetic_data,
         decompose_grad_sum=bool(o._Popart.options.get("decomposeGradSum", False)),
+        auto_recomputation=_int_option(o._Popart.options.get("autoRecomputation")),
         seed=o.random_seed)
 
 
@@ -94,6 +95,8 @@ def options_for_config(config: CompileConfig, mean_reduction: bool = False, cach
         o.randomSeed(config.seed)
     if config.decompose_grad_sum:
         o._Popart.set("decomposeGradSum", True)
+    if config.auto_recomputation is not None:
+        o._Popart.set("autoRecomputation", config.auto_recomputation)
     if cache_dir is not None:
         o.enableExecutableCaching(cache_dir)
     read = compile_config(o, config.training, config.optimizer, config.optimizer_groups, config.loss_scaled)
@@ -103,3 +106,10 @@ def options_for_config(config: CompileConfig, mean_reduction: bool = False, cach
         raise Error(f"the PopTorch executor cannot run this CompileConfig: its {', '.join(differ)} "
                     "would be read otherwise by the host loop")
     return o
+
+
+def _int_option(value):
+    """A PopART enum option set as an int or an int enum (`_Popart.set`'s
+    values are the enum's ints) as a plain int; anything else as it is, for
+    CompileConfig to refuse by name."""
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else value

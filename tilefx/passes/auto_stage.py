@@ -26,9 +26,12 @@ How it cuts:
    copies of the activations crossing its cuts (and of their gradients).
    Its memory per tile is its weights (with optimizer state and gradient
    accumulators when training, where TensorLocations keeps them) and the
-   activations its backward needs (with recomputation checkpoints, only
-   the values `ipu-recompute` keeps: the checkpoints; the ops it recomputes
-   count their cycles twice), times the micro-batches the schedule
+   activations its backward needs (with recomputation, only the values
+   `ipu-recompute` keeps: the checkpoints and, under PopART's Pipeline
+   recomputation, PopTorch's default over several IPUs, the stage's inputs,
+   the activations crossing the cut before it; the ops it recomputes count
+   their cycles twice, none in the last stage, whose backward follows its
+   forward), times the micro-batches the schedule
    stashes for that stage, spread over the tiles, plus code and its peak
    position's largest temporary with the working activations live there
    (forward values the backward does not read, from their maker to their
@@ -60,7 +63,8 @@ Options (the module's `ipu.strategy` `auto` entry, set by
 `PipelinedExecution.auto`, wins over them): `num_ipus`, `virtual_stages`
 (Interleaved1F1B), `schedule`, `micro_batches` (the gradient accumulation,
 for the stash), `machine` (mk1, mk2, bow), `default_proportion`, `tail_block` and
-`tail_ipu` (PipelinedExecution.auto's `tail`).
+`tail_ipu` (PipelinedExecution.auto's `tail`), `auto_recomputation`
+(PopART's, as `ipu-recompute` reads it).
 """
 
 from __future__ import annotations
@@ -84,9 +88,10 @@ from tilefx.backend.schedule import SCHEDULES, pipelined
 from tilefx.dialects.ipu import DEFAULT_PROPORTION, PLACE_KEY, START_BLOCK, PlacementAttr
 from tilefx.dialects.irutil import find_func, from_py, module_config, place, value_numel
 from tilefx.dialects.names import (AUTO_STAGE_KEY, OPTIMIZER_KEY, PARAM_KEY, STRATEGY_KEY)
+from tilefx.passes import check_option
 from tilefx.passes.assign_stages import PlacementError
 from tilefx.passes.available_memory import AvailableMemoryPass
-from tilefx.passes.recompute import has_checkpoints, is_recomputable
+from tilefx.passes.recompute import MODELLED, NO_RECOMPUTATION, PIPELINE, has_checkpoints, is_recomputable
 
 _UNPLACED = PlacementAttr()  # an op without ipu.place: a forward op of the default block
 
@@ -141,6 +146,13 @@ class AutoStagePass(ModulePass):
     # a last stage on an earlier IPU: the ops from this block's first one on
     tail_block: str = ""
     tail_ipu: int = 0
+    # PopART's autoRecomputation (passes/recompute.py); -1: not set
+    auto_recomputation: int = -1
+
+    def __post_init__(self):
+        v = self.auto_recomputation
+        check_option(self.name, isinstance(v, int) and not isinstance(v, bool) and v in MODELLED,
+                     f"auto-recomputation must be -1 (unset), 0 (None) or 3 (Pipeline), got {v!r}")
 
     def _settings(self, module: ModuleOp) -> dict:
         cfg = module_config(module, STRATEGY_KEY) or {}
@@ -202,34 +214,58 @@ class AutoStagePass(ModulePass):
             raise PlacementError(f"ipu-auto-stage: the model has {n} forward ops with inputs from other "
                                  f"ops, too few for {S} stages")
 
-        kept, recomputed = _recomputation(main, ops) if training else ({}, set())
+        rc = self.auto_recomputation
+        on = training and rc != NO_RECOMPUTATION
+        kept, recomputed = _recomputation(main, ops) if on else ({}, set())
+        # PopART's Pipeline recomputation (PopTorch's default over several
+        # IPUs) keeps each stage's inputs. With checkpoints it recomputes
+        # what the checkpoints alone would (segment by segment); without,
+        # every stage but the last recomputes its whole forward from its
+        # inputs, and the last (whose backward follows at once) nothing
+        by_stage = on and rc in (-1, PIPELINE) and cfg["kind"] == "pipelined" and len(set(stage_ipus)) > 1
+        whole = by_stage and not has_checkpoints(main)
+        kept_s, recomputed_s = _recomputation(main, ops, from_stage_inputs=True) if whole else (kept, recomputed)
         # per-position costs, one vector per distinct available memory proportion
         props = AvailableMemoryPass(default_proportion=self.default_proportion)._per_ipu(op)
         ipu_prop = [props.get(i, float(self.default_proportion)) for i in range(N)]
-        cycles: dict[float, np.ndarray] = {}
-        bwd_cycles: dict[float, np.ndarray] = {}
+        cycles: dict[tuple, np.ndarray] = {}
+        bwd_cycles: dict[tuple, np.ndarray] = {}
         temp = np.zeros(n)
         code = np.zeros(n)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the profile warns once the stages are final
             for p in sorted(set(ipu_prop)):
-                c = np.zeros(n)
-                cb = np.zeros(n)
-                for o in ops:
-                    cost = op_cost(o, mach, p)
-                    # a recomputed forward op runs twice: again in its backward
-                    times = 2 if o in recomputed else 1
-                    c[anchor[o]] += times * cost.cycles
-                    if place(o, _UNPLACED).is_backward or o in recomputed:
-                        cb[anchor[o]] += cost.cycles
-                    if p == ipu_prop[0]:
-                        temp[anchor[o]] = max(temp[anchor[o]], cost.temp_bytes)
-                        code[anchor[o]] += 1
-                cycles[p] = c
-                bwd_cycles[p] = cb
+                for last, again in ((True, recomputed), (False, recomputed_s))[:1 + whole]:
+                    c = np.zeros(n)
+                    cb = np.zeros(n)
+                    for o in ops:
+                        cost = op_cost(o, mach, p)
+                        # a recomputed forward op runs twice: again in its backward
+                        times = 2 if o in again else 1
+                        c[anchor[o]] += times * cost.cycles
+                        if place(o, _UNPLACED).is_backward or o in again:
+                            cb[anchor[o]] += cost.cycles
+                        if p == ipu_prop[0] and last:
+                            temp[anchor[o]] = max(temp[anchor[o]], cost.temp_bytes)
+                            code[anchor[o]] += 1
+                    cycles[p, last] = c
+                    bwd_cycles[p, last] = cb
+                if not whole:  # every stage recomputes as the last does
+                    cycles[p, False], bwd_cycles[p, False] = cycles[p, True], bwd_cycles[p, True]
         weights, saved, crossing, working = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"],
                                                             cfg["state_shards"], cfg["locations"], cfg["replicas"],
                                                             kept)
+        saved_s, stash_in, once = saved, np.zeros(n + 1), np.zeros(n)
+        if by_stage:  # a stage keeps its inputs (the values crossing the cut before it) per micro-batch
+            stash_in[1:n] = crossing[0, 1:n]
+        if whole:  # and its backward holds what it recomputes, every value the backward reads, for one
+            saved_s = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"], cfg["state_shards"],
+                                      cfg["locations"], cfg["replicas"], kept_s)[1]
+            once = saved
+        stage_saved = [saved_s] * (S - 1) + [saved]
+        stage_once = [once] * (S - 1) + [np.zeros(n)]
+        stage_cycles = [cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
+        stage_bwd = [bwd_cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
         # a position's peak per tile: its largest temporary with the working activations live then
         temp = temp + working / mach.tiles
         link = np.array([[mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0 for b in row]
@@ -238,10 +274,9 @@ class AutoStagePass(ModulePass):
         pinned, no_cut = _user_constraints(ops, anchor, n)
 
         cuts, stage_report, stage_mem_ok = _partition(
-            [cycles[ipu_prop[i]] for i in stage_ipus], link, weights, saved, temp, code, depth,
-            stage_ipus, pinned, no_cut, training, mach, v, tail, cfg["reserve"])
-        cuts = _refine(cuts, [cycles[ipu_prop[i]] for i in stage_ipus],
-                       [bwd_cycles[ipu_prop[i]] for i in stage_ipus], link, stage_ipus, cfg["schedule"],
+            stage_cycles, link, weights, stage_saved, temp, code, depth,
+            stage_ipus, pinned, no_cut, training, mach, v, tail, cfg["reserve"], stash_in, stage_once)
+        cuts = _refine(cuts, stage_cycles, stage_bwd, link, stage_ipus, cfg["schedule"],
                        self.micro_batches, training, stage_mem_ok, tail is not None)
         stage_cyc, stage_mem = stage_report(cuts)
         stage_of_pos = np.zeros(n, dtype=np.int64)
@@ -342,13 +377,16 @@ def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
     return anchor, n
 
 
-def _recomputation(main, ops) -> tuple[dict, set]:
+def _recomputation(main, ops, from_stage_inputs: bool = False) -> tuple[dict, set]:
     """What `ipu-recompute` (passes/recompute.py) will do, without doing it:
     for each forward value a backward op reads and the function recomputes,
     the kept forward values (checkpoints, random ops' results) it is
     recomputed from; and the forward ops it runs again in the backward.
-    Empty without checkpoints (every value the backward reads is stashed)."""
-    if not has_checkpoints(main):
+    Empty without checkpoints (every value the backward reads is stashed),
+    unless `from_stage_inputs` (Pipeline recomputation, before the cuts
+    exist: recomputed from the kept values alone; the caller adds the
+    stage inputs each cut keeps)."""
+    if not (from_stage_inputs or has_checkpoints(main)):
         return {}, set()
     block = main.body.block
     kept: dict = {}
@@ -521,9 +559,13 @@ def _tail_start(ops, anchor, block: str) -> int:
 
 
 def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinned, no_cut,
-               training, mach, virtual, tail=None, reserve=None):
+               training, mach, virtual, tail=None, reserve=None, stash_in=None, once=None):
     """The cuts 0 = c0 < c1 < ... < cS = n minimising the slowest IPU, each
-    stage within its IPU's tile memory; its cycles and bytes. `tail`: the
+    stage within its IPU's tile memory; its cycles and bytes. `cycles` and
+    `saved` (the stashed bytes per position) are per stage; `stash_in`: the
+    bytes a stage starting at each cut stashes on top (its inputs, under
+    Pipeline recomputation); `once`, per stage: bytes per position live for
+    one micro-batch (the values its backward recomputes). `tail`: the
     last stage is positions [tail, n), on the IPU of an earlier stage, whose
     cycles and memory it adds to. `reserve`: bytes per tile, by IPU, that
     the stages on it leave free (an IPU the profile found over its tile
@@ -537,7 +579,9 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
     # per stage: its IPU's tile less what the caller reserves there
     caps = [cap - reserve.get(ipu, 0) for ipu in stage_ipus]
     W = np.concatenate([[0], np.cumsum(weights)])
-    A = np.concatenate([[0], np.cumsum(saved)])
+    A = [np.concatenate([[0], np.cumsum(s)]) for s in saved]
+    IN = np.zeros(n + 1) if stash_in is None else np.asarray(stash_in, dtype=np.float64)
+    O = [np.concatenate([[0], np.cumsum(o)]) for o in (once if once is not None else [np.zeros(n)] * S)]
     K = np.concatenate([[0], np.cumsum(code)])
     C = [np.concatenate([[0], np.cumsum(c)]) for c in cycles]
     link = np.atleast_2d(link)
@@ -551,7 +595,8 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
     if tail is not None:
         host = stage_ipus.index(stage_ipus[-1])
         tail_cyc = C[S - 1][n] - C[S - 1][tail] + (back[tail] if training else 0)
-        tail_mem = (W[n] - W[tail] + depth[S - 1] * (A[n] - A[tail])) / tiles + \
+        tail_mem = (W[n] - W[tail] + depth[S - 1] * (A[S - 1][n] - A[S - 1][tail] + IN[tail]) +
+                    O[S - 1][n] - O[S - 1][tail]) / tiles + \
             mach.code_bytes_per_op_per_tile * (K[n] - K[tail])
         tail_temp = temp[tail:].max()
     inf = np.inf
@@ -573,7 +618,7 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
                 continue
             cyc = C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0)
             mtemp = np.maximum.accumulate(temp[i[0]:j][::-1])[::-1]
-            mem = (W[j] - W[i] + depth[k] * (A[j] - A[i])) / tiles + \
+            mem = (W[j] - W[i] + depth[k] * (A[k][j] - A[k][i] + IN[i]) + O[k][j] - O[k][i]) / tiles + \
                 mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + mtemp
             if k == host:
                 cyc = cyc + tail_cyc
@@ -585,7 +630,8 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
             if np.isfinite(val[m]) and (k < S - 1 or j == n):
                 best[k + 1, j], arg[k + 1, j] = val[m], i[m]
     if not np.isfinite(best[S, n]):
-        _explain_infeasible(weights, saved, temp, code, depth, pinned, stage_ipus, mach, cap)
+        _explain_infeasible(weights, max(max(depth) * A[k][n] + O[k][n] for k in range(S)), pinned, stage_ipus,
+                            mach, cap)
     cuts = [n]
     for k in range(S, 0, -1):
         cuts.append(int(arg[k, cuts[-1]]))
@@ -595,7 +641,7 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
         stage_cyc, stage_mem = [], []
         for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
             stage_cyc.append(C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0))
-            stage_mem.append(W[j] - W[i] + depth[k] * (A[j] - A[i]) +
+            stage_mem.append(W[j] - W[i] + depth[k] * (A[k][j] - A[k][i] + IN[i]) + O[k][j] - O[k][i] +
                              tiles * (mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + temp[i:j].max()))
         return stage_cyc, stage_mem
 
@@ -609,7 +655,7 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
             return False
         if tail is not None and k == S - 1:
             return True  # its memory counts with its host stage
-        mem = (W[j] - W[i] + depth[k] * (A[j] - A[i])) / tiles + \
+        mem = (W[j] - W[i] + depth[k] * (A[k][j] - A[k][i] + IN[i]) + O[k][j] - O[k][i]) / tiles + \
             mach.code_bytes_per_op_per_tile * (K[j] - K[i])
         if k == host:
             return mem + tail_mem + max(temp[i:j].max(), tail_temp) <= caps[k]
@@ -691,8 +737,11 @@ def _schedule_of(sip: tuple, S: int, M: int, training: bool, schedule: str):
     return pipelined(dict(sip), S, M, training, 1, schedule)
 
 
-def _explain_infeasible(weights, saved, temp, code, depth, pinned, stage_ipus, mach, cap):
-    need = (weights.sum() + max(depth) * saved.sum()) / mach.tiles
+def _explain_infeasible(weights, activations, pinned, stage_ipus, mach, cap):
+    """`activations`: the bytes the model's activations take in the stage
+    that holds most of them, were it the whole model (stashed per
+    micro-batch in flight, recomputed ones for one)."""
+    need = (weights.sum() + activations) / mach.tiles
     pins = sorted({int(p) for p in pinned if p >= 0})
     bad_pins = [p for p in pins if p not in stage_ipus]
     if bad_pins:

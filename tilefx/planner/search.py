@@ -423,7 +423,7 @@ class _Planner:
         # a user picks is verified when it compiles)
         run_graph_passes(module, training=True, autocast=bool(opts.Precision.autocast_enabled),
                          assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1),
-                         verify=False, stop_after=stop_after)
+                         verify=False, stop_after=stop_after, auto_recomputation=config.auto_recomputation)
         return module, config, unit_of
 
     def _refusal(self, c: Candidate) -> NoSplitFits | None:
