@@ -23,6 +23,7 @@ tests/backend/test_machine_validation.py.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import functools
 import os
@@ -887,15 +888,22 @@ def print_effnet_dino() -> None:
 
 
 def main(argv=None):
-    args = argv if argv is not None else sys.argv[1:]
-    quick = "--quick" in args
-    if "--vit-miss" in args:
+    # parsed before anything compiles: --help, or a misspelt flag, answers at once
+    parser = argparse.ArgumentParser(description="The machine model against published IPU measurements "
+                                                 "(docs/machine-validation.md).")
+    parser.add_argument("--quick", action="store_true", help="the rows only, the small ones")
+    parser.add_argument("--only", action="append", default=[], metavar="KEY", help="this row only (repeatable)")
+    parser.add_argument("--vit-miss", action="store_true", help="the checks of the ViT miss")
+    parser.add_argument("--effnet-dino", action="store_true",
+                        help="the G16-EfficientNet-B4 Pod16 and DINO rows' costs, IPU by IPU")
+    args = parser.parse_args(argv)
+    quick, only = args.quick, args.only
+    if args.vit_miss:
         print_vit_miss()
         return
-    if "--effnet-dino" in args:
+    if args.effnet_dino:
         print_effnet_dino()
         return
-    only = [a.split("=", 1)[1] for a in args if a.startswith("--only=")]
     print("Configuration (datasheet constants: they define the machine, not evidence)")
     for c in configuration():
         print(f"  {c.name:<62} {c.value:>10,.4g} {c.compute():>10,.4g} {c.unit}")

@@ -4,7 +4,6 @@ before anything is read (api/executable_schema.py, docs/security.md)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -14,8 +13,7 @@ import pytest
 import torch
 
 import tilefx as poptorch
-from tilefx.api import export
-from tilefx.driver import executable as file_format
+from executable_parts import rewritten
 
 
 class _Model(torch.nn.Module):
@@ -35,21 +33,6 @@ def exported(tmp_path_factory):
     return path
 
 
-def _rewrite(src, dst, edit) -> str:
-    """`src` with each part through `edit(name, bytes)`, the manifest's sizes
-    and hashes made to match (only the schema checks can refuse it)."""
-    with zipfile.ZipFile(src) as z:
-        parts = {n: z.read(n) for n in z.namelist() if n != file_format.MANIFEST}
-        manifest = json.loads(z.read(file_format.MANIFEST))
-    parts = {n: edit(n, b) for n, b in parts.items()}
-    manifest["parts"] = {n: {"sha256": hashlib.sha256(b).hexdigest(), "size": len(b)} for n, b in parts.items()}
-    with zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as w:
-        w.writestr(file_format.MANIFEST, json.dumps(manifest))
-        for n, b in parts.items():
-            w.writestr(n, b)
-    return str(dst)
-
-
 def _edit_json(part, fn):
     def edit(name, data):
         if name != part:
@@ -62,17 +45,17 @@ def _edit_json(part, fn):
 
 def test_a_host_path_in_the_options_is_refused_and_nothing_written_there(exported, tmp_path):
     evil = tmp_path / "chosen_by_the_file"
-    path = _rewrite(exported, tmp_path / "x.poptorch",
+    path = rewritten(exported, tmp_path / "x.poptorch",
                     _edit_json("options.json", lambda o: o.__setitem__("profile_dir", str(evil))))
     with pytest.raises(poptorch.Error, match="profile_dir is a setting of the loading host"):
         poptorch.load(path)
     assert not evil.exists()
     for key in ("log_dir", "executable_cache_dir"):
-        path = _rewrite(exported, tmp_path / f"{key}.poptorch",
+        path = rewritten(exported, tmp_path / f"{key}.poptorch",
                         _edit_json("options.json", lambda o, k=key: o.__setitem__(k, str(evil))))
         with pytest.raises(poptorch.Error, match=f"{key} is a setting of the loading host"):
             poptorch.load(path)
-    path = _rewrite(exported, tmp_path / "popart.poptorch",
+    path = rewritten(exported, tmp_path / "popart.poptorch",
                     _edit_json("options.json", lambda o: o.__setitem__("_Popart", {"logDir": str(evil)})))
     with pytest.raises(poptorch.Error, match="names a path on the host"):
         poptorch.load(path)
@@ -85,7 +68,7 @@ def test_the_exported_options_hold_no_host_setting(exported):
 
 
 def test_a_huge_replication_factor_is_a_prompt_error_naming_the_limit(exported, tmp_path):
-    path = _rewrite(exported, tmp_path / "x.poptorch",
+    path = rewritten(exported, tmp_path / "x.poptorch",
                     _edit_json("options.json", lambda o: o.__setitem__("replication_factor", 10**12)))
     start = time.monotonic()
     with pytest.raises(poptorch.Error, match="replication_factor must be <= 256.*IPU-POD256"):
@@ -115,7 +98,7 @@ def test_a_huge_replication_factor_is_a_prompt_error_naming_the_limit(exported, 
     ("options.json", lambda o: b'{"device_iterations": 1' + b"0" * 5000 + b"}", "number of digits"),
 ])
 def test_mistyped_or_unbounded_fields_are_clear_errors(exported, tmp_path, part, edit, message):
-    path = _rewrite(exported, tmp_path / "x.poptorch", _edit_json(part, edit))
+    path = rewritten(exported, tmp_path / "x.poptorch", _edit_json(part, edit))
     with pytest.raises(poptorch.Error, match=message):
         poptorch.load(path)
 
@@ -125,7 +108,7 @@ def test_sizes_are_checked_before_anything_is_read(exported, tmp_path, monkeypat
 
     # a 4 GiB size field on a small part: refused from the archive's directory
     monkeypatch.setenv("TILEFX_MAX_EXECUTABLE_BYTES", "1MiB")
-    big = _rewrite(exported, tmp_path / "big.poptorch",
+    big = rewritten(exported, tmp_path / "big.poptorch",
                    lambda n, b: b + bytes(2 << 20) if n == "weights.safetensors" else b)
     with pytest.raises(poptorch.Error, match="more than the limit.*TILEFX_MAX_EXECUTABLE_BYTES"):
         poptorch.load(big)
@@ -199,7 +182,7 @@ def test_a_planted_cache_entry_is_ignored_with_one_warning(tmp_path, monkeypatch
         tensors = st.load(data)
         return st.save({k: v + 0.5 for k, v in tensors.items()})
 
-    _rewrite(entry, entry, other_weights)
+    rewritten(entry, entry, other_weights)
     with caplog.at_level("WARNING", logger="tilefx.export"):
         got = _cached_run(cache, x)
         _cached_run(cache, x)  # stored again over it: no second warning

@@ -410,3 +410,18 @@ def test_resnext101_is_graphcores_tensorflow1_model():
     first_on_ipu1 = model.body[mv.RESNEXT101_SPLIT]
     assert model.body[3 + 4].c2.stride == (2, 2) and first_on_ipu1.c2.stride == (1, 1)
     assert first_on_ipu1.c2.groups == 32 and first_on_ipu1.c2.in_channels == 512
+
+
+def test_flags_are_read_before_anything_compiles(monkeypatch, capsys):
+    """--help and a misspelt flag answer at once (argparse's exit 0 and 2):
+    no row is built, where a hand-read flag list ran the whole table."""
+    def no_rows(*_args, **_kwargs):
+        raise AssertionError("a row was built")
+
+    monkeypatch.setattr(mv, "rows", no_rows)
+    with pytest.raises(SystemExit) as done:
+        mv.main(["--help"])
+    assert done.value.code == 0 and "--effnet-dino" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:
+        mv.main(["--vit_miss"])
+    assert done.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err

@@ -124,17 +124,22 @@ def test_a_split_refused_everywhere_is_asked_about_once_more():
                     assert c.refused
 
 
+def _checkpointed_planner() -> _Planner:
+    """A planner of `Checkpointed` on 2 IPUs, SGD, 8 micro-batches per update (not traced yet)."""
+    with torch.device("meta"):
+        torch.manual_seed(0)
+        model = Checkpointed()
+    return _Planner(model, (torch.zeros(MB, 32), torch.zeros(MB, 32)), 2,
+                    tilefx.optim.SGD(model.parameters(), lr=0.1), MB * 8, tilefx.Options(), MB)
+
+
 def test_costing_copies_are_not_verified_again(monkeypatch):
     """The trace is verified once; the copies the planner costs are not
     (they are never run; a configuration is verified when it compiles)."""
     calls = []
     real = ModuleOp.verify
     monkeypatch.setattr(ModuleOp, "verify", lambda self: calls.append(self) or real(self))
-    with torch.device("meta"):
-        torch.manual_seed(0)
-        model = Checkpointed()
-    planner = _Planner(model, (torch.zeros(MB, 32), torch.zeros(MB, 32)), 2,
-                       tilefx.optim.SGD(model.parameters(), lr=0.1), MB * 8, tilefx.Options(), MB)
+    planner = _checkpointed_planner()
     planner._trace()
     traced = len(calls)
     assert traced >= 1
@@ -153,11 +158,7 @@ def test_a_configuration_is_costed_with_the_collector_paused(monkeypatch):
     seen = []
     real = driver.profile_of
     monkeypatch.setattr(driver, "profile_of", lambda *a, **k: seen.append(gc.isenabled()) or real(*a, **k))
-    with torch.device("meta"):
-        torch.manual_seed(0)
-        model = Checkpointed()
-    planner = _Planner(model, (torch.zeros(MB, 32), torch.zeros(MB, 32)), 2,
-                       tilefx.optim.SGD(model.parameters(), lr=0.1), MB * 8, tilefx.Options(), MB)
+    planner = _checkpointed_planner()
     planner._trace()
     assert gc.isenabled()
     planner._cost(Candidate(2, 1, MB, 8, "1F1B", "on chip", 0.6, planner.machine.name, base=planner.base))

@@ -15,7 +15,6 @@ import pytest
 import torch
 
 import tilefx as poptorch
-from tilefx.api import export
 from tilefx.driver import executable as file_format
 
 
