@@ -252,18 +252,22 @@ class AutoStagePass(ModulePass):
                     bwd_cycles[p, last] = cb
                 if not whole:  # every stage recomputes as the last does
                     cycles[p, False], bwd_cycles[p, False] = cycles[p, True], bwd_cycles[p, True]
+        inputs, inputs_s = ({}, {}) if by_stage else (None, None)
         weights, saved, crossing, working = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"],
                                                             cfg["state_shards"], cfg["locations"], cfg["replicas"],
-                                                            kept)
+                                                            kept, inputs)
         saved_s, stash_in, once = saved, np.zeros(n + 1), np.zeros(n)
-        if by_stage:  # a stage keeps its inputs (the values crossing the cut before it) per micro-batch
-            stash_in[1:n] = crossing[0, 1:n]
+        leaving = leaving_s = leaving_once = None
+        if by_stage:  # a stage holds its inputs (the values a forward op reads across the cut before it)
+            stash_in[1:n] = inputs["held"][1:n]  # per micro-batch, and its maker does not
+            leaving = leaving_s = inputs["leaving"]
         if whole:  # and its backward holds what it recomputes, every value the backward reads, for one
             saved_s = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"], cfg["state_shards"],
-                                      cfg["locations"], cfg["replicas"], kept_s)[1]
-            once = saved
+                                      cfg["locations"], cfg["replicas"], kept_s, inputs_s)[1]
+            once, leaving_s, leaving_once = saved, inputs_s["leaving"], leaving
         stage_saved = [saved_s] * (S - 1) + [saved]
         stage_once = [once] * (S - 1) + [np.zeros(n)]
+        stage_leaving = [(leaving_s, leaving_once)] * (S - 1) + [(leaving, None)]
         stage_cycles = [cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
         stage_bwd = [bwd_cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
         # a position's peak per tile: its largest temporary with the working activations live then
@@ -275,7 +279,8 @@ class AutoStagePass(ModulePass):
 
         cuts, stage_report, stage_mem_ok = _partition(
             stage_cycles, link, weights, stage_saved, temp, code, depth,
-            stage_ipus, pinned, no_cut, training, mach, v, tail, cfg["reserve"], stash_in, stage_once)
+            stage_ipus, pinned, no_cut, training, mach, v, tail, cfg["reserve"], stash_in, stage_once,
+            stage_leaving)
         cuts = _refine(cuts, stage_cycles, stage_bwd, link, stage_ipus, cfg["schedule"],
                        self.micro_batches, training, stage_mem_ok, tail is not None)
         stage_cyc, stage_mem = stage_report(cuts)
@@ -419,7 +424,7 @@ def _recomputation(main, ops, from_stage_inputs: bool = False) -> tuple[dict, se
 
 def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocation = ON_CHIP,
                     replicas: int = 1, locations: Locations = Locations(), all_replicas: int = 1,
-                    kept: dict | None = None):
+                    kept: dict | None = None, stage_inputs: dict | None = None):
     """Per position: bytes of weights (with optimizer state, where `state`
     keeps it on chip and sharded over `replicas`, and accumulators),
     bytes of forward values the backward reads (stashed per micro-batch), and
@@ -430,7 +435,15 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
     sharded weights 1/`all_replicas` of theirs. Last, per position, the
     bytes of the working activations live while it runs: forward values the
     backward does not read (those are stashed), from the position that makes
-    them to their last forward reader, copied-in ones included."""
+    them to their last forward reader, copied-in ones included.
+
+    `stage_inputs` (PopART's Pipeline recomputation, where a stage holds its
+    inputs: `ipu-recompute`'s `receive_stage_inputs`) receives `held`, the
+    bytes of the forward values a forward op reads across each cut (per cut
+    position: what the stage starting there stashes), and `leaving`, the
+    stashed values a later stage holds instead of their maker (position,
+    last position before the first cut that would hand them on, bytes; see
+    `_left`)."""
     weights = np.zeros(n)
     opt = module_config(module, OPTIMIZER_KEY) or {}
     states = optimizer_state_tensors(opt)
@@ -453,6 +466,7 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
     # a value the backward reads, itself or through forward views of it, is stashed
     root: dict = {}
     stashed = set()
+    first_bwd: dict = {}  # a stashed value -> its first backward reader's position
     for o in ops:
         bwd = place(o, _UNPLACED).is_backward
         if bwd:
@@ -460,7 +474,9 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
                 if isinstance(v, OpResult) and not place(v.op, _UNPLACED).is_backward:
                     # a recomputed value stashes the kept values it is recomputed from
                     for k in (kept or {}).get(v, (v,)):
-                        stashed.add(root.get(k, k))
+                        k = root.get(k, k)
+                        stashed.add(k)
+                        first_bwd[k] = min(first_bwd.get(k, n), anchor[o])
         view = o.name.removeprefix("aten.") in VIEW_OPS
         a = anchor[o]
         for r in o.results:
@@ -496,7 +512,55 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
             if r not in stashed and last > anchor[o]:
                 work[anchor[o]] += _bytes(r)
                 work[last + 1] -= _bytes(r)
+    if stage_inputs is not None:
+        _stage_inputs(stage_inputs, ops, anchor, n, training, stashed, first_bwd, last_read,
+                      locations)
     return weights, saved, np.cumsum(cross, axis=1)[:, :n], np.cumsum(work)[:n]
+
+
+def _stage_inputs(out: dict, ops, anchor, n, training, stashed, first_bwd, last_read, locations) -> None:
+    """`_memory_vectors`' `stage_inputs`. A forward value read by a forward
+    op of a later stage is copied to that stage's IPU and held there for the
+    stage's backward and recomputation (PopART stashes the IPU copy's
+    result); its maker's stage stashes it only if its own backward reads it
+    (its first backward reader comes before the cut)."""
+    held = np.zeros(n + 2)
+    for o in ops:
+        if place(o, _UNPLACED).is_backward:
+            continue
+        a = anchor[o]
+        for r in o.results:
+            f = max((anchor[u.operation] for u in r.uses if u.operation in anchor
+                     and not place(u.operation, _UNPLACED).is_backward), default=a)
+            if f > a:  # held by the stage of every cut in (a, f]
+                held[a + 1] += _bytes(r)
+                held[f + 1] -= _bytes(r)
+    out["held"] = np.cumsum(held)[:n + 1]
+    leaving = []
+    if training:
+        for v in stashed:
+            if not (isinstance(v, OpResult) and v.op in anchor) or \
+                    v.op.name.removeprefix("aten.") in VIEW_OPS or locations.activation.off_chip(value_numel(v)):
+                continue
+            a = anchor[v.op]
+            m = min(first_bwd[v], last_read.get(v, -1))
+            if m > a:
+                leaving.append((a, m, _bytes(v)))
+    out["leaving"] = tuple(np.array(x, dtype=np.float64) for x in zip(*leaving)) if leaving else None
+
+
+def _left(leaving, i, j):
+    """The stashed bytes a stage over positions [i, j) leaves to the stages
+    after it (`_stage_inputs`' `leaving`): the values it makes (at a
+    position >= i) that a forward op at or after the cut j reads and no
+    backward op before j does. `i` may be a vector of starts."""
+    if leaving is None:
+        return 0.0
+    at, upto, nbytes = leaving
+    sel = (at < j) & (j <= upto)
+    if not sel.any():
+        return 0.0
+    return ((np.asarray(i)[..., None] <= at[sel]) * nbytes[sel]).sum(-1)
 
 
 def stash_depths(stage_ipus, schedule: str, micro_batches: int, training: bool) -> list[int]:
@@ -559,13 +623,15 @@ def _tail_start(ops, anchor, block: str) -> int:
 
 
 def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinned, no_cut,
-               training, mach, virtual, tail=None, reserve=None, stash_in=None, once=None):
+               training, mach, virtual, tail=None, reserve=None, stash_in=None, once=None, leaving=None):
     """The cuts 0 = c0 < c1 < ... < cS = n minimising the slowest IPU, each
     stage within its IPU's tile memory; its cycles and bytes. `cycles` and
     `saved` (the stashed bytes per position) are per stage; `stash_in`: the
     bytes a stage starting at each cut stashes on top (its inputs, under
     Pipeline recomputation); `once`, per stage: bytes per position live for
-    one micro-batch (the values its backward recomputes). `tail`: the
+    one micro-batch (the values its backward recomputes); `leaving`, per
+    stage: the stashed values of `saved` and of `once` a later stage holds
+    instead (`_left`), or None. `tail`: the
     last stage is positions [tail, n), on the IPU of an earlier stage, whose
     cycles and memory it adds to. `reserve`: bytes per tile, by IPU, that
     the stages on it leave free (an IPU the profile found over its tile
@@ -583,6 +649,14 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
     IN = np.zeros(n + 1) if stash_in is None else np.asarray(stash_in, dtype=np.float64)
     O = [np.concatenate([[0], np.cumsum(o)]) for o in (once if once is not None else [np.zeros(n)] * S)]
     K = np.concatenate([[0], np.cumsum(code)])
+    L = leaving if leaving is not None else [(None, None)] * S
+
+    def stage_bytes(k, i, j):
+        """Stage k's bytes over positions [i, j) (i: a start or a vector of
+        them): stashed per micro-batch in flight, and live for one."""
+        return depth[k] * (A[k][j] - A[k][i] - _left(L[k][0], i, j) + IN[i]) + \
+            O[k][j] - O[k][i] - _left(L[k][1], i, j)
+
     C = [np.concatenate([[0], np.cumsum(c)]) for c in cycles]
     link = np.atleast_2d(link)
     send = np.concatenate([link[0], [0]])  # copy out of a stage ending before position j
@@ -595,8 +669,7 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
     if tail is not None:
         host = stage_ipus.index(stage_ipus[-1])
         tail_cyc = C[S - 1][n] - C[S - 1][tail] + (back[tail] if training else 0)
-        tail_mem = (W[n] - W[tail] + depth[S - 1] * (A[S - 1][n] - A[S - 1][tail] + IN[tail]) +
-                    O[S - 1][n] - O[S - 1][tail]) / tiles + \
+        tail_mem = (W[n] - W[tail] + stage_bytes(S - 1, tail, n)) / tiles + \
             mach.code_bytes_per_op_per_tile * (K[n] - K[tail])
         tail_temp = temp[tail:].max()
     inf = np.inf
@@ -618,7 +691,7 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
                 continue
             cyc = C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0)
             mtemp = np.maximum.accumulate(temp[i[0]:j][::-1])[::-1]
-            mem = (W[j] - W[i] + depth[k] * (A[k][j] - A[k][i] + IN[i]) + O[k][j] - O[k][i]) / tiles + \
+            mem = (W[j] - W[i] + stage_bytes(k, i, j)) / tiles + \
                 mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + mtemp
             if k == host:
                 cyc = cyc + tail_cyc
@@ -641,7 +714,7 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
         stage_cyc, stage_mem = [], []
         for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
             stage_cyc.append(C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0))
-            stage_mem.append(W[j] - W[i] + depth[k] * (A[k][j] - A[k][i] + IN[i]) + O[k][j] - O[k][i] +
+            stage_mem.append(W[j] - W[i] + stage_bytes(k, i, j) +
                              tiles * (mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + temp[i:j].max()))
         return stage_cyc, stage_mem
 
@@ -655,7 +728,7 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
             return False
         if tail is not None and k == S - 1:
             return True  # its memory counts with its host stage
-        mem = (W[j] - W[i] + depth[k] * (A[k][j] - A[k][i] + IN[i]) + O[k][j] - O[k][i]) / tiles + \
+        mem = (W[j] - W[i] + stage_bytes(k, i, j)) / tiles + \
             mach.code_bytes_per_op_per_tile * (K[j] - K[i])
         if k == host:
             return mem + tail_mem + max(temp[i:j].max(), tail_temp) <= caps[k]
