@@ -272,17 +272,28 @@ class AutoStagePass(ModulePass):
         stage_bwd = [bwd_cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
         # a position's peak per tile: its largest temporary with the working activations live then
         temp = temp + working / mach.tiles
+        tail_back = None
+        if tail is not None and training:
+            # the tail's backward values an earlier stage's backward reads (the
+            # gradient into the stage before it; the partial gradient of the weight
+            # it shares with the IPU it is back on): one copy out of the tail to the
+            # reader's IPU, none to its own, not one across every cut between (the
+            # partition knows which IPU the reader's stage is on)
+            tail_back = np.zeros(n)
+            for e, b in _tail_gradients(ops, anchor, tail):
+                crossing[1, e + 1:tail] -= b
+                tail_back[e] += b
         link = np.array([[mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0 for b in row]
                          for row in crossing], dtype=np.float64)
         depth = stash_depths(stage_ipus, cfg["schedule"], self.micro_batches, training)
         pinned, no_cut = _user_constraints(ops, anchor, n)
 
-        cuts, stage_report, stage_mem_ok = _partition(
+        cuts, stage_report, stage_mem_ok, tail_saving = _partition(
             stage_cycles, link, weights, stage_saved, temp, code, depth,
             stage_ipus, pinned, no_cut, training, mach, v, tail, cfg["reserve"], stash_in, stage_once,
-            stage_leaving)
+            stage_leaving, tail_back)
         cuts = _refine(cuts, stage_cycles, stage_bwd, link, stage_ipus, cfg["schedule"],
-                       self.micro_batches, training, stage_mem_ok, tail is not None)
+                       self.micro_batches, training, stage_mem_ok, tail is not None, tail_saving)
         stage_cyc, stage_mem = stage_report(cuts)
         stage_of_pos = np.zeros(n, dtype=np.int64)
         for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
@@ -614,6 +625,20 @@ def _user_constraints(ops, anchor, n):
     return pinned, no_cut
 
 
+def _tail_gradients(ops, anchor, tail: int) -> list[tuple[int, int]]:
+    """The backward values of the tail (positions from `tail` on) that a
+    backward op before the tail reads: (the first such reader's position,
+    bytes)."""
+    out = []
+    for o in ops:
+        if place(o, _UNPLACED).is_backward and anchor[o] >= tail:
+            for r in o.results:
+                e = min((anchor[u.operation] for u in r.uses if u.operation in anchor), default=tail)
+                if e < tail:
+                    out.append((e, _bytes(r)))
+    return out
+
+
 def _tail_start(ops, anchor, block: str) -> int:
     """The position of the first forward op of `block` (the tail's start)."""
     at = [anchor[o] for o in ops if not (p := place(o, _UNPLACED)).is_backward and p.block.data == block]
@@ -623,7 +648,8 @@ def _tail_start(ops, anchor, block: str) -> int:
 
 
 def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinned, no_cut,
-               training, mach, virtual, tail=None, reserve=None, stash_in=None, once=None, leaving=None):
+               training, mach, virtual, tail=None, reserve=None, stash_in=None, once=None, leaving=None,
+               tail_back=None):
     """The cuts 0 = c0 < c1 < ... < cS = n minimising the slowest IPU, each
     stage within its IPU's tile memory; its cycles and bytes. `cycles` and
     `saved` (the stashed bytes per position) are per stage; `stash_in`: the
@@ -633,7 +659,10 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
     stage: the stashed values of `saved` and of `once` a later stage holds
     instead (`_left`), or None. `tail`: the
     last stage is positions [tail, n), on the IPU of an earlier stage, whose
-    cycles and memory it adds to. `reserve`: bytes per tile, by IPU, that
+    cycles and memory it adds to; `tail_back`, per position: the bytes of
+    the tail's backward values a backward op there reads (`_tail_gradients`),
+    copied out of the tail (`link` has them at the tail's cut) unless that
+    op is on the tail's IPU. `reserve`: bytes per tile, by IPU, that
     the stages on it leave free (an IPU the profile found over its tile
     with an earlier split: the difference between that memory plan's
     fullest tile and this estimate of the average one)."""
@@ -666,6 +695,18 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
     # which is not live while its IPU's other stage runs) go to the stage
     # sharing its IPU
     host, tail_cyc, tail_mem, tail_temp = -1, 0.0, 0.0, 0.0
+    TB = np.concatenate([[0], np.cumsum(tail_back)]) if tail_back is not None else np.zeros(n + 1)
+
+    def on_host(i, j):
+        """The tail's copy-out cycles saved for the readers of its backward
+        values at positions [i, j) of its IPU's other stage (i: a start or a
+        vector of them; `Machine.link_cycles` over them)."""
+        return np.ceil((TB[j] - TB[i]) / mach.ipu_link_bytes_per_s * mach.clock_hz)
+
+    def saving(cuts) -> float:
+        """The tail's copy-out cycles saved under `cuts` (0 without a tail)."""
+        return float(on_host(cuts[host], cuts[host + 1])) if host >= 0 else 0.0
+
     if tail is not None:
         host = stage_ipus.index(stage_ipus[-1])
         tail_cyc = C[S - 1][n] - C[S - 1][tail] + (back[tail] if training else 0)
@@ -694,7 +735,7 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
             mem = (W[j] - W[i] + stage_bytes(k, i, j)) / tiles + \
                 mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + mtemp
             if k == host:
-                cyc = cyc + tail_cyc
+                cyc = cyc + tail_cyc - on_host(i, j)
                 mem = mem - mtemp + np.maximum(mtemp, tail_temp) + tail_mem
             elif tail is not None and k == S - 1:
                 mem = np.zeros_like(mem)  # counted with its host stage
@@ -716,6 +757,7 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
             stage_cyc.append(C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0))
             stage_mem.append(W[j] - W[i] + stage_bytes(k, i, j) +
                              tiles * (mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + temp[i:j].max()))
+        stage_cyc[-1] -= saving(cuts)  # the tail: no copy to its IPU's other stage
         return stage_cyc, stage_mem
 
     def ok(k, i, j):
@@ -734,15 +776,17 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
             return mem + tail_mem + max(temp[i:j].max(), tail_temp) <= caps[k]
         return mem + temp[i:j].max() <= caps[k]
 
-    return cuts, report, ok
+    return cuts, report, ok, saving
 
 
-def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, training, ok, tail=False):
+def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, training, ok, tail=False,
+            saving=None):
     """Move the cuts while the schedule's makespan (Schedule.makespan: fill,
     flush and the order of each IPU's steps, not only the slowest stage)
     shrinks: one cut, or a run of cuts together (moving work between the
     first or last stage and all the others), by steps from half a stage down
-    to one position. `tail`: the last cut (the tail's start) stays."""
+    to one position. `tail`: the last cut (the tail's start) stays;
+    `saving(cuts)`: the cycles its copy out saves (`_partition`'s)."""
     S = len(stage_ipus)
     if S == 1:
         return cuts
@@ -776,7 +820,7 @@ def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, traini
             if training and k < S - 1:
                 per[k], per[2 * S - 2 - k] = f, b
             else:
-                per[k] = f + b
+                per[k] = f + b - (saving(cuts) if saving is not None and tail else 0)
         return sched.makespan(per)
 
     best = cost(cuts)
