@@ -216,8 +216,8 @@ def test_auto_tail_trains_like_pytorch():
 def test_the_tied_heads_gradient_is_not_copied_across_the_pipeline():
     """The head's partial gradient of the tied table is read by the
     embedding's backward on IPU 0, the tail's own IPU: ipu-auto-stage costs
-    no IPU-Link copy of it (not one across every cut between, which put
-    2.8 M cycles of a 32 MB copy on IPU 1 and on the tail and cut after the
+    no IPU-Link copy of it (one across every cut between would put 2.8 M
+    cycles of a 32 MB copy on IPU 1 and on the tail, and the cut after the
     embedding alone), and its cycles per micro-batch of each IPU are the
     profile's compute and copies."""
     import collections
