@@ -29,7 +29,9 @@ How it cuts:
    activations its backward needs (with recomputation, only the values
    `ipu-recompute` keeps: the checkpoints and, under PopART's Pipeline
    recomputation, PopTorch's default over several IPUs, the stage's inputs,
-   the activations crossing the cut before it; the ops it recomputes count
+   the activations a forward op of it reads across the cut before it, which
+   the stage that made them stashes only if its own backward reads them;
+   the ops it recomputes count
    their cycles twice, none in the last stage, whose backward follows its
    forward), times the micro-batches the schedule
    stashes for that stage, spread over the tiles, plus code and its peak
@@ -53,7 +55,9 @@ How it cuts:
    uses, with AutoStage.AutoIncrement): that IPU holds the tied weight
    once. The tail's cycles and memory count on the stage that shares its
    IPU; the activations crossing into the tail, and their gradients back,
-   are copied over the IPU links as at any cut. Only FillDrain runs such a
+   are copied over the IPU links as at any cut, once, and not to the
+   tail's own IPU (the tied weight's partial gradient, which the
+   embedding's backward reads there). Only FillDrain runs such a
    pipeline (the 1F1B schedules need the stages in IPU order).
 
 The module attribute `ipu.auto_stage` reports the cut points, each stage's
