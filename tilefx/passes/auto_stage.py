@@ -84,6 +84,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, Operation, OpResult
 from xdsl.passes import ModulePass
 
+from tilefx.backend.collectives import host_stream_cycles
 from tilefx.backend.costs import VIEW_OPS, _bytes, op_cost
 from tilefx.backend.locations import MIN_ELEMENTS_OFF_CHIP, MIN_ELEMENTS_SHARDED, ON_CHIP, Locations, TensorLocation
 from tilefx.backend.machine import machine as machine_named
@@ -152,6 +153,8 @@ class AutoStagePass(ModulePass):
     tail_ipu: int = 0
     # PopART's autoRecomputation (passes/recompute.py); -1: not set
     auto_recomputation: int = -1
+    # False: synthetic data, no host streams (CompileConfig.host_io)
+    host_io: bool = True
 
     def __post_init__(self):
         v = self.auto_recomputation
@@ -229,6 +232,14 @@ class AutoStagePass(ModulePass):
         by_stage = on and rc in (-1, PIPELINE) and cfg["kind"] == "pipelined" and len(set(stage_ipus)) > 1
         whole = by_stage and not has_checkpoints(main)
         kept_s, recomputed_s = _recomputation(main, ops, from_stage_inputs=True) if whole else (kept, recomputed)
+        # the loss stage (the last), whose backward follows its forward at
+        # once, recomputes nothing after its last checkpoints (PopART's
+        # setFinalFwdStageRecomputation; ipu-recompute's `stage_kept`): only
+        # the ops feeding a checkpoint, which lies in the stage whatever its
+        # first cut. Without checkpoints, nothing (`recomputed` is empty)
+        kept_f, recomputed_f = _recomputation(main, ops, final=True) if by_stage and not whole else \
+            (kept, recomputed)
+        split = recomputed_f != recomputed_s
         # per-position costs, one vector per distinct available memory proportion
         props = AvailableMemoryPass(default_proportion=self.default_proportion)._per_ipu(op)
         ipu_prop = [props.get(i, float(self.default_proportion)) for i in range(N)]
@@ -239,7 +250,7 @@ class AutoStagePass(ModulePass):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the profile warns once the stages are final
             for p in sorted(set(ipu_prop)):
-                for last, again in ((True, recomputed), (False, recomputed_s))[:1 + whole]:
+                for last, again in ((True, recomputed_f), (False, recomputed_s))[:1 + split]:
                     c = np.zeros(n)
                     cb = np.zeros(n)
                     for o in ops:
@@ -254,7 +265,7 @@ class AutoStagePass(ModulePass):
                             code[anchor[o]] += 1
                     cycles[p, last] = c
                     bwd_cycles[p, last] = cb
-                if not whole:  # every stage recomputes as the last does
+                if not split:  # every stage recomputes as the last does
                     cycles[p, False], bwd_cycles[p, False] = cycles[p, True], bwd_cycles[p, True]
         inputs, inputs_s = ({}, {}) if by_stage else (None, None)
         weights, saved, crossing, working = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"],
@@ -269,7 +280,11 @@ class AutoStagePass(ModulePass):
             saved_s = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"], cfg["state_shards"],
                                       cfg["locations"], cfg["replicas"], kept_s, inputs_s)[1]
             once, leaving_s, leaving_once = saved, inputs_s["leaving"], leaving
-        stage_saved = [saved_s] * (S - 1) + [saved]
+        saved_f = saved
+        if kept_f is not kept:  # the loss stage stashes what it does not recompute, for one micro-batch
+            saved_f = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"], cfg["state_shards"],
+                                      cfg["locations"], cfg["replicas"], kept_f)[1]
+        stage_saved = [saved_s] * (S - 1) + [saved_f]
         stage_once = [once] * (S - 1) + [np.zeros(n)]
         stage_leaving = [(leaving_s, leaving_once)] * (S - 1) + [(leaving, None)]
         stage_cycles = [cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
@@ -289,15 +304,19 @@ class AutoStagePass(ModulePass):
                 tail_back[e] += b
         link = np.array([[mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0 for b in row]
                          for row in crossing], dtype=np.float64)
+        # the host streams of a micro-batch, on the steps the profile's
+        # timeline puts them: the inputs before stage 0's forward, the
+        # outputs after the last step (stage 0's backward when training)
+        host = host_stream_cycles(main, mach, self.host_io)
         depth = stash_depths(stage_ipus, cfg["schedule"], self.micro_batches, training)
         pinned, no_cut = _user_constraints(ops, anchor, n)
 
         cuts, stage_report, stage_mem_ok, tail_saving = _partition(
             stage_cycles, link, weights, stage_saved, temp, code, depth,
             stage_ipus, pinned, no_cut, training, mach, v, tail, cfg["reserve"], stash_in, stage_once,
-            stage_leaving, tail_back)
+            stage_leaving, tail_back, host)
         cuts = _refine(cuts, stage_cycles, stage_bwd, link, stage_ipus, cfg["schedule"],
-                       self.micro_batches, training, stage_mem_ok, tail is not None, tail_saving)
+                       self.micro_batches, training, stage_mem_ok, tail is not None, tail_saving, host)
         stage_cyc, stage_mem = stage_report(cuts)
         stage_of_pos = np.zeros(n, dtype=np.int64)
         for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
@@ -367,6 +386,21 @@ def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
         if o in anchor and not place(o, _UNPLACED).is_backward:
             us = [anchor[u] for u in users(o) if not place(u, _UNPLACED).is_backward]
             fwd_users[o] = max(us, default=anchor[o])
+    # a block without an IPU is never cut, and its backward ops go with it
+    # (`apply`): they are costed within its positions, not at a later
+    # stage's (the backward of a slice of a layer's output reads only the
+    # gradient from the stage after, where its result would be copied back)
+    span: dict[str, tuple[int, int]] = {}
+    for o, a in list(anchor.items()):
+        p = place(o, _UNPLACED)
+        if _is_position(o) and p.block.data not in ("", START_BLOCK) and p.ipu.data < 0:
+            lo, hi = span.get(p.block.data, (a, a))
+            span[p.block.data] = (min(lo, a), max(hi, a))
+
+    def in_block(o, a: int) -> int:
+        lo, hi = span.get(place(o, _UNPLACED).block.data, (a, a))
+        return min(max(a, lo), hi)
+
     param_first: dict[BlockArgument, int] = {}
     floating_bwd = []
     for o in ops:
@@ -385,9 +419,9 @@ def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
                 if param_first[v] >= 0:
                     layers.append(param_first[v])
         if grads and layers:
-            anchor[o] = min(min(grads), max(layers))
+            anchor[o] = in_block(o, min(min(grads), max(layers)))
         elif grads or layers:
-            anchor[o] = min(grads) if grads else max(layers)
+            anchor[o] = in_block(o, min(grads) if grads else max(layers))
         else:
             floating_bwd.append(o)
     for o in reversed(floating_bwd):  # constants of the backward: their latest user
@@ -397,7 +431,7 @@ def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
     return anchor, n
 
 
-def _recomputation(main, ops, from_stage_inputs: bool = False) -> tuple[dict, set]:
+def _recomputation(main, ops, from_stage_inputs: bool = False, final: bool = False) -> tuple[dict, set]:
     """What `ipu-recompute` (passes/recompute.py) will do, without doing it:
     for each forward value a backward op reads and the function recomputes,
     the kept forward values (checkpoints, random ops' results) it is
@@ -405,17 +439,30 @@ def _recomputation(main, ops, from_stage_inputs: bool = False) -> tuple[dict, se
     Empty without checkpoints (every value the backward reads is stashed),
     unless `from_stage_inputs` (Pipeline recomputation, before the cuts
     exist: recomputed from the kept values alone; the caller adds the
-    stage inputs each cut keeps)."""
+    stage inputs each cut keeps). `final`: the loss stage's under Pipeline
+    recomputation, which recomputes only the ops feeding a checkpoint (the
+    values after its last checkpoints are kept)."""
     if not (from_stage_inputs or has_checkpoints(main)):
         return {}, set()
     block = main.body.block
+    feeds: set = set()  # forward ops a checkpoint depends on
+    if final:
+        for o in reversed(ops):
+            if not place(o, _UNPLACED).is_backward and any(
+                    u.operation.name == "ipu.recomputation_checkpoint" or u.operation in feeds
+                    for r in o.results for u in r.uses):
+                feeds.add(o)
+
+    def recomputable(x) -> bool:
+        return is_recomputable(x, block) and (not final or x.op in feeds)
+
     kept: dict = {}
     recomputed: set = set()
     for o in ops:
         if not place(o, _UNPLACED).is_backward:
             continue
         for v in o.operands:
-            if v in kept or not isinstance(v, OpResult) or not is_recomputable(v, block):
+            if v in kept or not isinstance(v, OpResult) or not recomputable(v):
                 continue
             stack = [v]  # depth first, without recursion: a segment can be long
             while stack:
@@ -424,7 +471,7 @@ def _recomputation(main, ops, from_stage_inputs: bool = False) -> tuple[dict, se
                     stack.pop()
                     continue
                 ins = [x for x in w.op.operands if isinstance(x, OpResult) and _forward_op(x) is not None]
-                todo = [x for x in ins if is_recomputable(x, block) and x not in kept]
+                todo = [x for x in ins if recomputable(x) and x not in kept]
                 if todo:
                     stack += todo
                     continue
@@ -432,7 +479,7 @@ def _recomputation(main, ops, from_stage_inputs: bool = False) -> tuple[dict, se
                 recomputed.add(w.op)
                 roots: set = set()
                 for x in ins:
-                    roots |= kept[x] if is_recomputable(x, block) else {x}
+                    roots |= kept[x] if recomputable(x) else {x}
                 kept[w] = roots
     return kept, recomputed
 
@@ -653,7 +700,7 @@ def _tail_start(ops, anchor, block: str) -> int:
 
 def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinned, no_cut,
                training, mach, virtual, tail=None, reserve=None, stash_in=None, once=None, leaving=None,
-               tail_back=None):
+               tail_back=None, host=(0, 0)):
     """The cuts 0 = c0 < c1 < ... < cS = n minimising the slowest IPU, each
     stage within its IPU's tile memory; its cycles and bytes. `cycles` and
     `saved` (the stashed bytes per position) are per stage; `stash_in`: the
@@ -666,7 +713,8 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
     cycles and memory it adds to; `tail_back`, per position: the bytes of
     the tail's backward values a backward op there reads (`_tail_gradients`),
     copied out of the tail (`link` has them at the tail's cut) unless that
-    op is on the tail's IPU. `reserve`: bytes per tile, by IPU, that
+    op is on the tail's IPU. `host`: the cycles of a micro-batch's host
+    streams in and out (`_host_cycles`). `reserve`: bytes per tile, by IPU, that
     the stages on it leave free (an IPU the profile found over its tile
     with an earlier split: the difference between that memory plan's
     fullest tile and this estimate of the average one)."""
@@ -691,6 +739,7 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
             O[k][j] - O[k][i] - _left(L[k][1], i, j)
 
     C = [np.concatenate([[0], np.cumsum(c)]) for c in cycles]
+    io = _host_cycles(S, training, host)
     link = np.atleast_2d(link)
     send = np.concatenate([link[0], [0]])  # copy out of a stage ending before position j
     back = np.concatenate([link[-1], [0]])  # copy back out of a stage starting at position i
@@ -713,7 +762,7 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
 
     if tail is not None:
         host = stage_ipus.index(stage_ipus[-1])
-        tail_cyc = C[S - 1][n] - C[S - 1][tail] + (back[tail] if training else 0)
+        tail_cyc = C[S - 1][n] - C[S - 1][tail] + (back[tail] if training else 0) + io[S - 1]
         tail_mem = (W[n] - W[tail] + stage_bytes(S - 1, tail, n)) / tiles + \
             mach.code_bytes_per_op_per_tile * (K[n] - K[tail])
         tail_temp = temp[tail:].max()
@@ -734,7 +783,7 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
             ok = (bad[j] - bad[i] == 0) & ~(no_cut[i] & (i > 0)) & np.isfinite(prev[i])
             if not ok.any():
                 continue
-            cyc = C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0)
+            cyc = C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0) + io[k]
             mtemp = np.maximum.accumulate(temp[i[0]:j][::-1])[::-1]
             mem = (W[j] - W[i] + stage_bytes(k, i, j)) / tiles + \
                 mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + mtemp
@@ -758,7 +807,7 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
     def report(cuts):
         stage_cyc, stage_mem = [], []
         for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
-            stage_cyc.append(C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0))
+            stage_cyc.append(C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0) + io[k])
             stage_mem.append(W[j] - W[i] + stage_bytes(k, i, j) +
                              tiles * (mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + temp[i:j].max()))
         stage_cyc[-1] -= saving(cuts)  # the tail: no copy to its IPU's other stage
@@ -784,13 +833,14 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
 
 
 def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, training, ok, tail=False,
-            saving=None):
+            saving=None, host=(0, 0)):
     """Move the cuts while the schedule's makespan (Schedule.makespan: fill,
     flush and the order of each IPU's steps, not only the slowest stage)
     shrinks: one cut, or a run of cuts together (moving work between the
     first or last stage and all the others), by steps from half a stage down
     to one position. `tail`: the last cut (the tail's start) stays;
-    `saving(cuts)`: the cycles its copy out saves (`_partition`'s)."""
+    `saving(cuts)`: the cycles its copy out saves (`_partition`'s);
+    `host`: the host streams' cycles in and out (`_host_cycles`)."""
     S = len(stage_ipus)
     if S == 1:
         return cuts
@@ -825,6 +875,9 @@ def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, traini
                 per[k], per[2 * S - 2 - k] = f, b
             else:
                 per[k] = f + b - (saving(cuts) if saving is not None and tail else 0)
+        # the host streams: in before stage 0's forward, out after the last step
+        per[0] += host[0]
+        per[2 * S - 2 if training else S - 1] += host[1]
         return sched.makespan(per)
 
     best = cost(cuts)
@@ -850,6 +903,17 @@ def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, traini
         if not improved:
             step //= 2
     return cuts
+
+
+def _host_cycles(S: int, training: bool, host) -> np.ndarray:
+    """Each stage's host stream cycles per micro-batch, `host` = (in, out):
+    the inputs on stage 0, the outputs on the last step's stage (training:
+    stage 0's backward, which shares stage 0's IPU; else the last stage),
+    as the profile's timeline puts them."""
+    io = np.zeros(S)
+    io[0] += host[0]
+    io[0 if training else S - 1] += host[1]
+    return io
 
 
 def _schedule_of(sip: tuple, S: int, M: int, training: bool, schedule: str):
