@@ -18,12 +18,16 @@ How it cuts:
    latest forward op that reads the same forward values or weights (the
    layer whose gradient it computes), but never later than the backward
    ops that give it its gradient (gradients flow back through the stages);
-   a backward op without either to its latest user. Stage ids then never
-   decrease along the data flow, forward or backward.
+   a backward op without either to its latest user; one in a block
+   without an IPU (never cut) within that block's positions. Stage ids
+   then never decrease along the data flow, forward or backward.
 2. Costs. The machine model (`backend/costs.py`, at each IPU's available
    memory proportion) gives every op its cycles; a stage's cycles per
    micro-batch are its forward and backward ops' cycles plus the IPU-link
-   copies of the activations crossing its cuts (and of their gradients).
+   copies of the activations crossing its cuts (and of their gradients),
+   and on stage 0 the host streams of a micro-batch (its inputs before
+   its forward, the outputs after its backward, the pipeline's last step,
+   as the profile's timeline has them).
    Its memory per tile is its weights (with optimizer state and gradient
    accumulators when training, where TensorLocations keeps them) and the
    activations its backward needs (with recomputation, only the values
@@ -32,8 +36,9 @@ How it cuts:
    the activations a forward op of it reads across the cut before it, which
    the stage that made them stashes only if its own backward reads them;
    the ops it recomputes count
-   their cycles twice, none in the last stage, whose backward follows its
-   forward), times the micro-batches the schedule
+   their cycles twice; the last stage, whose backward follows its
+   forward, recomputes only the ops feeding a checkpoint, and stashes
+   the rest for one micro-batch), times the micro-batches the schedule
    stashes for that stage, spread over the tiles, plus code and its peak
    position's largest temporary with the working activations live there
    (forward values the backward does not read, from their maker to their
@@ -68,7 +73,8 @@ Options (the module's `ipu.strategy` `auto` entry, set by
 (Interleaved1F1B), `schedule`, `micro_batches` (the gradient accumulation,
 for the stash), `machine` (mk1, mk2, bow), `default_proportion`, `tail_block` and
 `tail_ipu` (PipelinedExecution.auto's `tail`), `auto_recomputation`
-(PopART's, as `ipu-recompute` reads it).
+(PopART's, as `ipu-recompute` reads it), `host_io` (False: synthetic data,
+no host streams).
 """
 
 from __future__ import annotations
