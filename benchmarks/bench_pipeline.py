@@ -76,6 +76,10 @@ def bert_case():
 
 def _options(strategy=None, G=8):
     o = tilefx.Options()
+    # nothing recomputed (PopART's autoRecomputation None): the schedules and
+    # splits are compared on what they stash of every activation, not on
+    # PopTorch's default recomputation of each stage from its inputs
+    o._Popart.set("autoRecomputation", 0)
     o.Training.gradientAccumulation(G)
     if strategy is not None:
         o.setExecutionStrategy(strategy)

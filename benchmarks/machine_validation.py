@@ -220,7 +220,8 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
                          proportions: tuple[float, ...], optimizer: str, state_off_chip: bool = False,
                          sharded_state: bool = False, half_partials: bool = True,
                          pipelined: bool = True, processes: int = 1, half: bool = True,
-                         auto_stage: str = "AutoIncrement", profiles: list | None = None) -> float:
+                         auto_stage: str = "AutoIncrement", profiles: list | None = None,
+                         recomputation: int | None = None) -> float:
     """Items per second of one weight update of a whole model compiled
     compile-only (the model on the meta device, an offline target of
     `machine`'s IPU version), with its replicas, gradient accumulation,
@@ -232,7 +233,9 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
     `processes`: PopRun instances sharing the `replicas`,
     each streaming its replicas' inputs through its own host link. `half`:
     fp16 weights and activations (else fp32, the 32.32 runs); `profiles`:
-    a list the compile's profile is appended to. The
+    a list the compile's profile is appended to; `recomputation`: PopART's
+    autoRecomputation (None: PopTorch's default, each pipeline stage
+    recomputed from its inputs over several IPUs). The
     memory check is the caller's (a row predicts throughput; the published
     runs fit)."""
 
@@ -247,6 +250,8 @@ def pipelined_throughput(build: Callable[[], torch.nn.Module], inputs: Callable[
             tilefx.TensorLocationSettings().useOnChipStorage(not state_off_chip).useReplicatedTensorSharding(True))
     if pipelined:
         opts.setExecutionStrategy(tilefx.PipelinedExecution(getattr(tilefx.AutoStage, auto_stage)))
+    if recomputation is not None:
+        opts._Popart.set("autoRecomputation", recomputation)
     opts.Training.gradientAccumulation(accumulation)
     opts.replicationFactor(replicas // processes)
     if processes > 1:
@@ -336,7 +341,9 @@ def unet() -> float:
     """Graphcore's medical UNet trained on a Bow-2000 (one replica pipelined
     over its 4 IPUs): micro-batch 1, gradient accumulation 24, per-IPU
     proportions [0.7, 0.3, 0.45, 0.7], fp16 with fp16 partials, SGD with
-    momentum (the example's defaults and its benchmark command)."""
+    momentum (the example's defaults and its benchmark command), each stage
+    recomputed from its inputs (the example's automatic recomputation, as
+    tilefx's default over several IPUs)."""
     return pipelined_throughput(
         UNet, lambda n: (_meta(n, 1, 572, 572), _meta(n, 388, 388, dtype=torch.long)),
         machine=BOW, replicas=1, mb=1, accumulation=24, proportions=(0.7, 0.3, 0.45, 0.7), optimizer="sgd")
@@ -355,12 +362,12 @@ def swin_tiny() -> float:
     return swin_tiny_compile()
 
 
-def swin_tiny_compile(stage_recomputation: bool = True, profiles: list | None = None) -> float:
+def swin_tiny_compile(recomputation: int | None = None, profiles: list | None = None) -> float:
     return pipelined_throughput(
-        lambda: Swin(blocks_per_ipu=(2, 3, 5, 2), stage_recomputation=stage_recomputation),
+        lambda: Swin(blocks_per_ipu=(2, 3, 5, 2)),
         lambda n: (_meta(n, 3, 224, 224, dtype=torch.float), _meta(n, 1000, dtype=torch.float)),
         machine=BOW, replicas=4, mb=4, accumulation=64, proportions=(0.15,) * 4, optimizer="adamw",
-        half=False, half_partials=False, profiles=profiles)
+        half=False, half_partials=False, profiles=profiles, recomputation=recomputation)
 
 
 # DINO's Pod64 benchmark (benchmarks.yml pytorch_dino_train_real_pod64_conv): 8 PopRun
@@ -591,7 +598,10 @@ def rows(quick: bool = False) -> list[Row]:
             "SDK 3.0 TensorFlow2, batch 24: one replica pipelined over 4 IPUs (stages split after encoder block 1, "
             "the first and the third transposed convolution), micro-batch 1, accumulation 24, proportions "
             "[0.7, 0.3, 0.45, 0.7], SGD with momentum, fp16 with fp16 partials (" + SRC_UNET + ")",
-            "fp16 images, no recomputation (the example's automatic recomputation is not modelled)",
+            "fp16 images; each pipeline stage recomputed from its inputs in its backward (the example sets "
+            "`allow_recompute = True` in `configure_ipu`, utils.py, and `RecomputationMode.Auto` in its pipelining "
+            "options, model_utils.py; costed as PopTorch's default over several IPUs, PopART's Pipeline "
+            "recomputation)",
             unet),
         Row("efficientnet-b4-pod16", "G16-EfficientNet-B4 training, Bow Pod16", 9000, "img/s", SRC_PERF,
             "SDK 3.0 TensorFlow1, global batch 6,144: 8 replicas x 2 IPUs (split before block4a), micro-batch 3, "
@@ -639,8 +649,7 @@ def swin_base() -> float:
     accumulation 64, fp32 data and model, PopTorch's recomputation of each
     pipeline stage (as swin_tiny)."""
     return pipelined_throughput(
-        lambda: Swin(embed=128, depths=(2, 2, 18, 2), heads=(4, 8, 16, 32), blocks_per_ipu=(2, 2, 3, 3, 5, 5, 2, 2),
-                     stage_recomputation=True),
+        lambda: Swin(embed=128, depths=(2, 2, 18, 2), heads=(4, 8, 16, 32), blocks_per_ipu=(2, 2, 3, 3, 5, 5, 2, 2)),
         lambda n: (_meta(n, 3, 224, 224, dtype=torch.float), _meta(n, 1000, dtype=torch.float)),
         machine=BOW, replicas=2, mb=4, accumulation=64, proportions=(0.15,) * 8, optimizer="adamw",
         half=False, half_partials=False)
@@ -790,7 +799,7 @@ def swin_profiles() -> None:
     """Swin-T's row with and without PopTorch's recomputation of each pipeline stage."""
     for recomputed in (False, True):
         prof = []
-        thr = swin_tiny_compile(recomputed, profiles=prof)
+        thr = swin_tiny_compile(None if recomputed else 0, profiles=prof)
         by_ipu = op_cycles_by_ipu(prof[0])
         busiest = max(by_ipu, key=lambda i: sum(by_ipu[i].values()))
         ops = by_ipu[busiest]

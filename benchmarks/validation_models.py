@@ -507,14 +507,11 @@ class Swin(nn.Module):
     depths 2-2-6-2, heads 3-6-12-24, window 7, 224x224 images, patches of
     4). `blocks_per_ipu` places the blocks with BeginBlock as Graphcore's
     LAYERS_PER_IPU does (the patch embedding on the first IPU; a stage's
-    patch merging goes with the blocks before it). `stage_recomputation`:
-    what PopTorch does to a model pipelined over several IPUs unless told
-    otherwise (it sets PopART's autoRecomputation to Pipeline: each stage's
-    forward is recomputed in its backward from the stage's stashed input),
-    written as a recomputation checkpoint on each pipeline stage's input."""
+    patch merging goes with the blocks before it). It places no
+    recomputation checkpoint (Graphcore's configurations set none)."""
 
     def __init__(self, embed=96, depths=(2, 2, 6, 2), heads=(3, 6, 12, 24), window=7, image=224, patch=4,
-                 classes=1000, blocks_per_ipu=None, stage_recomputation=False):
+                 classes=1000, blocks_per_ipu=None):
         super().__init__()
         self.patch = nn.Conv2d(3, embed, patch, stride=patch)
         self.patch_norm = nn.LayerNorm(embed)
@@ -532,12 +529,6 @@ class Swin(nn.Module):
         blocks = [b for s in self.stages for b in s if isinstance(b, _SwinBlock)]
         if blocks_per_ipu:
             _place_layers(blocks, blocks_per_ipu)
-        if stage_recomputation and blocks_per_ipu:
-            # the input of each later IPU's first block, checkpointed inside that block's call,
-            # so on the IPU that receives it (where PopART stashes a stage's input)
-            for i in range(1, len(blocks_per_ipu)):
-                blocks[sum(blocks_per_ipu[:i])].register_forward_pre_hook(
-                    lambda module, args: (tilefx.recomputationCheckpoint(args[0]),))
 
     def logits(self, x):
         x = self.patch_norm(self.patch(x).flatten(2).transpose(1, 2))

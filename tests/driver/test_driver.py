@@ -71,7 +71,7 @@ def test_every_compile_config_field_reads_from_json():
         "automatic_loss_scaling": True, "loss_scaled": True, "device_iterations": 2, "replication_factor": 2,
         "gradient_accumulation": 3, "processes": 2, "process_id": 1, "reserve_ipus": False,
         "auto_round_num_ipus": True, "locations": {"weight": {"on_chip": False}}, "optimizer_location_set": True,
-        "host_io": False, "decompose_grad_sum": True, "seed": 9}
+        "host_io": False, "decompose_grad_sum": True, "auto_recomputation": 3, "seed": 9}
     assert set(values) == {f.name for f in dataclasses.fields(CompileConfig)}
     c = config_from_json(json.dumps(values), "cfg.json")
     default = CompileConfig()

@@ -107,26 +107,32 @@ def test_auto_stage_stash_shrinks_to_the_checkpoints():
 
 
 def test_checkpointed_model_fits_where_its_stash_would_not():
-    """A pipeline whose stashed activations do not fit without checkpoints
-    fits with them: ipu-auto-stage finds a split, and the compiled model's
-    profile agrees that every IPU holds its stage (the recompute pass runs
-    after ipu-auto-stage, so the cut must foresee it)."""
+    """A pipeline whose stashed activations do not fit without recomputation
+    (autoRecomputation None), nor with PopTorch's default recomputation of
+    each stage from its inputs (a stage's recomputed activations for one
+    micro-batch are over a tile too), fits with a checkpoint per layer:
+    ipu-auto-stage finds a split, and the compiled model's profile agrees
+    that every IPU holds its stage (the recompute pass runs after
+    ipu-auto-stage, so the cut must foresee it)."""
 
     torch.manual_seed(0)
     d, h, mb = 256, 4096, 8192
 
-    def compile_(checkpoints):
+    def compile_(checkpoints, recomputation=None):
         with torch.device("meta"):
             model = Checkpointed(checkpoints, d, h, layers=4)
         opts = tilefx.Options().useOfflineIpuTarget()
         opts.Training.gradientAccumulation(8)
+        if recomputation is not None:
+            opts._Popart.set("autoRecomputation", recomputation)
         opts.setExecutionStrategy(tilefx.PipelinedExecution.auto(2, schedule="1F1B"))
         t = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
         t.compile(torch.randn(mb * 8, d), torch.randn(mb * 8, d))
         return t
 
-    with pytest.raises(tilefx.Error, match="no split into 2 stages"):
-        compile_(False)
+    for recomputation in (0, None):
+        with pytest.raises(tilefx.Error, match="no split into 2 stages"):
+            compile_(False, recomputation)
     t = compile_(True)
     mem = t.profile.memory
     assert len(mem) == 2 and all(int(m.peak.max()) <= t.profile.machine.bytes_per_tile for m in mem.values())
@@ -490,3 +496,39 @@ def test_stage_count_whose_weights_alone_overflow_is_costed_once():
             planner._cost(c)
             assert not c.fits and c.held_bytes == one[0].held_bytes
     assert any(c.fits for c in cands)
+
+
+def test_a_stage_input_is_stashed_by_the_stage_that_holds_it():
+    """Under PopTorch's default recomputation of a pipeline (PopART's
+    Pipeline), each stage holds its inputs on its own IPU (ipu-recompute's
+    `receive_stage_inputs`): the last checkpoint of a stage is stashed by
+    the stage that reads it, not by its maker. ipu-auto-stage's stash per
+    stage (its micro-batches in flight x the bytes it keeps) is the
+    profile's, IPU by IPU, for the split it chose (the last stage, whose
+    backward follows its forward, stashes nothing)."""
+    from tilefx.passes.auto_stage import _left, stash_depths
+
+    torch.manual_seed(0)
+    model = Checkpointed(layers=6)
+    for i, layer in enumerate(model.layers):  # blocks without an IPU: cut between layers only
+        tilefx.BeginBlock(layer, f"layer{i}")
+    opts = tilefx.Options().useOfflineIpuTarget()
+    opts.Training.gradientAccumulation(8)
+    opts.setExecutionStrategy(tilefx.PipelinedExecution.auto(3))
+    t = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.1))
+    t.compile(torch.randn(MB * 8, D), torch.randn(MB * 8, D))
+    cuts = t.profile.auto_stage["cut_positions"]
+    stash = [sum(x.nbytes for x in t.profile.memory[i].tensors if x.kind == "stash") for i in range(3)]
+
+    module, main, ops = _traced(model)
+    anchor, n = _anchors(ops)
+    kept, _ = _recomputation(main, ops)
+    inputs = {}
+    saved = _memory_vectors(module, main, ops, anchor, n, True, kept=kept, stage_inputs=inputs)[1]
+    depth = stash_depths([0, 1, 2], "FillDrain", 8, True)
+    estimate = []
+    for k, (i, j) in enumerate(zip([0] + cuts, cuts + [n])):
+        estimate.append(depth[k] * (saved[i:j].sum() - _left(inputs["leaving"], i, j) + inputs["held"][i]))
+        if k < 2:  # what the next stage holds: its input checkpoint, left by its maker
+            assert _left(inputs["leaving"], i, j) == inputs["held"][j] == MB * D * 4
+    assert estimate[:2] == stash[:2] and stash[2] == 0

@@ -48,8 +48,10 @@ def _session(training=True, ipus=2, bps=2, **options):
 
 def _poptorch(training, bps, machine, strategy=None, accumulation=1, replicas=1, half=False, rounding=False,
               seed=None, decompose=False) -> Options:
-    """PopTorch's Options of the same settings."""
+    """PopTorch's Options of the same settings (PopART's default recomputation,
+    None, set: PopTorch's default, Pipeline over several IPUs, is its own)."""
     o = Options()
+    o._Popart.set("autoRecomputation", 0)
     o.deviceIterations(bps)
     o.replicationFactor(replicas)
     o.setMachine(machine)

@@ -197,3 +197,39 @@ def test_error_hierarchy():
     assert e.recoveryAction == popart.RecoveryAction.LINK_RESET
     assert isinstance(e, tilefx.RecoverableError) and e.recovery_action == "LINK_RESET"
     assert isinstance(popart.poplar_unrecoverable_runtime_error("x"), tilefx.UnrecoverableError)
+
+
+def test_pipelined_session_recomputes_only_when_autorecomputation_says_so():
+    """PopART recomputes nothing unless `SessionOptions.autoRecomputation`
+    asks (its default is RecomputationType::None; Pipeline by default is
+    PopTorch's, not PopART's): set to 3 (Pipeline), stage 0 recomputes its
+    inner values in its backward from its input, with the same losses."""
+    w = RNG.standard_normal((8, 8)).astype(np.float32)
+    data = {"x": RNG.standard_normal((2, 4, 4, 8)).astype(np.float32)}
+
+    def run(recomputation):
+        b = popart.Builder()
+        x = b.addInputTensor(popart.TensorInfo("FLOAT", [4, 8]), "x")
+        wi = b.addInitializedInputTensor(w, "w")
+        with b.virtualGraph(0), b.pipelineStage(0):
+            h = b.aiOnnx.tanh([b.aiOnnx.tanh([b.aiOnnx.matmul([x, wi])])])
+        with b.virtualGraph(1), b.pipelineStage(1):
+            loss = b.aiGraphcore.l1loss([b.aiOnnx.tanh([h])], 0.1, popart.ReductionType.Sum)
+        opts = popart.SessionOptions()
+        opts.enableGradientAccumulation, opts.accumulationFactor = True, 4
+        opts.virtualGraphMode, opts.enablePipelining = popart.VirtualGraphMode.Manual, True
+        if recomputation is not None:
+            opts.autoRecomputation = recomputation
+        s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(2, {loss: popart.AnchorReturnType("ALL")}),
+                                   loss, popart.ConstSGD(0.1),
+                                   deviceInfo=popart.DeviceManager().createIpuModelDevice({"numIPUs": 2}),
+                                   userOptions=opts)
+        s.prepareDevice()
+        anchors = s.initAnchorArrays()
+        s.run(popart.PyStepIO(data, anchors))
+        return anchors[loss].copy(), s._executor.ir("graph").count("aten.tanh")
+
+    (plain, tanh_plain), (none, tanh_none), (piped, tanh_piped) = run(None), run(0), run(3)
+    assert tanh_plain == tanh_none == 3 and tanh_piped == 4  # stage 0's inner tanh again
+    np.testing.assert_allclose(piped, plain, rtol=1e-6)
+    np.testing.assert_allclose(none, plain, rtol=1e-6)

@@ -65,6 +65,7 @@ def compile_config(options: Options, training: bool, optimizer: Mapping[str, Any
         optimizer_location_set=o.TensorLocations.optimizer is not None,
         host_io=not o.synthetic_data,
         decompose_grad_sum=bool(o._Popart.options.get("decomposeGradSum", False)),
+        auto_recomputation=_int_option(o._Popart.options.get("autoRecomputation")),
         seed=o.random_seed)
 
 
@@ -108,3 +109,10 @@ def _als_period(o: Options) -> int:
     except (TypeError, ValueError):
         raise Error("Options._Popart automaticLossScalingSettings.updatePeriod must be an int, "
                     f"got {period!r}") from None
+
+
+def _int_option(value):
+    """A PopART enum option set as an int or an int enum (`_Popart.set`'s
+    values are the enum's ints) as a plain int; anything else as it is, for
+    CompileConfig to refuse by name."""
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else value

@@ -32,7 +32,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tilefx.backend.costs import _bytes
 from tilefx.backend.machine import Machine
+from tilefx.dialects import irutil
 
 
 @dataclass(frozen=True)
@@ -104,3 +106,25 @@ def host_traffic(in_bytes: int, out_bytes: int, micro_batches: int, replicas: in
     bo = out_bytes * micro_batches * replicas
     cyc = machine.link_cycles(bi + bo, machine.host_link_bytes_per_s) if bi + bo else 0
     return HostTraffic(bi, bo, cyc)
+
+
+
+def host_stream_bytes(main) -> tuple[int, int]:
+    """The bytes per micro-batch a step streams from and to the host: its
+    function's inputs and outputs (by their argument and result roles)."""
+    in_bytes = sum(_bytes(a) for a, r in zip(main.body.block.args, irutil.arg_roles(main)) if "input" in r)
+    ret = main.body.block.last_op
+    out_bytes = sum(_bytes(v) for v, r in zip(ret.operands, irutil.result_roles(main)) if "output" in r)
+    return in_bytes, out_bytes
+
+
+def host_stream_cycles(main, machine: Machine, host_io: bool = True) -> tuple[int, int]:
+    """The cycles per micro-batch of a step's host streams over the host
+    link (`host_stream_bytes`): the inputs into the first stage that reads
+    them, the outputs out of the last. `host_io` False: synthetic data
+    (PopTorch's `enableSyntheticData`), no streams."""
+    if not host_io:
+        return 0, 0
+    in_bytes, out_bytes = host_stream_bytes(main)
+    return (machine.link_cycles(in_bytes, machine.host_link_bytes_per_s) if in_bytes else 0,
+            machine.link_cycles(out_bytes, machine.host_link_bytes_per_s) if out_bytes else 0)

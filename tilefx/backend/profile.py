@@ -18,7 +18,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.ir import BlockArgument, Operation
 
-from tilefx.backend.collectives import AllReduceCost, all_reduce_cost, host_traffic
+from tilefx.backend.collectives import AllReduceCost, all_reduce_cost, host_stream_bytes, host_stream_cycles, host_traffic
 from tilefx.backend.validated import band_text
 from tilefx.analysis.repeated_layers import op_cost_reusing, twins_of
 from tilefx.backend.costs import DEFAULT_PROPORTION, OpCost, _bytes, multiconv_costs, op_cost
@@ -291,12 +291,8 @@ def build_profile(module, main: func.FuncOp, update: func.FuncOp | None, schedul
 
     # host streams: inputs into the first stage that reads them, outputs out of the last
     arg_roles = irutil.arg_roles(main)
-    in_bytes = sum(_bytes(a) for a, r in zip(main.body.block.args, arg_roles) if "input" in r)
-    ret = main.body.block.last_op
-    res_roles = irutil.result_roles(main)
-    out_bytes = sum(_bytes(v) for v, r in zip(ret.operands, res_roles) if "output" in r)
-    host_in = machine.link_cycles(in_bytes, machine.host_link_bytes_per_s) if in_bytes and host_io else 0
-    host_out = machine.link_cycles(out_bytes, machine.host_link_bytes_per_s) if out_bytes and host_io else 0
+    in_bytes, out_bytes = host_stream_bytes(main)
+    host_in, host_out = host_stream_cycles(main, machine, host_io)
 
     # weights and where they live
     param_ipu = _param_ipus(main, arg_roles)

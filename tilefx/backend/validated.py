@@ -42,10 +42,10 @@ class Band:
 
 # ratio ranges of the prediction rows (docs/machine-validation.md, "Predictions")
 BANDS = {
-    "transformer": Band("transformer training pipelines (BERT pre-training and SQuAD)", 1.08, 1.28, 7),
+    "transformer": Band("transformer training pipelines (BERT pre-training and SQuAD)", 1.15, 1.32, 7),
     "vision-transformer": Band("vision-transformer training pipelines (ViT-B/16, Swin-T, DINO ViT-B/16)",
-                               1.81, 2.63, 5),
-    "cnn": Band("CNN training (ResNet-50, ResNeXt-101, UNet, G16-EfficientNet-B4)", 0.97, 1.32, 8),
+                               1.93, 2.63, 5),
+    "cnn": Band("CNN training (ResNet-50, ResNeXt-101, UNet, G16-EfficientNet-B4)", 0.97, 1.54, 8),
     "cnn-inference": Band("CNN inference on one IPU (ResNet-50 on a C600, batches 4 and 32)", 0.89, 1.20, 2),
     "transformer-inference": Band("transformer inference on one IPU (the CLIP ViT-L/14 text encoder on a C600, "
                                   "batches 4 and 40)", 1.19, 2.18, 2),

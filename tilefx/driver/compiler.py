@@ -99,7 +99,8 @@ def run_graph_passes(module: ModuleOp, config: CompileConfig) -> None:
                                 device_iterations=config.device_iterations,
                                 auto_round_num_ipus=config.auto_round_num_ipus,
                                 check_ipu_count=config.reserve_ipus),
-        loss_scaling=LossScalingPass(automatic=als) if scaled else None)
+        loss_scaling=LossScalingPass(automatic=als) if scaled else None,
+        auto_recomputation=config.auto_recomputation, host_io=config.host_io)
 
 
 def build(module: ModuleOp, config: CompileConfig, rng: np.random.Generator | None = None,

@@ -4,8 +4,9 @@ executor read from a surface's options, as one typed, frozen value.
 PopTorch's `Options` become one in `api/compile_config.py`, PopART's
 `SessionOptions` one in `popart/session.py` `_compile_config`, a JSON file
 of these field names one for `tilefx-run --config`; `tilefx.driver.compile`
-reads nothing else. Recomputation is not a field:
-its checkpoints are ops of the traced IR (`ipu.recomputation_checkpoint`)."""
+reads nothing else. Recomputation is PopART's `autoRecomputation`
+(`auto_recomputation`, which `ipu-recompute` applies) and the checkpoints,
+ops of the traced IR (`ipu.recomputation_checkpoint`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from tilefx.backend.machine import machine as machine_named
 from tilefx.backend.schedule import LIVENESS
 from tilefx.dialects.ipu import is_proportion
 from tilefx.errors import Error
+from tilefx.passes.recompute import MODELLED, RECOMPUTATION_TYPES
 
 # no strategy set: PopTorch's default, pipelined, which Block(ipu_id=...) then
 # switches on without the user asking (ipu-assign-stages says so in its errors)
@@ -77,6 +79,9 @@ class CompileConfig:
     optimizer_location_set: bool = False
     host_io: bool = True  # False: synthetic data, nothing streams to or from the host
     decompose_grad_sum: bool = False  # PopART's session option of that name
+    # PopART's autoRecomputation (passes/recompute.py RECOMPUTATION_TYPES);
+    # None: not set, PopTorch's default (Pipeline when pipelined over several IPUs)
+    auto_recomputation: int | None = None
     seed: int | None = None
 
     # the mapping fields are read-only views of deep copies (a read-only
@@ -121,6 +126,14 @@ class CompileConfig:
         _check(_locations_ok(self.locations), "locations",
                "a Locations of TensorLocations with non-negative element counts", self.locations)
         _check(self.seed is None or _count(self.seed, 0), "seed", "None or a non-negative int", self.seed)
+        rc = self.auto_recomputation
+        _check(rc is None or _count(rc, 0) and rc in RECOMPUTATION_TYPES, "auto_recomputation",
+               "None or one of PopART's RecomputationType values " +
+               ", ".join(f"{k} ({v})" for k, v in RECOMPUTATION_TYPES.items()), rc)
+        if self.training and rc is not None and rc not in MODELLED:
+            raise Error(f"autoRecomputation {rc} (RecomputationType::{RECOMPUTATION_TYPES[rc]}) is not modelled "
+                        f"by tilefx: set 0 (None) or 3 (Pipeline), or leave it unset (Pipeline when pipelined "
+                        f"over several IPUs, else the model's recomputationCheckpoint()s)")
         for name in _MAPPINGS:
             v = getattr(self, name)
             if v is not None and not isinstance(v, MappingProxyType):
@@ -201,7 +214,7 @@ def _typed(value, kind: type, where: str):
 
 _FIELDS = {f.name for f in dataclasses.fields(CompileConfig)}
 _DATA = {"strategy", "liveness", "available_memory_proportion", "autocast_policy", "optimizer", "optimizer_groups",
-         "seed", *_BOOLS, "device_iterations", "replication_factor", "gradient_accumulation", "processes",
+         "seed", "auto_recomputation", *_BOOLS, "device_iterations", "replication_factor", "gradient_accumulation", "processes",
          "process_id"}
 
 

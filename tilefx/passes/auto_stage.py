@@ -18,17 +18,27 @@ How it cuts:
    latest forward op that reads the same forward values or weights (the
    layer whose gradient it computes), but never later than the backward
    ops that give it its gradient (gradients flow back through the stages);
-   a backward op without either to its latest user. Stage ids then never
-   decrease along the data flow, forward or backward.
+   a backward op without either to its latest user; one in a block
+   without an IPU (never cut) within that block's positions. Stage ids
+   then never decrease along the data flow, forward or backward.
 2. Costs. The machine model (`backend/costs.py`, at each IPU's available
    memory proportion) gives every op its cycles; a stage's cycles per
    micro-batch are its forward and backward ops' cycles plus the IPU-link
-   copies of the activations crossing its cuts (and of their gradients).
+   copies of the activations crossing its cuts (and of their gradients),
+   and on stage 0 the host streams of a micro-batch (its inputs before
+   its forward, the outputs after its backward, the pipeline's last step,
+   as the profile's timeline has them).
    Its memory per tile is its weights (with optimizer state and gradient
    accumulators when training, where TensorLocations keeps them) and the
-   activations its backward needs (with recomputation checkpoints, only
-   the values `ipu-recompute` keeps: the checkpoints; the ops it recomputes
-   count their cycles twice), times the micro-batches the schedule
+   activations its backward needs (with recomputation, only the values
+   `ipu-recompute` keeps: the checkpoints and, under PopART's Pipeline
+   recomputation, PopTorch's default over several IPUs, the stage's inputs,
+   the activations a forward op of it reads across the cut before it, which
+   the stage that made them stashes only if its own backward reads them;
+   the ops it recomputes count
+   their cycles twice; the last stage, whose backward follows its
+   forward, recomputes only the ops feeding a checkpoint, and stashes
+   the rest for one micro-batch), times the micro-batches the schedule
    stashes for that stage, spread over the tiles, plus code and its peak
    position's largest temporary with the working activations live there
    (forward values the backward does not read, from their maker to their
@@ -50,7 +60,9 @@ How it cuts:
    uses, with AutoStage.AutoIncrement): that IPU holds the tied weight
    once. The tail's cycles and memory count on the stage that shares its
    IPU; the activations crossing into the tail, and their gradients back,
-   are copied over the IPU links as at any cut. Only FillDrain runs such a
+   are copied over the IPU links as at any cut, once, and not to the
+   tail's own IPU (the tied weight's partial gradient, which the
+   embedding's backward reads there). Only FillDrain runs such a
    pipeline (the 1F1B schedules need the stages in IPU order).
 
 The module attribute `ipu.auto_stage` reports the cut points, each stage's
@@ -60,7 +72,9 @@ Options (the module's `ipu.strategy` `auto` entry, set by
 `PipelinedExecution.auto`, wins over them): `num_ipus`, `virtual_stages`
 (Interleaved1F1B), `schedule`, `micro_batches` (the gradient accumulation,
 for the stash), `machine` (mk1, mk2, bow), `default_proportion`, `tail_block` and
-`tail_ipu` (PipelinedExecution.auto's `tail`).
+`tail_ipu` (PipelinedExecution.auto's `tail`), `auto_recomputation`
+(PopART's, as `ipu-recompute` reads it), `host_io` (False: synthetic data,
+no host streams).
 """
 
 from __future__ import annotations
@@ -77,6 +91,7 @@ from xdsl.ir import BlockArgument, Operation, OpResult
 from xdsl.passes import ModulePass
 
 from tilefx.analysis.repeated_layers import op_cost_reusing, twins_of
+from tilefx.backend.collectives import host_stream_cycles
 from tilefx.backend.costs import VIEW_OPS, _bytes
 from tilefx.backend.locations import MIN_ELEMENTS_OFF_CHIP, MIN_ELEMENTS_SHARDED, ON_CHIP, Locations, TensorLocation
 from tilefx.backend.machine import machine as machine_named
@@ -85,9 +100,10 @@ from tilefx.backend.schedule import SCHEDULES, pipelined
 from tilefx.dialects.ipu import DEFAULT_PROPORTION, PLACE_KEY, START_BLOCK, PlacementAttr
 from tilefx.dialects.irutil import find_func, from_py, module_config, place, value_numel
 from tilefx.dialects.names import (AUTO_STAGE_KEY, OPTIMIZER_KEY, PARAM_KEY, STRATEGY_KEY)
+from tilefx.passes import check_option
 from tilefx.passes.assign_stages import PlacementError
 from tilefx.passes.available_memory import AvailableMemoryPass
-from tilefx.passes.recompute import has_checkpoints, is_recomputable
+from tilefx.passes.recompute import MODELLED, NO_RECOMPUTATION, PIPELINE, has_checkpoints, is_recomputable
 
 _UNPLACED = PlacementAttr()  # an op without ipu.place: a forward op of the default block
 
@@ -142,6 +158,15 @@ class AutoStagePass(ModulePass):
     # a last stage on an earlier IPU: the ops from this block's first one on
     tail_block: str = ""
     tail_ipu: int = 0
+    # PopART's autoRecomputation (passes/recompute.py); -1: not set
+    auto_recomputation: int = -1
+    # False: synthetic data, no host streams (CompileConfig.host_io)
+    host_io: bool = True
+
+    def __post_init__(self):
+        v = self.auto_recomputation
+        check_option(self.name, isinstance(v, int) and not isinstance(v, bool) and v in MODELLED,
+                     f"auto-recomputation must be -1 (unset), 0 (None) or 3 (Pipeline), got {v!r}")
 
     def _settings(self, module: ModuleOp) -> dict:
         cfg = module_config(module, STRATEGY_KEY) or {}
@@ -203,12 +228,30 @@ class AutoStagePass(ModulePass):
             raise PlacementError(f"ipu-auto-stage: the model has {n} forward ops with inputs from other "
                                  f"ops, too few for {S} stages")
 
-        kept, recomputed = _recomputation(main, ops) if training else ({}, set())
+        rc = self.auto_recomputation
+        on = training and rc != NO_RECOMPUTATION
+        kept, recomputed = _recomputation(main, ops) if on else ({}, set())
+        # PopART's Pipeline recomputation (PopTorch's default over several
+        # IPUs) keeps each stage's inputs. With checkpoints it recomputes
+        # what the checkpoints alone would (segment by segment); without,
+        # every stage but the last recomputes its whole forward from its
+        # inputs, and the last (whose backward follows at once) nothing
+        by_stage = on and rc in (-1, PIPELINE) and cfg["kind"] == "pipelined" and len(set(stage_ipus)) > 1
+        whole = by_stage and not has_checkpoints(main)
+        kept_s, recomputed_s = _recomputation(main, ops, from_stage_inputs=True) if whole else (kept, recomputed)
+        # the loss stage (the last), whose backward follows its forward at
+        # once, recomputes nothing after its last checkpoints (PopART's
+        # setFinalFwdStageRecomputation; ipu-recompute's `stage_kept`): only
+        # the ops feeding a checkpoint, which lies in the stage whatever its
+        # first cut. Without checkpoints, nothing (`recomputed` is empty)
+        kept_f, recomputed_f = _recomputation(main, ops, final=True) if by_stage and not whole else \
+            (kept, recomputed)
+        split = recomputed_f != recomputed_s
         # per-position costs, one vector per distinct available memory proportion
         props = AvailableMemoryPass(default_proportion=self.default_proportion)._per_ipu(op)
         ipu_prop = [props.get(i, float(self.default_proportion)) for i in range(N)]
-        cycles: dict[float, np.ndarray] = {}
-        bwd_cycles: dict[float, np.ndarray] = {}
+        cycles: dict[tuple, np.ndarray] = {}
+        bwd_cycles: dict[tuple, np.ndarray] = {}
         temp = np.zeros(n)
         code = np.zeros(n)
         # an op of a repeated block takes its twin's cost (analysis/repeated_layers.py)
@@ -216,37 +259,74 @@ class AutoStagePass(ModulePass):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the profile warns once the stages are final
             for p in sorted(set(ipu_prop)):
-                c = np.zeros(n)
-                cb = np.zeros(n)
                 done: dict = {}
-                for o in ops:
-                    cost = op_cost_reusing(o, mach, p, twins, done)
-                    # a recomputed forward op runs twice: again in its backward
-                    times = 2 if o in recomputed else 1
-                    c[anchor[o]] += times * cost.cycles
-                    if place(o, _UNPLACED).is_backward or o in recomputed:
-                        cb[anchor[o]] += cost.cycles
-                    if p == ipu_prop[0]:
-                        temp[anchor[o]] = max(temp[anchor[o]], cost.temp_bytes)
-                        code[anchor[o]] += 1
-                cycles[p] = c
-                bwd_cycles[p] = cb
+                for last, again in ((True, recomputed_f), (False, recomputed_s))[:1 + split]:
+                    c = np.zeros(n)
+                    cb = np.zeros(n)
+                    for o in ops:
+                        cost = op_cost_reusing(o, mach, p, twins, done)
+                        # a recomputed forward op runs twice: again in its backward
+                        times = 2 if o in again else 1
+                        c[anchor[o]] += times * cost.cycles
+                        if place(o, _UNPLACED).is_backward or o in again:
+                            cb[anchor[o]] += cost.cycles
+                        if p == ipu_prop[0] and last:
+                            temp[anchor[o]] = max(temp[anchor[o]], cost.temp_bytes)
+                            code[anchor[o]] += 1
+                    cycles[p, last] = c
+                    bwd_cycles[p, last] = cb
+                if not split:  # every stage recomputes as the last does
+                    cycles[p, False], bwd_cycles[p, False] = cycles[p, True], bwd_cycles[p, True]
+        inputs, inputs_s = ({}, {}) if by_stage else (None, None)
         weights, saved, crossing, working = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"],
                                                             cfg["state_shards"], cfg["locations"], cfg["replicas"],
-                                                            kept)
+                                                            kept, inputs)
+        saved_s, stash_in, once = saved, np.zeros(n + 1), np.zeros(n)
+        leaving = leaving_s = leaving_once = None
+        if by_stage:  # a stage holds its inputs (the values a forward op reads across the cut before it)
+            stash_in[1:n] = inputs["held"][1:n]  # per micro-batch, and its maker does not
+            leaving = leaving_s = inputs["leaving"]
+        if whole:  # and its backward holds what it recomputes, every value the backward reads, for one
+            saved_s = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"], cfg["state_shards"],
+                                      cfg["locations"], cfg["replicas"], kept_s, inputs_s)[1]
+            once, leaving_s, leaving_once = saved, inputs_s["leaving"], leaving
+        saved_f = saved
+        if kept_f is not kept:  # the loss stage stashes what it does not recompute, for one micro-batch
+            saved_f = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"], cfg["state_shards"],
+                                      cfg["locations"], cfg["replicas"], kept_f)[1]
+        stage_saved = [saved_s] * (S - 1) + [saved_f]
+        stage_once = [once] * (S - 1) + [np.zeros(n)]
+        stage_leaving = [(leaving_s, leaving_once)] * (S - 1) + [(leaving, None)]
+        stage_cycles = [cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
+        stage_bwd = [bwd_cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
         # a position's peak per tile: its largest temporary with the working activations live then
         temp = temp + working / mach.tiles
+        tail_back = None
+        if tail is not None and training:
+            # the tail's backward values an earlier stage's backward reads (the
+            # gradient into the stage before it; the partial gradient of the weight
+            # it shares with the IPU it is back on): one copy out of the tail to the
+            # reader's IPU, none to its own, not one across every cut between (the
+            # partition knows which IPU the reader's stage is on)
+            tail_back = np.zeros(n)
+            for e, b in _tail_gradients(ops, anchor, tail):
+                crossing[1, e + 1:tail] -= b
+                tail_back[e] += b
         link = np.array([[mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0 for b in row]
                          for row in crossing], dtype=np.float64)
+        # the host streams of a micro-batch, on the steps the profile's
+        # timeline puts them: the inputs before stage 0's forward, the
+        # outputs after the last step (stage 0's backward when training)
+        host = host_stream_cycles(main, mach, self.host_io)
         depth = stash_depths(stage_ipus, cfg["schedule"], self.micro_batches, training)
         pinned, no_cut = _user_constraints(ops, anchor, n)
 
-        cuts, stage_report, stage_mem_ok = _partition(
-            [cycles[ipu_prop[i]] for i in stage_ipus], link, weights, saved, temp, code, depth,
-            stage_ipus, pinned, no_cut, training, mach, v, tail, cfg["reserve"])
-        cuts = _refine(cuts, [cycles[ipu_prop[i]] for i in stage_ipus],
-                       [bwd_cycles[ipu_prop[i]] for i in stage_ipus], link, stage_ipus, cfg["schedule"],
-                       self.micro_batches, training, stage_mem_ok, tail is not None)
+        cuts, stage_report, stage_mem_ok, tail_saving = _partition(
+            stage_cycles, link, weights, stage_saved, temp, code, depth,
+            stage_ipus, pinned, no_cut, training, mach, v, tail, cfg["reserve"], stash_in, stage_once,
+            stage_leaving, tail_back, host)
+        cuts = _refine(cuts, stage_cycles, stage_bwd, link, stage_ipus, cfg["schedule"],
+                       self.micro_batches, training, stage_mem_ok, tail is not None, tail_saving, host)
         stage_cyc, stage_mem = stage_report(cuts)
         stage_of_pos = np.zeros(n, dtype=np.int64)
         for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
@@ -316,6 +396,21 @@ def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
         if o in anchor and not place(o, _UNPLACED).is_backward:
             us = [anchor[u] for u in users(o) if not place(u, _UNPLACED).is_backward]
             fwd_users[o] = max(us, default=anchor[o])
+    # a block without an IPU is never cut, and its backward ops go with it
+    # (`apply`): they are costed within its positions, not at a later
+    # stage's (the backward of a slice of a layer's output reads only the
+    # gradient from the stage after, where its result would be copied back)
+    span: dict[str, tuple[int, int]] = {}
+    for o, a in list(anchor.items()):
+        p = place(o, _UNPLACED)
+        if _is_position(o) and p.block.data not in ("", START_BLOCK) and p.ipu.data < 0:
+            lo, hi = span.get(p.block.data, (a, a))
+            span[p.block.data] = (min(lo, a), max(hi, a))
+
+    def in_block(o, a: int) -> int:
+        lo, hi = span.get(place(o, _UNPLACED).block.data, (a, a))
+        return min(max(a, lo), hi)
+
     param_first: dict[BlockArgument, int] = {}
     floating_bwd = []
     for o in ops:
@@ -334,9 +429,9 @@ def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
                 if param_first[v] >= 0:
                     layers.append(param_first[v])
         if grads and layers:
-            anchor[o] = min(min(grads), max(layers))
+            anchor[o] = in_block(o, min(min(grads), max(layers)))
         elif grads or layers:
-            anchor[o] = min(grads) if grads else max(layers)
+            anchor[o] = in_block(o, min(grads) if grads else max(layers))
         else:
             floating_bwd.append(o)
     for o in reversed(floating_bwd):  # constants of the backward: their latest user
@@ -346,22 +441,38 @@ def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
     return anchor, n
 
 
-def _recomputation(main, ops) -> tuple[dict, set]:
+def _recomputation(main, ops, from_stage_inputs: bool = False, final: bool = False) -> tuple[dict, set]:
     """What `ipu-recompute` (passes/recompute.py) will do, without doing it:
     for each forward value a backward op reads and the function recomputes,
     the kept forward values (checkpoints, random ops' results) it is
     recomputed from; and the forward ops it runs again in the backward.
-    Empty without checkpoints (every value the backward reads is stashed)."""
-    if not has_checkpoints(main):
+    Empty without checkpoints (every value the backward reads is stashed),
+    unless `from_stage_inputs` (Pipeline recomputation, before the cuts
+    exist: recomputed from the kept values alone; the caller adds the
+    stage inputs each cut keeps). `final`: the loss stage's under Pipeline
+    recomputation, which recomputes only the ops feeding a checkpoint (the
+    values after its last checkpoints are kept)."""
+    if not (from_stage_inputs or has_checkpoints(main)):
         return {}, set()
     block = main.body.block
+    feeds: set = set()  # forward ops a checkpoint depends on
+    if final:
+        for o in reversed(ops):
+            if not place(o, _UNPLACED).is_backward and any(
+                    u.operation.name == "ipu.recomputation_checkpoint" or u.operation in feeds
+                    for r in o.results for u in r.uses):
+                feeds.add(o)
+
+    def recomputable(x) -> bool:
+        return is_recomputable(x, block) and (not final or x.op in feeds)
+
     kept: dict = {}
     recomputed: set = set()
     for o in ops:
         if not place(o, _UNPLACED).is_backward:
             continue
         for v in o.operands:
-            if v in kept or not isinstance(v, OpResult) or not is_recomputable(v, block):
+            if v in kept or not isinstance(v, OpResult) or not recomputable(v):
                 continue
             stack = [v]  # depth first, without recursion: a segment can be long
             while stack:
@@ -370,7 +481,7 @@ def _recomputation(main, ops) -> tuple[dict, set]:
                     stack.pop()
                     continue
                 ins = [x for x in w.op.operands if isinstance(x, OpResult) and _forward_op(x) is not None]
-                todo = [x for x in ins if is_recomputable(x, block) and x not in kept]
+                todo = [x for x in ins if recomputable(x) and x not in kept]
                 if todo:
                     stack += todo
                     continue
@@ -378,14 +489,14 @@ def _recomputation(main, ops) -> tuple[dict, set]:
                 recomputed.add(w.op)
                 roots: set = set()
                 for x in ins:
-                    roots |= kept[x] if is_recomputable(x, block) else {x}
+                    roots |= kept[x] if recomputable(x) else {x}
                 kept[w] = roots
     return kept, recomputed
 
 
 def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocation = ON_CHIP,
                     replicas: int = 1, locations: Locations = Locations(), all_replicas: int = 1,
-                    kept: dict | None = None):
+                    kept: dict | None = None, stage_inputs: dict | None = None):
     """Per position: bytes of weights (with optimizer state, where `state`
     keeps it on chip and sharded over `replicas`, and accumulators),
     bytes of forward values the backward reads (stashed per micro-batch), and
@@ -396,7 +507,15 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
     sharded weights 1/`all_replicas` of theirs. Last, per position, the
     bytes of the working activations live while it runs: forward values the
     backward does not read (those are stashed), from the position that makes
-    them to their last forward reader, copied-in ones included."""
+    them to their last forward reader, copied-in ones included.
+
+    `stage_inputs` (PopART's Pipeline recomputation, where a stage holds its
+    inputs: `ipu-recompute`'s `receive_stage_inputs`) receives `held`, the
+    bytes of the forward values a forward op reads across each cut (per cut
+    position: what the stage starting there stashes), and `leaving`, the
+    stashed values a later stage holds instead of their maker (position,
+    last position before the first cut that would hand them on, bytes; see
+    `_left`)."""
     weights = np.zeros(n)
     opt = module_config(module, OPTIMIZER_KEY) or {}
     states = optimizer_state_tensors(opt)
@@ -419,6 +538,7 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
     # a value the backward reads, itself or through forward views of it, is stashed
     root: dict = {}
     stashed = set()
+    first_bwd: dict = {}  # a stashed value -> its first backward reader's position
     for o in ops:
         bwd = place(o, _UNPLACED).is_backward
         if bwd:
@@ -426,7 +546,9 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
                 if isinstance(v, OpResult) and not place(v.op, _UNPLACED).is_backward:
                     # a recomputed value stashes the kept values it is recomputed from
                     for k in (kept or {}).get(v, (v,)):
-                        stashed.add(root.get(k, k))
+                        k = root.get(k, k)
+                        stashed.add(k)
+                        first_bwd[k] = min(first_bwd.get(k, n), anchor[o])
         view = o.name.removeprefix("aten.") in VIEW_OPS
         a = anchor[o]
         for r in o.results:
@@ -462,7 +584,55 @@ def _memory_vectors(module, main, ops, anchor, n, training, state: TensorLocatio
             if r not in stashed and last > anchor[o]:
                 work[anchor[o]] += _bytes(r)
                 work[last + 1] -= _bytes(r)
+    if stage_inputs is not None:
+        _stage_inputs(stage_inputs, ops, anchor, n, training, stashed, first_bwd, last_read,
+                      locations)
     return weights, saved, np.cumsum(cross, axis=1)[:, :n], np.cumsum(work)[:n]
+
+
+def _stage_inputs(out: dict, ops, anchor, n, training, stashed, first_bwd, last_read, locations) -> None:
+    """`_memory_vectors`' `stage_inputs`. A forward value read by a forward
+    op of a later stage is copied to that stage's IPU and held there for the
+    stage's backward and recomputation (PopART stashes the IPU copy's
+    result); its maker's stage stashes it only if its own backward reads it
+    (its first backward reader comes before the cut)."""
+    held = np.zeros(n + 2)
+    for o in ops:
+        if place(o, _UNPLACED).is_backward:
+            continue
+        a = anchor[o]
+        for r in o.results:
+            f = max((anchor[u.operation] for u in r.uses if u.operation in anchor
+                     and not place(u.operation, _UNPLACED).is_backward), default=a)
+            if f > a:  # held by the stage of every cut in (a, f]
+                held[a + 1] += _bytes(r)
+                held[f + 1] -= _bytes(r)
+    out["held"] = np.cumsum(held)[:n + 1]
+    leaving = []
+    if training:
+        for v in stashed:
+            if not (isinstance(v, OpResult) and v.op in anchor) or \
+                    v.op.name.removeprefix("aten.") in VIEW_OPS or locations.activation.off_chip(value_numel(v)):
+                continue
+            a = anchor[v.op]
+            m = min(first_bwd[v], last_read.get(v, -1))
+            if m > a:
+                leaving.append((a, m, _bytes(v)))
+    out["leaving"] = tuple(np.array(x, dtype=np.float64) for x in zip(*leaving)) if leaving else None
+
+
+def _left(leaving, i, j):
+    """The stashed bytes a stage over positions [i, j) leaves to the stages
+    after it (`_stage_inputs`' `leaving`): the values it makes (at a
+    position >= i) that a forward op at or after the cut j reads and no
+    backward op before j does. `i` may be a vector of starts."""
+    if leaving is None:
+        return 0.0
+    at, upto, nbytes = leaving
+    sel = (at < j) & (j <= upto)
+    if not sel.any():
+        return 0.0
+    return ((np.asarray(i)[..., None] <= at[sel]) * nbytes[sel]).sum(-1)
 
 
 def stash_depths(stage_ipus, schedule: str, micro_batches: int, training: bool) -> list[int]:
@@ -516,6 +686,20 @@ def _user_constraints(ops, anchor, n):
     return pinned, no_cut
 
 
+def _tail_gradients(ops, anchor, tail: int) -> list[tuple[int, int]]:
+    """The backward values of the tail (positions from `tail` on) that a
+    backward op before the tail reads: (the first such reader's position,
+    bytes)."""
+    out = []
+    for o in ops:
+        if place(o, _UNPLACED).is_backward and anchor[o] >= tail:
+            for r in o.results:
+                e = min((anchor[u.operation] for u in r.uses if u.operation in anchor), default=tail)
+                if e < tail:
+                    out.append((e, _bytes(r)))
+    return out
+
+
 def _tail_start(ops, anchor, block: str) -> int:
     """The position of the first forward op of `block` (the tail's start)."""
     at = [anchor[o] for o in ops if not (p := place(o, _UNPLACED)).is_backward and p.block.data == block]
@@ -525,11 +709,22 @@ def _tail_start(ops, anchor, block: str) -> int:
 
 
 def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinned, no_cut,
-               training, mach, virtual, tail=None, reserve=None):
+               training, mach, virtual, tail=None, reserve=None, stash_in=None, once=None, leaving=None,
+               tail_back=None, host=(0, 0)):
     """The cuts 0 = c0 < c1 < ... < cS = n minimising the slowest IPU, each
-    stage within its IPU's tile memory; its cycles and bytes. `tail`: the
+    stage within its IPU's tile memory; its cycles and bytes. `cycles` and
+    `saved` (the stashed bytes per position) are per stage; `stash_in`: the
+    bytes a stage starting at each cut stashes on top (its inputs, under
+    Pipeline recomputation); `once`, per stage: bytes per position live for
+    one micro-batch (the values its backward recomputes); `leaving`, per
+    stage: the stashed values of `saved` and of `once` a later stage holds
+    instead (`_left`), or None. `tail`: the
     last stage is positions [tail, n), on the IPU of an earlier stage, whose
-    cycles and memory it adds to. `reserve`: bytes per tile, by IPU, that
+    cycles and memory it adds to; `tail_back`, per position: the bytes of
+    the tail's backward values a backward op there reads (`_tail_gradients`),
+    copied out of the tail (`link` has them at the tail's cut) unless that
+    op is on the tail's IPU. `host`: the cycles of a micro-batch's host
+    streams in and out (`_host_cycles`). `reserve`: bytes per tile, by IPU, that
     the stages on it leave free (an IPU the profile found over its tile
     with an earlier split: the difference between that memory plan's
     fullest tile and this estimate of the average one)."""
@@ -541,9 +736,20 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
     # per stage: its IPU's tile less what the caller reserves there
     caps = [cap - reserve.get(ipu, 0) for ipu in stage_ipus]
     W = np.concatenate([[0], np.cumsum(weights)])
-    A = np.concatenate([[0], np.cumsum(saved)])
+    A = [np.concatenate([[0], np.cumsum(s)]) for s in saved]
+    IN = np.zeros(n + 1) if stash_in is None else np.asarray(stash_in, dtype=np.float64)
+    O = [np.concatenate([[0], np.cumsum(o)]) for o in (once if once is not None else [np.zeros(n)] * S)]
     K = np.concatenate([[0], np.cumsum(code)])
+    L = leaving if leaving is not None else [(None, None)] * S
+
+    def stage_bytes(k, i, j):
+        """Stage k's bytes over positions [i, j) (i: a start or a vector of
+        them): stashed per micro-batch in flight, and live for one."""
+        return depth[k] * (A[k][j] - A[k][i] - _left(L[k][0], i, j) + IN[i]) + \
+            O[k][j] - O[k][i] - _left(L[k][1], i, j)
+
     C = [np.concatenate([[0], np.cumsum(c)]) for c in cycles]
+    io = _host_cycles(S, training, host)
     link = np.atleast_2d(link)
     send = np.concatenate([link[0], [0]])  # copy out of a stage ending before position j
     back = np.concatenate([link[-1], [0]])  # copy back out of a stage starting at position i
@@ -552,10 +758,22 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
     # which is not live while its IPU's other stage runs) go to the stage
     # sharing its IPU
     host, tail_cyc, tail_mem, tail_temp = -1, 0.0, 0.0, 0.0
+    TB = np.concatenate([[0], np.cumsum(tail_back)]) if tail_back is not None else np.zeros(n + 1)
+
+    def on_host(i, j):
+        """The tail's copy-out cycles saved for the readers of its backward
+        values at positions [i, j) of its IPU's other stage (i: a start or a
+        vector of them; `Machine.link_cycles` over them)."""
+        return np.ceil((TB[j] - TB[i]) / mach.ipu_link_bytes_per_s * mach.clock_hz)
+
+    def saving(cuts) -> float:
+        """The tail's copy-out cycles saved under `cuts` (0 without a tail)."""
+        return float(on_host(cuts[host], cuts[host + 1])) if host >= 0 else 0.0
+
     if tail is not None:
         host = stage_ipus.index(stage_ipus[-1])
-        tail_cyc = C[S - 1][n] - C[S - 1][tail] + (back[tail] if training else 0)
-        tail_mem = (W[n] - W[tail] + depth[S - 1] * (A[n] - A[tail])) / tiles + \
+        tail_cyc = C[S - 1][n] - C[S - 1][tail] + (back[tail] if training else 0) + io[S - 1]
+        tail_mem = (W[n] - W[tail] + stage_bytes(S - 1, tail, n)) / tiles + \
             mach.code_bytes_per_op_per_tile * (K[n] - K[tail])
         tail_temp = temp[tail:].max()
     inf = np.inf
@@ -575,12 +793,12 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
             ok = (bad[j] - bad[i] == 0) & ~(no_cut[i] & (i > 0)) & np.isfinite(prev[i])
             if not ok.any():
                 continue
-            cyc = C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0)
+            cyc = C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0) + io[k]
             mtemp = np.maximum.accumulate(temp[i[0]:j][::-1])[::-1]
-            mem = (W[j] - W[i] + depth[k] * (A[j] - A[i])) / tiles + \
+            mem = (W[j] - W[i] + stage_bytes(k, i, j)) / tiles + \
                 mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + mtemp
             if k == host:
-                cyc = cyc + tail_cyc
+                cyc = cyc + tail_cyc - on_host(i, j)
                 mem = mem - mtemp + np.maximum(mtemp, tail_temp) + tail_mem
             elif tail is not None and k == S - 1:
                 mem = np.zeros_like(mem)  # counted with its host stage
@@ -589,7 +807,8 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
             if np.isfinite(val[m]) and (k < S - 1 or j == n):
                 best[k + 1, j], arg[k + 1, j] = val[m], i[m]
     if not np.isfinite(best[S, n]):
-        _explain_infeasible(weights, saved, temp, code, depth, pinned, stage_ipus, mach, cap)
+        _explain_infeasible(weights, max(max(depth) * A[k][n] + O[k][n] for k in range(S)), pinned, stage_ipus,
+                            mach, cap)
     cuts = [n]
     for k in range(S, 0, -1):
         cuts.append(int(arg[k, cuts[-1]]))
@@ -598,9 +817,10 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
     def report(cuts):
         stage_cyc, stage_mem = [], []
         for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
-            stage_cyc.append(C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0))
-            stage_mem.append(W[j] - W[i] + depth[k] * (A[j] - A[i]) +
+            stage_cyc.append(C[k][j] - C[k][i] + (send[j] if j < n else 0) + (back[i] if training else 0) + io[k])
+            stage_mem.append(W[j] - W[i] + stage_bytes(k, i, j) +
                              tiles * (mach.code_bytes_per_op_per_tile * (K[j] - K[i]) + temp[i:j].max()))
+        stage_cyc[-1] -= saving(cuts)  # the tail: no copy to its IPU's other stage
         return stage_cyc, stage_mem
 
     def ok(k, i, j):
@@ -613,21 +833,24 @@ def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinn
             return False
         if tail is not None and k == S - 1:
             return True  # its memory counts with its host stage
-        mem = (W[j] - W[i] + depth[k] * (A[j] - A[i])) / tiles + \
+        mem = (W[j] - W[i] + stage_bytes(k, i, j)) / tiles + \
             mach.code_bytes_per_op_per_tile * (K[j] - K[i])
         if k == host:
             return mem + tail_mem + max(temp[i:j].max(), tail_temp) <= caps[k]
         return mem + temp[i:j].max() <= caps[k]
 
-    return cuts, report, ok
+    return cuts, report, ok, saving
 
 
-def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, training, ok, tail=False):
+def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, training, ok, tail=False,
+            saving=None, host=(0, 0)):
     """Move the cuts while the schedule's makespan (Schedule.makespan: fill,
     flush and the order of each IPU's steps, not only the slowest stage)
     shrinks: one cut, or a run of cuts together (moving work between the
     first or last stage and all the others), by steps from half a stage down
-    to one position. `tail`: the last cut (the tail's start) stays."""
+    to one position. `tail`: the last cut (the tail's start) stays;
+    `saving(cuts)`: the cycles its copy out saves (`_partition`'s);
+    `host`: the host streams' cycles in and out (`_host_cycles`)."""
     S = len(stage_ipus)
     if S == 1:
         return cuts
@@ -661,7 +884,10 @@ def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, traini
             if training and k < S - 1:
                 per[k], per[2 * S - 2 - k] = f, b
             else:
-                per[k] = f + b
+                per[k] = f + b - (saving(cuts) if saving is not None and tail else 0)
+        # the host streams: in before stage 0's forward, out after the last step
+        per[0] += host[0]
+        per[2 * S - 2 if training else S - 1] += host[1]
         return sched.makespan(per)
 
     best = cost(cuts)
@@ -689,14 +915,28 @@ def _refine(cuts, cycles, bwd, link, stage_ipus, schedule, micro_batches, traini
     return cuts
 
 
+def _host_cycles(S: int, training: bool, host) -> np.ndarray:
+    """Each stage's host stream cycles per micro-batch, `host` = (in, out):
+    the inputs on stage 0, the outputs on the last step's stage (training:
+    stage 0's backward, which shares stage 0's IPU; else the last stage),
+    as the profile's timeline puts them."""
+    io = np.zeros(S)
+    io[0] += host[0]
+    io[0 if training else S - 1] += host[1]
+    return io
+
+
 def _schedule_of(sip: tuple, S: int, M: int, training: bool, schedule: str):
     """The pipeline's steps (read only: `_refine` asks for its makespan;
     `pipelined` keeps the steps of recent shapes)."""
     return pipelined(dict(sip), S, M, training, 1, schedule)
 
 
-def _explain_infeasible(weights, saved, temp, code, depth, pinned, stage_ipus, mach, cap):
-    need = (weights.sum() + max(depth) * saved.sum()) / mach.tiles
+def _explain_infeasible(weights, activations, pinned, stage_ipus, mach, cap):
+    """`activations`: the bytes the model's activations take in the stage
+    that holds most of them, were it the whole model (stashed per
+    micro-batch in flight, recomputed ones for one)."""
+    need = (weights.sum() + activations) / mach.tiles
     pins = sorted({int(p) for p in pinned if p >= 0})
     bad_pins = [p for p in pins if p not in stage_ipus]
     if bad_pins:

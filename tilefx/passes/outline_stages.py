@@ -66,7 +66,11 @@ class OutlineStagesPass(ModulePass):
             s = stage_of[members[0]]
             first = _staged(members[0])
             ipu = first.ipu.data
-            directions = {_staged(o).direction.data for o in members}
+            # a constant (an op without operands) sits with its first user and
+            # keeps the direction of the op it was made for: the stage's work
+            # says which pass the stage is
+            working = [o for o in members if o.operands] or members
+            directions = {_staged(o).direction.data for o in working}
             direction = directions.pop() if len(directions) == 1 else "fwd+bwd"
             body = Block()
             copies: dict[SSAValue, SSAValue] = {}

@@ -73,23 +73,28 @@ def graph_context() -> Context:
 def run_graph_passes(module: ModuleOp, training: bool,
                      assign: AssignStagesPass | None = None,
                      loss_scaling: LossScalingPass | None = None,
-                     autocast: bool = True, verify: bool = True, stop_after: str | None = None) -> None:
+                     autocast: bool = True, verify: bool = True, stop_after: str | None = None,
+                     auto_recomputation: int | None = None, host_io: bool = True) -> None:
     """autocast, auto-stage (PipelinedExecution.auto), assign-stages,
     available-memory, serialize-matmul, recompute, training-step and
     loss-scaling (training), dce, outline-stages; then the IR verifier
     (`verify`: the program that runs; a module only costed, such as the
     planner's copies of a verified trace, may skip it). `stop_after`: the
-    name of the last pass to run (a question about one pass's result)."""
+    name of the last pass to run (a question about one pass's result).
+    `auto_recomputation`: PopART's autoRecomputation (None: not set,
+    PopTorch's default). `host_io` False: synthetic data (no host streams,
+    which ipu-auto-stage otherwise counts)."""
+    rc = -1 if auto_recomputation is None else auto_recomputation
     ctx = graph_context()
     passes = [AutocastPass()] if autocast else []
     assign = assign or AssignStagesPass()
     strategy = module.attributes.get(STRATEGY_KEY)
     if strategy is not None and "auto" in strategy.data:
         passes.append(AutoStagePass(micro_batches=assign.gradient_accumulation if training else
-                                    assign.device_iterations))
+                                    assign.device_iterations, auto_recomputation=rc, host_io=host_io))
     passes += [assign, AvailableMemoryPass(), SerializeMatmulPass()]
     if training:
-        passes += [RecomputePass(), TrainingStepPass()] + ([loss_scaling] if loss_scaling else [])
+        passes += [RecomputePass(auto_recomputation=rc), TrainingStepPass()] + ([loss_scaling] if loss_scaling else [])
     for p in passes + [DeadCodeElimination(), OutlineStagesPass()]:
         run_logged(p, ctx, module)
         if p.name == stop_after:

@@ -439,7 +439,8 @@ class _Planner:
         run_graph_passes(module, training=True,
                          autocast=bool(opts.Precision.autocast_enabled) and not self.reuse_repeats,
                          assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1),
-                         verify=False, stop_after=stop_after)
+                         verify=False, stop_after=stop_after, auto_recomputation=config.auto_recomputation,
+                         host_io=config.host_io)
         return module, config, unit_of
 
     def _refusal(self, c: Candidate) -> NoSplitFits | None:

@@ -409,6 +409,8 @@ class _Session:
             device_iterations=self._dataflow.batchesPerStep(),
             replication_factor=self.replicationFactor,
             gradient_accumulation=self.accumulationFactor,
+            # PopART recomputes nothing unless asked (RecomputationType::None); Pipeline by default is PopTorch's
+            auto_recomputation=_enum_int(0 if o.autoRecomputation is None else o.autoRecomputation),
             decompose_grad_sum=bool(o.decomposeGradSum),  # the machine model's memory plan (backend/profile.py)
             seed=None if o.seed is None else int(o.seed))
 
@@ -990,3 +992,9 @@ def _strip_annotations(proto: onnx.ModelProto) -> onnx.ModelProto:
             n.attribute.remove(a)
     return out
 
+
+
+def _enum_int(value):
+    """A PopART enum option given as an int or an int enum as a plain int;
+    anything else as it is, for CompileConfig to refuse by name."""
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else value

@@ -1,12 +1,18 @@
-// RUN: tilefx-opt %s --split-input-file --verify-diagnostics -p 'ipu-auto-stage{num-ipus=2}' | filecheck %s
-// RUN: tilefx-opt %s --split-input-file --verify-diagnostics -p 'ipu-auto-stage{num-ipus=2},ipu-assign-stages{gradient-accumulation=3}' | filecheck %s --check-prefix=STAGES
-// RUN: tilefx-opt %s --split-input-file --verify-diagnostics -p 'ipu-auto-stage{num-ipus=2 schedule="1F1B"}' | filecheck %s --check-prefix=ONE
+// RUN: tilefx-opt %s --split-input-file --verify-diagnostics -p 'ipu-auto-stage{num-ipus=2 auto-recomputation=0 host-io=false}' | filecheck %s
+// RUN: tilefx-opt %s --split-input-file --verify-diagnostics -p 'ipu-auto-stage{num-ipus=2 auto-recomputation=0 host-io=false},ipu-assign-stages{gradient-accumulation=3}' | filecheck %s --check-prefix=STAGES
+// RUN: tilefx-opt %s --split-input-file --verify-diagnostics -p 'ipu-auto-stage{num-ipus=2 schedule="1F1B" auto-recomputation=0 host-io=false}' | filecheck %s --check-prefix=ONE
+// RUN: tilefx-opt %s --split-input-file --verify-diagnostics -p 'ipu-auto-stage{num-ipus=2}' | filecheck %s --check-prefix=DEFAULT
+// RUN: tilefx-opt %s --split-input-file --verify-diagnostics -p 'ipu-auto-stage{num-ipus=2 auto-recomputation=0}' | filecheck %s --check-prefix=HOST
 
 // `ipu-auto-stage` cuts @main into pipeline stages from the machine model
 // (mk2 costs at the default available memory proportion 0.6): blocks
 // "stage0".."stage{S-1}" on IPUs 0..S-1, the `ipu.strategy` naming them in
 // order, and the `ipu.auto_stage` report (cut points, cycles per
-// micro-batch and bytes of each stage).
+// micro-batch and bytes of each stage). The first three RUNs cost the
+// stages without recomputation (autoRecomputation None) and with synthetic
+// data (no host streams); the fourth with PopTorch's default over two IPUs,
+// PopART's Pipeline recomputation, and the host streams; the last without
+// recomputation, with the host streams.
 
 // (a) Four equal mm+relu layers, no annotations, training. The first mm
 // reads only arguments: it goes with its first user (forward op 0 is %a1).
@@ -18,6 +24,17 @@
 // the layer whose forward values or weights they read (%w3t, %ga2 with w3's
 // forward, %gh3 with %h4 that reads %a3), never later than the gradient they
 // receive; the seed goes with its user.
+// By default stage 0 recomputes its forward in its backward (the last stage,
+// which computes the loss, does not): three layers on stage 0 would cost it
+// a third matmul more, and the cut goes before %h3 (forward op 3).
+// The host streams (the input before stage 0's forward, the loss after
+// stage 0's backward, the pipeline's last step: 437 cycles per micro-batch,
+// as the profile's timeline has them) make stage 0 the longer one without
+// recomputation: the cut goes before %a3 (forward op 4).
+
+// HOST-LABEL: builtin.module attributes {ipu.strategy = {kind = "pipelined", auto_stage = "same_as_ipu", schedule = "FillDrain", stages = [{blocks = ["stage0"], ipu = 0 : i64}, {blocks = ["stage1"], ipu = 1 : i64}]}, ipu.auto_stage = {num_ipus = 2 : i64, stage_ipus = [0 : i64, 1 : i64], cut_positions = [4 : i64], cuts = ["forward op 4 (aten.relu)"]
+
+// DEFAULT-LABEL: builtin.module attributes {ipu.strategy = {kind = "pipelined", auto_stage = "same_as_ipu", schedule = "FillDrain", stages = [{blocks = ["stage0"], ipu = 0 : i64}, {blocks = ["stage1"], ipu = 1 : i64}]}, ipu.auto_stage = {num_ipus = 2 : i64, stage_ipus = [0 : i64, 1 : i64], cut_positions = [3 : i64], cuts = ["forward op 3 (aten.mm)"]
 
 // CHECK-LABEL: builtin.module attributes {ipu.strategy = {kind = "pipelined", auto_stage = "same_as_ipu", schedule = "FillDrain", stages = [{blocks = ["stage0"], ipu = 0 : i64}, {blocks = ["stage1"], ipu = 1 : i64}]}, ipu.auto_stage = {num_ipus = 2 : i64, stage_ipus = [0 : i64, 1 : i64], cut_positions = [5 : i64], cuts = ["forward op 5 (aten.mm)"], stage_cycles = [{{[0-9]+}} : i64, {{[0-9]+}} : i64], stage_bytes = [{{[0-9]+}} : i64, {{[0-9]+}} : i64], schedule = "FillDrain", machine = "mk2"}} {
 // CHECK:      %h1 = aten.mm %x, %w1 {ipu.place = #ipu.place<fwd, block = "stage0", ipu = 0>}
