@@ -219,7 +219,8 @@ def test_the_tied_heads_gradient_is_not_copied_across_the_pipeline():
     no IPU-Link copy of it (one across every cut between would put 2.8 M
     cycles of a 32 MB copy on IPU 1 and on the tail, and the cut after the
     embedding alone), and its cycles per micro-batch of each IPU are the
-    profile's compute and copies."""
+    profile's compute, copies and host streams (ipu-auto-stage counts a
+    micro-batch's host streams on stage 0's IPU, where the timeline runs them)."""
     import collections
 
     torch.manual_seed(0)
@@ -236,7 +237,7 @@ def test_the_tied_heads_gradient_is_not_copied_across_the_pipeline():
         estimate[ipu] += cycles
     planned = collections.Counter()
     for step in p.timeline:
-        if step.kind in ("compute", "copy"):
+        if step.kind in ("compute", "copy", "host"):
             planned[step.ipu] += (step.end - step.start) / 8
     table = VOCAB * D * 4  # the table's gradient, fp32
     assert max(estimate.values()) < p.machine.link_cycles(table, p.machine.ipu_link_bytes_per_s)
