@@ -147,6 +147,18 @@ def _call_args(schema, args: dict[str, Any], tensor) -> dict[str, Any]:
 _META_ONLY = frozenset({"where.self"})
 
 
+def _run_on_cpu(fn, kwargs: dict[str, Any]) -> Any:
+    """ATen's CPU kernel `fn` on stand-in tensors, warnings silenced; None
+    when it refuses them (the meta function then decides, and words the
+    error)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(**kwargs)
+    except Exception:  # noqa: BLE001 - the meta function decides, and words the error
+        return None
+
+
 def _elementwise_results(schema, fn, args: dict[str, Any]) -> tuple | None:
     """("ok", [(shape, key)]) of an elementwise op (the `same_shape` trait: its
     result has its operands' broadcast shape) whose tensor operands share one
@@ -182,11 +194,8 @@ def _elementwise_results(schema, fn, args: dict[str, Any]) -> tuple | None:
     torch = load_torch()
     # on the CPU by name: a default device the process set (torch.set_default_device) is not asked
     kwargs = _call_args(schema, args, lambda s, dtype: torch.ones((1,) * len(s), dtype=dtype, device="cpu"))
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out = fn(**kwargs)
-    except Exception:  # noqa: BLE001 - the meta function decides, and words the error
+    out = _run_on_cpu(fn, kwargs)
+    if out is None:
         return None
     key = _dtype_key(out.dtype) if isinstance(out, torch.Tensor) else None
     return None if key is None else ("ok", [(shape, key)])
@@ -376,11 +385,8 @@ def _stand_in_results(schema, fn, args: dict[str, Any]) -> tuple | None:
     torch = load_torch()
     # zeros: a valid index wherever the indexed axis is not empty; on the CPU by name
     kwargs = _call_args(schema, small, lambda s, dtype: torch.zeros(s, dtype=dtype, device="cpu"))
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out = fn(**kwargs)
-    except Exception:  # noqa: BLE001 - the meta function decides, and words the error
+    out = _run_on_cpu(fn, kwargs)
+    if out is None:
         return None
     found = []
     for i, t in enumerate(out if isinstance(out, (tuple, list)) else (out,)):
