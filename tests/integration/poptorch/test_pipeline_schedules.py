@@ -116,8 +116,8 @@ def test_dynamic_program_finds_the_best_cuts():
         pinned = np.full(n, -1)
         if trial % 3 == 0:
             pinned[n - 1] = S - 1
-        cuts, report, _ = _partition([cyc] * S, link, weights, [zeros] * S, zeros, zeros, [1] * S,
-                                        list(range(S)), pinned, np.zeros(n + 1, dtype=bool), True, MK2, 1)
+        cuts, report, _, _ = _partition([cyc] * S, link, weights, [zeros] * S, zeros, zeros, [1] * S,
+                                           list(range(S)), pinned, np.zeros(n + 1, dtype=bool), True, MK2, 1)
         stage_cyc, _ = report(cuts)
         best = np.inf
         for c in itertools.combinations(range(1, n), S - 1):
