@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 import tilefx  # noqa: E402
 from models import PoolNormCNN, Transformer, WithLoss  # noqa: E402
+from identity_file import save_or_compare  # noqa: E402
 
 
 class GroupedAttention(nn.Module):
@@ -118,23 +119,7 @@ def run() -> dict[str, np.ndarray]:
 
 
 def main() -> int:
-    if len(sys.argv) != 3 or sys.argv[1] not in ("save", "compare"):
-        print(__doc__)
-        return 2
-    got = run()
-    if sys.argv[1] == "save":
-        np.savez(sys.argv[2], **got)
-        print(f"saved {len(got)} arrays")
-        return 0
-    with np.load(sys.argv[2]) as saved:
-        want = dict(saved)
-    differ = sorted(k for k in set(want) | set(got)
-                    if k not in want or k not in got or want[k].dtype != got[k].dtype
-                    or want[k].shape != got[k].shape or want[k].tobytes() != got[k].tobytes())
-    for k in differ:
-        print("differs:", k)
-    print(f"{len(got)} arrays, {len(differ)} differ")
-    return 1 if differ else 0
+    return save_or_compare(run, __doc__)
 
 
 if __name__ == "__main__":

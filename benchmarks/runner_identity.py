@@ -35,6 +35,7 @@ from torch import nn  # noqa: E402
 
 import tilefx  # noqa: E402
 from tilefx import popart  # noqa: E402
+from identity_file import save_or_compare  # noqa: E402
 
 BPS = 2
 RNG = np.random.default_rng(0)
@@ -208,24 +209,7 @@ def run() -> dict[str, np.ndarray]:
 
 
 def main() -> int:
-    if len(sys.argv) != 3 or sys.argv[1] not in ("save", "compare"):
-        print(__doc__)
-        return 2
-    got = run()
-    if sys.argv[1] == "save":
-        np.savez(sys.argv[2], **got)
-        print(f"saved {len(got)} arrays to {sys.argv[2]}")
-        return 0
-    ref = np.load(sys.argv[2])
-    missing = sorted(set(ref.files) ^ set(got))
-    differ = [k for k in ref.files if k in got and (ref[k].dtype != got[k].dtype or ref[k].shape != got[k].shape
-                                                     or ref[k].tobytes() != got[k].tobytes())]
-    for k in missing:
-        print(f"only in one run: {k}")
-    for k in differ:
-        print(f"differs: {k}")
-    print(f"{len(ref.files)} arrays: {len(differ)} differ, {len(missing)} in one run only")
-    return 1 if missing or differ else 0
+    return save_or_compare(run, __doc__)
 
 
 if __name__ == "__main__":
