@@ -83,7 +83,9 @@ def _seeded_per_test(request):
     weights, torch.randn, np.random.rand) does not depend on the tests run
     before it in the same worker: the order is shuffled on every run
     (pytest-randomly; `--randomly-seed=N` repeats one, `-p no:randomly`
-    keeps the file order) and workers take different tests each time."""
+    keeps the file order) and workers take different tests each time.
+    A test file's own generator (a module-level `RNG`) starts from the same
+    seed for the same reason."""
     import random
 
     import numpy as np
@@ -93,4 +95,6 @@ def _seeded_per_test(request):
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+    if isinstance(getattr(request.module, "RNG", None), np.random.Generator):
+        request.module.RNG = np.random.default_rng(seed)
     yield

@@ -66,9 +66,11 @@ def float32_bound(torch32: np.ndarray, ref64: np.ndarray) -> np.ndarray:
     return C * scale + ULPS * ulp
 
 
-def assert_float32_close(ours: np.ndarray, torch32: np.ndarray, ref64: np.ndarray, what: str = "out"):
-    """`ours` is as close to the float64 reference as PyTorch's float32
-    result `torch32` is (the rule of this module)."""
+def assert_float32_close(ours: np.ndarray, torch32: np.ndarray, ref64: np.ndarray, what: str = "out",
+                         reference: str = "PyTorch"):
+    """`ours` is as close to the float64 reference as the float32 result
+    `torch32` of `reference` (PyTorch, or onnxruntime) is (the rule of this
+    module)."""
     ours64 = ours.astype(np.float64)
     ref64 = np.asarray(ref64, dtype=np.float64)
     assert ours64.shape == ref64.shape, f"{what}: shape {ours.shape} != {ref64.shape}"
@@ -76,7 +78,7 @@ def assert_float32_close(ours: np.ndarray, torch32: np.ndarray, ref64: np.ndarra
     # must be the same non-finite value; elsewhere the bound applies
     special = ~np.isfinite(torch32)
     np.testing.assert_array_equal(ours64[special], torch32[special].astype(np.float64),
-                                  err_msg=f"{what}: NaN or infinity where PyTorch has one")
+                                  err_msg=f"{what}: NaN or infinity where {reference} has one")
     check = ~special & np.isfinite(ref64)
     bound = float32_bound(torch32, ref64)
     with np.errstate(invalid="ignore"):
@@ -86,7 +88,7 @@ def assert_float32_close(ours: np.ndarray, torch32: np.ndarray, ref64: np.ndarra
         i = np.unravel_index(np.argmax(np.where(bad, err - bound, -np.inf)), bad.shape)
         raise AssertionError(
             f"{what}: {int(bad.sum())} of {bad.size} elements further from the float64 reference than "
-            f"PyTorch's float32 error allows; worst at {tuple(int(k) for k in i)}: ours {ours64[i]!r}, "
-            f"float64 {ref64[i]!r}, PyTorch float32 {float(torch32[i])!r}, distance {err[i]:.3g} > "
+            f"{reference}'s float32 error allows; worst at {tuple(int(k) for k in i)}: ours {ours64[i]!r}, "
+            f"float64 {ref64[i]!r}, {reference} float32 {float(torch32[i])!r}, distance {err[i]:.3g} > "
             f"bound {bound[i]:.3g}"
         )

@@ -13,6 +13,7 @@ import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
+from kernel_tolerance import assert_float32_close
 from tilefx import popart
 
 F32, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
@@ -36,18 +37,67 @@ def assert_equal_to_onnxruntime(proto: bytes, feeds: dict, rtol=1e-6, atol=1e-7)
     """Equal to onnxruntime within float rounding. A float result is a sum
     of terms of about the output's largest magnitude (a scan's products,
     softmaxes, recurrences), and two correct summation orders (one kernel
-    thread or two, onnxruntime's) differ by a few units in the last place of
-    those terms, not of the element: atol is at least 4 ulp of the largest
-    |reference| (tests/kernel_tolerance.py says why)."""
+    thread or two, onnxruntime's, another CPU's vector width) differ by a few
+    units in the last place of those terms, not of the element: atol is at
+    least 4 ulp of the largest |reference|. A recurrence carries each step's
+    rounding into the next, so where that is not enough the rule of
+    tests/kernel_tolerance.py decides: onnxruntime runs the graph once more
+    in float64, and ours must be as close to that as onnxruntime's float32
+    result is."""
     outs = [o.name for o in onnx.load_model_from_string(proto).graph.output]
     got = infer(proto, feeds, outs)
     ref = ort.InferenceSession(proto).run(outs, feeds)
+    ref64 = None
     for name, r in zip(outs, ref):
         assert got[name].shape == r.shape, (name, got[name].shape, r.shape)
         tol = atol
         if r.dtype.kind == "f" and r.size and np.isfinite(r).any():
             tol = max(atol, 4 * float(np.finfo(r.dtype).eps) * float(np.abs(r[np.isfinite(r)]).max()))
-        np.testing.assert_allclose(got[name], r, rtol=rtol, atol=tol, err_msg=name)
+        try:
+            np.testing.assert_allclose(got[name], r, rtol=rtol, atol=tol, err_msg=name)
+        except AssertionError:
+            if r.dtype != np.float32:
+                raise
+            if ref64 is None:
+                ref64 = dict(zip(outs, float64_onnxruntime(proto, feeds, outs)))
+            assert_float32_close(got[name], r, ref64[name], what=name, reference="onnxruntime")
+
+
+def float64_onnxruntime(proto: bytes, feeds: dict, outs: list[str]) -> list[np.ndarray]:
+    """onnxruntime's results of the graph with every float32 tensor (inputs,
+    initializers, constants, casts, value infos, subgraphs) made float64."""
+    m = onnx.load_model_from_string(proto)
+
+    def widen_type(t):
+        if t.HasField("tensor_type") and t.tensor_type.elem_type == F32:
+            t.tensor_type.elem_type = TensorProto.DOUBLE
+        for inner in (t.sequence_type.elem_type, t.optional_type.elem_type):
+            if inner.ByteSize():
+                widen_type(inner)
+
+    def widen_tensor(t):
+        if t.data_type == F32:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name))
+
+    def widen(g):
+        for v in list(g.input) + list(g.output) + list(g.value_info):
+            widen_type(v.type)
+        for t in g.initializer:
+            widen_tensor(t)
+        for n in g.node:
+            for a in n.attribute:
+                if a.name == "to" and n.op_type in ("Cast", "CastLike") and a.i == F32:
+                    a.i = TensorProto.DOUBLE
+                if a.type == onnx.AttributeProto.TENSOR:
+                    widen_tensor(a.t)
+                if a.type == onnx.AttributeProto.GRAPH:
+                    widen(a.g)
+                for sub in a.graphs:
+                    widen(sub)
+
+    widen(m.graph)
+    wide = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in feeds.items()}
+    return ort.InferenceSession(m.SerializeToString()).run(outs, wide)
 
 
 def model(nodes, inputs, outputs, inits=(), opset=17) -> onnx.ModelProto:

@@ -12,6 +12,7 @@ import onnx
 import pytest
 import torch
 
+from kernel_tolerance import assert_float32_close
 from tilefx import popart
 
 RNG = np.random.default_rng(0)
@@ -37,17 +38,18 @@ def cpu():
     return popart.DeviceManager().createCpuDevice()
 
 
-def torch_steps(xs, labels, make_opt, grad_scale=1.0):
+def torch_steps(xs, labels, make_opt, grad_scale=1.0, dtype=torch.float32):
     """PyTorch reference: one update per batch, gradients summed over its micro-batches
-    (PopART's default Sum reduction), optionally scaled."""
-    w, b = torch.nn.Parameter(torch.tensor(W0)), torch.nn.Parameter(torch.tensor(B0))
+    (PopART's default Sum reduction), optionally scaled; in `dtype`."""
+    w = torch.nn.Parameter(torch.tensor(W0, dtype=dtype))
+    b = torch.nn.Parameter(torch.tensor(B0, dtype=dtype))
     opt = make_opt([w, b])
     losses = []
     for xb, lb in zip(xs, labels):  # [micro-batches, ...]
         opt.zero_grad()
         total = 0
         for xm, lm in zip(xb, lb):
-            loss = torch.nn.functional.nll_loss(torch.log_softmax(torch.tensor(xm) @ w + b, 1),
+            loss = torch.nn.functional.nll_loss(torch.log_softmax(torch.tensor(xm, dtype=dtype) @ w + b, 1),
                                                 torch.tensor(lm).long())
             total = total + loss * grad_scale
             losses.append(loss.item())
@@ -160,7 +162,13 @@ def test_adam_and_replication_equal_pytorch(mode, wd_mode, ref):
     session.weightsToHost()
     out = {"w": np.empty((8, 5), np.float32)}
     session.readWeights(popart.PyWeightsIO(out))
-    np.testing.assert_allclose(out["w"], w, rtol=1e-5, atol=1e-6)
+    # Adam divides by sqrt(v) + eps: where a weight's gradient nearly cancels
+    # (g + decay * w ~ eps), the step amplifies the gradient's rounding by
+    # ~lr / eps, and one summation order of the replicas' gradients against
+    # another (or another CPU's) moves that weight by up to 1e-4. The rule of
+    # tests/kernel_tolerance.py scales the bound with PyTorch's own error.
+    _, w64, _ = torch_steps(xs, ls, ref, dtype=torch.float64)
+    assert_float32_close(out["w"], w, w64, what="w")
 
 
 def test_exported_torch_model_trains_like_pytorch():
