@@ -42,6 +42,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import jia_curves  # noqa: E402
+import vit_miss_validation as vm  # noqa: E402
 import tilefx  # noqa: E402
 from tilefx.backend.costs import plan_matmul  # noqa: E402
 from tilefx.backend.machine import BOW, C600, MK1, MK2, Machine  # noqa: E402
@@ -774,9 +775,12 @@ def vit_miss_profiles() -> None:
                  lambda n: (_meta(n, 128, dtype=torch.long), _meta(n, 20, dtype=torch.long)),
                  machine=BOW, replicas=4, mb=32, accumulation=64, proportions=BERT_BASE_PROPORTIONS,
                  optimizer="lamb", state_off_chip=True, sharded_state=True, profiles=prof))]
+    classes = {}
     for name, tokens, layers, run in runs:
         prof: list = []
         run(prof)
+        classes[name] = (vm.per_token_layer(vm.class_cycles(prof[0], 1), tokens, layers),
+                         vm.per_token_layer(vm.step_parts(prof[0], 1), tokens, layers))
         by_ipu = op_cycles_by_ipu(prof[0])
         ipu1 = by_ipu[1]
         print(f"{name}: op cycles per micro-batch by IPU "
@@ -792,6 +796,19 @@ def vit_miss_profiles() -> None:
                   f"{100 * _share(ipu0, 'aten.gelu', 'aten.gelu_backward'):.1f}%; IPU 1: attention products "
                   f"{100 * _share(ipu1, 'aten.bmm'):.1f}%, softmax "
                   f"{100 * _share(ipu1, 'aten._softmax', 'aten._softmax_backward_data'):.1f}%")
+    prof = []
+    vit_compile(True, replicas=4, mb=8, accumulation=64, graphcore_block=True, profiles=prof)
+    classes["Graphcore's block"] = (vm.per_token_layer(vm.class_cycles(prof[0], 1), 8 * 197, 3), {})
+    published = published_cycles_per_token_layer()
+    names = list(classes)
+    print("IPU 1 per token and encoder layer (cycles): " + " | ".join(names))
+    for label in [c for c, _ in vm.OP_CLASSES] + [vm.OTHER]:
+        print(f"  {label:<34}" + "".join(f" {classes[n][0].get(label, 0.0):>9.1f}" for n in names))
+    for label in ("compute", "IPU-Link copies", "host streams"):
+        print(f"  step: {label:<28}" + "".join(f" {classes[n][1].get(label, 0.0):>9.1f}" for n in names[:3]))
+    print(f"  {'step, tilefx':<34}" + "".join(f" {sum(classes[n][1].values()):>9.1f}" for n in names[:3]))
+    print(f"  {'step, published':<34}" + "".join(
+        f" {published[k]:>9.1f}" for k in ("vit-pretrain-pod16", "vit-finetune-pod16", "bert-base-ph1-pod16")))
     swin_profiles()
 
 
@@ -924,15 +941,21 @@ def main(argv=None):
         print(f"  {c.name:<62} {c.value:>10,.4g} {c.compute():>10,.4g} {c.unit}")
     print()
     print(f"Predictions (target +-25%)\n  {'key':<26} {'published':>10} {'tilefx':>10} {'ratio':>6}")
+    results = {}
     for r in rows(quick):
         if only and r.key not in only:
             continue
-        got = r.compute()
+        got = results[r.key] = r.compute()
         ratio = got / r.published
         print(f"  {r.key:<26} {_fmt(r.published):>10} {_fmt(got):>10} {ratio:>6.2f}  "
               f"{'within' if abs(ratio - 1) <= r.band else 'OUTSIDE'}", flush=True)
     if quick or only:
         return
+    print("\nTime per micro-batch step of one replica (ms): published, tilefx, the difference, per item")
+    published = {r.key: r.published for r in rows()}
+    for key, (replicas, mb) in vm.STEP_SHAPES.items():
+        p, t = vm.step_times(published[key], results[key], replicas, mb)
+        print(f"  {key:<26} {1e3 * p:>6.2f} {1e3 * t:>6.2f} {1e3 * (p - t):>6.2f} {1e6 * (p - t) / mb:>7.0f} us")
     print("\nHeld out (published, not rows: the checks of a change)")
     for what, published, compute in held_out():
         got = compute()
