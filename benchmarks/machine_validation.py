@@ -307,21 +307,24 @@ def bert_squad(*, replicas: int = 2, mb: int = 4, accumulation: int = 32, seq: i
 
 @functools.cache
 def vit(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes: int = 1,
-        recompute: bool = True, half_partials: bool = True, graphcore_block: bool = False) -> float:
+        recompute: bool = True, half_partials: bool = True, graphcore_block: bool = False,
+        recomputation: int | None = None) -> float:
     """`vit_compile`'s throughput, cached: the rows, the held-out figure and
     the ViT-miss checks share their compiles."""
     return vit_compile(pretrain, replicas=replicas, mb=mb, accumulation=accumulation, processes=processes,
-                       recompute=recompute, half_partials=half_partials, graphcore_block=graphcore_block)
+                       recompute=recompute, half_partials=half_partials, graphcore_block=graphcore_block,
+                       recomputation=recomputation)
 
 
 def vit_compile(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes: int = 1,
                 recompute: bool = True, half_partials: bool = True, graphcore_block: bool = False,
-                profiles: list | None = None) -> float:
+                profiles: list | None = None, recomputation: int | None = None) -> float:
     """ViT-B/16 as Graphcore's benchmarks run it (vision/vit/pytorch
     benchmarks.yml): pre-training with 8-bit images (`--byteio true`),
     fine-tuning with fp16 images; `processes`: the PopRun instances. The
     other options are the checks of the ViT miss (docs/machine-validation.md):
     `recompute` (the configuration's recompute_checkpoint_every_layer),
+    `recomputation` (PopART's autoRecomputation, None: PopTorch's default),
     `half_partials` (the configuration's), `graphcore_block`: Graphcore's
     block (models/modules.py) instead of Hugging Face's layer: separate q, k,
     v, dropout 0.1 (attention probabilities 0.1 in pre-training, 0 in
@@ -334,7 +337,7 @@ def vit_compile(pretrain: bool, *, replicas: int, mb: int, accumulation: int, pr
         lambda n: (_meta(n, 3, 224, 224, dtype=torch.uint8 if pretrain else torch.half), _meta(n, dtype=torch.long)),
         machine=BOW, replicas=replicas, mb=mb, accumulation=accumulation, proportions=(0.3,) * 4,
         optimizer="lamb" if pretrain else "sgd", sharded_state=True, processes=processes,
-        half_partials=half_partials, profiles=profiles)
+        half_partials=half_partials, profiles=profiles, recomputation=recomputation)
 
 
 @functools.cache
@@ -728,7 +731,8 @@ def vit_miss_checks(accumulation: int = 64) -> list[tuple[str, float]]:
     in the row, equally in each)."""
     run = functools.partial(vit, True, replicas=4, mb=8, accumulation=accumulation)
     return [("the row's configuration", run()),
-            ("no recomputation", run(recompute=False)),
+            ("no recomputation (autoRecomputation None)", run(recomputation=0)),
+            ("no checkpoints (each stage recomputed from its input)", run(recompute=False)),
             ("Graphcore's block: separate q/k/v, dropout, mid-layer checkpoints", run(graphcore_block=True)),
             ("fp32 partials (not the published configuration)", run(half_partials=False))]
 
@@ -744,20 +748,6 @@ def matmul_rows_sensitivity() -> list[tuple[str, float]]:
               ("BERT-Large SL384 x 2, M = 768, d = 1024", 768, 1024, 4096)]
     return [(name, m * k * n / plan_matmul(1, m, k, n, 2, BOW, 0.3, partials_itemsize=2).cycles / BOW.tiles)
             for name, m, k, n in shapes]
-
-
-def op_cycles_by_ipu(profile) -> dict[int, dict[str, int]]:
-    """Each IPU's op cycles of one micro-batch by op and direction ("aten.addmm bwd": the
-    recomputed forward linears are placed with the backward)."""
-    out: dict[int, dict[str, int]] = {}
-    for r in profile.ops:
-        d = out.setdefault(r.ipu, {})
-        d[f"{r.name} {r.direction}"] = d.get(f"{r.name} {r.direction}", 0) + r.cost.cycles
-    return dict(sorted(out.items()))
-
-
-def _share(ops: dict[str, int], *names: str) -> float:
-    return sum(v for k, v in ops.items() if k.split()[0] in names) / sum(ops.values())
 
 
 def vit_miss_profiles() -> None:
@@ -781,7 +771,7 @@ def vit_miss_profiles() -> None:
         run(prof)
         classes[name] = (vm.per_token_layer(vm.class_cycles(prof[0], 1), tokens, layers),
                          vm.per_token_layer(vm.step_parts(prof[0], 1), tokens, layers))
-        by_ipu = op_cycles_by_ipu(prof[0])
+        by_ipu = vm.op_cycles_by_ipu(prof[0])
         ipu1 = by_ipu[1]
         print(f"{name}: op cycles per micro-batch by IPU "
               + ", ".join(f"{i} {sum(d.values()) / 1e6:.2f} M" for i, d in by_ipu.items())
@@ -792,10 +782,10 @@ def vit_miss_profiles() -> None:
             print(f"  recomputed forward linears / forward linears (IPU 1): "
                   f"{ipu1.get('aten.addmm bwd', 0) / ipu1['aten.addmm fwd']:.2f}; IPU 0: patch convolution "
                   f"{conv / 1e3:.0f} k cycles ({100 * conv / sum(ipu0.values()):.1f}%), layer norm "
-                  f"{100 * _share(ipu0, 'aten.native_layer_norm', 'aten.native_layer_norm_backward'):.1f}%, GELU "
-                  f"{100 * _share(ipu0, 'aten.gelu', 'aten.gelu_backward'):.1f}%; IPU 1: attention products "
-                  f"{100 * _share(ipu1, 'aten.bmm'):.1f}%, softmax "
-                  f"{100 * _share(ipu1, 'aten._softmax', 'aten._softmax_backward_data'):.1f}%")
+                  f"{100 * vm.share(ipu0, 'aten.native_layer_norm', 'aten.native_layer_norm_backward'):.1f}%, GELU "
+                  f"{100 * vm.share(ipu0, 'aten.gelu', 'aten.gelu_backward'):.1f}%; IPU 1: attention products "
+                  f"{100 * vm.share(ipu1, 'aten.bmm'):.1f}%, softmax "
+                  f"{100 * vm.share(ipu1, 'aten._softmax', 'aten._softmax_backward_data'):.1f}%")
     prof = []
     vit_compile(True, replicas=4, mb=8, accumulation=64, graphcore_block=True, profiles=prof)
     classes["Graphcore's block"] = (vm.per_token_layer(vm.class_cycles(prof[0], 1), 8 * 197, 3), {})
@@ -817,15 +807,15 @@ def swin_profiles() -> None:
     for recomputed in (False, True):
         prof = []
         thr = swin_tiny_compile(None if recomputed else 0, profiles=prof)
-        by_ipu = op_cycles_by_ipu(prof[0])
+        by_ipu = vm.op_cycles_by_ipu(prof[0])
         busiest = max(by_ipu, key=lambda i: sum(by_ipu[i].values()))
         ops = by_ipu[busiest]
         print(f"Swin-T, {'each stage recomputed (the row)' if recomputed else 'nothing recomputed'}: "
               f"{_fmt(thr)} img/s; op cycles per micro-batch by IPU "
               + ", ".join(f"{i} {sum(d.values()) / 1e6:.2f} M" for i, d in by_ipu.items())
-              + f"; IPU {busiest}: products {100 * _share(ops, 'aten.mm', 'aten.addmm'):.0f}%, window attention "
-              f"{100 * _share(ops, 'aten.bmm'):.1f}%, shifts and partitions (slices, concatenations, copies) "
-              f"{100 * _share(ops, 'aten.slice_scatter', 'aten.slice', 'aten.cat', 'aten.clone'):.1f}%; peak "
+              + f"; IPU {busiest}: products {100 * vm.share(ops, 'aten.mm', 'aten.addmm'):.0f}%, window attention "
+              f"{100 * vm.share(ops, 'aten.bmm'):.1f}%, shifts and partitions (slices, concatenations, copies) "
+              f"{100 * vm.share(ops, 'aten.slice_scatter', 'aten.slice', 'aten.cat', 'aten.clone'):.1f}%; peak "
               f"{100 * max(int(m.peak.max()) for m in prof[0].memory.values()) / BOW.bytes_per_tile:.0f}% of a tile")
 
 
@@ -886,15 +876,15 @@ def print_effnet_dino() -> None:
         print(f"{key}: {_fmt(got)} img/s against {_fmt(published)}; per micro-batch step "
               f"{_step_cycles(got, replicas, mb) / 1e6:.2f} M Bow cycles against "
               f"{_step_cycles(published, replicas, mb) / 1e6:.2f} M published")
-        for ipu, ops in op_cycles_by_ipu(p).items():
+        for ipu, ops in vm.op_cycles_by_ipu(p).items():
             total = sum(ops.values())
             mem = p.memory[ipu]
             state = sum(t.nbytes for t in mem.tensors if getattr(t, "kind", None) in
                         ("weight", "accumulator", "optimizer"))
             print(f"  IPU {ipu}: {total / 1e6:.2f} M op cycles; convolutions "
-                  f"{100 * _share(ops, 'aten.convolution', 'aten.convolution_backward'):.0f}%, products "
-                  f"{100 * _share(ops, 'aten.mm', 'aten.addmm', 'aten.bmm'):.0f}%, casts "
-                  f"{100 * _share(ops, 'aten._to_copy'):.0f}%; peak {100 * mem.peak.max() / BOW.bytes_per_tile:.0f}% "
+                  f"{100 * vm.share(ops, 'aten.convolution', 'aten.convolution_backward'):.0f}%, products "
+                  f"{100 * vm.share(ops, 'aten.mm', 'aten.addmm', 'aten.bmm'):.0f}%, casts "
+                  f"{100 * vm.share(ops, 'aten._to_copy'):.0f}%; peak {100 * mem.peak.max() / BOW.bytes_per_tile:.0f}% "
                   f"of a tile, always live {100 * mem.always_live.max() / BOW.bytes_per_tile:.0f}%, of it "
                   f"weights, accumulators and optimizer state {state / 1e6:.0f} MB")
     rates = {m: m * 768 * 3072 / plan_matmul(1, m, 768, 3072, 2, BOW, 0.15, partials_itemsize=2).cycles / BOW.tiles

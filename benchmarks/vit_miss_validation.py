@@ -41,6 +41,20 @@ def step_times(published: float, computed: float, replicas: int, mb: int) -> tup
     return replicas * mb / published, replicas * mb / computed
 
 
+def op_cycles_by_ipu(profile) -> dict[int, dict[str, int]]:
+    """Each IPU's op cycles of one micro-batch by op and direction ("aten.addmm bwd": the
+    recomputed forward linears are placed with the backward)."""
+    out: dict[int, dict[str, int]] = {}
+    for r in profile.ops:
+        d = out.setdefault(r.ipu, {})
+        d[f"{r.name} {r.direction}"] = d.get(f"{r.name} {r.direction}", 0) + r.cost.cycles
+    return dict(sorted(out.items()))
+
+
+def share(ops: dict[str, int], *names: str) -> float:
+    return sum(v for k, v in ops.items() if k.split()[0] in names) / sum(ops.values())
+
+
 # op classes of a transformer layer's profile, by op name (first match wins)
 OP_CLASSES = (
     ("linear products", ("aten.mm", "aten.addmm")),

@@ -76,3 +76,23 @@ def test_class_cycles_and_step_parts_split_a_pipelines_profile():
     assert parts["compute"] > 0 and parts["IPU-Link copies"] > 0 and parts["host streams"] > 0
     per = vm.per_token_layer(parts, 2 * 16, 1)
     assert per["compute"] == pytest.approx(parts["compute"] / 32)
+
+
+def test_vit_miss_checks_turn_recomputation_off_not_just_the_checkpoints(monkeypatch):
+    """Without checkpoints PopTorch's default still recomputes each pipeline
+    stage from its input; the check "no recomputation" sets PopART's
+    autoRecomputation None (0), and the check without checkpoints is a
+    separate one."""
+    seen = []
+
+    def record(build, inputs, **kw):
+        seen.append((build().recompute, kw.get("recomputation")))
+        return 1.0
+
+    monkeypatch.setattr(mv, "pipelined_throughput", record)
+    monkeypatch.setattr(mv, "vit", mv.vit.__wrapped__)  # not the cached compiles
+    with torch.device("meta"):
+        checks = dict(mv.vit_miss_checks())
+    assert set(checks) >= {"no recomputation (autoRecomputation None)",
+                           "no checkpoints (each stage recomputed from its input)"}
+    assert (True, 0) in seen and (False, None) in seen and (True, None) in seen
