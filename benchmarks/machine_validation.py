@@ -13,7 +13,10 @@ cost, IPU by IPU, against the published step time, and DINO without the
 checkpoints on its last IPU's inputs. `--vit-miss` prints the checks of the ViT miss (docs/machine-validation.md):
 the published cycles per token and layer, ViT pre-training's per-step and
 per-update time from its Pod16 and Pod64 figures, the pre-training compile
-with one candidate cause changed at a time, and the products' plans.
+with one candidate cause changed at a time, the ViT and BERT-Base rows'
+cycles per token-layer by op class and step part (vit_miss_validation.py),
+and the products' plans. The full command also prints every training
+row's time per micro-batch step, published against tilefx's.
 
 Everything is compile-only: each prediction row builds the published model
 whole on the meta device in its published configuration and compiles it
@@ -773,6 +776,9 @@ def vit_miss_profiles() -> None:
                          vm.per_token_layer(vm.step_parts(prof[0], 1), tokens, layers))
         by_ipu = vm.op_cycles_by_ipu(prof[0])
         ipu1 = by_ipu[1]
+        parts0 = vm.step_parts(prof[0], 0)
+        print(f"{name}: IPU 0's micro-batch step " + ", ".join(f"{k} {v:,}" for k, v in parts0.items())
+              + f" cycles (host streams {100 * parts0.get('host streams', 0) / sum(parts0.values()):.1f}%)")
         print(f"{name}: op cycles per micro-batch by IPU "
               + ", ".join(f"{i} {sum(d.values()) / 1e6:.2f} M" for i, d in by_ipu.items())
               + f"; IPU 1 per token and layer {sum(ipu1.values()) / (tokens * layers):.0f}")
@@ -794,7 +800,7 @@ def vit_miss_profiles() -> None:
     print("IPU 1 per token and encoder layer (cycles): " + " | ".join(names))
     for label in [c for c, _ in vm.OP_CLASSES] + [vm.OTHER]:
         print(f"  {label:<34}" + "".join(f" {classes[n][0].get(label, 0.0):>9.1f}" for n in names))
-    for label in ("compute", "IPU-Link copies", "host streams"):
+    for label in ("compute", "IPU-Link copies"):
         print(f"  step: {label:<28}" + "".join(f" {classes[n][1].get(label, 0.0):>9.1f}" for n in names[:3]))
     print(f"  {'step, tilefx':<34}" + "".join(f" {sum(classes[n][1].values()):>9.1f}" for n in names[:3]))
     print(f"  {'step, published':<34}" + "".join(
