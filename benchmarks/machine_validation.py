@@ -13,7 +13,10 @@ cost, IPU by IPU, against the published step time, and DINO without the
 checkpoints on its last IPU's inputs. `--vit-miss` prints the checks of the ViT miss (docs/machine-validation.md):
 the published cycles per token and layer, ViT pre-training's per-step and
 per-update time from its Pod16 and Pod64 figures, the pre-training compile
-with one candidate cause changed at a time, and the products' plans.
+with one candidate cause changed at a time, the ViT and BERT-Base rows'
+cycles per token-layer by op class and step part (vit_miss_validation.py),
+and the products' plans. The full command also prints every training
+row's time per micro-batch step, published against tilefx's.
 
 Everything is compile-only: each prediction row builds the published model
 whole on the meta device in its published configuration and compiles it
@@ -42,6 +45,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import jia_curves  # noqa: E402
+import vit_miss_validation as vm  # noqa: E402
 import tilefx  # noqa: E402
 from tilefx.backend.costs import plan_matmul  # noqa: E402
 from tilefx.backend.machine import BOW, C600, MK1, MK2, Machine  # noqa: E402
@@ -306,21 +310,24 @@ def bert_squad(*, replicas: int = 2, mb: int = 4, accumulation: int = 32, seq: i
 
 @functools.cache
 def vit(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes: int = 1,
-        recompute: bool = True, half_partials: bool = True, graphcore_block: bool = False) -> float:
+        recompute: bool = True, half_partials: bool = True, graphcore_block: bool = False,
+        recomputation: int | None = None) -> float:
     """`vit_compile`'s throughput, cached: the rows, the held-out figure and
     the ViT-miss checks share their compiles."""
     return vit_compile(pretrain, replicas=replicas, mb=mb, accumulation=accumulation, processes=processes,
-                       recompute=recompute, half_partials=half_partials, graphcore_block=graphcore_block)
+                       recompute=recompute, half_partials=half_partials, graphcore_block=graphcore_block,
+                       recomputation=recomputation)
 
 
 def vit_compile(pretrain: bool, *, replicas: int, mb: int, accumulation: int, processes: int = 1,
                 recompute: bool = True, half_partials: bool = True, graphcore_block: bool = False,
-                profiles: list | None = None) -> float:
+                profiles: list | None = None, recomputation: int | None = None) -> float:
     """ViT-B/16 as Graphcore's benchmarks run it (vision/vit/pytorch
     benchmarks.yml): pre-training with 8-bit images (`--byteio true`),
     fine-tuning with fp16 images; `processes`: the PopRun instances. The
     other options are the checks of the ViT miss (docs/machine-validation.md):
     `recompute` (the configuration's recompute_checkpoint_every_layer),
+    `recomputation` (PopART's autoRecomputation, None: PopTorch's default),
     `half_partials` (the configuration's), `graphcore_block`: Graphcore's
     block (models/modules.py) instead of Hugging Face's layer: separate q, k,
     v, dropout 0.1 (attention probabilities 0.1 in pre-training, 0 in
@@ -333,7 +340,7 @@ def vit_compile(pretrain: bool, *, replicas: int, mb: int, accumulation: int, pr
         lambda n: (_meta(n, 3, 224, 224, dtype=torch.uint8 if pretrain else torch.half), _meta(n, dtype=torch.long)),
         machine=BOW, replicas=replicas, mb=mb, accumulation=accumulation, proportions=(0.3,) * 4,
         optimizer="lamb" if pretrain else "sgd", sharded_state=True, processes=processes,
-        half_partials=half_partials, profiles=profiles)
+        half_partials=half_partials, profiles=profiles, recomputation=recomputation)
 
 
 @functools.cache
@@ -727,7 +734,8 @@ def vit_miss_checks(accumulation: int = 64) -> list[tuple[str, float]]:
     in the row, equally in each)."""
     run = functools.partial(vit, True, replicas=4, mb=8, accumulation=accumulation)
     return [("the row's configuration", run()),
-            ("no recomputation", run(recompute=False)),
+            ("no recomputation (autoRecomputation None)", run(recomputation=0)),
+            ("no checkpoints (each stage recomputed from its input)", run(recompute=False)),
             ("Graphcore's block: separate q/k/v, dropout, mid-layer checkpoints", run(graphcore_block=True)),
             ("fp32 partials (not the published configuration)", run(half_partials=False))]
 
@@ -745,20 +753,6 @@ def matmul_rows_sensitivity() -> list[tuple[str, float]]:
             for name, m, k, n in shapes]
 
 
-def op_cycles_by_ipu(profile) -> dict[int, dict[str, int]]:
-    """Each IPU's op cycles of one micro-batch by op and direction ("aten.addmm bwd": the
-    recomputed forward linears are placed with the backward)."""
-    out: dict[int, dict[str, int]] = {}
-    for r in profile.ops:
-        d = out.setdefault(r.ipu, {})
-        d[f"{r.name} {r.direction}"] = d.get(f"{r.name} {r.direction}", 0) + r.cost.cycles
-    return dict(sorted(out.items()))
-
-
-def _share(ops: dict[str, int], *names: str) -> float:
-    return sum(v for k, v in ops.items() if k.split()[0] in names) / sum(ops.values())
-
-
 def vit_miss_profiles() -> None:
     """Op cycles per IPU of the ViT rows (and BERT-Base Ph1's, to compare),
     compiled at accumulation 64 (a micro-batch's op cycles do not depend on
@@ -774,11 +768,17 @@ def vit_miss_profiles() -> None:
                  lambda n: (_meta(n, 128, dtype=torch.long), _meta(n, 20, dtype=torch.long)),
                  machine=BOW, replicas=4, mb=32, accumulation=64, proportions=BERT_BASE_PROPORTIONS,
                  optimizer="lamb", state_off_chip=True, sharded_state=True, profiles=prof))]
+    classes = {}
     for name, tokens, layers, run in runs:
         prof: list = []
         run(prof)
-        by_ipu = op_cycles_by_ipu(prof[0])
+        classes[name] = (vm.per_token_layer(vm.class_cycles(prof[0], 1), tokens, layers),
+                         vm.per_token_layer(vm.step_parts(prof[0], 1), tokens, layers))
+        by_ipu = vm.op_cycles_by_ipu(prof[0])
         ipu1 = by_ipu[1]
+        parts0 = vm.step_parts(prof[0], 0)
+        print(f"{name}: IPU 0's micro-batch step " + ", ".join(f"{k} {v:,}" for k, v in parts0.items())
+              + f" cycles (host streams {100 * parts0.get('host streams', 0) / sum(parts0.values()):.1f}%)")
         print(f"{name}: op cycles per micro-batch by IPU "
               + ", ".join(f"{i} {sum(d.values()) / 1e6:.2f} M" for i, d in by_ipu.items())
               + f"; IPU 1 per token and layer {sum(ipu1.values()) / (tokens * layers):.0f}")
@@ -788,10 +788,23 @@ def vit_miss_profiles() -> None:
             print(f"  recomputed forward linears / forward linears (IPU 1): "
                   f"{ipu1.get('aten.addmm bwd', 0) / ipu1['aten.addmm fwd']:.2f}; IPU 0: patch convolution "
                   f"{conv / 1e3:.0f} k cycles ({100 * conv / sum(ipu0.values()):.1f}%), layer norm "
-                  f"{100 * _share(ipu0, 'aten.native_layer_norm', 'aten.native_layer_norm_backward'):.1f}%, GELU "
-                  f"{100 * _share(ipu0, 'aten.gelu', 'aten.gelu_backward'):.1f}%; IPU 1: attention products "
-                  f"{100 * _share(ipu1, 'aten.bmm'):.1f}%, softmax "
-                  f"{100 * _share(ipu1, 'aten._softmax', 'aten._softmax_backward_data'):.1f}%")
+                  f"{100 * vm.share(ipu0, 'aten.native_layer_norm', 'aten.native_layer_norm_backward'):.1f}%, GELU "
+                  f"{100 * vm.share(ipu0, 'aten.gelu', 'aten.gelu_backward'):.1f}%; IPU 1: attention products "
+                  f"{100 * vm.share(ipu1, 'aten.bmm'):.1f}%, softmax "
+                  f"{100 * vm.share(ipu1, 'aten._softmax', 'aten._softmax_backward_data'):.1f}%")
+    prof = []
+    vit_compile(True, replicas=4, mb=8, accumulation=64, graphcore_block=True, profiles=prof)
+    classes["Graphcore's block"] = (vm.per_token_layer(vm.class_cycles(prof[0], 1), 8 * 197, 3), {})
+    published = published_cycles_per_token_layer()
+    names = list(classes)
+    print("IPU 1 per token and encoder layer (cycles): " + " | ".join(names))
+    for label in [c for c, _ in vm.OP_CLASSES] + [vm.OTHER]:
+        print(f"  {label:<34}" + "".join(f" {classes[n][0].get(label, 0.0):>9.1f}" for n in names))
+    for label in ("compute", "IPU-Link copies"):
+        print(f"  step: {label:<28}" + "".join(f" {classes[n][1].get(label, 0.0):>9.1f}" for n in names[:3]))
+    print(f"  {'step, tilefx':<34}" + "".join(f" {sum(classes[n][1].values()):>9.1f}" for n in names[:3]))
+    print(f"  {'step, published':<34}" + "".join(
+        f" {published[k]:>9.1f}" for k in ("vit-pretrain-pod16", "vit-finetune-pod16", "bert-base-ph1-pod16")))
     swin_profiles()
 
 
@@ -800,15 +813,15 @@ def swin_profiles() -> None:
     for recomputed in (False, True):
         prof = []
         thr = swin_tiny_compile(None if recomputed else 0, profiles=prof)
-        by_ipu = op_cycles_by_ipu(prof[0])
+        by_ipu = vm.op_cycles_by_ipu(prof[0])
         busiest = max(by_ipu, key=lambda i: sum(by_ipu[i].values()))
         ops = by_ipu[busiest]
         print(f"Swin-T, {'each stage recomputed (the row)' if recomputed else 'nothing recomputed'}: "
               f"{_fmt(thr)} img/s; op cycles per micro-batch by IPU "
               + ", ".join(f"{i} {sum(d.values()) / 1e6:.2f} M" for i, d in by_ipu.items())
-              + f"; IPU {busiest}: products {100 * _share(ops, 'aten.mm', 'aten.addmm'):.0f}%, window attention "
-              f"{100 * _share(ops, 'aten.bmm'):.1f}%, shifts and partitions (slices, concatenations, copies) "
-              f"{100 * _share(ops, 'aten.slice_scatter', 'aten.slice', 'aten.cat', 'aten.clone'):.1f}%; peak "
+              + f"; IPU {busiest}: products {100 * vm.share(ops, 'aten.mm', 'aten.addmm'):.0f}%, window attention "
+              f"{100 * vm.share(ops, 'aten.bmm'):.1f}%, shifts and partitions (slices, concatenations, copies) "
+              f"{100 * vm.share(ops, 'aten.slice_scatter', 'aten.slice', 'aten.cat', 'aten.clone'):.1f}%; peak "
               f"{100 * max(int(m.peak.max()) for m in prof[0].memory.values()) / BOW.bytes_per_tile:.0f}% of a tile")
 
 
@@ -869,15 +882,15 @@ def print_effnet_dino() -> None:
         print(f"{key}: {_fmt(got)} img/s against {_fmt(published)}; per micro-batch step "
               f"{_step_cycles(got, replicas, mb) / 1e6:.2f} M Bow cycles against "
               f"{_step_cycles(published, replicas, mb) / 1e6:.2f} M published")
-        for ipu, ops in op_cycles_by_ipu(p).items():
+        for ipu, ops in vm.op_cycles_by_ipu(p).items():
             total = sum(ops.values())
             mem = p.memory[ipu]
             state = sum(t.nbytes for t in mem.tensors if getattr(t, "kind", None) in
                         ("weight", "accumulator", "optimizer"))
             print(f"  IPU {ipu}: {total / 1e6:.2f} M op cycles; convolutions "
-                  f"{100 * _share(ops, 'aten.convolution', 'aten.convolution_backward'):.0f}%, products "
-                  f"{100 * _share(ops, 'aten.mm', 'aten.addmm', 'aten.bmm'):.0f}%, casts "
-                  f"{100 * _share(ops, 'aten._to_copy'):.0f}%; peak {100 * mem.peak.max() / BOW.bytes_per_tile:.0f}% "
+                  f"{100 * vm.share(ops, 'aten.convolution', 'aten.convolution_backward'):.0f}%, products "
+                  f"{100 * vm.share(ops, 'aten.mm', 'aten.addmm', 'aten.bmm'):.0f}%, casts "
+                  f"{100 * vm.share(ops, 'aten._to_copy'):.0f}%; peak {100 * mem.peak.max() / BOW.bytes_per_tile:.0f}% "
                   f"of a tile, always live {100 * mem.always_live.max() / BOW.bytes_per_tile:.0f}%, of it "
                   f"weights, accumulators and optimizer state {state / 1e6:.0f} MB")
     rates = {m: m * 768 * 3072 / plan_matmul(1, m, 768, 3072, 2, BOW, 0.15, partials_itemsize=2).cycles / BOW.tiles
@@ -924,15 +937,21 @@ def main(argv=None):
         print(f"  {c.name:<62} {c.value:>10,.4g} {c.compute():>10,.4g} {c.unit}")
     print()
     print(f"Predictions (target +-25%)\n  {'key':<26} {'published':>10} {'tilefx':>10} {'ratio':>6}")
+    results = {}
     for r in rows(quick):
         if only and r.key not in only:
             continue
-        got = r.compute()
+        got = results[r.key] = r.compute()
         ratio = got / r.published
         print(f"  {r.key:<26} {_fmt(r.published):>10} {_fmt(got):>10} {ratio:>6.2f}  "
               f"{'within' if abs(ratio - 1) <= r.band else 'OUTSIDE'}", flush=True)
     if quick or only:
         return
+    print("\nTime per micro-batch step of one replica (ms): published, tilefx, the difference, per item")
+    published = {r.key: r.published for r in rows()}
+    for key, (replicas, mb) in vm.STEP_SHAPES.items():
+        p, t = vm.step_times(published[key], results[key], replicas, mb)
+        print(f"  {key:<26} {1e3 * p:>6.2f} {1e3 * t:>6.2f} {1e3 * (p - t):>6.2f} {1e6 * (p - t) / mb:>7.0f} us")
     print("\nHeld out (published, not rows: the checks of a change)")
     for what, published, compute in held_out():
         got = compute()
