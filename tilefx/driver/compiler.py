@@ -23,13 +23,14 @@ from tilefx.backend.profile import Profile, build_profile
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import StageOp
 from tilefx.dialects.irutil import arg_roles, find_func, from_py, result_roles, to_py
-from tilefx.dialects.names import (AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, MEMORY_PROPORTION_KEY,
-                                   OPTIMIZER_KEY, PARAM_KEY, PARTIALS_TYPE_KEY, STAGES_KEY, STRATEGY_KEY)
+from tilefx.dialects.names import (GROUP_KEY, MEMORY_PROPORTION_KEY, OPTIMIZER_KEY, PARAM_KEY, PARTIALS_TYPE_KEY,
+                                   STAGES_KEY, STRATEGY_KEY)
 from tilefx.driver.config import CompileConfig
 from tilefx.driver.program import Program, role_list
 from tilefx.errors import Error
 from tilefx.passes import pipelines
 from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
+from tilefx.passes.autocast import AutocastPass
 from tilefx.passes.loss_scaling import LossScalingPass
 
 
@@ -83,24 +84,29 @@ def prepare(module: ModuleOp, config: CompileConfig) -> None:
 
 
 def run_graph_passes(module: ModuleOp, config: CompileConfig) -> None:
-    """The precision policy written in, then the graph passes of
-    `passes/pipelines.py` with the config's factors."""
-    if config.downcast_half:  # ipu-autocast casts float32 down where float16 inputs meet it
-        module.attributes[HALF_FLOAT_CASTING_KEY] = StringAttr("downcast")
-        if not config.autocast:
-            module.attributes[AUTOCAST_POLICY_KEY] = from_py({k: [] for k in ("fp16", "fp32", "promote", "demote")})
-    if config.autocast_policy is not None and config.autocast:
-        module.attributes[AUTOCAST_POLICY_KEY] = from_py({k: list(v) for k, v in config.autocast_policy.items()})
+    """The graph passes of `passes/pipelines.py`, each built from the config."""
     als = config.training and config.automatic_loss_scaling
     scaled = config.training and (als or config.loss_scaled)
     pipelines.run_graph_passes(
-        module, training=config.training, autocast=config.autocast or config.downcast_half,
+        module, training=config.training, autocast=autocast_pass(config),
         assign=AssignStagesPass(gradient_accumulation=config.gradient_accumulation if config.training else 1,
                                 device_iterations=config.device_iterations,
                                 auto_round_num_ipus=config.auto_round_num_ipus,
                                 check_ipu_count=config.reserve_ipus),
         loss_scaling=LossScalingPass(automatic=als) if scaled else None,
         auto_recomputation=config.auto_recomputation, host_io=config.host_io)
+
+
+def autocast_pass(config: CompileConfig) -> AutocastPass | None:
+    """`ipu-autocast` with the config's precision policy: the policy where
+    autocast is on (PopTorch's default unless given), and FloatDowncastToHalf
+    (float32 cast down where float16 inputs meet it) with no policy where only
+    that is asked for; None: neither."""
+    if config.autocast:
+        return AutocastPass.of_policy(config.autocast_policy, downcast=config.downcast_half)
+    if config.downcast_half:
+        return AutocastPass.of_policy({}, downcast=True)
+    return None
 
 
 def build(module: ModuleOp, config: CompileConfig, rng: np.random.Generator | None = None,
@@ -187,5 +193,5 @@ def profile_of(module: ModuleOp, config: CompileConfig, schedule: Schedule | Non
         decompose_grad_sum=config.decompose_grad_sum, check_memory=check_memory)
 
 
-__all__ = ["compile", "prepare", "run_graph_passes", "build", "build_update", "check_ipu_count", "schedule_of",
+__all__ = ["compile", "prepare", "run_graph_passes", "autocast_pass", "build", "build_update", "check_ipu_count", "schedule_of",
            "profile_of"]

@@ -73,7 +73,7 @@ def graph_context() -> Context:
 def run_graph_passes(module: ModuleOp, training: bool,
                      assign: AssignStagesPass | None = None,
                      loss_scaling: LossScalingPass | None = None,
-                     autocast: bool = True, verify: bool = True, stop_after: str | None = None,
+                     autocast: AutocastPass | bool | None = True, verify: bool = True, stop_after: str | None = None,
                      auto_recomputation: int | None = None, host_io: bool = True) -> None:
     """autocast, auto-stage (PipelinedExecution.auto), assign-stages,
     available-memory, serialize-matmul, recompute, training-step and
@@ -83,10 +83,13 @@ def run_graph_passes(module: ModuleOp, training: bool,
     name of the last pass to run (a question about one pass's result).
     `auto_recomputation`: PopART's autoRecomputation (None: not set,
     PopTorch's default). `host_io` False: synthetic data (no host streams,
-    which ipu-auto-stage otherwise counts)."""
+    which ipu-auto-stage otherwise counts). `autocast`: the `ipu-autocast`
+    pass to run (True: with PopTorch's default policy, False or None: none)."""
     rc = -1 if auto_recomputation is None else auto_recomputation
     ctx = graph_context()
-    passes = [AutocastPass()] if autocast else []
+    if autocast is True:
+        autocast = AutocastPass()
+    passes = [autocast] if autocast else []
     assign = assign or AssignStagesPass()
     strategy = module.attributes.get(STRATEGY_KEY)
     if strategy is not None and "auto" in strategy.data:
