@@ -39,7 +39,6 @@ LOSS_SEED_KEY = "tilefx.loss_seed"  # op attribute: the backward's seed (dloss =
 # -- ipu dialect attributes on ops and the module -----------------------------
 PLACE_KEY = "ipu.place"  # #ipu.place<...> on every op
 AVAILABLE_MEMORY_KEY = "ipu.available_memory"  # per-op memory proportion
-MEMORY_PROPORTION_KEY = "ipu.available_memory_proportion"  # per-IPU, module level
 PARTIALS_TYPE_KEY = "ipu.partials_type"  # "half" / "float": matmul and convolution partials, module level or per op
 STRATEGY_KEY = "ipu.strategy"  # the execution strategy, module level
 OPTIMIZER_KEY = "ipu.optimizer"  # the optimizer configuration, module level

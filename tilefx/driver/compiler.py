@@ -23,14 +23,15 @@ from tilefx.backend.profile import Profile, build_profile
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import StageOp
 from tilefx.dialects.irutil import arg_roles, find_func, from_py, result_roles, to_py
-from tilefx.dialects.names import (GROUP_KEY, MEMORY_PROPORTION_KEY, OPTIMIZER_KEY, PARAM_KEY, PARTIALS_TYPE_KEY,
-                                   STAGES_KEY, STRATEGY_KEY)
+from tilefx.dialects.names import (GROUP_KEY, OPTIMIZER_KEY, PARAM_KEY, PARTIALS_TYPE_KEY, STAGES_KEY,
+                                   STRATEGY_KEY)
 from tilefx.driver.config import CompileConfig
 from tilefx.driver.program import Program, role_list
 from tilefx.errors import Error
 from tilefx.passes import pipelines
 from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
 from tilefx.passes.autocast import AutocastPass
+from tilefx.passes.available_memory import AvailableMemoryPass
 from tilefx.passes.loss_scaling import LossScalingPass
 
 
@@ -76,9 +77,6 @@ def prepare(module: ModuleOp, config: CompileConfig) -> None:
         if placed:  # weights, activations, accumulators off chip or sharded
             strategy["auto"].update({"locations": placed, "replicas": replicas})
     module.attributes[STRATEGY_KEY] = from_py(strategy)
-    if config.available_memory_proportion:
-        module.attributes[MEMORY_PROPORTION_KEY] = from_py(
-            {k: float(v) for k, v in config.available_memory_proportion.items()})
     if config.half_partials:  # the matmul rate and partial memory
         module.attributes[PARTIALS_TYPE_KEY] = StringAttr("half")
 
@@ -94,7 +92,13 @@ def run_graph_passes(module: ModuleOp, config: CompileConfig) -> None:
                                 auto_round_num_ipus=config.auto_round_num_ipus,
                                 check_ipu_count=config.reserve_ipus),
         loss_scaling=LossScalingPass(automatic=als) if scaled else None,
-        auto_recomputation=config.auto_recomputation, host_io=config.host_io)
+        auto_recomputation=config.auto_recomputation, host_io=config.host_io,
+        available_memory=available_memory_pass(config))
+
+
+def available_memory_pass(config: CompileConfig) -> AvailableMemoryPass:
+    """`ipu-available-memory` with the config's per-IPU proportions."""
+    return AvailableMemoryPass.of_proportions(config.available_memory_proportion)
 
 
 def autocast_pass(config: CompileConfig) -> AutocastPass | None:
@@ -193,5 +197,5 @@ def profile_of(module: ModuleOp, config: CompileConfig, schedule: Schedule | Non
         decompose_grad_sum=config.decompose_grad_sum, check_memory=check_memory)
 
 
-__all__ = ["compile", "prepare", "run_graph_passes", "autocast_pass", "build", "build_update", "check_ipu_count", "schedule_of",
+__all__ = ["compile", "prepare", "run_graph_passes", "autocast_pass", "available_memory_pass", "build", "build_update", "check_ipu_count", "schedule_of",
            "profile_of"]

@@ -151,6 +151,9 @@ class AutoStagePass(ModulePass):
     micro_batches: int = 0  # 0: the fewest the schedule allows
     machine: str = "mk2"
     default_proportion: float | int = DEFAULT_PROPORTION
+    # each IPU's available memory proportion, as ipu-available-memory's options
+    per_ipu: tuple[int | float, ...] = ()
+    ipus: tuple[int, ...] = ()
     # where the optimizer state lives (backend/locations.py): off chip it
     # takes no tile memory; sharded, 1/state-shards of each large tensor
     state_on_chip: bool = True
@@ -248,7 +251,8 @@ class AutoStagePass(ModulePass):
             (kept, recomputed)
         split = recomputed_f != recomputed_s
         # per-position costs, one vector per distinct available memory proportion
-        props = AvailableMemoryPass(default_proportion=self.default_proportion)._per_ipu(op)
+        props = AvailableMemoryPass(default_proportion=self.default_proportion, per_ipu=self.per_ipu,
+                                    ipus=self.ipus).proportions()
         ipu_prop = [props.get(i, float(self.default_proportion)) for i in range(N)]
         cycles: dict[tuple, np.ndarray] = {}
         bwd_cycles: dict[tuple, np.ndarray] = {}

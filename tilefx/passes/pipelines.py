@@ -74,7 +74,8 @@ def run_graph_passes(module: ModuleOp, training: bool,
                      assign: AssignStagesPass | None = None,
                      loss_scaling: LossScalingPass | None = None,
                      autocast: AutocastPass | bool | None = True, verify: bool = True, stop_after: str | None = None,
-                     auto_recomputation: int | None = None, host_io: bool = True) -> None:
+                     auto_recomputation: int | None = None, host_io: bool = True,
+                     available_memory: AvailableMemoryPass | None = None) -> None:
     """autocast, auto-stage (PipelinedExecution.auto), assign-stages,
     available-memory, serialize-matmul, recompute, training-step and
     loss-scaling (training), dce, outline-stages; then the IR verifier
@@ -91,11 +92,14 @@ def run_graph_passes(module: ModuleOp, training: bool,
         autocast = AutocastPass()
     passes = [autocast] if autocast else []
     assign = assign or AssignStagesPass()
+    memory = available_memory or AvailableMemoryPass()
     strategy = module.attributes.get(STRATEGY_KEY)
     if strategy is not None and "auto" in strategy.data:
         passes.append(AutoStagePass(micro_batches=assign.gradient_accumulation if training else
-                                    assign.device_iterations, auto_recomputation=rc, host_io=host_io))
-    passes += [assign, AvailableMemoryPass(), SerializeMatmulPass()]
+                                    assign.device_iterations, auto_recomputation=rc, host_io=host_io,
+                                    default_proportion=memory.default_proportion, per_ipu=memory.per_ipu,
+                                    ipus=memory.ipus))
+    passes += [assign, memory, SerializeMatmulPass()]
     if training:
         passes += [RecomputePass(auto_recomputation=rc), TrainingStepPass()] + ([loss_scaling] if loss_scaling else [])
     for p in passes + [DeadCodeElimination(), OutlineStagesPass()]:
