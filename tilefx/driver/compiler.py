@@ -1,8 +1,8 @@
 """`compile(module, config) -> Program`: the compiler core every surface
 calls. From a frontend's graph IR (`func.func @main` with its arguments'
-roles) and a `CompileConfig`: the options written into the module as the
-graph passes read them, the graph passes (`passes/pipelines.py`), the
-compiled `@main` and `@update` (`backend/executor.py`), and the machine
+roles) and a `CompileConfig`: the graph passes (`passes/pipelines.py`),
+each built from the config with its options as fields (`autocast_pass`,
+`available_memory_pass`, `partials_type_pass`, ...), the compiled `@main` and `@update` (`backend/executor.py`), and the machine
 model's schedule and profile (`backend/schedule.py`, `backend/profile.py`,
 with the out-of-memory check). Nothing here imports torch: the torch
 frontend's verifier rules and ATen kernels reach the program through the
@@ -14,7 +14,7 @@ import copy
 from typing import Any, Callable, Mapping
 
 import numpy as np
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, i64
 
 from tilefx.backend import schedule as schedules
 from tilefx.backend.executor import CompiledFunction
@@ -23,8 +23,7 @@ from tilefx.backend.profile import Profile, build_profile
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import StageOp
 from tilefx.dialects.irutil import arg_roles, find_func, from_py, result_roles, to_py
-from tilefx.dialects.names import (GROUP_KEY, OPTIMIZER_KEY, PARAM_KEY, PARTIALS_TYPE_KEY, STAGES_KEY,
-                                   STRATEGY_KEY)
+from tilefx.dialects.names import GROUP_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
 from tilefx.driver.config import CompileConfig
 from tilefx.driver.program import Program, role_list
 from tilefx.errors import Error
@@ -32,6 +31,7 @@ from tilefx.passes import pipelines
 from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
 from tilefx.passes.autocast import AutocastPass
 from tilefx.passes.available_memory import AvailableMemoryPass
+from tilefx.passes.partials_type import PartialsTypePass
 from tilefx.passes.loss_scaling import LossScalingPass
 
 
@@ -50,10 +50,18 @@ def compile(module: ModuleOp, config: CompileConfig, rng: np.random.Generator | 
 
 
 def prepare(module: ModuleOp, config: CompileConfig) -> None:
-    """Write what the graph passes read from the config into the traced
-    module: the optimizer and each weight's parameter group (training), the
-    execution strategy (with what `ipu-auto-stage` needs to cost it), the
-    available memory proportions and the partials type."""
+    """Write into the traced module the two parts of the config that are IR,
+    not pass options, as a compiler engineer writes them for `tilefx-opt`:
+
+    - the optimizer (`ipu.optimizer`) and each weight's parameter group
+      (training): what `@update` is built from. It stays in the module
+      because the program carries it: an executable file stores the module,
+      and a new optimizer (`setOptimizer`, `build_update`) rebuilds `@update`
+      from the one written there;
+    - the execution strategy (`ipu.strategy`, with what `ipu-auto-stage`
+      needs to cost it): the stage assignment `ipu-assign-stages` reads, which
+      `ipu-auto-stage` rewrites with the stages it chose and the schedule
+      reads back (`schedule_of`)."""
     if config.training and config.optimizer is not None:
         module.attributes[OPTIMIZER_KEY] = from_py(dict(config.optimizer))
         main_fn = find_func(module, "main")
@@ -77,8 +85,6 @@ def prepare(module: ModuleOp, config: CompileConfig) -> None:
         if placed:  # weights, activations, accumulators off chip or sharded
             strategy["auto"].update({"locations": placed, "replicas": replicas})
     module.attributes[STRATEGY_KEY] = from_py(strategy)
-    if config.half_partials:  # the matmul rate and partial memory
-        module.attributes[PARTIALS_TYPE_KEY] = StringAttr("half")
 
 
 def run_graph_passes(module: ModuleOp, config: CompileConfig) -> None:
@@ -93,7 +99,13 @@ def run_graph_passes(module: ModuleOp, config: CompileConfig) -> None:
                                 check_ipu_count=config.reserve_ipus),
         loss_scaling=LossScalingPass(automatic=als) if scaled else None,
         auto_recomputation=config.auto_recomputation, host_io=config.host_io,
-        available_memory=available_memory_pass(config))
+        available_memory=available_memory_pass(config), partials_type=partials_type_pass(config))
+
+
+def partials_type_pass(config: CompileConfig) -> PartialsTypePass | None:
+    """`ipu-partials-type` for half partials (the matmul rate and partials
+    memory the machine model costs); None: float partials, the default."""
+    return PartialsTypePass(type="half") if config.half_partials else None
 
 
 def available_memory_pass(config: CompileConfig) -> AvailableMemoryPass:
@@ -197,5 +209,5 @@ def profile_of(module: ModuleOp, config: CompileConfig, schedule: Schedule | Non
         decompose_grad_sum=config.decompose_grad_sum, check_memory=check_memory)
 
 
-__all__ = ["compile", "prepare", "run_graph_passes", "autocast_pass", "available_memory_pass", "build", "build_update", "check_ipu_count", "schedule_of",
+__all__ = ["compile", "prepare", "run_graph_passes", "autocast_pass", "available_memory_pass", "partials_type_pass", "build", "build_update", "check_ipu_count", "schedule_of",
            "profile_of"]

@@ -18,6 +18,7 @@ from tilefx.passes.autocast import AutocastPass
 from tilefx.passes.available_memory import AvailableMemoryPass
 from tilefx.passes.loss_scaling import LossScalingPass
 from tilefx.passes.outline_stages import OutlineStagesPass
+from tilefx.passes.partials_type import PartialsTypePass
 from tilefx.passes.recompute import RecomputePass
 from tilefx.passes.serialize_matmul import SerializeMatmulPass
 from tilefx.passes.training_step import TrainingStepPass
@@ -75,8 +76,9 @@ def run_graph_passes(module: ModuleOp, training: bool,
                      loss_scaling: LossScalingPass | None = None,
                      autocast: AutocastPass | bool | None = True, verify: bool = True, stop_after: str | None = None,
                      auto_recomputation: int | None = None, host_io: bool = True,
-                     available_memory: AvailableMemoryPass | None = None) -> None:
-    """autocast, auto-stage (PipelinedExecution.auto), assign-stages,
+                     available_memory: AvailableMemoryPass | None = None,
+                     partials_type: PartialsTypePass | None = None) -> None:
+    """partials-type (when given), autocast, auto-stage (PipelinedExecution.auto), assign-stages,
     available-memory, serialize-matmul, recompute, training-step and
     loss-scaling (training), dce, outline-stages; then the IR verifier
     (`verify`: the program that runs; a module only costed, such as the
@@ -90,7 +92,7 @@ def run_graph_passes(module: ModuleOp, training: bool,
     ctx = graph_context()
     if autocast is True:
         autocast = AutocastPass()
-    passes = [autocast] if autocast else []
+    passes = ([partials_type] if partials_type else []) + ([autocast] if autocast else [])
     assign = assign or AssignStagesPass()
     memory = available_memory or AvailableMemoryPass()
     strategy = module.attributes.get(STRATEGY_KEY)

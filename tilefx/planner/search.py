@@ -440,7 +440,8 @@ class _Planner:
                          autocast=bool(opts.Precision.autocast_enabled) and not self.reuse_repeats,
                          assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1),
                          verify=False, stop_after=stop_after, auto_recomputation=config.auto_recomputation,
-                         host_io=config.host_io, available_memory=driver.available_memory_pass(config))
+                         host_io=config.host_io, available_memory=driver.available_memory_pass(config),
+                         partials_type=driver.partials_type_pass(config))
         return module, config, unit_of
 
     def _refusal(self, c: Candidate) -> NoSplitFits | None:
