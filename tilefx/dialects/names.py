@@ -39,7 +39,7 @@ LOSS_SEED_KEY = "tilefx.loss_seed"  # op attribute: the backward's seed (dloss =
 # -- ipu dialect attributes on ops and the module -----------------------------
 PLACE_KEY = "ipu.place"  # #ipu.place<...> on every op
 AVAILABLE_MEMORY_KEY = "ipu.available_memory"  # per-op memory proportion
-PARTIALS_TYPE_KEY = "ipu.partials_type"  # "half" / "float": matmul and convolution partials, module level or per op
+PARTIALS_TYPE_KEY = "ipu.partials_type"  # "half" / "float": a matmul's or convolution's partials (ipu-partials-type)
 STRATEGY_KEY = "ipu.strategy"  # the execution strategy, module level
 OPTIMIZER_KEY = "ipu.optimizer"  # the optimizer configuration, module level
 AUTOCAST_KEY = "ipu.autocast"  # per-op: inside an autocast region (bool)
