@@ -10,7 +10,7 @@ plugin registry (`tilefx/runtime.py`) the caller installs."""
 
 from __future__ import annotations
 
-import copy
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, Module
 
 from tilefx.backend import schedule as schedules
 from tilefx.backend.executor import CompiledFunction
+from tilefx.backend.locations import ON_CHIP, Locations
 from tilefx.backend.machine import machine as machine_named
 from tilefx.backend.profile import Profile, build_profile
 from tilefx.backend.schedule import Schedule
@@ -29,6 +30,7 @@ from tilefx.driver.program import Program, role_list
 from tilefx.errors import Error
 from tilefx.passes import pipelines
 from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
+from tilefx.passes.auto_stage import AutoStagePass
 from tilefx.passes.autocast import AutocastPass
 from tilefx.passes.available_memory import AvailableMemoryPass
 from tilefx.passes.partials_type import PartialsTypePass
@@ -58,10 +60,9 @@ def prepare(module: ModuleOp, config: CompileConfig) -> None:
       because the program carries it: an executable file stores the module,
       and a new optimizer (`setOptimizer`, `build_update`) rebuilds `@update`
       from the one written there;
-    - the execution strategy (`ipu.strategy`, with what `ipu-auto-stage`
-      needs to cost it): the stage assignment `ipu-assign-stages` reads, which
-      `ipu-auto-stage` rewrites with the stages it chose and the schedule
-      reads back (`schedule_of`)."""
+    - the execution strategy (`ipu.strategy`): the stage assignment
+      `ipu-assign-stages` reads, which `ipu-auto-stage` rewrites with the
+      stages it chose and the schedule reads back (`schedule_of`)."""
     if config.training and config.optimizer is not None:
         module.attributes[OPTIMIZER_KEY] = from_py(dict(config.optimizer))
         main_fn = find_func(module, "main")
@@ -70,21 +71,7 @@ def prepare(module: ModuleOp, config: CompileConfig) -> None:
             if PARAM_KEY in a:
                 a[GROUP_KEY] = IntegerAttr(config.optimizer_groups.get(a[PARAM_KEY].data, 0), i64)
         main_fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
-    strategy = copy.deepcopy(dict(config.strategy))
-    if "auto" in strategy:  # ipu-auto-stage costs the ops on this machine, the state where it lives
-        replicas = config.replication_factor * config.processes
-        strategy["auto"]["machine"] = machine_named(config.machine).name
-        where = config.locations.optimizer
-        if config.optimizer_location_set:
-            strategy["auto"].update({"state_on_chip": where.on_chip,
-                                     "state_min_elements_off_chip": where.min_elements_off_chip,
-                                     "state_min_elements_sharded": where.min_elements_sharded})
-            if where.sharded:
-                strategy["auto"]["state_shards"] = replicas
-        placed = config.locations.config()
-        if placed:  # weights, activations, accumulators off chip or sharded
-            strategy["auto"].update({"locations": placed, "replicas": replicas})
-    module.attributes[STRATEGY_KEY] = from_py(strategy)
+    module.attributes[STRATEGY_KEY] = from_py(dict(config.strategy))
 
 
 def run_graph_passes(module: ModuleOp, config: CompileConfig) -> None:
@@ -99,7 +86,31 @@ def run_graph_passes(module: ModuleOp, config: CompileConfig) -> None:
                                 check_ipu_count=config.reserve_ipus),
         loss_scaling=LossScalingPass(automatic=als) if scaled else None,
         auto_recomputation=config.auto_recomputation, host_io=config.host_io,
-        available_memory=available_memory_pass(config), partials_type=partials_type_pass(config))
+        available_memory=available_memory_pass(config), partials_type=partials_type_pass(config),
+        auto_stage=auto_stage_pass(config))
+
+
+def auto_stage_pass(config: CompileConfig) -> AutoStagePass:
+    """`ipu-auto-stage` costing the config's micro-batches on its machine,
+    with its available memory proportions, the optimizer state where it lives
+    and the other tensors' locations (run where the strategy asks for
+    automatic stages; the strategy names the IPUs and the schedule)."""
+    memory = available_memory_pass(config)
+    replicas = config.replication_factor * config.processes
+    where = config.locations.optimizer
+    state = {}
+    if config.optimizer_location_set:
+        state = {"state_on_chip": where.on_chip, "state_min_elements_off_chip": where.min_elements_off_chip,
+                 "state_min_elements_sharded": where.min_elements_sharded,
+                 "state_shards": replicas if where.sharded else 1}
+    # weights, activations and accumulators (the optimizer state is the state_* options)
+    placed = replace(config.locations, optimizer=ON_CHIP)
+    return AutoStagePass(
+        micro_batches=config.gradient_accumulation if config.training else config.device_iterations,
+        machine=machine_named(config.machine).name,
+        auto_recomputation=-1 if config.auto_recomputation is None else config.auto_recomputation,
+        host_io=config.host_io, default_proportion=memory.default_proportion, per_ipu=memory.per_ipu,
+        ipus=memory.ipus, locations=placed, replicas=replicas if placed != Locations() else 1, **state)
 
 
 def partials_type_pass(config: CompileConfig) -> PartialsTypePass | None:
@@ -209,5 +220,5 @@ def profile_of(module: ModuleOp, config: CompileConfig, schedule: Schedule | Non
         decompose_grad_sum=config.decompose_grad_sum, check_memory=check_memory)
 
 
-__all__ = ["compile", "prepare", "run_graph_passes", "autocast_pass", "available_memory_pass", "partials_type_pass", "build", "build_update", "check_ipu_count", "schedule_of",
-           "profile_of"]
+__all__ = ["compile", "prepare", "run_graph_passes", "autocast_pass", "auto_stage_pass", "available_memory_pass",
+           "partials_type_pass", "build", "build_update", "check_ipu_count", "schedule_of", "profile_of"]
