@@ -11,9 +11,12 @@ from xdsl.passes import PassPipeline
 import tilefx
 from tilefx import driver
 from tilefx.backend.costs import partials_itemsize_of
-from tilefx.driver import CompileConfig
+from tilefx.backend.locations import Locations, TensorLocation
+from tilefx.dialects.irutil import to_py
+from tilefx.driver import CompileConfig, strategy
 from tilefx.lowering.from_torch import trace
 from tilefx.passes import PassOptionError, pipelines
+from tilefx.passes.auto_stage import AutoStagePass
 from tilefx.passes.autocast import AutocastPass
 from tilefx.passes.available_memory import AvailableMemoryError, AvailableMemoryPass
 from tilefx.passes.partials_type import PartialsTypePass
@@ -115,3 +118,23 @@ def test_partials_type_is_read_from_the_op_only():
     assert driver.partials_type_pass(CompileConfig()) is None
     with pytest.raises(PassOptionError, match="'fp16' is not one of half, float"):
         PartialsTypePass(type="fp16")
+
+
+def test_automatic_stages_take_the_machine_and_locations_as_fields():
+    """The strategy written into the module is the user's (IPUs, virtual
+    stages); ipu-auto-stage's machine, micro-batches, proportions and where
+    the optimizer state and the other tensors live are its fields."""
+    off, sharded = TensorLocation(on_chip=False), TensorLocation(sharded=True)
+    config = CompileConfig(training=True, machine="bow", strategy=strategy.staged("pipelined", [], auto_ipus=2),
+                           locations=Locations(weight=off, optimizer=sharded), optimizer_location_set=True,
+                           replication_factor=2, gradient_accumulation=4, available_memory_proportion={"IPU1": 0.4})
+    module = _module()
+    driver.prepare(module, config)
+    assert to_py(module.attributes["ipu.strategy"]) == {"kind": "pipelined", "stages": [], "auto_stage": "same_as_ipu",
+                                                        "auto": {"num_ipus": 2, "virtual_stages": 1}}
+    p = driver.auto_stage_pass(config)
+    assert (p.machine, p.micro_batches, p.per_ipu, p.ipus) == ("bow", 4, (0.4,), (1,))
+    assert (p.state_on_chip, p.state_shards, p.locations, p.replicas) == (True, 2, Locations(weight=off), 2)
+    # the pass reads them: its report names the machine it costed on
+    AutoStagePass(num_ipus=2, machine="bow").apply(None, module)
+    assert to_py(module.attributes["ipu.auto_stage"])["machine"] == "bow"
