@@ -13,7 +13,6 @@ import re
 
 import pytest
 import torch
-from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, f64
 
 import tilefx
 from tilefx.api.ops import _serialized_matmul
@@ -245,16 +244,14 @@ def test_available_memory_explicit_per_ipu_and_default():
     _close(res["output", 0], model(x).detach().numpy())
 
 
-def test_available_memory_default_and_module_attribute():
+def test_available_memory_default_and_named_ipus():
     model = MemModel()
     tg = trace(model, (torch.randn(M, K),), training=False)
     AvailableMemoryPass().apply(graph_context(), tg.module)
     assert sorted(_memory(tg.module).values()) == [0.3, 0.6, 0.6]
 
     tg = trace(model, (torch.randn(M, K),), training=False)
-    tg.module.attributes["ipu.available_memory_proportion"] = DictionaryAttr(
-        {"IPU1": FloatAttr(0.7, f64)})
-    AvailableMemoryPass(default_proportion=0.5, per_ipu=(0.1, 0.1)).apply(graph_context(), tg.module)
+    AvailableMemoryPass.of_proportions({"IPU1": 0.7}, default_proportion=0.5).apply(graph_context(), tg.module)
     assert sorted((_ipu(o), p) for o, p in _memory(tg.module).items()) == [(0, 0.3), (1, 0.7), (1, 0.7)]
 
 
@@ -294,9 +291,8 @@ def test_available_memory_out_of_range_value(p):
     with pytest.raises(ValueError, match=rf"got {p}"):
         tilefx.set_available_memory(torch.randn(2, 2), p)
     tg = trace(MemModel(), (torch.randn(M, K),), training=False)
-    tg.module.attributes["ipu.available_memory_proportion"] = DictionaryAttr({"IPU0": FloatAttr(p, f64)})
-    with pytest.raises(AvailableMemoryError, match=rf"got {p} \(ipu.available_memory_proportion IPU0\)"):
-        AvailableMemoryPass().apply(graph_context(), tg.module)
+    with pytest.raises(AvailableMemoryError, match=rf"got {p} \(IPU0\)"):
+        AvailableMemoryPass.of_proportions({"IPU0": p}).apply(graph_context(), tg.module)
 
 
 def test_set_available_memory_without_a_memory_op_warns_and_runs(caplog):

@@ -317,17 +317,17 @@ def proportion_of(op, default: float = DEFAULT_PROPORTION) -> float:
     return float(attr.value.data) if attr is not None else default
 
 
+# the ops whose partial sums have a type (Precision.setPartialsType)
+PARTIALS_OPS = frozenset({"aten.mm", "aten.bmm", "aten.addmm", "aten.convolution", "aten.convolution_backward",
+                          "ipu.serialized_matmul"})
+
+
 def partials_itemsize_of(op) -> int:
-    """Bytes of one matmul / convolution partial: 2 when the op, or else the
-    module it is in, carries `ipu.partials_type = "half"`
-    (Precision.setPartialsType(torch.half)), else 4 (fp32, the default)."""
-    node = op
-    while node is not None:
-        attr = node.attributes.get(PARTIALS_TYPE_KEY)
-        if attr is not None:
-            return 2 if str(attr.data).lower() == "half" else 4
-        node = node.parent_op()
-    return 4
+    """Bytes of one matmul / convolution partial: 2 when the op carries
+    `ipu.partials_type = "half"` (Precision.setPartialsType(torch.half),
+    written by ipu-partials-type), else 4 (fp32, the default)."""
+    attr = op.attributes.get(PARTIALS_TYPE_KEY)
+    return 2 if attr is not None and str(attr.data).lower() == "half" else 4
 
 
 # ops through which a weight keeps the tile layout it was created with (views,
@@ -411,8 +411,7 @@ def _op_cost(op, machine: Machine, proportion: float) -> OpCost:
                       c.flops, f"{count} iterations of ({body.plan or 'elementwise'})")
     where = name
     p = proportion_of(op, proportion)
-    ps = partials_itemsize_of(op) if name in ("mm", "bmm", "addmm", "convolution", "convolution_backward") \
-        or op.name == "ipu.serialized_matmul" else 4
+    ps = partials_itemsize_of(op) if op.name in PARTIALS_OPS else 4
     ins = list(op.operands)
     outs = list(op.results)
     if name in ("mm", "bmm", "addmm"):

@@ -66,20 +66,3 @@ class Locations:
     activation: TensorLocation = ON_CHIP
     accumulator: TensorLocation = ON_CHIP
     optimizer: TensorLocation = ON_CHIP
-
-    def config(self) -> dict[str, dict]:
-        """The weight, activation and accumulator locations as module
-        attribute data (`ipu.strategy`'s `auto` entry: ipu-auto-stage sizes
-        its stages with them)."""
-        return {what: {"on_chip": loc.on_chip, "sharded": loc.sharded,
-                       "min_elements_off_chip": loc.min_elements_off_chip,
-                       "min_elements_sharded": loc.min_elements_sharded}
-                for what, loc in (("weight", self.weight), ("activation", self.activation),
-                                  ("accumulator", self.accumulator)) if loc != ON_CHIP}
-
-    @staticmethod
-    def from_config(data: dict, optimizer: TensorLocation = ON_CHIP) -> Locations:
-        """`config()` read back (with the optimizer state's location)."""
-        return Locations(optimizer=optimizer, **{
-            what: TensorLocation(bool(d["on_chip"]), bool(d["sharded"]), int(d["min_elements_off_chip"]),
-                                 int(d["min_elements_sharded"])) for what, d in data.items()})

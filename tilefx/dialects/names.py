@@ -39,13 +39,10 @@ LOSS_SEED_KEY = "tilefx.loss_seed"  # op attribute: the backward's seed (dloss =
 # -- ipu dialect attributes on ops and the module -----------------------------
 PLACE_KEY = "ipu.place"  # #ipu.place<...> on every op
 AVAILABLE_MEMORY_KEY = "ipu.available_memory"  # per-op memory proportion
-MEMORY_PROPORTION_KEY = "ipu.available_memory_proportion"  # per-IPU, module level
-PARTIALS_TYPE_KEY = "ipu.partials_type"  # "half" / "float": matmul and convolution partials, module level or per op
+PARTIALS_TYPE_KEY = "ipu.partials_type"  # "half" / "float": a matmul's or convolution's partials (ipu-partials-type)
 STRATEGY_KEY = "ipu.strategy"  # the execution strategy, module level
 OPTIMIZER_KEY = "ipu.optimizer"  # the optimizer configuration, module level
-AUTOCAST_POLICY_KEY = "ipu.autocast_policy"  # a custom autocast policy, module level
 AUTOCAST_KEY = "ipu.autocast"  # per-op: inside an autocast region (bool)
-HALF_FLOAT_CASTING_KEY = "ipu.half_float_casting"  # "upcast" / "downcast": float16 meeting float32, module level
 UPCAST_INPUT_KEY = "ipu.upcast_input"  # per-op: the frontend's cast of a float16 input to float32
 STAGES_KEY = "ipu.stages"  # the stage summary left by ipu-assign-stages
 ALS_TRACKED_KEY = "ipu.als_tracked_elements"  # loss scaling: tracked gradient size

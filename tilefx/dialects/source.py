@@ -23,8 +23,8 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyExcepti
 from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRLexer
 
-from tilefx.dialects.names import (AUTO_STAGE_KEY, AUTOCAST_POLICY_KEY, AVAILABLE_MEMORY_KEY, CONST_VALUE_KEY,
-                                   MEMORY_PROPORTION_KEY, PARTIALS_TYPE_KEY,
+from tilefx.dialects.names import (AUTO_STAGE_KEY, AVAILABLE_MEMORY_KEY, CONST_VALUE_KEY,
+                                   PARTIALS_TYPE_KEY,
                                    OPTIMIZER_KEY, PLACE_KEY, STAGES_KEY, STRATEGY_KEY, TILE_COST_KEY,
                                    TILE_MAPPING_KEY)
 from tilefx import limits
@@ -219,8 +219,7 @@ def _partials(v) -> str | None:
 OP_ATTRIBUTES = {PLACE_KEY: _placement, AVAILABLE_MEMORY_KEY: _proportion,
                  TILE_MAPPING_KEY: _mapping, TILE_COST_KEY: _cost, PARTIALS_TYPE_KEY: _partials}
 # module attributes the passes read as dictionaries
-MODULE_DICTIONARIES = (STRATEGY_KEY, OPTIMIZER_KEY, STAGES_KEY, AUTOCAST_POLICY_KEY, AUTO_STAGE_KEY,
-                       MEMORY_PROPORTION_KEY)
+MODULE_DICTIONARIES = (STRATEGY_KEY, OPTIMIZER_KEY, STAGES_KEY, AUTO_STAGE_KEY)
 
 
 def check_known_attributes(module: ModuleOp, error) -> None:

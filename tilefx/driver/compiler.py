@@ -1,8 +1,8 @@
 """`compile(module, config) -> Program`: the compiler core every surface
 calls. From a frontend's graph IR (`func.func @main` with its arguments'
-roles) and a `CompileConfig`: the options written into the module as the
-graph passes read them, the graph passes (`passes/pipelines.py`), the
-compiled `@main` and `@update` (`backend/executor.py`), and the machine
+roles) and a `CompileConfig`: the graph passes (`passes/pipelines.py`),
+each built from the config with its options as fields (`autocast_pass`,
+`available_memory_pass`, `partials_type_pass`, ...), the compiled `@main` and `@update` (`backend/executor.py`), and the machine
 model's schedule and profile (`backend/schedule.py`, `backend/profile.py`,
 with the out-of-memory check). Nothing here imports torch: the torch
 frontend's verifier rules and ATen kernels reach the program through the
@@ -10,26 +10,30 @@ plugin registry (`tilefx/runtime.py`) the caller installs."""
 
 from __future__ import annotations
 
-import copy
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 import numpy as np
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, i64
 
 from tilefx.backend import schedule as schedules
 from tilefx.backend.executor import CompiledFunction
+from tilefx.backend.locations import ON_CHIP, Locations
 from tilefx.backend.machine import machine as machine_named
 from tilefx.backend.profile import Profile, build_profile
 from tilefx.backend.schedule import Schedule
 from tilefx.dialects.ipu import StageOp
 from tilefx.dialects.irutil import arg_roles, find_func, from_py, result_roles, to_py
-from tilefx.dialects.names import (AUTOCAST_POLICY_KEY, GROUP_KEY, HALF_FLOAT_CASTING_KEY, MEMORY_PROPORTION_KEY,
-                                   OPTIMIZER_KEY, PARAM_KEY, PARTIALS_TYPE_KEY, STAGES_KEY, STRATEGY_KEY)
+from tilefx.dialects.names import GROUP_KEY, OPTIMIZER_KEY, PARAM_KEY, STAGES_KEY, STRATEGY_KEY
 from tilefx.driver.config import CompileConfig
 from tilefx.driver.program import Program, role_list
 from tilefx.errors import Error
 from tilefx.passes import pipelines
 from tilefx.passes.assign_stages import AssignStagesPass, ipu_count_error
+from tilefx.passes.auto_stage import AutoStagePass
+from tilefx.passes.autocast import AutocastPass
+from tilefx.passes.available_memory import AvailableMemoryPass
+from tilefx.passes.partials_type import PartialsTypePass
 from tilefx.passes.loss_scaling import LossScalingPass
 
 
@@ -48,10 +52,17 @@ def compile(module: ModuleOp, config: CompileConfig, rng: np.random.Generator | 
 
 
 def prepare(module: ModuleOp, config: CompileConfig) -> None:
-    """Write what the graph passes read from the config into the traced
-    module: the optimizer and each weight's parameter group (training), the
-    execution strategy (with what `ipu-auto-stage` needs to cost it), the
-    available memory proportions and the partials type."""
+    """Write into the traced module the two parts of the config that are IR,
+    not pass options, as a compiler engineer writes them for `tilefx-opt`:
+
+    - the optimizer (`ipu.optimizer`) and each weight's parameter group
+      (training): what `@update` is built from. It stays in the module
+      because the program carries it: an executable file stores the module,
+      and a new optimizer (`setOptimizer`, `build_update`) rebuilds `@update`
+      from the one written there;
+    - the execution strategy (`ipu.strategy`): the stage assignment
+      `ipu-assign-stages` reads, which `ipu-auto-stage` rewrites with the
+      stages it chose and the schedule reads back (`schedule_of`)."""
     if config.training and config.optimizer is not None:
         module.attributes[OPTIMIZER_KEY] = from_py(dict(config.optimizer))
         main_fn = find_func(module, "main")
@@ -60,47 +71,69 @@ def prepare(module: ModuleOp, config: CompileConfig) -> None:
             if PARAM_KEY in a:
                 a[GROUP_KEY] = IntegerAttr(config.optimizer_groups.get(a[PARAM_KEY].data, 0), i64)
         main_fn.arg_attrs = ArrayAttr([DictionaryAttr(a) for a in attrs])
-    strategy = copy.deepcopy(dict(config.strategy))
-    if "auto" in strategy:  # ipu-auto-stage costs the ops on this machine, the state where it lives
-        replicas = config.replication_factor * config.processes
-        strategy["auto"]["machine"] = machine_named(config.machine).name
-        where = config.locations.optimizer
-        if config.optimizer_location_set:
-            strategy["auto"].update({"state_on_chip": where.on_chip,
-                                     "state_min_elements_off_chip": where.min_elements_off_chip,
-                                     "state_min_elements_sharded": where.min_elements_sharded})
-            if where.sharded:
-                strategy["auto"]["state_shards"] = replicas
-        placed = config.locations.config()
-        if placed:  # weights, activations, accumulators off chip or sharded
-            strategy["auto"].update({"locations": placed, "replicas": replicas})
-    module.attributes[STRATEGY_KEY] = from_py(strategy)
-    if config.available_memory_proportion:
-        module.attributes[MEMORY_PROPORTION_KEY] = from_py(
-            {k: float(v) for k, v in config.available_memory_proportion.items()})
-    if config.half_partials:  # the matmul rate and partial memory
-        module.attributes[PARTIALS_TYPE_KEY] = StringAttr("half")
+    module.attributes[STRATEGY_KEY] = from_py(dict(config.strategy))
 
 
 def run_graph_passes(module: ModuleOp, config: CompileConfig) -> None:
-    """The precision policy written in, then the graph passes of
-    `passes/pipelines.py` with the config's factors."""
-    if config.downcast_half:  # ipu-autocast casts float32 down where float16 inputs meet it
-        module.attributes[HALF_FLOAT_CASTING_KEY] = StringAttr("downcast")
-        if not config.autocast:
-            module.attributes[AUTOCAST_POLICY_KEY] = from_py({k: [] for k in ("fp16", "fp32", "promote", "demote")})
-    if config.autocast_policy is not None and config.autocast:
-        module.attributes[AUTOCAST_POLICY_KEY] = from_py({k: list(v) for k, v in config.autocast_policy.items()})
+    """The graph passes of `passes/pipelines.py`, each built from the config."""
     als = config.training and config.automatic_loss_scaling
     scaled = config.training and (als or config.loss_scaled)
     pipelines.run_graph_passes(
-        module, training=config.training, autocast=config.autocast or config.downcast_half,
+        module, training=config.training, autocast=autocast_pass(config),
         assign=AssignStagesPass(gradient_accumulation=config.gradient_accumulation if config.training else 1,
                                 device_iterations=config.device_iterations,
                                 auto_round_num_ipus=config.auto_round_num_ipus,
                                 check_ipu_count=config.reserve_ipus),
         loss_scaling=LossScalingPass(automatic=als) if scaled else None,
-        auto_recomputation=config.auto_recomputation, host_io=config.host_io)
+        auto_recomputation=config.auto_recomputation, host_io=config.host_io,
+        available_memory=available_memory_pass(config), partials_type=partials_type_pass(config),
+        auto_stage=auto_stage_pass(config))
+
+
+def auto_stage_pass(config: CompileConfig) -> AutoStagePass:
+    """`ipu-auto-stage` costing the config's micro-batches on its machine,
+    with its available memory proportions, the optimizer state where it lives
+    and the other tensors' locations (run where the strategy asks for
+    automatic stages; the strategy names the IPUs and the schedule)."""
+    memory = available_memory_pass(config)
+    replicas = config.replication_factor * config.processes
+    where = config.locations.optimizer
+    state = {}
+    if config.optimizer_location_set:
+        state = {"state_on_chip": where.on_chip, "state_min_elements_off_chip": where.min_elements_off_chip,
+                 "state_min_elements_sharded": where.min_elements_sharded,
+                 "state_shards": replicas if where.sharded else 1}
+    # weights, activations and accumulators (the optimizer state is the state_* options)
+    placed = replace(config.locations, optimizer=ON_CHIP)
+    return AutoStagePass(
+        micro_batches=config.gradient_accumulation if config.training else config.device_iterations,
+        machine=machine_named(config.machine).name,
+        auto_recomputation=-1 if config.auto_recomputation is None else config.auto_recomputation,
+        host_io=config.host_io, default_proportion=memory.default_proportion, per_ipu=memory.per_ipu,
+        ipus=memory.ipus, locations=placed, replicas=replicas if placed != Locations() else 1, **state)
+
+
+def partials_type_pass(config: CompileConfig) -> PartialsTypePass | None:
+    """`ipu-partials-type` for half partials (the matmul rate and partials
+    memory the machine model costs); None: float partials, the default."""
+    return PartialsTypePass(type="half") if config.half_partials else None
+
+
+def available_memory_pass(config: CompileConfig) -> AvailableMemoryPass:
+    """`ipu-available-memory` with the config's per-IPU proportions."""
+    return AvailableMemoryPass.of_proportions(config.available_memory_proportion)
+
+
+def autocast_pass(config: CompileConfig) -> AutocastPass | None:
+    """`ipu-autocast` with the config's precision policy: the policy where
+    autocast is on (PopTorch's default unless given), and FloatDowncastToHalf
+    (float32 cast down where float16 inputs meet it) with no policy where only
+    that is asked for; None: neither."""
+    if config.autocast:
+        return AutocastPass.of_policy(config.autocast_policy, downcast=config.downcast_half)
+    if config.downcast_half:
+        return AutocastPass.of_policy({}, downcast=True)
+    return None
 
 
 def build(module: ModuleOp, config: CompileConfig, rng: np.random.Generator | None = None,
@@ -187,5 +220,5 @@ def profile_of(module: ModuleOp, config: CompileConfig, schedule: Schedule | Non
         decompose_grad_sum=config.decompose_grad_sum, check_memory=check_memory)
 
 
-__all__ = ["compile", "prepare", "run_graph_passes", "build", "build_update", "check_ipu_count", "schedule_of",
-           "profile_of"]
+__all__ = ["compile", "prepare", "run_graph_passes", "autocast_pass", "auto_stage_pass", "available_memory_pass",
+           "partials_type_pass", "build", "build_update", "check_ipu_count", "schedule_of", "profile_of"]

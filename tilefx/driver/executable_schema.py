@@ -15,8 +15,10 @@ import numpy as np
 
 from tilefx.errors import Error
 
-# the version of what the JSON parts may hold (manifest.json's "format_version")
-SCHEMA_VERSION = 2
+# the version of what the JSON parts may hold and of the attributes the stored
+# IR carries for the machine model (manifest.json's "format_version"): 3, the
+# partials type on each matmul and convolution (ipu-partials-type)
+SCHEMA_VERSION = 3
 
 # the longest string field of a file (names of tensors, models, machines)
 MAX_NAME_CHARS = 4096

@@ -68,13 +68,17 @@ How it cuts:
 The module attribute `ipu.auto_stage` reports the cut points, each stage's
 IPU, predicted cycles per micro-batch and memory.
 
-Options (the module's `ipu.strategy` `auto` entry, set by
-`PipelinedExecution.auto`, wins over them): `num_ipus`, `virtual_stages`
-(Interleaved1F1B), `schedule`, `micro_batches` (the gradient accumulation,
-for the stash), `machine` (mk1, mk2, bow), `default_proportion`, `tail_block` and
-`tail_ipu` (PipelinedExecution.auto's `tail`), `auto_recomputation`
-(PopART's, as `ipu-recompute` reads it), `host_io` (False: synthetic data,
-no host streams).
+The strategy (the module's `ipu.strategy`, its `auto` entry set by
+`PipelinedExecution.auto`) wins over the options it names: `num_ipus`,
+`virtual_stages` (Interleaved1F1B), `schedule`, `tail_block` and `tail_ipu`
+(PipelinedExecution.auto's `tail`). The other options come from the
+compile's configuration only: `micro_batches` (the gradient accumulation,
+for the stash), `machine` (mk1, mk2, bow), `default_proportion`, `per_ipu`
+and `ipus` (ipu-available-memory's), where the optimizer state lives
+(`state_*`), the other tensors' `locations` (a `Locations`, no pipeline-text
+form) over `replicas`, the bytes per tile to `reserve` on each IPU,
+`auto_recomputation` (PopART's, as `ipu-recompute` reads it), `host_io`
+(False: synthetic data, no host streams).
 """
 
 from __future__ import annotations
@@ -151,10 +155,20 @@ class AutoStagePass(ModulePass):
     micro_batches: int = 0  # 0: the fewest the schedule allows
     machine: str = "mk2"
     default_proportion: float | int = DEFAULT_PROPORTION
+    # each IPU's available memory proportion, as ipu-available-memory's options
+    per_ipu: tuple[int | float, ...] = ()
+    ipus: tuple[int, ...] = ()
     # where the optimizer state lives (backend/locations.py): off chip it
     # takes no tile memory; sharded, 1/state-shards of each large tensor
     state_on_chip: bool = True
     state_shards: int = 1
+    state_min_elements_off_chip: int = MIN_ELEMENTS_OFF_CHIP
+    state_min_elements_sharded: int = MIN_ELEMENTS_SHARDED
+    # the weights, activations and accumulators (off chip or sharded over `replicas`)
+    locations: Locations = Locations()
+    replicas: int = 1
+    # bytes per tile to leave free on IPU i (the i-th entry)
+    reserve: tuple[int | float, ...] = ()
     # a last stage on an earlier IPU: the ops from this block's first one on
     tail_block: str = ""
     tail_ipu: int = 0
@@ -174,20 +188,14 @@ class AutoStagePass(ModulePass):
         s = {"kind": cfg.get("kind", "pipelined"), "schedule": cfg.get("schedule", self.schedule),
              "num_ipus": auto.get("num_ipus", self.num_ipus),
              "virtual_stages": auto.get("virtual_stages", self.virtual_stages),
-             "machine": auto.get("machine", self.machine),
-             "state": TensorLocation(
-                 on_chip=bool(auto.get("state_on_chip", self.state_on_chip)),
-                 sharded=int(auto.get("state_shards", self.state_shards)) > 1,
-                 min_elements_off_chip=int(auto.get("state_min_elements_off_chip", MIN_ELEMENTS_OFF_CHIP)),
-                 min_elements_sharded=int(auto.get("state_min_elements_sharded", MIN_ELEMENTS_SHARDED))),
-             "state_shards": int(auto.get("state_shards", self.state_shards)),
-             # weights, activations and accumulators (backend/locations.py Locations.config)
-             "locations": Locations.from_config(auto.get("locations", {})),
-             "replicas": int(auto.get("replicas", 1)),
+             "machine": self.machine,
+             "state": TensorLocation(on_chip=self.state_on_chip, sharded=self.state_shards > 1,
+                                     min_elements_off_chip=self.state_min_elements_off_chip,
+                                     min_elements_sharded=self.state_min_elements_sharded),
+             "state_shards": self.state_shards, "locations": self.locations, "replicas": self.replicas,
              "tail_block": str(auto.get("tail_block", self.tail_block) or ""),
              "tail_ipu": auto.get("tail_ipu", self.tail_ipu),
-             # bytes per tile to leave free on IPU i (the i-th entry)
-             "reserve": {i: float(b) for i, b in enumerate(auto.get("reserve", ()))}}
+             "reserve": {i: float(b) for i, b in enumerate(self.reserve)}}
         if s["num_ipus"] < 1:
             raise PlacementError("ipu-auto-stage needs the number of IPUs: num-ipus=N, or "
                                  "PipelinedExecution.auto(N)")
@@ -248,7 +256,8 @@ class AutoStagePass(ModulePass):
             (kept, recomputed)
         split = recomputed_f != recomputed_s
         # per-position costs, one vector per distinct available memory proportion
-        props = AvailableMemoryPass(default_proportion=self.default_proportion)._per_ipu(op)
+        props = AvailableMemoryPass(default_proportion=self.default_proportion, per_ipu=self.per_ipu,
+                                    ipus=self.ipus).proportions()
         ipu_prop = [props.get(i, float(self.default_proportion)) for i in range(N)]
         cycles: dict[tuple, np.ndarray] = {}
         bwd_cycles: dict[tuple, np.ndarray] = {}

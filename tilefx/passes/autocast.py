@@ -1,10 +1,10 @@
 """`ipu-autocast`: PopTorch's automatic mixed precision on the graph IR.
 
 Only ops marked `ipu.autocast = true` (from `poptorch.autocast` regions,
-backward included) are typed by the policy (module attribute
-`ipu.autocast_policy = {fp16 = [...], fp32 = [...], promote = [...], demote = [...]}`
-set by the API from `Options.Precision.autocastPolicy`, else the pass
-options, else PopTorch's default policy):
+backward included) are typed by the policy, the pass's options `fp16`,
+`fp32`, `promote` and `demote` (comma-separated op names; PopTorch's default
+policy unless given; the driver builds them from
+`Options.Precision.autocastPolicy` with `AutocastPass.of_policy`):
 
 - fp16 ops: float operands are cast to float16 (`aten._to_copy`) and the op
   runs in and returns float16 (fp32 partials, rounded once), as an op on
@@ -31,18 +31,19 @@ A float16 value cast to float32 and back is folded to the value itself
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable, Mapping
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, TensorType, bf16, f16, f32
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType, bf16, f16, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from tilefx.dialects.aten import ATEN_OPS, create_aten_op, np_dtype, op_name
 from tilefx.dialects.ipu import PLACE_KEY
-from tilefx.dialects.irutil import attrs_of, find_func, to_py
-from tilefx.dialects.names import AUTOCAST_KEY, AUTOCAST_POLICY_KEY, HALF_FLOAT_CASTING_KEY, OUTPUT_KEY, UPCAST_INPUT_KEY
+from tilefx.dialects.irutil import attrs_of, find_func
+from tilefx.dialects.names import AUTOCAST_KEY, OUTPUT_KEY, UPCAST_INPUT_KEY
 from tilefx.passes import check_option
 
 _DEFAULT = {
@@ -74,29 +75,46 @@ class AutocastPass(ModulePass):
     half_float_casting: str = "upcast"
 
     def __post_init__(self):
-        known = {op_name(s) for s in ATEN_OPS}
+        known = _known_ops()
         for k in _DEFAULT:
             for n in getattr(self, k).split(","):
                 if n and n not in known and n.startswith("ipu."):  # the ipu op classes, when named
-                    from tilefx.dialects.ipu import IPU
-
-                    known |= {c.name for c in IPU.operations}
+                    known = _known_ops(with_ipu=True)
                 check_option(self.name, not n or n in known,
                              f"{k}: {n!r} is not an aten or ipu op name (e.g. aten.mm)")
         check_option(self.name, self.half_float_casting in _CASTINGS,
                      f"half_float_casting: {self.half_float_casting!r} is not one of {', '.join(_CASTINGS)}")
 
-    def _policy(self, module: ModuleOp) -> dict[str, set[str]]:
-        attr = module.attributes.get(AUTOCAST_POLICY_KEY)
-        if attr is not None:
-            return {k: set(v) for k, v in to_py(attr).items()}
+    @classmethod
+    def of_policy(cls, policy: Mapping[str, Iterable[str]] | None, downcast: bool = False) -> AutocastPass:
+        """The pass of a surface's precision policy (`CompileConfig.autocast_policy`:
+        some of fp16/fp32/promote/demote to op names; None: PopTorch's default
+        policy, a class not named: no op). A policy names torch functions as aten
+        ops, some of which tilefx has no op for (`poptorch.autocasting.Policy`'s
+        `bilinear`, `cross`, ...): no IR op can have those names, so they are left
+        out rather than refused as a typo in a pass pipeline is."""
+        casting = "downcast" if downcast else "upcast"
+        if policy is None:
+            return cls(half_float_casting=casting)
+        known = _known_ops(with_ipu=True)
+        return cls(**{k: ",".join(n for n in policy.get(k, ()) if n in known) for k in _DEFAULT},
+                   half_float_casting=casting)
+
+    def _policy(self) -> dict[str, set[str]]:
         return {k: {n for n in getattr(self, k).split(",") if n} for k in _DEFAULT}
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        policy = self._policy(op)
-        casting = op.attributes.get(HALF_FLOAT_CASTING_KEY)
-        downcast = (casting.data if isinstance(casting, StringAttr) else self.half_float_casting) == "downcast"
-        _Casting(find_func(op, "main"), policy, downcast).run()
+        _Casting(find_func(op, "main"), self._policy(), self.half_float_casting == "downcast").run()
+
+
+def _known_ops(with_ipu: bool = False) -> set[str]:
+    """The op names a policy can name: the ATen schema's, and the ipu dialect's."""
+    known = {op_name(s) for s in ATEN_OPS}
+    if with_ipu:
+        from tilefx.dialects.ipu import IPU
+
+        known |= {c.name for c in IPU.operations}
+    return known
 
 
 class _Casting:

@@ -12,10 +12,12 @@ one attribute instead of re-deriving the user's settings:
    serialized matmul puts after it (view, permute, cat, add.Tensor, ...);
    the set op itself is an identity and is replaced by its input. A later
    set on the same op wins.
-2. else the proportion of the op's IPU (`#ipu.place<..., ipu = N>`): the
-   module attribute `ipu.available_memory_proportion = {IPU0 = 0.3 : f64, ...}`
-   (from `Options.setAvailableMemoryProportion`) when present, else the
-   `per_ipu` option (index = IPU id);
+2. else the proportion of the op's IPU (`#ipu.place<..., ipu = N>`), the
+   option `per_ipu`: entry i is IPU i's, or with the option `ipus` the IPU
+   of entry i is `ipus[i]` (`ipu-available-memory{per-ipu=0.75 ipus=1}`;
+   the driver builds these from `Options.setAvailableMemoryProportion`,
+   `AvailableMemoryPass.of_proportions`, and each IPU so named must be one
+   the model runs on);
 3. else `default_proportion`.
 
 An op that already carries the attribute keeps it (the pass is idempotent).
@@ -32,7 +34,9 @@ import re
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, f64
+from typing import Mapping
+
+from xdsl.dialects.builtin import FloatAttr, ModuleOp, f64
 from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
@@ -40,7 +44,8 @@ from xdsl.utils.exceptions import DiagnosticException
 from tilefx.errors import Error
 from tilefx.dialects import ipu
 from tilefx.dialects.aten_traits import ops_where
-from tilefx.dialects.names import AVAILABLE_MEMORY_KEY, MEMORY_PROPORTION_KEY
+from tilefx.dialects.names import AVAILABLE_MEMORY_KEY
+from tilefx.passes import check_option
 
 # the ops whose temporaries the proportion bounds (op traits: memory_planned)
 MEMORY_OPS = frozenset({"aten." + n for n in ops_where(memory_planned=True)} | {"ipu.serialized_matmul"})
@@ -92,25 +97,40 @@ class AvailableMemoryPass(ModulePass):
 
     default_proportion: float | int = ipu.DEFAULT_PROPORTION
     per_ipu: tuple[int | float, ...] = ()
+    # the IPU of each per_ipu entry (empty: entry i is IPU i's)
+    ipus: tuple[int, ...] = ()
 
-    def _per_ipu(self, module: ModuleOp) -> dict[int, float]:
-        attr = module.attributes.get(MEMORY_PROPORTION_KEY)
-        if attr is None:
-            return {i: _check(float(p), f"per_ipu[{i}]") for i, p in enumerate(self.per_ipu)}
-        if not isinstance(attr, DictionaryAttr):
-            raise AvailableMemoryError(f"{MEMORY_PROPORTION_KEY} must be a dictionary like {{IPU0 = 0.3 : f64}}")
-        out = {}
-        for key, val in attr.data.items():
+    def __post_init__(self):
+        check_option(self.name, not self.ipus or len(self.ipus) == len(self.per_ipu),
+                     f"ipus names {len(self.ipus)} IPU(s) for {len(self.per_ipu)} per-ipu proportion(s)")
+        check_option(self.name, all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in self.ipus)
+                     and len(set(self.ipus)) == len(self.ipus), f"ipus must be distinct IPU ids >= 0, got {self.ipus}")
+
+    @classmethod
+    def of_proportions(cls, proportions: Mapping[str, float],
+                       default_proportion: float = ipu.DEFAULT_PROPORTION) -> AvailableMemoryPass:
+        """The pass of `Options.setAvailableMemoryProportion`'s dictionary
+        (`{"IPU0": 0.3, "IPU2": 0.5}`, `CompileConfig.available_memory_proportion`)."""
+        ids, values = [], []
+        for key, val in proportions.items():
             m = _IPU_KEY.match(key)
-            if m is None or not isinstance(val, FloatAttr | IntegerAttr):
-                raise AvailableMemoryError(f"{MEMORY_PROPORTION_KEY}: expected IPU<n> = <float>, got {key} = {val}")
-            out[int(m.group(1))] = _check(float(val.value.data), f"{MEMORY_PROPORTION_KEY} {key}")
-        return out
+            if m is None:
+                raise AvailableMemoryError(f"available memory proportions: expected IPU<n> = <float>, "
+                                           f"got {key} = {val}")
+            ids.append(int(m.group(1)))
+            values.append(float(val))
+        return cls(default_proportion=default_proportion, per_ipu=tuple(values), ipus=tuple(ids))
+
+    def proportions(self) -> dict[int, float]:
+        """Each IPU's proportion given (checked in (0, 1])."""
+        if self.ipus:
+            return {i: _check(float(p), f"IPU{i}") for i, p in zip(self.ipus, self.per_ipu)}
+        return {i: _check(float(p), f"per_ipu[{i}]") for i, p in enumerate(self.per_ipu)}
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         default = _check(float(self.default_proportion), "default_proportion")
-        per_ipu = self._per_ipu(op)
-        if MEMORY_PROPORTION_KEY in op.attributes:  # the user's Options: name only IPUs in use
+        per_ipu = self.proportions()
+        if self.ipus:  # the user's Options: name only IPUs in use
             used = {pl.ipu.data for o in op.walk()
                     if isinstance(pl := o.attributes.get(ipu.PLACE_KEY), ipu.PlacementAttr)} - {-1}
             used = used or {0}

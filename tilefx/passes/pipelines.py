@@ -18,6 +18,7 @@ from tilefx.passes.autocast import AutocastPass
 from tilefx.passes.available_memory import AvailableMemoryPass
 from tilefx.passes.loss_scaling import LossScalingPass
 from tilefx.passes.outline_stages import OutlineStagesPass
+from tilefx.passes.partials_type import PartialsTypePass
 from tilefx.passes.recompute import RecomputePass
 from tilefx.passes.serialize_matmul import SerializeMatmulPass
 from tilefx.passes.training_step import TrainingStepPass
@@ -73,9 +74,12 @@ def graph_context() -> Context:
 def run_graph_passes(module: ModuleOp, training: bool,
                      assign: AssignStagesPass | None = None,
                      loss_scaling: LossScalingPass | None = None,
-                     autocast: bool = True, verify: bool = True, stop_after: str | None = None,
-                     auto_recomputation: int | None = None, host_io: bool = True) -> None:
-    """autocast, auto-stage (PipelinedExecution.auto), assign-stages,
+                     autocast: AutocastPass | bool | None = True, verify: bool = True, stop_after: str | None = None,
+                     auto_recomputation: int | None = None, host_io: bool = True,
+                     available_memory: AvailableMemoryPass | None = None,
+                     partials_type: PartialsTypePass | None = None,
+                     auto_stage: AutoStagePass | None = None) -> None:
+    """partials-type (when given), autocast, auto-stage (PipelinedExecution.auto), assign-stages,
     available-memory, serialize-matmul, recompute, training-step and
     loss-scaling (training), dce, outline-stages; then the IR verifier
     (`verify`: the program that runs; a module only costed, such as the
@@ -83,16 +87,27 @@ def run_graph_passes(module: ModuleOp, training: bool,
     name of the last pass to run (a question about one pass's result).
     `auto_recomputation`: PopART's autoRecomputation (None: not set,
     PopTorch's default). `host_io` False: synthetic data (no host streams,
-    which ipu-auto-stage otherwise counts)."""
+    which ipu-auto-stage otherwise counts). The passes built with their
+    options (the driver's, from a CompileConfig): `autocast`, the
+    `ipu-autocast` to run (True: PopTorch's default policy; False or None:
+    none); `available_memory` (None: its defaults); `partials_type`, run
+    first (None: none, float partials); `auto_stage`, run where the strategy
+    asks for automatic stages (None: one costing `assign`'s micro-batches
+    with `available_memory`'s proportions)."""
     rc = -1 if auto_recomputation is None else auto_recomputation
     ctx = graph_context()
-    passes = [AutocastPass()] if autocast else []
+    if autocast is True:
+        autocast = AutocastPass()
+    passes = ([partials_type] if partials_type else []) + ([autocast] if autocast else [])
     assign = assign or AssignStagesPass()
+    memory = available_memory or AvailableMemoryPass()
     strategy = module.attributes.get(STRATEGY_KEY)
     if strategy is not None and "auto" in strategy.data:
-        passes.append(AutoStagePass(micro_batches=assign.gradient_accumulation if training else
-                                    assign.device_iterations, auto_recomputation=rc, host_io=host_io))
-    passes += [assign, AvailableMemoryPass(), SerializeMatmulPass()]
+        passes.append(auto_stage or AutoStagePass(
+            micro_batches=assign.gradient_accumulation if training else assign.device_iterations,
+            auto_recomputation=rc, host_io=host_io, default_proportion=memory.default_proportion,
+            per_ipu=memory.per_ipu, ipus=memory.ipus))
+    passes += [assign, memory, SerializeMatmulPass()]
     if training:
         passes += [RecomputePass(auto_recomputation=rc), TrainingStepPass()] + ([loss_scaling] if loss_scaling else [])
     for p in passes + [DeadCodeElimination(), OutlineStagesPass()]:

@@ -12,10 +12,15 @@ After:
   over every gradient (`max_grad_norm`), then one `ipu.sgd` / `ipu.adam` /
   `ipu.rmsprop` / `ipu.lamb` per weight.
 
-Hyper-parameters come from the module attribute `ipu.optimizer` (set by the
-API from the user's optimizer, see tilefx/lowering/optimizers.py: `{type, grad_scale,
-variable, groups = [{lr, ...}], ...}`) and each parameter's `tilefx.group`;
-without it, from this pass's options. `lr` and the names in `variable` are
+Hyper-parameters come from the module attribute `ipu.optimizer` (written
+by the driver from the user's optimizer, see tilefx/lowering/optimizers.py:
+`{type, grad_scale, variable, groups = [{lr, ...}], ...}`) and each
+parameter's `tilefx.group`; without it, from this pass's options (one group
+of SGD, Adam, RMSprop or LAMB). The optimizer is IR, not a pass option: the
+program carries it with `@update` (an executable file stores the module,
+and a loaded program's optimizer, which `setOptimizer` checks a new one
+against, is read back from it), and its parameter groups, variable
+hyper-parameters and accumulation types have no pipeline-text form. `lr` and the names in `variable` are
 runtime arguments of @update (`tilefx.hyper = "<name>/<group>"`, or
 `"max_grad_norm"`), the others properties of the update ops. State
 arguments are `tilefx.state = "<param>/<kind>"` in their accumulation type,

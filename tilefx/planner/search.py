@@ -18,6 +18,7 @@ Configurations that fit are ranked by predicted throughput.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import torch
 
@@ -30,8 +31,7 @@ from tilefx import driver
 from tilefx.analysis.repeated_layers import attach, twin_pairs, twins_in
 from tilefx.backend.machine import machine as machine_named
 from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr, StageOp
-from tilefx.dialects.irutil import find_func, from_py, module_config
-from tilefx.dialects.names import STRATEGY_KEY
+from tilefx.dialects.irutil import find_func
 from tilefx.errors import Error
 from tilefx.gcpause import gc_paused
 from tilefx.passes.assign_stages import AssignStagesPass
@@ -429,10 +429,10 @@ class _Planner:
             self._drop_unit_blocks(module)
         config = compile_config(opts, training=True)
         driver.prepare(module, config)
-        if reserve:  # ipu-auto-stage's bytes per tile to leave free on each IPU
-            strategy = module_config(module, STRATEGY_KEY)
-            strategy["auto"]["reserve"] = list(reserve)
-            module.attributes[STRATEGY_KEY] = from_py(strategy)
+        # ipu-auto-stage (where the strategy is automatic) over this candidate's
+        # micro-batches, leaving `reserve` bytes per tile free on each IPU
+        auto_stage = replace(driver.auto_stage_pass(config), micro_batches=c.accumulation,
+                             reserve=tuple(reserve or ()))
         # not verified: the trace it copies was (trace_only), the graph passes
         # keep IR well formed, and a configuration is costed, never run (the one
         # a user picks is verified when it compiles)
@@ -440,7 +440,8 @@ class _Planner:
                          autocast=bool(opts.Precision.autocast_enabled) and not self.reuse_repeats,
                          assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1),
                          verify=False, stop_after=stop_after, auto_recomputation=config.auto_recomputation,
-                         host_io=config.host_io)
+                         host_io=config.host_io, available_memory=driver.available_memory_pass(config),
+                         partials_type=driver.partials_type_pass(config), auto_stage=auto_stage)
         return module, config, unit_of
 
     def _refusal(self, c: Candidate) -> NoSplitFits | None:

@@ -66,6 +66,12 @@ def _available_memory():
     return AvailableMemoryPass
 
 
+def _partials_type():
+    from tilefx.passes.partials_type import PartialsTypePass
+
+    return PartialsTypePass
+
+
 def _auto_stage():
     from tilefx.passes.auto_stage import AutoStagePass
 
@@ -124,6 +130,7 @@ PASSES = {
     "ipu-outline-stages": _outline_stages,
     "ipu-serialize-matmul": _serialize_matmul,
     "ipu-available-memory": _available_memory,
+    "ipu-partials-type": _partials_type,
     "lower-to-device": _lower_to_device,
     "ipu-loss-scaling": _loss_scaling,
     "ipu-autocast": _autocast,

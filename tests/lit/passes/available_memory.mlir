@@ -61,23 +61,6 @@ func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>, %x3
 }
 
 // -----
-// The module attribute (from Options.setAvailableMemoryProportion) replaces
-// the per-IPU option: IPU 1 gets 0.75, IPU 0 (not listed) the default.
-
-// CHECK-LABEL: func.func @options(
-// DEFAULT-NEXT:  %a = aten.mm %x, %w {ipu.place = #ipu.place<fwd, ipu = 0>, ipu.available_memory = 6.000000e-01 : f64}
-// PERIPU-NEXT:   %a = aten.mm %x, %w {ipu.place = #ipu.place<fwd, ipu = 0>, ipu.available_memory = 5.000000e-01 : f64}
-// CHECK-NEXT:    %b = aten.mm %a, %w {ipu.place = #ipu.place<fwd, ipu = 1>, ipu.available_memory = 7.500000e-01 : f64}
-
-builtin.module attributes {ipu.available_memory_proportion = {IPU1 = 0.75 : f64}} {
-  func.func @options(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
-    %a = aten.mm %x, %w {ipu.place = #ipu.place<fwd, ipu = 0>} : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
-    %b = aten.mm %a, %w {ipu.place = #ipu.place<fwd, ipu = 1>} : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
-    func.return %b : tensor<4x8xf32>
-  }
-}
-
-// -----
 // With a serialized matmul the result does not depend on the pass order:
 // before serialization the proportion lands on ipu.serialized_matmul and is
 // copied to its pieces; after, set_available_memory sees through the
@@ -112,29 +95,6 @@ func.func @not_a_matmul(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %r = aten.relu %x : tensor<4x8xf32> -> tensor<4x8xf32>
   %s = ipu.set_available_memory %r {proportion = 0.3 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
   func.return %s : tensor<4x8xf32>
-}
-
-// -----
-// Proportions outside (0, 1] are errors, wherever they come from.
-
-// CHECK: available memory proportion must be in (0, 1], got 1.5 (ipu.available_memory_proportion IPU0)
-
-builtin.module attributes {ipu.available_memory_proportion = {IPU0 = 1.5 : f64}} {
-  func.func @bad_module_value(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
-    %a = aten.mm %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
-    func.return %a : tensor<4x8xf32>
-  }
-}
-
-// -----
-
-// CHECK: ipu.available_memory_proportion: expected IPU<n> = <float>, got ipu0 = 3.000000e-01 : f64
-
-builtin.module attributes {ipu.available_memory_proportion = {ipu0 = 0.3 : f64}} {
-  func.func @bad_module_key(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
-    %a = aten.mm %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
-    func.return %a : tensor<4x8xf32>
-  }
 }
 
 // -----
