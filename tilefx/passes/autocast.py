@@ -218,7 +218,14 @@ def _type_property(o: Operation, name: str) -> Attribute | None:
 
 
 def _make_cast(v: SSAValue, to, near: Operation) -> Operation:
-    attrs = {PLACE_KEY: near.attributes[PLACE_KEY]} if PLACE_KEY in near.attributes else {}
+    """A cast of `v` for its user `near`, placed with the user; a cast for an
+    op without a placement (@main's return: a gradient or buffer given back
+    its type) lives where `v` is made, so the stage passes see the backward
+    op it belongs to (unplaced, it would count as a forward op of the first
+    stage reading a backward value of a later one)."""
+    src = v.owner if isinstance(v.owner, Operation) else None
+    where = near if PLACE_KEY in near.attributes else src
+    attrs = {PLACE_KEY: where.attributes[PLACE_KEY]} if where is not None and PLACE_KEY in where.attributes else {}
     return create_aten_op("_to_copy.default", {"self": v}, {"dtype": np_dtype(to)},
                           [TensorType(to, v.type.get_shape())], attrs)
 
