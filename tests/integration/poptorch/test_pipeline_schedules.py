@@ -445,3 +445,39 @@ def test_autocast_over_two_stages_trains_like_torch_autocast(placement):
     for (n, p), q in zip(ref.named_parameters(), model.parameters()):
         assert q.dtype == torch.float32
         torch.testing.assert_close(q, p.detach(), rtol=1e-3, atol=1e-4, msg=lambda m, n=n: f"{n}: {m}")
+
+
+def test_float_downcast_to_half_over_two_stages_trains_like_pytorch():
+    """FloatDowncastToHalf without autocast: float16 inputs, float32 weights
+    cast down where they meet them, over the stages PipelinedExecution.auto(2)
+    cuts; the weights' float32 gradients leave the backward stages they are
+    computed in. The reference: the model in float16 from the float32 master
+    weights, its float16 gradients applied to them."""
+    torch.manual_seed(0)
+    G, mb = 4, 2
+    model = _ConvHead(blocks=False)
+    ref = copy.deepcopy(model)
+    opts = _opts(tilefx.PipelinedExecution.auto(2), G=G)
+    opts.outputMode(tilefx.OutputMode.All)
+    opts.Precision.halfFloatCasting(tilefx.HalfFloatCastingBehavior.FloatDowncastToHalf)
+    trainer = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.05))
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    g = torch.Generator().manual_seed(7)
+    for _ in range(3):
+        x, y = torch.randn(G * mb, 1, 8, 8, generator=g).half(), torch.randint(0, 10, (G * mb,), generator=g)
+        _, loss = trainer(x, y)
+        half = copy.deepcopy(ref).half()
+        for p16, p in zip(half.parameters(), ref.parameters()):
+            p16.data = p.detach().half().requires_grad_()
+        with torch.no_grad():
+            ref_losses = torch.stack([half(x[i:i + mb], y[i:i + mb])[1] for i in range(0, G * mb, mb)])
+        half(x, y)[1].backward()
+        for p16, p in zip(half.parameters(), ref.parameters()):
+            p.grad = p16.grad.float()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        torch.testing.assert_close(loss.float(), ref_losses.float(), rtol=5e-3, atol=5e-3)
+    assert {st.ipu for st in trainer.schedule.steps} == {0, 1}
+    for (n, p), q in zip(ref.named_parameters(), model.parameters()):
+        assert q.dtype == torch.float32
+        torch.testing.assert_close(q, p.detach(), rtol=1e-3, atol=1e-4, msg=lambda m, n=n: f"{n}: {m}")
