@@ -26,6 +26,10 @@ float32.
 
 A float16 value cast to float32 and back is folded to the value itself
 (fp16 chains stay in fp16 without round trips).
+
+Each cast takes the placement (`ipu.place`) of the op that reads it; a cast
+before the return, which has none, that of the op whose value it casts, so
+`ipu-auto-stage` and `ipu-assign-stages` put it in that op's stage.
 """
 
 from __future__ import annotations
