@@ -292,3 +292,57 @@ def test_encoder_layer_inference_as_torch_autocast():
     # softmax and the residual LayerNorm promote back to fp32 as in torch
     assert out.dtype == ref.dtype == torch.float32
     torch.testing.assert_close(out, ref.detach(), rtol=2e-3, atol=2e-3)
+
+
+# Two mm layers trained; the weight gradient of layer 1 is an autocast matmul
+# whose float16 result goes back to float32 at @main's return.
+_PIPELINED = """
+func.func @main(%w1: tensor<64x64xf32> {tilefx.param = "w1"}, %w2: tensor<64x64xf32> {tilefx.param = "w2"},
+                %x: tensor<32x64xf32> {tilefx.input = 0 : i64})
+    -> (tensor<f32> {tilefx.output = 0 : i64, tilefx.loss}, tensor<64x64xf32> {tilefx.grad = "w1"},
+        tensor<64x64xf32> {tilefx.grad = "w2"}) {
+  %h1 = aten.mm %x, %w1 {ipu.place = #ipu.place<fwd>} : tensor<32x64xf32>, tensor<64x64xf32> -> tensor<32x64xf32>
+  %a1 = aten.relu %h1 {ipu.place = #ipu.place<fwd>} : tensor<32x64xf32> -> tensor<32x64xf32>
+  %h2 = aten.mm %a1, %w2 {ipu.place = #ipu.place<fwd>} : tensor<32x64xf32>, tensor<64x64xf32> -> tensor<32x64xf32>
+  %a2 = aten.relu %h2 {ipu.place = #ipu.place<fwd>} : tensor<32x64xf32> -> tensor<32x64xf32>
+  %loss = aten.sum %a2 {ipu.place = #ipu.place<fwd>} : tensor<32x64xf32> -> tensor<f32>
+  %seed = aten.full {ipu.place = #ipu.place<bwd>, size = array<i64: 32, 64>, fill_value = 1.0 : f64, dtype = f32} : tensor<32x64xf32>
+  %gh2 = aten.threshold_backward %seed, %a2 {ipu.place = #ipu.place<bwd>, threshold = 0.0 : f64} : tensor<32x64xf32>, tensor<32x64xf32> -> tensor<32x64xf32>
+  %a1t = aten.permute %a1 {ipu.place = #ipu.place<bwd>, dims = array<i64: 1, 0>} : tensor<32x64xf32> -> tensor<64x32xf32>
+  %gw2 = aten.mm %a1t, %gh2 {ipu.place = #ipu.place<bwd>} : tensor<64x32xf32>, tensor<32x64xf32> -> tensor<64x64xf32>
+  %w2t = aten.permute %w2 {ipu.place = #ipu.place<bwd>, dims = array<i64: 1, 0>} : tensor<64x64xf32> -> tensor<64x64xf32>
+  %ga1 = aten.mm %gh2, %w2t {ipu.place = #ipu.place<bwd>} : tensor<32x64xf32>, tensor<64x64xf32> -> tensor<32x64xf32>
+  %gh1 = aten.threshold_backward %ga1, %a1 {ipu.place = #ipu.place<bwd>, threshold = 0.0 : f64} : tensor<32x64xf32>, tensor<32x64xf32> -> tensor<32x64xf32>
+  %xt = aten.permute %x {ipu.place = #ipu.place<bwd>, dims = array<i64: 1, 0>} : tensor<32x64xf32> -> tensor<64x32xf32>
+  %gw1 = aten.mm %xt, %gh1 {ipu.place = #ipu.place<bwd>, ipu.autocast = true} : tensor<64x32xf32>, tensor<32x64xf32> -> tensor<64x64xf32>
+  func.return %loss, %gw1, %gw2 : tensor<f32>, tensor<64x64xf32>, tensor<64x64xf32>
+}
+"""
+
+
+def test_casts_at_the_return_live_with_the_op_they_cast_through_the_stage_passes():
+    """A cast before @main's return takes the placement of the op whose value
+    it casts (the backward matmul), not none, which ipu-auto-stage read as a
+    forward op of the first stage: the stages then stay in data-flow order."""
+    from irtext import parse
+    from tilefx.dialects.irutil import find_func, place
+    from tilefx.passes.assign_stages import AssignStagesPass
+    from tilefx.passes.auto_stage import AutoStagePass
+    from tilefx.passes.autocast import AutocastPass
+    from tilefx.passes.outline_stages import OutlineStagesPass
+    from tilefx.passes.pipelines import graph_context
+
+    module, ctx = parse(_PIPELINED), graph_context()
+    AutocastPass().apply(ctx, module)
+    main = find_func(module, "main")
+    cast = main.body.block.last_op.operands[1].owner
+    assert cast.name == "aten._to_copy" and cast.operands[0].owner.name == "aten.mm"
+    assert place(cast) == place(cast.operands[0].owner) and place(cast).is_backward
+    for p in (AutoStagePass(num_ipus=2, auto_recomputation=0, host_io=False),
+              AssignStagesPass(gradient_accumulation=3), OutlineStagesPass()):
+        p.apply(ctx, module)
+    stages = [o for o in main.body.block.ops if o.name == "ipu.stage"]
+    assert [s.stage.value.data for s in stages] == [0, 1, 2]
+    last = stages[-1].body.block
+    assert cast.parent_block() is last and cast.operands[0].owner.parent_block() is last
+    assert last.last_op.operands[-1] is cast.results[0]  # the stage yields the float32 gradient

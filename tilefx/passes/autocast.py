@@ -26,6 +26,10 @@ float32.
 
 A float16 value cast to float32 and back is folded to the value itself
 (fp16 chains stay in fp16 without round trips).
+
+Each cast takes the placement (`ipu.place`) of the op that reads it; a cast
+before the return, which has none, that of the op whose value it casts, so
+`ipu-auto-stage` and `ipu-assign-stages` put it in that op's stage.
 """
 
 from __future__ import annotations
@@ -236,7 +240,14 @@ def _type_property(o: Operation, name: str) -> Attribute | None:
 
 
 def _make_cast(v: SSAValue, to, near: Operation) -> Operation:
-    attrs = {PLACE_KEY: near.attributes[PLACE_KEY]} if PLACE_KEY in near.attributes else {}
+    """A cast of `v` for its user `near`, placed with the user; a cast for an
+    op without a placement (@main's return: a gradient or buffer given back
+    its type) lives where `v` is made, so the stage passes see the backward
+    op it belongs to (unplaced, it would count as a forward op of the first
+    stage reading a backward value of a later one)."""
+    src = v.owner if isinstance(v.owner, Operation) else None
+    where = near if PLACE_KEY in near.attributes else src
+    attrs = {PLACE_KEY: where.attributes[PLACE_KEY]} if where is not None and PLACE_KEY in where.attributes else {}
     return create_aten_op("_to_copy.default", {"self": v}, {"dtype": np_dtype(to)},
                           [TensorType(to, v.type.get_shape())], attrs)
 

@@ -4,6 +4,7 @@ numbers never depend on the schedule or the split (checked against
 PyTorch); the timeline, bubbles and stashed activations do, as the
 schedules' theory says."""
 
+import contextlib
 import copy
 import itertools
 
@@ -388,3 +389,95 @@ def test_zero_bubble_runs_every_part_once_for_any_depth_and_accumulation():
             when = {p: s.time for p, s in zip(parts, z.steps)}
             assert all(when[(st, i, "weight")] > when[(st, i, "input")] for st, i, part in parts
                        if part == "weight")
+
+
+# -- automatic mixed precision over pipeline stages ---------------------------
+
+class _ConvHead(nn.Module):
+    """A convolution on one stage, a linear layer and the loss on the next
+    (Blocks on IPUs 0 and 1 when `blocks`, else cut by PipelinedExecution.auto)."""
+
+    def __init__(self, blocks: bool):
+        super().__init__()
+        self.blocks = blocks
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 8 * 8, 10)
+        self.loss = nn.CrossEntropyLoss()
+
+    def forward(self, x, y):
+        with tilefx.Block("conv", ipu_id=0) if self.blocks else contextlib.nullcontext():
+            h = torch.relu(self.conv(x))
+        with tilefx.Block("head", ipu_id=1) if self.blocks else contextlib.nullcontext():
+            out = self.fc(h.flatten(1))
+            loss = self.loss(out, y)
+        return out, loss
+
+
+@pytest.mark.parametrize("placement", ["blocks", "auto"])
+def test_autocast_over_two_stages_trains_like_torch_autocast(placement):
+    """The casts ipu-autocast adds to the backward (a float16 weight gradient
+    of the convolution given back its float32 type) run in the backward stage
+    of their layer: the model trains as eager PyTorch under torch.autocast."""
+    torch.manual_seed(0)
+    G, mb = 4, 2
+    model = _ConvHead(placement == "blocks")
+    ref = copy.deepcopy(model)
+    tilefx.removeBlocks(ref)
+    model.autocast()
+    opts = _opts(tilefx.PipelinedExecution.auto(2) if placement == "auto" else None, G=G)
+    opts.outputMode(tilefx.OutputMode.All)  # each micro-batch's loss
+    trainer = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.05))
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    g = torch.Generator().manual_seed(7)
+    for _ in range(3):
+        x, y = torch.randn(G * mb, 1, 8, 8, generator=g), torch.randint(0, 10, (G * mb,), generator=g)
+        _, loss = trainer(x, y)
+        with torch.autocast("cpu", dtype=torch.float16):
+            with torch.no_grad():
+                ref_losses = torch.stack([ref(x[i:i + mb], y[i:i + mb])[1] for i in range(0, G * mb, mb)])
+            _, ref_loss = ref(x, y)
+        ref_opt.zero_grad()
+        ref_loss.backward()
+        ref_opt.step()
+        assert loss.dtype == torch.float32
+        torch.testing.assert_close(loss, ref_losses, rtol=5e-3, atol=5e-3)
+    assert {st.ipu for st in trainer.schedule.steps} == {0, 1}
+    for (n, p), q in zip(ref.named_parameters(), model.parameters()):
+        assert q.dtype == torch.float32
+        torch.testing.assert_close(q, p.detach(), rtol=1e-3, atol=1e-4, msg=lambda m, n=n: f"{n}: {m}")
+
+
+def test_float_downcast_to_half_over_two_stages_trains_like_pytorch():
+    """FloatDowncastToHalf without autocast: float16 inputs, float32 weights
+    cast down where they meet them, over the stages PipelinedExecution.auto(2)
+    cuts; the weights' float32 gradients leave the backward stages they are
+    computed in. The reference: the model in float16 from the float32 master
+    weights, its float16 gradients applied to them."""
+    torch.manual_seed(0)
+    G, mb = 4, 2
+    model = _ConvHead(blocks=False)
+    ref = copy.deepcopy(model)
+    opts = _opts(tilefx.PipelinedExecution.auto(2), G=G)
+    opts.outputMode(tilefx.OutputMode.All)
+    opts.Precision.halfFloatCasting(tilefx.HalfFloatCastingBehavior.FloatDowncastToHalf)
+    trainer = tilefx.trainingModel(model, opts, optimizer=tilefx.optim.SGD(model.parameters(), lr=0.05))
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    g = torch.Generator().manual_seed(7)
+    for _ in range(3):
+        x, y = torch.randn(G * mb, 1, 8, 8, generator=g).half(), torch.randint(0, 10, (G * mb,), generator=g)
+        _, loss = trainer(x, y)
+        half = copy.deepcopy(ref).half()
+        for p16, p in zip(half.parameters(), ref.parameters()):
+            p16.data = p.detach().half().requires_grad_()
+        with torch.no_grad():
+            ref_losses = torch.stack([half(x[i:i + mb], y[i:i + mb])[1] for i in range(0, G * mb, mb)])
+        half(x, y)[1].backward()
+        for p16, p in zip(half.parameters(), ref.parameters()):
+            p.grad = p16.grad.float()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        torch.testing.assert_close(loss.float(), ref_losses.float(), rtol=5e-3, atol=5e-3)
+    assert {st.ipu for st in trainer.schedule.steps} == {0, 1}
+    for (n, p), q in zip(ref.named_parameters(), model.parameters()):
+        assert q.dtype == torch.float32
+        torch.testing.assert_close(q, p.detach(), rtol=1e-3, atol=1e-4, msg=lambda m, n=n: f"{n}: {m}")
