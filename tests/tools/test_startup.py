@@ -70,3 +70,19 @@ def test_tilefx_opt_as_the_command_ends_without_walking_its_objects(tmp_path):
     called = _fresh(tmp_path, _AT_EXIT + "sys.exit(main(['nop.mlir']))")
     assert "ipu.nop" in called.stdout
     assert "frozen at exit: 0" in called.stderr
+
+
+def test_tilefx_opt_runs_graph_passes_on_ipu_ir_without_numpy(tmp_path):
+    """The graph passes import the `aten` dialect to read IR; numpy (~0.15 s
+    of CPU) comes with the first element-type conversion, not with the
+    dialect, so a pipeline that converts none imports neither it nor torch."""
+    pipeline = "ipu-assign-stages,ipu-serialize-matmul,ipu-available-memory,ipu-autocast,ipu-fuse-elementwise"
+    code = ("import contextlib, io, sys\n"
+            "from tilefx.tools.opt import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            f"    rc = main(['nop.mlir', '-p', {pipeline!r}])\n"
+            "print(repr({'rc': rc, 'placed': '#ipu.place<fwd' in out.getvalue(),\n"
+            "            'imported': sorted(m for m in ('torch', 'numpy') if m in sys.modules),\n"
+            "            'aten': 'tilefx.dialects.aten' in sys.modules}))\n")
+    got = ast.literal_eval(_fresh(tmp_path, code).stdout.splitlines()[-1])
+    assert got == {"rc": 0, "placed": True, "imported": [], "aten": True}
