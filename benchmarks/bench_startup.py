@@ -96,9 +96,10 @@ def main() -> None:
         path.write_text(f"func.func @main(%x: {params}) -> {result} {{\n"
                         f"  %y = {line}\n  func.return %y : {result}\n}}\n")
         for label, tree in trees.items():
-            cases[f"tilefx-opt{' '.join(['', *pipeline])} on {op}{label}"] = ([sys.executable, "-c", OPT, str(path), *pipeline], tree)
+            tool = " ".join(["tilefx-opt", *pipeline])
+            cases[f"{tool} on {op}{label}"] = ([sys.executable, "-c", OPT, str(path), *pipeline], tree)
             if op.startswith("aten."):
-                inside[f"tilefx-opt{' '.join(['', *pipeline])} on {op}{label}, after import torch"] = (str(path), tree)
+                inside[f"{tool} on {op}{label}, after import torch"] = (str(path), tree)
     times: dict[str, list[float]] = {k: [] for k in cases}
     cpu: dict[str, list[float]] = {k: [] for k in cases}
     over_torch: dict[str, list[float]] = {k: [] for k in inside}
