@@ -1,17 +1,19 @@
 """Start-up of `tilefx-opt` against `python -c pass` and `import torch`.
 
-    python benchmarks/bench_startup.py [ROUNDS] [--before TREE]
+    python benchmarks/bench_startup.py [ROUNDS] [--ops OPS] [-p PIPELINE] [--before TREE]
 
 Runs each command ROUNDS times (default 5), the commands interleaved so
 that a loaded machine weighs on all alike, and prints each one's median
 wall-clock time and its ratio to `python -c pass` and to `python -c "import
 torch"` of the same rounds, and the median CPU time (user + system) the
 command used, which a machine loaded by other work inflates far less than
-the wall clock. `tilefx-opt` reads a one-op function: `ipu.nop` (IR without `aten`
-ops: no torch) and one op of each class torch's shape rules verify
+the wall clock, with the lowest of the rounds. `tilefx-opt` reads a
+one-op function: `ipu.nop` (IR without `aten` ops: no torch) and one op of each class torch's shape rules verify
 differently (tilefx/lowering/torch_rules.py): `aten.relu` (elementwise),
 `aten.mm`, `aten._softmax`, `aten.convolution` and `aten.sum.dim_IntList`.
-With `--before TREE` it also times the tilefx source tree TREE (e.g. an
+With `-p PIPELINE` each `tilefx-opt` also runs those passes (e.g.
+`-p ipu-assign-stages`: a graph pass imports the `aten` dialect to read the
+IR). With `--before TREE` it also times the tilefx source tree TREE (e.g. an
 older commit's `git archive`) for comparison. Last, for each `aten` op, the
 CPU time `tilefx-opt` takes in a process that imported torch first, measured
 inside it: the cost over `import torch` directly, where the difference of
@@ -76,6 +78,7 @@ def main() -> None:
     ap.add_argument("--before", help="a tilefx source tree to time as well")
     ap.add_argument("--source", action="store_true", help="compile every module on every start (no bytecode cache)")
     ap.add_argument("--ops", help="comma-separated ops of IR to time (default: all)")
+    ap.add_argument("-p", "--passes", help="a pass pipeline every tilefx-opt command runs (default: none)")
     args = ap.parse_args()
     tmp = pathlib.Path(tempfile.mkdtemp())
     pycache = None if args.source else tmp / "pycache"
@@ -86,15 +89,17 @@ def main() -> None:
     trees = {"": str(ROOT)} | ({" (before)": args.before} if args.before else {})
     inside: dict[str, tuple[str, str]] = {}
     ops = args.ops.split(",") if args.ops else list(IR)
+    pipeline = ["-p", args.passes] if args.passes else []
     for op in ops:
         params, line, result = IR[op]
         path = tmp / f"{op}.mlir"
         path.write_text(f"func.func @main(%x: {params}) -> {result} {{\n"
                         f"  %y = {line}\n  func.return %y : {result}\n}}\n")
         for label, tree in trees.items():
-            cases[f"tilefx-opt on {op}{label}"] = ([sys.executable, "-c", OPT, str(path)], tree)
+            tool = " ".join(["tilefx-opt", *pipeline])
+            cases[f"{tool} on {op}{label}"] = ([sys.executable, "-c", OPT, str(path), *pipeline], tree)
             if op.startswith("aten."):
-                inside[f"tilefx-opt on {op}{label}, after import torch"] = (str(path), tree)
+                inside[f"{tool} on {op}{label}, after import torch"] = (str(path), tree)
     times: dict[str, list[float]] = {k: [] for k in cases}
     cpu: dict[str, list[float]] = {k: [] for k in cases}
     over_torch: dict[str, list[float]] = {k: [] for k in inside}
@@ -111,7 +116,7 @@ def main() -> None:
                 times[name].append(elapsed)
                 cpu[name].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         for name, (path, tree) in inside.items():
-            out = subprocess.run([sys.executable, "-c", OPT_AFTER_TORCH, path], env=_env(tree, pycache),
+            out = subprocess.run([sys.executable, "-c", OPT_AFTER_TORCH, path, *pipeline], env=_env(tree, pycache),
                                  capture_output=True, text=True, cwd=tmp)
             if out.returncode:
                 raise SystemExit(f"{name} failed:\n{out.stderr[-2000:]}")
@@ -123,9 +128,10 @@ def main() -> None:
     for name, ts in times.items():
         m, c = statistics.median(ts), statistics.median(cpu[name])
         print(f"{name:45s} median {m:6.2f} s  x pass {m / base:5.1f}  x import torch {m / torch_s:5.2f}"
-              f"  cpu {c:5.2f} s  cpu - import torch {c - torch_cpu:+5.2f} s")
+              f"  cpu {c:5.2f} s (lowest {min(cpu[name]):5.2f} s)  cpu - import torch {c - torch_cpu:+5.2f} s")
     for name, cs in over_torch.items():
-        print(f"{name:66s} cpu over import torch, in the process {statistics.median(cs):5.2f} s")
+        print(f"{name:66s} cpu over import torch, in the process {statistics.median(cs):5.2f} s"
+              f" (lowest {min(cs):5.2f} s)")
     print("bytecode:", "compiled on every start" if args.source else "cached", " load average:", os.getloadavg())
 
 

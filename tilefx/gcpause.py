@@ -22,10 +22,21 @@ process compiling many models does not wait long for one, a full
 collection runs once FULL_COLLECTION_AFTER objects were moved so (every few
 compiles, never on the first). A process that froze objects itself (before
 forking) has its frozen set left as it is.
+
+A command-line tool ends its process with `no_collection_at_exit()`: the
+interpreter's shutdown runs full collections that walk every object still
+alive (xDSL's classes, the dialects, the IR; torch's, once imported) only to
+free what the end of the process frees anyway, ~0.09 s of `tilefx-opt`'s
+~0.53 s on a one-op file. Frozen objects are left out of those collections.
+What is not collected is only cyclic garbage alive at exit, whose `__del__`
+Python does not promise to run (the Python Language Reference, 3.3.1,
+`object.__del__`); `atexit` handlers, `weakref.finalize` callbacks and the
+flush of the standard streams still run.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 from collections.abc import Iterator
@@ -52,3 +63,11 @@ def gc_paused() -> Iterator[None]:
             if _moved[0] > FULL_COLLECTION_AFTER:
                 _moved[0] = 0
                 gc.collect()
+
+
+def no_collection_at_exit() -> None:
+    """Have the interpreter end this process without walking its objects:
+    every object alive when the `atexit` handlers run is frozen (for a
+    command whose process ends after it: see the module's doc)."""
+    atexit.unregister(gc.freeze)  # once, however often a command runs in the process
+    atexit.register(gc.freeze)

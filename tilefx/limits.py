@@ -11,7 +11,6 @@ naming the variable, never a silent default.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 
@@ -121,6 +120,8 @@ def load_json(data: str | bytes, where: str, size: Limit = EXECUTABLE_JSON_BYTES
     def parse_int(text: str) -> int:
         INTEGER_DIGITS.check(len(text.lstrip("-")), where)
         return int(text)
+
+    import json  # here: tilefx-opt reads limits for IR, which needs no JSON
 
     try:
         return json.loads(data, parse_int=parse_int)

@@ -10,7 +10,7 @@ inside a pass naming the pass and the op (exit 1), and anything unforeseen as
 
 from __future__ import annotations
 
-from tilefx.gcpause import gc_paused
+from tilefx.gcpause import gc_paused, no_collection_at_exit
 
 # Start-up makes objects that all live to the end (xDSL's classes, the
 # dialects, the parsed IR): with the collector paused no collection walks them
@@ -219,6 +219,11 @@ def report(e: BaseException) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run tilefx-opt on `argv`, or, without it, as the command (the
+    `tilefx-opt` script, `python -m tilefx.tools.opt`) on the command line, in
+    a process that ends after it: no collection at its exit (gcpause.py)."""
+    if argv is None:
+        no_collection_at_exit()
     try:
         try:
             with gc_paused():  # loading the dialects, parsing, the passes (as a compile does: gcpause.py)
