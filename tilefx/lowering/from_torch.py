@@ -65,7 +65,8 @@ from tilefx.lowering.tensor_ids import TensorIds
 from tilefx.lowering.find_loss import loss_or_error
 from tilefx.lowering.trace_locations import (data_dependent, located, location_of, module_of, quiet_meta_failures,
                                              traceback_line, traceback_location)
-from tilefx.lowering.tracing_state import GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
+from tilefx.lowering.tracing_state import (GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks,
+                                          node_meta_kept, start_tracing, uses_begin_block)
 from tilefx.dialects.names import MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import ATTRIBUTES_KEY, ATTRIBUTES_META_KEY
 from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
@@ -704,6 +705,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     metas = MetaAsFake(model, tuple(args))
     try:
         with contextlib.ExitStack() as stack:
+            stack.enter_context(node_meta_kept())  # first in, last out: after every annotation closed
             stack.enter_context(frozen)
             stack.enter_context(metas)  # after `frozen`: its meta tensor attributes too
             args = metas.args
