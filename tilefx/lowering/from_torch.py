@@ -59,6 +59,7 @@ from tilefx.lowering.joint_trace import (BufferInput, GradOutput, InputMutation,
                                          PlainOutput, trace_joint)
 from tilefx.lowering.dtensor_lookup import prime as prime_dtensor_lookup
 from tilefx.lowering.no_compiler import without_compiler
+from tilefx.lowering.mixed_precision import PromoteMixedHalf
 from tilefx.lowering.model_state import MetaAsFake, TensorAttributes
 from tilefx.lowering.static_ops import static_ops
 from tilefx.lowering.tensor_ids import TensorIds
@@ -693,11 +694,13 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     """Trace `model` called with the tensors `args` (micro-batch shaped) into
     the graph IR. `call` says how they make the model's arguments (nesting,
     keywords, constants; default: positional); the inputs in `upcast_inputs`
-    are fp16 and cast to fp32 inside the graph."""
+    are fp16 and cast to fp32 inside the graph. With fp16 inputs, ops that
+    take one dtype promote fp16 meeting fp32 (`mixed_precision.py`)."""
     aten_kernels.install()  # the graph IR this makes is verified by torch's rules and run on ATen's kernels
     if call is None:
         call = bind_call(None, tuple(args), {})[0]
     prime_dtensor_lookup()  # before any mode is on: torch's DTensor check without importing it
+    half_inputs = any(isinstance(a, torch.Tensor) and a.dtype == torch.float16 for a in args)
     model, prefix = CallWith(model, call, upcast_inputs), "inner."
     requested = list(GradientOutputs.requested) if training else []
     Tracing.on = True
@@ -720,6 +723,8 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             stack.enter_context(_mkldnn_off())
             stack.enter_context(quiet_meta_failures())
             stack.enter_context(SourceLocations())
+            if half_inputs:  # inside SourceLocations: its casts carry the user's line too
+                stack.enter_context(PromoteMixedHalf())
             stack.enter_context(without_compiler())
             if not training:
                 stack.enter_context(torch.no_grad())
