@@ -26,13 +26,13 @@ from tilefx.dialects.names import UPCAST_INPUT_META_KEY
 # dtype only: the matrix products and convolutions (PopTorch's autocast fp16
 # list), the ops PopTorch's autocast promotes when their inputs mix, and the
 # others eager PyTorch refuses with float16 meeting float32 (prelu, lerp,
-# attention, the recurrent layers).
+# attention). nn.LSTM/GRU/RNN check their input's dtype in Python first and
+# refuse it, as in eager.
 SAME_DTYPE_FUNCTIONS = frozenset({
     "linear", "bilinear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "addmm", "addbmm", "baddbmm",
     "mv", "addmv", "addr", "dot", "vdot", "inner", "chain_matmul", "tensordot", "einsum",
     "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "conv_tbc",
     "convolution", "index_put", "prelu", "lerp", "scaled_dot_product_attention",
-    "lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell",
 })
 _MIXED = {torch.float16, torch.float32}
 
