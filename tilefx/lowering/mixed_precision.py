@@ -24,10 +24,10 @@ from tilefx.dialects.names import UPCAST_INPUT_META_KEY
 
 # The torch functions (by name) whose CPU kernels take float operands of one
 # dtype only: the matrix products and convolutions (PopTorch's autocast fp16
-# list), the ops PopTorch's autocast promotes when their inputs mix, and the
-# others eager PyTorch refuses with float16 meeting float32 (prelu, lerp,
-# attention). nn.LSTM/GRU/RNN check their input's dtype in Python first and
-# refuse it, as in eager.
+# list) and the other ops eager PyTorch refuses with float16 meeting float32
+# (index_put, prelu, lerp, attention). The rest of PopTorch's autocast
+# promote list (cat, stack, addcmul, ...) promotes by itself. nn.LSTM/GRU/RNN
+# check their input's dtype in Python first and refuse it, as in eager.
 SAME_DTYPE_FUNCTIONS = frozenset({
     "linear", "bilinear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "addmm", "addbmm", "baddbmm",
     "mv", "addmv", "addr", "dot", "vdot", "inner", "chain_matmul", "tensordot", "einsum",
