@@ -19,6 +19,9 @@ from tilefx.dialects.names import AUTOCAST_META_KEY
 
 
 
+_UNSET = object()
+
+
 class autocast(contextlib.ContextDecorator):
     """`with poptorch.autocast(): ...`, `@poptorch.autocast()` or `model.autocast()`."""
 
@@ -26,16 +29,29 @@ class autocast(contextlib.ContextDecorator):
         if not isinstance(enabled, bool):
             raise Error(f"autocast(enabled) expects a bool, got {enabled!r}")
         self.enabled = enabled
-        self._cms: list = []
+        self._saved: list = []
 
+    # The setting is one key of torch's node metadata (`current_meta["custom"]`),
+    # set on entry and given back its previous value on exit. torch's
+    # `fx.traceback.annotate` would restore the whole dict it copied on entry,
+    # and, left open by a forward that raised, would do so whenever the
+    # generator is collected, in the middle of a later trace.
     def __enter__(self):
-        cm = torch.fx.traceback.annotate({AUTOCAST_META_KEY: self.enabled})
-        cm.__enter__()
-        self._cms.append(cm)
+        custom = torch.fx.traceback.current_meta.setdefault("custom", {})
+        self._saved.append(custom.get(AUTOCAST_META_KEY, _UNSET))
+        custom[AUTOCAST_META_KEY] = self.enabled
         return self
 
     def __exit__(self, *exc):
-        return self._cms.pop().__exit__(*exc)
+        if not self._saved:
+            return False
+        previous = self._saved.pop()
+        custom = torch.fx.traceback.current_meta.setdefault("custom", {})
+        if previous is _UNSET:
+            custom.pop(AUTOCAST_META_KEY, None)
+        else:
+            custom[AUTOCAST_META_KEY] = previous
+        return False
 
 
 def _module_autocast(self: torch.nn.Module, enabled: bool = True) -> torch.nn.Module:
@@ -50,8 +66,9 @@ def _module_autocast(self: torch.nn.Module, enabled: bool = True) -> torch.nn.Mo
     def leave(module, args, out):
         scope.__exit__(None, None, None)
 
+    # always_call: the setting ends with the forward, also when the forward raises
     self._tilefx_autocast_handles = (self.register_forward_pre_hook(enter),
-                                     self.register_forward_hook(leave))
+                                     self.register_forward_hook(leave, always_call=True))
     return self
 
 

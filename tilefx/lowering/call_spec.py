@@ -484,8 +484,8 @@ def check_dense(model: torch.nn.Module) -> None:
 class CallWith(torch.nn.Module):
     """Traces `inner(*args, **kwargs)` from the flat tensor inputs: the call's
     structure and constants are rebuilt inside the trace; the tensors in
-    `upcast` (fp16 inputs meeting fp32 weights) are cast to fp32 there, as
-    PyTorch's promotion would."""
+    `upcast` (fp16 inputs meeting fp32 weights, with FloatDowncastToHalf) are
+    cast to fp32 there, marked so that ipu-autocast makes them fp16 again."""
 
     def __init__(self, inner: torch.nn.Module, call: CallSpec, upcast: frozenset[int] = frozenset()):
         super().__init__()

@@ -59,13 +59,15 @@ from tilefx.lowering.joint_trace import (BufferInput, GradOutput, InputMutation,
                                          PlainOutput, trace_joint)
 from tilefx.lowering.dtensor_lookup import prime as prime_dtensor_lookup
 from tilefx.lowering.no_compiler import without_compiler
+from tilefx.lowering.mixed_precision import PromoteMixedHalf
 from tilefx.lowering.model_state import MetaAsFake, TensorAttributes
 from tilefx.lowering.static_ops import static_ops
 from tilefx.lowering.tensor_ids import TensorIds
 from tilefx.lowering.find_loss import loss_or_error
 from tilefx.lowering.trace_locations import (data_dependent, located, location_of, module_of, quiet_meta_failures,
                                              traceback_line, traceback_location)
-from tilefx.lowering.tracing_state import GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks, start_tracing, uses_begin_block
+from tilefx.lowering.tracing_state import (GradientOutputs, ModuleScope, SourceLocations, Tracing, end_begin_blocks,
+                                          node_meta_kept, start_tracing, uses_begin_block)
 from tilefx.dialects.names import MODULE_META_KEY, AVAILABLE_MEMORY_KEY, MULTICONV_KEY, MULTICONV_META_KEY, NAME_KEY
 from tilefx.dialects.names import ATTRIBUTES_KEY, ATTRIBUTES_META_KEY
 from tilefx.dialects.names import BLOCK_META_KEY, IPU_META_KEY, AUTOCAST_KEY, AUTOCAST_META_KEY, BUFFER_KEY, GRAD_KEY, INPUT_KEY, LOSS_KEY, LOSS_SEED_KEY, MUTATED_INPUT_KEY, OUTPUT_KEY, PARAM_KEY, UPCAST_INPUT_KEY, UPCAST_INPUT_META_KEY
@@ -692,11 +694,13 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     """Trace `model` called with the tensors `args` (micro-batch shaped) into
     the graph IR. `call` says how they make the model's arguments (nesting,
     keywords, constants; default: positional); the inputs in `upcast_inputs`
-    are fp16 and cast to fp32 inside the graph."""
+    are fp16 and cast to fp32 inside the graph. With fp16 inputs, ops that
+    take one dtype promote fp16 meeting fp32 (`mixed_precision.py`)."""
     aten_kernels.install()  # the graph IR this makes is verified by torch's rules and run on ATen's kernels
     if call is None:
         call = bind_call(None, tuple(args), {})[0]
     prime_dtensor_lookup()  # before any mode is on: torch's DTensor check without importing it
+    half_inputs = any(isinstance(a, torch.Tensor) and a.dtype == torch.float16 for a in args)
     model, prefix = CallWith(model, call, upcast_inputs), "inner."
     requested = list(GradientOutputs.requested) if training else []
     Tracing.on = True
@@ -704,6 +708,7 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
     metas = MetaAsFake(model, tuple(args))
     try:
         with contextlib.ExitStack() as stack:
+            stack.enter_context(node_meta_kept())  # first in, last out: after every annotation closed
             stack.enter_context(frozen)
             stack.enter_context(metas)  # after `frozen`: its meta tensor attributes too
             args = metas.args
@@ -718,6 +723,8 @@ def trace(model: torch.nn.Module, args: tuple, training: bool,
             stack.enter_context(_mkldnn_off())
             stack.enter_context(quiet_meta_failures())
             stack.enter_context(SourceLocations())
+            if half_inputs:  # inside SourceLocations: its casts carry the user's line too
+                stack.enter_context(PromoteMixedHalf())
             stack.enter_context(without_compiler())
             if not training:
                 stack.enter_context(torch.no_grad())

@@ -89,6 +89,24 @@ def open_annotation(meta: dict) -> None:
     ModuleScope.apply()  # the annotation restored an older module path: the current one wins
 
 
+@contextlib.contextmanager
+def node_meta_kept():
+    """torch's node metadata (`torch.fx.traceback.current_meta`) as it was
+    before a trace, put back after it whether the trace succeeded or failed.
+    `preserve_node_meta` alone keeps only a shallow copy, whose "custom" dict
+    is the one the trace's annotations write into: a trace that stops half
+    way (a forward that raised) would leave its annotations there, and the
+    next trace would stamp them on every node."""
+    meta = torch.fx.traceback.current_meta
+    saved = {k: dict(v) if isinstance(v, dict) else v for k, v in meta.items()}
+    try:
+        yield
+    finally:
+        meta = torch.fx.traceback.current_meta
+        meta.clear()
+        meta.update(saved)
+
+
 def start_tracing() -> None:
     BeginBlockState.last_fired = -1
     BeginBlockState.last_layer = ""

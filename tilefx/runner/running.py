@@ -24,17 +24,18 @@ class CallPath:
     """The host loop of an executor's call."""
 
     def _upcast_inputs(self, inputs: list[torch.Tensor]) -> frozenset[int]:
-        """fp16 inputs of a model with fp32 weights: traced as fp32 inside the graph
-        (PyTorch's promotion, HalfUpcastToFloat, the default); with
-        FloatDowncastToHalf ipu-autocast undoes these casts and casts the weights
-        down instead."""
+        """The fp16 inputs cast to fp32 as they enter the graph: only with
+        FloatDowncastToHalf, where ipu-autocast undoes these casts and casts the
+        fp32 weights and inputs they meet down instead. By default
+        (HalfUpcastToFloat) an fp16 input keeps its dtype and the tracer
+        promotes it where an op meets it with fp32 (lowering/mixed_precision.py)."""
+        if not self._config.downcast_half:
+            return frozenset()
         half = frozenset(i for i, x in enumerate(inputs) if x.dtype == torch.float16)
+        # "PopTorch ... will cast all inputs to float16" (PopTorch user guide, earlier releases, "Half /
+        # float16 support"): an fp32 input meeting an fp16 one is cast down as an fp32 weight is
         floats = {p.dtype for p in self._user_model.parameters() if p.is_floating_point()}
-        if self._config.downcast_half:  # HalfFloatCastingBehavior.FloatDowncastToHalf
-            # "PopTorch ... will cast all inputs to float16" (PopTorch user guide, earlier releases, "Half /
-            # float16 support"): an fp32
-            # input meeting an fp16 one is cast down as an fp32 weight is
-            floats |= {x.dtype for x in inputs}
+        floats |= {x.dtype for x in inputs}
         if not half or torch.float32 not in floats:
             return frozenset()
         return half
