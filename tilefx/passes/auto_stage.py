@@ -91,6 +91,7 @@ from xdsl.ir import BlockArgument, Operation, OpResult
 from xdsl.passes import ModulePass
 
 from tilefx.analysis.repeated_layers import op_cost_reusing, twins_of
+from tilefx.analysis.shared_results import shared_of
 from tilefx.backend.collectives import host_stream_cycles
 from tilefx.backend.costs import VIEW_OPS, _bytes
 from tilefx.backend.locations import MIN_ELEMENTS_OFF_CHIP, MIN_ELEMENTS_SHARDED, ON_CHIP, Locations, TensorLocation
@@ -99,7 +100,7 @@ from tilefx.backend.memory_model import STATE_ITEMSIZE, optimizer_state_tensors,
 from tilefx.backend.schedule import SCHEDULES, pipelined
 from tilefx.dialects.ipu import DEFAULT_PROPORTION, PLACE_KEY, START_BLOCK, PlacementAttr
 from tilefx.dialects.irutil import find_func, from_py, module_config, place, value_numel
-from tilefx.dialects.names import (AUTO_STAGE_KEY, OPTIMIZER_KEY, PARAM_KEY, STRATEGY_KEY)
+from tilefx.dialects.names import AUTO_STAGE_KEY, OPTIMIZER_KEY, PARAM_KEY, PARTIALS_TYPE_KEY, STRATEGY_KEY
 from tilefx.passes import check_option
 from tilefx.passes.assign_stages import PlacementError
 from tilefx.passes.available_memory import AvailableMemoryPass
@@ -219,8 +220,18 @@ class AutoStagePass(ModulePass):
         if any(o.name == "ipu.stage" for o in ops):
             raise PlacementError("ipu-auto-stage runs before ipu-outline-stages: @main already has stages")
         training = any(place(o, _UNPLACED).is_backward for o in ops)
-        anchor, n = _anchors(ops)
-        tail = _tail_start(ops, anchor, cfg["tail_block"]) if cfg["tail_block"] else None
+        # what follows up to the partition reads the ops, which every copy of
+        # one trace has unchanged, and the settings in each result's key: a
+        # planner's copies share it (analysis/shared_results.py)
+        shared = shared_of(op)
+
+        def once(key: tuple, compute):
+            return compute() if shared is None else shared.get(key, compute)
+
+        anchor_at, n = once(("anchors",), lambda: _anchor_list(ops))
+        anchor = dict(zip(ops, anchor_at))
+        tail = once(("tail", cfg["tail_block"]), lambda: _tail_start(ops, anchor, cfg["tail_block"])) \
+            if cfg["tail_block"] else None
         if tail is not None and tail < N:
             raise PlacementError(f"ipu-auto-stage: block {cfg['tail_block']!r} starts at forward op {tail}, "
                                  f"too early for {N} stages before it")
@@ -230,7 +241,6 @@ class AutoStagePass(ModulePass):
 
         rc = self.auto_recomputation
         on = training and rc != NO_RECOMPUTATION
-        kept, recomputed = _recomputation(main, ops) if on else ({}, set())
         # PopART's Pipeline recomputation (PopTorch's default over several
         # IPUs) keeps each stage's inputs. With checkpoints it recomputes
         # what the checkpoints alone would (segment by segment); without,
@@ -238,29 +248,41 @@ class AutoStagePass(ModulePass):
         # inputs, and the last (whose backward follows at once) nothing
         by_stage = on and rc in (-1, PIPELINE) and cfg["kind"] == "pipelined" and len(set(stage_ipus)) > 1
         whole = by_stage and not has_checkpoints(main)
-        kept_s, recomputed_s = _recomputation(main, ops, from_stage_inputs=True) if whole else (kept, recomputed)
-        # the loss stage (the last), whose backward follows its forward at
-        # once, recomputes nothing after its last checkpoints (PopART's
-        # setFinalFwdStageRecomputation; ipu-recompute's `stage_kept`): only
-        # the ops feeding a checkpoint, which lies in the stage whatever its
-        # first cut. Without checkpoints, nothing (`recomputed` is empty)
-        kept_f, recomputed_f = _recomputation(main, ops, final=True) if by_stage and not whole else \
-            (kept, recomputed)
-        split = recomputed_f != recomputed_s
+        recomputing = (on, by_stage, whole)
+        rec: dict = {}
+
+        def recomputation() -> dict:
+            """(kept, recomputed) of every stage but the last ("s"), of the
+            last ("f") and without Pipeline recomputation (""), on this copy."""
+            if not rec:
+                rec[""] = _recomputation(main, ops) if on else ({}, set())
+                rec["s"] = _recomputation(main, ops, from_stage_inputs=True) if whole else rec[""]
+                # the loss stage (the last), whose backward follows its forward at
+                # once, recomputes nothing after its last checkpoints (PopART's
+                # setFinalFwdStageRecomputation; ipu-recompute's `stage_kept`): only
+                # the ops feeding a checkpoint, which lies in the stage whatever its
+                # first cut. Without checkpoints, nothing (`recomputed` is empty)
+                rec["f"] = _recomputation(main, ops, final=True) if by_stage and not whole else rec[""]
+            return rec
+
+        split = once(("split",) + recomputing, lambda: recomputation()["f"][1] != recomputation()["s"][1])
         # per-position costs, one vector per distinct available memory proportion
         props = AvailableMemoryPass(default_proportion=self.default_proportion)._per_ipu(op)
         ipu_prop = [props.get(i, float(self.default_proportion)) for i in range(N)]
-        cycles: dict[tuple, np.ndarray] = {}
-        bwd_cycles: dict[tuple, np.ndarray] = {}
-        temp = np.zeros(n)
-        code = np.zeros(n)
         # an op of a repeated block takes its twin's cost (analysis/repeated_layers.py)
         twins = twins_of(op)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the profile warns once the stages are final
-            for p in sorted(set(ipu_prop)):
-                done: dict = {}
-                for last, again in ((True, recomputed_f), (False, recomputed_s))[:1 + split]:
+
+        def cost_vectors(p: float) -> tuple:
+            """Per position at proportion `p`: (cycles, backward cycles) of
+            the last stage and of the others, the largest temporary and the
+            ops (the code)."""
+            r = recomputation()
+            out: list = []
+            temp, code = np.zeros(n), np.zeros(n)
+            done: dict = {}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the profile warns once the stages are final
+                for last, again in ((True, r["f"][1]), (False, r["s"][1]))[:1 + split]:
                     c = np.zeros(n)
                     cb = np.zeros(n)
                     for o in ops:
@@ -270,32 +292,46 @@ class AutoStagePass(ModulePass):
                         c[anchor[o]] += times * cost.cycles
                         if place(o, _UNPLACED).is_backward or o in again:
                             cb[anchor[o]] += cost.cycles
-                        if p == ipu_prop[0] and last:
+                        if last:
                             temp[anchor[o]] = max(temp[anchor[o]], cost.temp_bytes)
                             code[anchor[o]] += 1
-                    cycles[p, last] = c
-                    bwd_cycles[p, last] = cb
-                if not split:  # every stage recomputes as the last does
-                    cycles[p, False], bwd_cycles[p, False] = cycles[p, True], bwd_cycles[p, True]
-        inputs, inputs_s = ({}, {}) if by_stage else (None, None)
-        weights, saved, crossing, working = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"],
-                                                            cfg["state_shards"], cfg["locations"], cfg["replicas"],
-                                                            kept, inputs)
-        saved_s, stash_in, once = saved, np.zeros(n + 1), np.zeros(n)
+                    out.append((c, cb))
+            if not split:  # every stage recomputes as the last does
+                out.append(out[0])
+            return out[0], out[1], temp, code
+
+        partials = op.attributes.get(PARTIALS_TYPE_KEY)
+        per_prop = {p: once(("cycles", mach.name, partials, p) + recomputing, lambda: cost_vectors(p))
+                    for p in sorted(set(ipu_prop))}
+        cycles = {(p, last): per_prop[p][0 if last else 1][0] for p in per_prop for last in (True, False)}
+        bwd_cycles = {(p, last): per_prop[p][0 if last else 1][1] for p in per_prop for last in (True, False)}
+        temp, code = per_prop[ipu_prop[0]][2:]
+        states = optimizer_state_tensors(module_config(op, OPTIMIZER_KEY) or {})
+
+        def memory() -> tuple:
+            r = recomputation()
+            vectors = (op, main, ops, anchor, n, training, cfg["state"], cfg["state_shards"], cfg["locations"],
+                       cfg["replicas"])
+            inputs, inputs_s = ({}, {}) if by_stage else (None, None)
+            weights, saved, crossing, working = _memory_vectors(*vectors, r[""][0], inputs)
+            # and the backward of every stage but the last holds what it recomputes
+            saved_s = _memory_vectors(*vectors, r["s"][0], inputs_s)[1] if whole else saved
+            # the loss stage stashes what it does not recompute, for one micro-batch
+            saved_f = _memory_vectors(*vectors, r["f"][0])[1] if r["f"][0] is not r[""][0] else saved
+            return weights, saved, crossing, working, inputs, inputs_s, saved_s, saved_f
+
+        weights, saved, crossing, working, inputs, inputs_s, saved_s, saved_f = once(
+            ("memory", states, cfg["state"], cfg["state_shards"], cfg["locations"], cfg["replicas"]) + recomputing,
+            memory)
+        stash_in, once_held = np.zeros(n + 1), np.zeros(n)
         leaving = leaving_s = leaving_once = None
         if by_stage:  # a stage holds its inputs (the values a forward op reads across the cut before it)
             stash_in[1:n] = inputs["held"][1:n]  # per micro-batch, and its maker does not
             leaving = leaving_s = inputs["leaving"]
         if whole:  # and its backward holds what it recomputes, every value the backward reads, for one
-            saved_s = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"], cfg["state_shards"],
-                                      cfg["locations"], cfg["replicas"], kept_s, inputs_s)[1]
-            once, leaving_s, leaving_once = saved, inputs_s["leaving"], leaving
-        saved_f = saved
-        if kept_f is not kept:  # the loss stage stashes what it does not recompute, for one micro-batch
-            saved_f = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"], cfg["state_shards"],
-                                      cfg["locations"], cfg["replicas"], kept_f)[1]
+            once_held, leaving_s, leaving_once = saved, inputs_s["leaving"], leaving
         stage_saved = [saved_s] * (S - 1) + [saved_f]
-        stage_once = [once] * (S - 1) + [np.zeros(n)]
+        stage_once = [once_held] * (S - 1) + [np.zeros(n)]
         stage_leaving = [(leaving_s, leaving_once)] * (S - 1) + [(leaving, None)]
         stage_cycles = [cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
         stage_bwd = [bwd_cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
@@ -308,8 +344,9 @@ class AutoStagePass(ModulePass):
             # it shares with the IPU it is back on): one copy out of the tail to the
             # reader's IPU, none to its own, not one across every cut between (the
             # partition knows which IPU the reader's stage is on)
+            crossing = crossing.copy()
             tail_back = np.zeros(n)
-            for e, b in _tail_gradients(ops, anchor, tail):
+            for e, b in once(("tail gradients", tail), lambda: _tail_gradients(ops, anchor, tail)):
                 crossing[1, e + 1:tail] -= b
                 tail_back[e] += b
         link = np.array([[mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0 for b in row]
@@ -317,9 +354,9 @@ class AutoStagePass(ModulePass):
         # the host streams of a micro-batch, on the steps the profile's
         # timeline puts them: the inputs before stage 0's forward, the
         # outputs after the last step (stage 0's backward when training)
-        host = host_stream_cycles(main, mach, self.host_io)
+        host = once(("host", mach.name, self.host_io), lambda: host_stream_cycles(main, mach, self.host_io))
         depth = stash_depths(stage_ipus, cfg["schedule"], self.micro_batches, training)
-        pinned, no_cut = _user_constraints(ops, anchor, n)
+        pinned, no_cut = once(("constraints",), lambda: _user_constraints(ops, anchor, n))
 
         cuts, stage_report, stage_mem_ok, tail_saving = _partition(
             stage_cycles, link, weights, stage_saved, temp, code, depth,
@@ -366,6 +403,12 @@ class AutoStagePass(ModulePass):
 def _is_position(o: Operation) -> bool:
     """A forward op reading another forward op's result: a position."""
     return not place(o, _UNPLACED).is_backward and any(_forward_op(v) for v in o.operands)
+
+
+def _anchor_list(ops: list[Operation]) -> tuple[list[int], int]:
+    """`_anchors` as a list in the order of `ops` (what copies of the ops share)."""
+    anchor, n = _anchors(ops)
+    return [anchor[o] for o in ops], n
 
 
 def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:

@@ -28,6 +28,8 @@ from tilefx.api.options import Options
 from tilefx.api.strategies import PipelinedExecution
 from tilefx import driver
 from tilefx.analysis.repeated_layers import attach, twin_pairs, twins_in
+from tilefx.analysis.shared_results import Shared
+from tilefx.analysis.shared_results import attach as share
 from tilefx.backend.machine import machine as machine_named
 from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr, StageOp
 from tilefx.dialects.irutil import find_func, from_py, module_config
@@ -109,6 +111,12 @@ class _Planner:
         # first of them (analysis/repeated_layers.py); False: every op of every copy costed
         self.reuse_repeats = True
         self.repeat_pairs: list[tuple[int, int]] = []
+        # what ipu-auto-stage derives from the traced ops alone (each op's
+        # position, the recomputation, each position's cycles and bytes),
+        # computed once per setting it reads for every copy costed
+        # (analysis/shared_results.py); False: computed on each copy
+        self.share_results = True
+        self.shared = Shared()
 
     # -- the one trace -------------------------------------------------------
     def _repeated_layers(self) -> list[str]:
@@ -427,6 +435,8 @@ class _Planner:
         unit_of = self._units_of(module)
         if c.stages == 1 and self.units:
             self._drop_unit_blocks(module)
+        elif self.share_results:  # the ops as traced: what the passes derive from them alone is shared
+            share(module, self.shared)
         config = compile_config(opts, training=True)
         driver.prepare(module, config)
         if reserve:  # ipu-auto-stage's bytes per tile to leave free on each IPU
