@@ -1,7 +1,8 @@
 """What `ipu-auto-stage` derives from the traced ops alone (each op's
 position, what recomputation keeps, each position's cycles at a proportion,
-its weight, stash and crossing bytes at a state location) is computed once
-per setting for every configuration the planner costs
+its weight, stash and crossing bytes at a state location), and
+`ipu-training-step`'s @update, are computed once per setting for every
+configuration the planner costs
 (analysis/shared_results.py), not again on each copy of the trace; what the
 planner finds is the same, to the last figure."""
 
@@ -67,6 +68,8 @@ def test_each_vector_is_computed_once_per_setting_not_per_configuration(monkeypa
             per_copy_memory = full_counts[2] // len(configurations)
             assert counts == (1, 2 * per_copy_recomputation, 2 * per_copy_memory)
             assert p.shared.computed["cycles"] == 1 and p.shared.computed["memory"] == 2
+            # ipu-training-step's @update (the optimizer's, the same for every copy): built once
+            assert p.shared.computed["update"] == 1
         else:
             full_counts = counts
             assert counts[0] == len(configurations)
