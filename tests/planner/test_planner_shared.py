@@ -8,11 +8,16 @@ planner finds is the same, to the last figure."""
 
 import numpy as np
 import pytest
+import torch
+from xdsl.dialects.builtin import ModuleOp
 
+import tilefx
 from tilefx.analysis.shared_results import Shared
 from tilefx.passes import auto_stage
 from tilefx.planner.candidate import STATE_OFF_CHIP_SHARDED, STATE_ON_CHIP, Candidate
+from tilefx.planner.search import _Planner
 
+from test_planner_costing import MB, Checkpointed
 from test_planner_reuse import _planner
 from test_planner_speed import _figures
 
@@ -89,3 +94,35 @@ def test_shared_arrays_cannot_be_changed_by_a_reader():
     with pytest.raises(ValueError):
         got[1]["held"] += 1
     assert shared.computed == {"vectors": 1}
+
+
+def test_a_configuration_the_pass_refuses_is_never_copied(monkeypatch):
+    """ipu-auto-stage is asked about each configuration on the trace itself
+    before a copy is made: a refused one costs no copy of the traced IR,
+    and the trace is left as it was (the next copies find the same)."""
+    with torch.device("meta"):
+        torch.manual_seed(0)
+        model = Checkpointed(d=2048, h=8192)  # 2 stages: on chip no split fits, sharded one does
+    x = torch.zeros(MB, 2048)
+    p = _Planner(model, (x, x), 4, tilefx.optim.Adam(model.parameters(), lr=0.1), MB * 32, tilefx.Options(), MB)
+    copies, costed, refused, traces = [], [], [], []
+    clone, cost, refusal = ModuleOp.clone, p._cost, p._refusal
+    monkeypatch.setattr(ModuleOp, "clone", lambda self, *a, **k: copies.append(self) or clone(self, *a, **k))
+
+    def counted(c, reserve=None):
+        traces.append((str(p.traced), dict(p.traced.attributes)))
+        n = len(copies)
+        cost(c, reserve)
+        assert len(copies) - n == (0 if c.refused else 1)
+        (refused if c.refused else costed).append(c)
+
+    def asked(c):
+        n = len(copies)
+        e = refusal(c)
+        assert len(copies) == n
+        return e
+
+    p._cost, p._refusal = counted, asked
+    cands = p.run(keep_all=True)
+    assert len(refused) >= 6 and len(costed) >= 6 and any(c.fits for c in cands)
+    assert all(t == traces[0] for t in traces)

@@ -163,6 +163,9 @@ class AutoStagePass(ModulePass):
     auto_recomputation: int = -1
     # False: synthetic data, no host streams (CompileConfig.host_io)
     host_io: bool = True
+    # find the split (and share it, analysis/shared_results.py) or refuse,
+    # and leave the module as it was: a planner's question before it copies
+    split_only: bool = False
 
     def __post_init__(self):
         v = self.auto_recomputation
@@ -323,48 +326,64 @@ class AutoStagePass(ModulePass):
         weights, saved, crossing, working, inputs, inputs_s, saved_s, saved_f = once(
             ("memory", states, cfg["state"], cfg["state_shards"], cfg["locations"], cfg["replicas"]) + recomputing,
             memory)
-        stash_in, once_held = np.zeros(n + 1), np.zeros(n)
-        leaving = leaving_s = leaving_once = None
-        if by_stage:  # a stage holds its inputs (the values a forward op reads across the cut before it)
-            stash_in[1:n] = inputs["held"][1:n]  # per micro-batch, and its maker does not
-            leaving = leaving_s = inputs["leaving"]
-        if whole:  # and its backward holds what it recomputes, every value the backward reads, for one
-            once_held, leaving_s, leaving_once = saved, inputs_s["leaving"], leaving
-        stage_saved = [saved_s] * (S - 1) + [saved_f]
-        stage_once = [once_held] * (S - 1) + [np.zeros(n)]
-        stage_leaving = [(leaving_s, leaving_once)] * (S - 1) + [(leaving, None)]
-        stage_cycles = [cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
-        stage_bwd = [bwd_cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
-        # a position's peak per tile: its largest temporary with the working activations live then
-        temp = temp + working / mach.tiles
-        tail_back = None
-        if tail is not None and training:
-            # the tail's backward values an earlier stage's backward reads (the
-            # gradient into the stage before it; the partial gradient of the weight
-            # it shares with the IPU it is back on): one copy out of the tail to the
-            # reader's IPU, none to its own, not one across every cut between (the
-            # partition knows which IPU the reader's stage is on)
-            crossing = crossing.copy()
-            tail_back = np.zeros(n)
-            for e, b in once(("tail gradients", tail), lambda: _tail_gradients(ops, anchor, tail)):
-                crossing[1, e + 1:tail] -= b
-                tail_back[e] += b
-        link = np.array([[mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0 for b in row]
-                         for row in crossing], dtype=np.float64)
-        # the host streams of a micro-batch, on the steps the profile's
-        # timeline puts them: the inputs before stage 0's forward, the
-        # outputs after the last step (stage 0's backward when training)
-        host = once(("host", mach.name, self.host_io), lambda: host_stream_cycles(main, mach, self.host_io))
-        depth = stash_depths(stage_ipus, cfg["schedule"], self.micro_batches, training)
-        pinned, no_cut = once(("constraints",), lambda: _user_constraints(ops, anchor, n))
 
-        cuts, stage_report, stage_mem_ok, tail_saving = _partition(
-            stage_cycles, link, weights, stage_saved, temp, code, depth,
-            stage_ipus, pinned, no_cut, training, mach, v, tail, cfg["reserve"], stash_in, stage_once,
-            stage_leaving, tail_back, host)
-        cuts = _refine(cuts, stage_cycles, stage_bwd, link, stage_ipus, cfg["schedule"],
-                       self.micro_batches, training, stage_mem_ok, tail is not None, tail_saving, host)
-        stage_cyc, stage_mem = stage_report(cuts)
+        def find_split() -> tuple:
+            """The cut positions with each stage's cycles and bytes, or the
+            refusal's message."""
+            stash_in, once_held = np.zeros(n + 1), np.zeros(n)
+            leaving = leaving_s = leaving_once = None
+            if by_stage:  # a stage holds its inputs (the values a forward op reads across the cut before it)
+                stash_in[1:n] = inputs["held"][1:n]  # per micro-batch, and its maker does not
+                leaving = leaving_s = inputs["leaving"]
+            if whole:  # and its backward holds what it recomputes, every value the backward reads, for one
+                once_held, leaving_s, leaving_once = saved, inputs_s["leaving"], leaving
+            stage_saved = [saved_s] * (S - 1) + [saved_f]
+            stage_once = [once_held] * (S - 1) + [np.zeros(n)]
+            stage_leaving = [(leaving_s, leaving_once)] * (S - 1) + [(leaving, None)]
+            stage_cycles = [cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
+            stage_bwd = [bwd_cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
+            # a position's peak per tile: its largest temporary with the working activations live then
+            peak = temp + working / mach.tiles
+            tail_back, crossing_t = None, crossing
+            if tail is not None and training:
+                # the tail's backward values an earlier stage's backward reads (the
+                # gradient into the stage before it; the partial gradient of the weight
+                # it shares with the IPU it is back on): one copy out of the tail to the
+                # reader's IPU, none to its own, not one across every cut between (the
+                # partition knows which IPU the reader's stage is on)
+                crossing_t = crossing.copy()
+                tail_back = np.zeros(n)
+                for e, b in once(("tail gradients", tail), lambda: _tail_gradients(ops, anchor, tail)):
+                    crossing_t[1, e + 1:tail] -= b
+                    tail_back[e] += b
+            link = np.array([[mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0 for b in row]
+                             for row in crossing_t], dtype=np.float64)
+            # the host streams of a micro-batch, on the steps the profile's
+            # timeline puts them: the inputs before stage 0's forward, the
+            # outputs after the last step (stage 0's backward when training)
+            host = once(("host", mach.name, self.host_io), lambda: host_stream_cycles(main, mach, self.host_io))
+            depth = stash_depths(stage_ipus, cfg["schedule"], self.micro_batches, training)
+            pinned, no_cut = once(("constraints",), lambda: _user_constraints(ops, anchor, n))
+
+            try:
+                cuts, stage_report, stage_mem_ok, tail_saving = _partition(
+                    stage_cycles, link, weights, stage_saved, peak, code, depth, stage_ipus, pinned, no_cut,
+                    training, mach, v, tail, cfg["reserve"], stash_in, stage_once, stage_leaving, tail_back, host)
+            except NoSplitFits as e:  # (shared as its message: the same refusal for every copy)
+                return str(e), None, None
+            cuts = _refine(cuts, stage_cycles, stage_bwd, link, stage_ipus, cfg["schedule"],
+                           self.micro_batches, training, stage_mem_ok, tail is not None, tail_saving, host)
+            return cuts, *stage_report(cuts)
+
+        # the split: a function of every setting (the strategy's, the pass's)
+        # and of the vectors above
+        cuts, stage_cyc, stage_mem = once(
+            ("cuts", repr(cfg), tuple(ipu_prop), partials, states, self.micro_batches, rc, self.host_io,
+             self.default_proportion), find_split)
+        if isinstance(cuts, str):
+            raise NoSplitFits(cuts)
+        if self.split_only:
+            return
         stage_of_pos = np.zeros(n, dtype=np.int64)
         for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
             stage_of_pos[i:j] = k

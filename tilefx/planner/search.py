@@ -422,13 +422,7 @@ class _Planner:
         """A copy of the traced IR with `c`'s options written in and the
         graph passes run on it (up to `stop_after`): (module, config, the
         repeated layer of each forward op)."""
-        opts = c.options
-        # one stage is no pipeline: the candidate's own options (and the
-        # model a user compiles with them) carry no strategy, so neither does
-        # its costing; the profile's memory plan judges whether it fits
-        if self._fixed_stages() is None and not self.user_blocks and c.stages > 1:
-            opts.setExecutionStrategy(PipelinedExecution.auto(c.stages, schedule=c.schedule,
-                                                              tail=_TAIL_BLOCK if c.tail else None))
+        opts = self._options(c)
         module = self.traced.clone()
         if self.repeat_pairs:  # each repeated layer's ops costed once per context
             attach(module, twins_in(find_func(module, "main"), self.repeat_pairs))
@@ -437,12 +431,7 @@ class _Planner:
             self._drop_unit_blocks(module)
         elif self.share_results:  # the ops as traced: what the passes derive from them alone is shared
             share(module, self.shared)
-        config = compile_config(opts, training=True)
-        driver.prepare(module, config)
-        if reserve:  # ipu-auto-stage's bytes per tile to leave free on each IPU
-            strategy = module_config(module, STRATEGY_KEY)
-            strategy["auto"]["reserve"] = list(reserve)
-            module.attributes[STRATEGY_KEY] = from_py(strategy)
+        config = self._prepare(module, opts, reserve)
         # not verified: the trace it copies was (trace_only), the graph passes
         # keep IR well formed, and a configuration is costed, never run (the one
         # a user picks is verified when it compiles)
@@ -453,10 +442,65 @@ class _Planner:
                          host_io=config.host_io)
         return module, config, unit_of
 
+    def _options(self, c: Candidate) -> Options:
+        opts = c.options
+        # one stage is no pipeline: the candidate's own options (and the
+        # model a user compiles with them) carry no strategy, so neither does
+        # its costing; the profile's memory plan judges whether it fits
+        if self._fixed_stages() is None and not self.user_blocks and c.stages > 1:
+            opts.setExecutionStrategy(PipelinedExecution.auto(c.stages, schedule=c.schedule,
+                                                              tail=_TAIL_BLOCK if c.tail else None))
+        return opts
+
+    @staticmethod
+    def _prepare(module, opts: Options, reserve: list[int] | None):
+        """`opts` written into `module` as a compile writes them; its config."""
+        config = compile_config(opts, training=True)
+        driver.prepare(module, config)
+        if reserve:  # ipu-auto-stage's bytes per tile to leave free on each IPU
+            strategy = module_config(module, STRATEGY_KEY)
+            strategy["auto"]["reserve"] = list(reserve)
+            module.attributes[STRATEGY_KEY] = from_py(strategy)
+        return config
+
+    def _refused_on_trace(self, c: Candidate, reserve: list[int] | None = None) -> NoSplitFits | None:
+        """ipu-auto-stage's refusal of `c`, asked of the traced module itself
+        before it is copied: `c`'s options written into its attributes, the
+        pass run to find the split only (it changes no op), the attributes
+        put back. A configuration it refuses is then never copied; the split
+        it finds is shared with the copy costed next (the pass finds it
+        there). Only where the copies share the pass's results and are not
+        autocast again."""
+        if not (self.share_results and self.reuse_repeats) or c.stages == 1:
+            return None
+        opts = self._options(c)
+        module, main = self.traced, find_func(self.traced, "main")
+        attributes, arg_attrs = dict(module.attributes), main.arg_attrs
+        share(module, self.shared)
+        try:
+            config = self._prepare(module, opts, reserve)
+            if "auto" not in config.strategy:
+                return None
+            with gc_paused():
+                AutoStagePass(micro_batches=c.accumulation, host_io=config.host_io, split_only=True,
+                              auto_recomputation=-1 if config.auto_recomputation is None else
+                              config.auto_recomputation).apply(graph_context(), module)
+        except NoSplitFits as e:
+            return e
+        except Error:  # another error: the costing of `c` reports it
+            pass
+        finally:
+            module.attributes.clear()
+            module.attributes.update(attributes)
+            main.arg_attrs = arg_attrs
+        return None
+
     def _refusal(self, c: Candidate) -> NoSplitFits | None:
         """ipu-auto-stage's refusal of `c`, if it refuses it (only the
         passes up to it are run)."""
         self.costings += 1
+        if self.share_results and self.reuse_repeats and c.stages > 1:
+            return self._refused_on_trace(c)
         try:
             with gc_paused():
                 self._passes(c, stop_after=AutoStagePass.name)
@@ -469,6 +513,10 @@ class _Planner:
     def _cost(self, c: Candidate, reserve: list[int] | None = None) -> None:
         self.costings += 1
         c.reserve = list(reserve or [])
+        refused = self._refused_on_trace(c, reserve)
+        if refused is not None:
+            c.fits, c.reason, c.refused = False, str(refused).splitlines()[0], True
+            return
         try:
             # as a compile does (gcpause.py): a costing makes a few hundred
             # thousand objects, each counted towards the collector's thresholds
