@@ -160,6 +160,8 @@ class _Planner:
             if opts.Precision.autocast_enabled:
                 AutocastPass().apply(graph_context(), self.traced)
             self.repeat_pairs = twin_pairs(find_func(self.traced, "main"))
+            # ipu-auto-stage runs on the trace itself too (_refused_on_trace)
+            attach(self.traced, twins_in(find_func(self.traced, "main"), self.repeat_pairs))
         self.trace_seconds = time.perf_counter() - start
 
     def _tail_hooks(self) -> list:
