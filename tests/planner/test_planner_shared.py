@@ -50,7 +50,7 @@ def test_each_vector_is_computed_once_per_setting_not_per_configuration(monkeypa
     vectors once per state location, the recomputation (what they read) on
     the two copies where one of them was new; each copy computes all of them
     without the sharing."""
-    anchors = _counting(monkeypatch, "_anchors")
+    anchors = _counting(monkeypatch, "_anchor_list")
     recomputation = _counting(monkeypatch, "_recomputation")
     memory = _counting(monkeypatch, "_memory_vectors")
     figures = {}
