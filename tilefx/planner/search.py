@@ -112,9 +112,11 @@ class _Planner:
         self.reuse_repeats = True
         self.repeat_pairs: list[tuple[int, int]] = []
         # what ipu-auto-stage derives from the traced ops alone (each op's
-        # position, the recomputation, each position's cycles and bytes),
-        # computed once per setting it reads for every copy costed
-        # (analysis/shared_results.py); False: computed on each copy
+        # position, the recomputation, each position's cycles and bytes, the
+        # split of each configuration) and training-step's @update, computed
+        # once per setting they read for every copy costed, and the split
+        # asked on the trace before copying it (analysis/shared_results.py,
+        # _refused_on_trace); False: each copy computes its own
         self.share_results = True
         self.shared = Shared()
 
