@@ -7,6 +7,7 @@ model's), timed; and the planner's best against a published configuration.
     .venv/bin/python benchmarks/bench_planner.py compile
     .venv/bin/python benchmarks/bench_planner.py makespan [--stages 16] [--micro-batches 2048]
     .venv/bin/python benchmarks/bench_planner.py reuse [--layers 24] [--base] [--rounds 2]
+    .venv/bin/python benchmarks/bench_planner.py shared [--layers 24] [--base] [--rounds 2]
 
 `time`: the planning time of a BERT-Large-sized model (d 1024, 16 heads,
 FFN 4096, sequence 128, 20 masked tokens, vocabulary 30,528) with the given
@@ -240,6 +241,50 @@ def time_reuse(layers, rounds=2, **sizes):
             "same": figures[True] == figures[False]}
 
 
+def time_shared(layers, rounds=2, **sizes):
+    """CPU seconds per configuration costing with what the copies of the
+    trace share (`_Planner.share_results`: ipu-auto-stage's vectors and
+    split, training-step's @update, the refusal asked on the trace) and
+    with each copy computing its own, alternated in one process; the
+    shared results start empty (the first round fills them, as a plan
+    does). Fourteen configurations of 4 x 4 (three schedules, two state
+    locations, two proportions, the tail) and one refused 8 x 2; whether
+    every figure is the same."""
+    from tilefx.analysis.shared_results import Shared
+    from tilefx.planner.candidate import STATE_OFF_CHIP_SHARDED, STATE_ON_CHIP
+
+    planners = {}
+    for share in (True, False):
+        model, inputs, opt = bert_factory(layers=layers, **sizes)
+        opts = tilefx.Options().setMachine("mk2")
+        p = _Planner(model, inputs, 16, opt, 16384, opts, 8)
+        p.share_results = share
+        p._trace()
+        p.shared = Shared()
+        planners[share] = (p, opts)
+
+    def configurations(p, opts):
+        out = [Candidate(4, 4, 8, 512, sched, state, prop, "mk2", base=opts)
+               for sched in ("FillDrain", "1F1B", "ZeroBubble") for state in (STATE_ON_CHIP, STATE_OFF_CHIP_SHARDED)
+               for prop in (0.6, 0.15)]
+        return out + [Candidate(4, 4, 8, 512, "FillDrain", STATE_OFF_CHIP_SHARDED, 0.15, "mk2", base=opts, tail=p.tail),
+                      Candidate(8, 2, 8, 1024, "1F1B", STATE_OFF_CHIP_SHARDED, 0.15, "mk2", base=opts)]
+
+    cpu = {True: 0.0, False: 0.0}
+    figures: dict = {True: [], False: []}
+    for r in range(rounds):
+        for share in ((True, False) if r % 2 == 0 else (False, True)):
+            p, opts = planners[share]
+            for c in configurations(p, opts):
+                start = time.process_time()
+                p._cost(c)
+                cpu[share] += time.process_time() - start
+                figures[share].append((c.throughput, c.memory, c.bubble, c.reason, c.placement, c.stage_cycles))
+    n = len(figures[True])
+    return {"shared": cpu[True] / n, "own": cpu[False] / n, "costings": n, "same": figures[True] == figures[False],
+            "computed": dict(planners[True][0].shared.computed)}
+
+
 def time_plan(layers, ipus, global_batch, mb=8, machine="mk2", **kw):
     model, inputs, opt = bert_factory(layers=layers, mb=mb, **kw)
     opts = tilefx.Options()
@@ -252,7 +297,7 @@ def time_plan(layers, ipus, global_batch, mb=8, machine="mk2", **kw):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["time", "published", "compile", "makespan", "reuse"])
+    ap.add_argument("what", choices=["time", "published", "compile", "makespan", "reuse", "shared"])
     ap.add_argument("--case", default="all", help="a PUBLISHED entry, or all")
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--ipus", type=int, default=16)
@@ -264,7 +309,7 @@ def main():
                     help="published: the planner keeps the published replicas and stages")
     ap.add_argument("--stages", type=int, default=16)
     ap.add_argument("--micro-batches", type=int, default=2048)
-    ap.add_argument("--rounds", type=int, default=2, help="reuse: alternations of the two costings")
+    ap.add_argument("--rounds", type=int, default=2, help="reuse, shared: alternations of the two costings")
     a = ap.parse_args()
     if a.what == "reuse":
         r = time_reuse(a.layers, a.rounds, **(dict(d=768, heads=12, ffn=3072) if a.base else {}))
@@ -272,6 +317,12 @@ def main():
               f"{r['trace'][1]:.1f} s without; per costing {r['reuse']:.3f} s with the reuse, {r['full']:.3f} s "
               f"without (ratio {r['reuse'] / r['full']:.3f}, {r['costings']} costings each); "
               f"the same figures: {r['same']}")
+        return
+    if a.what == "shared":
+        r = time_shared(a.layers, a.rounds, **(dict(d=768, heads=12, ffn=3072) if a.base else {}))
+        print(f"{a.layers} layers: per costing {r['shared']:.3f} s with the shared results, {r['own']:.3f} s "
+              f"with each copy's own (ratio {r['shared'] / r['own']:.3f}, {r['costings']} costings each); "
+              f"the same figures: {r['same']}; computed once per setting: {r['computed']}")
         return
     if a.what == "makespan":
         for name, (first, rest) in time_makespan(a.stages, a.micro_batches).items():

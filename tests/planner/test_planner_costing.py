@@ -16,7 +16,8 @@ from tilefx.backend.profile import TimedStep
 from tilefx.backend.schedule import WEIGHT_PART, Schedule, part_cycles
 from tilefx.dialects.ipu import PlacementAttr
 from tilefx.dialects.irutil import find_func, place
-from tilefx.passes.auto_stage import _anchors, _memory_vectors, _recomputation
+from tilefx.passes.auto_stage import _memory_vectors, _recomputation
+from tilefx.passes.auto_stage_positions import _anchors
 from tilefx.passes.recompute import recompute
 
 MB, D, H, LAYERS = 4, 32, 128, 4

@@ -91,26 +91,26 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import BlockArgument, Operation, OpResult
+from xdsl.ir import OpResult
 from xdsl.passes import ModulePass
 
 from tilefx.analysis.repeated_layers import op_cost_reusing, twins_of
+from tilefx.analysis.shared_results import shared_of
 from tilefx.backend.collectives import host_stream_cycles
 from tilefx.backend.costs import VIEW_OPS, _bytes
 from tilefx.backend.locations import MIN_ELEMENTS_OFF_CHIP, MIN_ELEMENTS_SHARDED, ON_CHIP, Locations, TensorLocation
 from tilefx.backend.machine import machine as machine_named
 from tilefx.backend.memory_model import STATE_ITEMSIZE, optimizer_state_tensors, resident_share
 from tilefx.backend.schedule import SCHEDULES, pipelined
-from tilefx.dialects.ipu import DEFAULT_PROPORTION, PLACE_KEY, START_BLOCK, PlacementAttr
+from tilefx.dialects.ipu import DEFAULT_PROPORTION, PLACE_KEY, START_BLOCK
 from tilefx.dialects.irutil import find_func, from_py, module_config, place, value_numel
-from tilefx.dialects.names import (AUTO_STAGE_KEY, OPTIMIZER_KEY, PARAM_KEY, STRATEGY_KEY)
+from tilefx.dialects.names import AUTO_STAGE_KEY, OPTIMIZER_KEY, PARAM_KEY, PARTIALS_TYPE_KEY, STRATEGY_KEY
 from tilefx.passes import check_option
 from tilefx.passes.assign_stages import PlacementError
+from tilefx.passes.auto_stage_positions import (_UNPLACED, _anchor_list, _forward_op, _is_position, _tail_gradients,
+                                                _tail_start, _user_constraints)
 from tilefx.passes.available_memory import AvailableMemoryPass
 from tilefx.passes.recompute import MODELLED, NO_RECOMPUTATION, PIPELINE, has_checkpoints, is_recomputable
-
-_UNPLACED = PlacementAttr()  # an op without ipu.place: a forward op of the default block
-
 
 class NoSplitFits(PlacementError):
     """No split whose every stage fits its IPU's tile memory (the pass's
@@ -139,10 +139,6 @@ def refusal_covers(refused: tuple, state_rank: int, proportion: float, depths: t
 # stays whole in every location), a 1/replicas share sharded on chip (above
 # 8192 elements, else whole), all on chip (backend/locations.py)
 STATE_RANK = {(False, False): 0, (False, True): 0, (True, True): 1, (True, False): 2}  # (on chip, sharded)
-
-
-def _forward_op(v) -> Operation | None:
-    return v.op if isinstance(v, OpResult) and not place(v.op, _UNPLACED).is_backward else None
 
 
 @dataclass(frozen=True)
@@ -176,6 +172,9 @@ class AutoStagePass(ModulePass):
     auto_recomputation: int = -1
     # False: synthetic data, no host streams (CompileConfig.host_io)
     host_io: bool = True
+    # find the split (and share it, analysis/shared_results.py) or refuse,
+    # and leave the module as it was: a planner's question before it copies
+    split_only: bool = False
 
     def __post_init__(self):
         v = self.auto_recomputation
@@ -227,8 +226,18 @@ class AutoStagePass(ModulePass):
         if any(o.name == "ipu.stage" for o in ops):
             raise PlacementError("ipu-auto-stage runs before ipu-outline-stages: @main already has stages")
         training = any(place(o, _UNPLACED).is_backward for o in ops)
-        anchor, n = _anchors(ops)
-        tail = _tail_start(ops, anchor, cfg["tail_block"]) if cfg["tail_block"] else None
+        # what follows up to the partition reads the ops, which every copy of
+        # one trace has unchanged, and the settings in each result's key: a
+        # planner's copies share it (analysis/shared_results.py)
+        shared = shared_of(op)
+
+        def once(key: tuple, compute):
+            return compute() if shared is None else shared.get(key, compute)
+
+        anchor_at, n = once(("anchors",), lambda: _anchor_list(ops))
+        anchor = dict(zip(ops, anchor_at))
+        tail = once(("tail", cfg["tail_block"]), lambda: _tail_start(ops, anchor, cfg["tail_block"])) \
+            if cfg["tail_block"] else None
         if tail is not None and tail < N:
             raise PlacementError(f"ipu-auto-stage: block {cfg['tail_block']!r} starts at forward op {tail}, "
                                  f"too early for {N} stages before it")
@@ -238,7 +247,6 @@ class AutoStagePass(ModulePass):
 
         rc = self.auto_recomputation
         on = training and rc != NO_RECOMPUTATION
-        kept, recomputed = _recomputation(main, ops) if on else ({}, set())
         # PopART's Pipeline recomputation (PopTorch's default over several
         # IPUs) keeps each stage's inputs. With checkpoints it recomputes
         # what the checkpoints alone would (segment by segment); without,
@@ -246,30 +254,42 @@ class AutoStagePass(ModulePass):
         # inputs, and the last (whose backward follows at once) nothing
         by_stage = on and rc in (-1, PIPELINE) and cfg["kind"] == "pipelined" and len(set(stage_ipus)) > 1
         whole = by_stage and not has_checkpoints(main)
-        kept_s, recomputed_s = _recomputation(main, ops, from_stage_inputs=True) if whole else (kept, recomputed)
-        # the loss stage (the last), whose backward follows its forward at
-        # once, recomputes nothing after its last checkpoints (PopART's
-        # setFinalFwdStageRecomputation; ipu-recompute's `stage_kept`): only
-        # the ops feeding a checkpoint, which lies in the stage whatever its
-        # first cut. Without checkpoints, nothing (`recomputed` is empty)
-        kept_f, recomputed_f = _recomputation(main, ops, final=True) if by_stage and not whole else \
-            (kept, recomputed)
-        split = recomputed_f != recomputed_s
+        recomputing = (on, by_stage, whole)
+        rec: dict = {}
+
+        def recomputation() -> dict:
+            """(kept, recomputed) of every stage but the last ("s"), of the
+            last ("f") and without Pipeline recomputation (""), on this copy."""
+            if not rec:
+                rec[""] = _recomputation(main, ops) if on else ({}, set())
+                rec["s"] = _recomputation(main, ops, from_stage_inputs=True) if whole else rec[""]
+                # the loss stage (the last), whose backward follows its forward at
+                # once, recomputes nothing after its last checkpoints (PopART's
+                # setFinalFwdStageRecomputation; ipu-recompute's `stage_kept`): only
+                # the ops feeding a checkpoint, which lies in the stage whatever its
+                # first cut. Without checkpoints, nothing (`recomputed` is empty)
+                rec["f"] = _recomputation(main, ops, final=True) if by_stage and not whole else rec[""]
+            return rec
+
+        split = once(("split",) + recomputing, lambda: recomputation()["f"][1] != recomputation()["s"][1])
         # per-position costs, one vector per distinct available memory proportion
         props = AvailableMemoryPass(default_proportion=self.default_proportion, per_ipu=self.per_ipu,
                                     ipus=self.ipus).proportions()
         ipu_prop = [props.get(i, float(self.default_proportion)) for i in range(N)]
-        cycles: dict[tuple, np.ndarray] = {}
-        bwd_cycles: dict[tuple, np.ndarray] = {}
-        temp = np.zeros(n)
-        code = np.zeros(n)
         # an op of a repeated block takes its twin's cost (analysis/repeated_layers.py)
         twins = twins_of(op)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the profile warns once the stages are final
-            for p in sorted(set(ipu_prop)):
-                done: dict = {}
-                for last, again in ((True, recomputed_f), (False, recomputed_s))[:1 + split]:
+
+        def cost_vectors(p: float) -> tuple:
+            """Per position at proportion `p`: (cycles, backward cycles) of
+            the last stage and of the others, the largest temporary and the
+            ops (the code)."""
+            r = recomputation()
+            out: list = []
+            temp, code = np.zeros(n), np.zeros(n)
+            done: dict = {}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the profile warns once the stages are final
+                for last, again in ((True, r["f"][1]), (False, r["s"][1]))[:1 + split]:
                     c = np.zeros(n)
                     cb = np.zeros(n)
                     for o in ops:
@@ -279,64 +299,98 @@ class AutoStagePass(ModulePass):
                         c[anchor[o]] += times * cost.cycles
                         if place(o, _UNPLACED).is_backward or o in again:
                             cb[anchor[o]] += cost.cycles
-                        if p == ipu_prop[0] and last:
+                        if last:
                             temp[anchor[o]] = max(temp[anchor[o]], cost.temp_bytes)
                             code[anchor[o]] += 1
-                    cycles[p, last] = c
-                    bwd_cycles[p, last] = cb
-                if not split:  # every stage recomputes as the last does
-                    cycles[p, False], bwd_cycles[p, False] = cycles[p, True], bwd_cycles[p, True]
-        inputs, inputs_s = ({}, {}) if by_stage else (None, None)
-        weights, saved, crossing, working = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"],
-                                                            cfg["state_shards"], cfg["locations"], cfg["replicas"],
-                                                            kept, inputs)
-        saved_s, stash_in, once = saved, np.zeros(n + 1), np.zeros(n)
-        leaving = leaving_s = leaving_once = None
-        if by_stage:  # a stage holds its inputs (the values a forward op reads across the cut before it)
-            stash_in[1:n] = inputs["held"][1:n]  # per micro-batch, and its maker does not
-            leaving = leaving_s = inputs["leaving"]
-        if whole:  # and its backward holds what it recomputes, every value the backward reads, for one
-            saved_s = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"], cfg["state_shards"],
-                                      cfg["locations"], cfg["replicas"], kept_s, inputs_s)[1]
-            once, leaving_s, leaving_once = saved, inputs_s["leaving"], leaving
-        saved_f = saved
-        if kept_f is not kept:  # the loss stage stashes what it does not recompute, for one micro-batch
-            saved_f = _memory_vectors(op, main, ops, anchor, n, training, cfg["state"], cfg["state_shards"],
-                                      cfg["locations"], cfg["replicas"], kept_f)[1]
-        stage_saved = [saved_s] * (S - 1) + [saved_f]
-        stage_once = [once] * (S - 1) + [np.zeros(n)]
-        stage_leaving = [(leaving_s, leaving_once)] * (S - 1) + [(leaving, None)]
-        stage_cycles = [cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
-        stage_bwd = [bwd_cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
-        # a position's peak per tile: its largest temporary with the working activations live then
-        temp = temp + working / mach.tiles
-        tail_back = None
-        if tail is not None and training:
-            # the tail's backward values an earlier stage's backward reads (the
-            # gradient into the stage before it; the partial gradient of the weight
-            # it shares with the IPU it is back on): one copy out of the tail to the
-            # reader's IPU, none to its own, not one across every cut between (the
-            # partition knows which IPU the reader's stage is on)
-            tail_back = np.zeros(n)
-            for e, b in _tail_gradients(ops, anchor, tail):
-                crossing[1, e + 1:tail] -= b
-                tail_back[e] += b
-        link = np.array([[mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0 for b in row]
-                         for row in crossing], dtype=np.float64)
-        # the host streams of a micro-batch, on the steps the profile's
-        # timeline puts them: the inputs before stage 0's forward, the
-        # outputs after the last step (stage 0's backward when training)
-        host = host_stream_cycles(main, mach, self.host_io)
-        depth = stash_depths(stage_ipus, cfg["schedule"], self.micro_batches, training)
-        pinned, no_cut = _user_constraints(ops, anchor, n)
+                    out.append((c, cb))
+            if not split:  # every stage recomputes as the last does
+                out.append(out[0])
+            return out[0], out[1], temp, code
 
-        cuts, stage_report, stage_mem_ok, tail_saving = _partition(
-            stage_cycles, link, weights, stage_saved, temp, code, depth,
-            stage_ipus, pinned, no_cut, training, mach, v, tail, cfg["reserve"], stash_in, stage_once,
-            stage_leaving, tail_back, host)
-        cuts = _refine(cuts, stage_cycles, stage_bwd, link, stage_ipus, cfg["schedule"],
-                       self.micro_batches, training, stage_mem_ok, tail is not None, tail_saving, host)
-        stage_cyc, stage_mem = stage_report(cuts)
+        # the partials types ipu-partials-type wrote on the ops (part of what
+        # the cycles depend on, so of their key)
+        partials = tuple(sorted({str(o.attributes[PARTIALS_TYPE_KEY]) for o in ops
+                                 if PARTIALS_TYPE_KEY in o.attributes}))
+        per_prop = {p: once(("cycles", mach.name, partials, p) + recomputing, lambda: cost_vectors(p))
+                    for p in sorted(set(ipu_prop))}
+        cycles = {(p, last): per_prop[p][0 if last else 1][0] for p in per_prop for last in (True, False)}
+        bwd_cycles = {(p, last): per_prop[p][0 if last else 1][1] for p in per_prop for last in (True, False)}
+        temp, code = per_prop[ipu_prop[0]][2:]
+        states = optimizer_state_tensors(module_config(op, OPTIMIZER_KEY) or {})
+
+        def memory() -> tuple:
+            r = recomputation()
+            vectors = (op, main, ops, anchor, n, training, cfg["state"], cfg["state_shards"], cfg["locations"],
+                       cfg["replicas"])
+            inputs, inputs_s = ({}, {}) if by_stage else (None, None)
+            weights, saved, crossing, working = _memory_vectors(*vectors, r[""][0], inputs)
+            # and the backward of every stage but the last holds what it recomputes
+            saved_s = _memory_vectors(*vectors, r["s"][0], inputs_s)[1] if whole else saved
+            # the loss stage stashes what it does not recompute, for one micro-batch
+            saved_f = _memory_vectors(*vectors, r["f"][0])[1] if r["f"][0] is not r[""][0] else saved
+            return weights, saved, crossing, working, inputs, inputs_s, saved_s, saved_f
+
+        weights, saved, crossing, working, inputs, inputs_s, saved_s, saved_f = once(
+            ("memory", states, cfg["state"], cfg["state_shards"], cfg["locations"], cfg["replicas"]) + recomputing,
+            memory)
+
+        def find_split() -> tuple:
+            """The cut positions with each stage's cycles and bytes, or the
+            refusal's message."""
+            stash_in, once_held = np.zeros(n + 1), np.zeros(n)
+            leaving = leaving_s = leaving_once = None
+            if by_stage:  # a stage holds its inputs (the values a forward op reads across the cut before it)
+                stash_in[1:n] = inputs["held"][1:n]  # per micro-batch, and its maker does not
+                leaving = leaving_s = inputs["leaving"]
+            if whole:  # and its backward holds what it recomputes, every value the backward reads, for one
+                once_held, leaving_s, leaving_once = saved, inputs_s["leaving"], leaving
+            stage_saved = [saved_s] * (S - 1) + [saved_f]
+            stage_once = [once_held] * (S - 1) + [np.zeros(n)]
+            stage_leaving = [(leaving_s, leaving_once)] * (S - 1) + [(leaving, None)]
+            stage_cycles = [cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
+            stage_bwd = [bwd_cycles[ipu_prop[i], k == S - 1] for k, i in enumerate(stage_ipus)]
+            # a position's peak per tile: its largest temporary with the working activations live then
+            peak = temp + working / mach.tiles
+            tail_back, crossing_t = None, crossing
+            if tail is not None and training:
+                # the tail's backward values an earlier stage's backward reads (the
+                # gradient into the stage before it; the partial gradient of the weight
+                # it shares with the IPU it is back on): one copy out of the tail to the
+                # reader's IPU, none to its own, not one across every cut between (the
+                # partition knows which IPU the reader's stage is on)
+                crossing_t = crossing.copy()
+                tail_back = np.zeros(n)
+                for e, b in once(("tail gradients", tail), lambda: _tail_gradients(ops, anchor, tail)):
+                    crossing_t[1, e + 1:tail] -= b
+                    tail_back[e] += b
+            link = np.array([[mach.link_cycles(int(b), mach.ipu_link_bytes_per_s) if b else 0 for b in row]
+                             for row in crossing_t], dtype=np.float64)
+            # the host streams of a micro-batch, on the steps the profile's
+            # timeline puts them: the inputs before stage 0's forward, the
+            # outputs after the last step (stage 0's backward when training)
+            host = once(("host", mach.name, self.host_io), lambda: host_stream_cycles(main, mach, self.host_io))
+            depth = stash_depths(stage_ipus, cfg["schedule"], self.micro_batches, training)
+            pinned, no_cut = once(("constraints",), lambda: _user_constraints(ops, anchor, n))
+
+            try:
+                cuts, stage_report, stage_mem_ok, tail_saving = _partition(
+                    stage_cycles, link, weights, stage_saved, peak, code, depth, stage_ipus, pinned, no_cut,
+                    training, mach, v, tail, cfg["reserve"], stash_in, stage_once, stage_leaving, tail_back, host)
+            except NoSplitFits as e:  # (shared as its message: the same refusal for every copy)
+                return str(e), None, None
+            cuts = _refine(cuts, stage_cycles, stage_bwd, link, stage_ipus, cfg["schedule"],
+                           self.micro_batches, training, stage_mem_ok, tail is not None, tail_saving, host)
+            return cuts, *stage_report(cuts)
+
+        # the split: a function of every setting (the strategy's, the pass's)
+        # and of the vectors above
+        cuts, stage_cyc, stage_mem = once(
+            ("cuts", repr(cfg), tuple(ipu_prop), partials, states, self.micro_batches, rc, self.host_io,
+             self.default_proportion), find_split)
+        if isinstance(cuts, str):
+            raise NoSplitFits(cuts)
+        if self.split_only:
+            return
         stage_of_pos = np.zeros(n, dtype=np.int64)
         for k, (i, j) in enumerate(zip(cuts[:-1], cuts[1:])):
             stage_of_pos[i:j] = k
@@ -370,84 +424,6 @@ class AutoStagePass(ModulePass):
             "cuts": [f"forward op {c} ({first_at[c].name})" for c in cuts[1:-1]],
             "stage_cycles": [int(c) for c in stage_cyc], "stage_bytes": [int(b) for b in stage_mem],
             "schedule": cfg["schedule"], "machine": mach.name})
-
-
-def _is_position(o: Operation) -> bool:
-    """A forward op reading another forward op's result: a position."""
-    return not place(o, _UNPLACED).is_backward and any(_forward_op(v) for v in o.operands)
-
-
-def _anchors(ops: list[Operation]) -> tuple[dict[Operation, int], int]:
-    """Each op's position (see the module docstring) and the number of positions."""
-    anchor: dict[Operation, int] = {}
-    n = 0
-    for o in ops:
-        if not place(o, _UNPLACED).is_backward and any(_forward_op(v) for v in o.operands):
-            anchor[o] = n
-            n += 1
-    if n == 0:
-        return {o: 0 for o in ops}, 1
-    fwd_users = {}
-
-    def users(o):
-        return [u.operation for r in o.results for u in r.uses if u.operation in anchor]
-
-    late = []
-    for o in reversed(ops):  # forward ops reading only arguments: their earliest forward user
-        if o in anchor or place(o, _UNPLACED).is_backward:
-            continue
-        us = [anchor[u] for u in users(o) if not place(u, _UNPLACED).is_backward]
-        if us:
-            anchor[o] = min(us)
-        else:
-            late.append(o)
-    for o in ops:  # forward values: the latest forward op that reads them
-        if o in anchor and not place(o, _UNPLACED).is_backward:
-            us = [anchor[u] for u in users(o) if not place(u, _UNPLACED).is_backward]
-            fwd_users[o] = max(us, default=anchor[o])
-    # a block without an IPU is never cut, and its backward ops go with it
-    # (`apply`): they are costed within its positions, not at a later
-    # stage's (the backward of a slice of a layer's output reads only the
-    # gradient from the stage after, where its result would be copied back)
-    span: dict[str, tuple[int, int]] = {}
-    for o, a in list(anchor.items()):
-        p = place(o, _UNPLACED)
-        if _is_position(o) and p.block.data not in ("", START_BLOCK) and p.ipu.data < 0:
-            lo, hi = span.get(p.block.data, (a, a))
-            span[p.block.data] = (min(lo, a), max(hi, a))
-
-    def in_block(o, a: int) -> int:
-        lo, hi = span.get(place(o, _UNPLACED).block.data, (a, a))
-        return min(max(a, lo), hi)
-
-    param_first: dict[BlockArgument, int] = {}
-    floating_bwd = []
-    for o in ops:
-        if not place(o, _UNPLACED).is_backward:
-            continue
-        grads, layers = [], []
-        for v in o.operands:
-            if isinstance(v, OpResult) and v.op in anchor:
-                (grads if place(v.op, _UNPLACED).is_backward else layers).append(
-                    anchor[v.op] if place(v.op, _UNPLACED).is_backward else fwd_users.get(v.op, anchor[v.op]))
-            elif isinstance(v, BlockArgument):
-                if v not in param_first:
-                    us = [anchor[u.operation] for u in v.uses if u.operation in anchor
-                          and not place(u.operation, _UNPLACED).is_backward]
-                    param_first[v] = min(us) if us else -1
-                if param_first[v] >= 0:
-                    layers.append(param_first[v])
-        if grads and layers:
-            anchor[o] = in_block(o, min(min(grads), max(layers)))
-        elif grads or layers:
-            anchor[o] = in_block(o, min(grads) if grads else max(layers))
-        else:
-            floating_bwd.append(o)
-    for o in reversed(floating_bwd):  # constants of the backward: their latest user
-        anchor[o] = max((anchor[u] for u in users(o)), default=n - 1)
-    for o in reversed(late):
-        anchor[o] = min((anchor[u] for u in users(o)), default=0)
-    return anchor, n
 
 
 def _recomputation(main, ops, from_stage_inputs: bool = False, final: bool = False) -> tuple[dict, set]:
@@ -665,56 +641,6 @@ def _stash_depths_of(stage_ipus: tuple, schedule: str, micro_batches: int, train
     except Exception as e:  # the schedule's own rule, with its numbers
         raise PlacementError(f"ipu-auto-stage: {e}") from e
     return tuple(sched.in_flight(j, 2 * S - 2 - j) for j in range(S))
-
-
-def _user_constraints(ops, anchor, n):
-    """Positions pinned to an IPU (-1: free) and the positions a cut may not
-    precede (inside a block without an IPU). Only positions count: an op
-    reading only arguments sits at its earliest user, or at position 0 when
-    it has none (a BatchNorm's running-statistics update), which would
-    stretch its block over every cut."""
-    pinned = np.full(n, -1)
-    span: dict[str, list[int]] = {}
-    for o in ops:
-        p = place(o, _UNPLACED)
-        b = p.block.data
-        if not _is_position(o) or not b or b == START_BLOCK:
-            continue
-        pos = anchor[o]
-        if p.ipu.data >= 0:
-            if pinned[pos] not in (-1, p.ipu.data):
-                raise PlacementError(f"ipu-auto-stage: forward op {pos} ({o.name}) is placed on IPU "
-                                     f"{pinned[pos]} and on IPU {p.ipu.data}")
-            pinned[pos] = p.ipu.data
-        else:
-            lo, hi = span.get(b, [pos, pos])
-            span[b] = [min(lo, pos), max(hi, pos)]
-    no_cut = np.zeros(n + 1, dtype=bool)
-    for lo, hi in span.values():
-        no_cut[lo + 1:hi + 1] = True
-    return pinned, no_cut
-
-
-def _tail_gradients(ops, anchor, tail: int) -> list[tuple[int, int]]:
-    """The backward values of the tail (positions from `tail` on) that a
-    backward op before the tail reads: (the first such reader's position,
-    bytes)."""
-    out = []
-    for o in ops:
-        if place(o, _UNPLACED).is_backward and anchor[o] >= tail:
-            for r in o.results:
-                e = min((anchor[u.operation] for u in r.uses if u.operation in anchor), default=tail)
-                if e < tail:
-                    out.append((e, _bytes(r)))
-    return out
-
-
-def _tail_start(ops, anchor, block: str) -> int:
-    """The position of the first forward op of `block` (the tail's start)."""
-    at = [anchor[o] for o in ops if not (p := place(o, _UNPLACED)).is_backward and p.block.data == block]
-    if not at:
-        raise PlacementError(f"ipu-auto-stage: the tail block {block!r} has no forward ops in the model")
-    return min(at)
 
 
 def _partition(cycles, link, weights, saved, temp, code, depth, stage_ipus, pinned, no_cut,

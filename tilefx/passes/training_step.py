@@ -52,6 +52,7 @@ from xdsl.ir import Attribute, Block, Operation, Region
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
+from tilefx.analysis.shared_results import shared_of
 from tilefx.dialects import ipu
 from tilefx.passes import check_option, finite
 from tilefx.dialects.irutil import attrs_of, find_func, module_config, set_results, to_py
@@ -179,7 +180,17 @@ class TrainingStepPass(ModulePass):
             if n not in weights:
                 raise DiagnosticException(f"ipu-training-step: @main accumulates a gradient for {n!r} "
                                           f"but has no argument with {PARAM_KEY} = {n!r}")
-        module.body.block.add_op(self._update_func(self._config(module), trained, weights, accums))
+        cfg = self._config(module)
+        shared = shared_of(module)
+        if shared is None:
+            module.body.block.add_op(self._update_func(cfg, trained, weights, accums))
+            return
+        # a planner's copies of one trace: @update is a function of the
+        # optimizer and of the weights and accumulators alone, built once for
+        # all of them (analysis/shared_results.py) and copied into each
+        key = ("update", repr(cfg), tuple((n, weights[n][0], accums[n], weights[n][1].get(GROUP_KEY))
+                                          for n in trained))
+        module.body.block.add_op(shared.get(key, lambda: self._update_func(cfg, trained, weights, accums)).clone())
 
     def _update_func(self, cfg: dict, trained: list[str], weights: dict,
                      accums: dict | None = None) -> func.FuncOp:

@@ -29,6 +29,8 @@ from tilefx.api.options import Options
 from tilefx.api.strategies import PipelinedExecution
 from tilefx import driver
 from tilefx.analysis.repeated_layers import attach, twin_pairs, twins_in
+from tilefx.analysis.shared_results import Shared
+from tilefx.analysis.shared_results import attach as share
 from tilefx.backend.machine import machine as machine_named
 from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr, StageOp
 from tilefx.dialects.irutil import find_func
@@ -109,6 +111,14 @@ class _Planner:
         # first of them (analysis/repeated_layers.py); False: every op of every copy costed
         self.reuse_repeats = True
         self.repeat_pairs: list[tuple[int, int]] = []
+        # what ipu-auto-stage derives from the traced ops alone (each op's
+        # position, the recomputation, each position's cycles and bytes, the
+        # split of each configuration) and training-step's @update, computed
+        # once per setting they read for every copy costed, and the split
+        # asked on the trace before copying it (analysis/shared_results.py,
+        # _refused_on_trace); False: each copy computes its own
+        self.share_results = True
+        self.shared = Shared()
 
     # -- the one trace -------------------------------------------------------
     def _repeated_layers(self) -> list[str]:
@@ -152,6 +162,8 @@ class _Planner:
             if opts.Precision.autocast_enabled:
                 AutocastPass().apply(graph_context(), self.traced)
             self.repeat_pairs = twin_pairs(find_func(self.traced, "main"))
+            # ipu-auto-stage runs on the trace itself too (_refused_on_trace)
+            attach(self.traced, twins_in(find_func(self.traced, "main"), self.repeat_pairs))
         self.trace_seconds = time.perf_counter() - start
 
     def _tail_hooks(self) -> list:
@@ -414,25 +426,17 @@ class _Planner:
         """A copy of the traced IR with `c`'s options written in and the
         graph passes run on it (up to `stop_after`): (module, config, the
         repeated layer of each forward op)."""
-        opts = c.options
-        # one stage is no pipeline: the candidate's own options (and the
-        # model a user compiles with them) carry no strategy, so neither does
-        # its costing; the profile's memory plan judges whether it fits
-        if self._fixed_stages() is None and not self.user_blocks and c.stages > 1:
-            opts.setExecutionStrategy(PipelinedExecution.auto(c.stages, schedule=c.schedule,
-                                                              tail=_TAIL_BLOCK if c.tail else None))
+        opts = self._options(c)
         module = self.traced.clone()
         if self.repeat_pairs:  # each repeated layer's ops costed once per context
             attach(module, twins_in(find_func(module, "main"), self.repeat_pairs))
         unit_of = self._units_of(module)
         if c.stages == 1 and self.units:
             self._drop_unit_blocks(module)
-        config = compile_config(opts, training=True)
-        driver.prepare(module, config)
-        # ipu-auto-stage (where the strategy is automatic) over this candidate's
-        # micro-batches, leaving `reserve` bytes per tile free on each IPU
-        auto_stage = replace(driver.auto_stage_pass(config), micro_batches=c.accumulation,
-                             reserve=tuple(reserve or ()))
+        elif self.share_results:  # the ops as traced: what the passes derive from them alone is shared
+            share(module, self.shared)
+        config = self._prepare(module, opts)
+        auto_stage = self._auto_stage(config, c, reserve)
         # not verified: the trace it copies was (trace_only), the graph passes
         # keep IR well formed, and a configuration is costed, never run (the one
         # a user picks is verified when it compiles)
@@ -444,10 +448,66 @@ class _Planner:
                          partials_type=driver.partials_type_pass(config), auto_stage=auto_stage)
         return module, config, unit_of
 
+    def _options(self, c: Candidate) -> Options:
+        opts = c.options
+        # one stage is no pipeline: the candidate's own options (and the
+        # model a user compiles with them) carry no strategy, so neither does
+        # its costing; the profile's memory plan judges whether it fits
+        if self._fixed_stages() is None and not self.user_blocks and c.stages > 1:
+            opts.setExecutionStrategy(PipelinedExecution.auto(c.stages, schedule=c.schedule,
+                                                              tail=_TAIL_BLOCK if c.tail else None))
+        return opts
+
+    @staticmethod
+    def _prepare(module, opts: Options):
+        """`opts` written into `module` as a compile writes them; its config."""
+        config = compile_config(opts, training=True)
+        driver.prepare(module, config)
+        return config
+
+    @staticmethod
+    def _auto_stage(config, c: Candidate, reserve: list[int] | None, **fields) -> AutoStagePass:
+        """ipu-auto-stage (where the strategy is automatic) over `c`'s
+        micro-batches, leaving `reserve` bytes per tile free on each IPU."""
+        return replace(driver.auto_stage_pass(config), micro_batches=c.accumulation,
+                       reserve=tuple(reserve or ()), **fields)
+
+    def _refused_on_trace(self, c: Candidate, reserve: list[int] | None = None) -> NoSplitFits | None:
+        """ipu-auto-stage's refusal of `c`, asked of the traced module itself
+        before it is copied: `c`'s options written into its attributes, the
+        pass run to find the split only (it changes no op), the attributes
+        put back. A configuration it refuses is then never copied; the split
+        it finds is shared with the copy costed next (the pass finds it
+        there). Only where the copies share the pass's results and are not
+        autocast again."""
+        if not (self.share_results and self.reuse_repeats) or c.stages == 1:
+            return None
+        opts = self._options(c)
+        module, main = self.traced, find_func(self.traced, "main")
+        attributes, arg_attrs = dict(module.attributes), main.arg_attrs
+        share(module, self.shared)
+        try:
+            config = self._prepare(module, opts)
+            if "auto" not in config.strategy or config.half_partials:  # (ipu-partials-type not run here)
+                return None
+            with gc_paused():
+                self._auto_stage(config, c, reserve, split_only=True).apply(graph_context(), module)
+        except NoSplitFits as e:
+            return e
+        except Error:  # another error: the costing of `c` reports it
+            pass
+        finally:
+            module.attributes.clear()
+            module.attributes.update(attributes)
+            main.arg_attrs = arg_attrs
+        return None
+
     def _refusal(self, c: Candidate) -> NoSplitFits | None:
         """ipu-auto-stage's refusal of `c`, if it refuses it (only the
         passes up to it are run)."""
         self.costings += 1
+        if self.share_results and self.reuse_repeats and c.stages > 1:
+            return self._refused_on_trace(c)
         try:
             with gc_paused():
                 self._passes(c, stop_after=AutoStagePass.name)
@@ -460,6 +520,10 @@ class _Planner:
     def _cost(self, c: Candidate, reserve: list[int] | None = None) -> None:
         self.costings += 1
         c.reserve = list(reserve or [])
+        refused = self._refused_on_trace(c, reserve)
+        if refused is not None:
+            c.fits, c.reason, c.refused = False, str(refused).splitlines()[0], True
+            return
         try:
             # as a compile does (gcpause.py): a costing makes a few hundred
             # thousand objects, each counted towards the collector's thresholds
