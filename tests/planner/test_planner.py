@@ -224,3 +224,20 @@ def test_batchnorm_running_statistics_do_not_stop_the_cuts():
     t.compile(torch.randn(c.global_batch, 8, 8, 8), torch.randint(0, 10, (c.global_batch,)))
     assert {i: int(mem.peak.max()) for i, mem in t.profile.memory.items()} == c.memory
     assert c.global_batch / t.profile.seconds == pytest.approx(c.throughput, rel=1e-9)
+
+
+def test_the_users_half_float_casting_is_costed_as_it_compiles():
+    """FloatDowncastToHalf (float16 inputs cast the float32 layers they meet
+    down): the planner runs ipu-autocast with the user's casting and policy,
+    so the predicted throughput is the compiled one."""
+    torch.manual_seed(0)
+    model = Layers(n=4)
+    x, y = torch.randn(MB, D).half(), torch.randn(MB, D).half()
+    opts = tilefx.Options()
+    opts.Precision.halfFloatCasting(tilefx.HalfFloatCastingBehavior.FloatDowncastToHalf)
+    c = tilefx.plan(model, x, y, ipus=1, global_batch=16, options=opts)[0]
+    m = copy.deepcopy(model)
+    t = tilefx.trainingModel(m, c.options.useOfflineIpuTarget(), optimizer=tilefx.optim.SGD(m.parameters(), lr=0.01))
+    t.compile(torch.randn(16, D).half(), torch.randn(16, D).half())
+    assert {i: int(mem.peak.max()) for i, mem in t.profile.memory.items()} == c.memory
+    assert c.global_batch / t.profile.seconds == pytest.approx(c.throughput, rel=1e-9)

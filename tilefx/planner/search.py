@@ -38,7 +38,6 @@ from tilefx.errors import Error
 from tilefx.gcpause import gc_paused
 from tilefx.passes.assign_stages import AssignStagesPass
 from tilefx.passes.auto_stage import STATE_RANK, AutoStagePass, NoSplitFits, refusal_covers, stash_depths
-from tilefx.passes.autocast import AutocastPass
 from tilefx.passes.pipelines import graph_context, run_graph_passes
 from tilefx.planner.candidate import (STATE_OFF_CHIP, STATE_OFF_CHIP_SHARDED, STATE_ON_CHIP, STATE_SHARDED,
                                      Candidate)
@@ -159,8 +158,9 @@ class _Planner:
             # ipu-autocast is the same for every configuration (the model's
             # autocast regions and policy): run once here, not on each copy, so
             # the repeated layers are compared with the types the passes cost
-            if opts.Precision.autocast_enabled:
-                AutocastPass().apply(graph_context(), self.traced)
+            autocast = driver.autocast_pass(compile_config(opts, training=True))
+            if autocast is not None:  # the user's policy and half-float casting, as a compile runs it
+                autocast.apply(graph_context(), self.traced)
             self.repeat_pairs = twin_pairs(find_func(self.traced, "main"))
             # ipu-auto-stage runs on the trace itself too (_refused_on_trace)
             attach(self.traced, twins_in(find_func(self.traced, "main"), self.repeat_pairs))
@@ -441,7 +441,7 @@ class _Planner:
         # keep IR well formed, and a configuration is costed, never run (the one
         # a user picks is verified when it compiles)
         run_graph_passes(module, training=True,
-                         autocast=bool(opts.Precision.autocast_enabled) and not self.reuse_repeats,
+                         autocast=None if self.reuse_repeats else driver.autocast_pass(config),
                          assign=AssignStagesPass(gradient_accumulation=c.accumulation, device_iterations=1),
                          verify=False, stop_after=stop_after, auto_recomputation=config.auto_recomputation,
                          host_io=config.host_io, available_memory=driver.available_memory_pass(config),
