@@ -54,6 +54,7 @@ def test_each_vector_is_computed_once_per_setting_not_per_configuration(monkeypa
     recomputation = _counting(monkeypatch, "_recomputation")
     memory = _counting(monkeypatch, "_memory_vectors")
     figures = {}
+    full_counts = (0, 0, 0)  # each copy computing its own (the first pass of the loop)
     for share in (False, True):
         p = _planner("checkpointed", reuse=True)
         p.share_results = share
