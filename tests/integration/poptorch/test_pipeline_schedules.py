@@ -276,7 +276,8 @@ def test_auto_stage_counts_the_working_activations_at_each_position():
     from xdsl.dialects import func
 
     from tilefx.dialects.irutil import find_func
-    from tilefx.passes.auto_stage import _anchors, _memory_vectors
+    from tilefx.passes.auto_stage import _memory_vectors
+    from tilefx.passes.auto_stage_positions import _anchors
 
     class Wide(nn.Module):
         def __init__(self):
