@@ -114,6 +114,13 @@ def result_key(i: int, role: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run tilefx-run on `argv`, or, without it, as the command on the
+    command line, in a process that ends after it: no collection walks
+    torch's and the program's objects at its exit (tilefx/gcpause.py)."""
+    if argv is None:
+        from tilefx.gcpause import no_collection_at_exit
+
+        no_collection_at_exit()
     ap = argparse.ArgumentParser(prog="tilefx-run", description=__doc__.splitlines()[0])
     ap.add_argument("file")
     ap.add_argument("--inputs", required=True, help=".npz with one array per argument")
