@@ -8,15 +8,13 @@ import sys
 
 import pytest
 import torch
-from torch import nn
-
-import tilefx
 
 from repo_paths import REPO
 
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 import machine_validation as mv  # noqa: E402
 import vit_miss_validation as vm  # noqa: E402
+from test_machine_validation import TinyBert  # noqa: E402  (two BERT layers over two IPUs)
 
 
 def test_step_shapes_are_the_training_rows():
@@ -46,25 +44,12 @@ def test_op_classes(name, label):
     assert vm.op_class(name) == label
 
 
-class TwoLayers(nn.Module):
-    """Two small BERT layers pipelined over two IPUs, with a loss."""
-
-    def __init__(self):
-        super().__init__()
-        self.bert = mv.BertStack(d=64, heads=4, layers=2, ffn=128)
-        tilefx.BeginBlock(self.bert.layers[1], "second", ipu_id=1)
-
-    def forward(self, x, y):
-        out, loss = self.bert(x)
-        return out, loss + 0 * y.float().sum()
-
-
 def test_class_cycles_and_step_parts_split_a_pipelines_profile():
     """The classes add up to the IPU's op cycles; a micro-batch's step on the
     first IPU holds its compute, the copy of its activations to IPU 1 and the
     input's host stream; every layer's products are linear products."""
     profiles = []
-    mv.pipelined_throughput(TwoLayers, lambda n: (mv._meta(n, 16, 64), mv._meta(n, dtype=torch.long)),
+    mv.pipelined_throughput(TinyBert, lambda n: (mv._meta(n, 16, 64), mv._meta(n, dtype=torch.long)),
                             machine=mv.BOW, replicas=1, mb=2, accumulation=8, proportions=(0.3, 0.3),
                             optimizer="lamb", profiles=profiles)
     profile = profiles[0]
