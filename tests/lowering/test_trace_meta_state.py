@@ -1,6 +1,7 @@
 """A failed trace leaves torch's node metadata as it found it: the next
 compile in the same process traces as if it were the first."""
 
+import copy
 import gc
 
 import pytest
@@ -53,7 +54,9 @@ def _fails(make, x):
 
 def test_failed_traces_leave_no_annotations_behind():
     torch.manual_seed(0)
-    before = dict(torch.fx.traceback.current_meta)
+    torch.fx.traceback.current_meta.setdefault("custom", {})  # as an earlier trace in the process leaves it
+    held = torch.fx.traceback.current_meta["custom"]
+    before = copy.deepcopy(dict(torch.fx.traceback.current_meta))
     x = torch.randn(3, 2, 6, 6)
     _fails(_half_conv, x)  # a float16 convolution fed a float32 input
     _fails(lambda: _half_conv(blocks=True).autocast(), x)  # raises inside the autocast scope, on 2 IPUs
@@ -65,6 +68,7 @@ def test_failed_traces_leave_no_annotations_behind():
     assert out.dtype == torch.float16
     torch.testing.assert_close(out, model(x.half()).detach(), rtol=1e-3, atol=1e-3)
     assert dict(torch.fx.traceback.current_meta) == before
+    assert held == before["custom"]  # the dict a caller holds is put back too
 
 
 def test_module_autocast_ends_with_a_forward_that_raised():

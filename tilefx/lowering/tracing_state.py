@@ -96,15 +96,20 @@ def node_meta_kept():
     `preserve_node_meta` alone keeps only a shallow copy, whose "custom" dict
     is the one the trace's annotations write into: a trace that stops half
     way (a forward that raised) would leave its annotations there, and the
-    next trace would stamp them on every node."""
+    next trace would stamp them on every node. The dicts are put back as the
+    same objects, so a caller holding one sees it as it was."""
     meta = torch.fx.traceback.current_meta
-    saved = {k: dict(v) if isinstance(v, dict) else v for k, v in meta.items()}
+    saved = {k: (v, dict(v) if isinstance(v, dict) else None) for k, v in meta.items()}
     try:
         yield
     finally:
         meta = torch.fx.traceback.current_meta
         meta.clear()
-        meta.update(saved)
+        for key, (value, contents) in saved.items():
+            if contents is not None:  # the same dict object, holding what it held
+                value.clear()
+                value.update(contents)
+            meta[key] = value
 
 
 def start_tracing() -> None:
