@@ -70,3 +70,49 @@ def test_a_disabled_collector_stays_disabled(collector):
     with gcpause.gc_paused():
         pass
     assert not gc.isenabled()
+
+
+def test_long_lived_objects_frozen_for_the_block_garbage_of_the_block_still_collected(collector):
+    keep = [[i] for i in range(5_000)]  # alive before and after the block
+    old_garbage = _cycle()
+    with gcpause.long_lived_frozen():
+        assert old_garbage() is None  # collected before freezing: nothing dead is kept frozen
+        assert gc.get_freeze_count() >= len(keep)
+        made_here = _cycle()
+        gc.collect()  # walks only what the block made
+        assert made_here() is None
+    assert gc.get_freeze_count() == 0 and len(keep) == 5_000
+
+
+def test_long_lived_frozen_leaves_a_process_s_own_frozen_set_alone(collector):
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with gcpause.long_lived_frozen():
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
+def test_planning_freezes_the_trace_while_costing(monkeypatch):
+    """The planner costs its configurations with the model, torch and the
+    trace frozen, and thaws them after."""
+    import torch
+
+    import tilefx
+    from tilefx.planner import search
+
+    counts = []
+    real = search._Planner._search
+    monkeypatch.setattr(search._Planner, "_search", lambda self: counts.append(gc.get_freeze_count()) or real(self))
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.fc(x).square().mean()
+
+    fits = tilefx.plan(Net(), torch.randn(2, 4), ipus=1)
+    assert fits and counts and counts[0] > 10_000 and gc.get_freeze_count() == 0

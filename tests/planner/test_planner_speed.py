@@ -188,3 +188,30 @@ def test_update_attributes_are_made_once_per_value():
 
     assert _bool(True) is _bool(True) and _bool(True) == BoolAttr.from_bool(True)
     assert _bool(False) == BoolAttr.from_bool(False) != _bool(True)
+
+
+def test_forked_workers_find_what_one_process_finds():
+    """The stage counts costed by two forked processes: the same candidates,
+    fitting or not, with the same figures and reasons, in the same order as
+    one process costing them in turn (a model with a tied head, so the tail
+    stage is searched too)."""
+    from test_planner_tied import TiedLM, _batch
+
+    out = {}
+    for workers in (1, 2):
+        torch.manual_seed(0)
+        model = TiedLM()
+        opts = tilefx.Options().setMachine("mk1")
+        cands = tilefx.plan(model, *_batch(1, 0), ipus=4, global_batch=16, options=opts, keep_all=True,
+                            optimizer=tilefx.optim.AdamW(model.parameters(), lr=1e-3), workers=workers)
+        out[workers] = [_figures(c) + (c.fits, c.refused, c.held_bytes) for c in cands]
+        assert all(c.base is opts for c in cands)
+    assert len({c[0] for c in out[1]}) >= 2 and any(c[7] for c in out[1])  # stage counts; a tail
+    assert out[2] == out[1]
+
+
+@pytest.mark.parametrize("workers", [0, -1, 1.5, True, "2"])
+def test_workers_must_be_a_positive_int(workers):
+    model = Checkpointed()
+    with pytest.raises(tilefx.Error, match="workers must be a positive int"):
+        tilefx.plan(model, torch.zeros(MB, 32), torch.zeros(MB, 32), ipus=2, workers=workers)

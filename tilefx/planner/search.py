@@ -17,8 +17,10 @@ Configurations that fit are ranked by predicted throughput.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import torch
 
@@ -35,7 +37,7 @@ from tilefx.backend.machine import machine as machine_named
 from tilefx.dialects.ipu import PLACE_KEY, START_BLOCK, PlacementAttr, StageOp
 from tilefx.dialects.irutil import find_func
 from tilefx.errors import Error
-from tilefx.gcpause import gc_paused
+from tilefx.gcpause import gc_paused, long_lived_frozen
 from tilefx.passes.assign_stages import AssignStagesPass
 from tilefx.passes.auto_stage import STATE_RANK, AutoStagePass, NoSplitFits, refusal_covers, stash_depths
 from tilefx.passes.pipelines import graph_context, run_graph_passes
@@ -59,15 +61,22 @@ _TAIL_BLOCK = "plan.tail"
 
 def plan(model: torch.nn.Module, *example_inputs, ipus: int, optimizer=None,
          global_batch: int | None = None, options: Options | None = None,
-         keep_all: bool = False) -> list[Candidate]:
+         keep_all: bool = False, workers: int | None = None) -> list[Candidate]:
     """The configurations of `model` on `ipus` IPUs that fit, best predicted
     throughput first. `example_inputs` are one micro-batch; `optimizer` a
     `tilefx.optim` optimizer over the model's parameters (SGD by default);
     `global_batch` the samples per weight update (default: micro-batch x
     ipus x 16); `options` the user's fixed choices. `keep_all`: also return
-    the configurations that do not fit (last, with the reason)."""
+    the configurations that do not fit (last, with the reason). `workers`:
+    processes costing the stage counts at once (default: the CPUs this
+    process may run on; 1: this process alone). The model is traced once,
+    in this process, whatever their number; the result is the same."""
     if isinstance(ipus, bool) or not isinstance(ipus, int) or ipus < 1:
         raise Error(f"tilefx.plan: ipus must be a positive int, got {ipus!r}")
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise Error(f"tilefx.plan: workers must be a positive int, got {workers!r}")
     tensors = [x for x in example_inputs if isinstance(x, torch.Tensor) and x.dim()]
     if not tensors:
         raise Error("tilefx.plan: give example inputs of one micro-batch (tensors with a batch dimension)")
@@ -77,6 +86,7 @@ def plan(model: torch.nn.Module, *example_inputs, ipus: int, optimizer=None,
         raise Error(f"tilefx.plan: global_batch must be an int of at least the micro-batch ({mb}), "
                     f"got {global_batch!r}")
     planner = _Planner(model, example_inputs, ipus, optimizer, global_batch, options or Options(), mb)
+    planner.workers = workers
     return planner.run(keep_all)
 
 
@@ -101,6 +111,7 @@ class _Planner:
         self.tail: str | None = None  # the module starting the tail whose weight is tied to stage 0's
         self.trace_seconds = 0.0
         self.costings = 0
+        self.workers = 1  # processes costing the stage counts (_search_forked)
         self.hopeless: set[int] = set()  # stage counts no configuration of which can fit
         # per split (stages, replicas, accumulation, tail): the (state rank,
         # proportion, stash depths) at which ipu-auto-stage found no split that fits
@@ -230,9 +241,22 @@ class _Planner:
     # -- the search ------------------------------------------------------------
     def run(self, keep_all: bool) -> list[Candidate]:
         self._trace()
-        out: list[Candidate] = []
+        with long_lived_frozen():  # the model, torch and the trace outlive every copy costed
+            out = self._search()
+        fitting = sorted((c for c in out if c.fits), key=lambda c: -c.throughput)
+        return fitting + ([c for c in out if not c.fits] if keep_all else [])
+
+    def _search(self) -> list[Candidate]:
+        groups = self._groups()
+        if self.workers > 1 and len(groups) > 1 and "fork" in multiprocessing.get_all_start_methods():
+            return self._search_forked(groups)
+        return [c for g in groups for c in self._group(*g)]
+
+    def _groups(self) -> list[tuple[int, int, int]]:
+        """(stages, replicas, accumulation) of each stage count searched."""
+        out = []
+        fixed = self._fixed_stages()
         for stages in (d for d in range(1, self.ipus + 1) if self.ipus % d == 0):
-            fixed = self._fixed_stages()
             if fixed is not None and stages != fixed:
                 continue
             if self.units and stages > len(self.units):
@@ -244,18 +268,48 @@ class _Planner:
             accumulation = self.fixed_accumulation or self.global_batch // per_step
             if accumulation < 1 or accumulation * per_step != self.global_batch:
                 continue
-            for schedule in self._schedules(stages, accumulation):
-                out += self._first_that_fits(stages, replicas, accumulation, schedule)
-                if stages in self.hopeless:  # no schedule changes what proves it
-                    break
-            # the tail back on IPU 0, with the weight it shares: one more
-            # pipeline stage, which PopTorch's FillDrain pipeline runs. Tried
-            # even when the contiguous splits proved this stage count hopeless:
-            # they hold the tied weight twice, the tail once
-            if self.tail is not None and stages > 1 and accumulation >= 2 * (stages + 1) - 1:
-                out += self._first_that_fits(stages, replicas, accumulation, "FillDrain", self.tail)
-        fitting = sorted((c for c in out if c.fits), key=lambda c: -c.throughput)
-        return fitting + ([c for c in out if not c.fits] if keep_all else [])
+            out.append((stages, replicas, accumulation))
+        return out
+
+    def _group(self, stages: int, replicas: int, accumulation: int) -> list[Candidate]:
+        """The configurations of one stage count. Nothing a group learns
+        (the stage counts proved hopeless, the refused splits) is read by
+        another, so the groups can be costed in any order or at once."""
+        out: list[Candidate] = []
+        for schedule in self._schedules(stages, accumulation):
+            out += self._first_that_fits(stages, replicas, accumulation, schedule)
+            if stages in self.hopeless:  # no schedule changes what proves it
+                break
+        # the tail back on IPU 0, with the weight it shares: one more
+        # pipeline stage, which PopTorch's FillDrain pipeline runs. Tried
+        # even when the contiguous splits proved this stage count hopeless:
+        # they hold the tied weight twice, the tail once
+        if self.tail is not None and stages > 1 and accumulation >= 2 * (stages + 1) - 1:
+            out += self._first_that_fits(stages, replicas, accumulation, "FillDrain", self.tail)
+        return out
+
+    def _search_forked(self, groups: list[tuple[int, int, int]]) -> list[Candidate]:
+        """The stage counts costed by `self.workers` forked processes, each
+        starting from this process's trace (shared with it, not copied: the
+        trace is frozen, so the collector does not touch its pages). A
+        worker sends back each candidate's fields as plain values; the
+        candidates are then as a search in one process makes them, in the
+        same order. Pipelines with more stages are sent first: they have
+        more schedules and the tail to try."""
+        global _FORKED
+        order = sorted(range(len(groups)), key=lambda i: -groups[i][0])
+        _FORKED = (self, groups)
+        try:
+            with multiprocessing.get_context("fork").Pool(min(self.workers, len(groups))) as pool:
+                done = dict(zip(order, pool.map(_group_in_worker, order, chunksize=1)))
+        finally:
+            _FORKED = None
+        out: list[Candidate] = []
+        for i in range(len(groups)):
+            records, costings = done[i]
+            self.costings += costings
+            out += [Candidate(**r, base=self.base) for r in records]
+        return out
 
     def _schedules(self, stages: int, accumulation: int) -> list[str]:
         if stages == 1:
@@ -602,6 +656,19 @@ class _Planner:
                         u = min(first.get(k, (unit_of[inner], ipu))[0], unit_of[inner])
                         first[k] = (u, ipu)
         return [(paths[u], ipu) for k, (u, ipu) in sorted(first.items()) if k > 0]
+
+
+# the planner and its groups while a pool of forked workers costs them
+_FORKED: tuple | None = None
+_FIELDS = tuple(f.name for f in fields(Candidate) if f.name != "base")
+
+
+def _group_in_worker(i: int) -> tuple[list[dict], int]:
+    """In a forked worker: group `i` costed, each candidate as its fields."""
+    planner, groups = _FORKED
+    before = planner.costings
+    cands = planner._group(*groups[i])
+    return [{k: getattr(c, k) for k in _FIELDS} for c in cands], planner.costings - before
 
 
 def table(candidates: list[Candidate], top: int = 10) -> str:

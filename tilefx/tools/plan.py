@@ -54,6 +54,8 @@ def main(argv=None) -> int:
     ap.add_argument("--global-batch", type=int, default=None)
     ap.add_argument("--machine", default=None, help="mk1, mk2 or bow (default: the options' machine, mk2)")
     ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--workers", type=int, default=None,
+                    help="processes costing the configurations (default: the CPUs this process may use)")
     args = ap.parse_args(argv)
     try:
         import tilefx
@@ -65,7 +67,7 @@ def main(argv=None) -> int:
             options.setMachine(args.machine)
         start = time.perf_counter()
         cands = tilefx.plan(model, *inputs, ipus=args.ipus, optimizer=optimizer,
-                            global_batch=args.global_batch, options=options)
+                            global_batch=args.global_batch, options=options, workers=args.workers)
         seconds = time.perf_counter() - start
     except Error as e:
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
