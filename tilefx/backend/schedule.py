@@ -219,6 +219,14 @@ class Schedule:
                 end = f
         return end
 
+    def simulation_order(self) -> list[Step]:
+        """The steps in the order the profile's timeline places them (time
+        step, then stage): sorted once per step list."""
+        memo = self._memo()
+        if "simulation" not in memo:
+            memo["simulation"] = sorted(self.steps, key=lambda s: (s.time, s.stage))
+        return memo["simulation"]
+
     def _makespan_order(self):
         """The compute steps in makespan's order (time step, then stage), each
         as (IPU index, index of its (stage, part), slot it waits for, slot it
