@@ -577,18 +577,24 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
     per_stage: dict[tuple, tuple] = {}  # (stage, IPU, part) -> its steps' cycles of each kind
 
     def moves_of(st) -> tuple:
+        """(the timed steps before the compute, its cycles, those after):
+        each a (kind, cycles, stage, direction or None for the step's own)
+        of the moves this stage's steps make, the empty ones left out."""
         load, gather, store = (step_moves or {}).get(st.stage, (0, 0, 0))
         nxt = stage_of.get(st.stage + 1)
         copy = machine.link_cycles(copy_bytes[st.stage + 1], machine.ipu_link_bytes_per_s) \
             if nxt is not None and nxt[0] != st.ipu and copy_bytes.get(st.stage + 1, 0) else 0
-        load_cyc = machine.link_cycles(load, machine.streaming_bytes_per_s)
-        store_cyc = machine.link_cycles(store, machine.streaming_bytes_per_s) if store else 0
         compute = int(part_cycles(st, stage_cycles.get(st.stage, 0), weight_cycles.get(st.stage, 0)))
-        h_in = host_in if st.stage == 0 else 0
-        h_out = host_out if st.stage == last_stage else 0
-        span = h_in + load_cyc + gather + compute + store_cyc + copy + h_out  # end - begin of every step
+        before = ((("host", host_in, 0, "in"),) if st.stage == 0 else ()) + (
+            ("load", machine.link_cycles(load, machine.streaming_bytes_per_s), st.stage, None),
+            ("allgather", gather, st.stage, None))
+        after = (("store", machine.link_cycles(store, machine.streaming_bytes_per_s) if store else 0, st.stage, None),
+                 ("copy", copy, st.stage, None)) + (
+            (("host", host_out, st.stage, "out"),) if st.stage == last_stage else ())
+        before, after = tuple(m for m in before if m[1]), tuple(m for m in after if m[1])
+        span = sum(m[1] for m in before) + compute + sum(m[1] for m in after)  # end - begin of every step
         step_cycles[st.stage] = max(step_cycles.get(st.stage, 0), span)
-        return load_cyc, gather, compute, store_cyc, copy, h_in, h_out
+        return before, compute, after
 
     for st in schedule.simulation_order():
         ipu, stage, mb, direction = st.ipu, st.stage, st.micro_batch, st.direction
@@ -616,33 +622,21 @@ def _simulate(schedule: Schedule, stage_of, stage_cycles, copy_bytes, machine: M
         moves = per_stage.get(key)
         if moves is None:  # the same for every micro-batch of the stage
             moves = per_stage[key] = moves_of(st)
-        load_cyc, gather, compute, store_cyc, copy, h_in, h_out = moves
+        before, compute, after = moves
         start = ipu_free[ipu]
         d = done.get((stage - 1, mb), 0)
         if d > start:
             start = d
         if sequential and prev_end > start:
             start = prev_end
-        if h_in:
-            append(TimedStep(ipu, start, start + h_in, "host", 0, mb, "in"))
-            start += h_in
-        if load_cyc:
-            append(TimedStep(ipu, start, start + load_cyc, "load", stage, mb, direction))
-            start += load_cyc
-        if gather:
-            append(TimedStep(ipu, start, start + gather, "allgather", stage, mb, direction))
-            start += gather
+        for what, cyc, at, way in before:
+            append(TimedStep(ipu, start, start + cyc, what, at, mb, way or direction))
+            start += cyc
         end = start + compute
         append(TimedStep(ipu, start, end, "compute", stage, mb, direction))
-        if store_cyc:
-            append(TimedStep(ipu, end, end + store_cyc, "store", stage, mb, direction))
-            end += store_cyc
-        if copy:
-            append(TimedStep(ipu, end, end + copy, "copy", stage, mb, direction))
-            end += copy
-        if h_out:
-            append(TimedStep(ipu, end, end + h_out, "host", stage, mb, "out"))
-            end += h_out
+        for what, cyc, at, way in after:
+            append(TimedStep(ipu, end, end + cyc, what, at, mb, way or direction))
+            end += cyc
         ipu_free[ipu] = prev_end = done[(stage, mb)] = end
     return out, step_cycles
 
