@@ -131,6 +131,11 @@ def test_command_prints_the_table_and_the_code(tmp_path, capsys):
     assert main([f"{script}:factory", "--ipus", "2", "--global-batch", "16"]) == 0
     out = capsys.readouterr().out
     assert "limited by" in out and "opts.replicationFactor(" in out and "planned in" in out
+    # costed in this process alone: the same table
+    assert main([f"{script}:factory", "--ipus", "2", "--global-batch", "16", "--workers", "1"]) == 0
+    assert capsys.readouterr().out.split("planned in")[0] == out.split("planned in")[0]
+    assert main([f"{script}:factory", "--ipus", "2", "--workers", "0"]) == 1
+    assert "workers must be a positive int" in capsys.readouterr().err
     assert main([f"{script}:nothing", "--ipus", "2"]) == 1
     assert "has no function 'nothing'" in capsys.readouterr().err
     assert main([f"{tmp_path / 'missing.py'}:factory", "--ipus", "2"]) == 1
