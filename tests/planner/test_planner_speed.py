@@ -202,7 +202,7 @@ def test_forked_workers_find_what_one_process_finds():
         torch.manual_seed(0)
         model = TiedLM()
         opts = tilefx.Options().setMachine("mk1")
-        cands = tilefx.plan(model, *_batch(1, 0), ipus=4, global_batch=16, options=opts, keep_all=True,
+        cands = tilefx.plan(model, *_batch(1, 0), ipus=2, global_batch=8, options=opts, keep_all=True,
                             optimizer=tilefx.optim.AdamW(model.parameters(), lr=1e-3), workers=workers)
         out[workers] = [_figures(c) + (c.fits, c.refused, c.held_bytes) for c in cands]
         assert all(c.base is opts for c in cands)
