@@ -190,14 +190,18 @@ def test_update_attributes_are_made_once_per_value():
     assert _bool(False) == BoolAttr.from_bool(False) != _bool(True)
 
 
-def test_forked_workers_find_what_one_process_finds():
+def test_forked_workers_find_what_one_process_finds(monkeypatch):
     """The stage counts costed by two forked processes: the same candidates,
     fitting or not, with the same figures and reasons, in the same order as
     one process costing them in turn (a model with a tied head, so the tail
     stage is searched too)."""
+    from tilefx.planner import search
     from test_planner_tied import TiedLM, _batch
 
-    out = {}
+    in_this_process = []  # the groups costed here (a forked worker's record stays in the worker)
+    real = search._Planner._group
+    monkeypatch.setattr(search._Planner, "_group", lambda self, *g: in_this_process.append(g) or real(self, *g))
+    out, here = {}, {}
     for workers in (1, 2):
         torch.manual_seed(0)
         model = TiedLM()
@@ -205,9 +209,12 @@ def test_forked_workers_find_what_one_process_finds():
         cands = tilefx.plan(model, *_batch(1, 0), ipus=2, global_batch=8, options=opts, keep_all=True,
                             optimizer=tilefx.optim.AdamW(model.parameters(), lr=1e-3), workers=workers)
         out[workers] = [_figures(c) + (c.fits, c.refused, c.held_bytes) for c in cands]
+        here[workers] = len(in_this_process)
+        in_this_process.clear()
         assert all(c.base is opts for c in cands)
     assert len({c[0] for c in out[1]}) >= 2 and any(c[7] for c in out[1])  # stage counts; a tail
     assert out[2] == out[1]
+    assert here == {1: 2, 2: 0}  # both stage counts here with one worker, none with two
 
 
 @pytest.mark.parametrize("workers", [0, -1, 1.5, True, "2"])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import time
 from dataclasses import fields, replace
 
@@ -68,9 +69,10 @@ def plan(model: torch.nn.Module, *example_inputs, ipus: int, optimizer=None,
     `global_batch` the samples per weight update (default: micro-batch x
     ipus x 16); `options` the user's fixed choices. `keep_all`: also return
     the configurations that do not fit (last, with the reason). `workers`:
-    processes costing the stage counts at once (default: the CPUs this
-    process may run on; 1: this process alone). The model is traced once,
-    in this process, whatever their number; the result is the same."""
+    processes costing the stage counts at once, forked on Linux (default:
+    the CPUs this process may run on; 1: this process alone; elsewhere one
+    process). The model is traced once, in this process, whatever their
+    number; the result is the same."""
     if isinstance(ipus, bool) or not isinstance(ipus, int) or ipus < 1:
         raise Error(f"tilefx.plan: ipus must be a positive int, got {ipus!r}")
     if workers is None:
@@ -248,7 +250,10 @@ class _Planner:
 
     def _search(self) -> list[Candidate]:
         groups = self._groups()
-        if self.workers > 1 and len(groups) > 1 and "fork" in multiprocessing.get_all_start_methods():
+        # forked workers on Linux only: macOS's system libraries are not
+        # safe to use in a forked child (Python's multiprocessing docs,
+        # "Contexts and start methods"); elsewhere one process costs them all
+        if self.workers > 1 and len(groups) > 1 and sys.platform.startswith("linux"):
             return self._search_forked(groups)
         return [c for g in groups for c in self._group(*g)]
 
