@@ -198,6 +198,38 @@ def time_makespan(stages=16, micro_batches=2048, calls=6):
     return out
 
 
+def _traced_planners(layers, attribute, **sizes):
+    """{True: planner, False: planner} of the BERT model on 16 mk2 IPUs with
+    `attribute` (a `_Planner` switch) on and off, each traced; and each
+    one's trace CPU seconds."""
+    planners, trace = {}, {}
+    for on in (True, False):
+        model, inputs, opt = bert_factory(layers=layers, **sizes)
+        p = _Planner(model, inputs, 16, opt, 16384, tilefx.Options().setMachine("mk2"), 8)
+        setattr(p, attribute, on)
+        cpu = time.process_time()
+        p._trace()
+        planners[on], trace[on] = p, time.process_time() - cpu
+    return planners, trace
+
+
+def _alternated(planners, configurations, rounds):
+    """CPU seconds costing `configurations(planner)` with each of the two
+    planners, alternated in one process (the order swapped each round), and
+    each one's figures."""
+    cpu = {True: 0.0, False: 0.0}
+    figures: dict = {True: [], False: []}
+    for r in range(rounds):
+        for on in ((True, False) if r % 2 == 0 else (False, True)):
+            p = planners[on]
+            for c in configurations(p):
+                start = time.process_time()
+                p._cost(c)
+                cpu[on] += time.process_time() - start
+                figures[on].append((c.throughput, c.memory, c.bubble, c.reason, c.placement, c.stage_cycles))
+    return cpu, figures
+
+
 def time_reuse(layers, rounds=2, **sizes):
     """CPU seconds per configuration costing with the repeated layers' ops
     costed once (`_Planner.reuse_repeats`) and with every op of every copy
@@ -205,39 +237,22 @@ def time_reuse(layers, rounds=2, **sizes):
     configuration by both; and whether every figure is the same."""
     from tilefx.planner.candidate import STATE_OFF_CHIP_SHARDED, STATE_ON_CHIP, STATE_SHARDED
 
-    planners = {}
-    for reuse in (True, False):
-        model, inputs, opt = bert_factory(layers=layers, **sizes)
-        opts = tilefx.Options().setMachine("mk2")
-        p = _Planner(model, inputs, 16, opt, 16384, opts, 8)
-        p.reuse_repeats = reuse
-        cpu = time.process_time()
-        p._trace()
-        planners[reuse] = (p, opts, time.process_time() - cpu)
+    planners, trace = _traced_planners(layers, "reuse_repeats", **sizes)
 
-    def configurations(p, opts):
+    def configurations(p):
+        opts = p.base
         return [Candidate(1, 16, 8, 128, "FillDrain", STATE_SHARDED, 0.6, "mk2", base=opts),
                 Candidate(2, 8, 8, 256, "1F1B", STATE_ON_CHIP, 0.15, "mk2", base=opts),
                 Candidate(4, 4, 8, 512, "FillDrain", STATE_OFF_CHIP_SHARDED, 0.15, "mk2", base=opts, tail=p.tail),
                 Candidate(4, 4, 8, 512, "ZeroBubble", STATE_OFF_CHIP_SHARDED, 0.3, "mk2", base=opts),
                 Candidate(8, 2, 8, 1024, "1F1B", STATE_OFF_CHIP_SHARDED, 0.15, "mk2", base=opts)]
 
-    for reuse in (True, False):  # the op-cost memo and the matmul plans filled for both
-        for c in configurations(*planners[reuse][:2]):
-            planners[reuse][0]._cost(c)
-    cpu = {True: 0.0, False: 0.0}
-    figures: dict = {True: [], False: []}
-    n = 0
-    for r in range(rounds):
-        for reuse in ((True, False) if r % 2 == 0 else (False, True)):
-            p, opts, _ = planners[reuse]
-            for c in configurations(p, opts):
-                start = time.process_time()
-                p._cost(c)
-                cpu[reuse] += time.process_time() - start
-                figures[reuse].append((c.throughput, c.memory, c.bubble, c.reason, c.placement, c.stage_cycles))
-                n += reuse
-    return {"pairs": len(planners[True][0].repeat_pairs), "trace": (planners[True][2], planners[False][2]),
+    for p in planners.values():  # the op-cost memo and the matmul plans filled for both
+        for c in configurations(p):
+            p._cost(c)
+    cpu, figures = _alternated(planners, configurations, rounds)
+    n = len(figures[True])
+    return {"pairs": len(planners[True].repeat_pairs), "trace": (trace[True], trace[False]),
             "reuse": cpu[True] / n, "full": cpu[False] / n, "costings": n,
             "same": figures[True] == figures[False]}
 
@@ -254,36 +269,22 @@ def time_shared(layers, rounds=2, **sizes):
     from tilefx.analysis.shared_results import Shared
     from tilefx.planner.candidate import STATE_OFF_CHIP_SHARDED, STATE_ON_CHIP
 
-    planners = {}
-    for share in (True, False):
-        model, inputs, opt = bert_factory(layers=layers, **sizes)
-        opts = tilefx.Options().setMachine("mk2")
-        p = _Planner(model, inputs, 16, opt, 16384, opts, 8)
-        p.share_results = share
-        p._trace()
+    planners, _ = _traced_planners(layers, "share_results", **sizes)
+    for p in planners.values():
         p.shared = Shared()
-        planners[share] = (p, opts)
 
-    def configurations(p, opts):
+    def configurations(p):
+        opts = p.base
         out = [Candidate(4, 4, 8, 512, sched, state, prop, "mk2", base=opts)
                for sched in ("FillDrain", "1F1B", "ZeroBubble") for state in (STATE_ON_CHIP, STATE_OFF_CHIP_SHARDED)
                for prop in (0.6, 0.15)]
         return out + [Candidate(4, 4, 8, 512, "FillDrain", STATE_OFF_CHIP_SHARDED, 0.15, "mk2", base=opts, tail=p.tail),
                       Candidate(8, 2, 8, 1024, "1F1B", STATE_OFF_CHIP_SHARDED, 0.15, "mk2", base=opts)]
 
-    cpu = {True: 0.0, False: 0.0}
-    figures: dict = {True: [], False: []}
-    for r in range(rounds):
-        for share in ((True, False) if r % 2 == 0 else (False, True)):
-            p, opts = planners[share]
-            for c in configurations(p, opts):
-                start = time.process_time()
-                p._cost(c)
-                cpu[share] += time.process_time() - start
-                figures[share].append((c.throughput, c.memory, c.bubble, c.reason, c.placement, c.stage_cycles))
+    cpu, figures = _alternated(planners, configurations, rounds)
     n = len(figures[True])
     return {"shared": cpu[True] / n, "own": cpu[False] / n, "costings": n, "same": figures[True] == figures[False],
-            "computed": dict(planners[True][0].shared.computed)}
+            "computed": dict(planners[True].shared.computed)}
 
 
 def time_plan(layers, ipus, global_batch, mb=8, machine="mk2", workers=None, **kw):
@@ -292,9 +293,9 @@ def time_plan(layers, ipus, global_batch, mb=8, machine="mk2", workers=None, **k
     opts = tilefx.Options()
     opts.setMachine(machine)
 
-    def cpu_time():
-        return time.process_time() + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime + \
-            resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime
+    def cpu_time():  # this process's and its reaped workers'
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.process_time() + children.ru_utime + children.ru_stime
 
     start, cpu = time.perf_counter(), cpu_time()
     cands = tilefx.plan(model, *inputs, ipus=ipus, optimizer=opt, global_batch=global_batch, options=opts,
